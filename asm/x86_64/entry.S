@@ -1,0 +1,153 @@
+/*
+ * fntrace entry trampolines: `mcount` / `_mcount` and `__fentry__`.
+ *
+ * Who calls us
+ *   gcc -pg, rustc -Zinstrument-mcount : `call mcount` after the caller's
+ *       prologue (push %rbp; mov %rsp,%rbp; ...). The traced function F owns
+ *       %rbp, so F's own return address (into F's parent) is at 8(%rbp).
+ *   gcc -pg -mfentry                   : `call __fentry__` at offset 0 of F,
+ *       before any prologue. F's return address is just above ours, 8(%rsp).
+ *
+ * The convention (stricter than the SysV ABI): the callee preserves every
+ * argument register (rdi rsi rdx rcx r8 r9), rax (vararg SSE count) and, as
+ * uftrace does because of gcc's -fipa-ra, r10 and r11. Because Rust code runs
+ * below us, xmm0-xmm7 (float arguments) are saved too, and %rsp is realigned
+ * to 16 bytes before calling into Rust. Flags are not preserved (no compiler
+ * keeps flags live across a call).
+ *
+ * Recursion guard: fntrace_in_tracer is a thread-local byte set while this
+ * thread runs tracer code. Any mcount/fentry call made meanwhile (fntrace
+ * itself built with -Zinstrument-mcount, a tracer calling traced code, a
+ * signal handler running traced code) returns at once, touching only r11,
+ * which it restores.
+ *
+ * Stack after the prologue below (addresses grow upwards):
+ *
+ *      fentry only: 24(%rbp)  F's return address into its parent
+ *                   16(%rbp)  our return address: the end of the call site in F
+ *                    8(%rbp)  saved %r11
+ *                    0(%rbp)  saved %rbp (F's frame pointer for mcount sites)
+ *                             ... 0-15 bytes of alignment padding ...
+ *      %rsp + 64 ..191        xmm0 - xmm7 (16 bytes each, aligned)
+ *      %rsp + 56              r10
+ *      %rsp + 48              rax
+ *      %rsp + 40              r9
+ *      %rsp + 32              r8
+ *      %rsp + 24              rcx
+ *      %rsp + 16              rdx
+ *      %rsp +  8              rsi
+ *      %rsp +  0              rdi          <- %rsp, 16-byte aligned
+ *
+ * The save area is `SavedRegs` in src/arch/x86_64/mod.rs; keep both in step.
+ *
+ * Rust side:  extern "C" fn fntrace_{mcount,fentry}_entry(
+ *                 site_return: usize,        // %rdi: 16(%rbp)
+ *                 parent_slot: *mut usize,   // %rsi: where F's return address lives
+ *                 regs: *mut SavedRegs)      // %rdx: %rsp
+ */
+
+#define SAVE_AREA 192
+
+        .section .tbss,"awT",@nobits
+        .globl  fntrace_in_tracer
+        .hidden fntrace_in_tracer
+        .type   fntrace_in_tracer, @object
+        .size   fntrace_in_tracer, 1
+fntrace_in_tracer:
+        .zero   1
+
+        .text
+
+/* ENTRY_TRAMPOLINE name, rust_entry, parent_slot_code
+ * parent_slot_code leaves the address of F's return-address slot in %rsi. */
+.macro ENTRY_TRAMPOLINE name, rust_entry, fentry
+        .p2align 4
+        .type   \name, @function
+\name:
+        .cfi_startproc
+        pushq   %r11
+        .cfi_adjust_cfa_offset 8
+        .cfi_rel_offset r11, 0
+        movq    fntrace_in_tracer@GOTTPOFF(%rip), %r11
+        cmpb    $0, %fs:(%r11)
+        jne     .Lskip_\@
+        movb    $1, %fs:(%r11)
+
+        pushq   %rbp
+        .cfi_adjust_cfa_offset 8
+        .cfi_rel_offset rbp, 0
+        movq    %rsp, %rbp
+        .cfi_def_cfa_register rbp
+        andq    $-16, %rsp
+        subq    $SAVE_AREA, %rsp
+
+        movq    %rdi,  0(%rsp)
+        movq    %rsi,  8(%rsp)
+        movq    %rdx, 16(%rsp)
+        movq    %rcx, 24(%rsp)
+        movq    %r8,  32(%rsp)
+        movq    %r9,  40(%rsp)
+        movq    %rax, 48(%rsp)
+        movq    %r10, 56(%rsp)
+        movaps  %xmm0,  64(%rsp)
+        movaps  %xmm1,  80(%rsp)
+        movaps  %xmm2,  96(%rsp)
+        movaps  %xmm3, 112(%rsp)
+        movaps  %xmm4, 128(%rsp)
+        movaps  %xmm5, 144(%rsp)
+        movaps  %xmm6, 160(%rsp)
+        movaps  %xmm7, 176(%rsp)
+
+        movq    16(%rbp), %rdi
+.if \fentry
+        leaq    24(%rbp), %rsi          /* F has no frame yet: slot is above ours */
+.else
+        movq    0(%rbp), %rsi           /* F's frame pointer ...               */
+        addq    $8, %rsi                /* ... and its return address above it */
+.endif
+        movq    %rsp, %rdx
+        call    \rust_entry@PLT
+
+        movq     0(%rsp), %rdi
+        movq     8(%rsp), %rsi
+        movq    16(%rsp), %rdx
+        movq    24(%rsp), %rcx
+        movq    32(%rsp), %r8
+        movq    40(%rsp), %r9
+        movq    48(%rsp), %rax
+        movq    56(%rsp), %r10
+        movaps   64(%rsp), %xmm0
+        movaps   80(%rsp), %xmm1
+        movaps   96(%rsp), %xmm2
+        movaps  112(%rsp), %xmm3
+        movaps  128(%rsp), %xmm4
+        movaps  144(%rsp), %xmm5
+        movaps  160(%rsp), %xmm6
+        movaps  176(%rsp), %xmm7
+
+        movq    %rbp, %rsp
+        .cfi_def_cfa_register rsp
+        popq    %rbp
+        .cfi_adjust_cfa_offset -8
+        .cfi_restore rbp
+        movq    fntrace_in_tracer@GOTTPOFF(%rip), %r11
+        movb    $0, %fs:(%r11)
+.Lskip_\@:
+        popq    %r11
+        .cfi_adjust_cfa_offset -8
+        .cfi_restore r11
+        ret
+        .cfi_endproc
+        .size   \name, . - \name
+.endm
+
+        .globl  mcount
+        .globl  _mcount
+ENTRY_TRAMPOLINE mcount, fntrace_mcount_entry, 0
+        .type   _mcount, @function
+        .set    _mcount, mcount
+
+        .globl  __fentry__
+ENTRY_TRAMPOLINE __fentry__, fntrace_fentry_entry, 1
+
+        .section .note.GNU-stack,"",@progbits

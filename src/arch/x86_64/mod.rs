@@ -1,0 +1,190 @@
+//! x86-64 call-site encodings and the trampolines' register save area.
+//!
+//! A call site is the instruction a compiler places in each instrumented
+//! function to call `mcount` or `__fentry__`. The forms seen on this
+//! platform (see `field-notes.md` §1):
+//!
+//! | form              | bytes               | emitted by                                   |
+//! |-------------------|---------------------|----------------------------------------------|
+//! | `CallRel32`       | `e8 rel32`          | rustc; gcc non-PIE                           |
+//! | `Addr32CallRel32` | `67 e8 rel32`       | gcc PIE after the linker relaxed `ff 15`     |
+//! | `CallGotRip`      | `ff 15 rel32`       | gcc PIE (mcount in a shared object); rustc in a crate declaring `mcount` |
+//!
+//! A site is only ever rewritten between its original bytes and the NOP of
+//! the same length; bytes that decode as none of these forms are never
+//! written.
+
+/// Opcode of `call rel32`.
+pub(crate) const CALL_REL32: u8 = 0xe8;
+/// The address-size prefix the linker puts before a relaxed `call`.
+pub(crate) const ADDR32_PREFIX: u8 = 0x67;
+/// Opcode and ModRM of `call *rel32(%rip)`.
+pub(crate) const CALL_RIP_INDIRECT: [u8; 2] = [0xff, 0x15];
+/// `nopl 0x0(%rax,%rax,1)`: the 5-byte NOP.
+pub(crate) const NOP5: [u8; 5] = [0x0f, 0x1f, 0x44, 0x00, 0x00];
+/// `nopw 0x0(%rax,%rax,1)`: the 6-byte NOP.
+pub(crate) const NOP6: [u8; 6] = [0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00];
+/// `push %rbp; mov %rsp,%rbp`: gcc's prologue before an mcount call.
+pub(crate) const GCC_FRAME_PROLOGUE: [u8; 4] = [0x55, 0x48, 0x89, 0xe5];
+
+/// The encoding of one call site.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SiteForm {
+    /// `e8 rel32` (5 bytes).
+    CallRel32,
+    /// `67 e8 rel32` (6 bytes).
+    Addr32CallRel32,
+    /// `ff 15 rel32`: call through a pointer slot (6 bytes).
+    CallGotRip,
+}
+
+impl SiteForm {
+    /// Length of the instruction in bytes.
+    pub fn len(self) -> usize {
+        match self {
+            SiteForm::CallRel32 => 5,
+            SiteForm::Addr32CallRel32 | SiteForm::CallGotRip => 6,
+        }
+    }
+
+    /// The NOP of the same length.
+    pub fn nop(self) -> &'static [u8] {
+        match self.len() {
+            5 => &NOP5,
+            _ => &NOP6,
+        }
+    }
+}
+
+/// A decoded call instruction: its form and where it calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DecodedCall {
+    pub form: SiteForm,
+    pub target: usize,
+}
+
+fn rel32(bytes: &[u8]) -> i64 {
+    i32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as i64
+}
+
+/// Decodes the call instruction that starts at `code[0]`, located at
+/// address `addr`. `load_slot` reads the pointer slot of a `ff 15` call and
+/// returns `None` when the slot is not readable memory.
+///
+/// `addr32_is_ours` says whether a `67` byte at `code[0]` may belong to the
+/// call (see [`decode_site_at`]); when it is false a `67 e8` sequence is not
+/// decoded here (the caller tries `code[1..]` as `e8`).
+pub(crate) fn decode_call(
+    code: &[u8],
+    addr: usize,
+    load_slot: impl Fn(usize) -> Option<usize>,
+) -> Option<DecodedCall> {
+    if code.len() >= 5 && code[0] == CALL_REL32 {
+        let target = (addr as i64 + 5 + rel32(&code[1..5])) as usize;
+        return Some(DecodedCall {
+            form: SiteForm::CallRel32,
+            target,
+        });
+    }
+    if code.len() >= 6 && code[0] == ADDR32_PREFIX && code[1] == CALL_REL32 {
+        let target = (addr as i64 + 6 + rel32(&code[2..6])) as usize;
+        return Some(DecodedCall {
+            form: SiteForm::Addr32CallRel32,
+            target,
+        });
+    }
+    if code.len() >= 6 && code[..2] == CALL_RIP_INDIRECT {
+        let slot = (addr as i64 + 6 + rel32(&code[2..6])) as usize;
+        let target = load_slot(slot)?;
+        return Some(DecodedCall {
+            form: SiteForm::CallGotRip,
+            target,
+        });
+    }
+    None
+}
+
+/// Whether a `67 e8` sequence at `site` is one instruction: the prefix is
+/// certainly part of the call when the site is the function's first byte
+/// (fentry) or directly follows gcc's `push %rbp; mov %rsp,%rbp` at the
+/// function's start. Anywhere else the `67` might end the previous
+/// instruction, so only the `e8` part is treated as the site; writing
+/// `NOP5` after a stray `67` still leaves a valid 6-byte NOP
+/// (`67 0f 1f 44 00 00`), so that choice is always safe.
+pub(crate) fn addr32_prefix_is_part_of_call(site: usize, function: usize, head: &[u8]) -> bool {
+    site == function || (site == function + 4 && head.starts_with(&GCC_FRAME_PROLOGUE))
+}
+
+/// Registers saved by the entry trampolines, in the order
+/// `asm/x86_64/entry.S` stores them (offsets asserted below).
+#[repr(C, align(16))]
+#[derive(Debug)]
+pub struct SavedRegs {
+    /// First integer argument.
+    pub rdi: u64,
+    /// Second integer argument.
+    pub rsi: u64,
+    /// Third integer argument.
+    pub rdx: u64,
+    /// Fourth integer argument.
+    pub rcx: u64,
+    /// Fifth integer argument.
+    pub r8: u64,
+    /// Sixth integer argument.
+    pub r9: u64,
+    /// Vararg SSE register count / scratch.
+    pub rax: u64,
+    /// Static chain / scratch.
+    pub r10: u64,
+    /// Floating-point and vector arguments (low 128 bits).
+    pub xmm: [u128; 8],
+}
+
+const _: () = {
+    assert!(std::mem::offset_of!(SavedRegs, rdi) == 0);
+    assert!(std::mem::offset_of!(SavedRegs, rcx) == 24);
+    assert!(std::mem::offset_of!(SavedRegs, rax) == 48);
+    assert!(std::mem::offset_of!(SavedRegs, r10) == 56);
+    assert!(std::mem::offset_of!(SavedRegs, xmm) == 64);
+    assert!(std::mem::size_of::<SavedRegs>() == 192);
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_each_form_with_its_target() {
+        let addr = 0x1000;
+        let call = decode_call(&[0xe8, 0x10, 0, 0, 0], addr, |_| None).unwrap();
+        assert_eq!(call.form, SiteForm::CallRel32);
+        assert_eq!(call.target, 0x1000 + 5 + 0x10);
+
+        let call = decode_call(&[0x67, 0xe8, 0xf0, 0xff, 0xff, 0xff], addr, |_| None).unwrap();
+        assert_eq!(call.form, SiteForm::Addr32CallRel32);
+        assert_eq!(call.target, 0x1000 + 6 - 0x10);
+
+        let call = decode_call(&[0xff, 0x15, 0x00, 0x01, 0, 0], addr, |slot| {
+            assert_eq!(slot, 0x1000 + 6 + 0x100);
+            Some(0xdead_beef)
+        })
+        .unwrap();
+        assert_eq!(call.form, SiteForm::CallGotRip);
+        assert_eq!(call.target, 0xdead_beef);
+    }
+
+    #[test]
+    fn rejects_unknown_bytes_and_unreadable_slots() {
+        assert_eq!(decode_call(&NOP5, 0x1000, |_| None), None);
+        assert_eq!(decode_call(&[0xe8, 0, 0], 0x1000, |_| None), None);
+        assert_eq!(decode_call(&[0xff, 0x15, 0, 0, 0, 0], 0x1000, |_| None), None);
+        assert_eq!(decode_call(&[0xff, 0xd0, 0, 0, 0, 0], 0x1000, |_| Some(1)), None);
+    }
+
+    #[test]
+    fn nops_match_form_lengths() {
+        assert_eq!(SiteForm::CallRel32.nop(), &NOP5);
+        assert_eq!(SiteForm::Addr32CallRel32.nop(), &NOP6);
+        assert_eq!(SiteForm::CallGotRip.nop(), &NOP6);
+    }
+}

@@ -1,0 +1,250 @@
+//! Control: `init`, `enable`, `disable`, and the state they share.
+//!
+//! Every change of program text happens here, under one lock, and goes
+//! through [`crate::patch::active`]. The rule that keeps text and state in
+//! step: a recognised site holds its call exactly when its tracer mask is
+//! non-zero; [`sync_text`] makes the text obey the masks. Callable from any
+//! thread; calls are serialised.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use parking_lot::Mutex;
+
+use crate::patch::{self, TextWrite};
+use crate::sites::{self, flag, ScanReport, Site, SiteInfo, NOP_PENDING, SITES, UNRECOGNIZED};
+use crate::tracer;
+use crate::{symbols, Error};
+
+struct ControlState {
+    initialized: bool,
+    scan: ScanReport,
+    unreadable_objects: Vec<String>,
+}
+
+static CONTROL: Mutex<ControlState> = Mutex::new(ControlState {
+    initialized: false,
+    scan: ScanReport {
+        functions_scanned: 0,
+        sites_found: 0,
+        foreign_sites: 0,
+    },
+    unreadable_objects: Vec::new(),
+});
+static INITIALIZED: AtomicBool = AtomicBool::new(false);
+
+/// Finds every call site of the process and turns each into a NOP.
+///
+/// Reads the ELF symbol tables of the executable and of every loaded shared
+/// object, records the call site of each instrumented function (also those
+/// that never ran), adds the sites already found by their first call, and
+/// writes their NOPs in one patch. Idempotent: later calls return `Ok(())`
+/// at once. [`enable`] calls it when needed.
+pub fn init() -> Result<(), Error> {
+    let mut state = CONTROL.lock();
+    init_locked(&mut state)
+}
+
+fn init_locked(state: &mut ControlState) -> Result<(), Error> {
+    if state.initialized {
+        return Ok(());
+    }
+    if !cfg!(fntrace_trampolines) {
+        return Err(Error::Unsupported);
+    }
+    // SAFETY: registering a fork handler has no preconditions; the handler
+    // only resets a thread-local cell.
+    unsafe {
+        libc::pthread_atfork(None, None, Some(crate::rt::thread::forget_after_fork));
+    }
+    let index = symbols::current();
+    state.scan = sites::scan(&index);
+    sites::resolve_functions(&index);
+    state.unreadable_objects = index.unreadable.iter().map(|e| e.to_string()).collect();
+    sync_text()?;
+    state.initialized = true;
+    INITIALIZED.store(true, Ordering::Release);
+    Ok(())
+}
+
+/// Switches the tracer registered as `name` on for every traceable site:
+/// its `entry` runs on every call of every instrumented function (except
+/// fntrace's own) until [`disable`]. Enabling an enabled tracer does nothing.
+///
+/// Patches the sites no other enabled tracer had switched on, with every
+/// other thread stopped (see [`crate::set_stop_signal`]). On error nothing
+/// was patched and the tracer stays off.
+pub fn enable(name: &str) -> Result<(), Error> {
+    let mut state = CONTROL.lock();
+    init_locked(&mut state)?;
+    let index = tracer::find(name).ok_or_else(|| Error::UnknownTracer(name.to_string()))?;
+    let bit = 1u64 << index;
+    if tracer::enabled_mask() & bit != 0 {
+        return Ok(());
+    }
+    if let Some(tracer) = tracer::tracer_at(index) {
+        tracer.on_enable();
+    }
+    let selected: Vec<&Site> = SITES.iter().filter(|site| traceable(site)).collect();
+    for site in &selected {
+        site.tracers.fetch_or(bit, Ordering::Relaxed);
+    }
+    tracer::set_enabled(index, true);
+    if let Err(err) = sync_text() {
+        tracer::set_enabled(index, false);
+        for site in &selected {
+            site.tracers.fetch_and(!bit, Ordering::Relaxed);
+        }
+        return Err(err);
+    }
+    Ok(())
+}
+
+/// Switches the tracer registered as `name` off. Its `entry` is not called
+/// again once this returns (calls already inside it finish). Sites no other
+/// enabled tracer wants go back to their NOP.
+///
+/// If the text cannot be written (a thread did not acknowledge the stop
+/// signal), the tracer is off all the same, the error says why, and the
+/// sites keep their calls until the next successful `enable`, `disable` or
+/// [`flush`].
+pub fn disable(name: &str) -> Result<(), Error> {
+    let _state = CONTROL.lock();
+    let index = tracer::find(name).ok_or_else(|| Error::UnknownTracer(name.to_string()))?;
+    let bit = 1u64 << index;
+    if tracer::enabled_mask() & bit == 0 {
+        return Ok(());
+    }
+    tracer::set_enabled(index, false);
+    for site in SITES.iter() {
+        site.tracers.fetch_and(!bit, Ordering::Relaxed);
+    }
+    sync_text()
+}
+
+/// Writes every pending change: NOPs for sites found by their first call
+/// since the last patch, and any revert an earlier failed `disable` left.
+pub fn flush() -> Result<(), Error> {
+    let _state = CONTROL.lock();
+    sync_text()
+}
+
+/// From the trampoline, after a site was found by its first call: write its
+/// NOP now if no other control operation is running (that one will).
+pub(crate) fn nop_pending_from_hot_path() {
+    if !INITIALIZED.load(Ordering::Acquire) || !NOP_PENDING.load(Ordering::Acquire) {
+        return;
+    }
+    if let Some(_state) = CONTROL.try_lock() {
+        // A failure leaves NOP_PENDING set; the next operation retries.
+        let _ = sync_text();
+    }
+}
+
+fn traceable(site: &Site) -> bool {
+    site.form().is_some()
+        && !site.has_flag(flag::EXCLUDED)
+        && site.function.load(Ordering::Relaxed) != 0
+}
+
+/// Makes every recognised site hold its call exactly when some enabled
+/// tracer selected it. Caller holds the control lock.
+fn sync_text() -> Result<(), Error> {
+    NOP_PENDING.store(false, Ordering::Release);
+    let mut writes = Vec::new();
+    let mut flipped = Vec::new();
+    for site in SITES.iter() {
+        let Some(form) = site.form() else {
+            continue;
+        };
+        let wants_call = site.tracers.load(Ordering::Relaxed) != 0;
+        if wants_call == site.has_flag(flag::TEXT_IS_CALL) {
+            continue;
+        }
+        let len = form.len();
+        let original = site.original_bytes();
+        let mut nop = [0u8; 8];
+        nop[..len].copy_from_slice(form.nop());
+        let (old, new) = if wants_call {
+            (nop, original)
+        } else {
+            (original, nop)
+        };
+        writes.push(TextWrite {
+            addr: site.addr.load(Ordering::Relaxed),
+            len: len as u8,
+            old,
+            new,
+        });
+        flipped.push(site);
+    }
+    if writes.is_empty() {
+        return Ok(());
+    }
+    if let Err(err) = patch::active().apply(&writes) {
+        NOP_PENDING.store(true, Ordering::Release);
+        return Err(err);
+    }
+    for site in flipped {
+        site.set_flag(flag::TEXT_IS_CALL, !site.has_flag(flag::TEXT_IS_CALL));
+    }
+    Ok(())
+}
+
+/// Counts describing fntrace's view of the process.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Whether [`init`] has completed.
+    pub initialized: bool,
+    /// Call sites known (recognised or not).
+    pub sites: usize,
+    /// Sites whose text holds the call now.
+    pub patched_sites: usize,
+    /// Sites found by their first call rather than by the ELF scan.
+    pub lazily_found: usize,
+    /// fntrace's own sites (never enabled).
+    pub excluded_sites: usize,
+    /// Calls into a trampoline whose call bytes fntrace did not recognise;
+    /// such sites are never written.
+    pub unrecognized_sites: u64,
+    /// What the ELF scan found.
+    pub scan: ScanReport,
+    /// Loaded objects whose symbols could not be read, with the reason.
+    pub unreadable_objects: Vec<String>,
+    /// Panics caught in tracer code.
+    pub tracer_panics: u64,
+}
+
+/// A snapshot of fntrace's counters.
+pub fn stats() -> Stats {
+    let state = CONTROL.lock();
+    let mut stats = Stats {
+        initialized: state.initialized,
+        scan: state.scan,
+        unreadable_objects: state.unreadable_objects.clone(),
+        unrecognized_sites: UNRECOGNIZED.load(Ordering::Relaxed),
+        tracer_panics: tracer::TRACER_PANICS.load(Ordering::Relaxed),
+        ..Stats::default()
+    };
+    for site in SITES.iter() {
+        stats.sites += 1;
+        stats.patched_sites += site.has_flag(flag::TEXT_IS_CALL) as usize;
+        stats.lazily_found += site.has_flag(flag::LAZY) as usize;
+        stats.excluded_sites += site.has_flag(flag::EXCLUDED) as usize;
+    }
+    stats
+}
+
+/// Every call site known, in no particular order.
+pub fn sites() -> Vec<SiteInfo> {
+    let _state = CONTROL.lock();
+    SITES.iter().map(SiteInfo::of).collect()
+}
+
+/// The call site of the function whose entry address is `function`.
+pub fn site_of(function: usize) -> Option<SiteInfo> {
+    let _state = CONTROL.lock();
+    SITES
+        .iter()
+        .find(|site| site.function.load(Ordering::Relaxed) == function && site.form().is_some())
+        .map(SiteInfo::of)
+}

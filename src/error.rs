@@ -1,0 +1,124 @@
+//! The one error type of the public API.
+
+use std::fmt;
+use std::io;
+use std::time::Duration;
+
+/// Everything that can go wrong in fntrace's public API. Nothing in the API
+/// panics; each failure names what went wrong and where.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// This build has no trampolines (not x86-64 Linux).
+    Unsupported,
+    /// No tracer is registered under this name.
+    UnknownTracer(String),
+    /// A tracer with this name is registered already.
+    DuplicateTracer(String),
+    /// All tracer slots are taken (fntrace supports [`crate::MAX_TRACERS`]).
+    TooManyTracers,
+    /// A thread did not acknowledge the stop signal within the wait; nothing
+    /// was written. Typically the thread blocks the signal: choose another
+    /// with [`crate::set_stop_signal`].
+    ThreadDidNotAcknowledge {
+        /// Kernel thread id that did not answer.
+        tid: i32,
+        /// How long fntrace waited for it.
+        waited: Duration,
+    },
+    /// Installing the stop-signal handler or signalling a thread failed.
+    Signal {
+        /// What was being done.
+        what: &'static str,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// The bytes at a call site are not what fntrace wrote or recorded there
+    /// (someone else changed the text); nothing was written.
+    SiteBytesChanged {
+        /// Address of the site.
+        addr: usize,
+        /// The bytes fntrace expected.
+        expected: Vec<u8>,
+        /// The bytes found.
+        found: Vec<u8>,
+    },
+    /// Writing to the program text failed.
+    TextWrite {
+        /// Address of the write.
+        addr: usize,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// Reading the symbol tables of a loaded object failed.
+    Symbols {
+        /// The object file.
+        path: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// A filter pattern is malformed.
+    BadFilter(String),
+    /// Any other I/O failure, with what was being done.
+    Io {
+        /// What was being done.
+        what: String,
+        /// The OS error.
+        source: io::Error,
+    },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Unsupported => write!(f, "fntrace supports x86-64 Linux only"),
+            Error::UnknownTracer(name) => write!(f, "no tracer named {name:?} is registered"),
+            Error::DuplicateTracer(name) => {
+                write!(f, "a tracer named {name:?} is registered already")
+            }
+            Error::TooManyTracers => {
+                write!(f, "too many tracers (at most {})", crate::MAX_TRACERS)
+            }
+            Error::ThreadDidNotAcknowledge { tid, waited } => write!(
+                f,
+                "thread {tid} did not acknowledge the stop signal within {waited:?} \
+                 (does it block the signal? see fntrace::set_stop_signal); nothing was patched"
+            ),
+            Error::Signal { what, source } => write!(f, "{what}: {source}"),
+            Error::SiteBytesChanged {
+                addr,
+                expected,
+                found,
+            } => write!(
+                f,
+                "call site {addr:#x} holds {} but fntrace expected {}; nothing was patched",
+                hex(found),
+                hex(expected)
+            ),
+            Error::TextWrite { addr, source } => {
+                write!(f, "writing program text at {addr:#x}: {source}")
+            }
+            Error::Symbols { path, reason } => {
+                write!(f, "reading symbols of {path}: {reason}")
+            }
+            Error::BadFilter(why) => write!(f, "bad filter: {why}"),
+            Error::Io { what, source } => write!(f, "{what}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Signal { source, .. }
+            | Error::TextWrite { source, .. }
+            | Error::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    let parts: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    parts.join(" ")
+}

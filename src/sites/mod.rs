@@ -1,0 +1,290 @@
+//! Call sites: the table, and the two ways sites are found.
+//!
+//! - **Lazy** ([`on_unknown_site`]): the first call through a site reaches the
+//!   trampoline; the call instruction is decoded backwards from its return
+//!   address and recorded. Its NOP is written by the next patch operation
+//!   (at [`crate::init`], or at once by the discovering thread when no other
+//!   patch is running), always through the patcher, never by a bare store.
+//! - **Eager** ([`scan`]): at `init`, each function symbol's first bytes are
+//!   searched for a call whose target is one of fntrace's trampolines, so that
+//!   functions that have not run yet can be traced later.
+
+mod table;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+pub use table::SiteKind;
+pub(crate) use table::{flag, Inserted, NewSite, Site, SiteTable};
+
+use crate::arch::x86_64::{
+    addr32_prefix_is_part_of_call, decode_call, SiteForm, CALL_REL32, CALL_RIP_INDIRECT,
+};
+use crate::symbols::{self, SymbolIndex};
+
+/// Every call site fntrace knows of.
+pub(crate) static SITES: SiteTable = SiteTable::new();
+
+/// Set when a lazily found site still holds its call and awaits its NOP.
+pub(crate) static NOP_PENDING: AtomicBool = AtomicBool::new(false);
+
+/// Calls into a trampoline whose bytes decode as no known site form; they
+/// are recorded (so they are not decoded again) and never written.
+pub(crate) static UNRECOGNIZED: AtomicU64 = AtomicU64::new(0);
+
+/// How many bytes from a function's start are searched for its site.
+const SCAN_WINDOW: usize = 128;
+
+extern "C" {
+    fn mcount();
+    fn __fentry__();
+}
+
+/// Address of the trampoline that sites of `kind` call.
+pub(crate) fn trampoline(kind: SiteKind) -> usize {
+    match kind {
+        SiteKind::Mcount => mcount as *const () as usize,
+        SiteKind::Fentry => __fentry__ as *const () as usize,
+    }
+}
+
+fn kind_of_target(target: usize) -> Option<SiteKind> {
+    if target == trampoline(SiteKind::Mcount) {
+        Some(SiteKind::Mcount)
+    } else if target == trampoline(SiteKind::Fentry) {
+        Some(SiteKind::Fentry)
+    } else {
+        None
+    }
+}
+
+fn pack(bytes: &[u8]) -> [u8; 8] {
+    let mut out = [0u8; 8];
+    out[..bytes.len()].copy_from_slice(bytes);
+    out
+}
+
+/// Records the site whose call to the `kind` trampoline returns to
+/// `return_address`. Called from the trampoline (recursion guard set) when
+/// [`SITES`] has no entry yet. Allocates nothing.
+pub(crate) fn on_unknown_site(return_address: usize, kind: SiteKind) -> Option<&'static Site> {
+    // SAFETY: a call instruction ending at return_address was just executed,
+    // so the 6 bytes before it are mapped code. (A 5-byte call at the very
+    // start of a mapping would make byte -6 unmapped; text never starts with
+    // an instrumented call: ELF headers or padding precede it.)
+    let code: [u8; 6] = unsafe { std::ptr::read_unaligned((return_address - 6) as *const [u8; 6]) };
+    let tramp = trampoline(kind);
+    let mut decoded = None;
+    if code[1] == CALL_REL32 {
+        decoded = decode_call(&code[1..], return_address - 5, |_| None)
+            .filter(|c| c.target == tramp)
+            .map(|c| (return_address - 5, c.form));
+    }
+    if decoded.is_none() && code[..2] == CALL_RIP_INDIRECT {
+        // SAFETY: the call just executed loaded its target from this slot.
+        let load = |slot: usize| Some(unsafe { std::ptr::read_unaligned(slot as *const usize) });
+        decoded = decode_call(&code, return_address - 6, load)
+            .filter(|c| c.target == tramp)
+            .map(|c| (return_address - 6, c.form));
+    }
+    let (addr, form, original) = match decoded {
+        Some((addr, form)) => {
+            let start = 6 - form.len();
+            (addr, Some(form), pack(&code[start..]))
+        }
+        None => {
+            UNRECOGNIZED.fetch_add(1, Ordering::Relaxed);
+            (return_address, None, [0; 8])
+        }
+    };
+    let new = NewSite {
+        addr,
+        function: 0,
+        form,
+        kind,
+        original,
+        extra_flags: flag::LAZY | if form.is_some() { flag::TEXT_IS_CALL } else { 0 },
+    };
+    let site = match SITES.insert(return_address, &new)? {
+        Inserted::New(site) | Inserted::Existing(site) => site,
+    };
+    if form.is_some() {
+        NOP_PENDING.store(true, Ordering::Release);
+    }
+    Some(site)
+}
+
+/// What one [`scan`] found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ScanReport {
+    /// Function symbols whose first bytes were searched.
+    pub functions_scanned: usize,
+    /// New sites recorded.
+    pub sites_found: usize,
+    /// Sites calling an `mcount`/`__fentry__` that is not fntrace's (for
+    /// example glibc's, from a shared object that did not bind to ours);
+    /// left alone.
+    pub foreign_sites: usize,
+}
+
+/// Searches every function symbol for its call site and records new ones.
+/// Called with the control lock held.
+pub(crate) fn scan(index: &SymbolIndex) -> ScanReport {
+    let mut report = ScanReport::default();
+    let foreign: Vec<usize> = index
+        .objects
+        .iter()
+        .flat_map(|o| o.functions.iter())
+        .filter(|f| matches!(&*f.name, "mcount" | "_mcount" | "__fentry__"))
+        .map(|f| f.start)
+        .filter(|&addr| kind_of_target(addr).is_none())
+        .collect();
+
+    for object in &index.objects {
+        for function in &object.functions {
+            let in_text = object
+                .text
+                .iter()
+                .any(|t| function.start >= t.start && function.start < t.end);
+            if function.size == 0 || !in_text {
+                continue;
+            }
+            let window = function.size.min(SCAN_WINDOW);
+            let window = object
+                .text
+                .iter()
+                .find(|t| function.start >= t.start && function.start < t.end)
+                .map_or(0, |t| window.min(t.end - function.start));
+            // SAFETY: [start, start + window) lies inside an executable
+            // PT_LOAD segment of a loaded object, which is mapped readable.
+            let code = unsafe { std::slice::from_raw_parts(function.start as *const u8, window) };
+            report.functions_scanned += 1;
+            let load_slot = |slot: usize| {
+                // SAFETY: the slot lies inside a mapped segment of the object.
+                object
+                    .maps(slot, 8)
+                    .then(|| unsafe { std::ptr::read_unaligned(slot as *const usize) })
+            };
+            for offset in 0..code.len() {
+                let addr = function.start + offset;
+                let Some(call) = decode_call(&code[offset..], addr, load_slot) else {
+                    continue;
+                };
+                if foreign.contains(&call.target) {
+                    report.foreign_sites += 1;
+                    break;
+                }
+                let Some(kind) = kind_of_target(call.target) else {
+                    continue;
+                };
+                if call.form == SiteForm::Addr32CallRel32
+                    && !addr32_prefix_is_part_of_call(addr, function.start, code)
+                {
+                    continue; // the next offset decodes the `e8` alone
+                }
+                if kind == SiteKind::Fentry && offset != 0 {
+                    continue;
+                }
+                let len = call.form.len();
+                let new = NewSite {
+                    addr,
+                    function: function.start,
+                    form: Some(call.form),
+                    kind,
+                    original: pack(&code[offset..offset + len]),
+                    extra_flags: flag::TEXT_IS_CALL | exclusion_flag(&function.name),
+                };
+                match SITES.insert(addr + len, &new) {
+                    Some(Inserted::New(_)) => report.sites_found += 1,
+                    Some(Inserted::Existing(site)) => complete_lazy_site(site, &new),
+                    None => {}
+                }
+                break;
+            }
+        }
+    }
+    report
+}
+
+/// The ELF scan knows more than the lazy hook did: the function, whether
+/// the site is fntrace's own, and whether a `67` prefix belongs to the call.
+fn complete_lazy_site(site: &Site, scanned: &NewSite) {
+    if site.function.load(Ordering::Relaxed) == 0 {
+        site.function.store(scanned.function, Ordering::Relaxed);
+    }
+    site.set_flag(flag::EXCLUDED, scanned.extra_flags & flag::EXCLUDED != 0);
+    if site.has_flag(flag::TEXT_IS_CALL) && site.addr.load(Ordering::Relaxed) != scanned.addr {
+        site.redescribe(scanned);
+    }
+}
+
+/// Fills in the function of lazily found sites the scan did not reach
+/// (functions whose symbol has no size, say).
+pub(crate) fn resolve_functions(index: &SymbolIndex) {
+    for site in SITES.iter() {
+        if site.function.load(Ordering::Relaxed) != 0 || site.form().is_none() {
+            continue;
+        }
+        let addr = site.addr.load(Ordering::Relaxed);
+        if let Some(function) = index.function_at(addr) {
+            site.function.store(function.start, Ordering::Relaxed);
+            site.set_flag(flag::EXCLUDED, exclusion_flag(&function.name) != 0);
+        }
+    }
+}
+
+/// fntrace's own functions are never traced: it would only measure itself.
+fn exclusion_flag(mangled: &str) -> u32 {
+    let name = symbols::demangle(mangled);
+    let own = name.starts_with("fntrace::")
+        || name.starts_with("<fntrace::")
+        || name.starts_with("fntrace_")
+        || name.contains(" as fntrace::");
+    if own {
+        flag::EXCLUDED
+    } else {
+        0
+    }
+}
+
+/// A call site as the public API shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SiteInfo {
+    /// Address of the call instruction's first byte.
+    pub address: usize,
+    /// Entry address of the function holding the site (0 while unknown).
+    pub function: usize,
+    /// The encoding, or `None` when the bytes were not recognised (such a
+    /// site is never written).
+    pub form: Option<SiteForm>,
+    /// Which trampoline the site calls.
+    pub kind: SiteKind,
+    /// The original call instruction.
+    pub original: Vec<u8>,
+    /// Number of enabled tracers that selected this site (its reference
+    /// count: the site holds the call exactly when this is non-zero).
+    pub enabled_tracers: u32,
+    /// Whether the text holds the call right now (else the NOP).
+    pub patched: bool,
+    /// Found by the first call through it rather than by the ELF scan.
+    pub lazily_found: bool,
+    /// fntrace's own code: never enabled.
+    pub excluded: bool,
+}
+
+impl SiteInfo {
+    pub(crate) fn of(site: &Site) -> SiteInfo {
+        let form = site.form();
+        let len = form.map_or(0, SiteForm::len);
+        SiteInfo {
+            address: site.addr.load(Ordering::Relaxed),
+            function: site.function.load(Ordering::Relaxed),
+            form,
+            kind: site.kind(),
+            original: site.original_bytes()[..len].to_vec(),
+            enabled_tracers: site.tracers.load(Ordering::Relaxed).count_ones(),
+            patched: site.has_flag(flag::TEXT_IS_CALL),
+            lazily_found: site.has_flag(flag::LAZY),
+            excluded: site.has_flag(flag::EXCLUDED),
+        }
+    }
+}

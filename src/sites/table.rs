@@ -1,0 +1,445 @@
+//! The call-site table: a lock-free hash table keyed by each site's return
+//! address (the address right after the call instruction, which the
+//! trampoline receives for free).
+//!
+//! Readers (every traced call) probe without locks. Writers (the first call
+//! through an unknown site, and the ELF scan) take a small spin lock, fill an
+//! empty slot, then publish its key with a Release store that pairs with the
+//! Acquire load in [`SiteTable::find`]. Inserting is rare (once per site), and
+//! one writer at a time keeps a key from landing in two segments. A writer is
+//! never interrupted by another writer of its own thread: the trampoline's
+//! recursion guard is set while it runs. Entries are never removed. The table is a chain of segments allocated with `mmap` (which is
+//! async-signal-safe, unlike `malloc`), each twice the size of the one
+//! before, so insertion never moves an entry that a reader may hold.
+
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+use crate::arch::x86_64::SiteForm;
+
+const EMPTY: usize = 0;
+const FIRST_SEGMENT_SLOTS: usize = 1 << 14;
+
+/// Whether a site calls `mcount` (after the prologue) or `__fentry__`
+/// (the function's first instruction).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SiteKind {
+    /// `gcc -pg`, `rustc -Zinstrument-mcount`.
+    Mcount,
+    /// `gcc -pg -mfentry`.
+    Fentry,
+}
+
+/// Bits of [`Site::flags`]:
+///
+/// | bits | meaning                                                      |
+/// |------|--------------------------------------------------------------|
+/// | 0-1  | form: 0 unknown, 1 `e8`, 2 `67 e8`, 3 `ff 15`                |
+/// | 2    | kind: 0 mcount, 1 fentry                                     |
+/// | 3    | the text holds the call now (else the NOP, or unknown bytes) |
+/// | 4    | excluded: fntrace's own code, never enabled                  |
+/// | 5    | found by the lazy hook (first call) rather than the ELF scan |
+pub(crate) mod flag {
+    pub const FORM_MASK: u32 = 0b11;
+    pub const FENTRY: u32 = 1 << 2;
+    pub const TEXT_IS_CALL: u32 = 1 << 3;
+    pub const EXCLUDED: u32 = 1 << 4;
+    pub const LAZY: u32 = 1 << 5;
+}
+
+fn form_bits(form: Option<SiteForm>) -> u32 {
+    match form {
+        None => 0,
+        Some(SiteForm::CallRel32) => 1,
+        Some(SiteForm::Addr32CallRel32) => 2,
+        Some(SiteForm::CallGotRip) => 3,
+    }
+}
+
+/// One call site.
+pub(crate) struct Site {
+    key: AtomicUsize,
+    /// First byte of the call instruction.
+    pub addr: AtomicUsize,
+    /// Entry of the function the site belongs to; 0 while unknown.
+    pub function: AtomicUsize,
+    /// The original call instruction, little-endian, `len` bytes used.
+    pub original: AtomicU64,
+    /// See [`flag`].
+    pub flags: AtomicU32,
+    /// Bit `i` set: enabled tracer `i` selected this site. Written only under
+    /// the control lock; read on every traced call. Its population count is
+    /// the site's reference count: the site holds the call exactly when it
+    /// is non-zero, so the count cannot drift from the text.
+    pub tracers: AtomicU64,
+}
+
+/// The fields of a new site.
+pub(crate) struct NewSite {
+    pub addr: usize,
+    pub function: usize,
+    pub form: Option<SiteForm>,
+    pub kind: SiteKind,
+    pub original: [u8; 8],
+    pub extra_flags: u32,
+}
+
+impl Site {
+    /// The return address of the call: the table key.
+    pub fn return_address(&self) -> usize {
+        self.key.load(Ordering::Relaxed)
+    }
+
+    pub fn form(&self) -> Option<SiteForm> {
+        match self.flags.load(Ordering::Relaxed) & flag::FORM_MASK {
+            1 => Some(SiteForm::CallRel32),
+            2 => Some(SiteForm::Addr32CallRel32),
+            3 => Some(SiteForm::CallGotRip),
+            _ => None,
+        }
+    }
+
+    pub fn kind(&self) -> SiteKind {
+        if self.flags.load(Ordering::Relaxed) & flag::FENTRY != 0 {
+            SiteKind::Fentry
+        } else {
+            SiteKind::Mcount
+        }
+    }
+
+    pub fn has_flag(&self, bit: u32) -> bool {
+        self.flags.load(Ordering::Relaxed) & bit != 0
+    }
+
+    pub fn set_flag(&self, bit: u32, on: bool) {
+        if on {
+            self.flags.fetch_or(bit, Ordering::Relaxed);
+        } else {
+            self.flags.fetch_and(!bit, Ordering::Relaxed);
+        }
+    }
+
+    pub fn original_bytes(&self) -> [u8; 8] {
+        self.original.load(Ordering::Relaxed).to_le_bytes()
+    }
+
+    /// Re-describes a site whose text still holds the original call (used
+    /// when the ELF scan learns that a lazily found `e8` has a `67` prefix).
+    /// Caller holds the control lock.
+    pub fn redescribe(&self, new: &NewSite) {
+        self.addr.store(new.addr, Ordering::Relaxed);
+        self.original
+            .store(u64::from_le_bytes(new.original), Ordering::Relaxed);
+        let keep = self.flags.load(Ordering::Relaxed) & !flag::FORM_MASK;
+        self.flags
+            .store(keep | form_bits(new.form), Ordering::Relaxed);
+        if new.function != 0 {
+            self.function.store(new.function, Ordering::Relaxed);
+        }
+    }
+}
+
+struct Segment {
+    slots: *mut Site,
+    mask: usize,
+    used: AtomicUsize,
+    next: AtomicPtr<Segment>,
+}
+
+impl Segment {
+    fn allocate(slots: usize) -> *mut Segment {
+        let bytes = std::mem::size_of::<Segment>() + slots * std::mem::size_of::<Site>();
+        // SAFETY: an anonymous private mapping has no preconditions; the
+        // result is checked for MAP_FAILED.
+        let mem = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if mem == libc::MAP_FAILED {
+            return ptr::null_mut();
+        }
+        let segment = mem as *mut Segment;
+        // SAFETY: mem is a fresh zeroed mapping large enough for the header
+        // followed by `slots` sites; all-zero bytes are a valid empty Site
+        // (atomics at 0, key EMPTY). Segment is 8-aligned and page-aligned mem
+        // satisfies it, and Site's alignment (8) divides the header size.
+        unsafe {
+            segment.write(Segment {
+                slots: (mem as *mut u8).add(std::mem::size_of::<Segment>()) as *mut Site,
+                mask: slots - 1,
+                used: AtomicUsize::new(0),
+                next: AtomicPtr::new(ptr::null_mut()),
+            });
+        }
+        segment
+    }
+
+    fn slot(&self, index: usize) -> &Site {
+        // SAFETY: index is masked into 0..=mask, inside the mapping made by
+        // allocate, which is never unmapped.
+        unsafe { &*self.slots.add(index & self.mask) }
+    }
+
+    fn capacity(&self) -> usize {
+        self.mask + 1
+    }
+}
+
+fn hash(key: usize) -> usize {
+    (key as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29) as usize
+}
+
+/// The process-wide table of call sites.
+pub(crate) struct SiteTable {
+    head: AtomicPtr<Segment>,
+    writer: AtomicBool,
+}
+
+// SAFETY: segments are only reached through atomics and never freed; every
+// field a reader uses is atomic.
+unsafe impl Sync for SiteTable {}
+
+/// The result of [`SiteTable::insert`].
+pub(crate) enum Inserted<'a> {
+    New(&'a Site),
+    Existing(&'a Site),
+}
+
+impl SiteTable {
+    pub const fn new() -> Self {
+        SiteTable {
+            head: AtomicPtr::new(ptr::null_mut()),
+            writer: AtomicBool::new(false),
+        }
+    }
+
+    fn segments(&self) -> impl Iterator<Item = &Segment> {
+        // Acquire pairs with the Release publishing a segment in next_segment.
+        let mut current = self.head.load(Ordering::Acquire);
+        std::iter::from_fn(move || {
+            // SAFETY: non-null segment pointers come from Segment::allocate and
+            // are never freed.
+            let segment = unsafe { current.as_ref()? };
+            current = segment.next.load(Ordering::Acquire);
+            Some(segment)
+        })
+    }
+
+    /// Finds the site whose call returns to `return_address`. Lock-free.
+    #[inline]
+    pub fn find(&self, return_address: usize) -> Option<&Site> {
+        for segment in self.segments() {
+            let mut index = hash(return_address);
+            loop {
+                let site = segment.slot(index);
+                // Acquire pairs with the Release publishing the key in insert,
+                // so the site's fields are visible once the key matches.
+                let key = site.key.load(Ordering::Acquire);
+                if key == return_address {
+                    return Some(site);
+                }
+                if key == EMPTY {
+                    break;
+                }
+                index += 1;
+            }
+        }
+        None
+    }
+
+    /// Inserts a site unless one with the same return address exists.
+    /// Returns `None` only when no memory could be mapped.
+    pub fn insert(&self, return_address: usize, new: &NewSite) -> Option<Inserted<'_>> {
+        debug_assert!(return_address != EMPTY);
+        let _writer = WriterLock::acquire(&self.writer);
+        let mut segment_ptr = self.first_segment()?;
+        loop {
+            // SAFETY: pointers from first_segment/next_segment are live forever.
+            let segment = unsafe { &*segment_ptr };
+            if let Some(found) = segment_find_or_insert(segment, return_address, new) {
+                return Some(found);
+            }
+            segment_ptr = self.next_segment(segment)?;
+        }
+    }
+
+    fn first_segment(&self) -> Option<*mut Segment> {
+        let head = self.head.load(Ordering::Acquire);
+        if !head.is_null() {
+            return Some(head);
+        }
+        let fresh = Segment::allocate(FIRST_SEGMENT_SLOTS);
+        if fresh.is_null() {
+            return None;
+        }
+        // Release publishes the initialised header; on a lost race the fresh
+        // mapping is simply leaked (once, at start-up).
+        match self.head.compare_exchange(
+            ptr::null_mut(),
+            fresh,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => Some(fresh),
+            Err(winner) => Some(winner),
+        }
+    }
+
+    fn next_segment(&self, segment: &Segment) -> Option<*mut Segment> {
+        let next = segment.next.load(Ordering::Acquire);
+        if !next.is_null() {
+            return Some(next);
+        }
+        let fresh = Segment::allocate(segment.capacity() * 2);
+        if fresh.is_null() {
+            return None;
+        }
+        match segment.next.compare_exchange(
+            ptr::null_mut(),
+            fresh,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => Some(fresh),
+            Err(winner) => Some(winner),
+        }
+    }
+
+    /// Every published site.
+    pub fn iter(&self) -> impl Iterator<Item = &Site> {
+        self.segments().flat_map(|segment| {
+            (0..segment.capacity())
+                .map(move |i| segment.slot(i))
+                .filter(|site| site.key.load(Ordering::Acquire) != EMPTY)
+        })
+    }
+}
+
+/// Serialises writers. Spins with `sched_yield`: no allocation and no
+/// futex, so it is usable from any context the trampoline runs in.
+struct WriterLock<'a>(&'a AtomicBool);
+
+impl<'a> WriterLock<'a> {
+    fn acquire(flag: &'a AtomicBool) -> Self {
+        // Acquire pairs with the Release in drop: the previous writer's slots
+        // and `used` count are visible to the next writer.
+        while flag
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            // SAFETY: sched_yield has no preconditions.
+            unsafe { libc::sched_yield() };
+        }
+        WriterLock(flag)
+    }
+}
+
+impl Drop for WriterLock<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+/// Looks for `return_address` in one segment and fills an empty slot for it
+/// when the segment is less than three quarters full. `None`: go on to the
+/// next segment. Caller holds the writer lock.
+fn segment_find_or_insert<'a>(
+    segment: &'a Segment,
+    return_address: usize,
+    new: &NewSite,
+) -> Option<Inserted<'a>> {
+    let mut index = hash(return_address);
+    loop {
+        let site = segment.slot(index);
+        let key = site.key.load(Ordering::Relaxed);
+        if key == return_address {
+            return Some(Inserted::Existing(site));
+        }
+        if key != EMPTY {
+            index += 1;
+            continue;
+        }
+        // An empty slot ends the probe chain: the key is not in this segment.
+        if segment.used.load(Ordering::Relaxed) * 4 >= segment.capacity() * 3 {
+            return None;
+        }
+        segment.used.fetch_add(1, Ordering::Relaxed);
+        site.addr.store(new.addr, Ordering::Relaxed);
+        site.function.store(new.function, Ordering::Relaxed);
+        site.original
+            .store(u64::from_le_bytes(new.original), Ordering::Relaxed);
+        let kind = match new.kind {
+            SiteKind::Mcount => 0,
+            SiteKind::Fentry => flag::FENTRY,
+        };
+        site.flags
+            .store(form_bits(new.form) | kind | new.extra_flags, Ordering::Relaxed);
+        site.tracers.store(0, Ordering::Relaxed);
+        // Release: the fields above are visible to whoever sees the key.
+        site.key.store(return_address, Ordering::Release);
+        return Some(Inserted::New(site));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn new_site(addr: usize) -> NewSite {
+        NewSite {
+            addr,
+            function: addr - 4,
+            form: Some(SiteForm::CallRel32),
+            kind: SiteKind::Mcount,
+            original: [0xe8, 1, 2, 3, 4, 0, 0, 0],
+            extra_flags: 0,
+        }
+    }
+
+    #[test]
+    fn inserts_finds_and_grows_past_the_first_segment() {
+        let table = SiteTable::new();
+        let count = FIRST_SEGMENT_SLOTS * 2;
+        for i in 0..count {
+            let ret = 0x10_0000 + i * 16;
+            assert!(matches!(
+                table.insert(ret, &new_site(ret - 5)),
+                Some(Inserted::New(_))
+            ));
+        }
+        for i in 0..count {
+            let ret = 0x10_0000 + i * 16;
+            let site = table.find(ret).expect("inserted site is found");
+            assert_eq!(site.addr.load(Ordering::Relaxed), ret - 5);
+            assert_eq!(site.form(), Some(SiteForm::CallRel32));
+        }
+        assert!(matches!(
+            table.insert(0x10_0000, &new_site(0)),
+            Some(Inserted::Existing(_))
+        ));
+        assert_eq!(table.iter().count(), count);
+        assert!(table.find(0x10_0008).is_none());
+    }
+
+    #[test]
+    fn concurrent_inserts_of_the_same_keys_make_one_entry_each() {
+        let table = SiteTable::new();
+        std::thread::scope(|scope| {
+            for _ in 0..8 {
+                scope.spawn(|| {
+                    for i in 0..5_000usize {
+                        let ret = 0x40_0000 + i * 8;
+                        table.insert(ret, &new_site(ret - 5)).unwrap();
+                    }
+                });
+            }
+        });
+        assert_eq!(table.iter().count(), 5_000);
+    }
+}

@@ -1,0 +1,248 @@
+//! Function symbols of every loaded object, for eager call-site discovery
+//! and for naming traced addresses.
+//!
+//! Objects are listed with `dl_iterate_phdr` (the executable, shared objects
+//! loaded at start-up and later with `dlopen`); each object's ELF file is read
+//! with the `object` crate, `.symtab` and `.dynsym` merged. The index is
+//! cached with glibc's `dlpi_adds`/`dlpi_subs` counters as its generation, so
+//! it is rebuilt only when objects were loaded or unloaded.
+
+use std::ffi::CStr;
+use std::ops::Range;
+use std::sync::Arc;
+
+use object::{Object as _, ObjectSymbol, SymbolKind};
+use parking_lot::Mutex;
+
+use crate::Error;
+
+/// A function symbol, at its run-time address.
+#[derive(Clone, Debug)]
+pub(crate) struct Function {
+    pub start: usize,
+    pub size: usize,
+    /// The symbol as stored (mangled).
+    pub name: Box<str>,
+}
+
+impl Function {
+    pub fn contains(&self, addr: usize) -> bool {
+        addr >= self.start && addr < self.start + self.size.max(1)
+    }
+}
+
+/// One loaded ELF object.
+#[derive(Debug)]
+pub(crate) struct LoadedObject {
+    pub path: String,
+    /// Difference between run-time and link-time addresses.
+    pub bias: usize,
+    /// Mapped `PT_LOAD` segments, at run-time addresses.
+    pub segments: Vec<Range<usize>>,
+    /// Executable `PT_LOAD` segments.
+    pub text: Vec<Range<usize>>,
+    /// Function symbols sorted by start address, no duplicates.
+    pub functions: Vec<Function>,
+}
+
+impl LoadedObject {
+    /// Whether `[addr, addr + len)` lies inside one mapped segment.
+    pub fn maps(&self, addr: usize, len: usize) -> bool {
+        self.segments
+            .iter()
+            .any(|seg| addr >= seg.start && addr.saturating_add(len) <= seg.end)
+    }
+
+    fn function_at(&self, addr: usize) -> Option<&Function> {
+        let idx = self.functions.partition_point(|f| f.start <= addr);
+        let candidate = self.functions.get(idx.checked_sub(1)?)?;
+        candidate.contains(addr).then_some(candidate)
+    }
+}
+
+/// All loaded objects at one moment.
+#[derive(Debug)]
+pub(crate) struct SymbolIndex {
+    pub generation: u64,
+    pub objects: Vec<LoadedObject>,
+    /// Objects whose symbols could not be read, with the reason.
+    pub unreadable: Vec<Error>,
+}
+
+impl SymbolIndex {
+    /// The object whose segments contain `addr`.
+    pub fn object_at(&self, addr: usize) -> Option<&LoadedObject> {
+        self.objects.iter().find(|o| o.maps(addr, 1))
+    }
+
+    /// The function containing `addr`.
+    pub fn function_at(&self, addr: usize) -> Option<&Function> {
+        self.object_at(addr)?.function_at(addr)
+    }
+}
+
+/// Returns the symbol index, rebuilding it only when objects were loaded or
+/// unloaded since the last call.
+pub(crate) fn current() -> Arc<SymbolIndex> {
+    static CACHE: Mutex<Option<Arc<SymbolIndex>>> = Mutex::new(None);
+    let mut cache = CACHE.lock();
+    let generation = load_generation();
+    if let Some(index) = cache.as_ref() {
+        if index.generation == generation {
+            return Arc::clone(index);
+        }
+    }
+    let index = Arc::new(build(generation));
+    *cache = Some(Arc::clone(&index));
+    index
+}
+
+/// Demangles Rust (legacy and v0) names; other names are returned as is.
+pub(crate) fn demangle(name: &str) -> String {
+    match rustc_demangle::try_demangle(name) {
+        Ok(demangled) => format!("{demangled:#}"),
+        Err(_) => name.to_string(),
+    }
+}
+
+struct PhdrInfo {
+    name: String,
+    bias: usize,
+    segments: Vec<Range<usize>>,
+    text: Vec<Range<usize>>,
+}
+
+fn load_generation() -> u64 {
+    let mut generation = 0u64;
+    // SAFETY: the callback only reads the `dl_phdr_info` glibc passes, for the
+    // duration of the call, and writes through the `&mut u64` we pass in.
+    unsafe {
+        libc::dl_iterate_phdr(Some(generation_callback), &mut generation as *mut u64 as *mut _);
+    }
+    generation
+}
+
+unsafe extern "C" fn generation_callback(
+    info: *mut libc::dl_phdr_info,
+    size: usize,
+    data: *mut libc::c_void,
+) -> libc::c_int {
+    // SAFETY: glibc passes a valid info of at least `size` bytes; the adds and
+    // subs fields exist when size covers them (checked).
+    unsafe {
+        let generation = &mut *(data as *mut u64);
+        if size >= std::mem::offset_of!(libc::dl_phdr_info, dlpi_subs) + 8 {
+            *generation = (*info).dlpi_adds.wrapping_mul(1 << 32) ^ (*info).dlpi_subs;
+        }
+    }
+    1 // the counters are the same in every entry: stop after the first
+}
+
+unsafe extern "C" fn collect_callback(
+    info: *mut libc::dl_phdr_info,
+    _size: usize,
+    data: *mut libc::c_void,
+) -> libc::c_int {
+    // SAFETY: glibc passes a valid info whose dlpi_phdr points at dlpi_phnum
+    // program headers, valid during the call; data is the Vec we passed.
+    unsafe {
+        let out = &mut *(data as *mut Vec<PhdrInfo>);
+        let info = &*info;
+        let name = if info.dlpi_name.is_null() {
+            String::new()
+        } else {
+            CStr::from_ptr(info.dlpi_name).to_string_lossy().into_owned()
+        };
+        let bias = info.dlpi_addr as usize;
+        let mut segments = Vec::new();
+        let mut text = Vec::new();
+        for i in 0..info.dlpi_phnum as usize {
+            let ph = &*info.dlpi_phdr.add(i);
+            if ph.p_type != libc::PT_LOAD {
+                continue;
+            }
+            let start = bias + ph.p_vaddr as usize;
+            let range = start..start + ph.p_memsz as usize;
+            if ph.p_flags & libc::PF_X != 0 {
+                text.push(range.clone());
+            }
+            segments.push(range);
+        }
+        out.push(PhdrInfo {
+            name,
+            bias,
+            segments,
+            text,
+        });
+    }
+    0
+}
+
+fn build(generation: u64) -> SymbolIndex {
+    let mut infos: Vec<PhdrInfo> = Vec::new();
+    // SAFETY: collect_callback matches dl_iterate_phdr's callback contract and
+    // only pushes into the Vec passed as data.
+    unsafe {
+        libc::dl_iterate_phdr(Some(collect_callback), &mut infos as *mut Vec<PhdrInfo> as *mut _);
+    }
+    let mut objects = Vec::new();
+    let mut unreadable = Vec::new();
+    for (i, info) in infos.into_iter().enumerate() {
+        if info.text.is_empty() {
+            continue;
+        }
+        let path = if i == 0 && info.name.is_empty() {
+            match std::fs::read_link("/proc/self/exe") {
+                Ok(p) => p.to_string_lossy().into_owned(),
+                Err(_) => continue,
+            }
+        } else {
+            info.name.clone()
+        };
+        // The vDSO has no file; it holds no instrumented code.
+        if path.is_empty() || path.starts_with("linux-vdso") {
+            continue;
+        }
+        match read_functions(&path, info.bias) {
+            Ok(functions) => objects.push(LoadedObject {
+                path,
+                bias: info.bias,
+                segments: info.segments,
+                text: info.text,
+                functions,
+            }),
+            Err(reason) => unreadable.push(Error::Symbols { path, reason }),
+        }
+    }
+    SymbolIndex {
+        generation,
+        objects,
+        unreadable,
+    }
+}
+
+fn read_functions(path: &str, bias: usize) -> Result<Vec<Function>, String> {
+    let data = std::fs::read(path).map_err(|e| e.to_string())?;
+    let file = object::File::parse(&*data).map_err(|e| e.to_string())?;
+    let mut functions: Vec<Function> = file
+        .symbols()
+        .chain(file.dynamic_symbols())
+        .filter(|s| s.kind() == SymbolKind::Text && s.is_definition() && s.address() != 0)
+        .filter_map(|s| {
+            Some(Function {
+                start: bias.wrapping_add(s.address() as usize),
+                size: s.size() as usize,
+                name: s.name().ok()?.into(),
+            })
+        })
+        .collect();
+    // Aliases share an address: keep the one with a size, then the longest name.
+    functions.sort_by(|a, b| {
+        a.start
+            .cmp(&b.start)
+            .then(b.size.cmp(&a.size))
+            .then(b.name.len().cmp(&a.name.len()))
+    });
+    functions.dedup_by_key(|f| f.start);
+    Ok(functions)
+}

@@ -1,0 +1,90 @@
+//! The built-in `function` tracer: one event per traced call entry.
+
+use std::cell::Cell;
+
+use once_cell::sync::Lazy;
+
+use super::{Call, Tracer};
+use crate::rt::clock::now_ns;
+use crate::rt::ring::{Ring, RingPool};
+use crate::rt::thread::current_tid;
+
+/// One entry into a traced function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FunctionEvent {
+    /// Monotonic clock, nanoseconds.
+    pub time_ns: u64,
+    /// Entry address of the traced function.
+    pub function: usize,
+    /// Return address into the caller.
+    pub parent: usize,
+    /// Kernel thread id of the caller.
+    pub tid: u32,
+}
+
+/// Most threads whose events the function tracer keeps apart.
+pub const MAX_THREADS: usize = 4096;
+
+/// The `function` tracer. Registered under the name `"function"`.
+pub struct FunctionTracer {
+    pool: Lazy<RingPool<FunctionEvent>>,
+}
+
+thread_local! {
+    static RING: Cell<*const Ring<FunctionEvent>> = const { Cell::new(std::ptr::null()) };
+}
+
+/// The process's function tracer.
+pub static FUNCTION_TRACER: FunctionTracer = FunctionTracer {
+    pool: Lazy::new(|| RingPool::new(MAX_THREADS)),
+};
+
+crate::register_tracer!("function", &FUNCTION_TRACER);
+
+impl FunctionTracer {
+    /// Takes every buffered event (all threads), oldest first per thread.
+    pub fn take_events(&self) -> Vec<FunctionEvent> {
+        self.pool.drain()
+    }
+
+    /// Events lost because a thread's buffer was full.
+    pub fn lost_events(&self) -> u64 {
+        self.pool.lost()
+    }
+
+    /// Events each thread's buffer holds, for buffers created from now on.
+    pub fn set_buffer_events(&self, events: usize) {
+        self.pool.set_ring_capacity(events);
+    }
+}
+
+impl Tracer for FunctionTracer {
+    fn on_enable(&self) {
+        // Allocate the pool here, not on the first traced call.
+        Lazy::force(&self.pool);
+    }
+
+    #[inline]
+    fn entry(&self, call: &Call<'_>) {
+        let event = FunctionEvent {
+            time_ns: now_ns(),
+            function: call.function(),
+            parent: call.parent(),
+            tid: current_tid(),
+        };
+        RING.with(|cached| {
+            let mut ring = cached.get();
+            if ring.is_null() {
+                match self.pool.claim(event.tid) {
+                    Some(claimed) => {
+                        ring = claimed;
+                        cached.set(ring);
+                    }
+                    None => return self.pool.count_unbuffered(),
+                }
+            }
+            // SAFETY: rings from the pool are never unmapped.
+            unsafe { (*ring).push(event) };
+        });
+    }
+}

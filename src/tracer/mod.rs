@@ -1,0 +1,115 @@
+//! Tracers: what runs when an enabled call site is hit.
+//!
+//! A tracer is registered by name before `main` with [`register_tracer!`]
+//! (or at run time with [`register`]) and switched on and off by name with
+//! [`crate::enable`] and [`crate::disable`]. Several tracers may be enabled
+//! at once; each gets its own bit in every call site's tracer mask.
+//!
+//! # What a tracer's `entry` may do
+//! It runs inside the traced function's prologue, on the traced thread,
+//! possibly inside a signal handler. It must not block on anything that
+//! traced code might hold, and should not allocate (the thread may be inside
+//! `malloc`); fntrace's own tracers keep per-thread buffers. Calls it makes
+//! to instrumented functions are not traced (the recursion guard is set). A
+//! panic is caught, counted, and the tracer is switched off for all threads.
+
+pub mod function;
+mod registry;
+
+pub use registry::{names, register, MAX_TRACERS};
+pub(crate) use registry::{enabled_mask, find, set_enabled, tracer_at, TRACER_PANICS};
+
+use crate::arch::x86_64::SavedRegs;
+
+/// A traced function call, as seen at the function's entry.
+pub struct Call<'a> {
+    pub(crate) function: usize,
+    pub(crate) parent: usize,
+    pub(crate) site_return: usize,
+    pub(crate) regs: &'a SavedRegs,
+}
+
+impl Call<'_> {
+    /// Address of the traced function's first instruction: for a Rust
+    /// function `f`, `f as usize == call.function()`.
+    #[inline]
+    pub fn function(&self) -> usize {
+        self.function
+    }
+
+    /// The return address into the caller (the parent).
+    #[inline]
+    pub fn parent(&self) -> usize {
+        self.parent
+    }
+
+    /// The address right after the call site inside the traced function.
+    #[inline]
+    pub fn site_return(&self) -> usize {
+        self.site_return
+    }
+
+    /// The traced function's argument registers as they were at the site.
+    /// For `gcc -pg -mfentry` sites they hold the arguments; for mcount
+    /// sites the prologue may already have moved them elsewhere.
+    #[inline]
+    pub fn registers(&self) -> &SavedRegs {
+        self.regs
+    }
+}
+
+/// Something that wants to know about traced calls.
+pub trait Tracer: Send + Sync + 'static {
+    /// Called at the entry of every traced function this tracer selected,
+    /// on the calling thread. See the module docs for what it may do.
+    fn entry(&self, call: &Call<'_>);
+
+    /// Called by [`crate::enable`] before any site is patched for this
+    /// tracer, on the enabling thread: the place to allocate.
+    fn on_enable(&self) {}
+}
+
+impl<T: Tracer> Tracer for &'static T {
+    fn entry(&self, call: &Call<'_>) {
+        (**self).entry(call)
+    }
+    fn on_enable(&self) {
+        (**self).on_enable()
+    }
+}
+
+/// Registers a tracer under a name before `main` runs.
+///
+/// ```ignore
+/// struct Counter(std::sync::atomic::AtomicU64);
+/// impl fntrace::Tracer for Counter {
+///     fn entry(&self, _: &fntrace::Call<'_>) {
+///         self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+///     }
+/// }
+/// fntrace::register_tracer!("counter", Counter(std::sync::atomic::AtomicU64::new(0)));
+/// ```
+///
+/// The expression is evaluated once, at load time, and leaked (tracers live
+/// as long as the process). A duplicate name is reported on stderr and the
+/// second registration ignored; [`crate::enable`] names it in its error.
+#[macro_export]
+macro_rules! register_tracer {
+    ($name:expr, $tracer:expr $(,)?) => {
+        const _: () = {
+            #[used]
+            #[link_section = ".init_array"]
+            static REGISTER: extern "C" fn() = {
+                extern "C" fn register() {
+                    let tracer: &'static dyn $crate::Tracer = ::std::boxed::Box::leak(
+                        ::std::boxed::Box::new($tracer),
+                    );
+                    if let Err(err) = $crate::register($name, tracer) {
+                        ::std::eprintln!("fntrace: register_tracer!: {err}");
+                    }
+                }
+                register
+            };
+        };
+    };
+}

@@ -1,0 +1,76 @@
+//! The tracer registry: a fixed array of slots filled once each.
+//!
+//! Registration is rare and takes a lock; the traced-call path reads a slot
+//! with one Acquire load (`OnceCell::get`) and the enabled mask with one
+//! Relaxed load.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use once_cell::sync::OnceCell;
+use parking_lot::Mutex;
+
+use super::Tracer;
+use crate::Error;
+
+/// How many tracers can be registered (one bit each in a site's mask).
+pub const MAX_TRACERS: usize = 64;
+
+struct Registered {
+    name: &'static str,
+    tracer: &'static dyn Tracer,
+}
+
+static SLOTS: [OnceCell<Registered>; MAX_TRACERS] = [const { OnceCell::new() }; MAX_TRACERS];
+static REGISTERING: Mutex<usize> = Mutex::new(0);
+/// Bit `i` set: tracer `i` is enabled.
+static ENABLED: AtomicU64 = AtomicU64::new(0);
+/// Panics caught in tracer code (each switches its tracer off).
+pub(crate) static TRACER_PANICS: AtomicU64 = AtomicU64::new(0);
+
+/// Registers `tracer` under `name`. Names are unique.
+pub fn register(name: &'static str, tracer: &'static dyn Tracer) -> Result<(), Error> {
+    let mut count = REGISTERING.lock();
+    if find(name).is_some() {
+        return Err(Error::DuplicateTracer(name.to_string()));
+    }
+    let slot = SLOTS.get(*count).ok_or(Error::TooManyTracers)?;
+    if slot.set(Registered { name, tracer }).is_err() {
+        return Err(Error::TooManyTracers);
+    }
+    *count += 1;
+    Ok(())
+}
+
+/// Index of the tracer registered as `name`.
+pub(crate) fn find(name: &str) -> Option<usize> {
+    SLOTS
+        .iter()
+        .map_while(|slot| slot.get())
+        .position(|r| r.name == name)
+}
+
+/// The tracer in slot `index`.
+#[inline]
+pub(crate) fn tracer_at(index: usize) -> Option<&'static dyn Tracer> {
+    SLOTS.get(index)?.get().map(|r| r.tracer)
+}
+
+/// Mask of enabled tracers.
+#[inline]
+pub(crate) fn enabled_mask() -> u64 {
+    ENABLED.load(Ordering::Relaxed)
+}
+
+/// Switches tracer `index` on or off for the traced-call path.
+pub(crate) fn set_enabled(index: usize, on: bool) {
+    if on {
+        ENABLED.fetch_or(1 << index, Ordering::Relaxed);
+    } else {
+        ENABLED.fetch_and(!(1 << index), Ordering::Relaxed);
+    }
+}
+
+/// Names of all registered tracers, in registration order.
+pub fn names() -> Vec<&'static str> {
+    SLOTS.iter().map_while(|slot| slot.get()).map(|r| r.name).collect()
+}
