@@ -248,3 +248,11 @@ pub fn site_of(function: usize) -> Option<SiteInfo> {
         .find(|site| site.function.load(Ordering::Relaxed) == function && site.form().is_some())
         .map(SiteInfo::of)
 }
+
+/// The demangled name of the function containing `address`, from the ELF
+/// symbol tables of the loaded objects.
+pub fn function_name(address: usize) -> Option<String> {
+    let index = symbols::current();
+    let function = index.function_at(address)?;
+    Some(symbols::demangle(&function.name))
+}

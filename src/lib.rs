@@ -28,7 +28,7 @@ mod symbols;
 mod tracer;
 
 pub use arch::x86_64::{SavedRegs, SiteForm};
-pub use control::{disable, enable, flush, init, site_of, sites, stats, Stats};
+pub use control::{disable, enable, flush, function_name, init, site_of, sites, stats, Stats};
 pub use error::Error;
 pub use patch::stop_world::{set_ack_timeout, set_stop_signal};
 pub use rt::thread::current_tid;

@@ -70,7 +70,10 @@ impl TextWriter {
         for &(addr, len) in ranges {
             let end = addr.checked_add(len).ok_or_else(|| Error::TextWrite {
                 addr,
-                source: io::Error::new(io::ErrorKind::InvalidInput, "range wraps the address space"),
+                source: io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "range wraps the address space",
+                ),
             })?;
             let mut page = addr & !(page_size - 1);
             while page < end {
@@ -81,10 +84,14 @@ impl TextWriter {
         page_starts.sort_unstable();
         page_starts.dedup();
 
-        let maps = std::fs::read_to_string("/proc/self/maps").map_err(|source| Error::Io {
-            what: "reading /proc/self/maps".to_string(),
-            source,
-        })?;
+        // thread-self, not self: /proc/self names the main thread, whose
+        // maps and mem are empty once it has exited (a zombie leader).
+        let maps = std::fs::read_to_string("/proc/thread-self/maps")
+            .or_else(|_| std::fs::read_to_string("/proc/self/maps"))
+            .map_err(|source| Error::Io {
+                what: "reading /proc/thread-self/maps".to_string(),
+                source,
+            })?;
         let mappings = parse_maps(&maps);
         let mut pages = Vec::with_capacity(page_starts.len());
         for start in page_starts {
@@ -260,7 +267,9 @@ impl TextWriter {
         // Restore every page opened above, whatever happened.
         let mut page = first_page;
         while page < opened_up_to {
-            let prot = self.original_protection(page).unwrap_or(libc::PROT_READ | libc::PROT_EXEC);
+            let prot = self
+                .original_protection(page)
+                .unwrap_or(libc::PROT_READ | libc::PROT_EXEC);
             // SAFETY: as above; this only gives the page back the protection
             // it had before this write.
             let rc = unsafe { libc::mprotect(page as *mut c_void, self.page_size, prot) };
@@ -287,12 +296,17 @@ impl TextWriter {
     }
 }
 
-/// Opens `/proc/self/mem` read-write, else read-only, else not at all.
+/// Opens `/proc/thread-self/mem` (or `/proc/self/mem` on kernels before
+/// 3.17) read-write, else read-only, else not at all.
 fn open_proc_mem() -> Option<OwnedFd> {
-    for flags in [libc::O_RDWR, libc::O_RDONLY] {
+    let paths = [c"/proc/thread-self/mem", c"/proc/self/mem"];
+    for (path, flags) in paths
+        .into_iter()
+        .flat_map(|path| [(path, libc::O_RDWR), (path, libc::O_RDONLY)])
+    {
         // SAFETY: the path is a NUL-terminated literal; `open` has no other
         // preconditions.
-        let fd = unsafe { libc::open(c"/proc/self/mem".as_ptr(), flags | libc::O_CLOEXEC) };
+        let fd = unsafe { libc::open(path.as_ptr(), flags | libc::O_CLOEXEC) };
         if fd >= 0 {
             // SAFETY: `fd` was just returned by `open` and is owned by no one
             // else.

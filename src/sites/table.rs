@@ -420,7 +420,7 @@ mod tests {
             assert_eq!(site.form(), Some(SiteForm::CallRel32));
         }
         assert!(matches!(
-            table.insert(0x10_0000, &new_site(0)),
+            table.insert(0x10_0000, &new_site(0x10_0000 - 5)),
             Some(Inserted::Existing(_))
         ));
         assert_eq!(table.iter().count(), count);

@@ -24,8 +24,6 @@ pub(crate) const CALL_RIP_INDIRECT: [u8; 2] = [0xff, 0x15];
 pub(crate) const NOP5: [u8; 5] = [0x0f, 0x1f, 0x44, 0x00, 0x00];
 /// `nopw 0x0(%rax,%rax,1)`: the 6-byte NOP.
 pub(crate) const NOP6: [u8; 6] = [0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00];
-/// `push %rbp; mov %rsp,%rbp`: gcc's prologue before an mcount call.
-pub(crate) const GCC_FRAME_PROLOGUE: [u8; 4] = [0x55, 0x48, 0x89, 0xe5];
 
 /// The encoding of one call site.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -104,15 +102,43 @@ pub(crate) fn decode_call(
     None
 }
 
-/// Whether a `67 e8` sequence at `site` is one instruction: the prefix is
-/// certainly part of the call when the site is the function's first byte
-/// (fentry) or directly follows gcc's `push %rbp; mov %rsp,%rbp` at the
-/// function's start. Anywhere else the `67` might end the previous
-/// instruction, so only the `e8` part is treated as the site; writing
-/// `NOP5` after a stray `67` still leaves a valid 6-byte NOP
-/// (`67 0f 1f 44 00 00`), so that choice is always safe.
+/// Whether a `67 e8` sequence at `site` is one instruction, that is
+/// whether the `67` starts an instruction. `head` holds the function's first
+/// bytes (from `function`). The prologue before the site is decoded
+/// instruction by instruction; if that reaches `site` exactly, the `67` is
+/// the call's prefix. If the prologue holds an instruction this small
+/// decoder does not know, the answer is `false`: only the `e8` part is then
+/// treated as the site, which is always safe, since `NOP5` after a stray `67`
+/// still forms one valid instruction (`67 0f 1f 44 00 00`).
 pub(crate) fn addr32_prefix_is_part_of_call(site: usize, function: usize, head: &[u8]) -> bool {
-    site == function || (site == function + 4 && head.starts_with(&GCC_FRAME_PROLOGUE))
+    let Some(target) = site.checked_sub(function) else {
+        return false;
+    };
+    let mut offset = 0;
+    while offset < target {
+        match prologue_instruction_len(&head[offset.min(head.len())..]) {
+            Some(len) => offset += len,
+            None => return false,
+        }
+    }
+    offset == target
+}
+
+/// Length of one instruction of the kinds compilers put in a prologue before
+/// the mcount call: `push reg`, `mov`/`xor` between registers, `sub`/`and`
+/// of an immediate from a register (each with an optional REX prefix).
+fn prologue_instruction_len(code: &[u8]) -> Option<usize> {
+    let rex = matches!(code.first()?, 0x40..=0x4f) as usize;
+    let opcode = *code.get(rex)?;
+    let register_operands = |i: usize| code.get(i).is_some_and(|modrm| modrm >> 6 == 0b11);
+    let len = match opcode {
+        0x50..=0x57 => 1,                                                   // push reg
+        0x89 | 0x8b | 0x31 | 0x33 if register_operands(rex + 1) => 2,       // mov/xor reg, reg
+        0x83 if register_operands(rex + 1) => 3,                            // op $imm8, reg
+        0x81 if register_operands(rex + 1) => 6,                            // op $imm32, reg
+        _ => return None,
+    };
+    Some(rex + len)
 }
 
 /// Registers saved by the entry trampolines, in the order
@@ -179,6 +205,22 @@ mod tests {
         assert_eq!(decode_call(&[0xe8, 0, 0], 0x1000, |_| None), None);
         assert_eq!(decode_call(&[0xff, 0x15, 0, 0, 0, 0], 0x1000, |_| None), None);
         assert_eq!(decode_call(&[0xff, 0xd0, 0, 0, 0, 0], 0x1000, |_| Some(1)), None);
+    }
+
+    #[test]
+    fn addr32_prefix_belongs_to_the_call_only_at_an_instruction_boundary() {
+        // gcc -O2: push %rbp; mov %rsp,%rbp; push %r13; push %r12; push %rbx;
+        // sub $8,%rsp; then the call at offset 13.
+        let head = [
+            0x55, 0x48, 0x89, 0xe5, 0x41, 0x55, 0x41, 0x54, 0x53, 0x48, 0x83, 0xec, 0x08, 0x67,
+            0xe8,
+        ];
+        assert!(addr32_prefix_is_part_of_call(0x100d, 0x1000, &head));
+        assert!(addr32_prefix_is_part_of_call(0x1000, 0x1000, &head));
+        assert!(!addr32_prefix_is_part_of_call(0x100c, 0x1000, &head));
+        // `mov $0x67e58948,%eax` ends in a 67 byte: unknown, so not ours.
+        let imm = [0xb8, 0x48, 0x89, 0xe5, 0x67, 0xe8];
+        assert!(!addr32_prefix_is_part_of_call(0x1004, 0x1000, &imm));
     }
 
     #[test]
