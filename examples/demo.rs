@@ -19,12 +19,17 @@ fn tokenize(line: &str) -> Vec<&str> {
 
 #[inline(never)]
 fn score_word(word: &str) -> u64 {
-    word.bytes().fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64))
+    word.bytes()
+        .fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64))
 }
 
 #[inline(never)]
 fn parse_request(id: usize) -> String {
-    format!("GET /items/{id} user={} region=eu-{} lang=en", id % 97, id % 5)
+    format!(
+        "GET /items/{id} user={} region=eu-{} lang=en",
+        id % 97,
+        id % 5
+    )
 }
 
 #[inline(never)]

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use parking_lot::Mutex;
 
 use crate::patch::{self, TextWrite};
+use crate::rt::thread::Untraced;
 use crate::sites::{self, flag, ScanReport, Site, SiteInfo, NOP_PENDING, SITES, UNRECOGNIZED};
 use crate::tracer;
 use crate::{symbols, Error};
@@ -40,6 +41,7 @@ static INITIALIZED: AtomicBool = AtomicBool::new(false);
 /// writes their NOPs in one patch. Idempotent: later calls return `Ok(())`
 /// at once. [`enable`] calls it when needed.
 pub fn init() -> Result<(), Error> {
+    let _untraced = Untraced::begin();
     let mut state = CONTROL.lock();
     init_locked(&mut state)
 }
@@ -74,6 +76,7 @@ fn init_locked(state: &mut ControlState) -> Result<(), Error> {
 /// other thread stopped (see [`crate::set_stop_signal`]). On error nothing
 /// was patched and the tracer stays off.
 pub fn enable(name: &str) -> Result<(), Error> {
+    let _untraced = Untraced::begin();
     let mut state = CONTROL.lock();
     init_locked(&mut state)?;
     let index = tracer::find(name).ok_or_else(|| Error::UnknownTracer(name.to_string()))?;
@@ -108,6 +111,7 @@ pub fn enable(name: &str) -> Result<(), Error> {
 /// sites keep their calls until the next successful `enable`, `disable` or
 /// [`flush`].
 pub fn disable(name: &str) -> Result<(), Error> {
+    let _untraced = Untraced::begin();
     let _state = CONTROL.lock();
     let index = tracer::find(name).ok_or_else(|| Error::UnknownTracer(name.to_string()))?;
     let bit = 1u64 << index;
@@ -124,6 +128,7 @@ pub fn disable(name: &str) -> Result<(), Error> {
 /// Writes every pending change: NOPs for sites found by their first call
 /// since the last patch, and any revert an earlier failed `disable` left.
 pub fn flush() -> Result<(), Error> {
+    let _untraced = Untraced::begin();
     let _state = CONTROL.lock();
     sync_text()
 }
@@ -160,7 +165,7 @@ fn sync_text() -> Result<(), Error> {
         if wants_call == site.has_flag(flag::TEXT_IS_CALL) {
             continue;
         }
-        let len = form.len();
+        let len = form.instruction_len();
         let original = site.original_bytes();
         let mut nop = [0u8; 8];
         nop[..len].copy_from_slice(form.nop());
@@ -216,6 +221,7 @@ pub struct Stats {
 
 /// A snapshot of fntrace's counters.
 pub fn stats() -> Stats {
+    let _untraced = Untraced::begin();
     let state = CONTROL.lock();
     let mut stats = Stats {
         initialized: state.initialized,
@@ -236,12 +242,14 @@ pub fn stats() -> Stats {
 
 /// Every call site known, in no particular order.
 pub fn sites() -> Vec<SiteInfo> {
+    let _untraced = Untraced::begin();
     let _state = CONTROL.lock();
     SITES.iter().map(SiteInfo::of).collect()
 }
 
 /// The call site of the function whose entry address is `function`.
 pub fn site_of(function: usize) -> Option<SiteInfo> {
+    let _untraced = Untraced::begin();
     let _state = CONTROL.lock();
     SITES
         .iter()
@@ -252,6 +260,7 @@ pub fn site_of(function: usize) -> Option<SiteInfo> {
 /// The demangled name of the function containing `address`, from the ELF
 /// symbol tables of the loaded objects.
 pub fn function_name(address: usize) -> Option<String> {
+    let _untraced = Untraced::begin();
     let index = symbols::current();
     let function = index.function_at(address)?;
     Some(symbols::demangle(&function.name))

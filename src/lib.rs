@@ -31,7 +31,7 @@ pub use arch::x86_64::{SavedRegs, SiteForm};
 pub use control::{disable, enable, flush, function_name, init, site_of, sites, stats, Stats};
 pub use error::Error;
 pub use patch::stop_world::{set_ack_timeout, set_stop_signal};
-pub use rt::thread::current_tid;
+pub use rt::thread::{current_tid, untraced};
 pub use sites::{ScanReport, SiteInfo, SiteKind};
 pub use tracer::function::{FunctionEvent, FunctionTracer, FUNCTION_TRACER};
 pub use tracer::{names as tracers, register, Call, Tracer, MAX_TRACERS};

@@ -20,7 +20,10 @@ fn block_signal(signo: i32) {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, signo);
-        assert_eq!(libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()), 0);
+        assert_eq!(
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()),
+            0
+        );
     }
 }
 
@@ -49,7 +52,10 @@ fn a_thread_blocking_the_stop_signal_fails_enable_and_leaves_text_unchanged() {
         other => panic!("unexpected error: {other}"),
     }
     assert!(err.to_string().contains(&blocker_tid.to_string()), "{err}");
-    assert!(waited < Duration::from_secs(5), "bounded wait, took {waited:?}");
+    assert!(
+        waited < Duration::from_secs(5),
+        "bounded wait, took {waited:?}"
+    );
     assert_eq!(text(site.address, 5), NOP5, "nothing was patched");
     let after = fntrace::site_of(addr!(rust::leaf)).unwrap();
     assert_eq!(after.enabled_tracers, 0);

@@ -97,7 +97,12 @@ fn sites_are_nopped_patched_and_reverted_with_exact_counts() {
     assert_eq!(stats.unrecognized_sites, 0, "{stats:?}");
 
     for v in &variants {
-        for (what, function) in [("leaf", v.leaf), ("mid", v.mid), ("run", v.run), ("cold", v.cold)] {
+        for (what, function) in [
+            ("leaf", v.leaf),
+            ("mid", v.mid),
+            ("run", v.run),
+            ("cold", v.cold),
+        ] {
             let site = fntrace::site_of(function)
                 .unwrap_or_else(|| panic!("{}::{what}: no site found", v.name));
             assert_eq!(site.form, Some(v.form), "{}::{what}: {site:?}", v.name);
@@ -110,15 +115,24 @@ fn sites_are_nopped_patched_and_reverted_with_exact_counts() {
             } else {
                 assert!(site.address > function && site.address < function + 64);
             }
-            let len = v.form.len();
+            let len = v.form.instruction_len();
             assert_eq!(site.original.len(), len);
             let expected_head: &[u8] = match v.form {
                 SiteForm::CallRel32 => &[0xe8],
                 SiteForm::Addr32CallRel32 => &[0x67, 0xe8],
                 SiteForm::CallGotRip => &[0xff, 0x15],
             };
-            assert!(site.original.starts_with(expected_head), "{}::{what}", v.name);
-            assert_eq!(text(site.address, len), nop_of(v.form), "{}::{what} after init", v.name);
+            assert!(
+                site.original.starts_with(expected_head),
+                "{}::{what}",
+                v.name
+            );
+            assert_eq!(
+                text(site.address, len),
+                nop_of(v.form),
+                "{}::{what} after init",
+                v.name
+            );
             assert!(!site.patched && !site.excluded);
             // cold never ran: only the ELF scan can have found it.
             if what == "cold" {
@@ -138,11 +152,19 @@ fn sites_are_nopped_patched_and_reverted_with_exact_counts() {
     assert_eq!(COUNTER.all.load(std::sync::atomic::Ordering::Relaxed), 0);
 
     // Phase 2: enabled. Exact counts, from 4 threads at once.
-    assert!(matches!(fntrace::enable("no-such-tracer"), Err(fntrace::Error::UnknownTracer(_))));
+    assert!(matches!(
+        fntrace::enable("no-such-tracer"),
+        Err(fntrace::Error::UnknownTracer(_))
+    ));
     fntrace::enable("count").expect("enable");
     for v in &variants {
         let site = fntrace::site_of(v.leaf).unwrap();
-        assert_eq!(text(site.address, site.original.len()), site.original, "{} enabled", v.name);
+        assert_eq!(
+            text(site.address, site.original.len()),
+            site.original,
+            "{} enabled",
+            v.name
+        );
         assert!(site.patched);
         assert_eq!(site.enabled_tracers, 1);
     }
@@ -160,7 +182,12 @@ fn sites_are_nopped_patched_and_reverted_with_exact_counts() {
         assert_eq!(COUNTER.count(v.run), 4, "{} run", v.name);
         assert_eq!(COUNTER.count(v.mid), 4 * 25, "{} mid", v.name);
         assert_eq!(COUNTER.count(v.leaf), 4 * 25 * 4, "{} leaf", v.name);
-        assert_eq!(COUNTER.count(v.cold), 4, "{} cold (never ran before enable)", v.name);
+        assert_eq!(
+            COUNTER.count(v.cold),
+            4,
+            "{} cold (never ran before enable)",
+            v.name
+        );
     }
 
     // Arguments in registers survive the trampolines (ints and doubles).
@@ -175,7 +202,12 @@ fn sites_are_nopped_patched_and_reverted_with_exact_counts() {
     COUNTER.reset();
     for v in &variants {
         let site = fntrace::site_of(v.leaf).unwrap();
-        assert_eq!(text(site.address, site.original.len()), nop_of(v.form), "{} disabled", v.name);
+        assert_eq!(
+            text(site.address, site.original.len()),
+            nop_of(v.form),
+            "{} disabled",
+            v.name
+        );
         assert_eq!(site.enabled_tracers, 0);
         (v.call_run)(10);
     }

@@ -150,4 +150,22 @@ ENTRY_TRAMPOLINE mcount, fntrace_mcount_entry, 0
         .globl  __fentry__
 ENTRY_TRAMPOLINE __fentry__, fntrace_fentry_entry, 1
 
+/* u8 fntrace_guard_swap(u8 value)
+ *   %dil: the new value of this thread's recursion guard
+ *   %al:  its previous value
+ * Lets Rust code (control operations, user code via fntrace::untraced) run
+ * with tracing suspended on its thread. */
+        .p2align 4
+        .globl  fntrace_guard_swap
+        .hidden fntrace_guard_swap
+        .type   fntrace_guard_swap, @function
+fntrace_guard_swap:
+        .cfi_startproc
+        movq    fntrace_in_tracer@GOTTPOFF(%rip), %rcx
+        movzbl  %fs:(%rcx), %eax
+        movb    %dil, %fs:(%rcx)
+        ret
+        .cfi_endproc
+        .size   fntrace_guard_swap, . - fntrace_guard_swap
+
         .section .note.GNU-stack,"",@progbits

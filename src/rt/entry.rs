@@ -92,7 +92,8 @@ unsafe fn dispatch(
         let Some(tracer) = tracer::tracer_at(index) else {
             continue;
         };
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tracer.entry(&call)));
+        let outcome =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tracer.entry(&call)));
         if outcome.is_err() {
             tracer::TRACER_PANICS.fetch_add(1, Ordering::Relaxed);
             tracer::set_enabled(index, false);

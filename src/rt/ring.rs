@@ -18,8 +18,9 @@ use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 
-/// Default events per thread ring.
-pub const DEFAULT_RING_EVENTS: usize = 1 << 16;
+/// Default events per thread ring (the memory is reserved, not committed:
+/// pages count only once events reach them).
+pub const DEFAULT_RING_EVENTS: usize = 1 << 20;
 
 /// One thread's ring.
 #[repr(C)]
@@ -179,14 +180,17 @@ impl<T: Copy + Send + 'static> RingPool<T> {
         })
     }
 
-    /// Takes every buffered event of every thread, oldest first per thread.
-    pub fn drain(&self) -> Vec<T> {
+    /// Takes every buffered event, per thread (kernel thread id), oldest
+    /// first.
+    pub fn drain(&self) -> Vec<(u32, Vec<T>)> {
         let _reader = self.reader.lock();
-        let mut out = Vec::new();
-        for ring in self.rings() {
-            ring.drain_into(&mut out);
-        }
-        out
+        self.rings()
+            .map(|ring| {
+                let mut events = Vec::new();
+                ring.drain_into(&mut events);
+                (ring.tid(), events)
+            })
+            .collect()
     }
 
     /// Events lost so far: rings full, plus events with no ring at all.

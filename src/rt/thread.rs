@@ -27,3 +27,36 @@ pub fn current_tid() -> u32 {
 pub(crate) extern "C" fn forget_after_fork() {
     TID.with(|tid| tid.set(0));
 }
+
+extern "C" {
+    fn fntrace_guard_swap(value: u8) -> u8;
+}
+
+/// While alive, calls made by this thread are not traced: the same
+/// thread-local guard the trampolines set while a tracer runs.
+pub(crate) struct Untraced {
+    previous: u8,
+}
+
+impl Untraced {
+    pub fn begin() -> Untraced {
+        // SAFETY: fntrace_guard_swap only writes this thread's guard byte.
+        Untraced {
+            previous: unsafe { fntrace_guard_swap(1) },
+        }
+    }
+}
+
+impl Drop for Untraced {
+    fn drop(&mut self) {
+        // SAFETY: as above; restores the value found in begin().
+        unsafe { fntrace_guard_swap(self.previous) };
+    }
+}
+
+/// Runs `f` with tracing suspended on the calling thread: no tracer sees
+/// the instrumented functions it calls.
+pub fn untraced<R>(f: impl FnOnce() -> R) -> R {
+    let _untraced = Untraced::begin();
+    f()
+}

@@ -88,7 +88,7 @@ pub(crate) fn on_unknown_site(return_address: usize, kind: SiteKind) -> Option<&
     }
     let (addr, form, original) = match decoded {
         Some((addr, form)) => {
-            let start = 6 - form.len();
+            let start = 6 - form.instruction_len();
             (addr, Some(form), pack(&code[start..]))
         }
         None => {
@@ -102,7 +102,12 @@ pub(crate) fn on_unknown_site(return_address: usize, kind: SiteKind) -> Option<&
         form,
         kind,
         original,
-        extra_flags: flag::LAZY | if form.is_some() { flag::TEXT_IS_CALL } else { 0 },
+        extra_flags: flag::LAZY
+            | if form.is_some() {
+                flag::TEXT_IS_CALL
+            } else {
+                0
+            },
     };
     let site = match SITES.insert(return_address, &new)? {
         Inserted::New(site) | Inserted::Existing(site) => site,
@@ -184,7 +189,7 @@ pub(crate) fn scan(index: &SymbolIndex) -> ScanReport {
                 if kind == SiteKind::Fentry && offset != 0 {
                     continue;
                 }
-                let len = call.form.len();
+                let len = call.form.instruction_len();
                 let new = NewSite {
                     addr,
                     function: function.start,
@@ -235,10 +240,12 @@ pub(crate) fn resolve_functions(index: &SymbolIndex) {
 /// fntrace's own functions are never traced: it would only measure itself.
 fn exclusion_flag(mangled: &str) -> u32 {
     let name = symbols::demangle(mangled);
-    let own = name.starts_with("fntrace::")
-        || name.starts_with("<fntrace::")
-        || name.starts_with("fntrace_")
-        || name.contains(" as fntrace::");
+    // Also generic code instantiated for fntrace's types (drop glue, ...).
+    let own = name.starts_with("fntrace_")
+        || name.match_indices("fntrace::").any(|(at, _)| {
+            let before = name[..at].chars().next_back();
+            !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+        });
     if own {
         flag::EXCLUDED
     } else {
@@ -274,7 +281,7 @@ pub struct SiteInfo {
 impl SiteInfo {
     pub(crate) fn of(site: &Site) -> SiteInfo {
         let form = site.form();
-        let len = form.map_or(0, SiteForm::len);
+        let len = form.map_or(0, SiteForm::instruction_len);
         SiteInfo {
             address: site.addr.load(Ordering::Relaxed),
             function: site.function.load(Ordering::Relaxed),

@@ -192,7 +192,9 @@ impl Segment {
 }
 
 fn hash(key: usize) -> usize {
-    (key as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29) as usize
+    (key as u64)
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .rotate_left(29) as usize
 }
 
 /// The process-wide table of call sites.
@@ -378,8 +380,10 @@ fn segment_find_or_insert<'a>(
             SiteKind::Mcount => 0,
             SiteKind::Fentry => flag::FENTRY,
         };
-        site.flags
-            .store(form_bits(new.form) | kind | new.extra_flags, Ordering::Relaxed);
+        site.flags.store(
+            form_bits(new.form) | kind | new.extra_flags,
+            Ordering::Relaxed,
+        );
         site.tracers.store(0, Ordering::Relaxed);
         // Release: the fields above are visible to whoever sees the key.
         site.key.store(return_address, Ordering::Release);

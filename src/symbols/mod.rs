@@ -33,6 +33,7 @@ impl Function {
 
 /// One loaded ELF object.
 #[derive(Debug)]
+#[allow(dead_code)] // path and bias: read by the trace exporters
 pub(crate) struct LoadedObject {
     pub path: String,
     /// Difference between run-time and link-time addresses.
@@ -117,7 +118,10 @@ fn load_generation() -> u64 {
     // SAFETY: the callback only reads the `dl_phdr_info` glibc passes, for the
     // duration of the call, and writes through the `&mut u64` we pass in.
     unsafe {
-        libc::dl_iterate_phdr(Some(generation_callback), &mut generation as *mut u64 as *mut _);
+        libc::dl_iterate_phdr(
+            Some(generation_callback),
+            &mut generation as *mut u64 as *mut _,
+        );
     }
     generation
 }
@@ -151,7 +155,9 @@ unsafe extern "C" fn collect_callback(
         let name = if info.dlpi_name.is_null() {
             String::new()
         } else {
-            CStr::from_ptr(info.dlpi_name).to_string_lossy().into_owned()
+            CStr::from_ptr(info.dlpi_name)
+                .to_string_lossy()
+                .into_owned()
         };
         let bias = info.dlpi_addr as usize;
         let mut segments = Vec::new();
@@ -183,7 +189,10 @@ fn build(generation: u64) -> SymbolIndex {
     // SAFETY: collect_callback matches dl_iterate_phdr's callback contract and
     // only pushes into the Vec passed as data.
     unsafe {
-        libc::dl_iterate_phdr(Some(collect_callback), &mut infos as *mut Vec<PhdrInfo> as *mut _);
+        libc::dl_iterate_phdr(
+            Some(collect_callback),
+            &mut infos as *mut Vec<PhdrInfo> as *mut _,
+        );
     }
     let mut objects = Vec::new();
     let mut unreadable = Vec::new();

@@ -44,7 +44,11 @@ crate::register_tracer!("function", &FUNCTION_TRACER);
 impl FunctionTracer {
     /// Takes every buffered event (all threads), oldest first per thread.
     pub fn take_events(&self) -> Vec<FunctionEvent> {
-        self.pool.drain()
+        self.pool
+            .drain()
+            .into_iter()
+            .flat_map(|(_tid, events)| events)
+            .collect()
     }
 
     /// Events lost because a thread's buffer was full.

@@ -16,8 +16,8 @@
 pub mod function;
 mod registry;
 
-pub use registry::{names, register, MAX_TRACERS};
 pub(crate) use registry::{enabled_mask, find, set_enabled, tracer_at, TRACER_PANICS};
+pub use registry::{names, register, MAX_TRACERS};
 
 use crate::arch::x86_64::SavedRegs;
 
@@ -101,9 +101,8 @@ macro_rules! register_tracer {
             #[link_section = ".init_array"]
             static REGISTER: extern "C" fn() = {
                 extern "C" fn register() {
-                    let tracer: &'static dyn $crate::Tracer = ::std::boxed::Box::leak(
-                        ::std::boxed::Box::new($tracer),
-                    );
+                    let tracer: &'static dyn $crate::Tracer =
+                        ::std::boxed::Box::leak(::std::boxed::Box::new($tracer));
                     if let Err(err) = $crate::register($name, tracer) {
                         ::std::eprintln!("fntrace: register_tracer!: {err}");
                     }

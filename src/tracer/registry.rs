@@ -72,5 +72,9 @@ pub(crate) fn set_enabled(index: usize, on: bool) {
 
 /// Names of all registered tracers, in registration order.
 pub fn names() -> Vec<&'static str> {
-    SLOTS.iter().map_while(|slot| slot.get()).map(|r| r.name).collect()
+    SLOTS
+        .iter()
+        .map_while(|slot| slot.get())
+        .map(|r| r.name)
+        .collect()
 }

@@ -38,7 +38,7 @@ pub enum SiteForm {
 
 impl SiteForm {
     /// Length of the instruction in bytes.
-    pub fn len(self) -> usize {
+    pub fn instruction_len(self) -> usize {
         match self {
             SiteForm::CallRel32 => 5,
             SiteForm::Addr32CallRel32 | SiteForm::CallGotRip => 6,
@@ -47,7 +47,7 @@ impl SiteForm {
 
     /// The NOP of the same length.
     pub fn nop(self) -> &'static [u8] {
-        match self.len() {
+        match self.instruction_len() {
             5 => &NOP5,
             _ => &NOP6,
         }
@@ -132,10 +132,10 @@ fn prologue_instruction_len(code: &[u8]) -> Option<usize> {
     let opcode = *code.get(rex)?;
     let register_operands = |i: usize| code.get(i).is_some_and(|modrm| modrm >> 6 == 0b11);
     let len = match opcode {
-        0x50..=0x57 => 1,                                                   // push reg
-        0x89 | 0x8b | 0x31 | 0x33 if register_operands(rex + 1) => 2,       // mov/xor reg, reg
-        0x83 if register_operands(rex + 1) => 3,                            // op $imm8, reg
-        0x81 if register_operands(rex + 1) => 6,                            // op $imm32, reg
+        0x50..=0x57 => 1,                                             // push reg
+        0x89 | 0x8b | 0x31 | 0x33 if register_operands(rex + 1) => 2, // mov/xor reg, reg
+        0x83 if register_operands(rex + 1) => 3,                      // op $imm8, reg
+        0x81 if register_operands(rex + 1) => 6,                      // op $imm32, reg
         _ => return None,
     };
     Some(rex + len)
@@ -203,8 +203,14 @@ mod tests {
     fn rejects_unknown_bytes_and_unreadable_slots() {
         assert_eq!(decode_call(&NOP5, 0x1000, |_| None), None);
         assert_eq!(decode_call(&[0xe8, 0, 0], 0x1000, |_| None), None);
-        assert_eq!(decode_call(&[0xff, 0x15, 0, 0, 0, 0], 0x1000, |_| None), None);
-        assert_eq!(decode_call(&[0xff, 0xd0, 0, 0, 0, 0], 0x1000, |_| Some(1)), None);
+        assert_eq!(
+            decode_call(&[0xff, 0x15, 0, 0, 0, 0], 0x1000, |_| None),
+            None
+        );
+        assert_eq!(
+            decode_call(&[0xff, 0xd0, 0, 0, 0, 0], 0x1000, |_| Some(1)),
+            None
+        );
     }
 
     #[test]

@@ -1,0 +1,50 @@
+//! The whole build instrumented, fntrace included (what a user gets from a
+//! global `RUSTFLAGS=-Zinstrument-mcount`): builds the demo that way in its
+//! own target directory, runs it, and checks the exact call counts it
+//! prints. fntrace's own code must not trace itself.
+
+use std::path::Path;
+use std::process::Command;
+
+#[test]
+fn demo_built_with_everything_instrumented_traces_exact_counts() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let target_dir = root.join("target").join("instrumented");
+    let status = Command::new(&cargo)
+        .current_dir(root)
+        .env("RUSTC_BOOTSTRAP", "1")
+        .env("RUSTFLAGS", "-Zinstrument-mcount")
+        .args(["build", "--release", "--example", "demo", "--target-dir"])
+        .arg(&target_dir)
+        .status()
+        .expect("running cargo");
+    assert!(status.success(), "building the instrumented demo failed");
+
+    let output = Command::new(target_dir.join("release/examples/demo"))
+        .arg("500")
+        .output()
+        .expect("running the demo");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "demo failed:\n{stdout}\n{stderr}");
+
+    let count_of = |function: &str| -> Option<u64> {
+        stdout.lines().find_map(|line| {
+            let mut fields = line.split_whitespace();
+            let calls = fields.next()?.parse().ok()?;
+            let _threads = fields.next()?;
+            (fields.next()? == function).then_some(calls)
+        })
+    };
+    // 4 workers × 500 requests while tracing was on.
+    assert_eq!(count_of("demo::handle_request"), Some(2_000), "{stdout}");
+    assert_eq!(count_of("demo::tokenize"), Some(2_000), "{stdout}");
+    // 10 words per request line.
+    assert_eq!(count_of("demo::score_word"), Some(20_000), "{stdout}");
+    assert!(stdout.contains(", 0 lost"), "{stdout}");
+    assert!(
+        !stdout.contains("fntrace::"),
+        "fntrace traced itself:\n{stdout}"
+    );
+}
