@@ -25,6 +25,7 @@ mod patch;
 mod rt;
 mod sites;
 mod symbols;
+mod trace;
 mod tracer;
 
 pub use arch::x86_64::{SavedRegs, SiteForm};
@@ -34,4 +35,5 @@ pub use patch::stop_world::{set_ack_timeout, set_stop_signal};
 pub use rt::thread::{current_tid, untraced};
 pub use sites::{ScanReport, SiteInfo, SiteKind};
 pub use tracer::function::{FunctionEvent, FunctionTracer, FUNCTION_TRACER};
+pub use trace::{EventKind, GraphEvent, ThreadTrace, Trace};
 pub use tracer::{names as tracers, register, Call, Tracer, MAX_TRACERS};

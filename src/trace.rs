@@ -1,0 +1,76 @@
+//! The in-memory trace: what the graph tracer recorded, in a form every
+//! output (latency table, call graph, uftrace data, Perfetto JSON, flame
+//! graph) reads, and that can be loaded back from a uftrace data directory.
+
+use std::collections::HashMap;
+
+/// Whether an event is a function's entry or its exit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum EventKind {
+    /// The function was entered.
+    Entry = 0,
+    /// The function returned (or was unwound past: see [`Trace`]).
+    Exit = 1,
+}
+
+/// One entry or exit of a traced function on one thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct GraphEvent {
+    /// Nanoseconds on the monotonic clock.
+    pub time_ns: u64,
+    /// Entry address of the function.
+    pub function: usize,
+    /// Nesting depth: 0 for the outermost traced call on the thread; an
+    /// exit has the depth of its entry.
+    pub depth: u16,
+    /// Entry or exit.
+    pub kind: EventKind,
+}
+
+/// Everything one thread recorded.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ThreadTrace {
+    /// Kernel thread id.
+    pub tid: u32,
+    /// The thread's name (`/proc/self/task/TID/comm`) when known.
+    pub name: Option<String>,
+    /// Events in time order. Every exit matches the nearest unmatched entry
+    /// of the same depth before it; an entry may lack its exit (the trace
+    /// ended first, or the frame was unwound by a panic or `longjmp`).
+    pub events: Vec<GraphEvent>,
+    /// Events dropped because the thread's buffer was full.
+    pub lost: u64,
+}
+
+/// A recorded trace of one process.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Trace {
+    /// Process id of the traced process.
+    pub pid: u32,
+    /// Path of its executable.
+    pub exe: String,
+    /// Per-thread events.
+    pub threads: Vec<ThreadTrace>,
+    /// Demangled name of each function address that occurs in `threads`.
+    pub names: HashMap<usize, String>,
+    /// The process's memory map when the trace was taken
+    /// (`/proc/self/maps` text), for tools that resolve addresses.
+    pub maps: String,
+}
+
+impl Trace {
+    /// The name of `function`, or its address in hex.
+    pub fn name_of(&self, function: usize) -> String {
+        self.names
+            .get(&function)
+            .cloned()
+            .unwrap_or_else(|| format!("{function:#x}"))
+    }
+
+    /// Total events lost across threads.
+    pub fn lost(&self) -> u64 {
+        self.threads.iter().map(|t| t.lost).sum()
+    }
+}
