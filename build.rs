@@ -17,7 +17,7 @@ fn main() {
         return;
     }
 
-    let sources = ["asm/x86_64/entry.S"];
+    let sources = ["asm/x86_64/entry.S", "asm/x86_64/return.S"];
     let mut build = cc::Build::new();
     for src in sources {
         println!("cargo:rerun-if-changed={src}");

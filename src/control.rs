@@ -14,7 +14,7 @@ use crate::patch::{self, TextWrite};
 use crate::rt::thread::Untraced;
 use crate::sites::{self, flag, ScanReport, Site, SiteInfo, NOP_PENDING, SITES, UNRECOGNIZED};
 use crate::tracer;
-use crate::{symbols, Error};
+use crate::{symbols, Error, Filter};
 
 struct ControlState {
     initialized: bool,
@@ -58,6 +58,9 @@ fn init_locked(state: &mut ControlState) -> Result<(), Error> {
     unsafe {
         libc::pthread_atfork(None, None, Some(crate::rt::thread::forget_after_fork));
     }
+    crate::rt::shadow::prepare();
+    std::hint::black_box(crate::rt::prepare_unwinding());
+    crate::rt::clock::calibrate(std::time::Duration::from_millis(10));
     let index = symbols::current();
     state.scan = sites::scan(&index);
     sites::resolve_functions(&index);
@@ -70,32 +73,64 @@ fn init_locked(state: &mut ControlState) -> Result<(), Error> {
 
 /// Switches the tracer registered as `name` on for every traceable site:
 /// its `entry` runs on every call of every instrumented function (except
-/// fntrace's own) until [`disable`]. Enabling an enabled tracer does nothing.
+/// fntrace's own) until [`disable`]. Same as [`enable_with`] with
+/// [`Filter::new`]. Enabling an enabled tracer changes nothing.
+pub fn enable(name: &str) -> Result<(), Error> {
+    let _untraced = Untraced::begin();
+    let index = tracer::find(name).ok_or_else(|| Error::UnknownTracer(name.to_string()))?;
+    if tracer::enabled_mask() & (1u64 << index) != 0 {
+        return Ok(());
+    }
+    enable_with(name, &Filter::new())
+}
+
+/// Switches the tracer registered as `name` on for the functions `filter`
+/// selects by name (the others keep their NOP); the filter's run-time limits
+/// (depth, duration) go to the tracer. On an enabled tracer, replaces its
+/// selection.
 ///
 /// Patches the sites no other enabled tracer had switched on, with every
 /// other thread stopped (see [`crate::set_stop_signal`]). On error nothing
-/// was patched and the tracer stays off.
-pub fn enable(name: &str) -> Result<(), Error> {
+/// was patched and the tracer's selection is as before.
+pub fn enable_with(name: &str, filter: &Filter) -> Result<(), Error> {
     let _untraced = Untraced::begin();
     let mut state = CONTROL.lock();
     init_locked(&mut state)?;
     let index = tracer::find(name).ok_or_else(|| Error::UnknownTracer(name.to_string()))?;
     let bit = 1u64 << index;
-    if tracer::enabled_mask() & bit != 0 {
-        return Ok(());
-    }
+    let was_enabled = tracer::enabled_mask() & bit != 0;
     if let Some(tracer) = tracer::tracer_at(index) {
-        tracer.on_enable();
+        tracer.on_enable(filter);
     }
-    let selected: Vec<&Site> = SITES.iter().filter(|site| traceable(site)).collect();
-    for site in &selected {
-        site.tracers.fetch_or(bit, Ordering::Relaxed);
+    let names = filter.has_name_rules().then(symbols::current);
+    let mut previous = Vec::new();
+    for site in SITES.iter() {
+        let selected = traceable(site)
+            && names.as_ref().is_none_or(|index| {
+                let function = site.function.load(Ordering::Relaxed);
+                index
+                    .function_at(function)
+                    .is_some_and(|f| filter.selects(&symbols::demangle(&f.name)))
+            });
+        let before = site.tracers.load(Ordering::Relaxed) & bit != 0;
+        if selected != before {
+            previous.push((site, before));
+            if selected {
+                site.tracers.fetch_or(bit, Ordering::Relaxed);
+            } else {
+                site.tracers.fetch_and(!bit, Ordering::Relaxed);
+            }
+        }
     }
     tracer::set_enabled(index, true);
     if let Err(err) = sync_text() {
-        tracer::set_enabled(index, false);
-        for site in &selected {
-            site.tracers.fetch_and(!bit, Ordering::Relaxed);
+        tracer::set_enabled(index, was_enabled);
+        for (site, before) in previous {
+            if before {
+                site.tracers.fetch_or(bit, Ordering::Relaxed);
+            } else {
+                site.tracers.fetch_and(!bit, Ordering::Relaxed);
+            }
         }
         return Err(err);
     }
@@ -217,6 +252,14 @@ pub struct Stats {
     pub unreadable_objects: Vec<String>,
     /// Panics caught in tracer code.
     pub tracer_panics: u64,
+    /// Frames whose exit could not be hooked: the thread's shadow stack was
+    /// full (see `MAX_HOOKED_DEPTH`).
+    pub frames_too_deep: u64,
+    /// Hooked frames that left without returning (longjmp, unwinding,
+    /// tail calls).
+    pub frames_vanished: u64,
+    /// Whether timestamps come from the TSC (else `clock_gettime`).
+    pub tsc_clock: bool,
 }
 
 /// A snapshot of fntrace's counters.
@@ -229,6 +272,9 @@ pub fn stats() -> Stats {
         unreadable_objects: state.unreadable_objects.clone(),
         unrecognized_sites: UNRECOGNIZED.load(Ordering::Relaxed),
         tracer_panics: tracer::TRACER_PANICS.load(Ordering::Relaxed),
+        frames_too_deep: crate::rt::shadow::TOO_DEEP.load(Ordering::Relaxed),
+        frames_vanished: crate::rt::shadow::VANISHED.load(Ordering::Relaxed),
+        tsc_clock: crate::rt::clock::uses_tsc(),
         ..Stats::default()
     };
     for site in SITES.iter() {

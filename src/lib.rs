@@ -21,6 +21,7 @@
 mod arch;
 mod control;
 mod error;
+mod filter;
 mod patch;
 mod rt;
 mod sites;
@@ -29,11 +30,16 @@ mod trace;
 mod tracer;
 
 pub use arch::x86_64::{SavedRegs, SiteForm};
-pub use control::{disable, enable, flush, function_name, init, site_of, sites, stats, Stats};
+pub use control::{
+    disable, enable, enable_with, flush, function_name, init, site_of, sites, stats, Stats,
+};
 pub use error::Error;
+pub use filter::Filter;
 pub use patch::stop_world::{set_ack_timeout, set_stop_signal};
+pub use rt::shadow::MAX_DEPTH as MAX_HOOKED_DEPTH;
 pub use rt::thread::{current_tid, untraced};
 pub use sites::{ScanReport, SiteInfo, SiteKind};
-pub use tracer::function::{FunctionEvent, FunctionTracer, FUNCTION_TRACER};
 pub use trace::{EventKind, GraphEvent, ThreadTrace, Trace};
-pub use tracer::{names as tracers, register, Call, Tracer, MAX_TRACERS};
+pub use tracer::function::{FunctionEvent, FunctionTracer, FUNCTION_TRACER};
+pub use tracer::graph::{GraphTracer, GRAPH_TRACER};
+pub use tracer::{names as tracers, register, Call, Return, Tracer, MAX_TRACERS};

@@ -29,22 +29,26 @@
 //! 4. The handler (async-signal-safe: atomics, futex, gettid; errno
 //!    preserved) acknowledges only if an operation with its signal is active,
 //!    so a stale delivery (a thread that unblocks the signal after an earlier
-//!    timeout) returns at once. It records its tid, bumps the counter, wakes
-//!    the patcher, and parks on a futex until the epoch it saw is withdrawn.
+//!    timeout) returns at once. It records its tid in a slot of a
+//!    preallocated table (so a silent thread can be named), bumps the
+//!    counter, wakes the patcher, and parks on a futex until the epoch it
+//!    saw is withdrawn. The patcher decides completeness by the tids in the
+//!    table, not by the count, so a stray acknowledgement cannot stand in
+//!    for a missing one.
 //! 5. Write: re-check the `old` bytes, write each `new` through the
 //!    [`TextWriter`] (rolling back on error), execute `cpuid`.
 //! 6. Release: withdraw the epoch and wake all parked threads; each runs
 //!    `cpuid` before returning (returning from a syscall with `sysret` is not
 //!    serializing, and a resumed thread must not execute bytes it fetched
 //!    before the write). The patcher waits until no thread is between its
-//!    epoch check and the end of its acknowledgement, the only part of the
-//!    handler that writes operation state, so the next operation starts
-//!    clean. It does not wait for parked threads to get the CPU back: a
-//!    thread still parked sees its epoch withdrawn whenever it runs, and
-//!    leaves touching nothing but the epoch word. (Waiting for them all
-//!    costs one scheduler slice per runnable thread beyond the core count:
-//!    23 ms instead of 1.2 ms per operation with 8 spinning threads on 2
-//!    cores.)
+//!    epoch check and the end of recording its tid in the table, the only
+//!    writes the handler makes that the next operation relies on, so the
+//!    next operation starts clean. It does not wait for released threads to
+//!    get the CPU back: a thread still in the handler sees its epoch
+//!    withdrawn whenever it runs and leaves. Waiting for all of them costs a
+//!    scheduler slice per runnable thread beyond the core count (measured:
+//!    23 ms instead of 1.6 ms per operation with 8 spinning threads on 2
+//!    cores), because a woken thread that resumes spinning keeps its CPU.
 //!
 //! # Hazards left to the user
 //! Even with `SA_RESTART`, some blocking calls fail with EINTR when the
@@ -81,7 +85,7 @@ pub(crate) static STOP_THE_WORLD: StopTheWorld = StopTheWorld {
         ack_table: AtomicPtr::new(std::ptr::null_mut()),
         ack_slots_claimed: AtomicUsize::new(0),
         ack_count: AtomicU32::new(0),
-        threads_acknowledging: AtomicU32::new(0),
+        threads_recording: AtomicU32::new(0),
     },
 };
 
@@ -94,8 +98,14 @@ static ACK_TIMEOUT_NANOS: AtomicU64 = AtomicU64::new(2_000_000_000);
 /// The shortest ack timeout [`set_ack_timeout`] accepts.
 const MIN_ACK_TIMEOUT: Duration = Duration::from_millis(1);
 
-/// Longest wait between two checks for signalled threads that have exited.
+/// First and longest wait without any acknowledgement before the patcher
+/// looks at the silent threads (exited? blocking the signal?).
+const FIRST_LIVENESS_SLICE: Duration = Duration::from_millis(1);
 const MAX_LIVENESS_SLICE: Duration = Duration::from_millis(16);
+
+/// First and longest pause between two attempts to stop the world.
+const FIRST_BACKOFF: Duration = Duration::from_millis(1);
+const MAX_BACKOFF: Duration = Duration::from_millis(32);
 
 /// Size of the `getdents64` buffer (about 1,000 entries per system call).
 const DIRENT_BUFFER_BYTES: usize = 32 * 1024;
@@ -190,10 +200,10 @@ struct Handshake {
     ack_slots_claimed: AtomicUsize,
     /// Acknowledgements so far; the patcher waits on this futex word.
     ack_count: AtomicU32,
-    /// Threads between their epoch check and the end of their
-    /// acknowledgement (the handler's only writes to operation state); the
-    /// patcher waits on this futex word for it to reach 0 at release.
-    threads_acknowledging: AtomicU32,
+    /// Threads between their epoch check and the end of recording their
+    /// tid (the handler's only writes to operation state); the patcher waits
+    /// on this futex word for it to reach 0 at release.
+    threads_recording: AtomicU32,
 }
 
 impl Patcher for StopTheWorld {
@@ -216,52 +226,86 @@ impl Patcher for StopTheWorld {
         check_old_bytes_before_stop(&writer, writes)?;
         let signo = STOP_SIGNAL.load(Ordering::Relaxed);
         install_handler(signo)?;
-        let ack_timeout = Duration::from_nanos(ACK_TIMEOUT_NANOS.load(Ordering::Relaxed));
         let mut task_dir = TaskDir::open()?;
-        let thread_count = task_dir
-            .count_threads()
-            .map_err(|failure| failure.into_error())?;
-        let capacity = thread_count.saturating_mul(2).saturating_add(1024);
-        let mut targets = Targets {
-            list: Vec::with_capacity(capacity),
-        };
-        let table = state.ack_table_with(capacity);
-        state.last_epoch = match state.last_epoch.wrapping_add(1) {
-            0 => 1,
-            epoch => epoch,
-        };
         // SAFETY: getpid has no preconditions.
         let pid = unsafe { libc::getpid() };
         let own_tid = gettid();
 
-        // Steps 3 to 6: no allocation, no lock, no panic until `stopped`
-        // is dropped (its drop releases the threads even on an early return).
-        let outcome = {
-            let stopped = self
-                .handshake
-                .begin(state.last_epoch, signo, own_tid, table);
-            let mut stopper = Stopper {
-                handshake: &self.handshake,
-                task_dir: &mut task_dir,
-                targets: &mut targets,
-                table,
-                pid,
-                own_tid,
-                signo,
-                ack_timeout,
+        let started = Instant::now();
+        let deadline = started + Duration::from_nanos(ACK_TIMEOUT_NANOS.load(Ordering::Relaxed));
+        let mut backoff = FIRST_BACKOFF;
+        let mut min_capacity = 0;
+        loop {
+            let thread_count = task_dir
+                .count_threads()
+                .map_err(|failure| failure.into_error())?;
+            let capacity = thread_count
+                .saturating_mul(2)
+                .saturating_add(1024)
+                .max(min_capacity);
+            let mut targets = Vec::with_capacity(capacity);
+            let table = state.ack_table_with(capacity);
+            let epoch = state.next_epoch();
+
+            // Steps 3 to 6: no allocation, no lock, no panic until `stopped`
+            // is dropped (its drop releases the threads on every path).
+            let outcome = {
+                let stopped = self.handshake.begin(epoch, signo, own_tid, table);
+                let mut stopper = Stopper {
+                    handshake: &self.handshake,
+                    task_dir: &mut task_dir,
+                    targets: &mut targets,
+                    table,
+                    pid,
+                    own_tid,
+                    signo,
+                    deadline,
+                };
+                let result = stopper
+                    .stop_all_other_threads()
+                    .and_then(|()| write_while_stopped(&mut writer, writes));
+                drop(stopped);
+                result
             };
-            let result = stopper
-                .stop_all_other_threads()
-                .and_then(|()| write_while_stopped(&mut writer, writes));
-            drop(stopped);
-            result
-        };
-        drop(state);
-        outcome.map_err(|failure| failure.into_error())
+
+            // The world runs again: back off and retry when that can help.
+            let retry = match &outcome {
+                Err(Failure::SignalBlocked { .. }) => true,
+                Err(Failure::TooManyNewThreads { capacity }) => {
+                    min_capacity = capacity.saturating_mul(2);
+                    true
+                }
+                _ => false,
+            };
+            let now = Instant::now();
+            if retry && now < deadline {
+                std::thread::sleep(backoff.min(deadline - now));
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+                continue;
+            }
+            return outcome.map_err(|failure| match failure {
+                Failure::SignalBlocked { tid } | Failure::NoAcknowledgement { tid } => {
+                    Error::ThreadDidNotAcknowledge {
+                        tid,
+                        waited: started.elapsed(),
+                    }
+                }
+                failure => failure.into_error(),
+            });
+        }
     }
 }
 
 impl PatcherState {
+    /// A fresh epoch (never 0, which means "no operation").
+    fn next_epoch(&mut self) -> u32 {
+        self.last_epoch = match self.last_epoch.wrapping_add(1) {
+            0 => 1,
+            epoch => epoch,
+        };
+        self.last_epoch
+    }
+
     /// The acknowledgement table, grown to at least `capacity` slots.
     fn ack_table_with(&mut self, capacity: usize) -> &'static AckTable {
         match self.ack_table {
@@ -276,12 +320,18 @@ impl PatcherState {
     }
 }
 
-/// Why an operation failed while threads were stopped. Carries no heap
+/// Why an attempt failed while threads were stopped. Carries no heap
 /// data, so it can be built before the threads are released; it becomes an
 /// [`Error`] afterwards.
 enum Failure {
-    /// A thread stayed silent for the whole ack timeout.
-    NoAcknowledgement { tid: i32, waited: Duration },
+    /// A thread stayed silent until the deadline without blocking the
+    /// signal (stopped by a debugger, stuck in the kernel...).
+    NoAcknowledgement { tid: i32 },
+    /// A silent thread blocks the stop signal. It may be waiting for a lock
+    /// that a stopped thread holds (glibc blocks all signals in a thread that
+    /// exits, then takes the stack-cache lock), so holding the world stopped
+    /// cannot help: release and retry.
+    SignalBlocked { tid: i32 },
     /// A system call for signalling or listing threads failed.
     Signal { what: &'static str, errno: i32 },
     /// More threads appeared than the preallocated list holds.
@@ -300,8 +350,11 @@ enum Failure {
 impl Failure {
     fn into_error(self) -> Error {
         match self {
-            Failure::NoAcknowledgement { tid, waited } => {
-                Error::ThreadDidNotAcknowledge { tid, waited }
+            Failure::NoAcknowledgement { tid } | Failure::SignalBlocked { tid } => {
+                Error::ThreadDidNotAcknowledge {
+                    tid,
+                    waited: Duration::ZERO,
+                }
             }
             Failure::Signal { what, errno } => Error::Signal {
                 what,
@@ -438,22 +491,20 @@ enum TargetState {
     Gone,
 }
 
-/// The threads of the current operation, sorted by tid between rounds;
-/// never grows past its preallocated capacity.
-struct Targets {
-    list: Vec<Target>,
-}
-
-/// Signals threads and waits for them; lives between `begin` and release.
+/// Signals threads and waits for them during one attempt; lives between
+/// `begin` and release.
 struct Stopper<'a> {
     handshake: &'a Handshake,
     task_dir: &'a mut TaskDir,
-    targets: &'a mut Targets,
+    /// The threads of this attempt, sorted by tid between rounds; never
+    /// grows past its preallocated capacity.
+    targets: &'a mut Vec<Target>,
     table: &'static AckTable,
     pid: i32,
     own_tid: i32,
     signo: i32,
-    ack_timeout: Duration,
+    /// When the whole operation gives up waiting.
+    deadline: Instant,
 }
 
 impl Stopper<'_> {
@@ -462,35 +513,35 @@ impl Stopper<'_> {
     /// capacity already, and a listing that would exceed it fails.
     fn stop_all_other_threads(&mut self) -> Result<(), Failure> {
         loop {
-            let known = self.targets.list.len();
+            let known = self.targets.len();
             let own_tid = self.own_tid;
-            let list = &mut self.targets.list;
+            let targets = &mut *self.targets;
             self.task_dir.for_each_tid(|tid| {
-                let already_known = list
+                let already_known = targets
                     .get(..known)
                     .is_some_and(|sorted| sorted.binary_search_by_key(&tid, |t| t.tid).is_ok());
                 if tid == own_tid || already_known {
                     return Ok(());
                 }
-                if list.len() == list.capacity() {
+                if targets.len() == targets.capacity() {
                     return Err(Failure::TooManyNewThreads {
-                        capacity: list.capacity(),
+                        capacity: targets.capacity(),
                     });
                 }
-                list.push(Target {
+                targets.push(Target {
                     tid,
                     state: TargetState::New,
                 });
                 Ok(())
             })?;
-            if self.targets.list.len() == known {
+            if self.targets.len() == known {
                 return Ok(());
             }
             // In place (no allocation): sort, and drop a tid listed twice.
-            self.targets.list.sort_unstable_by_key(|target| target.tid);
-            self.targets.list.dedup_by_key(|target| target.tid);
+            self.targets.sort_unstable_by_key(|target| target.tid);
+            self.targets.dedup_by_key(|target| target.tid);
 
-            for target in self.targets.list.iter_mut() {
+            for target in self.targets.iter_mut() {
                 if target.state != TargetState::New {
                     continue;
                 }
@@ -511,17 +562,17 @@ impl Stopper<'_> {
     }
 
     /// Waits until no target is `Signalled`: each acknowledged or is gone.
+    /// Whenever nobody answered for a slice, looks at the silent threads:
+    /// exited ones are dropped, and one that blocks the signal ends the
+    /// attempt at once.
     fn wait_for_acknowledgements(&mut self) -> Result<(), Failure> {
-        let started = Instant::now();
-        let deadline = started + self.ack_timeout;
-        let mut slice = Duration::from_millis(1);
+        let mut slice = FIRST_LIVENESS_SLICE;
         loop {
             // Acquire: pairs with the handler's Release increment, so the
             // slots it filled before incrementing are visible to the scan.
             let count = self.handshake.ack_count.load(Ordering::Acquire);
             let expected = self
                 .targets
-                .list
                 .iter()
                 .filter(|t| matches!(t.state, TargetState::Signalled | TargetState::Acknowledged))
                 .count();
@@ -529,24 +580,20 @@ impl Stopper<'_> {
                 return Ok(());
             }
             let now = Instant::now();
-            if now >= deadline {
+            if now >= self.deadline {
                 self.mark_acknowledged();
-                self.mark_gone();
+                self.inspect_silent_threads()?;
                 return match self.first_silent() {
                     None => Ok(()),
-                    Some(tid) => Err(Failure::NoAcknowledgement {
-                        tid,
-                        waited: now - started,
-                    }),
+                    Some(tid) => Err(Failure::NoAcknowledgement { tid }),
                 };
             }
-            let wait = slice.min(deadline - now);
+            let wait = slice.min(self.deadline - now);
             if futex_wait(&self.handshake.ack_count, count, Some(wait)) == WaitOutcome::TimedOut {
-                // Nobody answered for a while: drop threads that exited.
-                self.mark_gone();
                 if self.mark_acknowledged() == 0 {
                     return Ok(());
                 }
+                self.inspect_silent_threads()?;
                 slice = (slice * 2).min(MAX_LIVENESS_SLICE);
             }
         }
@@ -562,8 +609,8 @@ impl Stopper<'_> {
             if tid == 0 {
                 continue; // claimed, tid not stored yet
             }
-            if let Ok(index) = self.targets.list.binary_search_by_key(&tid, |t| t.tid) {
-                if let Some(target) = self.targets.list.get_mut(index) {
+            if let Ok(index) = self.targets.binary_search_by_key(&tid, |t| t.tid) {
+                if let Some(target) = self.targets.get_mut(index) {
                     if target.state == TargetState::Signalled {
                         target.state = TargetState::Acknowledged;
                     }
@@ -571,28 +618,36 @@ impl Stopper<'_> {
             }
         }
         self.targets
-            .list
             .iter()
             .filter(|t| t.state == TargetState::Signalled)
             .count()
     }
 
-    /// Marks `Signalled` targets that exited or are zombies as `Gone`.
-    fn mark_gone(&mut self) {
-        for target in self.targets.list.iter_mut() {
-            if target.state == TargetState::Signalled
-                && (tgkill(self.pid, target.tid, 0) == Err(libc::ESRCH)
-                    || self.task_dir.is_dead(target.tid))
-            {
-                target.state = TargetState::Gone;
+    /// Marks `Signalled` targets that exited (or are zombies) as `Gone`;
+    /// fails with the first one that blocks the stop signal.
+    fn inspect_silent_threads(&mut self) -> Result<(), Failure> {
+        let mut blocking = None;
+        for target in self.targets.iter_mut() {
+            if target.state != TargetState::Signalled {
+                continue;
             }
+            match self.task_dir.condition(self.pid, target.tid, self.signo) {
+                ThreadCondition::Gone => target.state = TargetState::Gone,
+                ThreadCondition::BlocksSignal => {
+                    blocking.get_or_insert(target.tid);
+                }
+                ThreadCondition::Running => {}
+            }
+        }
+        match blocking {
+            Some(tid) => Err(Failure::SignalBlocked { tid }),
+            None => Ok(()),
         }
     }
 
     /// The first target still `Signalled`.
     fn first_silent(&self) -> Option<i32> {
         self.targets
-            .list
             .iter()
             .find(|t| t.state == TargetState::Signalled)
             .map(|t| t.tid)
@@ -631,28 +686,36 @@ impl Handshake {
         // patcher's SeqCst store of epoch 0, then SeqCst load of this
         // counter in `release`: either this thread sees the operation gone,
         // or the patcher sees it counted here and waits for it to finish
-        // acknowledging.
-        self.threads_acknowledging.fetch_add(1, Ordering::SeqCst);
+        // recording.
+        self.threads_recording.fetch_add(1, Ordering::SeqCst);
         let epoch = self.active_epoch.load(Ordering::SeqCst);
-        let participates = epoch != 0
-            && self.active_signal.load(Ordering::Relaxed) == signo
-            && gettid() != self.patcher_tid.load(Ordering::Relaxed);
-        if participates {
-            self.acknowledge(gettid());
+        let mut joined_epoch = None;
+        if epoch != 0 && self.active_signal.load(Ordering::Relaxed) == signo {
+            let tid = gettid();
+            if tid != self.patcher_tid.load(Ordering::Relaxed) {
+                self.record_acknowledgement(tid);
+                joined_epoch = Some(epoch);
+            }
         }
         // Release: pairs with the patcher's SeqCst (acquiring) load in
-        // `release`. After this, the handler touches only the epoch word.
-        if self.threads_acknowledging.fetch_sub(1, Ordering::Release) == 1 {
-            futex_wake(&self.threads_acknowledging, i32::MAX);
+        // `release`. After this the handler writes no operation state: the
+        // count below is only a wake-up hint (a late increment landing in
+        // the next operation costs that patcher one extra scan, no more).
+        if self.threads_recording.fetch_sub(1, Ordering::Release) == 1 {
+            futex_wake(&self.threads_recording, i32::MAX);
         }
-        if participates {
+        if let Some(epoch) = joined_epoch {
+            // Release: pairs with the patcher's Acquire load of the count,
+            // which then sees the slot stored by `record_acknowledgement`.
+            self.ack_count.fetch_add(1, Ordering::Release);
+            futex_wake(&self.ack_count, 1);
             self.park_while(epoch);
             serialize_instruction_fetch();
         }
     }
 
-    /// Records `tid` in a free slot and tells the patcher.
-    fn acknowledge(&self, tid: i32) {
+    /// Stores `tid` in a free slot of the active table.
+    fn record_acknowledgement(&self, tid: i32) {
         let table = self.ack_table.load(Ordering::Relaxed);
         let index = self.ack_slots_claimed.fetch_add(1, Ordering::Relaxed);
         // SAFETY: `table` was stored by `begin` before the epoch this thread
@@ -661,10 +724,6 @@ impl Handshake {
         if let Some(slot) = unsafe { table.as_ref() }.and_then(|t| t.slots.get(index)) {
             slot.store(tid, Ordering::Relaxed);
         }
-        // Release: pairs with the patcher's Acquire load of the count, which
-        // then sees the slot stored above.
-        self.ack_count.fetch_add(1, Ordering::Release);
-        futex_wake(&self.ack_count, 1);
     }
 
     /// Parks until the patcher withdraws `epoch`.
@@ -677,22 +736,19 @@ impl Handshake {
     }
 
     /// Step 6: lets every parked thread go, and waits until no thread is
-    /// acknowledging (so none can write into the next operation's state).
+    /// recording an acknowledgement (so none can write into the next
+    /// operation's table).
     fn release(&self) {
         // SeqCst: see `on_signal`; as a release, publishes the text writes
         // to the threads leaving `park_while`.
         self.active_epoch.store(0, Ordering::SeqCst);
         futex_wake(&self.active_epoch, i32::MAX);
         loop {
-            let acknowledging = self.threads_acknowledging.load(Ordering::SeqCst);
-            if acknowledging == 0 {
+            let recording = self.threads_recording.load(Ordering::SeqCst);
+            if recording == 0 {
                 return;
             }
-            futex_wait(
-                &self.threads_acknowledging,
-                acknowledging,
-                Some(MAX_LIVENESS_SLICE),
-            );
+            futex_wait(&self.threads_recording, recording, Some(MAX_LIVENESS_SLICE));
         }
     }
 }
@@ -836,13 +892,15 @@ impl TaskDir {
         }
     }
 
-    /// Whether `tid` has exited: its `/proc/self/task/<tid>/stat` is gone or
-    /// shows state Z (zombie, e.g. a main thread that called
-    /// `pthread_exit`) or X (dead). Only system calls.
-    fn is_dead(&self, tid: i32) -> bool {
+    /// What keeps silent thread `tid` from acknowledging, judged from
+    /// `tgkill(.., 0)` and `/proc/self/task/<tid>/status`. Only system calls.
+    fn condition(&self, pid: i32, tid: i32, signo: i32) -> ThreadCondition {
+        if tgkill(pid, tid, 0) == Err(libc::ESRCH) {
+            return ThreadCondition::Gone;
+        }
         let mut path = [0u8; 24];
-        if write_tid_stat_path(tid, &mut path).is_none() {
-            return false;
+        if write_tid_status_path(tid, &mut path).is_none() {
+            return ThreadCondition::Running;
         }
         // SAFETY: `path` is NUL-terminated (written above) and the dir fd is
         // open.
@@ -854,29 +912,81 @@ impl TaskDir {
             )
         };
         if fd < 0 {
-            return last_errno() == libc::ENOENT || last_errno() == libc::ESRCH;
+            return match last_errno() {
+                libc::ENOENT | libc::ESRCH => ThreadCondition::Gone,
+                _ => ThreadCondition::Running,
+            };
         }
         // SAFETY: `fd` was just returned by `openat` and has no other owner.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let mut stat = [0u8; 512];
-        // SAFETY: `stat` is a writable buffer of the length passed.
-        let got = unsafe { libc::read(fd.as_raw_fd(), stat.as_mut_ptr().cast(), stat.len()) };
-        if got <= 0 {
-            return got == 0 || last_errno() == libc::ESRCH;
+        let mut status = [0u8; 4096];
+        let mut filled = 0;
+        while let Some(rest) = status.get_mut(filled..).filter(|rest| !rest.is_empty()) {
+            // SAFETY: `rest` is a writable buffer of the length passed.
+            let got = unsafe { libc::read(fd.as_raw_fd(), rest.as_mut_ptr().cast(), rest.len()) };
+            match got {
+                n if n > 0 => filled += n as usize,
+                0 => break,
+                _ if last_errno() == libc::EINTR => continue,
+                _ if last_errno() == libc::ESRCH => return ThreadCondition::Gone,
+                _ => break,
+            }
         }
-        let stat = stat.get(..got as usize).unwrap_or(&[]);
-        // "tid (comm) S ...": the state follows the last ')'; comm may
-        // itself contain ')'.
-        let state = stat
-            .iter()
-            .rposition(|&byte| byte == b')')
-            .and_then(|paren| stat.get(paren + 2));
-        matches!(state, Some(b'Z' | b'X' | b'x'))
+        let status = status.get(..filled).unwrap_or(&[]);
+        // "State:\tZ (zombie)": Z for a main thread that called
+        // pthread_exit, X while a thread is being reaped.
+        if matches!(
+            status_field(status, b"\nState:\t").and_then(|state| state.first()),
+            Some(b'Z' | b'X')
+        ) {
+            return ThreadCondition::Gone;
+        }
+        let blocked_mask = status_field(status, b"\nSigBlk:\t").and_then(parse_hex_u64);
+        let signal_bit = u32::try_from(signo - 1)
+            .ok()
+            .and_then(|bit| 1u64.checked_shl(bit))
+            .unwrap_or(0);
+        match blocked_mask {
+            Some(mask) if mask & signal_bit != 0 => ThreadCondition::BlocksSignal,
+            _ => ThreadCondition::Running,
+        }
     }
 }
 
-/// Writes `"<tid>/stat\0"` into `path`; `None` if `tid` is negative.
-fn write_tid_stat_path(tid: i32, path: &mut [u8; 24]) -> Option<()> {
+/// What [`TaskDir::condition`] found about a silent thread.
+enum ThreadCondition {
+    /// Exited, or a zombie: it will never answer and never run again.
+    Gone,
+    /// Blocks the stop signal: it answers only once it unblocks it.
+    BlocksSignal,
+    /// Neither: it will answer once it gets the CPU (or leaves the kernel).
+    Running,
+}
+
+/// The value after `key` in a `/proc/.../status` text, up to the line end.
+fn status_field<'a>(status: &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
+    let start = status.windows(key.len()).position(|window| window == key)? + key.len();
+    let value = status.get(start..)?;
+    let end = value
+        .iter()
+        .position(|&byte| byte == b'\n')
+        .unwrap_or(value.len());
+    value.get(..end)
+}
+
+/// Parses a hexadecimal mask such as `SigBlk`'s `0000000000000800`.
+fn parse_hex_u64(text: &[u8]) -> Option<u64> {
+    if text.is_empty() {
+        return None;
+    }
+    text.iter().try_fold(0u64, |value, &byte| {
+        let digit = char::from(byte).to_digit(16)?;
+        value.checked_mul(16)?.checked_add(u64::from(digit))
+    })
+}
+
+/// Writes `"<tid>/status\0"` into `path`; `None` if `tid` is negative.
+fn write_tid_status_path(tid: i32, path: &mut [u8; 24]) -> Option<()> {
     let mut digits = [0u8; 10];
     let mut value = u32::try_from(tid).ok()?;
     let mut count = 0;
@@ -893,7 +1003,7 @@ fn write_tid_stat_path(tid: i32, path: &mut [u8; 24]) -> Option<()> {
         *path.get_mut(len)? = digit;
         len += 1;
     }
-    for &byte in b"/stat\0" {
+    for &byte in b"/status\0" {
         *path.get_mut(len)? = byte;
         len += 1;
     }

@@ -1,8 +1,22 @@
-//! Timestamps for events.
+//! Timestamps for events: the TSC, converted to nanoseconds of the monotonic
+//! clock with a factor calibrated at `init`, where the TSC is invariant
+//! (`constant_tsc` and `nonstop_tsc`); `clock_gettime` otherwise.
+//!
+//! rdtsc costs ≈ 10 ns here against ≈ 23 ns for clock_gettime (field notes
+//! §5), and it is paid twice per traced call by the graph tracer.
 
-/// Nanoseconds on the monotonic clock (vDSO, no system call).
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+static USE_TSC: AtomicBool = AtomicBool::new(false);
+static BASE_TSC: AtomicU64 = AtomicU64::new(0);
+static BASE_NS: AtomicU64 = AtomicU64::new(0);
+/// Nanoseconds per TSC tick, as a 32.32 fixed-point number.
+static NS_PER_TICK_FP32: AtomicU64 = AtomicU64::new(0);
+
+/// The monotonic clock through the vDSO.
 #[inline]
-pub fn now_ns() -> u64 {
+pub fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -10,4 +24,84 @@ pub fn now_ns() -> u64 {
     // SAFETY: ts is a valid, writable timespec; CLOCK_MONOTONIC always exists.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+#[inline]
+fn rdtsc() -> u64 {
+    // SAFETY: rdtsc is available on every x86-64 CPU and has no side effects.
+    unsafe { core::arch::x86_64::_rdtsc() }
+}
+
+/// Nanoseconds on the monotonic clock's time base.
+#[inline]
+pub fn now_ns() -> u64 {
+    // Relaxed: the values are written once in calibrate(), before USE_TSC is
+    // set with Release, and read after the Acquire below.
+    if USE_TSC.load(Ordering::Acquire) {
+        let ticks = rdtsc().wrapping_sub(BASE_TSC.load(Ordering::Relaxed));
+        let ns = (ticks as u128 * NS_PER_TICK_FP32.load(Ordering::Relaxed) as u128) >> 32;
+        BASE_NS.load(Ordering::Relaxed) + ns as u64
+    } else {
+        monotonic_ns()
+    }
+}
+
+/// Whether timestamps come from the TSC.
+pub fn uses_tsc() -> bool {
+    USE_TSC.load(Ordering::Acquire)
+}
+
+fn tsc_is_invariant() -> bool {
+    let Ok(cpuinfo) = std::fs::read_to_string("/proc/cpuinfo") else {
+        return false;
+    };
+    cpuinfo
+        .lines()
+        .find(|line| line.starts_with("flags"))
+        .is_some_and(|flags| {
+            let has = |want: &str| flags.split_whitespace().any(|word| word == want);
+            has("constant_tsc") && has("nonstop_tsc")
+        })
+}
+
+/// Measures the TSC rate against the monotonic clock over `window` and
+/// switches timestamps to the TSC when it is invariant. Idempotent.
+pub(crate) fn calibrate(window: Duration) {
+    if USE_TSC.load(Ordering::Acquire) || !tsc_is_invariant() {
+        return;
+    }
+    let (ns0, tsc0) = (monotonic_ns(), rdtsc());
+    std::thread::sleep(window);
+    let (ns1, tsc1) = (monotonic_ns(), rdtsc());
+    let ticks = tsc1.wrapping_sub(tsc0);
+    if ticks == 0 || ns1 <= ns0 {
+        return;
+    }
+    let factor = (((ns1 - ns0) as u128) << 32) / ticks as u128;
+    BASE_TSC.store(tsc1, Ordering::Relaxed);
+    BASE_NS.store(ns1, Ordering::Relaxed);
+    NS_PER_TICK_FP32.store(factor as u64, Ordering::Relaxed);
+    // Release pairs with the Acquire in now_ns: the factor is visible first.
+    USE_TSC.store(true, Ordering::Release);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tsc_time_follows_the_monotonic_clock() {
+        calibrate(Duration::from_millis(20));
+        let (a, b) = (now_ns(), monotonic_ns());
+        std::thread::sleep(Duration::from_millis(50));
+        let (c, d) = (now_ns(), monotonic_ns());
+        let tsc_elapsed = c - a;
+        let mono_elapsed = d - b;
+        let diff = tsc_elapsed.abs_diff(mono_elapsed);
+        // Within 1% + 200 µs of scheduling noise.
+        assert!(
+            diff < mono_elapsed / 100 + 200_000,
+            "{tsc_elapsed} vs {mono_elapsed}"
+        );
+    }
 }

@@ -8,8 +8,10 @@
 use std::sync::atomic::Ordering;
 
 use crate::arch::x86_64::SavedRegs;
+use crate::rt::clock;
+use crate::rt::shadow::{return_trampoline, Frame, ShadowStack};
 use crate::sites::{self, SiteKind, SITES};
-use crate::tracer::{self, Call};
+use crate::tracer::{self, Call, Return};
 
 /// Entry from `mcount` (site after the prologue).
 ///
@@ -71,32 +73,125 @@ unsafe fn on_entry(
 
 #[cold]
 #[inline(never)]
-unsafe fn dispatch(
-    site: &sites::Site,
-    mut wanted: u64,
-    parent_slot: *mut usize,
-    regs: *mut SavedRegs,
-) {
+unsafe fn dispatch(site: &sites::Site, wanted: u64, parent_slot: *mut usize, regs: *mut SavedRegs) {
+    let now = clock::now_ns();
+    let function = site.function.load(Ordering::Relaxed);
+    let slot = parent_slot as usize;
+    let exit_tracers = wanted & tracer::exit_mask();
+    let stack = match ShadowStack::current() {
+        Some(stack) => Some(stack),
+        None if exit_tracers != 0 => ShadowStack::create(),
+        None => None,
+    };
+    // SAFETY: the trampoline passes the slot holding the traced function's
+    // return address, on this thread's stack.
+    let mut real_return = unsafe { *parent_slot };
+    let mut depth = 0;
+    let mut hooked = false;
+    if let Some(stack) = stack {
+        // Frames at or below this slot are gone (longjmp) or are the caller
+        // this function was tail-called from: its real return becomes ours.
+        if let Some(reused) = stack.pop_dead_below(slot, |dead, d| report_exit(dead, d, now, true))
+        {
+            if real_return == return_trampoline() {
+                real_return = reused;
+            }
+        }
+        depth = stack.depth();
+        hooked = exit_tracers != 0
+            && stack.push(Frame {
+                slot,
+                real_return,
+                function,
+                entry_ns: now,
+                exit_tracers,
+                marks: 0,
+            });
+        // SAFETY: as above; the slot is written on this thread only.
+        unsafe {
+            if hooked {
+                *parent_slot = return_trampoline();
+            } else if *parent_slot == return_trampoline() {
+                // A tail call took over a hooked frame, but this call is
+                // not hooked: hand the real return address back.
+                *parent_slot = real_return;
+            }
+        }
+    }
     let call = Call {
-        function: site.function.load(Ordering::Relaxed),
-        // SAFETY: the trampoline passes the slot holding the traced
-        // function's return address; it is on this thread's stack.
-        parent: unsafe { *parent_slot },
+        function,
+        parent: real_return,
         site_return: site.return_address(),
+        depth,
+        time_ns: now,
+        exit_hooked: hooked,
         // SAFETY: the save area lives on the trampoline's frame for this call.
         regs: unsafe { &*regs },
     };
-    while wanted != 0 {
-        let index = wanted.trailing_zeros() as usize;
-        wanted &= wanted - 1;
+    for_each_tracer(wanted, |tracer| tracer.entry(&call));
+}
+
+/// Runs `f` for each tracer in `mask`; a panicking tracer is switched off.
+#[inline]
+fn for_each_tracer(mut mask: u64, f: impl Fn(&dyn tracer::Tracer)) {
+    while mask != 0 {
+        let index = mask.trailing_zeros() as usize;
+        mask &= mask - 1;
         let Some(tracer) = tracer::tracer_at(index) else {
             continue;
         };
-        let outcome =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tracer.entry(&call)));
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(tracer)));
         if outcome.is_err() {
             tracer::TRACER_PANICS.fetch_add(1, Ordering::Relaxed);
             tracer::set_enabled(index, false);
         }
+    }
+}
+
+fn report_exit(frame: &Frame, depth: usize, now: u64, vanished: bool) {
+    let wanted = frame.exit_tracers & tracer::enabled_mask();
+    if wanted == 0 {
+        return;
+    }
+    let ret = Return {
+        function: frame.function,
+        depth,
+        entry_ns: frame.entry_ns,
+        exit_ns: now,
+        vanished,
+        marks: frame.marks,
+    };
+    for_each_tracer(wanted, |tracer| tracer.exit(&ret));
+}
+
+/// Called by `fntrace_return_trampoline` when a hooked function returns.
+/// Returns the address to return to.
+///
+/// # Safety
+/// Called only by the return trampoline, with the slot it documents.
+#[no_mangle]
+pub unsafe extern "C" fn fntrace_exit_entry(slot: *mut usize) -> usize {
+    // SAFETY: __errno_location returns this thread's errno, always valid.
+    let errno = unsafe { *libc::__errno_location() };
+    let now = clock::now_ns();
+    let popped = ShadowStack::current().and_then(|stack| {
+        stack.pop_returning(slot as usize, |dead, d| report_exit(dead, d, now, true))
+    });
+    let Some((frame, depth)) = popped else {
+        fatal(b"fntrace: a hooked function returned, but its frame is not on the shadow stack\n");
+    };
+    report_exit(&frame, depth, now, false);
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = errno };
+    frame.real_return
+}
+
+/// Reports on stderr and aborts: the real return address is unknown, so no
+/// way forward exists. Allocates nothing.
+fn fatal(message: &[u8]) -> ! {
+    // SAFETY: write(2) of a static buffer; abort has no preconditions.
+    unsafe {
+        libc::write(2, message.as_ptr().cast(), message.len());
+        libc::abort()
     }
 }

@@ -5,4 +5,8 @@
 pub(crate) mod clock;
 mod entry;
 pub mod ring;
+pub(crate) mod shadow;
 pub(crate) mod thread;
+mod unwind;
+
+pub(crate) use unwind::prepare as prepare_unwinding;

@@ -32,6 +32,8 @@ pub struct Ring<T: Copy> {
     tail: CachePadded<AtomicUsize>,
     dropped: AtomicU64,
     tid: AtomicU32,
+    /// The thread's name when it claimed the ring (`PR_GET_NAME`, NUL-padded).
+    name: [u8; 16],
     capacity: usize,
     slots: *mut UnsafeCell<T>,
 }
@@ -79,6 +81,18 @@ impl<T: Copy> Ring<T> {
         }
         self.tail.0.store(tail, Ordering::Release);
     }
+}
+
+/// What one thread's ring held.
+pub struct Drained<T> {
+    /// Kernel thread id of the writer.
+    pub tid: u32,
+    /// The writer's thread name when it recorded its first event.
+    pub name: String,
+    /// The events, oldest first.
+    pub events: Vec<T>,
+    /// Events this ring dropped since it was created.
+    pub dropped: u64,
 }
 
 /// A pool of per-thread rings for one kind of event.
@@ -147,6 +161,10 @@ impl<T: Copy + Send + 'static> RingPool<T> {
         let ring = mem as *mut Ring<T>;
         let header = std::mem::size_of::<Ring<T>>().next_multiple_of(std::mem::align_of::<T>());
         debug_assert!(header == std::mem::size_of::<Ring<T>>());
+        let mut name = [0u8; 16];
+        // SAFETY: PR_GET_NAME writes at most 16 bytes into the buffer; it is
+        // a plain system call (async-signal-safe).
+        unsafe { libc::prctl(libc::PR_GET_NAME, name.as_mut_ptr()) };
         // SAFETY: the page-aligned mapping holds the header followed by
         // `capacity` slots (Ring's size is a multiple of 64, so the slots are
         // aligned for any T of alignment ≤ 64).
@@ -156,6 +174,7 @@ impl<T: Copy + Send + 'static> RingPool<T> {
                 tail: CachePadded(AtomicUsize::new(0)),
                 dropped: AtomicU64::new(0),
                 tid: AtomicU32::new(tid),
+                name,
                 capacity,
                 slots: (mem as *mut u8).add(header) as *mut UnsafeCell<T>,
             });
@@ -180,15 +199,20 @@ impl<T: Copy + Send + 'static> RingPool<T> {
         })
     }
 
-    /// Takes every buffered event, per thread (kernel thread id), oldest
-    /// first.
-    pub fn drain(&self) -> Vec<(u32, Vec<T>)> {
+    /// Takes every buffered event, per thread, oldest first.
+    pub fn drain(&self) -> Vec<Drained<T>> {
         let _reader = self.reader.lock();
         self.rings()
             .map(|ring| {
                 let mut events = Vec::new();
                 ring.drain_into(&mut events);
-                (ring.tid(), events)
+                let name_len = ring.name.iter().position(|&b| b == 0).unwrap_or(16);
+                Drained {
+                    tid: ring.tid(),
+                    name: String::from_utf8_lossy(&ring.name[..name_len]).into_owned(),
+                    events,
+                    dropped: ring.dropped(),
+                }
             })
             .collect()
     }

@@ -5,7 +5,6 @@ use std::cell::Cell;
 use once_cell::sync::Lazy;
 
 use super::{Call, Tracer};
-use crate::rt::clock::now_ns;
 use crate::rt::ring::{Ring, RingPool};
 use crate::rt::thread::current_tid;
 
@@ -47,7 +46,7 @@ impl FunctionTracer {
         self.pool
             .drain()
             .into_iter()
-            .flat_map(|(_tid, events)| events)
+            .flat_map(|drained| drained.events)
             .collect()
     }
 
@@ -63,7 +62,7 @@ impl FunctionTracer {
 }
 
 impl Tracer for FunctionTracer {
-    fn on_enable(&self) {
+    fn on_enable(&self, _filter: &crate::Filter) {
         // Allocate the pool here, not on the first traced call.
         Lazy::force(&self.pool);
     }
@@ -71,7 +70,7 @@ impl Tracer for FunctionTracer {
     #[inline]
     fn entry(&self, call: &Call<'_>) {
         let event = FunctionEvent {
-            time_ns: now_ns(),
+            time_ns: call.time_ns(),
             function: call.function(),
             parent: call.parent(),
             tid: current_tid(),

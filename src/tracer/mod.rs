@@ -14,22 +14,47 @@
 //! panic is caught, counted, and the tracer is switched off for all threads.
 
 pub mod function;
+pub mod graph;
 mod registry;
 
-pub(crate) use registry::{enabled_mask, find, set_enabled, tracer_at, TRACER_PANICS};
+pub(crate) use registry::{enabled_mask, exit_mask, find, set_enabled, tracer_at, TRACER_PANICS};
 pub use registry::{names, register, MAX_TRACERS};
 
 use crate::arch::x86_64::SavedRegs;
+use crate::Filter;
 
 /// A traced function call, as seen at the function's entry.
 pub struct Call<'a> {
     pub(crate) function: usize,
     pub(crate) parent: usize,
     pub(crate) site_return: usize,
+    pub(crate) depth: usize,
+    pub(crate) time_ns: u64,
+    pub(crate) exit_hooked: bool,
     pub(crate) regs: &'a SavedRegs,
 }
 
 impl Call<'_> {
+    /// Nesting depth among this thread's calls whose exits are hooked (0:
+    /// outermost). Always 0 when no enabled tracer wants exits.
+    #[inline]
+    pub fn depth(&self) -> usize {
+        self.depth
+    }
+
+    /// Entry time, nanoseconds on the monotonic clock's time base.
+    #[inline]
+    pub fn time_ns(&self) -> u64 {
+        self.time_ns
+    }
+
+    /// Whether this call's exit will be reported (false when the thread's
+    /// shadow stack was full, or no memory could be had for it).
+    #[inline]
+    pub fn exit_hooked(&self) -> bool {
+        self.exit_hooked
+    }
+
     /// Address of the traced function's first instruction: for a Rust
     /// function `f`, `f as usize == call.function()`.
     #[inline]
@@ -58,23 +83,79 @@ impl Call<'_> {
     }
 }
 
+/// A traced function returning, as seen by a tracer that wants exits.
+pub struct Return {
+    pub(crate) function: usize,
+    pub(crate) depth: usize,
+    pub(crate) entry_ns: u64,
+    pub(crate) exit_ns: u64,
+    pub(crate) vanished: bool,
+    pub(crate) marks: u64,
+}
+
+impl Return {
+    /// Entry address of the function.
+    #[inline]
+    pub fn function(&self) -> usize {
+        self.function
+    }
+    /// Depth of the call (as [`Call::depth`] at its entry).
+    #[inline]
+    pub fn depth(&self) -> usize {
+        self.depth
+    }
+    /// Entry time (ns).
+    #[inline]
+    pub fn entry_ns(&self) -> u64 {
+        self.entry_ns
+    }
+    /// Exit time (ns).
+    #[inline]
+    pub fn exit_ns(&self) -> u64 {
+        self.exit_ns
+    }
+    /// The frame left without returning (`longjmp`, or a tail call whose
+    /// callee took its place); the exit time is when that was noticed.
+    #[inline]
+    pub fn vanished(&self) -> bool {
+        self.vanished
+    }
+}
+
 /// Something that wants to know about traced calls.
 pub trait Tracer: Send + Sync + 'static {
     /// Called at the entry of every traced function this tracer selected,
     /// on the calling thread. See the module docs for what it may do.
     fn entry(&self, call: &Call<'_>);
 
-    /// Called by [`crate::enable`] before any site is patched for this
-    /// tracer, on the enabling thread: the place to allocate.
-    fn on_enable(&self) {}
+    /// Whether [`Tracer::exit`] should be called: the function's return
+    /// address is then hooked (see `rt::shadow`). Read at enable time.
+    fn wants_exit(&self) -> bool {
+        false
+    }
+
+    /// Called when a call whose entry this tracer saw returns (only if
+    /// [`Tracer::wants_exit`]), on the same thread.
+    fn exit(&self, _ret: &Return) {}
+
+    /// Called by [`crate::enable_with`] before any site is patched for this
+    /// tracer, on the enabling thread: the place to allocate and to take
+    /// the run-time limits of the filter.
+    fn on_enable(&self, _filter: &Filter) {}
 }
 
 impl<T: Tracer> Tracer for &'static T {
     fn entry(&self, call: &Call<'_>) {
         (**self).entry(call)
     }
-    fn on_enable(&self) {
-        (**self).on_enable()
+    fn wants_exit(&self) -> bool {
+        (**self).wants_exit()
+    }
+    fn exit(&self, ret: &Return) {
+        (**self).exit(ret)
+    }
+    fn on_enable(&self, filter: &Filter) {
+        (**self).on_enable(filter)
     }
 }
 

@@ -24,6 +24,8 @@ static SLOTS: [OnceCell<Registered>; MAX_TRACERS] = [const { OnceCell::new() }; 
 static REGISTERING: Mutex<usize> = Mutex::new(0);
 /// Bit `i` set: tracer `i` is enabled.
 static ENABLED: AtomicU64 = AtomicU64::new(0);
+/// Bit `i` set: tracer `i` is enabled and wants exits.
+static EXITS: AtomicU64 = AtomicU64::new(0);
 /// Panics caught in tracer code (each switches its tracer off).
 pub(crate) static TRACER_PANICS: AtomicU64 = AtomicU64::new(0);
 
@@ -61,12 +63,23 @@ pub(crate) fn enabled_mask() -> u64 {
     ENABLED.load(Ordering::Relaxed)
 }
 
+/// Mask of enabled tracers that want exits.
+#[inline]
+pub(crate) fn exit_mask() -> u64 {
+    EXITS.load(Ordering::Relaxed)
+}
+
 /// Switches tracer `index` on or off for the traced-call path.
 pub(crate) fn set_enabled(index: usize, on: bool) {
+    let wants_exit = tracer_at(index).is_some_and(|t| t.wants_exit());
     if on {
+        if wants_exit {
+            EXITS.fetch_or(1 << index, Ordering::Relaxed);
+        }
         ENABLED.fetch_or(1 << index, Ordering::Relaxed);
     } else {
         ENABLED.fetch_and(!(1 << index), Ordering::Relaxed);
+        EXITS.fetch_and(!(1 << index), Ordering::Relaxed);
     }
 }
 

@@ -84,3 +84,77 @@ macro_rules! addr {
         $f as *const () as usize
     };
 }
+
+/// A call reconstructed from a thread's events.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompletedCall {
+    pub function: usize,
+    pub depth: u16,
+    pub duration_ns: u64,
+}
+
+/// Checks one thread's events: entries nest by depth, every exit matches
+/// the open entry of its depth (same function), time never goes back.
+/// Entries left open by unwinding are closed by a later event of lower or
+/// equal depth. Returns the completed calls and how many entries were left
+/// open.
+pub fn check_nesting(events: &[fntrace::GraphEvent]) -> (Vec<CompletedCall>, usize) {
+    use fntrace::EventKind;
+    let mut open: Vec<fntrace::GraphEvent> = Vec::new();
+    let mut done = Vec::new();
+    let mut abandoned = 0;
+    let mut last_time = 0;
+    for event in events {
+        assert!(event.time_ns >= last_time, "time went back at {event:?}");
+        last_time = event.time_ns;
+        let depth = event.depth as usize;
+        match event.kind {
+            EventKind::Entry => {
+                assert!(
+                    depth <= open.len(),
+                    "entry deeper than the open calls: {event:?}"
+                );
+                abandoned += open.len() - depth;
+                open.truncate(depth);
+                open.push(*event);
+            }
+            EventKind::Exit => {
+                assert!(depth < open.len(), "exit without an open entry: {event:?}");
+                abandoned += open.len() - 1 - depth;
+                open.truncate(depth + 1);
+                let entry = open.pop().unwrap();
+                assert_eq!(entry.function, event.function, "exit of another function");
+                done.push(CompletedCall {
+                    function: event.function,
+                    depth: event.depth,
+                    duration_ns: event.time_ns - entry.time_ns,
+                });
+            }
+        }
+    }
+    (done, abandoned + open.len())
+}
+
+/// The events of the thread `tid` in `trace`.
+pub fn thread_events(trace: &fntrace::Trace, tid: u32) -> Vec<fntrace::GraphEvent> {
+    trace
+        .threads
+        .iter()
+        .filter(|t| t.tid == tid)
+        .flat_map(|t| t.events.iter().copied())
+        .collect()
+}
+
+/// (kind, function, depth) of each event: for exact comparisons.
+pub fn shape(events: &[fntrace::GraphEvent]) -> Vec<(char, usize, u16)> {
+    events
+        .iter()
+        .map(|e| {
+            let kind = match e.kind {
+                fntrace::EventKind::Entry => 'E',
+                fntrace::EventKind::Exit => 'X',
+            };
+            (kind, e.function, e.depth)
+        })
+        .collect()
+}

@@ -1,0 +1,85 @@
+/*
+ * fntrace_return_trampoline: where a hooked function returns to.
+ *
+ * When a tracer wants a function's exit, the entry hook saves the function's
+ * return address on this thread's shadow stack and writes the address of
+ * this trampoline into the return-address slot. The function's `ret` then
+ * lands here with:
+ *
+ *      %rsp      = slot + 8   (the slot itself has just been popped)
+ *      %rax,%rdx = integer return value(s)
+ *      %xmm0,%xmm1 = floating-point / vector return value(s)
+ *      %st(0)    = long double return value (C); Rust code below never
+ *                  touches the x87 stack, so it is left in place
+ *
+ * Everything else is dead at a return (caller-saved), except callee-saved
+ * registers, which the Rust code below preserves by the ABI. The direction
+ * flag is clear by the ABI.
+ *
+ * Stack while calling into Rust:
+ *
+ *       8(%rbp)   the old slot: receives the real return address, then `ret`
+ *       0(%rbp)   saved %rbp
+ *                 ... 0-15 bytes of alignment padding ...
+ *      48(%rsp)   saved guard byte (previous value of fntrace_in_tracer)
+ *      32(%rsp)   xmm1
+ *      16(%rsp)   xmm0
+ *       8(%rsp)   rdx
+ *       0(%rsp)   rax             <- %rsp, 16-byte aligned
+ *
+ * Rust side: extern "C" fn fntrace_exit_entry(slot: *mut usize) -> usize
+ *   %rdi = slot (8(%rbp)), returns the real return address in %rax.
+ *
+ * The recursion guard is set while Rust runs (saving its previous value:
+ * the guard may already be set, e.g. a hooked frame returning inside
+ * fntrace::untraced), so instrumented code called from the exit hook is
+ * not traced.
+ */
+
+#define SAVE_AREA 64
+
+        .text
+        .p2align 4
+        .globl  fntrace_return_trampoline
+        .hidden fntrace_return_trampoline
+        .type   fntrace_return_trampoline, @function
+fntrace_return_trampoline:
+        .cfi_startproc
+        /* Unwinders cannot describe this frame's caller: the real return
+         * address is only known to the shadow stack. fntrace restores real
+         * return addresses before any unwinder walks the stack. */
+        .cfi_undefined rip
+        subq    $8, %rsp                /* re-occupy the slot */
+        pushq   %rbp
+        movq    %rsp, %rbp
+        andq    $-16, %rsp
+        subq    $SAVE_AREA, %rsp
+        movq    %rax,  0(%rsp)
+        movq    %rdx,  8(%rsp)
+        movaps  %xmm0, 16(%rsp)
+        movaps  %xmm1, 32(%rsp)
+
+        movq    fntrace_in_tracer@GOTTPOFF(%rip), %rcx
+        movzbl  %fs:(%rcx), %eax
+        movq    %rax, 48(%rsp)
+        movb    $1, %fs:(%rcx)
+
+        leaq    8(%rbp), %rdi
+        call    fntrace_exit_entry@PLT
+        movq    %rax, 8(%rbp)           /* return to the real caller */
+
+        movq    fntrace_in_tracer@GOTTPOFF(%rip), %rcx
+        movq    48(%rsp), %rax
+        movb    %al, %fs:(%rcx)
+
+        movq     0(%rsp), %rax
+        movq     8(%rsp), %rdx
+        movaps  16(%rsp), %xmm0
+        movaps  32(%rsp), %xmm1
+        movq    %rbp, %rsp
+        popq    %rbp
+        ret
+        .cfi_endproc
+        .size   fntrace_return_trampoline, . - fntrace_return_trampoline
+
+        .section .note.GNU-stack,"",@progbits

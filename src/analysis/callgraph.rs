@@ -1,0 +1,394 @@
+//! A text call graph in the style of Linux ftrace's `function_graph` tracer.
+//!
+//! Threads are printed one after the other, each as a block in its own time
+//! order (not interleaved by time: a block reads as one thread's story). A
+//! block starts with a line `thread TID (name)` (`, N events lost` added when
+//! the thread's buffer overflowed) and a column header, then has one line per
+//! event:
+//!
+//! ```text
+//! thread 1234 (main)
+//!     TID     DURATION   FUNCTION
+//!    1234                demo::handle_request() {
+//!    1234     1.250 us     demo::parse_request();
+//!    1234                  demo::tokenize() {
+//!    1234     0.310 us       demo::next();
+//!    1234     0.900 us     }  /* demo::tokenize */
+//!    1234     3.400 us   }  /* demo::handle_request */
+//! ```
+//!
+//! - An entry prints `name() {`, indented two spaces per depth level.
+//! - Its exit prints `}  /* name */` with the call's duration.
+//! - A call whose exit is the very next event collapses into one line,
+//!   `name();`, with its duration.
+//! - A call whose exit was not recorded (unwound, or the trace ended) is
+//!   closed where that became known by `}  /* name (no exit) */`, without a
+//!   duration.
+//! - An exit whose entry was not recorded (tracing started inside the call)
+//!   prints `}  /* name */` without a duration.
+//!
+//! Durations are exact to the nanosecond below one millisecond
+//! (`999.999 us`), then truncated to the microsecond (`12.345 ms`) or, from
+//! one second on, to the millisecond (`1.500  s`).
+//!
+//! Blocks are separated by an empty line. Pairing follows the
+//! [module rules](super#pairing-entries-with-exits).
+
+use std::fmt;
+use std::io::{self, BufWriter, Write};
+
+use super::{duration_ns, CallStep, Calls};
+use crate::trace::{GraphEvent, ThreadTrace, Trace};
+
+/// Width of the thread id column.
+const TID_WIDTH: usize = 7;
+/// Width of the duration column (fits `999999.999  s`, 11 days).
+const DURATION_WIDTH: usize = 12;
+
+/// The call graph of `trace` as text; see the [module documentation](self)
+/// for the format. With `max_lines`, at most that many event lines are
+/// written (thread and column headers do not count), followed, if events
+/// were left out, by a line `... truncated after N lines`.
+pub fn call_graph(trace: &Trace, max_lines: Option<usize>) -> String {
+    let mut text = Vec::new();
+    write_call_graph(trace, max_lines, &mut text).expect("writing to a Vec<u8> does not fail");
+    String::from_utf8(text).expect("the call graph is built from Rust strings")
+}
+
+/// Writes the call graph of `trace` to `out`, as [`call_graph`] returns it.
+/// Output is buffered here; errors of `out` are returned.
+pub fn write_call_graph(trace: &Trace, max_lines: Option<usize>, out: impl Write) -> io::Result<()> {
+    let mut graph = GraphWriter {
+        trace,
+        out: BufWriter::new(out),
+        lines_left: max_lines,
+        max_lines: max_lines.unwrap_or(usize::MAX),
+    };
+    for (index, thread) in trace.threads.iter().enumerate() {
+        if index > 0 {
+            writeln!(graph.out)?;
+        }
+        if !graph.write_thread(thread)? {
+            break;
+        }
+    }
+    graph.out.flush()
+}
+
+/// What a line's closing brace stands for.
+enum Close {
+    /// The call returned after `duration_ns`.
+    Returned { duration_ns: u64 },
+    /// The call's exit was not recorded.
+    NoExit,
+    /// The call's entry was not recorded.
+    NoEntry,
+}
+
+/// Writes lines and counts them against the line budget.
+struct GraphWriter<'t, W: Write> {
+    trace: &'t Trace,
+    out: BufWriter<W>,
+    /// Event lines that may still be written; `None`: no limit.
+    lines_left: Option<usize>,
+    /// The limit, for the truncation note.
+    max_lines: usize,
+}
+
+impl<W: Write> GraphWriter<'_, W> {
+    /// Writes one thread's block. `Ok(false)` when the line budget ran out.
+    fn write_thread(&mut self, thread: &ThreadTrace) -> io::Result<bool> {
+        write!(self.out, "thread {}", thread.tid)?;
+        if let Some(name) = &thread.name {
+            write!(self.out, " ({name})")?;
+        }
+        if thread.lost > 0 {
+            write!(self.out, ", {} events lost", thread.lost)?;
+        }
+        writeln!(
+            self.out,
+            "\n{:>TID_WIDTH$} {:>DURATION_WIDTH$}   FUNCTION",
+            "TID", "DURATION"
+        )?;
+
+        let tid = thread.tid;
+        // An entry whose line waits for the next step: if that step is its
+        // return, the two collapse into one line.
+        let mut waiting_entry: Option<(usize, GraphEvent)> = None;
+        for step in Calls::new(&thread.events) {
+            if let CallStep::Returned {
+                entry_index, entry, exit, ..
+            } = step
+            {
+                if waiting_entry.is_some_and(|(waiting, _)| waiting == entry_index) {
+                    waiting_entry = None;
+                    let name = self.trace.name_of(entry.function);
+                    let duration = Some(duration_ns(&entry, &exit));
+                    if !self.line(tid, duration, entry.depth, format_args!("{name}();"))? {
+                        return Ok(false);
+                    }
+                    continue;
+                }
+            }
+            if let Some((_, entry)) = waiting_entry.take() {
+                let name = self.trace.name_of(entry.function);
+                if !self.line(tid, None, entry.depth, format_args!("{name}() {{"))? {
+                    return Ok(false);
+                }
+            }
+            let written = match step {
+                CallStep::Entered { entry_index, entry } => {
+                    waiting_entry = Some((entry_index, entry));
+                    true
+                }
+                CallStep::Returned { entry, exit, .. } => {
+                    let duration_ns = duration_ns(&entry, &exit);
+                    self.close(tid, &entry, Close::Returned { duration_ns })?
+                }
+                CallStep::Unfinished { entry } => self.close(tid, &entry, Close::NoExit)?,
+                CallStep::UnmatchedExit { exit } => self.close(tid, &exit, Close::NoEntry)?,
+            };
+            if !written {
+                return Ok(false);
+            }
+        }
+        // Every entry ends in a return or an unfinished step, which wrote it.
+        debug_assert!(waiting_entry.is_none());
+        Ok(true)
+    }
+
+    /// Writes the closing line of the call `event` belongs to.
+    fn close(&mut self, tid: u32, event: &GraphEvent, close: Close) -> io::Result<bool> {
+        let name = self.trace.name_of(event.function);
+        match close {
+            Close::Returned { duration_ns } => self.line(
+                tid,
+                Some(duration_ns),
+                event.depth,
+                format_args!("}}  /* {name} */"),
+            ),
+            Close::NoExit => self.line(tid, None, event.depth, format_args!("}}  /* {name} (no exit) */")),
+            Close::NoEntry => self.line(tid, None, event.depth, format_args!("}}  /* {name} */")),
+        }
+    }
+
+    /// Writes one event line, or, once the budget is spent, the truncation
+    /// note; `Ok(false)` in that case.
+    fn line(
+        &mut self,
+        tid: u32,
+        duration_ns: Option<u64>,
+        depth: u16,
+        text: fmt::Arguments<'_>,
+    ) -> io::Result<bool> {
+        if let Some(lines_left) = &mut self.lines_left {
+            if *lines_left == 0 {
+                writeln!(self.out, "... truncated after {} lines", self.max_lines)?;
+                return Ok(false);
+            }
+            *lines_left -= 1;
+        }
+        let duration = duration_ns.map(graph_duration).unwrap_or_default();
+        let indent = usize::from(depth) * 2;
+        writeln!(
+            self.out,
+            "{tid:>TID_WIDTH$} {duration:>DURATION_WIDTH$}   {:indent$}{text}",
+            ""
+        )
+    }
+    .map(|()| true)
+}
+
+/// `ns` as ftrace shows durations: three decimals of the largest unit among
+/// us, ms and s that keeps the integer part below 1000 (s: unbounded).
+/// Truncates, so the value shown never exceeds the real one.
+fn graph_duration(ns: u64) -> String {
+    if ns < 1_000_000 {
+        format!("{}.{:03} us", ns / 1_000, ns % 1_000)
+    } else if ns < 1_000_000_000 {
+        let us = ns / 1_000;
+        format!("{}.{:03} ms", us / 1_000, us % 1_000)
+    } else {
+        let ms = ns / 1_000_000;
+        format!("{}.{:03}  s", ms / 1_000, ms % 1_000)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::tests::{entry, exit};
+    use crate::trace::GraphEvent;
+
+    const HANDLE: usize = 0x1000;
+    const PARSE: usize = 0x2000;
+    const TOKENIZE: usize = 0x3000;
+    const NEXT: usize = 0x4000;
+
+    fn thread(tid: u32, name: Option<&str>, events: Vec<GraphEvent>) -> ThreadTrace {
+        ThreadTrace {
+            tid,
+            name: name.map(String::from),
+            events,
+            lost: 0,
+        }
+    }
+
+    fn trace(threads: Vec<ThreadTrace>) -> Trace {
+        let names = [
+            (HANDLE, "demo::handle_request"),
+            (PARSE, "demo::parse_request"),
+            (TOKENIZE, "demo::tokenize"),
+            (NEXT, "demo::next"),
+        ];
+        Trace {
+            pid: 1,
+            exe: "/bin/demo".into(),
+            threads,
+            names: names
+                .into_iter()
+                .map(|(address, name)| (address, name.to_string()))
+                .collect(),
+            maps: String::new(),
+        }
+    }
+
+    fn request_events(start: u64) -> Vec<GraphEvent> {
+        vec![
+            entry(start, HANDLE, 0),
+            entry(start + 100, PARSE, 1),
+            exit(start + 1_350, PARSE, 1),
+            entry(start + 1_500, TOKENIZE, 1),
+            entry(start + 1_600, NEXT, 2),
+            exit(start + 1_910, NEXT, 2),
+            exit(start + 2_400, TOKENIZE, 1),
+            exit(start + 3_400, HANDLE, 0),
+        ]
+    }
+
+    const REQUEST_GRAPH: &str = "\
+thread 1234 (main)
+    TID     DURATION   FUNCTION
+   1234                demo::handle_request() {
+   1234     1.250 us     demo::parse_request();
+   1234                  demo::tokenize() {
+   1234     0.310 us       demo::next();
+   1234     0.900 us     }  /* demo::tokenize */
+   1234     3.400 us   }  /* demo::handle_request */
+";
+
+    #[test]
+    fn nested_calls() {
+        let trace = trace(vec![thread(1234, Some("main"), request_events(0))]);
+        assert_eq!(call_graph(&trace, None), REQUEST_GRAPH);
+    }
+
+    #[test]
+    fn threads_in_blocks() {
+        let mut second = thread(
+            77,
+            None,
+            vec![entry(10, NEXT, 0), exit(2_000_010, NEXT, 0), entry(3_000_000_000, PARSE, 0)],
+        );
+        second.events.push(exit(4_500_000_000, PARSE, 0));
+        second.lost = 3;
+        let trace = trace(vec![thread(1234, Some("main"), request_events(5)), second]);
+        let expected = format!(
+            "{REQUEST_GRAPH}
+thread 77, 3 events lost
+    TID     DURATION   FUNCTION
+     77     2.000 ms   demo::next();
+     77     1.500  s   demo::parse_request();
+"
+        );
+        assert_eq!(call_graph(&trace, None), expected);
+    }
+
+    #[test]
+    fn missing_exits_and_entries() {
+        // Tracing started inside handle_request → parse_request; tokenize
+        // was unwound by a panic caught in handle_request; the trace ends
+        // inside the last handle_request.
+        let events = vec![
+            entry(0, NEXT, 2),
+            exit(40, NEXT, 2),
+            exit(50, PARSE, 1),
+            entry(60, TOKENIZE, 1),
+            entry(70, NEXT, 2),
+            entry(80, PARSE, 1),
+            exit(90, PARSE, 1),
+            exit(100, HANDLE, 0),
+            entry(200, HANDLE, 0),
+        ];
+        let trace = trace(vec![thread(5, None, events)]);
+        let expected = "\
+thread 5
+    TID     DURATION   FUNCTION
+      5     0.040 us       demo::next();
+      5                  }  /* demo::parse_request */
+      5                  demo::tokenize() {
+      5                    demo::next() {
+      5                    }  /* demo::next (no exit) */
+      5                  }  /* demo::tokenize (no exit) */
+      5     0.010 us     demo::parse_request();
+      5                }  /* demo::handle_request */
+      5                demo::handle_request() {
+      5                }  /* demo::handle_request (no exit) */
+";
+        assert_eq!(call_graph(&trace, None), expected);
+    }
+
+    #[test]
+    fn line_limit() {
+        let trace = trace(vec![
+            thread(1234, Some("main"), request_events(0)),
+            thread(99, None, request_events(0)),
+        ]);
+        let expected = "\
+thread 1234 (main)
+    TID     DURATION   FUNCTION
+   1234                demo::handle_request() {
+   1234     1.250 us     demo::parse_request();
+   1234                  demo::tokenize() {
+... truncated after 3 lines
+";
+        assert_eq!(call_graph(&trace, Some(3)), expected);
+        // Exactly as many lines as the first thread has: the note comes
+        // with the second thread's first event line.
+        let graph = call_graph(&trace, Some(6));
+        assert!(graph.starts_with(REQUEST_GRAPH), "{graph}");
+        assert!(graph.ends_with("FUNCTION\n... truncated after 6 lines\n"), "{graph}");
+        // Enough lines: no note.
+        assert!(!call_graph(&trace, Some(12)).contains("truncated"));
+    }
+
+    #[test]
+    fn writer_variant_matches_and_reports_errors() {
+        let trace = trace(vec![thread(1234, Some("main"), request_events(0))]);
+        let mut text = Vec::new();
+        write_call_graph(&trace, None, &mut text).unwrap();
+        assert_eq!(String::from_utf8(text).unwrap(), REQUEST_GRAPH);
+
+        struct Failing;
+        impl Write for Failing {
+            fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+                Err(io::Error::other("disk full"))
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let error = write_call_graph(&trace, None, Failing).unwrap_err();
+        assert_eq!(error.to_string(), "disk full");
+    }
+
+    #[test]
+    fn graph_durations() {
+        assert_eq!(graph_duration(0), "0.000 us");
+        assert_eq!(graph_duration(999_999), "999.999 us");
+        assert_eq!(graph_duration(1_000_000), "1.000 ms");
+        assert_eq!(graph_duration(12_345_678), "12.345 ms");
+        assert_eq!(graph_duration(1_500_000_000), "1.500  s");
+        assert_eq!(graph_duration(86_400_000_000_000), "86400.000  s");
+    }
+}

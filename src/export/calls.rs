@@ -1,0 +1,298 @@
+//! Reconstruction of properly nested calls from a thread's entry and exit
+//! events, shared by the Chrome JSON and flame graph outputs. The rules are
+//! listed in the module documentation of [`crate::export`].
+
+use crate::trace::{EventKind, GraphEvent};
+
+/// How a reconstructed call began.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Began {
+    /// Its entry event was recorded.
+    Entered,
+    /// Only its exit was recorded: it was running when tracing started; it
+    /// starts at the thread's first timestamp.
+    BeforeTrace,
+}
+
+/// How a reconstructed call ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ended {
+    /// Its exit event was recorded.
+    Returned,
+    /// A caller's exit, or a new call at its depth or above, came first: it
+    /// was unwound (panic, `longjmp`) and ends there.
+    Unwound,
+    /// Still running when the trace ended: it ends at the thread's last
+    /// timestamp.
+    StillRunning,
+}
+
+/// One call, nested within its parent: `parent.start <= start` and
+/// `end <= parent.end`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Call {
+    /// Entry address of the function.
+    pub function: usize,
+    /// Nesting depth as recorded.
+    pub depth: u16,
+    /// Start, nanoseconds.
+    pub start: u64,
+    /// End, nanoseconds (`>= start`).
+    pub end: u64,
+    /// Index of the calling call in the same vector (always smaller than
+    /// this call's index), if it was traced.
+    pub parent: Option<usize>,
+    /// How the call began.
+    pub began: Began,
+    /// How the call ended.
+    pub ended: Ended,
+}
+
+impl Call {
+    /// Duration in nanoseconds.
+    pub fn duration(&self) -> u64 {
+        self.end - self.start
+    }
+}
+
+/// The calls of one thread, in the order they began (parents before their
+/// children).
+pub(crate) fn thread_calls(events: &[GraphEvent]) -> Vec<Call> {
+    let (Some(first), Some(last)) = (
+        events.iter().map(|e| e.time_ns).min(),
+        events.iter().map(|e| e.time_ns).max(),
+    ) else {
+        return Vec::new();
+    };
+
+    let mut calls: Vec<Call> = Vec::new();
+    // Open calls, innermost last; each with the latest end of its closed
+    // children, so that a parent never ends before a child (only possible
+    // if timestamps go backwards).
+    let mut open: Vec<(usize, u64)> = Vec::new();
+
+    for (function, depth) in calls_open_at_start(events) {
+        calls.push(Call {
+            function,
+            depth,
+            start: first,
+            end: first,
+            parent: open.last().map(|&(i, _)| i),
+            began: Began::BeforeTrace,
+            ended: Ended::StillRunning,
+        });
+        open.push((calls.len() - 1, first));
+    }
+
+    fn close(calls: &mut [Call], open: &mut Vec<(usize, u64)>, time: u64, how: Ended) {
+        if let Some((i, children_end)) = open.pop() {
+            let call = &mut calls[i];
+            call.end = time.max(call.start).max(children_end);
+            call.ended = how;
+            let end = call.end;
+            if let Some(parent) = open.last_mut() {
+                parent.1 = parent.1.max(end);
+            }
+        }
+    }
+
+    for event in events {
+        match event.kind {
+            EventKind::Entry => {
+                while open
+                    .last()
+                    .is_some_and(|&(i, _)| calls[i].depth >= event.depth)
+                {
+                    close(&mut calls, &mut open, event.time_ns, Ended::Unwound);
+                }
+                let parent = open.last().map(|&(i, _)| i);
+                let start = match parent {
+                    Some(p) => event.time_ns.max(calls[p].start),
+                    None => event.time_ns,
+                };
+                calls.push(Call {
+                    function: event.function,
+                    depth: event.depth,
+                    start,
+                    end: start,
+                    parent,
+                    began: Began::Entered,
+                    ended: Ended::StillRunning,
+                });
+                open.push((calls.len() - 1, start));
+            }
+            EventKind::Exit => {
+                let Some(pos) = open
+                    .iter()
+                    .rposition(|&(i, _)| calls[i].depth == event.depth)
+                else {
+                    continue; // Unmatched and not part of the pre-trace chain.
+                };
+                while open.len() > pos + 1 {
+                    close(&mut calls, &mut open, event.time_ns, Ended::Unwound);
+                }
+                close(&mut calls, &mut open, event.time_ns, Ended::Returned);
+            }
+        }
+    }
+    while !open.is_empty() {
+        close(&mut calls, &mut open, last, Ended::StillRunning);
+    }
+    calls
+}
+
+/// The calls that were running when tracing started, outermost first: the
+/// exits that match no entry, as long as each is shallower than the one
+/// before it (an inner call returns before its caller does).
+fn calls_open_at_start(events: &[GraphEvent]) -> Vec<(usize, u16)> {
+    let mut depths: Vec<u16> = Vec::new();
+    let mut chain: Vec<(usize, u16)> = Vec::new();
+    for event in events {
+        match event.kind {
+            EventKind::Entry => {
+                while depths.last().is_some_and(|&d| d >= event.depth) {
+                    depths.pop();
+                }
+                depths.push(event.depth);
+            }
+            EventKind::Exit => match depths.iter().rposition(|&d| d == event.depth) {
+                Some(pos) => depths.truncate(pos),
+                None => {
+                    if chain.last().is_none_or(|&(_, d)| event.depth < d) {
+                        chain.push((event.function, event.depth));
+                    }
+                }
+            },
+        }
+    }
+    chain.reverse();
+    chain
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(time_ns: u64, function: usize, depth: u16, kind: EventKind) -> GraphEvent {
+        GraphEvent {
+            time_ns,
+            function,
+            depth,
+            kind,
+        }
+    }
+    use EventKind::{Entry as In, Exit as Out};
+
+    fn summary(calls: &[Call]) -> Vec<(usize, u64, u64, Option<usize>, Began, Ended)> {
+        calls
+            .iter()
+            .map(|c| (c.function, c.start, c.end, c.parent, c.began, c.ended))
+            .collect()
+    }
+
+    #[test]
+    fn nested_calls_pair_up() {
+        let events = [
+            ev(10, 1, 0, In),
+            ev(20, 2, 1, In),
+            ev(30, 2, 1, Out),
+            ev(40, 3, 1, In),
+            ev(45, 3, 1, Out),
+            ev(50, 1, 0, Out),
+        ];
+        assert_eq!(
+            summary(&thread_calls(&events)),
+            vec![
+                (1, 10, 50, None, Began::Entered, Ended::Returned),
+                (2, 20, 30, Some(0), Began::Entered, Ended::Returned),
+                (3, 40, 45, Some(0), Began::Entered, Ended::Returned),
+            ]
+        );
+    }
+
+    #[test]
+    fn missing_exits_end_at_the_last_timestamp_or_when_unwound() {
+        let events = [
+            ev(10, 1, 0, In),
+            ev(20, 2, 1, In),
+            ev(25, 3, 2, In), // unwound by 2's exit
+            ev(30, 2, 1, Out),
+            ev(40, 4, 1, In), // never returns
+            ev(60, 5, 2, In),
+            ev(70, 5, 2, Out),
+        ];
+        assert_eq!(
+            summary(&thread_calls(&events)),
+            vec![
+                (1, 10, 70, None, Began::Entered, Ended::StillRunning),
+                (2, 20, 30, Some(0), Began::Entered, Ended::Returned),
+                (3, 25, 30, Some(1), Began::Entered, Ended::Unwound),
+                (4, 40, 70, Some(0), Began::Entered, Ended::StillRunning),
+                (5, 60, 70, Some(3), Began::Entered, Ended::Returned),
+            ]
+        );
+    }
+
+    #[test]
+    fn an_entry_at_an_open_depth_ends_the_unwound_calls() {
+        let events = [
+            ev(10, 1, 0, In),
+            ev(20, 2, 1, In), // longjmp'd over: no exit
+            ev(30, 3, 1, In),
+            ev(40, 3, 1, Out),
+            ev(50, 1, 0, Out),
+        ];
+        assert_eq!(
+            summary(&thread_calls(&events)),
+            vec![
+                (1, 10, 50, None, Began::Entered, Ended::Returned),
+                (2, 20, 30, Some(0), Began::Entered, Ended::Unwound),
+                (3, 30, 40, Some(0), Began::Entered, Ended::Returned),
+            ]
+        );
+    }
+
+    #[test]
+    fn exits_without_entries_start_at_the_first_timestamp() {
+        let events = [
+            ev(10, 7, 3, In),
+            ev(15, 7, 3, Out),
+            ev(20, 2, 2, Out), // running when tracing started
+            ev(30, 4, 2, In),
+            ev(35, 4, 2, Out),
+            ev(40, 1, 1, Out), // its caller, also running
+            ev(45, 9, 5, Out), // deeper than the last: inconsistent, ignored
+            ev(50, 8, 1, In),
+        ];
+        assert_eq!(
+            summary(&thread_calls(&events)),
+            vec![
+                (1, 10, 40, None, Began::BeforeTrace, Ended::Returned),
+                (2, 10, 20, Some(0), Began::BeforeTrace, Ended::Returned),
+                (7, 10, 15, Some(1), Began::Entered, Ended::Returned),
+                (4, 30, 35, Some(0), Began::Entered, Ended::Returned),
+                (8, 50, 50, None, Began::Entered, Ended::StillRunning),
+            ]
+        );
+    }
+
+    #[test]
+    fn children_never_outlast_parents_even_if_time_goes_backwards() {
+        let events = [
+            ev(100, 1, 0, In),
+            ev(90, 2, 1, In),
+            ev(200, 2, 1, Out),
+            ev(150, 1, 0, Out),
+        ];
+        let calls = thread_calls(&events);
+        assert_eq!(calls[0].start, 100);
+        assert_eq!(calls[1].start, 100);
+        assert_eq!(calls[1].end, 200);
+        assert_eq!(calls[0].end, 200);
+    }
+
+    #[test]
+    fn no_events_no_calls() {
+        assert!(thread_calls(&[]).is_empty());
+    }
+}

@@ -1,0 +1,156 @@
+//! Exports of a recorded [`Trace`]: a uftrace data directory, Chrome /
+//! Perfetto trace JSON, and flame graphs (folded stacks and SVG).
+//!
+//! # Design
+//!
+//! Every output starts from the same per-thread event list (entries and exits
+//! with a nesting depth, see [`crate::trace`]) and differs only in what it
+//! needs from it:
+//!
+//! - **uftrace** ([`write_uftrace_dir`], [`read_uftrace_dir`]) stores the
+//!   events as they are, one 16-byte record per event, so that uftrace's own
+//!   `replay`, `report`, `graph`, `dump`, `tui` and `info` commands work on
+//!   them, and so that a directory can be loaded back into a [`Trace`]. The
+//!   directory layout and the record encoding are documented in
+//!   [`uftrace`]; uftrace pairs entries with exits itself.
+//! - **Chrome JSON** ([`write_chrome_json`]) and **flame graphs**
+//!   ([`folded_stacks`], [`write_flame_svg`]) need *calls* (a start, an end
+//!   and a parent), so they share one reconstruction, private to this module
+//!   (`calls.rs`), which turns the event list of a thread into properly
+//!   nested calls:
+//!   - an exit closes the nearest open call of the same depth; calls still
+//!     open above it were unwound (panic, `longjmp`) and end at the same time;
+//!   - an entry at depth `d` ends any call still open at depth `d` or deeper
+//!     (it was unwound without an exit event) at the entry's time;
+//!   - calls without an exit end at the thread's last timestamp;
+//!   - exits without an entry at the start of a thread (tracing was switched
+//!     on in the middle of those calls) become calls that start at the
+//!     thread's first timestamp, provided their depths decrease as they
+//!     should (an inner call returns before its caller); other unmatched
+//!     exits are ignored.
+//!
+//!   Children therefore always lie within their parent, which the Chrome
+//!   viewer and Perfetto need to draw a thread's calls as one stack, and
+//!   which makes a flame graph's self times (duration minus the children's
+//!   durations) never negative.
+//!
+//! Errors are [`ExportError`]s: each names the file (or output) concerned and
+//! what is wrong with it; nothing here panics on bad input.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+mod calls;
+pub mod chrome;
+pub mod flame;
+pub mod uftrace;
+
+pub use chrome::write_chrome_json;
+pub use flame::{folded_stacks, write_flame_svg};
+pub use uftrace::{read_uftrace_dir, write_uftrace_dir};
+
+/// What can go wrong while exporting a trace or loading one back.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ExportError {
+    /// Reading or writing a file or directory failed.
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// What was being done (e.g. `"writing"`, `"opening"`).
+        action: &'static str,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// Writing to the caller's output stream failed.
+    Output {
+        /// What was being written (e.g. `"Chrome trace JSON"`).
+        what: &'static str,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// A file of a uftrace data directory is missing or is not in the format
+    /// fntrace reads.
+    Malformed {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it, with the line or byte offset when known.
+        problem: String,
+    },
+    /// The directory to write a uftrace data directory into exists and is
+    /// not empty (or is not a directory); nothing was written.
+    DirectoryNotEmpty(PathBuf),
+    /// The trace has nothing this output can show (e.g. a flame graph of a
+    /// trace without any timed call); nothing was written.
+    Empty(&'static str),
+}
+
+impl fmt::Display for ExportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExportError::Io {
+                path,
+                action,
+                source,
+            } => write!(f, "{action} {}: {source}", path.display()),
+            ExportError::Output { what, source } => write!(f, "writing {what}: {source}"),
+            ExportError::Malformed { path, problem } => {
+                write!(f, "{}: {problem}", path.display())
+            }
+            ExportError::DirectoryNotEmpty(path) => write!(
+                f,
+                "{} exists and is not an empty directory; remove it or choose another \
+                 (nothing was written)",
+                path.display()
+            ),
+            ExportError::Empty(why) => write!(f, "nothing to export: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for ExportError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ExportError::Io { source, .. } | ExportError::Output { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+impl ExportError {
+    fn io(path: impl Into<PathBuf>, action: &'static str, source: io::Error) -> Self {
+        ExportError::Io {
+            path: path.into(),
+            action,
+            source,
+        }
+    }
+
+    fn malformed(path: impl Into<PathBuf>, problem: impl Into<String>) -> Self {
+        ExportError::Malformed {
+            path: path.into(),
+            problem: problem.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_the_file_and_the_problem() {
+        let e = ExportError::malformed("/d/1.dat", "truncated record at byte 16");
+        assert_eq!(e.to_string(), "/d/1.dat: truncated record at byte 16");
+        let e = ExportError::io(
+            "/d/info",
+            "opening",
+            io::Error::from(io::ErrorKind::NotFound),
+        );
+        assert!(e.to_string().starts_with("opening /d/info: "), "{e}");
+        assert!(std::error::Error::source(&e).is_some());
+        let e = ExportError::DirectoryNotEmpty("/d".into());
+        assert!(e.to_string().contains("/d exists"), "{e}");
+    }
+}

@@ -1,0 +1,132 @@
+//! Which calls a tracer sees: function-name globs (applied when sites are
+//! patched: functions not selected keep their NOP), and limits a tracer
+//! applies at run time (maximum depth, minimum duration).
+
+use std::time::Duration;
+
+/// A selection of traced calls, passed to [`crate::enable_with`].
+///
+/// ```
+/// let filter = fntrace::Filter::new()
+///     .include("demo::*")
+///     .exclude("*::drop_in_place*")
+///     .max_depth(8)
+///     .min_duration(std::time::Duration::from_micros(1));
+/// assert!(filter.selects("demo::handle_request"));
+/// assert!(!filter.selects("core::ptr::drop_in_place::<demo::Foo>"));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Filter {
+    include: Vec<String>,
+    exclude: Vec<String>,
+    max_depth: Option<u16>,
+    min_duration: Option<Duration>,
+}
+
+impl Filter {
+    /// Every function, no limits.
+    pub fn new() -> Filter {
+        Filter::default()
+    }
+
+    /// Trace only functions whose demangled name matches one of the
+    /// included globs (`*` any run of characters, `?` one character).
+    /// Without any include, every function is included.
+    pub fn include(mut self, glob: &str) -> Filter {
+        self.include.push(glob.to_string());
+        self
+    }
+
+    /// Never trace functions whose demangled name matches `glob`.
+    pub fn exclude(mut self, glob: &str) -> Filter {
+        self.exclude.push(glob.to_string());
+        self
+    }
+
+    /// Record only calls at most this deep (0: only the outermost traced
+    /// calls of each thread).
+    pub fn max_depth(mut self, depth: u16) -> Filter {
+        self.max_depth = Some(depth);
+        self
+    }
+
+    /// Record only calls that take at least this long (graph tracer).
+    pub fn min_duration(mut self, duration: Duration) -> Filter {
+        self.min_duration = Some(duration);
+        self
+    }
+
+    /// The depth limit, if any.
+    pub fn depth_limit(&self) -> Option<u16> {
+        self.max_depth
+    }
+
+    /// The duration threshold, if any.
+    pub fn duration_threshold(&self) -> Option<Duration> {
+        self.min_duration
+    }
+
+    /// Whether the names part of the filter selects `name`.
+    pub fn selects(&self, name: &str) -> bool {
+        let included = self.include.is_empty() || self.include.iter().any(|g| glob_match(g, name));
+        included && !self.exclude.iter().any(|g| glob_match(g, name))
+    }
+
+    /// Whether the filter looks at names at all.
+    pub(crate) fn has_name_rules(&self) -> bool {
+        !self.include.is_empty() || !self.exclude.is_empty()
+    }
+}
+
+/// `*` matches any run of characters, `?` any one character.
+fn glob_match(glob: &str, text: &str) -> bool {
+    let (glob, text): (Vec<char>, Vec<char>) = (glob.chars().collect(), text.chars().collect());
+    let (mut g, mut t) = (0, 0);
+    let mut backtrack: Option<(usize, usize)> = None;
+    while t < text.len() {
+        if g < glob.len() && (glob[g] == '?' || glob[g] == text[t]) {
+            g += 1;
+            t += 1;
+        } else if g < glob.len() && glob[g] == '*' {
+            backtrack = Some((g, t));
+            g += 1;
+        } else if let Some((star, matched)) = backtrack {
+            g = star + 1;
+            t = matched + 1;
+            backtrack = Some((star, matched + 1));
+        } else {
+            return false;
+        }
+    }
+    glob[g..].iter().all(|&c| c == '*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs() {
+        assert!(glob_match("demo::*", "demo::tokenize"));
+        assert!(glob_match("*tokenize", "demo::tokenize"));
+        assert!(glob_match("d?mo::*ize", "demo::tokenize"));
+        assert!(glob_match("*", ""));
+        assert!(!glob_match("demo::*", "core::demo::x"));
+        assert!(!glob_match("a*b", "acbd"));
+        assert!(glob_match("*a*b*", "xxaxxbxx"));
+    }
+
+    #[test]
+    fn include_and_exclude() {
+        let f = Filter::new()
+            .include("a::*")
+            .include("b::*")
+            .exclude("*::skip");
+        assert!(f.selects("a::x"));
+        assert!(f.selects("b::y"));
+        assert!(!f.selects("a::skip"));
+        assert!(!f.selects("c::x"));
+        assert!(Filter::new().selects("anything"));
+        assert!(!Filter::new().exclude("*").selects("anything"));
+    }
+}

@@ -1,0 +1,250 @@
+//! Per-thread shadow stacks: the real return addresses of hooked frames.
+//!
+//! To see a function's exit, its return address (in the stack slot the
+//! entry trampoline reports) is saved here and replaced by
+//! `fntrace_return_trampoline`. The trampoline hands the slot back to
+//! [`fntrace_exit_entry`], which pops the frame and returns the real address.
+//!
+//! Frames are matched by slot address, not by position, which keeps the
+//! stack right when frames vanish without returning:
+//! - `longjmp` and other non-local exits: a later entry or exit whose slot is
+//!   above (older than) the top frames shows those frames are dead; they are
+//!   popped, and their exit reported then.
+//! - tail calls: the callee finds the trampoline already in its slot and
+//!   takes over the caller's frame (the caller's exit is reported then).
+//! - unwinding (Rust panics, C++ exceptions, thread cancellation): the
+//!   unwinder must see real return addresses, so `_Unwind_RaiseException`,
+//!   `_Unwind_ForcedUnwind` and `_Unwind_Backtrace` are wrapped
+//!   ([`super::unwind`]) to put them back first.
+//!
+//! A stack lives in an `mmap`ed block per thread (async-signal-safe to
+//! create) and is unmapped by a `pthread_key` destructor at thread exit.
+//! Frames deeper than [`MAX_DEPTH`] are not hooked, and counted.
+
+use std::cell::Cell;
+use std::ptr;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use once_cell::sync::OnceCell;
+
+/// Hooked frames per thread at most.
+pub const MAX_DEPTH: usize = 1024;
+
+/// A slot this far above the top frame is taken to be on another stack (a
+/// signal handler on `sigaltstack`), not a sign that the top frames died.
+const OTHER_STACK_DISTANCE: usize = 64 << 20;
+
+extern "C" {
+    fn fntrace_return_trampoline();
+}
+
+/// Address of the return trampoline.
+#[inline]
+pub(crate) fn return_trampoline() -> usize {
+    fntrace_return_trampoline as *const () as usize
+}
+
+/// One hooked frame.
+#[derive(Clone, Copy, Debug)]
+#[repr(C)]
+pub(crate) struct Frame {
+    /// Where the return address lives on the machine stack.
+    pub slot: usize,
+    /// The return address the trampoline replaced.
+    pub real_return: usize,
+    /// Entry address of the hooked function.
+    pub function: usize,
+    /// Entry time (ns).
+    pub entry_ns: u64,
+    /// Tracers that want this frame's exit.
+    pub exit_tracers: u64,
+    /// Per-tracer bits for tracers' own use (the graph tracer marks entries
+    /// it has written).
+    pub marks: u64,
+}
+
+pub(crate) struct ShadowStack {
+    len: usize,
+    frames: [Frame; MAX_DEPTH],
+}
+
+/// Frames not hooked because the shadow stack was full.
+pub(crate) static TOO_DEEP: AtomicU64 = AtomicU64::new(0);
+/// Frames that vanished without returning (longjmp, unwinding).
+pub(crate) static VANISHED: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    static STACK: Cell<*mut ShadowStack> = const { Cell::new(ptr::null_mut()) };
+}
+
+static EXIT_KEY: OnceCell<libc::pthread_key_t> = OnceCell::new();
+
+/// Creates the thread-exit key; called from `init` (not on the hot path).
+pub(crate) fn prepare() {
+    EXIT_KEY.get_or_init(|| {
+        let mut key = 0;
+        // SAFETY: key is a valid out-pointer; the destructor only unmaps the
+        // block it is given.
+        let rc = unsafe { libc::pthread_key_create(&mut key, Some(release_at_thread_exit)) };
+        assert_eq!(rc, 0, "pthread_key_create failed");
+        key
+    });
+}
+
+unsafe extern "C" fn release_at_thread_exit(stack: *mut libc::c_void) {
+    STACK.with(|cell| cell.set(ptr::null_mut()));
+    // SAFETY: stack is the mapping made by `current_or_create` for this
+    // exiting thread; nothing else refers to it.
+    unsafe { libc::munmap(stack, std::mem::size_of::<ShadowStack>()) };
+}
+
+impl ShadowStack {
+    /// This thread's stack, if it has one.
+    #[inline]
+    pub fn current() -> Option<&'static mut ShadowStack> {
+        // SAFETY: the pointer is this thread's own mapping, used only by this
+        // thread, and only from code holding the recursion guard (no
+        // re-entrant &mut).
+        STACK.with(|cell| unsafe { cell.get().as_mut() })
+    }
+
+    /// This thread's stack, created on first use. `None` if no memory.
+    #[cold]
+    pub fn create() -> Option<&'static mut ShadowStack> {
+        let key = *EXIT_KEY.get()?;
+        // SAFETY: anonymous private mapping, checked; zeroed memory is an
+        // empty ShadowStack (len 0).
+        let mem = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                std::mem::size_of::<ShadowStack>(),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if mem == libc::MAP_FAILED {
+            return None;
+        }
+        // SAFETY: key was created by prepare(); setspecific on a key below
+        // PTHREAD_KEY_2NDLEVEL_SIZE does not allocate.
+        unsafe { libc::pthread_setspecific(key, mem) };
+        STACK.with(|cell| cell.set(mem as *mut ShadowStack));
+        Self::current()
+    }
+
+    #[inline]
+    pub fn depth(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    pub fn frames(&mut self) -> &mut [Frame] {
+        &mut self.frames[..self.len]
+    }
+
+    /// Pops every frame that must be dead because a live frame's slot is at
+    /// `slot` (frames with slots at or below it), calling `vanished` for
+    /// each. Returns the real return address of a frame whose slot is
+    /// exactly `slot` (a tail call reusing it), if any.
+    #[inline]
+    pub fn pop_dead_below(
+        &mut self,
+        slot: usize,
+        mut vanished: impl FnMut(&Frame, usize),
+    ) -> Option<usize> {
+        let mut reused = None;
+        while self.len > 0 {
+            let top = self.frames[self.len - 1];
+            if top.slot > slot || slot - top.slot > OTHER_STACK_DISTANCE {
+                break;
+            }
+            self.len -= 1;
+            if top.slot == slot {
+                reused = Some(top.real_return);
+            }
+            VANISHED.fetch_add(1, Ordering::Relaxed);
+            vanished(&top, self.len);
+        }
+        reused
+    }
+
+    /// Hooks the return address at `slot`. `real_return` is what the
+    /// function will really return to. Returns false when the stack is full.
+    #[inline]
+    pub fn push(&mut self, frame: Frame) -> bool {
+        if self.len == MAX_DEPTH {
+            TOO_DEEP.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        self.frames[self.len] = frame;
+        self.len += 1;
+        true
+    }
+
+    /// Pops the frame whose slot is `slot`, first popping dead frames above
+    /// it (deeper, lower slots). Returns the frame and its depth; `None` if
+    /// there is no such frame.
+    #[inline]
+    pub fn pop_returning(
+        &mut self,
+        slot: usize,
+        mut vanished: impl FnMut(&Frame, usize),
+    ) -> Option<(Frame, usize)> {
+        while self.len > 0 {
+            let top = self.frames[self.len - 1];
+            self.len -= 1;
+            if top.slot == slot {
+                return Some((top, self.len));
+            }
+            if top.slot > slot {
+                // Not ours and older: put it back; the slot is unknown.
+                self.len += 1;
+                return None;
+            }
+            VANISHED.fetch_add(1, Ordering::Relaxed);
+            vanished(&top, self.len);
+        }
+        None
+    }
+
+    /// Writes every hooked frame's real return address back into its slot
+    /// (where the slot still holds the trampoline). With `forget`, the frames
+    /// are dropped: their exits will not be seen.
+    pub fn unhook_all(&mut self, forget: bool) {
+        let trampoline = return_trampoline();
+        for frame in self.frames[..self.len].iter().rev() {
+            // SAFETY: slot is a return-address slot on this thread's stack
+            // that was live when hooked; it is only written if it still
+            // holds the trampoline (the frame is still there).
+            unsafe {
+                let slot = frame.slot as *mut usize;
+                if slot.read() == trampoline {
+                    slot.write(frame.real_return);
+                }
+            }
+        }
+        if forget {
+            VANISHED.fetch_add(self.len as u64, Ordering::Relaxed);
+            self.len = 0;
+        }
+    }
+
+    /// Puts the trampoline back into every frame's slot that still holds
+    /// the frame's real return address (after [`Self::unhook_all`] without
+    /// forgetting).
+    pub fn rehook_all(&mut self) {
+        let trampoline = return_trampoline();
+        for frame in self.frames[..self.len].iter() {
+            // SAFETY: as in unhook_all; only slots still holding this frame's
+            // real return address are written.
+            unsafe {
+                let slot = frame.slot as *mut usize;
+                if slot.read() == frame.real_return {
+                    slot.write(trampoline);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,200 @@
+//! The built-in `graph` tracer: entry and exit of every traced call, with
+//! timestamps, kept in per-thread rings; [`GraphTracer::take_trace`] turns
+//! them into a [`Trace`] for the latency table, the call graph and the
+//! exporters.
+//!
+//! Run-time limits from the [`Filter`]: calls deeper than `max_depth` are
+//! not recorded; with `min_duration`, a call is recorded only if it lasted at
+//! least that long — its entry is written at its exit, preceded by the
+//! entries of its not-yet-written ancestors (marked in their shadow frames),
+//! so events stay in time order and every written exit has its entry.
+
+use std::cell::Cell;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use once_cell::sync::Lazy;
+
+use super::{Call, Return, Tracer};
+use crate::rt::ring::{Ring, RingPool};
+use crate::rt::shadow::ShadowStack;
+use crate::rt::thread::{current_tid, Untraced};
+use crate::trace::{EventKind, GraphEvent, ThreadTrace, Trace};
+use crate::{symbols, Filter};
+
+/// Most threads whose events the graph tracer keeps apart.
+pub const MAX_THREADS: usize = 4096;
+
+/// The `graph` tracer. Registered under the name `"graph"`.
+pub struct GraphTracer {
+    pool: Lazy<RingPool<GraphEvent>>,
+    max_depth: AtomicUsize,
+    min_duration_ns: AtomicU64,
+    /// This tracer's bit in shadow frames' marks (its registry index).
+    mark: AtomicU64,
+}
+
+thread_local! {
+    static RING: Cell<*const Ring<GraphEvent>> = const { Cell::new(std::ptr::null()) };
+}
+
+/// The process's graph tracer.
+pub static GRAPH_TRACER: GraphTracer = GraphTracer {
+    pool: Lazy::new(|| RingPool::new(MAX_THREADS)),
+    max_depth: AtomicUsize::new(usize::MAX),
+    min_duration_ns: AtomicU64::new(0),
+    mark: AtomicU64::new(0),
+};
+
+crate::register_tracer!("graph", &GRAPH_TRACER);
+
+impl GraphTracer {
+    /// Events each thread's buffer holds, for buffers created from now on.
+    pub fn set_buffer_events(&self, events: usize) {
+        self.pool.set_ring_capacity(events);
+    }
+
+    /// Events lost because a thread had no buffer (pool exhausted or no
+    /// memory) or its buffer was full.
+    pub fn lost_events(&self) -> u64 {
+        self.pool.lost()
+    }
+
+    /// Takes every recorded event out of the buffers and returns them as a
+    /// [`Trace`], with function names from the ELF symbol tables.
+    pub fn take_trace(&self) -> Trace {
+        let _untraced = Untraced::begin();
+        let threads: Vec<ThreadTrace> = self
+            .pool
+            .drain()
+            .into_iter()
+            .map(|drained| ThreadTrace {
+                tid: drained.tid,
+                name: (!drained.name.is_empty()).then_some(drained.name),
+                events: drained.events,
+                lost: drained.dropped,
+            })
+            .collect();
+        let functions: BTreeSet<usize> = threads
+            .iter()
+            .flat_map(|t| t.events.iter().map(|e| e.function))
+            .collect();
+        let index = symbols::current();
+        let names: HashMap<usize, String> = functions
+            .into_iter()
+            .filter_map(|f| Some((f, symbols::demangle(&index.function_at(f)?.name))))
+            .collect();
+        Trace {
+            pid: std::process::id(),
+            exe: std::fs::read_link("/proc/self/exe")
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            threads,
+            names,
+            maps: std::fs::read_to_string("/proc/self/maps").unwrap_or_default(),
+        }
+    }
+
+    #[inline]
+    fn push(&self, event: GraphEvent) {
+        RING.with(|cached| {
+            let mut ring = cached.get();
+            if ring.is_null() {
+                match self.pool.claim(current_tid()) {
+                    Some(claimed) => {
+                        ring = claimed;
+                        cached.set(ring);
+                    }
+                    None => return self.pool.count_unbuffered(),
+                }
+            }
+            // SAFETY: rings from the pool are never unmapped.
+            unsafe { (*ring).push(event) };
+        });
+    }
+
+    /// With a duration threshold: writes the entries of this thread's hooked
+    /// ancestors (frames below `depth`) not written yet.
+    fn write_pending_ancestors(&self, depth: usize, mark: u64, max_depth: usize) {
+        let Some(stack) = ShadowStack::current() else {
+            return;
+        };
+        for (ancestor_depth, frame) in stack.frames().iter_mut().enumerate().take(depth) {
+            if frame.marks & mark != 0 || ancestor_depth > max_depth {
+                continue;
+            }
+            frame.marks |= mark;
+            self.push(GraphEvent {
+                time_ns: frame.entry_ns,
+                function: frame.function,
+                depth: ancestor_depth as u16,
+                kind: EventKind::Entry,
+            });
+        }
+    }
+}
+
+impl Tracer for GraphTracer {
+    fn on_enable(&self, filter: &Filter) {
+        Lazy::force(&self.pool);
+        let depth = filter.depth_limit().map_or(usize::MAX, usize::from);
+        self.max_depth.store(depth, Ordering::Relaxed);
+        let min = filter
+            .duration_threshold()
+            .map_or(0, |d| d.as_nanos() as u64);
+        self.min_duration_ns.store(min, Ordering::Relaxed);
+        let index = super::find("graph").unwrap_or(0);
+        self.mark.store(1 << index, Ordering::Relaxed);
+    }
+
+    fn wants_exit(&self) -> bool {
+        true
+    }
+
+    #[inline]
+    fn entry(&self, call: &Call<'_>) {
+        if !call.exit_hooked()
+            || call.depth() > self.max_depth.load(Ordering::Relaxed)
+            || self.min_duration_ns.load(Ordering::Relaxed) != 0
+        {
+            return;
+        }
+        self.push(GraphEvent {
+            time_ns: call.time_ns(),
+            function: call.function(),
+            depth: call.depth() as u16,
+            kind: EventKind::Entry,
+        });
+    }
+
+    #[inline]
+    fn exit(&self, ret: &Return) {
+        let max_depth = self.max_depth.load(Ordering::Relaxed);
+        if ret.depth() > max_depth {
+            return;
+        }
+        let min = self.min_duration_ns.load(Ordering::Relaxed);
+        if min != 0 {
+            let mark = self.mark.load(Ordering::Relaxed);
+            let entry_written = ret.marks & mark != 0;
+            if ret.exit_ns() - ret.entry_ns() < min && !entry_written {
+                return;
+            }
+            self.write_pending_ancestors(ret.depth(), mark, max_depth);
+            if !entry_written {
+                self.push(GraphEvent {
+                    time_ns: ret.entry_ns(),
+                    function: ret.function(),
+                    depth: ret.depth() as u16,
+                    kind: EventKind::Entry,
+                });
+            }
+        }
+        self.push(GraphEvent {
+            time_ns: ret.exit_ns(),
+            function: ret.function(),
+            depth: ret.depth() as u16,
+            kind: EventKind::Exit,
+        });
+    }
+}
