@@ -1,38 +1,5 @@
-//! A text call graph in the style of Linux ftrace's `function_graph` tracer.
-//!
-//! Threads are printed one after the other, each as a block in its own time
-//! order (not interleaved by time: a block reads as one thread's story). A
-//! block starts with a line `thread TID (name)` (`, N events lost` added when
-//! the thread's buffer overflowed) and a column header, then has one line per
-//! event:
-//!
-//! ```text
-//! thread 1234 (main)
-//!     TID     DURATION   FUNCTION
-//!    1234                demo::handle_request() {
-//!    1234     1.250 us     demo::parse_request();
-//!    1234                  demo::tokenize() {
-//!    1234     0.310 us       demo::next();
-//!    1234     0.900 us     }  /* demo::tokenize */
-//!    1234     3.400 us   }  /* demo::handle_request */
-//! ```
-//!
-//! - An entry prints `name() {`, indented two spaces per depth level.
-//! - Its exit prints `}  /* name */` with the call's duration.
-//! - A call whose exit is the very next event collapses into one line,
-//!   `name();`, with its duration.
-//! - A call whose exit was not recorded (unwound, or the trace ended) is
-//!   closed where that became known by `}  /* name (no exit) */`, without a
-//!   duration.
-//! - An exit whose entry was not recorded (tracing started inside the call)
-//!   prints `}  /* name */` without a duration.
-//!
-//! Durations are exact to the nanosecond below one millisecond
-//! (`999.999 us`), then truncated to the microsecond (`12.345 ms`) or, from
-//! one second on, to the millisecond (`1.500  s`).
-//!
-//! Blocks are separated by an empty line. Pairing follows the
-//! [module rules](super#pairing-entries-with-exits).
+//! A text call graph in the style of Linux ftrace's `function_graph` tracer;
+//! see [`call_graph`] for the format.
 
 use std::fmt;
 use std::io::{self, BufWriter, Write};
@@ -45,10 +12,45 @@ const TID_WIDTH: usize = 7;
 /// Width of the duration column (fits `999999.999  s`, 11 days).
 const DURATION_WIDTH: usize = 12;
 
-/// The call graph of `trace` as text; see the [module documentation](self)
-/// for the format. With `max_lines`, at most that many event lines are
-/// written (thread and column headers do not count), followed, if events
-/// were left out, by a line `... truncated after N lines`.
+/// The call graph of `trace` as text.
+///
+/// Threads are printed one after the other, each as a block in its own time
+/// order (not interleaved by time: a block reads as one thread's story). A
+/// block starts with a line `thread TID (name)` (`, N events lost` added when
+/// the thread's buffer overflowed) and a column header, then has one line per
+/// event:
+///
+/// ```text
+/// thread 1234 (main)
+///     TID     DURATION   FUNCTION
+///    1234                demo::handle_request() {
+///    1234     1.250 us     demo::parse_request();
+///    1234                  demo::tokenize() {
+///    1234     0.310 us       demo::next();
+///    1234     0.900 us     }  /* demo::tokenize */
+///    1234     3.400 us   }  /* demo::handle_request */
+/// ```
+///
+/// - An entry prints `name() {`, indented two spaces per depth level.
+/// - Its exit prints `}  /* name */` with the call's duration.
+/// - A call whose exit is the very next event collapses into one line,
+///   `name();`, with its duration.
+/// - A call whose exit was not recorded (unwound, or the trace ended) is
+///   closed where that became known by `}  /* name (no exit) */`, without a
+///   duration.
+/// - An exit whose entry was not recorded (tracing started inside the call)
+///   prints `}  /* name */` without a duration.
+///
+/// Durations are exact to the nanosecond below one millisecond
+/// (`999.999 us`), then truncated to the microsecond (`12.345 ms`) or, from
+/// one second on, to the millisecond (`1.500  s`).
+///
+/// Blocks are separated by an empty line. Entries and exits are paired by
+/// the [pairing rules](super#pairing-entries-with-exits).
+///
+/// With `max_lines`, at most that many event lines are written (thread and
+/// column headers do not count), followed, if events were left out, by a
+/// line `... truncated after N lines`.
 pub fn call_graph(trace: &Trace, max_lines: Option<usize>) -> String {
     let mut text = Vec::new();
     write_call_graph(trace, max_lines, &mut text).expect("writing to a Vec<u8> does not fail");
@@ -57,7 +59,11 @@ pub fn call_graph(trace: &Trace, max_lines: Option<usize>) -> String {
 
 /// Writes the call graph of `trace` to `out`, as [`call_graph`] returns it.
 /// Output is buffered here; errors of `out` are returned.
-pub fn write_call_graph(trace: &Trace, max_lines: Option<usize>, out: impl Write) -> io::Result<()> {
+pub fn write_call_graph(
+    trace: &Trace,
+    max_lines: Option<usize>,
+    out: impl Write,
+) -> io::Result<()> {
     let mut graph = GraphWriter {
         trace,
         out: BufWriter::new(out),
@@ -65,10 +71,7 @@ pub fn write_call_graph(trace: &Trace, max_lines: Option<usize>, out: impl Write
         max_lines: max_lines.unwrap_or(usize::MAX),
     };
     for (index, thread) in trace.threads.iter().enumerate() {
-        if index > 0 {
-            writeln!(graph.out)?;
-        }
-        if !graph.write_thread(thread)? {
+        if !graph.write_thread(thread, index == 0)? {
             break;
         }
     }
@@ -78,7 +81,10 @@ pub fn write_call_graph(trace: &Trace, max_lines: Option<usize>, out: impl Write
 /// What a line's closing brace stands for.
 enum Close {
     /// The call returned after `duration_ns`.
-    Returned { duration_ns: u64 },
+    Returned {
+        /// Exit time minus entry time.
+        duration_ns: u64,
+    },
     /// The call's exit was not recorded.
     NoExit,
     /// The call's entry was not recorded.
@@ -87,7 +93,9 @@ enum Close {
 
 /// Writes lines and counts them against the line budget.
 struct GraphWriter<'t, W: Write> {
+    /// The trace, for function names.
     trace: &'t Trace,
+    /// Where the lines go.
     out: BufWriter<W>,
     /// Event lines that may still be written; `None`: no limit.
     lines_left: Option<usize>,
@@ -96,8 +104,16 @@ struct GraphWriter<'t, W: Write> {
 }
 
 impl<W: Write> GraphWriter<'_, W> {
-    /// Writes one thread's block. `Ok(false)` when the line budget ran out.
-    fn write_thread(&mut self, thread: &ThreadTrace) -> io::Result<bool> {
+    /// Writes one thread's block, preceded by an empty line unless it is the
+    /// `first`. `Ok(false)` when the line budget ran out.
+    fn write_thread(&mut self, thread: &ThreadTrace, first: bool) -> io::Result<bool> {
+        if self.lines_left == Some(0) && !thread.events.is_empty() {
+            self.truncation_note()?;
+            return Ok(false);
+        }
+        if !first {
+            writeln!(self.out)?;
+        }
         write!(self.out, "thread {}", thread.tid)?;
         if let Some(name) = &thread.name {
             write!(self.out, " ({name})")?;
@@ -117,7 +133,10 @@ impl<W: Write> GraphWriter<'_, W> {
         let mut waiting_entry: Option<(usize, GraphEvent)> = None;
         for step in Calls::new(&thread.events) {
             if let CallStep::Returned {
-                entry_index, entry, exit, ..
+                entry_index,
+                entry,
+                exit,
+                ..
             } = step
             {
                 if waiting_entry.is_some_and(|(waiting, _)| waiting == entry_index) {
@@ -167,9 +186,19 @@ impl<W: Write> GraphWriter<'_, W> {
                 event.depth,
                 format_args!("}}  /* {name} */"),
             ),
-            Close::NoExit => self.line(tid, None, event.depth, format_args!("}}  /* {name} (no exit) */")),
+            Close::NoExit => self.line(
+                tid,
+                None,
+                event.depth,
+                format_args!("}}  /* {name} (no exit) */"),
+            ),
             Close::NoEntry => self.line(tid, None, event.depth, format_args!("}}  /* {name} */")),
         }
+    }
+
+    /// Writes the line saying that event lines were left out.
+    fn truncation_note(&mut self) -> io::Result<()> {
+        writeln!(self.out, "... truncated after {} lines", self.max_lines)
     }
 
     /// Writes one event line, or, once the budget is spent, the truncation
@@ -183,7 +212,7 @@ impl<W: Write> GraphWriter<'_, W> {
     ) -> io::Result<bool> {
         if let Some(lines_left) = &mut self.lines_left {
             if *lines_left == 0 {
-                writeln!(self.out, "... truncated after {} lines", self.max_lines)?;
+                self.truncation_note()?;
                 return Ok(false);
             }
             *lines_left -= 1;
@@ -194,9 +223,9 @@ impl<W: Write> GraphWriter<'_, W> {
             self.out,
             "{tid:>TID_WIDTH$} {duration:>DURATION_WIDTH$}   {:indent$}{text}",
             ""
-        )
+        )?;
+        Ok(true)
     }
-    .map(|()| true)
 }
 
 /// `ns` as ftrace shows durations: three decimals of the largest unit among
@@ -288,7 +317,11 @@ thread 1234 (main)
         let mut second = thread(
             77,
             None,
-            vec![entry(10, NEXT, 0), exit(2_000_010, NEXT, 0), entry(3_000_000_000, PARSE, 0)],
+            vec![
+                entry(10, NEXT, 0),
+                exit(2_000_010, NEXT, 0),
+                entry(3_000_000_000, PARSE, 0),
+            ],
         );
         second.events.push(exit(4_500_000_000, PARSE, 0));
         second.lost = 3;
@@ -353,11 +386,15 @@ thread 1234 (main)
 ... truncated after 3 lines
 ";
         assert_eq!(call_graph(&trace, Some(3)), expected);
-        // Exactly as many lines as the first thread has: the note comes
-        // with the second thread's first event line.
-        let graph = call_graph(&trace, Some(6));
-        assert!(graph.starts_with(REQUEST_GRAPH), "{graph}");
-        assert!(graph.ends_with("FUNCTION\n... truncated after 6 lines\n"), "{graph}");
+        // Exactly as many lines as the first thread has: the note replaces
+        // the second thread's block.
+        let expected = format!("{REQUEST_GRAPH}... truncated after 6 lines\n");
+        assert_eq!(call_graph(&trace, Some(6)), expected);
+        // Threads without events still show their header.
+        let mut trace = trace;
+        trace.threads[1].events.clear();
+        let expected = format!("{REQUEST_GRAPH}\nthread 99\n    TID     DURATION   FUNCTION\n");
+        assert_eq!(call_graph(&trace, Some(6)), expected);
         // Enough lines: no note.
         assert!(!call_graph(&trace, Some(12)).contains("truncated"));
     }

@@ -1,18 +1,6 @@
 //! Per-function latency statistics: calls, inclusive and self time, and the
-//! distribution of call durations, per thread and across threads.
-//!
-//! Only completed calls (entry and exit both recorded) are measured; see the
-//! [pairing rules](super#pairing-entries-with-exits).
-//!
-//! # Recursion
-//!
-//! Every call of a function counts its own full duration in `total_ns`, as
-//! `uftrace report` does. For a recursive function the nested calls are
-//! therefore counted again inside the outer calls' durations, and `total_ns`
-//! can exceed the wall time spent in the function. `self_ns` has no such
-//! overlap: each call contributes its duration minus the durations of its
-//! direct children (recursive or not), so the self times of all functions add
-//! up to the time covered by the outermost completed calls.
+//! distribution of call durations, per thread and across threads. See
+//! [`latency`] for what is measured and how recursion counts.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -30,8 +18,8 @@ pub struct FunctionStats {
     pub name: String,
     /// Completed calls.
     pub calls: u64,
-    /// Sum of the completed calls' durations (inclusive of callees; see the
-    /// [module documentation](self) for recursion).
+    /// Sum of the completed calls' durations, inclusive of callees (see
+    /// [`latency`] for recursion).
     pub total_ns: u64,
     /// Sum over the completed calls of their duration minus the durations of
     /// their completed direct children.
@@ -57,7 +45,7 @@ pub struct LatencyReport {
     /// sorted by `total_ns`, largest first (ties: by name, then address).
     pub functions: Vec<FunctionStats>,
     /// The same per thread: thread id and its functions in the same order,
-    /// one element per [`ThreadTrace`](crate::trace::ThreadTrace), in the
+    /// one element per [`ThreadTrace`](crate::ThreadTrace), in the
     /// trace's order.
     pub per_thread: Vec<(u32, Vec<FunctionStats>)>,
     /// Exits whose entry was not recorded (tracing started inside the call),
@@ -72,21 +60,26 @@ pub struct LatencyReport {
 /// Durations of one function's completed calls.
 #[derive(Clone, Debug, Default)]
 struct FunctionDurations {
+    /// Each call's duration, callees included.
     inclusive: Histogram,
+    /// Sum of each call's duration minus its direct children's.
     self_ns: u64,
 }
 
 impl FunctionDurations {
+    /// Adds one completed call.
     fn record(&mut self, inclusive_ns: u64, self_ns: u64) {
         self.inclusive.record(inclusive_ns);
         self.self_ns = self.self_ns.saturating_add(self_ns);
     }
 
+    /// Adds the calls of `other` (another thread's, say).
     fn merge(&mut self, other: &FunctionDurations) {
         self.inclusive.merge(&other.inclusive);
         self.self_ns = self.self_ns.saturating_add(other.self_ns);
     }
 
+    /// The statistics of these calls, for `function` called `name`.
     fn stats(&self, function: usize, name: String) -> FunctionStats {
         let durations = &self.inclusive;
         FunctionStats {
@@ -107,6 +100,49 @@ impl FunctionDurations {
 
 /// Computes per-function latency statistics of `trace`, per thread and with
 /// all threads merged.
+///
+/// Only completed calls (entry and exit both recorded) are measured; see the
+/// [pairing rules](super#pairing-entries-with-exits). Calls without an exit
+/// are counted in [`LatencyReport::unfinished_calls`], exits without an entry
+/// in [`LatencyReport::unmatched_exits`].
+///
+/// # Recursion
+///
+/// Every call of a function counts its own full duration in
+/// [`FunctionStats::total_ns`], as `uftrace report` does. For a recursive
+/// function the nested calls are therefore counted again inside the outer
+/// calls' durations, and `total_ns` can exceed the wall time spent in the
+/// function. [`FunctionStats::self_ns`] has no such overlap: each call
+/// contributes its duration minus the durations of its direct children
+/// (recursive or not), so the self times of all functions add up to the time
+/// covered by the outermost completed calls.
+///
+/// # Example
+///
+/// ```
+/// use fntrace::{analysis, EventKind, GraphEvent, ThreadTrace, Trace};
+///
+/// let event = |time_ns, function, depth, kind| GraphEvent { time_ns, function, depth, kind };
+/// let trace = Trace {
+///     threads: vec![ThreadTrace {
+///         tid: 1,
+///         events: vec![
+///             event(0, 0x10, 0, EventKind::Entry),
+///             event(100, 0x20, 1, EventKind::Entry),
+///             event(400, 0x20, 1, EventKind::Exit),
+///             event(1_000, 0x10, 0, EventKind::Exit),
+///         ],
+///         ..ThreadTrace::default()
+///     }],
+///     names: [(0x10, "main".to_string()), (0x20, "work".to_string())].into(),
+///     ..Trace::default()
+/// };
+/// let report = analysis::latency(&trace);
+/// assert_eq!(report.functions[0].name, "main");
+/// assert_eq!(report.functions[0].total_ns, 1_000);
+/// assert_eq!(report.functions[0].self_ns, 700);
+/// print!("{}", report.table(20));
+/// ```
 ///
 /// Runs in time linear in the number of events; memory is one bounded
 /// [`Histogram`] per function (plus, while a thread is read, one per
@@ -147,7 +183,10 @@ pub fn latency(trace: &Trace) -> LatencyReport {
 }
 
 /// Statistics of each function in `functions`, largest total first.
-fn sorted_stats(trace: &Trace, functions: &HashMap<usize, FunctionDurations>) -> Vec<FunctionStats> {
+fn sorted_stats(
+    trace: &Trace,
+    functions: &HashMap<usize, FunctionDurations>,
+) -> Vec<FunctionStats> {
     let mut stats: Vec<FunctionStats> = functions
         .iter()
         .map(|(&function, durations)| durations.stats(function, trace.name_of(function)))
@@ -343,7 +382,17 @@ mod tests {
         let report = latency(&trace(vec![(7, nested_events())]));
         let expected = vec![
             stats(MAIN, "demo::main", 1, 200, 70, 200, 200, 200, [200; 3]),
-            stats(TOKENIZE, "demo::tokenize", 1, 100, 70, 100, 100, 100, [100; 3]),
+            stats(
+                TOKENIZE,
+                "demo::tokenize",
+                1,
+                100,
+                70,
+                100,
+                100,
+                100,
+                [100; 3],
+            ),
             // Same total as parse: ordered by name.
             stats(NEXT, "demo::next", 2, 30, 30, 10, 20, 15, [10, 20, 20]),
             stats(PARSE, "demo::parse", 1, 30, 30, 30, 30, 30, [30; 3]),
@@ -369,7 +418,17 @@ mod tests {
         // Durations 30, 70, 100; self 30, 40, 30.
         assert_eq!(
             report.functions,
-            vec![stats(FACT, "demo::fact", 3, 200, 100, 30, 100, 67, [70, 100, 100])]
+            vec![stats(
+                FACT,
+                "demo::fact",
+                3,
+                200,
+                100,
+                30,
+                100,
+                67,
+                [70, 100, 100]
+            )]
         );
     }
 
@@ -386,14 +445,37 @@ mod tests {
         assert_eq!(
             report.functions,
             vec![
-                stats(MAIN, "demo::main", 2, 400, 390, 100, 300, 200, [100, 300, 300]),
+                stats(
+                    MAIN,
+                    "demo::main",
+                    2,
+                    400,
+                    390,
+                    100,
+                    300,
+                    200,
+                    [100, 300, 300]
+                ),
                 stats(PARSE, "demo::parse", 1, 10, 10, 10, 10, 10, [10; 3]),
             ]
         );
         assert_eq!(
             report.per_thread,
             vec![
-                (1, vec![stats(MAIN, "demo::main", 1, 100, 100, 100, 100, 100, [100; 3])]),
+                (
+                    1,
+                    vec![stats(
+                        MAIN,
+                        "demo::main",
+                        1,
+                        100,
+                        100,
+                        100,
+                        100,
+                        100,
+                        [100; 3]
+                    )]
+                ),
                 (
                     2,
                     vec![
@@ -458,7 +540,10 @@ mod tests {
 
     #[test]
     fn unknown_names_show_the_address_and_empty_traces_report_nothing() {
-        let report = latency(&trace(vec![(7, vec![entry(0, 0xabc, 0), exit(9, 0xabc, 0)])]));
+        let report = latency(&trace(vec![(
+            7,
+            vec![entry(0, 0xabc, 0), exit(9, 0xabc, 0)],
+        )]));
         assert_eq!(report.functions[0].name, "0xabc");
 
         let report = latency(&trace(vec![(7, Vec::new())]));
@@ -473,16 +558,29 @@ mod tests {
             .flat_map(|call| {
                 let start = call * 10_000_000;
                 // Durations 1 ms, 2 ms, ..., 100 ms: not exactly representable.
-                [entry(start, MAIN, 0), exit(start + (call + 1) * 1_000_000, MAIN, 0)]
+                [
+                    entry(start, MAIN, 0),
+                    exit(start + (call + 1) * 1_000_000, MAIN, 0),
+                ]
             })
             .collect();
         let stats = &latency(&trace(vec![(7, events)])).functions[0];
         assert_eq!(stats.calls, 100);
         assert_eq!(stats.total_ns, 5_050_000_000);
-        assert_eq!((stats.min_ns, stats.max_ns, stats.mean_ns), (1_000_000, 100_000_000, 50_500_000));
-        for (reported, exact) in [(stats.p50_ns, 50_000_000), (stats.p90_ns, 90_000_000), (stats.p99_ns, 99_000_000)] {
+        assert_eq!(
+            (stats.min_ns, stats.max_ns, stats.mean_ns),
+            (1_000_000, 100_000_000, 50_500_000)
+        );
+        for (reported, exact) in [
+            (stats.p50_ns, 50_000_000),
+            (stats.p90_ns, 90_000_000),
+            (stats.p99_ns, 99_000_000),
+        ] {
             let error = (reported as f64 - exact as f64).abs() / exact as f64;
-            assert!(error <= super::super::MAX_RELATIVE_ERROR, "{reported} vs {exact}");
+            assert!(
+                error <= super::super::MAX_RELATIVE_ERROR,
+                "{reported} vs {exact}"
+            );
         }
     }
 
@@ -493,20 +591,47 @@ mod tests {
         events.extend([entry(1_000, MAIN, 0), exit(1_500_001_000, MAIN, 0)]);
         let report = latency(&trace(vec![(7, events)]));
         let expected = "\
-calls    total     self     mean     min     p50      p90      p99      max  function
-    2   1.50 s   1.50 s    750 ms  200 ns  200 ns   1.50 s   1.50 s   1.50 s  demo::main
-    1   100 ns    70 ns    100 ns  100 ns  100 ns   100 ns   100 ns   100 ns  demo::tokenize
-    2    30 ns    30 ns     15 ns   10 ns   10 ns    20 ns    20 ns    20 ns  demo::next
-    1    30 ns    30 ns     30 ns   30 ns   30 ns    30 ns    30 ns    30 ns  demo::parse
+calls   total    self    mean     min     p50     p90     p99     max  function
+    2  1.50 s  1.50 s  750 ms  200 ns  200 ns  1.50 s  1.50 s  1.50 s  demo::main
+    1  100 ns   70 ns  100 ns  100 ns  100 ns  100 ns  100 ns  100 ns  demo::tokenize
+    2   30 ns   30 ns   15 ns   10 ns   10 ns   20 ns   20 ns   20 ns  demo::next
+    1   30 ns   30 ns   30 ns   30 ns   30 ns   30 ns   30 ns   30 ns  demo::parse
 ";
         assert_eq!(report.table(usize::MAX), expected);
 
         let expected_top = "\
-calls    total     self     mean     min     p50      p90      p99      max  function
-    2   1.50 s   1.50 s    750 ms  200 ns  200 ns   1.50 s   1.50 s   1.50 s  demo::main
+calls   total    self    mean     min     p50     p90     p99     max  function
+    2  1.50 s  1.50 s  750 ms  200 ns  200 ns  1.50 s  1.50 s  1.50 s  demo::main
 ... 3 more functions
 ";
         assert_eq!(report.table(1), expected_top);
+    }
+
+    #[test]
+    fn table_aligns_micro_sign_by_characters() {
+        let report = LatencyReport {
+            functions: vec![
+                stats(
+                    PARSE,
+                    "demo::parse",
+                    12,
+                    15_040,
+                    1_250,
+                    999,
+                    2_000,
+                    1_253,
+                    [1_250, 1_500, 2_000],
+                ),
+                stats(NEXT, "demo::next", 1_000, 900, 900, 1, 1, 1, [1; 3]),
+            ],
+            ..LatencyReport::default()
+        };
+        let expected = "\
+calls    total     self     mean     min      p50      p90      p99      max  function
+   12  15.0 µs  1.25 µs  1.25 µs  999 ns  1.25 µs  1.50 µs  2.00 µs  2.00 µs  demo::parse
+ 1000   900 ns   900 ns     1 ns    1 ns     1 ns     1 ns     1 ns     1 ns  demo::next
+";
+        assert_eq!(report.table(10), expected);
     }
 
     #[test]

@@ -1,11 +1,11 @@
-//! Reports computed from a recorded [`Trace`](crate::trace::Trace):
-//! per-function latency statistics ([`latency`]) and a text call graph
+//! Reports computed from a recorded [`Trace`](crate::Trace):
+//! per-function latency statistics ([`latency()`]) and a text call graph
 //! ([`call_graph`]).
 //!
 //! # Pairing entries with exits
 //!
 //! Both reports read a thread's events through one pairing pass
-//! ([`Calls`]), which walks the events in time order with a stack of open
+//! (`Calls`), which walks the events in time order with a stack of open
 //! calls and applies the rules of the data model:
 //!
 //! - An entry at depth `d` closes (as *unfinished*) every open call of depth
@@ -29,7 +29,7 @@
 //! # Costs
 //!
 //! The pairing pass is linear in the number of events and keeps one stack
-//! entry per open call. [`latency`] keeps one [`Histogram`] per function per
+//! entry per open call. [`latency()`] keeps one [`Histogram`] per function per
 //! thread while it reads that thread, then folds it into the process-wide
 //! histogram of the function; [`call_graph`] streams its lines to a writer.
 
@@ -88,8 +88,11 @@ pub(crate) fn duration_ns(entry: &GraphEvent, exit: &GraphEvent) -> u64 {
 /// A call that has been entered and not yet ended.
 #[derive(Clone, Copy, Debug)]
 struct OpenCall {
+    /// Index of the entry event in the thread's events.
     entry_index: usize,
+    /// The entry event.
     entry: GraphEvent,
+    /// Summed durations of the direct children that returned so far.
     children_ns: u64,
 }
 
@@ -97,9 +100,14 @@ struct OpenCall {
 /// in event order.
 #[derive(Debug)]
 pub(crate) struct Calls<'a> {
+    /// The thread's events.
     events: &'a [GraphEvent],
+    /// Index of the first event not read yet.
     next_event: usize,
+    /// Calls entered and not ended, outermost first; depths increase
+    /// strictly from bottom to top.
     open: Vec<OpenCall>,
+    /// Steps caused by the events read, not yet returned by `next`.
     ready: VecDeque<CallStep>,
 }
 
@@ -121,7 +129,8 @@ impl<'a> Calls<'a> {
             if depth.is_some_and(|depth| call.entry.depth <= depth) {
                 break;
             }
-            self.ready.push_back(CallStep::Unfinished { entry: call.entry });
+            self.ready
+                .push_back(CallStep::Unfinished { entry: call.entry });
             self.open.pop();
         }
     }
@@ -147,18 +156,21 @@ impl<'a> Calls<'a> {
             EventKind::Exit => {
                 self.abandon_deeper_than(Some(event.depth));
                 let Some(&call) = self.open.last() else {
-                    self.ready.push_back(CallStep::UnmatchedExit { exit: event });
+                    self.ready
+                        .push_back(CallStep::UnmatchedExit { exit: event });
                     return;
                 };
                 if call.entry.depth != event.depth {
-                    self.ready.push_back(CallStep::UnmatchedExit { exit: event });
+                    self.ready
+                        .push_back(CallStep::UnmatchedExit { exit: event });
                     return;
                 }
                 self.open.pop();
                 if call.entry.function != event.function {
                     self.ready
                         .push_back(CallStep::Unfinished { entry: call.entry });
-                    self.ready.push_back(CallStep::UnmatchedExit { exit: event });
+                    self.ready
+                        .push_back(CallStep::UnmatchedExit { exit: event });
                     return;
                 }
                 if let Some(parent) = self.open.last_mut() {
@@ -255,7 +267,16 @@ mod tests {
         ];
         assert_eq!(
             steps(&events),
-            [">a@0", ">b@1", ">c@2", "<c:3/0", "<b:10/3", ">b@5", "<b:5/0", "<a:100/15"]
+            [
+                ">a@0",
+                ">b@1",
+                ">c@2",
+                "<c:3/0",
+                "<b:10/3",
+                ">b@5",
+                "<b:5/0",
+                "<a:100/15"
+            ]
         );
     }
 
@@ -275,7 +296,10 @@ mod tests {
         ];
         assert_eq!(
             steps(&events),
-            [">a@0", ">b@1", ">c@2", "!c", "!b", ">d@3", "<d:1/0", "<a:9/1", ">e@6", ">f@7", "!f", "!e"]
+            [
+                ">a@0", ">b@1", ">c@2", "!c", "!b", ">d@3", "<d:1/0", "<a:9/1", ">e@6", ">f@7",
+                "!f", "!e"
+            ]
         );
     }
 
@@ -296,7 +320,10 @@ mod tests {
             exit(8, 0xd, 1),
             exit(9, 0xa, 0),
         ];
-        assert_eq!(steps(&events), [">c@0", "<c:5/0", "?b", ">d@3", "<d:1/0", "?a"]);
+        assert_eq!(
+            steps(&events),
+            [">c@0", "<c:5/0", "?b", ">d@3", "<d:1/0", "?a"]
+        );
     }
 
     #[test]

@@ -327,10 +327,10 @@ enum Failure {
     /// A thread stayed silent until the deadline without blocking the
     /// signal (stopped by a debugger, stuck in the kernel...).
     NoAcknowledgement { tid: i32 },
-    /// A silent thread blocks the stop signal. It may be waiting for a lock
-    /// that a stopped thread holds (glibc blocks all signals in a thread that
-    /// exits, then takes the stack-cache lock), so holding the world stopped
-    /// cannot help: release and retry.
+    /// A silent thread sleeps with the stop signal blocked. It may be
+    /// waiting for a lock that a stopped thread holds (glibc blocks all
+    /// signals in a thread that exits, then takes the stack-cache lock), so
+    /// holding the world stopped cannot help: release and retry.
     SignalBlocked { tid: i32 },
     /// A system call for signalling or listing threads failed.
     Signal { what: &'static str, errno: i32 },
@@ -477,6 +477,8 @@ fn write_while_stopped(writer: &mut TextWriter, writes: &[TextWrite]) -> Result<
 struct Target {
     tid: i32,
     state: TargetState,
+    /// Seen asleep with the stop signal blocked at the last inspection.
+    blocks_signal: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -531,6 +533,7 @@ impl Stopper<'_> {
                 targets.push(Target {
                     tid,
                     state: TargetState::New,
+                    blocks_signal: false,
                 });
                 Ok(())
             })?;
@@ -624,23 +627,39 @@ impl Stopper<'_> {
     }
 
     /// Marks `Signalled` targets that exited (or are zombies) as `Gone`;
-    /// fails with the first one that blocks the stop signal.
+    /// fails with the first one that sleeps with the stop signal blocked.
     fn inspect_silent_threads(&mut self) -> Result<(), Failure> {
-        let mut blocking = None;
+        let mut any_blocking = false;
         for target in self.targets.iter_mut() {
             if target.state != TargetState::Signalled {
                 continue;
             }
+            target.blocks_signal = false;
             match self.task_dir.condition(self.pid, target.tid, self.signo) {
                 ThreadCondition::Gone => target.state = TargetState::Gone,
                 ThreadCondition::BlocksSignal => {
-                    blocking.get_or_insert(target.tid);
+                    target.blocks_signal = true;
+                    any_blocking = true;
                 }
                 ThreadCondition::Running => {}
             }
         }
-        match blocking {
-            Some(tid) => Err(Failure::SignalBlocked { tid }),
+        if !any_blocking {
+            return Ok(());
+        }
+        // A thread that has just parked in this attempt's handler also
+        // sleeps with the signal blocked. It recorded its tid before going
+        // to sleep, and we saw it asleep: scan the table again (after an
+        // Acquire load pairing with the handler's Release increment) before
+        // blaming it.
+        let _ = self.handshake.ack_count.load(Ordering::Acquire);
+        self.mark_acknowledged();
+        match self
+            .targets
+            .iter()
+            .find(|t| t.state == TargetState::Signalled && t.blocks_signal)
+        {
+            Some(target) => Err(Failure::SignalBlocked { tid: target.tid }),
             None => Ok(()),
         }
     }
@@ -933,12 +952,10 @@ impl TaskDir {
             }
         }
         let status = status.get(..filled).unwrap_or(&[]);
-        // "State:\tZ (zombie)": Z for a main thread that called
-        // pthread_exit, X while a thread is being reaped.
-        if matches!(
-            status_field(status, b"\nState:\t").and_then(|state| state.first()),
-            Some(b'Z' | b'X')
-        ) {
+        // "State:\tS (sleeping)". Z: a main thread that called pthread_exit;
+        // X: being reaped.
+        let state = status_field(status, b"\nState:\t").and_then(|state| state.first().copied());
+        if matches!(state, Some(b'Z' | b'X')) {
             return ThreadCondition::Gone;
         }
         let blocked_mask = status_field(status, b"\nSigBlk:\t").and_then(parse_hex_u64);
@@ -946,9 +963,14 @@ impl TaskDir {
             .ok()
             .and_then(|bit| 1u64.checked_shl(bit))
             .unwrap_or(0);
-        match blocked_mask {
-            Some(mask) if mask & signal_bit != 0 => ThreadCondition::BlocksSignal,
-            _ => ThreadCondition::Running,
+        let blocks_signal = blocked_mask.is_some_and(|mask| mask & signal_bit != 0);
+        // Only a sleeping thread counts: a thread still leaving the handler
+        // of an earlier attempt also has the signal blocked, but it is
+        // runnable and acknowledges as soon as it gets the CPU.
+        if blocks_signal && matches!(state, Some(b'S' | b'D')) {
+            ThreadCondition::BlocksSignal
+        } else {
+            ThreadCondition::Running
         }
     }
 }
@@ -957,7 +979,8 @@ impl TaskDir {
 enum ThreadCondition {
     /// Exited, or a zombie: it will never answer and never run again.
     Gone,
-    /// Blocks the stop signal: it answers only once it unblocks it.
+    /// Sleeps with the stop signal blocked: it answers only once it
+    /// unblocks it, and it may be waiting for a stopped thread.
     BlocksSignal,
     /// Neither: it will answer once it gets the CPU (or leaves the kernel).
     Running,

@@ -1,0 +1,305 @@
+//! Chrome trace event JSON, which `chrome://tracing`, Perfetto
+//! (<https://ui.perfetto.dev>) and speedscope open.
+//!
+//! Each call is a complete event (`"ph":"X"`) on the track of its thread:
+//! `ts` and `dur` are in microseconds, written with three decimals so they
+//! keep the nanoseconds exactly; `args.depth` is the recorded depth. The
+//! calls are reconstructed as described in [`crate::export`], so each lies
+//! within its caller: a call whose exit is missing ends at the thread's last
+//! timestamp (`args.unfinished: true`), or when its caller returned
+//! (`args.unwound: true`); a call running when tracing started begins at the
+//! thread's first timestamp (`args.started_before_trace: true`). Events are
+//! written thread by thread, each thread's calls in the order they began.
+//!
+//! Metadata events (`"ph":"M"`) name the process (its executable) and each
+//! thread (its name, or `thread TID`). `otherData` carries the executable and
+//! the number of lost events.
+
+use std::io::{BufWriter, Write};
+
+use super::calls::{thread_calls, Began, Ended};
+use super::ExportError;
+use crate::trace::Trace;
+
+/// Writes `trace` as Chrome trace event JSON (see the [module
+/// documentation](self)).
+pub fn write_chrome_json(trace: &Trace, out: &mut dyn Write) -> Result<(), ExportError> {
+    let mut out = BufWriter::new(out);
+    write_json(trace, &mut out)
+        .and_then(|()| out.flush())
+        .map_err(|source| ExportError::Output {
+            what: "Chrome trace JSON",
+            source,
+        })
+}
+
+fn write_json(trace: &Trace, out: &mut impl Write) -> std::io::Result<()> {
+    let pid = trace.pid;
+    write!(out, "{{\"traceEvents\":[\n")?;
+    let process = if trace.exe.is_empty() {
+        format!("pid {pid}")
+    } else {
+        trace.exe.clone()
+    };
+    write!(
+        out,
+        "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{pid},\"tid\":{pid},\"args\":{{\"name\":{}}}}}",
+        json_string(&process)
+    )?;
+    for thread in &trace.threads {
+        let tid = thread.tid;
+        let name = thread
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("thread {tid}"));
+        write!(
+            out,
+            ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"args\":{{\"name\":{}}}}}",
+            json_string(&name)
+        )?;
+    }
+    for thread in &trace.threads {
+        let tid = thread.tid;
+        for call in thread_calls(&thread.events) {
+            write!(
+                out,
+                ",\n{{\"name\":{},\"cat\":\"function\",\"ph\":\"X\",\"ts\":{},\"dur\":{},\"pid\":{pid},\"tid\":{tid},\"args\":{{\"depth\":{}",
+                json_string(&trace.name_of(call.function)),
+                micros(call.start),
+                micros(call.duration()),
+                call.depth
+            )?;
+            if call.began == Began::BeforeTrace {
+                write!(out, ",\"started_before_trace\":true")?;
+            }
+            match call.ended {
+                Ended::Returned => {}
+                Ended::Unwound => write!(out, ",\"unwound\":true")?,
+                Ended::StillRunning => write!(out, ",\"unfinished\":true")?,
+            }
+            write!(out, "}}}}")?;
+        }
+    }
+    write!(
+        out,
+        "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{{\"exe\":{},\"lost_events\":{}}}}}\n",
+        json_string(&trace.exe),
+        trace.lost()
+    )
+}
+
+/// Nanoseconds as microseconds with exactly three decimals.
+fn micros(ns: u64) -> String {
+    format!("{}.{:03}", ns / 1000, ns % 1000)
+}
+
+/// `s` as a JSON string literal.
+fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::{EventKind, GraphEvent, ThreadTrace};
+    use serde_json::Value;
+    use std::collections::HashMap;
+
+    fn ev(time_ns: u64, function: usize, depth: u16, kind: EventKind) -> GraphEvent {
+        GraphEvent {
+            time_ns,
+            function,
+            depth,
+            kind,
+        }
+    }
+    use EventKind::{Entry as In, Exit as Out};
+
+    fn sample() -> Trace {
+        let names: HashMap<usize, String> = [
+            (0x1000, "main"),
+            (0x2000, "mid"),
+            (0x3000, "leaf"),
+            (0x4000, "fib"),
+            (0x5000, "odd \"name\"\n\\"),
+        ]
+        .into_iter()
+        .map(|(a, n)| (a, n.to_string()))
+        .collect();
+        Trace {
+            pid: 77,
+            exe: "/bin/demo".into(),
+            threads: vec![
+                ThreadTrace {
+                    tid: 77,
+                    name: Some("main".into()),
+                    events: vec![
+                        ev(1_000_000, 0x1000, 0, In),
+                        ev(1_000_100, 0x2000, 1, In),
+                        ev(1_000_200, 0x3000, 2, In),
+                        ev(1_000_300, 0x3000, 2, Out),
+                        ev(1_000_600, 0x2000, 1, Out),
+                        ev(1_000_700, 0x4000, 1, In),
+                        ev(1_000_710, 0x4000, 2, In),
+                        ev(1_000_720, 0x4000, 3, In),
+                        ev(1_000_730, 0x4000, 3, Out),
+                        ev(1_000_740, 0x4000, 2, Out),
+                        ev(1_000_800, 0x4000, 1, Out),
+                        ev(1_001_001, 0x1000, 0, Out),
+                    ],
+                    lost: 0,
+                },
+                ThreadTrace {
+                    tid: 78,
+                    name: None,
+                    events: vec![
+                        ev(1_000_040, 0x3000, 1, Out), // began before tracing
+                        ev(1_000_050, 0x5000, 0, In),
+                        ev(1_000_060, 0x6000, 1, In), // no name, no exit
+                        ev(1_000_090, 0x6000, 2, In),
+                        ev(1_000_095, 0x6000, 2, Out),
+                    ],
+                    lost: 2,
+                },
+            ],
+            names,
+            maps: String::new(),
+        }
+    }
+
+    fn parse(trace: &Trace) -> Value {
+        let mut out = Vec::new();
+        write_chrome_json(trace, &mut out).unwrap();
+        serde_json::from_slice(&out).unwrap_or_else(|e| {
+            panic!("invalid JSON ({e}):\n{}", String::from_utf8_lossy(&out))
+        })
+    }
+
+    /// Complete events of a thread as (name, ts ns, dur ns, args).
+    fn complete(json: &Value, tid: u64) -> Vec<(String, u64, u64, Value)> {
+        json["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["tid"] == tid)
+            .map(|e| {
+                let ns = |v: &Value| (v.as_f64().unwrap() * 1000.0).round() as u64;
+                (
+                    e["name"].as_str().unwrap().to_string(),
+                    ns(&e["ts"]),
+                    ns(&e["dur"]),
+                    e["args"].clone(),
+                )
+            })
+            .collect()
+    }
+
+    /// Every event lies within the innermost enclosing event before it.
+    fn assert_nested(events: &[(String, u64, u64, Value)]) {
+        let mut stack: Vec<(u64, u64)> = Vec::new();
+        for (name, ts, dur, _) in events {
+            while stack.last().is_some_and(|&(_, end)| end <= *ts) {
+                stack.pop();
+            }
+            if let Some(&(start, end)) = stack.last() {
+                assert!(
+                    start <= *ts && ts + dur <= end,
+                    "{name} [{ts}, {}] not inside [{start}, {end}]",
+                    ts + dur
+                );
+            }
+            stack.push((*ts, ts + dur));
+        }
+    }
+
+    #[test]
+    fn complete_events_nest_per_thread() {
+        let json = parse(&sample());
+        let main = complete(&json, 77);
+        let summary: Vec<(&str, u64, u64, u64)> = main
+            .iter()
+            .map(|(n, ts, dur, args)| (n.as_str(), *ts, *dur, args["depth"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("main", 1_000_000, 1001, 0),
+                ("mid", 1_000_100, 500, 1),
+                ("leaf", 1_000_200, 100, 2),
+                ("fib", 1_000_700, 100, 1),
+                ("fib", 1_000_710, 30, 2),
+                ("fib", 1_000_720, 10, 3),
+            ]
+        );
+        assert_nested(&main);
+
+        let worker = complete(&json, 78);
+        assert_nested(&worker);
+        let names: Vec<&str> = worker.iter().map(|(n, ..)| n.as_str()).collect();
+        assert_eq!(names, ["leaf", "odd \"name\"\n\\", "0x6000", "0x6000"]);
+        // Began before tracing: starts at the thread's first timestamp.
+        assert_eq!((worker[0].1, worker[0].2), (1_000_040, 0));
+        assert_eq!(worker[0].3["started_before_trace"], true);
+        // No exits: end at the thread's last timestamp.
+        assert_eq!((worker[1].1, worker[1].2), (1_000_050, 45));
+        assert_eq!(worker[1].3["unfinished"], true);
+        assert_eq!((worker[2].1, worker[2].2), (1_000_060, 35));
+        assert_eq!(worker[3].3.get("unfinished"), None);
+    }
+
+    #[test]
+    fn metadata_names_process_and_threads() {
+        let json = parse(&sample());
+        let meta: Vec<(String, u64, String)> = json["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["ph"] == "M")
+            .map(|e| {
+                (
+                    e["name"].as_str().unwrap().to_string(),
+                    e["tid"].as_u64().unwrap(),
+                    e["args"]["name"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            meta,
+            [
+                ("process_name".to_string(), 77, "/bin/demo".to_string()),
+                ("thread_name".to_string(), 77, "main".to_string()),
+                ("thread_name".to_string(), 78, "thread 78".to_string()),
+            ]
+        );
+        assert_eq!(json["otherData"]["lost_events"], 2);
+        assert_eq!(json["displayTimeUnit"], "ns");
+    }
+
+    #[test]
+    fn empty_trace_is_valid_json() {
+        let json = parse(&Trace::default());
+        assert_eq!(json["traceEvents"].as_array().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn micros_keep_nanoseconds() {
+        assert_eq!(micros(0), "0.000");
+        assert_eq!(micros(1_234_567), "1234.567");
+        assert_eq!(micros(u64::MAX), "18446744073709551.615");
+        assert_eq!(json_string("a\u{1}b"), "\"a\\u0001b\"");
+    }
+}

@@ -1,0 +1,221 @@
+//! Flame graphs: folded stacks weighted by time, and SVG drawn by `inferno`.
+//!
+//! A folded line is `outer;…;inner NANOSECONDS`: the chain of calls from the
+//! outermost traced call of a thread down to a call, and that call's *self
+//! time* (its duration minus its children's), summed over every call with the
+//! same chain on every thread. Widths in the graph are therefore time, not
+//! sample counts. Calls are reconstructed as described in
+//! [`crate::export`] (calls without an exit end at the thread's last
+//! timestamp). Chains with no self time are left out; a `;` in a function
+//! name becomes `,` and line breaks become spaces, since `;` and line breaks
+//! delimit the format. Lines are sorted.
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use super::calls::thread_calls;
+use super::ExportError;
+use crate::trace::Trace;
+
+/// The folded stacks of `trace`, one line per call chain with its total self
+/// time in nanoseconds (see the [module documentation](self)).
+pub fn folded_stacks(trace: &Trace) -> String {
+    // A tree of call chains: node 0 is the root (no call); each node is one
+    // function under its parent, with the self time of its calls.
+    struct Node {
+        parent: usize,
+        function: usize,
+        self_ns: u64,
+    }
+    let mut nodes = vec![Node {
+        parent: 0,
+        function: 0,
+        self_ns: 0,
+    }];
+    let mut children: HashMap<(usize, usize), usize> = HashMap::new();
+
+    for thread in &trace.threads {
+        let calls = thread_calls(&thread.events);
+        let mut node_of = Vec::with_capacity(calls.len());
+        let mut child_ns = vec![0u64; calls.len()];
+        for (i, call) in calls.iter().enumerate() {
+            let parent_node = call.parent.map_or(0, |p| node_of[p]);
+            let next = nodes.len();
+            let node = *children
+                .entry((parent_node, call.function))
+                .or_insert(next);
+            if node == next {
+                nodes.push(Node {
+                    parent: parent_node,
+                    function: call.function,
+                    self_ns: 0,
+                });
+            }
+            node_of.push(node);
+            if let Some(p) = call.parent {
+                child_ns[p] += call.duration();
+            }
+            let _ = i;
+        }
+        for (i, call) in calls.iter().enumerate() {
+            nodes[node_of[i]].self_ns += call.duration().saturating_sub(child_ns[i]);
+        }
+    }
+
+    let mut names: HashMap<usize, String> = HashMap::new();
+    let mut lines = Vec::new();
+    for k in 1..nodes.len() {
+        if nodes[k].self_ns == 0 {
+            continue;
+        }
+        let mut chain = Vec::new();
+        let mut at = k;
+        while at != 0 {
+            let function = nodes[at].function;
+            chain.push(
+                names
+                    .entry(function)
+                    .or_insert_with(|| frame_name(&trace.name_of(function)))
+                    .clone(),
+            );
+            at = nodes[at].parent;
+        }
+        chain.reverse();
+        lines.push(format!("{} {}", chain.join(";"), nodes[k].self_ns));
+    }
+    lines.sort();
+    let mut out = lines.join("\n");
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    out
+}
+
+fn frame_name(name: &str) -> String {
+    name.replace(';', ",").replace(['\n', '\r'], " ")
+}
+
+/// Draws `trace` as a flame graph in SVG (via `inferno`), from
+/// [`folded_stacks`]; frame widths are self plus children time in
+/// nanoseconds. Fails with [`ExportError::Empty`], writing nothing, if the
+/// trace has no call that took time.
+pub fn write_flame_svg(trace: &Trace, out: &mut dyn Write, title: &str) -> Result<(), ExportError> {
+    let folded = folded_stacks(trace);
+    if folded.is_empty() {
+        return Err(ExportError::Empty(
+            "the trace has no call that took time, so the flame graph would be empty",
+        ));
+    }
+    let mut options = inferno::flamegraph::Options::default();
+    options.title = title.to_string();
+    options.count_name = "ns".to_string();
+    options.name_type = "Function:".to_string();
+    // Colours by function name, the same from one graph to the next.
+    options.hash = true;
+    inferno::flamegraph::from_lines(&mut options, folded.lines(), out).map_err(|source| {
+        ExportError::Output {
+            what: "flame graph SVG",
+            source,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::{EventKind, GraphEvent, ThreadTrace};
+
+    fn ev(time_ns: u64, function: usize, depth: u16, kind: EventKind) -> GraphEvent {
+        GraphEvent {
+            time_ns,
+            function,
+            depth,
+            kind,
+        }
+    }
+    use EventKind::{Entry as In, Exit as Out};
+
+    fn sample() -> Trace {
+        Trace {
+            pid: 1,
+            exe: "/bin/demo".into(),
+            threads: vec![
+                ThreadTrace {
+                    tid: 1,
+                    name: None,
+                    events: vec![
+                        ev(0, 0x10, 0, In),
+                        ev(100, 0x20, 1, In),
+                        ev(130, 0x30, 2, In),
+                        ev(150, 0x30, 2, Out),
+                        ev(200, 0x20, 1, Out),
+                        ev(300, 0x40, 1, In),
+                        ev(310, 0x40, 2, In),
+                        ev(320, 0x40, 2, Out),
+                        ev(400, 0x40, 1, Out),
+                        ev(1000, 0x10, 0, Out),
+                    ],
+                    lost: 0,
+                },
+                ThreadTrace {
+                    tid: 2,
+                    name: None,
+                    events: vec![
+                        ev(0, 0x10, 0, In),
+                        ev(10, 0x20, 1, In),
+                        ev(60, 0x20, 1, Out),
+                        ev(65, 0x50, 1, In), // no name, no exit: ends at 70
+                        ev(70, 0x30, 2, In),
+                        ev(70, 0x30, 2, Out),
+                    ],
+                    lost: 0,
+                },
+            ],
+            names: [
+                (0x10, "main"),
+                (0x20, "mid"),
+                (0x30, "leaf"),
+                (0x40, "<[u8; 4] as Fib>::fib"),
+            ]
+            .into_iter()
+            .map(|(a, n)| (a, n.to_string()))
+            .collect(),
+            maps: String::new(),
+        }
+    }
+
+    #[test]
+    fn folded_stacks_are_self_times_summed_per_chain() {
+        // main (thread 1): 1000 - 100 (mid) - 100 (fib) = 800; thread 2: 70 -
+        // 50 - 5 = 15 (ends at its last timestamp, 70).
+        assert_eq!(
+            folded_stacks(&sample()),
+            "main 815\n\
+             main;0x50 5\n\
+             main;<[u8, 4] as Fib>::fib 90\n\
+             main;<[u8, 4] as Fib>::fib;<[u8, 4] as Fib>::fib 10\n\
+             main;mid 130\n\
+             main;mid;leaf 20\n"
+        );
+    }
+
+    #[test]
+    fn flame_svg_names_the_functions() {
+        let mut svg = Vec::new();
+        write_flame_svg(&sample(), &mut svg, "demo <flame>").unwrap();
+        let svg = String::from_utf8(svg).unwrap();
+        assert!(svg.starts_with("<?xml"), "{}", &svg[..100.min(svg.len())]);
+        for name in ["main", "mid", "leaf", "&lt;[u8, 4] as Fib&gt;::fib", "demo &lt;flame&gt;"] {
+            assert!(svg.contains(name), "SVG lacks {name}");
+        }
+    }
+
+    #[test]
+    fn empty_trace_has_no_flame_graph() {
+        assert_eq!(folded_stacks(&Trace::default()), "");
+        let mut svg = Vec::new();
+        let err = write_flame_svg(&Trace::default(), &mut svg, "t").unwrap_err();
+        assert!(matches!(err, ExportError::Empty(_)), "{err}");
+        assert!(svg.is_empty());
+    }
+}

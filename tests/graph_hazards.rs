@@ -1,0 +1,246 @@
+//! What return-address hooking must survive, each on real instrumented code
+//! with the graph tracer on: recursion deeper than the shadow stack,
+//! setjmp/longjmp across traced frames, a Rust panic caught by
+//! catch_unwind, a C++ exception, a thread ending in pthread_exit with
+//! hooked frames, and signal handlers running traced code.
+
+#[macro_use]
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use common::{check_nesting, shape, thread_events};
+use fntrace::{Filter, GRAPH_TRACER, MAX_HOOKED_DEPTH};
+use fntrace_fixtures::{c_hazards, c_pie, rust};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    fntrace::init().unwrap();
+    GRAPH_TRACER.take_trace(); // start from empty buffers
+    guard
+}
+
+fn trace_only(glob: &str) -> Filter {
+    Filter::new().include(glob)
+}
+
+#[test]
+fn recursion_deeper_than_the_shadow_stack() {
+    let _serial = serial();
+    let depth = 3 * MAX_HOOKED_DEPTH as u64;
+    let before = fntrace::stats().frames_too_deep;
+    fntrace::enable_with("graph", &trace_only("fixture_rust_workload::recurse")).unwrap();
+    let result = rust::recurse(depth);
+    let c_result = c_hazards::recurse(100);
+    fntrace::disable("graph").unwrap();
+    assert_eq!(result, depth);
+    assert_eq!(c_result, 100);
+    // depth + 1 calls; the first MAX_HOOKED_DEPTH are hooked.
+    let too_deep = fntrace::stats().frames_too_deep - before;
+    assert_eq!(too_deep, depth + 1 - MAX_HOOKED_DEPTH as u64);
+    let events = thread_events(&GRAPH_TRACER.take_trace(), fntrace::current_tid());
+    let (calls, open) = check_nesting(&events);
+    assert_eq!(open, 0);
+    assert_eq!(calls.len(), MAX_HOOKED_DEPTH);
+    assert!(calls.iter().all(|c| c.function == addr!(rust::recurse)));
+}
+
+#[test]
+fn longjmp_across_traced_frames() {
+    let _serial = serial();
+    fntrace::enable_with("graph", &trace_only("hz_*")).unwrap();
+    let first = c_hazards::jump(1);
+    let second = c_hazards::jump(2);
+    fntrace::disable("graph").unwrap();
+    assert_eq!((first, second), (42, 42));
+    let [jump, deep1, deep2, after] = c_hazards::jump_addresses();
+    let once = vec![
+        ('E', jump, 0),
+        ('E', deep1, 1),
+        ('E', deep2, 2),
+        // The frames longjmp skipped are found dead at the next entry.
+        ('X', deep2, 2),
+        ('X', deep1, 1),
+        ('E', after, 1),
+        ('X', after, 1),
+        ('X', jump, 0),
+    ];
+    let events = thread_events(&GRAPH_TRACER.take_trace(), fntrace::current_tid());
+    assert_eq!(shape(&events), [once.clone(), once].concat());
+    assert_eq!(check_nesting(&events).1, 0);
+}
+
+#[test]
+fn rust_panic_through_traced_frames_is_caught_with_a_correct_backtrace() {
+    let _serial = serial();
+    let backtrace = Arc::new(Mutex::new(String::new()));
+    let seen = Arc::clone(&backtrace);
+    let previous_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |_| {
+        *seen.lock().unwrap() = std::backtrace::Backtrace::force_capture().to_string();
+    }));
+    fntrace::enable_with("graph", &trace_only("fixture_rust_workload::*")).unwrap();
+    let caught = std::panic::catch_unwind(|| rust::panic_outer(1));
+    let after = rust::mid(1); // tracing goes on normally
+    let not_panicking = rust::panic_outer(0);
+    fntrace::disable("graph").unwrap();
+    std::panic::set_hook(previous_hook);
+
+    assert!(caught.is_err());
+    assert_eq!(after, rust::mid(1));
+    assert_eq!(not_panicking, 1);
+    let backtrace = backtrace.lock().unwrap().clone();
+    let inner = backtrace.find("fixture_rust_workload::panic_inner");
+    let outer = backtrace.find("fixture_rust_workload::panic_outer");
+    // The closure given to catch_unwind called panic_outer.
+    let test_fn = backtrace.find("correct_backtrace::{closure#1}");
+    assert!(
+        inner.is_some() && outer.is_some() && test_fn.is_some() && inner < outer && outer < test_fn,
+        "backtrace lost frames:\n{backtrace}"
+    );
+    assert!(
+        !backtrace.contains("fntrace_return_trampoline"),
+        "{backtrace}"
+    );
+
+    let events = thread_events(&GRAPH_TRACER.take_trace(), fntrace::current_tid());
+    let (calls, open) = check_nesting(&events);
+    // The unwound panic_outer/panic_inner entries stay open (no exit).
+    assert_eq!(open, 2, "{events:?}");
+    // mid + 4 leaf after the panic, then panic_outer + panic_inner.
+    assert_eq!(calls.len(), 7);
+    let (mid, leaf) = (addr!(rust::mid), addr!(rust::leaf));
+    assert_eq!(calls.iter().filter(|c| c.function == mid).count(), 1);
+    assert_eq!(calls.iter().filter(|c| c.function == leaf).count(), 4);
+}
+
+#[test]
+fn cxx_exception_through_traced_frames() {
+    let _serial = serial();
+    fntrace::enable_with("graph", &trace_only("cxx_*")).unwrap();
+    let thrown = c_hazards::cxx_throw_and_catch(5);
+    let normal = c_hazards::cxx_throw_and_catch(0);
+    fntrace::disable("graph").unwrap();
+    assert_eq!(thrown, 1005);
+    assert_eq!(normal, 1);
+    let [catch, middle, thrower] = c_hazards::cxx_addresses();
+    let events = thread_events(&GRAPH_TRACER.take_trace(), fntrace::current_tid());
+    // The throw forgets the hooked frames (their exits are not seen); the
+    // next call nests correctly again.
+    assert_eq!(
+        shape(&events),
+        vec![
+            ('E', catch, 0),
+            ('E', middle, 1),
+            ('E', thrower, 2),
+            ('E', catch, 0),
+            ('E', middle, 1),
+            ('E', thrower, 2),
+            ('X', thrower, 2),
+            ('X', middle, 1),
+            ('X', catch, 0),
+        ]
+    );
+}
+
+#[test]
+fn thread_ending_in_pthread_exit_with_hooked_frames() {
+    let _serial = serial();
+    fntrace::enable_with("graph", &trace_only("hz_*")).unwrap();
+    let results: Vec<i64> = (1..=20).map(c_hazards::thread_exit).collect();
+    fntrace::disable("graph").unwrap();
+    assert_eq!(results, (1..=20).map(|x| 3 * x).collect::<Vec<_>>());
+    let [main, inner] = c_hazards::thread_exit_addresses();
+    let trace = GRAPH_TRACER.take_trace();
+    let exiting: Vec<_> = trace
+        .threads
+        .iter()
+        .filter(|t| t.events.first().is_some_and(|e| e.function == main))
+        .collect();
+    assert_eq!(exiting.len(), 20);
+    for thread in exiting {
+        assert_eq!(shape(&thread.events), vec![('E', main, 0), ('E', inner, 1)]);
+    }
+}
+
+static HANDLER_CALLS: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn traced_work_in_handler(_signal: libc::c_int) {
+    c_pie::mid(3);
+    HANDLER_CALLS.fetch_add(1, Ordering::Relaxed);
+}
+
+#[test]
+fn signal_handlers_running_traced_code() {
+    let _serial = serial();
+    // SAFETY: installs a handler for SIGURG (not fntrace's stop signal) that
+    // only runs traced C code and bumps an atomic.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = traced_work_in_handler as *const () as usize;
+        action.sa_flags = libc::SA_RESTART;
+        assert_eq!(
+            libc::sigaction(libc::SIGURG, &action, std::ptr::null_mut()),
+            0
+        );
+    }
+    fntrace::enable_with(
+        "graph",
+        &Filter::new()
+            .include("pie_*")
+            .include("fixture_rust_workload::*"),
+    )
+    .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let worker = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let tid = fntrace::current_tid();
+            let mut rounds = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                rust::run(5);
+                rounds += 1;
+            }
+            (tid, rounds)
+        })
+    };
+    let mut sent = 0;
+    let pthread = {
+        use std::os::unix::thread::JoinHandleExt;
+        worker.as_pthread_t()
+    };
+    while sent < 2_000 {
+        // SAFETY: the worker is running until `stop` is set.
+        unsafe { libc::pthread_kill(pthread, libc::SIGURG) };
+        sent += 1;
+        if sent % 100 == 0 {
+            std::thread::yield_now();
+        }
+    }
+    while HANDLER_CALLS.load(Ordering::Relaxed) == 0 {
+        std::thread::yield_now();
+    }
+    stop.store(true, Ordering::Relaxed);
+    let (tid, rounds) = worker.join().unwrap();
+    fntrace::disable("graph").unwrap();
+    let handled = HANDLER_CALLS.load(Ordering::Relaxed);
+    assert!(rounds > 0 && handled > 0);
+
+    let events = thread_events(&GRAPH_TRACER.take_trace(), tid);
+    let (calls, open) = check_nesting(&events);
+    assert_eq!(open, 0, "every call the thread made returned");
+    let count = |f: usize| calls.iter().filter(|c| c.function == f).count() as u64;
+    assert_eq!(count(addr!(rust::run)), rounds);
+    assert_eq!(count(addr!(rust::leaf)), rounds * 20);
+    // A handler's calls are traced unless the signal landed while the thread
+    // was inside tracer code (then the recursion guard skips them).
+    let handler_mids = count(c_pie::mid_address());
+    assert!(
+        handler_mids <= handled && handler_mids > 0,
+        "{handler_mids} of {handled}"
+    );
+    assert_eq!(count(c_pie::leaf_address()), handler_mids * 4);
+}

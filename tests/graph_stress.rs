@@ -1,0 +1,77 @@
+//! The graph tracer toggled 300 times while 8 threads run instrumented C
+//! and Rust code: frames hooked in one enable window return in another or
+//! after disable; nothing crashes, every call returns its right value, and
+//! every thread's events nest.
+
+#[macro_use]
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use common::check_nesting;
+use fntrace::{Filter, GRAPH_TRACER};
+use fntrace_fixtures::{c_fentry, c_pie, rust};
+
+const WORKERS: usize = 8;
+const TOGGLES: usize = 300;
+
+#[test]
+fn eight_threads_under_three_hundred_graph_toggles() {
+    fntrace::init().unwrap();
+    GRAPH_TRACER.set_buffer_events(1 << 22);
+    let filter = Filter::new()
+        .include("fixture_rust_workload::*")
+        .include("pie_*")
+        .include("fentry_*");
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = (0..WORKERS)
+        .map(|i| {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut wrong = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let x = i as u64;
+                    match i % 3 {
+                        0 => wrong += (rust::run(2) != expected_rust(2)) as u32,
+                        1 => wrong += (c_pie::mid(x as i64) != c_mid(x as i64)) as u32,
+                        _ => wrong += (c_fentry::mid(x as i64) != c_mid(x as i64)) as u32,
+                    }
+                }
+                (fntrace::current_tid(), wrong)
+            })
+        })
+        .collect();
+    for i in 0..TOGGLES {
+        fntrace::enable_with("graph", &filter).unwrap_or_else(|e| panic!("enable #{i}: {e}"));
+        std::thread::yield_now();
+        fntrace::disable("graph").unwrap_or_else(|e| panic!("disable #{i}: {e}"));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let results: Vec<_> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+    for (tid, wrong) in &results {
+        assert_eq!(*wrong, 0, "thread {tid} computed wrong results");
+    }
+    let trace = GRAPH_TRACER.take_trace();
+    assert_eq!(trace.lost(), 0);
+    let mut total_calls = 0;
+    for thread in &trace.threads {
+        let (calls, _open) = check_nesting(&thread.events);
+        total_calls += calls.len();
+    }
+    assert!(total_calls > 0, "the workers were traced at least once");
+}
+
+fn expected_rust(n: u64) -> u64 {
+    (0..n)
+        .map(|i| {
+            (0..4)
+                .map(|j| (i + j).wrapping_mul(3).wrapping_add(1))
+                .sum::<u64>()
+        })
+        .sum()
+}
+
+fn c_mid(x: i64) -> i64 {
+    (0..4).map(|i| (x + i) * 3 + 1).sum()
+}
