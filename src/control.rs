@@ -18,12 +18,15 @@ use crate::{symbols, Error, Filter};
 
 struct ControlState {
     initialized: bool,
+    /// Symbol generation (objects loaded/unloaded) the last scan saw.
+    scanned_generation: u64,
     scan: ScanReport,
     unreadable_objects: Vec<String>,
 }
 
 static CONTROL: Mutex<ControlState> = Mutex::new(ControlState {
     initialized: false,
+    scanned_generation: 0,
     scan: ScanReport {
         functions_scanned: 0,
         sites_found: 0,
@@ -61,10 +64,7 @@ fn init_locked(state: &mut ControlState) -> Result<(), Error> {
     crate::rt::shadow::prepare();
     std::hint::black_box(crate::rt::prepare_unwinding());
     crate::rt::clock::calibrate(std::time::Duration::from_millis(10));
-    let index = symbols::current();
-    state.scan = sites::scan(&index);
-    sites::resolve_functions(&index);
-    state.unreadable_objects = index.unreadable.iter().map(|e| e.to_string()).collect();
+    rescan(state, &symbols::current());
     sync_text()?;
     state.initialized = true;
     INITIALIZED.store(true, Ordering::Release);
@@ -99,14 +99,16 @@ pub fn enable_with(name: &str, filter: &Filter) -> Result<(), Error> {
     let index = tracer::find(name).ok_or_else(|| Error::UnknownTracer(name.to_string()))?;
     let bit = 1u64 << index;
     let was_enabled = tracer::enabled_mask() & bit != 0;
+    let objects = symbols::current();
+    rescan(&mut state, &objects);
     if let Some(tracer) = tracer::tracer_at(index) {
         tracer.on_enable(filter);
     }
-    let names = filter.has_name_rules().then(symbols::current);
+    let names = filter.has_name_rules().then_some(&objects);
     let mut previous = Vec::new();
     for site in SITES.iter() {
         let selected = traceable(site)
-            && names.as_ref().is_none_or(|index| {
+            && names.is_none_or(|index| {
                 let function = site.function.load(Ordering::Relaxed);
                 index
                     .function_at(function)
@@ -178,6 +180,21 @@ pub(crate) fn nop_pending_from_hot_path() {
         // A failure leaves NOP_PENDING set; the next operation retries.
         let _ = sync_text();
     }
+}
+
+/// Scans the loaded objects for sites (again, when objects were loaded or
+/// unloaded since the last scan: a library opened with `dlopen`).
+fn rescan(state: &mut ControlState, index: &symbols::SymbolIndex) {
+    if state.initialized && state.scanned_generation == index.generation {
+        return;
+    }
+    let found = sites::scan(index);
+    state.scan.functions_scanned = found.functions_scanned;
+    state.scan.sites_found += found.sites_found;
+    state.scan.foreign_sites = found.foreign_sites;
+    sites::resolve_functions(index);
+    state.unreadable_objects = index.unreadable.iter().map(|e| e.to_string()).collect();
+    state.scanned_generation = index.generation;
 }
 
 fn traceable(site: &Site) -> bool {

@@ -69,26 +69,15 @@ pub fn write_call_graph(
         out: BufWriter::new(out),
         lines_left: max_lines,
         max_lines: max_lines.unwrap_or(usize::MAX),
+        truncated: false,
     };
     for (index, thread) in trace.threads.iter().enumerate() {
-        if !graph.write_thread(thread, index == 0)? {
+        graph.write_thread(thread, index == 0)?;
+        if graph.truncated {
             break;
         }
     }
     graph.out.flush()
-}
-
-/// What a line's closing brace stands for.
-enum Close {
-    /// The call returned after `duration_ns`.
-    Returned {
-        /// Exit time minus entry time.
-        duration_ns: u64,
-    },
-    /// The call's exit was not recorded.
-    NoExit,
-    /// The call's entry was not recorded.
-    NoEntry,
 }
 
 /// Writes lines and counts them against the line budget.
@@ -101,15 +90,16 @@ struct GraphWriter<'t, W: Write> {
     lines_left: Option<usize>,
     /// The limit, for the truncation note.
     max_lines: usize,
+    /// Whether the budget ran out (and the note was written).
+    truncated: bool,
 }
 
 impl<W: Write> GraphWriter<'_, W> {
     /// Writes one thread's block, preceded by an empty line unless it is the
-    /// `first`. `Ok(false)` when the line budget ran out.
-    fn write_thread(&mut self, thread: &ThreadTrace, first: bool) -> io::Result<bool> {
+    /// `first`. Stops early once the line budget runs out.
+    fn write_thread(&mut self, thread: &ThreadTrace, first: bool) -> io::Result<()> {
         if self.lines_left == Some(0) && !thread.events.is_empty() {
-            self.truncation_note()?;
-            return Ok(false);
+            return self.truncate();
         }
         if !first {
             writeln!(self.out)?;
@@ -132,90 +122,96 @@ impl<W: Write> GraphWriter<'_, W> {
         // return, the two collapse into one line.
         let mut waiting_entry: Option<(usize, GraphEvent)> = None;
         for step in Calls::new(&thread.events) {
-            if let CallStep::Returned {
-                entry_index,
-                entry,
-                exit,
-                ..
-            } = step
-            {
-                if waiting_entry.is_some_and(|(waiting, _)| waiting == entry_index) {
-                    waiting_entry = None;
-                    let name = self.trace.name_of(entry.function);
+            match (waiting_entry.take(), step) {
+                (
+                    Some((waiting_index, _)),
+                    CallStep::Returned {
+                        entry_index,
+                        entry,
+                        exit,
+                        ..
+                    },
+                ) if waiting_index == entry_index => {
                     let duration = Some(duration_ns(&entry, &exit));
-                    if !self.line(tid, duration, entry.depth, format_args!("{name}();"))? {
-                        return Ok(false);
+                    self.line(tid, duration, &entry, format_args!("();"))?;
+                }
+                (waiting, step) => {
+                    if let Some((_, entry)) = waiting {
+                        self.line(tid, None, &entry, format_args!("() {{"))?;
                     }
-                    continue;
+                    match step {
+                        CallStep::Entered { entry_index, entry } => {
+                            waiting_entry = Some((entry_index, entry));
+                        }
+                        CallStep::Returned { entry, exit, .. } => {
+                            let duration = Some(duration_ns(&entry, &exit));
+                            self.closing_line(tid, duration, &entry, "")?;
+                        }
+                        CallStep::Unfinished { entry } => {
+                            self.closing_line(tid, None, &entry, " (no exit)")?;
+                        }
+                        CallStep::UnmatchedExit { exit } => {
+                            self.closing_line(tid, None, &exit, "")?;
+                        }
+                    }
                 }
             }
-            if let Some((_, entry)) = waiting_entry.take() {
-                let name = self.trace.name_of(entry.function);
-                if !self.line(tid, None, entry.depth, format_args!("{name}() {{"))? {
-                    return Ok(false);
-                }
-            }
-            let written = match step {
-                CallStep::Entered { entry_index, entry } => {
-                    waiting_entry = Some((entry_index, entry));
-                    true
-                }
-                CallStep::Returned { entry, exit, .. } => {
-                    let duration_ns = duration_ns(&entry, &exit);
-                    self.close(tid, &entry, Close::Returned { duration_ns })?
-                }
-                CallStep::Unfinished { entry } => self.close(tid, &entry, Close::NoExit)?,
-                CallStep::UnmatchedExit { exit } => self.close(tid, &exit, Close::NoEntry)?,
-            };
-            if !written {
-                return Ok(false);
+            if self.truncated {
+                return Ok(());
             }
         }
         // Every entry ends in a return or an unfinished step, which wrote it.
         debug_assert!(waiting_entry.is_none());
-        Ok(true)
+        Ok(())
     }
 
-    /// Writes the closing line of the call `event` belongs to.
-    fn close(&mut self, tid: u32, event: &GraphEvent, close: Close) -> io::Result<bool> {
+    /// Writes `}  /* name{note} */` for the call `event` belongs to.
+    fn closing_line(
+        &mut self,
+        tid: u32,
+        duration_ns: Option<u64>,
+        event: &GraphEvent,
+        note: &str,
+    ) -> io::Result<()> {
         let name = self.trace.name_of(event.function);
-        match close {
-            Close::Returned { duration_ns } => self.line(
-                tid,
-                Some(duration_ns),
-                event.depth,
-                format_args!("}}  /* {name} */"),
-            ),
-            Close::NoExit => self.line(
-                tid,
-                None,
-                event.depth,
-                format_args!("}}  /* {name} (no exit) */"),
-            ),
-            Close::NoEntry => self.line(tid, None, event.depth, format_args!("}}  /* {name} */")),
-        }
+        self.line_text(
+            tid,
+            duration_ns,
+            event.depth,
+            format_args!("}}  /* {name}{note} */"),
+        )
     }
 
-    /// Writes the line saying that event lines were left out.
-    fn truncation_note(&mut self) -> io::Result<()> {
-        writeln!(self.out, "... truncated after {} lines", self.max_lines)
+    /// Writes the line of `event`: its function's name followed by `suffix`.
+    fn line(
+        &mut self,
+        tid: u32,
+        duration_ns: Option<u64>,
+        event: &GraphEvent,
+        suffix: fmt::Arguments<'_>,
+    ) -> io::Result<()> {
+        let name = self.trace.name_of(event.function);
+        self.line_text(
+            tid,
+            duration_ns,
+            event.depth,
+            format_args!("{name}{suffix}"),
+        )
     }
 
     /// Writes one event line, or, once the budget is spent, the truncation
-    /// note; `Ok(false)` in that case.
-    fn line(
+    /// note (once).
+    fn line_text(
         &mut self,
         tid: u32,
         duration_ns: Option<u64>,
         depth: u16,
         text: fmt::Arguments<'_>,
-    ) -> io::Result<bool> {
-        if let Some(lines_left) = &mut self.lines_left {
-            if *lines_left == 0 {
-                self.truncation_note()?;
-                return Ok(false);
-            }
-            *lines_left -= 1;
+    ) -> io::Result<()> {
+        match &mut self.lines_left {
+            Some(0) => return self.truncate(),
+            Some(lines_left) => *lines_left -= 1,
+            None => {}
         }
         let duration = duration_ns.map(graph_duration).unwrap_or_default();
         let indent = usize::from(depth) * 2;
@@ -223,8 +219,16 @@ impl<W: Write> GraphWriter<'_, W> {
             self.out,
             "{tid:>TID_WIDTH$} {duration:>DURATION_WIDTH$}   {:indent$}{text}",
             ""
-        )?;
-        Ok(true)
+        )
+    }
+
+    /// Writes the line saying that event lines were left out, once.
+    fn truncate(&mut self) -> io::Result<()> {
+        if !self.truncated {
+            self.truncated = true;
+            writeln!(self.out, "... truncated after {} lines", self.max_lines)?;
+        }
+        Ok(())
     }
 }
 

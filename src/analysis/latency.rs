@@ -117,6 +117,12 @@ impl FunctionDurations {
 /// (recursive or not), so the self times of all functions add up to the time
 /// covered by the outermost completed calls.
 ///
+/// # Cost
+///
+/// Runs in time linear in the number of events; memory is one bounded
+/// [`Histogram`] per function (plus, while a thread is read, one per
+/// function that thread called).
+///
 /// # Example
 ///
 /// ```
@@ -143,10 +149,6 @@ impl FunctionDurations {
 /// assert_eq!(report.functions[0].self_ns, 700);
 /// print!("{}", report.table(20));
 /// ```
-///
-/// Runs in time linear in the number of events; memory is one bounded
-/// [`Histogram`] per function (plus, while a thread is read, one per
-/// function that thread called).
 pub fn latency(trace: &Trace) -> LatencyReport {
     let mut report = LatencyReport::default();
     let mut merged: HashMap<usize, FunctionDurations> = HashMap::new();

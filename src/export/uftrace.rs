@@ -1271,6 +1271,17 @@ mod tests {
     }
 
     #[test]
+    fn scratch_keep_dir() {
+        let dir = PathBuf::from("/tmp/fx-keep");
+        let _ = fs::remove_dir_all(&dir);
+        let mut t = sample_trace();
+        let f = fns();
+        t.threads[1].events.insert(0, ev(T0 + 20, f.fib, 1, Out));
+        t.threads[1].events.insert(1, ev(T0 + 30, f.main, 0, Out));
+        write_uftrace_dir(&t, &dir, None).unwrap();
+    }
+
+    #[test]
     fn round_trip_keeps_events_names_and_threads() {
         let dir = temp_dir("roundtrip");
         let trace = sample_trace();

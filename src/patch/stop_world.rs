@@ -20,12 +20,20 @@
 //!    the first listing, so signal and wait for them too, until a listing
 //!    shows no new thread. That listing is complete: every other thread is
 //!    parked, and a `clone` interrupted by our signal is either restarted
-//!    after the handler or had already made the child visible. On every
-//!    timeout slice, a thread that is gone (`tgkill(.., 0)` fails with
-//!    ESRCH, or its `stat` state is zombie/dead) leaves the expected set. A
-//!    thread that stays silent for the whole ack timeout (it blocks the
-//!    signal, or is stopped by a debugger) fails the operation with
-//!    [`Error::ThreadDidNotAcknowledge`] before anything is written.
+//!    after the handler or had already made the child visible. Whenever no
+//!    acknowledgement came for a slice (1 ms, doubling to 16 ms), the
+//!    patcher reads each silent thread's `/proc/self/task/<tid>/status`:
+//!    a thread that is gone (`tgkill(.., 0)` fails with ESRCH, or its state
+//!    is zombie/dead, e.g. a main thread that called `pthread_exit`) leaves
+//!    the expected set; a thread asleep with the signal blocked ends the
+//!    attempt at once. Such a thread may be waiting for a lock held by a
+//!    thread we stopped (glibc's thread exit blocks all signals, then takes
+//!    the stack-cache lock that `pthread_create` holds), so the patcher
+//!    releases everyone, sleeps (1 ms, doubling to 32 ms) and starts over
+//!    with a fresh epoch. Only when the ack timeout (for the whole
+//!    operation) runs out does it fail with
+//!    [`Error::ThreadDidNotAcknowledge`], naming the silent thread; nothing
+//!    is written.
 //! 4. The handler (async-signal-safe: atomics, futex, gettid; errno
 //!    preserved) acknowledges only if an operation with its signal is active,
 //!    so a stale delivery (a thread that unblocks the signal after an earlier
@@ -95,8 +103,9 @@ static STOP_SIGNAL: AtomicI32 = AtomicI32::new(libc::SIGUSR2);
 /// Ack timeout of the next operation, in nanoseconds (see [`set_ack_timeout`]).
 static ACK_TIMEOUT_NANOS: AtomicU64 = AtomicU64::new(2_000_000_000);
 
-/// The shortest ack timeout [`set_ack_timeout`] accepts.
+/// The shortest and longest ack timeouts [`set_ack_timeout`] accepts.
 const MIN_ACK_TIMEOUT: Duration = Duration::from_millis(1);
+const MAX_ACK_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// First and longest wait without any acknowledgement before the patcher
 /// looks at the silent threads (exited? blocking the signal?).
@@ -152,12 +161,13 @@ pub fn set_stop_signal(signo: i32) -> Result<(), Error> {
     }
 }
 
-/// Sets how long a patch operation waits for the threads it stopped to
-/// acknowledge (default 2 s; values below 1 ms count as 1 ms). Applies to
-/// each round of stopping: the threads present at the start, then each
-/// batch of threads created meanwhile. Takes effect at the next operation.
+/// Sets how long one patch operation may spend, in total, stopping the
+/// other threads before it gives up with [`Error::ThreadDidNotAcknowledge`]
+/// (default 2 s; clamped to 1 ms ..= 1 day). Within that time a thread that
+/// sleeps with the stop signal blocked makes fntrace resume everyone and
+/// try again. Takes effect at the next operation.
 pub fn set_ack_timeout(timeout: Duration) {
-    let nanos = timeout.max(MIN_ACK_TIMEOUT).as_nanos();
+    let nanos = timeout.clamp(MIN_ACK_TIMEOUT, MAX_ACK_TIMEOUT).as_nanos();
     ACK_TIMEOUT_NANOS.store(u64::try_from(nanos).unwrap_or(u64::MAX), Ordering::Relaxed);
 }
 
@@ -232,7 +242,8 @@ impl Patcher for StopTheWorld {
         let own_tid = gettid();
 
         let started = Instant::now();
-        let deadline = started + Duration::from_nanos(ACK_TIMEOUT_NANOS.load(Ordering::Relaxed));
+        let ack_timeout = Duration::from_nanos(ACK_TIMEOUT_NANOS.load(Ordering::Relaxed));
+        let deadline = started.checked_add(ack_timeout).unwrap_or(started);
         let mut backoff = FIRST_BACKOFF;
         let mut min_capacity = 0;
         loop {
@@ -460,8 +471,11 @@ fn write_while_stopped(writer: &mut TextWriter, writes: &[TextWrite]) -> Result<
     }
     for (index, write) in writes.iter().enumerate() {
         if let Err(error) = writer.write(write.addr, write.new_bytes()) {
-            // All or nothing: put back what was already written.
-            for done in writes.iter().take(index).rev() {
+            // All or nothing: put back what was written, including any part
+            // of the failed write (a write across two pages can half
+            // succeed). A failure here is dropped: the first one is
+            // reported, and dropping it frees nothing (raw OS errors only).
+            for done in writes.iter().take(index + 1).rev() {
                 let _ = writer.write(done.addr, done.old_bytes());
             }
             serialize_instruction_fetch();
@@ -552,7 +566,6 @@ impl Stopper<'_> {
                     Ok(()) => TargetState::Signalled,
                     Err(libc::ESRCH) => TargetState::Gone,
                     Err(errno) => {
-                        target.state = TargetState::Gone;
                         return Err(Failure::Signal {
                             what: "sending the stop signal to a thread",
                             errno,

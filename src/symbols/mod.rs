@@ -98,11 +98,39 @@ pub(crate) fn current() -> Arc<SymbolIndex> {
     index
 }
 
-/// Demangles Rust (legacy and v0) names; other names are returned as is.
+/// Demangles Rust (legacy and v0) and C++ (Itanium) names; other names are
+/// returned as they are.
 pub(crate) fn demangle(name: &str) -> String {
-    match rustc_demangle::try_demangle(name) {
-        Ok(demangled) => format!("{demangled:#}"),
-        Err(_) => name.to_string(),
+    if let Ok(demangled) = rustc_demangle::try_demangle(name) {
+        return format!("{demangled:#}");
+    }
+    if name.starts_with("_Z") {
+        if let Ok(symbol) = cpp_demangle::Symbol::new(name) {
+            if let Ok(demangled) = symbol.demangle() {
+                return demangled;
+            }
+        }
+    }
+    name.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::demangle;
+
+    #[test]
+    fn demangles_rust_and_cpp() {
+        assert_eq!(
+            demangle("_ZN4demo8tokenize17h0123456789abcdefE"),
+            "demo::tokenize"
+        );
+        assert_eq!(
+            demangle("_RNvCs2dGlcl3A6Of_21fixture_rust_workload4leaf"),
+            "fixture_rust_workload::leaf"
+        );
+        assert_eq!(demangle("_Z11cxx_throwerl"), "cxx_thrower(long)");
+        assert_eq!(demangle("_ZN3foo3barEv"), "foo::bar()");
+        assert_eq!(demangle("pie_leaf"), "pie_leaf");
     }
 }
 
