@@ -2,22 +2,25 @@
 //! program text that is mapped read-execute.
 //!
 //! Two ways, tried in order:
-//! 1. `pwrite` on `/proc/self/mem`. The kernel writes through its own
-//!    mapping of the page (copying a file-backed page first), so the text
-//!    stays R-X throughout and no thread can ever see a writable window.
-//! 2. When the kernel refuses that (hardened kernels: `proc_mem.force_override`,
-//!    some LSMs), `mprotect` the page(s) to READ|WRITE|EXEC, store the bytes,
-//!    and put back the protection the page had. EXEC is never dropped,
-//!    because the writing thread itself may be running code on that page.
-//!    A W^X policy (`MemoryDenyWriteExecute`, `PR_SET_MDWE`) refuses this;
-//!    the error is reported and nothing is left writable.
+//! 1. `pwrite` on `/proc/thread-self/mem`. The kernel writes through its
+//!    own mapping of the page (copying a file-backed page first), so the
+//!    text stays R-X throughout and no thread can ever see a writable
+//!    window. (`thread-self`, not `self`: `/proc/self` names the main
+//!    thread, and once that has exited its `mem` and `maps` are empty.)
+//! 2. When the kernel refuses that (hardened kernels:
+//!    `proc_mem.force_override`, some LSMs), `mprotect` the page(s) to
+//!    READ|WRITE|EXEC, store the bytes, and put back the protection the page
+//!    had. EXEC is never dropped, because the writing thread itself may be
+//!    running code on that page. A W^X policy (`MemoryDenyWriteExecute`,
+//!    `PR_SET_MDWE`) refuses this; the error is reported and nothing is left
+//!    writable.
 //!
-//! A [`TextWriter`] is prepared while the process runs normally: it opens the
-//! file, reads `/proc/self/maps` once and records the original protection of
-//! every page it will touch. After that, [`TextWriter::read`] and
-//! [`TextWriter::write`] make only system calls — no allocation, no lock —
-//! so a patch protocol may call them while other threads are stopped at
-//! arbitrary points (possibly inside `malloc`).
+//! A [`TextWriter`] is prepared while the process runs normally: it opens
+//! the `mem` file, reads the maps file once and records the original
+//! protection of every page it will touch. After that, [`TextWriter::read`]
+//! and [`TextWriter::write`] make only system calls — no allocation, no
+//! lock — so a patch protocol may call them while other threads are stopped
+//! at arbitrary points (possibly inside `malloc`).
 
 use std::ffi::c_void;
 use std::io;
@@ -25,7 +28,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use crate::Error;
 
-/// Protection of one page before any write, as found in `/proc/self/maps`.
+/// Protection of one page before any write, as found in the maps file.
 #[derive(Clone, Copy, Debug)]
 struct PageProtection {
     /// First address of the page.
@@ -40,8 +43,8 @@ struct PageProtection {
 /// [`read`](TextWriter::read) and [`write`](TextWriter::write) then only make
 /// system calls.
 pub(crate) struct TextWriter {
-    /// `/proc/self/mem`, opened read-write when possible, read-only when
-    /// only that is allowed, or not at all.
+    /// `/proc/thread-self/mem`, opened read-write when possible, read-only
+    /// when only that is allowed, or not at all.
     proc_mem: Option<OwnedFd>,
     /// Whether `proc_mem` may still be tried for writing (cleared after the
     /// first refused write, so later writes go straight to `mprotect`).
@@ -54,8 +57,9 @@ pub(crate) struct TextWriter {
 
 impl TextWriter {
     /// Prepares writes to the byte ranges `(addr, len)`: opens
-    /// `/proc/self/mem` and records the protection of each page the ranges
-    /// touch. Allocates and takes locks; call it before stopping threads.
+    /// `/proc/thread-self/mem` and records the protection of each page the
+    /// ranges touch. Allocates and takes locks; call it before stopping
+    /// threads.
     ///
     /// Fails if a range is not mapped, or lies in a shared mapping (writing
     /// there would change the file or other processes' memory).
@@ -126,7 +130,7 @@ impl TextWriter {
     }
 
     /// Reads `buf.len()` bytes of text at `addr` into `buf`. Only system
-    /// calls (or plain loads when `/proc/self/mem` cannot be opened); an
+    /// calls (or plain loads when the `mem` file cannot be opened); an
     /// error carries the raw OS error and does not allocate.
     ///
     /// `addr..addr + buf.len()` must lie in the ranges given to
@@ -157,7 +161,7 @@ impl TextWriter {
             }
             return Ok(());
         }
-        // No /proc/self/mem: read directly, which needs readable pages.
+        // No `mem` file: read directly, which needs readable pages.
         for offset in 0..buf.len() {
             match self.original_protection(addr + offset) {
                 Some(prot) if prot & libc::PROT_READ != 0 => {}
@@ -193,7 +197,7 @@ impl TextWriter {
         self.write_with_mprotect(addr, bytes)
     }
 
-    /// `pwrite` on `/proc/self/mem`; text protection never changes.
+    /// `pwrite` on the `mem` file; text protection never changes.
     fn write_through_proc_mem(&self, addr: usize, bytes: &[u8]) -> Result<(), i32> {
         let fd = self.proc_mem.as_ref().ok_or(libc::EBADF)?;
         let mut done = 0;
@@ -316,7 +320,7 @@ fn open_proc_mem() -> Option<OwnedFd> {
     None
 }
 
-/// One line of `/proc/self/maps`.
+/// One line of the maps file.
 struct Mapping {
     start: usize,
     end: usize,
@@ -324,7 +328,7 @@ struct Mapping {
     shared: bool,
 }
 
-/// Parses `/proc/self/maps` (`start-end perms offset dev inode path`);
+/// Parses a maps file (`start-end perms offset dev inode path`);
 /// lines that do not parse are skipped.
 fn parse_maps(text: &str) -> Vec<Mapping> {
     let mut mappings = Vec::new();

@@ -14,6 +14,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use once_cell::sync::Lazy;
+use parking_lot::Mutex;
 
 use super::{Call, Return, Tracer};
 use crate::rt::ring::{Ring, RingPool};
@@ -28,6 +29,8 @@ pub const MAX_THREADS: usize = 4096;
 /// The `graph` tracer. Registered under the name `"graph"`.
 pub struct GraphTracer {
     pool: Lazy<RingPool<GraphEvent>>,
+    /// Events moved out of the rings and not yet taken (see `snapshot`).
+    retained: Mutex<Vec<ThreadTrace>>,
     max_depth: AtomicUsize,
     min_duration_ns: AtomicU64,
     /// This tracer's bit in shadow frames' marks (its registry index).
@@ -41,6 +44,7 @@ thread_local! {
 /// The process's graph tracer.
 pub static GRAPH_TRACER: GraphTracer = GraphTracer {
     pool: Lazy::new(|| RingPool::new(MAX_THREADS)),
+    retained: Mutex::new(Vec::new()),
     max_depth: AtomicUsize::new(usize::MAX),
     min_duration_ns: AtomicU64::new(0),
     mark: AtomicU64::new(0),
@@ -60,38 +64,58 @@ impl GraphTracer {
         self.pool.lost()
     }
 
-    /// Takes every recorded event out of the buffers and returns them as a
-    /// [`Trace`], with function names from the ELF symbol tables.
+    /// Takes every recorded event and returns them as a [`Trace`], with
+    /// function names from the ELF symbol tables. The events are gone from
+    /// fntrace afterwards.
     pub fn take_trace(&self) -> Trace {
         let _untraced = Untraced::begin();
-        let threads: Vec<ThreadTrace> = self
-            .pool
-            .drain()
-            .into_iter()
-            .map(|drained| ThreadTrace {
-                tid: drained.tid,
-                name: (!drained.name.is_empty()).then_some(drained.name),
-                events: drained.events,
-                lost: drained.dropped,
-            })
-            .collect();
-        let functions: BTreeSet<usize> = threads
-            .iter()
-            .flat_map(|t| t.events.iter().map(|e| e.function))
-            .collect();
-        let index = symbols::current();
-        let names: HashMap<usize, String> = functions
-            .into_iter()
-            .filter_map(|f| Some((f, symbols::demangle(&index.function_at(f)?.name))))
-            .collect();
-        Trace {
-            pid: std::process::id(),
-            exe: std::fs::read_link("/proc/self/exe")
-                .map(|p| p.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-            threads,
-            names,
-            maps: std::fs::read_to_string("/proc/self/maps").unwrap_or_default(),
+        let mut retained = self.retained.lock();
+        self.collect_into(&mut retained);
+        describe(std::mem::take(&mut *retained))
+    }
+
+    /// Returns every recorded event as a [`Trace`] and keeps them: a later
+    /// `snapshot` or `take_trace` returns them again (with what came since)
+    /// until [`GraphTracer::forget`] drops them.
+    pub fn snapshot(&self) -> Trace {
+        let _untraced = Untraced::begin();
+        let mut retained = self.retained.lock();
+        self.collect_into(&mut retained);
+        describe(retained.clone())
+    }
+
+    /// Drops the events `trace` (from [`GraphTracer::snapshot`]) holds,
+    /// keeping anything recorded since.
+    pub fn forget(&self, trace: &Trace) {
+        let mut retained = self.retained.lock();
+        for taken in &trace.threads {
+            if let Some(kept) = retained.iter_mut().find(|t| t.tid == taken.tid) {
+                let n = taken.events.len().min(kept.events.len());
+                kept.events.drain(..n);
+                kept.lost = kept.lost.saturating_sub(taken.lost);
+            }
+        }
+        retained.retain(|t| !t.events.is_empty() || t.lost != 0);
+    }
+
+    fn collect_into(&self, retained: &mut Vec<ThreadTrace>) {
+        for drained in self.pool.drain() {
+            let position = retained.iter().position(|t| t.tid == drained.tid);
+            let thread = match position {
+                Some(i) => &mut retained[i],
+                None => {
+                    retained.push(ThreadTrace {
+                        tid: drained.tid,
+                        name: (!drained.name.is_empty()).then_some(drained.name),
+                        events: Vec::new(),
+                        lost: 0,
+                    });
+                    retained.last_mut().expect("just pushed")
+                }
+            };
+            thread.events.extend(drained.events);
+            // `dropped` counts since the ring was made; keep the latest.
+            thread.lost = thread.lost.max(drained.dropped);
         }
     }
 
@@ -131,6 +155,28 @@ impl GraphTracer {
                 kind: EventKind::Entry,
             });
         }
+    }
+}
+
+/// Names the functions of `threads` and adds the process's description.
+fn describe(threads: Vec<ThreadTrace>) -> Trace {
+    let functions: BTreeSet<usize> = threads
+        .iter()
+        .flat_map(|t| t.events.iter().map(|e| e.function))
+        .collect();
+    let index = symbols::current();
+    let names: HashMap<usize, String> = functions
+        .into_iter()
+        .filter_map(|f| Some((f, symbols::demangle(&index.function_at(f)?.name))))
+        .collect();
+    Trace {
+        pid: std::process::id(),
+        exe: std::fs::read_link("/proc/self/exe")
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        threads,
+        names,
+        maps: std::fs::read_to_string("/proc/self/maps").unwrap_or_default(),
     }
 }
 
