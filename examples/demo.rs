@@ -71,7 +71,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     fntrace::init()?;
     let stats = fntrace::stats();
     println!(
-        "fntrace: {} call sites found ({} by the ELF scan over {} functions), all NOPs now ({:?})",
+        "fntrace: {} call sites found ({} by the ELF scan over {} functions), all NOPs now ({:.1?})",
         stats.sites,
         stats.scan.sites_found,
         stats.scan.functions_scanned,
@@ -88,40 +88,38 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     phases[0].wait();
     let patched_at = Instant::now();
-    fntrace::enable("function")?;
+    fntrace::enable("graph")?;
     let enable_took = patched_at.elapsed();
     phases[1].wait();
     phases[2].wait();
     let disabled_at = Instant::now();
-    fntrace::disable("function")?;
+    fntrace::disable("graph")?;
     println!(
-        "tracing on for {} requests on each of {WORKERS} threads (enable {enable_took:?}, disable {:?})",
-        requests,
-        disabled_at.elapsed()
+        "tracing on for {requests} requests on each of {WORKERS} threads \
+         (enable {enable_took:.1?}, disable {:.1?}, clock: {})",
+        disabled_at.elapsed(),
+        if fntrace::stats().tsc_clock {
+            "TSC"
+        } else {
+            "clock_gettime"
+        }
     );
     for handle in handles {
         black_box(handle.join().expect("worker"));
     }
 
-    let events = fntrace::FUNCTION_TRACER.take_events();
-    let mut per_function: HashMap<usize, (u64, std::collections::BTreeSet<u32>)> = HashMap::new();
-    for event in &events {
-        let entry = per_function.entry(event.function).or_default();
-        entry.0 += 1;
-        entry.1.insert(event.tid);
-    }
-    let mut rows: Vec<_> = per_function.into_iter().collect();
-    rows.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.0.cmp(&b.0)));
-    println!(
-        "{} calls traced, {} lost\n\n{:>10}  {:>7}  function",
-        events.len(),
-        fntrace::FUNCTION_TRACER.lost_events(),
-        "calls",
-        "threads"
-    );
-    for (function, (calls, threads)) in rows.iter().take(15) {
-        let name = fntrace::function_name(*function).unwrap_or_else(|| format!("{function:#x}"));
-        println!("{calls:>10}  {:>7}  {name}", threads.len());
-    }
+    let trace = fntrace::GRAPH_TRACER.take_trace();
+    let events: usize = trace.threads.iter().map(|t| t.events.len()).sum();
+    let report = fntrace::analysis::latency(&trace);
+    println!("{events} events recorded, {} lost\n", trace.lost());
+    println!("{}", report.table(15));
+
+    // A piece of one worker's call graph.
+    let mut one_thread = trace.clone();
+    one_thread
+        .threads
+        .retain(|t| t.name.as_deref() != Some("main"));
+    one_thread.threads.truncate(1);
+    println!("{}", fntrace::analysis::call_graph(&one_thread, Some(30)));
     Ok(())
 }

@@ -18,6 +18,7 @@
 //! # Ok::<(), fntrace::Error>(())
 //! ```
 
+pub mod analysis;
 mod arch;
 mod control;
 mod error;

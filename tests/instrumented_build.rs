@@ -1,7 +1,7 @@
 //! The whole build instrumented, fntrace included (what a user gets from a
 //! global `RUSTFLAGS=-Zinstrument-mcount`): builds the demo that way in its
-//! own target directory, runs it, and checks the exact call counts it
-//! prints. fntrace's own code must not trace itself.
+//! own target directory, runs it, and checks the exact call counts of its
+//! latency table and the shape of its call graph. fntrace's own code must not trace itself.
 
 use std::path::Path;
 use std::process::Command;
@@ -29,20 +29,21 @@ fn demo_built_with_everything_instrumented_traces_exact_counts() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "demo failed:\n{stdout}\n{stderr}");
 
+    // Latency table rows: calls first, the function name last.
     let count_of = |function: &str| -> Option<u64> {
         stdout.lines().find_map(|line| {
-            let mut fields = line.split_whitespace();
-            let calls = fields.next()?.parse().ok()?;
-            let _threads = fields.next()?;
-            (fields.next()? == function).then_some(calls)
+            let calls = line.split_whitespace().next()?.parse().ok()?;
+            line.ends_with(&format!("  {function}")).then_some(calls)
         })
     };
     // 4 workers × 500 requests while tracing was on.
     assert_eq!(count_of("demo::handle_request"), Some(2_000), "{stdout}");
     assert_eq!(count_of("demo::tokenize"), Some(2_000), "{stdout}");
-    // 10 words per request line.
-    assert_eq!(count_of("demo::score_word"), Some(20_000), "{stdout}");
-    assert!(stdout.contains(", 0 lost"), "{stdout}");
+    assert_eq!(count_of("demo::parse_request"), Some(2_000), "{stdout}");
+    assert!(stdout.contains(" events recorded, 0 lost"), "{stdout}");
+    // The call graph shows a worker's calls nested under handle_request.
+    assert!(stdout.contains("demo::handle_request() {"), "{stdout}");
+    assert!(stdout.contains("}  /* demo::tokenize */"), "{stdout}");
     assert!(
         !stdout.contains("fntrace::"),
         "fntrace traced itself:\n{stdout}"
