@@ -114,26 +114,6 @@ pub(crate) fn demangle(name: &str) -> String {
     name.to_string()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::demangle;
-
-    #[test]
-    fn demangles_rust_and_cpp() {
-        assert_eq!(
-            demangle("_ZN4demo8tokenize17h0123456789abcdefE"),
-            "demo::tokenize"
-        );
-        assert_eq!(
-            demangle("_RNvCs2dGlcl3A6Of_21fixture_rust_workload4leaf"),
-            "fixture_rust_workload::leaf"
-        );
-        assert_eq!(demangle("_Z11cxx_throwerl"), "cxx_thrower(long)");
-        assert_eq!(demangle("_ZN3foo3barEv"), "foo::bar()");
-        assert_eq!(demangle("pie_leaf"), "pie_leaf");
-    }
-}
-
 struct PhdrInfo {
     name: String,
     bias: usize,
@@ -282,4 +262,24 @@ fn read_functions(path: &str, bias: usize) -> Result<Vec<Function>, String> {
     });
     functions.dedup_by_key(|f| f.start);
     Ok(functions)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::demangle;
+
+    #[test]
+    fn demangles_rust_and_cpp() {
+        assert_eq!(
+            demangle("_ZN4demo8tokenize17h0123456789abcdefE"),
+            "demo::tokenize"
+        );
+        assert_eq!(
+            demangle("_RNvCs2dGlcl3A6Of_21fixture_rust_workload4leaf"),
+            "fixture_rust_workload::leaf"
+        );
+        assert_eq!(demangle("_Z11cxx_throwerl"), "cxx_thrower(long)");
+        assert_eq!(demangle("_ZN3foo3barEv"), "foo::bar()");
+        assert_eq!(demangle("pie_leaf"), "pie_leaf");
+    }
 }
