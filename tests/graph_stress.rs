@@ -1,16 +1,18 @@
-//! The graph tracer toggled 300 times while 8 threads run instrumented C
-//! and Rust code: frames hooked in one enable window return in another or
-//! after disable; nothing crashes, every call returns its right value, and
-//! every thread's events nest.
+//! The graph tracer toggled 300 times while 8 threads keep calling
+//! instrumented C and Rust code: frames hooked in one enable window return
+//! in another or after disable; nothing crashes, every call returns its
+//! right value, nothing is lost (the trace is drained after every toggle)
+//! and every thread's events nest.
 
 #[macro_use]
 mod common;
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use common::check_nesting;
-use fntrace::{Filter, GRAPH_TRACER};
+use fntrace::{Filter, GraphEvent, GRAPH_TRACER};
 use fntrace_fixtures::{c_fentry, c_pie, rust};
 
 const WORKERS: usize = 8;
@@ -29,34 +31,43 @@ fn eight_threads_under_three_hundred_graph_toggles() {
         .map(|i| {
             let stop = Arc::clone(&stop);
             std::thread::spawn(move || {
-                let mut wrong = 0;
+                let (mut wrong, mut rounds) = (0, 0u64);
                 while !stop.load(Ordering::Relaxed) {
-                    let x = i as u64;
+                    let x = i as i64;
                     match i % 3 {
                         0 => wrong += (rust::run(2) != expected_rust(2)) as u32,
-                        1 => wrong += (c_pie::mid(x as i64) != c_mid(x as i64)) as u32,
-                        _ => wrong += (c_fentry::mid(x as i64) != c_mid(x as i64)) as u32,
+                        1 => wrong += (c_pie::mid(x) != c_mid(x)) as u32,
+                        _ => wrong += (c_fentry::mid(x) != c_mid(x)) as u32,
                     }
+                    rounds += 1;
                 }
-                (fntrace::current_tid(), wrong)
+                (fntrace::current_tid(), wrong, rounds)
             })
         })
         .collect();
+
+    let mut events: HashMap<u32, Vec<GraphEvent>> = HashMap::new();
+    let mut lost = 0;
     for i in 0..TOGGLES {
         fntrace::enable_with("graph", &filter).unwrap_or_else(|e| panic!("enable #{i}: {e}"));
         std::thread::yield_now();
         fntrace::disable("graph").unwrap_or_else(|e| panic!("disable #{i}: {e}"));
+        let trace = GRAPH_TRACER.take_trace();
+        lost += trace.lost();
+        for thread in trace.threads {
+            events.entry(thread.tid).or_default().extend(thread.events);
+        }
     }
     stop.store(true, Ordering::Relaxed);
     let results: Vec<_> = workers.into_iter().map(|w| w.join().unwrap()).collect();
-    for (tid, wrong) in &results {
+    for (tid, wrong, rounds) in &results {
         assert_eq!(*wrong, 0, "thread {tid} computed wrong results");
+        assert!(*rounds > 0);
     }
-    let trace = GRAPH_TRACER.take_trace();
-    assert_eq!(trace.lost(), 0);
+    assert_eq!(lost, 0);
     let mut total_calls = 0;
-    for thread in &trace.threads {
-        let (calls, _open) = check_nesting(&thread.events);
+    for (tid, _, _) in &results {
+        let (calls, _open) = check_nesting(events.get(tid).map_or(&[][..], |e| &e[..]));
         total_calls += calls.len();
     }
     assert!(total_calls > 0, "the workers were traced at least once");

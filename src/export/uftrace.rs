@@ -56,9 +56,12 @@
 //!   Functions without a name get their address in hex as name (the form of
 //!   [`Trace::name_of`]), so that uftrace never attributes them to the
 //!   neighbouring symbol; [`read_uftrace_dir`] drops such names again.
-//! - Events deeper than 1023 (uftrace's limit) are not written; they are
-//!   counted as lost, with the thread's own [`ThreadTrace::lost`], in one
-//!   lost record at the end of the thread's `.dat`.
+//! - A thread's lost events ([`ThreadTrace::lost`]) are one lost record at
+//!   the start of its `.dat`, timestamped like its first event. (Not at the
+//!   end, where it would belong if the buffer filled up: uftrace 0.13's
+//!   `graph` command crashes on a thread that has an exit without entry, a
+//!   call without exit and a lost record after them.) Events deeper than 1023
+//!   (uftrace's limit) are not written and count as lost.
 //! - Two threads with the same tid (the kernel reuses tids) are written as
 //!   one, in the order of their first events.
 //! - Modules are told apart by file name, as uftrace does: if two modules
@@ -169,13 +172,18 @@ pub fn write_uftrace_dir(
         let path = dir.join(format!("{}.dat", thread.tid));
         let file = File::create(&path).map_err(|e| ExportError::io(&path, "creating", e))?;
         let mut out = BufWriter::with_capacity(1 << 20, file);
-        let mut lost = thread.lost;
+        let unwritable = thread.events.iter().filter(|e| record(e).is_none()).count();
+        let lost = thread.lost.saturating_add(unwritable as u64);
+        if lost > 0 {
+            let time = thread.events.first().map_or(session_time, |e| e.time_ns);
+            let count = lost.min((1 << ADDR_BITS) - 1);
+            out.write_all(&encode(time, TYPE_LOST, 0, count))
+                .map_err(|e| ExportError::io(&path, "writing", e))?;
+        }
         for event in &thread.events {
-            match record(event) {
-                Some(bytes) => out
-                    .write_all(&bytes)
-                    .map_err(|e| ExportError::io(&path, "writing", e))?,
-                None => lost += 1,
+            if let Some(bytes) = record(event) {
+                out.write_all(&bytes)
+                    .map_err(|e| ExportError::io(&path, "writing", e))?;
             }
             done += 1;
             if done >= next_report {
@@ -184,12 +192,6 @@ pub fn write_uftrace_dir(
                 }
                 next_report = done + PROGRESS_EVERY;
             }
-        }
-        if lost > 0 {
-            let time = thread.events.last().map_or(session_time, |e| e.time_ns);
-            let lost_field = lost.min((1 << ADDR_BITS) - 1);
-            out.write_all(&encode(time, TYPE_LOST, 0, lost_field))
-                .map_err(|e| ExportError::io(&path, "writing", e))?;
         }
         out.flush()
             .map_err(|e| ExportError::io(&path, "writing", e))?;
@@ -1106,6 +1108,8 @@ mod tests {
             tid: 4002,
             name: Some("worker \"w1\"".into()),
             events: vec![
+                ev(T0 + 20, f.fib, 1, Out), // running when tracing started
+                ev(T0 + 30, f.main, 0, Out),
                 ev(T0 + 50, f.worker, 0, In),
                 ev(T0 + 150, f.leaf, 1, In),
                 ev(T0 + 200, f.leaf, 1, Out),
@@ -1274,11 +1278,7 @@ mod tests {
     fn scratch_keep_dir() {
         let dir = PathBuf::from("/tmp/fx-keep");
         let _ = fs::remove_dir_all(&dir);
-        let mut t = sample_trace();
-        let f = fns();
-        t.threads[1].events.insert(0, ev(T0 + 20, f.fib, 1, Out));
-        t.threads[1].events.insert(1, ev(T0 + 30, f.main, 0, Out));
-        write_uftrace_dir(&t, &dir, None).unwrap();
+        write_uftrace_dir(&sample_trace(), &dir, None).unwrap();
     }
 
     #[test]

@@ -6,10 +6,10 @@
 //!    caller waits on it (and is stopped like any thread meanwhile; its
 //!    futex wait is interrupted and restarted).
 //! 2. Prepare everything that allocates or locks while the world still runs:
-//!    validate the writes, open `/proc/self/task` and `/proc/self/mem`,
-//!    record page protections ([`TextWriter::prepare`]), check the `old`
-//!    bytes, size the tid list and the acknowledgement table generously,
-//!    install the signal handler. Once a thread is stopped it may hold the
+//!    validate the writes, open `/proc/self/task` and the `mem` file, record
+//!    page protections ([`TextWriter::prepare`]), check the `old` bytes,
+//!    (re)install the signal handler, and before each attempt size the tid
+//!    list and the acknowledgement table generously. Once a thread is stopped it may hold the
 //!    malloc lock or any other lock, so from step 3 to step 6 the patcher
 //!    makes only system calls, atomic operations and in-place slice work,
 //!    and cannot panic.
@@ -66,7 +66,10 @@
 //! (choose a free signal with [`set_stop_signal`]). The handler stays
 //! installed on a signal after [`set_stop_signal`] moves to another one,
 //! so a late delivery of the old signal is ignored instead of running its
-//! default action.
+//! default action; a stop signal that someone else sends while no
+//! operation runs is ignored too. A thread stopped by a debugger, or in
+//! uninterruptible sleep for longer than the ack timeout, fails the
+//! operation.
 
 use std::ffi::c_void;
 use std::io;
@@ -103,17 +106,20 @@ static STOP_SIGNAL: AtomicI32 = AtomicI32::new(libc::SIGUSR2);
 /// Ack timeout of the next operation, in nanoseconds (see [`set_ack_timeout`]).
 static ACK_TIMEOUT_NANOS: AtomicU64 = AtomicU64::new(2_000_000_000);
 
-/// The shortest and longest ack timeouts [`set_ack_timeout`] accepts.
+/// The shortest ack timeout [`set_ack_timeout`] accepts.
 const MIN_ACK_TIMEOUT: Duration = Duration::from_millis(1);
+/// The longest ack timeout [`set_ack_timeout`] accepts.
 const MAX_ACK_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
 
-/// First and longest wait without any acknowledgement before the patcher
-/// looks at the silent threads (exited? blocking the signal?).
+/// First wait without any acknowledgement before the patcher looks at the
+/// silent threads (exited? blocking the signal?); doubles each time.
 const FIRST_LIVENESS_SLICE: Duration = Duration::from_millis(1);
+/// Longest such wait.
 const MAX_LIVENESS_SLICE: Duration = Duration::from_millis(16);
 
-/// First and longest pause between two attempts to stop the world.
+/// First pause between two attempts to stop the world; doubles each time.
 const FIRST_BACKOFF: Duration = Duration::from_millis(1);
+/// Longest such pause.
 const MAX_BACKOFF: Duration = Duration::from_millis(32);
 
 /// Size of the `getdents64` buffer (about 1,000 entries per system call).
@@ -191,6 +197,7 @@ struct PatcherState {
 
 /// One slot per acknowledging thread, holding its tid (0 = empty).
 struct AckTable {
+    /// Filled in acknowledgement order; reset by `Handshake::begin`.
     slots: Box<[AtomicI32]>,
 }
 
@@ -249,7 +256,7 @@ impl Patcher for StopTheWorld {
         loop {
             let thread_count = task_dir
                 .count_threads()
-                .map_err(|failure| failure.into_error())?;
+                .map_err(|failure| failure.into_error(started.elapsed()))?;
             let capacity = thread_count
                 .saturating_mul(2)
                 .saturating_add(1024)
@@ -294,15 +301,7 @@ impl Patcher for StopTheWorld {
                 backoff = (backoff * 2).min(MAX_BACKOFF);
                 continue;
             }
-            return outcome.map_err(|failure| match failure {
-                Failure::SignalBlocked { tid } | Failure::NoAcknowledgement { tid } => {
-                    Error::ThreadDidNotAcknowledge {
-                        tid,
-                        waited: started.elapsed(),
-                    }
-                }
-                failure => failure.into_error(),
-            });
+            return outcome.map_err(|failure| failure.into_error(started.elapsed()));
         }
     }
 }
@@ -359,13 +358,11 @@ enum Failure {
 }
 
 impl Failure {
-    fn into_error(self) -> Error {
+    /// The error to report; `waited` is how long the operation tried.
+    fn into_error(self, waited: Duration) -> Error {
         match self {
             Failure::NoAcknowledgement { tid } | Failure::SignalBlocked { tid } => {
-                Error::ThreadDidNotAcknowledge {
-                    tid,
-                    waited: Duration::ZERO,
-                }
+                Error::ThreadDidNotAcknowledge { tid, waited }
             }
             Failure::Signal { what, errno } => Error::Signal {
                 what,
@@ -489,12 +486,15 @@ fn write_while_stopped(writer: &mut TextWriter, writes: &[TextWrite]) -> Result<
 /// One thread the current operation deals with.
 #[derive(Clone, Copy)]
 struct Target {
+    /// Kernel thread id.
     tid: i32,
+    /// Where the thread is in the stop protocol.
     state: TargetState,
     /// Seen asleep with the stop signal blocked at the last inspection.
     blocks_signal: bool,
 }
 
+/// Where a [`Target`] is in the stop protocol.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum TargetState {
     /// Listed in this round, not yet signalled.
@@ -510,14 +510,20 @@ enum TargetState {
 /// Signals threads and waits for them during one attempt; lives between
 /// `begin` and release.
 struct Stopper<'a> {
+    /// Shared with the signal handler.
     handshake: &'a Handshake,
+    /// Listed once per round.
     task_dir: &'a mut TaskDir,
     /// The threads of this attempt, sorted by tid between rounds; never
     /// grows past its preallocated capacity.
     targets: &'a mut Vec<Target>,
+    /// Where the handlers record their tids.
     table: &'static AckTable,
+    /// This process.
     pid: i32,
+    /// The patching thread, never signalled.
     own_tid: i32,
+    /// The stop signal of this operation.
     signo: i32,
     /// When the whole operation gives up waiting.
     deadline: Instant,
