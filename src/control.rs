@@ -328,3 +328,50 @@ pub fn function_name(address: usize) -> Option<String> {
     let function = index.function_at(address)?;
     Some(symbols::demangle(&function.name))
 }
+
+/// What [`dump`] wrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DumpReport {
+    /// Threads with events.
+    pub threads: usize,
+    /// Events written.
+    pub events: usize,
+    /// Events lost while recording (buffers full).
+    pub lost: u64,
+}
+
+/// Writes everything the `graph` tracer recorded so far to `dir` as a
+/// uftrace data directory (`uftrace replay -d DIR`, `fntrace report DIR`).
+/// `dir` must not exist or be empty. Shows progress on stderr for large
+/// traces. On success the written events are dropped from memory; on error
+/// nothing is lost: the events stay and can be dumped elsewhere.
+pub fn dump(dir: impl AsRef<std::path::Path>) -> Result<DumpReport, Error> {
+    let _untraced = Untraced::begin();
+    let dir = dir.as_ref();
+    let trace = crate::GRAPH_TRACER.snapshot();
+    let events: usize = trace.threads.iter().map(|t| t.events.len()).sum();
+    let mut last_shown = std::time::Instant::now();
+    let mut shown = false;
+    let mut progress = |done: usize, total: usize| {
+        if last_shown.elapsed() >= std::time::Duration::from_millis(250) || (shown && done == total)
+        {
+            eprint!(
+                "\rfntrace: writing {}: {done} of {total} events ({}%)",
+                dir.display(),
+                done * 100 / total.max(1)
+            );
+            if done == total {
+                eprintln!();
+            }
+            last_shown = std::time::Instant::now();
+            shown = true;
+        }
+    };
+    crate::export::write_uftrace_dir(&trace, dir, Some(&mut progress))?;
+    crate::GRAPH_TRACER.forget(&trace);
+    Ok(DumpReport {
+        threads: trace.threads.len(),
+        events,
+        lost: trace.lost(),
+    })
+}

@@ -59,6 +59,8 @@ pub enum Error {
     },
     /// A filter pattern is malformed.
     BadFilter(String),
+    /// Writing or reading a trace failed (the trace stays in memory).
+    Export(crate::export::ExportError),
     /// Any other I/O failure, with what was being done.
     Io {
         /// What was being done.
@@ -102,6 +104,7 @@ impl fmt::Display for Error {
                 write!(f, "reading symbols of {path}: {reason}")
             }
             Error::BadFilter(why) => write!(f, "bad filter: {why}"),
+            Error::Export(err) => write!(f, "{err}"),
             Error::Io { what, source } => write!(f, "{what}: {source}"),
         }
     }
@@ -113,8 +116,15 @@ impl std::error::Error for Error {
             Error::Signal { source, .. }
             | Error::TextWrite { source, .. }
             | Error::Io { source, .. } => Some(source),
+            Error::Export(err) => Some(err),
             _ => None,
         }
+    }
+}
+
+impl From<crate::export::ExportError> for Error {
+    fn from(err: crate::export::ExportError) -> Self {
+        Error::Export(err)
     }
 }
 

@@ -22,6 +22,7 @@ pub mod analysis;
 mod arch;
 mod control;
 mod error;
+pub mod export;
 mod filter;
 mod patch;
 mod rt;
@@ -32,7 +33,8 @@ mod tracer;
 
 pub use arch::x86_64::{SavedRegs, SiteForm};
 pub use control::{
-    disable, enable, enable_with, flush, function_name, init, site_of, sites, stats, Stats,
+    disable, dump, enable, enable_with, flush, function_name, init, site_of, sites, stats,
+    DumpReport, Stats,
 };
 pub use error::Error;
 pub use filter::Filter;

@@ -141,12 +141,15 @@ pub(crate) fn thread_calls(events: &[GraphEvent]) -> Vec<Call> {
     calls
 }
 
-/// The calls that were running when tracing started, outermost first: the
-/// exits that match no entry, as long as each is shallower than the one
-/// before it (an inner call returns before its caller does).
-fn calls_open_at_start(events: &[GraphEvent]) -> Vec<(usize, u16)> {
+/// The calls that were running when tracing started, outermost first, as
+/// (function, depth): the exits that match no entry, as long as each is
+/// shallower than the one before it (an inner call returns before its caller
+/// does) and no call was entered at its depth or a shallower one before it
+/// (that call would have had to return first).
+pub(crate) fn calls_open_at_start(events: &[GraphEvent]) -> Vec<(usize, u16)> {
     let mut depths: Vec<u16> = Vec::new();
     let mut chain: Vec<(usize, u16)> = Vec::new();
+    let mut shallowest_entry = u16::MAX;
     for event in events {
         match event.kind {
             EventKind::Entry => {
@@ -154,11 +157,14 @@ fn calls_open_at_start(events: &[GraphEvent]) -> Vec<(usize, u16)> {
                     depths.pop();
                 }
                 depths.push(event.depth);
+                shallowest_entry = shallowest_entry.min(event.depth);
             }
             EventKind::Exit => match depths.iter().rposition(|&d| d == event.depth) {
                 Some(pos) => depths.truncate(pos),
                 None => {
-                    if chain.last().is_none_or(|&(_, d)| event.depth < d) {
+                    if event.depth < shallowest_entry
+                        && chain.last().is_none_or(|&(_, d)| event.depth < d)
+                    {
                         chain.push((event.function, event.depth));
                     }
                 }
@@ -261,7 +267,10 @@ mod tests {
             ev(30, 4, 2, In),
             ev(35, 4, 2, Out),
             ev(40, 1, 1, Out), // its caller, also running
-            ev(45, 9, 5, Out), // deeper than the last: inconsistent, ignored
+            ev(45, 9, 0, In),
+            ev(46, 9, 0, Out),
+            ev(47, 6, 0, Out), // after an entry at depth 0: ignored
+            ev(48, 9, 5, Out), // deeper than the last: ignored
             ev(50, 8, 1, In),
         ];
         assert_eq!(
@@ -271,6 +280,7 @@ mod tests {
                 (2, 10, 20, Some(0), Began::BeforeTrace, Ended::Returned),
                 (7, 10, 15, Some(1), Began::Entered, Ended::Returned),
                 (4, 30, 35, Some(0), Began::Entered, Ended::Returned),
+                (9, 45, 46, None, Began::Entered, Ended::Returned),
                 (8, 50, 50, None, Began::Entered, Ended::StillRunning),
             ]
         );

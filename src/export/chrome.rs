@@ -1,5 +1,5 @@
-//! Chrome trace event JSON, which `chrome://tracing`, Perfetto
-//! (<https://ui.perfetto.dev>) and speedscope open.
+//! Chrome trace event JSON, which `chrome://tracing` and Perfetto
+//! (<https://ui.perfetto.dev>) open.
 //!
 //! Each call is a complete event (`"ph":"X"`) on the track of its thread:
 //! `ts` and `dur` are in microseconds, written with three decimals so they
@@ -15,6 +15,7 @@
 //! thread (its name, or `thread TID`). `otherData` carries the executable and
 //! the number of lost events.
 
+use std::collections::HashMap;
 use std::io::{BufWriter, Write};
 
 use super::calls::{thread_calls, Began, Ended};
@@ -24,7 +25,7 @@ use crate::trace::Trace;
 /// Writes `trace` as Chrome trace event JSON (see the [module
 /// documentation](self)).
 pub fn write_chrome_json(trace: &Trace, out: &mut dyn Write) -> Result<(), ExportError> {
-    let mut out = BufWriter::new(out);
+    let mut out = BufWriter::with_capacity(1 << 20, out);
     write_json(trace, &mut out)
         .and_then(|()| out.flush())
         .map_err(|source| ExportError::Output {
@@ -35,7 +36,7 @@ pub fn write_chrome_json(trace: &Trace, out: &mut dyn Write) -> Result<(), Expor
 
 fn write_json(trace: &Trace, out: &mut impl Write) -> std::io::Result<()> {
     let pid = trace.pid;
-    write!(out, "{{\"traceEvents\":[\n")?;
+    writeln!(out, "{{\"traceEvents\":[")?;
     let process = if trace.exe.is_empty() {
         format!("pid {pid}")
     } else {
@@ -58,15 +59,19 @@ fn write_json(trace: &Trace, out: &mut impl Write) -> std::io::Result<()> {
             json_string(&name)
         )?;
     }
+    // Each function's name, escaped once.
+    let mut names: HashMap<usize, String> = HashMap::new();
     for thread in &trace.threads {
         let tid = thread.tid;
         for call in thread_calls(&thread.events) {
+            let name = names
+                .entry(call.function)
+                .or_insert_with(|| json_string(&trace.name_of(call.function)));
             write!(
                 out,
-                ",\n{{\"name\":{},\"cat\":\"function\",\"ph\":\"X\",\"ts\":{},\"dur\":{},\"pid\":{pid},\"tid\":{tid},\"args\":{{\"depth\":{}",
-                json_string(&trace.name_of(call.function)),
-                micros(call.start),
-                micros(call.duration()),
+                ",\n{{\"name\":{name},\"cat\":\"function\",\"ph\":\"X\",\"ts\":{},\"dur\":{},\"pid\":{pid},\"tid\":{tid},\"args\":{{\"depth\":{}",
+                Micros(call.start),
+                Micros(call.duration()),
                 call.depth
             )?;
             if call.began == Began::BeforeTrace {
@@ -88,9 +93,13 @@ fn write_json(trace: &Trace, out: &mut impl Write) -> std::io::Result<()> {
     )
 }
 
-/// Nanoseconds as microseconds with exactly three decimals.
-fn micros(ns: u64) -> String {
-    format!("{}.{:03}", ns / 1000, ns % 1000)
+/// Nanoseconds, displayed as microseconds with exactly three decimals.
+struct Micros(u64);
+
+impl std::fmt::Display for Micros {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{:03}", self.0 / 1000, self.0 % 1000)
+    }
 }
 
 /// `s` as a JSON string literal.
@@ -117,7 +126,6 @@ mod tests {
     use super::*;
     use crate::trace::{EventKind, GraphEvent, ThreadTrace};
     use serde_json::Value;
-    use std::collections::HashMap;
 
     fn ev(time_ns: u64, function: usize, depth: u16, kind: EventKind) -> GraphEvent {
         GraphEvent {
@@ -184,9 +192,8 @@ mod tests {
     fn parse(trace: &Trace) -> Value {
         let mut out = Vec::new();
         write_chrome_json(trace, &mut out).unwrap();
-        serde_json::from_slice(&out).unwrap_or_else(|e| {
-            panic!("invalid JSON ({e}):\n{}", String::from_utf8_lossy(&out))
-        })
+        serde_json::from_slice(&out)
+            .unwrap_or_else(|e| panic!("invalid JSON ({e}):\n{}", String::from_utf8_lossy(&out)))
     }
 
     /// Complete events of a thread as (name, ts ns, dur ns, args).
@@ -297,9 +304,9 @@ mod tests {
 
     #[test]
     fn micros_keep_nanoseconds() {
-        assert_eq!(micros(0), "0.000");
-        assert_eq!(micros(1_234_567), "1234.567");
-        assert_eq!(micros(u64::MAX), "18446744073709551.615");
+        assert_eq!(Micros(0).to_string(), "0.000");
+        assert_eq!(Micros(1_234_567).to_string(), "1234.567");
+        assert_eq!(Micros(u64::MAX).to_string(), "18446744073709551.615");
         assert_eq!(json_string("a\u{1}b"), "\"a\\u0001b\"");
     }
 }

@@ -38,12 +38,10 @@ pub fn folded_stacks(trace: &Trace) -> String {
         let calls = thread_calls(&thread.events);
         let mut node_of = Vec::with_capacity(calls.len());
         let mut child_ns = vec![0u64; calls.len()];
-        for (i, call) in calls.iter().enumerate() {
+        for call in &calls {
             let parent_node = call.parent.map_or(0, |p| node_of[p]);
             let next = nodes.len();
-            let node = *children
-                .entry((parent_node, call.function))
-                .or_insert(next);
+            let node = *children.entry((parent_node, call.function)).or_insert(next);
             if node == next {
                 nodes.push(Node {
                     parent: parent_node,
@@ -55,7 +53,6 @@ pub fn folded_stacks(trace: &Trace) -> String {
             if let Some(p) = call.parent {
                 child_ns[p] += call.duration();
             }
-            let _ = i;
         }
         for (i, call) in calls.iter().enumerate() {
             nodes[node_of[i]].self_ns += call.duration().saturating_sub(child_ns[i]);
@@ -205,7 +202,13 @@ mod tests {
         write_flame_svg(&sample(), &mut svg, "demo <flame>").unwrap();
         let svg = String::from_utf8(svg).unwrap();
         assert!(svg.starts_with("<?xml"), "{}", &svg[..100.min(svg.len())]);
-        for name in ["main", "mid", "leaf", "&lt;[u8, 4] as Fib&gt;::fib", "demo &lt;flame&gt;"] {
+        for name in [
+            "main",
+            "mid",
+            "leaf",
+            "&lt;[u8, 4] as Fib&gt;::fib",
+            "demo &lt;flame&gt;",
+        ] {
             assert!(svg.contains(name), "SVG lacks {name}");
         }
     }

@@ -4,35 +4,39 @@
 //! # Design
 //!
 //! Every output starts from the same per-thread event list (entries and exits
-//! with a nesting depth, see [`crate::trace`]) and differs only in what it
-//! needs from it:
+//! with a nesting depth, see [`crate::trace`]). Such a list need not pair up:
+//! a call may lack its exit (the trace ended, or a panic or `longjmp` unwound
+//! it) and a thread may start with exits whose entries came before tracing
+//! was switched on. Every output reads it with the same rules, implemented
+//! once in this module's private `calls.rs`:
 //!
-//! - **uftrace** ([`write_uftrace_dir`], [`read_uftrace_dir`]) stores the
-//!   events as they are, one 16-byte record per event, so that uftrace's own
-//!   `replay`, `report`, `graph`, `dump`, `tui` and `info` commands work on
-//!   them, and so that a directory can be loaded back into a [`Trace`]. The
-//!   directory layout and the record encoding are documented in
-//!   [`uftrace`]; uftrace pairs entries with exits itself.
-//! - **Chrome JSON** ([`write_chrome_json`]) and **flame graphs**
-//!   ([`folded_stacks`], [`write_flame_svg`]) need *calls* (a start, an end
-//!   and a parent), so they share one reconstruction, private to this module
-//!   (`calls.rs`), which turns the event list of a thread into properly
-//!   nested calls:
-//!   - an exit closes the nearest open call of the same depth; calls still
-//!     open above it were unwound (panic, `longjmp`) and end at the same time;
-//!   - an entry at depth `d` ends any call still open at depth `d` or deeper
-//!     (it was unwound without an exit event) at the entry's time;
-//!   - calls without an exit end at the thread's last timestamp;
-//!   - exits without an entry at the start of a thread (tracing was switched
-//!     on in the middle of those calls) become calls that start at the
-//!     thread's first timestamp, provided their depths decrease as they
-//!     should (an inner call returns before its caller); other unmatched
-//!     exits are ignored.
+//! - an exit closes the nearest open call of the same depth; calls still open
+//!   above it were unwound and end at the same time;
+//! - an entry at depth `d` ends any call still open at depth `d` or deeper
+//!   (it was unwound without an exit event) at the entry's time;
+//! - calls without an exit end at the thread's last timestamp;
+//! - exits without an entry at the start of a thread (tracing was switched on
+//!   in the middle of those calls) become calls that start at the thread's
+//!   first timestamp, provided that is consistent: each such exit is
+//!   shallower than the one before it (an inner call returns before its
+//!   caller), and no call was entered at its depth or a shallower one before
+//!   it; other exits without an entry are ignored.
 //!
-//!   Children therefore always lie within their parent, which the Chrome
-//!   viewer and Perfetto need to draw a thread's calls as one stack, and
-//!   which makes a flame graph's self times (duration minus the children's
-//!   durations) never negative.
+//! Children therefore always lie within their parent. The outputs:
+//!
+//! - **uftrace** ([`write_uftrace_dir`], [`read_uftrace_dir`]): one 16-byte
+//!   record per event, so that uftrace's own `replay`, `report`, `graph`,
+//!   `dump` and `info` commands work on the directory, and so that it can be
+//!   loaded back into a [`Trace`]. uftrace pairs exits with entries by its
+//!   own stack, not by depth, so the writer adds the entries and exits the
+//!   rules above imply, and lists them in a side file that the reader uses
+//!   to remove them. Layout and encoding: [`uftrace`].
+//! - **Chrome trace JSON** ([`write_chrome_json`]): one complete event per
+//!   call, per-thread tracks; nesting is what the Chrome viewer and Perfetto
+//!   need to draw a thread's calls as one stack.
+//! - **Flame graphs** ([`folded_stacks`], [`write_flame_svg`]): call chains
+//!   weighted by self time (duration minus the children's, never negative
+//!   thanks to the nesting), drawn by `inferno`.
 //!
 //! Errors are [`ExportError`]s: each names the file (or output) concerned and
 //! what is wrong with it; nothing here panics on bad input.
@@ -40,6 +44,9 @@
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
+
+#[cfg(doc)]
+use crate::trace::Trace;
 
 mod calls;
 pub mod chrome;

@@ -1,6 +1,6 @@
 //! uftrace data directories: written so that uftrace 0.13's `replay`,
-//! `report`, `graph`, `dump`, `tui` and `info` read them, and read back into
-//! a [`Trace`].
+//! `report`, `graph`, `dump` and `info` commands read them (the tests run
+//! each), and read back into a [`Trace`].
 //!
 //! # Layout
 //!
@@ -11,7 +11,7 @@
 //! | `sid-SID.map` | one `/proc/PID/maps`-style line per module (`START-END r-xp 00000000 00:00 0 PATH`, `START` being the module's first mapping, its load base) and the `[stack]` line, without which uftrace takes every address for a kernel one |
 //! | `TID.dat` | the thread's records, 16 bytes each (below) |
 //! | `NAME.sym` | symbols of the module whose file name is `NAME`, relative to its base |
-//! | `fntrace.txt` | thread names (`thread TID NAME`), which uftrace has no place for; uftrace ignores the file |
+//! | `fntrace.txt` | what uftrace has no place for, and ignores: thread names (`thread TID NAME`) and the records fntrace added for uftrace (`added TID INDEX…`, below) |
 //!
 //! `info` header, little-endian:
 //!
@@ -56,11 +56,21 @@
 //!   Functions without a name get their address in hex as name (the form of
 //!   [`Trace::name_of`]), so that uftrace never attributes them to the
 //!   neighbouring symbol; [`read_uftrace_dir`] drops such names again.
+//! - uftrace pairs an exit with the innermost call it has open, whatever
+//!   the record's depth, and an exit without an entry confuses it (its
+//!   `graph` command drops the rest of the thread). So each thread's records
+//!   are made consistent, by the rules of [`crate::export`]: calls running
+//!   when tracing started get an entry at the thread's first timestamp;
+//!   calls that were unwound get an exit just before the event that shows it
+//!   (same timestamp); other exits without an entry are left out. The
+//!   indices (among the entry and exit records of the `.dat`) of the added
+//!   records are listed in `fntrace.txt`, and [`read_uftrace_dir`] removes
+//!   them again, so that writing and reading gives back the events.
 //! - A thread's lost events ([`ThreadTrace::lost`]) are one lost record at
-//!   the start of its `.dat`, timestamped like its first event. (Not at the
-//!   end, where it would belong if the buffer filled up: uftrace 0.13's
-//!   `graph` command crashes on a thread that has an exit without entry, a
-//!   call without exit and a lost record after them.) Events deeper than 1023
+//!   the start of its `.dat`, timestamped like its first event. At the end,
+//!   where it would belong if the buffer filled up, uftrace 0.13 mishandles
+//!   it: `graph` misattributes the thread's remaining time, and crashes if
+//!   the thread also has an exit without entry. Events deeper than 1023
 //!   (uftrace's limit) are not written and count as lost.
 //! - Two threads with the same tid (the kernel reuses tids) are written as
 //!   one, in the order of their first events.
@@ -72,11 +82,12 @@
 //! records are skipped, each function address is mapped to the start of the
 //! symbol containing it, and thread names come from `fntrace.txt` if any.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{HashMap, HashSet};
 use std::fs::{self, File};
 use std::io::{BufWriter, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use super::calls::calls_open_at_start;
 use super::ExportError;
 use crate::trace::{EventKind, GraphEvent, ThreadTrace, Trace};
 
@@ -105,8 +116,8 @@ const ADDR_BITS: u32 = 48;
 /// Name (and map-line path) of the pseudo-module holding functions outside
 /// every known mapping.
 const UNMAPPED_MODULE: &str = "fntrace-unmapped";
-/// Where thread names are kept.
-const THREADS_FILE: &str = "fntrace.txt";
+/// Where thread names and added records are listed.
+const FNTRACE_FILE: &str = "fntrace.txt";
 /// How far before the first event the session starts, in nanoseconds.
 const SESSION_LEAD_NS: u64 = 1_000;
 /// Events between two progress reports.
@@ -163,39 +174,60 @@ pub fn write_uftrace_dir(
         write_file(&dir.join(&file), sym_text(trace, module).as_bytes())?;
         written_syms.push(file);
     }
-    write_file(&dir.join(THREADS_FILE), threads_text(&threads).as_bytes())?;
-
     let total: usize = threads.iter().map(|t| t.events.len()).sum();
     let mut done = 0usize;
     let mut next_report = 0usize;
+    let mut added: Vec<(u32, Vec<usize>)> = Vec::new();
     for thread in &threads {
         let path = dir.join(format!("{}.dat", thread.tid));
         let file = File::create(&path).map_err(|e| ExportError::io(&path, "creating", e))?;
         let mut out = BufWriter::with_capacity(1 << 20, file);
-        let unwritable = thread.events.iter().filter(|e| record(e).is_none()).count();
-        let lost = thread.lost.saturating_add(unwritable as u64);
+
+        let mut unwritable = 0u64;
+        consistent_records(&thread.events, &mut |event, _| {
+            unwritable += u64::from(record(&event).is_none());
+            Ok(())
+        })
+        .map_err(|e| ExportError::io(&path, "writing", e))?;
+        let lost = thread.lost.saturating_add(unwritable);
         if lost > 0 {
             let time = thread.events.first().map_or(session_time, |e| e.time_ns);
             let count = lost.min((1 << ADDR_BITS) - 1);
             out.write_all(&encode(time, TYPE_LOST, 0, count))
                 .map_err(|e| ExportError::io(&path, "writing", e))?;
         }
-        for event in &thread.events {
-            if let Some(bytes) = record(event) {
-                out.write_all(&bytes)
-                    .map_err(|e| ExportError::io(&path, "writing", e))?;
-            }
-            done += 1;
-            if done >= next_report {
-                if let Some(report) = progress.as_deref_mut() {
-                    report(done, total);
+
+        let mut index = 0usize;
+        let mut added_here = Vec::new();
+        consistent_records(&thread.events, &mut |event, synthetic| {
+            if let Some(bytes) = record(&event) {
+                out.write_all(&bytes)?;
+                if synthetic {
+                    added_here.push(index);
                 }
-                next_report = done + PROGRESS_EVERY;
+                index += 1;
             }
+            if !synthetic {
+                done += 1;
+                if done >= next_report {
+                    if let Some(report) = progress.as_deref_mut() {
+                        report(done, total);
+                    }
+                    next_report = done + PROGRESS_EVERY;
+                }
+            }
+            Ok(())
+        })
+        .and_then(|()| out.flush())
+        .map_err(|e| ExportError::io(&path, "writing", e))?;
+        if !added_here.is_empty() {
+            added.push((thread.tid, added_here));
         }
-        out.flush()
-            .map_err(|e| ExportError::io(&path, "writing", e))?;
     }
+    write_file(
+        &dir.join(FNTRACE_FILE),
+        fntrace_text(&threads, &added).as_bytes(),
+    )?;
     if let Some(report) = progress {
         report(total, total);
     }
@@ -207,8 +239,8 @@ pub fn write_uftrace_dir(
 /// are mapped to the start of the symbol containing them, named from the
 /// `.sym` files; `maps` is the session's map file.
 pub fn read_uftrace_dir(dir: &Path) -> Result<Trace, ExportError> {
-    let meta = fs::metadata(dir)
-        .map_err(|e| ExportError::io(dir, "opening uftrace data directory", e))?;
+    let meta =
+        fs::metadata(dir).map_err(|e| ExportError::io(dir, "opening uftrace data directory", e))?;
     if !meta.is_dir() {
         return Err(ExportError::malformed(
             dir,
@@ -221,7 +253,10 @@ pub fn read_uftrace_dir(dir: &Path) -> Result<Trace, ExportError> {
     let header = parse_info(&info_path, &info)?;
 
     let task_path = dir.join("task.txt");
-    let tasks = parse_task_txt(&task_path, &String::from_utf8_lossy(&read_file(&task_path)?))?;
+    let tasks = parse_task_txt(
+        &task_path,
+        &String::from_utf8_lossy(&read_file(&task_path)?),
+    )?;
 
     let map_path = dir.join(format!("sid-{}.map", tasks.sid));
     let map_text = String::from_utf8_lossy(&read_file(&map_path)?).into_owned();
@@ -230,13 +265,15 @@ pub fn read_uftrace_dir(dir: &Path) -> Result<Trace, ExportError> {
 
     let symbols = load_symbols(dir, &modules, header.features & FEAT_SYM_REL_ADDR != 0)?;
 
-    let mut tids: Vec<u32> = Vec::new();
-    for &tid in tasks.tids.iter().chain(&header.tids) {
-        if !tids.contains(&tid) {
-            tids.push(tid);
-        }
-    }
-    let thread_names = read_thread_names(dir)?;
+    let mut seen = HashSet::new();
+    let tids: Vec<u32> = tasks
+        .tids
+        .iter()
+        .chain(&header.tids)
+        .copied()
+        .filter(|&tid| seen.insert(tid))
+        .collect();
+    let fntrace = read_fntrace_file(dir)?;
 
     let mut names = HashMap::new();
     let mut threads = Vec::with_capacity(tids.len());
@@ -248,7 +285,8 @@ pub fn read_uftrace_dir(dir: &Path) -> Result<Trace, ExportError> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(ExportError::io(&path, "reading", e)),
         };
-        let (mut events, lost) = parse_dat(&path, &data)?;
+        let added = fntrace.added.get(&tid).map_or(&[][..], |v| &v[..]);
+        let (mut events, lost) = parse_dat(&path, &data, added)?;
         for event in &mut events {
             if let Some(symbol) = symbols.containing(event.function) {
                 event.function = symbol.start;
@@ -259,7 +297,7 @@ pub fn read_uftrace_dir(dir: &Path) -> Result<Trace, ExportError> {
         }
         threads.push(ThreadTrace {
             tid,
-            name: thread_names.get(&tid).cloned(),
+            name: fntrace.names.get(&tid).cloned(),
             events,
             lost,
         });
@@ -399,14 +437,73 @@ fn task_txt(trace: &Trace, threads: &[ThreadTrace], sid: &str, session_time: u64
     out
 }
 
-fn threads_text(threads: &[ThreadTrace]) -> String {
-    let mut out = String::from("# fntrace: thread names (uftrace ignores this file)\n");
+fn fntrace_text(threads: &[ThreadTrace], added: &[(u32, Vec<usize>)]) -> String {
+    let mut out = String::from(
+        "# fntrace: thread names, and records fntrace added so that uftrace pairs\n\
+         # entries and exits (indices among the entry and exit records of TID.dat).\n\
+         # uftrace ignores this file.\n",
+    );
     for thread in threads {
         if let Some(name) = &thread.name {
             out.push_str(&format!("thread {} {}\n", thread.tid, one_line(name)));
         }
     }
+    for (tid, indices) in added {
+        for chunk in indices.chunks(32) {
+            let list: Vec<String> = chunk.iter().map(|i| i.to_string()).collect();
+            out.push_str(&format!("added {tid} {}\n", list.join(" ")));
+        }
+    }
     out
+}
+
+/// Passes the records to write for a thread's `events` to `emit`, with
+/// `true` for the records added to make them consistent (see the [module
+/// documentation](self)).
+fn consistent_records(
+    events: &[GraphEvent],
+    emit: &mut dyn FnMut(GraphEvent, bool) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let Some(first) = events.iter().map(|e| e.time_ns).min() else {
+        return Ok(());
+    };
+    let make = |time_ns, (function, depth): (usize, u16), kind| GraphEvent {
+        time_ns,
+        function,
+        depth,
+        kind,
+    };
+    // Open calls, innermost last; their depths increase.
+    let mut open: Vec<(usize, u16)> = Vec::new();
+    for frame in calls_open_at_start(events) {
+        emit(make(first, frame, EventKind::Entry), true)?;
+        open.push(frame);
+    }
+    for &event in events {
+        // The calls this event leaves open: those shallower than an entry;
+        // those below the call an exit ends.
+        let keep = match event.kind {
+            EventKind::Entry => open.partition_point(|&(_, d)| d < event.depth),
+            EventKind::Exit => match open.iter().rposition(|&(_, d)| d == event.depth) {
+                Some(pos) => pos,
+                None => continue, // An exit without entry, not explained.
+            },
+        };
+        // Unwound calls: closed innermost first, just before this event.
+        let first_unwound = match event.kind {
+            EventKind::Entry => keep,
+            EventKind::Exit => keep + 1,
+        };
+        for &frame in open[first_unwound.min(open.len())..].iter().rev() {
+            emit(make(event.time_ns, frame, EventKind::Exit), true)?;
+        }
+        open.truncate(keep);
+        if event.kind == EventKind::Entry {
+            open.push((event.function, event.depth));
+        }
+        emit(event, false)?;
+    }
+    Ok(())
 }
 
 /// The record for `event`, or `None` if uftrace cannot represent it (depth
@@ -611,9 +708,8 @@ fn parse_info(path: &Path, data: &[u8]) -> Result<InfoHeader, ExportError> {
         )));
     }
     let u16_at = |at: usize| u16::from_le_bytes([data[at], data[at + 1]]);
-    let u32_at = |at: usize| {
-        u32::from_le_bytes([data[at], data[at + 1], data[at + 2], data[at + 3]])
-    };
+    let u32_at =
+        |at: usize| u32::from_le_bytes([data[at], data[at + 1], data[at + 2], data[at + 3]]);
     let u64_at = |at: usize| {
         let mut bytes = [0u8; 8];
         bytes.copy_from_slice(&data[at..at + 8]);
@@ -631,7 +727,7 @@ fn parse_info(path: &Path, data: &[u8]) -> Result<InfoHeader, ExportError> {
     }
     if data[14] != 1 {
         return Err(bad(
-            "big-endian data; fntrace reads little-endian data only".into()
+            "big-endian data; fntrace reads little-endian data only".into(),
         ));
     }
     if data[15] != 2 {
@@ -647,9 +743,11 @@ fn parse_info(path: &Path, data: &[u8]) -> Result<InfoHeader, ExportError> {
             exe = name.to_string();
         } else if let Some(list) = line.strip_prefix("taskinfo:tids=") {
             for tid in list.split(',').filter(|s| !s.trim().is_empty()) {
-                tids.push(tid.trim().parse().map_err(|_| {
-                    bad(format!("bad tid {tid:?} in line {line:?}"))
-                })?);
+                tids.push(
+                    tid.trim()
+                        .parse()
+                        .map_err(|_| bad(format!("bad tid {tid:?} in line {line:?}")))?,
+                );
             }
         }
     }
@@ -672,9 +770,8 @@ fn parse_task_txt(path: &Path, text: &str) -> Result<Tasks, ExportError> {
     let mut tids = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let line_no = n + 1;
-        let bad = |why: &str| {
-            ExportError::malformed(path, format!("line {line_no}: {why}: {line:?}"))
-        };
+        let bad =
+            |why: &str| ExportError::malformed(path, format!("line {line_no}: {why}: {line:?}"));
         let line = line.trim_end();
         let Some((kind, rest)) = line.split_once(' ') else {
             if line.is_empty() {
@@ -707,11 +804,8 @@ fn parse_task_txt(path: &Path, text: &str) -> Result<Tasks, ExportError> {
                 }
             }
             "TASK" => {
-                let tid = number("tid")?;
+                tids.push(number("tid")?);
                 number("pid")?;
-                if !tids.contains(&tid) {
-                    tids.push(tid);
-                }
             }
             "FORK" | "EXEC" | "DLOP" => {}
             _ => return Err(bad("not a SESS, TASK, FORK, EXEC or DLOP line")),
@@ -843,7 +937,7 @@ fn load_symbols(
 /// Appends the functions of a `.sym` file to `out`, each ending where the
 /// next line (function, data or end marker) of the file begins.
 fn parse_sym(
-    path: &PathBuf,
+    path: &Path,
     text: &str,
     offset: u64,
     module_end: u64,
@@ -858,10 +952,7 @@ fn parse_sym(
         let bad = || {
             ExportError::malformed(
                 path,
-                format!(
-                    "line {}: expected \"ADDRESS TYPE NAME\": {line:?}",
-                    n + 1
-                ),
+                format!("line {}: expected \"ADDRESS TYPE NAME\": {line:?}", n + 1),
             )
         };
         let mut parts = line.splitn(3, ' ');
@@ -899,37 +990,68 @@ fn parse_sym(
     Ok(())
 }
 
-fn read_thread_names(dir: &Path) -> Result<BTreeMap<u32, String>, ExportError> {
-    let path = dir.join(THREADS_FILE);
+/// What `fntrace.txt` says: thread names, and for each thread the sorted
+/// indices of the records fntrace added.
+#[derive(Default)]
+struct FntraceFile {
+    names: HashMap<u32, String>,
+    added: HashMap<u32, Vec<usize>>,
+}
+
+fn read_fntrace_file(dir: &Path) -> Result<FntraceFile, ExportError> {
+    let path = dir.join(FNTRACE_FILE);
     let text = match fs::read(&path) {
         Ok(data) => String::from_utf8_lossy(&data).into_owned(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(FntraceFile::default()),
         Err(e) => return Err(ExportError::io(&path, "reading", e)),
     };
-    let mut names = BTreeMap::new();
+    let mut file = FntraceFile::default();
     for (n, line) in text.lines().enumerate() {
         if line.starts_with('#') || line.trim().is_empty() {
             continue;
         }
-        let parsed = line
-            .strip_prefix("thread ")
-            .and_then(|rest| rest.split_once(' '))
-            .and_then(|(tid, name)| Some((tid.parse::<u32>().ok()?, name)));
-        let Some((tid, name)) = parsed else {
-            return Err(ExportError::malformed(
+        let bad = || {
+            ExportError::malformed(
                 &path,
-                format!("line {}: expected \"thread TID NAME\": {line:?}", n + 1),
-            ));
+                format!(
+                    "line {}: expected \"thread TID NAME\" or \"added TID INDEX...\": {line:?}",
+                    n + 1
+                ),
+            )
         };
-        names.insert(tid, name.to_string());
+        let (kind, rest) = line.split_once(' ').ok_or_else(bad)?;
+        let (tid, rest) = rest.split_once(' ').ok_or_else(bad)?;
+        let tid: u32 = tid.parse().map_err(|_| bad())?;
+        match kind {
+            "thread" => {
+                file.names.insert(tid, rest.to_string());
+            }
+            "added" => {
+                let indices = file.added.entry(tid).or_default();
+                for index in rest.split_whitespace() {
+                    indices.push(index.parse().map_err(|_| bad())?);
+                }
+            }
+            _ => return Err(bad()),
+        }
     }
-    Ok(names)
+    for indices in file.added.values_mut() {
+        indices.sort_unstable();
+    }
+    Ok(file)
 }
 
-/// The entries and exits of a `.dat` file, and the number of records it
+/// The entries and exits of a `.dat` file, less those whose indices (among
+/// entries and exits) are in `added` (sorted), and the number of records it
 /// says were lost.
-fn parse_dat(path: &Path, data: &[u8]) -> Result<(Vec<GraphEvent>, u64), ExportError> {
+fn parse_dat(
+    path: &Path,
+    data: &[u8],
+    added: &[usize],
+) -> Result<(Vec<GraphEvent>, u64), ExportError> {
     let mut events = Vec::with_capacity(data.len() / RECORD_SIZE);
+    let mut index = 0usize;
+    let mut added = added.iter().peekable();
     let mut lost = 0u64;
     let mut at = 0usize;
     while at < data.len() {
@@ -974,6 +1096,10 @@ fn parse_dat(path: &Path, data: &[u8]) -> Result<(Vec<GraphEvent>, u64), ExportE
                             at - RECORD_SIZE
                         ),
                     ));
+                }
+                index += 1;
+                if added.next_if_eq(&&(index - 1)).is_some() {
+                    continue;
                 }
                 let Ok(function) = usize::try_from(addr) else {
                     continue;
@@ -1021,7 +1147,9 @@ fn parse_dat(path: &Path, data: &[u8]) -> Result<(Vec<GraphEvent>, u64), ExportE
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
     use std::hint::black_box;
+    use std::path::PathBuf;
     use std::process::Command;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -1078,9 +1206,13 @@ mod tests {
 
     const T0: u64 = 5_000_000_000;
 
-    /// Two threads: nested calls and recursion on one; on the other, calls
-    /// that were running when tracing started (exits only) and a call that
-    /// never returns.
+    fn names(pairs: &[(usize, &str)]) -> HashMap<usize, String> {
+        pairs.iter().map(|&(a, n)| (a, n.to_string())).collect()
+    }
+
+    /// Two threads. Thread 4001: nested calls and recursion. Thread 4002:
+    /// two calls running when tracing started (exits only), a call that
+    /// never returns, and lost events.
     fn sample_trace() -> Trace {
         let f = fns();
         let main_thread = ThreadTrace {
@@ -1108,8 +1240,8 @@ mod tests {
             tid: 4002,
             name: Some("worker \"w1\"".into()),
             events: vec![
-                ev(T0 + 20, f.fib, 1, Out), // running when tracing started
-                ev(T0 + 30, f.main, 0, Out),
+                ev(T0 + 20, f.fib, 1, Out),  // running when tracing started
+                ev(T0 + 30, f.main, 0, Out), // its caller
                 ev(T0 + 50, f.worker, 0, In),
                 ev(T0 + 150, f.leaf, 1, In),
                 ev(T0 + 200, f.leaf, 1, Out),
@@ -1119,16 +1251,6 @@ mod tests {
             ],
             lost: 3,
         };
-        let names = [
-            (f.main, "main"),
-            (f.mid, "mid"),
-            (f.leaf, "leaf"),
-            (f.fib, "fib"),
-            (f.worker, "worker"),
-        ]
-        .into_iter()
-        .map(|(a, n)| (a, n.to_string()))
-        .collect();
         Trace {
             pid: 4001,
             exe: std::env::current_exe()
@@ -1136,161 +1258,325 @@ mod tests {
                 .to_string_lossy()
                 .into_owned(),
             threads: vec![main_thread, worker],
-            names,
+            names: names(&[
+                (f.main, "main"),
+                (f.mid, "mid"),
+                (f.leaf, "leaf"),
+                (f.fib, "fib"),
+                (f.worker, "worker"),
+            ]),
             maps: fs::read_to_string("/proc/self/maps").expect("reading /proc/self/maps"),
         }
     }
 
-    fn temp_dir(tag: &str) -> PathBuf {
-        static COUNTER: AtomicUsize = AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "fntrace-export-{tag}-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = fs::remove_dir_all(&dir);
+    /// A fresh path under the temporary directory, removed on drop.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(tag: &str) -> Self {
+            static COUNTER: AtomicUsize = AtomicUsize::new(0);
+            let dir = std::env::temp_dir().join(format!(
+                "fntrace-export-{tag}-{}-{}",
+                std::process::id(),
+                COUNTER.fetch_add(1, Ordering::Relaxed)
+            ));
+            let _ = fs::remove_dir_all(&dir);
+            TempDir(dir)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn written(trace: &Trace, tag: &str) -> TempDir {
+        let dir = TempDir::new(tag);
+        write_uftrace_dir(trace, &dir.0, None).expect("writing the uftrace directory");
         dir
     }
 
-    /// Runs the real uftrace; fails (never skips) if it is missing.
+    /// Runs the real uftrace on `dir`; fails (never skips) if it is missing.
     fn uftrace(args: &[&str], dir: &Path) -> String {
+        // Options go before a FUNCTION argument (`graph main`).
         let output = Command::new("uftrace")
-            .args(args)
+            .args(&args[..1])
+            .arg("--no-pager")
             .arg("-d")
             .arg(dir)
-            .args(["--no-pager"])
+            .args(&args[1..])
             .env("LC_ALL", "C")
             .output()
-            .unwrap_or_else(|e| {
-                panic!("cannot run uftrace ({e}); install it (CI: .ci/run does)")
-            });
+            .unwrap_or_else(|e| panic!("cannot run uftrace ({e}); install it (CI: .ci/run does)"));
         let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-        let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(
             output.status.success(),
-            "uftrace {args:?} failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
-            output.status
+            "uftrace {args:?} failed: {}\nstdout:\n{stdout}\nstderr:\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
         );
         stdout
     }
 
+    /// The trace lines of `uftrace replay` ("DURATION [TID] | CALL"),
+    /// trailing spaces removed.
+    fn replay_lines(out: &str) -> Vec<&str> {
+        out.lines()
+            .filter(|l| l.contains("] | "))
+            .map(|l| l.trim_end())
+            .collect()
+    }
+
     #[test]
-    fn uftrace_replay_shows_the_calls_nested() {
-        let dir = temp_dir("replay");
-        write_uftrace_dir(&sample_trace(), &dir, None).unwrap();
-        let out = uftrace(&["replay", "--no-comment"], &dir);
-        // Lines as "DURATION [TID] | FUNCTION", keep "[TID] | FUNCTION".
-        let lines: Vec<String> = out
-            .lines()
-            .filter(|l| l.contains('|'))
-            .skip(1)
-            .map(|l| {
-                let at = l.find('[').unwrap_or(0);
-                l[at..].trim_end().to_string()
-            })
-            .collect();
-        let expected = [
-            "[  4001] | main() {",
-            "[  4002] | worker() {",
-            "[  4001] |   mid() {",
-            "[  4002] |   leaf();",
-            "[  4001] |     leaf();",
-            "[  4002] |   mid() {",
-            "[  4002] |     leaf();",
-            "[  4001] |     leaf();",
-            "[  4001] |   } /* mid */",
-            "[  4001] |   fib() {",
-            "[  4001] |     fib() {",
-            "[  4001] |       fib();",
-            "[  4001] |     } /* fib */",
-            "[  4001] |   } /* fib */",
-            "[  4001] | } /* main */",
-        ];
-        assert_eq!(lines, expected, "uftrace replay printed:\n{out}");
-        // Durations come from our timestamps: main took 1000 ns.
-        assert!(out.contains("1.000 us [  4001] | } /* main */"), "{out}");
-        let _ = fs::remove_dir_all(&dir);
+    fn uftrace_replay_shows_each_thread_nested() {
+        let dir = written(&sample_trace(), "replay");
+        let out = uftrace(&["replay", "--tid", "4001"], &dir.0);
+        assert_eq!(
+            replay_lines(&out),
+            [
+                "            [  4001] | main() {",
+                "            [  4001] |   mid() {",
+                "   0.100 us [  4001] |     leaf();",
+                "   0.050 us [  4001] |     leaf();",
+                "   0.500 us [  4001] |   } /* mid */",
+                "            [  4001] |   fib() {",
+                "            [  4001] |     fib() {",
+                "   0.010 us [  4001] |       fib();",
+                "   0.030 us [  4001] |     } /* fib */",
+                "   0.100 us [  4001] |   } /* fib */",
+                "   1.000 us [  4001] | } /* main */",
+            ],
+            "uftrace replay printed:\n{out}"
+        );
+
+        // Calls running when tracing started begin at the thread's first
+        // timestamp (fib's exit, so it took 0 ns); calls without exit are
+        // left open, as uftrace shows any unfinished call.
+        let out = uftrace(&["replay", "--tid", "4002"], &dir.0);
+        assert_eq!(
+            replay_lines(&out),
+            [
+                "            [  4002] | main() {",
+                "            [  4002] |   fib();",
+                "   0.010 us [  4002] | } /* main */",
+                "            [  4002] | worker() {",
+                "   0.050 us [  4002] |   leaf();",
+                "            [  4002] |   mid() {",
+                "   0.050 us [  4002] |     leaf();",
+            ],
+            "uftrace replay printed:\n{out}"
+        );
+        assert!(
+            out.contains("uftrace stopped tracing with remaining functions"),
+            "{out}"
+        );
     }
 
     #[test]
     fn uftrace_report_counts_the_calls() {
-        let dir = temp_dir("report");
-        write_uftrace_dir(&sample_trace(), &dir, None).unwrap();
-        let out = uftrace(&["report", "-f", "call", "-s", "func"], &dir);
-        let mut counts: Vec<(String, u32)> = out
+        let dir = written(&sample_trace(), "report");
+        let out = uftrace(&["report", "--tid", "4001", "-s", "func"], &dir.0);
+        let rows: Vec<Vec<&str>> = out
+            .lines()
+            .skip(2)
+            .map(|l| l.split_whitespace().collect())
+            .filter(|r: &Vec<&str>| !r.is_empty())
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ["0.100", "us", "0.100", "us", "3", "fib"],
+                ["0.150", "us", "0.150", "us", "2", "leaf"],
+                ["1.000", "us", "0.400", "us", "1", "main"],
+                ["0.500", "us", "0.350", "us", "1", "mid"],
+            ],
+            "uftrace report printed:\n{out}"
+        );
+
+        // Both threads. uftrace counts the call still running at the end of
+        // a thread that lost records (mid on 4002), not the one that did
+        // not (worker counts as its caller).
+        let out = uftrace(&["report", "-f", "call", "-s", "func"], &dir.0);
+        let calls: Vec<(u32, &str)> = out
             .lines()
             .skip(2)
             .filter_map(|l| {
                 let mut parts = l.split_whitespace();
-                let calls = parts.next()?.parse().ok()?;
-                Some((parts.next()?.to_string(), calls))
+                Some((parts.next()?.parse().ok()?, parts.next()?))
             })
             .collect();
-        counts.sort();
-        let expected: Vec<(String, u32)> = [
-            ("fib", 3),
-            ("leaf", 5),
-            ("main", 1),
-            ("mid", 2),
-            ("worker", 1),
-        ]
-        .into_iter()
-        .map(|(n, c)| (n.to_string(), c))
-        .collect();
-        assert_eq!(counts, expected, "uftrace report printed:\n{out}");
-        let _ = fs::remove_dir_all(&dir);
+        assert_eq!(
+            calls,
+            [
+                (4, "fib"),
+                (4, "leaf"),
+                (2, "main"),
+                (2, "mid"),
+                (1, "worker")
+            ],
+            "uftrace report printed:\n{out}"
+        );
     }
 
     #[test]
     fn uftrace_graph_shows_the_call_tree() {
-        let dir = temp_dir("graph");
-        write_uftrace_dir(&sample_trace(), &dir, None).unwrap();
-        let out = uftrace(&["graph", "main"], &dir);
-        let tree: Vec<&str> = out
-            .lines()
-            .filter_map(|l| l.split_once(" : ").map(|(_, t)| t.trim_end()))
-            .filter(|t| t.contains('('))
-            .collect();
+        let dir = written(&sample_trace(), "graph");
+        let tree = |out: &str| -> Vec<String> {
+            out.lines()
+                .skip_while(|l| !l.starts_with("# TOTAL TIME"))
+                .skip(1)
+                .map(|l| l.trim_end().to_string())
+                .filter(|l| l.contains('('))
+                .collect()
+        };
+        let out = uftrace(&["graph", "main"], &dir.0);
         assert_eq!(
-            tree,
+            tree(&out),
             [
-                "(1) main",
-                "+-(1) mid",
-                "| (2) leaf",
-                "+-(1) fib",
-                "(1) fib",
-                "(1) fib",
-            ]
-            .map(|s| s.to_string())
-            .iter()
-            .map(|s| s.as_str())
-            .collect::<Vec<_>>()
-            .iter()
-            .zip(tree.iter())
-            .map(|(_, t)| *t)
-            .collect::<Vec<_>>(),
+                "    1.010 us : (2) main",
+                "    0.100 us :  +-(2) fib",
+                "    0.030 us :  | (1) fib",
+                "    0.010 us :  | (1) fib",
+                "    0.500 us :  +-(1) mid",
+                "    0.150 us :    (2) leaf",
+            ],
             "uftrace graph printed:\n{out}"
         );
-        let _ = fs::remove_dir_all(&dir);
+        let out = uftrace(&["graph"], &dir.0);
+        let full = tree(&out);
+        assert_eq!(full.len(), 11, "uftrace graph printed:\n{out}");
+        for (line, call) in full[1..].iter().zip([
+            " +-(2) main",
+            " |  +-(2) fib",
+            " |  | (1) fib",
+            " |  | (1) fib",
+            " |  +-(1) mid",
+            " |    (2) leaf",
+            " +-(1) worker",
+            "    +-(1) leaf",
+            "    +-(1) mid",
+            "      (1) leaf",
+        ]) {
+            assert!(line.ends_with(call), "{line:?} is not {call:?}:\n{out}");
+        }
     }
 
     #[test]
-    fn scratch_keep_dir() {
-        let dir = PathBuf::from("/tmp/fx-keep");
-        let _ = fs::remove_dir_all(&dir);
-        write_uftrace_dir(&sample_trace(), &dir, None).unwrap();
+    fn uftrace_dump_chrome_pairs_every_begin_with_an_end() {
+        let dir = written(&sample_trace(), "chrome");
+        let out = uftrace(&["dump", "--chrome"], &dir.0);
+        // (tid, name) -> (begins, ends); uftrace leaves "tid" out for the
+        // main thread, and writes an empty line for the lost record.
+        let mut counts: BTreeMap<(u64, String), (u32, u32)> = BTreeMap::new();
+        for line in out.lines() {
+            let line = line.trim_end_matches(',');
+            if !line.starts_with("{\"ts\"") {
+                continue;
+            }
+            let event: serde_json::Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("{e}: {line}\nuftrace printed:\n{out}"));
+            let tid = event["tid"]
+                .as_u64()
+                .unwrap_or(event["pid"].as_u64().unwrap());
+            let name = event["name"].as_str().unwrap().to_string();
+            match event["ph"].as_str() {
+                Some("B") => counts.entry((tid, name)).or_default().0 += 1,
+                Some("E") => counts.entry((tid, name)).or_default().1 += 1,
+                _ => {}
+            }
+        }
+        let expected: BTreeMap<(u64, String), (u32, u32)> = [
+            (4001, "fib", 3),
+            (4001, "leaf", 2),
+            (4001, "main", 1),
+            (4001, "mid", 1),
+            (4002, "fib", 1),
+            (4002, "leaf", 2),
+            (4002, "main", 1),
+            (4002, "mid", 1),
+            (4002, "worker", 1),
+        ]
+        .into_iter()
+        .map(|(tid, name, n)| ((tid, name.to_string()), (n, n)))
+        .collect();
+        assert_eq!(counts, expected, "uftrace dump --chrome printed:\n{out}");
+    }
+
+    #[test]
+    fn uftrace_info_names_the_executable_and_tasks() {
+        let trace = sample_trace();
+        let dir = written(&trace, "info");
+        let out = uftrace(&["info"], &dir.0);
+        assert!(
+            out.contains(&format!("# exe image           : {}", trace.exe)),
+            "{out}"
+        );
+        assert!(out.contains("# number of tasks     : 2"), "{out}");
+    }
+
+    #[test]
+    fn functions_outside_every_mapping_still_resolve() {
+        // No maps at all: the functions go into the pseudo-module.
+        let trace = Trace {
+            pid: 9,
+            exe: "/nonexistent/prog".into(),
+            threads: vec![ThreadTrace {
+                tid: 9,
+                name: None,
+                events: vec![
+                    ev(T0, 0x40_1000, 0, In),
+                    ev(T0 + 10, 0x40_2000, 1, In),
+                    ev(T0 + 20, 0x40_2000, 1, Out),
+                    ev(T0 + 30, 0x7_0000_0000, 1, In),
+                    ev(T0 + 40, 0x7_0000_0000, 1, Out),
+                    ev(T0 + 50, 0x40_1000, 0, Out),
+                ],
+                lost: 0,
+            }],
+            // 0x7_0000_0000 has no name: it keeps its address.
+            names: names(&[(0x40_1000, "outer"), (0x40_2000, "inner")]),
+            maps: String::new(),
+        };
+        let dir = written(&trace, "unmapped");
+        let sym = fs::read_to_string(dir.0.join("fntrace-unmapped.sym")).unwrap();
+        assert_eq!(
+            sym,
+            "# symbols: 3\n\
+             # path name: fntrace-unmapped\n\
+             0000000000000000 T outer\n\
+             0000000000001000 T inner\n\
+             0000000000011000 ? __func_end\n\
+             00000006ffbff000 T 0x700000000\n\
+             00000006ffc0f000 ? __func_end\n"
+        );
+        let out = uftrace(&["replay"], &dir.0);
+        assert_eq!(
+            replay_lines(&out),
+            [
+                "            [     9] | outer() {",
+                "   0.010 us [     9] |   inner();",
+                "   0.010 us [     9] |   0x700000000();",
+                "   0.050 us [     9] | } /* outer */",
+            ],
+            "uftrace replay printed:\n{out}"
+        );
+        let back = read_uftrace_dir(&dir.0).unwrap();
+        assert_eq!(back.threads, trace.threads);
+        assert_eq!(back.names, trace.names);
     }
 
     #[test]
     fn round_trip_keeps_events_names_and_threads() {
-        let dir = temp_dir("roundtrip");
         let trace = sample_trace();
+        let dir = TempDir::new("roundtrip");
         let mut reports = Vec::new();
         let mut progress = |done: usize, total: usize| reports.push((done, total));
-        write_uftrace_dir(&trace, &dir, Some(&mut progress)).unwrap();
-        assert_eq!(reports.last(), Some(&(20, 20)));
+        write_uftrace_dir(&trace, &dir.0, Some(&mut progress)).unwrap();
+        assert_eq!(reports.first(), Some(&(1, 22)));
+        assert_eq!(reports.last(), Some(&(22, 22)));
 
-        let back = read_uftrace_dir(&dir).unwrap();
+        let back = read_uftrace_dir(&dir.0).unwrap();
         assert_eq!(back.pid, trace.pid);
         assert_eq!(back.exe, trace.exe);
         assert_eq!(back.threads, trace.threads);
@@ -1300,7 +1586,252 @@ mod tests {
             .lines()
             .find(|l| l.ends_with(&trace.exe))
             .expect("the executable's map line");
-        assert!(exe_line.contains(" r-xp "), "{exe_line}");
-        let _ = fs::remove_dir_all(&dir);
+        assert!(exe_line.contains(" r-xp 00000000 "), "{exe_line}");
+        assert!(back.maps.contains("[stack]"), "{}", back.maps);
+    }
+
+    #[test]
+    fn unwound_calls_get_exits_for_uftrace_and_lose_them_when_read() {
+        let f = fns();
+        let trace = Trace {
+            pid: 7,
+            exe: sample_trace().exe,
+            threads: vec![ThreadTrace {
+                tid: 7,
+                name: None,
+                events: vec![
+                    ev(T0, f.main, 0, In),
+                    ev(T0 + 10, f.mid, 1, In),
+                    ev(T0 + 20, f.leaf, 2, In), // unwound by mid's exit
+                    ev(T0 + 30, f.mid, 1, Out),
+                    ev(T0 + 40, f.fib, 1, In), // unwound: longjmp to main
+                    ev(T0 + 50, f.leaf, 1, In),
+                    ev(T0 + 60, f.leaf, 1, Out),
+                    ev(T0 + 65, f.leaf, 3, Out), // unexplained: left out
+                    ev(T0 + 70, f.main, 0, Out),
+                ],
+                lost: 0,
+            }],
+            names: sample_trace().names,
+            maps: sample_trace().maps,
+        };
+        let dir = written(&trace, "unwound");
+        let out = uftrace(&["replay"], &dir.0);
+        assert_eq!(
+            replay_lines(&out),
+            [
+                "            [     7] | main() {",
+                "            [     7] |   mid() {",
+                "   0.010 us [     7] |     leaf();",
+                "   0.020 us [     7] |   } /* mid */",
+                "   0.010 us [     7] |   fib();",
+                "   0.010 us [     7] |   leaf();",
+                "   0.070 us [     7] | } /* main */",
+            ],
+            "uftrace replay printed:\n{out}"
+        );
+        let fntrace = fs::read_to_string(dir.0.join(FNTRACE_FILE)).unwrap();
+        assert!(fntrace.contains("\nadded 7 3 6\n"), "{fntrace}");
+        let back = read_uftrace_dir(&dir.0).unwrap();
+        let mut expected = trace.threads[0].events.clone();
+        expected.remove(7);
+        assert_eq!(back.threads[0].events, expected);
+    }
+
+    #[test]
+    fn too_deep_events_are_counted_as_lost() {
+        let f = fns();
+        let mut trace = sample_trace();
+        trace.threads.truncate(1);
+        let events = &mut trace.threads[0].events;
+        events.insert(2, ev(T0 + 150, f.leaf, 1024, In));
+        events.insert(3, ev(T0 + 160, f.leaf, 1024, Out));
+        let dir = written(&trace, "deep");
+        let back = read_uftrace_dir(&dir.0).unwrap();
+        assert_eq!(back.threads[0].lost, 2);
+        assert_eq!(back.threads[0].events, sample_trace().threads[0].events);
+    }
+
+    #[test]
+    fn sym_sizes_are_capped() {
+        let module = Module {
+            path: "/lib/x.so".into(),
+            base: 0x1000,
+            end: 0x40_0000,
+            functions: vec![0x2000, 0x2100, 0x30_0000],
+        };
+        let trace = Trace {
+            names: names(&[(0x2000, "a"), (0x2100, "b\tc"), (0x30_0000, "")]),
+            ..Trace::default()
+        };
+        assert_eq!(
+            sym_text(&trace, &module),
+            "# symbols: 3\n\
+             # path name: /lib/x.so\n\
+             0000000000001000 T a\n\
+             0000000000001100 T b c\n\
+             0000000000011100 ? __func_end\n\
+             00000000002ff000 T 0x300000\n\
+             000000000030f000 ? __func_end\n"
+        );
+    }
+
+    #[test]
+    fn writing_refuses_a_non_empty_directory() {
+        let dir = TempDir::new("nonempty");
+        fs::create_dir_all(&dir.0).unwrap();
+        fs::write(dir.0.join("keep"), "x").unwrap();
+        let err = write_uftrace_dir(&sample_trace(), &dir.0, None).unwrap_err();
+        assert!(matches!(err, ExportError::DirectoryNotEmpty(_)), "{err}");
+        assert_eq!(fs::read_dir(&dir.0).unwrap().count(), 1);
+    }
+
+    fn read_error(dir: &Path) -> String {
+        match read_uftrace_dir(dir) {
+            Ok(_) => panic!("reading {} succeeded", dir.display()),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn reading_reports_what_is_wrong_and_where() {
+        let missing = TempDir::new("missing");
+        let err = read_error(&missing.0);
+        assert!(err.starts_with("opening uftrace data directory "), "{err}");
+
+        let dir = written(&sample_trace(), "broken");
+        let path = |name: &str| dir.0.join(name);
+        let sid = fs::read_dir(&dir.0)
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .find(|n| n.starts_with("sid-"))
+            .unwrap();
+
+        // A truncated .dat record.
+        let dat = fs::read(path("4001.dat")).unwrap();
+        fs::write(path("4001.dat"), &dat[..dat.len() - 5]).unwrap();
+        let err = read_error(&dir.0);
+        assert!(
+            err.contains("4001.dat: truncated record at byte 208"),
+            "{err}"
+        );
+
+        // A bad record magic.
+        let mut bad = dat.clone();
+        bad[8 + 16] ^= 0b1000; // magic bits 3..6 of record 1
+        fs::write(path("4001.dat"), &bad).unwrap();
+        let err = read_error(&dir.0);
+        assert!(
+            err.contains("4001.dat: bad record magic 4 (expected 5) in record 1"),
+            "{err}"
+        );
+        fs::write(path("4001.dat"), &dat).unwrap();
+
+        // A bad task.txt line.
+        let tasks = fs::read_to_string(path("task.txt")).unwrap();
+        fs::write(
+            path("task.txt"),
+            format!("{tasks}TASK timestamp=1.000000000 tid=x pid=1\n"),
+        )
+        .unwrap();
+        let err = read_error(&dir.0);
+        assert!(err.contains("task.txt: line 4: bad tid="), "{err}");
+        fs::write(path("task.txt"), format!("{tasks}GARBAGE\n")).unwrap();
+        let err = read_error(&dir.0);
+        assert!(err.contains("task.txt: line 4: not a SESS, TASK"), "{err}");
+        fs::write(path("task.txt"), &tasks).unwrap();
+
+        // A missing map file.
+        let map = fs::read(path(&sid)).unwrap();
+        fs::remove_file(path(&sid)).unwrap();
+        let err = read_error(&dir.0);
+        assert!(
+            err.starts_with(&format!("opening {}", path(&sid).display())),
+            "{err}"
+        );
+        fs::write(path(&sid), map).unwrap();
+
+        // A bad info magic, then no info at all.
+        let info = fs::read(path("info")).unwrap();
+        let mut bad = info.clone();
+        bad[0] = b'X';
+        fs::write(path("info"), bad).unwrap();
+        let err = read_error(&dir.0);
+        assert!(err.contains("info: bad magic"), "{err}");
+        fs::remove_file(path("info")).unwrap();
+        let err = read_error(&dir.0);
+        assert!(
+            err.starts_with(&format!("opening {}", path("info").display())),
+            "{err}"
+        );
+
+        fs::write(path("info"), info).unwrap();
+        assert!(read_uftrace_dir(&dir.0).is_ok());
+    }
+
+    #[test]
+    fn reads_what_uftrace_record_writes() {
+        let work = TempDir::new("record");
+        fs::create_dir_all(&work.0).unwrap();
+        let source = work.0.join("prog.c");
+        fs::write(
+            &source,
+            "int leaf(int x) { return x + 1; }\n\
+             int mid(int x) { return leaf(x) + leaf(x + 1); }\n\
+             int main(void) { return mid(1) == 5 ? 0 : 1; }\n",
+        )
+        .unwrap();
+        let prog = work.0.join("prog");
+        let status = Command::new("gcc")
+            .args(["-pg", "-O0", "-o"])
+            .arg(&prog)
+            .arg(&source)
+            .status()
+            .unwrap_or_else(|e| panic!("cannot run gcc ({e}); install it (CI: .ci/run does)"));
+        assert!(status.success(), "gcc failed");
+        let data = work.0.join("uftrace.data");
+        let output = Command::new("uftrace")
+            .args(["record", "--no-event", "-d"])
+            .arg(&data)
+            .arg(&prog)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run uftrace ({e}); install it (CI: .ci/run does)"));
+        assert!(
+            output.status.success(),
+            "uftrace record failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+
+        let trace = read_uftrace_dir(&data).unwrap();
+        assert_eq!(trace.exe, prog.to_string_lossy());
+        assert_eq!(trace.threads.len(), 1);
+        let thread = &trace.threads[0];
+        let calls: Vec<(u16, String)> = thread
+            .events
+            .iter()
+            .filter(|e| e.kind == EventKind::Entry)
+            .map(|e| (e.depth, trace.name_of(e.function)))
+            .filter(|(_, name)| ["main", "mid", "leaf"].contains(&name.as_str()))
+            .collect();
+        assert_eq!(
+            calls,
+            [
+                (0, "main".to_string()),
+                (1, "mid".to_string()),
+                (2, "leaf".to_string()),
+                (2, "leaf".to_string()),
+            ]
+        );
+        // Addresses are the functions' starts, as in the .sym file.
+        let sym = fs::read_to_string(data.join("prog.sym")).unwrap();
+        let base = trace
+            .maps
+            .lines()
+            .find(|l| l.ends_with("/prog"))
+            .and_then(|l| u64::from_str_radix(l.split('-').next()?, 16).ok())
+            .unwrap();
+        let main = trace.names.iter().find(|(_, n)| *n == "main").unwrap().0;
+        let rel = format!("{:016x} T main", *main as u64 - base);
+        assert!(sym.contains(&rel), "{rel} not in\n{sym}");
     }
 }

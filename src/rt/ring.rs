@@ -30,7 +30,10 @@ pub struct Ring<T: Copy> {
     // would bounce it between cores.
     head: CachePadded<AtomicUsize>,
     tail: CachePadded<AtomicUsize>,
+    /// Events dropped since the last drain.
     dropped: AtomicU64,
+    /// Events dropped since the ring was made.
+    dropped_total: AtomicU64,
     tid: AtomicU32,
     /// The thread's name when it claimed the ring (`PR_GET_NAME`, NUL-padded).
     name: [u8; 16],
@@ -50,6 +53,7 @@ impl<T: Copy> Ring<T> {
         let tail = self.tail.0.load(Ordering::Acquire);
         if head.wrapping_sub(tail) >= self.capacity {
             self.dropped.fetch_add(1, Ordering::Relaxed);
+            self.dropped_total.fetch_add(1, Ordering::Relaxed);
             return;
         }
         // SAFETY: slot head % capacity is inside the mapping, and the reader
@@ -63,9 +67,9 @@ impl<T: Copy> Ring<T> {
         self.tid.load(Ordering::Relaxed)
     }
 
-    /// Events dropped because the ring was full.
+    /// Events dropped because the ring was full, since it was made.
     pub fn dropped(&self) -> u64 {
-        self.dropped.load(Ordering::Relaxed)
+        self.dropped_total.load(Ordering::Relaxed)
     }
 
     /// Moves every available event into `out`. Callers serialise readers.
@@ -91,7 +95,7 @@ pub struct Drained<T> {
     pub name: String,
     /// The events, oldest first.
     pub events: Vec<T>,
-    /// Events this ring dropped since it was created.
+    /// Events this ring dropped since the previous drain.
     pub dropped: u64,
 }
 
@@ -173,6 +177,7 @@ impl<T: Copy + Send + 'static> RingPool<T> {
                 head: CachePadded(AtomicUsize::new(0)),
                 tail: CachePadded(AtomicUsize::new(0)),
                 dropped: AtomicU64::new(0),
+                dropped_total: AtomicU64::new(0),
                 tid: AtomicU32::new(tid),
                 name,
                 capacity,
@@ -211,7 +216,7 @@ impl<T: Copy + Send + 'static> RingPool<T> {
                     tid: ring.tid(),
                     name: String::from_utf8_lossy(&ring.name[..name_len]).into_owned(),
                     events,
-                    dropped: ring.dropped(),
+                    dropped: ring.dropped.swap(0, Ordering::Relaxed),
                 }
             })
             .collect()

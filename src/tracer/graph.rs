@@ -100,6 +100,9 @@ impl GraphTracer {
 
     fn collect_into(&self, retained: &mut Vec<ThreadTrace>) {
         for drained in self.pool.drain() {
+            if drained.events.is_empty() && drained.dropped == 0 {
+                continue; // nothing new from this thread
+            }
             let position = retained.iter().position(|t| t.tid == drained.tid);
             let thread = match position {
                 Some(i) => &mut retained[i],
@@ -114,8 +117,7 @@ impl GraphTracer {
                 }
             };
             thread.events.extend(drained.events);
-            // `dropped` counts since the ring was made; keep the latest.
-            thread.lost = thread.lost.max(drained.dropped);
+            thread.lost += drained.dropped;
         }
     }
 

@@ -1,0 +1,327 @@
+//! Outputs on real recordings: a multi-threaded C program (gcc -pg) and a
+//! Rust one (-Zinstrument-mcount) are traced, dumped with `fntrace::dump`,
+//! and read back by the real `uftrace` (report, replay) and by the
+//! `fntrace` command-line tool (report, graph, chrome, flame), which must
+//! agree on the exact call counts and depths.
+
+#[macro_use]
+mod common;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Mutex;
+
+use fntrace::Filter;
+use fntrace_fixtures::{c_pie, rust};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("fntrace-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn run(program: &str, args: &[&str], dir: &Path) -> Output {
+    Command::new(program)
+        .args(args)
+        .arg(dir)
+        .env("LC_ALL", "C")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {program} ({e}); CI installs it (.ci/run)"))
+}
+
+fn uftrace(command: &str, dir: &Path) -> String {
+    let output = Command::new("uftrace")
+        .args([command, "--no-pager", "-d"])
+        .arg(dir)
+        .env("LC_ALL", "C")
+        .output()
+        .expect("cannot run uftrace; CI installs it (.ci/run)");
+    assert!(
+        output.status.success(),
+        "uftrace {command}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// `uftrace report` rows: "  total  self  calls  function".
+fn uftrace_calls(report: &str) -> HashMap<String, u64> {
+    report
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // total (value unit) self (value unit) calls function
+            if fields.len() < 6 {
+                return None;
+            }
+            let calls = fields[4].parse().ok()?;
+            Some((fields[5..].join(" "), calls))
+        })
+        .collect()
+}
+
+/// `fntrace report` rows: calls first, the function name after two spaces
+/// at the end.
+fn fntrace_calls(report: &str, function: &str) -> Option<u64> {
+    report.lines().find_map(|line| {
+        let calls = line.split_whitespace().next()?.parse().ok()?;
+        line.ends_with(&format!("  {function}")).then_some(calls)
+    })
+}
+
+fn record_workloads() -> (Vec<u32>, Vec<u32>) {
+    fntrace::init().unwrap();
+    fntrace::GRAPH_TRACER.take_trace();
+    let filter = Filter::new()
+        .include("pie_*")
+        .include("fixture_rust_workload::*");
+    fntrace::enable_with("graph", &filter).unwrap();
+    let c_threads: Vec<_> = (0..3)
+        .map(|_| std::thread::spawn(|| (c_pie::run(10), fntrace::current_tid()).1))
+        .collect();
+    let rust_threads: Vec<_> = (0..2)
+        .map(|_| std::thread::spawn(|| (rust::run(7), fntrace::current_tid()).1))
+        .collect();
+    let c = c_threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let r = rust_threads
+        .into_iter()
+        .map(|t| t.join().unwrap())
+        .collect();
+    fntrace::disable("graph").unwrap();
+    (c, r)
+}
+
+#[test]
+fn uftrace_and_the_cli_read_the_dump_with_exact_counts() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (c_tids, rust_tids) = record_workloads();
+    let dir = temp_dir("dump");
+    let report = fntrace::dump(&dir).expect("dump");
+    assert_eq!(report.threads, 5);
+    assert_eq!(report.lost, 0);
+    // C: 3 × (1 run + 10 mid + 40 leaf); Rust: 2 × (1 + 7 + 28); 2 events each.
+    assert_eq!(report.events, 2 * (3 * 51 + 2 * 36));
+
+    let expected = [
+        ("pie_run", 3),
+        ("pie_mid", 30),
+        ("pie_leaf", 120),
+        ("fixture_rust_workload::run", 2),
+        ("fixture_rust_workload::mid", 14),
+        ("fixture_rust_workload::leaf", 56),
+    ];
+    let uftrace_report = uftrace_calls(&uftrace("report", &dir));
+    let cli = run(env!("CARGO_BIN_EXE_fntrace"), &["report"], &dir);
+    assert!(
+        cli.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cli.stderr)
+    );
+    let cli_report = String::from_utf8(cli.stdout).unwrap();
+    for (function, calls) in expected {
+        assert_eq!(
+            uftrace_report.get(function),
+            Some(&calls),
+            "uftrace report: {function}"
+        );
+        assert_eq!(
+            fntrace_calls(&cli_report, function),
+            Some(calls),
+            "fntrace report: {function}\n{cli_report}"
+        );
+    }
+
+    // Depths in uftrace replay: leaf calls two levels below run.
+    let replay = uftrace("replay", &dir);
+    for tid in c_tids.iter().chain(&rust_tids) {
+        let lines: Vec<&str> = replay
+            .lines()
+            .filter(|l| l.contains(&format!("[{tid:>6}]")))
+            .collect();
+        let depth_of = |name: &str| -> Vec<usize> {
+            lines
+                .iter()
+                .filter_map(|l| {
+                    let body = l.split_once("| ")?.1;
+                    let trimmed = body.trim_start();
+                    trimmed
+                        .starts_with(name)
+                        .then(|| (body.len() - trimmed.len()) / 2)
+                })
+                .collect()
+        };
+        let (run, mid, leaf) = if c_tids.contains(tid) {
+            ("pie_run", "pie_mid", "pie_leaf")
+        } else {
+            (
+                "fixture_rust_workload::run",
+                "fixture_rust_workload::mid",
+                "fixture_rust_workload::leaf",
+            )
+        };
+        assert_eq!(
+            depth_of(run),
+            vec![0],
+            "thread {tid}:\n{}",
+            lines.join("\n")
+        );
+        assert!(depth_of(mid).iter().all(|&d| d == 1) && !depth_of(mid).is_empty());
+        let leaves = depth_of(leaf);
+        assert!(leaves.iter().all(|&d| d == 2), "thread {tid}");
+        assert_eq!(leaves.len(), if c_tids.contains(tid) { 40 } else { 28 });
+    }
+
+    // The CLI's call graph, Chrome JSON and flame graph.
+    let graph = run(env!("CARGO_BIN_EXE_fntrace"), &["graph"], &dir);
+    let graph = String::from_utf8(graph.stdout).unwrap();
+    assert_eq!(graph.matches("pie_leaf();").count(), 120);
+    assert_eq!(graph.matches("fixture_rust_workload::leaf();").count(), 56);
+
+    let json_path = dir.with_extension("json");
+    let out = run(
+        env!("CARGO_BIN_EXE_fntrace"),
+        &["chrome", "-o", json_path.to_str().unwrap()],
+        &dir,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json_path).unwrap()).unwrap();
+    let events = json["traceEvents"].as_array().expect("traceEvents");
+    let complete: Vec<&serde_json::Value> = events.iter().filter(|e| e["ph"] == "X").collect();
+    assert_eq!(complete.len(), 3 * 51 + 2 * 36);
+    assert_eq!(
+        complete.iter().filter(|e| e["name"] == "pie_leaf").count(),
+        120
+    );
+    // Nesting: on each thread, every event lies inside the enclosing one.
+    let mut by_thread: HashMap<u64, Vec<(f64, f64)>> = HashMap::new();
+    for e in &complete {
+        let (ts, dur) = (e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap());
+        by_thread
+            .entry(e["tid"].as_u64().unwrap())
+            .or_default()
+            .push((ts, ts + dur));
+    }
+    for spans in by_thread.values_mut() {
+        spans.sort_by(|a, b| {
+            a.0.partial_cmp(&b.0)
+                .unwrap()
+                .then(b.1.partial_cmp(&a.1).unwrap())
+        });
+        let mut open: Vec<(f64, f64)> = Vec::new();
+        for span in spans.iter() {
+            while open.last().is_some_and(|top| top.1 <= span.0) {
+                open.pop();
+            }
+            if let Some(parent) = open.last() {
+                assert!(span.1 <= parent.1 + 1e-3, "{span:?} crosses {parent:?}");
+            }
+            open.push(*span);
+        }
+    }
+    let thread_names = events
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "thread_name")
+        .count();
+    assert_eq!(thread_names, 5);
+
+    let svg_path = dir.with_extension("svg");
+    let out = run(
+        env!("CARGO_BIN_EXE_fntrace"),
+        &["flame", "-o", svg_path.to_str().unwrap()],
+        &dir,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    assert!(
+        svg.starts_with("<?xml")
+            && svg.contains("pie_leaf")
+            && svg.contains("fixture_rust_workload::leaf")
+    );
+
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&json_path);
+    let _ = std::fs::remove_file(&svg_path);
+}
+
+#[test]
+fn a_failed_dump_loses_nothing() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    record_workloads();
+    // A path below a regular file cannot be created.
+    let blocker = temp_dir("blocker");
+    std::fs::write(&blocker, b"not a directory").unwrap();
+    let err = fntrace::dump(blocker.join("trace")).expect_err("dump must fail");
+    assert!(
+        err.to_string().contains("blocker"),
+        "the error names the path: {err}"
+    );
+    let dir = temp_dir("after-failure");
+    let report = fntrace::dump(&dir).expect("dump elsewhere");
+    assert_eq!(report.events, 2 * (3 * 51 + 2 * 36), "nothing was lost");
+    // Dumped events are gone from memory afterwards.
+    assert_eq!(
+        fntrace::dump(temp_dir("empty"))
+            .map(|r| r.events)
+            .unwrap_or(0),
+        0
+    );
+    let _ = std::fs::remove_file(&blocker);
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(temp_dir("empty"));
+}
+
+#[test]
+fn the_cli_names_the_file_and_the_problem() {
+    let cli = env!("CARGO_BIN_EXE_fntrace");
+    let missing = temp_dir("missing");
+    let out = run(cli, &["report"], &missing);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(missing.to_str().unwrap()), "{stderr}");
+
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    record_workloads();
+    let dir = temp_dir("corrupt");
+    fntrace::dump(&dir).unwrap();
+    // A truncated .dat file.
+    let dat = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "dat"))
+        .unwrap();
+    let bytes = std::fs::read(&dat).unwrap();
+    std::fs::write(&dat, &bytes[..bytes.len() - 5]).unwrap();
+    let out = run(cli, &["report"], &dir);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(dat.file_name().unwrap().to_str().unwrap()),
+        "{stderr}"
+    );
+    // Bad magic in info.
+    std::fs::write(&dat, &bytes).unwrap();
+    let info = dir.join("info");
+    let mut header = std::fs::read(&info).unwrap();
+    header[0] = b'X';
+    std::fs::write(&info, &header).unwrap();
+    let out = run(cli, &["graph"], &dir);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("info"), "{stderr}");
+    // Usage errors.
+    let out = Command::new(cli).arg("frobnicate").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(&dir);
+}
