@@ -1,0 +1,892 @@
+//! What fntrace costs per call: `cargo bench --bench overhead`.
+//!
+//! Workload everywhere: `run(n)` = run → n × (mid → 4 × leaf), 1 + 5n calls
+//! (`tests/fixtures/c/workload.c`, `tests/fixtures/rust/workload.rs`), built
+//! several ways by the fixtures crate. Measured side by side in one process:
+//!
+//! 1. untraced costs: gcc `-pg` (PIE) with the sites NOPed by fntrace, the
+//!    same source with gcc's own NOPs (`-mnop-mcount`), and without `-pg`;
+//! 2. the graph tracer on C, 3. on Rust (`-Zinstrument-mcount`): traced
+//!    minus untraced, per call (entry + exit);
+//! 4. the function tracer (entry only), for reference;
+//! 5. the graph tracer on two threads at once against one;
+//! 6. `uftrace record` on a standalone `gcc -pg` build of the same call tree.
+//!
+//! Each run is timed twice: the running thread's CPU clock and the wall
+//! clock. Targets are judged on CPU time, which other processes on a busy
+//! machine do not inflate (preemption does not count; lost cache and
+//! contention between fntrace's threads do); the wall time is shown beside
+//! it. Each in-process figure is the median over [`ROUNDS`] rounds; a round
+//! runs every measurement once, one after the other, so a slow phase of the
+//! machine weighs on all of them alike. Every traced run is checked: exactly
+//! 2 graph events (1 function event) per call, none lost. A missed target is
+//! printed as MISS and does not fail the run; a wrong event count, a missing
+//! tool or a failing command does.
+
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{mpsc, Arc, Barrier};
+use std::thread;
+use std::time::Instant;
+
+use fntrace::{Filter, FUNCTION_TRACER, GRAPH_TRACER};
+use fntrace_fixtures::{c_fentry_nopie, c_nopmcount, c_pie, c_plain, rust};
+
+/// Rounds whose medians are reported, after [`WARM_UP_ROUNDS`] discarded
+/// ones (they fault in the trace buffers and warm the caches).
+const ROUNDS: usize = 15;
+const WARM_UP_ROUNDS: usize = 2;
+/// `run(n)` iterations of an untraced run: 5,000,001 calls.
+const UNTRACED_ITERATIONS: u64 = 1_000_000;
+/// `run(n)` iterations of a traced run: 1,000,001 calls, 2,000,002 graph
+/// events, all kept in the thread's buffer until drained after the run.
+const TRACED_ITERATIONS: u64 = 200_000;
+/// Graph events per thread buffer: room for two traced runs (the main
+/// thread records C and Rust in each round), so the warm-up rounds touch
+/// every page of it and no timed run takes a page fault.
+const GRAPH_BUFFER_EVENTS: usize = 2 * 2 * calls_of(TRACED_ITERATIONS) as usize;
+/// Function events per thread buffer: two traced runs (one per round).
+const FUNCTION_BUFFER_EVENTS: usize = 2 * calls_of(TRACED_ITERATIONS) as usize;
+/// Rounds of the standalone programs (uftrace comparison).
+const UFTRACE_ROUNDS: usize = 5;
+/// Bytes uftrace writes per traced call (an entry and an exit record).
+const UFTRACE_BYTES_PER_CALL: u64 = 32;
+const UFTRACE: &str = "uftrace";
+
+const fn calls_of(iterations: u64) -> u64 {
+    1 + 5 * iterations
+}
+
+fn main() {
+    let tools = Toolchain::detect();
+    fntrace::init().expect("fntrace::init");
+    GRAPH_TRACER.set_buffer_events(GRAPH_BUFFER_EVENTS);
+    FUNCTION_TRACER.set_buffer_events(FUNCTION_BUFFER_EVENTS);
+    let site_forms = check_untraced_state();
+
+    println!("fntrace overhead benchmark");
+    println!("machine:   {}", machine_description());
+    println!("toolchain: {}", tools.describe());
+    println!(
+        "clock:     {} (event timestamps)",
+        if fntrace::stats().tsc_clock {
+            "TSC"
+        } else {
+            "clock_gettime"
+        }
+    );
+    println!("sites:     {site_forms}");
+    println!(
+        "method:    median of {ROUNDS} rounds after {WARM_UP_ROUNDS} warm-up rounds; \
+         {} calls per untraced run, {} per traced run; load average before: {}",
+        calls_of(UNTRACED_ITERATIONS),
+        calls_of(TRACED_ITERATIONS),
+        load_average()
+    );
+    println!();
+
+    let started = Instant::now();
+    let in_process = measure_in_process();
+    let uftrace = measure_uftrace(&tools);
+    report(&in_process, &uftrace);
+    println!();
+    println!(
+        "benchmark time: {:.1} s; load average after: {}",
+        started.elapsed().as_secs_f64(),
+        load_average()
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Timing.
+
+/// Nanoseconds per call of one run.
+#[derive(Clone, Copy, Debug, Default)]
+struct Cost {
+    /// The running thread's CPU time.
+    cpu: f64,
+    /// Wall-clock time.
+    wall: f64,
+}
+
+impl Cost {
+    fn minus(self, other: Cost) -> Cost {
+        Cost {
+            cpu: self.cpu - other.cpu,
+            wall: self.wall - other.wall,
+        }
+    }
+
+    fn ratio(self, other: Cost) -> Cost {
+        Cost {
+            cpu: self.cpu / other.cpu,
+            wall: self.wall / other.wall,
+        }
+    }
+}
+
+/// CPU time of the calling thread, in nanoseconds.
+fn thread_cpu_ns() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid, writable timespec; the per-thread CPU clock
+    // always exists on Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
+    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
+}
+
+/// Runs `workload(iterations)` once on this thread; its cost per call.
+fn timed(iterations: u64, workload: impl Fn(u64)) -> Cost {
+    let (wall_start, cpu_start) = (Instant::now(), thread_cpu_ns());
+    workload(black_box(iterations));
+    let cpu = thread_cpu_ns() - cpu_start;
+    let wall = wall_start.elapsed().as_nanos();
+    let calls = calls_of(iterations) as f64;
+    Cost {
+        cpu: cpu as f64 / calls,
+        wall: wall as f64 / calls,
+    }
+}
+
+/// The costs of one measurement, one per round.
+#[derive(Default)]
+struct Series(Vec<Cost>);
+
+impl Series {
+    fn push(&mut self, cost: Cost) {
+        self.0.push(cost);
+    }
+
+    fn median(&self) -> Cost {
+        Cost {
+            cpu: median(self.0.iter().map(|c| c.cpu)),
+            wall: median(self.0.iter().map(|c| c.wall)),
+        }
+    }
+
+    /// Smallest and largest CPU cost.
+    fn cpu_range(&self) -> (f64, f64) {
+        self.0
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |r, c| {
+                (r.0.min(c.cpu), r.1.max(c.cpu))
+            })
+    }
+}
+
+fn median(values: impl Iterator<Item = f64>) -> f64 {
+    let mut sorted: Vec<f64> = values.collect();
+    assert!(!sorted.is_empty(), "median of nothing");
+    sorted.sort_by(f64::total_cmp);
+    let middle = sorted.len() / 2;
+    if sorted.len() % 2 == 1 {
+        sorted[middle]
+    } else {
+        (sorted[middle - 1] + sorted[middle]) / 2.0
+    }
+}
+
+// ---------------------------------------------------------------------------
+// In-process measurements.
+
+#[derive(Default)]
+struct InProcess {
+    c_nopped: Series,
+    c_nopmcount: Series,
+    c_plain: Series,
+    c_fentry_nopped: Series,
+    rust_nopped: Series,
+    c_graph: Series,
+    rust_graph: Series,
+    c_function: Series,
+    graph_one_thread: Series,
+    graph_two_threads: Series,
+}
+
+fn measure_in_process() -> InProcess {
+    let workers = [
+        Worker::spawn("bench-worker-a"),
+        Worker::spawn("bench-worker-b"),
+    ];
+    let graph_filter = Filter::new()
+        .include("pie_*")
+        .include("fixture_rust_workload::*");
+    let function_filter = Filter::new().include("pie_*");
+    let mut figures = InProcess::default();
+    let mut warm_up = InProcess::default();
+    for round in 0..WARM_UP_ROUNDS + ROUNDS {
+        let target = if round < WARM_UP_ROUNDS {
+            &mut warm_up
+        } else {
+            &mut figures
+        };
+
+        target.c_nopped.push(timed(UNTRACED_ITERATIONS, |n| {
+            black_box(c_pie::run(n as i64));
+        }));
+        target.c_nopmcount.push(timed(UNTRACED_ITERATIONS, |n| {
+            black_box(c_nopmcount::run(n as i64));
+        }));
+        target.c_plain.push(timed(UNTRACED_ITERATIONS, |n| {
+            black_box(c_plain::run(n as i64));
+        }));
+        target.c_fentry_nopped.push(timed(UNTRACED_ITERATIONS, |n| {
+            black_box(c_fentry_nopie::run(n as i64));
+        }));
+        target.rust_nopped.push(timed(UNTRACED_ITERATIONS, |n| {
+            black_box(rust::run(n));
+        }));
+
+        fntrace::enable_with("graph", &graph_filter).expect("enabling the graph tracer");
+        target.c_graph.push(traced_c_run_checked_here());
+        target.rust_graph.push(graph_checked(|| {
+            let cost = timed(TRACED_ITERATIONS, |n| {
+                black_box(rust::run(n));
+            });
+            (vec![fntrace::current_tid()], cost)
+        }));
+        target
+            .graph_one_thread
+            .push(graph_checked(|| traced_c_runs_on(&workers[..1])));
+        target
+            .graph_two_threads
+            .push(graph_checked(|| traced_c_runs_on(&workers)));
+        fntrace::disable("graph").expect("disabling the graph tracer");
+
+        fntrace::enable_with("function", &function_filter).expect("enabling the function tracer");
+        target.c_function.push(function_checked(|| {
+            timed(TRACED_ITERATIONS, |n| {
+                black_box(c_pie::run(n as i64));
+            })
+        }));
+        fntrace::disable("function").expect("disabling the function tracer");
+    }
+    figures
+}
+
+/// The traced C run on this thread, checked.
+fn traced_c_run_checked_here() -> Cost {
+    graph_checked(|| {
+        let cost = timed(TRACED_ITERATIONS, |n| {
+            black_box(c_pie::run(n as i64));
+        });
+        (vec![fntrace::current_tid()], cost)
+    })
+}
+
+/// Runs the traced C workload on each of `workers` at once (released
+/// together); returns their thread ids and the mean of their costs.
+fn traced_c_runs_on(workers: &[Worker]) -> (Vec<u32>, Cost) {
+    let start_together = Arc::new(Barrier::new(workers.len()));
+    let pending: Vec<_> = workers
+        .iter()
+        .map(|worker| {
+            let start_together = Arc::clone(&start_together);
+            worker.start(move || {
+                start_together.wait();
+                let cost = timed(TRACED_ITERATIONS, |n| {
+                    black_box(c_pie::run(n as i64));
+                });
+                (fntrace::current_tid(), cost)
+            })
+        })
+        .collect();
+    let (tids, costs): (Vec<u32>, Vec<Cost>) = pending
+        .into_iter()
+        .map(|result| result.recv().expect("worker thread died"))
+        .unzip();
+    let threads = costs.len() as f64;
+    let mean = Cost {
+        cpu: costs.iter().map(|c| c.cpu).sum::<f64>() / threads,
+        wall: costs.iter().map(|c| c.wall).sum::<f64>() / threads,
+    };
+    (tids, mean)
+}
+
+/// Runs `traced_runs` (one traced run of [`TRACED_ITERATIONS`] on each
+/// thread it returns), then takes the graph trace and checks it: exactly
+/// two events (entry, exit) per call for each of those threads, none from
+/// any other thread, none lost.
+fn graph_checked(traced_runs: impl FnOnce() -> (Vec<u32>, Cost)) -> Cost {
+    let (tids, cost) = traced_runs();
+    let trace = GRAPH_TRACER.take_trace();
+    assert_eq!(
+        trace.lost(),
+        0,
+        "the graph tracer lost events (buffer of {GRAPH_BUFFER_EVENTS} events too small?)"
+    );
+    let expected = 2 * calls_of(TRACED_ITERATIONS) as usize;
+    for tid in &tids {
+        let events: usize = trace
+            .threads
+            .iter()
+            .filter(|thread| thread.tid == *tid)
+            .map(|thread| thread.events.len())
+            .sum();
+        assert_eq!(events, expected, "graph events of thread {tid}");
+    }
+    let all: usize = trace.threads.iter().map(|t| t.events.len()).sum();
+    assert_eq!(all, expected * tids.len(), "graph events of other threads");
+    cost
+}
+
+/// Runs `traced_run` (one traced run of [`TRACED_ITERATIONS`] on this
+/// thread) with the function tracer, then takes and checks its events.
+fn function_checked(traced_run: impl FnOnce() -> Cost) -> Cost {
+    let cost = traced_run();
+    let events = FUNCTION_TRACER.take_events();
+    assert_eq!(
+        FUNCTION_TRACER.lost_events(),
+        0,
+        "function tracer lost events"
+    );
+    assert_eq!(
+        events.len() as u64,
+        calls_of(TRACED_ITERATIONS),
+        "function tracer events"
+    );
+    cost
+}
+
+/// Checks that nothing is patched and the sites are where the figures
+/// assume; describes them.
+fn check_untraced_state() -> String {
+    let stats = fntrace::stats();
+    assert_eq!(stats.patched_sites, 0, "sites patched before any enable");
+    let form_of = |function: usize, what: &str| {
+        let site =
+            fntrace::site_of(function).unwrap_or_else(|| panic!("no call site found in {what}"));
+        assert!(!site.patched, "{what}: site is patched");
+        let form = site
+            .form
+            .unwrap_or_else(|| panic!("{what}: call site not recognised"));
+        format!("{form:?} ({} bytes)", site.original.len())
+    };
+    for (function, what) in [
+        (c_nopmcount::leaf_address(), "nopmcount_leaf"),
+        (c_plain::leaf_address(), "plain_leaf"),
+    ] {
+        assert!(
+            fntrace::site_of(function).is_none(),
+            "{what} should have no call site fntrace knows"
+        );
+    }
+    format!(
+        "C -pg PIE {}, C -pg -mfentry non-PIE {}, Rust {}; all NOPed by fntrace::init",
+        form_of(c_pie::leaf_address(), "pie_leaf"),
+        form_of(c_fentry_nopie::leaf_address(), "fentry_nopie_leaf"),
+        form_of(rust::leaf as *const () as usize, "rust leaf"),
+    )
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// A long-lived thread running jobs one at a time: its trace buffer and
+/// shadow stack are made once, in the warm-up rounds, not in a timed run.
+struct Worker {
+    jobs: Option<mpsc::Sender<Job>>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Worker {
+    fn spawn(name: &str) -> Worker {
+        let (jobs, inbox) = mpsc::channel::<Job>();
+        let thread = thread::Builder::new()
+            .name(name.to_string())
+            .spawn(move || {
+                for job in inbox {
+                    job();
+                }
+            })
+            .expect("spawning a worker thread");
+        Worker {
+            jobs: Some(jobs),
+            thread: Some(thread),
+        }
+    }
+
+    /// Starts `job` on the worker; its result arrives on the receiver.
+    fn start<R: Send + 'static>(
+        &self,
+        job: impl FnOnce() -> R + Send + 'static,
+    ) -> mpsc::Receiver<R> {
+        let (result_tx, result_rx) = mpsc::channel();
+        let job: Job = Box::new(move || {
+            let _ = result_tx.send(job());
+        });
+        self.jobs
+            .as_ref()
+            .expect("worker is running")
+            .send(job)
+            .expect("worker thread died");
+        result_rx
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        drop(self.jobs.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// uftrace comparison.
+
+struct UftraceFigures {
+    /// Added cost per call under `uftrace record`, fixed costs (start-up,
+    /// writing out) excluded. CPU: the traced program and uftrace's
+    /// recorder together.
+    record: Cost,
+    /// `uftrace record`'s fixed cost per run, milliseconds.
+    fixed_ms: Cost,
+    /// The `-pg` build run without uftrace (glibc's `mcount`), added cost
+    /// per call, for reference.
+    glibc_mcount: Cost,
+    calls: u64,
+}
+
+/// Time of a child process: wall, and CPU of it and its descendants.
+fn run_timed(command: &mut Command) -> Cost {
+    let cpu_start = children_cpu_ns();
+    let start = Instant::now();
+    let status = command
+        .stdout(Stdio::null())
+        .status()
+        .unwrap_or_else(|e| panic!("running {command:?}: {e}"));
+    let wall = start.elapsed().as_nanos() as f64;
+    assert!(status.success(), "{command:?} failed: {status}");
+    Cost {
+        cpu: (children_cpu_ns() - cpu_start) as f64,
+        wall,
+    }
+}
+
+/// User + system CPU time of this process's waited-for descendants.
+fn children_cpu_ns() -> u64 {
+    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid, writable rusage.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
+    assert_eq!(rc, 0, "getrusage(RUSAGE_CHILDREN) failed");
+    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
+    ns(usage.ru_utime) + ns(usage.ru_stime)
+}
+
+/// Builds the standalone program with and without `-pg` and times it
+/// untraced, under `uftrace record`, and with glibc's `mcount`, each with
+/// [`TRACED_ITERATIONS`] and with 0 iterations: the difference of the two
+/// leaves out the fixed costs of starting and ending the process.
+fn measure_uftrace(tools: &Toolchain) -> UftraceFigures {
+    let dir = TempDir::new("fntrace-bench-uftrace");
+    let plain = build_standalone(dir.path(), "workload_plain", &[]);
+    let instrumented = build_standalone(dir.path(), "workload_pg", &["-pg"]);
+    let data = dir.path().join("uftrace.data");
+    // main + run + 5 per iteration.
+    let calls = 1 + calls_of(TRACED_ITERATIONS);
+
+    let time = |iterations: u64, mut command: Command| {
+        // The -pg build writes gmon.out into its working directory.
+        run_timed(command.arg(iterations.to_string()).current_dir(dir.path()))
+    };
+    let uftrace_record = || {
+        let mut command = Command::new(&tools.uftrace);
+        command
+            .args(["record", "--no-pager", "-d"])
+            .arg(&data)
+            .arg(&instrumented);
+        command
+    };
+    let mut plain_work = Series::default();
+    let mut glibc_work = Series::default();
+    let mut uftrace_work = Series::default();
+    let mut uftrace_fixed = Series::default();
+    for _ in 0..UFTRACE_ROUNDS {
+        let plain_full = time(TRACED_ITERATIONS, Command::new(&plain));
+        let plain_empty = time(0, Command::new(&plain));
+        let glibc_full = time(TRACED_ITERATIONS, Command::new(&instrumented));
+        let glibc_empty = time(0, Command::new(&instrumented));
+        let uftrace_full = time(TRACED_ITERATIONS, uftrace_record());
+        check_uftrace_data(&data, calls);
+        std::fs::remove_dir_all(&data).expect("removing uftrace data");
+        let uftrace_empty = time(0, uftrace_record());
+        std::fs::remove_dir_all(&data).expect("removing uftrace data");
+
+        plain_work.push(plain_full.minus(plain_empty));
+        glibc_work.push(glibc_full.minus(glibc_empty));
+        uftrace_work.push(uftrace_full.minus(uftrace_empty));
+        uftrace_fixed.push(uftrace_empty.minus(plain_empty));
+    }
+    let per_call = |work: Cost| Cost {
+        cpu: work.cpu / calls as f64,
+        wall: work.wall / calls as f64,
+    };
+    let fixed = uftrace_fixed.median();
+    UftraceFigures {
+        record: per_call(uftrace_work.median().minus(plain_work.median())),
+        fixed_ms: Cost {
+            cpu: fixed.cpu / 1e6,
+            wall: fixed.wall / 1e6,
+        },
+        glibc_mcount: per_call(glibc_work.median().minus(plain_work.median())),
+        calls,
+    }
+}
+
+fn build_standalone(dir: &Path, name: &str, flags: &[&str]) -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let output = dir.join(name);
+    let status = Command::new("gcc")
+        .arg("-O2")
+        .args(flags)
+        .arg("-I")
+        .arg(manifest.join("tests/fixtures/c"))
+        .arg(manifest.join("benches/c/uftrace_workload.c"))
+        .arg("-o")
+        .arg(&output)
+        .status()
+        .expect("running gcc for the standalone workload");
+    assert!(status.success(), "gcc failed to build {name}");
+    output
+}
+
+/// uftrace must have recorded every call: its per-thread `<tid>.dat` files
+/// hold an entry and an exit record per call.
+fn check_uftrace_data(data: &Path, calls: u64) {
+    let bytes: u64 = std::fs::read_dir(data)
+        .unwrap_or_else(|e| panic!("uftrace wrote no data directory {data:?}: {e}"))
+        .filter_map(Result::ok)
+        .filter(|entry| {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            name.strip_suffix(".dat")
+                .is_some_and(|tid| tid.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .map(|entry| entry.metadata().map_or(0, |m| m.len()))
+        .sum();
+    assert!(
+        bytes >= UFTRACE_BYTES_PER_CALL * calls,
+        "uftrace recorded {bytes} bytes for {calls} calls: not every call was traced"
+    );
+}
+
+/// A directory removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(prefix: &str) -> TempDir {
+        let path = std::env::temp_dir().join(format!("{prefix}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).unwrap_or_else(|e| panic!("creating {path:?}: {e}"));
+        TempDir(path)
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Machine, tools, report.
+
+struct Toolchain {
+    rustc: String,
+    gcc: String,
+    uftrace_version: String,
+    uftrace: PathBuf,
+}
+
+impl Toolchain {
+    /// Versions of the tools; fails when gcc or uftrace is missing.
+    fn detect() -> Toolchain {
+        let first_line = |program: &str, arg: &str| -> Option<String> {
+            let output = Command::new(program).arg(arg).output().ok()?;
+            output.status.success().then(|| {
+                String::from_utf8_lossy(&output.stdout)
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .to_string()
+            })
+        };
+        let uftrace_version = first_line(UFTRACE, "--version").unwrap_or_else(|| {
+            panic!(
+                "`{UFTRACE}` is not installed or does not run: this benchmark compares \
+                 fntrace with `uftrace record` and never skips that; install it \
+                 (Debian: apt-get install uftrace)"
+            )
+        });
+        let gcc = first_line("gcc", "--version")
+            .unwrap_or_else(|| panic!("gcc is not installed: the standalone workload needs it"));
+        let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_string());
+        let rustc = first_line(&rustc, "--version").unwrap_or_else(|| "rustc: unknown".into());
+        Toolchain {
+            rustc,
+            gcc,
+            uftrace_version,
+            uftrace: PathBuf::from(UFTRACE),
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!("{}; {}; {}", self.rustc, self.gcc, self.uftrace_version)
+    }
+}
+
+fn machine_description() -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|line| {
+            let (key, value) = line.split_once(':')?;
+            (key.trim() == "model name").then(|| value.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_string());
+    let cpus = thread::available_parallelism().map_or(0, usize::from);
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!("nproc {cpus}, {model}, Linux {}", kernel.trim())
+}
+
+/// The 1-minute load average: how busy the machine was.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|text| text.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+/// One line of the table.
+#[derive(Default)]
+struct Line {
+    label: &'static str,
+    cpu: String,
+    spread: String,
+    wall: String,
+    target: &'static str,
+    verdict: &'static str,
+}
+
+impl Line {
+    fn measured(label: &'static str, series: &Series) -> Line {
+        let median = series.median();
+        let (low, high) = series.cpu_range();
+        Line {
+            label,
+            cpu: format!("{:.2} ns", median.cpu),
+            spread: format!("{low:.1}..{high:.1}"),
+            wall: format!("{:.2} ns", median.wall),
+            ..Line::default()
+        }
+    }
+
+    fn nanoseconds(label: &'static str, cost: Cost) -> Line {
+        Line {
+            label,
+            cpu: format!("{:.2} ns", cost.cpu),
+            wall: format!("{:.2} ns", cost.wall),
+            ..Line::default()
+        }
+    }
+
+    fn ratio(label: &'static str, ratio: Cost) -> Line {
+        Line {
+            label,
+            cpu: format!("{:.3}", ratio.cpu),
+            wall: format!("{:.3}", ratio.wall),
+            ..Line::default()
+        }
+    }
+
+    fn with_target(self, target: &'static str, pass: bool, tally: &mut Tally) -> Line {
+        Line {
+            target,
+            verdict: tally.verdict(pass),
+            ..self
+        }
+    }
+}
+
+#[derive(Default)]
+struct Tally {
+    targets: usize,
+    met: usize,
+}
+
+impl Tally {
+    fn verdict(&mut self, pass: bool) -> &'static str {
+        self.targets += 1;
+        if pass {
+            self.met += 1;
+            "PASS"
+        } else {
+            "MISS"
+        }
+    }
+}
+
+fn report(figures: &InProcess, uftrace: &UftraceFigures) {
+    let mut tally = Tally::default();
+    let mut lines = Vec::new();
+
+    // 1. Untraced.
+    let c_nopped = figures.c_nopped.median();
+    let nop_ratio = c_nopped.ratio(figures.c_nopmcount.median());
+    lines.push(Line::measured(
+        "1 C -pg PIE, NOPed by fntrace",
+        &figures.c_nopped,
+    ));
+    lines.push(Line::measured(
+        "  C -pg -mfentry -mnop-mcount (gcc's NOPs)",
+        &figures.c_nopmcount,
+    ));
+    lines.push(Line::measured("  C without -pg", &figures.c_plain));
+    lines.push(Line::measured(
+        "  C -pg -mfentry non-PIE, NOPed (reference)",
+        &figures.c_fentry_nopped,
+    ));
+    lines.push(
+        Line::ratio("  ratio NOPed -pg / -mnop-mcount", nop_ratio).with_target(
+            "<= 1.10",
+            nop_ratio.cpu <= 1.10,
+            &mut tally,
+        ),
+    );
+    lines.push(Line::ratio(
+        "  ratio NOPed -pg / without -pg",
+        c_nopped.ratio(figures.c_plain.median()),
+    ));
+    // Both have a 5-byte NOP at offset 0: the same code but for who wrote
+    // the NOP, so code layout weighs less here than in the target ratio.
+    lines.push(Line::ratio(
+        "  ratio NOPed -mfentry / -mnop-mcount (ref.)",
+        figures
+            .c_fentry_nopped
+            .median()
+            .ratio(figures.c_nopmcount.median()),
+    ));
+
+    // 2, 3. Graph tracer.
+    let c_graph = figures.c_graph.median().minus(c_nopped);
+    lines.push(Line::measured("2 C, graph tracer on", &figures.c_graph));
+    lines.push(
+        Line::nanoseconds("  graph cost: traced - NOPed", c_graph).with_target(
+            "<= 25 ns",
+            c_graph.cpu <= 25.0,
+            &mut tally,
+        ),
+    );
+    let rust_nopped = figures.rust_nopped.median();
+    let rust_graph = figures.rust_graph.median().minus(rust_nopped);
+    lines.push(Line::measured(
+        "3 Rust -Zinstrument-mcount, NOPed",
+        &figures.rust_nopped,
+    ));
+    lines.push(Line::measured(
+        "  Rust, graph tracer on",
+        &figures.rust_graph,
+    ));
+    lines.push(
+        Line::nanoseconds("  graph cost: traced - NOPed", rust_graph).with_target(
+            "<= 25 ns",
+            rust_graph.cpu <= 25.0,
+            &mut tally,
+        ),
+    );
+
+    // 4. Function tracer.
+    lines.push(Line::measured(
+        "4 C, function tracer on",
+        &figures.c_function,
+    ));
+    lines.push(Line::nanoseconds(
+        "  function cost: traced - NOPed (ref.)",
+        figures.c_function.median().minus(c_nopped),
+    ));
+
+    // 5. Threads.
+    let thread_ratio = figures
+        .graph_two_threads
+        .median()
+        .ratio(figures.graph_one_thread.median());
+    lines.push(Line::measured(
+        "5 C graph, 1 worker thread",
+        &figures.graph_one_thread,
+    ));
+    lines.push(Line::measured(
+        "  C graph, 2 threads at once, per thread",
+        &figures.graph_two_threads,
+    ));
+    lines.push(
+        Line::ratio("  ratio 2 threads / 1", thread_ratio).with_target(
+            "<= 1.10",
+            thread_ratio.cpu <= 1.10,
+            &mut tally,
+        ),
+    );
+
+    // 6. uftrace. Its CPU column counts its recorder too; the target is
+    // judged on the smaller of the two ratios.
+    let speedup = uftrace.record.ratio(c_graph);
+    lines.push(Line::nanoseconds(
+        "6 uftrace record, cost per call",
+        uftrace.record,
+    ));
+    lines.push(Line {
+        label: "  uftrace record, fixed cost per run",
+        cpu: format!("{:.1} ms", uftrace.fixed_ms.cpu),
+        wall: format!("{:.1} ms", uftrace.fixed_ms.wall),
+        ..Line::default()
+    });
+    lines.push(Line::nanoseconds(
+        "  -pg with glibc's mcount, cost (ref.)",
+        uftrace.glibc_mcount,
+    ));
+    lines.push(Line {
+        label: "  uftrace / fntrace graph (C) cost",
+        cpu: format!("{:.1}x", speedup.cpu),
+        wall: format!("{:.1}x", speedup.wall),
+        target: ">= 5x",
+        verdict: tally.verdict(speedup.cpu.min(speedup.wall) >= 5.0),
+        ..Line::default()
+    });
+
+    println!(
+        "{:<44} {:>11} {:>13} {:>11}  {:>8}  result",
+        "per call", "CPU median", "CPU min..max", "wall median", "target"
+    );
+    for line in &lines {
+        println!(
+            "{:<44} {:>11} {:>13} {:>11}  {:>8}  {}",
+            line.label, line.cpu, line.spread, line.wall, line.target, line.verdict
+        );
+    }
+    println!();
+    println!(
+        "Targets are judged on the CPU column (the running thread's CPU time), except 6: on the"
+    );
+    println!(
+        "smaller of its two ratios (uftrace's CPU column counts the traced program and uftrace's"
+    );
+    println!("recorder). Per call = run time / calls (1 + 5n).");
+    println!(
+        "uftrace: {} calls of a standalone gcc -O2 -pg build; (run under `uftrace record` - run",
+        uftrace.calls
+    );
+    println!(
+        "of the same program built without -pg), each less the same with 2 calls; median of {UFTRACE_ROUNDS}."
+    );
+    println!("targets met: {} of {}", tally.met, tally.targets);
+}
