@@ -26,6 +26,7 @@
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Barrier};
 use std::thread;
 use std::time::Instant;
@@ -139,12 +140,29 @@ fn thread_cpu_ns() -> u64 {
     now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
 }
 
+/// Page faults taken inside timed runs since the warm-up rounds ended. A
+/// fault there (a trace buffer page touched for the first time) would be
+/// counted as tracer cost; the report shows this count.
+static TIMED_PAGE_FAULTS: AtomicU64 = AtomicU64::new(0);
+
+/// Page faults of the calling thread so far.
+fn thread_page_faults() -> u64 {
+    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid, writable rusage.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
+    assert_eq!(rc, 0, "getrusage(RUSAGE_THREAD) failed");
+    (usage.ru_minflt + usage.ru_majflt) as u64
+}
+
 /// Runs `workload(iterations)` once on this thread; its cost per call.
 fn timed(iterations: u64, workload: impl Fn(u64)) -> Cost {
+    let faults_before = thread_page_faults();
     let (wall_start, cpu_start) = (Instant::now(), thread_cpu_ns());
     workload(black_box(iterations));
     let cpu = thread_cpu_ns() - cpu_start;
     let wall = wall_start.elapsed().as_nanos();
+    TIMED_PAGE_FAULTS.fetch_add(thread_page_faults() - faults_before, Ordering::Relaxed);
     let calls = calls_of(iterations) as f64;
     Cost {
         cpu: cpu as f64 / calls,
@@ -219,6 +237,9 @@ fn measure_in_process() -> InProcess {
     let mut figures = InProcess::default();
     let mut warm_up = InProcess::default();
     for round in 0..WARM_UP_ROUNDS + ROUNDS {
+        if round == WARM_UP_ROUNDS {
+            TIMED_PAGE_FAULTS.store(0, Ordering::Relaxed);
+        }
         let target = if round < WARM_UP_ROUNDS {
             &mut warm_up
         } else {
@@ -887,6 +908,10 @@ fn report(figures: &InProcess, uftrace: &UftraceFigures) {
     );
     println!(
         "of the same program built without -pg), each less the same with 2 calls; median of {UFTRACE_ROUNDS}."
+    );
+    println!(
+        "Page faults inside the timed in-process runs after warm-up: {}.",
+        TIMED_PAGE_FAULTS.load(Ordering::Relaxed)
     );
     println!("targets met: {} of {}", tally.met, tally.targets);
 }

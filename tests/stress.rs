@@ -30,7 +30,9 @@ fn eight_busy_threads_survive_a_thousand_toggles_with_exact_quiescent_counts() {
 
     let stop = Arc::new(AtomicBool::new(false));
     let calls_made = Arc::new(AtomicU64::new(0));
-    // Phase barriers: toggling, then a quiescent phase with tracing on.
+    // Phase barriers: toggling ends (workers idle), the quiescent phase with
+    // tracing on starts, it ends.
+    let paused = Arc::new(Barrier::new(WORKERS + 1));
     let toggled = Arc::new(Barrier::new(WORKERS + 1));
     let measured = Arc::new(Barrier::new(WORKERS + 1));
 
@@ -57,9 +59,10 @@ fn eight_busy_threads_survive_a_thousand_toggles_with_exact_quiescent_counts() {
 
     let workers: Vec<_> = (0..WORKERS)
         .map(|i| {
-            let (stop, calls_made, toggled, measured) = (
+            let (stop, calls_made, paused, toggled, measured) = (
                 Arc::clone(&stop),
                 Arc::clone(&calls_made),
+                Arc::clone(&paused),
                 Arc::clone(&toggled),
                 Arc::clone(&measured),
             );
@@ -72,6 +75,7 @@ fn eight_busy_threads_survive_a_thousand_toggles_with_exact_quiescent_counts() {
                     }
                     calls_made.fetch_add(4, Ordering::Relaxed);
                 }
+                paused.wait();
                 toggled.wait();
                 // Quiescent: tracing stays on, exactly 1,000 mids each.
                 for _ in 0..1_000 {
@@ -99,6 +103,7 @@ fn eight_busy_threads_survive_a_thousand_toggles_with_exact_quiescent_counts() {
         calls_made.load(Ordering::Relaxed)
     );
 
+    paused.wait(); // no worker is inside a traced call now
     fntrace::enable("stress").unwrap();
     COUNTER.reset();
     toggled.wait();
