@@ -10,8 +10,10 @@ use std::sync::atomic::Ordering;
 use crate::arch::x86_64::SavedRegs;
 use crate::rt::clock;
 use crate::rt::shadow::{return_trampoline, Frame, ShadowStack};
+use crate::rt::thread::PreservedErrno;
 use crate::sites::{self, SiteKind, SITES};
-use crate::tracer::{self, Call, Return};
+use crate::tracer::{self, Call, Return, Tracer};
+use crate::GRAPH_TRACER;
 
 /// Entry from `mcount` (site after the prologue).
 ///
@@ -51,9 +53,6 @@ unsafe fn on_entry(
     regs: *mut SavedRegs,
     kind: SiteKind,
 ) {
-    // Tracers may set errno (write, mmap, ...); the traced code must not see it.
-    // SAFETY: __errno_location returns this thread's errno, always valid.
-    let errno = unsafe { *libc::__errno_location() };
     match SITES.find(site_return) {
         Some(site) => {
             let wanted = site.tracers.load(Ordering::Relaxed) & tracer::enabled_mask();
@@ -63,18 +62,23 @@ unsafe fn on_entry(
             }
         }
         None => {
+            let _errno = PreservedErrno::save();
             sites::on_unknown_site(site_return, kind);
             crate::control::nop_pending_from_hot_path();
         }
     }
-    // SAFETY: as above.
-    unsafe { *libc::__errno_location() = errno };
 }
 
-#[cold]
-#[inline(never)]
+/// Calls the tracers in `wanted` for an entry, hooking the exit when one of
+/// them wants it.
+///
+/// errno: the traced code must not see tracers' errno. The built-in graph
+/// tracer's fast path makes system calls only on rare paths that restore
+/// errno themselves; other tracers run under [`for_each_tracer`], which
+/// saves it.
+#[inline]
 unsafe fn dispatch(site: &sites::Site, wanted: u64, parent_slot: *mut usize, regs: *mut SavedRegs) {
-    let now = clock::now_ns();
+    let now = clock::now_ticks();
     let function = site.function.load(Ordering::Relaxed);
     let slot = parent_slot as usize;
     let exit_tracers = wanted & tracer::exit_mask();
@@ -103,7 +107,7 @@ unsafe fn dispatch(site: &sites::Site, wanted: u64, parent_slot: *mut usize, reg
                 slot,
                 real_return,
                 function,
-                entry_ns: now,
+                entry_ticks: now,
                 exit_tracers,
                 marks: 0,
             });
@@ -123,17 +127,22 @@ unsafe fn dispatch(site: &sites::Site, wanted: u64, parent_slot: *mut usize, reg
         parent: real_return,
         site_return: site.return_address(),
         depth,
-        time_ns: now,
+        time_ticks: now,
         exit_hooked: hooked,
         // SAFETY: the save area lives on the trampoline's frame for this call.
         regs: unsafe { &*regs },
     };
-    for_each_tracer(wanted, |tracer| tracer.entry(&call));
+    if wanted == GRAPH_TRACER.bit() {
+        GRAPH_TRACER.entry(&call);
+    } else {
+        for_each_tracer(wanted, |tracer| tracer.entry(&call));
+    }
 }
 
 /// Runs `f` for each tracer in `mask`; a panicking tracer is switched off.
-#[inline]
+#[inline(never)]
 fn for_each_tracer(mut mask: u64, f: impl Fn(&dyn tracer::Tracer)) {
+    let _errno = PreservedErrno::save();
     while mask != 0 {
         let index = mask.trailing_zeros() as usize;
         mask &= mask - 1;
@@ -148,6 +157,7 @@ fn for_each_tracer(mut mask: u64, f: impl Fn(&dyn tracer::Tracer)) {
     }
 }
 
+#[inline]
 fn report_exit(frame: &Frame, depth: usize, now: u64, vanished: bool) {
     let wanted = frame.exit_tracers & tracer::enabled_mask();
     if wanted == 0 {
@@ -156,12 +166,16 @@ fn report_exit(frame: &Frame, depth: usize, now: u64, vanished: bool) {
     let ret = Return {
         function: frame.function,
         depth,
-        entry_ns: frame.entry_ns,
-        exit_ns: now,
+        entry_ticks: frame.entry_ticks,
+        exit_ticks: now,
         vanished,
         marks: frame.marks,
     };
-    for_each_tracer(wanted, |tracer| tracer.exit(&ret));
+    if wanted == GRAPH_TRACER.bit() {
+        GRAPH_TRACER.exit(&ret);
+    } else {
+        for_each_tracer(wanted, |tracer| tracer.exit(&ret));
+    }
 }
 
 /// Called by `fntrace_return_trampoline` when a hooked function returns.
@@ -171,9 +185,7 @@ fn report_exit(frame: &Frame, depth: usize, now: u64, vanished: bool) {
 /// Called only by the return trampoline, with the slot it documents.
 #[no_mangle]
 pub unsafe extern "C" fn fntrace_exit_entry(slot: *mut usize) -> usize {
-    // SAFETY: __errno_location returns this thread's errno, always valid.
-    let errno = unsafe { *libc::__errno_location() };
-    let now = clock::now_ns();
+    let now = clock::now_ticks();
     let popped = ShadowStack::current().and_then(|stack| {
         stack.pop_returning(slot as usize, |dead, d| report_exit(dead, d, now, true))
     });
@@ -181,8 +193,6 @@ pub unsafe extern "C" fn fntrace_exit_entry(slot: *mut usize) -> usize {
         fatal(b"fntrace: a hooked function returned, but its frame is not on the shadow stack\n");
     };
     report_exit(&frame, depth, now, false);
-    // SAFETY: as above.
-    unsafe { *libc::__errno_location() = errno };
     frame.real_return
 }
 

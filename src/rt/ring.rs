@@ -58,7 +58,11 @@ impl<T: Copy> Ring<T> {
         }
         // SAFETY: slot head % capacity is inside the mapping, and the reader
         // does not read it until head is published below (single writer).
-        unsafe { (*self.slots.add(head % self.capacity)).get().write(event) };
+        unsafe {
+            (*self.slots.add(head & (self.capacity - 1)))
+                .get()
+                .write(event)
+        };
         self.head.0.store(head.wrapping_add(1), Ordering::Release);
     }
 
@@ -80,7 +84,7 @@ impl<T: Copy> Ring<T> {
             // SAFETY: slots in [tail, head) were published by the writer's
             // Release store of head, and it will not overwrite them until
             // tail moves past them.
-            out.push(unsafe { *(*self.slots.add(tail % self.capacity)).get() });
+            out.push(unsafe { *(*self.slots.add(tail & (self.capacity - 1))).get() });
             tail = tail.wrapping_add(1);
         }
         self.tail.0.store(tail, Ordering::Release);
@@ -131,9 +135,13 @@ impl<T: Copy + Send + 'static> RingPool<T> {
         }
     }
 
-    /// Events per ring for rings claimed from now on.
+    /// Events per ring for rings claimed from now on (rounded up to a
+    /// power of two: a mask, not a division, finds the slot).
     pub fn set_ring_capacity(&self, events: usize) {
-        self.capacity.store(events.max(16), Ordering::Relaxed);
+        self.capacity.store(
+            events.clamp(16, 1 << 40).next_power_of_two(),
+            Ordering::Relaxed,
+        );
     }
 
     /// Claims a ring for the calling thread. `None` when the pool is
@@ -141,6 +149,7 @@ impl<T: Copy + Send + 'static> RingPool<T> {
     /// lost. Async-signal-safe.
     #[cold]
     pub fn claim(&self, tid: u32) -> Option<&Ring<T>> {
+        let _errno = crate::rt::thread::PreservedErrno::save();
         let index = self.claimed.fetch_add(1, Ordering::Relaxed);
         let Some(slot) = self.rings.get(index) else {
             self.claimed.fetch_sub(1, Ordering::Relaxed);

@@ -54,8 +54,8 @@ pub(crate) struct Frame {
     pub real_return: usize,
     /// Entry address of the hooked function.
     pub function: usize,
-    /// Entry time (ns).
-    pub entry_ns: u64,
+    /// Entry time ([`super::clock::now_ticks`]).
+    pub entry_ticks: u64,
     /// Tracers that want this frame's exit.
     pub exit_tracers: u64,
     /// Per-tracer bits for tracers' own use (the graph tracer marks entries
@@ -111,6 +111,7 @@ impl ShadowStack {
     /// This thread's stack, created on first use. `None` if no memory.
     #[cold]
     pub fn create() -> Option<&'static mut ShadowStack> {
+        let _errno = super::thread::PreservedErrno::save();
         let key = *EXIT_KEY.get()?;
         // SAFETY: anonymous private mapping, checked; zeroed memory is an
         // empty ShadowStack (len 0).

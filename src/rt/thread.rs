@@ -28,6 +28,26 @@ pub(crate) extern "C" fn forget_after_fork() {
     TID.with(|tid| tid.set(0));
 }
 
+/// Restores `errno` when dropped: around the rare paths of the traced-call
+/// path that make system calls (the traced code must not see their errno).
+pub(crate) struct PreservedErrno(libc::c_int);
+
+impl PreservedErrno {
+    #[inline]
+    pub fn save() -> PreservedErrno {
+        // SAFETY: __errno_location returns this thread's errno, always valid.
+        PreservedErrno(unsafe { *libc::__errno_location() })
+    }
+}
+
+impl Drop for PreservedErrno {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: as in save().
+        unsafe { *libc::__errno_location() = self.0 };
+    }
+}
+
 extern "C" {
     fn fntrace_guard_swap(value: u8) -> u8;
 }

@@ -47,6 +47,10 @@ impl FunctionTracer {
             .drain()
             .into_iter()
             .flat_map(|drained| drained.events)
+            .map(|mut event| {
+                event.time_ns = crate::rt::clock::ticks_to_ns(event.time_ns);
+                event
+            })
             .collect()
     }
 
@@ -70,7 +74,7 @@ impl Tracer for FunctionTracer {
     #[inline]
     fn entry(&self, call: &Call<'_>) {
         let event = FunctionEvent {
-            time_ns: call.time_ns(),
+            time_ns: call.time_ticks, // converted in take_events
             function: call.function(),
             parent: call.parent(),
             tid: current_tid(),

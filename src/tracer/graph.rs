@@ -17,6 +17,7 @@ use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 
 use super::{Call, Return, Tracer};
+use crate::rt::clock::ticks_to_ns;
 use crate::rt::ring::{Ring, RingPool};
 use crate::rt::shadow::ShadowStack;
 use crate::rt::thread::{current_tid, Untraced};
@@ -33,7 +34,8 @@ pub struct GraphTracer {
     retained: Mutex<Vec<ThreadTrace>>,
     max_depth: AtomicUsize,
     min_duration_ns: AtomicU64,
-    /// This tracer's bit in shadow frames' marks (its registry index).
+    /// This tracer's bit in masks and in shadow frames' marks (its registry
+    /// index); 0 until first enabled.
     mark: AtomicU64,
 }
 
@@ -53,7 +55,14 @@ pub static GRAPH_TRACER: GraphTracer = GraphTracer {
 crate::register_tracer!("graph", &GRAPH_TRACER);
 
 impl GraphTracer {
-    /// Events each thread's buffer holds, for buffers created from now on.
+    /// This tracer's bit in tracer masks (0 before it was first enabled).
+    #[inline]
+    pub(crate) fn bit(&self) -> u64 {
+        self.mark.load(Ordering::Relaxed)
+    }
+
+    /// Events each thread's buffer holds (rounded up to a power of two), for
+    /// buffers created from now on.
     pub fn set_buffer_events(&self, events: usize) {
         self.pool.set_ring_capacity(events);
     }
@@ -116,7 +125,14 @@ impl GraphTracer {
                     retained.last_mut().expect("just pushed")
                 }
             };
-            thread.events.extend(drained.events);
+            // The rings hold raw timestamps (TSC ticks): convert them here,
+            // off the traced-call path.
+            thread
+                .events
+                .extend(drained.events.into_iter().map(|mut event| {
+                    event.time_ns = ticks_to_ns(event.time_ns);
+                    event
+                }));
             thread.lost += drained.dropped;
         }
     }
@@ -151,7 +167,7 @@ impl GraphTracer {
             }
             frame.marks |= mark;
             self.push(GraphEvent {
-                time_ns: frame.entry_ns,
+                time_ns: frame.entry_ticks,
                 function: frame.function,
                 depth: ancestor_depth as u16,
                 kind: EventKind::Entry,
@@ -208,7 +224,7 @@ impl Tracer for GraphTracer {
             return;
         }
         self.push(GraphEvent {
-            time_ns: call.time_ns(),
+            time_ns: call.time_ticks,
             function: call.function(),
             depth: call.depth() as u16,
             kind: EventKind::Entry,
@@ -231,7 +247,7 @@ impl Tracer for GraphTracer {
             self.write_pending_ancestors(ret.depth(), mark, max_depth);
             if !entry_written {
                 self.push(GraphEvent {
-                    time_ns: ret.entry_ns(),
+                    time_ns: ret.entry_ticks,
                     function: ret.function(),
                     depth: ret.depth() as u16,
                     kind: EventKind::Entry,
@@ -239,7 +255,7 @@ impl Tracer for GraphTracer {
             }
         }
         self.push(GraphEvent {
-            time_ns: ret.exit_ns(),
+            time_ns: ret.exit_ticks,
             function: ret.function(),
             depth: ret.depth() as u16,
             kind: EventKind::Exit,

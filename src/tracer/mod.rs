@@ -29,7 +29,7 @@ pub struct Call<'a> {
     pub(crate) parent: usize,
     pub(crate) site_return: usize,
     pub(crate) depth: usize,
-    pub(crate) time_ns: u64,
+    pub(crate) time_ticks: u64,
     pub(crate) exit_hooked: bool,
     pub(crate) regs: &'a SavedRegs,
 }
@@ -45,7 +45,7 @@ impl Call<'_> {
     /// Entry time, nanoseconds on the monotonic clock's time base.
     #[inline]
     pub fn time_ns(&self) -> u64 {
-        self.time_ns
+        crate::rt::clock::ticks_to_ns(self.time_ticks)
     }
 
     /// Whether this call's exit will be reported (false when the thread's
@@ -87,8 +87,8 @@ impl Call<'_> {
 pub struct Return {
     pub(crate) function: usize,
     pub(crate) depth: usize,
-    pub(crate) entry_ns: u64,
-    pub(crate) exit_ns: u64,
+    pub(crate) entry_ticks: u64,
+    pub(crate) exit_ticks: u64,
     pub(crate) vanished: bool,
     pub(crate) marks: u64,
 }
@@ -107,12 +107,12 @@ impl Return {
     /// Entry time (ns).
     #[inline]
     pub fn entry_ns(&self) -> u64 {
-        self.entry_ns
+        crate::rt::clock::ticks_to_ns(self.entry_ticks)
     }
     /// Exit time (ns).
     #[inline]
     pub fn exit_ns(&self) -> u64 {
-        self.exit_ns
+        crate::rt::clock::ticks_to_ns(self.exit_ticks)
     }
     /// The frame left without returning (`longjmp`, or a tail call whose
     /// callee took its place); the exit time is when that was noticed.
