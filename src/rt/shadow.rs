@@ -92,7 +92,7 @@ pub(crate) fn prepare() {
 }
 
 unsafe extern "C" fn release_at_thread_exit(stack: *mut libc::c_void) {
-    STACK.with(|cell| cell.set(ptr::null_mut()));
+    STACK.set(ptr::null_mut());
     // SAFETY: stack is the mapping made by `current_or_create` for this
     // exiting thread; nothing else refers to it.
     unsafe { libc::munmap(stack, std::mem::size_of::<ShadowStack>()) };
@@ -105,7 +105,7 @@ impl ShadowStack {
         // SAFETY: the pointer is this thread's own mapping, used only by this
         // thread, and only from code holding the recursion guard (no
         // re-entrant &mut).
-        STACK.with(|cell| unsafe { cell.get().as_mut() })
+        unsafe { STACK.get().as_mut() }
     }
 
     /// This thread's stack, created on first use. `None` if no memory.
@@ -131,7 +131,7 @@ impl ShadowStack {
         // SAFETY: key was created by prepare(); setspecific on a key below
         // PTHREAD_KEY_2NDLEVEL_SIZE does not allocate.
         unsafe { libc::pthread_setspecific(key, mem) };
-        STACK.with(|cell| cell.set(mem as *mut ShadowStack));
+        STACK.set(mem as *mut ShadowStack);
         Self::current()
     }
 

@@ -79,19 +79,17 @@ impl Tracer for FunctionTracer {
             parent: call.parent(),
             tid: current_tid(),
         };
-        RING.with(|cached| {
-            let mut ring = cached.get();
-            if ring.is_null() {
-                match self.pool.claim(event.tid) {
-                    Some(claimed) => {
-                        ring = claimed;
-                        cached.set(ring);
-                    }
-                    None => return self.pool.count_unbuffered(),
+        let mut ring = RING.get();
+        if ring.is_null() {
+            match self.pool.claim(event.tid) {
+                Some(claimed) => {
+                    ring = claimed;
+                    RING.set(ring);
                 }
+                None => return self.pool.count_unbuffered(),
             }
-            // SAFETY: rings from the pool are never unmapped.
-            unsafe { (*ring).push(event) };
-        });
+        }
+        // SAFETY: rings from the pool are never unmapped.
+        unsafe { (*ring).push(event) };
     }
 }

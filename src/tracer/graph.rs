@@ -139,20 +139,18 @@ impl GraphTracer {
 
     #[inline]
     fn push(&self, event: GraphEvent) {
-        RING.with(|cached| {
-            let mut ring = cached.get();
-            if ring.is_null() {
-                match self.pool.claim(current_tid()) {
-                    Some(claimed) => {
-                        ring = claimed;
-                        cached.set(ring);
-                    }
-                    None => return self.pool.count_unbuffered(),
+        let mut ring = RING.get();
+        if ring.is_null() {
+            match self.pool.claim(current_tid()) {
+                Some(claimed) => {
+                    ring = claimed;
+                    RING.set(ring);
                 }
+                None => return self.pool.count_unbuffered(),
             }
-            // SAFETY: rings from the pool are never unmapped.
-            unsafe { (*ring).push(event) };
-        });
+        }
+        // SAFETY: rings from the pool are never unmapped.
+        unsafe { (*ring).push(event) };
     }
 
     /// With a duration threshold: writes the entries of this thread's hooked
