@@ -4,7 +4,7 @@
 use std::fmt;
 use std::io::{self, BufWriter, Write};
 
-use super::{duration_ns, CallStep, Calls};
+use super::pairing::{duration_ns, CallStep, Calls, Reading};
 use crate::trace::{GraphEvent, ThreadTrace, Trace};
 
 /// Width of the thread id column.
@@ -121,7 +121,7 @@ impl<W: Write> GraphWriter<'_, W> {
         // An entry whose line waits for the next step: if that step is its
         // return, the two collapse into one line.
         let mut waiting_entry: Option<(usize, GraphEvent)> = None;
-        for step in Calls::new(&thread.events) {
+        for step in Calls::new(&thread.events, Reading::Reports) {
             match (waiting_entry.take(), step) {
                 (
                     Some((waiting_index, _)),
@@ -147,7 +147,7 @@ impl<W: Write> GraphWriter<'_, W> {
                             let duration = Some(duration_ns(&entry, &exit));
                             self.closing_line(tid, duration, &entry, "")?;
                         }
-                        CallStep::Unfinished { entry } => {
+                        CallStep::Unfinished { entry, .. } => {
                             self.closing_line(tid, None, &entry, " (no exit)")?;
                         }
                         CallStep::UnmatchedExit { exit } => {

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use super::histogram::Histogram;
-use super::{duration_ns, CallStep, Calls};
+use super::pairing::{duration_ns, CallStep, Calls, Reading};
 use crate::trace::Trace;
 
 /// Latency statistics of one function.
@@ -154,7 +154,7 @@ pub fn latency(trace: &Trace) -> LatencyReport {
     let mut merged: HashMap<usize, FunctionDurations> = HashMap::new();
     for thread in &trace.threads {
         let mut functions: HashMap<usize, FunctionDurations> = HashMap::new();
-        for step in Calls::new(&thread.events) {
+        for step in Calls::new(&thread.events, Reading::Reports) {
             match step {
                 CallStep::Entered { .. } => {}
                 CallStep::Returned {

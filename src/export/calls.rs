@@ -1,8 +1,9 @@
-//! Reconstruction of properly nested calls from a thread's entry and exit
-//! events, shared by the Chrome JSON and flame graph outputs. The rules are
-//! listed in the module documentation of [`crate::export`].
+//! The calls of a thread, for the Chrome JSON and flame graph outputs: the
+//! [pairing pass](crate::analysis#pairing-entries-with-exits) in the exports'
+//! reading, placed in time as the [`crate::export`] documentation says.
 
-use crate::trace::{EventKind, GraphEvent};
+use crate::analysis::pairing::{CallStep, Calls, Reading};
+use crate::trace::GraphEvent;
 
 /// How a reconstructed call began.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,31 +59,17 @@ impl Call {
 /// The calls of one thread, in the order they began (parents before their
 /// children).
 pub(crate) fn thread_calls(events: &[GraphEvent]) -> Vec<Call> {
-    let (Some(first), Some(last)) = (
-        events.iter().map(|e| e.time_ns).min(),
-        events.iter().map(|e| e.time_ns).max(),
-    ) else {
+    let Some(last) = events.iter().map(|e| e.time_ns).max() else {
         return Vec::new();
     };
+    let pairing = Calls::new(events, Reading::Exports);
+    let made_up_entries = pairing.made_up_entries();
 
     let mut calls: Vec<Call> = Vec::new();
     // Open calls, innermost last; each with the latest end of its closed
     // children, so that a parent never ends before a child (only possible
     // if timestamps go backwards).
     let mut open: Vec<(usize, u64)> = Vec::new();
-
-    for (function, depth) in calls_open_at_start(events) {
-        calls.push(Call {
-            function,
-            depth,
-            start: first,
-            end: first,
-            parent: open.last().map(|&(i, _)| i),
-            began: Began::BeforeTrace,
-            ended: Ended::StillRunning,
-        });
-        open.push((calls.len() - 1, first));
-    }
 
     fn close(calls: &mut [Call], open: &mut Vec<(usize, u64)>, time: u64, how: Ended) {
         if let Some((i, children_end)) = open.pop() {
@@ -96,88 +83,50 @@ pub(crate) fn thread_calls(events: &[GraphEvent]) -> Vec<Call> {
         }
     }
 
-    for event in events {
-        match event.kind {
-            EventKind::Entry => {
-                while open
-                    .last()
-                    .is_some_and(|&(i, _)| calls[i].depth >= event.depth)
-                {
-                    close(&mut calls, &mut open, event.time_ns, Ended::Unwound);
-                }
+    for step in pairing {
+        match step {
+            CallStep::Entered { entry_index, entry } => {
                 let parent = open.last().map(|&(i, _)| i);
                 let start = match parent {
-                    Some(p) => event.time_ns.max(calls[p].start),
-                    None => event.time_ns,
+                    Some(p) => entry.time_ns.max(calls[p].start),
+                    None => entry.time_ns,
                 };
                 calls.push(Call {
-                    function: event.function,
-                    depth: event.depth,
+                    function: entry.function,
+                    depth: entry.depth,
                     start,
                     end: start,
                     parent,
-                    began: Began::Entered,
+                    began: if entry_index < made_up_entries {
+                        Began::BeforeTrace
+                    } else {
+                        Began::Entered
+                    },
                     ended: Ended::StillRunning,
                 });
                 open.push((calls.len() - 1, start));
             }
-            EventKind::Exit => {
-                let Some(pos) = open
-                    .iter()
-                    .rposition(|&(i, _)| calls[i].depth == event.depth)
-                else {
-                    continue; // Unmatched and not part of the pre-trace chain.
-                };
-                while open.len() > pos + 1 {
-                    close(&mut calls, &mut open, event.time_ns, Ended::Unwound);
-                }
-                close(&mut calls, &mut open, event.time_ns, Ended::Returned);
+            CallStep::Returned { exit, .. } => {
+                close(&mut calls, &mut open, exit.time_ns, Ended::Returned);
             }
+            CallStep::Unfinished {
+                unwound_by: Some(event),
+                ..
+            } => close(&mut calls, &mut open, event.time_ns, Ended::Unwound),
+            CallStep::Unfinished {
+                unwound_by: None, ..
+            } => close(&mut calls, &mut open, last, Ended::StillRunning),
+            // An exit that pairs with no call: left out.
+            CallStep::UnmatchedExit { .. } => {}
         }
-    }
-    while !open.is_empty() {
-        close(&mut calls, &mut open, last, Ended::StillRunning);
     }
     calls
-}
-
-/// The calls that were running when tracing started, outermost first, as
-/// (function, depth): the exits that match no entry, as long as each is
-/// shallower than the one before it (an inner call returns before its caller
-/// does) and no call was entered at its depth or a shallower one before it
-/// (that call would have had to return first).
-pub(crate) fn calls_open_at_start(events: &[GraphEvent]) -> Vec<(usize, u16)> {
-    let mut depths: Vec<u16> = Vec::new();
-    let mut chain: Vec<(usize, u16)> = Vec::new();
-    let mut shallowest_entry = u16::MAX;
-    for event in events {
-        match event.kind {
-            EventKind::Entry => {
-                while depths.last().is_some_and(|&d| d >= event.depth) {
-                    depths.pop();
-                }
-                depths.push(event.depth);
-                shallowest_entry = shallowest_entry.min(event.depth);
-            }
-            EventKind::Exit => match depths.iter().rposition(|&d| d == event.depth) {
-                Some(pos) => depths.truncate(pos),
-                None => {
-                    if event.depth < shallowest_entry
-                        && chain.last().is_none_or(|&(_, d)| event.depth < d)
-                    {
-                        chain.push((event.function, event.depth));
-                    }
-                }
-            },
-        }
-    }
-    chain.reverse();
-    chain
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::trace::EventKind;
 
     fn ev(time_ns: u64, function: usize, depth: u16, kind: EventKind) -> GraphEvent {
         GraphEvent {

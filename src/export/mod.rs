@@ -4,23 +4,29 @@
 //! # Design
 //!
 //! Every output starts from the same per-thread event list (entries and exits
-//! with a nesting depth, see [`crate::trace`]). Such a list need not pair up:
-//! a call may lack its exit (the trace ended, or a panic or `longjmp` unwound
-//! it) and a thread may start with exits whose entries came before tracing
-//! was switched on. Every output reads it with the same rules, implemented
-//! once in this module's private `calls.rs`:
+//! with a nesting depth, see [`ThreadTrace::events`](crate::ThreadTrace::events)).
+//! Such a list need not pair up: a call may lack its exit (the trace ended,
+//! or a panic or `longjmp` unwound it) and a thread may start with exits
+//! whose entries came before tracing was switched on. Every output pairs it
+//! by the pass the reports of [`crate::analysis`] use, in the exports'
+//! reading, which opens the calls running when tracing started first and
+//! pairs exits by depth alone: see
+//! [pairing entries with exits](crate::analysis#pairing-entries-with-exits)
+//! for the rules; exits that pair with no call are left out. The calls then
+//! lie in time as follows (this module's private `calls.rs` places them for
+//! the Chrome JSON and flame graphs; the uftrace writer adds records at these
+//! times):
 //!
-//! - an exit closes the nearest open call of the same depth; calls still open
-//!   above it were unwound and end at the same time;
-//! - an entry at depth `d` ends any call still open at depth `d` or deeper
-//!   (it was unwound without an exit event) at the entry's time;
-//! - calls without an exit end at the thread's last timestamp;
-//! - exits without an entry at the start of a thread (tracing was switched on
-//!   in the middle of those calls) become calls that start at the thread's
-//!   first timestamp, provided that is consistent: each such exit is
-//!   shallower than the one before it (an inner call returns before its
-//!   caller), and no call was entered at its depth or a shallower one before
-//!   it; other exits without an entry are ignored.
+//! - a call running when tracing started begins at the thread's first
+//!   timestamp;
+//! - a call unwound without its exit (closed as unfinished by an entry at its
+//!   depth or a shallower one, or by a caller's exit) ends at the time of
+//!   that event;
+//! - a call still open when the events end ends at the thread's last
+//!   timestamp (uftrace gets no added exit for it);
+//! - in the Chrome JSON and flame graphs, a call never begins before its
+//!   caller nor ends before its callees, which only a clock going backwards
+//!   could cause.
 //!
 //! Children therefore always lie within their parent. The outputs:
 //!

@@ -87,8 +87,8 @@ use std::fs::{self, File};
 use std::io::{BufWriter, Read, Write};
 use std::path::Path;
 
-use super::calls::calls_open_at_start;
 use super::ExportError;
+use crate::analysis::pairing::{CallStep, Calls, Reading};
 use crate::trace::{EventKind, GraphEvent, ThreadTrace, Trace};
 
 /// Largest size given to a symbol in a `.sym` file, in bytes.
@@ -464,44 +464,33 @@ fn consistent_records(
     events: &[GraphEvent],
     emit: &mut dyn FnMut(GraphEvent, bool) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
-    let Some(first) = events.iter().map(|e| e.time_ns).min() else {
-        return Ok(());
-    };
-    let make = |time_ns, (function, depth): (usize, u16), kind| GraphEvent {
-        time_ns,
-        function,
-        depth,
-        kind,
-    };
-    // Open calls, innermost last; their depths increase.
-    let mut open: Vec<(usize, u16)> = Vec::new();
-    for frame in calls_open_at_start(events) {
-        emit(make(first, frame, EventKind::Entry), true)?;
-        open.push(frame);
-    }
-    for &event in events {
-        // The calls this event leaves open: those shallower than an entry;
-        // those below the call an exit ends.
-        let keep = match event.kind {
-            EventKind::Entry => open.partition_point(|&(_, d)| d < event.depth),
-            EventKind::Exit => match open.iter().rposition(|&(_, d)| d == event.depth) {
-                Some(pos) => pos,
-                None => continue, // An exit without entry, not explained.
-            },
-        };
-        // Unwound calls: closed innermost first, just before this event.
-        let first_unwound = match event.kind {
-            EventKind::Entry => keep,
-            EventKind::Exit => keep + 1,
-        };
-        for &frame in open[first_unwound.min(open.len())..].iter().rev() {
-            emit(make(event.time_ns, frame, EventKind::Exit), true)?;
+    let pairing = Calls::new(events, Reading::Exports);
+    let made_up_entries = pairing.made_up_entries();
+    for step in pairing {
+        match step {
+            CallStep::Entered { entry_index, entry } => {
+                emit(entry, entry_index < made_up_entries)?;
+            }
+            CallStep::Returned { exit, .. } => emit(exit, false)?,
+            // Unwound: closed just before the event that shows it.
+            CallStep::Unfinished {
+                entry,
+                unwound_by: Some(event),
+            } => emit(
+                GraphEvent {
+                    time_ns: event.time_ns,
+                    kind: EventKind::Exit,
+                    ..entry
+                },
+                true,
+            )?,
+            // Still running when the events end: left without an exit, as
+            // recorded. An exit without entry, not explained: left out.
+            CallStep::Unfinished {
+                unwound_by: None, ..
+            }
+            | CallStep::UnmatchedExit { .. } => {}
         }
-        open.truncate(keep);
-        if event.kind == EventKind::Entry {
-            open.push((event.function, event.depth));
-        }
-        emit(event, false)?;
     }
     Ok(())
 }
