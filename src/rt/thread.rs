@@ -59,9 +59,8 @@ pub(crate) struct Untraced {
 impl Untraced {
     pub fn begin() -> Untraced {
         // SAFETY: fntrace_guard_swap only writes this thread's guard byte.
-        Untraced {
-            previous: unsafe { fntrace_guard_swap(1) },
-        }
+        let previous = unsafe { fntrace_guard_swap(1) };
+        Untraced { previous }
     }
 }
 
