@@ -74,3 +74,14 @@ impl Trace {
         self.threads.iter().map(|t| t.lost).sum()
     }
 }
+
+/// An event, for tests that build traces by hand.
+#[cfg(test)]
+pub(crate) fn test_event(time_ns: u64, function: usize, depth: u16, kind: EventKind) -> GraphEvent {
+    GraphEvent {
+        time_ns,
+        function,
+        depth,
+        kind,
+    }
+}

@@ -69,23 +69,13 @@ pub use latency::{latency, FunctionStats, LatencyReport};
 mod tests {
     //! Event constructors for the tests of this module's files.
 
-    use crate::trace::{EventKind, GraphEvent};
+    use crate::trace::{test_event, EventKind, GraphEvent};
 
     pub(crate) fn entry(time_ns: u64, function: usize, depth: u16) -> GraphEvent {
-        GraphEvent {
-            time_ns,
-            function,
-            depth,
-            kind: EventKind::Entry,
-        }
+        test_event(time_ns, function, depth, EventKind::Entry)
     }
 
     pub(crate) fn exit(time_ns: u64, function: usize, depth: u16) -> GraphEvent {
-        GraphEvent {
-            time_ns,
-            function,
-            depth,
-            kind: EventKind::Exit,
-        }
+        test_event(time_ns, function, depth, EventKind::Exit)
     }
 }

@@ -128,14 +128,7 @@ mod tests {
     use super::*;
     use crate::trace::EventKind;
 
-    fn ev(time_ns: u64, function: usize, depth: u16, kind: EventKind) -> GraphEvent {
-        GraphEvent {
-            time_ns,
-            function,
-            depth,
-            kind,
-        }
-    }
+    use crate::trace::test_event as ev;
     use EventKind::{Entry as In, Exit as Out};
 
     fn summary(calls: &[Call]) -> Vec<(usize, u64, u64, Option<usize>, Began, Ended)> {

@@ -124,17 +124,10 @@ fn json_string(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::{EventKind, GraphEvent, ThreadTrace};
+    use crate::trace::{EventKind, ThreadTrace};
     use serde_json::Value;
 
-    fn ev(time_ns: u64, function: usize, depth: u16, kind: EventKind) -> GraphEvent {
-        GraphEvent {
-            time_ns,
-            function,
-            depth,
-            kind,
-        }
-    }
+    use crate::trace::test_event as ev;
     use EventKind::{Entry as In, Exit as Out};
 
     fn sample() -> Trace {

@@ -120,16 +120,9 @@ pub fn write_flame_svg(trace: &Trace, out: &mut dyn Write, title: &str) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::{EventKind, GraphEvent, ThreadTrace};
+    use crate::trace::{EventKind, ThreadTrace};
 
-    fn ev(time_ns: u64, function: usize, depth: u16, kind: EventKind) -> GraphEvent {
-        GraphEvent {
-            time_ns,
-            function,
-            depth,
-            kind,
-        }
-    }
+    use crate::trace::test_event as ev;
     use EventKind::{Entry as In, Exit as Out};
 
     fn sample() -> Trace {

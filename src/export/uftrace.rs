@@ -1183,14 +1183,7 @@ mod tests {
         }
     }
 
-    fn ev(time_ns: u64, function: usize, depth: u16, kind: EventKind) -> GraphEvent {
-        GraphEvent {
-            time_ns,
-            function,
-            depth,
-            kind,
-        }
-    }
+    use crate::trace::test_event as ev;
     use EventKind::{Entry as In, Exit as Out};
 
     const T0: u64 = 5_000_000_000;
