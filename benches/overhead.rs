@@ -26,10 +26,10 @@
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Barrier};
 use std::thread;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use fntrace::{Filter, FUNCTION_TRACER, GRAPH_TRACER};
 use fntrace_fixtures::{c_fentry_nopie, c_nopmcount, c_pie, c_plain, rust};
@@ -91,6 +91,8 @@ fn main() {
     let in_process = measure_in_process();
     let uftrace = measure_uftrace(&tools);
     report(&in_process, &uftrace);
+    println!();
+    report_toggles();
     println!();
     println!(
         "benchmark time: {:.1} s; load average after: {}",
@@ -914,4 +916,50 @@ fn report(figures: &InProcess, uftrace: &UftraceFigures) {
         TIMED_PAGE_FAULTS.load(Ordering::Relaxed)
     );
     println!("targets met: {} of {}", tally.met, tally.targets);
+}
+
+// ---------------------------------------------------------------------------
+// Toggling: the wall time of one enable + disable of the graph tracer over
+// every fixture site, with the rest of the process idle or busy.
+
+const TOGGLES: usize = 40;
+
+fn report_toggles() {
+    let sites = fntrace::stats().sites;
+    println!(
+        "toggle: enable + disable of `graph` ({sites} sites known), wall time, median of {TOGGLES}"
+    );
+    for busy in [0usize, 2, 8] {
+        let stop = Arc::new(AtomicBool::new(false));
+        let workers: Vec<_> = (0..busy)
+            .map(|_| {
+                let stop = Arc::clone(&stop);
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        black_box(rust::mid(1));
+                    }
+                })
+            })
+            .collect();
+        let mut took: Vec<Duration> = (0..TOGGLES)
+            .map(|_| {
+                let started = Instant::now();
+                fntrace::enable("graph").expect("enable");
+                fntrace::disable("graph").expect("disable");
+                started.elapsed()
+            })
+            .collect();
+        stop.store(true, Ordering::Relaxed);
+        for worker in workers {
+            worker.join().expect("busy worker");
+        }
+        GRAPH_TRACER.take_trace();
+        took.sort();
+        println!(
+            "  {busy} other threads busy in traced code: {:.2} ms (min {:.2}, max {:.2})",
+            took[TOGGLES / 2].as_secs_f64() * 1e3,
+            took[0].as_secs_f64() * 1e3,
+            took[TOGGLES - 1].as_secs_f64() * 1e3
+        );
+    }
 }
