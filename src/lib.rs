@@ -18,6 +18,8 @@
 //! # Ok::<(), fntrace::Error>(())
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod analysis;
 mod arch;
 mod control;

@@ -118,7 +118,7 @@ pub(crate) fn on_unknown_site(return_address: usize, kind: SiteKind) -> Option<&
     Some(site)
 }
 
-/// What one [`scan`] found.
+/// What the ELF scan of the loaded objects found (see [`crate::stats`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ScanReport {
     /// Function symbols whose first bytes were searched.
