@@ -194,40 +194,41 @@ fn signal_handlers_running_traced_code() {
             .include("fixture_rust_workload::*"),
     )
     .unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
+    // A bounded amount of work (3,000 × 26 calls), so the buffers never
+    // fill; signals keep coming until it is done.
+    const ROUNDS: u64 = 3_000;
+    let done = Arc::new(AtomicBool::new(false));
     let worker = {
-        let stop = Arc::clone(&stop);
+        let done = Arc::clone(&done);
         std::thread::spawn(move || {
             let tid = fntrace::current_tid();
-            let mut rounds = 0u64;
-            while !stop.load(Ordering::Relaxed) {
+            for _ in 0..ROUNDS {
                 rust::run(5);
-                rounds += 1;
             }
-            (tid, rounds)
+            done.store(true, Ordering::Relaxed);
+            tid
         })
     };
-    let mut sent = 0;
     let pthread = {
         use std::os::unix::thread::JoinHandleExt;
         worker.as_pthread_t()
     };
-    while sent < 2_000 {
-        // SAFETY: the worker is running until `stop` is set.
+    let mut sent = 0u64;
+    while !done.load(Ordering::Relaxed) {
+        // SAFETY: the worker thread is alive until joined below (a signal
+        // sent after its last traced call is handled before it exits).
         unsafe { libc::pthread_kill(pthread, libc::SIGURG) };
         sent += 1;
-        if sent % 100 == 0 {
-            std::thread::yield_now();
-        }
+        std::thread::sleep(std::time::Duration::from_micros(20));
     }
-    while HANDLER_CALLS.load(Ordering::Relaxed) == 0 {
-        std::thread::yield_now();
-    }
-    stop.store(true, Ordering::Relaxed);
-    let (tid, rounds) = worker.join().unwrap();
+    let tid = worker.join().unwrap();
+    let rounds = ROUNDS;
     fntrace::disable("graph").unwrap();
     let handled = HANDLER_CALLS.load(Ordering::Relaxed);
-    assert!(rounds > 0 && handled > 0);
+    assert!(
+        sent > 0 && handled > 0,
+        "{sent} signals sent, {handled} handled"
+    );
 
     let events = thread_events(&GRAPH_TRACER.take_trace(), tid);
     let (calls, open) = check_nesting(&events);

@@ -96,6 +96,9 @@ fn eight_busy_threads_survive_a_thousand_toggles_with_exact_quiescent_counts() {
         fntrace::disable("stress").unwrap_or_else(|e| panic!("disable #{i}: {e}"));
     }
     stop.store(true, Ordering::Relaxed);
+    paused.wait(); // no worker is inside a traced call now
+                   // Every call counted was made (each worker adds its 4 leaves to
+                   // calls_made right after the mid returns, before pausing).
     let seen_while_toggling = COUNTER.count(rust_leaf) + COUNTER.count(c_leaf);
     assert!(
         seen_while_toggling <= calls_made.load(Ordering::Relaxed),
@@ -103,7 +106,6 @@ fn eight_busy_threads_survive_a_thousand_toggles_with_exact_quiescent_counts() {
         calls_made.load(Ordering::Relaxed)
     );
 
-    paused.wait(); // no worker is inside a traced call now
     fntrace::enable("stress").unwrap();
     COUNTER.reset();
     toggled.wait();
