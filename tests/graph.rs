@@ -161,3 +161,61 @@ fn disabling_while_frames_are_hooked_still_returns_correctly() {
         vec![('E', c_hazards::call_back_address(), 0)]
     );
 }
+
+/// A user-written tracer that wants exits.
+struct EntryExitCounter {
+    entries: std::sync::atomic::AtomicU64,
+    exits: std::sync::atomic::AtomicU64,
+    deepest: std::sync::atomic::AtomicUsize,
+    backwards: std::sync::atomic::AtomicU64,
+}
+
+impl fntrace::Tracer for EntryExitCounter {
+    fn entry(&self, call: &fntrace::Call<'_>) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.entries.fetch_add(1, Relaxed);
+        self.deepest.fetch_max(call.depth(), Relaxed);
+    }
+    fn wants_exit(&self) -> bool {
+        true
+    }
+    fn exit(&self, ret: &fntrace::Return) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.exits.fetch_add(1, Relaxed);
+        if ret.exit_ns() < ret.entry_ns() || ret.vanished() {
+            self.backwards.fetch_add(1, Relaxed);
+        }
+    }
+}
+
+static USER_GRAPH: EntryExitCounter = EntryExitCounter {
+    entries: std::sync::atomic::AtomicU64::new(0),
+    exits: std::sync::atomic::AtomicU64::new(0),
+    deepest: std::sync::atomic::AtomicUsize::new(0),
+    backwards: std::sync::atomic::AtomicU64::new(0),
+};
+fntrace::register_tracer!("user-graph", &USER_GRAPH);
+
+#[test]
+fn a_user_tracer_sees_exits_also_beside_the_graph_tracer() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    fntrace::init().unwrap();
+    GRAPH_TRACER.take_trace();
+    let rust_only = Filter::new().include("fixture_rust_workload::*");
+    fntrace::enable_with("user-graph", &rust_only).unwrap();
+    rust::run(2); // 1 + 2 + 8 calls
+    fntrace::enable_with("graph", &rust_only).unwrap(); // two exit tracers
+    rust::run(3); // 1 + 3 + 12 calls
+    fntrace::disable("user-graph").unwrap();
+    fntrace::disable("graph").unwrap();
+    assert_eq!(USER_GRAPH.entries.load(Relaxed), 11 + 16);
+    assert_eq!(USER_GRAPH.exits.load(Relaxed), 11 + 16);
+    assert_eq!(USER_GRAPH.deepest.load(Relaxed), 2);
+    assert_eq!(USER_GRAPH.backwards.load(Relaxed), 0);
+    let events = thread_events(&GRAPH_TRACER.take_trace(), fntrace::current_tid());
+    assert_eq!(
+        shape(&events),
+        expected_run(3, addr!(rust::run), addr!(rust::mid), addr!(rust::leaf))
+    );
+}
