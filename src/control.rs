@@ -8,7 +8,8 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use parking_lot::Mutex;
+use std::cell::RefCell;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::patch::{self, TextWrite};
 use crate::rt::thread::Untraced;
@@ -24,6 +25,9 @@ struct ControlState {
     unreadable_objects: Vec<String>,
 }
 
+// A std (futex) mutex rather than parking_lot's: across fork() the child
+// must be able to release it (see `before_fork`), and parking_lot would hand
+// it to a waiter that exists only in the parent.
 static CONTROL: Mutex<ControlState> = Mutex::new(ControlState {
     initialized: false,
     scanned_generation: 0,
@@ -45,7 +49,7 @@ static INITIALIZED: AtomicBool = AtomicBool::new(false);
 /// at once. [`enable`] calls it when needed.
 pub fn init() -> Result<(), Error> {
     let _untraced = Untraced::begin();
-    let mut state = CONTROL.lock();
+    let mut state = control();
     init_locked(&mut state)
 }
 
@@ -56,10 +60,14 @@ fn init_locked(state: &mut ControlState) -> Result<(), Error> {
     if !cfg!(fntrace_trampolines) {
         return Err(Error::Unsupported);
     }
-    // SAFETY: registering a fork handler has no preconditions; the handler
-    // only resets a thread-local cell.
+    // SAFETY: registering fork handlers has no preconditions; the handlers
+    // only take and release fntrace's own locks and reset a thread-local.
     unsafe {
-        libc::pthread_atfork(None, None, Some(crate::rt::thread::forget_after_fork));
+        libc::pthread_atfork(
+            Some(before_fork),
+            Some(after_fork_in_parent),
+            Some(after_fork_in_child),
+        );
     }
     crate::rt::shadow::prepare();
     std::hint::black_box(crate::rt::prepare_unwinding());
@@ -69,6 +77,46 @@ fn init_locked(state: &mut ControlState) -> Result<(), Error> {
     state.initialized = true;
     INITIALIZED.store(true, Ordering::Release);
     Ok(())
+}
+
+/// `fork` waits for a running control operation and site insertion, so the
+/// child never inherits fntrace's locks held by a thread it does not have
+/// (the child has only the forking thread).
+extern "C" fn before_fork() {
+    let _untraced = Untraced::begin();
+    let guard = control();
+    HELD_ACROSS_FORK.with(|held| *held.borrow_mut() = Some(guard));
+    SITES.hold_for_fork();
+}
+
+extern "C" fn after_fork_in_parent() {
+    SITES.release_after_fork();
+    HELD_ACROSS_FORK.with(|held| held.borrow_mut().take());
+}
+
+thread_local! {
+    /// The control lock held by the forking thread from `before_fork` until
+    /// after the fork (the same thread in parent and child).
+    static HELD_ACROSS_FORK: RefCell<Option<MutexGuard<'static, ControlState>>> =
+        const { RefCell::new(None) };
+}
+
+/// Held by every public operation that reads or changes fntrace's state
+/// (toggles, dumps, reading buffers), so that all inner locks are free
+/// whenever it is free — in particular across `fork`.
+pub(crate) fn lock() -> impl Drop {
+    control()
+}
+
+/// The control lock. A panic while holding it (a bug) leaves the state as
+/// it was: every operation keeps it consistent step by step.
+fn control() -> MutexGuard<'static, ControlState> {
+    CONTROL.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+extern "C" fn after_fork_in_child() {
+    crate::rt::thread::forget_after_fork();
+    after_fork_in_parent();
 }
 
 /// Switches the tracer registered as `name` on for every traceable site:
@@ -94,7 +142,7 @@ pub fn enable(name: &str) -> Result<(), Error> {
 /// was patched and the tracer's selection is as before.
 pub fn enable_with(name: &str, filter: &Filter) -> Result<(), Error> {
     let _untraced = Untraced::begin();
-    let mut state = CONTROL.lock();
+    let mut state = control();
     init_locked(&mut state)?;
     let index = tracer::find(name).ok_or_else(|| Error::UnknownTracer(name.to_string()))?;
     let bit = 1u64 << index;
@@ -149,7 +197,7 @@ pub fn enable_with(name: &str, filter: &Filter) -> Result<(), Error> {
 /// [`flush`].
 pub fn disable(name: &str) -> Result<(), Error> {
     let _untraced = Untraced::begin();
-    let _state = CONTROL.lock();
+    let _state = control();
     let index = tracer::find(name).ok_or_else(|| Error::UnknownTracer(name.to_string()))?;
     let bit = 1u64 << index;
     if tracer::enabled_mask() & bit == 0 {
@@ -166,7 +214,7 @@ pub fn disable(name: &str) -> Result<(), Error> {
 /// since the last patch, and any revert an earlier failed `disable` left.
 pub fn flush() -> Result<(), Error> {
     let _untraced = Untraced::begin();
-    let _state = CONTROL.lock();
+    let _state = control();
     sync_text()
 }
 
@@ -176,7 +224,7 @@ pub(crate) fn nop_pending_from_hot_path() {
     if !INITIALIZED.load(Ordering::Acquire) || !NOP_PENDING.load(Ordering::Acquire) {
         return;
     }
-    if let Some(_state) = CONTROL.try_lock() {
+    if let Ok(_state) = CONTROL.try_lock() {
         // A failure leaves NOP_PENDING set; the next operation retries.
         let _ = sync_text();
     }
@@ -282,7 +330,7 @@ pub struct Stats {
 /// A snapshot of fntrace's counters.
 pub fn stats() -> Stats {
     let _untraced = Untraced::begin();
-    let state = CONTROL.lock();
+    let state = control();
     let mut stats = Stats {
         initialized: state.initialized,
         scan: state.scan,
@@ -306,14 +354,14 @@ pub fn stats() -> Stats {
 /// Every call site known, in no particular order.
 pub fn sites() -> Vec<SiteInfo> {
     let _untraced = Untraced::begin();
-    let _state = CONTROL.lock();
+    let _state = control();
     SITES.iter().map(SiteInfo::of).collect()
 }
 
 /// The call site of the function whose entry address is `function`.
 pub fn site_of(function: usize) -> Option<SiteInfo> {
     let _untraced = Untraced::begin();
-    let _state = CONTROL.lock();
+    let _state = control();
     SITES
         .iter()
         .find(|site| site.function.load(Ordering::Relaxed) == function && site.form().is_some())
@@ -324,6 +372,7 @@ pub fn site_of(function: usize) -> Option<SiteInfo> {
 /// symbol tables of the loaded objects.
 pub fn function_name(address: usize) -> Option<String> {
     let _untraced = Untraced::begin();
+    let _control = control();
     let index = symbols::current();
     let function = index.function_at(address)?;
     Some(symbols::demangle(&function.name))

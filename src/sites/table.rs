@@ -313,6 +313,17 @@ impl SiteTable {
         }
     }
 
+    /// Takes the writer lock and keeps it until [`Self::release_after_fork`]:
+    /// a child of `fork` must not inherit it held by a thread it lacks.
+    pub fn hold_for_fork(&self) {
+        std::mem::forget(WriterLock::acquire(&self.writer));
+    }
+
+    /// Releases the lock [`Self::hold_for_fork`] took (parent and child).
+    pub fn release_after_fork(&self) {
+        self.writer.store(false, Ordering::Release);
+    }
+
     /// Every published site.
     pub fn iter(&self) -> impl Iterator<Item = &Site> {
         self.segments().flat_map(|segment| {

@@ -43,6 +43,8 @@ crate::register_tracer!("function", &FUNCTION_TRACER);
 impl FunctionTracer {
     /// Takes every buffered event (all threads), oldest first per thread.
     pub fn take_events(&self) -> Vec<FunctionEvent> {
+        let _untraced = crate::rt::thread::Untraced::begin();
+        let _control = crate::control::lock();
         self.pool
             .drain()
             .into_iter()

@@ -78,6 +78,7 @@ impl GraphTracer {
     /// fntrace afterwards.
     pub fn take_trace(&self) -> Trace {
         let _untraced = Untraced::begin();
+        let _control = crate::control::lock();
         let mut retained = self.retained.lock();
         self.collect_into(&mut retained);
         describe(std::mem::take(&mut *retained))
@@ -88,6 +89,7 @@ impl GraphTracer {
     /// until [`GraphTracer::forget`] drops them.
     pub fn snapshot(&self) -> Trace {
         let _untraced = Untraced::begin();
+        let _control = crate::control::lock();
         let mut retained = self.retained.lock();
         self.collect_into(&mut retained);
         describe(retained.clone())
@@ -96,6 +98,8 @@ impl GraphTracer {
     /// Drops the events `trace` (from [`GraphTracer::snapshot`]) holds,
     /// keeping anything recorded since.
     pub fn forget(&self, trace: &Trace) {
+        let _untraced = Untraced::begin();
+        let _control = crate::control::lock();
         let mut retained = self.retained.lock();
         for taken in &trace.threads {
             if let Some(kept) = retained.iter_mut().find(|t| t.tid == taken.tid) {
