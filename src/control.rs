@@ -391,17 +391,15 @@ pub struct DumpReport {
 
 /// Writes everything the `graph` tracer recorded so far to `dir` as a
 /// uftrace data directory (`uftrace replay -d DIR`, `fntrace report DIR`).
-/// `dir` must not exist or be empty. Shows progress on stderr for large
-/// traces. On success the written events are dropped from memory; on error
-/// nothing is lost: the events stay and can be dumped elsewhere.
+/// `dir` must not exist or be empty. Shows progress on stderr for traces
+/// that take more than a quarter of a second to write. On success the
+/// written events are dropped from memory; on error nothing is lost: the
+/// events stay and can be dumped elsewhere.
 pub fn dump(dir: impl AsRef<std::path::Path>) -> Result<DumpReport, Error> {
-    let _untraced = Untraced::begin();
     let dir = dir.as_ref();
-    let trace = crate::GRAPH_TRACER.snapshot();
-    let events: usize = trace.threads.iter().map(|t| t.events.len()).sum();
     let mut last_shown = std::time::Instant::now();
     let mut shown = false;
-    let mut progress = |done: usize, total: usize| {
+    dump_with_progress(dir, &mut |done, total| {
         if last_shown.elapsed() >= std::time::Duration::from_millis(250) || (shown && done == total)
         {
             eprint!(
@@ -415,8 +413,19 @@ pub fn dump(dir: impl AsRef<std::path::Path>) -> Result<DumpReport, Error> {
             last_shown = std::time::Instant::now();
             shown = true;
         }
-    };
-    crate::export::write_uftrace_dir(&trace, dir, Some(&mut progress))?;
+    })
+}
+
+/// [`dump`], reporting progress as `(events written, events in all)` to
+/// `progress` instead of stderr (every 65,536 events and at the end).
+pub fn dump_with_progress(
+    dir: impl AsRef<std::path::Path>,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<DumpReport, Error> {
+    let _untraced = Untraced::begin();
+    let trace = crate::GRAPH_TRACER.snapshot();
+    let events: usize = trace.threads.iter().map(|t| t.events.len()).sum();
+    crate::export::write_uftrace_dir(&trace, dir.as_ref(), Some(progress))?;
     crate::GRAPH_TRACER.forget(&trace);
     Ok(DumpReport {
         threads: trace.threads.len(),

@@ -35,8 +35,8 @@ mod tracer;
 
 pub use arch::x86_64::{SavedRegs, SiteForm};
 pub use control::{
-    disable, dump, enable, enable_with, flush, function_name, init, site_of, sites, stats,
-    DumpReport, Stats,
+    disable, dump, dump_with_progress, enable, enable_with, flush, function_name, init, site_of,
+    sites, stats, DumpReport, Stats,
 };
 pub use error::Error;
 pub use filter::Filter;

@@ -325,3 +325,23 @@ fn the_cli_names_the_file_and_the_problem() {
     assert_eq!(out.status.code(), Some(2));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_large_dump_reports_its_progress() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    fntrace::init().unwrap();
+    fntrace::GRAPH_TRACER.take_trace();
+    fntrace::enable_with("graph", &Filter::new().include("fixture_rust_workload::*")).unwrap();
+    rust::run(20_000); // 100,001 calls: 200,002 events
+    fntrace::disable("graph").unwrap();
+    let dir = temp_dir("progress");
+    let mut reports = Vec::new();
+    let report = fntrace::dump_with_progress(&dir, &mut |done, total| reports.push((done, total)))
+        .expect("dump");
+    assert_eq!(report.events, 200_002);
+    assert!(reports.len() >= 3, "{reports:?}");
+    assert!(reports.windows(2).all(|w| w[0].0 < w[1].0), "{reports:?}");
+    assert!(reports.iter().all(|&(_, total)| total == 200_002));
+    assert_eq!(reports.last(), Some(&(200_002, 200_002)));
+    let _ = std::fs::remove_dir_all(&dir);
+}
