@@ -17,7 +17,13 @@ fn main() {
         return;
     }
 
-    let sources = ["asm/x86_64/entry.S", "asm/x86_64/return.S"];
+    let sources = [
+        "asm/x86_64/entry.S",
+        "asm/x86_64/graph.S",
+        "asm/x86_64/return.S",
+    ];
+    // Offsets of Rust structures, shared by the sources.
+    println!("cargo:rerun-if-changed=asm/x86_64/layout.h");
     let mut build = cc::Build::new();
     for src in sources {
         println!("cargo:rerun-if-changed={src}");

@@ -11,11 +11,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::cell::RefCell;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use crate::arch::x86_64::SiteForm;
 use crate::patch::{self, TextWrite};
+use crate::rt::fast;
 use crate::rt::thread::Untraced;
 use crate::sites::{self, flag, ScanReport, Site, SiteInfo, NOP_PENDING, SITES, UNRECOGNIZED};
 use crate::tracer;
-use crate::{symbols, Error, Filter};
+use crate::{symbols, Error, Filter, GRAPH_TRACER};
 
 struct ControlState {
     initialized: bool,
@@ -182,6 +184,7 @@ pub fn enable_with(name: &str, filter: &Filter) -> Result<(), Error> {
                 site.tracers.fetch_and(!bit, Ordering::Relaxed);
             }
         }
+        GRAPH_TRACER.refresh_fast_path();
         return Err(err);
     }
     Ok(())
@@ -251,36 +254,80 @@ fn traceable(site: &Site) -> bool {
         && site.function.load(Ordering::Relaxed) != 0
 }
 
+/// What a recognised site's text holds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SiteText {
+    /// The NOP: no enabled tracer selected the site.
+    Nop,
+    /// The original call, to the generic trampoline.
+    Call,
+    /// A call to the graph tracer's fast entry (see [`crate::rt::fast`]).
+    Fast,
+}
+
+impl SiteText {
+    fn of(site: &Site) -> SiteText {
+        if !site.has_flag(flag::TEXT_IS_CALL) {
+            SiteText::Nop
+        } else if site.has_flag(flag::TEXT_IS_FAST) {
+            SiteText::Fast
+        } else {
+            SiteText::Call
+        }
+    }
+
+    /// The bytes of this text at `site`; `None` for a fast call out of reach.
+    fn bytes(self, site: &Site, form: SiteForm) -> Option<[u8; 8]> {
+        match self {
+            SiteText::Nop => {
+                let mut nop = [0u8; 8];
+                nop[..form.instruction_len()].copy_from_slice(form.nop());
+                Some(nop)
+            }
+            SiteText::Call => Some(site.original_bytes()),
+            SiteText::Fast => {
+                fast::call_bytes(site.addr.load(Ordering::Relaxed), form, site.kind())
+            }
+        }
+    }
+}
+
 /// Makes every recognised site hold its call exactly when some enabled
-/// tracer selected it. Caller holds the control lock.
+/// tracer selected it: the graph tracer's fast entry when it is the only
+/// one and may use it, else the original call. Caller holds the control
+/// lock.
 fn sync_text() -> Result<(), Error> {
     NOP_PENDING.store(false, Ordering::Release);
+    // Before any site calls the fast entry, frames it pushes must carry the
+    // right exit mask; after a disable, none may.
+    let fast_mask = GRAPH_TRACER.refresh_fast_path();
     let mut writes = Vec::new();
-    let mut flipped = Vec::new();
+    let mut changed = Vec::new();
     for site in SITES.iter() {
         let Some(form) = site.form() else {
             continue;
         };
-        let wants_call = site.tracers.load(Ordering::Relaxed) != 0;
-        if wants_call == site.has_flag(flag::TEXT_IS_CALL) {
+        let current = SiteText::of(site);
+        let wanted = match site.tracers.load(Ordering::Relaxed) {
+            0 => SiteText::Nop,
+            mask if mask == fast_mask && SiteText::Fast.bytes(site, form).is_some() => {
+                SiteText::Fast
+            }
+            _ => SiteText::Call,
+        };
+        if wanted == current {
             continue;
         }
-        let len = form.instruction_len();
-        let original = site.original_bytes();
-        let mut nop = [0u8; 8];
-        nop[..len].copy_from_slice(form.nop());
-        let (old, new) = if wants_call {
-            (nop, original)
-        } else {
-            (original, nop)
+        let (Some(old), Some(new)) = (current.bytes(site, form), wanted.bytes(site, form)) else {
+            continue; // unreachable: Fast is chosen only when encodable
         };
         writes.push(TextWrite {
             addr: site.addr.load(Ordering::Relaxed),
-            len: len as u8,
+            len: form.instruction_len() as u8,
             old,
             new,
         });
-        flipped.push(site);
+        changed.push((site, wanted));
     }
     if writes.is_empty() {
         return Ok(());
@@ -289,8 +336,9 @@ fn sync_text() -> Result<(), Error> {
         NOP_PENDING.store(true, Ordering::Release);
         return Err(err);
     }
-    for site in flipped {
-        site.set_flag(flag::TEXT_IS_CALL, !site.has_flag(flag::TEXT_IS_CALL));
+    for (site, text) in changed {
+        site.set_flag(flag::TEXT_IS_CALL, text != SiteText::Nop);
+        site.set_flag(flag::TEXT_IS_FAST, text == SiteText::Fast);
     }
     Ok(())
 }

@@ -42,7 +42,7 @@ pub use error::Error;
 pub use filter::Filter;
 pub use patch::stop_world::{set_ack_timeout, set_stop_signal};
 pub use rt::shadow::MAX_DEPTH as MAX_HOOKED_DEPTH;
-pub use rt::thread::{current_tid, untraced};
+pub use rt::thread::{current_tid, generic_entries_on_this_thread, untraced};
 pub use sites::{ScanReport, SiteInfo, SiteKind};
 pub use trace::{EventKind, GraphEvent, ThreadTrace, Trace};
 pub use tracer::function::{FunctionEvent, FunctionTracer, FUNCTION_TRACER};

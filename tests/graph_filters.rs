@@ -33,7 +33,12 @@ fn excluded_functions_keep_their_nop() {
         NOP6,
         "an excluded site is not patched"
     );
-    assert_eq!(text(mid.address, 6), mid.original);
+    // Selected by `graph` alone: a direct call to its fast entry, same
+    // length and form as gcc's `67 e8` (tests/graph_fast_path.rs checks
+    // the target).
+    assert!(mid.patched && mid.graph_fast_path);
+    assert_eq!(text(mid.address, 2), [0x67, 0xe8]);
+    assert_ne!(text(mid.address, 6), mid.original);
     c_pie::run(2);
     fntrace::disable("graph").unwrap();
     let events = thread_events(&GRAPH_TRACER.take_trace(), fntrace::current_tid());

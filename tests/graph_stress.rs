@@ -2,7 +2,7 @@
 //! instrumented C and Rust code: frames hooked in one enable window return
 //! in another or after disable; nothing crashes, every call returns its
 //! right value, nothing is lost (the trace is drained after every toggle)
-//! and every thread's events nest.
+//! and every thread's events nest (checked drain by drain, across windows).
 
 #[macro_use]
 mod common;
@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use common::check_nesting;
-use fntrace::{Filter, GraphEvent, GRAPH_TRACER};
+use common::Nesting;
+use fntrace::{Filter, GRAPH_TRACER};
 use fntrace_fixtures::{c_fentry, c_pie, rust};
 
 const WORKERS: usize = 8;
@@ -46,7 +46,9 @@ fn eight_threads_under_three_hundred_graph_toggles() {
         })
         .collect();
 
-    let mut events: HashMap<u32, Vec<GraphEvent>> = HashMap::new();
+    let mut nesting: HashMap<u32, Nesting> = HashMap::new();
+    let mut completed = Vec::new();
+    let mut total_calls = 0;
     let mut lost = 0;
     for i in 0..TOGGLES {
         fntrace::enable_with("graph", &filter).unwrap_or_else(|e| panic!("enable #{i}: {e}"));
@@ -55,7 +57,10 @@ fn eight_threads_under_three_hundred_graph_toggles() {
         let trace = GRAPH_TRACER.take_trace();
         lost += trace.lost();
         for thread in trace.threads {
-            events.entry(thread.tid).or_default().extend(thread.events);
+            let checker = nesting.entry(thread.tid).or_default();
+            checker.feed(&thread.events, &mut completed);
+            total_calls += completed.len();
+            completed.clear();
         }
     }
     stop.store(true, Ordering::Relaxed);
@@ -65,11 +70,6 @@ fn eight_threads_under_three_hundred_graph_toggles() {
         assert!(*rounds > 0);
     }
     assert_eq!(lost, 0);
-    let mut total_calls = 0;
-    for (tid, _, _) in &results {
-        let (calls, _open) = check_nesting(events.get(tid).map_or(&[][..], |e| &e[..]));
-        total_calls += calls.len();
-    }
     assert!(total_calls > 0, "the workers were traced at least once");
 }
 

@@ -15,8 +15,8 @@
  * to 16 bytes before calling into Rust. Flags are not preserved (no compiler
  * keeps flags live across a call).
  *
- * Recursion guard: fntrace_in_tracer is a thread-local byte set while this
- * thread runs tracer code. Any mcount/fentry call made meanwhile (fntrace
+ * Recursion guard: the first byte of fntrace_thread (this thread's block,
+ * see layout.h) is set while this thread runs tracer code. Any mcount/fentry call made meanwhile (fntrace
  * itself built with -Zinstrument-mcount, a tracer calling traced code, a
  * signal handler running traced code) returns at once, touching only r11,
  * which it restores.
@@ -46,15 +46,21 @@
  *                 regs: *mut SavedRegs)      // %rdx: %rsp
  */
 
+#include "layout.h"
+
 #define SAVE_AREA 192
 
+/* This thread's block: the recursion guard and the pointers the fast paths
+ * (graph.S, return.S) need without calling into Rust. Initial-exec TLS:
+ * one %fs-relative access, no __tls_get_addr. */
         .section .tbss,"awT",@nobits
-        .globl  fntrace_in_tracer
-        .hidden fntrace_in_tracer
-        .type   fntrace_in_tracer, @object
-        .size   fntrace_in_tracer, 1
-fntrace_in_tracer:
-        .zero   1
+        .p2align 3
+        .globl  fntrace_thread
+        .hidden fntrace_thread
+        .type   fntrace_thread, @object
+        .size   fntrace_thread, THREAD_BLOCK_SIZE
+fntrace_thread:
+        .zero   THREAD_BLOCK_SIZE
 
         .text
 
@@ -68,7 +74,7 @@ fntrace_in_tracer:
         pushq   %r11
         .cfi_adjust_cfa_offset 8
         .cfi_rel_offset r11, 0
-        movq    fntrace_in_tracer@GOTTPOFF(%rip), %r11
+        movq    fntrace_thread@GOTTPOFF(%rip), %r11
         cmpb    $0, %fs:(%r11)
         jne     .Lskip_\@
         movb    $1, %fs:(%r11)
@@ -130,7 +136,7 @@ fntrace_in_tracer:
         popq    %rbp
         .cfi_adjust_cfa_offset -8
         .cfi_restore rbp
-        movq    fntrace_in_tracer@GOTTPOFF(%rip), %r11
+        movq    fntrace_thread@GOTTPOFF(%rip), %r11
         movb    $0, %fs:(%r11)
 .Lskip_\@:
         popq    %r11
@@ -161,11 +167,26 @@ ENTRY_TRAMPOLINE __fentry__, fntrace_fentry_entry, 1
         .type   fntrace_guard_swap, @function
 fntrace_guard_swap:
         .cfi_startproc
-        movq    fntrace_in_tracer@GOTTPOFF(%rip), %rcx
+        movq    fntrace_thread@GOTTPOFF(%rip), %rcx
         movzbl  %fs:(%rcx), %eax
         movb    %dil, %fs:(%rcx)
         ret
         .cfi_endproc
         .size   fntrace_guard_swap, . - fntrace_guard_swap
+
+/* ThreadBlock *fntrace_thread_block(void)
+ *   %rax: the address of this thread's block (%fs:0 holds the thread
+ *   pointer itself, so TLS offset + %fs:0 is a plain address). */
+        .p2align 4
+        .globl  fntrace_thread_block
+        .hidden fntrace_thread_block
+        .type   fntrace_thread_block, @function
+fntrace_thread_block:
+        .cfi_startproc
+        movq    fntrace_thread@GOTTPOFF(%rip), %rax
+        addq    %fs:0, %rax
+        ret
+        .cfi_endproc
+        .size   fntrace_thread_block, . - fntrace_thread_block
 
         .section .note.GNU-stack,"",@progbits

@@ -16,16 +16,28 @@
  * registers, which the Rust code below preserves by the ABI. The direction
  * flag is clear by the ABI.
  *
- * Stack while calling into Rust:
+ * Slow path, stack while calling into Rust:
  *
  *       8(%rbp)   the old slot: receives the real return address, then `ret`
  *       0(%rbp)   saved %rbp
  *                 ... 0-15 bytes of alignment padding ...
- *      48(%rsp)   saved guard byte (previous value of fntrace_in_tracer)
+ *      48(%rsp)   saved guard byte (previous value of the guard byte)
  *      32(%rsp)   xmm1
  *      16(%rsp)   xmm0
  *       8(%rsp)   rdx
  *       0(%rsp)   rax             <- %rsp, 16-byte aligned
+ *
+ * Fast path (first, no stack use, no call): when the top shadow frame is
+ * this slot's, was pushed for the graph tracer alone while its fast path is
+ * on (exit-tracer mask == fntrace_graph_fast_bit, no marks), and the ring
+ * has room, the frame is popped and the exit event written right here.
+ * Only registers dead at a return are used (rcx rsi rdi r8-r11); rax/rdx
+ * are parked in rcx/rdi around rdtsc. Everything else takes the slow path
+ * below, unchanged:
+ *
+ *      r11 TLS offset of fntrace_thread   rcx shadow stack, then saved rax
+ *      r8  depth    r9 the top frame      rsi ring    r10 ring head
+ *      rdi scratch, then saved rdx        rdx event slot
  *
  * Rust side: extern "C" fn fntrace_exit_entry(slot: *mut usize) -> usize
  *   %rdi = slot (8(%rbp)), returns the real return address in %rax.
@@ -41,6 +53,8 @@
  * not traced.
  */
 
+#include "layout.h"
+
 #define SAVE_AREA 64
 
         .text
@@ -54,6 +68,66 @@ fntrace_return_trampoline:
          * address is only known to the shadow stack. fntrace restores real
          * return addresses before any unwinder walks the stack. */
         .cfi_undefined rip
+        movq    fntrace_thread@GOTTPOFF(%rip), %r11
+        cmpb    $0, %fs:THREAD_IN_TRACER(%r11)
+        jne     .Lslow
+        movq    %fs:THREAD_SHADOW(%r11), %rcx
+        testq   %rcx, %rcx
+        jz      .Lslow
+        movq    SHADOW_LEN(%rcx), %r8
+        testq   %r8, %r8
+        jz      .Lslow
+        imulq   $FRAME_SIZE, %r8, %r9
+        leaq    SHADOW_FRAMES-FRAME_SIZE(%rcx,%r9), %r9
+        leaq    -8(%rsp), %rdi
+        cmpq    %rdi, FRAME_SLOT(%r9)
+        jne     .Lslow                  /* deeper frames died (longjmp) */
+        movq    fntrace_graph_fast_bit(%rip), %rdi
+        testq   %rdi, %rdi
+        jz      .Lslow
+        cmpq    %rdi, FRAME_EXIT_TRACERS(%r9)
+        jne     .Lslow
+        cmpq    $0, FRAME_MARKS(%r9)
+        jne     .Lslow
+        movq    %fs:THREAD_GRAPH_RING(%r11), %rsi
+        testq   %rsi, %rsi
+        jz      .Lslow
+        movb    $1, %fs:THREAD_IN_TRACER(%r11)
+        movq    RING_HEAD(%rsi), %r10
+        movq    %r10, %rdi
+        subq    RING_TAIL(%rsi), %rdi
+        cmpq    RING_CAPACITY(%rsi), %rdi
+        jae     .Lslow_unguard          /* ring full: the drop is counted */
+
+        decq    %r8
+        movq    %r8, SHADOW_LEN(%rcx)   /* popped; its memory stays intact */
+        movq    %rax, %rcx
+        movq    %rdx, %rdi
+        rdtsc
+        shlq    $32, %rdx
+        orq     %rdx, %rax
+        movq    RING_CAPACITY(%rsi), %rdx
+        decq    %rdx
+        andq    %r10, %rdx
+        leaq    (%rdx,%rdx,2), %rdx
+        shlq    $3, %rdx
+        addq    RING_SLOTS(%rsi), %rdx
+        movq    %rax, EVENT_TICKS(%rdx)
+        movq    FRAME_SITE(%r9), %rax
+        movq    %rax, EVENT_SITE(%rdx)
+        orl     $EVENT_KIND_EXIT, %r8d
+        movl    %r8d, EVENT_DEPTH_KIND(%rdx)
+        incq    %r10
+        movq    %r10, RING_HEAD(%rsi)   /* publishes the event */
+        movq    FRAME_REAL_RETURN(%r9), %r9
+        movb    $0, %fs:THREAD_IN_TRACER(%r11)
+        movq    %rcx, %rax
+        movq    %rdi, %rdx
+        jmp     *%r9
+
+.Lslow_unguard:
+        movb    $0, %fs:THREAD_IN_TRACER(%r11)
+.Lslow:
         subq    $8, %rsp                /* re-occupy the slot */
         pushq   %rbp
         movq    %rsp, %rbp
@@ -64,7 +138,7 @@ fntrace_return_trampoline:
         movaps  %xmm0, 16(%rsp)
         movaps  %xmm1, 32(%rsp)
 
-        movq    fntrace_in_tracer@GOTTPOFF(%rip), %rcx
+        movq    fntrace_thread@GOTTPOFF(%rip), %rcx
         movzbl  %fs:(%rcx), %eax
         movq    %rax, 48(%rsp)
         movb    $1, %fs:(%rcx)
@@ -73,7 +147,7 @@ fntrace_return_trampoline:
         call    fntrace_exit_entry@PLT
         movq    %rax, %r11              /* the real return address */
 
-        movq    fntrace_in_tracer@GOTTPOFF(%rip), %rcx
+        movq    fntrace_thread@GOTTPOFF(%rip), %rcx
         movq    48(%rsp), %rax
         movb    %al, %fs:(%rcx)
 

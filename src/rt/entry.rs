@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use crate::arch::x86_64::SavedRegs;
 use crate::rt::clock;
 use crate::rt::shadow::{return_trampoline, Frame, ShadowStack};
-use crate::rt::thread::PreservedErrno;
+use crate::rt::thread::{thread_block, PreservedErrno};
 use crate::sites::{self, SiteKind, SITES};
 use crate::tracer::{self, Call, Return, Tracer};
 use crate::GRAPH_TRACER;
@@ -53,6 +53,10 @@ unsafe fn on_entry(
     regs: *mut SavedRegs,
     kind: SiteKind,
 ) {
+    let block = thread_block();
+    block
+        .generic_entries
+        .set(block.generic_entries.get().wrapping_add(1));
     match SITES.find(site_return) {
         Some(site) => {
             let wanted = site.tracers.load(Ordering::Relaxed) & tracer::enabled_mask();
@@ -80,6 +84,7 @@ unsafe fn on_entry(
 unsafe fn dispatch(site: &sites::Site, wanted: u64, parent_slot: *mut usize, regs: *mut SavedRegs) {
     let now = clock::now_ticks();
     let function = site.function.load(Ordering::Relaxed);
+    let site_return = site.return_address();
     let slot = parent_slot as usize;
     let exit_tracers = wanted & tracer::exit_mask();
     let stack = match ShadowStack::current() {
@@ -106,7 +111,7 @@ unsafe fn dispatch(site: &sites::Site, wanted: u64, parent_slot: *mut usize, reg
             && stack.push(Frame {
                 slot,
                 real_return,
-                function,
+                site: site_return,
                 entry_ticks: now,
                 exit_tracers,
                 marks: 0,
@@ -125,7 +130,7 @@ unsafe fn dispatch(site: &sites::Site, wanted: u64, parent_slot: *mut usize, reg
     let call = Call {
         function,
         parent: real_return,
-        site_return: site.return_address(),
+        site_return,
         depth,
         time_ticks: now,
         exit_hooked: hooked,
@@ -164,7 +169,7 @@ fn report_exit(frame: &Frame, depth: usize, now: u64, vanished: bool) {
         return;
     }
     let ret = Return {
-        function: frame.function,
+        site: frame.site,
         depth,
         entry_ticks: frame.entry_ticks,
         exit_ticks: now,

@@ -4,6 +4,7 @@
 
 pub(crate) mod clock;
 mod entry;
+pub(crate) mod fast;
 pub mod ring;
 pub(crate) mod shadow;
 pub(crate) mod thread;

@@ -44,6 +44,15 @@ pub struct Ring<T: Copy> {
 #[repr(align(64))]
 struct CachePadded<T>(T);
 
+// The graph tracer's fast paths write its rings from asm (layout.h).
+const _: () = {
+    type GraphRing = Ring<crate::tracer::graph::RawEvent>;
+    assert!(std::mem::offset_of!(GraphRing, head) == 0);
+    assert!(std::mem::offset_of!(GraphRing, tail) == 64);
+    assert!(std::mem::offset_of!(GraphRing, capacity) == 168);
+    assert!(std::mem::offset_of!(GraphRing, slots) == 176);
+};
+
 impl<T: Copy> Ring<T> {
     /// Appends `event`; drops and counts it when the ring is full.
     /// Only the owning thread calls this.

@@ -21,11 +21,12 @@
 //! create) and is unmapped by a `pthread_key` destructor at thread exit.
 //! Frames deeper than [`MAX_DEPTH`] are not hooked, and counted.
 
-use std::cell::Cell;
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use once_cell::sync::OnceCell;
+
+use super::thread::thread_block;
 
 /// Hooked frames per thread at most.
 pub const MAX_DEPTH: usize = 1024;
@@ -52,8 +53,9 @@ pub(crate) struct Frame {
     pub slot: usize,
     /// The return address the trampoline replaced.
     pub real_return: usize,
-    /// Entry address of the hooked function.
-    pub function: usize,
+    /// The return address of the hooked function's call site (its key in
+    /// the site table).
+    pub site: usize,
     /// Entry time ([`super::clock::now_ticks`]).
     pub entry_ticks: u64,
     /// Tracers that want this frame's exit.
@@ -63,19 +65,30 @@ pub(crate) struct Frame {
     pub marks: u64,
 }
 
+#[repr(C)]
 pub(crate) struct ShadowStack {
     len: usize,
     frames: [Frame; MAX_DEPTH],
 }
 
+// The fast paths in asm/x86_64/{graph,return}.S use these (layout.h).
+const _: () = {
+    assert!(std::mem::offset_of!(ShadowStack, len) == 0);
+    assert!(std::mem::offset_of!(ShadowStack, frames) == 8);
+    assert!(MAX_DEPTH == 1024);
+    assert!(std::mem::size_of::<Frame>() == 48);
+    assert!(std::mem::offset_of!(Frame, slot) == 0);
+    assert!(std::mem::offset_of!(Frame, real_return) == 8);
+    assert!(std::mem::offset_of!(Frame, site) == 16);
+    assert!(std::mem::offset_of!(Frame, entry_ticks) == 24);
+    assert!(std::mem::offset_of!(Frame, exit_tracers) == 32);
+    assert!(std::mem::offset_of!(Frame, marks) == 40);
+};
+
 /// Frames not hooked because the shadow stack was full.
 pub(crate) static TOO_DEEP: AtomicU64 = AtomicU64::new(0);
 /// Frames that vanished without returning (longjmp, unwinding).
 pub(crate) static VANISHED: AtomicU64 = AtomicU64::new(0);
-
-thread_local! {
-    static STACK: Cell<*mut ShadowStack> = const { Cell::new(ptr::null_mut()) };
-}
 
 static EXIT_KEY: OnceCell<libc::pthread_key_t> = OnceCell::new();
 
@@ -92,7 +105,7 @@ pub(crate) fn prepare() {
 }
 
 unsafe extern "C" fn release_at_thread_exit(stack: *mut libc::c_void) {
-    STACK.set(ptr::null_mut());
+    thread_block().shadow.set(ptr::null_mut());
     // SAFETY: stack is the mapping made by `current_or_create` for this
     // exiting thread; nothing else refers to it.
     unsafe { libc::munmap(stack, std::mem::size_of::<ShadowStack>()) };
@@ -105,7 +118,7 @@ impl ShadowStack {
         // SAFETY: the pointer is this thread's own mapping, used only by this
         // thread, and only from code holding the recursion guard (no
         // re-entrant &mut).
-        unsafe { STACK.get().as_mut() }
+        unsafe { thread_block().shadow.get().as_mut() }
     }
 
     /// This thread's stack, created on first use. `None` if no memory.
@@ -131,7 +144,7 @@ impl ShadowStack {
         // SAFETY: key was created by prepare(); setspecific on a key below
         // PTHREAD_KEY_2NDLEVEL_SIZE does not allocate.
         unsafe { libc::pthread_setspecific(key, mem) };
-        STACK.set(mem as *mut ShadowStack);
+        thread_block().shadow.set(mem as *mut ShadowStack);
         Self::current()
     }
 

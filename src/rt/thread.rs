@@ -1,6 +1,48 @@
-//! Cached kernel thread ids.
+//! Per-thread state: cached kernel thread ids, the recursion guard, and the
+//! thread block the trampolines share with Rust.
 
 use std::cell::Cell;
+
+use crate::rt::ring::Ring;
+use crate::rt::shadow::ShadowStack;
+use crate::tracer::graph::RawEvent;
+
+/// This thread's block, `fntrace_thread` in `asm/x86_64/entry.S`: an
+/// initial-exec TLS object the fast paths reach with one `%fs`-relative
+/// access. Offsets are in `asm/x86_64/layout.h`, checked below.
+#[repr(C)]
+pub(crate) struct ThreadBlock {
+    /// The recursion guard: non-zero while this thread runs tracer code.
+    pub in_tracer: Cell<u8>,
+    /// This thread's shadow stack, null until first needed.
+    pub shadow: Cell<*mut ShadowStack>,
+    /// This thread's graph-tracer ring, null until its first event.
+    pub graph_ring: Cell<*const Ring<RawEvent>>,
+    /// Calls on this thread that reached the generic (Rust) entry path
+    /// rather than a fast path: see [`crate::generic_entries_on_this_thread`].
+    pub generic_entries: Cell<u64>,
+}
+
+const _: () = {
+    assert!(std::mem::offset_of!(ThreadBlock, in_tracer) == 0);
+    assert!(std::mem::offset_of!(ThreadBlock, shadow) == 8);
+    assert!(std::mem::offset_of!(ThreadBlock, graph_ring) == 16);
+    assert!(std::mem::offset_of!(ThreadBlock, generic_entries) == 24);
+    assert!(std::mem::size_of::<ThreadBlock>() == 32);
+};
+
+extern "C" {
+    fn fntrace_thread_block() -> *mut libc::c_void;
+}
+
+/// The calling thread's block.
+#[inline]
+pub(crate) fn thread_block() -> &'static ThreadBlock {
+    // SAFETY: the asm returns the address of this thread's own TLS block,
+    // zero-initialised (null pointers, guard clear) and alive as long as the
+    // thread; ThreadBlock is !Sync, so the reference stays on this thread.
+    unsafe { &*fntrace_thread_block().cast::<ThreadBlock>() }
+}
 
 thread_local! {
     // A const-initialised Cell without Drop: a plain TLS slot, no lazy
@@ -76,4 +118,15 @@ impl Drop for Untraced {
 pub fn untraced<R>(f: impl FnOnce() -> R) -> R {
     let _untraced = Untraced::begin();
     f()
+}
+
+/// How many traced calls on the calling thread went through the generic
+/// entry path (the site-table probe and Rust dispatch) rather than the graph
+/// tracer's fast entry. Sites the graph tracer alone selected take the fast
+/// entry, except a thread's first call (it sets up the thread's buffers) and
+/// unusual frames (longjmp, tail calls, full buffers, too deep); a site also
+/// selected by another tracer always takes the generic path. A diagnostic
+/// for tests and benchmarks.
+pub fn generic_entries_on_this_thread() -> u64 {
+    thread_block().generic_entries.get()
 }

@@ -118,6 +118,14 @@ pub(crate) fn on_unknown_site(return_address: usize, kind: SiteKind) -> Option<&
     Some(site)
 }
 
+/// The entry address of the function whose site returns to `site_return`
+/// (0 when unknown). Lock-free: a table probe.
+pub(crate) fn function_of_site(site_return: usize) -> usize {
+    SITES
+        .find(site_return)
+        .map_or(0, |site| site.function.load(Ordering::Relaxed))
+}
+
 /// What the ELF scan of the loaded objects found (see [`crate::stats`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ScanReport {
@@ -217,7 +225,8 @@ fn complete_lazy_site(site: &Site, scanned: &NewSite) {
         site.function.store(scanned.function, Ordering::Relaxed);
     }
     site.set_flag(flag::EXCLUDED, scanned.extra_flags & flag::EXCLUDED != 0);
-    if site.has_flag(flag::TEXT_IS_CALL) && site.addr.load(Ordering::Relaxed) != scanned.addr {
+    let holds_original = site.has_flag(flag::TEXT_IS_CALL) && !site.has_flag(flag::TEXT_IS_FAST);
+    if holds_original && site.addr.load(Ordering::Relaxed) != scanned.addr {
         site.redescribe(scanned);
     }
 }
@@ -270,8 +279,14 @@ pub struct SiteInfo {
     /// Number of enabled tracers that selected this site (its reference
     /// count: the site holds the call exactly when this is non-zero).
     pub enabled_tracers: u32,
-    /// Whether the text holds the call right now (else the NOP).
+    /// Whether the text holds a call right now (else the NOP).
     pub patched: bool,
+    /// Whether that call goes straight to the graph tracer's fast entry
+    /// (the site is selected by `graph` alone, which has no run-time
+    /// limits) rather than to the original trampoline. Its bytes are then a
+    /// direct call of the same length as the original (`e8 rel32`, or
+    /// `67 e8 rel32` for 6-byte sites).
+    pub graph_fast_path: bool,
     /// Found by the first call through it rather than by the ELF scan.
     pub lazily_found: bool,
     /// fntrace's own code: never enabled.
@@ -290,6 +305,7 @@ impl SiteInfo {
             original: site.original_bytes()[..len].to_vec(),
             enabled_tracers: site.tracers.load(Ordering::Relaxed).count_ones(),
             patched: site.has_flag(flag::TEXT_IS_CALL),
+            graph_fast_path: site.has_flag(flag::TEXT_IS_FAST),
             lazily_found: site.has_flag(flag::LAZY),
             excluded: site.has_flag(flag::EXCLUDED),
         }

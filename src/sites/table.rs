@@ -39,12 +39,14 @@ pub enum SiteKind {
 /// | 3    | the text holds the call now (else the NOP, or unknown bytes) |
 /// | 4    | excluded: fntrace's own code, never enabled                  |
 /// | 5    | found by the lazy hook (first call) rather than the ELF scan |
+/// | 6    | the call in the text is to the graph tracer's fast entry     |
 pub(crate) mod flag {
     pub const FORM_MASK: u32 = 0b11;
     pub const FENTRY: u32 = 1 << 2;
     pub const TEXT_IS_CALL: u32 = 1 << 3;
     pub const EXCLUDED: u32 = 1 << 4;
     pub const LAZY: u32 = 1 << 5;
+    pub const TEXT_IS_FAST: u32 = 1 << 6;
 }
 
 fn form_bits(form: Option<SiteForm>) -> u32 {

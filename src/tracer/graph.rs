@@ -9,7 +9,6 @@
 //! entries of its not-yet-written ancestors (marked in their shadow frames),
 //! so events stay in time order and every written exit has its entry.
 
-use std::cell::Cell;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -17,19 +16,42 @@ use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 
 use super::{Call, Return, Tracer};
-use crate::rt::clock::ticks_to_ns;
-use crate::rt::ring::{Ring, RingPool};
+use crate::rt::clock::{self, ticks_to_ns};
+use crate::rt::fast;
+use crate::rt::ring::RingPool;
 use crate::rt::shadow::ShadowStack;
-use crate::rt::thread::{current_tid, Untraced};
+use crate::rt::thread::{current_tid, thread_block, Untraced};
+use crate::sites::function_of_site;
 use crate::trace::{EventKind, GraphEvent, ThreadTrace, Trace};
 use crate::{symbols, Filter};
 
 /// Most threads whose events the graph tracer keeps apart.
 pub const MAX_THREADS: usize = 4096;
 
+/// An event as the traced thread writes it (also from asm: layout.h): raw
+/// TSC ticks and the site's return address. Draining turns it into a
+/// [`GraphEvent`] (nanoseconds, function address) off the traced path.
+#[derive(Clone, Copy, Debug)]
+#[repr(C)]
+pub(crate) struct RawEvent {
+    ticks: u64,
+    site: usize,
+    depth: u16,
+    kind: EventKind,
+}
+
+const _: () = {
+    assert!(std::mem::size_of::<RawEvent>() == 24);
+    assert!(std::mem::offset_of!(RawEvent, ticks) == 0);
+    assert!(std::mem::offset_of!(RawEvent, site) == 8);
+    assert!(std::mem::offset_of!(RawEvent, depth) == 16);
+    assert!(std::mem::offset_of!(RawEvent, kind) == 18);
+    assert!(EventKind::Exit as u8 == 1);
+};
+
 /// The `graph` tracer. Registered under the name `"graph"`.
 pub struct GraphTracer {
-    pool: Lazy<RingPool<GraphEvent>>,
+    pool: Lazy<RingPool<RawEvent>>,
     /// Events moved out of the rings and not yet taken (see `snapshot`).
     retained: Mutex<Vec<ThreadTrace>>,
     max_depth: AtomicUsize,
@@ -37,10 +59,6 @@ pub struct GraphTracer {
     /// This tracer's bit in masks and in shadow frames' marks (its registry
     /// index); 0 until first enabled.
     mark: AtomicU64,
-}
-
-thread_local! {
-    static RING: Cell<*const Ring<GraphEvent>> = const { Cell::new(std::ptr::null()) };
 }
 
 /// The process's graph tracer.
@@ -59,6 +77,32 @@ impl GraphTracer {
     #[inline]
     pub(crate) fn bit(&self) -> u64 {
         self.mark.load(Ordering::Relaxed)
+    }
+
+    /// The mask a site selected by exactly these tracers has when it may
+    /// call the fast entry (asm/x86_64/graph.S): this tracer's bit while it
+    /// is enabled with no run-time limits (depth, duration: the fast path
+    /// does not apply them) and timestamps come from the TSC; else 0.
+    pub(crate) fn fast_path_bit(&self) -> u64 {
+        let bit = self.bit();
+        let eligible = bit != 0
+            && super::enabled_mask() & bit != 0
+            && self.max_depth.load(Ordering::Relaxed) == usize::MAX
+            && self.min_duration_ns.load(Ordering::Relaxed) == 0
+            && clock::uses_tsc();
+        if eligible {
+            bit
+        } else {
+            0
+        }
+    }
+
+    /// Tells the fast exit whether it may run (see [`Self::fast_path_bit`]).
+    /// Called under the control lock before sites are patched.
+    pub(crate) fn refresh_fast_path(&self) -> u64 {
+        let bit = self.fast_path_bit();
+        fast::set_exit_bit(bit);
+        bit
     }
 
     /// Events each thread's buffer holds (rounded up to a power of two), for
@@ -129,26 +173,35 @@ impl GraphTracer {
                     retained.last_mut().expect("just pushed")
                 }
             };
-            // The rings hold raw timestamps (TSC ticks): convert them here,
-            // off the traced-call path.
+            // The rings hold raw timestamps (TSC ticks) and site return
+            // addresses: convert them here, off the traced-call path.
+            let mut last_site = (0, 0);
             thread
                 .events
-                .extend(drained.events.into_iter().map(|mut event| {
-                    event.time_ns = ticks_to_ns(event.time_ns);
-                    event
+                .extend(drained.events.into_iter().map(|event| {
+                    if last_site.0 != event.site {
+                        last_site = (event.site, function_of_site(event.site));
+                    }
+                    GraphEvent {
+                        time_ns: ticks_to_ns(event.ticks),
+                        function: last_site.1,
+                        depth: event.depth,
+                        kind: event.kind,
+                    }
                 }));
             thread.lost += drained.dropped;
         }
     }
 
     #[inline]
-    fn push(&self, event: GraphEvent) {
-        let mut ring = RING.get();
+    fn push(&self, event: RawEvent) {
+        let block = thread_block();
+        let mut ring = block.graph_ring.get();
         if ring.is_null() {
             match self.pool.claim(current_tid()) {
                 Some(claimed) => {
                     ring = claimed;
-                    RING.set(ring);
+                    block.graph_ring.set(ring);
                 }
                 None => return self.pool.count_unbuffered(),
             }
@@ -168,9 +221,9 @@ impl GraphTracer {
                 continue;
             }
             frame.marks |= mark;
-            self.push(GraphEvent {
-                time_ns: frame.entry_ticks,
-                function: frame.function,
+            self.push(RawEvent {
+                ticks: frame.entry_ticks,
+                site: frame.site,
                 depth: ancestor_depth as u16,
                 kind: EventKind::Entry,
             });
@@ -225,9 +278,9 @@ impl Tracer for GraphTracer {
         {
             return;
         }
-        self.push(GraphEvent {
-            time_ns: call.time_ticks,
-            function: call.function(),
+        self.push(RawEvent {
+            ticks: call.time_ticks,
+            site: call.site_return,
             depth: call.depth() as u16,
             kind: EventKind::Entry,
         });
@@ -248,17 +301,17 @@ impl Tracer for GraphTracer {
             }
             self.write_pending_ancestors(ret.depth(), mark, max_depth);
             if !entry_written {
-                self.push(GraphEvent {
-                    time_ns: ret.entry_ticks,
-                    function: ret.function(),
+                self.push(RawEvent {
+                    ticks: ret.entry_ticks,
+                    site: ret.site,
                     depth: ret.depth() as u16,
                     kind: EventKind::Entry,
                 });
             }
         }
-        self.push(GraphEvent {
-            time_ns: ret.exit_ticks,
-            function: ret.function(),
+        self.push(RawEvent {
+            ticks: ret.exit_ticks,
+            site: ret.site,
             depth: ret.depth() as u16,
             kind: EventKind::Exit,
         });

@@ -85,7 +85,8 @@ impl Call<'_> {
 
 /// A traced function returning, as seen by a tracer that wants exits.
 pub struct Return {
-    pub(crate) function: usize,
+    /// The return address of the function's call site (its site-table key).
+    pub(crate) site: usize,
     pub(crate) depth: usize,
     pub(crate) entry_ticks: u64,
     pub(crate) exit_ticks: u64,
@@ -94,10 +95,10 @@ pub struct Return {
 }
 
 impl Return {
-    /// Entry address of the function.
+    /// Entry address of the function (0 if its symbol is unknown).
     #[inline]
     pub fn function(&self) -> usize {
-        self.function
+        crate::sites::function_of_site(self.site)
     }
     /// Depth of the call (as [`Call::depth`] at its entry).
     #[inline]

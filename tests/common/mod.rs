@@ -99,40 +99,63 @@ pub struct CompletedCall {
 /// equal depth. Returns the completed calls and how many entries were left
 /// open.
 pub fn check_nesting(events: &[fntrace::GraphEvent]) -> (Vec<CompletedCall>, usize) {
-    use fntrace::EventKind;
-    let mut open: Vec<fntrace::GraphEvent> = Vec::new();
+    let mut nesting = Nesting::default();
     let mut done = Vec::new();
-    let mut abandoned = 0;
-    let mut last_time = 0;
-    for event in events {
-        assert!(event.time_ns >= last_time, "time went back at {event:?}");
-        last_time = event.time_ns;
-        let depth = event.depth as usize;
-        match event.kind {
-            EventKind::Entry => {
-                assert!(
-                    depth <= open.len(),
-                    "entry deeper than the open calls: {event:?}"
-                );
-                abandoned += open.len() - depth;
-                open.truncate(depth);
-                open.push(*event);
-            }
-            EventKind::Exit => {
-                assert!(depth < open.len(), "exit without an open entry: {event:?}");
-                abandoned += open.len() - 1 - depth;
-                open.truncate(depth + 1);
-                let entry = open.pop().unwrap();
-                assert_eq!(entry.function, event.function, "exit of another function");
-                done.push(CompletedCall {
-                    function: event.function,
-                    depth: event.depth,
-                    duration_ns: event.time_ns - entry.time_ns,
-                });
+    nesting.feed(events, &mut done);
+    (done, nesting.unfinished())
+}
+
+/// [`check_nesting`] fed piece by piece (a thread's events as successive
+/// drains return them), so long runs need not keep every event.
+#[derive(Default)]
+pub struct Nesting {
+    open: Vec<fntrace::GraphEvent>,
+    last_time: u64,
+    abandoned: usize,
+}
+
+impl Nesting {
+    /// Checks the next `events` of the thread, appending completed calls.
+    pub fn feed(&mut self, events: &[fntrace::GraphEvent], done: &mut Vec<CompletedCall>) {
+        use fntrace::EventKind;
+        let open = &mut self.open;
+        for event in events {
+            assert!(
+                event.time_ns >= self.last_time,
+                "time went back at {event:?}"
+            );
+            self.last_time = event.time_ns;
+            let depth = event.depth as usize;
+            match event.kind {
+                EventKind::Entry => {
+                    assert!(
+                        depth <= open.len(),
+                        "entry deeper than the open calls: {event:?}"
+                    );
+                    self.abandoned += open.len() - depth;
+                    open.truncate(depth);
+                    open.push(*event);
+                }
+                EventKind::Exit => {
+                    assert!(depth < open.len(), "exit without an open entry: {event:?}");
+                    self.abandoned += open.len() - 1 - depth;
+                    open.truncate(depth + 1);
+                    let entry = open.pop().unwrap();
+                    assert_eq!(entry.function, event.function, "exit of another function");
+                    done.push(CompletedCall {
+                        function: event.function,
+                        depth: event.depth,
+                        duration_ns: event.time_ns - entry.time_ns,
+                    });
+                }
             }
         }
     }
-    (done, abandoned + open.len())
+
+    /// Entries abandoned (closed by a shallower event) or still open.
+    pub fn unfinished(&self) -> usize {
+        self.abandoned + self.open.len()
+    }
 }
 
 /// The events of the thread `tid` in `trace`.

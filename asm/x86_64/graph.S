@@ -1,0 +1,204 @@
+/*
+ * The graph tracer's fast entry: fntrace_graph_mcount / fntrace_graph_fentry.
+ *
+ * A site selected by the graph tracer alone (and no run-time limits: see
+ * GraphTracer::fast_path_bit) is patched to call one of these directly
+ * instead of mcount / __fentry__. They do the graph tracer's whole entry
+ * work without calling into Rust, so nothing beyond the registers they use
+ * needs saving:
+ *
+ *   1. push a frame on this thread's shadow stack (layout.h: Frame),
+ *   2. write an entry event into this thread's ring (RawEvent),
+ *   3. replace F's return address with fntrace_return_trampoline, whose own
+ *      fast path (return.S) writes the exit event.
+ *
+ * Anything unusual - no shadow stack or ring yet (first call of a thread),
+ * shadow stack full, ring full, a top frame that died (longjmp) or is being
+ * taken over (tail call), the return address already hooked - "bails": the
+ * registers are restored and the code jumps to the generic trampoline with
+ * the stack exactly as the site left it, so the generic path (Rust) sees an
+ * ordinary call and handles it, counting drops and depth as usual.
+ *
+ * The recursion guard (first byte of fntrace_thread) is held from the check
+ * to the end: a signal handler running traced code meanwhile takes the
+ * guard-set exit (returns at once) instead of using the shadow stack or ring
+ * half-updated.
+ *
+ * Stack after the pushes (addresses grow upwards):
+ *
+ *      fentry only: 88(%rsp)  F's return address into its parent (the slot)
+ *      80(%rsp)   our return address: the end of the call site in F
+ *      72(%rsp)   r11
+ *      64(%rsp)   rax
+ *      56(%rsp)   rbx
+ *      48(%rsp)   rcx
+ *      40(%rsp)   rdx
+ *      32(%rsp)   rsi
+ *      24(%rsp)   rdi
+ *      16(%rsp)   r8
+ *       8(%rsp)   r9
+ *       0(%rsp)   r10          <- %rsp
+ *
+ *   mcount sites: F has run its prologue, so the slot is 8(%rbp).
+ *
+ * Registers while working:
+ *   r11 TLS offset of fntrace_thread    rcx shadow stack   rsi ring
+ *   rdi the slot    r8 real return address, then the site   r9 ring head
+ *   r10 shadow depth (frame index)     rax ticks    rbx the fast bit
+ *   rdx scratch
+ *
+ * Flags are not preserved (no compiler keeps flags live across a call).
+ */
+
+#include "layout.h"
+
+#define SAVED 10                        /* registers pushed, r11 included */
+#define SITE_RETURN (8 * SAVED)         /* offset of our return address  */
+
+/* The graph tracer's bit while its exits may take the fast path, else 0.
+ * Frames pushed here carry it as their exit-tracer mask. Written by Rust
+ * under the control lock (GraphTracer::refresh_fast_bit). */
+        .bss
+        .p2align 3
+        .globl  fntrace_graph_fast_bit
+        .hidden fntrace_graph_fast_bit
+        .type   fntrace_graph_fast_bit, @object
+        .size   fntrace_graph_fast_bit, 8
+fntrace_graph_fast_bit:
+        .zero   8
+
+        .text
+
+.macro PUSH reg
+        pushq   \reg
+        .cfi_adjust_cfa_offset 8
+.endm
+.macro POP reg
+        popq    \reg
+        .cfi_adjust_cfa_offset -8
+.endm
+
+.macro RESTORE_SAVED
+        POP     %r10
+        POP     %r9
+        POP     %r8
+        POP     %rdi
+        POP     %rsi
+        POP     %rdx
+        POP     %rcx
+        POP     %rbx
+        POP     %rax
+        POP     %r11
+.endm
+
+.macro GRAPH_ENTRY name, generic, fentry
+        .p2align 4
+        .globl  \name
+        .hidden \name
+        .type   \name, @function
+\name:
+        .cfi_startproc
+        PUSH    %r11
+        movq    fntrace_thread@GOTTPOFF(%rip), %r11
+        cmpb    $0, %fs:THREAD_IN_TRACER(%r11)
+        jne     .Lguarded_\@
+        movb    $1, %fs:THREAD_IN_TRACER(%r11)
+        PUSH    %rax
+        PUSH    %rbx
+        PUSH    %rcx
+        PUSH    %rdx
+        PUSH    %rsi
+        PUSH    %rdi
+        PUSH    %r8
+        PUSH    %r9
+        PUSH    %r10
+
+        movq    fntrace_graph_fast_bit(%rip), %rbx
+        testq   %rbx, %rbx
+        jz      .Lbail_\@               /* off (graph disabled, or limits set) */
+        movq    %fs:THREAD_SHADOW(%r11), %rcx
+        testq   %rcx, %rcx
+        jz      .Lbail_\@
+        movq    %fs:THREAD_GRAPH_RING(%r11), %rsi
+        testq   %rsi, %rsi
+        jz      .Lbail_\@
+.if \fentry
+        leaq    SITE_RETURN+8(%rsp), %rdi
+.else
+        leaq    8(%rbp), %rdi
+.endif
+        movq    (%rdi), %r8
+        leaq    fntrace_return_trampoline(%rip), %rdx
+        cmpq    %rdx, %r8
+        je      .Lbail_\@               /* a tail call taking over a hooked frame */
+        movq    SHADOW_LEN(%rcx), %r10
+        cmpq    $SHADOW_MAX_DEPTH, %r10
+        jae     .Lbail_\@               /* full: counted as too deep */
+        testq   %r10, %r10
+        jz      1f
+        imulq   $FRAME_SIZE, %r10, %rax
+        cmpq    %rdi, SHADOW_FRAMES-FRAME_SIZE+FRAME_SLOT(%rcx,%rax)
+        jbe     .Lbail_\@               /* top frame not above ours: it died */
+1:
+        movq    RING_HEAD(%rsi), %r9
+        movq    %r9, %rax
+        subq    RING_TAIL(%rsi), %rax
+        cmpq    RING_CAPACITY(%rsi), %rax
+        jae     .Lbail_\@               /* ring full: the drop is counted */
+
+        rdtsc
+        shlq    $32, %rdx
+        orq     %rdx, %rax
+
+        /* The frame: complete before the depth counts it. */
+        imulq   $FRAME_SIZE, %r10, %rdx
+        leaq    SHADOW_FRAMES(%rcx,%rdx), %rdx
+        movq    %rdi, FRAME_SLOT(%rdx)
+        movq    %r8, FRAME_REAL_RETURN(%rdx)
+        movq    SITE_RETURN(%rsp), %r8
+        movq    %r8, FRAME_SITE(%rdx)
+        movq    %rax, FRAME_ENTRY_TICKS(%rdx)
+        movq    %rbx, FRAME_EXIT_TRACERS(%rdx)
+        movq    $0, FRAME_MARKS(%rdx)
+        leaq    1(%r10), %rbx
+        movq    %rbx, SHADOW_LEN(%rcx)
+
+        /* The event, then the head that publishes it (x86 keeps the order
+         * of stores: the reader's acquire load of head sees the event). */
+        movq    RING_CAPACITY(%rsi), %rcx
+        decq    %rcx
+        andq    %r9, %rcx
+        leaq    (%rcx,%rcx,2), %rcx
+        movq    RING_SLOTS(%rsi), %rdx
+        leaq    (%rdx,%rcx,8), %rdx
+        movq    %rax, EVENT_TICKS(%rdx)
+        movq    %r8, EVENT_SITE(%rdx)
+        movl    %r10d, EVENT_DEPTH_KIND(%rdx)   /* depth < 1024, kind 0: entry */
+        incq    %r9
+        movq    %r9, RING_HEAD(%rsi)
+
+        leaq    fntrace_return_trampoline(%rip), %rdx
+        movq    %rdx, (%rdi)
+
+        movb    $0, %fs:THREAD_IN_TRACER(%r11)
+        RESTORE_SAVED
+        ret
+
+.Lbail_\@:
+        .cfi_adjust_cfa_offset 8 * SAVED
+        movb    $0, %fs:THREAD_IN_TRACER(%r11)
+        RESTORE_SAVED
+        jmp     \generic@PLT
+
+.Lguarded_\@:
+        .cfi_adjust_cfa_offset 8
+        POP     %r11
+        ret
+        .cfi_endproc
+        .size   \name, . - \name
+.endm
+
+GRAPH_ENTRY fntrace_graph_mcount, mcount, 0
+GRAPH_ENTRY fntrace_graph_fentry, __fentry__, 1
+
+        .section .note.GNU-stack,"",@progbits

@@ -1,0 +1,41 @@
+/*
+ * Byte offsets of the Rust structures the trampolines read and write.
+ * Each is asserted at compile time on the Rust side (const blocks next to
+ * the structures: ThreadBlock in src/rt/thread.rs, ShadowStack and Frame in
+ * src/rt/shadow.rs, Ring in src/rt/ring.rs, RawEvent in
+ * src/tracer/graph.rs), so the two sides cannot drift apart silently.
+ */
+
+/* fntrace_thread: this thread's block (TLS), struct ThreadBlock. */
+#define THREAD_IN_TRACER        0   /* u8: the recursion guard             */
+#define THREAD_SHADOW           8   /* *mut ShadowStack, null until needed */
+#define THREAD_GRAPH_RING      16   /* *const Ring<RawEvent>, null until needed */
+#define THREAD_GENERIC_ENTRIES 24   /* u64: calls that took the Rust path */
+#define THREAD_BLOCK_SIZE      32
+
+/* struct ShadowStack { len: usize, frames: [Frame; MAX_DEPTH] } */
+#define SHADOW_LEN              0
+#define SHADOW_FRAMES           8
+#define SHADOW_MAX_DEPTH     1024
+
+/* struct Frame (48 bytes) */
+#define FRAME_SIZE             48
+#define FRAME_SLOT              0   /* where the return address lives      */
+#define FRAME_REAL_RETURN       8   /* the address the trampoline replaced */
+#define FRAME_SITE             16   /* the site's return address           */
+#define FRAME_ENTRY_TICKS      24
+#define FRAME_EXIT_TRACERS     32
+#define FRAME_MARKS            40
+
+/* struct Ring<RawEvent> (header; the writer owns head, the reader tail) */
+#define RING_HEAD               0
+#define RING_TAIL              64
+#define RING_CAPACITY         168   /* a power of two                      */
+#define RING_SLOTS            176
+
+/* struct RawEvent (24 bytes): ticks, site, depth (u16), kind (u8) */
+#define EVENT_SIZE             24
+#define EVENT_TICKS             0
+#define EVENT_SITE              8
+#define EVENT_DEPTH_KIND       16   /* depth | kind << 16, one 32-bit store */
+#define EVENT_KIND_EXIT   0x10000

@@ -1,0 +1,212 @@
+//! The graph tracer's fast path on real instrumented code, for every site
+//! form: a site selected by `graph` alone holds a direct call to the fast
+//! entry (exact bytes), its calls never reach the generic path (counted per
+//! thread), and the events are exactly those of the generic path. Adding a
+//! second tracer, or a run-time limit, puts the original call back.
+
+#[macro_use]
+mod common;
+
+use std::sync::Mutex;
+
+use common::{check_nesting, shape, text, thread_events, NOP5, NOP6};
+use fntrace::{Filter, SiteForm, SiteInfo, SiteKind, GRAPH_TRACER};
+use fntrace_fixtures::{c_fentry, c_fentry_nopie, c_nopie, c_pie, c_shared, rust};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// An entry-only tracer, to share sites with `graph`.
+struct Nothing;
+impl fntrace::Tracer for Nothing {
+    fn entry(&self, _: &fntrace::Call<'_>) {}
+}
+static NOTHING: Nothing = Nothing;
+fntrace::register_tracer!("nothing", &NOTHING);
+
+struct Variant {
+    name: &'static str,
+    functions: [usize; 3],
+    call_run: fn(i64) -> i64,
+    kind: SiteKind,
+}
+
+fn rust_run(n: i64) -> i64 {
+    rust::run(n as u64) as i64
+}
+
+fn variants() -> Vec<Variant> {
+    macro_rules! c {
+        ($m:ident, $kind:expr) => {
+            Variant {
+                name: stringify!($m),
+                functions: [$m::run_address(), $m::mid_address(), $m::leaf_address()],
+                call_run: $m::run,
+                kind: $kind,
+            }
+        };
+    }
+    vec![
+        c!(c_pie, SiteKind::Mcount),
+        c!(c_nopie, SiteKind::Mcount),
+        c!(c_fentry, SiteKind::Fentry),
+        c!(c_fentry_nopie, SiteKind::Fentry),
+        c!(c_shared, SiteKind::Mcount),
+        Variant {
+            name: "rust",
+            functions: [addr!(rust::run), addr!(rust::mid), addr!(rust::leaf)],
+            call_run: rust_run,
+            kind: SiteKind::Mcount,
+        },
+    ]
+}
+
+fn sites(variant: &Variant) -> Vec<SiteInfo> {
+    variant
+        .functions
+        .iter()
+        .map(|&f| fntrace::site_of(f).unwrap_or_else(|| panic!("{}: no site", variant.name)))
+        .collect()
+}
+
+fn fast_entry_name(kind: SiteKind) -> &'static str {
+    match kind {
+        SiteKind::Mcount => "fntrace_graph_mcount",
+        SiteKind::Fentry => "fntrace_graph_fentry",
+    }
+}
+
+/// The fast entry for `variant`'s kind, read from the direct call that a
+/// non-PIE site of that kind holds while `graph` is enabled (non-PIE code
+/// is in the test executable, always in reach of it).
+fn fast_entry_of(variant: &Variant) -> usize {
+    let probe = variants()
+        .into_iter()
+        .find(|v| v.kind == variant.kind && v.name.contains("nopie"))
+        .expect("a non-PIE variant of each kind");
+    let site = fntrace::site_of(probe.functions[0]).unwrap();
+    let bytes = text(site.address, 5);
+    assert_eq!(bytes[0], 0xe8, "{}: not a direct call", probe.name);
+    let rel = i32::from_le_bytes(bytes[1..5].try_into().unwrap());
+    (site.address as i64 + 5 + rel as i64) as usize
+}
+
+fn expected_fast_bytes(site: &SiteInfo, entry: usize) -> Option<Vec<u8>> {
+    let len = site.original.len();
+    let rel = i32::try_from(entry as i64 - (site.address + len) as i64).ok()?;
+    let mut bytes = if len == 6 {
+        vec![0x67, 0xe8]
+    } else {
+        vec![0xe8]
+    };
+    bytes.extend_from_slice(&rel.to_le_bytes());
+    Some(bytes)
+}
+
+/// Runs `run(3)` (16 calls) twice and returns the calls of the second run
+/// that took the generic path, after checking the graph events exactly.
+fn run_and_count_generic(variant: &Variant) -> u64 {
+    (variant.call_run)(3); // the thread's buffers exist from here on
+    GRAPH_TRACER.take_trace();
+    let before = fntrace::generic_entries_on_this_thread();
+    (variant.call_run)(3);
+    let generic = fntrace::generic_entries_on_this_thread() - before;
+    let events = thread_events(&GRAPH_TRACER.take_trace(), fntrace::current_tid());
+    let [run, mid, leaf] = variant.functions;
+    let mut expected = vec![('E', run, 0)];
+    for _ in 0..3 {
+        expected.push(('E', mid, 1));
+        for _ in 0..4 {
+            expected.extend([('E', leaf, 2), ('X', leaf, 2)]);
+        }
+        expected.push(('X', mid, 1));
+    }
+    expected.push(('X', run, 0));
+    assert_eq!(shape(&events), expected, "{}", variant.name);
+    let (calls, unfinished) = check_nesting(&events);
+    assert_eq!((calls.len(), unfinished), (16, 0), "{}", variant.name);
+    generic
+}
+
+#[test]
+fn graph_alone_calls_the_fast_entry_and_shares_the_original_call() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    fntrace::init().unwrap();
+    fntrace::enable("graph").unwrap();
+    for variant in variants() {
+        let entry = fast_entry_of(&variant);
+        assert_eq!(
+            fntrace::function_name(entry).as_deref(),
+            Some(fast_entry_name(variant.kind)),
+            "{}",
+            variant.name
+        );
+        let mut all_fast = true;
+        for site in sites(&variant) {
+            let now = text(site.address, site.original.len());
+            match expected_fast_bytes(&site, entry) {
+                Some(fast) => {
+                    assert!(site.graph_fast_path, "{}: {site:?}", variant.name);
+                    assert_eq!(now, fast, "{}: {site:?}", variant.name);
+                }
+                None => {
+                    // A shared object mapped more than 2 GiB away.
+                    all_fast = false;
+                    assert!(!site.graph_fast_path, "{}: {site:?}", variant.name);
+                    assert_eq!(now, site.original, "{}", variant.name);
+                }
+            }
+        }
+        let generic = run_and_count_generic(&variant);
+        assert_eq!(generic, if all_fast { 0 } else { 16 }, "{}", variant.name);
+        if variant.name != "c_shared" {
+            assert!(all_fast, "{}: the fast entry is in reach", variant.name);
+        }
+    }
+
+    // A second tracer on the same sites: the original call, generic path.
+    fntrace::enable("nothing").unwrap();
+    for variant in variants() {
+        for site in sites(&variant) {
+            assert!(!site.graph_fast_path, "{}", variant.name);
+            assert_eq!(text(site.address, site.original.len()), site.original);
+        }
+        assert_eq!(run_and_count_generic(&variant), 16, "{}", variant.name);
+    }
+    fntrace::disable("nothing").unwrap();
+    for variant in variants().into_iter().filter(|v| v.name != "c_shared") {
+        assert!(sites(&variant).iter().all(|s| s.graph_fast_path));
+        assert_eq!(run_and_count_generic(&variant), 0, "{}", variant.name);
+    }
+
+    fntrace::disable("graph").unwrap();
+    for variant in variants() {
+        for site in sites(&variant) {
+            let nop = match site.form {
+                Some(SiteForm::CallRel32) => NOP5.to_vec(),
+                _ => NOP6.to_vec(),
+            };
+            assert!(!site.graph_fast_path && !site.patched);
+            assert_eq!(text(site.address, site.original.len()), nop);
+        }
+    }
+}
+
+#[test]
+fn run_time_limits_keep_the_generic_path() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    fntrace::init().unwrap();
+    let filter = Filter::new().include("pie_*").max_depth(5);
+    fntrace::enable_with("graph", &filter).unwrap();
+    let variant = &variants()[0];
+    assert_eq!(variant.name, "c_pie");
+    for site in sites(variant) {
+        assert!(site.patched && !site.graph_fast_path);
+        assert_eq!(text(site.address, 6), site.original);
+    }
+    assert_eq!(run_and_count_generic(variant), 16);
+    // The same selection without the limit: the fast entry.
+    fntrace::enable_with("graph", &Filter::new().include("pie_*")).unwrap();
+    assert!(sites(variant).iter().all(|s| s.graph_fast_path));
+    assert_eq!(run_and_count_generic(variant), 0);
+    fntrace::disable("graph").unwrap();
+}
