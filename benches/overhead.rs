@@ -9,7 +9,8 @@
 //! 2. the graph tracer on C, 3. on Rust (`-Zinstrument-mcount`): traced
 //!    minus untraced, per call (entry + exit);
 //! 4. the function tracer (entry only), for reference;
-//! 5. the graph tracer on two threads at once against one;
+//! 5. the graph tracer's cost on two threads at once against one (each
+//!    less the NOPed run with the same threads);
 //! 6. `uftrace record` on a standalone `gcc -pg` build of the same call tree.
 //!
 //! Each run is timed twice: the running thread's CPU clock and the wall
@@ -223,6 +224,8 @@ struct InProcess {
     c_graph: Series,
     rust_graph: Series,
     c_function: Series,
+    nopped_one_thread: Series,
+    nopped_two_threads: Series,
     graph_one_thread: Series,
     graph_two_threads: Series,
 }
@@ -263,6 +266,12 @@ fn measure_in_process() -> InProcess {
         target.rust_nopped.push(timed(UNTRACED_ITERATIONS, |n| {
             black_box(rust::run(n));
         }));
+        target
+            .nopped_one_thread
+            .push(c_runs_on(&workers[..1], UNTRACED_ITERATIONS).1);
+        target
+            .nopped_two_threads
+            .push(c_runs_on(&workers, UNTRACED_ITERATIONS).1);
 
         fntrace::enable_with("graph", &graph_filter).expect("enabling the graph tracer");
         target.c_graph.push(traced_c_run_checked_here());
@@ -272,12 +281,12 @@ fn measure_in_process() -> InProcess {
             });
             (vec![fntrace::current_tid()], cost)
         }));
-        target
-            .graph_one_thread
-            .push(graph_checked(|| traced_c_runs_on(&workers[..1])));
+        target.graph_one_thread.push(graph_checked(|| {
+            c_runs_on(&workers[..1], TRACED_ITERATIONS)
+        }));
         target
             .graph_two_threads
-            .push(graph_checked(|| traced_c_runs_on(&workers)));
+            .push(graph_checked(|| c_runs_on(&workers, TRACED_ITERATIONS)));
         fntrace::disable("graph").expect("disabling the graph tracer");
 
         fntrace::enable_with("function", &function_filter).expect("enabling the function tracer");
@@ -301,9 +310,10 @@ fn traced_c_run_checked_here() -> Cost {
     })
 }
 
-/// Runs the traced C workload on each of `workers` at once (released
-/// together); returns their thread ids and the mean of their costs.
-fn traced_c_runs_on(workers: &[Worker]) -> (Vec<u32>, Cost) {
+/// Runs the C workload (`iterations`) on each of `workers` at once
+/// (released together); returns their thread ids and the mean of their
+/// costs.
+fn c_runs_on(workers: &[Worker], iterations: u64) -> (Vec<u32>, Cost) {
     let start_together = Arc::new(Barrier::new(workers.len()));
     let pending: Vec<_> = workers
         .iter()
@@ -311,7 +321,7 @@ fn traced_c_runs_on(workers: &[Worker]) -> (Vec<u32>, Cost) {
             let start_together = Arc::clone(&start_together);
             worker.start(move || {
                 start_together.wait();
-                let cost = timed(TRACED_ITERATIONS, |n| {
+                let cost = timed(iterations, |n| {
                     black_box(c_pie::run(n as i64));
                 });
                 (fntrace::current_tid(), cost)
@@ -839,26 +849,54 @@ fn report(figures: &InProcess, uftrace: &UftraceFigures) {
         figures.c_function.median().minus(c_nopped),
     ));
 
-    // 5. Threads.
-    let thread_ratio = figures
+    // 5. Threads: the tracing cost (traced - NOPed, both measured with the
+    // same number of threads) of two threads at once against one. The
+    // NOPed ratio shows what running two threads costs this machine
+    // anyway (shared caches, a host that may not give two full cores).
+    let one_thread = figures
+        .graph_one_thread
+        .median()
+        .minus(figures.nopped_one_thread.median());
+    let two_threads = figures
         .graph_two_threads
         .median()
-        .ratio(figures.graph_one_thread.median());
+        .minus(figures.nopped_two_threads.median());
+    let thread_ratio = two_threads.ratio(one_thread);
     lines.push(Line::measured(
-        "5 C graph, 1 worker thread",
+        "5 C NOPed, 1 worker thread",
+        &figures.nopped_one_thread,
+    ));
+    lines.push(Line::measured(
+        "  C NOPed, 2 threads at once, per thread",
+        &figures.nopped_two_threads,
+    ));
+    lines.push(Line::measured(
+        "  C graph, 1 worker thread",
         &figures.graph_one_thread,
     ));
     lines.push(Line::measured(
         "  C graph, 2 threads at once, per thread",
         &figures.graph_two_threads,
     ));
+    lines.push(Line::nanoseconds("  graph cost, 1 thread", one_thread));
+    lines.push(Line::nanoseconds(
+        "  graph cost, 2 threads at once",
+        two_threads,
+    ));
     lines.push(
-        Line::ratio("  ratio 2 threads / 1", thread_ratio).with_target(
+        Line::ratio("  ratio of costs, 2 threads / 1", thread_ratio).with_target(
             "<= 1.10",
             thread_ratio.cpu <= 1.10,
             &mut tally,
         ),
     );
+    lines.push(Line::ratio(
+        "  ratio NOPed, 2 threads / 1 (ref.)",
+        figures
+            .nopped_two_threads
+            .median()
+            .ratio(figures.nopped_one_thread.median()),
+    ));
 
     // 6. uftrace. Its CPU column counts its recorder too; the target is
     // judged on the smaller of the two ratios.
