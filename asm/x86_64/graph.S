@@ -168,12 +168,12 @@ fntrace_graph_fast_bit:
         movq    RING_CAPACITY(%rsi), %rcx
         decq    %rcx
         andq    %r9, %rcx
-        leaq    (%rcx,%rcx,2), %rcx
-        movq    RING_SLOTS(%rsi), %rdx
-        leaq    (%rdx,%rcx,8), %rdx
-        movq    %rax, EVENT_TICKS(%rdx)
-        movq    %r8, EVENT_SITE(%rdx)
-        movl    %r10d, EVENT_DEPTH_KIND(%rdx)   /* depth < 1024, kind 0: entry */
+        shlq    $EVENT_SIZE_SHIFT, %rcx
+        addq    RING_SLOTS(%rsi), %rcx
+        movq    %rax, EVENT_TICKS(%rcx)
+        shlq    $EVENT_DEPTH_SHIFT, %r10
+        orq     %r8, %r10               /* entry: exit bit clear */
+        movq    %r10, EVENT_WORD(%rcx)
         incq    %r9
         movq    %r9, RING_HEAD(%rsi)
 

@@ -33,9 +33,10 @@
 #define RING_CAPACITY         168   /* a power of two                      */
 #define RING_SLOTS            176
 
-/* struct RawEvent (24 bytes): ticks, site, depth (u16), kind (u8) */
-#define EVENT_SIZE             24
+/* struct RawEvent (16 bytes): ticks, then one word packing
+ * site (bits 0-47) | depth << 48 (bits 48-62) | exit << 63. */
+#define EVENT_SIZE_SHIFT        4
 #define EVENT_TICKS             0
-#define EVENT_SITE              8
-#define EVENT_DEPTH_KIND       16   /* depth | kind << 16, one 32-bit store */
-#define EVENT_KIND_EXIT   0x10000
+#define EVENT_WORD              8
+#define EVENT_DEPTH_SHIFT      48
+#define EVENT_EXIT_BIT         63

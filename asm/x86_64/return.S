@@ -109,14 +109,13 @@ fntrace_return_trampoline:
         movq    RING_CAPACITY(%rsi), %rdx
         decq    %rdx
         andq    %r10, %rdx
-        leaq    (%rdx,%rdx,2), %rdx
-        shlq    $3, %rdx
+        shlq    $EVENT_SIZE_SHIFT, %rdx
         addq    RING_SLOTS(%rsi), %rdx
         movq    %rax, EVENT_TICKS(%rdx)
-        movq    FRAME_SITE(%r9), %rax
-        movq    %rax, EVENT_SITE(%rdx)
-        orl     $EVENT_KIND_EXIT, %r8d
-        movl    %r8d, EVENT_DEPTH_KIND(%rdx)
+        shlq    $EVENT_DEPTH_SHIFT, %r8
+        btsq    $EVENT_EXIT_BIT, %r8
+        orq     FRAME_SITE(%r9), %r8
+        movq    %r8, EVENT_WORD(%rdx)
         incq    %r10
         movq    %r10, RING_HEAD(%rsi)   /* publishes the event */
         movq    FRAME_REAL_RETURN(%r9), %r9

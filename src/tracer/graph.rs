@@ -29,25 +29,55 @@ use crate::{symbols, Filter};
 pub const MAX_THREADS: usize = 4096;
 
 /// An event as the traced thread writes it (also from asm: layout.h): raw
-/// TSC ticks and the site's return address. Draining turns it into a
+/// TSC ticks, and one word packing the site's return address (bits 0-47:
+/// user-space code addresses fit), the depth (bits 48-62) and whether it is
+/// an exit (bit 63). 16 bytes, as uftrace's records: the rings are written
+/// at memory speed, so size is time. Draining turns it into a
 /// [`GraphEvent`] (nanoseconds, function address) off the traced path.
 #[derive(Clone, Copy, Debug)]
 #[repr(C)]
 pub(crate) struct RawEvent {
     ticks: u64,
-    site: usize,
-    depth: u16,
-    kind: EventKind,
+    word: u64,
 }
 
+const SITE_BITS: u32 = 48;
+const EXIT_BIT: u64 = 1 << 63;
+
 const _: () = {
-    assert!(std::mem::size_of::<RawEvent>() == 24);
+    assert!(std::mem::size_of::<RawEvent>() == 16);
     assert!(std::mem::offset_of!(RawEvent, ticks) == 0);
-    assert!(std::mem::offset_of!(RawEvent, site) == 8);
-    assert!(std::mem::offset_of!(RawEvent, depth) == 16);
-    assert!(std::mem::offset_of!(RawEvent, kind) == 18);
-    assert!(EventKind::Exit as u8 == 1);
+    assert!(std::mem::offset_of!(RawEvent, word) == 8);
+    assert!(crate::rt::shadow::MAX_DEPTH < 1 << 15);
 };
+
+impl RawEvent {
+    #[inline]
+    fn new(ticks: u64, site: usize, depth: usize, kind: EventKind) -> RawEvent {
+        debug_assert!(site >> SITE_BITS == 0 && depth < 1 << 15);
+        let exit = if kind == EventKind::Exit { EXIT_BIT } else { 0 };
+        RawEvent {
+            ticks,
+            word: site as u64 | (depth as u64) << SITE_BITS | exit,
+        }
+    }
+
+    fn site(&self) -> usize {
+        (self.word & ((1 << SITE_BITS) - 1)) as usize
+    }
+
+    fn depth(&self) -> u16 {
+        ((self.word & !EXIT_BIT) >> SITE_BITS) as u16
+    }
+
+    fn kind(&self) -> EventKind {
+        if self.word & EXIT_BIT != 0 {
+            EventKind::Exit
+        } else {
+            EventKind::Entry
+        }
+    }
+}
 
 /// The `graph` tracer. Registered under the name `"graph"`.
 pub struct GraphTracer {
@@ -179,14 +209,15 @@ impl GraphTracer {
             thread
                 .events
                 .extend(drained.events.into_iter().map(|event| {
-                    if last_site.0 != event.site {
-                        last_site = (event.site, function_of_site(event.site));
+                    let site = event.site();
+                    if last_site.0 != site {
+                        last_site = (site, function_of_site(site));
                     }
                     GraphEvent {
                         time_ns: ticks_to_ns(event.ticks),
                         function: last_site.1,
-                        depth: event.depth,
-                        kind: event.kind,
+                        depth: event.depth(),
+                        kind: event.kind(),
                     }
                 }));
             thread.lost += drained.dropped;
@@ -221,12 +252,12 @@ impl GraphTracer {
                 continue;
             }
             frame.marks |= mark;
-            self.push(RawEvent {
-                ticks: frame.entry_ticks,
-                site: frame.site,
-                depth: ancestor_depth as u16,
-                kind: EventKind::Entry,
-            });
+            self.push(RawEvent::new(
+                frame.entry_ticks,
+                frame.site,
+                ancestor_depth,
+                EventKind::Entry,
+            ));
         }
     }
 }
@@ -278,12 +309,12 @@ impl Tracer for GraphTracer {
         {
             return;
         }
-        self.push(RawEvent {
-            ticks: call.time_ticks,
-            site: call.site_return,
-            depth: call.depth() as u16,
-            kind: EventKind::Entry,
-        });
+        self.push(RawEvent::new(
+            call.time_ticks,
+            call.site_return,
+            call.depth(),
+            EventKind::Entry,
+        ));
     }
 
     #[inline]
@@ -301,19 +332,19 @@ impl Tracer for GraphTracer {
             }
             self.write_pending_ancestors(ret.depth(), mark, max_depth);
             if !entry_written {
-                self.push(RawEvent {
-                    ticks: ret.entry_ticks,
-                    site: ret.site,
-                    depth: ret.depth() as u16,
-                    kind: EventKind::Entry,
-                });
+                self.push(RawEvent::new(
+                    ret.entry_ticks,
+                    ret.site,
+                    ret.depth(),
+                    EventKind::Entry,
+                ));
             }
         }
-        self.push(RawEvent {
-            ticks: ret.exit_ticks,
-            site: ret.site,
-            depth: ret.depth() as u16,
-            kind: EventKind::Exit,
-        });
+        self.push(RawEvent::new(
+            ret.exit_ticks,
+            ret.site,
+            ret.depth(),
+            EventKind::Exit,
+        ));
     }
 }
