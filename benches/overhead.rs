@@ -11,7 +11,10 @@
 //! 4. the function tracer (entry only), for reference;
 //! 5. the graph tracer's cost on two threads at once against one (each
 //!    less the NOPed run with the same threads);
-//! 6. `uftrace record` on a standalone `gcc -pg` build of the same call tree.
+//! 6. `uftrace record` on a standalone `gcc -pg` build of the same call tree;
+//!
+//! and, for reference, what one TSC read costs here: the graph tracer takes
+//! two timestamps per call, so two reads are a floor under its cost.
 //!
 //! Each run is timed twice: the running thread's CPU clock and the wall
 //! clock. Targets are judged on CPU time, which other processes on a busy
@@ -115,6 +118,13 @@ struct Cost {
 }
 
 impl Cost {
+    fn plus(self, other: Cost) -> Cost {
+        Cost {
+            cpu: self.cpu + other.cpu,
+            wall: self.wall + other.wall,
+        }
+    }
+
     fn minus(self, other: Cost) -> Cost {
         Cost {
             cpu: self.cpu - other.cpu,
@@ -173,6 +183,26 @@ fn timed(iterations: u64, workload: impl Fn(u64)) -> Cost {
     }
 }
 
+/// The cost of one TSC read (`rdtsc` back to back, throughput) on this
+/// thread: the graph tracer reads it twice per call (entry and exit), so
+/// twice this is a floor under its cost that no tracer code can go below.
+fn tsc_read_cost() -> Cost {
+    const READS: u64 = 2_000_000;
+    let (wall_start, cpu_start) = (Instant::now(), thread_cpu_ns());
+    let mut sink = 0u64;
+    for _ in 0..READS {
+        // SAFETY: rdtsc exists on every x86-64 CPU and has no side effects.
+        sink = sink.wrapping_add(unsafe { std::arch::x86_64::_rdtsc() });
+    }
+    black_box(sink);
+    let cpu = thread_cpu_ns() - cpu_start;
+    let wall = wall_start.elapsed().as_nanos();
+    Cost {
+        cpu: cpu as f64 / READS as f64,
+        wall: wall as f64 / READS as f64,
+    }
+}
+
 /// The costs of one measurement, one per round.
 #[derive(Default)]
 struct Series(Vec<Cost>);
@@ -224,6 +254,7 @@ struct InProcess {
     c_graph: Series,
     rust_graph: Series,
     c_function: Series,
+    tsc_read: Series,
     nopped_one_thread: Series,
     nopped_two_threads: Series,
     graph_one_thread: Series,
@@ -251,6 +282,7 @@ fn measure_in_process() -> InProcess {
             &mut figures
         };
 
+        target.tsc_read.push(tsc_read_cost());
         target.c_nopped.push(timed(UNTRACED_ITERATIONS, |n| {
             black_box(c_pie::run(n as i64));
         }));
@@ -838,6 +870,17 @@ fn report(figures: &InProcess, uftrace: &UftraceFigures) {
             &mut tally,
         ),
     );
+
+    // The floor: two TSC reads per traced call.
+    let two_reads = figures.tsc_read.median().plus(figures.tsc_read.median());
+    lines.push(Line::nanoseconds(
+        "  2 TSC reads alone: the floor (ref.)",
+        two_reads,
+    ));
+    lines.push(Line::nanoseconds(
+        "  C graph cost above that floor (ref.)",
+        c_graph.minus(two_reads),
+    ));
 
     // 4. Function tracer.
     lines.push(Line::measured(
