@@ -113,6 +113,12 @@ fntrace_graph_fast_bit:
         PUSH    %r9
         PUSH    %r10
 
+        /* The timestamp first: rdtsc is slow (microcoded), and the checks
+         * below can run while its result is on the way. */
+        rdtsc
+        shlq    $32, %rdx
+        orq     %rdx, %rax
+
         movq    fntrace_graph_fast_bit(%rip), %rbx
         testq   %rbx, %rbx
         jz      .Lbail_\@               /* off (graph disabled, or limits set) */
@@ -136,19 +142,15 @@ fntrace_graph_fast_bit:
         jae     .Lbail_\@               /* full: counted as too deep */
         testq   %r10, %r10
         jz      1f
-        imulq   $FRAME_SIZE, %r10, %rax
-        cmpq    %rdi, SHADOW_FRAMES-FRAME_SIZE+FRAME_SLOT(%rcx,%rax)
+        imulq   $FRAME_SIZE, %r10, %rdx
+        cmpq    %rdi, SHADOW_FRAMES-FRAME_SIZE+FRAME_SLOT(%rcx,%rdx)
         jbe     .Lbail_\@               /* top frame not above ours: it died */
 1:
         movq    RING_HEAD(%rsi), %r9
-        movq    %r9, %rax
-        subq    RING_TAIL(%rsi), %rax
-        cmpq    RING_CAPACITY(%rsi), %rax
+        movq    %r9, %rdx
+        subq    RING_TAIL(%rsi), %rdx
+        cmpq    RING_CAPACITY(%rsi), %rdx
         jae     .Lbail_\@               /* ring full: the drop is counted */
-
-        rdtsc
-        shlq    $32, %rdx
-        orq     %rdx, %rax
 
         /* The frame: complete before the depth counts it. */
         imulq   $FRAME_SIZE, %r10, %rdx

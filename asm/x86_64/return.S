@@ -27,17 +27,20 @@
  *       8(%rsp)   rdx
  *       0(%rsp)   rax             <- %rsp, 16-byte aligned
  *
- * Fast path (first, no stack use, no call): when the top shadow frame is
- * this slot's, was pushed for the graph tracer alone while its fast path is
- * on (exit-tracer mask == fntrace_graph_fast_bit, no marks), and the ring
- * has room, the frame is popped and the exit event written right here.
- * Only registers dead at a return are used (rcx rsi rdi r8-r11); rax/rdx
- * are parked in rcx/rdi around rdtsc. Everything else takes the slow path
- * below, unchanged:
+ * Fast path (first, no call): when the top shadow frame is this slot's,
+ * was pushed for the graph tracer alone while its fast path is on
+ * (exit-tracer mask == fntrace_graph_fast_bit, no marks), and the ring has
+ * room, the frame is popped and the exit event written right here. Besides
+ * rax/rdx (pushed around rdtsc, popped before leaving) only registers dead
+ * at a return are used. Everything else takes the slow path below,
+ * unchanged, with every register as the function left it:
  *
- *      r11 TLS offset of fntrace_thread   rcx shadow stack, then saved rax
+ *       8(%rsp)   rax, saved in the old slot itself (F's `ret` popped it)
+ *       0(%rsp)   rdx                      <- %rsp after the two pushes
+ *
+ *      r11 TLS offset of fntrace_thread   rcx shadow stack   rax ticks
  *      r8  depth    r9 the top frame      rsi ring    r10 ring head
- *      rdi scratch, then saved rdx        rdx event slot
+ *      rdi scratch                        rdx event slot
  *
  * Rust side: extern "C" fn fntrace_exit_entry(slot: *mut usize) -> usize
  *   %rdi = slot (8(%rbp)), returns the real return address in %rax.
@@ -68,31 +71,41 @@ fntrace_return_trampoline:
          * address is only known to the shadow stack. fntrace restores real
          * return addresses before any unwinder walks the stack. */
         .cfi_undefined rip
+        /* Return values aside; the guard; then the timestamp, early (rdtsc
+         * is slow; the checks run while it completes) but under the guard,
+         * or a signal handler's events could be written before this older
+         * one. Below %rsp is free here: the caller's frame ends at %rsp and
+         * nothing of it lives lower. */
+        pushq   %rax
+        pushq   %rdx
         movq    fntrace_thread@GOTTPOFF(%rip), %r11
         cmpb    $0, %fs:THREAD_IN_TRACER(%r11)
-        jne     .Lslow
+        jne     .Lslow_restore
+        movb    $1, %fs:THREAD_IN_TRACER(%r11)
+        rdtsc
+        shlq    $32, %rdx
+        orq     %rdx, %rax
         movq    %fs:THREAD_SHADOW(%r11), %rcx
         testq   %rcx, %rcx
-        jz      .Lslow
+        jz      .Lslow_unguard
         movq    SHADOW_LEN(%rcx), %r8
         testq   %r8, %r8
-        jz      .Lslow
+        jz      .Lslow_unguard
         imulq   $FRAME_SIZE, %r8, %r9
         leaq    SHADOW_FRAMES-FRAME_SIZE(%rcx,%r9), %r9
-        leaq    -8(%rsp), %rdi
+        leaq    8(%rsp), %rdi           /* the slot: just above the two pushes */
         cmpq    %rdi, FRAME_SLOT(%r9)
-        jne     .Lslow                  /* deeper frames died (longjmp) */
+        jne     .Lslow_unguard          /* deeper frames died (longjmp) */
         movq    fntrace_graph_fast_bit(%rip), %rdi
         testq   %rdi, %rdi
-        jz      .Lslow
+        jz      .Lslow_unguard
         cmpq    %rdi, FRAME_EXIT_TRACERS(%r9)
-        jne     .Lslow
+        jne     .Lslow_unguard
         cmpq    $0, FRAME_MARKS(%r9)
-        jne     .Lslow
+        jne     .Lslow_unguard
         movq    %fs:THREAD_GRAPH_RING(%r11), %rsi
         testq   %rsi, %rsi
-        jz      .Lslow
-        movb    $1, %fs:THREAD_IN_TRACER(%r11)
+        jz      .Lslow_unguard
         movq    RING_HEAD(%rsi), %r10
         movq    %r10, %rdi
         subq    RING_TAIL(%rsi), %rdi
@@ -101,11 +114,6 @@ fntrace_return_trampoline:
 
         decq    %r8
         movq    %r8, SHADOW_LEN(%rcx)   /* popped; its memory stays intact */
-        movq    %rax, %rcx
-        movq    %rdx, %rdi
-        rdtsc
-        shlq    $32, %rdx
-        orq     %rdx, %rax
         movq    RING_CAPACITY(%rsi), %rdx
         decq    %rdx
         andq    %r10, %rdx
@@ -120,12 +128,15 @@ fntrace_return_trampoline:
         movq    %r10, RING_HEAD(%rsi)   /* publishes the event */
         movq    FRAME_REAL_RETURN(%r9), %r9
         movb    $0, %fs:THREAD_IN_TRACER(%r11)
-        movq    %rcx, %rax
-        movq    %rdi, %rdx
+        popq    %rdx
+        popq    %rax
         jmp     *%r9
 
 .Lslow_unguard:
         movb    $0, %fs:THREAD_IN_TRACER(%r11)
+.Lslow_restore:
+        popq    %rdx
+        popq    %rax
 .Lslow:
         subq    $8, %rsp                /* re-occupy the slot */
         pushq   %rbp
