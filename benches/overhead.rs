@@ -815,6 +815,23 @@ impl Tally {
     }
 }
 
+/// The graph cost lines (judged median, quiet-phase reference) of a traced
+/// series against its NOPed one.
+fn push_graph_cost(lines: &mut Vec<Line>, tally: &mut Tally, traced: &Series, nopped: &Series) {
+    let cost = traced.median().minus(nopped.median());
+    lines.push(
+        Line::nanoseconds("  graph cost: traced - NOPed", cost).with_target(
+            "<= 25 ns",
+            cost.cpu <= 25.0,
+            tally,
+        ),
+    );
+    lines.push(Line::nanoseconds(
+        "  same, quiet phase (lower quartiles, ref.)",
+        traced.lower_quartile().minus(nopped.lower_quartile()),
+    ));
+}
+
 fn report(figures: &InProcess, uftrace: &UftraceFigures) {
     let mut tally = Tally::default();
     let mut lines = Vec::new();
@@ -859,22 +876,7 @@ fn report(figures: &InProcess, uftrace: &UftraceFigures) {
     // 2, 3. Graph tracer.
     let c_graph = figures.c_graph.median().minus(c_nopped);
     lines.push(Line::measured("2 C, graph tracer on", &figures.c_graph));
-    lines.push(
-        Line::nanoseconds("  graph cost: traced - NOPed", c_graph).with_target(
-            "<= 25 ns",
-            c_graph.cpu <= 25.0,
-            &mut tally,
-        ),
-    );
-    lines.push(Line::nanoseconds(
-        "  same, quiet phase (lower quartiles, ref.)",
-        figures
-            .c_graph
-            .lower_quartile()
-            .minus(figures.c_nopped.lower_quartile()),
-    ));
-    let rust_nopped = figures.rust_nopped.median();
-    let rust_graph = figures.rust_graph.median().minus(rust_nopped);
+    push_graph_cost(&mut lines, &mut tally, &figures.c_graph, &figures.c_nopped);
     lines.push(Line::measured(
         "3 Rust -Zinstrument-mcount, NOPed",
         &figures.rust_nopped,
@@ -883,20 +885,12 @@ fn report(figures: &InProcess, uftrace: &UftraceFigures) {
         "  Rust, graph tracer on",
         &figures.rust_graph,
     ));
-    lines.push(
-        Line::nanoseconds("  graph cost: traced - NOPed", rust_graph).with_target(
-            "<= 25 ns",
-            rust_graph.cpu <= 25.0,
-            &mut tally,
-        ),
+    push_graph_cost(
+        &mut lines,
+        &mut tally,
+        &figures.rust_graph,
+        &figures.rust_nopped,
     );
-    lines.push(Line::nanoseconds(
-        "  same, quiet phase (lower quartiles, ref.)",
-        figures
-            .rust_graph
-            .lower_quartile()
-            .minus(figures.rust_nopped.lower_quartile()),
-    ));
 
     // For reference: the graph tracer reads the TSC at entry and at exit.
     // Back to back, one read costs this much here (a throughput figure:

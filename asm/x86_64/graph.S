@@ -167,11 +167,7 @@ fntrace_graph_fast_bit:
 
         /* The event, then the head that publishes it (x86 keeps the order
          * of stores: the reader's acquire load of head sees the event). */
-        movq    RING_CAPACITY(%rsi), %rcx
-        decq    %rcx
-        andq    %r9, %rcx
-        shlq    $EVENT_SIZE_SHIFT, %rcx
-        addq    RING_SLOTS(%rsi), %rcx
+        EVENT_SLOT %rsi, %r9, %rcx
         movq    %rax, EVENT_TICKS(%rcx)
         shlq    $EVENT_DEPTH_SHIFT, %r10
         orq     %r8, %r10               /* entry: exit bit clear */

@@ -40,3 +40,13 @@
 #define EVENT_WORD              8
 #define EVENT_DEPTH_SHIFT      48
 #define EVENT_EXIT_BIT         63
+
+/* EVENT_SLOT ring, head, out: the address of the ring slot for event number
+ * `head` (capacity is a power of two). Both fast paths write through it. */
+.macro EVENT_SLOT ring, head, out
+        movq    RING_CAPACITY(\ring), \out
+        decq    \out
+        andq    \head, \out
+        shlq    $EVENT_SIZE_SHIFT, \out
+        addq    RING_SLOTS(\ring), \out
+.endm

@@ -114,11 +114,7 @@ fntrace_return_trampoline:
 
         decq    %r8
         movq    %r8, SHADOW_LEN(%rcx)   /* popped; its memory stays intact */
-        movq    RING_CAPACITY(%rsi), %rdx
-        decq    %rdx
-        andq    %r10, %rdx
-        shlq    $EVENT_SIZE_SHIFT, %rdx
-        addq    RING_SLOTS(%rsi), %rdx
+        EVENT_SLOT %rsi, %r10, %rdx
         movq    %rax, EVENT_TICKS(%rdx)
         shlq    $EVENT_DEPTH_SHIFT, %r8
         btsq    $EVENT_EXIT_BIT, %r8
