@@ -23,8 +23,19 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     guard
 }
 
-fn trace_only(glob: &str) -> Filter {
-    Filter::new().include(glob)
+/// Enables `graph` on the functions matching `glob` and checks that each
+/// of their sites calls the fast entry: these hazards are met there first,
+/// and it hands them to the generic path.
+fn enable_graph_on(glob: &str) {
+    fntrace::enable_with("graph", &Filter::new().include(glob)).unwrap();
+    let selected: Vec<_> = fntrace::sites()
+        .into_iter()
+        .filter(|site| site.enabled_tracers > 0)
+        .collect();
+    assert!(!selected.is_empty(), "{glob} selects no site");
+    for site in selected {
+        assert!(site.graph_fast_path, "{glob}: {site:?}");
+    }
 }
 
 #[test]
@@ -32,7 +43,7 @@ fn recursion_deeper_than_the_shadow_stack() {
     let _serial = serial();
     let depth = 3 * MAX_HOOKED_DEPTH as u64;
     let before = fntrace::stats().frames_too_deep;
-    fntrace::enable_with("graph", &trace_only("fixture_rust_workload::recurse")).unwrap();
+    enable_graph_on("fixture_rust_workload::recurse");
     let result = rust::recurse(depth);
     let c_result = c_hazards::recurse(100);
     fntrace::disable("graph").unwrap();
@@ -51,7 +62,7 @@ fn recursion_deeper_than_the_shadow_stack() {
 #[test]
 fn longjmp_across_traced_frames() {
     let _serial = serial();
-    fntrace::enable_with("graph", &trace_only("hz_*")).unwrap();
+    enable_graph_on("hz_*");
     let first = c_hazards::jump(1);
     let second = c_hazards::jump(2);
     fntrace::disable("graph").unwrap();
@@ -82,7 +93,7 @@ fn rust_panic_through_traced_frames_is_caught_with_a_correct_backtrace() {
     std::panic::set_hook(Box::new(move |_| {
         *seen.lock().unwrap() = std::backtrace::Backtrace::force_capture().to_string();
     }));
-    fntrace::enable_with("graph", &trace_only("fixture_rust_workload::*")).unwrap();
+    enable_graph_on("fixture_rust_workload::*");
     let caught = std::panic::catch_unwind(|| rust::panic_outer(1));
     let after = rust::mid(1); // tracing goes on normally
     let not_panicking = rust::panic_outer(0);
@@ -127,7 +138,7 @@ fn rust_panic_through_traced_frames_is_caught_with_a_correct_backtrace() {
 #[test]
 fn cxx_exception_through_traced_frames() {
     let _serial = serial();
-    fntrace::enable_with("graph", &trace_only("cxx_*")).unwrap();
+    enable_graph_on("cxx_*");
     let thrown = c_hazards::cxx_throw_and_catch(5);
     let normal = c_hazards::cxx_throw_and_catch(0);
     fntrace::disable("graph").unwrap();
@@ -156,7 +167,7 @@ fn cxx_exception_through_traced_frames() {
 #[test]
 fn thread_ending_in_pthread_exit_with_hooked_frames() {
     let _serial = serial();
-    fntrace::enable_with("graph", &trace_only("hz_*")).unwrap();
+    enable_graph_on("hz_*");
     let results: Vec<i64> = (1..=20).map(c_hazards::thread_exit).collect();
     fntrace::disable("graph").unwrap();
     assert_eq!(results, (1..=20).map(|x| 3 * x).collect::<Vec<_>>());
@@ -201,6 +212,9 @@ fn signal_handlers_running_traced_code() {
             .include("fixture_rust_workload::*"),
     )
     .unwrap();
+    // Signals land inside the fast entry and exit too.
+    assert!(fntrace::site_of(addr!(rust::run)).unwrap().graph_fast_path);
+    assert!(fntrace::site_of(c_pie::mid_address()).unwrap().graph_fast_path);
     // A bounded amount of work (3,000 × 26 calls), so the buffers never
     // fill; signals keep coming until it is done.
     const ROUNDS: u64 = 3_000;
