@@ -214,7 +214,11 @@ fn signal_handlers_running_traced_code() {
     .unwrap();
     // Signals land inside the fast entry and exit too.
     assert!(fntrace::site_of(addr!(rust::run)).unwrap().graph_fast_path);
-    assert!(fntrace::site_of(c_pie::mid_address()).unwrap().graph_fast_path);
+    assert!(
+        fntrace::site_of(c_pie::mid_address())
+            .unwrap()
+            .graph_fast_path
+    );
     // A bounded amount of work (3,000 × 26 calls), so the buffers never
     // fill; signals keep coming until it is done.
     const ROUNDS: u64 = 3_000;
