@@ -156,6 +156,16 @@ ENTRY_TRAMPOLINE mcount, fntrace_mcount_entry, 0
         .globl  __fentry__
 ENTRY_TRAMPOLINE __fentry__, fntrace_fentry_entry, 1
 
+/* Hidden names of the same two trampolines, for the fast entries' jumps to
+ * the generic path (graph.S): never preempted by another object's mcount
+ * (glibc has one), and no PLT. */
+        .globl  fntrace_generic_mcount
+        .hidden fntrace_generic_mcount
+        .set    fntrace_generic_mcount, mcount
+        .globl  fntrace_generic_fentry
+        .hidden fntrace_generic_fentry
+        .set    fntrace_generic_fentry, __fentry__
+
 /* u8 fntrace_guard_swap(u8 value)
  *   %dil: the new value of this thread's recursion guard
  *   %al:  its previous value

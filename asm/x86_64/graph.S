@@ -186,7 +186,7 @@ fntrace_graph_fast_bit:
         .cfi_adjust_cfa_offset 8 * SAVED
         movb    $0, %fs:THREAD_IN_TRACER(%r11)
         RESTORE_SAVED
-        jmp     \generic@PLT
+        jmp     \generic
 
 .Lguarded_\@:
         .cfi_adjust_cfa_offset 8
@@ -196,7 +196,7 @@ fntrace_graph_fast_bit:
         .size   \name, . - \name
 .endm
 
-GRAPH_ENTRY fntrace_graph_mcount, mcount, 0
-GRAPH_ENTRY fntrace_graph_fentry, __fentry__, 1
+GRAPH_ENTRY fntrace_graph_mcount, fntrace_generic_mcount, 0
+GRAPH_ENTRY fntrace_graph_fentry, fntrace_generic_fentry, 1
 
         .section .note.GNU-stack,"",@progbits
