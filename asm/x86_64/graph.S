@@ -26,38 +26,37 @@
  *
  * Stack after the pushes (addresses grow upwards):
  *
- *      fentry only: 88(%rsp)  F's return address into its parent (the slot)
- *      80(%rsp)   our return address: the end of the call site in F
- *      72(%rsp)   r11
- *      64(%rsp)   rax
- *      56(%rsp)   rbx
- *      48(%rsp)   rcx
- *      40(%rsp)   rdx
- *      32(%rsp)   rsi
- *      24(%rsp)   rdi
- *      16(%rsp)   r8
- *       8(%rsp)   r9
+ *      fentry only: 72(%rsp)  F's return address into its parent (the slot)
+ *      64(%rsp)   our return address: the end of the call site in F
+ *      56(%rsp)   r11
+ *      48(%rsp)   rax
+ *      40(%rsp)   rcx
+ *      32(%rsp)   rdx
+ *      24(%rsp)   rsi
+ *      16(%rsp)   rdi
+ *       8(%rsp)   r8
  *       0(%rsp)   r10          <- %rsp
  *
  *   mcount sites: F has run its prologue, so the slot is 8(%rbp).
  *
  * Registers while working:
- *   r11 TLS offset of fntrace_thread    rcx shadow stack   rsi ring
- *   rdi the slot    r8 real return address, then the site   r9 ring head
- *   r10 shadow depth (frame index)     rax ticks    rbx the fast bit
- *   rdx scratch
+ *   r11 TLS offset of fntrace_thread    rax ticks (rdtsc: with rdx)
+ *   rcx shadow stack, then the event    rsi ring
+ *   rdi the slot    r10 shadow depth (the new frame's index)
+ *   r8  real return address, then the fast bit, then the site
+ *   rdx scratch: the new frame, then the ring head
  *
  * Flags are not preserved (no compiler keeps flags live across a call).
  */
 
 #include "layout.h"
 
-#define SAVED 10                        /* registers pushed, r11 included */
+#define SAVED 8                         /* registers pushed, r11 included */
 #define SITE_RETURN (8 * SAVED)         /* offset of our return address  */
 
 /* The graph tracer's bit while its exits may take the fast path, else 0.
  * Frames pushed here carry it as their exit-tracer mask. Written by Rust
- * under the control lock (GraphTracer::refresh_fast_bit). */
+ * under the control lock (GraphTracer::refresh_fast_path). */
         .bss
         .p2align 3
         .globl  fntrace_graph_fast_bit
@@ -80,13 +79,11 @@ fntrace_graph_fast_bit:
 
 .macro RESTORE_SAVED
         POP     %r10
-        POP     %r9
         POP     %r8
         POP     %rdi
         POP     %rsi
         POP     %rdx
         POP     %rcx
-        POP     %rbx
         POP     %rax
         POP     %r11
 .endm
@@ -104,13 +101,11 @@ fntrace_graph_fast_bit:
         jne     .Lguarded_\@
         movb    $1, %fs:THREAD_IN_TRACER(%r11)
         PUSH    %rax
-        PUSH    %rbx
         PUSH    %rcx
         PUSH    %rdx
         PUSH    %rsi
         PUSH    %rdi
         PUSH    %r8
-        PUSH    %r9
         PUSH    %r10
 
         /* The timestamp first: rdtsc is slow (microcoded), and the checks
@@ -119,9 +114,8 @@ fntrace_graph_fast_bit:
         shlq    $32, %rdx
         orq     %rdx, %rax
 
-        movq    fntrace_graph_fast_bit(%rip), %rbx
-        testq   %rbx, %rbx
-        jz      .Lbail_\@               /* off (graph disabled, or limits set) */
+        cmpq    $0, fntrace_graph_fast_bit(%rip)
+        je      .Lbail_\@               /* off (graph disabled, or limits set) */
         movq    %fs:THREAD_SHADOW(%r11), %rcx
         testq   %rcx, %rcx
         jz      .Lbail_\@
@@ -146,34 +140,38 @@ fntrace_graph_fast_bit:
         cmpq    %rdi, SHADOW_FRAMES-FRAME_SIZE+FRAME_SLOT(%rcx,%rdx)
         jbe     .Lbail_\@               /* top frame not above ours: it died */
 1:
-        movq    RING_HEAD(%rsi), %r9
-        movq    %r9, %rdx
+        movq    RING_HEAD(%rsi), %rdx
         subq    RING_TAIL(%rsi), %rdx
         cmpq    RING_CAPACITY(%rsi), %rdx
         jae     .Lbail_\@               /* ring full: the drop is counted */
 
-        /* The frame: complete before the depth counts it. */
+        /* The frame: complete before the depth counts it. Its exit mask is
+         * the fast bit read again: if a disable cleared it meanwhile, the
+         * exit goes the generic way and is not reported, as for any frame
+         * hooked before a disable. */
         imulq   $FRAME_SIZE, %r10, %rdx
         leaq    SHADOW_FRAMES(%rcx,%rdx), %rdx
         movq    %rdi, FRAME_SLOT(%rdx)
         movq    %r8, FRAME_REAL_RETURN(%rdx)
+        movq    fntrace_graph_fast_bit(%rip), %r8
+        movq    %r8, FRAME_EXIT_TRACERS(%rdx)
         movq    SITE_RETURN(%rsp), %r8
         movq    %r8, FRAME_SITE(%rdx)
         movq    %rax, FRAME_ENTRY_TICKS(%rdx)
-        movq    %rbx, FRAME_EXIT_TRACERS(%rdx)
         movq    $0, FRAME_MARKS(%rdx)
-        leaq    1(%r10), %rbx
-        movq    %rbx, SHADOW_LEN(%rcx)
+        leaq    1(%r10), %rdx
+        movq    %rdx, SHADOW_LEN(%rcx)
 
         /* The event, then the head that publishes it (x86 keeps the order
          * of stores: the reader's acquire load of head sees the event). */
-        EVENT_SLOT %rsi, %r9, %rcx
+        movq    RING_HEAD(%rsi), %rdx
+        EVENT_SLOT %rsi, %rdx, %rcx
         movq    %rax, EVENT_TICKS(%rcx)
         shlq    $EVENT_DEPTH_SHIFT, %r10
         orq     %r8, %r10               /* entry: exit bit clear */
         movq    %r10, EVENT_WORD(%rcx)
-        incq    %r9
-        movq    %r9, RING_HEAD(%rsi)
+        incq    %rdx
+        movq    %rdx, RING_HEAD(%rsi)
 
         leaq    fntrace_return_trampoline(%rip), %rdx
         movq    %rdx, (%rdi)
