@@ -1,7 +1,8 @@
 //! What return-address hooking must survive, each on real instrumented code
 //! with the graph tracer on: recursion deeper than the shadow stack,
 //! setjmp/longjmp across traced frames, a Rust panic caught by
-//! catch_unwind, a C++ exception, a thread ending in pthread_exit with
+//! catch_unwind, C++ exceptions (caught, rethrown, and caught inside a
+//! destructor during unwinding), a thread ending in pthread_exit with
 //! hooked frames, and signal handlers running traced code.
 
 #[macro_use]
@@ -146,20 +147,76 @@ fn cxx_exception_through_traced_frames() {
     assert_eq!(normal, 1);
     let [catch, middle, thrower] = c_hazards::cxx_addresses();
     let events = thread_events(&GRAPH_TRACER.take_trace(), fntrace::current_tid());
-    // The throw forgets the hooked frames (their exits are not seen); the
-    // next call nests correctly again.
+    // At the catch, the unwound frames end (reported there) and the
+    // catching frame is hooked again: its exit is seen.
+    let once = [
+        ('E', catch, 0),
+        ('E', middle, 1),
+        ('E', thrower, 2),
+        ('X', thrower, 2),
+        ('X', middle, 1),
+        ('X', catch, 0),
+    ];
+    assert_eq!(shape(&events), [once, once].concat());
+    let (calls, open) = check_nesting(&events);
+    assert_eq!((calls.len(), open), (6, 0));
+}
+
+#[test]
+fn cxx_rethrow_from_a_catch_block() {
+    let _serial = serial();
+    enable_graph_on("cxx_*");
+    let result = c_hazards::cxx_rethrow(7);
+    fntrace::disable("graph").unwrap();
+    assert_eq!(result, 2007);
+    let [outer, inner] = c_hazards::cxx_rethrow_addresses();
+    let [_, middle, thrower] = c_hazards::cxx_addresses();
+    let events = thread_events(&GRAPH_TRACER.take_trace(), fntrace::current_tid());
+    // The inner catch hooks inner and outer again; `throw;` unwinds inner
+    // (unhooking again first), and the outer catch ends it.
     assert_eq!(
         shape(&events),
         vec![
-            ('E', catch, 0),
-            ('E', middle, 1),
-            ('E', thrower, 2),
-            ('E', catch, 0),
-            ('E', middle, 1),
-            ('E', thrower, 2),
-            ('X', thrower, 2),
-            ('X', middle, 1),
-            ('X', catch, 0),
+            ('E', outer, 0),
+            ('E', inner, 1),
+            ('E', middle, 2),
+            ('E', thrower, 3),
+            ('X', thrower, 3),
+            ('X', middle, 2),
+            ('X', inner, 1),
+            ('X', outer, 0),
+        ]
+    );
+}
+
+#[test]
+fn cxx_catch_inside_a_cleanup_during_unwinding() {
+    let _serial = serial();
+    enable_graph_on("cxx_*");
+    let result = c_hazards::cxx_throw_through_cleanup(4);
+    fntrace::disable("graph").unwrap();
+    assert_eq!(result, 3004);
+    let [outer, with_cleanup, in_cleanup] = c_hazards::cxx_cleanup_addresses();
+    let [_, middle, thrower] = c_hazards::cxx_addresses();
+    let events = thread_events(&GRAPH_TRACER.take_trace(), fntrace::current_tid());
+    // The destructor of with_cleanup's guard runs in_cleanup while the
+    // first exception unwinds: in_cleanup's own catch hooks with_cleanup
+    // and outer again, _Unwind_Resume unhooks them before unwinding goes
+    // on. The first middle and thrower vanish unreported (found dead by
+    // in_cleanup's entry; when they ended is unknown).
+    assert_eq!(
+        shape(&events),
+        vec![
+            ('E', outer, 0),
+            ('E', with_cleanup, 1),
+            ('E', middle, 2),
+            ('E', thrower, 3),
+            ('E', in_cleanup, 2),
+            ('E', thrower, 3),
+            ('X', thrower, 3),
+            ('X', in_cleanup, 2),
+            ('X', with_cleanup, 1),
+            ('X', outer, 0),
         ]
     );
 }

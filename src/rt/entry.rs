@@ -162,6 +162,11 @@ fn for_each_tracer(mut mask: u64, f: impl Fn(&dyn tracer::Tracer)) {
     }
 }
 
+/// Reports the exit of `frame`, found gone (unwound) at `now`.
+pub(crate) fn report_vanished(frame: &Frame, depth: usize, now: u64) {
+    report_exit(frame, depth, now, true);
+}
+
 #[inline]
 fn report_exit(frame: &Frame, depth: usize, now: u64, vanished: bool) {
     let wanted = frame.exit_tracers & tracer::enabled_mask();

@@ -13,9 +13,13 @@
 //! - tail calls: the callee finds the trampoline already in its slot and
 //!   takes over the caller's frame (the caller's exit is reported then).
 //! - unwinding (Rust panics, C++ exceptions, thread cancellation): the
-//!   unwinder must see real return addresses, so `_Unwind_RaiseException`,
-//!   `_Unwind_ForcedUnwind` and `_Unwind_Backtrace` are wrapped
-//!   ([`super::unwind`]) to put them back first.
+//!   unwinder must see real return addresses, so the unwinder's entry points
+//!   are wrapped ([`super::unwind`]) to put them back first. The frames stay
+//!   (counted in `unhooked`, at the bottom of the stack) until a C++ `catch`
+//!   says where the stack now ends: the frames below it are reported as
+//!   vanished there, the ones above are hooked again. Without that signal
+//!   (a Rust panic caught by `catch_unwind`) they are dropped without a
+//!   report as later calls find them dead; their entries stay unfinished.
 //!
 //! A stack lives in an `mmap`ed block per thread (async-signal-safe to
 //! create) and is unmapped by a `pthread_key` destructor at thread exit.
@@ -69,6 +73,10 @@ pub(crate) struct Frame {
 pub(crate) struct ShadowStack {
     len: usize,
     frames: [Frame; MAX_DEPTH],
+    /// `frames[..unhooked]` hold their real return addresses again (an
+    /// exception is being or was unwound): they return without the
+    /// trampoline, and vanish without a report.
+    unhooked: usize,
 }
 
 // The fast paths in asm/x86_64/{graph,return}.S use these (layout.h).
@@ -178,8 +186,7 @@ impl ShadowStack {
             if top.slot == slot {
                 reused = Some(top.real_return);
             }
-            VANISHED.fetch_add(1, Ordering::Relaxed);
-            vanished(&top, self.len);
+            self.vanish(&top, &mut vanished);
         }
         reused
     }
@@ -217,10 +224,47 @@ impl ShadowStack {
                 self.len += 1;
                 return None;
             }
+            self.vanish(&top, &mut vanished);
+        }
+        None
+    }
+
+    /// Accounts for `frame`, just popped, that left without returning
+    /// through the trampoline: reported to `vanished`, unless it was
+    /// unhooked for an unwind (when it left is unknown).
+    fn vanish(&mut self, frame: &Frame, vanished: &mut impl FnMut(&Frame, usize)) {
+        VANISHED.fetch_add(1, Ordering::Relaxed);
+        if self.len < self.unhooked {
+            self.unhooked = self.len;
+        } else {
+            vanished(frame, self.len);
+        }
+    }
+
+    /// Before an unwinder walks the stack for an exception: every frame
+    /// gets its real return address back and is marked unhooked.
+    pub fn unhook_for_unwinding(&mut self) {
+        self.unhook_all(false);
+        self.unhooked = self.len;
+    }
+
+    /// A C++ `catch` runs in the frame whose stack pointer is `catcher_sp`:
+    /// frames whose slots are below it were unwound (reported to
+    /// `vanished`); the unhooked frames above it are live and hooked again.
+    pub fn resync_after_catch(
+        &mut self,
+        catcher_sp: usize,
+        mut vanished: impl FnMut(&Frame, usize),
+    ) {
+        while self.len > 0 && self.frames[self.len - 1].slot < catcher_sp {
+            self.len -= 1;
+            let top = self.frames[self.len];
             VANISHED.fetch_add(1, Ordering::Relaxed);
             vanished(&top, self.len);
         }
-        None
+        let unhooked = self.unhooked.min(self.len);
+        self.unhooked = 0;
+        self.hook_where_real(0..unhooked);
     }
 
     /// Writes every hooked frame's real return address back into its slot
@@ -242,15 +286,20 @@ impl ShadowStack {
         if forget {
             VANISHED.fetch_add(self.len as u64, Ordering::Relaxed);
             self.len = 0;
+            self.unhooked = 0;
         }
     }
 
-    /// Puts the trampoline back into every frame's slot that still holds
-    /// the frame's real return address (after [`Self::unhook_all`] without
-    /// forgetting).
+    /// Puts the trampoline back into every hooked frame's slot that still
+    /// holds the frame's real return address (after [`Self::unhook_all`]
+    /// without forgetting). Frames unhooked for an unwind stay so.
     pub fn rehook_all(&mut self) {
+        self.hook_where_real(self.unhooked.min(self.len)..self.len);
+    }
+
+    fn hook_where_real(&mut self, frames: std::ops::Range<usize>) {
         let trampoline = return_trampoline();
-        for frame in self.frames[..self.len].iter() {
+        for frame in self.frames[frames].iter() {
             // SAFETY: as in unhook_all; only slots still holding this frame's
             // real return address are written.
             unsafe {
