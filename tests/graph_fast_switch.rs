@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use common::Nesting;
+use common::{expected_c_mid as c_mid, expected_rust_run as expected_rust, Nesting};
 use fntrace::{EventKind, Filter, GRAPH_TRACER};
 use fntrace_fixtures::{c_fentry, c_pie, rust};
 
@@ -146,18 +146,4 @@ fn every_call_is_seen_while_sites_switch_paths_two_hundred_times() {
         assert_eq!(counts.get(&tid), Some(&(calls, calls)), "thread {tid}");
         assert_eq!(nesting[&tid].unfinished(), 0, "thread {tid}");
     }
-}
-
-fn expected_rust(n: u64) -> u64 {
-    (0..n)
-        .map(|i| {
-            (0..4)
-                .map(|j| (i + j).wrapping_mul(3).wrapping_add(1))
-                .sum::<u64>()
-        })
-        .sum()
-}
-
-fn c_mid(x: i64) -> i64 {
-    (0..4).map(|i| (x + i) * 3 + 1).sum()
 }

@@ -88,15 +88,22 @@ impl<T: Copy> Ring<T> {
     /// Moves every available event into `out`. Callers serialise readers.
     fn drain_into(&self, out: &mut Vec<T>) {
         let head = self.head.0.load(Ordering::Acquire);
-        let mut tail = self.tail.0.load(Ordering::Relaxed);
-        while tail != head {
+        let tail = self.tail.0.load(Ordering::Relaxed);
+        let available = head.wrapping_sub(tail);
+        out.reserve(available);
+        // At most two runs of slots: from tail to the end of the ring, then
+        // from its start (a wrap), each copied as one slice.
+        let start = tail & (self.capacity - 1);
+        let first = available.min(self.capacity - start);
+        for (from, len) in [(start, first), (0, available - first)] {
             // SAFETY: slots in [tail, head) were published by the writer's
             // Release store of head, and it will not overwrite them until
-            // tail moves past them.
-            out.push(unsafe { *(*self.slots.add(tail & (self.capacity - 1))).get() });
-            tail = tail.wrapping_add(1);
+            // tail moves past them; `from + len` stays inside the ring.
+            // UnsafeCell<T> has T's layout.
+            let run = unsafe { std::slice::from_raw_parts(self.slots.add(from).cast::<T>(), len) };
+            out.extend_from_slice(run);
         }
-        self.tail.0.store(tail, Ordering::Release);
+        self.tail.0.store(head, Ordering::Release);
     }
 }
 

@@ -9,7 +9,7 @@
 //! entries of its not-yet-written ancestors (marked in their shadow frames),
 //! so events stay in time order and every written exit has its entry.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use once_cell::sync::Lazy;
@@ -264,10 +264,17 @@ impl GraphTracer {
 
 /// Names the functions of `threads` and adds the process's description.
 fn describe(threads: Vec<ThreadTrace>) -> Trace {
-    let functions: BTreeSet<usize> = threads
-        .iter()
-        .flat_map(|t| t.events.iter().map(|e| e.function))
-        .collect();
+    // Events repeat few functions: skip runs of the same one cheaply.
+    let mut functions = HashSet::new();
+    for thread in &threads {
+        let mut last = None;
+        for event in &thread.events {
+            if last != Some(event.function) {
+                last = Some(event.function);
+                functions.insert(event.function);
+            }
+        }
+    }
     let index = symbols::current();
     let names: HashMap<usize, String> = functions
         .into_iter()

@@ -181,3 +181,19 @@ pub fn shape(events: &[fntrace::GraphEvent]) -> Vec<(char, usize, u16)> {
         })
         .collect()
 }
+
+/// What the fixtures' `run(n)` returns (Rust workload), computed here.
+pub fn expected_rust_run(n: u64) -> u64 {
+    (0..n)
+        .map(|i| {
+            (0..4)
+                .map(|j| (i + j).wrapping_mul(3).wrapping_add(1))
+                .sum::<u64>()
+        })
+        .sum()
+}
+
+/// What the C fixtures' `mid(x)` returns, computed here.
+pub fn expected_c_mid(x: i64) -> i64 {
+    (0..4).map(|i| (x + i) * 3 + 1).sum()
+}
