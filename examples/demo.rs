@@ -1,16 +1,22 @@
 //! fntrace demo: a small multi-threaded "service" built entirely with
 //! `-Zinstrument-mcount` (see the README's first command). Tracing is off,
 //! switched on while the workers handle a fixed batch of requests, and off
-//! again; then the demo prints what the function tracer saw.
+//! again; then the demo prints what the graph tracer saw. One request in
+//! 500 is malformed: its handler panics, and the worker catches the panic
+//! and goes on, as a server would (the trace stays whole: the unwound
+//! calls end where the panic is caught).
 //!
 //! `demo [REQUESTS_PER_WORKER]` (default 2000).
 
 use std::collections::HashMap;
 use std::hint::black_box;
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
 const WORKERS: usize = 4;
+/// Request ids `n * MALFORMED_EVERY - 1` are malformed.
+const MALFORMED_EVERY: usize = 500;
 
 #[inline(never)]
 fn tokenize(line: &str) -> Vec<&str> {
@@ -25,11 +31,21 @@ fn score_word(word: &str) -> u64 {
 
 #[inline(never)]
 fn parse_request(id: usize) -> String {
+    let lang = if id % MALFORMED_EVERY == MALFORMED_EVERY - 1 {
+        "??"
+    } else {
+        "en"
+    };
     format!(
-        "GET /items/{id} user={} region=eu-{} lang=en",
+        "GET /items/{id} user={} region=eu-{} lang={lang}",
         id % 97,
         id % 5
     )
+}
+
+#[inline(never)]
+fn reject(word: &str) -> ! {
+    panic!("malformed request: {word}")
 }
 
 #[inline(never)]
@@ -37,6 +53,9 @@ fn handle_request(id: usize, counts: &mut HashMap<u64, u32>) -> u64 {
     let line = parse_request(id);
     let mut total = 0;
     for word in tokenize(&line) {
+        if word == "lang=??" {
+            reject(word);
+        }
         let score = score_word(word);
         *counts.entry(score % 64).or_default() += 1;
         total ^= score;
@@ -44,20 +63,31 @@ fn handle_request(id: usize, counts: &mut HashMap<u64, u32>) -> u64 {
     total
 }
 
+/// Handles one request; a panic fails it, not the worker.
 #[inline(never)]
-fn worker(requests: usize, phases: Arc<[Barrier; 3]>) -> u64 {
+fn serve(id: usize, counts: &mut HashMap<u64, u32>) -> Option<u64> {
+    panic::catch_unwind(AssertUnwindSafe(|| handle_request(black_box(id), counts))).ok()
+}
+
+/// Returns a checksum and the number of failed requests while traced.
+#[inline(never)]
+fn worker(requests: usize, phases: Arc<[Barrier; 3]>) -> (u64, usize) {
     let mut counts = HashMap::new();
     let mut checksum = 0;
     for id in 0..requests {
-        checksum ^= handle_request(black_box(id), &mut counts);
+        checksum ^= serve(id, &mut counts).unwrap_or(0);
     }
     phases[0].wait(); // warmed up, untraced
     phases[1].wait(); // tracing is switched on now
+    let mut failed = 0;
     for id in 0..requests {
-        checksum ^= handle_request(black_box(id), &mut counts);
+        match serve(id, &mut counts) {
+            Some(sum) => checksum ^= sum,
+            None => failed += 1,
+        }
     }
     phases[2].wait(); // tracing is switched off after this
-    checksum
+    (checksum, failed)
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -66,6 +96,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|n| n.parse())
         .transpose()?
         .unwrap_or(2000);
+
+    // Malformed requests panic on purpose; the workers count them.
+    panic::set_hook(Box::new(|_| {}));
 
     let started = Instant::now();
     fntrace::init()?;
@@ -104,9 +137,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "clock_gettime"
         }
     );
+    let mut failed = 0;
     for handle in handles {
-        black_box(handle.join().expect("worker"));
+        let (checksum, failures) = handle.join().expect("worker");
+        black_box(checksum);
+        failed += failures;
     }
+    println!("{failed} requests failed while traced (handler panicked; caught)");
 
     let trace = fntrace::GRAPH_TRACER.take_trace();
     let events: usize = trace.threads.iter().map(|t| t.events.len()).sum();

@@ -126,14 +126,79 @@ fn rust_panic_through_traced_frames_is_caught_with_a_correct_backtrace() {
     );
 
     let events = thread_events(&GRAPH_TRACER.take_trace(), fntrace::current_tid());
-    let (calls, open) = check_nesting(&events);
-    // The unwound panic_outer/panic_inner entries stay open (no exit).
-    assert_eq!(open, 2, "{events:?}");
-    // mid + 4 leaf after the panic, then panic_outer + panic_inner.
-    assert_eq!(calls.len(), 7);
+    // The unwound panic_inner and panic_outer end where the unwinder lands
+    // (catch_unwind's handler); then tracing goes on.
+    let (outer, inner) = (addr!(rust::panic_outer), addr!(rust::panic_inner));
     let (mid, leaf) = (addr!(rust::mid), addr!(rust::leaf));
-    assert_eq!(calls.iter().filter(|c| c.function == mid).count(), 1);
-    assert_eq!(calls.iter().filter(|c| c.function == leaf).count(), 4);
+    let mut expected = vec![
+        ('E', outer, 0),
+        ('E', inner, 1),
+        ('X', inner, 1),
+        ('X', outer, 0),
+    ];
+    expected.push(('E', mid, 0));
+    for _ in 0..4 {
+        expected.extend([('E', leaf, 1), ('X', leaf, 1)]);
+    }
+    expected.push(('X', mid, 0));
+    expected.extend([
+        ('E', outer, 0),
+        ('E', inner, 1),
+        ('X', inner, 1),
+        ('X', outer, 0),
+    ]);
+    assert_eq!(shape(&events), expected);
+    let (calls, open) = check_nesting(&events);
+    assert_eq!((calls.len(), open), (9, 0));
+}
+
+/// Runs traced code when dropped: during unwinding, from a cleanup pad.
+struct CallsTracedCodeOnDrop;
+impl Drop for CallsTracedCodeOnDrop {
+    fn drop(&mut self) {
+        std::hint::black_box(rust::mid(2));
+    }
+}
+
+#[test]
+fn rust_panic_running_traced_code_in_a_drop_while_unwinding() {
+    let _serial = serial();
+    let previous_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    enable_graph_on("fixture_rust_workload::*");
+    let caught = std::panic::catch_unwind(|| {
+        let _guard = CallsTracedCodeOnDrop;
+        rust::panic_outer(1)
+    });
+    let after = rust::panic_outer(0);
+    fntrace::disable("graph").unwrap();
+    std::panic::set_hook(previous_hook);
+    assert!(caught.is_err());
+    assert_eq!(after, 1);
+    // The unwinder first lands in the closure's cleanup: panic_inner and
+    // panic_outer end there; the drop's calls are traced; unwinding goes on
+    // (_Unwind_Resume) to catch_unwind's handler.
+    let (outer, inner) = (addr!(rust::panic_outer), addr!(rust::panic_inner));
+    let (mid, leaf) = (addr!(rust::mid), addr!(rust::leaf));
+    let mut expected = vec![
+        ('E', outer, 0),
+        ('E', inner, 1),
+        ('X', inner, 1),
+        ('X', outer, 0),
+    ];
+    expected.push(('E', mid, 0));
+    for _ in 0..4 {
+        expected.extend([('E', leaf, 1), ('X', leaf, 1)]);
+    }
+    expected.push(('X', mid, 0));
+    expected.extend([
+        ('E', outer, 0),
+        ('E', inner, 1),
+        ('X', inner, 1),
+        ('X', outer, 0),
+    ]);
+    let events = thread_events(&GRAPH_TRACER.take_trace(), fntrace::current_tid());
+    assert_eq!(shape(&events), expected);
 }
 
 #[test]
@@ -147,7 +212,7 @@ fn cxx_exception_through_traced_frames() {
     assert_eq!(normal, 1);
     let [catch, middle, thrower] = c_hazards::cxx_addresses();
     let events = thread_events(&GRAPH_TRACER.take_trace(), fntrace::current_tid());
-    // At the catch, the unwound frames end (reported there) and the
+    // Where the unwinder lands (the catch), the unwound frames end and the
     // catching frame is hooked again: its exit is seen.
     let once = [
         ('E', catch, 0),
@@ -172,8 +237,8 @@ fn cxx_rethrow_from_a_catch_block() {
     let [outer, inner] = c_hazards::cxx_rethrow_addresses();
     let [_, middle, thrower] = c_hazards::cxx_addresses();
     let events = thread_events(&GRAPH_TRACER.take_trace(), fntrace::current_tid());
-    // The inner catch hooks inner and outer again; `throw;` unwinds inner
-    // (unhooking again first), and the outer catch ends it.
+    // Landing in the inner catch hooks inner and outer again; `throw;`
+    // unwinds inner (unhooking again first), and the outer catch ends it.
     assert_eq!(
         shape(&events),
         vec![
@@ -199,11 +264,10 @@ fn cxx_catch_inside_a_cleanup_during_unwinding() {
     let [outer, with_cleanup, in_cleanup] = c_hazards::cxx_cleanup_addresses();
     let [_, middle, thrower] = c_hazards::cxx_addresses();
     let events = thread_events(&GRAPH_TRACER.take_trace(), fntrace::current_tid());
-    // The destructor of with_cleanup's guard runs in_cleanup while the
-    // first exception unwinds: in_cleanup's own catch hooks with_cleanup
-    // and outer again, _Unwind_Resume unhooks them before unwinding goes
-    // on. The first middle and thrower vanish unreported (found dead by
-    // in_cleanup's entry; when they ended is unknown).
+    // The unwinder first lands in with_cleanup's cleanup: middle and thrower
+    // end there. The guard's destructor runs in_cleanup, whose own throw
+    // lands in its catch; _Unwind_Resume unhooks with_cleanup and outer
+    // again before unwinding goes on to outer's catch.
     assert_eq!(
         shape(&events),
         vec![
@@ -211,6 +275,8 @@ fn cxx_catch_inside_a_cleanup_during_unwinding() {
             ('E', with_cleanup, 1),
             ('E', middle, 2),
             ('E', thrower, 3),
+            ('X', thrower, 3),
+            ('X', middle, 2),
             ('E', in_cleanup, 2),
             ('E', thrower, 3),
             ('X', thrower, 3),

@@ -37,6 +37,14 @@ fn demo_built_with_everything_instrumented_traces_exact_counts() {
         })
     };
     // 4 workers × 500 requests while tracing was on.
+    // Ids 499 of 0..500: one malformed request per worker, whose handler
+    // panics through traced frames (caught by the worker); its calls still
+    // end, where the panic is caught, so every call below is complete.
+    assert!(
+        stdout.contains("4 requests failed while traced"),
+        "{stdout}"
+    );
+    assert_eq!(count_of("demo::serve"), Some(2_000), "{stdout}");
     assert_eq!(count_of("demo::handle_request"), Some(2_000), "{stdout}");
     assert_eq!(count_of("demo::tokenize"), Some(2_000), "{stdout}");
     assert_eq!(count_of("demo::parse_request"), Some(2_000), "{stdout}");

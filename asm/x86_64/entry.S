@@ -184,22 +184,6 @@ fntrace_guard_swap:
         .cfi_endproc
         .size   fntrace_guard_swap, . - fntrace_guard_swap
 
-/* void *__cxa_begin_catch(void *exception), weak: libstdc++'s own wins
- * where it is linked statically; elsewhere C++ `catch` blocks come here.
- *   %rdi: the exception (passed on)
- *   %rsi: the catching frame's stack pointer, i.e. ours after `ret`
- * fntrace_begin_catch (src/rt/unwind.rs) resyncs the shadow stack, then
- * calls libstdc++'s __cxa_begin_catch and returns its result. */
-        .p2align 4
-        .weak   __cxa_begin_catch
-        .type   __cxa_begin_catch, @function
-__cxa_begin_catch:
-        .cfi_startproc
-        leaq    8(%rsp), %rsi
-        jmp     fntrace_begin_catch@PLT
-        .cfi_endproc
-        .size   __cxa_begin_catch, . - __cxa_begin_catch
-
 /* ThreadBlock *fntrace_thread_block(void)
  *   %rax: the address of this thread's block (%fs:0 holds the thread
  *   pointer itself, so TLS offset + %fs:0 is a plain address). */

@@ -15,11 +15,10 @@
 //! - unwinding (Rust panics, C++ exceptions, thread cancellation): the
 //!   unwinder must see real return addresses, so the unwinder's entry points
 //!   are wrapped ([`super::unwind`]) to put them back first. The frames stay
-//!   (counted in `unhooked`, at the bottom of the stack) until a C++ `catch`
-//!   says where the stack now ends: the frames below it are reported as
-//!   vanished there, the ones above are hooked again. Without that signal
-//!   (a Rust panic caught by `catch_unwind`) they are dropped without a
-//!   report as later calls find them dead; their entries stay unfinished.
+//!   (counted in `unhooked`, at the bottom of the stack) until the unwinder
+//!   lands (`_Unwind_SetIP`): the frames below the landing frame are
+//!   reported as vanished there, the ones above are hooked again. Unhooked
+//!   frames found dead otherwise are dropped without a report.
 //!
 //! A stack lives in an `mmap`ed block per thread (async-signal-safe to
 //! create) and is unmapped by a `pthread_key` destructor at thread exit.
@@ -248,17 +247,21 @@ impl ShadowStack {
         self.unhooked = self.len;
     }
 
-    /// A C++ `catch` runs in the frame whose stack pointer is `catcher_sp`:
-    /// frames whose slots are below it were unwound (reported to
-    /// `vanished`); the unhooked frames above it are live and hooked again.
-    pub fn resync_after_catch(
+    /// The unwinder is about to land in the frame whose return address
+    /// lives at `landing_slot`: frames whose slots are below it were unwound
+    /// (reported to `vanished`); the unhooked frames from there up are live
+    /// and hooked again. (A slot far below is on another stack and stays.)
+    pub fn resync_at_landing(
         &mut self,
-        catcher_sp: usize,
+        landing_slot: usize,
         mut vanished: impl FnMut(&Frame, usize),
     ) {
-        while self.len > 0 && self.frames[self.len - 1].slot < catcher_sp {
+        while self.len > 0 {
+            let top = self.frames[self.len - 1];
+            if top.slot >= landing_slot || landing_slot - top.slot > OTHER_STACK_DISTANCE {
+                break;
+            }
             self.len -= 1;
-            let top = self.frames[self.len];
             VANISHED.fetch_add(1, Ordering::Relaxed);
             vanished(&top, self.len);
         }

@@ -9,13 +9,11 @@
 //!   (continuing after a cleanup) and `_Unwind_Resume_or_Rethrow` (C++
 //!   `throw;`): every frame of the thread is unhooked for the walk and stays
 //!   on the shadow stack, marked.
-//! - `__cxa_begin_catch` (entered by every C++ `catch`, defined weak in
-//!   `asm/x86_64/entry.S`, which passes the catching frame's stack
-//!   pointer): the frames below the catch are reported as vanished, the
-//!   marked ones above it are hooked again, so their exits are seen. A Rust
-//!   panic caught by `catch_unwind` has no such signal: its marked frames
-//!   stay unhooked (exits not seen) and are dropped as later calls find
-//!   them dead.
+//! - `_Unwind_SetIP` (a personality routine choosing the landing pad the
+//!   unwinder jumps to: a cleanup, or the `catch`/`catch_unwind` handler):
+//!   the frames below the landing pad's frame are gone and reported as
+//!   vanished; the marked ones from there up are hooked again, so their
+//!   exits are seen.
 //! - `_Unwind_ForcedUnwind` (thread cancellation, `pthread_exit`): the
 //!   thread ends; its frames are unhooked and forgotten.
 //! - `_Unwind_Backtrace` (`std::backtrace`, the panic message's backtrace):
@@ -65,18 +63,19 @@ static FORCED: RealFunction = RealFunction::new(c"_Unwind_ForcedUnwind");
 static BACKTRACE: RealFunction = RealFunction::new(c"_Unwind_Backtrace");
 static RESUME: RealFunction = RealFunction::new(c"_Unwind_Resume");
 static RESUME_OR_RETHROW: RealFunction = RealFunction::new(c"_Unwind_Resume_or_Rethrow");
-/// libstdc++'s; looked up at the first `catch` (only C++ code calls it).
-static BEGIN_CATCH: RealFunction = RealFunction::new(c"__cxa_begin_catch");
+static SET_IP: RealFunction = RealFunction::new(c"_Unwind_SetIP");
 
 /// Resolves the real functions ahead of need and makes sure the linker
 /// keeps these definitions (a reference from `init` pulls this object in).
-pub(crate) fn prepare() -> [usize; 5] {
+pub(crate) fn prepare() -> [usize; 6] {
     RAISE.get();
     FORCED.get();
     BACKTRACE.get();
     RESUME.get();
     RESUME_OR_RETHROW.get();
+    SET_IP.get();
     [
+        _Unwind_SetIP as *const () as usize,
         _Unwind_RaiseException as *const () as usize,
         _Unwind_ForcedUnwind as *const () as usize,
         _Unwind_Backtrace as *const () as usize,
@@ -177,7 +176,7 @@ pub unsafe extern "C-unwind" fn _Unwind_Resume(exception: *mut c_void) {
 }
 
 /// Wraps libgcc's `_Unwind_Resume_or_Rethrow` (C++ `throw;` from a catch
-/// block, whose frames [`fntrace_begin_catch`] hooked again).
+/// block, whose frames [`_Unwind_SetIP`] hooked again).
 ///
 /// # Safety
 /// As the real function.
@@ -191,29 +190,39 @@ pub unsafe extern "C-unwind" fn _Unwind_Resume_or_Rethrow(exception: *mut c_void
     unsafe { real(exception) }
 }
 
-/// Reached from `__cxa_begin_catch` (asm/x86_64/entry.S) with the catching
-/// frame's stack pointer: the exception is caught, the frames below are
-/// gone, the ones above live on. Then the real `__cxa_begin_catch`.
+/// Wraps libgcc's `_Unwind_SetIP`, which a personality routine (Rust's,
+/// C++'s) calls right before the unwinder transfers control to a landing
+/// pad (a cleanup, or the handler that catches) in the frame of `context`.
+/// The frames below that frame are gone: their exits are reported now;
+/// the unhooked frames from there up live on and are hooked again (a
+/// cleanup goes on unwinding through `_Unwind_Resume`, which unhooks them
+/// first).
 ///
 /// # Safety
-/// Called only by the asm shim, with the arguments of `__cxa_begin_catch`.
+/// As the real function: `context` is the unwinder's current context.
 #[no_mangle]
-pub unsafe extern "C" fn fntrace_begin_catch(
-    exception: *mut c_void,
-    catcher_sp: usize,
-) -> *mut c_void {
+pub unsafe extern "C" fn _Unwind_SetIP(context: *mut c_void, ip: usize) {
     {
         let _untraced = Untraced::begin();
         if let Some(stack) = ShadowStack::current() {
+            // SAFETY: a valid context, from the caller's contract.
+            let cfa = unsafe { _Unwind_GetCFA(context) };
+            // The frame's own return address lives right below its CFA.
             let now = super::clock::now_ticks();
-            stack.resync_after_catch(catcher_sp, |dead, depth| {
+            stack.resync_at_landing(cfa.wrapping_sub(8), |dead, depth| {
                 super::entry::report_vanished(dead, depth, now)
             });
         }
     }
-    // SAFETY: the address is libstdc++'s function of this exact signature.
-    let real: unsafe extern "C" fn(*mut c_void) -> *mut c_void =
-        unsafe { std::mem::transmute(BEGIN_CATCH.get()) };
-    // SAFETY: forwarded from the caller's arguments.
-    unsafe { real(exception) }
+    // SAFETY: the address is libgcc's function of this exact signature.
+    let real: unsafe extern "C" fn(*mut c_void, usize) =
+        unsafe { std::mem::transmute(SET_IP.get()) };
+    // SAFETY: forwarded from this function's contract.
+    unsafe { real(context, ip) }
+}
+
+extern "C" {
+    /// libgcc: the canonical frame address (the stack pointer before the
+    /// call that made the frame) of `context`'s frame.
+    fn _Unwind_GetCFA(context: *mut c_void) -> usize;
 }

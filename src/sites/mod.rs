@@ -249,8 +249,12 @@ pub(crate) fn resolve_functions(index: &SymbolIndex) {
 /// fntrace's own functions are never traced: it would only measure itself.
 fn exclusion_flag(mangled: &str) -> u32 {
     let name = symbols::demangle(mangled);
-    // Also generic code instantiated for fntrace's types (drop glue, ...).
+    // Also generic code instantiated for fntrace's types (drop glue, ...),
+    // and fntrace's wrappers of libgcc's unwinder entry points (libgcc's
+    // own are never instrumented): they rearrange the shadow stack under
+    // their own frames.
     let own = name.starts_with("fntrace_")
+        || name.starts_with("_Unwind_")
         || name.match_indices("fntrace::").any(|(at, _)| {
             let before = name[..at].chars().next_back();
             !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
