@@ -58,13 +58,13 @@
  * Frames pushed here carry it as their exit-tracer mask. Written by Rust
  * under the control lock (GraphTracer::refresh_fast_path). */
         .bss
-        .p2align 3
-        .globl  fntrace_graph_fast_bit
+        .p2align 6                      /* a cache line of its own: read on */
+        .globl  fntrace_graph_fast_bit  /* every traced call by every thread */
         .hidden fntrace_graph_fast_bit
         .type   fntrace_graph_fast_bit, @object
         .size   fntrace_graph_fast_bit, 8
 fntrace_graph_fast_bit:
-        .zero   8
+        .zero   64
 
         .text
 
