@@ -200,6 +200,21 @@ fn tsc_read_cost() -> Cost {
     }
 }
 
+/// Pins the calling thread to `cpu` if the machine has it and allows it.
+fn pin_to_cpu(cpu: usize) {
+    let cpus = thread::available_parallelism().map_or(1, |n| n.get());
+    if cpu >= cpus {
+        return;
+    }
+    // SAFETY: a zeroed cpu_set_t is empty; CPU_SET stays inside it
+    // (cpu < available CPUs < CPU_SETSIZE); sched_setaffinity reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
 /// The costs of one measurement, one per round.
 #[derive(Default)]
 struct Series(Vec<Cost>);
@@ -276,8 +291,8 @@ struct InProcess {
 
 fn measure_in_process() -> InProcess {
     let workers = [
-        Worker::spawn("bench-worker-a"),
-        Worker::spawn("bench-worker-b"),
+        Worker::spawn("bench-worker-a", 0),
+        Worker::spawn("bench-worker-b", 1),
     ];
     let graph_filter = Filter::new()
         .include("pie_*")
@@ -471,11 +486,14 @@ struct Worker {
 }
 
 impl Worker {
-    fn spawn(name: &str) -> Worker {
+    /// A worker pinned to CPU `cpu` (when the machine has that many), so
+    /// that one-thread and two-thread runs compare the same placement.
+    fn spawn(name: &str, cpu: usize) -> Worker {
         let (jobs, inbox) = mpsc::channel::<Job>();
         let thread = thread::Builder::new()
             .name(name.to_string())
             .spawn(move || {
+                pin_to_cpu(cpu);
                 for job in inbox {
                     job();
                 }
