@@ -194,19 +194,42 @@ fn graph_alone_calls_the_fast_entry_and_shares_the_original_call() {
 }
 
 #[test]
-fn run_time_limits_keep_the_generic_path() {
+fn depth_limit_on_the_fast_path_and_duration_limit_on_the_generic_one() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     fntrace::init().unwrap();
-    let filter = Filter::new().include("pie_*").max_depth(5);
-    fntrace::enable_with("graph", &filter).unwrap();
     let variant = &variants()[0];
     assert_eq!(variant.name, "c_pie");
+    let [run, mid, _leaf] = variant.functions;
+
+    // A depth limit: the fast paths apply it (leaves, at depth 2, are
+    // hooked but not recorded).
+    fntrace::enable_with("graph", &Filter::new().include("pie_*").max_depth(1)).unwrap();
+    assert!(sites(variant).iter().all(|s| s.graph_fast_path));
+    (variant.call_run)(3); // the thread's buffers exist from here on
+    GRAPH_TRACER.take_trace();
+    let before = fntrace::generic_entries_on_this_thread();
+    (variant.call_run)(3);
+    assert_eq!(fntrace::generic_entries_on_this_thread() - before, 0);
+    let events = thread_events(&GRAPH_TRACER.take_trace(), fntrace::current_tid());
+    let mut expected = vec![('E', run, 0)];
+    for _ in 0..3 {
+        expected.extend([('E', mid, 1), ('X', mid, 1)]);
+    }
+    expected.push(('X', run, 0));
+    assert_eq!(shape(&events), expected);
+
+    // A duration limit needs the generic path (entries written late).
+    let filter = Filter::new()
+        .include("pie_*")
+        .min_duration(std::time::Duration::from_nanos(1));
+    fntrace::enable_with("graph", &filter).unwrap();
     for site in sites(variant) {
         assert!(site.patched && !site.graph_fast_path);
         assert_eq!(text(site.address, 6), site.original);
     }
     assert_eq!(run_and_count_generic(variant), 16);
-    // The same selection without the limit: the fast entry.
+
+    // The same selection without limits: the fast entry, every call.
     fntrace::enable_with("graph", &Filter::new().include("pie_*")).unwrap();
     assert!(sites(variant).iter().all(|s| s.graph_fast_path));
     assert_eq!(run_and_count_generic(variant), 0);

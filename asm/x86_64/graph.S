@@ -1,7 +1,7 @@
 /*
  * The graph tracer's fast entry: fntrace_graph_mcount / fntrace_graph_fentry.
  *
- * A site selected by the graph tracer alone (and no run-time limits: see
+ * A site selected by the graph tracer alone (and no duration limit: see
  * GraphTracer::fast_path_bit) is patched to call one of these directly
  * instead of mcount / __fentry__. They do the graph tracer's whole entry
  * work without calling into Rust, so nothing beyond the registers they use
@@ -64,7 +64,15 @@
         .type   fntrace_graph_fast_bit, @object
         .size   fntrace_graph_fast_bit, 8
 fntrace_graph_fast_bit:
-        .zero   64
+        .zero   8
+/* The graph tracer's depth limit (deeper calls are hooked, to keep depths
+ * right, but not recorded); all ones without one. Same line, same writer. */
+        .globl  fntrace_graph_max_depth
+        .hidden fntrace_graph_max_depth
+        .type   fntrace_graph_max_depth, @object
+        .size   fntrace_graph_max_depth, 8
+fntrace_graph_max_depth:
+        .zero   56
 
         .text
 
@@ -163,7 +171,10 @@ fntrace_graph_fast_bit:
         movq    %rdx, SHADOW_LEN(%rcx)
 
         /* The event, then the head that publishes it (x86 keeps the order
-         * of stores: the reader's acquire load of head sees the event). */
+         * of stores: the reader's acquire load of head sees the event);
+         * none beyond the depth limit. */
+        cmpq    fntrace_graph_max_depth(%rip), %r10
+        ja      2f
         movq    RING_HEAD(%rsi), %rdx
         EVENT_SLOT %rsi, %rdx, %rcx
         movq    %rax, EVENT_TICKS(%rcx)
@@ -172,6 +183,7 @@ fntrace_graph_fast_bit:
         movq    %r10, EVENT_WORD(%rcx)
         incq    %rdx
         movq    %rdx, RING_HEAD(%rsi)
+2:
 
         leaq    fntrace_return_trampoline(%rip), %rdx
         movq    %rdx, (%rdi)

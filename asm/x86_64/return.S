@@ -114,6 +114,8 @@ fntrace_return_trampoline:
 
         decq    %r8
         movq    %r8, SHADOW_LEN(%rcx)   /* popped; its memory stays intact */
+        cmpq    fntrace_graph_max_depth(%rip), %r8
+        ja      1f                      /* beyond the depth limit: no event */
         EVENT_SLOT %rsi, %r10, %rdx
         movq    %rax, EVENT_TICKS(%rdx)
         shlq    $EVENT_DEPTH_SHIFT, %r8
@@ -122,6 +124,7 @@ fntrace_return_trampoline:
         movq    %r8, EVENT_WORD(%rdx)
         incq    %r10
         movq    %r10, RING_HEAD(%rsi)   /* publishes the event */
+1:
         movq    FRAME_REAL_RETURN(%r9), %r9
         movb    $0, %fs:THREAD_IN_TRACER(%r11)
         popq    %rdx

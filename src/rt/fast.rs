@@ -3,7 +3,7 @@
 //! calls them, and the flag that lets exits use them.
 //!
 //! A site selected by the graph tracer alone, while the graph tracer has no
-//! run-time limits, is patched to call `fntrace_graph_mcount` /
+//! duration limit (the fast paths apply its depth limit), is patched to call `fntrace_graph_mcount` /
 //! `fntrace_graph_fentry` instead of the generic trampoline: no site-table
 //! probe, no register save area, no call into Rust. Anything unusual falls
 //! back to the generic path, which stays the reference behaviour.
@@ -20,6 +20,8 @@ extern "C" {
     fn fntrace_graph_fentry();
     /// The graph tracer's bit while exits may take the fast path, else 0.
     static fntrace_graph_fast_bit: AtomicU64;
+    /// The graph tracer's depth limit for the fast paths.
+    static fntrace_graph_max_depth: AtomicU64;
 }
 
 /// The fast entry for sites of `kind`.
@@ -31,10 +33,15 @@ pub(crate) fn entry_address(kind: SiteKind) -> usize {
 }
 
 /// Sets the mask that frames pushed by the fast entry carry, and that the
-/// fast exit requires (0 turns the fast exit off).
-pub(crate) fn set_exit_bit(bit: u64) {
-    // SAFETY: a plain atomic defined in graph.S, valid for the whole process.
-    unsafe { fntrace_graph_fast_bit.store(bit, Ordering::Release) };
+/// fast exit requires (0 turns the fast exit off), and the deepest depth
+/// whose events the fast paths record. The limit is stored first: no fast
+/// path runs with the new bit and the old limit.
+pub(crate) fn set_exit_bit(bit: u64, max_depth: usize) {
+    // SAFETY: plain atomics defined in graph.S, valid for the whole process.
+    unsafe {
+        fntrace_graph_max_depth.store(max_depth as u64, Ordering::Release);
+        fntrace_graph_fast_bit.store(bit, Ordering::Release);
+    }
 }
 
 /// The bytes of a site at `addr` in `form` calling the fast entry for

@@ -286,8 +286,8 @@ pub struct SiteInfo {
     /// Whether the text holds a call right now (else the NOP).
     pub patched: bool,
     /// Whether that call goes straight to the graph tracer's fast entry
-    /// (the site is selected by `graph` alone, which has no run-time
-    /// limits) rather than to the original trampoline. Its bytes are then a
+    /// (the site is selected by `graph` alone, which has no duration
+    /// limit) rather than to the original trampoline. Its bytes are then a
     /// direct call of the same length as the original (`e8 rel32`, or
     /// `67 e8 rel32` for 6-byte sites).
     pub graph_fast_path: bool,

@@ -111,13 +111,12 @@ impl GraphTracer {
 
     /// The mask a site selected by exactly these tracers has when it may
     /// call the fast entry (asm/x86_64/graph.S): this tracer's bit while it
-    /// is enabled with no run-time limits (depth, duration: the fast path
-    /// does not apply them) and timestamps come from the TSC; else 0.
+    /// is enabled with no duration limit (the fast paths apply the depth
+    /// limit, not that one) and timestamps come from the TSC; else 0.
     pub(crate) fn fast_path_bit(&self) -> u64 {
         let bit = self.bit();
         let eligible = bit != 0
             && super::enabled_mask() & bit != 0
-            && self.max_depth.load(Ordering::Relaxed) == usize::MAX
             && self.min_duration_ns.load(Ordering::Relaxed) == 0
             && clock::uses_tsc();
         if eligible {
@@ -131,7 +130,7 @@ impl GraphTracer {
     /// Called under the control lock before sites are patched.
     pub(crate) fn refresh_fast_path(&self) -> u64 {
         let bit = self.fast_path_bit();
-        fast::set_exit_bit(bit);
+        fast::set_exit_bit(bit, self.max_depth.load(Ordering::Relaxed));
         bit
     }
 
