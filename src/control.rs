@@ -308,18 +308,21 @@ fn sync_text() -> Result<(), Error> {
             continue;
         };
         let current = SiteText::of(site);
-        let wanted = match site.tracers.load(Ordering::Relaxed) {
-            0 => SiteText::Nop,
-            mask if mask == fast_mask && SiteText::Fast.bytes(site, form).is_some() => {
-                SiteText::Fast
-            }
-            _ => SiteText::Call,
+        let mask = site.tracers.load(Ordering::Relaxed);
+        let fast = (mask != 0 && mask == fast_mask)
+            .then(|| SiteText::Fast.bytes(site, form))
+            .flatten();
+        let (wanted, new) = match (mask, fast) {
+            (0, _) => (SiteText::Nop, SiteText::Nop.bytes(site, form)),
+            (_, Some(bytes)) => (SiteText::Fast, Some(bytes)),
+            _ => (SiteText::Call, SiteText::Call.bytes(site, form)),
         };
         if wanted == current {
             continue;
         }
-        let (Some(old), Some(new)) = (current.bytes(site, form), wanted.bytes(site, form)) else {
-            continue; // unreachable: Fast is chosen only when encodable
+        // The current text's bytes: a fast call finds the same stub again.
+        let (Some(old), Some(new)) = (current.bytes(site, form), new) else {
+            continue;
         };
         writes.push(TextWrite {
             addr: site.addr.load(Ordering::Relaxed),
