@@ -42,8 +42,11 @@
  *      r8  depth    r9 the top frame      rsi ring    r10 ring head
  *      rdi scratch                        rdx event slot
  *
- * Rust side: extern "C" fn fntrace_exit_entry(slot: *mut usize) -> usize
- *   %rdi = slot (8(%rbp)), returns the real return address in %rax.
+ * Rust side: extern "C" fn fntrace_exit_entry(slot: *mut usize, tsc: u64)
+ *       -> usize
+ *   %rdi = slot (8(%rbp)); %rsi = the TSC the fast path read before it
+ *   gave up (0: none), kept from the prologue on (nothing below writes
+ *   rsi); returns the real return address in %rax.
  *
  * The trampoline leaves with `jmp *%r11` (r11 is dead at a return), not
  * `ret`: the function's own `ret` into this trampoline already consumed the
@@ -87,30 +90,30 @@ fntrace_return_trampoline:
         orq     %rdx, %rax
         movq    %fs:THREAD_SHADOW(%r11), %rcx
         testq   %rcx, %rcx
-        jz      .Lslow_unguard
+        jz      .Lslow_with_tsc
         movq    SHADOW_LEN(%rcx), %r8
         testq   %r8, %r8
-        jz      .Lslow_unguard
+        jz      .Lslow_with_tsc
         imulq   $FRAME_SIZE, %r8, %r9
         leaq    SHADOW_FRAMES-FRAME_SIZE(%rcx,%r9), %r9
         leaq    8(%rsp), %rdi           /* the slot: just above the two pushes */
         cmpq    %rdi, FRAME_SLOT(%r9)
-        jne     .Lslow_unguard          /* deeper frames died (longjmp) */
+        jne     .Lslow_with_tsc         /* deeper frames died (longjmp) */
         movq    fntrace_graph_fast_bit(%rip), %rdi
         testq   %rdi, %rdi
-        jz      .Lslow_unguard
+        jz      .Lslow_with_tsc
         cmpq    %rdi, FRAME_EXIT_TRACERS(%r9)
-        jne     .Lslow_unguard
+        jne     .Lslow_with_tsc
         cmpq    $0, FRAME_MARKS(%r9)
-        jne     .Lslow_unguard
+        jne     .Lslow_with_tsc
         movq    %fs:THREAD_GRAPH_RING(%r11), %rsi
         testq   %rsi, %rsi
-        jz      .Lslow_unguard
+        jz      .Lslow_with_tsc
         movq    RING_HEAD(%rsi), %r10
         movq    %r10, %rdi
         subq    RING_TAIL(%rsi), %rdi
         cmpq    RING_CAPACITY(%rsi), %rdi
-        jae     .Lslow_unguard          /* ring full: the drop is counted */
+        jae     .Lslow_with_tsc         /* ring full: the drop is counted */
 
         decq    %r8
         movq    %r8, SHADOW_LEN(%rcx)   /* popped; its memory stays intact */
@@ -131,9 +134,15 @@ fntrace_return_trampoline:
         popq    %rax
         jmp     *%r9
 
-.Lslow_unguard:
-        movb    $0, %fs:THREAD_IN_TRACER(%r11)
+        /* Giving up after the timestamp: the slow path gets it (no second
+         * read) and the guard stays set until its event is written, so no
+         * signal handler's event can come between with a later time. */
+.Lslow_with_tsc:
+        movq    %rax, %rsi
+        jmp     .Lslow_pop
 .Lslow_restore:
+        xorl    %esi, %esi              /* no timestamp taken */
+.Lslow_pop:
         popq    %rdx
         popq    %rax
 .Lslow:
@@ -149,6 +158,10 @@ fntrace_return_trampoline:
 
         movq    fntrace_thread@GOTTPOFF(%rip), %rcx
         movzbl  %fs:(%rcx), %eax
+        testq   %rsi, %rsi
+        jz      2f
+        xorl    %eax, %eax              /* the fast path set it: it was clear */
+2:
         movq    %rax, 48(%rsp)
         movb    $1, %fs:(%rcx)
 

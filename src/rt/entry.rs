@@ -194,8 +194,13 @@ fn report_exit(frame: &Frame, depth: usize, now: u64, vanished: bool) {
 /// # Safety
 /// Called only by the return trampoline, with the slot it documents.
 #[no_mangle]
-pub unsafe extern "C" fn fntrace_exit_entry(slot: *mut usize) -> usize {
-    let now = clock::now_ticks();
+pub unsafe extern "C" fn fntrace_exit_entry(slot: *mut usize, tsc: u64) -> usize {
+    // The fast path's reading, when it took one and the clock is the TSC.
+    let now = if tsc != 0 && clock::uses_tsc() {
+        tsc
+    } else {
+        clock::now_ticks()
+    };
     let popped = ShadowStack::current().and_then(|stack| {
         stack.pop_returning(slot as usize, |dead, d| report_exit(dead, d, now, true))
     });
