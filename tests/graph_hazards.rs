@@ -128,28 +128,32 @@ fn rust_panic_through_traced_frames_is_caught_with_a_correct_backtrace() {
     let events = thread_events(&GRAPH_TRACER.take_trace(), fntrace::current_tid());
     // The unwound panic_inner and panic_outer end where the unwinder lands
     // (catch_unwind's handler); then tracing goes on.
+    let expected = panic_then_mid_then_no_panic();
+    assert_eq!(shape(&events), expected);
+    let (calls, open) = check_nesting(&events);
+    assert_eq!((calls.len(), open), (9, 0));
+}
+
+/// The shape of both panic tests' traces: panic_outer(1) → panic_inner
+/// unwound (their exits where the unwinder lands), then mid and its 4
+/// leaves, then panic_outer(0) → panic_inner returning normally.
+fn panic_then_mid_then_no_panic() -> Vec<(char, usize, u16)> {
     let (outer, inner) = (addr!(rust::panic_outer), addr!(rust::panic_inner));
     let (mid, leaf) = (addr!(rust::mid), addr!(rust::leaf));
-    let mut expected = vec![
+    let panic_calls = [
         ('E', outer, 0),
         ('E', inner, 1),
         ('X', inner, 1),
         ('X', outer, 0),
     ];
+    let mut expected = panic_calls.to_vec();
     expected.push(('E', mid, 0));
     for _ in 0..4 {
         expected.extend([('E', leaf, 1), ('X', leaf, 1)]);
     }
     expected.push(('X', mid, 0));
-    expected.extend([
-        ('E', outer, 0),
-        ('E', inner, 1),
-        ('X', inner, 1),
-        ('X', outer, 0),
-    ]);
-    assert_eq!(shape(&events), expected);
-    let (calls, open) = check_nesting(&events);
-    assert_eq!((calls.len(), open), (9, 0));
+    expected.extend(panic_calls);
+    expected
 }
 
 /// Runs traced code when dropped: during unwinding, from a cleanup pad.
@@ -178,25 +182,7 @@ fn rust_panic_running_traced_code_in_a_drop_while_unwinding() {
     // The unwinder first lands in the closure's cleanup: panic_inner and
     // panic_outer end there; the drop's calls are traced; unwinding goes on
     // (_Unwind_Resume) to catch_unwind's handler.
-    let (outer, inner) = (addr!(rust::panic_outer), addr!(rust::panic_inner));
-    let (mid, leaf) = (addr!(rust::mid), addr!(rust::leaf));
-    let mut expected = vec![
-        ('E', outer, 0),
-        ('E', inner, 1),
-        ('X', inner, 1),
-        ('X', outer, 0),
-    ];
-    expected.push(('E', mid, 0));
-    for _ in 0..4 {
-        expected.extend([('E', leaf, 1), ('X', leaf, 1)]);
-    }
-    expected.push(('X', mid, 0));
-    expected.extend([
-        ('E', outer, 0),
-        ('E', inner, 1),
-        ('X', inner, 1),
-        ('X', outer, 0),
-    ]);
+    let expected = panic_then_mid_then_no_panic();
     let events = thread_events(&GRAPH_TRACER.take_trace(), fntrace::current_tid());
     assert_eq!(shape(&events), expected);
 }
