@@ -1,23 +1,27 @@
 //! Control: `init`, `enable`, `disable`, and the state they share.
 //!
-//! Every change of program text happens here, under one lock, and goes
-//! through [`crate::patch::active`]. The rule that keeps text and state in
-//! step: a recognised site holds its call exactly when its tracer mask is
-//! non-zero; [`sync_text`] makes the text obey the masks. Callable from any
-//! thread; calls are serialised.
+//! Every change of program text happens here, under the operation lock
+//! (`rt::ops`), and goes through `patch::active`. The rule that keeps text
+//! and state in step: a recognised site holds its call exactly when its
+//! tracer mask is non-zero; [`sync_text`] makes the text obey the masks.
+//! Sites found by their first call (the traced path only records them) get
+//! their NOP from the next operation here. Callable from any thread; calls
+//! are serialised.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
-use std::cell::RefCell;
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::Ordering;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::arch::x86_64::SiteForm;
-use crate::patch::{self, TextWrite};
-use crate::rt::fast;
-use crate::rt::thread::Untraced;
+use crate::error::Error;
+use crate::filter::Filter;
+use crate::patch::{self, reach, TextWrite};
+use crate::rt::{self, ops, shadow, thread::Untraced};
 use crate::sites::{self, flag, ScanReport, Site, SiteInfo, NOP_PENDING, SITES, UNRECOGNIZED};
-use crate::tracer;
-use crate::{symbols, Error, Filter, GRAPH_TRACER};
+use crate::symbols;
+use crate::sys::clock;
+use crate::tracer::{self, FastPathState};
+use crate::tracers::graph::GRAPH_TRACER;
 
 struct ControlState {
     initialized: bool,
@@ -27,9 +31,8 @@ struct ControlState {
     unreadable_objects: Vec<String>,
 }
 
-// A std (futex) mutex rather than parking_lot's: across fork() the child
-// must be able to release it (see `before_fork`), and parking_lot would hand
-// it to a waiter that exists only in the parent.
+/// Only ever locked while holding the operation lock, so it is free
+/// whenever that one is (across `fork` in particular).
 static CONTROL: Mutex<ControlState> = Mutex::new(ControlState {
     initialized: false,
     scanned_generation: 0,
@@ -40,7 +43,37 @@ static CONTROL: Mutex<ControlState> = Mutex::new(ControlState {
     },
     unreadable_objects: Vec::new(),
 });
-static INITIALIZED: AtomicBool = AtomicBool::new(false);
+
+/// The operation lock and, inside it, the control state. Fields drop in
+/// order: the state first.
+struct Control {
+    state: MutexGuard<'static, ControlState>,
+    _operation: MutexGuard<'static, ()>,
+}
+
+impl Deref for Control {
+    type Target = ControlState;
+    fn deref(&self) -> &ControlState {
+        &self.state
+    }
+}
+
+impl DerefMut for Control {
+    fn deref_mut(&mut self) -> &mut ControlState {
+        &mut self.state
+    }
+}
+
+/// Starts a control operation. A panic while holding the locks (a bug)
+/// leaves the state as it was: every operation keeps it consistent step by
+/// step.
+fn control() -> Control {
+    let operation = ops::operation();
+    Control {
+        state: CONTROL.lock().unwrap_or_else(PoisonError::into_inner),
+        _operation: operation,
+    }
+}
 
 /// Finds every call site of the process and turns each into a NOP.
 ///
@@ -55,70 +88,15 @@ pub fn init() -> Result<(), Error> {
     init_locked(&mut state)
 }
 
-fn init_locked(state: &mut ControlState) -> Result<(), Error> {
+fn init_locked(state: &mut Control) -> Result<(), Error> {
     if state.initialized {
         return Ok(());
     }
-    if !cfg!(fntrace_trampolines) {
-        return Err(Error::Unsupported);
-    }
-    // SAFETY: registering fork handlers has no preconditions; the handlers
-    // only take and release fntrace's own locks and reset a thread-local.
-    unsafe {
-        libc::pthread_atfork(
-            Some(before_fork),
-            Some(after_fork_in_parent),
-            Some(after_fork_in_child),
-        );
-    }
-    crate::rt::shadow::prepare();
-    std::hint::black_box(crate::rt::prepare_unwinding());
-    crate::rt::clock::calibrate(std::time::Duration::from_millis(10));
+    rt::prepare();
     rescan(state, &symbols::current());
     sync_text()?;
     state.initialized = true;
-    INITIALIZED.store(true, Ordering::Release);
     Ok(())
-}
-
-/// `fork` waits for a running control operation and site insertion, so the
-/// child never inherits fntrace's locks held by a thread it does not have
-/// (the child has only the forking thread).
-extern "C" fn before_fork() {
-    let _untraced = Untraced::begin();
-    let guard = control();
-    HELD_ACROSS_FORK.with(|held| *held.borrow_mut() = Some(guard));
-    SITES.hold_for_fork();
-}
-
-extern "C" fn after_fork_in_parent() {
-    SITES.release_after_fork();
-    HELD_ACROSS_FORK.with(|held| held.borrow_mut().take());
-}
-
-thread_local! {
-    /// The control lock held by the forking thread from `before_fork` until
-    /// after the fork (the same thread in parent and child).
-    static HELD_ACROSS_FORK: RefCell<Option<MutexGuard<'static, ControlState>>> =
-        const { RefCell::new(None) };
-}
-
-/// Held by every public operation that reads or changes fntrace's state
-/// (toggles, dumps, reading buffers), so that all inner locks are free
-/// whenever it is free — in particular across `fork`.
-pub(crate) fn lock() -> impl Drop {
-    control()
-}
-
-/// The control lock. A panic while holding it (a bug) leaves the state as
-/// it was: every operation keeps it consistent step by step.
-fn control() -> MutexGuard<'static, ControlState> {
-    CONTROL.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-extern "C" fn after_fork_in_child() {
-    crate::rt::thread::forget_after_fork();
-    after_fork_in_parent();
 }
 
 /// Switches the tracer registered as `name` on for every traceable site:
@@ -147,6 +125,7 @@ pub fn enable_with(name: &str, filter: &Filter) -> Result<(), Error> {
     let mut state = control();
     init_locked(&mut state)?;
     let index = tracer::find(name).ok_or_else(|| Error::UnknownTracer(name.to_string()))?;
+    filter.min_duration_ns()?;
     let bit = 1u64 << index;
     let was_enabled = tracer::enabled_mask() & bit != 0;
     let objects = symbols::current();
@@ -184,7 +163,7 @@ pub fn enable_with(name: &str, filter: &Filter) -> Result<(), Error> {
                 site.tracers.fetch_and(!bit, Ordering::Relaxed);
             }
         }
-        GRAPH_TRACER.refresh_fast_path();
+        tracer::refresh_fast_path();
         return Err(err);
     }
     Ok(())
@@ -221,21 +200,9 @@ pub fn flush() -> Result<(), Error> {
     sync_text()
 }
 
-/// From the trampoline, after a site was found by its first call: write its
-/// NOP now if no other control operation is running (that one will).
-pub(crate) fn nop_pending_from_hot_path() {
-    if !INITIALIZED.load(Ordering::Acquire) || !NOP_PENDING.load(Ordering::Acquire) {
-        return;
-    }
-    if let Ok(_state) = CONTROL.try_lock() {
-        // A failure leaves NOP_PENDING set; the next operation retries.
-        let _ = sync_text();
-    }
-}
-
 /// Scans the loaded objects for sites (again, when objects were loaded or
 /// unloaded since the last scan: a library opened with `dlopen`).
-fn rescan(state: &mut ControlState, index: &symbols::SymbolIndex) {
+fn rescan(state: &mut Control, index: &symbols::SymbolIndex) {
     if state.initialized && state.scanned_generation == index.generation {
         return;
     }
@@ -261,7 +228,8 @@ enum SiteText {
     Nop,
     /// The original call, to the generic trampoline.
     Call,
-    /// A call to the graph tracer's fast entry (see [`crate::rt::fast`]).
+    /// A call to the fast entry of the tracer that offers one (see
+    /// `tracer::FastEntries`).
     Fast,
 }
 
@@ -276,8 +244,9 @@ impl SiteText {
         }
     }
 
-    /// The bytes of this text at `site`; `None` for a fast call out of reach.
-    fn bytes(self, site: &Site, form: SiteForm) -> Option<[u8; 8]> {
+    /// The bytes of this text at `site`; `None` for a fast call out of reach
+    /// (or with no fast path).
+    fn bytes(self, site: &Site, form: SiteForm, fast: Option<FastPathState>) -> Option<[u8; 8]> {
         match self {
             SiteText::Nop => {
                 let mut nop = [0u8; 8];
@@ -286,7 +255,8 @@ impl SiteText {
             }
             SiteText::Call => Some(site.original_bytes()),
             SiteText::Fast => {
-                fast::call_bytes(site.addr.load(Ordering::Relaxed), form, site.kind())
+                let target = fast?.entries.for_kind(site.kind());
+                reach::call_bytes(site.addr.load(Ordering::Relaxed), form, target)
             }
         }
     }
@@ -298,9 +268,10 @@ impl SiteText {
 /// lock.
 fn sync_text() -> Result<(), Error> {
     NOP_PENDING.store(false, Ordering::Release);
-    // Before any site calls the fast entry, frames it pushes must carry the
+    // Before any site calls a fast entry, frames it pushes must carry the
     // right exit mask; after a disable, none may.
-    let fast_mask = GRAPH_TRACER.refresh_fast_path();
+    let fast = tracer::refresh_fast_path();
+    let fast_mask = fast.map_or(0, |f| f.mask);
     let mut writes = Vec::new();
     let mut changed = Vec::new();
     for site in SITES.iter() {
@@ -309,19 +280,19 @@ fn sync_text() -> Result<(), Error> {
         };
         let current = SiteText::of(site);
         let mask = site.tracers.load(Ordering::Relaxed);
-        let fast = (mask != 0 && mask == fast_mask)
-            .then(|| SiteText::Fast.bytes(site, form))
+        let fast_call = (mask != 0 && mask == fast_mask)
+            .then(|| SiteText::Fast.bytes(site, form, fast))
             .flatten();
-        let (wanted, new) = match (mask, fast) {
-            (0, _) => (SiteText::Nop, SiteText::Nop.bytes(site, form)),
+        let (wanted, new) = match (mask, fast_call) {
+            (0, _) => (SiteText::Nop, SiteText::Nop.bytes(site, form, fast)),
             (_, Some(bytes)) => (SiteText::Fast, Some(bytes)),
-            _ => (SiteText::Call, SiteText::Call.bytes(site, form)),
+            _ => (SiteText::Call, SiteText::Call.bytes(site, form, fast)),
         };
         if wanted == current {
             continue;
         }
         // The current text's bytes: a fast call finds the same stub again.
-        let (Some(old), Some(new)) = (current.bytes(site, form), new) else {
+        let (Some(old), Some(new)) = (current.bytes(site, form, fast), new) else {
             continue;
         };
         writes.push(TextWrite {
@@ -388,9 +359,9 @@ pub fn stats() -> Stats {
         unreadable_objects: state.unreadable_objects.clone(),
         unrecognized_sites: UNRECOGNIZED.load(Ordering::Relaxed),
         tracer_panics: tracer::TRACER_PANICS.load(Ordering::Relaxed),
-        frames_too_deep: crate::rt::shadow::TOO_DEEP.load(Ordering::Relaxed),
-        frames_vanished: crate::rt::shadow::VANISHED.load(Ordering::Relaxed),
-        tsc_clock: crate::rt::clock::uses_tsc(),
+        frames_too_deep: shadow::TOO_DEEP.load(Ordering::Relaxed),
+        frames_vanished: shadow::VANISHED.load(Ordering::Relaxed),
+        tsc_clock: clock::uses_tsc(),
         ..Stats::default()
     };
     for site in SITES.iter() {
@@ -442,42 +413,25 @@ pub struct DumpReport {
 
 /// Writes everything the `graph` tracer recorded so far to `dir` as a
 /// uftrace data directory (`uftrace replay -d DIR`, `fntrace report DIR`).
-/// `dir` must not exist or be empty. Shows progress on stderr for traces
-/// that take more than a quarter of a second to write. On success the
-/// written events are dropped from memory; on error nothing is lost: the
-/// events stay and can be dumped elsewhere.
+/// `dir` must not exist or be empty. On success the written events are
+/// dropped from memory; on error nothing is lost: the events stay and can be
+/// dumped elsewhere. Prints nothing: to show progress on long dumps, use
+/// [`dump_with_progress`].
 pub fn dump(dir: impl AsRef<std::path::Path>) -> Result<DumpReport, Error> {
-    let dir = dir.as_ref();
-    let mut last_shown = std::time::Instant::now();
-    let mut shown = false;
-    dump_with_progress(dir, &mut |done, total| {
-        if last_shown.elapsed() >= std::time::Duration::from_millis(250) || (shown && done == total)
-        {
-            eprint!(
-                "\rfntrace: writing {}: {done} of {total} events ({}%)",
-                dir.display(),
-                done * 100 / total.max(1)
-            );
-            if done == total {
-                eprintln!();
-            }
-            last_shown = std::time::Instant::now();
-            shown = true;
-        }
-    })
+    dump_with_progress(dir, &mut |_, _| {})
 }
 
 /// [`dump`], reporting progress as `(events written, events in all)` to
-/// `progress` instead of stderr (every 65,536 events and at the end).
+/// `progress` (every 65,536 events and at the end).
 pub fn dump_with_progress(
     dir: impl AsRef<std::path::Path>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<DumpReport, Error> {
     let _untraced = Untraced::begin();
-    let trace = crate::GRAPH_TRACER.snapshot();
+    let trace = GRAPH_TRACER.snapshot();
     let events: usize = trace.threads.iter().map(|t| t.events.len()).sum();
     crate::export::write_uftrace_dir(&trace, dir.as_ref(), Some(progress))?;
-    crate::GRAPH_TRACER.forget(&trace);
+    GRAPH_TRACER.forget(&trace);
     Ok(DumpReport {
         threads: trace.threads.len(),
         events,

@@ -15,11 +15,11 @@ pub enum Error {
     UnknownTracer(String),
     /// A tracer with this name is registered already.
     DuplicateTracer(String),
-    /// All tracer slots are taken (fntrace supports [`crate::MAX_TRACERS`]).
+    /// All tracer slots are taken (fntrace supports `fntrace::MAX_TRACERS`).
     TooManyTracers,
     /// A thread did not acknowledge the stop signal within the wait; nothing
     /// was written. Typically the thread blocks the signal: choose another
-    /// with [`crate::set_stop_signal`].
+    /// with `fntrace::set_stop_signal`.
     ThreadDidNotAcknowledge {
         /// Kernel thread id that did not answer.
         tid: i32,
@@ -79,7 +79,10 @@ impl fmt::Display for Error {
                 write!(f, "a tracer named {name:?} is registered already")
             }
             Error::TooManyTracers => {
-                write!(f, "too many tracers (at most {})", crate::MAX_TRACERS)
+                write!(
+                    f,
+                    "too many tracers: every tracer slot is taken (fntrace::MAX_TRACERS)"
+                )
             }
             Error::ThreadDidNotAcknowledge { tid, waited } => write!(
                 f,

@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use crate::error::Error;
+
 /// A selection of traced calls, passed to [`crate::enable_with`].
 ///
 /// ```
@@ -50,20 +52,36 @@ impl Filter {
         self
     }
 
-    /// Record only calls that take at least this long (graph tracer).
+    /// Record only calls that take at least this long (graph tracer). At
+    /// most `u64::MAX` nanoseconds (about 584 years): longer is refused by
+    /// `fntrace::enable_with` with `Error::BadFilter`.
     pub fn min_duration(mut self, duration: Duration) -> Filter {
         self.min_duration = Some(duration);
         self
     }
 
-    /// The depth limit, if any.
-    pub fn depth_limit(&self) -> Option<u16> {
+    /// The depth limit set with [`Filter::max_depth`], if any.
+    pub fn get_max_depth(&self) -> Option<u16> {
         self.max_depth
     }
 
-    /// The duration threshold, if any.
-    pub fn duration_threshold(&self) -> Option<Duration> {
+    /// The duration threshold set with [`Filter::min_duration`], if any.
+    pub fn get_min_duration(&self) -> Option<Duration> {
         self.min_duration
+    }
+
+    /// The duration threshold in nanoseconds (0: none), or why the filter
+    /// cannot be used.
+    pub(crate) fn min_duration_ns(&self) -> Result<u64, Error> {
+        let Some(duration) = self.min_duration else {
+            return Ok(0);
+        };
+        u64::try_from(duration.as_nanos()).map_err(|_| {
+            Error::BadFilter(format!(
+                "min_duration of {duration:?} is longer than the longest fntrace can measure \
+                 (u64::MAX nanoseconds, about 584 years)"
+            ))
+        })
     }
 
     /// Whether the names part of the filter selects `name`.
@@ -128,5 +146,20 @@ mod tests {
         assert!(!f.selects("c::x"));
         assert!(Filter::new().selects("anything"));
         assert!(!Filter::new().exclude("*").selects("anything"));
+    }
+
+    #[test]
+    fn durations_beyond_u64_nanoseconds_are_refused_not_wrapped() {
+        let longest = Duration::from_nanos(u64::MAX);
+        assert_eq!(Filter::new().min_duration_ns().unwrap(), 0);
+        let ok = Filter::new().min_duration(longest);
+        assert_eq!(ok.min_duration_ns().unwrap(), u64::MAX);
+        // 584 years and a bit: as_nanos() as u64 used to wrap this to 5 ns.
+        let wrapped = Filter::new().min_duration(longest + Duration::from_nanos(6));
+        let err = wrapped.min_duration_ns().unwrap_err();
+        assert!(
+            matches!(err, Error::BadFilter(ref m) if m.contains("584 years")),
+            "{err}"
+        );
     }
 }

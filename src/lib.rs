@@ -18,7 +18,22 @@
 //! # Ok::<(), fntrace::Error>(())
 //! ```
 
+//! # Layers
+//! Each module uses only the ones listed before it:
+//! `error`, `filter` (plain types) → `arch` (instruction encodings, saved
+//! registers) → `sys` (clock, thread ids, errno, futex, `/proc`) →
+//! `symbols` → `sites` (the call-site table, discovery) → `patch` (the
+//! one seam for writing live text, one file per protocol) → `tracer` (the
+//! tracer interface and registry) → `rt` (the traced-call path: what the
+//! trampolines call; it reaches tracers only through that interface) →
+//! `tracers` (the built-in `function` and `graph` tracers) → `control`
+//! (init, enable, disable, dump) → this root (the public API). The trace
+//! model, analysis and exporters are the `fntrace-tools` crate.
+
 #![warn(missing_docs)]
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+compile_error!("fntrace supports x86-64 Linux only: its trampolines are x86-64 assembly");
 
 pub mod analysis;
 mod arch;
@@ -30,8 +45,10 @@ mod patch;
 mod rt;
 mod sites;
 mod symbols;
+mod sys;
 mod trace;
 mod tracer;
+mod tracers;
 
 pub use arch::x86_64::{SavedRegs, SiteForm};
 pub use control::{
@@ -41,10 +58,10 @@ pub use control::{
 pub use error::Error;
 pub use filter::Filter;
 pub use patch::stop_world::{set_ack_timeout, set_stop_signal};
-pub use rt::shadow::MAX_DEPTH as MAX_HOOKED_DEPTH;
+pub use rt::shadow::MAX_HOOKED_DEPTH;
 pub use rt::thread::{current_tid, generic_entries_on_this_thread, untraced};
 pub use sites::{ScanReport, SiteInfo, SiteKind};
 pub use trace::{EventKind, GraphEvent, ThreadTrace, Trace};
-pub use tracer::function::{FunctionEvent, FunctionTracer, FUNCTION_TRACER};
-pub use tracer::graph::{GraphTracer, GRAPH_TRACER};
-pub use tracer::{names as tracers, register, Call, Return, Tracer, MAX_TRACERS};
+pub use tracer::{register, tracer_names, Call, Return, Tracer, MAX_TRACERS};
+pub use tracers::function::{FunctionEvent, FunctionTracer, FUNCTION_TRACER};
+pub use tracers::graph::{GraphTracer, GRAPH_TRACER};

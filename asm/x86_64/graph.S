@@ -127,7 +127,7 @@ fntrace_graph_max_depth:
         movq    %fs:THREAD_SHADOW(%r11), %rcx
         testq   %rcx, %rcx
         jz      .Lbail_\@
-        movq    %fs:THREAD_GRAPH_RING(%r11), %rsi
+        movq    %fs:THREAD_FAST_TRACER_SLOT(%r11), %rsi
         testq   %rsi, %rsi
         jz      .Lbail_\@
 .if \fentry

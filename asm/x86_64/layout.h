@@ -3,13 +3,14 @@
  * Each is asserted at compile time on the Rust side (const blocks next to
  * the structures: ThreadBlock in src/rt/thread.rs, ShadowStack and Frame in
  * src/rt/shadow.rs, Ring in src/rt/ring.rs, RawEvent in
- * src/tracer/graph.rs), so the two sides cannot drift apart silently.
+ * src/tracers/graph/mod.rs), so the two sides cannot drift apart silently.
  */
 
 /* fntrace_thread: this thread's block (TLS), struct ThreadBlock. */
 #define THREAD_IN_TRACER        0   /* u8: the recursion guard             */
+#define THREAD_SHADOW_IN_USE    1   /* u8: Rust code holds the shadow stack */
 #define THREAD_SHADOW           8   /* *mut ShadowStack, null until needed */
-#define THREAD_GRAPH_RING      16   /* *const Ring<RawEvent>, null until needed */
+#define THREAD_FAST_TRACER_SLOT 16  /* the fast tracer's (graph's) ring    */
 #define THREAD_GENERIC_ENTRIES 24   /* u64: calls that took the Rust path */
 #define THREAD_BLOCK_SIZE      32
 

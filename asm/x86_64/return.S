@@ -106,7 +106,7 @@ fntrace_return_trampoline:
         jne     .Lslow_with_tsc
         cmpq    $0, FRAME_MARKS(%r9)
         jne     .Lslow_with_tsc
-        movq    %fs:THREAD_GRAPH_RING(%r11), %rsi
+        movq    %fs:THREAD_FAST_TRACER_SLOT(%r11), %rsi
         testq   %rsi, %rsi
         jz      .Lslow_with_tsc
         movq    RING_HEAD(%rsi), %r10

@@ -9,10 +9,11 @@
 //! - [`stop_world`]: stop every other thread with a signal, write, resume.
 //! - later: int3 + `membarrier` (the Linux kernel's text_poke_bp) beside it.
 
+pub(crate) mod reach;
 pub(crate) mod stop_world;
 pub(crate) mod text;
 
-use crate::Error;
+use crate::error::Error;
 
 /// One instruction-sized change of program text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -81,7 +81,7 @@ use parking_lot::Mutex;
 
 use super::text::TextWriter;
 use super::{Patcher, TextWrite};
-use crate::Error;
+use crate::error::Error;
 
 /// The protocol instance [`super::active`] hands out.
 pub(crate) static STOP_THE_WORLD: StopTheWorld = StopTheWorld {

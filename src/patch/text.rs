@@ -26,7 +26,7 @@ use std::ffi::c_void;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use crate::Error;
+use crate::error::Error;
 
 /// Protection of one page before any write, as found in the maps file.
 #[derive(Clone, Copy, Debug)]

@@ -8,12 +8,12 @@
 use std::sync::atomic::Ordering;
 
 use crate::arch::x86_64::SavedRegs;
-use crate::rt::clock;
-use crate::rt::shadow::{return_trampoline, Frame, ShadowStack};
-use crate::rt::thread::{thread_block, PreservedErrno};
 use crate::sites::{self, SiteKind, SITES};
-use crate::tracer::{self, Call, Return, Tracer};
-use crate::GRAPH_TRACER;
+use crate::sys::clock;
+use crate::tracer::{self, Call, Return};
+
+use super::shadow::{self, return_trampoline, Frame, Gone, Toward};
+use super::thread::{thread_block, PreservedErrno};
 
 /// Entry from `mcount` (site after the prologue).
 ///
@@ -66,9 +66,10 @@ unsafe fn on_entry(
             }
         }
         None => {
+            // Recorded only: the next control operation writes its NOP
+            // (the traced path never patches text).
             let _errno = PreservedErrno::save();
             sites::on_unknown_site(site_return, kind);
-            crate::control::nop_pending_from_hot_path();
         }
     }
 }
@@ -76,10 +77,8 @@ unsafe fn on_entry(
 /// Calls the tracers in `wanted` for an entry, hooking the exit when one of
 /// them wants it.
 ///
-/// errno: the traced code must not see tracers' errno. The built-in graph
-/// tracer's fast path makes system calls only on rare paths that restore
-/// errno themselves; other tracers run under [`for_each_tracer`], which
-/// saves it.
+/// errno: the traced code must not see tracers' errno: tracers run under
+/// [`for_each_tracer`], which saves it.
 #[inline]
 unsafe fn dispatch(site: &sites::Site, wanted: u64, parent_slot: *mut usize, regs: *mut SavedRegs) {
     let now = clock::now_ticks();
@@ -87,44 +86,47 @@ unsafe fn dispatch(site: &sites::Site, wanted: u64, parent_slot: *mut usize, reg
     let site_return = site.return_address();
     let slot = parent_slot as usize;
     let exit_tracers = wanted & tracer::exit_mask();
-    let stack = match ShadowStack::current() {
-        Some(stack) => Some(stack),
-        None if exit_tracers != 0 => ShadowStack::create(),
-        None => None,
-    };
     // SAFETY: the trampoline passes the slot holding the traced function's
     // return address, on this thread's stack.
     let mut real_return = unsafe { *parent_slot };
-    let mut depth = 0;
-    let mut hooked = false;
-    if let Some(stack) = stack {
-        // Frames at or below this slot are gone (longjmp) or are the caller
-        // this function was tail-called from: its real return becomes ours.
-        if let Some(reused) = stack.pop_dead_below(slot, |dead, d| report_exit(dead, d, now, true))
-        {
-            if real_return == return_trampoline() {
-                real_return = reused;
-            }
+    // Frames at or below this slot are gone (longjmp) or are the caller
+    // this function was tail-called from: its real return becomes ours.
+    // Popped one at a time: reporting an exit runs tracer code, which must
+    // not find the stack in use.
+    let pop_dead = |stack: &mut shadow::ShadowStack| stack.pop_dead_below(slot);
+    let mut popped = if exit_tracers != 0 {
+        shadow::with_stack_or_create(pop_dead)
+    } else {
+        shadow::with_stack(pop_dead)
+    };
+    while let Some(Some(gone)) = popped {
+        if gone.frame.slot == slot && real_return == return_trampoline() {
+            real_return = gone.frame.real_return;
         }
-        depth = stack.depth();
-        hooked = exit_tracers != 0
-            && stack.push(Frame {
-                slot,
-                real_return,
-                site: site_return,
-                entry_ticks: now,
-                exit_tracers,
-                marks: 0,
-            });
-        // SAFETY: as above; the slot is written on this thread only.
-        unsafe {
-            if hooked {
-                *parent_slot = return_trampoline();
-            } else if *parent_slot == return_trampoline() {
-                // A tail call took over a hooked frame, but this call is
-                // not hooked: hand the real return address back.
-                *parent_slot = real_return;
-            }
+        report_gone(&gone, now);
+        popped = shadow::with_stack(pop_dead);
+    }
+    let frame = Frame {
+        slot,
+        real_return,
+        site: site_return,
+        entry_ticks: now,
+        exit_tracers,
+        marks: 0,
+    };
+    let (depth, hooked) = shadow::with_stack(|stack| {
+        let depth = stack.depth();
+        (depth, exit_tracers != 0 && stack.push(frame))
+    })
+    .unwrap_or((0, false));
+    // SAFETY: as above; the slot is written on this thread only.
+    unsafe {
+        if hooked {
+            *parent_slot = return_trampoline();
+        } else if *parent_slot == return_trampoline() {
+            // A tail call took over a hooked frame, but this call is not
+            // hooked: hand the real return address back.
+            *parent_slot = real_return;
         }
     }
     let call = Call {
@@ -137,11 +139,7 @@ unsafe fn dispatch(site: &sites::Site, wanted: u64, parent_slot: *mut usize, reg
         // SAFETY: the save area lives on the trampoline's frame for this call.
         regs: unsafe { &*regs },
     };
-    if wanted == GRAPH_TRACER.bit() {
-        GRAPH_TRACER.entry(&call);
-    } else {
-        for_each_tracer(wanted, |tracer| tracer.entry(&call));
-    }
+    for_each_tracer(wanted, |tracer| tracer.entry(&call));
 }
 
 /// Runs `f` for each tracer in `mask`; a panicking tracer is switched off.
@@ -162,9 +160,12 @@ fn for_each_tracer(mut mask: u64, f: impl Fn(&dyn tracer::Tracer)) {
     }
 }
 
-/// Reports the exit of `frame`, found gone (unwound) at `now`.
-pub(crate) fn report_vanished(frame: &Frame, depth: usize, now: u64) {
-    report_exit(frame, depth, now, true);
+/// Reports the exit of a frame found gone at `now` (unless it was unhooked
+/// for an unwind: when it left is unknown).
+pub(super) fn report_gone(gone: &Gone, now: u64) {
+    if gone.report {
+        report_exit(&gone.frame, gone.depth, now, true);
+    }
 }
 
 #[inline]
@@ -181,11 +182,7 @@ fn report_exit(frame: &Frame, depth: usize, now: u64, vanished: bool) {
         vanished,
         marks: frame.marks,
     };
-    if wanted == GRAPH_TRACER.bit() {
-        GRAPH_TRACER.exit(&ret);
-    } else {
-        for_each_tracer(wanted, |tracer| tracer.exit(&ret));
-    }
+    for_each_tracer(wanted, |tracer| tracer.exit(&ret));
 }
 
 /// Called by `fntrace_return_trampoline` when a hooked function returns.
@@ -201,11 +198,15 @@ pub unsafe extern "C" fn fntrace_exit_entry(slot: *mut usize, tsc: u64) -> usize
     } else {
         clock::now_ticks()
     };
-    let popped = ShadowStack::current().and_then(|stack| {
-        stack.pop_returning(slot as usize, |dead, d| report_exit(dead, d, now, true))
-    });
-    let Some((frame, depth)) = popped else {
-        fatal(b"fntrace: a hooked function returned, but its frame is not on the shadow stack\n");
+    let slot = slot as usize;
+    let (frame, depth) = loop {
+        match shadow::with_stack(|stack| stack.pop_toward(slot)) {
+            Some(Toward::Found(frame, depth)) => break (frame, depth),
+            Some(Toward::Gone(gone)) => report_gone(&gone, now),
+            Some(Toward::Missing) | None => fatal(
+                b"fntrace: a hooked function returned, but its frame is not on the shadow stack\n",
+            ),
+        }
     };
     report_exit(&frame, depth, now, false);
     frame.real_return

@@ -1,13 +1,23 @@
 //! The per-call runtime: what the trampolines call, and what tracers use on
-//! the traced-call path (thread ids, clock, per-thread buffers). Nothing here
-//! takes a lock or allocates with `malloc` on that path.
+//! the traced-call path (thread ids, clock, per-thread buffers, the shadow
+//! stack). Knows tracers only through the interface in `crate::tracer`.
+//! Nothing here patches text, takes a lock or allocates with `malloc` on
+//! the traced path; the operation lock ([`ops`]) is for control and
+//! draining only.
 
-pub(crate) mod clock;
 mod entry;
-pub(crate) mod fast;
+pub(crate) mod ops;
 pub mod ring;
 pub(crate) mod shadow;
 pub(crate) mod thread;
 mod unwind;
 
-pub(crate) use unwind::prepare as prepare_unwinding;
+/// Prepares what the traced path must find ready (and must not make
+/// itself): the thread-exit key of shadow stacks, the real unwinder
+/// functions, the fork handlers, the clock's calibration.
+pub(crate) fn prepare() {
+    shadow::prepare();
+    std::hint::black_box(unwind::prepare());
+    ops::prepare_for_fork();
+    crate::sys::clock::calibrate(std::time::Duration::from_millis(10));
+}

@@ -44,13 +44,15 @@ pub struct Ring<T: Copy> {
 #[repr(align(64))]
 struct CachePadded<T>(T);
 
-// The graph tracer's fast paths write its rings from asm (layout.h).
+// The graph tracer's fast paths write its rings from asm (layout.h). The
+// header's layout does not depend on the event type (only `slots` points
+// at events).
 const _: () = {
-    type GraphRing = Ring<crate::tracer::graph::RawEvent>;
-    assert!(std::mem::offset_of!(GraphRing, head) == 0);
-    assert!(std::mem::offset_of!(GraphRing, tail) == 64);
-    assert!(std::mem::offset_of!(GraphRing, capacity) == 168);
-    assert!(std::mem::offset_of!(GraphRing, slots) == 176);
+    type AnyRing = Ring<[u64; 2]>;
+    assert!(std::mem::offset_of!(AnyRing, head) == 0);
+    assert!(std::mem::offset_of!(AnyRing, tail) == 64);
+    assert!(std::mem::offset_of!(AnyRing, capacity) == 168);
+    assert!(std::mem::offset_of!(AnyRing, slots) == 176);
 };
 
 impl<T: Copy> Ring<T> {
@@ -165,7 +167,7 @@ impl<T: Copy + Send + 'static> RingPool<T> {
     /// lost. Async-signal-safe.
     #[cold]
     pub fn claim(&self, tid: u32) -> Option<&Ring<T>> {
-        let _errno = crate::rt::thread::PreservedErrno::save();
+        let _errno = super::thread::PreservedErrno::save();
         let index = self.claimed.fetch_add(1, Ordering::Relaxed);
         let Some(slot) = self.rings.get(index) else {
             self.claimed.fetch_sub(1, Ordering::Relaxed);

@@ -22,7 +22,7 @@
 //!
 //! A stack lives in an `mmap`ed block per thread (async-signal-safe to
 //! create) and is unmapped by a `pthread_key` destructor at thread exit.
-//! Frames deeper than [`MAX_DEPTH`] are not hooked, and counted.
+//! Frames deeper than [`MAX_HOOKED_DEPTH`] are not hooked, and counted.
 
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,8 +31,9 @@ use once_cell::sync::OnceCell;
 
 use super::thread::thread_block;
 
-/// Hooked frames per thread at most.
-pub const MAX_DEPTH: usize = 1024;
+/// Hooked frames per thread at most (deeper calls are not hooked, and are
+/// counted in `Stats::frames_too_deep`).
+pub const MAX_HOOKED_DEPTH: usize = 1024;
 
 /// A slot this far above the top frame is taken to be on another stack (a
 /// signal handler on `sigaltstack`), not a sign that the top frames died.
@@ -59,7 +60,7 @@ pub(crate) struct Frame {
     /// The return address of the hooked function's call site (its key in
     /// the site table).
     pub site: usize,
-    /// Entry time ([`super::clock::now_ticks`]).
+    /// Entry time (`sys::clock::now_ticks`).
     pub entry_ticks: u64,
     /// Tracers that want this frame's exit.
     pub exit_tracers: u64,
@@ -71,7 +72,7 @@ pub(crate) struct Frame {
 #[repr(C)]
 pub(crate) struct ShadowStack {
     len: usize,
-    frames: [Frame; MAX_DEPTH],
+    frames: [Frame; MAX_HOOKED_DEPTH],
     /// `frames[..unhooked]` hold their real return addresses again (an
     /// exception is being or was unwound): they return without the
     /// trampoline, and vanish without a report.
@@ -82,7 +83,7 @@ pub(crate) struct ShadowStack {
 const _: () = {
     assert!(std::mem::offset_of!(ShadowStack, len) == 0);
     assert!(std::mem::offset_of!(ShadowStack, frames) == 8);
-    assert!(MAX_DEPTH == 1024);
+    assert!(MAX_HOOKED_DEPTH == 1024);
     assert!(std::mem::size_of::<Frame>() == 48);
     assert!(std::mem::offset_of!(Frame, slot) == 0);
     assert!(std::mem::offset_of!(Frame, real_return) == 8);
@@ -118,83 +119,130 @@ unsafe extern "C" fn release_at_thread_exit(stack: *mut libc::c_void) {
     unsafe { libc::munmap(stack, std::mem::size_of::<ShadowStack>()) };
 }
 
-impl ShadowStack {
-    /// This thread's stack, if it has one.
+/// Runs `f` with this thread's shadow stack, if the thread has one and no
+/// caller further up this thread's stack is using it already (a tracer's
+/// exit hook, an unwinder wrapper, a signal handler that interrupted one of
+/// them). The one way to reach a stack: `f`'s `&mut` is the only reference
+/// to it while `f` runs, and `f` must not run tracer code (which could come
+/// back here and find the stack in use).
+#[inline]
+pub(crate) fn with_stack<R>(f: impl FnOnce(&mut ShadowStack) -> R) -> Option<R> {
+    let block = thread_block();
+    let stack = block.shadow.get();
+    if stack.is_null() || block.shadow_in_use.replace(true) {
+        return None;
+    }
+    let _in_use = InUse(block);
+    // SAFETY: the pointer is this thread's own mapping (made by `create`,
+    // unmapped only at thread exit), used only by this thread, and the
+    // in-use flag, set above until `_in_use` drops, keeps any other `&mut`
+    // to it from being made meanwhile (the fast paths in asm touch it only
+    // while the recursion guard is clear, never inside Rust code that holds
+    // the guard).
+    Some(f(unsafe { &mut *stack }))
+}
+
+/// [`with_stack`], creating the thread's stack first if it has none yet.
+/// `None` also when no memory could be had.
+#[inline]
+pub(crate) fn with_stack_or_create<R>(f: impl FnOnce(&mut ShadowStack) -> R) -> Option<R> {
+    if thread_block().shadow.get().is_null() && !create() {
+        return None;
+    }
+    with_stack(f)
+}
+
+/// Clears the in-use flag when dropped (also if `f` panics).
+struct InUse(&'static super::thread::ThreadBlock);
+
+impl Drop for InUse {
     #[inline]
-    pub fn current() -> Option<&'static mut ShadowStack> {
-        // SAFETY: the pointer is this thread's own mapping, used only by this
-        // thread, and only from code holding the recursion guard (no
-        // re-entrant &mut).
-        unsafe { thread_block().shadow.get().as_mut() }
+    fn drop(&mut self) {
+        self.0.shadow_in_use.set(false);
     }
+}
 
-    /// This thread's stack, created on first use. `None` if no memory.
-    #[cold]
-    pub fn create() -> Option<&'static mut ShadowStack> {
-        let _errno = super::thread::PreservedErrno::save();
-        let key = *EXIT_KEY.get()?;
-        // SAFETY: anonymous private mapping, checked; zeroed memory is an
-        // empty ShadowStack (len 0).
-        let mem = unsafe {
-            libc::mmap(
-                ptr::null_mut(),
-                std::mem::size_of::<ShadowStack>(),
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if mem == libc::MAP_FAILED {
-            return None;
-        }
-        // SAFETY: key was created by prepare(); setspecific on a key below
-        // PTHREAD_KEY_2NDLEVEL_SIZE does not allocate.
-        unsafe { libc::pthread_setspecific(key, mem) };
-        thread_block().shadow.set(mem as *mut ShadowStack);
-        Self::current()
+/// Maps this thread's stack. False if no memory (or `prepare` never ran).
+#[cold]
+fn create() -> bool {
+    let _errno = super::thread::PreservedErrno::save();
+    let Some(&key) = EXIT_KEY.get() else {
+        return false;
+    };
+    // SAFETY: anonymous private mapping, checked; zeroed memory is an
+    // empty ShadowStack (len 0).
+    let mem = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            std::mem::size_of::<ShadowStack>(),
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if mem == libc::MAP_FAILED {
+        return false;
     }
+    // SAFETY: key was created by prepare(); setspecific on a key below
+    // PTHREAD_KEY_2NDLEVEL_SIZE does not allocate.
+    unsafe { libc::pthread_setspecific(key, mem) };
+    thread_block().shadow.set(mem as *mut ShadowStack);
+    true
+}
 
+/// A frame taken off the stack without returning through the trampoline.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Gone {
+    pub frame: Frame,
+    /// Its depth (the number of frames below it).
+    pub depth: usize,
+    /// Whether its exit is to be reported (false for frames unhooked for an
+    /// unwind: when they left is unknown).
+    pub report: bool,
+}
+
+/// What [`ShadowStack::pop_toward`] found.
+pub(crate) enum Toward {
+    /// The frame whose slot was asked for, and its depth.
+    Found(Frame, usize),
+    /// A dead frame above it, popped; ask again.
+    Gone(Gone),
+    /// No frame has that slot.
+    Missing,
+}
+
+impl ShadowStack {
     #[inline]
     pub fn depth(&self) -> usize {
         self.len
     }
 
+    /// The hooked frames, outermost first.
     #[inline]
     pub fn frames(&mut self) -> &mut [Frame] {
         &mut self.frames[..self.len]
     }
 
-    /// Pops every frame that must be dead because a live frame's slot is at
-    /// `slot` (frames with slots at or below it), calling `vanished` for
-    /// each. Returns the real return address of a frame whose slot is
-    /// exactly `slot` (a tail call reusing it), if any.
+    /// Pops the top frame if it must be dead because a live frame's slot is
+    /// at `slot` (its slot is at or below it: a `longjmp` left it, or a tail
+    /// call reuses it when the slots are equal). `None` once the top frame is
+    /// older (or on another stack). Call until `None`.
     #[inline]
-    pub fn pop_dead_below(
-        &mut self,
-        slot: usize,
-        mut vanished: impl FnMut(&Frame, usize),
-    ) -> Option<usize> {
-        let mut reused = None;
-        while self.len > 0 {
-            let top = self.frames[self.len - 1];
-            if top.slot > slot || slot - top.slot > OTHER_STACK_DISTANCE {
-                break;
-            }
-            self.len -= 1;
-            if top.slot == slot {
-                reused = Some(top.real_return);
-            }
-            self.vanish(&top, &mut vanished);
+    pub fn pop_dead_below(&mut self, slot: usize) -> Option<Gone> {
+        let top = *self.frames[..self.len].last()?;
+        if top.slot > slot || slot - top.slot > OTHER_STACK_DISTANCE {
+            return None;
         }
-        reused
+        self.len -= 1;
+        Some(self.gone(top))
     }
 
     /// Hooks the return address at `slot`. `real_return` is what the
     /// function will really return to. Returns false when the stack is full.
     #[inline]
     pub fn push(&mut self, frame: Frame) -> bool {
-        if self.len == MAX_DEPTH {
+        if self.len == MAX_HOOKED_DEPTH {
             TOO_DEEP.fetch_add(1, Ordering::Relaxed);
             return false;
         }
@@ -203,40 +251,35 @@ impl ShadowStack {
         true
     }
 
-    /// Pops the frame whose slot is `slot`, first popping dead frames above
-    /// it (deeper, lower slots). Returns the frame and its depth; `None` if
-    /// there is no such frame.
+    /// Pops the frame whose slot is `slot`, or else one dead frame above it
+    /// (deeper, lower slot): call again until it is found or missing.
     #[inline]
-    pub fn pop_returning(
-        &mut self,
-        slot: usize,
-        mut vanished: impl FnMut(&Frame, usize),
-    ) -> Option<(Frame, usize)> {
-        while self.len > 0 {
-            let top = self.frames[self.len - 1];
-            self.len -= 1;
-            if top.slot == slot {
-                return Some((top, self.len));
-            }
-            if top.slot > slot {
-                // Not ours and older: put it back; the slot is unknown.
-                self.len += 1;
-                return None;
-            }
-            self.vanish(&top, &mut vanished);
+    pub fn pop_toward(&mut self, slot: usize) -> Toward {
+        let Some(&top) = self.frames[..self.len].last() else {
+            return Toward::Missing;
+        };
+        if top.slot > slot {
+            // Not ours and older: the slot is unknown.
+            return Toward::Missing;
         }
-        None
+        self.len -= 1;
+        if top.slot == slot {
+            Toward::Found(top, self.len)
+        } else {
+            Toward::Gone(self.gone(top))
+        }
     }
 
     /// Accounts for `frame`, just popped, that left without returning
-    /// through the trampoline: reported to `vanished`, unless it was
-    /// unhooked for an unwind (when it left is unknown).
-    fn vanish(&mut self, frame: &Frame, vanished: &mut impl FnMut(&Frame, usize)) {
+    /// through the trampoline.
+    fn gone(&mut self, frame: Frame) -> Gone {
         VANISHED.fetch_add(1, Ordering::Relaxed);
-        if self.len < self.unhooked {
-            self.unhooked = self.len;
-        } else {
-            vanished(frame, self.len);
+        let report = self.len >= self.unhooked;
+        self.unhooked = self.unhooked.min(self.len);
+        Gone {
+            frame,
+            depth: self.len,
+            report,
         }
     }
 
@@ -248,23 +291,27 @@ impl ShadowStack {
     }
 
     /// The unwinder is about to land in the frame whose return address
-    /// lives at `landing_slot`: frames whose slots are below it were unwound
-    /// (reported to `vanished`); the unhooked frames from there up are live
-    /// and hooked again. (A slot far below is on another stack and stays.)
-    pub fn resync_at_landing(
-        &mut self,
-        landing_slot: usize,
-        mut vanished: impl FnMut(&Frame, usize),
-    ) {
-        while self.len > 0 {
-            let top = self.frames[self.len - 1];
-            if top.slot >= landing_slot || landing_slot - top.slot > OTHER_STACK_DISTANCE {
-                break;
-            }
-            self.len -= 1;
-            VANISHED.fetch_add(1, Ordering::Relaxed);
-            vanished(&top, self.len);
+    /// lives at `landing_slot`: pops one frame below it (unwound; to be
+    /// reported as vanished). `None` when none is left; then call
+    /// [`Self::rehook_after_landing`]. (A slot far below is on another stack
+    /// and stays.)
+    pub fn pop_unwound(&mut self, landing_slot: usize) -> Option<Gone> {
+        let top = *self.frames[..self.len].last()?;
+        if top.slot >= landing_slot || landing_slot - top.slot > OTHER_STACK_DISTANCE {
+            return None;
         }
+        self.len -= 1;
+        VANISHED.fetch_add(1, Ordering::Relaxed);
+        Some(Gone {
+            frame: top,
+            depth: self.len,
+            report: true,
+        })
+    }
+
+    /// After [`Self::pop_unwound`]: the unhooked frames left are live and
+    /// are hooked again.
+    pub fn rehook_after_landing(&mut self) {
         let unhooked = self.unhooked.min(self.len);
         self.unhooked = 0;
         self.hook_where_real(0..unhooked);

@@ -3,9 +3,7 @@
 
 use std::cell::Cell;
 
-use crate::rt::ring::Ring;
-use crate::rt::shadow::ShadowStack;
-use crate::tracer::graph::RawEvent;
+use super::shadow::ShadowStack;
 
 /// This thread's block, `fntrace_thread` in `asm/x86_64/entry.S`: an
 /// initial-exec TLS object the fast paths reach with one `%fs`-relative
@@ -14,10 +12,15 @@ use crate::tracer::graph::RawEvent;
 pub(crate) struct ThreadBlock {
     /// The recursion guard: non-zero while this thread runs tracer code.
     pub in_tracer: Cell<u8>,
+    /// Set while Rust code holds this thread's shadow stack (see
+    /// [`super::shadow::with_stack`]).
+    pub shadow_in_use: Cell<bool>,
     /// This thread's shadow stack, null until first needed.
     pub shadow: Cell<*mut ShadowStack>,
-    /// This thread's graph-tracer ring, null until its first event.
-    pub graph_ring: Cell<*const Ring<RawEvent>>,
+    /// The per-thread slot of the tracer that brings a fast entry (see
+    /// `tracer::offer_fast_path`): its own, null until it sets it. The
+    /// graph tracer keeps its ring here.
+    pub fast_tracer_slot: Cell<*const libc::c_void>,
     /// Calls on this thread that reached the generic (Rust) entry path
     /// rather than a fast path: see [`crate::generic_entries_on_this_thread`].
     pub generic_entries: Cell<u64>,
@@ -25,8 +28,9 @@ pub(crate) struct ThreadBlock {
 
 const _: () = {
     assert!(std::mem::offset_of!(ThreadBlock, in_tracer) == 0);
+    assert!(std::mem::offset_of!(ThreadBlock, shadow_in_use) == 1);
     assert!(std::mem::offset_of!(ThreadBlock, shadow) == 8);
-    assert!(std::mem::offset_of!(ThreadBlock, graph_ring) == 16);
+    assert!(std::mem::offset_of!(ThreadBlock, fast_tracer_slot) == 16);
     assert!(std::mem::offset_of!(ThreadBlock, generic_entries) == 24);
     assert!(std::mem::size_of::<ThreadBlock>() == 32);
 };

@@ -22,7 +22,9 @@
 use std::ffi::{c_int, c_void, CStr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::shadow::ShadowStack;
+use crate::sys::clock;
+
+use super::shadow;
 use super::thread::Untraced;
 
 struct RealFunction {
@@ -86,16 +88,12 @@ pub(crate) fn prepare() -> [usize; 6] {
 
 fn forget_hooked_frames() {
     let _untraced = Untraced::begin();
-    if let Some(stack) = ShadowStack::current() {
-        stack.unhook_all(true);
-    }
+    shadow::with_stack(|stack| stack.unhook_all(true));
 }
 
 fn unhook_for_unwinding() {
     let _untraced = Untraced::begin();
-    if let Some(stack) = ShadowStack::current() {
-        stack.unhook_for_unwinding();
-    }
+    shadow::with_stack(|stack| stack.unhook_for_unwinding());
 }
 
 /// Wraps libgcc's `_Unwind_RaiseException`.
@@ -140,22 +138,16 @@ pub unsafe extern "C-unwind" fn _Unwind_Backtrace(
     argument: *mut c_void,
 ) -> c_int {
     let untraced = Untraced::begin();
-    let stack = ShadowStack::current();
-    let frames = stack.map(|stack| {
-        stack.unhook_all(false);
-        stack as *mut ShadowStack
-    });
+    let unhooked = shadow::with_stack(|stack| stack.unhook_all(false)).is_some();
     drop(untraced);
     // SAFETY: the address is libgcc's function of this exact signature.
     let real: unsafe extern "C-unwind" fn(*mut c_void, *mut c_void) -> c_int =
         unsafe { std::mem::transmute(BACKTRACE.get()) };
     // SAFETY: forwarded from this function's contract.
     let result = unsafe { real(trace, argument) };
-    if let Some(stack) = frames {
+    if unhooked {
         let _untraced = Untraced::begin();
-        // SAFETY: this thread's own shadow stack, still mapped (the thread
-        // is running).
-        unsafe { (*stack).rehook_all() };
+        shadow::with_stack(|stack| stack.rehook_all());
     }
     result
 }
@@ -204,15 +196,17 @@ pub unsafe extern "C-unwind" fn _Unwind_Resume_or_Rethrow(exception: *mut c_void
 pub unsafe extern "C" fn _Unwind_SetIP(context: *mut c_void, ip: usize) {
     {
         let _untraced = Untraced::begin();
-        if let Some(stack) = ShadowStack::current() {
-            // SAFETY: a valid context, from the caller's contract.
-            let cfa = unsafe { _Unwind_GetCFA(context) };
-            // The frame's own return address lives right below its CFA.
-            let now = super::clock::now_ticks();
-            stack.resync_at_landing(cfa.wrapping_sub(8), |dead, depth| {
-                super::entry::report_vanished(dead, depth, now)
-            });
+        // SAFETY: a valid context, from the caller's contract.
+        let cfa = unsafe { _Unwind_GetCFA(context) };
+        // The frame's own return address lives right below its CFA.
+        let landing_slot = cfa.wrapping_sub(8);
+        let now = clock::now_ticks();
+        // One frame at a time: reporting an exit runs tracer code, which
+        // must not find the stack in use.
+        while let Some(Some(gone)) = shadow::with_stack(|stack| stack.pop_unwound(landing_slot)) {
+            super::entry::report_gone(&gone, now);
         }
+        shadow::with_stack(|stack| stack.rehook_after_landing());
     }
     // SAFETY: the address is libgcc's function of this exact signature.
     let real: unsafe extern "C" fn(*mut c_void, usize) =

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use object::{Object as _, ObjectSymbol, SymbolKind};
 use parking_lot::Mutex;
 
-use crate::Error;
+use crate::error::Error;
 
 /// A function symbol, at its run-time address.
 #[derive(Clone, Debug)]

@@ -13,15 +13,65 @@
 //! to instrumented functions are not traced (the recursion guard is set). A
 //! panic is caught, counted, and the tracer is switched off for all threads.
 
-pub mod function;
-pub mod graph;
 mod registry;
 
-pub(crate) use registry::{enabled_mask, exit_mask, find, set_enabled, tracer_at, TRACER_PANICS};
-pub use registry::{names, register, MAX_TRACERS};
+pub(crate) use registry::{
+    enabled_mask, exit_mask, find, offer_fast_path, refresh_fast_path, set_enabled, tracer_at,
+    TRACER_PANICS,
+};
+pub use registry::{register, tracer_names, MAX_TRACERS};
 
 use crate::arch::x86_64::SavedRegs;
-use crate::Filter;
+use crate::filter::Filter;
+use crate::sites::SiteKind;
+use crate::sys::clock;
+
+/// Where sites selected by one tracer alone may call it directly: entry
+/// points of the tracer's own assembly, which do its work without the
+/// generic trampoline's register save area, site-table probe and Rust
+/// dispatch (and fall back to the generic trampoline for anything unusual).
+/// The tracer that offers them owns `fast_tracer_slot` in every thread's
+/// block (`rt::thread::ThreadBlock`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FastEntries {
+    /// For `mcount` sites.
+    pub mcount: usize,
+    /// For `__fentry__` sites.
+    pub fentry: usize,
+}
+
+impl FastEntries {
+    /// The entry for sites of `kind`.
+    pub fn for_kind(&self, kind: SiteKind) -> usize {
+        match kind {
+            SiteKind::Mcount => self.mcount,
+            SiteKind::Fentry => self.fentry,
+        }
+    }
+}
+
+/// A tracer's fast entries, offered with [`offer_fast_path`].
+pub(crate) trait FastPath: Sync {
+    /// The entries (fixed for the life of the process).
+    fn entries(&self) -> FastEntries;
+
+    /// Called by every control operation before sites are rewritten, under
+    /// the operation lock: brings the fast paths' shared state up to date
+    /// with the tracer's (enabled, limits) and says whether sites may call
+    /// the entries now (else they must take the generic path).
+    fn refresh(&self) -> bool;
+}
+
+/// The fast path as a control operation finds it (see
+/// [`refresh_fast_path`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FastPathState {
+    /// The tracer mask of the sites that may call the entries now: the
+    /// offering tracer's bit, or 0 while they may not.
+    pub mask: u64,
+    /// The entries.
+    pub entries: FastEntries,
+}
 
 /// A traced function call, as seen at the function's entry.
 pub struct Call<'a> {
@@ -45,7 +95,7 @@ impl Call<'_> {
     /// Entry time, nanoseconds on the monotonic clock's time base.
     #[inline]
     pub fn time_ns(&self) -> u64 {
-        crate::rt::clock::ticks_to_ns(self.time_ticks)
+        clock::ticks_to_ns(self.time_ticks)
     }
 
     /// Whether this call's exit will be reported (false when the thread's
@@ -108,12 +158,12 @@ impl Return {
     /// Entry time (ns).
     #[inline]
     pub fn entry_ns(&self) -> u64 {
-        crate::rt::clock::ticks_to_ns(self.entry_ticks)
+        clock::ticks_to_ns(self.entry_ticks)
     }
     /// Exit time (ns).
     #[inline]
     pub fn exit_ns(&self) -> u64 {
-        crate::rt::clock::ticks_to_ns(self.exit_ticks)
+        clock::ticks_to_ns(self.exit_ticks)
     }
     /// The frame left without returning (`longjmp`, or a tail call whose
     /// callee took its place); the exit time is when that was noticed.
@@ -139,7 +189,7 @@ pub trait Tracer: Send + Sync + 'static {
     /// [`Tracer::wants_exit`]), on the same thread.
     fn exit(&self, _ret: &Return) {}
 
-    /// Called by [`crate::enable_with`] before any site is patched for this
+    /// Called by `fntrace::enable_with` before any site is patched for this
     /// tracer, on the enabling thread: the place to allocate and to take
     /// the run-time limits of the filter.
     fn on_enable(&self, _filter: &Filter) {}

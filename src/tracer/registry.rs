@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use once_cell::sync::OnceCell;
 use parking_lot::Mutex;
 
-use super::Tracer;
-use crate::Error;
+use super::{FastPath, FastPathState, Tracer};
+use crate::error::Error;
 
 /// How many tracers can be registered (one bit each in a site's mask).
 pub const MAX_TRACERS: usize = 64;
@@ -83,8 +83,28 @@ pub(crate) fn set_enabled(index: usize, on: bool) {
     }
 }
 
+/// The one tracer whose fast entries sites may call, and its index.
+static FAST_PATH: OnceCell<(usize, &'static dyn FastPath)> = OnceCell::new();
+
+/// Offers the fast entries of the tracer at `index` (see [`FastEntries`]).
+/// One tracer may: the first offer stands.
+pub(crate) fn offer_fast_path(index: usize, fast: &'static dyn FastPath) {
+    let _ = FAST_PATH.set((index, fast));
+}
+
+/// Brings the fast path's state up to date (see [`FastPath::refresh`]);
+/// `None` if no tracer offered one.
+pub(crate) fn refresh_fast_path() -> Option<FastPathState> {
+    let &(index, fast) = FAST_PATH.get()?;
+    let mask = if fast.refresh() { 1 << index } else { 0 };
+    Some(FastPathState {
+        mask,
+        entries: fast.entries(),
+    })
+}
+
 /// Names of all registered tracers, in registration order.
-pub fn names() -> Vec<&'static str> {
+pub fn tracer_names() -> Vec<&'static str> {
     SLOTS
         .iter()
         .map_while(|slot| slot.get())

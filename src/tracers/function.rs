@@ -4,9 +4,12 @@ use std::cell::Cell;
 
 use once_cell::sync::Lazy;
 
-use super::{Call, Tracer};
+use crate::filter::Filter;
+use crate::rt::ops;
 use crate::rt::ring::{Ring, RingPool};
-use crate::rt::thread::current_tid;
+use crate::rt::thread::{current_tid, Untraced};
+use crate::sys::clock;
+use crate::tracer::{Call, Tracer};
 
 /// One entry into a traced function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,14 +46,14 @@ crate::register_tracer!("function", &FUNCTION_TRACER);
 impl FunctionTracer {
     /// Takes every buffered event (all threads), oldest first per thread.
     pub fn take_events(&self) -> Vec<FunctionEvent> {
-        let _untraced = crate::rt::thread::Untraced::begin();
-        let _control = crate::control::lock();
+        let _untraced = Untraced::begin();
+        let _operation = ops::operation();
         self.pool
             .drain()
             .into_iter()
             .flat_map(|drained| drained.events)
             .map(|mut event| {
-                event.time_ns = crate::rt::clock::ticks_to_ns(event.time_ns);
+                event.time_ns = clock::ticks_to_ns(event.time_ns);
                 event
             })
             .collect()
@@ -68,7 +71,7 @@ impl FunctionTracer {
 }
 
 impl Tracer for FunctionTracer {
-    fn on_enable(&self, _filter: &crate::Filter) {
+    fn on_enable(&self, _filter: &Filter) {
         // Allocate the pool here, not on the first traced call.
         Lazy::force(&self.pool);
     }

@@ -15,15 +15,18 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 
-use super::{Call, Return, Tracer};
-use crate::rt::clock::{self, ticks_to_ns};
-use crate::rt::fast;
-use crate::rt::ring::RingPool;
-use crate::rt::shadow::ShadowStack;
+use crate::filter::Filter;
+use crate::rt::ops;
+use crate::rt::ring::{Ring, RingPool};
+use crate::rt::shadow::{self, MAX_HOOKED_DEPTH};
 use crate::rt::thread::{current_tid, thread_block, Untraced};
 use crate::sites::function_of_site;
+use crate::symbols;
+use crate::sys::clock::{self, ticks_to_ns};
 use crate::trace::{EventKind, GraphEvent, ThreadTrace, Trace};
-use crate::{symbols, Filter};
+use crate::tracer::{self, Call, FastEntries, FastPath, Return, Tracer};
+
+pub(crate) mod fast;
 
 /// Most threads whose events the graph tracer keeps apart.
 pub const MAX_THREADS: usize = 4096;
@@ -48,7 +51,7 @@ const _: () = {
     assert!(std::mem::size_of::<RawEvent>() == 16);
     assert!(std::mem::offset_of!(RawEvent, ticks) == 0);
     assert!(std::mem::offset_of!(RawEvent, word) == 8);
-    assert!(crate::rt::shadow::MAX_DEPTH < 1 << 15);
+    assert!(MAX_HOOKED_DEPTH < 1 << 15);
 };
 
 impl RawEvent {
@@ -113,10 +116,10 @@ impl GraphTracer {
     /// call the fast entry (asm/x86_64/graph.S): this tracer's bit while it
     /// is enabled with no duration limit (the fast paths apply the depth
     /// limit, not that one) and timestamps come from the TSC; else 0.
-    pub(crate) fn fast_path_bit(&self) -> u64 {
+    fn fast_path_bit(&self) -> u64 {
         let bit = self.bit();
         let eligible = bit != 0
-            && super::enabled_mask() & bit != 0
+            && tracer::enabled_mask() & bit != 0
             && self.min_duration_ns.load(Ordering::Relaxed) == 0
             && clock::uses_tsc();
         if eligible {
@@ -124,14 +127,6 @@ impl GraphTracer {
         } else {
             0
         }
-    }
-
-    /// Tells the fast exit whether it may run (see [`Self::fast_path_bit`]).
-    /// Called under the control lock before sites are patched.
-    pub(crate) fn refresh_fast_path(&self) -> u64 {
-        let bit = self.fast_path_bit();
-        fast::set_exit_bit(bit, self.max_depth.load(Ordering::Relaxed));
-        bit
     }
 
     /// Events each thread's buffer holds (rounded up to a power of two), for
@@ -151,7 +146,7 @@ impl GraphTracer {
     /// fntrace afterwards.
     pub fn take_trace(&self) -> Trace {
         let _untraced = Untraced::begin();
-        let _control = crate::control::lock();
+        let _operation = ops::operation();
         let mut retained = self.retained.lock();
         self.collect_into(&mut retained);
         describe(std::mem::take(&mut *retained))
@@ -162,7 +157,7 @@ impl GraphTracer {
     /// until [`GraphTracer::forget`] drops them.
     pub fn snapshot(&self) -> Trace {
         let _untraced = Untraced::begin();
-        let _control = crate::control::lock();
+        let _operation = ops::operation();
         let mut retained = self.retained.lock();
         self.collect_into(&mut retained);
         describe(retained.clone())
@@ -172,7 +167,7 @@ impl GraphTracer {
     /// keeping anything recorded since.
     pub fn forget(&self, trace: &Trace) {
         let _untraced = Untraced::begin();
-        let _control = crate::control::lock();
+        let _operation = ops::operation();
         let mut retained = self.retained.lock();
         for taken in &trace.threads {
             if let Some(kept) = retained.iter_mut().find(|t| t.tid == taken.tid) {
@@ -225,13 +220,15 @@ impl GraphTracer {
 
     #[inline]
     fn push(&self, event: RawEvent) {
+        // The graph tracer owns the fast tracer's slot (it offers the fast
+        // path): the slot holds this thread's ring, null until claimed.
         let block = thread_block();
-        let mut ring = block.graph_ring.get();
+        let mut ring = block.fast_tracer_slot.get().cast::<Ring<RawEvent>>();
         if ring.is_null() {
             match self.pool.claim(current_tid()) {
                 Some(claimed) => {
                     ring = claimed;
-                    block.graph_ring.set(ring);
+                    block.fast_tracer_slot.set(ring.cast());
                 }
                 None => return self.pool.count_unbuffered(),
             }
@@ -243,21 +240,21 @@ impl GraphTracer {
     /// With a duration threshold: writes the entries of this thread's hooked
     /// ancestors (frames below `depth`) not written yet.
     fn write_pending_ancestors(&self, depth: usize, mark: u64, max_depth: usize) {
-        let Some(stack) = ShadowStack::current() else {
-            return;
-        };
-        for (ancestor_depth, frame) in stack.frames().iter_mut().enumerate().take(depth) {
-            if frame.marks & mark != 0 || ancestor_depth > max_depth {
-                continue;
+        shadow::with_stack(|stack| {
+            for (ancestor_depth, frame) in stack.frames().iter_mut().enumerate().take(depth) {
+                if frame.marks & mark != 0 || ancestor_depth > max_depth {
+                    continue;
+                }
+                frame.marks |= mark;
+                // Writes the ring only: no shadow-stack access.
+                self.push(RawEvent::new(
+                    frame.entry_ticks,
+                    frame.site,
+                    ancestor_depth,
+                    EventKind::Entry,
+                ));
             }
-            frame.marks |= mark;
-            self.push(RawEvent::new(
-                frame.entry_ticks,
-                frame.site,
-                ancestor_depth,
-                EventKind::Entry,
-            ));
-        }
+        });
     }
 }
 
@@ -290,17 +287,31 @@ fn describe(threads: Vec<ThreadTrace>) -> Trace {
     }
 }
 
+impl FastPath for GraphTracer {
+    /// Tells the fast exit whether it may run, with which depth limit, and
+    /// gives the entries while sites may call them (see `fast_path_bit`).
+    fn entries(&self) -> FastEntries {
+        fast::entries()
+    }
+
+    fn refresh(&self) -> bool {
+        let bit = self.fast_path_bit();
+        fast::set_exit_bit(bit, self.max_depth.load(Ordering::Relaxed));
+        bit != 0
+    }
+}
+
 impl Tracer for GraphTracer {
     fn on_enable(&self, filter: &Filter) {
         Lazy::force(&self.pool);
-        let depth = filter.depth_limit().map_or(usize::MAX, usize::from);
+        let depth = filter.get_max_depth().map_or(usize::MAX, usize::from);
         self.max_depth.store(depth, Ordering::Relaxed);
-        let min = filter
-            .duration_threshold()
-            .map_or(0, |d| d.as_nanos() as u64);
+        // Checked by enable_with before it calls on_enable.
+        let min = filter.min_duration_ns().unwrap_or(u64::MAX);
         self.min_duration_ns.store(min, Ordering::Relaxed);
-        let index = super::find("graph").unwrap_or(0);
+        let index = tracer::find("graph").unwrap_or(0);
         self.mark.store(1 << index, Ordering::Relaxed);
+        tracer::offer_fast_path(index, &GRAPH_TRACER);
     }
 
     fn wants_exit(&self) -> bool {
