@@ -30,8 +30,6 @@
 //! (init, enable, disable, dump) → this root (the public API). The trace
 //! model, analysis and exporters are the `fntrace-tools` crate.
 
-#![warn(missing_docs)]
-
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 compile_error!("fntrace supports x86-64 Linux only: its trampolines are x86-64 assembly");
 

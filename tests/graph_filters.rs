@@ -137,3 +137,50 @@ fn a_full_buffer_drops_and_counts_events() {
     let graph = fntrace::analysis::call_graph(&trace, None);
     assert!(graph.contains("38 events lost"), "{graph}");
 }
+
+#[test]
+fn min_duration_with_frames_that_longjmp_skipped() {
+    // The skipped frames are found dead at the next entry and reported
+    // from there; with a duration limit their exits write the entries of
+    // their not-yet-written ancestors, which reads the shadow stack the
+    // entry is still working on (it once held a second `&mut` to it then).
+    let _serial = serial();
+    let filter = Filter::new()
+        .include("hz_*")
+        .min_duration(Duration::from_nanos(1));
+    fntrace::enable_with("graph", &filter).unwrap();
+    let result = c_hazards::jump(1);
+    fntrace::disable("graph").unwrap();
+    assert_eq!(result, 42);
+    let [jump, deep1, deep2, after] = c_hazards::jump_addresses();
+    let events = thread_events(&GRAPH_TRACER.take_trace(), fntrace::current_tid());
+    assert_eq!(
+        shape(&events),
+        vec![
+            ('E', jump, 0),
+            ('E', deep1, 1),
+            ('E', deep2, 2),
+            ('X', deep2, 2),
+            ('X', deep1, 1),
+            ('E', after, 1),
+            ('X', after, 1),
+            ('X', jump, 0),
+        ]
+    );
+    assert_eq!(check_nesting(&events).1, 0);
+}
+
+#[test]
+fn a_duration_limit_beyond_u64_nanoseconds_is_refused_and_nothing_patched() {
+    let _serial = serial();
+    let patched_before = fntrace::stats().patched_sites;
+    // 584 years and a bit: this used to wrap to a 5 ns limit.
+    let too_long = Duration::from_nanos(u64::MAX) + Duration::from_nanos(6);
+    let filter = Filter::new().include("hz_*").min_duration(too_long);
+    let err = fntrace::enable_with("graph", &filter).unwrap_err();
+    assert!(matches!(err, fntrace::Error::BadFilter(_)), "{err:?}");
+    assert!(err.to_string().contains("min_duration"), "{err}");
+    assert_eq!(fntrace::stats().patched_sites, patched_before);
+    c_hazards::jump(1);
+    assert!(GRAPH_TRACER.take_trace().threads.is_empty());
+}
