@@ -20,17 +20,14 @@
 
 #![warn(missing_docs)]
 
-pub mod analysis;
 mod arch;
 mod control;
 mod error;
-pub mod export;
 mod filter;
 mod patch;
 mod rt;
 mod sites;
 mod symbols;
-mod trace;
 mod tracer;
 
 pub use arch::x86_64::{SavedRegs, SiteForm};
@@ -40,11 +37,13 @@ pub use control::{
 };
 pub use error::Error;
 pub use filter::Filter;
+// The trace model, reports and exports live in the fntrace-tools crate (which
+// links no runtime); they stay reachable here under their old paths.
+pub use fntrace_tools::{analysis, export, EventKind, GraphEvent, ThreadTrace, Trace};
 pub use patch::stop_world::{set_ack_timeout, set_stop_signal};
 pub use rt::shadow::MAX_DEPTH as MAX_HOOKED_DEPTH;
 pub use rt::thread::{current_tid, generic_entries_on_this_thread, untraced};
 pub use sites::{ScanReport, SiteInfo, SiteKind};
-pub use trace::{EventKind, GraphEvent, ThreadTrace, Trace};
 pub use tracer::function::{FunctionEvent, FunctionTracer, FUNCTION_TRACER};
 pub use tracer::graph::{GraphTracer, GRAPH_TRACER};
 pub use tracer::{names as tracers, register, Call, Return, Tracer, MAX_TRACERS};

@@ -22,7 +22,7 @@ use crate::rt::ring::RingPool;
 use crate::rt::shadow::ShadowStack;
 use crate::rt::thread::{current_tid, thread_block, Untraced};
 use crate::sites::function_of_site;
-use crate::trace::{EventKind, GraphEvent, ThreadTrace, Trace};
+use fntrace_tools::{EventKind, GraphEvent, ThreadTrace, Trace};
 use crate::{symbols, Filter};
 
 /// Most threads whose events the graph tracer keeps apart.

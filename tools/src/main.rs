@@ -71,11 +71,11 @@ fn parse_args(mut raw: impl Iterator<Item = String>) -> Result<Args, String> {
 }
 
 fn run(args: Args) -> Result<(), String> {
-    let trace = fntrace::export::read_uftrace_dir(&args.dir).map_err(|e| e.to_string())?;
+    let trace = fntrace_tools::export::read_uftrace_dir(&args.dir).map_err(|e| e.to_string())?;
     let stdout = io::stdout();
     match args.command.as_str() {
         "report" => {
-            let report = fntrace::analysis::latency(&trace);
+            let report = fntrace_tools::analysis::latency(&trace);
             let mut out = stdout.lock();
             writeln!(out, "{}", report.table(args.limit.unwrap_or(usize::MAX)))
                 .map_err(|e| e.to_string())?;
@@ -84,7 +84,7 @@ fn run(args: Args) -> Result<(), String> {
             }
             Ok(())
         }
-        "graph" => fntrace::analysis::write_call_graph(&trace, args.limit, stdout.lock())
+        "graph" => fntrace_tools::analysis::write_call_graph(&trace, args.limit, stdout.lock())
             .map_err(|e| e.to_string()),
         "chrome" | "flame" => {
             let path = args.output.expect("checked in parse_args");
@@ -92,13 +92,13 @@ fn run(args: Args) -> Result<(), String> {
                 .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
             let mut out = BufWriter::new(file);
             let written = if args.command == "chrome" {
-                fntrace::export::write_chrome_json(&trace, &mut out).map_err(|e| e.to_string())
+                fntrace_tools::export::write_chrome_json(&trace, &mut out).map_err(|e| e.to_string())
             } else if args.folded {
-                out.write_all(fntrace::export::folded_stacks(&trace).as_bytes())
+                out.write_all(fntrace_tools::export::folded_stacks(&trace).as_bytes())
                     .map_err(|e| e.to_string())
             } else {
                 let title = format!("fntrace: {}", trace.exe);
-                fntrace::export::write_flame_svg(&trace, &mut out, &title)
+                fntrace_tools::export::write_flame_svg(&trace, &mut out, &title)
                     .map_err(|e| e.to_string())
             };
             written?;
