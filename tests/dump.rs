@@ -199,11 +199,7 @@ fn uftrace_and_the_cli_read_the_dump_with_exact_counts() {
     assert_eq!(graph.matches("fixture_rust_workload::leaf();").count(), 56);
 
     let json_path = dir.with_extension("json");
-    let out = run(
-        &cli(),
-        &["chrome", "-o", json_path.to_str().unwrap()],
-        &dir,
-    );
+    let out = run(&cli(), &["chrome", "-o", json_path.to_str().unwrap()], &dir);
     assert!(
         out.status.success(),
         "{}",
@@ -253,11 +249,7 @@ fn uftrace_and_the_cli_read_the_dump_with_exact_counts() {
     assert_eq!(thread_names, 5);
 
     let svg_path = dir.with_extension("svg");
-    let out = run(
-        &cli(),
-        &["flame", "-o", svg_path.to_str().unwrap()],
-        &dir,
-    );
+    let out = run(&cli(), &["flame", "-o", svg_path.to_str().unwrap()], &dir);
     assert!(
         out.status.success(),
         "{}",

@@ -22,8 +22,8 @@ use crate::rt::ring::RingPool;
 use crate::rt::shadow::ShadowStack;
 use crate::rt::thread::{current_tid, thread_block, Untraced};
 use crate::sites::function_of_site;
-use fntrace_tools::{EventKind, GraphEvent, ThreadTrace, Trace};
 use crate::{symbols, Filter};
+use fntrace_tools::{EventKind, GraphEvent, ThreadTrace, Trace};
 
 /// Most threads whose events the graph tracer keeps apart.
 pub const MAX_THREADS: usize = 4096;

@@ -92,7 +92,8 @@ fn run(args: Args) -> Result<(), String> {
                 .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
             let mut out = BufWriter::new(file);
             let written = if args.command == "chrome" {
-                fntrace_tools::export::write_chrome_json(&trace, &mut out).map_err(|e| e.to_string())
+                fntrace_tools::export::write_chrome_json(&trace, &mut out)
+                    .map_err(|e| e.to_string())
             } else if args.folded {
                 out.write_all(fntrace_tools::export::folded_stacks(&trace).as_bytes())
                     .map_err(|e| e.to_string())
