@@ -70,22 +70,49 @@ fn parse_args(mut raw: impl Iterator<Item = String>) -> Result<Args, String> {
     })
 }
 
-fn run(args: Args) -> Result<(), String> {
+/// Why a command stopped early.
+enum Failure {
+    /// Whoever read stdout closed it (`fntrace graph DIR | head`): not an
+    /// error, there is just no one left to write for.
+    StdoutClosed,
+    /// Anything else, said on stderr.
+    Message(String),
+}
+
+impl From<String> for Failure {
+    fn from(why: String) -> Self {
+        Failure::Message(why)
+    }
+}
+
+/// Classifies an error of writing to stdout.
+fn stdout_failure(err: io::Error) -> Failure {
+    if err.kind() == io::ErrorKind::BrokenPipe {
+        Failure::StdoutClosed
+    } else {
+        Failure::Message(format!("writing to stdout: {err}"))
+    }
+}
+
+fn run(args: Args) -> Result<(), Failure> {
     let trace = fntrace_tools::export::read_uftrace_dir(&args.dir).map_err(|e| e.to_string())?;
-    let stdout = io::stdout();
+    // Everything for stdout goes through this lock, so that a closed pipe
+    // comes back as an error to handle, not as a panic of `println!`.
+    let mut stdout = io::stdout().lock();
     match args.command.as_str() {
         "report" => {
             let report = fntrace_tools::analysis::latency(&trace);
-            let mut out = stdout.lock();
-            writeln!(out, "{}", report.table(args.limit.unwrap_or(usize::MAX)))
-                .map_err(|e| e.to_string())?;
+            writeln!(stdout, "{}", report.table(args.limit.unwrap_or(usize::MAX)))
+                .and_then(|()| stdout.flush())
+                .map_err(stdout_failure)?;
             if trace.lost() > 0 {
                 eprintln!("fntrace: {} events were lost while recording", trace.lost());
             }
             Ok(())
         }
-        "graph" => fntrace_tools::analysis::write_call_graph(&trace, args.limit, stdout.lock())
-            .map_err(|e| e.to_string()),
+        "graph" => fntrace_tools::analysis::write_call_graph(&trace, args.limit, &mut stdout)
+            .and_then(|()| stdout.flush())
+            .map_err(stdout_failure),
         "chrome" | "flame" => {
             let path = args.output.expect("checked in parse_args");
             let file = File::create(&path)
@@ -121,8 +148,8 @@ fn main() -> ExitCode {
         }
     };
     match run(args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(why) => {
+        Ok(()) | Err(Failure::StdoutClosed) => ExitCode::SUCCESS,
+        Err(Failure::Message(why)) => {
             eprintln!("fntrace: {why}");
             ExitCode::FAILURE
         }

@@ -1,20 +1,18 @@
 //! Tests of the uftrace writer and reader: the real `uftrace` must read what
 //! fntrace writes, and reading must give back what was written.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs;
-use std::path::Path;
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::format::FNTRACE_FILE;
 use super::write::{sym_text, Module};
 use super::{read_uftrace_dir, write_uftrace_dir};
 use crate::export::ExportError;
 use crate::trace::{EventKind, ThreadTrace, Trace};
-use std::collections::BTreeMap;
-use std::hint::black_box;
-use std::path::PathBuf;
-use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 // Functions of this test binary, so that uftrace finds their addresses
 // in a real mapping of a real file. Distinct bodies keep them apart.
