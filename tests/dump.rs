@@ -26,7 +26,7 @@ fn temp_dir(name: &str) -> PathBuf {
 /// The `fntrace` CLI. It belongs to the fntrace-tools crate, so Cargo gives
 /// this test no `CARGO_BIN_EXE_fntrace`; `cargo test` at the workspace top
 /// builds it (a default member) next to this test's `deps/` directory.
-fn cli() -> String {
+fn cli_path() -> String {
     let test_exe = std::env::current_exe().expect("path of this test");
     let profile_dir = test_exe
         .parent()
@@ -132,7 +132,7 @@ fn uftrace_and_the_cli_read_the_dump_with_exact_counts() {
         ("fixture_rust_workload::leaf", 56),
     ];
     let uftrace_report = uftrace_calls(&uftrace("report", &dir));
-    let cli = run(&cli(), &["report"], &dir);
+    let cli = run(&cli_path(), &["report"], &dir);
     assert!(
         cli.status.success(),
         "{}",
@@ -193,13 +193,17 @@ fn uftrace_and_the_cli_read_the_dump_with_exact_counts() {
     }
 
     // The CLI's call graph, Chrome JSON and flame graph.
-    let graph = run(&cli(), &["graph"], &dir);
+    let graph = run(&cli_path(), &["graph"], &dir);
     let graph = String::from_utf8(graph.stdout).unwrap();
     assert_eq!(graph.matches("pie_leaf();").count(), 120);
     assert_eq!(graph.matches("fixture_rust_workload::leaf();").count(), 56);
 
     let json_path = dir.with_extension("json");
-    let out = run(&cli(), &["chrome", "-o", json_path.to_str().unwrap()], &dir);
+    let out = run(
+        &cli_path(),
+        &["chrome", "-o", json_path.to_str().unwrap()],
+        &dir,
+    );
     assert!(
         out.status.success(),
         "{}",
@@ -249,7 +253,11 @@ fn uftrace_and_the_cli_read_the_dump_with_exact_counts() {
     assert_eq!(thread_names, 5);
 
     let svg_path = dir.with_extension("svg");
-    let out = run(&cli(), &["flame", "-o", svg_path.to_str().unwrap()], &dir);
+    let out = run(
+        &cli_path(),
+        &["flame", "-o", svg_path.to_str().unwrap()],
+        &dir,
+    );
     assert!(
         out.status.success(),
         "{}",
@@ -296,7 +304,7 @@ fn a_failed_dump_loses_nothing() {
 
 #[test]
 fn the_cli_names_the_file_and_the_problem() {
-    let cli = &cli();
+    let cli = &cli_path();
     let missing = temp_dir("missing");
     let out = run(cli, &["report"], &missing);
     assert_eq!(out.status.code(), Some(1));
