@@ -430,7 +430,7 @@ pub fn dump_with_progress(
     let _untraced = Untraced::begin();
     let trace = GRAPH_TRACER.snapshot();
     let events: usize = trace.threads.iter().map(|t| t.events.len()).sum();
-    crate::export::write_uftrace_dir(&trace, dir.as_ref(), Some(progress))?;
+    fntrace_tools::export::write_uftrace_dir(&trace, dir.as_ref(), Some(progress))?;
     GRAPH_TRACER.forget(&trace);
     Ok(DumpReport {
         threads: trace.threads.len(),

@@ -60,7 +60,7 @@ pub enum Error {
     /// A filter pattern is malformed.
     BadFilter(String),
     /// Writing or reading a trace failed (the trace stays in memory).
-    Export(crate::export::ExportError),
+    Export(fntrace_tools::export::ExportError),
     /// Any other I/O failure, with what was being done.
     Io {
         /// What was being done.
@@ -125,8 +125,8 @@ impl std::error::Error for Error {
     }
 }
 
-impl From<crate::export::ExportError> for Error {
-    fn from(err: crate::export::ExportError) -> Self {
+impl From<fntrace_tools::export::ExportError> for Error {
+    fn from(err: fntrace_tools::export::ExportError) -> Self {
         Error::Export(err)
     }
 }

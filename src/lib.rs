@@ -33,18 +33,15 @@
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 compile_error!("fntrace supports x86-64 Linux only: its trampolines are x86-64 assembly");
 
-pub mod analysis;
 mod arch;
 mod control;
 mod error;
-pub mod export;
 mod filter;
 mod patch;
 mod rt;
 mod sites;
 mod symbols;
 mod sys;
-mod trace;
 mod tracer;
 mod tracers;
 
@@ -55,11 +52,13 @@ pub use control::{
 };
 pub use error::Error;
 pub use filter::Filter;
+// The trace model, reports and exports live in the fntrace-tools crate (which
+// links no runtime); they stay reachable here under their old paths.
+pub use fntrace_tools::{analysis, export, EventKind, GraphEvent, ThreadTrace, Trace};
 pub use patch::stop_world::{set_ack_timeout, set_stop_signal};
 pub use rt::shadow::MAX_HOOKED_DEPTH;
 pub use rt::thread::{current_tid, generic_entries_on_this_thread, untraced};
 pub use sites::{ScanReport, SiteInfo, SiteKind};
-pub use trace::{EventKind, GraphEvent, ThreadTrace, Trace};
 pub use tracer::{register, tracer_names, Call, Return, Tracer, MAX_TRACERS};
 pub use tracers::function::{FunctionEvent, FunctionTracer, FUNCTION_TRACER};
 pub use tracers::graph::{GraphTracer, GRAPH_TRACER};

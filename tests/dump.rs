@@ -23,6 +23,24 @@ fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// The `fntrace` CLI. It belongs to the fntrace-tools crate, so Cargo gives
+/// this test no `CARGO_BIN_EXE_fntrace`; `cargo test` at the workspace top
+/// builds it (a default member) next to this test's `deps/` directory.
+fn cli_path() -> String {
+    let test_exe = std::env::current_exe().expect("path of this test");
+    let profile_dir = test_exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("test binary in target/PROFILE/deps");
+    let cli = profile_dir.join("fntrace");
+    assert!(
+        cli.is_file(),
+        "{} missing: run `cargo test` at the workspace top (or `cargo build -p fntrace-tools`)",
+        cli.display()
+    );
+    cli.to_str().expect("UTF-8 path").to_owned()
+}
+
 fn run(program: &str, args: &[&str], dir: &Path) -> Output {
     Command::new(program)
         .args(args)
@@ -114,7 +132,7 @@ fn uftrace_and_the_cli_read_the_dump_with_exact_counts() {
         ("fixture_rust_workload::leaf", 56),
     ];
     let uftrace_report = uftrace_calls(&uftrace("report", &dir));
-    let cli = run(env!("CARGO_BIN_EXE_fntrace"), &["report"], &dir);
+    let cli = run(&cli_path(), &["report"], &dir);
     assert!(
         cli.status.success(),
         "{}",
@@ -175,14 +193,14 @@ fn uftrace_and_the_cli_read_the_dump_with_exact_counts() {
     }
 
     // The CLI's call graph, Chrome JSON and flame graph.
-    let graph = run(env!("CARGO_BIN_EXE_fntrace"), &["graph"], &dir);
+    let graph = run(&cli_path(), &["graph"], &dir);
     let graph = String::from_utf8(graph.stdout).unwrap();
     assert_eq!(graph.matches("pie_leaf();").count(), 120);
     assert_eq!(graph.matches("fixture_rust_workload::leaf();").count(), 56);
 
     let json_path = dir.with_extension("json");
     let out = run(
-        env!("CARGO_BIN_EXE_fntrace"),
+        &cli_path(),
         &["chrome", "-o", json_path.to_str().unwrap()],
         &dir,
     );
@@ -236,7 +254,7 @@ fn uftrace_and_the_cli_read_the_dump_with_exact_counts() {
 
     let svg_path = dir.with_extension("svg");
     let out = run(
-        env!("CARGO_BIN_EXE_fntrace"),
+        &cli_path(),
         &["flame", "-o", svg_path.to_str().unwrap()],
         &dir,
     );
@@ -286,7 +304,7 @@ fn a_failed_dump_loses_nothing() {
 
 #[test]
 fn the_cli_names_the_file_and_the_problem() {
-    let cli = env!("CARGO_BIN_EXE_fntrace");
+    let cli = &cli_path();
     let missing = temp_dir("missing");
     let out = run(cli, &["report"], &missing);
     assert_eq!(out.status.code(), Some(1));

@@ -23,8 +23,8 @@ use crate::rt::thread::{current_tid, thread_block, Untraced};
 use crate::sites::function_of_site;
 use crate::symbols;
 use crate::sys::clock::{self, ticks_to_ns};
-use crate::trace::{EventKind, GraphEvent, ThreadTrace, Trace};
 use crate::tracer::{self, Call, FastEntries, FastPath, Return, Tracer};
+use fntrace_tools::{EventKind, GraphEvent, ThreadTrace, Trace};
 
 pub(crate) mod fast;
 

@@ -70,35 +70,63 @@ fn parse_args(mut raw: impl Iterator<Item = String>) -> Result<Args, String> {
     })
 }
 
-fn run(args: Args) -> Result<(), String> {
-    let trace = fntrace::export::read_uftrace_dir(&args.dir).map_err(|e| e.to_string())?;
-    let stdout = io::stdout();
+/// Why a command stopped early.
+enum Failure {
+    /// Whoever read stdout closed it (`fntrace graph DIR | head`): not an
+    /// error, there is just no one left to write for.
+    StdoutClosed,
+    /// Anything else, said on stderr.
+    Message(String),
+}
+
+impl From<String> for Failure {
+    fn from(why: String) -> Self {
+        Failure::Message(why)
+    }
+}
+
+/// Classifies an error of writing to stdout.
+fn stdout_failure(err: io::Error) -> Failure {
+    if err.kind() == io::ErrorKind::BrokenPipe {
+        Failure::StdoutClosed
+    } else {
+        Failure::Message(format!("writing to stdout: {err}"))
+    }
+}
+
+fn run(args: Args) -> Result<(), Failure> {
+    let trace = fntrace_tools::export::read_uftrace_dir(&args.dir).map_err(|e| e.to_string())?;
+    // Everything for stdout goes through this lock, so that a closed pipe
+    // comes back as an error to handle, not as a panic of `println!`.
+    let mut stdout = io::stdout().lock();
     match args.command.as_str() {
         "report" => {
-            let report = fntrace::analysis::latency(&trace);
-            let mut out = stdout.lock();
-            writeln!(out, "{}", report.table(args.limit.unwrap_or(usize::MAX)))
-                .map_err(|e| e.to_string())?;
+            let report = fntrace_tools::analysis::latency(&trace);
+            writeln!(stdout, "{}", report.table(args.limit.unwrap_or(usize::MAX)))
+                .and_then(|()| stdout.flush())
+                .map_err(stdout_failure)?;
             if trace.lost() > 0 {
                 eprintln!("fntrace: {} events were lost while recording", trace.lost());
             }
             Ok(())
         }
-        "graph" => fntrace::analysis::write_call_graph(&trace, args.limit, stdout.lock())
-            .map_err(|e| e.to_string()),
+        "graph" => fntrace_tools::analysis::write_call_graph(&trace, args.limit, &mut stdout)
+            .and_then(|()| stdout.flush())
+            .map_err(stdout_failure),
         "chrome" | "flame" => {
             let path = args.output.expect("checked in parse_args");
             let file = File::create(&path)
                 .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
             let mut out = BufWriter::new(file);
             let written = if args.command == "chrome" {
-                fntrace::export::write_chrome_json(&trace, &mut out).map_err(|e| e.to_string())
+                fntrace_tools::export::write_chrome_json(&trace, &mut out)
+                    .map_err(|e| e.to_string())
             } else if args.folded {
-                out.write_all(fntrace::export::folded_stacks(&trace).as_bytes())
+                out.write_all(fntrace_tools::export::folded_stacks(&trace).as_bytes())
                     .map_err(|e| e.to_string())
             } else {
                 let title = format!("fntrace: {}", trace.exe);
-                fntrace::export::write_flame_svg(&trace, &mut out, &title)
+                fntrace_tools::export::write_flame_svg(&trace, &mut out, &title)
                     .map_err(|e| e.to_string())
             };
             written?;
@@ -120,8 +148,8 @@ fn main() -> ExitCode {
         }
     };
     match run(args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(why) => {
+        Ok(()) | Err(Failure::StdoutClosed) => ExitCode::SUCCESS,
+        Err(Failure::Message(why)) => {
             eprintln!("fntrace: {why}");
             ExitCode::FAILURE
         }

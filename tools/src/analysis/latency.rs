@@ -126,7 +126,7 @@ impl FunctionDurations {
 /// # Example
 ///
 /// ```
-/// use fntrace::{analysis, EventKind, GraphEvent, ThreadTrace, Trace};
+/// use fntrace_tools::{analysis, EventKind, GraphEvent, ThreadTrace, Trace};
 ///
 /// let event = |time_ns, function, depth, kind| GraphEvent { time_ns, function, depth, kind };
 /// let trace = Trace {

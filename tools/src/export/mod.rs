@@ -36,7 +36,7 @@
 //!   loaded back into a [`Trace`]. uftrace pairs exits with entries by its
 //!   own stack, not by depth, so the writer adds the entries and exits the
 //!   rules above imply, and lists them in a side file that the reader uses
-//!   to remove them. Layout and encoding: [`uftrace`].
+//!   to remove them. Layout and encoding: [`write_uftrace_dir`].
 //! - **Chrome trace JSON** ([`write_chrome_json`]): one complete event per
 //!   call, per-thread tracks; nesting is what the Chrome viewer and Perfetto
 //!   need to draw a thread's calls as one stack.
@@ -54,14 +54,15 @@ use std::path::PathBuf;
 #[cfg(doc)]
 use crate::trace::Trace;
 
+// Each export is reachable at `export::` only: its module is private.
 mod calls;
-pub mod chrome;
-pub mod flame;
-pub mod uftrace;
+mod chrome;
+mod flame;
+mod uftrace;
 
 pub use chrome::write_chrome_json;
 pub use flame::{folded_stacks, write_flame_svg};
-pub use uftrace::{read_uftrace_dir, write_uftrace_dir};
+pub use uftrace::{read_uftrace_dir, write_uftrace_dir, MAX_SYMBOL_SIZE};
 
 /// What can go wrong while exporting a trace or loading one back.
 #[derive(Debug)]
@@ -94,6 +95,9 @@ pub enum ExportError {
     /// The directory to write a uftrace data directory into exists and is
     /// not empty (or is not a directory); nothing was written.
     DirectoryNotEmpty(PathBuf),
+    /// The path given for a uftrace data directory is empty (which would mean
+    /// the current directory); nothing was written.
+    EmptyPath,
     /// The trace has nothing this output can show (e.g. a flame graph of a
     /// trace without any timed call); nothing was written.
     Empty(&'static str),
@@ -116,6 +120,11 @@ impl fmt::Display for ExportError {
                 "{} exists and is not an empty directory; remove it or choose another \
                  (nothing was written)",
                 path.display()
+            ),
+            ExportError::EmptyPath => write!(
+                f,
+                "the uftrace data directory path is empty; give a directory \
+                 (nothing was written)"
             ),
             ExportError::Empty(why) => write!(f, "nothing to export: {why}"),
         }

@@ -1,14 +1,5 @@
-//! Flame graphs: folded stacks weighted by time, and SVG drawn by `inferno`.
-//!
-//! A folded line is `outer;…;inner NANOSECONDS`: the chain of calls from the
-//! outermost traced call of a thread down to a call, and that call's *self
-//! time* (its duration minus its children's), summed over every call with the
-//! same chain on every thread. Widths in the graph are therefore time, not
-//! sample counts. Calls are reconstructed as described in
-//! [`crate::export`] (calls without an exit end at the thread's last
-//! timestamp). Chains with no self time are left out; a `;` in a function
-//! name becomes `,` and line breaks become spaces, since `;` and line breaks
-//! delimit the format. Lines are sorted.
+//! Flame graphs: folded stacks weighted by time ([`folded_stacks`]), and SVG
+//! drawn by `inferno` ([`write_flame_svg`]).
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -18,7 +9,17 @@ use super::ExportError;
 use crate::trace::Trace;
 
 /// The folded stacks of `trace`, one line per call chain with its total self
-/// time in nanoseconds (see the [module documentation](self)).
+/// time in nanoseconds.
+///
+/// A folded line is `outer;…;inner NANOSECONDS`: the chain of calls from the
+/// outermost traced call of a thread down to a call, and that call's *self
+/// time* (its duration minus its children's), summed over every call with the
+/// same chain on every thread. Widths in the graph are therefore time, not
+/// sample counts. Calls are reconstructed as described in
+/// [`crate::export`] (calls without an exit end at the thread's last
+/// timestamp). Chains with no self time are left out; a `;` in a function
+/// name becomes `,` and line breaks become spaces, since `;` and line breaks
+/// delimit the format. Lines are sorted.
 pub fn folded_stacks(trace: &Trace) -> String {
     // A tree of call chains: node 0 is the root (no call); each node is one
     // function under its parent, with the self time of its calls.

@@ -1,19 +1,5 @@
-//! Chrome trace event JSON, which `chrome://tracing` and Perfetto
-//! (<https://ui.perfetto.dev>) open.
-//!
-//! Each call is a complete event (`"ph":"X"`) on the track of its thread:
-//! `ts` and `dur` are in microseconds, written with three decimals so they
-//! keep the nanoseconds exactly; `args.depth` is the recorded depth. The
-//! calls are reconstructed as described in [`crate::export`], so each lies
-//! within its caller: a call whose exit is missing ends at the thread's last
-//! timestamp (`args.unfinished: true`), or when its caller returned
-//! (`args.unwound: true`); a call running when tracing started begins at the
-//! thread's first timestamp (`args.started_before_trace: true`). Events are
-//! written thread by thread, each thread's calls in the order they began.
-//!
-//! Metadata events (`"ph":"M"`) name the process (its executable) and each
-//! thread (its name, or `thread TID`). `otherData` carries the executable and
-//! the number of lost events.
+//! Chrome trace event JSON, which `chrome://tracing` and Perfetto open:
+//! [`write_chrome_json`] (the format's details are documented there).
 
 use std::collections::HashMap;
 use std::io::{BufWriter, Write};
@@ -22,8 +8,22 @@ use super::calls::{thread_calls, Began, Ended};
 use super::ExportError;
 use crate::trace::Trace;
 
-/// Writes `trace` as Chrome trace event JSON (see the [module
-/// documentation](self)).
+/// Writes `trace` as Chrome trace event JSON, which `chrome://tracing` and
+/// Perfetto (<https://ui.perfetto.dev>) open.
+///
+/// Each call is a complete event (`"ph":"X"`) on the track of its thread:
+/// `ts` and `dur` are in microseconds, written with three decimals so they
+/// keep the nanoseconds exactly; `args.depth` is the recorded depth. The
+/// calls are reconstructed as described in [`crate::export`], so each lies
+/// within its caller: a call whose exit is missing ends at the thread's last
+/// timestamp (`args.unfinished: true`), or when its caller returned
+/// (`args.unwound: true`); a call running when tracing started begins at the
+/// thread's first timestamp (`args.started_before_trace: true`). Events are
+/// written thread by thread, each thread's calls in the order they began.
+///
+/// Metadata events (`"ph":"M"`) name the process (its executable) and each
+/// thread (its name, or `thread TID`). `otherData` carries the executable and
+/// the number of lost events.
 pub fn write_chrome_json(trace: &Trace, out: &mut dyn Write) -> Result<(), ExportError> {
     let mut out = BufWriter::with_capacity(1 << 20, out);
     write_json(trace, &mut out)

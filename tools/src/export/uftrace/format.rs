@@ -1,0 +1,223 @@
+//! The uftrace data format's vocabulary, shared by the writer and the reader:
+//! the `info` header, `.dat` record encoding, timestamps and `maps` lines.
+
+use std::path::Path;
+
+use super::super::ExportError;
+use crate::trace::{EventKind, GraphEvent, ThreadTrace, Trace};
+
+/// Largest size given to a symbol in a `.sym` file, in bytes.
+pub const MAX_SYMBOL_SIZE: u64 = 64 * 1024;
+
+pub(super) const MAGIC: &[u8; 8] = b"Ftrace!\0";
+pub(super) const VERSION: u32 = 4;
+pub(super) const HEADER_SIZE: u16 = 40;
+pub(super) const MAX_STACK: u16 = 1024;
+pub(super) const MAX_DEPTH: u16 = 1023;
+
+pub(super) const FEAT_TASK_SESSION: u64 = 1 << 1;
+pub(super) const FEAT_SYM_REL_ADDR: u64 = 1 << 5;
+pub(super) const INFO_EXE_NAME: u64 = 1 << 0;
+pub(super) const INFO_TASKINFO: u64 = 1 << 7;
+
+pub(super) const RECORD_SIZE: usize = 16;
+pub(super) const RECORD_MAGIC: u64 = 5;
+pub(super) const TYPE_ENTRY: u64 = 0;
+pub(super) const TYPE_EXIT: u64 = 1;
+pub(super) const TYPE_LOST: u64 = 2;
+pub(super) const TYPE_EVENT: u64 = 3;
+pub(super) const ADDR_BITS: u32 = 48;
+
+/// Where thread names and added records are listed.
+pub(super) const FNTRACE_FILE: &str = "fntrace.txt";
+
+pub(super) fn info_bytes(trace: &Trace, threads: &[ThreadTrace]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&HEADER_SIZE.to_le_bytes());
+    out.push(1); // little-endian
+    out.push(2); // ELFCLASS64
+    out.extend_from_slice(&(FEAT_TASK_SESSION | FEAT_SYM_REL_ADDR).to_le_bytes());
+    out.extend_from_slice(&(INFO_EXE_NAME | INFO_TASKINFO).to_le_bytes());
+    out.extend_from_slice(&MAX_STACK.to_le_bytes());
+    out.extend_from_slice(&[0; 6]);
+    debug_assert_eq!(out.len(), usize::from(HEADER_SIZE));
+
+    let tids: Vec<String> = threads.iter().map(|t| t.tid.to_string()).collect();
+    let text = format!(
+        "exename:{}\ntaskinfo:lines=2\ntaskinfo:nr_tid={}\ntaskinfo:tids={}\n",
+        one_line(&trace.exe),
+        tids.len(),
+        tids.join(",")
+    );
+    out.extend_from_slice(text.as_bytes());
+    out
+}
+
+pub(super) struct InfoHeader {
+    pub(super) features: u64,
+    pub(super) exe: String,
+    pub(super) tids: Vec<u32>,
+}
+
+pub(super) fn parse_info(path: &Path, data: &[u8]) -> Result<InfoHeader, ExportError> {
+    let bad = |problem: String| ExportError::malformed(path, problem);
+    if data.len() < usize::from(HEADER_SIZE) {
+        return Err(bad(format!(
+            "only {} bytes; a uftrace info header has {HEADER_SIZE}",
+            data.len()
+        )));
+    }
+    if &data[..8] != MAGIC {
+        return Err(bad(format!(
+            "bad magic {:02x?} (expected \"Ftrace!\\0\"): not a uftrace info file",
+            &data[..8]
+        )));
+    }
+    let u16_at = |at: usize| u16::from_le_bytes([data[at], data[at + 1]]);
+    let u32_at =
+        |at: usize| u32::from_le_bytes([data[at], data[at + 1], data[at + 2], data[at + 3]]);
+    let u64_at = |at: usize| {
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(&data[at..at + 8]);
+        u64::from_le_bytes(bytes)
+    };
+    let version = u32_at(8);
+    if !(4..=5).contains(&version) {
+        return Err(bad(format!(
+            "file format version {version}; fntrace reads versions 4 and 5"
+        )));
+    }
+    let header_size = usize::from(u16_at(12));
+    if header_size < usize::from(HEADER_SIZE) || header_size > data.len() {
+        return Err(bad(format!("bad header size {header_size}")));
+    }
+    if data[14] != 1 {
+        return Err(bad(
+            "big-endian data; fntrace reads little-endian data only".into(),
+        ));
+    }
+    if data[15] != 2 {
+        return Err(bad("32-bit data; fntrace reads 64-bit data only".into()));
+    }
+    let features = u64_at(16);
+
+    let text = String::from_utf8_lossy(&data[header_size..]);
+    let mut exe = String::new();
+    let mut tids = Vec::new();
+    for line in text.lines() {
+        if let Some(name) = line.strip_prefix("exename:") {
+            exe = name.to_string();
+        } else if let Some(list) = line.strip_prefix("taskinfo:tids=") {
+            for tid in list.split(',').filter(|s| !s.trim().is_empty()) {
+                tids.push(
+                    tid.trim()
+                        .parse()
+                        .map_err(|_| bad(format!("bad tid {tid:?} in line {line:?}")))?,
+                );
+            }
+        }
+    }
+    Ok(InfoHeader {
+        features,
+        exe,
+        tids,
+    })
+}
+
+pub(super) fn timestamp(ns: u64) -> String {
+    format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
+}
+
+pub(super) fn parse_timestamp(text: &str) -> Option<u64> {
+    let (secs, nanos) = text.split_once('.')?;
+    let secs: u64 = secs.parse().ok()?;
+    if nanos.len() != 9 {
+        return None;
+    }
+    let nanos: u64 = nanos.parse().ok()?;
+    secs.checked_mul(1_000_000_000)?.checked_add(nanos)
+}
+
+/// The record for `event`, or `None` if uftrace cannot represent it (depth
+/// above 1023 or an address wider than 48 bits).
+pub(super) fn record(event: &GraphEvent) -> Option<[u8; RECORD_SIZE]> {
+    let addr = event.function as u64;
+    if event.depth > MAX_DEPTH || addr >> ADDR_BITS != 0 {
+        return None;
+    }
+    let kind = match event.kind {
+        EventKind::Entry => TYPE_ENTRY,
+        EventKind::Exit => TYPE_EXIT,
+    };
+    Some(encode(event.time_ns, kind, event.depth, addr))
+}
+
+pub(super) fn encode(time: u64, kind: u64, depth: u16, addr: u64) -> [u8; RECORD_SIZE] {
+    let word = kind | (RECORD_MAGIC << 3) | (u64::from(depth) << 6) | (addr << 16);
+    let mut out = [0u8; RECORD_SIZE];
+    out[..8].copy_from_slice(&time.to_le_bytes());
+    out[8..].copy_from_slice(&word.to_le_bytes());
+    out
+}
+
+/// The fields of a `.dat` record, as [`encode`] packs them.
+pub(super) struct RawRecord {
+    pub(super) time: u64,
+    pub(super) kind: u64,
+    /// Argument or event data follows.
+    pub(super) more: bool,
+    pub(super) magic: u64,
+    pub(super) depth: u16,
+    pub(super) addr: u64,
+}
+
+/// Unpacks one record.
+pub(super) fn decode(bytes: &[u8; RECORD_SIZE]) -> RawRecord {
+    let mut time = [0u8; 8];
+    time.copy_from_slice(&bytes[..8]);
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&bytes[8..]);
+    let word = u64::from_le_bytes(word);
+    RawRecord {
+        time: u64::from_le_bytes(time),
+        kind: word & 0b11,
+        more: (word >> 2) & 1 != 0,
+        magic: (word >> 3) & 0b111,
+        depth: ((word >> 6) & 0x3ff) as u16,
+        addr: word >> 16,
+    }
+}
+
+/// Names and paths go into line-based files.
+pub(super) fn one_line(s: &str) -> String {
+    s.replace(['\n', '\r', '\t'], " ")
+}
+
+pub(super) fn basename(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// One line of `/proc/PID/maps`.
+pub(super) struct MapLine<'a> {
+    pub(super) start: u64,
+    pub(super) end: u64,
+    pub(super) path: &'a str,
+}
+
+pub(super) fn parse_map_line(line: &str) -> Option<MapLine<'_>> {
+    let mut rest = line.trim_start();
+    let mut fields = [""; 5];
+    for field in &mut fields {
+        let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        *field = &rest[..end];
+        rest = rest[end..].trim_start();
+    }
+    let (start, end) = fields[0].split_once('-')?;
+    let start = u64::from_str_radix(start, 16).ok()?;
+    let end = u64::from_str_radix(end, 16).ok()?;
+    let path = rest.trim_end();
+    let path = path.strip_suffix(" (deleted)").unwrap_or(path);
+    Some(MapLine { start, end, path })
+}

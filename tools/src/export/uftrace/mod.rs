@@ -1,0 +1,16 @@
+//! uftrace data directories: [`write_uftrace_dir`] writes one so that uftrace
+//! 0.13's `replay`, `report`, `graph`, `dump` and `info` commands read it
+//! (the tests run each), and [`read_uftrace_dir`] loads one back into a
+//! [`Trace`](crate::Trace). The layout, and the choices behind it, are
+//! documented on [`write_uftrace_dir`].
+
+mod format;
+mod read;
+mod write;
+
+#[cfg(test)]
+mod tests;
+
+pub use format::MAX_SYMBOL_SIZE;
+pub use read::read_uftrace_dir;
+pub use write::write_uftrace_dir;

@@ -1,0 +1,487 @@
+//! Writing a uftrace data directory: the session files, one `.sym` file
+//! per module, and each thread's records, made consistent for uftrace.
+
+use std::collections::HashMap;
+use std::fs::{self, File};
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use super::super::ExportError;
+use super::format::{
+    basename, encode, info_bytes, one_line, parse_map_line, record, timestamp, ADDR_BITS,
+    FNTRACE_FILE, MAX_SYMBOL_SIZE, TYPE_LOST,
+};
+use crate::analysis::pairing::{CallStep, Calls, Reading};
+use crate::trace::{EventKind, GraphEvent, ThreadTrace, Trace};
+
+/// Name (and map-line path) of the pseudo-module holding functions outside
+/// every known mapping.
+const UNMAPPED_MODULE: &str = "fntrace-unmapped";
+/// How far before the first event the session starts, in nanoseconds.
+const SESSION_LEAD_NS: u64 = 1_000;
+/// Events between two progress reports.
+const PROGRESS_EVERY: usize = 1 << 16;
+
+/// Writes `trace` as a uftrace data directory at `dir`, creating `dir` if
+/// needed; `dir` must not exist or be empty, and must not be the empty path
+/// (which would mean the current directory). `progress`, if given, is called
+/// now and then with the number of events written so far and the total, and
+/// once at the end.
+///
+/// # Layout
+///
+/// | file | contents |
+/// |---|---|
+/// | `info` | 40-byte header (below), then one `key:value` text section per set info bit |
+/// | `task.txt` | `SESS timestamp=S.N pid=P sid=SID exename="PATH"`, then one `TASK timestamp=S.N tid=T pid=P` per thread |
+/// | `sid-SID.map` | one `/proc/PID/maps`-style line per module (`START-END r-xp 00000000 00:00 0 PATH`, `START` being the module's first mapping, its load base) and the `[stack]` line, without which uftrace takes every address for a kernel one |
+/// | `TID.dat` | the thread's records, 16 bytes each (below) |
+/// | `NAME.sym` | symbols of the module whose file name is `NAME`, relative to its base |
+/// | `fntrace.txt` | what uftrace has no place for, and ignores: thread names (`thread TID NAME`) and the records fntrace added for uftrace (`added TID INDEX…`, below) |
+///
+/// `info` header, little-endian:
+///
+/// | offset | size | field |
+/// |---|---|---|
+/// | 0 | 8 | magic `Ftrace!\0` |
+/// | 8 | 4 | version, 4 |
+/// | 12 | 2 | header size, 40 |
+/// | 14 | 1 | endianness, 1 (little) |
+/// | 15 | 1 | ELF class, 2 (64-bit) |
+/// | 16 | 8 | feature bits: `TASK_SESSION` (1) and `SYM_REL_ADDR` (5), that is `0x22`; with no feature bit uftrace 0.13 crashes |
+/// | 24 | 8 | info bits: `EXE_NAME` (0, section `exename:PATH`) and `TASKINFO` (7, section `taskinfo:lines=2`, `taskinfo:nr_tid=N`, `taskinfo:tids=A,B`) |
+/// | 32 | 2 | max stack depth, 1024 |
+/// | 34 | 6 | zero |
+///
+/// A `.dat` record is two little-endian `u64`s: the time in nanoseconds, then
+///
+/// | bits | field |
+/// |---|---|
+/// | 0–1 | type: 0 entry, 1 exit, 2 lost (the address field holds the number of records lost), 3 event |
+/// | 2 | more: argument or event data follows (fntrace never writes it) |
+/// | 3–5 | magic, 5 |
+/// | 6–15 | depth (0–1023) |
+/// | 16–63 | address (48 bits): any address inside the function; fntrace writes its entry address |
+///
+/// A `.sym` file starts with `# symbols: N` and `# path name: PATH`, then has
+/// one `%016x T NAME` line per function, sorted by address, relative to the
+/// module base (feature `SYM_REL_ADDR`). uftrace gives each symbol the size up
+/// to the next line; fntrace knows entry addresses only, so a function's
+/// size is the distance to the next known function of the module, capped at
+/// [`MAX_SYMBOL_SIZE`] by a `? __func_end` line, which also ends the file.
+///
+/// # Choices
+///
+/// - Times are the events' monotonic nanoseconds (uftrace's default clock is
+///   the monotonic clock too). The `SESS` and `TASK` lines are timestamped one
+///   microsecond before the first event: uftrace resolves no record older than
+///   its session.
+/// - Functions outside every file mapping of [`Trace::maps`] (or all of them
+///   when `maps` is empty) go into a pseudo-module `fntrace-unmapped` whose
+///   map line covers them (listed last, so real modules take precedence).
+///   Functions without a name get their address in hex as name (the form of
+///   [`Trace::name_of`]), so that uftrace never attributes them to the
+///   neighbouring symbol; [`read_uftrace_dir`] drops such names again.
+/// - uftrace pairs an exit with the innermost call it has open, whatever
+///   the record's depth, and an exit without an entry confuses it (its
+///   `graph` command drops the rest of the thread). So each thread's records
+///   are made consistent, by the rules of [`crate::export`]: calls running
+///   when tracing started get an entry at the thread's first timestamp;
+///   calls that were unwound get an exit just before the event that shows it
+///   (same timestamp); other exits without an entry are left out. The
+///   indices (among the entry and exit records of the `.dat`) of the added
+///   records are listed in `fntrace.txt`, and [`read_uftrace_dir`] removes
+///   them again, so that writing and reading gives back the events.
+/// - A thread's lost events ([`ThreadTrace::lost`]) are one lost record at
+///   the start of its `.dat`, timestamped like its first event. At the end,
+///   where it would belong if the buffer filled up, uftrace 0.13 mishandles
+///   it: `graph` misattributes the thread's remaining time, and crashes if
+///   the thread also has an exit without entry. Events deeper than 1023
+///   (uftrace's limit) are not written and count as lost.
+/// - Two threads with the same tid (the kernel reuses tids) are written as
+///   one, in the order of their first events.
+/// - Modules are told apart by file name, as uftrace does: if two modules
+///   share a file name, only the first gets a `.sym` file.
+///
+/// [`MAX_SYMBOL_SIZE`]: crate::export::MAX_SYMBOL_SIZE
+/// [`read_uftrace_dir`]: crate::export::read_uftrace_dir
+pub fn write_uftrace_dir(
+    trace: &Trace,
+    dir: &Path,
+    mut progress: Option<&mut dyn FnMut(usize, usize)>,
+) -> Result<(), ExportError> {
+    prepare_dir(dir)?;
+
+    let threads = merge_threads(&trace.threads);
+    let first_time = threads
+        .iter()
+        .flat_map(|t| t.events.first())
+        .map(|e| e.time_ns)
+        .min()
+        .unwrap_or(SESSION_LEAD_NS);
+    let session_time = first_time.saturating_sub(SESSION_LEAD_NS);
+    let sid = session_id(trace, first_time);
+
+    // Modules and the functions in each.
+    let mut functions: Vec<usize> = trace.names.keys().copied().collect();
+    for thread in &threads {
+        functions.extend(thread.events.iter().map(|e| e.function));
+    }
+    functions.sort_unstable();
+    functions.dedup();
+    let layout = ModuleLayout::new(&trace.maps, &functions);
+
+    write_file(&dir.join("info"), &info_bytes(trace, &threads))?;
+    write_file(
+        &dir.join("task.txt"),
+        task_txt(trace, &threads, &sid, session_time).as_bytes(),
+    )?;
+    write_file(
+        &dir.join(format!("sid-{sid}.map")),
+        layout.map_text().as_bytes(),
+    )?;
+    let mut written_syms: Vec<String> = Vec::new();
+    for module in &layout.modules {
+        if module.functions.is_empty() {
+            continue;
+        }
+        let file = format!("{}.sym", basename(&module.path));
+        if written_syms.contains(&file) {
+            continue;
+        }
+        write_file(&dir.join(&file), sym_text(trace, module).as_bytes())?;
+        written_syms.push(file);
+    }
+    let total: usize = threads.iter().map(|t| t.events.len()).sum();
+    let mut done = 0usize;
+    let mut next_report = 0usize;
+    let mut added: Vec<(u32, Vec<usize>)> = Vec::new();
+    for thread in &threads {
+        let path = dir.join(format!("{}.dat", thread.tid));
+        let file = File::create(&path).map_err(|e| ExportError::io(&path, "creating", e))?;
+        let mut out = BufWriter::with_capacity(1 << 20, file);
+
+        let mut unwritable = 0u64;
+        consistent_records(&thread.events, &mut |event, _| {
+            unwritable += u64::from(record(&event).is_none());
+            Ok(())
+        })
+        .map_err(|e| ExportError::io(&path, "writing", e))?;
+        let lost = thread.lost.saturating_add(unwritable);
+        if lost > 0 {
+            let time = thread.events.first().map_or(session_time, |e| e.time_ns);
+            let count = lost.min((1 << ADDR_BITS) - 1);
+            out.write_all(&encode(time, TYPE_LOST, 0, count))
+                .map_err(|e| ExportError::io(&path, "writing", e))?;
+        }
+
+        let mut index = 0usize;
+        let mut added_here = Vec::new();
+        consistent_records(&thread.events, &mut |event, synthetic| {
+            if let Some(bytes) = record(&event) {
+                out.write_all(&bytes)?;
+                if synthetic {
+                    added_here.push(index);
+                }
+                index += 1;
+            }
+            if !synthetic {
+                done += 1;
+                if done >= next_report {
+                    if let Some(report) = progress.as_deref_mut() {
+                        report(done, total);
+                    }
+                    next_report = done + PROGRESS_EVERY;
+                }
+            }
+            Ok(())
+        })
+        .and_then(|()| out.flush())
+        .map_err(|e| ExportError::io(&path, "writing", e))?;
+        if !added_here.is_empty() {
+            added.push((thread.tid, added_here));
+        }
+    }
+    write_file(
+        &dir.join(FNTRACE_FILE),
+        fntrace_text(&threads, &added).as_bytes(),
+    )?;
+    if let Some(report) = progress {
+        report(total, total);
+    }
+    Ok(())
+}
+
+/// Checks that `dir` can take a new uftrace data directory, creating it if
+/// it does not exist.
+fn prepare_dir(dir: &Path) -> Result<(), ExportError> {
+    // `fs::read_dir("")` fails, but `""` joined with a file name is a
+    // relative path: refuse it before anything could land in the current
+    // directory.
+    if dir.as_os_str().is_empty() {
+        return Err(ExportError::EmptyPath);
+    }
+    match fs::read_dir(dir) {
+        Ok(mut entries) => {
+            if entries.next().is_some() {
+                return Err(ExportError::DirectoryNotEmpty(dir.to_path_buf()));
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            fs::create_dir_all(dir).map_err(|e| ExportError::io(dir, "creating directory", e))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => {
+            Err(ExportError::DirectoryNotEmpty(dir.to_path_buf()))
+        }
+        Err(e) => Err(ExportError::io(dir, "reading directory", e)),
+    }
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ExportError> {
+    fs::write(path, bytes).map_err(|e| ExportError::io(path, "writing", e))
+}
+
+/// Threads by tid: those sharing a tid are concatenated in the order of
+/// their first events. Keeps the order of first appearance.
+fn merge_threads(threads: &[ThreadTrace]) -> Vec<ThreadTrace> {
+    let mut order: Vec<u32> = Vec::new();
+    let mut by_tid: HashMap<u32, Vec<&ThreadTrace>> = HashMap::new();
+    for thread in threads {
+        by_tid
+            .entry(thread.tid)
+            .or_insert_with(|| {
+                order.push(thread.tid);
+                Vec::new()
+            })
+            .push(thread);
+    }
+    order
+        .into_iter()
+        .map(|tid| {
+            let mut parts = by_tid.remove(&tid).unwrap_or_default();
+            parts.sort_by_key(|t| t.events.first().map_or(u64::MAX, |e| e.time_ns));
+            let mut merged = ThreadTrace {
+                tid,
+                name: parts.iter().find_map(|t| t.name.clone()),
+                events: Vec::new(),
+                lost: 0,
+            };
+            for part in parts {
+                merged.events.extend_from_slice(&part.events);
+                merged.lost += part.lost;
+            }
+            merged
+        })
+        .collect()
+}
+
+/// A 16-hex-digit session id derived from the trace (FNV-1a), so that the
+/// same trace always gives the same directory.
+fn session_id(trace: &Trace, first_time: u64) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let bytes = trace
+        .pid
+        .to_le_bytes()
+        .into_iter()
+        .chain(first_time.to_le_bytes())
+        .chain(trace.exe.bytes());
+    for byte in bytes {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{hash:016x}")
+}
+
+fn task_txt(trace: &Trace, threads: &[ThreadTrace], sid: &str, session_time: u64) -> String {
+    let mut out = format!(
+        "SESS timestamp={} pid={} sid={sid} exename=\"{}\"\n",
+        timestamp(session_time),
+        trace.pid,
+        one_line(&trace.exe).replace('"', "'")
+    );
+    for thread in threads {
+        out.push_str(&format!(
+            "TASK timestamp={} tid={} pid={}\n",
+            timestamp(session_time),
+            thread.tid,
+            trace.pid
+        ));
+    }
+    out
+}
+
+fn fntrace_text(threads: &[ThreadTrace], added: &[(u32, Vec<usize>)]) -> String {
+    let mut out = String::from(
+        "# fntrace: thread names, and records fntrace added so that uftrace pairs\n\
+         # entries and exits (indices among the entry and exit records of TID.dat).\n\
+         # uftrace ignores this file.\n",
+    );
+    for thread in threads {
+        if let Some(name) = &thread.name {
+            out.push_str(&format!("thread {} {}\n", thread.tid, one_line(name)));
+        }
+    }
+    for (tid, indices) in added {
+        for chunk in indices.chunks(32) {
+            let list: Vec<String> = chunk.iter().map(|i| i.to_string()).collect();
+            out.push_str(&format!("added {tid} {}\n", list.join(" ")));
+        }
+    }
+    out
+}
+
+/// Passes the records to write for a thread's `events` to `emit`, with
+/// `true` for the records added to make them consistent (see [`write_uftrace_dir`],
+/// "Choices").
+fn consistent_records(
+    events: &[GraphEvent],
+    emit: &mut dyn FnMut(GraphEvent, bool) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let pairing = Calls::new(events, Reading::Exports);
+    let made_up_entries = pairing.made_up_entries();
+    for step in pairing {
+        match step {
+            CallStep::Entered { entry_index, entry } => {
+                emit(entry, entry_index < made_up_entries)?;
+            }
+            CallStep::Returned { exit, .. } => emit(exit, false)?,
+            // Unwound: closed just before the event that shows it.
+            CallStep::Unfinished {
+                entry,
+                unwound_by: Some(event),
+            } => emit(
+                GraphEvent {
+                    time_ns: event.time_ns,
+                    kind: EventKind::Exit,
+                    ..entry
+                },
+                true,
+            )?,
+            // Still running when the events end: left without an exit, as
+            // recorded. An exit without entry, not explained: left out.
+            CallStep::Unfinished {
+                unwound_by: None, ..
+            }
+            | CallStep::UnmatchedExit { .. } => {}
+        }
+    }
+    Ok(())
+}
+
+/// A module as uftrace sees it: a file, based at its first mapping.
+pub(super) struct Module {
+    pub(super) path: String,
+    pub(super) base: u64,
+    pub(super) end: u64,
+    /// Traced or named functions inside, sorted.
+    pub(super) functions: Vec<usize>,
+}
+
+struct ModuleLayout {
+    modules: Vec<Module>,
+    stack: (u64, u64),
+}
+
+impl ModuleLayout {
+    fn new(maps: &str, functions: &[usize]) -> Self {
+        let mut modules: Vec<Module> = Vec::new();
+        let mut index: HashMap<&str, usize> = HashMap::new();
+        let mut ranges: Vec<(u64, u64, usize)> = Vec::new();
+        let mut stack = None;
+        for line in maps.lines().filter_map(parse_map_line) {
+            if line.path == "[stack]" {
+                stack = Some((line.start, line.end));
+            }
+            if !line.path.starts_with('/') || line.end <= line.start {
+                continue;
+            }
+            let i = *index.entry(line.path).or_insert_with(|| {
+                modules.push(Module {
+                    path: line.path.to_string(),
+                    base: line.start,
+                    end: line.end,
+                    functions: Vec::new(),
+                });
+                modules.len() - 1
+            });
+            let module = &mut modules[i];
+            module.base = module.base.min(line.start);
+            module.end = module.end.max(line.end);
+            ranges.push((line.start, line.end, i));
+        }
+        ranges.sort_unstable();
+
+        let mut unmapped = Vec::new();
+        for &function in functions {
+            let addr = function as u64;
+            let at = ranges.partition_point(|&(start, _, _)| start <= addr);
+            match at.checked_sub(1).map(|k| ranges[k]) {
+                Some((_, end, i)) if addr < end => modules[i].functions.push(function),
+                _ => unmapped.push(function),
+            }
+        }
+        if let (Some(&lo), Some(&hi)) = (unmapped.first(), unmapped.last()) {
+            modules.push(Module {
+                path: UNMAPPED_MODULE.to_string(),
+                base: (lo as u64) & !0xfff,
+                end: (hi as u64).saturating_add(MAX_SYMBOL_SIZE),
+                functions: unmapped,
+            });
+        }
+        ModuleLayout {
+            modules,
+            // What a Linux x86-64 stack looks like; only its being a user
+            // address matters to uftrace.
+            stack: stack.unwrap_or((0x7fff_fffd_e000, 0x7fff_ffff_f000)),
+        }
+    }
+
+    fn map_text(&self) -> String {
+        let mut out = String::new();
+        for m in &self.modules {
+            out.push_str(&format!(
+                "{:08x}-{:08x} r-xp 00000000 00:00 0 {}\n",
+                m.base, m.end, m.path
+            ));
+        }
+        out.push_str(&format!(
+            "{:08x}-{:08x} rw-p 00000000 00:00 0 [stack]\n",
+            self.stack.0, self.stack.1
+        ));
+        out
+    }
+}
+
+pub(super) fn sym_text(trace: &Trace, module: &Module) -> String {
+    let mut lines = Vec::with_capacity(module.functions.len() * 2 + 1);
+    let functions = &module.functions;
+    for (k, &function) in functions.iter().enumerate() {
+        let start = function as u64;
+        let rel = start - module.base;
+        let name = match trace.names.get(&function) {
+            Some(name) if !name.trim().is_empty() => one_line(name),
+            _ => format!("{function:#x}"),
+        };
+        lines.push(format!("{rel:016x} T {name}"));
+        let limit = start.saturating_add(MAX_SYMBOL_SIZE);
+        match functions.get(k + 1) {
+            Some(&next) if (next as u64) <= limit => {}
+            Some(_) => lines.push(format!("{:016x} ? __func_end", limit - module.base)),
+            None => {
+                let end = limit.min(module.end).max(start + 1);
+                lines.push(format!("{:016x} ? __func_end", end - module.base));
+            }
+        }
+    }
+    let mut out = format!(
+        "# symbols: {}\n# path name: {}\n",
+        functions.len(),
+        module.path
+    );
+    for line in lines {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,23 @@
+//! fntrace-tools: the offline side of fntrace. It holds the in-memory trace
+//! model ([`Trace`]), the reports computed from it ([`analysis`]), its
+//! exports and the uftrace reader ([`export`]), and the `fntrace` command-line
+//! tool built on them.
+//!
+//! Nothing here links the tracing runtime: the `fntrace` library (which
+//! defines `mcount`, `__fentry__` and patches the running program) depends on
+//! this crate to write its dumps, never the reverse. So the CLI, which only
+//! reads files, is an ordinary program.
+//!
+//! ```no_run
+//! let trace = fntrace_tools::export::read_uftrace_dir("trace-dir".as_ref())?;
+//! println!("{}", fntrace_tools::analysis::latency(&trace).table(20));
+//! # Ok::<(), fntrace_tools::export::ExportError>(())
+//! ```
+
+#![forbid(unsafe_code)]
+
+pub mod analysis;
+pub mod export;
+mod trace;
+
+pub use trace::{EventKind, GraphEvent, ThreadTrace, Trace};

@@ -1,0 +1,133 @@
+//! The `fntrace` command-line tool as a program: it stops quietly when its
+//! reader goes away, and it links none of the tracing runtime.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use fntrace_tools::export::write_uftrace_dir;
+use fntrace_tools::{EventKind, GraphEvent, ThreadTrace, Trace};
+use object::{Object, ObjectSymbol};
+
+const CLI: &str = env!("CARGO_BIN_EXE_fntrace");
+
+/// A fresh path under the temporary directory, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("fntrace-tools-cli-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// One thread calling `outer`, which calls `inner`, `calls` times: `4 ×
+/// calls` events, and as many lines of call graph.
+fn big_trace(calls: u64) -> Trace {
+    const OUTER: usize = 0x40_1000;
+    const INNER: usize = 0x40_2000;
+    let event = |time_ns, function, depth, kind| GraphEvent {
+        time_ns,
+        function,
+        depth,
+        kind,
+    };
+    let mut events = Vec::new();
+    for call in 0..calls {
+        let t = 1_000_000 + call * 100;
+        events.push(event(t, OUTER, 0, EventKind::Entry));
+        events.push(event(t + 10, INNER, 1, EventKind::Entry));
+        events.push(event(t + 50, INNER, 1, EventKind::Exit));
+        events.push(event(t + 90, OUTER, 0, EventKind::Exit));
+    }
+    Trace {
+        pid: 4242,
+        exe: "/usr/bin/big".into(),
+        threads: vec![ThreadTrace {
+            tid: 4242,
+            name: Some("big".into()),
+            events,
+            lost: 0,
+        }],
+        names: HashMap::from([
+            (OUTER, "outer_function".to_string()),
+            (INNER, "inner_function".to_string()),
+        ]),
+        maps: String::new(),
+    }
+}
+
+#[test]
+fn graph_into_a_closed_pipe_exits_quietly() {
+    let dir = TempDir::new("pipe");
+    // 200,000 events: megabytes of graph, far beyond a pipe's buffer.
+    write_uftrace_dir(&big_trace(50_000), &dir.0, None).expect("writing the trace");
+
+    let mut child = Command::new(CLI)
+        .arg("graph")
+        .arg(&dir.0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running the fntrace CLI");
+    let mut reader = BufReader::new(child.stdout.take().expect("piped stdout"));
+    let mut first = String::new();
+    reader
+        .read_line(&mut first)
+        .expect("reading the first line");
+    assert!(!first.is_empty(), "no output at all");
+    // Like `head -1`: close the pipe with the rest unread.
+    drop(reader);
+
+    let output = child.wait_with_output().expect("waiting for the CLI");
+    assert!(
+        output.status.success(),
+        "{} (stderr: {})",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        output.stderr.is_empty(),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn the_cli_defines_no_runtime_symbols() {
+    let data = std::fs::read(CLI).expect("reading the CLI binary");
+    let file = object::File::parse(&*data).expect("parsing the CLI binary");
+    let defined: Vec<String> = file
+        .symbols()
+        .chain(file.dynamic_symbols())
+        .filter(|symbol| symbol.is_definition())
+        .filter_map(|symbol| symbol.name().ok().map(str::to_owned))
+        .collect();
+    // The symbol table is there to look at (the binary is not stripped).
+    assert!(
+        defined.iter().any(|name| name == "main"),
+        "no `main` among {} defined symbols",
+        defined.len()
+    );
+    for runtime in [
+        "mcount",
+        "_mcount",
+        "__fentry__",
+        "_Unwind_RaiseException",
+        "_Unwind_SetIP",
+    ] {
+        assert!(
+            !defined.iter().any(|name| name == runtime),
+            "the CLI defines {runtime}: it links the tracing runtime"
+        );
+    }
+}
