@@ -33,6 +33,15 @@ pub enum Error {
         /// The OS error.
         source: io::Error,
     },
+    /// The program installed its own handler for the stop signal; fntrace
+    /// will not replace it, and nothing was written. Choose another stop
+    /// signal with [`crate::set_stop_signal`].
+    StopSignalInUse {
+        /// The signal number.
+        signo: i32,
+        /// Its name, such as `"SIGUSR2"`.
+        name: &'static str,
+    },
     /// The bytes at a call site are not what fntrace wrote or recorded there
     /// (someone else changed the text); nothing was written.
     SiteBytesChanged {
@@ -87,6 +96,12 @@ impl fmt::Display for Error {
                  (does it block the signal? see fntrace::set_stop_signal); nothing was patched"
             ),
             Error::Signal { what, source } => write!(f, "{what}: {source}"),
+            Error::StopSignalInUse { signo, name } => write!(
+                f,
+                "the program has its own handler for {name} (signal {signo}), fntrace's stop \
+                 signal; fntrace does not replace it and patched nothing. Choose another stop \
+                 signal with fntrace::set_stop_signal (SIGUSR1, SIGUSR2 or SIGRTMIN..=SIGRTMAX)"
+            ),
             Error::SiteBytesChanged {
                 addr,
                 expected,

@@ -30,6 +30,7 @@ mod patch;
 mod rt;
 mod sites;
 mod symbols;
+mod sys;
 mod trace;
 mod tracer;
 
