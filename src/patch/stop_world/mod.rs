@@ -8,11 +8,12 @@
 //! 2. Prepare everything that allocates or locks while the world still runs:
 //!    validate the writes, open `/proc/self/task` and the `mem` file, record
 //!    page protections ([`TextWriter::prepare`]), check the `old` bytes,
-//!    (re)install the signal handler, and before each attempt size the tid
-//!    list and the acknowledgement table generously. Once a thread is stopped it may hold the
-//!    malloc lock or any other lock, so from step 3 to step 6 the patcher
-//!    makes only system calls, atomic operations and in-place slice work,
-//!    and cannot panic.
+//!    (re)install the signal handler (refusing if the program installed
+//!    its own), and before each attempt size the tid list and the
+//!    acknowledgement table generously. Once a thread is stopped it may
+//!    hold the malloc lock or any other lock, so from step 3 to step 6 the
+//!    patcher makes only system calls, atomic operations and in-place
+//!    slice work, and cannot panic.
 //! 3. Publish a new operation epoch, then `tgkill` the stop signal to every
 //!    thread in `/proc/self/task` except the caller and wait (futex on the
 //!    acknowledgement counter) until each one acknowledged. Re-read the
@@ -62,12 +63,15 @@
 //! Even with `SA_RESTART`, some blocking calls fail with EINTR when the
 //! handler runs (`poll`, `epoll_wait`, `select`, `nanosleep`, `sigtimedwait`,
 //! sockets with timeouts; see signal(7)); code that does not retry them sees
-//! the EINTR. fntrace owns the stop signal: its handler replaces any other
-//! (choose a free signal with [`set_stop_signal`]). The handler stays
-//! installed on a signal after [`set_stop_signal`] moves to another one,
-//! so a late delivery of the old signal is ignored instead of running its
-//! default action; a stop signal that someone else sends while no
-//! operation runs is ignored too. A thread stopped by a debugger, or in
+//! the EINTR. fntrace never takes over a signal the program handles:
+//! [`set_stop_signal`] accepts only signals without a standard meaning,
+//! and every operation checks the stop signal's disposition first; if the
+//! program installed a handler for it (at any time, also after fntrace's),
+//! the operation fails with [`Error::StopSignalInUse`] and writes nothing.
+//! fntrace's handler stays installed on a signal after [`set_stop_signal`]
+//! moves to another one, so a late delivery of the old signal is ignored
+//! instead of running its default action; a stop signal that someone else
+//! sends while no operation runs is ignored too. A thread stopped by a debugger, or in
 //! uninterruptible sleep for longer than the ack timeout, fails the
 //! operation.
 //!
