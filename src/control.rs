@@ -295,12 +295,14 @@ fn sync_text() -> Result<(), Error> {
         let (Some(old), Some(new)) = (current.bytes(site, form, fast), new) else {
             continue;
         };
-        writes.push(TextWrite {
-            addr: site.addr.load(Ordering::Relaxed),
-            len: form.instruction_len() as u8,
-            old,
-            new,
-        });
+        let (addr, len) = (site.addr.load(Ordering::Relaxed), form.instruction_len());
+        match TextWrite::new(addr, &old[..len], &new[..len]) {
+            Ok(write) => writes.push(write),
+            Err(err) => {
+                NOP_PENDING.store(true, Ordering::Release);
+                return Err(err);
+            }
+        }
         changed.push((site, wanted));
     }
     if writes.is_empty() {

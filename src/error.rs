@@ -9,8 +9,6 @@ use std::time::Duration;
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
-    /// This build has no trampolines (not x86-64 Linux).
-    Unsupported,
     /// No tracer is registered under this name.
     UnknownTracer(String),
     /// A tracer with this name is registered already.
@@ -32,6 +30,15 @@ pub enum Error {
         what: &'static str,
         /// The OS error.
         source: io::Error,
+    },
+    /// The program installed its own handler for the stop signal; fntrace
+    /// will not replace it, and nothing was written. Choose another stop
+    /// signal with [`crate::set_stop_signal`].
+    StopSignalInUse {
+        /// The signal number.
+        signo: i32,
+        /// Its name, such as `"SIGUSR2"`.
+        name: &'static str,
     },
     /// The bytes at a call site are not what fntrace wrote or recorded there
     /// (someone else changed the text); nothing was written.
@@ -73,7 +80,6 @@ pub enum Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Unsupported => write!(f, "fntrace supports x86-64 Linux only"),
             Error::UnknownTracer(name) => write!(f, "no tracer named {name:?} is registered"),
             Error::DuplicateTracer(name) => {
                 write!(f, "a tracer named {name:?} is registered already")
@@ -90,6 +96,12 @@ impl fmt::Display for Error {
                  (does it block the signal? see fntrace::set_stop_signal); nothing was patched"
             ),
             Error::Signal { what, source } => write!(f, "{what}: {source}"),
+            Error::StopSignalInUse { signo, name } => write!(
+                f,
+                "the program has its own handler for {name} (signal {signo}), fntrace's stop \
+                 signal; fntrace does not replace it and patched nothing. Choose another stop \
+                 signal with fntrace::set_stop_signal (SIGUSR1, SIGUSR2 or SIGRTMIN..=SIGRTMAX)"
+            ),
             Error::SiteBytesChanged {
                 addr,
                 expected,

@@ -1,41 +1,103 @@
 //! Writing call sites in live text: the one seam every patch goes through.
 //!
 //! A [`TextWrite`] says "these `len` bytes at `addr` are `old`; make them
-//! `new`". A [`Patcher`] applies a batch of writes so that no thread ever
-//! fetches a half-written instruction, and after it returns every thread
-//! executes the new bytes. Nothing above this module knows how.
+//! `new`, which is the instruction `installs`". A [`Patcher`] applies a
+//! batch of writes so that no thread ever fetches a half-written
+//! instruction, and after it returns every thread executes the new bytes.
+//! Nothing above this module knows how.
 //!
-//! Protocols (one file each, chosen in [`active`]):
+//! What every protocol shares lives here, beside the seam: the checks of a
+//! batch ([`validate`], [`check_old_bytes`]), the write primitive
+//! ([`text::TextWriter`]) and [`serialize_instruction_fetch`].
+//!
+//! Protocols (one file or directory each, chosen in [`active`] from the
+//! process-wide [`PatchProtocol`] setting):
 //! - [`stop_world`]: stop every other thread with a signal, write, resume.
-//! - later: int3 + `membarrier` (the Linux kernel's text_poke_bp) beside it.
+//! - later: int3 + `membarrier` (the Linux kernel's text_poke_bp) beside
+//!   it, as one new module and one new [`PatchProtocol`] variant. Its
+//!   SIGTRAP handler emulates [`TextWrite::installs`].
 
 pub(crate) mod reach;
 pub(crate) mod stop_world;
 pub(crate) mod text;
 
-use crate::error::Error;
+use std::io;
+use std::sync::atomic::{AtomicU8, Ordering};
 
-/// One instruction-sized change of program text.
+use crate::arch::x86_64::decode_site_instruction;
+pub(crate) use crate::arch::x86_64::Instruction;
+use crate::error::Error;
+use text::TextWriter;
+
+/// One instruction-sized change of program text. Built only by
+/// [`TextWrite::new`], which checks that `new` is an instruction fntrace
+/// knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct TextWrite {
     /// First byte of the instruction.
-    pub addr: usize,
+    addr: usize,
     /// Number of bytes written (1..=8).
-    pub len: u8,
+    len: u8,
     /// What the text must hold before the write (checked; mismatch → error).
-    pub old: [u8; 8],
+    old: [u8; 8],
     /// What the text holds after the write.
-    pub new: [u8; 8],
+    new: [u8; 8],
+    /// The instruction `new` encodes.
+    installs: Instruction,
 }
 
 impl TextWrite {
+    /// A write at `addr` replacing `old` by `new` (same length, 1..=8
+    /// bytes). `new` must decode as one instruction fntrace writes at call
+    /// sites (a NOP, `e8 rel32`, `67 e8 rel32` or `ff 15 rel32`); anything
+    /// else is refused with [`Error::TextWrite`].
+    pub(crate) fn new(addr: usize, old: &[u8], new: &[u8]) -> Result<TextWrite, Error> {
+        let invalid = |why: &'static str| Error::TextWrite {
+            addr,
+            source: io::Error::new(io::ErrorKind::InvalidInput, why),
+        };
+        if old.len() != new.len() {
+            return Err(invalid("old and new text differ in length"));
+        }
+        let len = u8::try_from(new.len())
+            .ok()
+            .filter(|len| (1..=8).contains(len))
+            .ok_or_else(|| invalid("a text write must be 1 to 8 bytes long"))?;
+        let installs = decode_site_instruction(new, addr).ok_or_else(|| {
+            invalid("refusing to write bytes that are not a NOP or a known call form")
+        })?;
+        let mut write = TextWrite {
+            addr,
+            len,
+            old: [0; 8],
+            new: [0; 8],
+            installs,
+        };
+        write.old[..new.len()].copy_from_slice(old);
+        write.new[..new.len()].copy_from_slice(new);
+        Ok(write)
+    }
+
+    /// First byte of the instruction.
+    pub(crate) fn addr(&self) -> usize {
+        self.addr
+    }
+    /// Number of bytes written.
+    pub(crate) fn len(&self) -> usize {
+        usize::from(self.len)
+    }
     /// The bytes expected before the write.
-    pub fn old_bytes(&self) -> &[u8] {
-        &self.old[..self.len as usize]
+    pub(crate) fn old_bytes(&self) -> &[u8] {
+        &self.old[..self.len()]
     }
     /// The bytes written.
-    pub fn new_bytes(&self) -> &[u8] {
-        &self.new[..self.len as usize]
+    pub(crate) fn new_bytes(&self) -> &[u8] {
+        &self.new[..self.len()]
+    }
+    /// The instruction the write installs.
+    #[allow(dead_code)] // for the breakpoint protocol's trap handler
+    pub(crate) fn installs(&self) -> Instruction {
+        self.installs
     }
 }
 
@@ -47,7 +109,193 @@ pub(crate) trait Patcher: Sync {
     fn apply(&self, writes: &[TextWrite]) -> Result<(), Error>;
 }
 
-/// The protocol in use.
+/// The patch protocols; [`active`] maps each to its instance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum PatchProtocol {
+    /// [`stop_world`]: park every other thread in a signal handler.
+    StopTheWorld = 0,
+}
+
+impl PatchProtocol {
+    /// Every variant (a new protocol adds itself here too).
+    const ALL: [PatchProtocol; 1] = [PatchProtocol::StopTheWorld];
+
+    fn from_u8(value: u8) -> PatchProtocol {
+        Self::ALL
+            .into_iter()
+            .find(|protocol| *protocol as u8 == value)
+            .unwrap_or(PatchProtocol::StopTheWorld)
+    }
+}
+
+/// The protocol the next operation uses (a [`PatchProtocol`] as `u8`).
+static PROTOCOL: AtomicU8 = AtomicU8::new(PatchProtocol::StopTheWorld as u8);
+
+/// Chooses the protocol of the next operations.
+#[allow(dead_code)] // one protocol so far; the setting is where a second is chosen
+pub(crate) fn set_protocol(protocol: PatchProtocol) {
+    PROTOCOL.store(protocol as u8, Ordering::Relaxed);
+}
+
+/// The protocol the next operation uses.
+pub(crate) fn protocol() -> PatchProtocol {
+    PatchProtocol::from_u8(PROTOCOL.load(Ordering::Relaxed))
+}
+
+/// The protocol in use: the one place it is chosen.
 pub(crate) fn active() -> &'static dyn Patcher {
-    &stop_world::STOP_THE_WORLD
+    match protocol() {
+        PatchProtocol::StopTheWorld => &stop_world::STOP_THE_WORLD,
+    }
+}
+
+/// Rejects lengths outside 1..=8, ranges that wrap, and overlapping writes
+/// (their order would matter, and their `old` bytes could not all hold).
+pub(crate) fn validate(writes: &[TextWrite]) -> Result<(), Error> {
+    let invalid = |addr: usize, why: &'static str| Error::TextWrite {
+        addr,
+        source: io::Error::new(io::ErrorKind::InvalidInput, why),
+    };
+    let mut ranges = Vec::with_capacity(writes.len());
+    for write in writes {
+        if !(1..=8).contains(&write.len) {
+            return Err(invalid(
+                write.addr,
+                "a text write must be 1 to 8 bytes long",
+            ));
+        }
+        let end = write
+            .addr
+            .checked_add(write.len())
+            .ok_or_else(|| invalid(write.addr, "text write wraps the address space"))?;
+        ranges.push((write.addr, end));
+    }
+    ranges.sort_unstable();
+    for pair in ranges.windows(2) {
+        if let [(_, first_end), (second_start, _)] = pair {
+            if second_start < first_end {
+                return Err(invalid(
+                    *second_start,
+                    "two text writes of one batch overlap",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks every `old` against the text before anything is changed (and,
+/// for a protocol that stops threads, before stopping them). Allocates on
+/// failure only.
+pub(crate) fn check_old_bytes(writer: &TextWriter, writes: &[TextWrite]) -> Result<(), Error> {
+    for write in writes {
+        let mut found = [0u8; 8];
+        let found = &mut found[..write.len()];
+        writer.read(write.addr, found).map_err(|source| Error::Io {
+            what: format!("reading program text at {:#x}", write.addr),
+            source,
+        })?;
+        if found != write.old_bytes() {
+            return Err(Error::SiteBytesChanged {
+                addr: write.addr,
+                expected: write.old_bytes().to_vec(),
+                found: found.to_vec(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Makes the calling CPU discard instructions it fetched before the text
+/// changed (Intel SDM, cross-modifying code). `cpuid` is serializing.
+/// Async-signal-safe.
+#[inline(always)]
+pub(crate) fn serialize_instruction_fetch() {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: cpuid exists on every x86-64 CPU; leaf 0 only writes the
+        // four result registers the intrinsic declares.
+        #[allow(unused_unsafe)]
+        let _vendor_leaf = unsafe { std::arch::x86_64::__cpuid(0) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    std::sync::atomic::fence(Ordering::SeqCst);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arch::x86_64::{NOP5, NOP6};
+
+    #[test]
+    fn new_describes_what_each_write_installs() {
+        let at = 0x4000;
+        let call = [0xe8, 0x0b, 0, 0, 0];
+        assert_eq!(
+            TextWrite::new(at, &call, &NOP5).unwrap().installs(),
+            Instruction::Nop
+        );
+        let write = TextWrite::new(at, &NOP5, &call).unwrap();
+        assert_eq!(write.installs(), Instruction::Call { target: at + 16 });
+        assert_eq!((write.addr(), write.len()), (at, 5));
+        assert_eq!(
+            (write.old_bytes(), write.new_bytes()),
+            (&NOP5[..], &call[..])
+        );
+
+        let relaxed = [0x67, 0xe8, 0xfa, 0xff, 0xff, 0xff];
+        assert_eq!(
+            TextWrite::new(at, &NOP6, &relaxed).unwrap().installs(),
+            Instruction::Call { target: at }
+        );
+        let got = [0xff, 0x15, 0x10, 0, 0, 0];
+        assert_eq!(
+            TextWrite::new(at, &NOP6, &got).unwrap().installs(),
+            Instruction::CallIndirect { slot: at + 22 }
+        );
+        assert_eq!(
+            TextWrite::new(at, &got, &NOP6).unwrap().installs(),
+            Instruction::Nop
+        );
+    }
+
+    #[test]
+    fn new_refuses_unknown_bytes_and_bad_lengths() {
+        let at = 0x4000;
+        for garbage in [
+            &[0xcc, 0, 0, 0, 0][..],
+            &[0x90, 0x90, 0x90, 0x90, 0x90],
+            &[0xff, 0x25, 0, 0, 0, 0],
+            &[0xe8, 0, 0, 0, 0, 0],
+        ] {
+            let old = vec![0u8; garbage.len()];
+            assert!(
+                matches!(
+                    TextWrite::new(at, &old, garbage),
+                    Err(Error::TextWrite { addr: 0x4000, .. })
+                ),
+                "{garbage:02x?}"
+            );
+        }
+        assert!(TextWrite::new(at, &NOP6, &NOP5).is_err());
+        assert!(TextWrite::new(at, &[], &[]).is_err());
+        assert!(TextWrite::new(at, &[0; 9], &[0; 9]).is_err());
+    }
+
+    #[test]
+    fn validate_refuses_overlapping_writes() {
+        let first = TextWrite::new(0x4000, &[0xe8, 0, 0, 0, 0], &NOP5).unwrap();
+        let overlapping = TextWrite::new(0x4004, &[0xe8, 0, 0, 0, 0], &NOP5).unwrap();
+        let apart = TextWrite::new(0x4005, &[0xe8, 0, 0, 0, 0], &NOP5).unwrap();
+        assert!(validate(&[first, apart]).is_ok());
+        assert!(validate(&[first, overlapping]).is_err());
+    }
+
+    #[test]
+    fn the_default_protocol_is_stop_the_world() {
+        assert_eq!(protocol(), PatchProtocol::StopTheWorld);
+        set_protocol(PatchProtocol::StopTheWorld);
+        assert_eq!(protocol(), PatchProtocol::StopTheWorld);
+    }
 }

@@ -16,7 +16,7 @@
 //!    writable.
 //!
 //! A [`TextWriter`] is prepared while the process runs normally: it opens
-//! the `mem` file, reads the maps file once and records the original
+//! the `mem` file and records, with `region::query_range`, the original
 //! protection of every page it will touch. After that, [`TextWriter::read`]
 //! and [`TextWriter::write`] make only system calls — no allocation, no
 //! lock — so a patch protocol may call them while other threads are stopped
@@ -26,15 +26,26 @@ use std::ffi::c_void;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use crate::error::Error;
+use region::Protection;
 
-/// Protection of one page before any write, as found in the maps file.
+use crate::error::Error;
+use crate::sys::{self, last_errno};
+
+/// Protection of one page before any write.
 #[derive(Clone, Copy, Debug)]
 struct PageProtection {
     /// First address of the page.
     start: usize,
-    /// `PROT_*` bits the page had.
-    prot: libc::c_int,
+    /// The protection the page had.
+    prot: Protection,
+}
+
+/// One mapping as the writer needs it, from `region` or the fallback.
+struct Mapping {
+    start: usize,
+    end: usize,
+    prot: Protection,
+    shared: bool,
 }
 
 /// Writes bytes into program text; see the module documentation.
@@ -64,11 +75,9 @@ impl TextWriter {
     /// Fails if a range is not mapped, or lies in a shared mapping (writing
     /// there would change the file or other processes' memory).
     pub(crate) fn prepare(ranges: &[(usize, usize)]) -> Result<TextWriter, Error> {
-        // SAFETY: sysconf has no memory-safety preconditions.
-        let page_size = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
-            size if size > 0 => size as usize,
-            _ => 4096,
-        };
+        // region's page size: also initializes its cache, so `region::protect`
+        // in the stopped world finds it ready.
+        let page_size = region::page::size();
 
         let mut page_starts = Vec::new();
         for &(addr, len) in ranges {
@@ -88,15 +97,10 @@ impl TextWriter {
         page_starts.sort_unstable();
         page_starts.dedup();
 
-        // thread-self, not self: /proc/self names the main thread, whose
-        // maps and mem are empty once it has exited (a zombie leader).
-        let maps = std::fs::read_to_string("/proc/thread-self/maps")
-            .or_else(|_| std::fs::read_to_string("/proc/self/maps"))
-            .map_err(|source| Error::Io {
-                what: "reading /proc/thread-self/maps".to_string(),
-                source,
-            })?;
-        let mappings = parse_maps(&maps);
+        let mappings = match (page_starts.first(), page_starts.last()) {
+            (Some(&first), Some(&last)) => mappings_over(first, last + page_size)?,
+            _ => Vec::new(),
+        };
         let mut pages = Vec::with_capacity(page_starts.len());
         for start in page_starts {
             let mapping = mappings
@@ -164,7 +168,7 @@ impl TextWriter {
         // No `mem` file: read directly, which needs readable pages.
         for offset in 0..buf.len() {
             match self.original_protection(addr + offset) {
-                Some(prot) if prot & libc::PROT_READ != 0 => {}
+                Some(prot) if prot.contains(Protection::READ) => {}
                 _ => return Err(io::Error::from_raw_os_error(libc::EFAULT)),
             }
         }
@@ -244,16 +248,22 @@ impl TextWriter {
             page += self.page_size;
         }
 
-        let rwx = libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC;
         let mut opened_up_to = first_page;
         let mut failure = None;
         while opened_up_to <= last_page {
             // SAFETY: `opened_up_to` is page-aligned and lies in a private
             // mapping recorded by `prepare`. Adding WRITE while keeping
             // READ|EXEC cannot break any thread executing or reading it.
-            let rc = unsafe { libc::mprotect(opened_up_to as *mut c_void, self.page_size, rwx) };
-            if rc != 0 {
-                failure = Some(last_errno());
+            // `region::protect` is one `mprotect`: no allocation.
+            let opened = unsafe {
+                region::protect(
+                    opened_up_to as *const u8,
+                    self.page_size,
+                    Protection::READ_WRITE_EXECUTE,
+                )
+            };
+            if let Err(error) = opened {
+                failure = Some(region_errno(&error));
                 break;
             }
             opened_up_to += self.page_size;
@@ -268,17 +278,20 @@ impl TextWriter {
             }
         }
 
-        // Restore every page opened above, whatever happened.
+        // Restore every page opened above, whatever happened. EXEC is kept
+        // even if the recorded protection somehow lacked it: the writing
+        // thread may itself run code on the page.
         let mut page = first_page;
         while page < opened_up_to {
             let prot = self
                 .original_protection(page)
-                .unwrap_or(libc::PROT_READ | libc::PROT_EXEC);
+                .unwrap_or(Protection::READ_EXECUTE)
+                | Protection::EXECUTE;
             // SAFETY: as above; this only gives the page back the protection
             // it had before this write.
-            let rc = unsafe { libc::mprotect(page as *mut c_void, self.page_size, prot) };
-            if rc != 0 && failure.is_none() {
-                failure = Some(last_errno());
+            let restored = unsafe { region::protect(page as *const u8, self.page_size, prot) };
+            if let (Err(error), None) = (restored, failure) {
+                failure = Some(region_errno(&error));
             }
             page += self.page_size;
         }
@@ -290,7 +303,7 @@ impl TextWriter {
     }
 
     /// The protection `prepare` recorded for the page holding `addr`.
-    fn original_protection(&self, addr: usize) -> Option<libc::c_int> {
+    fn original_protection(&self, addr: usize) -> Option<Protection> {
         let start = addr & !(self.page_size - 1);
         self.pages
             .binary_search_by_key(&start, |page| page.start)
@@ -320,51 +333,60 @@ fn open_proc_mem() -> Option<OwnedFd> {
     None
 }
 
-/// One line of the maps file.
-struct Mapping {
-    start: usize,
-    end: usize,
-    prot: libc::c_int,
-    shared: bool,
+/// The mappings overlapping `start..end`, as `region` reports them. When
+/// `region` sees none (its `/proc/self/maps` is empty once the main thread
+/// has exited), from `/proc/thread-self/maps` instead.
+fn mappings_over(start: usize, end: usize) -> Result<Vec<Mapping>, Error> {
+    let query_failed = |source| Error::Io {
+        what: "querying the protection of program text".to_string(),
+        source,
+    };
+    let regions = region::query_range(start as *const u8, end.saturating_sub(start).max(1))
+        .and_then(|regions| regions.collect::<region::Result<Vec<_>>>())
+        .map_err(|error| query_failed(io::Error::other(error)))?;
+    if !regions.is_empty() {
+        return Ok(regions
+            .iter()
+            .map(|region| Mapping {
+                start: region.as_range().start,
+                end: region.as_range().end,
+                prot: region.protection(),
+                shared: region.is_shared(),
+            })
+            .collect());
+    }
+    let mappings = sys::maps::thread_self().map_err(query_failed)?;
+    Ok(mappings
+        .iter()
+        .filter(|m| m.start < end && start < m.end)
+        .map(|m| {
+            let mut prot = Protection::NONE;
+            for (set, bit) in [
+                (m.read, Protection::READ),
+                (m.write, Protection::WRITE),
+                (m.execute, Protection::EXECUTE),
+            ] {
+                if set {
+                    prot |= bit;
+                }
+            }
+            Mapping {
+                start: m.start,
+                end: m.end,
+                prot,
+                shared: m.shared,
+            }
+        })
+        .collect())
 }
 
-/// Parses a maps file (`start-end perms offset dev inode path`);
-/// lines that do not parse are skipped.
-fn parse_maps(text: &str) -> Vec<Mapping> {
-    let mut mappings = Vec::new();
-    for line in text.lines() {
-        let mut fields = line.split_ascii_whitespace();
-        let (Some(range), Some(perms)) = (fields.next(), fields.next()) else {
-            continue;
-        };
-        let Some((start, end)) = range.split_once('-') else {
-            continue;
-        };
-        let (Ok(start), Ok(end)) = (
-            usize::from_str_radix(start, 16),
-            usize::from_str_radix(end, 16),
-        ) else {
-            continue;
-        };
-        let perms = perms.as_bytes();
-        let mut prot = libc::PROT_NONE;
-        if perms.first() == Some(&b'r') {
-            prot |= libc::PROT_READ;
-        }
-        if perms.get(1) == Some(&b'w') {
-            prot |= libc::PROT_WRITE;
-        }
-        if perms.get(2) == Some(&b'x') {
-            prot |= libc::PROT_EXEC;
-        }
-        mappings.push(Mapping {
-            start,
-            end,
-            prot,
-            shared: perms.get(3) == Some(&b's'),
-        });
+/// The errno in a `region` error (EINVAL if it holds none). No allocation:
+/// `region::protect` reports an OS error as `io::Error::last_os_error()`.
+fn region_errno(error: &region::Error) -> i32 {
+    match error {
+        region::Error::SystemCall(source) => source.raw_os_error().unwrap_or(libc::EINVAL),
+        _ => libc::EINVAL,
     }
-    mappings
 }
 
 /// A text-write error for `addr` carrying `errno`. Does not allocate.
@@ -373,11 +395,4 @@ fn text_error(addr: usize, errno: i32) -> Error {
         addr,
         source: io::Error::from_raw_os_error(errno),
     }
-}
-
-/// The calling thread's `errno`.
-fn last_errno() -> i32 {
-    // SAFETY: `__errno_location` returns a valid pointer to this thread's
-    // errno.
-    unsafe { *libc::__errno_location() }
 }

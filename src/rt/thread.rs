@@ -3,6 +3,8 @@
 
 use std::cell::Cell;
 
+use crate::sys;
+
 use super::shadow::ShadowStack;
 
 /// This thread's block, `fntrace_thread` in `asm/x86_64/entry.S`: an
@@ -61,8 +63,7 @@ pub fn current_tid() -> u32 {
     if cached != 0 {
         return cached;
     }
-    // SAFETY: gettid has no preconditions and cannot fail.
-    let fresh = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
+    let fresh = sys::gettid() as u32;
     TID.set(fresh);
     fresh
 }
@@ -79,16 +80,14 @@ pub(crate) struct PreservedErrno(libc::c_int);
 impl PreservedErrno {
     #[inline]
     pub fn save() -> PreservedErrno {
-        // SAFETY: __errno_location returns this thread's errno, always valid.
-        PreservedErrno(unsafe { *libc::__errno_location() })
+        PreservedErrno(sys::last_errno())
     }
 }
 
 impl Drop for PreservedErrno {
     #[inline]
     fn drop(&mut self) {
-        // SAFETY: as in save().
-        unsafe { *libc::__errno_location() = self.0 };
+        sys::set_errno(self.0);
     }
 }
 

@@ -1,5 +1,55 @@
-//! The operating system and the CPU as fntrace uses them: clocks, thread
-//! ids, errno, futexes, signals to threads, `/proc`. Knows nothing of
-//! fntrace above it.
+//! The operating system and the CPU as fntrace uses them: the clock
+//! (TSC), and thin, allocation-free wrappers over the Linux system calls
+//! and `/proc` files the patch protocols need. Sits just above `arch` and below
+//! everything else: it knows nothing about call sites, patches or tracers.
+//!
+//! Everything here except [`task::TaskDir::open`] and [`maps`] makes only
+//! system calls, so it may run in a signal handler or while other threads
+//! are stopped at arbitrary points (possibly holding the malloc lock).
 
 pub(crate) mod clock;
+pub(crate) mod futex;
+pub(crate) mod maps;
+pub(crate) mod signal;
+pub(crate) mod task;
+
+/// The calling thread's `errno`. Async-signal-safe.
+#[inline]
+pub(crate) fn last_errno() -> i32 {
+    // SAFETY: `__errno_location` returns a valid pointer to this thread's
+    // errno, live for the thread's lifetime.
+    unsafe { *libc::__errno_location() }
+}
+
+/// Sets the calling thread's `errno` (a signal handler restores the
+/// interrupted code's value with it). Async-signal-safe.
+#[inline]
+pub(crate) fn set_errno(value: i32) {
+    // SAFETY: as in `last_errno`.
+    unsafe { *libc::__errno_location() = value };
+}
+
+/// The calling thread's kernel thread id. Async-signal-safe.
+#[inline]
+pub(crate) fn gettid() -> i32 {
+    // SAFETY: gettid takes no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+}
+
+/// This process's id.
+pub(crate) fn getpid() -> i32 {
+    // SAFETY: getpid takes no arguments and cannot fail.
+    unsafe { libc::getpid() }
+}
+
+/// `tgkill(pid, tid, signo)`; signal 0 only checks that the thread exists.
+/// The error is the raw errno. Async-signal-safe.
+pub(crate) fn tgkill(pid: i32, tid: i32, signo: i32) -> Result<(), i32> {
+    // SAFETY: tgkill takes plain integers and touches no memory of ours.
+    let rc = unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, signo) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(last_errno())
+    }
+}

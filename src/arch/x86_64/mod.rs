@@ -102,6 +102,51 @@ pub(crate) fn decode_call(
     None
 }
 
+/// What an instruction written at a call site does when executed: all a
+/// patch protocol needs to emulate it (a breakpoint protocol's trap handler
+/// runs it on behalf of a thread that hit the half-written site).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Instruction {
+    /// A NOP ([`NOP5`] or [`NOP6`]): execution continues after it.
+    Nop,
+    /// `e8 rel32` or `67 e8 rel32`: pushes the next address, jumps to
+    /// `target`.
+    Call {
+        /// The absolute address called.
+        target: usize,
+    },
+    /// `ff 15 rel32`: pushes the next address, jumps to the address stored
+    /// in the pointer at `slot` (read when the call executes).
+    CallIndirect {
+        /// The absolute address of the pointer slot.
+        slot: usize,
+    },
+}
+
+/// Decodes `code` as exactly one instruction of the kinds fntrace writes at
+/// a call site (the NOPs and the three call forms), located at `addr`.
+/// `None` for anything else, including trailing bytes: fntrace never writes
+/// bytes it does not recognise.
+pub(crate) fn decode_site_instruction(code: &[u8], addr: usize) -> Option<Instruction> {
+    let after = |len: usize, rel: &[u8]| {
+        let rel = i32::from_le_bytes(rel.try_into().ok()?);
+        Some(addr.wrapping_add(len).wrapping_add_signed(rel as isize))
+    };
+    match code {
+        _ if code == NOP5 || code == NOP6 => Some(Instruction::Nop),
+        [CALL_REL32, rel @ ..] if rel.len() == 4 => Some(Instruction::Call {
+            target: after(5, rel)?,
+        }),
+        [ADDR32_PREFIX, CALL_REL32, rel @ ..] if rel.len() == 4 => Some(Instruction::Call {
+            target: after(6, rel)?,
+        }),
+        [0xff, 0x15, rel @ ..] if rel.len() == 4 => Some(Instruction::CallIndirect {
+            slot: after(6, rel)?,
+        }),
+        _ => None,
+    }
+}
+
 /// Whether a `67 e8` sequence at `site` is one instruction, that is
 /// whether the `67` starts an instruction. `head` holds the function's first
 /// bytes (from `function`). The prologue before the site is decoded
@@ -227,6 +272,42 @@ mod tests {
         // `mov $0x67e58948,%eax` ends in a 67 byte: unknown, so not ours.
         let imm = [0xb8, 0x48, 0x89, 0xe5, 0x67, 0xe8];
         assert!(!addr32_prefix_is_part_of_call(0x1004, 0x1000, &imm));
+    }
+
+    #[test]
+    fn decodes_exactly_the_instructions_written_at_sites() {
+        let at = 0x1000;
+        assert_eq!(decode_site_instruction(&NOP5, at), Some(Instruction::Nop));
+        assert_eq!(decode_site_instruction(&NOP6, at), Some(Instruction::Nop));
+        assert_eq!(
+            decode_site_instruction(&[0xe8, 0x10, 0, 0, 0], at),
+            Some(Instruction::Call {
+                target: 0x1000 + 5 + 0x10
+            })
+        );
+        assert_eq!(
+            decode_site_instruction(&[0x67, 0xe8, 0xf0, 0xff, 0xff, 0xff], at),
+            Some(Instruction::Call {
+                target: 0x1000 + 6 - 0x10
+            })
+        );
+        assert_eq!(
+            decode_site_instruction(&[0xff, 0x15, 0x00, 0x01, 0, 0], at),
+            Some(Instruction::CallIndirect {
+                slot: 0x1000 + 6 + 0x100
+            })
+        );
+        for garbage in [
+            &[][..],
+            &[0x90],
+            &[0xe8, 0, 0, 0],
+            &[0xe8, 0, 0, 0, 0, 0x90],
+            &[0xff, 0xd0, 0, 0, 0, 0],
+            &[0x0f, 0x1f, 0x44, 0x00, 0x01],
+            &[0xcc, 0, 0, 0, 0],
+        ] {
+            assert_eq!(decode_site_instruction(garbage, at), None, "{garbage:02x?}");
+        }
     }
 
     #[test]
