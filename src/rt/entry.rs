@@ -12,7 +12,7 @@ use crate::sites::{self, SiteKind, SITES};
 use crate::sys::clock;
 use crate::tracer::{self, Call, Return};
 
-use super::shadow::{self, return_trampoline, Frame, Gone, Toward};
+use super::shadow::{self, return_trampoline, Frame, Gone, ShadowStack, Toward};
 use super::thread::{thread_block, PreservedErrno};
 
 /// Entry from `mcount` (site after the prologue).
@@ -91,34 +91,42 @@ unsafe fn dispatch(site: &sites::Site, wanted: u64, parent_slot: *mut usize, reg
     let mut real_return = unsafe { *parent_slot };
     // Frames at or below this slot are gone (longjmp) or are the caller
     // this function was tail-called from: its real return becomes ours.
-    // Popped one at a time: reporting an exit runs tracer code, which must
-    // not find the stack in use.
-    let pop_dead = |stack: &mut shadow::ShadowStack| stack.pop_dead_below(slot);
-    let mut popped = if exit_tracers != 0 {
-        shadow::with_stack_or_create(pop_dead)
-    } else {
-        shadow::with_stack(pop_dead)
-    };
-    while let Some(Some(gone)) = popped {
-        if gone.frame.slot == slot && real_return == return_trampoline() {
-            real_return = gone.frame.real_return;
+    // They are popped one per borrow of the stack, and reported with the
+    // stack released (reporting runs tracer code, which must not find it in
+    // use); once none is left, the same borrow pushes this call's frame.
+    let step = |stack: &mut ShadowStack, real_return: usize| match stack.pop_dead_below(slot) {
+        Some(gone) => Err(gone),
+        None => {
+            let depth = stack.depth();
+            let frame = Frame {
+                slot,
+                real_return,
+                site: site_return,
+                entry_ticks: now,
+                exit_tracers,
+                marks: 0,
+            };
+            Ok((depth, exit_tracers != 0 && stack.push(frame)))
         }
-        report_gone(&gone, now);
-        popped = shadow::with_stack(pop_dead);
-    }
-    let frame = Frame {
-        slot,
-        real_return,
-        site: site_return,
-        entry_ticks: now,
-        exit_tracers,
-        marks: 0,
     };
-    let (depth, hooked) = shadow::with_stack(|stack| {
-        let depth = stack.depth();
-        (depth, exit_tracers != 0 && stack.push(frame))
-    })
-    .unwrap_or((0, false));
+    let mut outcome = if exit_tracers != 0 {
+        shadow::with_stack_or_create(|stack| step(stack, real_return))
+    } else {
+        shadow::with_stack(|stack| step(stack, real_return))
+    };
+    let (depth, hooked) = loop {
+        match outcome {
+            None => break (0, false),
+            Some(Ok(pushed)) => break pushed,
+            Some(Err(gone)) => {
+                if gone.frame.slot == slot && real_return == return_trampoline() {
+                    real_return = gone.frame.real_return;
+                }
+                report_gone(&gone, now);
+                outcome = shadow::with_stack(|stack| step(stack, real_return));
+            }
+        }
+    };
     // SAFETY: as above; the slot is written on this thread only.
     unsafe {
         if hooked {
