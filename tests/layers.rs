@@ -3,7 +3,8 @@
 //! (or the module itself), never an item re-exported at the crate root,
 //! which would hide the direction. The crate root (`lib.rs`) is the public
 //! API on top and may use everything. Doc comments and comments are not
-//! code and are not checked.
+//! code and are not checked. And no library source file (runtime or tools)
+//! is over 800 lines.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -137,6 +138,25 @@ fn every_module_uses_only_the_layers_below_it() {
     for layer in LAYERS {
         assert!(modules_seen.contains(*layer), "no module {layer} in src/");
     }
+}
+
+/// Library source files stay readable: none over this many lines.
+const MAX_LINES: usize = 800;
+
+#[test]
+fn no_library_source_file_is_over_800_lines() {
+    let top = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&top.join("src"), &mut files);
+    rust_files(&top.join("tools/src"), &mut files);
+    assert!(files.len() > 40, "found only {} files", files.len());
+    let long: Vec<String> = files
+        .iter()
+        .map(|file| (file, std::fs::read_to_string(file).unwrap().lines().count()))
+        .filter(|&(_, lines)| lines > MAX_LINES)
+        .map(|(file, lines)| format!("{}: {lines} lines", file.display()))
+        .collect();
+    assert!(long.is_empty(), "{}", long.join("\n"));
 }
 
 #[test]

@@ -361,3 +361,27 @@ impl ShadowStack {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stack_in_use_is_not_handed_out_again() {
+        prepare();
+        let _untraced = crate::rt::thread::Untraced::begin();
+        let outer = with_stack_or_create(|stack| {
+            let depth = stack.depth();
+            // Re-entry (an exit report reaching a tracer that asks for the
+            // stack) gets nothing instead of a second `&mut`.
+            let inner = with_stack(|_| ());
+            (depth, inner.is_none())
+        });
+        assert_eq!(outer, Some((0, true)));
+        // Released again afterwards, also after a panic inside.
+        assert_eq!(with_stack(|stack| stack.depth()), Some(0));
+        let panicked = std::panic::catch_unwind(|| with_stack(|_| panic!("inside")));
+        assert!(panicked.is_err());
+        assert_eq!(with_stack(|stack| stack.depth()), Some(0));
+    }
+}
