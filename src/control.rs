@@ -29,6 +29,9 @@ struct ControlState {
     scanned_generation: u64,
     scan: ScanReport,
     unreadable_objects: Vec<String>,
+    /// Tracers that panicked (a mask) and whose `disable` has not yet said
+    /// so.
+    panicked_unreported: u64,
 }
 
 /// Only ever locked while holding the operation lock, so it is free
@@ -42,6 +45,7 @@ static CONTROL: Mutex<ControlState> = Mutex::new(ControlState {
         foreign_sites: 0,
     },
     unreadable_objects: Vec::new(),
+    panicked_unreported: 0,
 });
 
 /// The operation lock and, inside it, the control state. Fields drop in
@@ -127,6 +131,8 @@ pub fn enable_with(name: &str, filter: &Filter) -> Result<(), Error> {
     let index = tracer::find(name).ok_or_else(|| Error::UnknownTracer(name.to_string()))?;
     filter.min_duration_ns()?;
     let bit = 1u64 << index;
+    absorb_panics(&mut state);
+    state.panicked_unreported &= !bit;
     let was_enabled = tracer::enabled_mask() & bit != 0;
     let objects = symbols::current();
     rescan(&mut state, &objects);
@@ -177,11 +183,23 @@ pub fn enable_with(name: &str, filter: &Filter) -> Result<(), Error> {
 /// signal), the tracer is off all the same, the error says why, and the
 /// sites keep their calls until the next successful `enable`, `disable` or
 /// [`flush`].
+///
+/// A tracer whose `entry` or `exit` panicked was switched off then, on
+/// every thread; its sites go back to their NOP (or to the tracers that
+/// still select them) at the next control operation, and its `disable`
+/// reverts them if none came since and returns
+/// [`Error::TracerPanicked`].
 pub fn disable(name: &str) -> Result<(), Error> {
     let _untraced = Untraced::begin();
-    let _state = control();
+    let mut state = control();
     let index = tracer::find(name).ok_or_else(|| Error::UnknownTracer(name.to_string()))?;
     let bit = 1u64 << index;
+    absorb_panics(&mut state);
+    if state.panicked_unreported & bit != 0 {
+        state.panicked_unreported &= !bit;
+        sync_text()?;
+        return Err(Error::TracerPanicked(name.to_string()));
+    }
     if tracer::enabled_mask() & bit == 0 {
         return Ok(());
     }
@@ -196,8 +214,22 @@ pub fn disable(name: &str) -> Result<(), Error> {
 /// since the last patch, and any revert an earlier failed `disable` left.
 pub fn flush() -> Result<(), Error> {
     let _untraced = Untraced::begin();
-    let _state = control();
+    let mut state = control();
+    absorb_panics(&mut state);
     sync_text()
+}
+
+/// Takes the tracers that panicked on the traced path (already switched
+/// off there) off every site; the caller's `sync_text` reverts the text.
+fn absorb_panics(state: &mut Control) {
+    let panicked = tracer::take_panicked();
+    if panicked == 0 {
+        return;
+    }
+    state.panicked_unreported |= panicked;
+    for site in SITES.iter() {
+        site.tracers.fetch_and(!panicked, Ordering::Relaxed);
+    }
 }
 
 /// Scans the loaded objects for sites (again, when objects were loaded or

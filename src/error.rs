@@ -64,6 +64,11 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
+    /// The tracer panicked in its `entry` or `exit` and was switched off
+    /// then, for every thread (the panic was caught, counted in
+    /// `Stats::tracer_panics`); its sites are back to their NOP, or to the
+    /// other tracers that select them. Returned by `fntrace::disable`.
+    TracerPanicked(String),
     /// A filter pattern is malformed.
     BadFilter(String),
     /// Writing or reading a trace failed (the trace stays in memory).
@@ -118,6 +123,11 @@ impl fmt::Display for Error {
             Error::Symbols { path, reason } => {
                 write!(f, "reading symbols of {path}: {reason}")
             }
+            Error::TracerPanicked(name) => write!(
+                f,
+                "tracer {name:?} panicked and was switched off on every thread; \
+                 its sites are back to their NOP (or to the tracers that still select them)"
+            ),
             Error::BadFilter(why) => write!(f, "bad filter: {why}"),
             Error::Export(err) => write!(f, "{err}"),
             Error::Io { what, source } => write!(f, "{what}: {source}"),

@@ -162,8 +162,7 @@ fn for_each_tracer(mut mask: u64, f: impl Fn(&dyn tracer::Tracer)) {
         };
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(tracer)));
         if outcome.is_err() {
-            tracer::TRACER_PANICS.fetch_add(1, Ordering::Relaxed);
-            tracer::set_enabled(index, false);
+            tracer::switch_off_after_panic(index);
         }
     }
 }

@@ -16,8 +16,8 @@
 mod registry;
 
 pub(crate) use registry::{
-    enabled_mask, exit_mask, find, offer_fast_path, refresh_fast_path, set_enabled, tracer_at,
-    TRACER_PANICS,
+    enabled_mask, exit_mask, find, offer_fast_path, refresh_fast_path, set_enabled,
+    switch_off_after_panic, take_panicked, tracer_at, TRACER_PANICS,
 };
 pub use registry::{register, tracer_names, MAX_TRACERS};
 

@@ -28,6 +28,10 @@ static ENABLED: AtomicU64 = AtomicU64::new(0);
 static EXITS: AtomicU64 = AtomicU64::new(0);
 /// Panics caught in tracer code (each switches its tracer off).
 pub(crate) static TRACER_PANICS: AtomicU64 = AtomicU64::new(0);
+/// Bit `i` set: tracer `i` panicked and was switched off on the traced
+/// path, which cannot patch; the next control operation takes the bit and
+/// reverts the tracer's sites.
+static PANICKED: AtomicU64 = AtomicU64::new(0);
 
 /// Registers `tracer` under `name`. Names are unique.
 pub fn register(name: &'static str, tracer: &'static dyn Tracer) -> Result<(), Error> {
@@ -67,6 +71,20 @@ pub(crate) fn enabled_mask() -> u64 {
 #[inline]
 pub(crate) fn exit_mask() -> u64 {
     EXITS.load(Ordering::Relaxed)
+}
+
+/// On the traced path, after tracer `index` panicked: switches it off for
+/// every thread at once and leaves its sites to the next control
+/// operation ([`take_panicked`]). Atomics only.
+pub(crate) fn switch_off_after_panic(index: usize) {
+    TRACER_PANICS.fetch_add(1, Ordering::Relaxed);
+    set_enabled(index, false);
+    PANICKED.fetch_or(1 << index, Ordering::Release);
+}
+
+/// The tracers that panicked since the last call (a mask).
+pub(crate) fn take_panicked() -> u64 {
+    PANICKED.swap(0, Ordering::Acquire)
 }
 
 /// Switches tracer `index` on or off for the traced-call path.
