@@ -11,7 +11,7 @@ mod common;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use common::{check_nesting, shape, thread_events};
+use common::{check_nesting, jump_shape, shape, thread_events};
 use fntrace::{Filter, GRAPH_TRACER, MAX_HOOKED_DEPTH};
 use fntrace_fixtures::{c_hazards, c_pie, rust};
 
@@ -68,18 +68,7 @@ fn longjmp_across_traced_frames() {
     let second = c_hazards::jump(2);
     fntrace::disable("graph").unwrap();
     assert_eq!((first, second), (42, 42));
-    let [jump, deep1, deep2, after] = c_hazards::jump_addresses();
-    let once = vec![
-        ('E', jump, 0),
-        ('E', deep1, 1),
-        ('E', deep2, 2),
-        // The frames longjmp skipped are found dead at the next entry.
-        ('X', deep2, 2),
-        ('X', deep1, 1),
-        ('E', after, 1),
-        ('X', after, 1),
-        ('X', jump, 0),
-    ];
+    let once = jump_shape();
     let events = thread_events(&GRAPH_TRACER.take_trace(), fntrace::current_tid());
     assert_eq!(shape(&events), [once.clone(), once].concat());
     assert_eq!(check_nesting(&events).1, 0);

@@ -197,3 +197,20 @@ pub fn expected_rust_run(n: u64) -> u64 {
 pub fn expected_c_mid(x: i64) -> i64 {
     (0..4).map(|i| (x + i) * 3 + 1).sum()
 }
+
+/// The shape of one `c_hazards::jump(x)`: `hz_jump` calls `hz_deep1` →
+/// `hz_deep2`, which `longjmp`s back; the skipped frames are found dead at
+/// the next entry (`hz_after`) and their exits reported there.
+pub fn jump_shape() -> Vec<(char, usize, u16)> {
+    let [jump, deep1, deep2, after] = fntrace_fixtures::c_hazards::jump_addresses();
+    vec![
+        ('E', jump, 0),
+        ('E', deep1, 1),
+        ('E', deep2, 2),
+        ('X', deep2, 2),
+        ('X', deep1, 1),
+        ('E', after, 1),
+        ('X', after, 1),
+        ('X', jump, 0),
+    ]
+}
