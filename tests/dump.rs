@@ -192,6 +192,20 @@ fn uftrace_and_the_cli_read_the_dump_with_exact_counts() {
         assert_eq!(leaves.len(), if c_tids.contains(tid) { 40 } else { 28 });
     }
 
+    // uftrace's own Chrome JSON is valid (the info file has the command
+    // line it copies in) and names the process's command line.
+    let chrome = Command::new("uftrace")
+        .args(["dump", "--chrome", "--no-pager", "-d"])
+        .arg(&dir)
+        .output()
+        .expect("cannot run uftrace; CI installs it (.ci/run)");
+    assert!(chrome.status.success());
+    let chrome: serde_json::Value = serde_json::from_slice(&chrome.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&chrome.stdout)));
+    let argv0 = std::env::args().next().unwrap();
+    let cmdline = chrome["metadata"]["command_line"].as_str().unwrap();
+    assert!(cmdline.starts_with(&argv0), "{cmdline:?}");
+
     // The CLI's call graph, Chrome JSON and flame graph.
     let graph = run(&cli_path(), &["graph"], &dir);
     let graph = String::from_utf8(graph.stdout).unwrap();

@@ -98,21 +98,9 @@ pub(crate) fn current() -> Arc<SymbolIndex> {
     index
 }
 
-/// Demangles Rust (legacy and v0) and C++ (Itanium) names; other names are
-/// returned as they are.
-pub(crate) fn demangle(name: &str) -> String {
-    if let Ok(demangled) = rustc_demangle::try_demangle(name) {
-        return format!("{demangled:#}");
-    }
-    if name.starts_with("_Z") {
-        if let Ok(symbol) = cpp_demangle::Symbol::new(name) {
-            if let Ok(demangled) = symbol.demangle() {
-                return demangled;
-            }
-        }
-    }
-    name.to_string()
-}
+/// Readable names for filters, reports and errors: the same demangling as
+/// the offline tools, so that names agree wherever they are shown.
+pub(crate) use fntrace_tools::demangle;
 
 struct PhdrInfo {
     name: String,
@@ -262,24 +250,4 @@ fn read_functions(path: &str, bias: usize) -> Result<Vec<Function>, String> {
     });
     functions.dedup_by_key(|f| f.start);
     Ok(functions)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::demangle;
-
-    #[test]
-    fn demangles_rust_and_cpp() {
-        assert_eq!(
-            demangle("_ZN4demo8tokenize17h0123456789abcdefE"),
-            "demo::tokenize"
-        );
-        assert_eq!(
-            demangle("_RNvCs2dGlcl3A6Of_21fixture_rust_workload4leaf"),
-            "fixture_rust_workload::leaf"
-        );
-        assert_eq!(demangle("_Z11cxx_throwerl"), "cxx_thrower(long)");
-        assert_eq!(demangle("_ZN3foo3barEv"), "foo::bar()");
-        assert_eq!(demangle("pie_leaf"), "pie_leaf");
-    }
 }

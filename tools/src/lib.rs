@@ -18,6 +18,8 @@
 
 pub mod analysis;
 pub mod export;
+mod names;
 mod trace;
 
+pub use names::{demangle, uftrace_symbol_name};
 pub use trace::{EventKind, GraphEvent, ThreadTrace, Trace};

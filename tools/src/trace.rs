@@ -51,10 +51,19 @@ pub struct Trace {
     pub pid: u32,
     /// Path of its executable.
     pub exe: String,
+    /// Its command line, arguments separated by spaces (as uftrace shows
+    /// it); empty if unknown.
+    pub cmdline: String,
     /// Per-thread events.
     pub threads: Vec<ThreadTrace>,
-    /// Demangled name of each function address that occurs in `threads`.
+    /// Readable (demangled, see [`demangle`](crate::demangle)) name of each
+    /// function address that occurs in `threads`: what fntrace's reports show.
     pub names: HashMap<usize, String>,
+    /// ELF symbol name (mangled) of each function address, where known: what
+    /// uftrace's `.sym` files hold (see
+    /// [`uftrace_symbol_name`](crate::uftrace_symbol_name)). A function
+    /// without one is written under its `names` entry.
+    pub symbols: HashMap<usize, String>,
     /// The process's memory map when the trace was taken
     /// (`/proc/self/maps` text), for tools that resolve addresses.
     pub maps: String,

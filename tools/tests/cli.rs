@@ -63,6 +63,7 @@ fn big_trace(calls: u64) -> Trace {
             (INNER, "inner_function".to_string()),
         ]),
         maps: String::new(),
+        ..Trace::default()
     }
 }
 

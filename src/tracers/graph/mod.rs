@@ -272,19 +272,42 @@ fn describe(threads: Vec<ThreadTrace>) -> Trace {
         }
     }
     let index = symbols::current();
-    let names: HashMap<usize, String> = functions
-        .into_iter()
-        .filter_map(|f| Some((f, symbols::demangle(&index.function_at(f)?.name))))
-        .collect();
+    // Both forms: readable names for fntrace's reports, ELF names for
+    // uftrace's `.sym` files (uftrace demangles them itself).
+    let mut names = HashMap::with_capacity(functions.len());
+    let mut raw = HashMap::with_capacity(functions.len());
+    for f in functions {
+        if let Some(function) = index.function_at(f) {
+            names.insert(f, symbols::demangle(&function.name));
+            raw.insert(f, function.name.to_string());
+        }
+    }
     Trace {
         pid: std::process::id(),
         exe: std::fs::read_link("/proc/self/exe")
             .map(|p| p.to_string_lossy().into_owned())
             .unwrap_or_default(),
+        cmdline: command_line(),
         threads,
         names,
+        symbols: raw,
         maps: std::fs::read_to_string("/proc/self/maps").unwrap_or_default(),
     }
+}
+
+/// The process's arguments (`/proc/self/cmdline`, NUL-separated) joined by
+/// spaces, as uftrace records its own; empty if unreadable.
+fn command_line() -> String {
+    let Ok(bytes) = std::fs::read("/proc/self/cmdline") else {
+        return String::new();
+    };
+    let args: Vec<_> = bytes
+        .strip_suffix(b"\0")
+        .unwrap_or(&bytes)
+        .split(|&b| b == 0)
+        .map(String::from_utf8_lossy)
+        .collect();
+    args.join(" ")
 }
 
 impl FastPath for GraphTracer {

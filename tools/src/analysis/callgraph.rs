@@ -283,6 +283,7 @@ mod tests {
                 .map(|(address, name)| (address, name.to_string()))
                 .collect(),
             maps: String::new(),
+            ..Trace::default()
         }
     }
 

@@ -331,6 +331,7 @@ mod tests {
                 .map(|(address, name)| (address, name.to_string()))
                 .collect(),
             maps: String::new(),
+            ..Trace::default()
         }
     }
 

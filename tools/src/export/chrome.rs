@@ -179,6 +179,7 @@ mod tests {
             ],
             names,
             maps: String::new(),
+            ..Trace::default()
         }
     }
 

@@ -172,6 +172,7 @@ mod tests {
             .map(|(a, n)| (a, n.to_string()))
             .collect(),
             maps: String::new(),
+            ..Trace::default()
         }
     }
 

@@ -18,6 +18,7 @@ pub(super) const MAX_DEPTH: u16 = 1023;
 pub(super) const FEAT_TASK_SESSION: u64 = 1 << 1;
 pub(super) const FEAT_SYM_REL_ADDR: u64 = 1 << 5;
 pub(super) const INFO_EXE_NAME: u64 = 1 << 0;
+pub(super) const INFO_CMDLINE: u64 = 1 << 3;
 pub(super) const INFO_TASKINFO: u64 = 1 << 7;
 
 pub(super) const RECORD_SIZE: usize = 16;
@@ -39,15 +40,22 @@ pub(super) fn info_bytes(trace: &Trace, threads: &[ThreadTrace]) -> Vec<u8> {
     out.push(1); // little-endian
     out.push(2); // ELFCLASS64
     out.extend_from_slice(&(FEAT_TASK_SESSION | FEAT_SYM_REL_ADDR).to_le_bytes());
-    out.extend_from_slice(&(INFO_EXE_NAME | INFO_TASKINFO).to_le_bytes());
+    out.extend_from_slice(&(INFO_EXE_NAME | INFO_CMDLINE | INFO_TASKINFO).to_le_bytes());
     out.extend_from_slice(&MAX_STACK.to_le_bytes());
     out.extend_from_slice(&[0; 6]);
     debug_assert_eq!(out.len(), usize::from(HEADER_SIZE));
 
     let tids: Vec<String> = threads.iter().map(|t| t.tid.to_string()).collect();
+    // Sections in the order of their info bits.
+    let cmdline = if trace.cmdline.is_empty() {
+        &trace.exe
+    } else {
+        &trace.cmdline
+    };
     let text = format!(
-        "exename:{}\ntaskinfo:lines=2\ntaskinfo:nr_tid={}\ntaskinfo:tids={}\n",
+        "exename:{}\ncmdline:{}\ntaskinfo:lines=2\ntaskinfo:nr_tid={}\ntaskinfo:tids={}\n",
         one_line(&trace.exe),
+        quote_cmdline(cmdline),
         tids.len(),
         tids.join(",")
     );
@@ -55,9 +63,47 @@ pub(super) fn info_bytes(trace: &Trace, threads: &[ThreadTrace]) -> Vec<u8> {
     out
 }
 
+/// The `cmdline` section's value: `uftrace dump --chrome` pastes it between
+/// the double quotes of a JSON string (`"command_line":"…"`), so it is
+/// escaped as JSON string contents. uftrace itself escapes `"` only, and
+/// turns the NULs between arguments and any newline into spaces; fntrace also
+/// escapes `\` and turns every other control character into a space, which
+/// a JSON string cannot hold raw either.
+pub(super) fn quote_cmdline(cmdline: &str) -> String {
+    let mut out = String::with_capacity(cmdline.len());
+    for c in cmdline.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Undoes [`quote_cmdline`] (and reads uftrace's, which escapes `"` only).
+pub(super) fn unquote_cmdline(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            if let Some(&next @ ('"' | '\\')) = chars.peek() {
+                out.push(next);
+                chars.next();
+                continue;
+            }
+        }
+        out.push(c);
+    }
+    out
+}
+
 pub(super) struct InfoHeader {
     pub(super) features: u64,
     pub(super) exe: String,
+    /// The command line, unescaped; empty if the section is missing.
+    pub(super) cmdline: String,
     pub(super) tids: Vec<u32>,
 }
 
@@ -105,10 +151,13 @@ pub(super) fn parse_info(path: &Path, data: &[u8]) -> Result<InfoHeader, ExportE
 
     let text = String::from_utf8_lossy(&data[header_size..]);
     let mut exe = String::new();
+    let mut cmdline = String::new();
     let mut tids = Vec::new();
     for line in text.lines() {
         if let Some(name) = line.strip_prefix("exename:") {
             exe = name.to_string();
+        } else if let Some(quoted) = line.strip_prefix("cmdline:") {
+            cmdline = unquote_cmdline(quoted);
         } else if let Some(list) = line.strip_prefix("taskinfo:tids=") {
             for tid in list.split(',').filter(|s| !s.trim().is_empty()) {
                 tids.push(
@@ -122,6 +171,7 @@ pub(super) fn parse_info(path: &Path, data: &[u8]) -> Result<InfoHeader, ExportE
     Ok(InfoHeader {
         features,
         exe,
+        cmdline,
         tids,
     })
 }

@@ -10,6 +10,8 @@ mod write;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_names;
 
 pub use format::MAX_SYMBOL_SIZE;
 pub use read::read_uftrace_dir;

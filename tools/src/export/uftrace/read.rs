@@ -11,14 +11,20 @@ use super::format::{
     basename, decode, parse_info, parse_map_line, parse_timestamp, RawRecord, FEAT_SYM_REL_ADDR,
     FNTRACE_FILE, RECORD_MAGIC, RECORD_SIZE, TYPE_ENTRY, TYPE_EVENT, TYPE_EXIT, TYPE_LOST,
 };
+use crate::names::demangle;
 use crate::trace::{EventKind, GraphEvent, ThreadTrace, Trace};
 
 /// Loads a uftrace data directory into a [`Trace`]: what
 /// [`write_uftrace_dir`] writes, and what `uftrace record` writes (without
 /// arguments or return values). Event records are skipped; each function
 /// address is mapped to the start of the symbol containing it, named from the
-/// `.sym` files; thread names come from `fntrace.txt` if any; `maps` is the
-/// session's map file.
+/// `.sym` files ([`Trace::symbols`] as written there, [`Trace::names`]
+/// demangled: uftrace writes ELF names, and so does fntrace, except for
+/// Rust names, written readable, see [`uftrace_symbol_name`]); thread names
+/// come from `fntrace.txt` if any; `maps` is the session's map file; the
+/// command line comes from `info`.
+///
+/// [`uftrace_symbol_name`]: crate::uftrace_symbol_name
 ///
 /// [`write_uftrace_dir`]: crate::export::write_uftrace_dir
 pub fn read_uftrace_dir(dir: &Path) -> Result<Trace, ExportError> {
@@ -59,6 +65,7 @@ pub fn read_uftrace_dir(dir: &Path) -> Result<Trace, ExportError> {
     let fntrace = read_fntrace_file(dir)?;
 
     let mut names = HashMap::new();
+    let mut raw_names = HashMap::new();
     let mut threads = Vec::with_capacity(tids.len());
     for tid in tids {
         let path = dir.join(format!("{tid}.dat"));
@@ -74,7 +81,10 @@ pub fn read_uftrace_dir(dir: &Path) -> Result<Trace, ExportError> {
             if let Some(symbol) = symbols.containing(event.function) {
                 event.function = symbol.start;
                 if let Some(name) = &symbol.name {
-                    names.entry(symbol.start).or_insert_with(|| name.clone());
+                    raw_names.entry(symbol.start).or_insert_with(|| {
+                        names.insert(symbol.start, demangle(name));
+                        name.clone()
+                    });
                 }
             }
         }
@@ -93,8 +103,10 @@ pub fn read_uftrace_dir(dir: &Path) -> Result<Trace, ExportError> {
         } else {
             tasks.exe
         },
+        cmdline: header.cmdline,
         threads,
         names,
+        symbols: raw_names,
         maps,
     })
 }

@@ -55,12 +55,12 @@ fn fns() -> Fns {
     }
 }
 
-use crate::trace::test_event as ev;
-use EventKind::{Entry as In, Exit as Out};
+pub(super) use crate::trace::test_event as ev;
+pub(super) use EventKind::{Entry as In, Exit as Out};
 
-const T0: u64 = 5_000_000_000;
+pub(super) const T0: u64 = 5_000_000_000;
 
-fn names(pairs: &[(usize, &str)]) -> HashMap<usize, String> {
+pub(super) fn names(pairs: &[(usize, &str)]) -> HashMap<usize, String> {
     pairs.iter().map(|&(a, n)| (a, n.to_string())).collect()
 }
 
@@ -120,11 +120,12 @@ fn sample_trace() -> Trace {
             (f.worker, "worker"),
         ]),
         maps: fs::read_to_string("/proc/self/maps").expect("reading /proc/self/maps"),
+        ..Trace::default()
     }
 }
 
 /// A fresh path under the temporary directory, removed on drop.
-struct TempDir(PathBuf);
+pub(super) struct TempDir(pub(super) PathBuf);
 
 impl TempDir {
     fn new(tag: &str) -> Self {
@@ -145,14 +146,14 @@ impl Drop for TempDir {
     }
 }
 
-fn written(trace: &Trace, tag: &str) -> TempDir {
+pub(super) fn written(trace: &Trace, tag: &str) -> TempDir {
     let dir = TempDir::new(tag);
     write_uftrace_dir(trace, &dir.0, None).expect("writing the uftrace directory");
     dir
 }
 
 /// Runs the real uftrace on `dir`; fails (never skips) if it is missing.
-fn uftrace(args: &[&str], dir: &Path) -> String {
+pub(super) fn uftrace(args: &[&str], dir: &Path) -> String {
     // Options go before a FUNCTION argument (`graph main`).
     let output = Command::new("uftrace")
         .args(&args[..1])
@@ -175,7 +176,7 @@ fn uftrace(args: &[&str], dir: &Path) -> String {
 
 /// The trace lines of `uftrace replay` ("DURATION [TID] | CALL"),
 /// trailing spaces removed.
-fn replay_lines(out: &str) -> Vec<&str> {
+pub(super) fn replay_lines(out: &str) -> Vec<&str> {
     out.lines()
         .filter(|l| l.contains("] | "))
         .map(|l| l.trim_end())
@@ -391,6 +392,7 @@ fn functions_outside_every_mapping_still_resolve() {
         // 0x7_0000_0000 has no name: it keeps its address.
         names: names(&[(0x40_1000, "outer"), (0x40_2000, "inner")]),
         maps: String::new(),
+        ..Trace::default()
     };
     let dir = written(&trace, "unmapped");
     let sym = fs::read_to_string(dir.0.join("fntrace-unmapped.sym")).unwrap();
@@ -468,6 +470,7 @@ fn unwound_calls_get_exits_for_uftrace_and_lose_them_when_read() {
         }],
         names: sample_trace().names,
         maps: sample_trace().maps,
+        ..Trace::default()
     };
     let dir = written(&trace, "unwound");
     let out = uftrace(&["replay"], &dir.0);

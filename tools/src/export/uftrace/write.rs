@@ -12,6 +12,7 @@ use super::format::{
     FNTRACE_FILE, MAX_SYMBOL_SIZE, TYPE_LOST,
 };
 use crate::analysis::pairing::{CallStep, Calls, Reading};
+use crate::names::uftrace_symbol_name;
 use crate::trace::{EventKind, GraphEvent, ThreadTrace, Trace};
 
 /// Name (and map-line path) of the pseudo-module holding functions outside
@@ -49,7 +50,7 @@ const PROGRESS_EVERY: usize = 1 << 16;
 /// | 14 | 1 | endianness, 1 (little) |
 /// | 15 | 1 | ELF class, 2 (64-bit) |
 /// | 16 | 8 | feature bits: `TASK_SESSION` (1) and `SYM_REL_ADDR` (5), that is `0x22`; with no feature bit uftrace 0.13 crashes |
-/// | 24 | 8 | info bits: `EXE_NAME` (0, section `exename:PATH`) and `TASKINFO` (7, section `taskinfo:lines=2`, `taskinfo:nr_tid=N`, `taskinfo:tids=A,B`) |
+/// | 24 | 8 | info bits: `EXE_NAME` (0, section `exename:PATH`), `CMDLINE` (3, section `cmdline:ARGS`, [`Trace::cmdline`] or else the executable's path, escaped for a JSON string: `uftrace dump --chrome` copies it into its output, and without it writes invalid JSON) and `TASKINFO` (7, section `taskinfo:lines=2`, `taskinfo:nr_tid=N`, `taskinfo:tids=A,B`) |
 /// | 32 | 2 | max stack depth, 1024 |
 /// | 34 | 6 | zero |
 ///
@@ -65,7 +66,11 @@ const PROGRESS_EVERY: usize = 1 << 16;
 ///
 /// A `.sym` file starts with `# symbols: N` and `# path name: PATH`, then has
 /// one `%016x T NAME` line per function, sorted by address, relative to the
-/// module base (feature `SYM_REL_ADDR`). uftrace gives each symbol the size up
+/// module base (feature `SYM_REL_ADDR`). `NAME` is the function's ELF symbol
+/// ([`Trace::symbols`]) as [`uftrace_symbol_name`] gives it: mangled for C++
+/// (uftrace demangles it, so its filters and `--demangle` modes work), readable
+/// for Rust (uftrace 0.13 cannot demangle v0 names); without a symbol, its
+/// [`Trace::names`] entry. uftrace gives each symbol the size up
 /// to the next line; fntrace knows entry addresses only, so a function's
 /// size is the distance to the next known function of the module, capped at
 /// [`MAX_SYMBOL_SIZE`] by a `? __func_end` line, which also ends the file.
@@ -97,13 +102,16 @@ const PROGRESS_EVERY: usize = 1 << 16;
 ///   where it would belong if the buffer filled up, uftrace 0.13 mishandles
 ///   it: `graph` misattributes the thread's remaining time, and crashes if
 ///   the thread also has an exit without entry. Events deeper than 1023
-///   (uftrace's limit) are not written and count as lost.
+///   (uftrace's limit) are not written and count as lost. (`uftrace dump
+///   --chrome` prints an empty array element for a lost record, as it does
+///   on its own recordings: its output is not valid JSON then.)
 /// - Two threads with the same tid (the kernel reuses tids) are written as
 ///   one, in the order of their first events.
 /// - Modules are told apart by file name, as uftrace does: if two modules
 ///   share a file name, only the first gets a `.sym` file.
 ///
 /// [`MAX_SYMBOL_SIZE`]: crate::export::MAX_SYMBOL_SIZE
+/// [`uftrace_symbol_name`]: crate::uftrace_symbol_name
 /// [`read_uftrace_dir`]: crate::export::read_uftrace_dir
 pub fn write_uftrace_dir(
     trace: &Trace,
@@ -123,7 +131,12 @@ pub fn write_uftrace_dir(
     let sid = session_id(trace, first_time);
 
     // Modules and the functions in each.
-    let mut functions: Vec<usize> = trace.names.keys().copied().collect();
+    let mut functions: Vec<usize> = trace
+        .names
+        .keys()
+        .chain(trace.symbols.keys())
+        .copied()
+        .collect();
     for thread in &threads {
         functions.extend(thread.events.iter().map(|e| e.function));
     }
@@ -459,9 +472,12 @@ pub(super) fn sym_text(trace: &Trace, module: &Module) -> String {
     for (k, &function) in functions.iter().enumerate() {
         let start = function as u64;
         let rel = start - module.base;
-        let name = match trace.names.get(&function) {
-            Some(name) if !name.trim().is_empty() => one_line(name),
-            _ => format!("{function:#x}"),
+        let name = match trace.symbols.get(&function) {
+            Some(raw) if !raw.trim().is_empty() => one_line(&uftrace_symbol_name(raw)),
+            _ => match trace.names.get(&function) {
+                Some(name) if !name.trim().is_empty() => one_line(name),
+                _ => format!("{function:#x}"),
+            },
         };
         lines.push(format!("{rel:016x} T {name}"));
         let limit = start.saturating_add(MAX_SYMBOL_SIZE);
