@@ -12,8 +12,12 @@
  *   3. replace F's return address with fntrace_return_trampoline, whose own
  *      fast path (return.S) writes the exit event.
  *
+ * A full ring does not bail: the frame is still hooked (its exit keeps the
+ * depths right) and the entry is counted as dropped in the ring's header,
+ * at the fast path's cost, for the reader to report as lost.
+ *
  * Anything unusual - no shadow stack or ring yet (first call of a thread),
- * shadow stack full, ring full, a top frame that died (longjmp) or is being
+ * shadow stack full, a top frame that died (longjmp) or is being
  * taken over (tail call), the return address already hooked - "bails": the
  * registers are restored and the code jumps to the generic trampoline with
  * the stack exactly as the site left it, so the generic path (Rust) sees an
@@ -148,10 +152,6 @@ fntrace_graph_max_depth:
         cmpq    %rdi, SHADOW_FRAMES-FRAME_SIZE+FRAME_SLOT(%rcx,%rdx)
         jbe     .Lbail_\@               /* top frame not above ours: it died */
 1:
-        movq    RING_HEAD(%rsi), %rdx
-        subq    RING_TAIL(%rsi), %rdx
-        cmpq    RING_CAPACITY(%rsi), %rdx
-        jae     .Lbail_\@               /* ring full: the drop is counted */
 
         /* The frame: complete before the depth counts it. Its exit mask is
          * the fast bit read again: if a disable cleared it meanwhile, the
@@ -176,6 +176,10 @@ fntrace_graph_max_depth:
         cmpq    fntrace_graph_max_depth(%rip), %r10
         ja      2f
         movq    RING_HEAD(%rsi), %rdx
+        movq    %rdx, %rcx
+        subq    RING_TAIL(%rsi), %rcx
+        cmpq    RING_CAPACITY(%rsi), %rcx
+        jae     3f                      /* ring full: count the drop */
         EVENT_SLOT %rsi, %rdx, %rcx
         movq    %rax, EVENT_TICKS(%rcx)
         shlq    $EVENT_DEPTH_SHIFT, %r10
@@ -183,6 +187,9 @@ fntrace_graph_max_depth:
         movq    %r10, EVENT_WORD(%rcx)
         incq    %rdx
         movq    %rdx, RING_HEAD(%rsi)
+        jmp     2f
+3:
+        incq    RING_DROPPED(%rsi)      /* the owner alone writes it */
 2:
 
         leaq    fntrace_return_trampoline(%rip), %rdx

@@ -31,6 +31,7 @@
 /* struct Ring<RawEvent> (header; the writer owns head, the reader tail) */
 #define RING_HEAD               0
 #define RING_TAIL              64
+#define RING_DROPPED          128   /* u64: events dropped (owner writes) */
 #define RING_CAPACITY         168   /* a power of two                      */
 #define RING_SLOTS            176
 

@@ -29,8 +29,9 @@
  *
  * Fast path (first, no call): when the top shadow frame is this slot's,
  * was pushed for the graph tracer alone while its fast path is on
- * (exit-tracer mask == fntrace_graph_fast_bit, no marks), and the ring has
- * room, the frame is popped and the exit event written right here. Besides
+ * (exit-tracer mask == fntrace_graph_fast_bit, no marks), the frame is
+ * popped and the exit event written right here (or, the ring being full,
+ * counted as dropped in the ring's header). Besides
  * rax/rdx (pushed around rdtsc, popped before leaving) only registers dead
  * at a return are used. Everything else takes the slow path below,
  * unchanged, with every register as the function left it:
@@ -109,16 +110,16 @@ fntrace_return_trampoline:
         movq    %fs:THREAD_FAST_TRACER_SLOT(%r11), %rsi
         testq   %rsi, %rsi
         jz      .Lslow_with_tsc
-        movq    RING_HEAD(%rsi), %r10
-        movq    %r10, %rdi
-        subq    RING_TAIL(%rsi), %rdi
-        cmpq    RING_CAPACITY(%rsi), %rdi
-        jae     .Lslow_with_tsc         /* ring full: the drop is counted */
 
         decq    %r8
         movq    %r8, SHADOW_LEN(%rcx)   /* popped; its memory stays intact */
         cmpq    fntrace_graph_max_depth(%rip), %r8
         ja      1f                      /* beyond the depth limit: no event */
+        movq    RING_HEAD(%rsi), %r10
+        movq    %r10, %rdi
+        subq    RING_TAIL(%rsi), %rdi
+        cmpq    RING_CAPACITY(%rsi), %rdi
+        jae     3f                      /* ring full: count the drop */
         EVENT_SLOT %rsi, %r10, %rdx
         movq    %rax, EVENT_TICKS(%rdx)
         shlq    $EVENT_DEPTH_SHIFT, %r8
@@ -127,6 +128,9 @@ fntrace_return_trampoline:
         movq    %r8, EVENT_WORD(%rdx)
         incq    %r10
         movq    %r10, RING_HEAD(%rsi)   /* publishes the event */
+        jmp     1f
+3:
+        incq    RING_DROPPED(%rsi)      /* the owner alone writes it */
 1:
         movq    FRAME_REAL_RETURN(%r9), %r9
         movb    $0, %fs:THREAD_IN_TRACER(%r11)

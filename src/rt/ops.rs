@@ -19,7 +19,9 @@ use std::sync::{Mutex, MutexGuard, Once, PoisonError};
 
 use crate::sites::SITES;
 
-use super::thread::{forget_after_fork, Untraced};
+use super::ring::reset_pools_in_fork_child;
+use super::thread::{current_tid, forget_after_fork, Untraced};
+use crate::sys;
 
 static OPERATIONS: Mutex<()> = Mutex::new(());
 
@@ -68,6 +70,9 @@ extern "C" fn after_fork_in_parent() {
 }
 
 extern "C" fn after_fork_in_child() {
+    // The cached id is still the parent's: the rings know the thread by it.
+    let parent_tid = current_tid();
+    reset_pools_in_fork_child(parent_tid, sys::gettid() as u32);
     forget_after_fork();
     after_fork_in_parent();
 }

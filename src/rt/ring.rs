@@ -1,10 +1,17 @@
 //! Per-thread event rings: one writer (the traced thread), one reader.
 //!
-//! Each thread that records its first event claims a ring from a fixed pool
-//! with one atomic increment and maps its memory with `mmap` (async-signal-
-//! safe, and the kernel commits pages only as they are touched). The writer
-//! appends at `head`, the reader consumes at `tail`; when the ring is full
-//! the event is dropped and counted, never blocking the traced thread.
+//! A thread that records its first event claims a ring from its tracer's
+//! pool: a free one if there is one (rings of exited threads are freed by
+//! the reader and reused), else a new `mmap` (async-signal-safe; the kernel
+//! commits pages only as they are touched). Rings form a list that only
+//! grows and are never unmapped, so a pointer to one stays valid for the
+//! life of the process; there is no cap on threads. [`RingPool::release_memory`]
+//! gives the pages of free rings back to the kernel.
+//!
+//! The writer appends at `head`, the reader consumes at `tail`; when the
+//! ring is full the event is dropped and counted, never blocking the traced
+//! thread. Drops are counted by the writer alone (a plain increment, also
+//! from asm) and the reader remembers how many it has reported.
 //!
 //! Orderings: the writer's Release store of `head` pairs with the reader's
 //! Acquire load (the event bytes are visible before the reader reads them);
@@ -15,12 +22,18 @@ use std::cell::UnsafeCell;
 use std::marker::PhantomData;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
 
-use parking_lot::Mutex;
+use crate::sys;
 
 /// Default events per thread ring (the memory is reserved, not committed:
 /// pages count only once events reach them).
 pub const DEFAULT_RING_EVENTS: usize = 1 << 20;
+
+/// A ring no thread owns (never used, or its thread exited).
+const FREE: u32 = 0;
+/// A ring a live thread writes.
+const OWNED: u32 = 1;
 
 /// One thread's ring.
 #[repr(C)]
@@ -30,15 +43,23 @@ pub struct Ring<T: Copy> {
     // would bounce it between cores.
     head: CachePadded<AtomicUsize>,
     tail: CachePadded<AtomicUsize>,
-    /// Events dropped since the last drain.
+    /// Events dropped because the ring was full, since it was made. Written
+    /// by the owner only (plain increments, also from asm).
     dropped: AtomicU64,
-    /// Events dropped since the ring was made.
-    dropped_total: AtomicU64,
+    /// How many of `dropped` the reader has reported. Reader only.
+    dropped_reported: AtomicU64,
     tid: AtomicU32,
-    /// The thread's name when it claimed the ring (`PR_GET_NAME`, NUL-padded).
-    name: [u8; 16],
+    /// [`FREE`] or [`OWNED`].
+    state: AtomicU32,
+    /// The owner's name when it claimed the ring (`PR_GET_NAME`, NUL-padded).
+    name: [AtomicU64; 2],
     capacity: usize,
     slots: *mut UnsafeCell<T>,
+    /// The ring made before this one (the pool's list).
+    next: *const Ring<T>,
+    /// The writer's head at the reader's previous drain: a ring whose head
+    /// did not move is checked for a dead owner. Reader only.
+    head_at_last_drain: AtomicUsize,
 }
 
 #[repr(align(64))]
@@ -51,6 +72,7 @@ const _: () = {
     type AnyRing = Ring<[u64; 2]>;
     assert!(std::mem::offset_of!(AnyRing, head) == 0);
     assert!(std::mem::offset_of!(AnyRing, tail) == 64);
+    assert!(std::mem::offset_of!(AnyRing, dropped) == 128);
     assert!(std::mem::offset_of!(AnyRing, capacity) == 168);
     assert!(std::mem::offset_of!(AnyRing, slots) == 176);
 };
@@ -63,8 +85,9 @@ impl<T: Copy> Ring<T> {
         let head = self.head.0.load(Ordering::Relaxed);
         let tail = self.tail.0.load(Ordering::Acquire);
         if head.wrapping_sub(tail) >= self.capacity {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-            self.dropped_total.fetch_add(1, Ordering::Relaxed);
+            // Single writer: a load and a store, as the asm does.
+            let dropped = self.dropped.load(Ordering::Relaxed);
+            self.dropped.store(dropped + 1, Ordering::Relaxed);
             return;
         }
         // SAFETY: slot head % capacity is inside the mapping, and the reader
@@ -84,28 +107,63 @@ impl<T: Copy> Ring<T> {
 
     /// Events dropped because the ring was full, since it was made.
     pub fn dropped(&self) -> u64 {
-        self.dropped_total.load(Ordering::Relaxed)
+        self.dropped.load(Ordering::Relaxed)
     }
 
-    /// Moves every available event into `out`. Callers serialise readers.
-    fn drain_into(&self, out: &mut Vec<T>) {
+    fn name(&self) -> String {
+        let mut bytes = [0u8; 16];
+        bytes[..8].copy_from_slice(&self.name[0].load(Ordering::Relaxed).to_le_bytes());
+        bytes[8..].copy_from_slice(&self.name[1].load(Ordering::Relaxed).to_le_bytes());
+        let len = bytes.iter().position(|&b| b == 0).unwrap_or(16);
+        String::from_utf8_lossy(&bytes[..len]).into_owned()
+    }
+
+    /// Makes the calling thread (`tid`) the owner. Async-signal-safe.
+    fn take_over(&self, tid: u32) {
+        let mut name = [0u8; 16];
+        // SAFETY: PR_GET_NAME writes at most 16 bytes into the buffer; it is
+        // a plain system call (async-signal-safe).
+        unsafe { libc::prctl(libc::PR_GET_NAME, name.as_mut_ptr()) };
+        let word = |i: usize| u64::from_le_bytes(name[i..i + 8].try_into().unwrap_or_default());
+        self.name[0].store(word(0), Ordering::Relaxed);
+        self.name[1].store(word(8), Ordering::Relaxed);
+        // Before any event: the reader sees it once it sees the events
+        // (they are published by a Release store of head).
+        self.tid.store(tid, Ordering::Relaxed);
+    }
+
+    /// Copies every available event to `out` (a slice at a time, at most
+    /// two: up to the end of the ring, then from its start), then frees
+    /// their slots. Callers serialise readers.
+    fn drain_with(&self, out: &mut dyn FnMut(&[T])) -> usize {
         let head = self.head.0.load(Ordering::Acquire);
         let tail = self.tail.0.load(Ordering::Relaxed);
         let available = head.wrapping_sub(tail);
-        out.reserve(available);
-        // At most two runs of slots: from tail to the end of the ring, then
-        // from its start (a wrap), each copied as one slice.
         let start = tail & (self.capacity - 1);
         let first = available.min(self.capacity - start);
         for (from, len) in [(start, first), (0, available - first)] {
+            if len == 0 {
+                continue;
+            }
             // SAFETY: slots in [tail, head) were published by the writer's
             // Release store of head, and it will not overwrite them until
             // tail moves past them; `from + len` stays inside the ring.
             // UnsafeCell<T> has T's layout.
             let run = unsafe { std::slice::from_raw_parts(self.slots.add(from).cast::<T>(), len) };
-            out.extend_from_slice(run);
+            out(run);
         }
         self.tail.0.store(head, Ordering::Release);
+        available
+    }
+
+    /// Drops reported since the previous call (after a drain: every drop
+    /// counted here happened after the events that drain returned, the
+    /// ring being full, except in the unlikely case of a ring refilled
+    /// between the drain's tail store and this read).
+    fn take_unreported_drops(&self) -> u64 {
+        let dropped = self.dropped.load(Ordering::Relaxed);
+        let reported = self.dropped_reported.swap(dropped, Ordering::Relaxed);
+        dropped.wrapping_sub(reported)
     }
 }
 
@@ -117,17 +175,21 @@ pub struct Drained<T> {
     pub name: String,
     /// The events, oldest first.
     pub events: Vec<T>,
-    /// Events this ring dropped since the previous drain.
+    /// Events this ring dropped since the previous drain (after `events`).
     pub dropped: u64,
 }
 
 /// A pool of per-thread rings for one kind of event.
 pub struct RingPool<T: Copy + 'static> {
-    rings: Box<[AtomicPtr<Ring<T>>]>,
-    claimed: AtomicUsize,
+    /// The newest ring; each points to the one made before it.
+    newest: AtomicPtr<Ring<T>>,
     capacity: AtomicUsize,
-    /// Events lost because no ring could be had (pool exhausted, no memory).
+    /// Rings made (mapped) so far.
+    made: AtomicUsize,
+    /// Events lost because no ring could be had (no memory).
     unbuffered: AtomicU64,
+    /// Serialises readers. Taken only under the operation lock (`ops`), so
+    /// it is never held across a `fork`.
     reader: Mutex<()>,
     _marker: PhantomData<T>,
 }
@@ -138,23 +200,28 @@ unsafe impl<T: Copy + Send> Sync for RingPool<T> {}
 // SAFETY: as above.
 unsafe impl<T: Copy + Send> Send for RingPool<T> {}
 
+impl<T: Copy + Send + 'static> Default for RingPool<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl<T: Copy + Send + 'static> RingPool<T> {
-    /// A pool for at most `max_threads` threads.
-    pub fn new(max_threads: usize) -> Self {
+    /// An empty pool.
+    pub fn new() -> Self {
         RingPool {
-            rings: (0..max_threads)
-                .map(|_| AtomicPtr::new(ptr::null_mut()))
-                .collect(),
-            claimed: AtomicUsize::new(0),
+            newest: AtomicPtr::new(ptr::null_mut()),
             capacity: AtomicUsize::new(DEFAULT_RING_EVENTS),
+            made: AtomicUsize::new(0),
             unbuffered: AtomicU64::new(0),
             reader: Mutex::new(()),
             _marker: PhantomData,
         }
     }
 
-    /// Events per ring for rings claimed from now on (rounded up to a
-    /// power of two: a mask, not a division, finds the slot).
+    /// Events per ring for rings made from now on (rounded up to a power of
+    /// two: a mask, not a division, finds the slot). Free rings of another
+    /// size are still reused.
     pub fn set_ring_capacity(&self, events: usize) {
         self.capacity.store(
             events.clamp(16, 1 << 40).next_power_of_two(),
@@ -162,17 +229,50 @@ impl<T: Copy + Send + 'static> RingPool<T> {
         );
     }
 
-    /// Claims a ring for the calling thread. `None` when the pool is
-    /// exhausted or memory cannot be mapped; the event is then counted as
+    /// Rings mapped so far (one per thread alive at the same time, at most).
+    pub fn rings_made(&self) -> usize {
+        self.made.load(Ordering::Relaxed)
+    }
+
+    /// Claims a ring for the calling thread: a free one, or a new one.
+    /// `None` when memory cannot be mapped; the event is then counted as
     /// lost. Async-signal-safe.
     #[cold]
     pub fn claim(&self, tid: u32) -> Option<&Ring<T>> {
         let _errno = super::thread::PreservedErrno::save();
-        let index = self.claimed.fetch_add(1, Ordering::Relaxed);
-        let Some(slot) = self.rings.get(index) else {
-            self.claimed.fetch_sub(1, Ordering::Relaxed);
-            return None;
-        };
+        for ring in self.rings() {
+            let free = ring
+                .state
+                .compare_exchange(FREE, OWNED, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok();
+            if free {
+                ring.take_over(tid);
+                return Some(ring);
+            }
+        }
+        let ring = self.map_ring(tid)?;
+        // Push onto the list; Release publishes the initialised ring to
+        // readers (Acquire in rings()).
+        let mut newest = self.newest.load(Ordering::Relaxed);
+        loop {
+            // SAFETY: the ring is ours alone until published below.
+            unsafe { (*ring).next = newest };
+            match self.newest.compare_exchange_weak(
+                newest,
+                ring,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(now) => newest = now,
+            }
+        }
+        self.made.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the ring was just initialised and is never unmapped.
+        Some(unsafe { &*ring })
+    }
+
+    fn map_ring(&self, tid: u32) -> Option<*mut Ring<T>> {
         let capacity = self.capacity.load(Ordering::Relaxed);
         let bytes = std::mem::size_of::<Ring<T>>() + capacity * std::mem::size_of::<T>();
         // SAFETY: anonymous private mapping, result checked.
@@ -192,10 +292,6 @@ impl<T: Copy + Send + 'static> RingPool<T> {
         let ring = mem as *mut Ring<T>;
         let header = std::mem::size_of::<Ring<T>>().next_multiple_of(std::mem::align_of::<T>());
         debug_assert!(header == std::mem::size_of::<Ring<T>>());
-        let mut name = [0u8; 16];
-        // SAFETY: PR_GET_NAME writes at most 16 bytes into the buffer; it is
-        // a plain system call (async-signal-safe).
-        unsafe { libc::prctl(libc::PR_GET_NAME, name.as_mut_ptr()) };
         // SAFETY: the page-aligned mapping holds the header followed by
         // `capacity` slots (Ring's size is a multiple of 64, so the slots are
         // aligned for any T of alignment ≤ 64).
@@ -204,17 +300,18 @@ impl<T: Copy + Send + 'static> RingPool<T> {
                 head: CachePadded(AtomicUsize::new(0)),
                 tail: CachePadded(AtomicUsize::new(0)),
                 dropped: AtomicU64::new(0),
-                dropped_total: AtomicU64::new(0),
-                tid: AtomicU32::new(tid),
-                name,
+                dropped_reported: AtomicU64::new(0),
+                tid: AtomicU32::new(0),
+                state: AtomicU32::new(OWNED),
+                name: [AtomicU64::new(0), AtomicU64::new(0)],
                 capacity,
                 slots: (mem as *mut u8).add(header) as *mut UnsafeCell<T>,
+                next: ptr::null(),
+                head_at_last_drain: AtomicUsize::new(0),
             });
+            (*ring).take_over(tid);
         }
-        // Release publishes the initialised ring to readers (Acquire in rings()).
-        slot.store(ring, Ordering::Release);
-        // SAFETY: the ring was just initialised and is never unmapped.
-        Some(unsafe { &*ring })
+        Some(ring)
     }
 
     /// Counts an event that had no ring to go to.
@@ -223,34 +320,146 @@ impl<T: Copy + Send + 'static> RingPool<T> {
     }
 
     fn rings(&self) -> impl Iterator<Item = &Ring<T>> {
-        let claimed = self.claimed.load(Ordering::Relaxed).min(self.rings.len());
-        self.rings[..claimed].iter().filter_map(|slot| {
-            // SAFETY: non-null pointers were published by claim and are never
-            // unmapped.
-            unsafe { slot.load(Ordering::Acquire).as_ref() }
+        // SAFETY: non-null pointers were published by claim (Release) and
+        // are never unmapped; `next` is written before publication.
+        let mut at = unsafe { self.newest.load(Ordering::Acquire).as_ref() };
+        std::iter::from_fn(move || {
+            let ring = at?;
+            // SAFETY: as above.
+            at = unsafe { ring.next.as_ref() };
+            Some(ring)
         })
     }
 
-    /// Takes every buffered event, per thread, oldest first.
+    /// Takes every buffered event, per thread, oldest first. Rings of
+    /// threads that exited are freed for reuse once emptied.
     pub fn drain(&self) -> Vec<Drained<T>> {
-        let _reader = self.reader.lock();
-        self.rings()
-            .map(|ring| {
-                let mut events = Vec::new();
-                ring.drain_into(&mut events);
-                let name_len = ring.name.iter().position(|&b| b == 0).unwrap_or(16);
-                Drained {
-                    tid: ring.tid(),
-                    name: String::from_utf8_lossy(&ring.name[..name_len]).into_owned(),
-                    events,
-                    dropped: ring.dropped.swap(0, Ordering::Relaxed),
-                }
+        let mut all = Vec::new();
+        self.drain_each(&mut |tid, name, events, dropped| {
+            all.push(Drained {
+                tid,
+                name: name.to_string(),
+                events: events.to_vec(),
+                dropped,
             })
-            .collect()
+        });
+        all
+    }
+
+    /// Passes each owned ring's events to `out` as `(tid, name, events,
+    /// dropped after them)`, without collecting them first; skips rings
+    /// with nothing new. Rings of threads that exited are freed once
+    /// emptied.
+    pub fn drain_each(&self, out: &mut dyn FnMut(u32, &str, &[T], u64)) {
+        let _reader = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+        let pid = sys::getpid();
+        let mut batch: Vec<T> = Vec::new();
+        for ring in self.rings() {
+            if ring.state.load(Ordering::Acquire) != OWNED {
+                continue;
+            }
+            // A ring whose head has not moved since the last drain may
+            // belong to a thread that exited; checked before draining, so
+            // that a dead owner's last events are all in this drain.
+            let head = ring.head.0.load(Ordering::Acquire);
+            let idle = head == ring.head_at_last_drain.swap(head, Ordering::Relaxed);
+            let owner_exited = idle && sys::tgkill(pid, ring.tid() as i32, 0) == Err(libc::ESRCH);
+            batch.clear();
+            ring.drain_with(&mut |run| batch.extend_from_slice(run));
+            let dropped = ring.take_unreported_drops();
+            if !batch.is_empty() || dropped != 0 {
+                out(ring.tid(), &ring.name(), &batch, dropped);
+            }
+            if owner_exited {
+                ring.state.store(FREE, Ordering::Release);
+            }
+        }
     }
 
     /// Events lost so far: rings full, plus events with no ring at all.
     pub fn lost(&self) -> u64 {
         self.rings().map(Ring::dropped).sum::<u64>() + self.unbuffered.load(Ordering::Relaxed)
+    }
+
+    /// Gives the pages of free rings back to the kernel (they are mapped
+    /// again on first touch when reused). Returns the bytes released.
+    pub fn release_memory(&self) -> usize {
+        let _reader = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+        let mut released = 0;
+        for ring in self.rings() {
+            // Claimed meanwhile: skip (the claimer writes the header).
+            if ring.state.load(Ordering::Acquire) != FREE {
+                continue;
+            }
+            let bytes = ring.capacity * std::mem::size_of::<T>();
+            // SAFETY: the slots of a free ring are read and written by no
+            // one (a claimer touches only the header until it pushes, and
+            // DONTNEED on anonymous memory just zero-fills on next touch).
+            let rc = unsafe { libc::madvise(ring.slots.cast(), bytes, libc::MADV_DONTNEED) };
+            if rc == 0 {
+                released += bytes;
+            }
+        }
+        released
+    }
+
+    /// In the child of `fork`: the rings hold the parent's events, and all
+    /// but the forking thread's belong to threads the child does not have.
+    /// Empties every ring, frees the others and gives the forking thread's
+    /// ring (the one of `parent_tid`) to `child_tid`. Runs in the child's
+    /// fork handler, with no other thread and no reader (readers hold the
+    /// operation lock, which the forking thread holds).
+    pub fn reset_in_fork_child(&self, parent_tid: u32, child_tid: u32) {
+        for ring in self.rings() {
+            let head = ring.head.0.load(Ordering::Relaxed);
+            ring.tail.0.store(head, Ordering::Release);
+            ring.head_at_last_drain.store(head, Ordering::Relaxed);
+            ring.dropped_reported
+                .store(ring.dropped.load(Ordering::Relaxed), Ordering::Relaxed);
+            if ring.state.load(Ordering::Relaxed) == OWNED && ring.tid() == parent_tid {
+                ring.tid.store(child_tid, Ordering::Relaxed);
+            } else {
+                ring.state.store(FREE, Ordering::Release);
+            }
+        }
+    }
+}
+
+/// Something to reset in the child of `fork` (see
+/// [`RingPool::reset_in_fork_child`]).
+pub trait ForkReset: Sync {
+    /// Called in the child's fork handler.
+    fn reset_in_fork_child(&self, parent_tid: u32, child_tid: u32);
+}
+
+impl<T: Copy + Send + 'static> ForkReset for RingPool<T> {
+    fn reset_in_fork_child(&self, parent_tid: u32, child_tid: u32) {
+        RingPool::reset_in_fork_child(self, parent_tid, child_tid)
+    }
+}
+
+/// Pools the child of `fork` must reset: added under the operation lock
+/// (so this lock is free at every fork), at most a few.
+static FORK_RESETS: Mutex<Vec<&'static dyn ForkReset>> = Mutex::new(Vec::new());
+
+/// Has `pool` reset in the child of every later `fork`. Call under the
+/// operation lock; registering twice is harmless.
+pub(crate) fn reset_in_fork_children(pool: &'static dyn ForkReset) {
+    let mut pools = FORK_RESETS.lock().unwrap_or_else(|e| e.into_inner());
+    let address = pool as *const dyn ForkReset as *const ();
+    if !pools
+        .iter()
+        .any(|p| ptr::eq(*p as *const dyn ForkReset as *const (), address))
+    {
+        pools.push(pool);
+    }
+}
+
+/// The child's part: see [`RingPool::reset_in_fork_child`].
+pub(crate) fn reset_pools_in_fork_child(parent_tid: u32, child_tid: u32) {
+    if let Ok(pools) = FORK_RESETS.try_lock() {
+        for pool in pools.iter() {
+            pool.reset_in_fork_child(parent_tid, child_tid);
+        }
     }
 }

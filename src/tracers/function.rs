@@ -6,7 +6,7 @@ use once_cell::sync::Lazy;
 
 use crate::filter::Filter;
 use crate::rt::ops;
-use crate::rt::ring::{Ring, RingPool};
+use crate::rt::ring::{self, Ring, RingPool};
 use crate::rt::thread::{current_tid, Untraced};
 use crate::sys::clock;
 use crate::tracer::{Call, Tracer};
@@ -24,9 +24,6 @@ pub struct FunctionEvent {
     pub tid: u32,
 }
 
-/// Most threads whose events the function tracer keeps apart.
-pub const MAX_THREADS: usize = 4096;
-
 /// The `function` tracer. Registered under the name `"function"`.
 pub struct FunctionTracer {
     pool: Lazy<RingPool<FunctionEvent>>,
@@ -38,7 +35,7 @@ thread_local! {
 
 /// The process's function tracer.
 pub static FUNCTION_TRACER: FunctionTracer = FunctionTracer {
-    pool: Lazy::new(|| RingPool::new(MAX_THREADS)),
+    pool: Lazy::new(RingPool::new),
 };
 
 crate::register_tracer!("function", &FUNCTION_TRACER);
@@ -73,7 +70,8 @@ impl FunctionTracer {
 impl Tracer for FunctionTracer {
     fn on_enable(&self, _filter: &Filter) {
         // Allocate the pool here, not on the first traced call.
-        Lazy::force(&self.pool);
+        let pool: &'static RingPool<FunctionEvent> = Lazy::force(&FUNCTION_TRACER.pool);
+        ring::reset_in_fork_children(pool);
     }
 
     #[inline]

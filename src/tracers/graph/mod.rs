@@ -17,7 +17,7 @@ use parking_lot::Mutex;
 
 use crate::filter::Filter;
 use crate::rt::ops;
-use crate::rt::ring::{Ring, RingPool};
+use crate::rt::ring::{self, Ring, RingPool};
 use crate::rt::shadow::{self, MAX_HOOKED_DEPTH};
 use crate::rt::thread::{current_tid, thread_block, Untraced};
 use crate::sites::function_of_site;
@@ -27,9 +27,6 @@ use crate::tracer::{self, Call, FastEntries, FastPath, Return, Tracer};
 use fntrace_tools::{EventKind, GraphEvent, ThreadTrace, Trace};
 
 pub(crate) mod fast;
-
-/// Most threads whose events the graph tracer keeps apart.
-pub const MAX_THREADS: usize = 4096;
 
 /// An event as the traced thread writes it (also from asm: layout.h): raw
 /// TSC ticks, and one word packing the site's return address (bits 0-47:
@@ -96,7 +93,7 @@ pub struct GraphTracer {
 
 /// The process's graph tracer.
 pub static GRAPH_TRACER: GraphTracer = GraphTracer {
-    pool: Lazy::new(|| RingPool::new(MAX_THREADS)),
+    pool: Lazy::new(RingPool::new),
     retained: Mutex::new(Vec::new()),
     max_depth: AtomicUsize::new(usize::MAX),
     min_duration_ns: AtomicU64::new(0),
@@ -326,7 +323,8 @@ impl FastPath for GraphTracer {
 
 impl Tracer for GraphTracer {
     fn on_enable(&self, filter: &Filter) {
-        Lazy::force(&self.pool);
+        let pool: &'static RingPool<RawEvent> = Lazy::force(&GRAPH_TRACER.pool);
+        ring::reset_in_fork_children(pool);
         let depth = filter.get_max_depth().map_or(usize::MAX, usize::from);
         self.max_depth.store(depth, Ordering::Relaxed);
         // Checked by enable_with before it calls on_enable.
