@@ -73,6 +73,9 @@ pub enum Error {
     BadFilter(String),
     /// Writing or reading a trace failed (the trace stays in memory).
     Export(fntrace_tools::export::ExportError),
+    /// A recording could not start or stop (see `fntrace::record`); says
+    /// why.
+    Recording(String),
     /// Any other I/O failure, with what was being done.
     Io {
         /// What was being done.
@@ -130,6 +133,7 @@ impl fmt::Display for Error {
             ),
             Error::BadFilter(why) => write!(f, "bad filter: {why}"),
             Error::Export(err) => write!(f, "{err}"),
+            Error::Recording(why) => write!(f, "recording: {why}"),
             Error::Io { what, source } => write!(f, "{what}: {source}"),
         }
     }

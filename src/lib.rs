@@ -27,7 +27,8 @@
 //! tracer interface and registry) → `rt` (the traced-call path: what the
 //! trampolines call; it reaches tracers only through that interface) →
 //! `tracers` (the built-in `function` and `graph` tracers) → `control`
-//! (init, enable, disable, dump) → this root (the public API). The trace
+//! (init, enable, disable, dump) → `record` (the streaming recorder) →
+//! this root (the public API). The trace
 //! model, analysis and exporters are the `fntrace-tools` crate.
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
@@ -38,6 +39,7 @@ mod control;
 mod error;
 mod filter;
 mod patch;
+mod record;
 mod rt;
 mod sites;
 mod symbols;
@@ -56,6 +58,9 @@ pub use filter::Filter;
 // links no runtime); they stay reachable here under their old paths.
 pub use fntrace_tools::{analysis, export, EventKind, GraphEvent, ThreadTrace, Trace};
 pub use patch::stop_world::{set_ack_timeout, set_stop_signal};
+pub use record::{
+    record, record_with, RecordOptions, RecordReport, Recording, DEFAULT_DRAIN_INTERVAL,
+};
 pub use rt::shadow::MAX_HOOKED_DEPTH;
 pub use rt::thread::{current_tid, generic_entries_on_this_thread, untraced};
 pub use sites::{ScanReport, SiteInfo, SiteKind};

@@ -179,6 +179,20 @@ pub struct Drained<T> {
     pub dropped: u64,
 }
 
+/// Part of one ring's drain, as [`RingPool::drain_each`] passes it.
+pub struct Batch<'a, T> {
+    /// Which ring (an index, stable for the pool's life).
+    pub ring: usize,
+    /// Kernel thread id of the ring's owner.
+    pub tid: u32,
+    /// The owner's name.
+    pub name: &'a str,
+    /// Events, oldest first (a run of slots).
+    pub events: &'a [T],
+    /// Events dropped after these (non-zero only with no events).
+    pub dropped_after: u64,
+}
+
 /// A pool of per-thread rings for one kind of event.
 pub struct RingPool<T: Copy + 'static> {
     /// The newest ring; each points to the one made before it.
@@ -334,27 +348,34 @@ impl<T: Copy + Send + 'static> RingPool<T> {
     /// Takes every buffered event, per thread, oldest first. Rings of
     /// threads that exited are freed for reuse once emptied.
     pub fn drain(&self) -> Vec<Drained<T>> {
-        let mut all = Vec::new();
-        self.drain_each(&mut |tid, name, events, dropped| {
-            all.push(Drained {
-                tid,
-                name: name.to_string(),
-                events: events.to_vec(),
-                dropped,
-            })
+        let mut all: Vec<Drained<T>> = Vec::new();
+        let mut ring_index = usize::MAX;
+        self.drain_each(&mut |batch| {
+            if batch.ring != ring_index {
+                ring_index = batch.ring;
+                all.push(Drained {
+                    tid: batch.tid,
+                    name: batch.name.to_string(),
+                    events: Vec::new(),
+                    dropped: 0,
+                });
+            }
+            let drained = all.last_mut().expect("pushed above");
+            drained.events.extend_from_slice(batch.events);
+            drained.dropped += batch.dropped_after;
         });
         all
     }
 
-    /// Passes each owned ring's events to `out` as `(tid, name, events,
-    /// dropped after them)`, without collecting them first; skips rings
-    /// with nothing new. Rings of threads that exited are freed once
-    /// emptied.
-    pub fn drain_each(&self, out: &mut dyn FnMut(u32, &str, &[T], u64)) {
+    /// Passes each owned ring's new events to `out` without collecting
+    /// them: a [`Batch`] for each run of slots (at most two per ring), then
+    /// one with no events and `dropped_after` if events were dropped after
+    /// them. Rings with nothing new are skipped; rings of threads
+    /// that exited are freed once emptied.
+    pub fn drain_each(&self, out: &mut dyn FnMut(&Batch<'_, T>)) {
         let _reader = self.reader.lock().unwrap_or_else(|e| e.into_inner());
         let pid = sys::getpid();
-        let mut batch: Vec<T> = Vec::new();
-        for ring in self.rings() {
+        for (index, ring) in self.rings().enumerate() {
             if ring.state.load(Ordering::Acquire) != OWNED {
                 continue;
             }
@@ -364,11 +385,26 @@ impl<T: Copy + Send + 'static> RingPool<T> {
             let head = ring.head.0.load(Ordering::Acquire);
             let idle = head == ring.head_at_last_drain.swap(head, Ordering::Relaxed);
             let owner_exited = idle && sys::tgkill(pid, ring.tid() as i32, 0) == Err(libc::ESRCH);
-            batch.clear();
-            ring.drain_with(&mut |run| batch.extend_from_slice(run));
-            let dropped = ring.take_unreported_drops();
-            if !batch.is_empty() || dropped != 0 {
-                out(ring.tid(), &ring.name(), &batch, dropped);
+            let (tid, name) = (ring.tid(), ring.name());
+            let name = name.as_str();
+            ring.drain_with(&mut |events| {
+                out(&Batch {
+                    ring: index,
+                    tid,
+                    name,
+                    events,
+                    dropped_after: 0,
+                })
+            });
+            let dropped_after = ring.take_unreported_drops();
+            if dropped_after != 0 {
+                out(&Batch {
+                    ring: index,
+                    tid,
+                    name,
+                    events: &[],
+                    dropped_after,
+                });
             }
             if owner_exited {
                 ring.state.store(FREE, Ordering::Release);

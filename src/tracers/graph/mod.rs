@@ -17,7 +17,7 @@ use parking_lot::Mutex;
 
 use crate::filter::Filter;
 use crate::rt::ops;
-use crate::rt::ring::{self, Ring, RingPool};
+use crate::rt::ring::{self, Batch, Ring, RingPool};
 use crate::rt::shadow::{self, MAX_HOOKED_DEPTH};
 use crate::rt::thread::{current_tid, thread_block, Untraced};
 use crate::sites::function_of_site;
@@ -176,11 +176,75 @@ impl GraphTracer {
         retained.retain(|t| !t.events.is_empty() || t.lost != 0);
     }
 
+    /// Moves the events in the rings to the retained ones (a later
+    /// `take_trace` or `snapshot` returns them), so that what is drained
+    /// next starts now: a recording does not take events from before it.
+    pub(crate) fn retain_buffered(&self) {
+        let _operation = ops::operation();
+        let mut retained = self.retained.lock();
+        self.collect_into(&mut retained);
+    }
+
+    /// Drains the rings, passing each thread's new events to `out` a chunk
+    /// at a time, converted (nanoseconds, function addresses) but never
+    /// collected whole: the streaming recorder's read. Rings of exited
+    /// threads are freed once drained.
+    pub(crate) fn stream_events(&self, out: &mut dyn FnMut(&Batch<'_, GraphEvent>)) {
+        const CHUNK: usize = 1 << 14;
+        let _untraced = Untraced::begin();
+        let _operation = ops::operation();
+        let mut converted: Vec<GraphEvent> = Vec::with_capacity(CHUNK);
+        let mut last_site = (0, 0);
+        self.pool.drain_each(&mut |raw| {
+            for chunk in raw.events.chunks(CHUNK) {
+                converted.clear();
+                converted.extend(chunk.iter().map(|event| {
+                    let site = event.site();
+                    if last_site.0 != site {
+                        last_site = (site, function_of_site(site));
+                    }
+                    GraphEvent {
+                        time_ns: ticks_to_ns(event.ticks),
+                        function: last_site.1,
+                        depth: event.depth(),
+                        kind: event.kind(),
+                    }
+                }));
+                out(&Batch {
+                    ring: raw.ring,
+                    tid: raw.tid,
+                    name: raw.name,
+                    events: &converted,
+                    dropped_after: 0,
+                });
+            }
+            if raw.dropped_after != 0 {
+                out(&Batch {
+                    ring: raw.ring,
+                    tid: raw.tid,
+                    name: raw.name,
+                    events: &[],
+                    dropped_after: raw.dropped_after,
+                });
+            }
+        });
+    }
+
+    /// Gives the memory of the buffers of threads that exited back to the
+    /// kernel; returns the bytes released.
+    pub(crate) fn release_memory(&self) -> usize {
+        let _operation = ops::operation();
+        self.pool.release_memory()
+    }
+
+    /// Buffers mapped so far (at most one per thread alive at a time: the
+    /// buffers of exited threads are reused).
+    pub fn buffers_made(&self) -> usize {
+        self.pool.rings_made()
+    }
+
     fn collect_into(&self, retained: &mut Vec<ThreadTrace>) {
         for drained in self.pool.drain() {
-            if drained.events.is_empty() && drained.dropped == 0 {
-                continue; // nothing new from this thread
-            }
             let position = retained.iter().position(|t| t.tid == drained.tid);
             let thread = match position {
                 Some(i) => &mut retained[i],
@@ -268,6 +332,21 @@ fn describe(threads: Vec<ThreadTrace>) -> Trace {
             }
         }
     }
+    describe_functions(threads, functions)
+}
+
+/// A [`Trace`] with no events that describes the process and names every
+/// function with a known call site: the header of a streamed recording.
+pub(crate) fn describe_process() -> Trace {
+    let functions = crate::sites::SITES
+        .iter()
+        .map(|site| site.function.load(Ordering::Relaxed))
+        .filter(|&function| function != 0)
+        .collect();
+    describe_functions(Vec::new(), functions)
+}
+
+fn describe_functions(threads: Vec<ThreadTrace>, functions: HashSet<usize>) -> Trace {
     let index = symbols::current();
     // Both forms: readable names for fntrace's reports, ELF names for
     // uftrace's `.sym` files (uftrace demangles them itself).

