@@ -147,21 +147,27 @@ fn ten_thousand_short_lived_threads_are_all_recorded_in_reused_buffers() {
     let buffers_before = GRAPH_TRACER.buffers_made();
     let recording = fntrace::record("graph", &pie_filter(), &dir).unwrap();
     let mut wrong = 0;
+    let mut tids = std::collections::HashSet::new();
     for batch in 0..THREADS / AT_ONCE {
         let threads: Vec<_> = (0..AT_ONCE)
             .map(|i| {
                 let x = (batch * AT_ONCE + i) as i64;
-                std::thread::spawn(move || c_pie::mid(x) == expected_c_mid(x))
+                std::thread::spawn(move || {
+                    (c_pie::mid(x) == expected_c_mid(x), fntrace::current_tid())
+                })
             })
             .collect();
-        for thread in threads_join(threads) {
-            wrong += usize::from(!thread);
+        for (right, tid) in threads_join(threads) {
+            wrong += usize::from(!right);
+            tids.insert(tid);
         }
     }
     let report = recording.stop().unwrap();
     assert_eq!(wrong, 0);
     assert_eq!(report.lost, 0, "{report:?}");
-    assert_eq!(report.threads, THREADS, "{report:?}");
+    // The kernel may give a tid again (pid_max is 32,768 on some machines):
+    // one file per tid.
+    assert_eq!(report.threads, tids.len(), "{report:?}");
     assert_eq!(report.events, (THREADS * 10) as u64);
     let made = GRAPH_TRACER.buffers_made() - buffers_before;
     assert!(
@@ -174,6 +180,6 @@ fn ten_thousand_short_lived_threads_are_all_recorded_in_reused_buffers() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-fn threads_join(threads: Vec<std::thread::JoinHandle<bool>>) -> Vec<bool> {
+fn threads_join<T>(threads: Vec<std::thread::JoinHandle<T>>) -> Vec<T> {
     threads.into_iter().map(|t| t.join().unwrap()).collect()
 }
