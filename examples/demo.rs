@@ -1,12 +1,15 @@
 //! fntrace demo: a small multi-threaded "service" built entirely with
 //! `-Zinstrument-mcount` (see the README's first command). Tracing is off,
 //! switched on while the workers handle a fixed batch of requests, and off
-//! again; then the demo prints what the graph tracer saw. One request in
+//! again, with the streaming recorder writing a uftrace data directory as
+//! it goes; then the demo reads it back and prints what the graph tracer
+//! saw, losses first. One request in
 //! 500 is malformed: its handler panics, and the worker catches the panic
 //! and goes on, as a server would (the trace stays whole: the unwound
 //! calls end where the panic is caught).
 //!
-//! `demo [REQUESTS_PER_WORKER]` (default 2000).
+//! `demo [REQUESTS_PER_WORKER] [DIR]` (defaults: 2000, and
+//! `fntrace-demo.data` in the temporary directory, replaced if it exists).
 
 use std::collections::HashMap;
 use std::hint::black_box;
@@ -119,17 +122,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .collect();
 
+    let dir = std::env::args()
+        .nth(2)
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir().join("fntrace-demo.data"));
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)?;
+    }
+
     phases[0].wait();
     let patched_at = Instant::now();
-    fntrace::enable("graph")?;
+    let recording = fntrace::record("graph", &fntrace::Filter::new(), &dir)?;
     let enable_took = patched_at.elapsed();
     phases[1].wait();
     phases[2].wait();
     let disabled_at = Instant::now();
-    fntrace::disable("graph")?;
+    let recorded = recording.stop()?;
     println!(
         "tracing on for {requests} requests on each of {WORKERS} threads \
-         (enable {enable_took:.1?}, disable {:.1?}, clock: {})",
+         (record {enable_took:.1?}, stop {:.1?}, clock: {})",
         disabled_at.elapsed(),
         if fntrace::stats().tsc_clock {
             "TSC"
@@ -145,10 +156,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!("{failed} requests failed while traced (handler panicked; caught)");
 
-    let trace = fntrace::GRAPH_TRACER.take_trace();
-    let events: usize = trace.threads.iter().map(|t| t.events.len()).sum();
+    println!(
+        "{} events written, {} lost ({} bytes, {} threads) to {}\n\
+         (read it again with `fntrace report {}` or `uftrace replay -d {}`)\n",
+        recorded.events,
+        recorded.lost,
+        recorded.bytes,
+        recorded.threads,
+        dir.display(),
+        dir.display(),
+        dir.display(),
+    );
+    let trace = fntrace::export::read_uftrace_dir(&dir)?;
     let report = fntrace::analysis::latency(&trace);
-    println!("{events} events recorded, {} lost\n", trace.lost());
     println!("{}", report.table(15));
 
     // A piece of one worker's call graph.
