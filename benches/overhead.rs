@@ -31,6 +31,8 @@
 //! printed as MISS and does not fail the run; a wrong event count, a missing
 //! tool or a failing command does.
 
+mod common;
+
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -39,6 +41,9 @@ use std::sync::{mpsc, Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::{
+    build_standalone, children_cpu_ns, load_average, machine_description, thread_cpu_ns, TempDir,
+};
 use fntrace::{Filter, FUNCTION_TRACER, GRAPH_TRACER};
 use fntrace_fixtures::{c_fentry_nopie, c_nopmcount, c_pie, c_plain, rust};
 
@@ -138,18 +143,6 @@ impl Cost {
 }
 
 /// CPU time of the calling thread, in nanoseconds.
-fn thread_cpu_ns() -> u64 {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `now` is a valid, writable timespec; the per-thread CPU clock
-    // always exists on Linux.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
-    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
-}
-
 /// Page faults taken inside timed runs since the warm-up rounds ended. A
 /// fault there (a trace buffer page touched for the first time) would be
 /// counted as tracer cost; the report shows this count.
@@ -564,17 +557,6 @@ fn run_timed(command: &mut Command) -> Cost {
     }
 }
 
-/// User + system CPU time of this process's waited-for descendants.
-fn children_cpu_ns() -> u64 {
-    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `usage` is a valid, writable rusage.
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
-    assert_eq!(rc, 0, "getrusage(RUSAGE_CHILDREN) failed");
-    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
-    ns(usage.ru_utime) + ns(usage.ru_stime)
-}
-
 /// Builds the standalone program with and without `-pg` and times it
 /// untraced, under `uftrace record`, and with glibc's `mcount`, each with
 /// [`TRACED_ITERATIONS`] and with 0 iterations: the difference of the two
@@ -635,23 +617,6 @@ fn measure_uftrace(tools: &Toolchain) -> UftraceFigures {
     }
 }
 
-fn build_standalone(dir: &Path, name: &str, flags: &[&str]) -> PathBuf {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let output = dir.join(name);
-    let status = Command::new("gcc")
-        .arg("-O2")
-        .args(flags)
-        .arg("-I")
-        .arg(manifest.join("tests/fixtures/c"))
-        .arg(manifest.join("benches/c/uftrace_workload.c"))
-        .arg("-o")
-        .arg(&output)
-        .status()
-        .expect("running gcc for the standalone workload");
-    assert!(status.success(), "gcc failed to build {name}");
-    output
-}
-
 /// uftrace must have recorded every call: its per-thread `<tid>.dat` files
 /// hold an entry and an exit record per call.
 fn check_uftrace_data(data: &Path, calls: u64) {
@@ -670,28 +635,6 @@ fn check_uftrace_data(data: &Path, calls: u64) {
         bytes >= UFTRACE_BYTES_PER_CALL * calls,
         "uftrace recorded {bytes} bytes for {calls} calls: not every call was traced"
     );
-}
-
-/// A directory removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(prefix: &str) -> TempDir {
-        let path = std::env::temp_dir().join(format!("{prefix}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).unwrap_or_else(|e| panic!("creating {path:?}: {e}"));
-        TempDir(path)
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 // ---------------------------------------------------------------------------
@@ -740,28 +683,6 @@ impl Toolchain {
     fn describe(&self) -> String {
         format!("{}; {}; {}", self.rustc, self.gcc, self.uftrace_version)
     }
-}
-
-fn machine_description() -> String {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpuinfo
-        .lines()
-        .find_map(|line| {
-            let (key, value) = line.split_once(':')?;
-            (key.trim() == "model name").then(|| value.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".to_string());
-    let cpus = thread::available_parallelism().map_or(0, usize::from);
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    format!("nproc {cpus}, {model}, Linux {}", kernel.trim())
-}
-
-/// The 1-minute load average: how busy the machine was.
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|text| text.split_whitespace().next().map(str::to_string))
-        .unwrap_or_else(|| "unknown".to_string())
 }
 
 /// One line of the table.

@@ -100,8 +100,8 @@ fn child_trace_is_its_own() -> i32 {
     if result == common::expected_c_mid(3) && events == 10 && mine && trace.lost() == 0 {
         0
     } else {
-        // SAFETY: write(2) of a buffer we own, to stderr.
         let line = format!("child: {events} events, all mine: {mine}\n");
+        // SAFETY: write(2) of a buffer we own, to stderr.
         unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
         1
     }

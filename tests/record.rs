@@ -161,6 +161,15 @@ fn ten_thousand_short_lived_threads_are_all_recorded_in_reused_buffers() {
             wrong += usize::from(!right);
             tids.insert(tid);
         }
+        if batch % 50 == 49 {
+            // The writer frees the buffers of exited threads when it drains
+            // them (the second drain that finds one idle): let it, however
+            // busy the machine is.
+            let drains = recording.drains();
+            while recording.drains() < drains + 2 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
     }
     let report = recording.stop().unwrap();
     assert_eq!(wrong, 0);
@@ -171,8 +180,10 @@ fn ten_thousand_short_lived_threads_are_all_recorded_in_reused_buffers() {
     assert_eq!(report.events, (THREADS * 10) as u64);
     let made = GRAPH_TRACER.buffers_made() - buffers_before;
     assert!(
-        made <= THREADS / 10,
-        "{made} buffers made for {THREADS} threads, at most {AT_ONCE} alive at once"
+        made <= 3 * 50 * AT_ONCE,
+        "{made} buffers made for {THREADS} threads, at most {AT_ONCE} alive at once, \
+         the writer draining twice every {} threads",
+        50 * AT_ONCE
     );
     let counts = counts(&dir);
     assert_eq!(counts["pie_mid"], (THREADS as u64, THREADS as u64));

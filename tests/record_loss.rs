@@ -10,7 +10,7 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use fntrace::{EventKind, Filter, RecordOptions, GRAPH_TRACER};
+use fntrace::{EventKind, Filter, RecordOptions};
 use fntrace_fixtures::c_pie;
 
 static ONE_RECORDING: Mutex<()> = Mutex::new(());
@@ -56,10 +56,10 @@ fn counts(dir: &Path) -> (HashMap<String, (u64, u64)>, u64) {
 fn events_lost_to_full_buffers_are_counted_and_shown() {
     let _turn = ONE_RECORDING.lock().unwrap_or_else(|e| e.into_inner());
     const N: i64 = 20_000; // run(N): 100,001 calls, 200,002 events
-    GRAPH_TRACER.set_buffer_events(4096);
     let dir = fresh_dir("full");
     let options = RecordOptions {
         drain_interval: Duration::from_millis(50),
+        buffer_events: 4096,
     };
     let recording =
         fntrace::record_with("graph", &Filter::new().include("pie_*"), &dir, &options).unwrap();

@@ -1,0 +1,96 @@
+//! Helpers shared by the benchmarks: CPU clocks, the standalone `-pg`
+//! build of the workload for `uftrace record`, a temporary directory, and
+//! what the machine is.
+
+#![allow(dead_code)] // each bench uses its own subset
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::thread;
+
+/// CPU time of the calling thread, nanoseconds.
+pub fn thread_cpu_ns() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid, writable timespec; the per-thread CPU clock
+    // always exists on Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
+    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
+}
+
+/// User + system CPU time of this process's waited-for descendants.
+pub fn children_cpu_ns() -> u64 {
+    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid, writable rusage.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
+    assert_eq!(rc, 0, "getrusage(RUSAGE_CHILDREN) failed");
+    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
+    ns(usage.ru_utime) + ns(usage.ru_stime)
+}
+
+/// Builds `benches/c/uftrace_workload.c` with `gcc -O2 FLAGS` as `dir/name`.
+pub fn build_standalone(dir: &Path, name: &str, flags: &[&str]) -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let output = dir.join(name);
+    let status = Command::new("gcc")
+        .arg("-O2")
+        .args(flags)
+        .arg("-I")
+        .arg(manifest.join("tests/fixtures/c"))
+        .arg(manifest.join("benches/c/uftrace_workload.c"))
+        .arg("-o")
+        .arg(&output)
+        .status()
+        .expect("running gcc for the standalone workload");
+    assert!(status.success(), "gcc failed to build {name}");
+    output
+}
+
+/// A directory removed when dropped.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(prefix: &str) -> TempDir {
+        let path = std::env::temp_dir().join(format!("{prefix}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).unwrap_or_else(|e| panic!("creating {path:?}: {e}"));
+        TempDir(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// CPU count and model, and the kernel.
+pub fn machine_description() -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|line| {
+            let (key, value) = line.split_once(':')?;
+            (key.trim() == "model name").then(|| value.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_string());
+    let cpus = thread::available_parallelism().map_or(0, usize::from);
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!("nproc {cpus}, {model}, Linux {}", kernel.trim())
+}
+
+/// The 1-minute load average: how busy the machine was.
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|text| text.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "unknown".to_string())
+}

@@ -1,0 +1,323 @@
+//! What a long recording costs: `cargo bench --bench record`.
+//!
+//! The streaming recorder ([`fntrace::record`]) on the benchmark workload
+//! (`run(n)` = run → n × (mid → 4 × leaf), C built with `gcc -pg`, PIE), two
+//! threads, measured as users meet it: cold buffers, nothing excluded.
+//!
+//! 1. Untraced reference: the two threads for 2 s with the sites NOPed.
+//! 2. Full rate: the two threads call as fast as they can for
+//!    `FNTRACE_BENCH_SECONDS` (default 10) while recording: per-call cost on
+//!    the traced threads over the whole run (traced minus untraced CPU per
+//!    call), events written and lost (their sum must equal 2 per call, or
+//!    the bench fails), the writer's CPU, bytes on disk per call, and the
+//!    growth of the process's peak RSS.
+//! 3. Service rate: each thread makes 401 calls every millisecond
+//!    (≈ 401k calls/s) for `FNTRACE_BENCH_SERVICE_SECONDS` (default 60):
+//!    events lost (target 0) and peak RSS growth (target ≤ 64 MiB).
+//! 4. `uftrace record` on a standalone `gcc -O2 -pg` build of the same
+//!    call tree (10M calls), against the same build without `-pg`: its
+//!    added CPU per call (the program and uftrace's recorder together) and
+//!    bytes per call, beside fntrace's full-rate figure.
+//!
+//! Targets (printed MET or MISS; a miss does not fail the run): ≤ 25 ns
+//! per traced call at full rate; 0 lost at the service rate; peak memory
+//! growth ≤ 64 MiB; fntrace ≥ 5× cheaper per call than `uftrace record`.
+
+mod common;
+
+use std::hint::black_box;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{build_standalone, children_cpu_ns, machine_description, thread_cpu_ns, TempDir};
+use fntrace::{Filter, RecordReport};
+use fntrace_fixtures::c_pie;
+
+const THREADS: usize = 2;
+/// `run(n)` per loop turn at full rate: 50,001 calls.
+const FULL_RATE_N: i64 = 10_000;
+/// `run(n)` per millisecond at the service rate: 401 calls.
+const SERVICE_N: i64 = 80;
+/// `uftrace record` comparison: run(n) with 10,000,001 calls (+ main).
+const UFTRACE_N: u64 = 2_000_000;
+const TARGET_NS_PER_CALL: f64 = 25.0;
+const TARGET_RSS_GROWTH: u64 = 64 << 20;
+const TARGET_UFTRACE_RATIO: f64 = 5.0;
+
+const fn calls_of(n: i64) -> u64 {
+    1 + 5 * n as u64
+}
+
+fn seconds(variable: &str, default: u64) -> Duration {
+    let value = std::env::var(variable).map_or(default, |v| {
+        v.parse()
+            .unwrap_or_else(|_| panic!("{variable} must be a number of seconds, not {v:?}"))
+    });
+    Duration::from_secs(value)
+}
+
+/// What one thread did: calls made and its CPU time.
+#[derive(Clone, Copy, Default)]
+struct ThreadRun {
+    calls: u64,
+    cpu_ns: u64,
+}
+
+/// Runs `THREADS` threads for `length`, each calling `run(n)` in a loop,
+/// paced to one call of `run(n)` per `pace` if given.
+fn workers(length: Duration, n: i64, pace: Option<Duration>) -> Vec<ThreadRun> {
+    let start = Arc::new(Barrier::new(THREADS + 1));
+    let stop = Arc::new(AtomicBool::new(false));
+    let handles: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let (start, stop) = (Arc::clone(&start), Arc::clone(&stop));
+            thread::spawn(move || {
+                start.wait();
+                let cpu_start = thread_cpu_ns();
+                let begun = Instant::now();
+                let mut turns = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    black_box(c_pie::run(black_box(n)));
+                    turns += 1;
+                    if let Some(pace) = pace {
+                        let next = begun + pace * turns as u32;
+                        if let Some(wait) = next.checked_duration_since(Instant::now()) {
+                            thread::sleep(wait);
+                        }
+                    }
+                }
+                ThreadRun {
+                    calls: turns * calls_of(n),
+                    cpu_ns: thread_cpu_ns() - cpu_start,
+                }
+            })
+        })
+        .collect();
+    start.wait();
+    thread::sleep(length);
+    stop.store(true, Ordering::Relaxed);
+    handles.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
+/// User + system CPU time of the whole process so far.
+fn process_cpu_ns() -> u64 {
+    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid, writable rusage.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    assert_eq!(rc, 0, "getrusage(RUSAGE_SELF) failed");
+    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
+    ns(usage.ru_utime) + ns(usage.ru_stime)
+}
+
+/// A `/proc/self/status` field in bytes (`VmRSS`, `VmHWM`).
+fn status_bytes(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    status
+        .lines()
+        .find_map(|line| {
+            let rest = line.strip_prefix(field)?.strip_prefix(':')?;
+            rest.trim().strip_suffix("kB")?.trim().parse::<u64>().ok()
+        })
+        .unwrap_or_else(|| panic!("no {field} in /proc/self/status"))
+        * 1024
+}
+
+/// Resets the peak RSS to the current RSS (Linux ≥ 4.0).
+fn reset_peak_rss() {
+    std::fs::write("/proc/self/clear_refs", "5").expect("writing /proc/self/clear_refs");
+}
+
+struct Recorded {
+    report: RecordReport,
+    runs: Vec<ThreadRun>,
+    writer_cpu_ns: u64,
+    rss_growth: u64,
+}
+
+impl Recorded {
+    fn calls(&self) -> u64 {
+        self.runs.iter().map(|r| r.calls).sum()
+    }
+    fn cpu_per_call(&self) -> f64 {
+        self.runs.iter().map(|r| r.cpu_ns).sum::<u64>() as f64 / self.calls() as f64
+    }
+}
+
+/// Records `THREADS` workers for `length` into `dir`; checks that every
+/// event was written or counted lost.
+fn record(dir: &Path, length: Duration, n: i64, pace: Option<Duration>) -> Recorded {
+    let _ = std::fs::remove_dir_all(dir);
+    reset_peak_rss();
+    let rss_before = status_bytes("VmRSS");
+    let cpu_before = process_cpu_ns();
+    let recording = fntrace::record("graph", &Filter::new().include("pie_*"), dir)
+        .unwrap_or_else(|e| panic!("fntrace::record: {e}"));
+    let runs = workers(length, n, pace);
+    let report = recording
+        .stop()
+        .unwrap_or_else(|e| panic!("Recording::stop: {e}"));
+    let all_cpu = process_cpu_ns() - cpu_before;
+    let recorded = Recorded {
+        writer_cpu_ns: all_cpu.saturating_sub(runs.iter().map(|r| r.cpu_ns).sum()),
+        rss_growth: status_bytes("VmHWM").saturating_sub(rss_before),
+        report,
+        runs,
+    };
+    assert_eq!(
+        recorded.report.events + recorded.report.lost,
+        2 * recorded.calls(),
+        "every event must be written or counted lost: {:?}",
+        recorded.report
+    );
+    let _ = std::fs::remove_dir_all(dir);
+    recorded
+}
+
+/// `uftrace record` on the standalone build: added CPU per call and bytes
+/// per call.
+fn uftrace_figures() -> (f64, f64) {
+    let scratch = TempDir::new("fntrace-bench-record-uftrace");
+    let plain = build_standalone(scratch.path(), "workload_plain", &[]);
+    let instrumented = build_standalone(scratch.path(), "workload_pg", &["-pg"]);
+    let data = scratch.path().join("uftrace.data");
+    let cpu_of = |command: &mut Command| {
+        let before = children_cpu_ns();
+        let status = command
+            .current_dir(scratch.path())
+            .stdout(Stdio::null())
+            .status()
+            .unwrap_or_else(|e| panic!("running {command:?}: {e} (is uftrace installed?)"));
+        assert!(status.success(), "{command:?}: {status}");
+        (children_cpu_ns() - before) as f64
+    };
+    let plain_cpu = cpu_of(Command::new(&plain).arg(UFTRACE_N.to_string()));
+    let traced_cpu = cpu_of(
+        Command::new("uftrace")
+            .args(["record", "--no-pager", "-d"])
+            .arg(&data)
+            .arg(&instrumented)
+            .arg(UFTRACE_N.to_string()),
+    );
+    let bytes: u64 = std::fs::read_dir(&data)
+        .expect("uftrace data directory")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".dat"))
+        .map(|e| e.metadata().map_or(0, |m| m.len()))
+        .sum();
+    let calls = calls_of(UFTRACE_N as i64) + 1;
+    assert!(
+        bytes >= 32 * calls,
+        "uftrace recorded {bytes} bytes for {calls} calls"
+    );
+    (
+        (traced_cpu - plain_cpu) / calls as f64,
+        bytes as f64 / calls as f64,
+    )
+}
+
+fn verdict(met: bool) -> &'static str {
+    if met {
+        "MET"
+    } else {
+        "MISS"
+    }
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1 << 20) as f64
+}
+
+fn main() {
+    let full_length = seconds("FNTRACE_BENCH_SECONDS", 10);
+    let service_length = seconds("FNTRACE_BENCH_SERVICE_SECONDS", 60);
+    fntrace::init().expect("fntrace::init");
+    println!("fntrace recording benchmark");
+    println!("machine: {}", machine_description());
+
+    let per_call = |runs: &[ThreadRun]| {
+        runs.iter().map(|r| r.cpu_ns).sum::<u64>() as f64
+            / runs.iter().map(|r| r.calls).sum::<u64>() as f64
+    };
+    let untraced_per_call = per_call(&workers(Duration::from_secs(2), FULL_RATE_N, None));
+    let paced = Some(Duration::from_millis(1));
+    let untraced_paced = per_call(&workers(Duration::from_secs(5), SERVICE_N, paced));
+    println!(
+        "untraced: {untraced_per_call:.1} ns per call, {untraced_paced:.1} ns paced at the service rate (CPU, {THREADS} threads, sites NOPed)"
+    );
+
+    let scratch = TempDir::new("fntrace-bench-record");
+    let full = record(
+        &scratch.path().join("full.data"),
+        full_length,
+        FULL_RATE_N,
+        None,
+    );
+    let full_cost = full.cpu_per_call() - untraced_per_call;
+    println!(
+        "\nfull rate, {THREADS} threads, {full_length:?}: {} calls, {} events written, {} lost ({:.1} %)",
+        full.calls(),
+        full.report.events,
+        full.report.lost,
+        100.0 * full.report.lost as f64 / (2 * full.calls()) as f64
+    );
+    println!(
+        "  traced threads: {full_cost:.1} ns per call over the whole run (target ≤ {TARGET_NS_PER_CALL} ns: {})",
+        verdict(full_cost <= TARGET_NS_PER_CALL)
+    );
+    println!(
+        "  writer: {:.2} s CPU ({:.1} ns per event written); {:.1} bytes per call on disk ({:.0} MB)",
+        full.writer_cpu_ns as f64 / 1e9,
+        full.writer_cpu_ns as f64 / full.report.events.max(1) as f64,
+        full.report.bytes as f64 / full.calls() as f64,
+        full.report.bytes as f64 / 1e6
+    );
+    println!(
+        "  peak RSS growth: {:.1} MiB (target ≤ {} MiB: {})",
+        mib(full.rss_growth),
+        mib(TARGET_RSS_GROWTH),
+        verdict(full.rss_growth <= TARGET_RSS_GROWTH)
+    );
+
+    let service = record(
+        &scratch.path().join("service.data"),
+        service_length,
+        SERVICE_N,
+        paced,
+    );
+    let rate = service.calls() as f64 / service_length.as_secs_f64() / THREADS as f64;
+    println!(
+        "\nservice rate, {THREADS} threads × {:.0}k calls/s, {service_length:?}: {} calls, {} events written, {} lost (target 0: {})",
+        rate / 1e3,
+        service.calls(),
+        service.report.events,
+        service.report.lost,
+        verdict(service.report.lost == 0)
+    );
+    println!(
+        "  traced threads: {:.1} ns per call (CPU, less the untraced paced run); writer {:.2} s CPU",
+        service.cpu_per_call() - untraced_paced,
+        service.writer_cpu_ns as f64 / 1e9
+    );
+    println!(
+        "  peak RSS growth: {:.1} MiB (target ≤ {} MiB: {})",
+        mib(service.rss_growth),
+        mib(TARGET_RSS_GROWTH),
+        verdict(service.rss_growth <= TARGET_RSS_GROWTH)
+    );
+
+    let (uftrace_cost, uftrace_bytes) = uftrace_figures();
+    let ratio = uftrace_cost / full_cost;
+    println!(
+        "\nuftrace record ({} calls, gcc -O2 -pg): {uftrace_cost:.1} ns per call CPU (program + recorder), {uftrace_bytes:.1} bytes per call",
+        calls_of(UFTRACE_N as i64) + 1
+    );
+    println!(
+        "  uftrace / fntrace full-rate cost: {ratio:.1}× (target ≥ {TARGET_UFTRACE_RATIO}×: {})",
+        verdict(ratio >= TARGET_UFTRACE_RATIO)
+    );
+}
