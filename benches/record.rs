@@ -21,7 +21,9 @@
 //!
 //! Targets (printed MET or MISS; a miss does not fail the run): ≤ 25 ns
 //! per traced call at full rate; 0 lost at the service rate; peak memory
-//! growth ≤ 64 MiB; fntrace ≥ 5× cheaper per call than `uftrace record`.
+//! growth ≤ 64 MiB; fntrace ≥ 5× cheaper per call than `uftrace record`,
+//! judged at the service rate, where every event is written (at full rate
+//! most events are dropped, and a drop costs less than a write).
 
 mod common;
 
@@ -311,13 +313,17 @@ fn main() {
     );
 
     let (uftrace_cost, uftrace_bytes) = uftrace_figures();
-    let ratio = uftrace_cost / full_cost;
+    // Judged on the service rate, where every event is written (at full
+    // rate most are dropped, which costs less than writing them).
+    let service_cost = service.cpu_per_call() - untraced_paced;
+    let ratio = uftrace_cost / service_cost;
     println!(
         "\nuftrace record ({} calls, gcc -O2 -pg): {uftrace_cost:.1} ns per call CPU (program + recorder), {uftrace_bytes:.1} bytes per call",
         calls_of(UFTRACE_N as i64) + 1
     );
     println!(
-        "  uftrace / fntrace full-rate cost: {ratio:.1}× (target ≥ {TARGET_UFTRACE_RATIO}×: {})",
-        verdict(ratio >= TARGET_UFTRACE_RATIO)
+        "  uftrace / fntrace cost with every event written (service rate): {ratio:.1}× (target ≥ {TARGET_UFTRACE_RATIO}×: {}); against the full-rate cost: {:.1}×",
+        verdict(ratio >= TARGET_UFTRACE_RATIO),
+        uftrace_cost / full_cost
     );
 }
