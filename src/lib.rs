@@ -28,7 +28,7 @@
 //! trampolines call; it reaches tracers only through that interface) →
 //! `tracers` (the built-in `function` and `graph` tracers) → `control`
 //! (init, enable, disable, dump) → `record` (the streaming recorder) →
-//! this root (the public API). The trace
+//! `flight` (the flight recorder) → this root (the public API). The trace
 //! model, analysis and exporters are the `fntrace-tools` crate.
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
@@ -38,6 +38,7 @@ mod arch;
 mod control;
 mod error;
 mod filter;
+mod flight;
 mod patch;
 mod record;
 mod rt;
@@ -54,6 +55,10 @@ pub use control::{
 };
 pub use error::Error;
 pub use filter::Filter;
+pub use flight::{
+    flight_record, FlightOptions, FlightRecorder, FlightReport, SnapshotReport, Trigger,
+    TriggeredSnapshot, FLIGHT_EVENT_BYTES,
+};
 // The trace model, reports and exports live in the fntrace-tools crate (which
 // links no runtime); they stay reachable here under their old paths.
 pub use fntrace_tools::{analysis, export, EventKind, GraphEvent, ThreadTrace, Trace};

@@ -29,9 +29,9 @@ use crate::tracers::graph::{describe_process, GRAPH_TRACER};
 /// How often the writer drains the buffers by default.
 pub const DEFAULT_DRAIN_INTERVAL: Duration = Duration::from_millis(10);
 
-/// Whether a recording runs (one at a time: they share the graph tracer's
-/// buffers).
-static RECORDING: AtomicBool = AtomicBool::new(false);
+/// Whether a recording runs, streaming or flight (one at a time: they share
+/// the graph tracer's buffers).
+pub(crate) static RECORDING: AtomicBool = AtomicBool::new(false);
 
 /// A running recording; see [`record`]. Dropping it stops it as
 /// [`Recording::stop`] does, ignoring errors.

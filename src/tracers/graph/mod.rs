@@ -319,8 +319,9 @@ impl GraphTracer {
     }
 }
 
-/// Names the functions of `threads` and adds the process's description.
-fn describe(threads: Vec<ThreadTrace>) -> Trace {
+/// Names the functions of `threads` and adds the process's description:
+/// a [`Trace`] of those threads (the flight recorder's snapshots).
+pub(crate) fn describe(threads: Vec<ThreadTrace>) -> Trace {
     // Events repeat few functions: skip runs of the same one cheaply.
     let mut functions = HashSet::new();
     for thread in &threads {

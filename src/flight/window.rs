@@ -1,0 +1,292 @@
+//! The flight recorder's in-memory window: every thread's most recent
+//! events, 16 bytes each, the oldest (across threads, by time) evicted
+//! when the window is over its budget. Only the writer thread touches it.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use fntrace_tools::{EventKind, GraphEvent, ThreadTrace};
+
+use crate::rt::shadow::MAX_HOOKED_DEPTH;
+
+/// Bytes one event takes in the window.
+pub const FLIGHT_EVENT_BYTES: usize = std::mem::size_of::<Packed>();
+
+const ADDR_BITS: u32 = 48;
+const ADDR_MASK: u64 = (1 << ADDR_BITS) - 1;
+const EXIT_BIT: u64 = 1 << 63;
+/// The depth field of a lost marker (no event has it): its address field
+/// holds how many events the thread's buffer dropped at that point.
+const LOST_DEPTH: u64 = 0x7fff;
+
+const _: () = assert!((MAX_HOOKED_DEPTH as u64) < LOST_DEPTH);
+
+/// An event in the window: time, then function (bits 0-47), depth (48-62)
+/// and exit (63); or a lost marker.
+#[derive(Clone, Copy, Debug)]
+struct Packed {
+    time_ns: u64,
+    word: u64,
+}
+
+const _: () = assert!(std::mem::size_of::<Packed>() == 16);
+
+impl Packed {
+    fn event(event: &GraphEvent) -> Packed {
+        let exit = if event.kind == EventKind::Exit {
+            EXIT_BIT
+        } else {
+            0
+        };
+        Packed {
+            time_ns: event.time_ns,
+            word: (event.function as u64 & ADDR_MASK)
+                | u64::from(event.depth.min(MAX_HOOKED_DEPTH as u16)) << ADDR_BITS
+                | exit,
+        }
+    }
+
+    fn lost(time_ns: u64, count: u64) -> Packed {
+        Packed {
+            time_ns,
+            word: count.min(ADDR_MASK) | LOST_DEPTH << ADDR_BITS,
+        }
+    }
+
+    fn lost_count(&self) -> Option<u64> {
+        ((self.word & !EXIT_BIT) >> ADDR_BITS == LOST_DEPTH).then_some(self.word & ADDR_MASK)
+    }
+
+    fn unpack(&self) -> GraphEvent {
+        GraphEvent {
+            time_ns: self.time_ns,
+            function: (self.word & ADDR_MASK) as usize,
+            depth: ((self.word & !EXIT_BIT) >> ADDR_BITS) as u16,
+            kind: if self.word & EXIT_BIT != 0 {
+                EventKind::Exit
+            } else {
+                EventKind::Entry
+            },
+        }
+    }
+}
+
+/// One thread's part of the window.
+struct ThreadWindow {
+    tid: u32,
+    name: String,
+    events: VecDeque<Packed>,
+    /// Events appended by the current drain start here.
+    new_from: usize,
+}
+
+/// Every thread's most recent events.
+pub struct Window {
+    threads: Vec<ThreadWindow>,
+    /// Events (and lost markers) the window may hold.
+    capacity: usize,
+    held: usize,
+    /// Entries and exits evicted so far.
+    evicted: u64,
+    /// Entries and exits appended so far.
+    appended: u64,
+    /// Events the threads' buffers dropped so far.
+    lost: u64,
+}
+
+/// What a copy of the window holds; see [`Window::copy`].
+pub struct Copy {
+    pub threads: Vec<ThreadTrace>,
+    pub events: u64,
+    pub lost: u64,
+    pub first_ns: Option<u64>,
+    pub last_ns: Option<u64>,
+}
+
+impl Window {
+    /// A window holding at most `budget_bytes` of events (at least one).
+    pub fn new(budget_bytes: usize) -> Window {
+        Window {
+            threads: Vec::new(),
+            capacity: (budget_bytes / FLIGHT_EVENT_BYTES).max(1),
+            held: 0,
+            evicted: 0,
+            appended: 0,
+            lost: 0,
+        }
+    }
+
+    /// Marks where the events of the coming drain start.
+    pub fn begin_drain(&mut self) {
+        for thread in &mut self.threads {
+            thread.new_from = thread.events.len();
+        }
+    }
+
+    fn thread(&mut self, tid: u32, name: &str) -> &mut ThreadWindow {
+        let position = self.threads.iter().position(|t| t.tid == tid);
+        let index = position.unwrap_or_else(|| {
+            self.threads.push(ThreadWindow {
+                tid,
+                name: name.to_string(),
+                events: VecDeque::new(),
+                new_from: 0,
+            });
+            self.threads.len() - 1
+        });
+        &mut self.threads[index]
+    }
+
+    /// Appends a drained batch of thread `tid`: `events`, then a lost
+    /// marker if its buffer dropped `dropped_after` events after them.
+    pub fn append(&mut self, tid: u32, name: &str, events: &[GraphEvent], dropped_after: u64) {
+        let thread = self.thread(tid, name);
+        let last_time = thread.events.back().map_or(0, |e| e.time_ns);
+        thread.events.extend(events.iter().map(Packed::event));
+        if dropped_after != 0 {
+            let time = events.last().map_or(last_time, |e| e.time_ns);
+            thread.events.push_back(Packed::lost(time, dropped_after));
+        }
+        self.held += events.len() + usize::from(dropped_after != 0);
+        self.appended += events.len() as u64;
+        self.lost += dropped_after;
+    }
+
+    /// Calls `each(tid, event)` for every event the current drain appended.
+    pub fn for_each_new(&self, each: &mut dyn FnMut(u32, &GraphEvent)) {
+        for thread in &self.threads {
+            for packed in thread.events.range(thread.new_from.min(thread.events.len())..) {
+                if packed.lost_count().is_none() {
+                    each(thread.tid, &packed.unpack());
+                }
+            }
+        }
+    }
+
+    /// Evicts the oldest events (across threads, by time) until the window
+    /// is within its budget; forgets threads left with nothing.
+    pub fn evict(&mut self) {
+        if self.held > self.capacity {
+            let mut fronts: BinaryHeap<Reverse<(u64, usize)>> = self
+                .threads
+                .iter()
+                .enumerate()
+                .filter_map(|(i, t)| Some(Reverse((t.events.front()?.time_ns, i))))
+                .collect();
+            while self.held > self.capacity {
+                let Some(Reverse((_, i))) = fronts.pop() else {
+                    break;
+                };
+                let thread = &mut self.threads[i];
+                let Some(oldest) = thread.events.pop_front() else {
+                    continue;
+                };
+                thread.new_from = thread.new_from.saturating_sub(1);
+                self.held -= 1;
+                if oldest.lost_count().is_none() {
+                    self.evicted += 1;
+                }
+                if let Some(next) = thread.events.front() {
+                    fronts.push(Reverse((next.time_ns, i)));
+                }
+            }
+        }
+        self.threads.retain(|t| !t.events.is_empty());
+    }
+
+    /// A copy of the window, thread by thread.
+    pub fn copy(&self) -> Copy {
+        let mut copy = Copy {
+            threads: Vec::with_capacity(self.threads.len()),
+            events: 0,
+            lost: 0,
+            first_ns: None,
+            last_ns: None,
+        };
+        for thread in &self.threads {
+            let mut events = Vec::with_capacity(thread.events.len());
+            let mut lost = 0;
+            for packed in &thread.events {
+                match packed.lost_count() {
+                    Some(count) => lost += count,
+                    None => events.push(packed.unpack()),
+                }
+            }
+            if let (Some(first), Some(last)) = (events.first(), events.last()) {
+                copy.first_ns = Some(copy.first_ns.map_or(first.time_ns, |t| t.min(first.time_ns)));
+                copy.last_ns = Some(copy.last_ns.map_or(last.time_ns, |t| t.max(last.time_ns)));
+            }
+            copy.events += events.len() as u64;
+            copy.lost += lost;
+            copy.threads.push(ThreadTrace {
+                tid: thread.tid,
+                name: (!thread.name.is_empty()).then(|| thread.name.clone()),
+                events,
+                lost,
+            });
+        }
+        copy
+    }
+
+    /// Entries and exits evicted so far.
+    pub fn evicted(&self) -> u64 {
+        self.evicted
+    }
+
+    /// Entries and exits the window took in so far.
+    pub fn appended(&self) -> u64 {
+        self.appended
+    }
+
+    /// Events the threads' buffers dropped so far.
+    pub fn lost(&self) -> u64 {
+        self.lost
+    }
+
+    /// Events the window holds now.
+    #[cfg(test)]
+    pub fn held(&self) -> usize {
+        self.held
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(time_ns: u64, function: usize, depth: u16, kind: EventKind) -> GraphEvent {
+        GraphEvent {
+            time_ns,
+            function,
+            depth,
+            kind,
+        }
+    }
+
+    #[test]
+    fn evicts_the_oldest_across_threads_and_counts() {
+        let mut window = Window::new(4 * FLIGHT_EVENT_BYTES);
+        window.append(1, "a", &[event(10, 0x10, 0, EventKind::Entry)], 0);
+        window.append(2, "b", &[event(20, 0x20, 0, EventKind::Entry)], 0);
+        window.append(
+            1,
+            "a",
+            &[
+                event(30, 0x10, 0, EventKind::Exit),
+                event(40, 0x30, 1, EventKind::Entry),
+            ],
+            7,
+        );
+        window.append(2, "b", &[event(50, 0x20, 0, EventKind::Exit)], 0);
+        // Six held (a lost marker counts), four fit: times 10 and 20 go.
+        window.evict();
+        assert_eq!(window.evicted(), 2);
+        assert_eq!(window.held(), 4);
+        let copy = window.copy();
+        assert_eq!(copy.events, 3);
+        assert_eq!(copy.lost, 7);
+        assert_eq!((copy.first_ns, copy.last_ns), (Some(30), Some(50)));
+        assert_eq!(copy.threads[0].events[1], event(40, 0x30, 1, EventKind::Entry));
+        assert_eq!(copy.threads[1].events, [event(50, 0x20, 0, EventKind::Exit)]);
+    }
+}
