@@ -30,8 +30,8 @@ use crate::rt::thread::Untraced;
 use crate::tracer;
 use crate::tracers::graph::{describe, GRAPH_TRACER};
 use hooks::SignalHandler;
-pub use window::FLIGHT_EVENT_BYTES;
 use window::Window;
+pub use window::FLIGHT_EVENT_BYTES;
 
 /// How a flight recorder runs; see [`flight_record`].
 #[derive(Clone, Debug)]
@@ -103,7 +103,7 @@ pub enum Trigger {
         /// How long the call lasted.
         duration: Duration,
     },
-    /// A Rust panic; the first line of its message.
+    /// A Rust panic: its message and where (`MESSAGE (at FILE:LINE:COL)`).
     Panic(String),
     /// A signal, by number.
     Signal(i32),
@@ -340,9 +340,11 @@ impl FlightRecorder {
     pub fn snapshot(&self, dir: impl AsRef<Path>) -> Result<SnapshotReport, Error> {
         let _untraced = Untraced::begin();
         match self.shared.ask(Request::Copy, Duration::from_secs(60)) {
-            Some(Answer::Copy(copy)) => {
-                write_snapshot(copy, dir.as_ref(), self.shared.evicted.load(Ordering::Acquire))
-            }
+            Some(Answer::Copy(copy)) => write_snapshot(
+                copy,
+                dir.as_ref(),
+                self.shared.evicted.load(Ordering::Acquire),
+            ),
             _ => Err(Error::Recording(
                 "the flight recorder's writer did not answer".to_string(),
             )),
@@ -548,7 +550,9 @@ impl Writer {
             };
             for slow in due {
                 let n = self.next(0);
-                let dir = slow.dir.join(format!("slow-{n}-{}", file_name(&slow.function)));
+                let dir = slow
+                    .dir
+                    .join(format!("slow-{n}-{}", file_name(&slow.function)));
                 let trigger = Trigger::SlowCall {
                     function: slow.function,
                     duration: Duration::from_nanos(slow.duration_ns),
@@ -628,8 +632,7 @@ impl Writer {
         // fntrace's operation lock).
         let mut unknown = Vec::new();
         self.window.for_each_new(&mut |_, event| {
-            if !self.functions.contains_key(&event.function) && !unknown.contains(&event.function)
-            {
+            if !self.functions.contains_key(&event.function) && !unknown.contains(&event.function) {
                 unknown.push(event.function);
             }
         });
@@ -660,7 +663,8 @@ impl Writer {
                 }
                 fntrace_tools::EventKind::Exit => {
                     running.retain(|&(depth, _, _)| depth <= event.depth);
-                    if running.last().map(|&(d, _, f)| (d, f)) != Some((event.depth, event.function))
+                    if running.last().map(|&(d, _, f)| (d, f))
+                        != Some((event.depth, event.function))
                     {
                         return;
                     }

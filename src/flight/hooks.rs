@@ -39,8 +39,17 @@ pub(super) fn install_panic_hook() {
                     .unwrap_or_else(PoisonError::into_inner)
                     .clone();
                 if let Some(shared) = active {
-                    let what = info.to_string();
-                    shared.snapshot_for_panic(what.lines().next().unwrap_or(""), PANIC_WAIT);
+                    let payload = info.payload();
+                    let message = payload
+                        .downcast_ref::<&str>()
+                        .copied()
+                        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+                        .unwrap_or("a panic");
+                    let what = match info.location() {
+                        Some(at) => format!("{message} (at {at})"),
+                        None => message.to_string(),
+                    };
+                    shared.snapshot_for_panic(&what, PANIC_WAIT);
                 }
             }
             previous(info);

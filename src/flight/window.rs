@@ -155,7 +155,10 @@ impl Window {
     /// Calls `each(tid, event)` for every event the current drain appended.
     pub fn for_each_new(&self, each: &mut dyn FnMut(u32, &GraphEvent)) {
         for thread in &self.threads {
-            for packed in thread.events.range(thread.new_from.min(thread.events.len())..) {
+            for packed in thread
+                .events
+                .range(thread.new_from.min(thread.events.len())..)
+            {
                 if packed.lost_count().is_none() {
                     each(thread.tid, &packed.unpack());
                 }
@@ -213,7 +216,10 @@ impl Window {
                 }
             }
             if let (Some(first), Some(last)) = (events.first(), events.last()) {
-                copy.first_ns = Some(copy.first_ns.map_or(first.time_ns, |t| t.min(first.time_ns)));
+                copy.first_ns = Some(
+                    copy.first_ns
+                        .map_or(first.time_ns, |t| t.min(first.time_ns)),
+                );
                 copy.last_ns = Some(copy.last_ns.map_or(last.time_ns, |t| t.max(last.time_ns)));
             }
             copy.events += events.len() as u64;
@@ -286,7 +292,13 @@ mod tests {
         assert_eq!(copy.events, 3);
         assert_eq!(copy.lost, 7);
         assert_eq!((copy.first_ns, copy.last_ns), (Some(30), Some(50)));
-        assert_eq!(copy.threads[0].events[1], event(40, 0x30, 1, EventKind::Entry));
-        assert_eq!(copy.threads[1].events, [event(50, 0x20, 0, EventKind::Exit)]);
+        assert_eq!(
+            copy.threads[0].events[1],
+            event(40, 0x30, 1, EventKind::Entry)
+        );
+        assert_eq!(
+            copy.threads[1].events,
+            [event(50, 0x20, 0, EventKind::Exit)]
+        );
     }
 }
