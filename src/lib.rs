@@ -65,6 +65,7 @@ pub use fntrace_tools::{analysis, export, EventKind, GraphEvent, ThreadTrace, Tr
 pub use patch::stop_world::{set_ack_timeout, set_stop_signal};
 pub use record::{
     record, record_with, RecordOptions, RecordReport, Recording, DEFAULT_DRAIN_INTERVAL,
+    DEFAULT_RECORD_BUFFER_EVENTS,
 };
 pub use rt::shadow::MAX_HOOKED_DEPTH;
 pub use rt::thread::{current_tid, generic_entries_on_this_thread, untraced};

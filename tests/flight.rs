@@ -377,14 +377,11 @@ fn a_signal_writes_a_snapshot_and_the_handler_goes_at_stop() {
     assert_eq!(uftrace.get("pie_run"), Some(&10));
     assert_eq!(uftrace.get("pie_leaf"), Some(&800));
 
-    // SAFETY: an all-zero sigaction is a valid out-value; a null `act`
-    // only queries.
+    // SAFETY: an all-zero sigaction is a valid out-value.
     let mut now: libc::sigaction = unsafe { std::mem::zeroed() };
-    // SAFETY: `now` is a valid out-pointer.
-    assert_eq!(
-        unsafe { libc::sigaction(libc::SIGUSR1, std::ptr::null(), &mut now) },
-        0
-    );
+    // SAFETY: `now` is a valid out-pointer; a null `act` only queries.
+    let queried = unsafe { libc::sigaction(libc::SIGUSR1, std::ptr::null(), &mut now) };
+    assert_eq!(queried, 0);
     assert_eq!(now.sa_sigaction, libc::SIG_DFL, "the default is back");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -68,8 +68,8 @@ struct StreamThread {
     held: Vec<u8>,
 }
 
-/// A uftrace data directory being written; see the
-/// [module documentation](self).
+/// A uftrace data directory being written, a thread's events at a time
+/// ([`UftraceStream::append`]); [`UftraceStream::finish`] completes it.
 pub struct UftraceStream {
     dir: PathBuf,
     /// Process description (pid, exe, cmdline, maps, names, symbols); its
