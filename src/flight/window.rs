@@ -195,6 +195,14 @@ impl Window {
             }
         }
         self.threads.retain(|t| !t.events.is_empty());
+        // A thread's events may move to others: give back what a window no
+        // longer uses, so that the windows' memory follows the budget.
+        for thread in &mut self.threads {
+            let (len, capacity) = (thread.events.len(), thread.events.capacity());
+            if capacity > 4096 && len < capacity / 4 {
+                thread.events.shrink_to(len * 2);
+            }
+        }
     }
 
     /// A copy of the window, thread by thread.
