@@ -306,9 +306,8 @@ fn start(tracer: &str, filter: &Filter, options: &FlightOptions) -> Result<Fligh
             .name("fntrace-flight".to_string())
             .spawn(move || {
                 let _ = shared.writer.set(std::thread::current().id());
+                let _gone = WriterGone(&shared);
                 Writer::new(window).run(&shared, interval);
-                shared.writer_running.store(false, Ordering::Release);
-                shared.answered.notify_all();
             })
             .map_err(|source| Error::Io {
                 what: "starting the flight recorder's writer thread".to_string(),
@@ -486,6 +485,19 @@ fn write_snapshot(copy: window::Copy, dir: &Path, evicted: u64) -> Result<Snapsh
         first_ns,
         last_ns,
     })
+}
+
+/// Tells those waiting for an answer that the writer is gone, however it
+/// ends (a panic included).
+struct WriterGone<'a>(&'a Shared);
+
+impl Drop for WriterGone<'_> {
+    fn drop(&mut self) {
+        self.0.writer_running.store(false, Ordering::Release);
+        // Under the lock: a waiter checks the flag, then waits, holding it.
+        let _state = self.0.state();
+        self.0.answered.notify_all();
+    }
 }
 
 /// A slow call seen, its snapshot due after drain `due`.
