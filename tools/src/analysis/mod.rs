@@ -60,10 +60,12 @@ mod callgraph;
 mod histogram;
 mod latency;
 pub(crate) mod pairing;
+mod select;
 
 pub use callgraph::{call_graph, write_call_graph};
 pub use histogram::{Histogram, MAX_RELATIVE_ERROR, SUB_BUCKETS};
 pub use latency::{latency, FunctionStats, LatencyReport};
+pub use select::{select, Selection};
 
 #[cfg(test)]
 mod tests {
