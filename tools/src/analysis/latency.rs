@@ -280,7 +280,7 @@ impl LatencyReport {
 /// three significant digits (half up): `999 ns`, `1.00 µs`, `12.3 ms`,
 /// `120 s`. From 1000 s on, the three significant digits are followed by
 /// zeros (`1230 s`).
-pub(crate) fn human_duration(ns: u64) -> String {
+pub fn human_duration(ns: u64) -> String {
     if ns < 1_000 {
         return format!("{ns} ns");
     }

@@ -66,7 +66,7 @@ mod select;
 pub use callgraph::{call_graph, write_call_graph};
 pub use calltree::{call_tree, Backtrace, CallNode, CallTree};
 pub use histogram::{Histogram, MAX_RELATIVE_ERROR, SUB_BUCKETS};
-pub use latency::{latency, FunctionStats, LatencyReport};
+pub use latency::{human_duration, latency, FunctionStats, LatencyReport};
 pub use select::{select, Selection};
 
 #[cfg(test)]

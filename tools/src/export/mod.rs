@@ -61,7 +61,7 @@ mod flame;
 mod uftrace;
 
 pub use chrome::write_chrome_json;
-pub use flame::{folded_stacks, write_flame_svg};
+pub use flame::{folded_stacks, folded_stacks_by_thread, write_flame_svg, write_folded_svg};
 pub use uftrace::{read_uftrace_dir, write_uftrace_dir, MAX_SYMBOL_SIZE};
 
 /// What can go wrong while exporting a trace or loading one back.
