@@ -31,7 +31,7 @@ impl Drop for TempDir {
 }
 
 /// One thread calling `outer`, which calls `inner`, `calls` times: `4 ×
-/// calls` events, and as many lines of call graph.
+/// calls` events, and as many lines of replay.
 fn big_trace(calls: u64) -> Trace {
     const OUTER: usize = 0x40_1000;
     const INNER: usize = 0x40_2000;
@@ -68,13 +68,13 @@ fn big_trace(calls: u64) -> Trace {
 }
 
 #[test]
-fn graph_into_a_closed_pipe_exits_quietly() {
+fn replay_into_a_closed_pipe_exits_quietly() {
     let dir = TempDir::new("pipe");
     // 200,000 events: megabytes of graph, far beyond a pipe's buffer.
     write_uftrace_dir(&big_trace(50_000), &dir.0, None).expect("writing the trace");
 
     let mut child = Command::new(CLI)
-        .arg("graph")
+        .arg("replay")
         .arg(&dir.0)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -124,15 +124,23 @@ fn write_table(
         .iter()
         .take(top)
         .map(|s| {
+            // A function with only unfinished calls has no durations.
+            let time = |ns| {
+                if s.calls == 0 {
+                    "-".to_string()
+                } else {
+                    duration(ns)
+                }
+            };
             vec![
                 s.calls.to_string(),
                 s.unfinished.to_string(),
-                duration(s.total_ns),
-                duration(s.self_ns),
-                duration(s.mean_ns),
-                duration(s.min_ns),
-                duration(s.p99_ns),
-                duration(s.max_ns),
+                time(s.total_ns),
+                time(s.self_ns),
+                time(s.mean_ns),
+                time(s.min_ns),
+                time(s.p99_ns),
+                time(s.max_ns),
                 s.name.clone(),
             ]
         })
