@@ -132,3 +132,68 @@ fn the_cli_defines_no_runtime_symbols() {
         );
     }
 }
+
+fn cli(args: &[&str]) -> std::process::Output {
+    Command::new(CLI)
+        .args(args)
+        .output()
+        .expect("running the fntrace CLI")
+}
+
+#[test]
+fn help_version_errors_and_completions() {
+    let version = cli(&["--version"]);
+    assert!(version.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&version.stdout).trim(),
+        format!("fntrace {}", env!("CARGO_PKG_VERSION"))
+    );
+    for command in ["report", "graph", "replay", "diff", "chrome", "flame", "completions"] {
+        let help = cli(&[command, "--help"]);
+        let text = String::from_utf8_lossy(&help.stdout);
+        assert!(help.status.success(), "{command} --help");
+        assert!(text.contains("Examples:"), "{command} --help:\n{text}");
+        assert!(
+            text.contains(&format!("fntrace {command}")),
+            "{command} --help:\n{text}"
+        );
+    }
+    assert!(String::from_utf8_lossy(&cli(&["--help"]).stdout).contains("serde_json::*"));
+
+    // A bad argument is named, with exit status 2.
+    let bad = cli(&["report", "somewhere", "--sort", "bogus"]);
+    assert_eq!(bad.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(stderr.contains("'bogus'") && stderr.contains("--sort"), "{stderr}");
+    let bad = cli(&["report", "somewhere", "--top", "many"]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--top"));
+
+    // A directory that is not a trace says so.
+    let dir = TempDir::new("not-a-trace");
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let not_trace = cli(&["report", dir.0.to_str().unwrap()]);
+    assert_eq!(not_trace.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&not_trace.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "{} is not a trace directory (no info file)",
+            dir.0.display()
+        )),
+        "{stderr}"
+    );
+    let missing = cli(&["graph", "/nonexistent/fntrace-trace"]);
+    assert!(String::from_utf8_lossy(&missing.stderr)
+        .contains("/nonexistent/fntrace-trace does not exist"));
+
+    for (shell, marker) in [
+        ("bash", "complete -F"),
+        ("zsh", "#compdef fntrace"),
+        ("fish", "complete -c fntrace"),
+    ] {
+        let script = cli(&["completions", shell]);
+        assert!(script.status.success(), "{shell}");
+        let text = String::from_utf8_lossy(&script.stdout);
+        assert!(text.contains(marker), "{shell}: {text}");
+        assert!(text.contains("time-range"), "{shell}");
+    }
+}
