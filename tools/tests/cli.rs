@@ -148,7 +148,15 @@ fn help_version_errors_and_completions() {
         String::from_utf8_lossy(&version.stdout).trim(),
         format!("fntrace {}", env!("CARGO_PKG_VERSION"))
     );
-    for command in ["report", "graph", "replay", "diff", "chrome", "flame", "completions"] {
+    for command in [
+        "report",
+        "graph",
+        "replay",
+        "diff",
+        "chrome",
+        "flame",
+        "completions",
+    ] {
         let help = cli(&[command, "--help"]);
         let text = String::from_utf8_lossy(&help.stdout);
         assert!(help.status.success(), "{command} --help");
@@ -164,7 +172,10 @@ fn help_version_errors_and_completions() {
     let bad = cli(&["report", "somewhere", "--sort", "bogus"]);
     assert_eq!(bad.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&bad.stderr);
-    assert!(stderr.contains("'bogus'") && stderr.contains("--sort"), "{stderr}");
+    assert!(
+        stderr.contains("'bogus'") && stderr.contains("--sort"),
+        "{stderr}"
+    );
     let bad = cli(&["report", "somewhere", "--top", "many"]);
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--top"));
 

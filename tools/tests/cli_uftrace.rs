@@ -132,12 +132,8 @@ fn shape(graph: &str) -> Vec<String> {
 fn report_row(report: &str, function: &str) -> Option<(u64, u64)> {
     report.lines().find_map(|line| {
         let fields: Vec<&str> = line.split_whitespace().collect();
-        (fields.last() == Some(&function)).then(|| {
-            (
-                fields[0].parse().unwrap(),
-                fields[1].parse().unwrap(),
-            )
-        })
+        (fields.last() == Some(&function))
+            .then(|| (fields[0].parse().unwrap(), fields[1].parse().unwrap()))
     })
 }
 
@@ -248,9 +244,11 @@ fn selections_narrow_every_command() {
 
     // chrome and flame take the same selection.
     let json = work.0.join("t.json");
-    fntrace_ok(&["chrome", "-o", json.to_str().unwrap(), "-F", "outer"], &done);
-    let chrome: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    fntrace_ok(
+        &["chrome", "-o", json.to_str().unwrap(), "-F", "outer"],
+        &done,
+    );
+    let chrome: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let calls = chrome["traceEvents"]
         .as_array()
         .unwrap()
@@ -260,7 +258,14 @@ fn selections_narrow_every_command() {
     assert_eq!(calls, 2 + 6 + 24);
     let folded = work.0.join("t.folded");
     fntrace_ok(
-        &["flame", "--folded", "-o", folded.to_str().unwrap(), "-F", "inner"],
+        &[
+            "flame",
+            "--folded",
+            "-o",
+            folded.to_str().unwrap(),
+            "-F",
+            "inner",
+        ],
         &done,
     );
     let folded = std::fs::read_to_string(&folded).unwrap();
