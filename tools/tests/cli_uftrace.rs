@@ -66,8 +66,10 @@ fn record(work: &TempDir, name: &str, args: &[&str]) -> PathBuf {
         assert!(gcc.success());
     }
     let dir = work.0.join(name);
+    // --no-sched: uftrace would add `linux:schedule` nodes for the times
+    // the process was scheduled out (perf events fntrace does not read).
     let status = Command::new("uftrace")
-        .args(["record", "--no-pager", "-d"])
+        .args(["record", "--no-pager", "--no-sched", "-d"])
         .arg(&dir)
         .arg(&exe)
         .args(args)
