@@ -208,3 +208,57 @@ fn help_version_errors_and_completions() {
         assert!(text.contains("time-range"), "{shell}");
     }
 }
+
+#[test]
+fn lost_events_and_unfinished_calls_are_stated_before_the_table() {
+    let dir = TempDir::new("lost");
+    let mut trace = big_trace(10);
+    trace.threads[0].lost = 1234;
+    // A last call of outer still running when the trace ended.
+    let last = trace.threads[0].events.last().unwrap().time_ns;
+    trace.threads[0].events.push(GraphEvent {
+        time_ns: last + 10,
+        function: 0x40_1000,
+        depth: 0,
+        kind: EventKind::Entry,
+    });
+    write_uftrace_dir(&trace, &dir.0, None).expect("writing the trace");
+
+    let output = Command::new(CLI)
+        .args(["report", "--threads"])
+        .arg(&dir.0)
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let report = String::from_utf8(output.stdout).unwrap();
+    let lines: Vec<&str> = report.lines().collect();
+    assert!(
+        lines[1].starts_with("# 1234 events were lost while recording")
+            && lines[1].contains("thread 4242 lost 1234"),
+        "{report}"
+    );
+    assert!(
+        lines[2].starts_with("# 1 call has no exit") && lines[2].contains("outer_function ×1"),
+        "{report}"
+    );
+    // One table per thread, the still-running call in its row.
+    assert_eq!(report.matches("thread 4242 big").count(), 1, "{report}");
+    let outer = lines
+        .iter()
+        .find(|line| line.ends_with("  outer_function"))
+        .unwrap();
+    let fields: Vec<&str> = outer.split_whitespace().collect();
+    assert_eq!(fields[..2], ["10", "1"], "{report}");
+
+    // The flame graph says what it lacks too.
+    let svg = dir.0.with_extension("svg");
+    let output = Command::new(CLI)
+        .args(["flame", "-o"])
+        .arg(&svg)
+        .arg(&dir.0)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&svg);
+    assert!(output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("1234 events were lost"));
+}

@@ -134,7 +134,7 @@ fn shape(graph: &str) -> Vec<String> {
 fn report_row(report: &str, function: &str) -> Option<(u64, u64)> {
     report.lines().find_map(|line| {
         let fields: Vec<&str> = line.split_whitespace().collect();
-        (fields.last() == Some(&function))
+        line.ends_with(&format!("  {function}"))
             .then(|| (fields[0].parse().unwrap(), fields[1].parse().unwrap()))
     })
 }
@@ -305,4 +305,97 @@ fn diff_compares_two_recordings() {
     let first = diff.lines().position(|l| l.ends_with("  leaf")).unwrap();
     let second = diff.lines().position(|l| l.ends_with("  inner")).unwrap();
     assert!(first < second, "{diff}");
+}
+
+/// A Rust program for `uftrace record`: `leaf` called 3 times through a
+/// `Display` impl, strings grown through `<String as fmt::Write>`.
+const RUST_PROGRAM: &str = r#"
+struct Token(u32);
+#[inline(never)]
+fn leaf(x: u32) -> u32 { x * 2 }
+impl std::fmt::Display for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", leaf(self.0))
+    }
+}
+fn main() {
+    let mut s = String::new();
+    for i in 0..3 { s.push_str(&Token(i).to_string()); }
+    std::process::exit((s.len() == 0) as i32);
+}
+"#;
+
+#[test]
+fn rust_v0_names_in_uftraces_own_directory_are_demangled_and_globbed() {
+    let work = TempDir::new("rust");
+    let source = work.0.join("r.rs");
+    let exe = work.0.join("r");
+    std::fs::write(&source, RUST_PROGRAM).unwrap();
+    let rustc = Command::new("rustc")
+        .env("RUSTC_BOOTSTRAP", "1")
+        .args([
+            "-O",
+            "-Zinstrument-mcount",
+            "-Csymbol-mangling-version=v0",
+            "-o",
+        ])
+        .arg(&exe)
+        .arg(&source)
+        .status()
+        .expect("running rustc");
+    assert!(rustc.success());
+    let dir = work.0.join("trace");
+    let status = Command::new("uftrace")
+        .args(["record", "--no-pager", "--no-sched", "-d"])
+        .arg(&dir)
+        .arg(&exe)
+        .status()
+        .expect("cannot run uftrace; CI installs it (.ci/run)");
+    assert_eq!(status.code(), Some(0));
+
+    // uftrace 0.13 shows the v0 name raw; fntrace demangles it.
+    let theirs = Command::new("uftrace")
+        .args(["report", "--no-pager", "-d"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let theirs = String::from_utf8_lossy(&theirs.stdout);
+    assert!(
+        theirs.contains("_RNv") && theirs.contains("1r4leaf"),
+        "{theirs}"
+    );
+    let report = fntrace_ok(&["report"], &dir);
+    assert_eq!(report_row(&report, "r::leaf"), Some((3, 0)), "{report}");
+    assert!(!report.contains("_RNv"), "{report}");
+    // main never returns (process::exit): an unfinished call, said first.
+    assert_eq!(report_row(&report, "r::main"), Some((0, 1)), "{report}");
+
+    // A crate glob selects the trait impls of the crate's types.
+    let write_str = "<alloc::string::String as core::fmt::Write>::write_str";
+    let alloc_only = Command::new(CLI)
+        .args(["report"])
+        .arg(&dir)
+        .args(["-s", "calls", "--top", "1000"])
+        .output()
+        .unwrap();
+    let all = String::from_utf8_lossy(&alloc_only.stdout);
+    let calls = report_row(&all, write_str)
+        .unwrap_or_else(|| panic!("no write_str:\n{all}"))
+        .0;
+    assert!(calls >= 3, "{all}");
+    let graph = fntrace_ok(&["graph", "alloc::string::*"], &dir);
+    assert!(
+        graph.contains(&format!("({calls}) alloc::string::*\n")),
+        "{graph}"
+    );
+    let selected = fntrace_ok(
+        &["report", "-F", "alloc::string::*", "-N", "__rustc::*"],
+        &dir,
+    );
+    assert_eq!(
+        report_row(&selected, write_str),
+        Some((calls, 0)),
+        "{selected}"
+    );
+    assert_eq!(report_row(&selected, "r::leaf"), None, "{selected}");
 }

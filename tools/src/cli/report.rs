@@ -43,9 +43,12 @@ pub fn write_lost_and_unfinished(trace: &Trace, out: &mut Output) -> io::Result<
             .map(|stats| format!("{} ×{}", stats.name, stats.unfinished))
             .collect();
         let more = if unfinished.len() > 5 { ", …" } else { "" };
+        let calls = match report.unfinished_calls {
+            1 => "1 call has".to_string(),
+            n => format!("{n} calls have"),
+        };
         let line = format!(
-            "# {} calls have no exit (still running when the trace ended, or unwound): {}{more}",
-            report.unfinished_calls,
+            "# {calls} no exit (still running when the trace ended, or unwound): {}{more}",
             names.join(", ")
         );
         writeln!(out, "{}", out.warn(&line))?;
