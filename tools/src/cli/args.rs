@@ -11,6 +11,7 @@ Examples:
   fntrace report trace-dir -s self --top 20     where the time goes
   fntrace graph trace-dir 'demo::parse'         what parse calls, how often
   fntrace replay trace-dir -F 'demo::*' -D 3    the timeline, 3 levels deep
+  fntrace perfetto trace-dir -o t.perfetto-trace  open in ui.perfetto.dev
   fntrace flame trace-dir -o flame.svg          flame graph, one tower per thread
   fntrace diff before-dir after-dir             what changed between two runs
 
@@ -51,6 +52,9 @@ pub enum Command {
     /// Chrome / Perfetto trace JSON (open in ui.perfetto.dev).
     #[command(after_help = CHROME_HELP)]
     Chrome(ChromeArgs),
+    /// Perfetto's native protobuf trace (open in ui.perfetto.dev).
+    #[command(after_help = PERFETTO_HELP)]
+    Perfetto(ChromeArgs),
     /// Flame graph: SVG, or folded stacks with --folded.
     #[command(after_help = FLAME_HELP)]
     Flame(FlameArgs),
@@ -105,6 +109,14 @@ const CHROME_HELP: &str = "\
 Examples:
   fntrace chrome trace-dir -o trace.json
   fntrace chrome trace-dir -o trace.json --time-range 1s~2s --tid 4242";
+
+const PERFETTO_HELP: &str = "\
+One track per thread, one slice per call, names interned and timestamps
+delta-encoded: several times smaller than the JSON of `fntrace chrome`.
+
+Examples:
+  fntrace perfetto trace-dir -o trace.perfetto-trace
+  fntrace perfetto trace-dir -o main.perfetto-trace -F main";
 
 const FLAME_HELP: &str = "\
 Widths are time (self plus callees, in ns), not samples. By default each
@@ -240,12 +252,12 @@ pub struct DiffArgs {
     pub select: SelectArgs,
 }
 
-/// `fntrace chrome`.
+/// `fntrace chrome` and `fntrace perfetto`.
 #[derive(Debug, Args)]
 pub struct ChromeArgs {
     /// The trace directory.
     pub dir: PathBuf,
-    /// The JSON file to write.
+    /// The file to write.
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
     /// Which calls.

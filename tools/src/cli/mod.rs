@@ -82,6 +82,12 @@ fn run(cli: Cli) -> Result<(), Failure> {
             }
             Ok(())
         }
+        Command::Perfetto(args) => {
+            let trace = selected(&args.dir, &args.select, None)?;
+            write_file(&args.output, |out| {
+                export::write_perfetto(&trace, out).map_err(|e| e.to_string())
+            })
+        }
         Command::Flame(args) => {
             let trace = selected(&args.dir, &args.select, None)?;
             let folded = if args.merge_threads {
