@@ -1,37 +1,8 @@
 //! Perfetto's native trace format: a protobuf `perfetto.protos.Trace` of
 //! `TracePacket`s carrying `TrackEvent` slices ([`write_perfetto`]), which
 //! the Perfetto UI and trace processor open directly, several times smaller
-//! than the Chrome JSON of the same trace.
-//!
-//! # Layout
-//!
-//! The field numbers below are those of Perfetto's published schema
-//! (`protos/perfetto/trace/trace_packet.proto`, `track_event/*.proto`,
-//! `interned_data/interned_data.proto`, `clock_snapshot.proto`,
-//! `trace_packet_defaults.proto`), written by hand here: the few messages
-//! used do not justify a protobuf code generator in the build.
-//!
-//! - One packet describes the process track (`TrackDescriptor` with a
-//!   `ProcessDescriptor`: pid and executable).
-//! - Each thread is its own packet sequence (`trusted_packet_sequence_id`),
-//!   so that its state is its own. Its first packet clears the incremental
-//!   state, defines clock 64 as *incremental* (each timestamp a delta from the
-//!   previous packet's, in ns) against the monotonic clock the events were
-//!   taken on, and sets the sequence's defaults: that clock, and the thread's
-//!   track for every `TrackEvent`. Its second packet describes the thread's
-//!   track (`ThreadDescriptor`: pid, tid, name).
-//! - Each call is then a `TYPE_SLICE_BEGIN` and a `TYPE_SLICE_END` packet.
-//!   A begin names its function by an interned id (`name_iid`), the name
-//!   itself written once per sequence (`InternedData.event_names`) in the
-//!   first packet that uses it.
-//!
-//! So a call costs about 26 bytes (two packets of a one- or two-byte delta,
-//! the sequence, the event type and the name id), against 100 or more in
-//! JSON. These packets repeat themselves, so they are written deflated:
-//! bundles of packets of at most [`BUNDLE_BYTES`] (before compression), each
-//! the `compressed_packets` field of one packet (zlib format, which
-//! Perfetto's trace processor inflates), which brings a call to a few bytes.
-//! Calls are placed in time as for the Chrome JSON (see [`crate::export`]).
+//! than the Chrome JSON of the same trace. The layout is described at
+//! [`write_perfetto`].
 
 use std::collections::HashMap;
 use std::io::{BufWriter, Write};
@@ -49,7 +20,7 @@ const COMPRESSED_PACKETS: u32 = 50;
 /// Uncompressed size of a bundle of packets: Perfetto wants each packet of
 /// compressed packets under 512 KiB, which deflate (whose worst case adds a
 /// few bytes per 16 KiB block) keeps this well under.
-pub const BUNDLE_BYTES: usize = 256 << 10;
+const BUNDLE_BYTES: usize = 256 << 10;
 
 /// Fields of `TracePacket`.
 mod packet {
@@ -151,8 +122,37 @@ impl Message {
     }
 }
 
-/// Writes `trace` as a Perfetto protobuf trace (see the
-/// [module documentation](self) for its layout). Output is buffered here.
+/// Writes `trace` as a Perfetto protobuf trace. Output is buffered here.
+///
+/// # Layout
+///
+/// The field numbers written are those of Perfetto's published schema
+/// (`protos/perfetto/trace/trace_packet.proto`, `track_event/*.proto`,
+/// `interned_data/interned_data.proto`, `clock_snapshot.proto`,
+/// `trace_packet_defaults.proto`), written by hand here: the few messages
+/// used do not justify a protobuf code generator in the build.
+///
+/// - One packet describes the process track (`TrackDescriptor` with a
+///   `ProcessDescriptor`: pid and executable).
+/// - Each thread is its own packet sequence (`trusted_packet_sequence_id`),
+///   so that its state is its own. Its first packet clears the incremental
+///   state, defines clock 64 as *incremental* (each timestamp a delta from the
+///   previous packet's, in ns) against the monotonic clock the events were
+///   taken on, and sets the sequence's defaults: that clock, and the thread's
+///   track for every `TrackEvent`. Its second packet describes the thread's
+///   track (`ThreadDescriptor`: pid, tid, name).
+/// - Each call is then a `TYPE_SLICE_BEGIN` and a `TYPE_SLICE_END` packet.
+///   A begin names its function by an interned id (`name_iid`), the name
+///   itself written once per sequence (`InternedData.event_names`) in the
+///   first packet that uses it.
+///
+/// So a call costs about 26 bytes (two packets of a one- or two-byte delta,
+/// the sequence, the event type and the name id), against 100 or more in
+/// JSON. These packets repeat themselves, so they are written deflated:
+/// bundles of packets of at most 256 KiB (before compression), each
+/// the `compressed_packets` field of one packet (zlib format, which
+/// Perfetto's trace processor inflates), which brings a call to a few bytes.
+/// Calls are placed in time as for the Chrome JSON (see [`crate::export`]).
 pub fn write_perfetto(trace: &Trace, out: &mut dyn Write) -> Result<(), ExportError> {
     let mut out = BufWriter::with_capacity(1 << 20, out);
     write_packets(trace, &mut out)
