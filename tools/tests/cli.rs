@@ -262,3 +262,50 @@ fn lost_events_and_unfinished_calls_are_stated_before_the_table() {
     assert!(output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("1234 events were lost"));
 }
+
+#[test]
+fn pager_and_colour_only_on_a_terminal() {
+    let dir = TempDir::new("tty");
+    write_uftrace_dir(&big_trace(10), &dir.0, None).expect("writing the trace");
+    // `script` runs the command with a pseudo-terminal as its stdout; the
+    // "pager" marks each line it is given.
+    let on_terminal = |no_color: bool, extra: &str| -> String {
+        let command = format!("{CLI} report {} {extra}", dir.0.display());
+        let mut script = Command::new("script");
+        script
+            .args(["-qec", &command, "/dev/null"])
+            .env("PAGER", "sed s/^/PAGED:/")
+            .env_remove("NO_COLOR");
+        if no_color {
+            script.env("NO_COLOR", "1");
+        }
+        let output = script
+            .output()
+            .expect("cannot run script (util-linux; CI has it)");
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let paged = on_terminal(false, "");
+    assert!(paged.contains("PAGED:\x1b[1mcalls"), "{paged:?}");
+    let plain = on_terminal(true, "");
+    assert!(plain.contains("PAGED:calls"), "{plain:?}");
+    assert!(!plain.contains('\x1b'), "{plain:?}");
+    let unpaged = on_terminal(false, "--no-pager");
+    assert!(!unpaged.contains("PAGED:"), "{unpaged:?}");
+    assert!(unpaged.contains("\x1b[1mcalls"), "{unpaged:?}");
+
+    // Into a pipe: neither.
+    let piped = Command::new(CLI)
+        .arg("report")
+        .arg(&dir.0)
+        .env("PAGER", "sed s/^/PAGED:/")
+        .env_remove("NO_COLOR")
+        .output()
+        .unwrap();
+    let piped = String::from_utf8_lossy(&piped.stdout);
+    assert!(
+        piped.contains("\ncalls") && !piped.contains("PAGED:"),
+        "{piped}"
+    );
+    assert!(!piped.contains('\x1b'), "{piped}");
+}
