@@ -125,8 +125,8 @@ fn spawn_pager() -> Option<(Child, ChildStdin)> {
 }
 
 /// Reads the trace directory `dir`, saying plainly when it is not one, with
-/// a spinner on stderr when that is a terminal and the data is big (over
-/// 32 MB of records).
+/// a progress bar on stderr when that is a terminal and reading takes a
+/// while.
 pub fn load_trace(dir: &Path) -> Result<Trace, Failure> {
     let shown = dir.display();
     if !dir.exists() {
@@ -142,28 +142,43 @@ pub fn load_trace(dir: &Path) -> Result<Trace, Failure> {
         )
         .into());
     }
-    let data_bytes: u64 = std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .filter(|entry| entry.file_name().to_string_lossy().ends_with(".dat"))
-                .filter_map(|entry| entry.metadata().ok())
-                .map(|metadata| metadata.len())
-                .sum()
-        })
-        .unwrap_or(0);
-    let spinner = if io::stderr().is_terminal() && data_bytes > 32 << 20 {
-        let spinner = indicatif::ProgressBar::new_spinner();
-        spinner.set_message(format!(
-            "reading {shown} ({} MB of records)",
-            data_bytes >> 20
-        ));
-        spinner.enable_steady_tick(Duration::from_millis(100));
-        spinner
+    // A bar of the record files read, shown only on a terminal and only
+    // once reading has taken a moment (small directories read in no time).
+    let bar = if io::stderr().is_terminal() {
+        let bar =
+            indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} reading {msg} {wide_bar} {binary_bytes}/{binary_total_bytes} {elapsed}",
+            )
+            .expect("a valid template"),
+        );
+        bar
     } else {
         indicatif::ProgressBar::hidden()
     };
-    let trace = fntrace_tools::export::read_uftrace_dir(dir).map_err(|e| e.to_string());
-    spinner.finish_and_clear();
+    let started = std::time::Instant::now();
+    let delay = Duration::from_millis(300);
+    // One record file can be most of the data: keep the bar moving
+    // (spinner, elapsed time) while it is read.
+    if !bar.is_hidden() {
+        let bar = bar.clone();
+        let message = shown.to_string();
+        std::thread::spawn(move || {
+            std::thread::sleep(delay);
+            if !bar.is_finished() {
+                bar.set_message(message);
+                bar.enable_steady_tick(Duration::from_millis(100));
+            }
+        });
+    }
+    let trace = fntrace_tools::export::read_uftrace_dir_with_progress(dir, &mut |done, total| {
+        if started.elapsed() > delay {
+            bar.set_length(total);
+            bar.set_position(done);
+        }
+    })
+    .map_err(|e| e.to_string());
+    bar.finish_and_clear();
     Ok(trace?)
 }
