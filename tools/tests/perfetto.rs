@@ -147,15 +147,25 @@ fn perfetto_protobuf_decodes_with_the_schema_and_holds_every_call() {
             let Value::List(clock_list) = field(&snapshot, "clocks") else {
                 unreachable!()
             };
+            // The sequence's incremental clock (64), tied to the trace
+            // clock (BOOTTIME, 6) at the same time.
+            let mut ids = HashMap::new();
             for clock in clock_list {
                 let Value::Message(clock) = clock else {
                     unreachable!()
                 };
+                ids.insert(uint(&clock, "clock_id"), uint(&clock, "timestamp"));
                 if uint(&clock, "clock_id") == 64 {
                     assert_eq!(field(&clock, "is_incremental"), Value::Bool(true));
                     clocks.insert(sequence, uint(&clock, "timestamp"));
                 }
             }
+            assert_eq!(ids.len(), 2);
+            assert_eq!(ids.get(&64), ids.get(&6));
+            let Value::Message(defaults) = field(packet, "trace_packet_defaults") else {
+                unreachable!()
+            };
+            assert_eq!(uint(&defaults, "timestamp_clock_id"), 64);
         }
         if packet.has_field_by_name("track_descriptor") {
             let Value::Message(track) = field(packet, "track_descriptor") else {

@@ -76,8 +76,11 @@ mod clock {
     pub const CLOCK_ID: u32 = 1;
     pub const TIMESTAMP: u32 = 2;
     pub const IS_INCREMENTAL: u32 = 3;
-    /// `BuiltinClock.MONOTONIC`: the clock fntrace and uftrace record on.
-    pub const MONOTONIC: u64 = 3;
+    /// `BuiltinClock.BOOTTIME`, Perfetto's default trace clock. The events
+    /// were taken on CLOCK_MONOTONIC, but a snapshot relating them to
+    /// MONOTONIC alone would leave the trace processor without a path to its
+    /// trace clock; their times are shown as they are either way.
+    pub const TRACE_CLOCK: u64 = 6;
     /// The first of the sequence-scoped, user-defined clock ids.
     pub const INCREMENTAL: u64 = 64;
     pub const DEFAULTS_TIMESTAMP_CLOCK_ID: u32 = 58;
@@ -137,8 +140,8 @@ impl Message {
 /// - Each thread is its own packet sequence (`trusted_packet_sequence_id`),
 ///   so that its state is its own. Its first packet clears the incremental
 ///   state, defines clock 64 as *incremental* (each timestamp a delta from the
-///   previous packet's, in ns) against the monotonic clock the events were
-///   taken on, and sets the sequence's defaults: that clock, and the thread's
+///   previous packet's, in ns) against Perfetto's trace clock (the events'
+///   monotonic times taken as they are), and sets the sequence's defaults: that clock, and the thread's
 ///   track for every `TrackEvent`. Its second packet describes the thread's
 ///   track (`ThreadDescriptor`: pid, tid, name).
 /// - Each call is then a `TYPE_SLICE_BEGIN` and a `TYPE_SLICE_END` packet.
@@ -239,13 +242,13 @@ fn write_packets(trace: &Trace, out: &mut impl Write) -> std::io::Result<()> {
             .uint(clock::CLOCK_ID, clock::INCREMENTAL)
             .uint(clock::TIMESTAMP, start)
             .uint(clock::IS_INCREMENTAL, 1);
-        let mut monotonic = Message::default();
-        monotonic
-            .uint(clock::CLOCK_ID, clock::MONOTONIC)
+        let mut trace_clock = Message::default();
+        trace_clock
+            .uint(clock::CLOCK_ID, clock::TRACE_CLOCK)
             .uint(clock::TIMESTAMP, start);
         snapshot
             .message(clock::CLOCKS, &incremental)
-            .message(clock::CLOCKS, &monotonic);
+            .message(clock::CLOCKS, &trace_clock);
         let mut event_defaults = Message::default();
         event_defaults.uint(clock::TRACK_EVENT_DEFAULTS_TRACK_UUID, uuid);
         let mut defaults = Message::default();
