@@ -32,8 +32,11 @@ impl Filter {
     }
 
     /// Trace only functions whose demangled name matches one of the
-    /// included globs (`*` any run of characters, `?` one character).
-    /// Without any include, every function is included.
+    /// included globs (`*` any run of characters, `?` one character; a glob
+    /// also matches from any point where a path starts inside the name, so
+    /// `serde_json::*` selects `<serde_json::Value as serde::Serialize>::serialize`:
+    /// see [the rules](fntrace_tools::glob#rules)). Without any include,
+    /// every function is included.
     pub fn include(mut self, glob: &str) -> Filter {
         self.include.push(glob.to_string());
         self
@@ -96,27 +99,10 @@ impl Filter {
     }
 }
 
-/// `*` matches any run of characters, `?` any one character.
-fn glob_match(glob: &str, text: &str) -> bool {
-    let (glob, text): (Vec<char>, Vec<char>) = (glob.chars().collect(), text.chars().collect());
-    let (mut g, mut t) = (0, 0);
-    let mut backtrack: Option<(usize, usize)> = None;
-    while t < text.len() {
-        if g < glob.len() && (glob[g] == '?' || glob[g] == text[t]) {
-            g += 1;
-            t += 1;
-        } else if g < glob.len() && glob[g] == '*' {
-            backtrack = Some((g, t));
-            g += 1;
-        } else if let Some((star, matched)) = backtrack {
-            g = star + 1;
-            t = matched + 1;
-            backtrack = Some((star, matched + 1));
-        } else {
-            return false;
-        }
-    }
-    glob[g..].iter().all(|&c| c == '*')
+/// The one glob matcher of fntrace, shared with the CLI's `-F`/`-N`: see
+/// [its rules](fntrace_tools::glob#rules).
+fn glob_match(glob: &str, name: &str) -> bool {
+    fntrace_tools::glob::matches(glob, name)
 }
 
 #[cfg(test)]
@@ -130,6 +116,11 @@ mod tests {
         assert!(glob_match("d?mo::*ize", "demo::tokenize"));
         assert!(glob_match("*", ""));
         assert!(!glob_match("demo::*", "core::demo::x"));
+        // The shared rules: a crate's path selects its trait impls too.
+        assert!(glob_match(
+            "serde_json::*",
+            "<serde_json::value::Value as serde::Deserialize>::deserialize"
+        ));
         assert!(!glob_match("a*b", "acbd"));
         assert!(glob_match("*a*b*", "xxaxxbxx"));
     }

@@ -206,11 +206,38 @@ fn uftrace_and_the_cli_read_the_dump_with_exact_counts() {
     let cmdline = chrome["metadata"]["command_line"].as_str().unwrap();
     assert!(cmdline.starts_with(&argv0), "{cmdline:?}");
 
-    // The CLI's call graph, Chrome JSON and flame graph.
+    // The CLI's timeline, aggregated call graph, Chrome JSON and flame graph.
+    let replay = run(&cli_path(), &["replay"], &dir);
+    let replay = String::from_utf8(replay.stdout).unwrap();
+    assert_eq!(replay.matches("pie_leaf();").count(), 120);
+    assert_eq!(replay.matches("fixture_rust_workload::leaf();").count(), 56);
+    // The aggregated graph: every thread's calls merged, the same nodes and
+    // counts as uftrace's (its lines from the tree prefix on).
     let graph = run(&cli_path(), &["graph"], &dir);
     let graph = String::from_utf8(graph.stdout).unwrap();
-    assert_eq!(graph.matches("pie_leaf();").count(), 120);
-    assert_eq!(graph.matches("fixture_rust_workload::leaf();").count(), 56);
+    let nodes = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|line| Some(line.split_once(" : ")?.1.trim_end().to_string()))
+            .collect()
+    };
+    assert_eq!(nodes(&graph), nodes(&uftrace("graph", &dir)), "{graph}");
+    assert!(graph.contains("(120) pie_leaf\n"), "{graph}");
+    assert!(
+        graph.contains("(56) fixture_rust_workload::leaf\n"),
+        "{graph}"
+    );
+    // A crate glob selects that crate's functions only.
+    let rust_only = run(
+        &cli_path(),
+        &["report", "-F", "fixture_rust_workload::*"],
+        &dir,
+    );
+    let rust_only = String::from_utf8(rust_only.stdout).unwrap();
+    assert_eq!(
+        fntrace_calls(&rust_only, "fixture_rust_workload::leaf"),
+        Some(56)
+    );
+    assert_eq!(fntrace_calls(&rust_only, "pie_leaf"), None, "{rust_only}");
 
     let json_path = dir.with_extension("json");
     let out = run(

@@ -48,7 +48,7 @@ fn demo_built_with_everything_instrumented_traces_exact_counts() {
     assert_eq!(count_of("demo::handle_request"), Some(2_000), "{stdout}");
     assert_eq!(count_of("demo::tokenize"), Some(2_000), "{stdout}");
     assert_eq!(count_of("demo::parse_request"), Some(2_000), "{stdout}");
-    assert!(stdout.contains(" events recorded, 0 lost"), "{stdout}");
+    assert!(stdout.contains(" events written, 0 lost"), "{stdout}");
     // The call graph shows a worker's calls nested under handle_request.
     assert!(stdout.contains("demo::handle_request() {"), "{stdout}");
     assert!(stdout.contains("}  /* demo::tokenize */"), "{stdout}");

@@ -18,6 +18,7 @@
 
 pub mod analysis;
 pub mod export;
+pub mod glob;
 mod names;
 mod trace;
 

@@ -31,7 +31,7 @@ impl Drop for TempDir {
 }
 
 /// One thread calling `outer`, which calls `inner`, `calls` times: `4 ×
-/// calls` events, and as many lines of call graph.
+/// calls` events, and as many lines of replay.
 fn big_trace(calls: u64) -> Trace {
     const OUTER: usize = 0x40_1000;
     const INNER: usize = 0x40_2000;
@@ -68,13 +68,13 @@ fn big_trace(calls: u64) -> Trace {
 }
 
 #[test]
-fn graph_into_a_closed_pipe_exits_quietly() {
+fn replay_into_a_closed_pipe_exits_quietly() {
     let dir = TempDir::new("pipe");
     // 200,000 events: megabytes of graph, far beyond a pipe's buffer.
     write_uftrace_dir(&big_trace(50_000), &dir.0, None).expect("writing the trace");
 
     let mut child = Command::new(CLI)
-        .arg("graph")
+        .arg("replay")
         .arg(&dir.0)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -131,4 +131,181 @@ fn the_cli_defines_no_runtime_symbols() {
             "the CLI defines {runtime}: it links the tracing runtime"
         );
     }
+}
+
+fn cli(args: &[&str]) -> std::process::Output {
+    Command::new(CLI)
+        .args(args)
+        .output()
+        .expect("running the fntrace CLI")
+}
+
+#[test]
+fn help_version_errors_and_completions() {
+    let version = cli(&["--version"]);
+    assert!(version.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&version.stdout).trim(),
+        format!("fntrace {}", env!("CARGO_PKG_VERSION"))
+    );
+    for command in [
+        "report",
+        "graph",
+        "replay",
+        "diff",
+        "chrome",
+        "flame",
+        "completions",
+    ] {
+        let help = cli(&[command, "--help"]);
+        let text = String::from_utf8_lossy(&help.stdout);
+        assert!(help.status.success(), "{command} --help");
+        assert!(text.contains("Examples:"), "{command} --help:\n{text}");
+        assert!(
+            text.contains(&format!("fntrace {command}")),
+            "{command} --help:\n{text}"
+        );
+    }
+    assert!(String::from_utf8_lossy(&cli(&["--help"]).stdout).contains("serde_json::*"));
+
+    // A bad argument is named, with exit status 2.
+    let bad = cli(&["report", "somewhere", "--sort", "bogus"]);
+    assert_eq!(bad.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        stderr.contains("'bogus'") && stderr.contains("--sort"),
+        "{stderr}"
+    );
+    let bad = cli(&["report", "somewhere", "--top", "many"]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--top"));
+
+    // A directory that is not a trace says so.
+    let dir = TempDir::new("not-a-trace");
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let not_trace = cli(&["report", dir.0.to_str().unwrap()]);
+    assert_eq!(not_trace.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&not_trace.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "{} is not a trace directory (no info file)",
+            dir.0.display()
+        )),
+        "{stderr}"
+    );
+    let missing = cli(&["graph", "/nonexistent/fntrace-trace"]);
+    assert!(String::from_utf8_lossy(&missing.stderr)
+        .contains("/nonexistent/fntrace-trace does not exist"));
+
+    for (shell, marker) in [
+        ("bash", "complete -F"),
+        ("zsh", "#compdef fntrace"),
+        ("fish", "complete -c fntrace"),
+    ] {
+        let script = cli(&["completions", shell]);
+        assert!(script.status.success(), "{shell}");
+        let text = String::from_utf8_lossy(&script.stdout);
+        assert!(text.contains(marker), "{shell}: {text}");
+        assert!(text.contains("time-range"), "{shell}");
+    }
+}
+
+#[test]
+fn lost_events_and_unfinished_calls_are_stated_before_the_table() {
+    let dir = TempDir::new("lost");
+    let mut trace = big_trace(10);
+    trace.threads[0].lost = 1234;
+    // A last call of outer still running when the trace ended.
+    let last = trace.threads[0].events.last().unwrap().time_ns;
+    trace.threads[0].events.push(GraphEvent {
+        time_ns: last + 10,
+        function: 0x40_1000,
+        depth: 0,
+        kind: EventKind::Entry,
+    });
+    write_uftrace_dir(&trace, &dir.0, None).expect("writing the trace");
+
+    let output = Command::new(CLI)
+        .args(["report", "--threads"])
+        .arg(&dir.0)
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let report = String::from_utf8(output.stdout).unwrap();
+    let lines: Vec<&str> = report.lines().collect();
+    assert!(
+        lines[1].starts_with("# 1234 events were lost while recording")
+            && lines[1].contains("thread 4242 lost 1234"),
+        "{report}"
+    );
+    assert!(
+        lines[2].starts_with("# 1 call has no exit") && lines[2].contains("outer_function ×1"),
+        "{report}"
+    );
+    // One table per thread, the still-running call in its row.
+    assert_eq!(report.matches("thread 4242 big").count(), 1, "{report}");
+    let outer = lines
+        .iter()
+        .find(|line| line.ends_with("  outer_function"))
+        .unwrap();
+    let fields: Vec<&str> = outer.split_whitespace().collect();
+    assert_eq!(fields[..2], ["10", "1"], "{report}");
+
+    // The flame graph says what it lacks too.
+    let svg = dir.0.with_extension("svg");
+    let output = Command::new(CLI)
+        .args(["flame", "-o"])
+        .arg(&svg)
+        .arg(&dir.0)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&svg);
+    assert!(output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("1234 events were lost"));
+}
+
+#[test]
+fn pager_and_colour_only_on_a_terminal() {
+    let dir = TempDir::new("tty");
+    write_uftrace_dir(&big_trace(10), &dir.0, None).expect("writing the trace");
+    // `script` runs the command with a pseudo-terminal as its stdout; the
+    // "pager" marks each line it is given.
+    let on_terminal = |no_color: bool, extra: &str| -> String {
+        let command = format!("{CLI} report {} {extra}", dir.0.display());
+        let mut script = Command::new("script");
+        script
+            .args(["-qec", &command, "/dev/null"])
+            .env("PAGER", "sed s/^/PAGED:/")
+            .env_remove("NO_COLOR");
+        if no_color {
+            script.env("NO_COLOR", "1");
+        }
+        let output = script
+            .output()
+            .expect("cannot run script (util-linux; CI has it)");
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let paged = on_terminal(false, "");
+    assert!(paged.contains("PAGED:\x1b[1mcalls"), "{paged:?}");
+    let plain = on_terminal(true, "");
+    assert!(plain.contains("PAGED:calls"), "{plain:?}");
+    assert!(!plain.contains('\x1b'), "{plain:?}");
+    let unpaged = on_terminal(false, "--no-pager");
+    assert!(!unpaged.contains("PAGED:"), "{unpaged:?}");
+    assert!(unpaged.contains("\x1b[1mcalls"), "{unpaged:?}");
+
+    // Into a pipe: neither.
+    let piped = Command::new(CLI)
+        .arg("report")
+        .arg(&dir.0)
+        .env("PAGER", "sed s/^/PAGED:/")
+        .env_remove("NO_COLOR")
+        .output()
+        .unwrap();
+    let piped = String::from_utf8_lossy(&piped.stdout);
+    assert!(
+        piped.contains("\ncalls") && !piped.contains("PAGED:"),
+        "{piped}"
+    );
+    assert!(!piped.contains('\x1b'), "{piped}");
 }

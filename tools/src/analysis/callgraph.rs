@@ -235,7 +235,7 @@ impl<W: Write> GraphWriter<'_, W> {
 /// `ns` as ftrace shows durations: three decimals of the largest unit among
 /// us, ms and s that keeps the integer part below 1000 (s: unbounded).
 /// Truncates, so the value shown never exceeds the real one.
-fn graph_duration(ns: u64) -> String {
+pub(crate) fn graph_duration(ns: u64) -> String {
     if ns < 1_000_000 {
         format!("{}.{:03} us", ns / 1_000, ns % 1_000)
     } else if ns < 1_000_000_000 {

@@ -18,6 +18,9 @@ pub struct FunctionStats {
     pub name: String,
     /// Completed calls.
     pub calls: u64,
+    /// Calls whose exit was not recorded: still running when the trace
+    /// ended, or unwound (panic, `longjmp`). Not in the durations.
+    pub unfinished: u64,
     /// Sum of the completed calls' durations, inclusive of callees (see
     /// [`latency`] for recursion).
     pub total_ns: u64,
@@ -41,7 +44,8 @@ pub struct FunctionStats {
 /// Per-function latency statistics of a whole trace; see [`latency`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LatencyReport {
-    /// Every function with at least one completed call, all threads merged,
+    /// Every function with at least one call (completed or
+    /// [unfinished](FunctionStats::unfinished)), all threads merged,
     /// sorted by `total_ns`, largest first (ties: by name, then address).
     pub functions: Vec<FunctionStats>,
     /// The same per thread: thread id and its functions in the same order,
@@ -64,6 +68,8 @@ struct FunctionDurations {
     inclusive: Histogram,
     /// Sum of each call's duration minus its direct children's.
     self_ns: u64,
+    /// Calls without their exit.
+    unfinished: u64,
 }
 
 impl FunctionDurations {
@@ -77,6 +83,7 @@ impl FunctionDurations {
     fn merge(&mut self, other: &FunctionDurations) {
         self.inclusive.merge(&other.inclusive);
         self.self_ns = self.self_ns.saturating_add(other.self_ns);
+        self.unfinished += other.unfinished;
     }
 
     /// The statistics of these calls, for `function` called `name`.
@@ -86,6 +93,7 @@ impl FunctionDurations {
             function,
             name,
             calls: durations.count(),
+            unfinished: self.unfinished,
             total_ns: durations.sum(),
             self_ns: self.self_ns,
             min_ns: durations.min(),
@@ -103,7 +111,8 @@ impl FunctionDurations {
 ///
 /// Only completed calls (entry and exit both recorded) are measured; see the
 /// [pairing rules](super#pairing-entries-with-exits). Calls without an exit
-/// are counted in [`LatencyReport::unfinished_calls`], exits without an entry
+/// are counted in [`LatencyReport::unfinished_calls`] and in their function's
+/// [`FunctionStats::unfinished`], exits without an entry
 /// in [`LatencyReport::unmatched_exits`].
 ///
 /// # Recursion
@@ -169,7 +178,10 @@ pub fn latency(trace: &Trace) -> LatencyReport {
                         .or_default()
                         .record(inclusive_ns, inclusive_ns.saturating_sub(children_ns));
                 }
-                CallStep::Unfinished { .. } => report.unfinished_calls += 1,
+                CallStep::Unfinished { entry, .. } => {
+                    report.unfinished_calls += 1;
+                    functions.entry(entry.function).or_default().unfinished += 1;
+                }
                 CallStep::UnmatchedExit { .. } => report.unmatched_exits += 1,
             }
         }
@@ -268,7 +280,7 @@ impl LatencyReport {
 /// three significant digits (half up): `999 ns`, `1.00 µs`, `12.3 ms`,
 /// `120 s`. From 1000 s on, the three significant digits are followed by
 /// zeros (`1230 s`).
-pub(crate) fn human_duration(ns: u64) -> String {
+pub fn human_duration(ns: u64) -> String {
     if ns < 1_000 {
         return format!("{ns} ns");
     }
@@ -353,6 +365,7 @@ mod tests {
             function,
             name: name.into(),
             calls,
+            unfinished: 0,
             total_ns,
             self_ns,
             min_ns,
@@ -491,7 +504,7 @@ mod tests {
     }
 
     #[test]
-    fn missing_exits_are_not_measured() {
+    fn missing_exits_are_not_measured_but_counted() {
         let events = vec![
             entry(0, MAIN, 0),
             entry(10, PARSE, 1),
@@ -508,8 +521,20 @@ mod tests {
             report.functions,
             vec![
                 // The unwound calls' time stays in main's self time.
-                stats(MAIN, "demo::main", 1, 100, 90, 100, 100, 100, [100; 3]),
+                FunctionStats {
+                    unfinished: 1,
+                    ..stats(MAIN, "demo::main", 1, 100, 90, 100, 100, 100, [100; 3])
+                },
                 stats(TOKENIZE, "demo::tokenize", 1, 10, 10, 10, 10, 10, [10; 3]),
+                // Calls without an exit do not vanish from the report.
+                FunctionStats {
+                    unfinished: 1,
+                    ..stats(NEXT, "demo::next", 0, 0, 0, 0, 0, 0, [0; 3])
+                },
+                FunctionStats {
+                    unfinished: 1,
+                    ..stats(PARSE, "demo::parse", 0, 0, 0, 0, 0, 0, [0; 3])
+                },
             ]
         );
         assert_eq!(report.unfinished_calls, 3);

@@ -57,13 +57,17 @@
 //! [`call_graph`] streams its lines to a writer.
 
 mod callgraph;
+mod calltree;
 mod histogram;
 mod latency;
 pub(crate) mod pairing;
+mod select;
 
 pub use callgraph::{call_graph, write_call_graph};
+pub use calltree::{call_tree, Backtrace, CallNode, CallTree};
 pub use histogram::{Histogram, MAX_RELATIVE_ERROR, SUB_BUCKETS};
-pub use latency::{latency, FunctionStats, LatencyReport};
+pub use latency::{human_duration, latency, FunctionStats, LatencyReport};
+pub use select::{select, Selection};
 
 #[cfg(test)]
 mod tests {

@@ -93,12 +93,43 @@ fn frame_name(name: &str) -> String {
     name.replace(';', ",").replace(['\n', '\r'], " ")
 }
 
+/// The folded stacks of `trace` with each thread as the first frame
+/// (`thread 1234 (name);outer;…;inner NANOSECONDS`), so that threads are
+/// side by side in the graph instead of merged: a thread waiting in `join`
+/// then takes its own part of the width, not a share of every chain.
+pub fn folded_stacks_by_thread(trace: &Trace) -> String {
+    let mut folded = String::new();
+    for thread in &trace.threads {
+        let one = Trace {
+            threads: vec![thread.clone()],
+            ..trace.clone()
+        };
+        let frame = match &thread.name {
+            Some(name) => format!("thread {} ({})", thread.tid, name.replace(';', ",")),
+            None => format!("thread {}", thread.tid),
+        };
+        for line in folded_stacks(&one).lines() {
+            folded.push_str(&frame);
+            folded.push(';');
+            folded.push_str(line);
+            folded.push('\n');
+        }
+    }
+    folded
+}
+
 /// Draws `trace` as a flame graph in SVG (via `inferno`), from
 /// [`folded_stacks`]; frame widths are self plus children time in
 /// nanoseconds. Fails with [`ExportError::Empty`], writing nothing, if the
 /// trace has no call that took time.
 pub fn write_flame_svg(trace: &Trace, out: &mut dyn Write, title: &str) -> Result<(), ExportError> {
-    let folded = folded_stacks(trace);
+    write_folded_svg(&folded_stacks(trace), out, title)
+}
+
+/// Draws folded stacks (as [`folded_stacks`] or [`folded_stacks_by_thread`]
+/// write them, weights in nanoseconds) as a flame graph in SVG. Fails with
+/// [`ExportError::Empty`], writing nothing, if `folded` has no line.
+pub fn write_folded_svg(folded: &str, out: &mut dyn Write, title: &str) -> Result<(), ExportError> {
     if folded.is_empty() {
         return Err(ExportError::Empty(
             "the trace has no call that took time, so the flame graph would be empty",

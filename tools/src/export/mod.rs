@@ -1,5 +1,6 @@
 //! Exports of a recorded [`Trace`]: a uftrace data directory, Chrome /
-//! Perfetto trace JSON, and flame graphs (folded stacks and SVG).
+//! Perfetto trace JSON, Perfetto's native protobuf, and flame graphs (folded
+//! stacks and SVG).
 //!
 //! # Design
 //!
@@ -40,6 +41,9 @@
 //! - **Chrome trace JSON** ([`write_chrome_json`]): one complete event per
 //!   call, per-thread tracks; nesting is what the Chrome viewer and Perfetto
 //!   need to draw a thread's calls as one stack.
+//! - **Perfetto protobuf** ([`write_perfetto`]): the same calls as
+//!   `TrackEvent` slices with interned names and delta timestamps, a fraction
+//!   of the JSON's size.
 //! - **Flame graphs** ([`folded_stacks`], [`write_flame_svg`]): call chains
 //!   weighted by self time (duration minus the children's, never negative
 //!   thanks to the nesting), drawn by `inferno`.
@@ -58,12 +62,15 @@ use crate::trace::Trace;
 mod calls;
 mod chrome;
 mod flame;
+mod perfetto;
 mod uftrace;
 
 pub use chrome::write_chrome_json;
-pub use flame::{folded_stacks, write_flame_svg};
+pub use flame::{folded_stacks, folded_stacks_by_thread, write_flame_svg, write_folded_svg};
+pub use perfetto::write_perfetto;
 pub use uftrace::{
-    read_uftrace_dir, write_uftrace_dir, StreamTotals, UftraceStream, MAX_SYMBOL_SIZE,
+    read_uftrace_dir, read_uftrace_dir_with_progress, write_uftrace_dir, StreamTotals, UftraceStream,
+    MAX_SYMBOL_SIZE,
 };
 
 /// What can go wrong while exporting a trace or loading one back.

@@ -16,6 +16,6 @@ mod tests;
 mod tests_names;
 
 pub use format::MAX_SYMBOL_SIZE;
-pub use read::read_uftrace_dir;
+pub use read::{read_uftrace_dir, read_uftrace_dir_with_progress};
 pub use stream::{StreamTotals, UftraceStream};
 pub use write::write_uftrace_dir;

@@ -28,6 +28,16 @@ use crate::trace::{EventKind, GraphEvent, ThreadTrace, Trace};
 ///
 /// [`write_uftrace_dir`]: crate::export::write_uftrace_dir
 pub fn read_uftrace_dir(dir: &Path) -> Result<Trace, ExportError> {
+    read_uftrace_dir_with_progress(dir, &mut |_, _| {})
+}
+
+/// [`read_uftrace_dir`], calling `progress(bytes_read, total_bytes)` of the
+/// threads' record files (`*.dat`, nearly all of a directory's size) after
+/// each one is read, for a progress bar.
+pub fn read_uftrace_dir_with_progress(
+    dir: &Path,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Trace, ExportError> {
     let meta =
         fs::metadata(dir).map_err(|e| ExportError::io(dir, "opening uftrace data directory", e))?;
     if !meta.is_dir() {
@@ -67,6 +77,12 @@ pub fn read_uftrace_dir(dir: &Path) -> Result<Trace, ExportError> {
     let mut names = HashMap::new();
     let mut raw_names = HashMap::new();
     let mut threads = Vec::with_capacity(tids.len());
+    let total_bytes: u64 = tids
+        .iter()
+        .filter_map(|tid| fs::metadata(dir.join(format!("{tid}.dat"))).ok())
+        .map(|meta| meta.len())
+        .sum();
+    let mut read_bytes = 0;
     for tid in tids {
         let path = dir.join(format!("{tid}.dat"));
         let data = match fs::read(&path) {
@@ -75,6 +91,8 @@ pub fn read_uftrace_dir(dir: &Path) -> Result<Trace, ExportError> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(ExportError::io(&path, "reading", e)),
         };
+        read_bytes += data.len() as u64;
+        progress(read_bytes, total_bytes);
         let added = fntrace.added.get(&tid).map_or(&[][..], |v| &v[..]);
         let (mut events, lost) = parse_dat(&path, &data, added)?;
         for event in &mut events {

@@ -1,0 +1,274 @@
+//! Selections of a trace's calls, as uftrace's `-F`, `-N`, `--tid` and
+//! `--time-range` make them: [`select`] returns the trace with only the
+//! selected events, so that every report and export applies a selection the
+//! same way by reading the smaller trace.
+
+use crate::glob::matches_any;
+use crate::trace::{EventKind, GraphEvent, ThreadTrace, Trace};
+
+/// Which calls to keep; the default keeps everything.
+///
+/// Function globs follow the [glob rules](crate::glob#rules) and, as in
+/// uftrace, select subtrees:
+///
+/// - with `include` globs, a call is kept only if it or one of its callers
+///   matches one (`-F main` keeps `main` and everything it calls);
+/// - a call that matches an `exclude` glob is dropped with everything it
+///   calls (`-N '*::fmt'`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Selection {
+    /// Keep only the subtrees of functions matching one of these globs
+    /// (none: every call).
+    pub include: Vec<String>,
+    /// Drop the subtrees of functions matching one of these globs.
+    pub exclude: Vec<String>,
+    /// Keep only these threads (none: every thread).
+    pub tids: Vec<u32>,
+    /// Keep only calls entered at or after this time (ns, the trace's
+    /// clock).
+    pub from_ns: Option<u64>,
+    /// Keep only calls entered at or before this time (ns).
+    pub to_ns: Option<u64>,
+    /// Keep only calls at most this deep below the outermost kept call of
+    /// their thread (0: only those), as uftrace's `-D`.
+    pub max_depth: Option<u16>,
+}
+
+impl Selection {
+    /// Whether the selection keeps every call.
+    pub fn is_everything(&self) -> bool {
+        *self == Selection::default()
+    }
+}
+
+/// `trace` with only the events of the calls `selection` keeps.
+///
+/// An entry and its exit are kept or dropped together (exits are paired with
+/// entries by depth, as the [pairing rules](super#pairing-entries-with-exits)
+/// do); a thread's lost-event count is kept with the thread. Kept calls
+/// keep their recorded depth, except with `max_depth`, where depths count
+/// from the outermost call of each kept subtree (0) so that `-D` means what
+/// it says inside a `-F` subtree. Names and symbols are kept as they are.
+pub fn select(trace: &Trace, selection: &Selection) -> Trace {
+    if selection.is_everything() {
+        return trace.clone();
+    }
+    let threads = trace
+        .threads
+        .iter()
+        .filter(|thread| selection.tids.is_empty() || selection.tids.contains(&thread.tid))
+        .map(|thread| ThreadTrace {
+            events: select_events(trace, &thread.events, selection),
+            ..thread.clone()
+        })
+        .collect();
+    Trace {
+        threads,
+        ..trace.clone()
+    }
+}
+
+/// An entry seen and not yet exited, with what was decided for it.
+#[derive(Clone, Copy, Debug)]
+struct Open {
+    /// Recorded depth.
+    depth: u16,
+    /// Whether it or a caller matched an include glob.
+    included: bool,
+    /// Whether it or a caller matched an exclude glob.
+    excluded: bool,
+    /// Whether its events are kept.
+    kept: bool,
+    /// Whether it is in a kept subtree (kept, or left out only by `-D`).
+    rooted: bool,
+    /// Its depth in the output (with `max_depth`: counted from the
+    /// outermost kept call).
+    new_depth: u16,
+}
+
+/// The events of one thread that `selection` keeps.
+fn select_events(trace: &Trace, events: &[GraphEvent], selection: &Selection) -> Vec<GraphEvent> {
+    let mut open: Vec<Open> = Vec::new();
+    let mut kept = Vec::new();
+    let name_matches = |globs: &[String], function| {
+        !globs.is_empty() && matches_any(globs, &trace.name_of(function))
+    };
+    for event in events {
+        // Calls at this depth or deeper have ended (an exit of this depth
+        // ends the one at its depth, below).
+        while open.last().is_some_and(|call| call.depth > event.depth) {
+            open.pop();
+        }
+        match event.kind {
+            EventKind::Entry => {
+                if open.last().is_some_and(|call| call.depth == event.depth) {
+                    open.pop();
+                }
+                let parent = open.last().copied();
+                let included = parent.is_some_and(|p| p.included)
+                    || name_matches(&selection.include, event.function);
+                let excluded = parent.is_some_and(|p| p.excluded)
+                    || name_matches(&selection.exclude, event.function);
+                let in_time = selection.from_ns.is_none_or(|from| event.time_ns >= from)
+                    && selection.to_ns.is_none_or(|to| event.time_ns <= to);
+                let mut keep = (selection.include.is_empty() || included) && !excluded && in_time;
+                // Depth below the outermost call of the kept subtree this
+                // call is in (which a -D cut may have left out).
+                let rooted_parent = parent.filter(|p| p.rooted);
+                let rooted = keep || rooted_parent.is_some();
+                let new_depth = rooted_parent.map_or(0, |p| p.new_depth.saturating_add(1));
+                if let Some(max) = selection.max_depth {
+                    keep &= new_depth <= max;
+                }
+                open.push(Open {
+                    depth: event.depth,
+                    included,
+                    excluded,
+                    kept: keep,
+                    rooted,
+                    new_depth,
+                });
+                if keep {
+                    kept.push(renumbered(event, new_depth, selection));
+                }
+            }
+            EventKind::Exit => {
+                if open.last().is_some_and(|call| call.depth == event.depth) {
+                    let call = open.pop().expect("checked");
+                    if call.kept {
+                        kept.push(renumbered(event, call.new_depth, selection));
+                    }
+                } else if selection.include.is_empty()
+                    && selection.exclude.is_empty()
+                    && selection.max_depth.is_none()
+                    && selection.from_ns.is_none()
+                {
+                    // An exit whose entry was not recorded: kept only when
+                    // nothing depends on what its call was or when it began.
+                    kept.push(*event);
+                }
+            }
+        }
+    }
+    kept
+}
+
+/// `event` at its output depth: renumbered only under `max_depth`.
+fn renumbered(event: &GraphEvent, new_depth: u16, selection: &Selection) -> GraphEvent {
+    if selection.max_depth.is_some() {
+        GraphEvent {
+            depth: new_depth,
+            ..*event
+        }
+    } else {
+        *event
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::tests::{entry, exit};
+
+    const MAIN: usize = 0x10;
+    const FMT: usize = 0x20;
+    const WRITE: usize = 0x30;
+    const WORK: usize = 0x40;
+
+    /// main { fmt { write } work { write } }, plus main's unfinished call
+    /// to work at the end.
+    fn trace() -> Trace {
+        Trace {
+            threads: vec![
+                ThreadTrace {
+                    tid: 1,
+                    events: vec![
+                        entry(0, MAIN, 0),
+                        entry(10, FMT, 1),
+                        entry(20, WRITE, 2),
+                        exit(30, WRITE, 2),
+                        exit(40, FMT, 1),
+                        entry(50, WORK, 1),
+                        entry(60, WRITE, 2),
+                        exit(70, WRITE, 2),
+                        exit(80, WORK, 1),
+                        exit(90, MAIN, 0),
+                        entry(100, WORK, 0),
+                    ],
+                    ..ThreadTrace::default()
+                },
+                ThreadTrace {
+                    tid: 2,
+                    events: vec![entry(5, WORK, 0), exit(6, WORK, 0)],
+                    ..ThreadTrace::default()
+                },
+            ],
+            names: [
+                (MAIN, "demo::main".to_string()),
+                (FMT, "<demo::Token as core::fmt::Display>::fmt".to_string()),
+                (WRITE, "std::io::write".to_string()),
+                (WORK, "demo::work".to_string()),
+            ]
+            .into(),
+            ..Trace::default()
+        }
+    }
+
+    fn times(trace: &Trace, tid: u32) -> Vec<u64> {
+        let thread = trace.threads.iter().find(|t| t.tid == tid).unwrap();
+        thread.events.iter().map(|e| e.time_ns).collect()
+    }
+
+    #[test]
+    fn everything_is_the_trace() {
+        assert_eq!(select(&trace(), &Selection::default()), trace());
+    }
+
+    #[test]
+    fn include_keeps_subtrees_and_exclude_drops_them() {
+        let only_work = Selection {
+            include: vec!["*::work".into()],
+            ..Selection::default()
+        };
+        assert_eq!(
+            times(&select(&trace(), &only_work), 1),
+            [50, 60, 70, 80, 100]
+        );
+        // The glob rules: a trait impl of a demo type is under demo::*.
+        let no_fmt = Selection {
+            exclude: vec!["core::fmt::*".into()],
+            ..Selection::default()
+        };
+        assert_eq!(
+            times(&select(&trace(), &no_fmt), 1),
+            [0, 50, 60, 70, 80, 90, 100]
+        );
+    }
+
+    #[test]
+    fn tids_time_and_depth() {
+        let selected = select(
+            &trace(),
+            &Selection {
+                tids: vec![2],
+                ..Selection::default()
+            },
+        );
+        assert_eq!(selected.threads.len(), 1);
+        assert_eq!(times(&selected, 2), [5, 6]);
+        let late = Selection {
+            from_ns: Some(45),
+            to_ns: Some(95),
+            ..Selection::default()
+        };
+        assert_eq!(times(&select(&trace(), &late), 1), [50, 60, 70, 80]);
+        let shallow = Selection {
+            include: vec!["demo::work".into()],
+            max_depth: Some(0),
+            ..Selection::default()
+        };
+        let selected = select(&trace(), &shallow);
+        assert_eq!(times(&selected, 1), [50, 80, 100]);
+        assert!(selected.threads[0].events.iter().all(|e| e.depth == 0));
+    }
+}

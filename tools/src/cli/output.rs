@@ -1,0 +1,184 @@
+//! Where the CLI's text goes and how it looks: the pager on a terminal,
+//! colour only there (and never with `NO_COLOR`), a quiet end when the reader
+//! closes the pipe, and a progress indicator on stderr while a big trace
+//! directory is read.
+
+use std::io::{self, IsTerminal, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::Duration;
+
+use fntrace_tools::Trace;
+
+/// Why a command stopped early.
+pub enum Failure {
+    /// Whoever read stdout closed it (`fntrace replay DIR | head`, or `q`
+    /// in the pager): not an error, there is just no one left to write for.
+    StdoutClosed,
+    /// Anything else, said on stderr.
+    Message(String),
+}
+
+impl From<String> for Failure {
+    fn from(why: String) -> Self {
+        Failure::Message(why)
+    }
+}
+
+/// Classifies an error of writing the command's output.
+pub fn output_failure(err: io::Error) -> Failure {
+    if err.kind() == io::ErrorKind::BrokenPipe {
+        Failure::StdoutClosed
+    } else {
+        Failure::Message(format!("writing to stdout: {err}"))
+    }
+}
+
+/// The command's text output: stdout, or a pager reading it.
+pub struct Output {
+    /// The pager, if one runs.
+    pager: Option<Child>,
+    /// Where text goes.
+    sink: Box<dyn Write>,
+    /// Whether to colour.
+    pub color: bool,
+}
+
+impl Output {
+    /// Stdout, through a pager when it is a terminal and `no_pager` is not
+    /// set (`$PAGER`, else `less -FRX`: it quits at once on a screenful,
+    /// keeps colours and leaves the text on the screen).
+    pub fn new(no_pager: bool) -> Output {
+        let terminal = io::stdout().is_terminal();
+        let color = terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+        if terminal && !no_pager {
+            if let Some((pager, stdin)) = spawn_pager() {
+                return Output {
+                    pager: Some(pager),
+                    sink: Box::new(io::BufWriter::new(stdin)),
+                    color,
+                };
+            }
+        }
+        Output {
+            pager: None,
+            sink: Box::new(io::BufWriter::new(io::stdout().lock())),
+            color,
+        }
+    }
+
+    /// `text` in bold yellow when colouring (warnings).
+    pub fn warn(&self, text: &str) -> String {
+        self.paint("1;33", text)
+    }
+
+    /// `text` in bold when colouring (headers).
+    pub fn bold(&self, text: &str) -> String {
+        self.paint("1", text)
+    }
+
+    fn paint(&self, code: &str, text: &str) -> String {
+        if self.color {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_string()
+        }
+    }
+
+    /// Flushes, and waits for the pager to be quit.
+    pub fn finish(mut self) -> Result<(), Failure> {
+        let flushed = self.sink.flush();
+        // Closing the pipe tells the pager the text is complete.
+        drop(self.sink);
+        if let Some(mut pager) = self.pager.take() {
+            let _ = pager.wait();
+        }
+        flushed.map_err(output_failure)
+    }
+}
+
+impl Write for Output {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.sink.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.sink.flush()
+    }
+}
+
+/// Starts the pager with a pipe to its stdin; `None` if it cannot run (then
+/// the text goes to stdout).
+fn spawn_pager() -> Option<(Child, ChildStdin)> {
+    let pager = std::env::var("PAGER")
+        .ok()
+        .filter(|p| !p.trim().is_empty())
+        .unwrap_or_else(|| "less -FRX".to_string());
+    let mut words = pager.split_whitespace();
+    let mut child = Command::new(words.next()?)
+        .args(words)
+        .stdin(Stdio::piped())
+        .spawn()
+        .ok()?;
+    let stdin = child.stdin.take()?;
+    Some((child, stdin))
+}
+
+/// Reads the trace directory `dir`, saying plainly when it is not one, with
+/// a progress bar on stderr when that is a terminal and reading takes a
+/// while.
+pub fn load_trace(dir: &Path) -> Result<Trace, Failure> {
+    let shown = dir.display();
+    if !dir.exists() {
+        return Err(format!("{shown} does not exist").into());
+    }
+    if !dir.is_dir() {
+        return Err(format!("{shown} is not a directory (give a trace directory)").into());
+    }
+    if !dir.join("info").is_file() {
+        return Err(format!(
+            "{shown} is not a trace directory (no info file); fntrace::dump and \
+             `uftrace record` write one"
+        )
+        .into());
+    }
+    // A bar of the record files read, shown only on a terminal and only
+    // once reading has taken a moment (small directories read in no time).
+    let bar = if io::stderr().is_terminal() {
+        let bar =
+            indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} reading {msg} {wide_bar} {binary_bytes}/{binary_total_bytes} {elapsed}",
+            )
+            .expect("a valid template"),
+        );
+        bar
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let started = std::time::Instant::now();
+    let delay = Duration::from_millis(300);
+    // One record file can be most of the data: keep the bar moving
+    // (spinner, elapsed time) while it is read.
+    if !bar.is_hidden() {
+        let bar = bar.clone();
+        let message = shown.to_string();
+        std::thread::spawn(move || {
+            std::thread::sleep(delay);
+            if !bar.is_finished() {
+                bar.set_message(message);
+                bar.enable_steady_tick(Duration::from_millis(100));
+            }
+        });
+    }
+    let trace = fntrace_tools::export::read_uftrace_dir_with_progress(dir, &mut |done, total| {
+        if started.elapsed() > delay {
+            bar.set_length(total);
+            bar.set_position(done);
+        }
+    })
+    .map_err(|e| e.to_string());
+    bar.finish_and_clear();
+    Ok(trace?)
+}

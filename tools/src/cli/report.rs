@@ -1,0 +1,277 @@
+//! `fntrace report` and `fntrace diff`: per-function tables, with what the
+//! trace is missing (lost events, calls without an exit) stated before the
+//! numbers it affects.
+
+use std::cmp::Reverse;
+use std::collections::HashMap;
+use std::io::{self, Write};
+
+use fntrace_tools::analysis::{self, FunctionStats};
+use fntrace_tools::Trace;
+
+use super::args::{DiffArgs, ReportArgs, SortKey};
+use super::output::Output;
+
+/// Writes the lines that say what the trace lacks: events lost (per
+/// thread) and calls without an exit. Nothing when it lacks nothing.
+pub fn write_lost_and_unfinished(trace: &Trace, out: &mut Output) -> io::Result<()> {
+    if trace.lost() > 0 {
+        let threads: Vec<String> = trace
+            .threads
+            .iter()
+            .filter(|thread| thread.lost > 0)
+            .map(|thread| format!("thread {} lost {}", thread.tid, thread.lost))
+            .collect();
+        let line = format!(
+            "# {} events were lost while recording (buffers full: {}); the numbers below lack them",
+            trace.lost(),
+            threads.join(", ")
+        );
+        writeln!(out, "{}", out.warn(&line))?;
+    }
+    let report = analysis::latency(trace);
+    if report.unfinished_calls > 0 {
+        let mut unfinished: Vec<&FunctionStats> = report
+            .functions
+            .iter()
+            .filter(|stats| stats.unfinished > 0)
+            .collect();
+        unfinished.sort_by_key(|stats| Reverse(stats.unfinished));
+        let names: Vec<String> = unfinished
+            .iter()
+            .take(5)
+            .map(|stats| format!("{} ×{}", stats.name, stats.unfinished))
+            .collect();
+        let more = if unfinished.len() > 5 { ", …" } else { "" };
+        let calls = match report.unfinished_calls {
+            1 => "1 call has".to_string(),
+            n => format!("{n} calls have"),
+        };
+        let line = format!(
+            "# {calls} no exit (still running when the trace ended, or unwound): {}{more}",
+            names.join(", ")
+        );
+        writeln!(out, "{}", out.warn(&line))?;
+    }
+    Ok(())
+}
+
+/// `fntrace report`.
+pub fn write_report(trace: &Trace, args: &ReportArgs, out: &mut Output) -> io::Result<()> {
+    let events: usize = trace.threads.iter().map(|t| t.events.len()).sum();
+    writeln!(
+        out,
+        "# {} (pid {}): {} threads, {events} events",
+        trace.exe,
+        trace.pid,
+        trace.threads.len()
+    )?;
+    write_lost_and_unfinished(trace, out)?;
+    let report = analysis::latency(trace);
+    let top = args.top.unwrap_or(usize::MAX);
+    if args.threads {
+        for (tid, functions) in &report.per_thread {
+            let thread = trace.threads.iter().find(|t| t.tid == *tid);
+            let name = thread.and_then(|t| t.name.as_deref()).unwrap_or("");
+            writeln!(out, "\n{}", out.bold(&format!("thread {tid} {name}")))?;
+            write_table(functions.clone(), &args.sort, top, out)?;
+        }
+        Ok(())
+    } else {
+        writeln!(out)?;
+        write_table(report.functions, &args.sort, top, out)
+    }
+}
+
+/// The value of `key` in `stats`.
+fn key_value(stats: &FunctionStats, key: SortKey) -> u64 {
+    match key {
+        SortKey::Total => stats.total_ns,
+        SortKey::SelfTime => stats.self_ns,
+        SortKey::Calls => stats.calls,
+        SortKey::Avg => stats.mean_ns,
+        SortKey::Min => stats.min_ns,
+        SortKey::Max => stats.max_ns,
+        SortKey::P99 => stats.p99_ns,
+    }
+}
+
+/// Column headers of the report table.
+const HEADERS: [&str; 9] = [
+    "calls",
+    "unfinished",
+    "total",
+    "self",
+    "avg",
+    "min",
+    "p99",
+    "max",
+    "function",
+];
+
+/// One table, sorted by `keys` (largest first, then by name).
+fn write_table(
+    mut functions: Vec<FunctionStats>,
+    keys: &[SortKey],
+    top: usize,
+    out: &mut Output,
+) -> io::Result<()> {
+    functions.sort_by(|a, b| {
+        keys.iter()
+            .map(|&key| key_value(b, key).cmp(&key_value(a, key)))
+            .find(|order| order.is_ne())
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    let rows: Vec<Vec<String>> = functions
+        .iter()
+        .take(top)
+        .map(|s| {
+            // A function with only unfinished calls has no durations.
+            let time = |ns| {
+                if s.calls == 0 {
+                    "-".to_string()
+                } else {
+                    duration(ns)
+                }
+            };
+            vec![
+                s.calls.to_string(),
+                s.unfinished.to_string(),
+                time(s.total_ns),
+                time(s.self_ns),
+                time(s.mean_ns),
+                time(s.min_ns),
+                time(s.p99_ns),
+                time(s.max_ns),
+                s.name.clone(),
+            ]
+        })
+        .collect();
+    let headers: Vec<String> = HEADERS.iter().map(|h| h.to_string()).collect();
+    write_aligned(&headers, &rows, out)?;
+    let left_out = functions.len().saturating_sub(top);
+    if left_out > 0 {
+        writeln!(out, "... {left_out} more (--top)")?;
+    }
+    Ok(())
+}
+
+/// Writes `headers` (bold) and `rows` with every column but the last
+/// right-aligned to its widest cell, two spaces apart.
+fn write_aligned(headers: &[String], rows: &[Vec<String>], out: &mut Output) -> io::Result<()> {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let line = |row: &[String]| {
+        let (last, numbers) = row.split_last().expect("columns");
+        let mut text = String::new();
+        for (cell, &width) in numbers.iter().zip(&widths) {
+            text.push_str(&format!("{cell:>width$}  "));
+        }
+        text.push_str(last);
+        text
+    };
+    writeln!(out, "{}", out.bold(&line(headers)))?;
+    for row in rows {
+        writeln!(out, "{}", line(row))?;
+    }
+    Ok(())
+}
+
+/// A duration as the report shows it: three significant digits.
+fn duration(ns: u64) -> String {
+    fntrace_tools::analysis::human_duration(ns)
+}
+
+/// `fntrace diff`.
+pub fn write_diff(
+    before: &Trace,
+    after: &Trace,
+    args: &DiffArgs,
+    out: &mut Output,
+) -> io::Result<()> {
+    writeln!(out, "# before: {} (pid {})", before.exe, before.pid)?;
+    writeln!(out, "# after:  {} (pid {})", after.exe, after.pid)?;
+    for (label, trace) in [("before", before), ("after", after)] {
+        if trace.lost() > 0 {
+            let line = format!(
+                "# {label}: {} events were lost while recording",
+                trace.lost()
+            );
+            writeln!(out, "{}", out.warn(&line))?;
+        }
+    }
+    let by_name = |trace: &Trace| -> HashMap<String, FunctionStats> {
+        analysis::latency(trace)
+            .functions
+            .into_iter()
+            .map(|stats| (stats.name.clone(), stats))
+            .collect()
+    };
+    let (old, new) = (by_name(before), by_name(after));
+    let mut names: Vec<&String> = old.keys().chain(new.keys()).collect();
+    names.sort();
+    names.dedup();
+    let value = |map: &HashMap<String, FunctionStats>, name: &String, key| {
+        map.get(name).map_or(0, |stats| key_value(stats, key))
+    };
+    let change = |name: &String, key| -> i128 {
+        i128::from(value(&new, name, key)) - i128::from(value(&old, name, key))
+    };
+    let key = args.sort.first().copied().unwrap_or(SortKey::Total);
+    names.sort_by_key(|name| Reverse(change(name, key).unsigned_abs()));
+    let top = args.top.unwrap_or(usize::MAX);
+    let rows: Vec<Vec<String>> = names
+        .iter()
+        .take(top)
+        .map(|name| {
+            let mut row = Vec::new();
+            for key in [SortKey::Calls, SortKey::Total, SortKey::SelfTime] {
+                let (a, b) = (value(&old, name, key), value(&new, name, key));
+                let show = |v: u64| {
+                    if key == SortKey::Calls {
+                        v.to_string()
+                    } else {
+                        duration(v)
+                    }
+                };
+                let delta = change(name, key);
+                let sign = if delta < 0 { "-" } else { "+" };
+                row.push(show(a));
+                row.push(show(b));
+                row.push(format!("{sign}{}", show(delta.unsigned_abs() as u64)));
+                row.push(percent(a, b));
+            }
+            row.push((*name).clone());
+            row
+        })
+        .collect();
+    let headers: Vec<String> = [
+        "calls", "→", "Δcalls", "%", "total", "→", "Δtotal", "%", "self", "→", "Δself", "%",
+        "function",
+    ]
+    .iter()
+    .map(|h| h.to_string())
+    .collect();
+    writeln!(out)?;
+    write_aligned(&headers, &rows, out)?;
+    let left_out = names.len().saturating_sub(top);
+    if left_out > 0 {
+        writeln!(out, "... {left_out} more (--top)")?;
+    }
+    Ok(())
+}
+
+/// The change from `a` to `b` in percent of `a` (`new`, `gone` at the ends).
+fn percent(a: u64, b: u64) -> String {
+    match (a, b) {
+        (0, 0) => "0%".to_string(),
+        (0, _) => "new".to_string(),
+        (_, 0) => "gone".to_string(),
+        _ => format!("{:+.1}%", (b as f64 - a as f64) * 100.0 / a as f64),
+    }
+}
