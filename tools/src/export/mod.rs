@@ -69,8 +69,8 @@ pub use chrome::write_chrome_json;
 pub use flame::{folded_stacks, folded_stacks_by_thread, write_flame_svg, write_folded_svg};
 pub use perfetto::write_perfetto;
 pub use uftrace::{
-    read_uftrace_dir, read_uftrace_dir_with_progress, write_uftrace_dir, StreamTotals, UftraceStream,
-    MAX_SYMBOL_SIZE,
+    read_uftrace_dir, read_uftrace_dir_with_progress, write_uftrace_dir, StreamTotals,
+    UftraceStream, MAX_SYMBOL_SIZE,
 };
 
 /// What can go wrong while exporting a trace or loading one back.
