@@ -379,6 +379,18 @@ pub struct Stats {
     /// Hooked frames that left without returning (longjmp, unwinding,
     /// tail calls).
     pub frames_vanished: u64,
+    /// Times a thread's hooked frames were set aside or brought back
+    /// because the thread switched stacks (`swapcontext`, stackful
+    /// coroutines): the frames of the stack left wait, with their depths,
+    /// until one of them returns.
+    pub stack_switches: u64,
+    /// Hooked returns the shadow stack did not expect: the frame was not
+    /// its top (another stack's frames were above it, or it had been set
+    /// aside) or had been given up for dead (its exit was then reported as
+    /// vanished, and is not reported again). Each was resynchronised and
+    /// returned to its real caller; a non-zero count means the trace around
+    /// those calls may nest differently from the program.
+    pub shadow_resyncs: u64,
     /// Whether timestamps come from the TSC (else `clock_gettime`).
     pub tsc_clock: bool,
 }
@@ -395,6 +407,8 @@ pub fn stats() -> Stats {
         tracer_panics: tracer::TRACER_PANICS.load(Ordering::Relaxed),
         frames_too_deep: shadow::TOO_DEEP.load(Ordering::Relaxed),
         frames_vanished: shadow::VANISHED.load(Ordering::Relaxed),
+        stack_switches: shadow::SWITCHES.load(Ordering::Relaxed),
+        shadow_resyncs: shadow::RESYNCS.load(Ordering::Relaxed),
         tsc_clock: clock::uses_tsc(),
         ..Stats::default()
     };

@@ -94,19 +94,23 @@ unsafe fn dispatch(site: &sites::Site, wanted: u64, parent_slot: *mut usize, reg
     // They are popped one per borrow of the stack, and reported with the
     // stack released (reporting runs tracer code, which must not find it in
     // use); once none is left, the same borrow pushes this call's frame.
-    let step = |stack: &mut ShadowStack, real_return: usize| match stack.pop_dead_below(slot) {
-        Some(gone) => Err(gone),
-        None => {
-            let depth = stack.depth();
-            let frame = Frame {
-                slot,
-                real_return,
-                site: site_return,
-                entry_ticks: now,
-                exit_tracers,
-                marks: 0,
-            };
-            Ok((depth, exit_tracers != 0 && stack.push(frame)))
+    // A thread back on a stack it left parks the other stack's frames first.
+    let step = |stack: &mut ShadowStack, real_return: usize| {
+        stack.leave_other_stacks(slot);
+        match stack.pop_dead_below(slot) {
+            Some(gone) => Err(gone),
+            None => {
+                let depth = stack.depth();
+                let frame = Frame {
+                    slot,
+                    real_return,
+                    site: site_return,
+                    entry_ticks: now,
+                    exit_tracers,
+                    marks: 0,
+                };
+                Ok((depth, exit_tracers != 0 && stack.push(frame)))
+            }
         }
     };
     let mut outcome = if exit_tracers != 0 {
@@ -210,8 +214,11 @@ pub unsafe extern "C" fn fntrace_exit_entry(slot: *mut usize, tsc: u64) -> usize
         match shadow::with_stack(|stack| stack.pop_toward(slot)) {
             Some(Toward::Found(frame, depth)) => break (frame, depth),
             Some(Toward::Gone(gone)) => report_gone(&gone, now),
+            // Its exit was reported when it was given up.
+            Some(Toward::Remembered(real_return)) => return real_return,
             Some(Toward::Missing) | None => fatal(
-                b"fntrace: a hooked function returned, but its frame is not on the shadow stack\n",
+                b"fntrace: a hooked function returned, but its frame is not on the shadow stack \
+                  nor among the frames of other stacks or given up for dead\n",
             ),
         }
     };
@@ -220,7 +227,9 @@ pub unsafe extern "C" fn fntrace_exit_entry(slot: *mut usize, tsc: u64) -> usize
 }
 
 /// Reports on stderr and aborts: the real return address is unknown, so no
-/// way forward exists. Allocates nothing.
+/// way forward exists (the slot holds the trampoline; what it held is
+/// nowhere). Reached only if the frame was given up more than
+/// `switch::LIMBO_SIZE` frames ago. Allocates nothing.
 fn fatal(message: &[u8]) -> ! {
     // SAFETY: write(2) of a static buffer; abort has no preconditions.
     unsafe {
