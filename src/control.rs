@@ -32,6 +32,9 @@ struct ControlState {
     /// Tracers that panicked (a mask) and whose `disable` has not yet said
     /// so.
     panicked_unreported: u64,
+    /// The filter of each enabled tracer (by index): sites found later (a
+    /// library opened with `dlopen`) are selected by it too.
+    filters: Vec<(usize, Filter)>,
 }
 
 /// Only ever locked while holding the operation lock, so it is free
@@ -46,6 +49,7 @@ static CONTROL: Mutex<ControlState> = Mutex::new(ControlState {
     },
     unreadable_objects: Vec::new(),
     panicked_unreported: 0,
+    filters: Vec::new(),
 });
 
 /// The operation lock and, inside it, the control state. Fields drop in
@@ -135,20 +139,13 @@ pub fn enable_with(name: &str, filter: &Filter) -> Result<(), Error> {
     state.panicked_unreported &= !bit;
     let was_enabled = tracer::enabled_mask() & bit != 0;
     let objects = symbols::current();
-    rescan(&mut state, &objects);
+    rescan_and_select(&mut state, &objects);
     if let Some(tracer) = tracer::tracer_at(index) {
         tracer.on_enable(filter);
     }
-    let names = filter.has_name_rules().then_some(&objects);
     let mut previous = Vec::new();
     for site in SITES.iter() {
-        let selected = traceable(site)
-            && names.is_none_or(|index| {
-                let function = site.function.load(Ordering::Relaxed);
-                index
-                    .function_at(function)
-                    .is_some_and(|f| filter.selects(&symbols::demangle(&f.name)))
-            });
+        let selected = selects(filter, site, &objects);
         let before = site.tracers.load(Ordering::Relaxed) & bit != 0;
         if selected != before {
             previous.push((site, before));
@@ -172,7 +169,35 @@ pub fn enable_with(name: &str, filter: &Filter) -> Result<(), Error> {
         tracer::refresh_fast_path();
         return Err(err);
     }
+    state.filters.retain(|(i, _)| *i != index);
+    state.filters.push((index, filter.clone()));
+    publish_select_new(&state);
     Ok(())
+}
+
+/// Whether `filter` selects `site` (by its function's name, if it has name
+/// rules).
+fn selects(filter: &Filter, site: &Site, objects: &symbols::SymbolIndex) -> bool {
+    traceable(site)
+        && (!filter.has_name_rules() || {
+            let function = site.function.load(Ordering::Relaxed);
+            objects
+                .function_at(function)
+                .is_some_and(|f| filter.selects(&symbols::demangle(&f.name)))
+        })
+}
+
+/// Tells the lazy hook which tracers select every site: those enabled with
+/// no name rules.
+fn publish_select_new(state: &Control) {
+    let enabled = tracer::enabled_mask();
+    let mask = state
+        .filters
+        .iter()
+        .filter(|(_, filter)| !filter.has_name_rules())
+        .fold(0u64, |mask, (index, _)| mask | 1 << index)
+        & enabled;
+    sites::SELECT_NEW.store(mask, Ordering::Relaxed);
 }
 
 /// Switches the tracer registered as `name` off. Its `entry` is not called
@@ -204,6 +229,9 @@ pub fn disable(name: &str) -> Result<(), Error> {
         return Ok(());
     }
     tracer::set_enabled(index, false);
+    state.filters.retain(|(i, _)| *i != index);
+    publish_select_new(&state);
+    rescan_and_select(&mut state, &symbols::current());
     for site in SITES.iter() {
         site.tracers.fetch_and(!bit, Ordering::Relaxed);
     }
@@ -216,6 +244,9 @@ pub fn flush() -> Result<(), Error> {
     let _untraced = Untraced::begin();
     let mut state = control();
     absorb_panics(&mut state);
+    if state.initialized {
+        rescan_and_select(&mut state, &symbols::current());
+    }
     sync_text()
 }
 
@@ -227,16 +258,40 @@ fn absorb_panics(state: &mut Control) {
         return;
     }
     state.panicked_unreported |= panicked;
+    state.filters.retain(|(i, _)| panicked & 1 << i == 0);
+    publish_select_new(state);
     for site in SITES.iter() {
         site.tracers.fetch_and(!panicked, Ordering::Relaxed);
     }
 }
 
+/// [`rescan`], and when it found new objects, selects their sites for the
+/// enabled tracers whose filters want them.
+fn rescan_and_select(state: &mut Control, objects: &symbols::SymbolIndex) {
+    if !rescan(state, objects) {
+        return;
+    }
+    let enabled = tracer::enabled_mask();
+    for (index, filter) in &state.filters {
+        let bit = 1u64 << index;
+        if enabled & bit == 0 {
+            continue;
+        }
+        for site in SITES.iter() {
+            if selects(filter, site, objects) {
+                site.tracers.fetch_or(bit, Ordering::Relaxed);
+            } else {
+                site.tracers.fetch_and(!bit, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
 /// Scans the loaded objects for sites (again, when objects were loaded or
 /// unloaded since the last scan: a library opened with `dlopen`).
-fn rescan(state: &mut Control, index: &symbols::SymbolIndex) {
+fn rescan(state: &mut Control, index: &symbols::SymbolIndex) -> bool {
     if state.initialized && state.scanned_generation == index.generation {
-        return;
+        return false;
     }
     let found = sites::scan(index);
     state.scan.functions_scanned = found.functions_scanned;
@@ -245,6 +300,7 @@ fn rescan(state: &mut Control, index: &symbols::SymbolIndex) {
     sites::resolve_functions(index);
     state.unreadable_objects = index.unreadable.iter().map(|e| e.to_string()).collect();
     state.scanned_generation = index.generation;
+    true
 }
 
 fn traceable(site: &Site) -> bool {
@@ -312,7 +368,9 @@ fn sync_text() -> Result<(), Error> {
         };
         let current = SiteText::of(site);
         let mask = site.tracers.load(Ordering::Relaxed);
-        let fast_call = (mask != 0 && mask == fast_mask)
+        // The fast entries take the return address from the usual slot,
+        // which holds the saved r10 at a nested function's fentry site.
+        let fast_call = (mask != 0 && mask == fast_mask && !site.has_flag(flag::R10_SAVED))
             .then(|| SiteText::Fast.bytes(site, form, fast))
             .flatten();
         let (wanted, new) = match (mask, fast_call) {

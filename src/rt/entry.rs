@@ -57,20 +57,24 @@ unsafe fn on_entry(
     block
         .generic_entries
         .set(block.generic_entries.get().wrapping_add(1));
-    match SITES.find(site_return) {
-        Some(site) => {
-            let wanted = site.tracers.load(Ordering::Relaxed) & tracer::enabled_mask();
-            if wanted != 0 {
-                // SAFETY: forwarded from this function's contract.
-                unsafe { dispatch(site, wanted, parent_slot, regs) };
+    let site = match SITES.find(site_return) {
+        Some(site) => site,
+        None => {
+            // Recorded, and selected by the tracers enabled for every
+            // function (a library opened while tracing); else the next
+            // control operation writes its NOP (the traced path never
+            // patches text).
+            let _errno = PreservedErrno::save();
+            match sites::on_unknown_site(site_return, kind) {
+                Some(site) => site,
+                None => return,
             }
         }
-        None => {
-            // Recorded only: the next control operation writes its NOP
-            // (the traced path never patches text).
-            let _errno = PreservedErrno::save();
-            sites::on_unknown_site(site_return, kind);
-        }
+    };
+    let wanted = site.tracers.load(Ordering::Relaxed) & tracer::enabled_mask();
+    if wanted != 0 {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { dispatch(site, wanted, parent_slot, regs) };
     }
 }
 
@@ -83,6 +87,13 @@ unsafe fn on_entry(
 unsafe fn dispatch(site: &sites::Site, wanted: u64, parent_slot: *mut usize, regs: *mut SavedRegs) {
     let now = clock::now_ticks();
     let function = site.function.load(Ordering::Relaxed);
+    // A nested function's fentry call has `push %r10` before it: the
+    // trampoline's slot holds the saved r10, the return address is above.
+    let parent_slot = if site.has_flag(sites::flag::R10_SAVED) {
+        parent_slot.wrapping_add(1)
+    } else {
+        parent_slot
+    };
     let site_return = site.return_address();
     let slot = parent_slot as usize;
     let exit_tracers = wanted & tracer::exit_mask();

@@ -40,6 +40,8 @@ pub enum SiteKind {
 /// | 4    | excluded: fntrace's own code, never enabled                  |
 /// | 5    | found by the lazy hook (first call) rather than the ELF scan |
 /// | 6    | the call in the text is to the graph tracer's fast entry     |
+/// | 7    | fentry call wrapped in `push/pop %r10` (GNU C nested function):|
+/// |      | the parent's return address is 8 bytes further up             |
 pub(crate) mod flag {
     pub const FORM_MASK: u32 = 0b11;
     pub const FENTRY: u32 = 1 << 2;
@@ -47,6 +49,7 @@ pub(crate) mod flag {
     pub const EXCLUDED: u32 = 1 << 4;
     pub const LAZY: u32 = 1 << 5;
     pub const TEXT_IS_FAST: u32 = 1 << 6;
+    pub const R10_SAVED: u32 = 1 << 7;
 }
 
 fn form_bits(form: Option<SiteForm>) -> u32 {
