@@ -9,9 +9,9 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Mutex;
+
+use common::{render, temp_dir, uftrace_record, uftrace_replay};
 
 use fntrace::{Filter, GRAPH_TRACER};
 use fntrace_fixtures::c_ucontext::{Build, BUILDS};
@@ -95,54 +95,6 @@ fn expected_entries() -> Vec<String> {
         .collect()
 }
 
-/// `events` in the form of `EXPECTED_EVENTS`.
-fn render(events: &[fntrace::GraphEvent], prefix: &str) -> String {
-    events
-        .iter()
-        .map(|e| {
-            let kind = match e.kind {
-                fntrace::EventKind::Entry => 'E',
-                fntrace::EventKind::Exit => 'X',
-            };
-            let name = fntrace::function_name(e.function).unwrap_or_default();
-            format!("{kind}{} {}", e.depth, name.replace(prefix, ""))
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("fntrace-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
-
-fn uftrace(args: &[&str], dir: &Path) -> String {
-    let output = Command::new("uftrace")
-        .args(args)
-        .arg("-d")
-        .arg(dir)
-        .env("LC_ALL", "C")
-        .output()
-        .expect("cannot run uftrace; CI installs it (.ci/run)");
-    assert!(
-        output.status.success(),
-        "uftrace {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap()
-}
-
-/// `uftrace replay -f none` of thread `tid` in `dir`, names unprefixed.
-fn replay(dir: &Path, tid: Option<u32>, prefix: &str) -> String {
-    let tid = tid.map(|t| t.to_string());
-    let mut args = vec!["replay", "--no-pager", "-f", "none"];
-    if let Some(tid) = &tid {
-        args.extend(["--tid", tid]);
-    }
-    uftrace(&args, dir).replace(prefix, "")
-}
-
 /// Traces `ctx_main(in_frame)` of `build` with the graph tracer (and, with
 /// `generic`, the function tracer too, which sends every call through the
 /// generic entry and exit paths). Returns its result and the stats deltas
@@ -197,21 +149,19 @@ fn check_build(build: &Build, generic: bool) {
     );
     let dir = temp_dir(&format!("ucontext-{}{generic}", build.prefix));
     fntrace::dump(&dir).expect("dump");
-    let ours = replay(&dir, Some(tid), build.prefix);
+    let ours = uftrace_replay(&dir, Some(tid)).replace(build.prefix, "");
     assert_eq!(ours, EXPECTED_REPLAY, "{}", build.flags);
     let _ = std::fs::remove_dir_all(&dir);
 
     // The real uftrace on the same code: the same calls in the same order
     // (`main` aside; library calls not recorded).
     let theirs_dir = temp_dir(&format!("ucontext-uftrace-{}", build.prefix));
-    let status = Command::new("uftrace")
-        .args(["record", "--no-libcall", "-d"])
-        .arg(&theirs_dir)
-        .arg(build.program())
-        .status()
-        .expect("cannot run uftrace; CI installs it (.ci/run)");
-    assert!(status.success(), "{} under uftrace record", build.flags);
-    let theirs = replay(&theirs_dir, None, build.prefix);
+    assert!(
+        uftrace_record(&theirs_dir, &build.program(), &[]),
+        "{} under uftrace record",
+        build.flags
+    );
+    let theirs = uftrace_replay(&theirs_dir, None).replace(build.prefix, "");
     let _ = std::fs::remove_dir_all(&theirs_dir);
     let mut their_entries = entries(&theirs);
     assert_eq!(their_entries.remove(0), "main", "{theirs}");

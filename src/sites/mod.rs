@@ -157,41 +157,45 @@ pub(crate) fn on_unknown_site(return_address: usize, kind: SiteKind) -> Option<&
 /// The entry of the function whose site (a `kind` call at `addr`) was found
 /// by its first call, from the instructions gcc puts before it: none or
 /// `endbr64` for fentry (with `push %r10` for a nested function, which the
-/// second value tells), `push %rbp; mov %rsp,%rbp` for mcount. 0 when the
-/// bytes before are something else (a Rust prologue): the next ELF scan
-/// fills it in. `after` holds the bytes after the call.
+/// second value tells); for mcount, `push %rbp; mov %rsp,%rbp` and then only
+/// pushes and register moves (callee-saved registers, a nested function's
+/// r10) up to the call. 0 when the bytes before are something else (a Rust
+/// prologue): the next ELF scan fills it in. `after` holds the bytes after
+/// the call.
 fn lazy_function_start(addr: usize, kind: SiteKind, after: [u8; 2]) -> (usize, bool) {
+    const FRAME_SETUP: [u8; 4] = [0x55, 0x48, 0x89, 0xe5];
+    const LOOK_BACK: usize = 32;
     // Only bytes of the call's own page are read: the one before may be
     // unmapped.
-    let available = (addr & 4095).min(8);
+    let available = (addr & 4095).min(LOOK_BACK);
     // SAFETY: [addr - available, addr) lies in the page holding the call
     // instruction, which is mapped (it just ran).
     let before = unsafe { std::slice::from_raw_parts((addr - available) as *const u8, available) };
-    let strip_endbr = |at: usize| {
-        if before[..at].ends_with(&ENDBR64) {
+    // `endbr64` right before offset `at` of `before` belongs to the function.
+    let entry = |at: usize| {
+        let at = if before[..at].ends_with(&ENDBR64) {
             at - ENDBR64.len()
         } else {
             at
-        }
+        };
+        addr - (before.len() - at)
     };
     let at = before.len();
     match kind {
         SiteKind::Fentry if before.ends_with(&PUSH_R10) && after == POP_R10 => {
-            (addr - (at - strip_endbr(at - PUSH_R10.len())), true)
+            (entry(at - PUSH_R10.len()), true)
         }
-        SiteKind::Fentry => (addr - (at - strip_endbr(at)), false),
+        SiteKind::Fentry => (entry(at), false),
         SiteKind::Mcount => {
-            const FRAME_SETUP: [u8; 4] = [0x55, 0x48, 0x89, 0xe5];
-            let at = if before.ends_with(&PUSH_R10) && after == POP_R10 {
-                at - PUSH_R10.len()
-            } else {
-                at
-            };
-            if before[..at].ends_with(&FRAME_SETUP) {
-                (addr - (at - strip_endbr(at - FRAME_SETUP.len())), false)
-            } else {
-                (0, false)
-            }
+            // The nearest frame setup from which the prologue decodes
+            // instruction by instruction exactly up to the call.
+            let start = (0..at.saturating_sub(FRAME_SETUP.len() - 1))
+                .rev()
+                .find(|&from| {
+                    before[from..].starts_with(&FRAME_SETUP)
+                        && addr32_prefix_is_part_of_call(addr, addr - (at - from), &before[from..])
+                });
+            (start.map_or(0, entry), false)
         }
     }
 }
