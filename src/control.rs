@@ -12,7 +12,7 @@ use std::ops::{Deref, DerefMut};
 use std::sync::atomic::Ordering;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use crate::arch::x86_64::SiteForm;
+use crate::arch::x86_64::{decode_site_instruction, Instruction, SiteForm};
 use crate::error::Error;
 use crate::filter::Filter;
 use crate::patch::{self, reach, TextWrite};
@@ -293,6 +293,11 @@ fn rescan(state: &mut Control, index: &symbols::SymbolIndex) -> bool {
     if state.initialized && state.scanned_generation == index.generation {
         return false;
     }
+    if state.initialized {
+        // Objects may have been unloaded: their sites must not be written
+        // (their text is gone, or is another object's now).
+        let _ = sites::unload_gone(holds_its_text);
+    }
     let found = sites::scan(index);
     state.scan.functions_scanned = found.functions_scanned;
     state.scan.sites_found += found.sites_found;
@@ -301,6 +306,23 @@ fn rescan(state: &mut Control, index: &symbols::SymbolIndex) -> bool {
     state.unreadable_objects = index.unreadable.iter().map(|e| e.to_string()).collect();
     state.scanned_generation = index.generation;
     true
+}
+
+/// Whether `text`, read at `site`, is what the table says the site holds.
+fn holds_its_text(site: &Site, text: &[u8]) -> bool {
+    let Some(form) = site.form() else {
+        return false;
+    };
+    match SiteText::of(site) {
+        SiteText::Nop => text == form.nop(),
+        SiteText::Call => text == &site.original_bytes()[..text.len()],
+        // Which stub it calls depends on the fast path's state: a call of
+        // the site's length is all that can be checked here.
+        SiteText::Fast => matches!(
+            decode_site_instruction(text, site.addr.load(Ordering::Relaxed)),
+            Some(Instruction::Call { .. })
+        ),
+    }
 }
 
 fn traceable(site: &Site) -> bool {
@@ -470,7 +492,7 @@ pub fn stats() -> Stats {
         tsc_clock: clock::uses_tsc(),
         ..Stats::default()
     };
-    for site in SITES.iter() {
+    for site in SITES.iter().filter(|site| !site.has_flag(flag::UNLOADED)) {
         stats.sites += 1;
         stats.patched_sites += site.has_flag(flag::TEXT_IS_CALL) as usize;
         stats.lazily_found += site.has_flag(flag::LAZY) as usize;
@@ -483,7 +505,11 @@ pub fn stats() -> Stats {
 pub fn sites() -> Vec<SiteInfo> {
     let _untraced = Untraced::begin();
     let _state = control();
-    SITES.iter().map(SiteInfo::of).collect()
+    SITES
+        .iter()
+        .filter(|site| !site.has_flag(flag::UNLOADED))
+        .map(SiteInfo::of)
+        .collect()
 }
 
 /// The call site of the function whose entry address is `function`.

@@ -57,22 +57,28 @@ unsafe fn on_entry(
     block
         .generic_entries
         .set(block.generic_entries.get().wrapping_add(1));
-    let site = match SITES.find(site_return) {
-        Some(site) => site,
-        None => {
-            // Recorded, and selected by the tracers enabled for every
-            // function (a library opened while tracing); else the next
-            // control operation writes its NOP (the traced path never
-            // patches text).
+    let mut site = SITES.find(site_return);
+    let mut wanted = site.map_or(0, |site| {
+        site.tracers.load(Ordering::Relaxed) & tracer::enabled_mask()
+    });
+    if wanted == 0 {
+        // Unknown, or the key of a site whose object was unloaded (this is
+        // another object's site at the same address): recorded (described
+        // anew), and selected by the tracers enabled for every function (a
+        // library opened while tracing); else the next control operation
+        // writes its NOP (the traced path never patches text).
+        if site.is_none_or(|site| site.has_flag(sites::flag::UNLOADED)) {
             let _errno = PreservedErrno::save();
-            match sites::on_unknown_site(site_return, kind) {
-                Some(site) => site,
-                None => return,
-            }
+            site = sites::on_unknown_site(site_return, kind);
+            wanted = site.map_or(0, |site| {
+                site.tracers.load(Ordering::Relaxed) & tracer::enabled_mask()
+            });
         }
-    };
-    let wanted = site.tracers.load(Ordering::Relaxed) & tracer::enabled_mask();
-    if wanted != 0 {
+        if wanted == 0 {
+            return;
+        }
+    }
+    if let Some(site) = site {
         // SAFETY: forwarded from this function's contract.
         unsafe { dispatch(site, wanted, parent_slot, regs) };
     }

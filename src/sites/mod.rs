@@ -139,6 +139,11 @@ pub(crate) fn on_unknown_site(return_address: usize, kind: SiteKind) -> Option<&
             | if r10_saved { flag::R10_SAVED } else { 0 },
     };
     let site = match SITES.insert(return_address, &new)? {
+        Inserted::Existing(site) if site.has_flag(flag::UNLOADED) => {
+            site.revive(&new);
+            site.tracers.fetch_or(selected, Ordering::Relaxed);
+            site
+        }
         Inserted::New(site) => {
             // Before the key is found by another thread's probe would be
             // better, but a racing call through the same new site is at
@@ -297,6 +302,10 @@ pub(crate) fn scan(index: &SymbolIndex) -> ScanReport {
                 };
                 match SITES.insert(addr + len, &new) {
                     Some(Inserted::New(_)) => report.sites_found += 1,
+                    Some(Inserted::Existing(site)) if site.has_flag(flag::UNLOADED) => {
+                        site.revive(&new);
+                        report.sites_found += 1;
+                    }
                     Some(Inserted::Existing(site)) => complete_lazy_site(site, &new),
                     None => {}
                 }
@@ -305,6 +314,34 @@ pub(crate) fn scan(index: &SymbolIndex) -> ScanReport {
         }
     }
     report
+}
+
+/// After objects were unloaded (`dlclose`): each site whose text can no
+/// longer be read, or no longer holds what the table says it holds
+/// (another object was mapped there), is marked unloaded: its entry no
+/// longer counts, and a site found at its address later describes it anew.
+/// `expected` tells whether the bytes at a site are its current text.
+/// Returns how many were unloaded. Called with the control lock held.
+pub(crate) fn unload_gone(expected: impl Fn(&Site, &[u8]) -> bool) -> std::io::Result<usize> {
+    use std::os::unix::fs::FileExt;
+    // Read through the memory file, not by address: an object the program
+    // unloads meanwhile makes the read fail instead of faulting.
+    let memory = std::fs::File::open("/proc/self/mem")?;
+    let mut unloaded = 0;
+    for site in SITES.iter() {
+        let Some(form) = site.form() else {
+            continue;
+        };
+        let addr = site.addr.load(Ordering::Relaxed);
+        let mut text = [0u8; 8];
+        let text = &mut text[..form.instruction_len()];
+        let same = memory.read_exact_at(text, addr as u64).is_ok() && expected(site, text);
+        if !same {
+            site.unload();
+            unloaded += 1;
+        }
+    }
+    Ok(unloaded)
 }
 
 /// The ELF scan knows more than the lazy hook did: the function, whether
