@@ -292,3 +292,115 @@ impl ShadowStack {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn empty() -> Box<ShadowStack> {
+        // SAFETY: all zeroes is an empty ShadowStack (see `Parking`).
+        unsafe { Box::<ShadowStack>::new_zeroed().assume_init() }
+    }
+
+    fn frame(slot: usize) -> Frame {
+        Frame {
+            slot,
+            real_return: slot + 1,
+            site: 0,
+            entry_ticks: 0,
+            exit_tracers: 1,
+            marks: 0,
+        }
+    }
+
+    fn slots(stack: &mut ShadowStack) -> Vec<usize> {
+        stack.frames().iter().map(|f| f.slot).collect()
+    }
+
+    // The thread's stack high up, a coroutine's far below (a static array).
+    const MAIN: usize = 0x7fff_0000_0000;
+    const CO: usize = 0x5555_0000_0000;
+
+    #[test]
+    fn a_stack_left_is_parked_and_comes_back_at_its_depths() {
+        let mut stack = empty();
+        // main → resume, which switched to the coroutine: body → yield.
+        for slot in [MAIN, MAIN - 0x100, CO, CO - 0x100] {
+            assert!(stack.push(frame(slot)));
+        }
+        // Back in resume, which calls something: the coroutine is parked.
+        stack.leave_other_stacks(MAIN - 0x200);
+        assert_eq!(slots(&mut stack), [MAIN, MAIN - 0x100]);
+        assert!(matches!(
+            stack.pop_toward(MAIN - 0x100),
+            Toward::Found(_, 1)
+        ));
+        // A second resume (same slot) switches back; yield returns.
+        assert!(stack.push(frame(MAIN - 0x100)));
+        match stack.pop_toward(CO - 0x100) {
+            Toward::Found(found, depth) => assert_eq!((found.slot, depth), (CO - 0x100, 3)),
+            _ => panic!("the parked frame was not brought back"),
+        }
+        assert_eq!(slots(&mut stack), [MAIN, MAIN - 0x100, CO]);
+    }
+
+    #[test]
+    fn a_returning_frame_under_another_stacks_frames_parks_them() {
+        let mut stack = empty();
+        for slot in [MAIN, MAIN - 0x100, CO] {
+            assert!(stack.push(frame(slot)));
+        }
+        // resume returns with the coroutine's frame above it.
+        assert!(matches!(
+            stack.pop_toward(MAIN - 0x100),
+            Toward::Found(_, 1)
+        ));
+        assert_eq!(slots(&mut stack), [MAIN]);
+        assert_eq!(stack.parking.len, 1);
+        // Frames of its own stack above it died (a longjmp): reported.
+        assert!(stack.push(frame(MAIN - 0x100)));
+        assert!(stack.push(frame(MAIN - 0x200)));
+        assert!(matches!(stack.pop_toward(MAIN - 0x100), Toward::Gone(_)));
+        assert!(matches!(
+            stack.pop_toward(MAIN - 0x100),
+            Toward::Found(_, 1)
+        ));
+    }
+
+    #[test]
+    fn a_frame_given_up_for_dead_returns_to_its_real_caller() {
+        let mut stack = empty();
+        assert!(stack.push(frame(MAIN)));
+        assert!(stack.push(frame(MAIN - 0x100)));
+        // An entry above it (a stack switch that looks like a longjmp).
+        let gone = stack.pop_dead_below(MAIN - 0x80).expect("taken for dead");
+        assert_eq!(gone.frame.slot, MAIN - 0x100);
+        match stack.pop_toward(MAIN - 0x100) {
+            Toward::Remembered(real) => assert_eq!(real, MAIN - 0x100 + 1),
+            _ => panic!("not remembered"),
+        }
+        // Once only, and nothing is known of a slot never hooked.
+        assert!(matches!(stack.pop_toward(MAIN - 0x100), Toward::Missing));
+    }
+
+    #[test]
+    fn a_full_parking_gives_up_its_oldest_segment_into_the_limbo() {
+        let mut stack = empty();
+        let segments = MAX_PARKED / 8 + 1;
+        for segment in 0..segments {
+            // One frame on the thread's stack, eight on a coroutine's.
+            stack.len = 0;
+            assert!(stack.push(frame(MAIN)));
+            for i in 0..8 {
+                assert!(stack.push(frame(CO + segment * 0x10000 - i * 0x10)));
+            }
+            stack.leave_other_stacks(MAIN - 0x100);
+        }
+        assert!(stack.parking.len <= MAX_PARKED);
+        // The first segment's top frame is in the limbo now.
+        assert!(matches!(
+            stack.pop_toward(CO - 7 * 0x10),
+            Toward::Remembered(_)
+        ));
+    }
+}
