@@ -293,9 +293,12 @@ fn rescan(state: &mut Control, index: &symbols::SymbolIndex) -> bool {
     if state.initialized && state.scanned_generation == index.generation {
         return false;
     }
-    if state.initialized {
-        // Objects may have been unloaded: their sites must not be written
-        // (their text is gone, or is another object's now).
+    if state.initialized
+        && symbols::unloads(state.scanned_generation) != symbols::unloads(index.generation)
+    {
+        // Objects were unloaded: their sites must not be written (their
+        // text is gone, or is another object's now). If the memory file
+        // cannot be opened, the sites stay and writing them fails as before.
         let _ = sites::unload_gone(holds_its_text);
     }
     let found = sites::scan(index);
