@@ -33,6 +33,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use once_cell::sync::OnceCell;
 
+use super::contexts::same_stack;
 use super::thread::thread_block;
 
 mod switch;
@@ -42,10 +43,6 @@ pub(crate) use switch::{RESYNCS, SWITCHES};
 /// Hooked frames per thread at most (deeper calls are not hooked, and are
 /// counted in `Stats::frames_too_deep`).
 pub const MAX_HOOKED_DEPTH: usize = 1024;
-
-/// A slot this far above the top frame is taken to be on another stack (a
-/// signal handler on `sigaltstack`), not a sign that the top frames died.
-const OTHER_STACK_DISTANCE: usize = 64 << 20;
 
 extern "C" {
     fn fntrace_return_trampoline();
@@ -293,7 +290,7 @@ impl ShadowStack {
     /// and stays.)
     pub fn pop_unwound(&mut self, landing_slot: usize) -> Option<Gone> {
         let top = *self.frames[..self.len].last()?;
-        if top.slot >= landing_slot || landing_slot - top.slot > OTHER_STACK_DISTANCE {
+        if top.slot >= landing_slot || !same_stack(top.slot, landing_slot) {
             return None;
         }
         self.len -= 1;

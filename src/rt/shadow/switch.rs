@@ -18,9 +18,10 @@
 //!   at its old depths, parking the running chain's frames at those depths
 //!   first.
 //!
-//! "Far" is [`OTHER_STACK_DISTANCE`]: a stack switch to a stack within that
-//! distance of the running one looks like a `longjmp`, and its frames are
-//! taken for dead and reported as vanished. Such a frame may still return:
+//! Which slots share a stack is `contexts::same_stack`'s answer: the same
+//! noted `makecontext` stack, or else near each other. A switch between
+//! stacks it cannot tell apart looks like a `longjmp`: frames are taken
+//! for dead and reported as vanished. Such a frame may still return:
 //! every frame taken off the stack without returning while its slot may
 //! still hold the trampoline is remembered (slot, real return address) in a
 //! ring, the *limbo*, and a return through a remembered slot goes back to
@@ -29,7 +30,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{Frame, ShadowStack, Toward, OTHER_STACK_DISTANCE};
+use super::super::contexts::same_stack;
+use super::{Frame, ShadowStack, Toward};
 
 /// Frames of suspended stacks kept per thread at most; beyond, the oldest
 /// segment goes to the limbo (its exits will not be reported).
@@ -81,26 +83,36 @@ pub(crate) struct Parking {
 /// (a frame that cannot be live while `slot`'s is running, or is returning).
 #[inline]
 pub(super) fn dead_below(other: usize, slot: usize) -> bool {
-    other <= slot && slot - other <= OTHER_STACK_DISTANCE
+    other <= slot && same_stack(other, slot)
 }
 
 impl ShadowStack {
-    /// Before pushing a frame at `slot`: when the top frames lie on another
-    /// stack, far below `slot`, and an older frame lies on `slot`'s stack
-    /// just above it (the caller chain the thread came back to), the frames
-    /// above that one belong to a suspended stack: they are parked.
+    /// Before pushing a frame at `slot`: when the top frame lies on another
+    /// stack, the thread may have come back to `slot`'s stack. If an older
+    /// active frame lies on it above `slot` (the caller chain the thread
+    /// came back to), the frames above that one belong to the stack left:
+    /// they are parked. Else, if a parked chain lies on it above `slot` (a
+    /// resumed stack calling before it returns), it comes back. Else `slot`
+    /// starts a new stack (a context's first function, a signal handler on
+    /// its own stack): it nests under the top frame.
     pub fn leave_other_stacks(&mut self, slot: usize) {
         let Some(top) = self.frames[..self.len].last() else {
             return;
         };
-        if top.slot >= slot || slot - top.slot <= OTHER_STACK_DISTANCE {
+        if same_stack(top.slot, slot) {
             return;
         }
-        let ancestor = self.frames[..self.len]
+        let on_this_stack = |other: usize| other > slot && same_stack(other, slot);
+        if let Some(ancestor) = self.frames[..self.len]
             .iter()
-            .rposition(|f| f.slot > slot && f.slot - slot <= OTHER_STACK_DISTANCE);
-        if let Some(ancestor) = ancestor {
+            .rposition(|f| on_this_stack(f.slot))
+        {
             self.park_from(ancestor + 1);
+        } else if let Some(parked) = self.parking.frames[..self.parking.len]
+            .iter()
+            .rposition(|p| on_this_stack(p.frame.slot))
+        {
+            self.restore_segment(parked);
         }
     }
 
@@ -235,17 +247,28 @@ impl ShadowStack {
         true
     }
 
-    /// If a parked frame has `slot`, its stack is running again: its segment
-    /// goes back on the active stack at its old depths (the active frames at
-    /// those depths are parked first: their stack was left). True if found.
+    /// If a parked frame has `slot`, its stack is running again: see
+    /// [`Self::restore_segment`]. True if found.
     fn restore_parked(&mut self, slot: usize) -> bool {
         let parking = &self.parking;
-        let Some(found) = parking.frames[..parking.len]
+        match parking.frames[..parking.len]
             .iter()
             .rposition(|p| p.frame.slot == slot)
-        else {
-            return false;
-        };
+        {
+            Some(found) => {
+                self.restore_segment(found);
+                RESYNCS.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The segment of the parked frame at `found` goes back on the active
+    /// stack at its old depths (the active frames at those depths are
+    /// parked first: their stack was left).
+    fn restore_segment(&mut self, found: usize) {
+        let parking = &self.parking;
         let segment = parking.frames[found].segment;
         let base = parking.frames[..parking.len]
             .iter()
@@ -273,8 +296,6 @@ impl ShadowStack {
         }
         self.parking.len = kept;
         SWITCHES.fetch_add(1, Ordering::Relaxed);
-        RESYNCS.fetch_add(1, Ordering::Relaxed);
-        true
     }
 
     /// The real return address remembered for `slot` (the newest), which is
