@@ -9,14 +9,18 @@
 //! *parked* — moved aside with their depths, as one segment — and brought
 //! back when one of them returns:
 //!
-//! - Leaving: a call or a return on a stack whose newest hooked frame lies
-//!   under frames of another stack (the top frames are far from the new
-//!   slot) parks those top frames. A new context's first frames nest under
-//!   the frame that switched to it (as its source reads: `resume()` runs the
-//!   coroutine), so they are not a switch.
-//! - Coming back: a hooked return whose slot is parked restores its segment
-//!   at its old depths, parking the running chain's frames at those depths
-//!   first.
+//! - Leaving: a call (or a return) on a stack whose newest hooked frame lies
+//!   under frames of another stack parks those frames. A new context's
+//!   first frames (no frame of theirs is active or parked) nest under the
+//!   frame that switched to it, as the source reads: `resume()` runs the
+//!   coroutine.
+//! - Coming back: a hooked return whose slot is parked, or a call on a
+//!   stack whose frames are parked, restores the segment at its old depths,
+//!   parking the running chain's frames at those depths first.
+//!
+//! Entries the graph tracer's fast path handles in asm (the top frame lies
+//! above the new slot) are not seen here; the next one that is, or the
+//! next return, puts the stack right.
 //!
 //! Which slots share a stack is `contexts::same_stack`'s answer: the same
 //! noted `makecontext` stack, or else near each other. A switch between
@@ -30,8 +34,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::super::contexts::same_stack;
 use super::{Frame, ShadowStack, Toward};
+use crate::rt::contexts::same_stack;
 
 /// Frames of suspended stacks kept per thread at most; beyond, the oldest
 /// segment goes to the limbo (its exits will not be reported).
