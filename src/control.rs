@@ -12,7 +12,7 @@ use std::ops::{Deref, DerefMut};
 use std::sync::atomic::Ordering;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use crate::arch::x86_64::SiteForm;
+use crate::arch::x86_64::{decode_site_instruction, Instruction, SiteForm};
 use crate::error::Error;
 use crate::filter::Filter;
 use crate::patch::{self, reach, TextWrite};
@@ -32,6 +32,9 @@ struct ControlState {
     /// Tracers that panicked (a mask) and whose `disable` has not yet said
     /// so.
     panicked_unreported: u64,
+    /// The filter of each enabled tracer (by index): sites found later (a
+    /// library opened with `dlopen`) are selected by it too.
+    filters: Vec<(usize, Filter)>,
 }
 
 /// Only ever locked while holding the operation lock, so it is free
@@ -46,6 +49,7 @@ static CONTROL: Mutex<ControlState> = Mutex::new(ControlState {
     },
     unreadable_objects: Vec::new(),
     panicked_unreported: 0,
+    filters: Vec::new(),
 });
 
 /// The operation lock and, inside it, the control state. Fields drop in
@@ -135,20 +139,13 @@ pub fn enable_with(name: &str, filter: &Filter) -> Result<(), Error> {
     state.panicked_unreported &= !bit;
     let was_enabled = tracer::enabled_mask() & bit != 0;
     let objects = symbols::current();
-    rescan(&mut state, &objects);
+    rescan_and_select(&mut state, &objects);
     if let Some(tracer) = tracer::tracer_at(index) {
         tracer.on_enable(filter);
     }
-    let names = filter.has_name_rules().then_some(&objects);
     let mut previous = Vec::new();
     for site in SITES.iter() {
-        let selected = traceable(site)
-            && names.is_none_or(|index| {
-                let function = site.function.load(Ordering::Relaxed);
-                index
-                    .function_at(function)
-                    .is_some_and(|f| filter.selects(&symbols::demangle(&f.name)))
-            });
+        let selected = selects(filter, site, &objects);
         let before = site.tracers.load(Ordering::Relaxed) & bit != 0;
         if selected != before {
             previous.push((site, before));
@@ -172,7 +169,35 @@ pub fn enable_with(name: &str, filter: &Filter) -> Result<(), Error> {
         tracer::refresh_fast_path();
         return Err(err);
     }
+    state.filters.retain(|(i, _)| *i != index);
+    state.filters.push((index, filter.clone()));
+    publish_select_new(&state);
     Ok(())
+}
+
+/// Whether `filter` selects `site` (by its function's name, if it has name
+/// rules).
+fn selects(filter: &Filter, site: &Site, objects: &symbols::SymbolIndex) -> bool {
+    traceable(site)
+        && (!filter.has_name_rules() || {
+            let function = site.function.load(Ordering::Relaxed);
+            objects
+                .function_at(function)
+                .is_some_and(|f| filter.selects(&symbols::demangle(&f.name)))
+        })
+}
+
+/// Tells the lazy hook which tracers select every site: those enabled with
+/// no name rules.
+fn publish_select_new(state: &Control) {
+    let enabled = tracer::enabled_mask();
+    let mask = state
+        .filters
+        .iter()
+        .filter(|(_, filter)| !filter.has_name_rules())
+        .fold(0u64, |mask, (index, _)| mask | 1 << index)
+        & enabled;
+    sites::SELECT_NEW.store(mask, Ordering::Relaxed);
 }
 
 /// Switches the tracer registered as `name` off. Its `entry` is not called
@@ -204,6 +229,9 @@ pub fn disable(name: &str) -> Result<(), Error> {
         return Ok(());
     }
     tracer::set_enabled(index, false);
+    state.filters.retain(|(i, _)| *i != index);
+    publish_select_new(&state);
+    rescan_and_select(&mut state, &symbols::current());
     for site in SITES.iter() {
         site.tracers.fetch_and(!bit, Ordering::Relaxed);
     }
@@ -216,6 +244,9 @@ pub fn flush() -> Result<(), Error> {
     let _untraced = Untraced::begin();
     let mut state = control();
     absorb_panics(&mut state);
+    if state.initialized {
+        rescan_and_select(&mut state, &symbols::current());
+    }
     sync_text()
 }
 
@@ -227,16 +258,48 @@ fn absorb_panics(state: &mut Control) {
         return;
     }
     state.panicked_unreported |= panicked;
+    state.filters.retain(|(i, _)| panicked & 1 << i == 0);
+    publish_select_new(state);
     for site in SITES.iter() {
         site.tracers.fetch_and(!panicked, Ordering::Relaxed);
     }
 }
 
+/// [`rescan`], and when it found new objects, selects their sites for the
+/// enabled tracers whose filters want them.
+fn rescan_and_select(state: &mut Control, objects: &symbols::SymbolIndex) {
+    if !rescan(state, objects) {
+        return;
+    }
+    let enabled = tracer::enabled_mask();
+    for (index, filter) in &state.filters {
+        let bit = 1u64 << index;
+        if enabled & bit == 0 {
+            continue;
+        }
+        for site in SITES.iter() {
+            if selects(filter, site, objects) {
+                site.tracers.fetch_or(bit, Ordering::Relaxed);
+            } else {
+                site.tracers.fetch_and(!bit, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
 /// Scans the loaded objects for sites (again, when objects were loaded or
 /// unloaded since the last scan: a library opened with `dlopen`).
-fn rescan(state: &mut Control, index: &symbols::SymbolIndex) {
+fn rescan(state: &mut Control, index: &symbols::SymbolIndex) -> bool {
     if state.initialized && state.scanned_generation == index.generation {
-        return;
+        return false;
+    }
+    if state.initialized
+        && symbols::unloads(state.scanned_generation) != symbols::unloads(index.generation)
+    {
+        // Objects were unloaded: their sites must not be written (their
+        // text is gone, or is another object's now). If the memory file
+        // cannot be opened, the sites stay and writing them fails as before.
+        let _ = sites::unload_gone(holds_its_text);
     }
     let found = sites::scan(index);
     state.scan.functions_scanned = found.functions_scanned;
@@ -245,6 +308,24 @@ fn rescan(state: &mut Control, index: &symbols::SymbolIndex) {
     sites::resolve_functions(index);
     state.unreadable_objects = index.unreadable.iter().map(|e| e.to_string()).collect();
     state.scanned_generation = index.generation;
+    true
+}
+
+/// Whether `text`, read at `site`, is what the table says the site holds.
+fn holds_its_text(site: &Site, text: &[u8]) -> bool {
+    let Some(form) = site.form() else {
+        return false;
+    };
+    match SiteText::of(site) {
+        SiteText::Nop => text == form.nop(),
+        SiteText::Call => text == &site.original_bytes()[..text.len()],
+        // Which stub it calls depends on the fast path's state: a call of
+        // the site's length is all that can be checked here.
+        SiteText::Fast => matches!(
+            decode_site_instruction(text, site.addr.load(Ordering::Relaxed)),
+            Some(Instruction::Call { .. })
+        ),
+    }
 }
 
 fn traceable(site: &Site) -> bool {
@@ -312,7 +393,9 @@ fn sync_text() -> Result<(), Error> {
         };
         let current = SiteText::of(site);
         let mask = site.tracers.load(Ordering::Relaxed);
-        let fast_call = (mask != 0 && mask == fast_mask)
+        // The fast entries take the return address from the usual slot,
+        // which holds the saved r10 at a nested function's fentry site.
+        let fast_call = (mask != 0 && mask == fast_mask && !site.has_flag(flag::R10_SAVED))
             .then(|| SiteText::Fast.bytes(site, form, fast))
             .flatten();
         let (wanted, new) = match (mask, fast_call) {
@@ -379,6 +462,18 @@ pub struct Stats {
     /// Hooked frames that left without returning (longjmp, unwinding,
     /// tail calls).
     pub frames_vanished: u64,
+    /// Times a thread's hooked frames were set aside or brought back
+    /// because the thread switched stacks (`swapcontext`, stackful
+    /// coroutines): the frames of the stack left wait, with their depths,
+    /// until one of them returns.
+    pub stack_switches: u64,
+    /// Hooked returns the shadow stack did not expect: the frame was not
+    /// its top (another stack's frames were above it, or it had been set
+    /// aside) or had been given up for dead (its exit was then reported as
+    /// vanished, and is not reported again). Each was resynchronised and
+    /// returned to its real caller; a non-zero count means the trace around
+    /// those calls may nest differently from the program.
+    pub shadow_resyncs: u64,
     /// Whether timestamps come from the TSC (else `clock_gettime`).
     pub tsc_clock: bool,
 }
@@ -395,10 +490,12 @@ pub fn stats() -> Stats {
         tracer_panics: tracer::TRACER_PANICS.load(Ordering::Relaxed),
         frames_too_deep: shadow::TOO_DEEP.load(Ordering::Relaxed),
         frames_vanished: shadow::VANISHED.load(Ordering::Relaxed),
+        stack_switches: shadow::SWITCHES.load(Ordering::Relaxed),
+        shadow_resyncs: shadow::RESYNCS.load(Ordering::Relaxed),
         tsc_clock: clock::uses_tsc(),
         ..Stats::default()
     };
-    for site in SITES.iter() {
+    for site in SITES.iter().filter(|site| !site.has_flag(flag::UNLOADED)) {
         stats.sites += 1;
         stats.patched_sites += site.has_flag(flag::TEXT_IS_CALL) as usize;
         stats.lazily_found += site.has_flag(flag::LAZY) as usize;
@@ -411,7 +508,11 @@ pub fn stats() -> Stats {
 pub fn sites() -> Vec<SiteInfo> {
     let _untraced = Untraced::begin();
     let _state = control();
-    SITES.iter().map(SiteInfo::of).collect()
+    SITES
+        .iter()
+        .filter(|site| !site.has_flag(flag::UNLOADED))
+        .map(SiteInfo::of)
+        .collect()
 }
 
 /// The call site of the function whose entry address is `function`.

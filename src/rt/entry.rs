@@ -57,20 +57,30 @@ unsafe fn on_entry(
     block
         .generic_entries
         .set(block.generic_entries.get().wrapping_add(1));
-    match SITES.find(site_return) {
-        Some(site) => {
-            let wanted = site.tracers.load(Ordering::Relaxed) & tracer::enabled_mask();
-            if wanted != 0 {
-                // SAFETY: forwarded from this function's contract.
-                unsafe { dispatch(site, wanted, parent_slot, regs) };
-            }
-        }
-        None => {
-            // Recorded only: the next control operation writes its NOP
-            // (the traced path never patches text).
+    let mut site = SITES.find(site_return);
+    let mut wanted = site.map_or(0, |site| {
+        site.tracers.load(Ordering::Relaxed) & tracer::enabled_mask()
+    });
+    if wanted == 0 {
+        // Unknown, or the key of a site whose object was unloaded (this is
+        // another object's site at the same address): recorded (described
+        // anew), and selected by the tracers enabled for every function (a
+        // library opened while tracing); else the next control operation
+        // writes its NOP (the traced path never patches text).
+        if site.is_none_or(|site| site.has_flag(sites::flag::UNLOADED)) {
             let _errno = PreservedErrno::save();
-            sites::on_unknown_site(site_return, kind);
+            site = sites::on_unknown_site(site_return, kind);
+            wanted = site.map_or(0, |site| {
+                site.tracers.load(Ordering::Relaxed) & tracer::enabled_mask()
+            });
         }
+        if wanted == 0 {
+            return;
+        }
+    }
+    if let Some(site) = site {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { dispatch(site, wanted, parent_slot, regs) };
     }
 }
 
@@ -83,6 +93,13 @@ unsafe fn on_entry(
 unsafe fn dispatch(site: &sites::Site, wanted: u64, parent_slot: *mut usize, regs: *mut SavedRegs) {
     let now = clock::now_ticks();
     let function = site.function.load(Ordering::Relaxed);
+    // A nested function's fentry call has `push %r10` before it: the
+    // trampoline's slot holds the saved r10, the return address is above.
+    let parent_slot = if site.has_flag(sites::flag::R10_SAVED) {
+        parent_slot.wrapping_add(1)
+    } else {
+        parent_slot
+    };
     let site_return = site.return_address();
     let slot = parent_slot as usize;
     let exit_tracers = wanted & tracer::exit_mask();
@@ -94,19 +111,23 @@ unsafe fn dispatch(site: &sites::Site, wanted: u64, parent_slot: *mut usize, reg
     // They are popped one per borrow of the stack, and reported with the
     // stack released (reporting runs tracer code, which must not find it in
     // use); once none is left, the same borrow pushes this call's frame.
-    let step = |stack: &mut ShadowStack, real_return: usize| match stack.pop_dead_below(slot) {
-        Some(gone) => Err(gone),
-        None => {
-            let depth = stack.depth();
-            let frame = Frame {
-                slot,
-                real_return,
-                site: site_return,
-                entry_ticks: now,
-                exit_tracers,
-                marks: 0,
-            };
-            Ok((depth, exit_tracers != 0 && stack.push(frame)))
+    // A thread back on a stack it left parks the other stack's frames first.
+    let step = |stack: &mut ShadowStack, real_return: usize| {
+        stack.leave_other_stacks(slot);
+        match stack.pop_dead_below(slot) {
+            Some(gone) => Err(gone),
+            None => {
+                let depth = stack.depth();
+                let frame = Frame {
+                    slot,
+                    real_return,
+                    site: site_return,
+                    entry_ticks: now,
+                    exit_tracers,
+                    marks: 0,
+                };
+                Ok((depth, exit_tracers != 0 && stack.push(frame)))
+            }
         }
     };
     let mut outcome = if exit_tracers != 0 {
@@ -210,8 +231,11 @@ pub unsafe extern "C" fn fntrace_exit_entry(slot: *mut usize, tsc: u64) -> usize
         match shadow::with_stack(|stack| stack.pop_toward(slot)) {
             Some(Toward::Found(frame, depth)) => break (frame, depth),
             Some(Toward::Gone(gone)) => report_gone(&gone, now),
+            // Its exit was reported when it was given up.
+            Some(Toward::Remembered(real_return)) => return real_return,
             Some(Toward::Missing) | None => fatal(
-                b"fntrace: a hooked function returned, but its frame is not on the shadow stack\n",
+                b"fntrace: a hooked function returned, but its frame is not on the shadow stack \
+                  nor among the frames of other stacks or given up for dead\n",
             ),
         }
     };
@@ -220,7 +244,9 @@ pub unsafe extern "C" fn fntrace_exit_entry(slot: *mut usize, tsc: u64) -> usize
 }
 
 /// Reports on stderr and aborts: the real return address is unknown, so no
-/// way forward exists. Allocates nothing.
+/// way forward exists (the slot holds the trampoline; what it held is
+/// nowhere). Reached only if the frame was given up more than
+/// `switch::LIMBO_SIZE` frames ago. Allocates nothing.
 fn fatal(message: &[u8]) -> ! {
     // SAFETY: write(2) of a static buffer; abort has no preconditions.
     unsafe {

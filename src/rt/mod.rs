@@ -5,6 +5,7 @@
 //! the traced path; the operation lock ([`ops`]) is for control and
 //! draining only.
 
+pub(crate) mod contexts;
 mod entry;
 pub(crate) mod ops;
 pub mod ring;
@@ -14,10 +15,11 @@ mod unwind;
 
 /// Prepares what the traced path must find ready (and must not make
 /// itself): the thread-exit key of shadow stacks, the real unwinder
-/// functions, the fork handlers, the clock's calibration.
+/// functions and `makecontext`, the fork handlers, the clock's calibration.
 pub(crate) fn prepare() {
     shadow::prepare();
     std::hint::black_box(unwind::prepare());
+    std::hint::black_box(contexts::prepare());
     ops::prepare_for_fork();
     crate::sys::clock::calibrate(std::time::Duration::from_millis(10));
 }

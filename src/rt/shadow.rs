@@ -19,6 +19,10 @@
 //!   lands (`_Unwind_SetIP`): the frames below the landing frame are
 //!   reported as vanished there, the ones above are hooked again. Unhooked
 //!   frames found dead otherwise are dropped without a report.
+//! - stack switches (`swapcontext`, coroutines): the frames of a stack the
+//!   thread left are parked and come back when one of them returns; a frame
+//!   taken for dead that returns after all goes back to its real caller
+//!   ([`switch`]). No inconsistency stops the program.
 //!
 //! A stack lives in an `mmap`ed block per thread (async-signal-safe to
 //! create) and is unmapped by a `pthread_key` destructor at thread exit.
@@ -29,15 +33,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use once_cell::sync::OnceCell;
 
+use super::contexts::same_stack;
 use super::thread::thread_block;
+
+mod switch;
+
+pub(crate) use switch::{RESYNCS, SWITCHES};
 
 /// Hooked frames per thread at most (deeper calls are not hooked, and are
 /// counted in `Stats::frames_too_deep`).
 pub const MAX_HOOKED_DEPTH: usize = 1024;
-
-/// A slot this far above the top frame is taken to be on another stack (a
-/// signal handler on `sigaltstack`), not a sign that the top frames died.
-const OTHER_STACK_DISTANCE: usize = 64 << 20;
 
 extern "C" {
     fn fntrace_return_trampoline();
@@ -77,6 +82,8 @@ pub(crate) struct ShadowStack {
     /// exception is being or was unwound): they return without the
     /// trampoline, and vanish without a report.
     unhooked: usize,
+    /// Frames of suspended stacks, and frames given up for dead.
+    parking: switch::Parking,
 }
 
 // The fast paths in asm/x86_64/{graph,return}.S use these (layout.h).
@@ -208,6 +215,9 @@ pub(crate) enum Toward {
     Found(Frame, usize),
     /// A dead frame above it, popped; ask again.
     Gone(Gone),
+    /// A frame given up for dead earlier (its exit reported as vanished)
+    /// returns after all: its real return address.
+    Remembered(usize),
     /// No frame has that slot.
     Missing,
 }
@@ -231,7 +241,7 @@ impl ShadowStack {
     #[inline]
     pub fn pop_dead_below(&mut self, slot: usize) -> Option<Gone> {
         let top = *self.frames[..self.len].last()?;
-        if top.slot > slot || slot - top.slot > OTHER_STACK_DISTANCE {
+        if !switch::dead_below(top.slot, slot) {
             return None;
         }
         self.len -= 1;
@@ -251,29 +261,12 @@ impl ShadowStack {
         true
     }
 
-    /// Pops the frame whose slot is `slot`, or else one dead frame above it
-    /// (deeper, lower slot): call again until it is found or missing.
-    #[inline]
-    pub fn pop_toward(&mut self, slot: usize) -> Toward {
-        let Some(&top) = self.frames[..self.len].last() else {
-            return Toward::Missing;
-        };
-        if top.slot > slot {
-            // Not ours and older: the slot is unknown.
-            return Toward::Missing;
-        }
-        self.len -= 1;
-        if top.slot == slot {
-            Toward::Found(top, self.len)
-        } else {
-            Toward::Gone(self.gone(top))
-        }
-    }
-
     /// Accounts for `frame`, just popped, that left without returning
     /// through the trampoline.
     fn gone(&mut self, frame: Frame) -> Gone {
         VANISHED.fetch_add(1, Ordering::Relaxed);
+        // It may still return (a stack switch that looked like a longjmp).
+        self.remember(&frame);
         let report = self.len >= self.unhooked;
         self.unhooked = self.unhooked.min(self.len);
         Gone {
@@ -297,7 +290,7 @@ impl ShadowStack {
     /// and stays.)
     pub fn pop_unwound(&mut self, landing_slot: usize) -> Option<Gone> {
         let top = *self.frames[..self.len].last()?;
-        if top.slot >= landing_slot || landing_slot - top.slot > OTHER_STACK_DISTANCE {
+        if top.slot >= landing_slot || !same_stack(top.slot, landing_slot) {
             return None;
         }
         self.len -= 1;

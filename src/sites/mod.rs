@@ -17,7 +17,8 @@ pub use table::SiteKind;
 pub(crate) use table::{flag, Inserted, NewSite, Site, SiteTable};
 
 use crate::arch::x86_64::{
-    addr32_prefix_is_part_of_call, decode_call, SiteForm, CALL_REL32, CALL_RIP_INDIRECT,
+    addr32_prefix_is_part_of_call, decode_call, fentry_placement, SiteForm, CALL_REL32,
+    CALL_RIP_INDIRECT, ENDBR64, POP_R10, PUSH_R10,
 };
 use crate::symbols::{self, SymbolIndex};
 
@@ -26,6 +27,13 @@ pub(crate) static SITES: SiteTable = SiteTable::new();
 
 /// Set when a lazily found site still holds its call and awaits its NOP.
 pub(crate) static NOP_PENDING: AtomicBool = AtomicBool::new(false);
+
+/// The tracers that select every site (enabled without name rules): a site
+/// found by its first call while one is on is selected by them at once,
+/// so a library opened during a trace is traced from its first call. (The
+/// text already holds the call, as a selected site's must.) Written by
+/// control under its lock.
+pub(crate) static SELECT_NEW: AtomicU64 = AtomicU64::new(0);
 
 /// Calls into a trampoline whose bytes decode as no known site form; they
 /// are recorded (so they are not decoded again) and never written.
@@ -96,9 +104,29 @@ pub(crate) fn on_unknown_site(return_address: usize, kind: SiteKind) -> Option<&
             (return_address, None, [0; 8])
         }
     };
+    let (function, r10_saved) = match form {
+        Some(_) => {
+            // The byte at the return address starts the next instruction,
+            // so it is mapped; the one after only if on the same page.
+            let after = if return_address & 4095 == 4095 {
+                [0; 2]
+            } else {
+                // SAFETY: both bytes lie in the page of the mapped byte at
+                // return_address.
+                unsafe { std::ptr::read_unaligned(return_address as *const [u8; 2]) }
+            };
+            lazy_function_start(addr, kind, after)
+        }
+        None => (0, false),
+    };
+    let selected = if form.is_some() {
+        SELECT_NEW.load(Ordering::Relaxed)
+    } else {
+        0
+    };
     let new = NewSite {
         addr,
-        function: 0,
+        function,
         form,
         kind,
         original,
@@ -107,15 +135,74 @@ pub(crate) fn on_unknown_site(return_address: usize, kind: SiteKind) -> Option<&
                 flag::TEXT_IS_CALL
             } else {
                 0
-            },
+            }
+            | if r10_saved { flag::R10_SAVED } else { 0 },
     };
     let site = match SITES.insert(return_address, &new)? {
-        Inserted::New(site) | Inserted::Existing(site) => site,
+        Inserted::Existing(site) if site.has_flag(flag::UNLOADED) => {
+            site.revive(&new);
+            site.tracers.fetch_or(selected, Ordering::Relaxed);
+            site
+        }
+        Inserted::New(site) => {
+            // Before the key is found by another thread's probe would be
+            // better, but a racing call through the same new site is at
+            // worst not traced: the bits are in place for the next one.
+            site.tracers.fetch_or(selected, Ordering::Relaxed);
+            site
+        }
+        Inserted::Existing(site) => site,
     };
-    if form.is_some() {
+    if form.is_some() && site.tracers.load(Ordering::Relaxed) == 0 {
         NOP_PENDING.store(true, Ordering::Release);
     }
     Some(site)
+}
+
+/// The entry of the function whose site (a `kind` call at `addr`) was found
+/// by its first call, from the instructions gcc puts before it: none or
+/// `endbr64` for fentry (with `push %r10` for a nested function, which the
+/// second value tells); for mcount, `push %rbp; mov %rsp,%rbp` and then only
+/// pushes and register moves (callee-saved registers, a nested function's
+/// r10) up to the call. 0 when the bytes before are something else (a Rust
+/// prologue): the next ELF scan fills it in. `after` holds the bytes after
+/// the call.
+fn lazy_function_start(addr: usize, kind: SiteKind, after: [u8; 2]) -> (usize, bool) {
+    const FRAME_SETUP: [u8; 4] = [0x55, 0x48, 0x89, 0xe5];
+    const LOOK_BACK: usize = 32;
+    // Only bytes of the call's own page are read: the one before may be
+    // unmapped.
+    let available = (addr & 4095).min(LOOK_BACK);
+    // SAFETY: [addr - available, addr) lies in the page holding the call
+    // instruction, which is mapped (it just ran).
+    let before = unsafe { std::slice::from_raw_parts((addr - available) as *const u8, available) };
+    // `endbr64` right before offset `at` of `before` belongs to the function.
+    let entry = |at: usize| {
+        let at = if before[..at].ends_with(&ENDBR64) {
+            at - ENDBR64.len()
+        } else {
+            at
+        };
+        addr - (before.len() - at)
+    };
+    let at = before.len();
+    match kind {
+        SiteKind::Fentry if before.ends_with(&PUSH_R10) && after == POP_R10 => {
+            (entry(at - PUSH_R10.len()), true)
+        }
+        SiteKind::Fentry => (entry(at), false),
+        SiteKind::Mcount => {
+            // The nearest frame setup from which the prologue decodes
+            // instruction by instruction exactly up to the call.
+            let start = (0..at.saturating_sub(FRAME_SETUP.len() - 1))
+                .rev()
+                .find(|&from| {
+                    before[from..].starts_with(&FRAME_SETUP)
+                        && addr32_prefix_is_part_of_call(addr, addr - (at - from), &before[from..])
+                });
+            (start.map_or(0, entry), false)
+        }
+    }
 }
 
 /// The entry address of the function whose site returns to `site_return`
@@ -194,20 +281,31 @@ pub(crate) fn scan(index: &SymbolIndex) -> ScanReport {
                 {
                     continue; // the next offset decodes the `e8` alone
                 }
-                if kind == SiteKind::Fentry && offset != 0 {
-                    continue;
-                }
                 let len = call.form.instruction_len();
+                let after = &code[(offset + len).min(code.len())..];
+                let r10_saved = match kind {
+                    SiteKind::Fentry => match fentry_placement(code, offset, after) {
+                        Some(wrapped) => wrapped,
+                        None => continue,
+                    },
+                    SiteKind::Mcount => false,
+                };
                 let new = NewSite {
                     addr,
                     function: function.start,
                     form: Some(call.form),
                     kind,
                     original: pack(&code[offset..offset + len]),
-                    extra_flags: flag::TEXT_IS_CALL | exclusion_flag(&function.name),
+                    extra_flags: flag::TEXT_IS_CALL
+                        | exclusion_flag(&function.name)
+                        | if r10_saved { flag::R10_SAVED } else { 0 },
                 };
                 match SITES.insert(addr + len, &new) {
                     Some(Inserted::New(_)) => report.sites_found += 1,
+                    Some(Inserted::Existing(site)) if site.has_flag(flag::UNLOADED) => {
+                        site.revive(&new);
+                        report.sites_found += 1;
+                    }
                     Some(Inserted::Existing(site)) => complete_lazy_site(site, &new),
                     None => {}
                 }
@@ -218,12 +316,40 @@ pub(crate) fn scan(index: &SymbolIndex) -> ScanReport {
     report
 }
 
+/// After objects were unloaded (`dlclose`): each site whose text can no
+/// longer be read, or no longer holds what the table says it holds
+/// (another object was mapped there), is marked unloaded: its entry no
+/// longer counts, and a site found at its address later describes it anew.
+/// `expected` tells whether the bytes at a site are its current text.
+/// Returns how many were unloaded. Called with the control lock held.
+pub(crate) fn unload_gone(expected: impl Fn(&Site, &[u8]) -> bool) -> std::io::Result<usize> {
+    use std::os::unix::fs::FileExt;
+    // Read through the memory file, not by address: an object the program
+    // unloads meanwhile makes the read fail instead of faulting.
+    let memory = std::fs::File::open("/proc/self/mem")?;
+    let mut unloaded = 0;
+    for site in SITES.iter() {
+        let Some(form) = site.form() else {
+            continue;
+        };
+        let addr = site.addr.load(Ordering::Relaxed);
+        let mut text = [0u8; 8];
+        let text = &mut text[..form.instruction_len()];
+        let same = memory.read_exact_at(text, addr as u64).is_ok() && expected(site, text);
+        if !same {
+            site.unload();
+            unloaded += 1;
+        }
+    }
+    Ok(unloaded)
+}
+
 /// The ELF scan knows more than the lazy hook did: the function, whether
 /// the site is fntrace's own, and whether a `67` prefix belongs to the call.
 fn complete_lazy_site(site: &Site, scanned: &NewSite) {
-    if site.function.load(Ordering::Relaxed) == 0 {
-        site.function.store(scanned.function, Ordering::Relaxed);
-    }
+    // The symbol is right where the lazy hook's reading of the prologue
+    // guessed wrong or not at all.
+    site.function.store(scanned.function, Ordering::Relaxed);
     site.set_flag(flag::EXCLUDED, scanned.extra_flags & flag::EXCLUDED != 0);
     let holds_original = site.has_flag(flag::TEXT_IS_CALL) && !site.has_flag(flag::TEXT_IS_FAST);
     if holds_original && site.addr.load(Ordering::Relaxed) != scanned.addr {

@@ -8,7 +8,9 @@
 //! Acquire load in [`SiteTable::find`]. Inserting is rare (once per site), and
 //! one writer at a time keeps a key from landing in two segments. A writer is
 //! never interrupted by another writer of its own thread: the trampoline's
-//! recursion guard is set while it runs. Entries are never removed. The table is a chain of segments allocated with `mmap` (which is
+//! recursion guard is set while it runs. Entries are never removed (a site
+//! whose object was unloaded is marked so, and its entry reused if another
+//! object's site gets its address). The table is a chain of segments allocated with `mmap` (which is
 //! async-signal-safe, unlike `malloc`), each twice the size of the one
 //! before, so insertion never moves an entry that a reader may hold.
 
@@ -40,6 +42,10 @@ pub enum SiteKind {
 /// | 4    | excluded: fntrace's own code, never enabled                  |
 /// | 5    | found by the lazy hook (first call) rather than the ELF scan |
 /// | 6    | the call in the text is to the graph tracer's fast entry     |
+/// | 7    | fentry call wrapped in `push/pop %r10` (GNU C nested function):|
+/// |      | the parent's return address is 8 bytes further up             |
+/// | 8    | unloaded: its object is gone (`dlclose`); no form, no tracers; |
+/// |      | the entry is described anew if a site appears at its address   |
 pub(crate) mod flag {
     pub const FORM_MASK: u32 = 0b11;
     pub const FENTRY: u32 = 1 << 2;
@@ -47,6 +53,17 @@ pub(crate) mod flag {
     pub const EXCLUDED: u32 = 1 << 4;
     pub const LAZY: u32 = 1 << 5;
     pub const TEXT_IS_FAST: u32 = 1 << 6;
+    pub const R10_SAVED: u32 = 1 << 7;
+    pub const UNLOADED: u32 = 1 << 8;
+}
+
+/// The flags of a site as `new` describes it.
+fn new_flags(new: &NewSite) -> u32 {
+    let kind = match new.kind {
+        SiteKind::Mcount => 0,
+        SiteKind::Fentry => flag::FENTRY,
+    };
+    form_bits(new.form) | kind | new.extra_flags
 }
 
 fn form_bits(form: Option<SiteForm>) -> u32 {
@@ -123,6 +140,27 @@ impl Site {
 
     pub fn original_bytes(&self) -> [u8; 8] {
         self.original.load(Ordering::Relaxed).to_le_bytes()
+    }
+
+    /// Forgets a site whose object was unloaded: no form (so no text is
+    /// ever written there), no tracers. Its key stays (entries are never
+    /// removed: readers may hold them); [`Self::revive`] reuses it. Caller
+    /// holds the control lock.
+    pub fn unload(&self) {
+        self.tracers.store(0, Ordering::Relaxed);
+        let kind = self.flags.load(Ordering::Relaxed) & flag::FENTRY;
+        self.flags.store(kind | flag::UNLOADED, Ordering::Relaxed);
+    }
+
+    /// Describes an unloaded entry's key anew: another object's site has
+    /// the same return address.
+    pub fn revive(&self, new: &NewSite) {
+        self.addr.store(new.addr, Ordering::Relaxed);
+        self.function.store(new.function, Ordering::Relaxed);
+        self.original
+            .store(u64::from_le_bytes(new.original), Ordering::Relaxed);
+        self.tracers.store(0, Ordering::Relaxed);
+        self.flags.store(new_flags(new), Ordering::Relaxed);
     }
 
     /// Re-describes a site whose text still holds the original call (used
@@ -389,14 +427,7 @@ fn segment_find_or_insert<'a>(
         site.function.store(new.function, Ordering::Relaxed);
         site.original
             .store(u64::from_le_bytes(new.original), Ordering::Relaxed);
-        let kind = match new.kind {
-            SiteKind::Mcount => 0,
-            SiteKind::Fentry => flag::FENTRY,
-        };
-        site.flags.store(
-            form_bits(new.form) | kind | new.extra_flags,
-            Ordering::Relaxed,
-        );
+        site.flags.store(new_flags(new), Ordering::Relaxed);
         site.tracers.store(0, Ordering::Relaxed);
         // Release: the fields above are visible to whoever sees the key.
         site.key.store(return_address, Ordering::Release);

@@ -214,3 +214,86 @@ pub fn jump_shape() -> Vec<(char, usize, u16)> {
         ('X', jump, 0),
     ]
 }
+
+/// Runs `uftrace` with `args` and `-d dir`; its standard output. A missing
+/// `uftrace` fails the test (CI installs it).
+pub fn uftrace(args: &[&str], dir: &std::path::Path) -> String {
+    let output = std::process::Command::new("uftrace")
+        .args(args)
+        .arg("-d")
+        .arg(dir)
+        .env("LC_ALL", "C")
+        .output()
+        .expect("cannot run uftrace; CI installs it (.ci/run)");
+    assert!(
+        output.status.success(),
+        "uftrace {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// `uftrace record --no-libcall` of `program args` into `dir` (library
+/// calls such as `malloc`, which fntrace does not see, are left out, and so
+/// are the scheduler events fntrace does not record); the program's exit
+/// status.
+pub fn uftrace_record(dir: &std::path::Path, program: &std::path::Path, args: &[&str]) -> bool {
+    let _ = std::fs::remove_dir_all(dir);
+    std::process::Command::new("uftrace")
+        .args(["record", "--no-libcall", "--no-event", "--no-sched", "-d"])
+        .arg(dir)
+        .arg(program)
+        .args(args)
+        .status()
+        .expect("cannot run uftrace; CI installs it (.ci/run)")
+        .success()
+}
+
+/// `uftrace replay -f none` (no durations) of `dir`, only thread `tid` if
+/// given.
+pub fn uftrace_replay(dir: &std::path::Path, tid: Option<u32>) -> String {
+    let tid = tid.map(|t| t.to_string());
+    let mut args = vec!["replay", "--no-pager", "-f", "none"];
+    if let Some(tid) = &tid {
+        args.extend(["--tid", tid]);
+    }
+    uftrace(&args, dir)
+}
+
+/// A replay of a whole program without its `main() {` … `} /* main */`
+/// lines, one level shallower: what fntrace shows of the code `main` runs.
+pub fn without_main(replay: &str) -> String {
+    let lines: Vec<&str> = replay.lines().collect();
+    assert!(
+        lines.first() == Some(&"main() {") && lines.last() == Some(&"} /* main */"),
+        "not a replay of a whole program:\n{replay}"
+    );
+    lines[1..lines.len() - 1]
+        .iter()
+        .map(|l| format!("{}\n", l.strip_prefix("  ").unwrap_or(l)))
+        .collect()
+}
+
+/// A fresh directory name under the temporary directory.
+pub fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("fntrace-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// The events in the compact form `E0 name X0 name …` (kind, depth, name
+/// without `prefix`), for exact comparisons that read like the program.
+pub fn render(events: &[fntrace::GraphEvent], prefix: &str) -> String {
+    events
+        .iter()
+        .map(|e| {
+            let kind = match e.kind {
+                fntrace::EventKind::Entry => 'E',
+                fntrace::EventKind::Exit => 'X',
+            };
+            let name = fntrace::function_name(e.function).unwrap_or_default();
+            format!("{kind}{} {}", e.depth, name.replace(prefix, ""))
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}

@@ -25,6 +25,31 @@ pub(crate) const NOP5: [u8; 5] = [0x0f, 0x1f, 0x44, 0x00, 0x00];
 /// `nopw 0x0(%rax,%rax,1)`: the 6-byte NOP.
 pub(crate) const NOP6: [u8; 6] = [0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00];
 
+/// `push %r10` and `pop %r10`: gcc wraps the `__fentry__` call of a GNU C
+/// nested function in them (r10 holds the function's static chain, which the
+/// call may clobber), so at the call the return address into the parent is
+/// one slot further up than at an ordinary fentry site.
+pub(crate) const PUSH_R10: [u8; 2] = [0x41, 0x52];
+/// See [`PUSH_R10`].
+pub(crate) const POP_R10: [u8; 2] = [0x41, 0x5a];
+/// `endbr64`, which `-fcf-protection` puts at every function's entry.
+pub(crate) const ENDBR64: [u8; 4] = [0xf3, 0x0f, 0x1e, 0xfa];
+
+/// Where a function's `__fentry__` call may lie: at `offset` of the
+/// function's first bytes `head`, either first (after an optional
+/// `endbr64`), or wrapped in `push %r10` / `pop %r10` (a nested function).
+/// `Some(true)` for the wrapped form, `Some(false)` for the plain one,
+/// `None` elsewhere. `after` holds the bytes right after the call.
+pub(crate) fn fentry_placement(head: &[u8], offset: usize, after: &[u8]) -> Option<bool> {
+    let before = head.get(..offset)?;
+    let before = before.strip_prefix(&ENDBR64[..]).unwrap_or(before);
+    if before.is_empty() {
+        Some(false)
+    } else {
+        (before == PUSH_R10 && after.starts_with(&POP_R10)).then_some(true)
+    }
+}
+
 /// The encoding of one call site.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SiteForm {
@@ -308,6 +333,23 @@ mod tests {
         ] {
             assert_eq!(decode_site_instruction(garbage, at), None, "{garbage:02x?}");
         }
+    }
+
+    #[test]
+    fn fentry_calls_lie_first_or_wrapped_in_r10_saves() {
+        // gcc 12 -pg -mfentry, a GNU C nested function (objdump):
+        // 41 52 push %r10; ff 15 .. call *__fentry__@GOTPCREL(%rip);
+        // 41 5a pop %r10.
+        let nested = [0x41, 0x52, 0xff, 0x15, 0, 0, 0, 0, 0x41, 0x5a];
+        assert_eq!(fentry_placement(&nested, 2, &nested[8..]), Some(true));
+        let plain = [0xff, 0x15, 0, 0, 0, 0, 0x55];
+        assert_eq!(fentry_placement(&plain, 0, &plain[6..]), Some(false));
+        let cet = [0xf3, 0x0f, 0x1e, 0xfa, 0xe8, 0, 0, 0, 0, 0x55];
+        assert_eq!(fentry_placement(&cet, 4, &cet[9..]), Some(false));
+        // A push without its pop, or the call later in the function: no.
+        assert_eq!(fentry_placement(&nested, 2, &[0x55]), None);
+        let later = [0x55, 0x48, 0x89, 0xe5, 0xe8, 0, 0, 0, 0];
+        assert_eq!(fentry_placement(&later, 4, &[]), None);
     }
 
     #[test]

@@ -1,0 +1,82 @@
+//! Unloading an instrumented library (`dlclose`) while a tracer is on: its
+//! sites leave the table at the next control operation, so `disable`,
+//! `flush` and `enable` keep working (they used to fail for the rest of the
+//! process: "address is not mapped", or `SiteBytesChanged` once another
+//! object was mapped there), and a library loaded at the same address is
+//! traced with its own functions.
+
+mod common;
+
+use std::ffi::CString;
+
+use common::{render, thread_events};
+use fntrace::GRAPH_TRACER;
+
+/// `dlopen`s `path`: the handle, and `run` with `prefix`.
+fn open(path: &str, prefix: &str) -> (*mut libc::c_void, usize) {
+    let path = CString::new(path).unwrap();
+    let name = CString::new(format!("{prefix}run")).unwrap();
+    // SAFETY: dlopen/dlsym of a plain C library built by the fixtures.
+    unsafe {
+        let handle = libc::dlopen(path.as_ptr(), libc::RTLD_NOW);
+        assert!(!handle.is_null(), "dlopen {path:?}");
+        let run = libc::dlsym(handle, name.as_ptr());
+        assert!(!run.is_null());
+        (handle, run as usize)
+    }
+}
+
+fn call(function: usize, x: i64) -> i64 {
+    // SAFETY: the fixture's run has the C signature long(long).
+    let function: extern "C" fn(i64) -> i64 = unsafe { std::mem::transmute(function) };
+    function(x)
+}
+
+/// The events of `run(1)`: one `mid` of four `leaf`s.
+const RUN_1: &str = "E0 run E1 mid E2 leaf X2 leaf E2 leaf X2 leaf E2 leaf X2 leaf \
+                     E2 leaf X2 leaf X1 mid X0 run";
+
+#[test]
+fn control_operations_work_after_dlclose_and_a_library_at_the_same_address_is_traced() {
+    fntrace::init().unwrap();
+    let before = fntrace::stats().sites;
+    let (handle, run) = open(fntrace_fixtures::DLOPEN_LIBRARY, "dl_");
+    fntrace::enable("graph").unwrap();
+    let with_library = fntrace::stats().sites;
+    assert!(with_library > before, "the library's sites were scanned");
+    assert!(fntrace::site_of(run).unwrap().patched);
+    assert_eq!(call(run, 1), 22);
+    let tid = fntrace::current_tid();
+    let events = thread_events(&GRAPH_TRACER.take_trace(), tid);
+    assert_eq!(render(&events, "dl_"), RUN_1);
+
+    // SAFETY: nothing of the library is used after this.
+    assert_eq!(unsafe { libc::dlclose(handle) }, 0);
+    fntrace::disable("graph").expect("disable after dlclose");
+    assert_eq!(fntrace::stats().sites, before, "the library's sites left");
+    assert_eq!(fntrace::site_of(run), None);
+    fntrace::enable("graph").expect("enable after dlclose");
+    fntrace::flush().expect("flush after dlclose");
+
+    // The twin library, opened while tracing, lands where the first one was
+    // (glibc maps it into the range just freed): its sites have the old
+    // sites' return addresses, and are found by their first calls.
+    let (handle2, run2) = open(fntrace_fixtures::DLOPEN_LIBRARY2, "dl2_");
+    assert_eq!(
+        run2, run,
+        "the second library is mapped at the first's address"
+    );
+    assert_eq!(call(run2, 1), 22);
+    fntrace::disable("graph").expect("disable with the second library");
+    let events = thread_events(&GRAPH_TRACER.take_trace(), tid);
+    assert_eq!(render(&events, "dl2_"), RUN_1);
+    assert_eq!(fntrace::stats().sites, with_library);
+    fntrace::enable("graph").unwrap();
+    assert!(fntrace::site_of(run2).unwrap().patched);
+    fntrace::disable("graph").unwrap();
+    assert!(!fntrace::site_of(run2).unwrap().patched);
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::dlclose(handle2) }, 0);
+    fntrace::flush().expect("flush after the second dlclose");
+    assert_eq!(fntrace::stats().sites, before);
+}
