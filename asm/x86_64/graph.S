@@ -17,8 +17,8 @@
  * at the fast path's cost, for the reader to report as lost.
  *
  * Anything unusual - no shadow stack or ring yet (first call of a thread),
- * shadow stack full, a top frame that died (longjmp) or is being
- * taken over (tail call), the return address already hooked - "bails": the
+ * shadow stack full, a top frame that died (longjmp), the return address
+ * already hooked by a frame not on top - "bails": the
  * registers are restored and the code jumps to the generic trampoline with
  * the stack exactly as the site left it, so the generic path (Rust) sees an
  * ordinary call and handles it, counting drops and depth as usual.
@@ -140,18 +140,28 @@ fntrace_graph_max_depth:
         leaq    8(%rbp), %rdi
 .endif
         movq    (%rdi), %r8
-        leaq    fntrace_return_trampoline(%rip), %rdx
-        cmpq    %rdx, %r8
-        je      .Lbail_\@               /* a tail call taking over a hooked frame */
         movq    SHADOW_LEN(%rcx), %r10
         cmpq    $SHADOW_MAX_DEPTH, %r10
         jae     .Lbail_\@               /* full: counted as too deep */
         testq   %r10, %r10
-        jz      1f
+        jz      4f
         imulq   $FRAME_SIZE, %r10, %rdx
         cmpq    %rdi, SHADOW_FRAMES-FRAME_SIZE+FRAME_SLOT(%rcx,%rdx)
-        jbe     .Lbail_\@               /* top frame not above ours: it died */
-1:
+        ja      4f                      /* top frame above ours: the caller's */
+        jb      .Lbail_\@               /* top frame below ours: it died */
+        /* The top frame has our slot: a tail call (the caller jumped here,
+         * its frame reused, the slot still holding the trampoline) nests
+         * in it - this frame's real return is the trampoline, which ends
+         * the caller next; without the trampoline, the top frame died. */
+        leaq    fntrace_return_trampoline(%rip), %rdx
+        cmpq    %rdx, %r8
+        jne     .Lbail_\@
+        jmp     5f
+4:
+        leaq    fntrace_return_trampoline(%rip), %rdx
+        cmpq    %rdx, %r8
+        je      .Lbail_\@               /* the trampoline, its frame not on top */
+5:
 
         /* The frame: complete before the depth counts it. Its exit mask is
          * the fast bit read again: if a disable cleared it meanwhile, the

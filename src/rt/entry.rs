@@ -105,16 +105,28 @@ unsafe fn dispatch(site: &sites::Site, wanted: u64, parent_slot: *mut usize, reg
     let exit_tracers = wanted & tracer::exit_mask();
     // SAFETY: the trampoline passes the slot holding the traced function's
     // return address, on this thread's stack.
-    let mut real_return = unsafe { *parent_slot };
-    // Frames at or below this slot are gone (longjmp) or are the caller
-    // this function was tail-called from: its real return becomes ours.
+    let real_return = unsafe { *parent_slot };
+    // A tail call (`jmp` to this function from a hooked caller, whose frame
+    // it reuses) finds the trampoline in its slot, and the caller's frame,
+    // with that slot, on top of the stack: the caller stays, and this call
+    // nests in it, as the source reads (and as uftrace shows it). Its frame
+    // shares the slot and returns to the trampoline again, which then ends
+    // the caller. Other frames at or below this slot are gone (longjmp).
     // They are popped one per borrow of the stack, and reported with the
     // stack released (reporting runs tracer code, which must not find it in
     // use); once none is left, the same borrow pushes this call's frame.
     // A thread back on a stack it left parks the other stack's frames first.
-    let step = |stack: &mut ShadowStack, real_return: usize| {
+    let step = |stack: &mut ShadowStack| {
         stack.leave_other_stacks(slot);
-        match stack.pop_dead_below(slot) {
+        let tail_called_by = (real_return == return_trampoline())
+            .then(|| stack.frames().last().filter(|top| top.slot == slot))
+            .flatten()
+            .map(|caller| caller.real_return);
+        let gone = match tail_called_by {
+            Some(_) => None,
+            None => stack.pop_dead_below(slot),
+        };
+        match gone {
             Some(gone) => Err(gone),
             None => {
                 let depth = stack.depth();
@@ -126,25 +138,23 @@ unsafe fn dispatch(site: &sites::Site, wanted: u64, parent_slot: *mut usize, reg
                     exit_tracers,
                     marks: 0,
                 };
-                Ok((depth, exit_tracers != 0 && stack.push(frame)))
+                let hooked = exit_tracers != 0 && stack.push(frame);
+                Ok((depth, hooked, tail_called_by))
             }
         }
     };
     let mut outcome = if exit_tracers != 0 {
-        shadow::with_stack_or_create(|stack| step(stack, real_return))
+        shadow::with_stack_or_create(step)
     } else {
-        shadow::with_stack(|stack| step(stack, real_return))
+        shadow::with_stack(step)
     };
-    let (depth, hooked) = loop {
+    let (depth, hooked, tail_called_by) = loop {
         match outcome {
-            None => break (0, false),
+            None => break (0, false, None),
             Some(Ok(pushed)) => break pushed,
             Some(Err(gone)) => {
-                if gone.frame.slot == slot && real_return == return_trampoline() {
-                    real_return = gone.frame.real_return;
-                }
                 report_gone(&gone, now);
-                outcome = shadow::with_stack(|stack| step(stack, real_return));
+                outcome = shadow::with_stack(step);
             }
         }
     };
@@ -152,12 +162,10 @@ unsafe fn dispatch(site: &sites::Site, wanted: u64, parent_slot: *mut usize, reg
     unsafe {
         if hooked {
             *parent_slot = return_trampoline();
-        } else if *parent_slot == return_trampoline() {
-            // A tail call took over a hooked frame, but this call is not
-            // hooked: hand the real return address back.
-            *parent_slot = real_return;
         }
     }
+    // The caller's caller, for a tail call (the slot holds the trampoline).
+    let real_return = tail_called_by.unwrap_or(real_return);
     let call = Call {
         function,
         parent: real_return,
