@@ -59,6 +59,9 @@ pub struct LatencyReport {
     /// frame was unwound), all threads. These calls are not in the
     /// statistics.
     pub unfinished_calls: u64,
+    /// Events lost while recording (buffers full), all threads: the
+    /// statistics miss the calls they belonged to.
+    pub lost_events: u64,
 }
 
 /// Durations of one function's completed calls.
@@ -193,6 +196,7 @@ pub fn latency(trace: &Trace) -> LatencyReport {
             .push((thread.tid, sorted_stats(trace, &functions)));
     }
     report.functions = sorted_stats(trace, &merged);
+    report.lost_events = trace.lost();
     report
 }
 
@@ -227,9 +231,23 @@ impl LatencyReport {
     /// Columns: `calls total self mean min p50 p90 p99 max function`, two
     /// spaces apart, numbers right-aligned, each column as wide as its widest
     /// cell. Durations are in ns, µs, ms or s with three significant digits
-    /// (`812 ns`, `1.25 µs`, `31.4 ms`, `2.00 s`). When rows were left out, a
-    /// last line says how many. Every line ends with `\n`.
+    /// (`812 ns`, `1.25 µs`, `31.4 ms`, `2.00 s`). When events were lost, a
+    /// first line starting with `#` says how many, before anything else: the
+    /// counts below miss their calls. When rows were left out, a last line
+    /// says how many. Every line ends with `\n`.
     pub fn table(&self, limit: usize) -> String {
+        let mut out = String::new();
+        if self.lost_events > 0 {
+            out.push_str(&format!(
+                "# {} events lost while recording (buffers full): the calls they belonged to are missing below\n",
+                self.lost_events
+            ));
+        }
+        out.push_str(&self.rows_table(limit));
+        out
+    }
+
+    fn rows_table(&self, limit: usize) -> String {
         let rows: Vec<[String; 10]> = self
             .functions
             .iter()
@@ -417,6 +435,20 @@ mod tests {
         assert_eq!(report.per_thread, vec![(7, expected)]);
         assert_eq!(report.unmatched_exits, 0);
         assert_eq!(report.unfinished_calls, 0);
+    }
+
+    #[test]
+    fn lost_events_are_stated_before_the_table() {
+        let mut lossy = trace(vec![(7, nested_events())]);
+        lossy.threads[0].lost = 12;
+        let table = latency(&lossy).table(10);
+        let first = table.lines().next().unwrap();
+        assert_eq!(
+            first,
+            "# 12 events lost while recording (buffers full): the calls they belonged to are missing below"
+        );
+        let whole = latency(&trace(vec![(7, nested_events())])).table(10);
+        assert!(whole.starts_with("calls"), "{whole}");
     }
 
     #[test]
