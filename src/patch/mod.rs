@@ -185,17 +185,17 @@ pub(crate) fn validate(writes: &[TextWrite]) -> Result<(), Error> {
     Ok(())
 }
 
-/// Checks every `old` against the text before anything is changed (and,
-/// for a protocol that stops threads, before stopping them). Allocates on
-/// failure only.
+/// Checks every `old` against the writer's image (loaded with
+/// [`TextWriter::load`]) before anything is changed (and, for a protocol
+/// that stops threads, before stopping them). Allocates on failure only.
 pub(crate) fn check_old_bytes(writer: &TextWriter, writes: &[TextWrite]) -> Result<(), Error> {
     for write in writes {
-        let mut found = [0u8; 8];
-        let found = &mut found[..write.len()];
-        writer.read(write.addr, found).map_err(|source| Error::Io {
-            what: format!("reading program text at {:#x}", write.addr),
-            source,
-        })?;
+        let found = writer
+            .bytes(write.addr, write.len())
+            .ok_or_else(|| Error::TextWrite {
+                addr: write.addr,
+                source: io::Error::new(io::ErrorKind::InvalidInput, "site outside the batch"),
+            })?;
         if found != write.old_bytes() {
             return Err(Error::SiteBytesChanged {
                 addr: write.addr,
@@ -205,6 +205,30 @@ pub(crate) fn check_old_bytes(writer: &TextWriter, writes: &[TextWrite]) -> Resu
         }
     }
     Ok(())
+}
+
+/// Copies part of every write into the writer's image: `pick` gives the
+/// offset in the instruction and the bytes to put there. Stores only: no
+/// allocation, no system call.
+pub(crate) fn stage(
+    writer: &mut TextWriter,
+    writes: &[TextWrite],
+    pick: fn(&TextWrite) -> (usize, &[u8]),
+) {
+    for write in writes {
+        let (offset, bytes) = pick(write);
+        if let Some(image) = writer.bytes_mut(write.addr + offset, bytes.len()) {
+            image.copy_from_slice(bytes);
+        }
+    }
+}
+
+/// The ranges a batch touches, for [`TextWriter::prepare`].
+pub(crate) fn ranges(writes: &[TextWrite]) -> Vec<(usize, usize)> {
+    writes
+        .iter()
+        .map(|write| (write.addr(), write.len()))
+        .collect()
 }
 
 /// Makes the calling CPU discard instructions it fetched before the text

@@ -44,8 +44,9 @@
 //!    saw is withdrawn. The patcher decides completeness by the tids in the
 //!    table, not by the count, so a stray acknowledgement cannot stand in
 //!    for a missing one.
-//! 5. Write: re-check the `old` bytes, write each `new` through the
-//!    [`TextWriter`] (rolling back on error), execute `cpuid`.
+//! 5. Write: re-read the text and re-check the `old` bytes, put each `new`
+//!    in the [`TextWriter`]'s image and store it (a few `pwrite`s for the
+//!    whole batch; rolling back on error), execute `cpuid`.
 //! 6. Release: withdraw the epoch and wake all parked threads; each runs
 //!    `cpuid` before returning (returning from a syscall with `sysret` is not
 //!    serializing, and a resumed thread must not execute bytes it fetched
@@ -93,7 +94,9 @@ use parking_lot::Mutex;
 use self::handshake::{install_handler, AckTable, Handshake};
 pub use self::settings::{set_ack_timeout, set_stop_signal};
 use super::text::TextWriter;
-use super::{check_old_bytes, serialize_instruction_fetch, validate, Patcher, TextWrite};
+use super::{
+    check_old_bytes, ranges, serialize_instruction_fetch, stage, validate, Patcher, TextWrite,
+};
 use crate::error::Error;
 use crate::sys::futex::{futex_wait, WaitOutcome};
 use crate::sys::task::{ListingFailed, TaskDir, TaskStatus};
@@ -154,11 +157,8 @@ impl Patcher for StopTheWorld {
 
         // Step 2: everything that allocates or locks, while nothing is stopped.
         validate(writes)?;
-        let ranges: Vec<(usize, usize)> = writes
-            .iter()
-            .map(|write| (write.addr(), write.len()))
-            .collect();
-        let mut writer = TextWriter::prepare(&ranges)?;
+        let mut writer = TextWriter::prepare(&ranges(writes))?;
+        writer.load()?;
         check_old_bytes(&writer, writes)?;
         let signo = settings::stop_signal();
         install_handler(signo)?;
@@ -319,20 +319,19 @@ impl Failure {
     }
 }
 
-/// Step 5, with every other thread parked: re-check the `old` bytes (text
-/// is not ours alone), write, roll back on error, serialize.
+/// Step 5, with every other thread parked: re-read the text and re-check
+/// the `old` bytes (text is not ours alone), write the batch, roll back on
+/// error, serialize.
 fn write_while_stopped(writer: &mut TextWriter, writes: &[TextWrite]) -> Result<(), Failure> {
+    writer.load().map_err(Failure::Text)?;
     for write in writes {
         let len = usize::from(write.len);
-        let mut found = [0u8; 8];
-        let found_bytes = found.get_mut(..len).unwrap_or(&mut []);
-        writer.read(write.addr, found_bytes).map_err(|source| {
-            Failure::Text(Error::TextWrite {
-                addr: write.addr,
-                source,
-            })
-        })?;
+        let found_bytes = writer.bytes(write.addr, len).unwrap_or(&[]);
         if found_bytes != write.old_bytes() {
+            let mut found = [0u8; 8];
+            if let Some(into) = found.get_mut(..found_bytes.len()) {
+                into.copy_from_slice(found_bytes);
+            }
             return Err(Failure::SiteChanged {
                 addr: write.addr,
                 expected: write.old,
@@ -341,18 +340,15 @@ fn write_while_stopped(writer: &mut TextWriter, writes: &[TextWrite]) -> Result<
             });
         }
     }
-    for (index, write) in writes.iter().enumerate() {
-        if let Err(error) = writer.write(write.addr, write.new_bytes()) {
-            // All or nothing: put back what was written, including any part
-            // of the failed write (a write across two pages can half
-            // succeed). A failure here is dropped: the first one is
-            // reported, and dropping it frees nothing (raw OS errors only).
-            for done in writes.iter().take(index + 1).rev() {
-                let _ = writer.write(done.addr, done.old_bytes());
-            }
-            serialize_instruction_fetch();
-            return Err(Failure::Text(error));
-        }
+    stage(writer, writes, |write| (0, write.new_bytes()));
+    if let Err(error) = writer.store() {
+        // All or nothing: put the old bytes back (a store can half
+        // succeed). A failure here is dropped: the first one is reported,
+        // and dropping it frees nothing (raw OS errors only).
+        stage(writer, writes, |write| (0, write.old_bytes()));
+        let _ = writer.store();
+        serialize_instruction_fetch();
+        return Err(Failure::Text(error));
     }
     serialize_instruction_fetch();
     Ok(())
