@@ -56,6 +56,7 @@ pub use filter::Filter;
 // links no runtime); they stay reachable here under their old paths.
 pub use fntrace_tools::{analysis, export, EventKind, GraphEvent, ThreadTrace, Trace};
 pub use patch::stop_world::{set_ack_timeout, set_stop_signal};
+pub use patch::{patch_protocol, set_patch_protocol, PatchProtocol};
 pub use rt::shadow::MAX_HOOKED_DEPTH;
 pub use rt::thread::{current_tid, generic_entries_on_this_thread, untraced};
 pub use sites::{ScanReport, SiteInfo, SiteKind};

@@ -10,6 +10,7 @@
 pub(crate) mod clock;
 pub(crate) mod futex;
 pub(crate) mod maps;
+pub(crate) mod membarrier;
 pub(crate) mod signal;
 pub(crate) mod task;
 
