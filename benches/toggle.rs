@@ -78,7 +78,14 @@ fn child(size: usize) {
     let init = started.elapsed();
     let sites = fntrace::stats().sites;
 
-    for threads in THREADS {
+    // FNTRACE_TOGGLE_BENCH_THREADS=N: only that many busy threads (profiling).
+    let only: Option<usize> = std::env::var("FNTRACE_TOGGLE_BENCH_THREADS")
+        .ok()
+        .and_then(|n| n.parse().ok());
+    for threads in THREADS
+        .into_iter()
+        .filter(|t| only.is_none_or(|only| only == *t))
+    {
         let stop = Arc::new(AtomicBool::new(false));
         let busy: Vec<_> = (0..threads)
             .map(|i| {
@@ -124,7 +131,7 @@ fn child(size: usize) {
             thread.join().unwrap();
         }
     }
-    assert!(COUNT.0.load(Ordering::Relaxed) > 0 || THREADS.iter().all(|&t| t == 0));
+    assert!(COUNT.0.load(Ordering::Relaxed) > 0 || only == Some(0));
     println!("INIT | {size} | {sites} | {:.1} |", ms(init));
 }
 

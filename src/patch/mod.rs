@@ -22,6 +22,7 @@ pub(crate) mod reach;
 pub(crate) mod stop_world;
 pub(crate) mod text;
 
+use std::borrow::Cow;
 use std::io;
 use std::sync::atomic::{AtomicU8, Ordering};
 
@@ -287,6 +288,28 @@ pub(crate) fn stage(writer: &mut TextWriter, writes: &[TextWrite], pick: Pick) {
             image.copy_from_slice(bytes);
         }
     }
+}
+
+/// The batch in address order (borrowed when it already is). Protocols
+/// sort once here: the checks, the text writer and the trap table then
+/// find their input sorted (Rust's sorts take linear time on sorted input).
+/// The control layer lists sites in hash order; at 100,000 sites three
+/// sorts of it took a quarter of an operation.
+pub(crate) fn sorted(writes: &[TextWrite]) -> Cow<'_, [TextWrite]> {
+    if writes.is_sorted_by_key(|write| write.addr) {
+        return Cow::Borrowed(writes);
+    }
+    let mut keys: Vec<(usize, usize)> = writes
+        .iter()
+        .enumerate()
+        .map(|(index, write)| (write.addr, index))
+        .collect();
+    keys.sort_unstable();
+    Cow::Owned(
+        keys.iter()
+            .filter_map(|&(_, index)| writes.get(index).copied())
+            .collect(),
+    )
 }
 
 /// The ranges a batch touches, for [`TextWriter::prepare`].

@@ -54,7 +54,9 @@ use self::trap::{Lingering, TrapTable, INT3};
 use super::stop_world::STOP_THE_WORLD;
 use super::text::TextWriter;
 use super::TextWrite;
-use super::{check_old_bytes, ranges, serialize_instruction_fetch, stage, validate, Patcher, Pick};
+use super::{
+    check_old_bytes, ranges, serialize_instruction_fetch, sorted, stage, validate, Patcher, Pick,
+};
 use crate::error::Error;
 use crate::sys::membarrier::{register_sync_core, sync_core};
 use crate::sys::task::{ListingFailed, TaskDir, TaskStatus};
@@ -64,6 +66,7 @@ use crate::sys::{getpid, gettid};
 pub(crate) static BREAKPOINT: Breakpoint = Breakpoint {
     lock: Mutex::new(State {
         lingering: Vec::new(),
+        buffer: Vec::new(),
     }),
 };
 
@@ -77,6 +80,8 @@ pub(crate) struct Breakpoint {
 struct State {
     /// Withdrawn tables a handler was still using; freed by a later batch.
     lingering: Vec<Lingering>,
+    /// The text image's memory, kept from batch to batch.
+    buffer: Vec<u8>,
 }
 
 /// Whether the "no membarrier" line was printed.
@@ -108,13 +113,15 @@ impl Patcher for Breakpoint {
             return STOP_THE_WORLD.apply(writes);
         }
         let mut state = self.lock.lock();
+        let writes = &*sorted(writes);
         state.lingering = std::mem::take(&mut state.lingering)
             .into_iter()
             .filter_map(Lingering::try_free)
             .collect();
 
         validate(writes)?;
-        let mut writer = TextWriter::prepare(&ranges(writes))?;
+        let buffer = std::mem::take(&mut state.buffer);
+        let mut writer = TextWriter::prepare(&ranges(writes), buffer)?;
         writer.load()?;
         check_old_bytes(&writer, writes)?;
         trap::install_handler()?;
@@ -124,6 +131,7 @@ impl Patcher for Breakpoint {
         if let Some(lingering) = published.withdraw().try_free() {
             state.lingering.push(lingering);
         }
+        state.buffer = writer.into_buffer();
         outcome
     }
 }

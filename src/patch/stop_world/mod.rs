@@ -95,7 +95,8 @@ use self::handshake::{install_handler, AckTable, Handshake};
 pub use self::settings::{set_ack_timeout, set_stop_signal};
 use super::text::TextWriter;
 use super::{
-    check_old_bytes, ranges, serialize_instruction_fetch, stage, validate, Patcher, TextWrite,
+    check_old_bytes, ranges, serialize_instruction_fetch, sorted, stage, validate, Patcher,
+    TextWrite,
 };
 use crate::error::Error;
 use crate::sys::futex::{futex_wait, WaitOutcome};
@@ -107,6 +108,7 @@ pub(crate) static STOP_THE_WORLD: StopTheWorld = StopTheWorld {
     patch_lock: Mutex::new(PatcherState {
         last_epoch: 0,
         ack_table: None,
+        buffer: Vec::new(),
     }),
     handshake: Handshake {
         active_epoch: AtomicU32::new(0),
@@ -146,6 +148,8 @@ struct PatcherState {
     /// handler can never see a freed table) when the process has more
     /// threads than it has slots.
     ack_table: Option<&'static AckTable>,
+    /// The text image's memory, kept from operation to operation.
+    buffer: Vec<u8>,
 }
 
 impl Patcher for StopTheWorld {
@@ -154,10 +158,12 @@ impl Patcher for StopTheWorld {
             return Ok(());
         }
         let mut state = self.patch_lock.lock();
+        let writes = &*sorted(writes);
 
         // Step 2: everything that allocates or locks, while nothing is stopped.
         validate(writes)?;
-        let mut writer = TextWriter::prepare(&ranges(writes))?;
+        let buffer = std::mem::take(&mut state.buffer);
+        let mut writer = TextWriter::prepare(&ranges(writes), buffer)?;
         writer.load()?;
         check_old_bytes(&writer, writes)?;
         let signo = settings::stop_signal();
@@ -222,6 +228,7 @@ impl Patcher for StopTheWorld {
                 backoff = (backoff * 2).min(MAX_BACKOFF);
                 continue;
             }
+            state.buffer = writer.into_buffer();
             return outcome.map_err(|failure| failure.into_error(started.elapsed()));
         }
     }
