@@ -86,6 +86,8 @@ struct State {
 
 /// Whether the "no membarrier" line was printed.
 static WARNED: AtomicBool = AtomicBool::new(false);
+/// Whether the "a thread blocks SIGTRAP" line was printed.
+static WARNED_BLOCKED: AtomicBool = AtomicBool::new(false);
 
 /// Whether this kernel supports the protocol (registers for `membarrier`
 /// on the first call). The error says what is missing.
@@ -109,7 +111,13 @@ impl Patcher for Breakpoint {
             }
             return STOP_THE_WORLD.apply(writes);
         }
-        if some_thread_blocks_sigtrap() {
+        if let Some(tid) = thread_blocking_sigtrap() {
+            if !WARNED_BLOCKED.swap(true, Ordering::Relaxed) {
+                eprintln!(
+                    "fntrace: thread {tid} blocks SIGTRAP, so an int3 would kill the process; \
+                     patching with the stop-the-world protocol while a thread does"
+                );
+            }
             return STOP_THE_WORLD.apply(writes);
         }
         let mut state = self.lock.lock();
@@ -178,32 +186,25 @@ fn sync() -> Result<(), Error> {
     })
 }
 
-/// Whether a thread of the process (other than this one) has SIGTRAP
+/// A thread of the process (other than this one) that has SIGTRAP
 /// blocked: hitting an `int3` would kill the process. A listing that fails
-/// counts as "yes" (the stop-the-world protocol then reports the problem).
-fn some_thread_blocks_sigtrap() -> bool {
+/// counts as such a thread (tid 0; the stop-the-world protocol then
+/// reports the problem).
+fn thread_blocking_sigtrap() -> Option<i32> {
     let Ok(mut task_dir) = TaskDir::open() else {
-        return true;
+        return Some(0);
     };
     let (pid, own_tid) = (getpid(), gettid());
     let trap_bit = 1u64 << (libc::SIGTRAP - 1);
-    let mut blocking = false;
-    let listed = task_dir_tids(&mut task_dir);
-    match listed {
-        Ok(tids) => {
-            for tid in tids.into_iter().filter(|&tid| tid != own_tid) {
-                if let TaskStatus::Live {
-                    blocked: Some(mask),
-                    ..
-                } = task_dir.status(pid, tid)
-                {
-                    blocking |= mask & trap_bit != 0;
-                }
-            }
-            blocking
-        }
-        Err(_) => true,
-    }
+    let Ok(tids) = task_dir_tids(&mut task_dir) else {
+        return Some(0);
+    };
+    tids.into_iter().filter(|&tid| tid != own_tid).find(|&tid| {
+        matches!(
+            task_dir.status(pid, tid),
+            TaskStatus::Live { blocked: Some(mask), .. } if mask & trap_bit != 0
+        )
+    })
 }
 
 /// The tids listed in `/proc/self/task`.
