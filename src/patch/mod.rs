@@ -117,6 +117,7 @@ pub(crate) trait Patcher: Sync {
 /// calls.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
+#[non_exhaustive]
 pub enum PatchProtocol {
     /// Park every other thread in a signal handler, write, release them
     /// (`FNTRACE_PATCH=stop`). Works on any kernel, but each operation

@@ -37,9 +37,14 @@
 //!   that batch if one blocks SIGTRAP; a thread that blocks it in the
 //!   microseconds of a batch is not caught.
 //! - A program's own SIGTRAP handler is chained behind ours (it gets every
-//!   trap that is not ours); one installed *after* ours receives our traps
-//!   too until the next batch reinstalls ours in front of it, so during one
-//!   batch it could see a trap it does not expect.
+//!   trap that is not ours, with SIGTRAP unblocked: ours is installed with
+//!   `SA_NODEFER`, and the program's own `sa_mask` is not applied); one
+//!   installed *after* ours receives our traps too until the next batch
+//!   reinstalls ours in front of it, so during one batch it could see a
+//!   trap it does not expect.
+//! - With CET shadow stacks enabled, an emulated call's return would not
+//!   match the shadow stack (the graph tracer's return hooking has the same
+//!   limit).
 //! - Under a debugger, the debugger sees our SIGTRAPs first (`handle
 //!   SIGTRAP nostop noprint pass` in gdb lets them through).
 
