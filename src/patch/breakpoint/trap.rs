@@ -427,4 +427,89 @@ mod tests {
         assert_eq!(table.bounds(), Some((0x4000, 0x5005)));
         table.free();
     }
+
+    /// Fake text: four "sites" 8 bytes apart (only the last is read).
+    static FAKE_TEXT: [u8; 32] = {
+        let mut text = [0xcc; 32];
+        text[24] = 0x0f; // a finished batch left NOP5 at the fourth
+        text
+    };
+    /// The pointer slot of the fake `ff 15` site.
+    static SLOT: usize = 0xabc_def0;
+
+    /// Runs the handler as the kernel would for an `int3` at `site`, with
+    /// the interrupted stack pointer at `rsp`; returns (RIP, RSP).
+    fn trap_at(site: usize, rsp: usize) -> (usize, usize) {
+        // SAFETY: all-zero siginfo and ucontext are valid values to fill.
+        let (mut info, mut context): (libc::siginfo_t, libc::ucontext_t) =
+            unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
+        info.si_signo = libc::SIGTRAP;
+        info.si_code = libc::SI_KERNEL;
+        context.uc_mcontext.gregs[libc::REG_RIP as usize] = (site + 1) as i64;
+        context.uc_mcontext.gregs[libc::REG_RSP as usize] = rsp as i64;
+        // SAFETY: the handler's arguments, as an SA_SIGINFO handler gets
+        // them; it writes only the context and 8 bytes below `rsp`.
+        unsafe {
+            fntrace_bp_on_sigtrap(
+                libc::SIGTRAP,
+                &mut info,
+                (&mut context as *mut libc::ucontext_t).cast(),
+            )
+        };
+        let gregs = &context.uc_mcontext.gregs;
+        (
+            gregs[libc::REG_RIP as usize] as usize,
+            gregs[libc::REG_RSP as usize] as usize,
+        )
+    }
+
+    #[test]
+    fn the_handler_emulates_each_instruction_and_resumes_after_a_finished_batch() {
+        use crate::patch::breakpoint::BREAKPOINT;
+        // No real batch publishes a table meanwhile.
+        let _batch = BREAKPOINT.lock.lock();
+        let base = FAKE_TEXT.as_ptr() as usize;
+        let site = |addr, len, kind, target| TrapSite {
+            addr,
+            len,
+            kind,
+            target,
+        };
+        let sites = vec![
+            site(base, 5, KIND_NOP, 0),
+            site(base + 8, 5, KIND_CALL, 0x1234_5678),
+            site(
+                base + 16,
+                6,
+                KIND_CALL_INDIRECT,
+                &SLOT as *const usize as usize,
+            ),
+        ]
+        .into_boxed_slice();
+        let len = sites.len();
+        let table = TrapTable {
+            sites: Box::into_raw(sites) as *const TrapSite,
+            len,
+        };
+        // Covers the fourth site too, as an earlier batch would have.
+        PATCHED_HIGH.fetch_max(base + 32, Ordering::SeqCst);
+        let published = publish(table);
+
+        let mut stack = [0usize; 8];
+        let rsp = stack.as_mut_ptr() as usize + 32;
+        // NOP: past it, stack untouched.
+        assert_eq!(trap_at(base, rsp), (base + 5, rsp));
+        // Call: return address pushed, RIP at the target.
+        assert_eq!(trap_at(base + 8, rsp), (0x1234_5678, rsp - 8));
+        assert_eq!(stack[3], base + 8 + 5);
+        // ff 15: the target read from the slot.
+        assert_eq!(trap_at(base + 16, rsp), (SLOT, rsp - 8));
+        assert_eq!(stack[3], base + 16 + 6);
+        // Not in the table, but a finished batch's site: run it again.
+        assert_eq!(trap_at(base + 24, rsp), (base + 24, rsp));
+
+        let lingering = published.withdraw();
+        assert!(lingering.try_free().is_none(), "no handler runs");
+        assert_eq!(HANDLERS_RUNNING.load(Ordering::SeqCst), 0);
+    }
 }
