@@ -10,11 +10,13 @@
 //! ([`TextWriter::bytes_mut`]), and [`TextWriter::store`] writes each span
 //! back. Bytes the protocol did not edit are written back with the value
 //! they had, which no executing thread can tell from no write at all
-//! (only fntrace writes text, under the protocol's lock); a changed byte is
-//! one byte store, so a site goes from one state of the protocol to the
-//! next and never through a byte value nobody wrote. At 100,000 sites
-//! (≈ 700 pages) a store costs ≈ 1 ms instead of 300 ms of one `pread` and
-//! one `pwrite` per site.
+//! (only fntrace writes text, under the protocol's lock). Each byte goes
+//! from its old value to its new one and never through a value nobody
+//! wrote, but the kernel's copy may use wide stores that tear between
+//! bytes: a protocol that lets threads run changes at most one byte of any
+//! instruction they may execute per store (the breakpoint protocol's
+//! `int3` steps). At 100,000 sites (≈ 730 pages) a store costs ≈ 1.5 ms
+//! instead of ≈ 300 ms of one `pread` and one `pwrite` per site.
 //!
 //! Two ways to store, tried in order:
 //! 1. `pwrite` on `/proc/thread-self/mem`. The kernel writes through its

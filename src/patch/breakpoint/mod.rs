@@ -1,13 +1,14 @@
 //! Breakpoint patching, as the Linux kernel patches its own live text
 //! (`text_poke_bp`): no thread is ever asked to stop, so no blocked system
-//! call of the program is interrupted (no EINTR), and a batch costs the
-//! same whether 0 or 16 threads are busy.
+//! call of the program is interrupted (no EINTR), and no thread has to be
+//! scheduled for a batch to finish.
 //!
 //! # Protocol of one [`Patcher::apply`]
-//! 1. Take the protocol's lock (one batch at a time). Register for
-//!    `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE)` (once per
-//!    process); without it, print one line saying so and use the
-//!    stop-the-world protocol for this batch.
+//! 1. Register for `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE)`
+//!    (once per process); without it, print one line saying so and use the
+//!    stop-the-world protocol for this batch. Likewise while a thread
+//!    blocks SIGTRAP (see Hazards). Take the protocol's lock (one batch at
+//!    a time).
 //! 2. Validate the batch, read the text it covers ([`TextWriter::load`]),
 //!    check every `old`, install the SIGTRAP handler ([`trap`]) and publish
 //!    the batch's table for it.
@@ -21,11 +22,12 @@
 //! 6. Withdraw the table and free it once no handler uses it.
 //!
 //! Each write step is one batched store of the text image (a few
-//! `pwrite`s on `/proc/self/mem` for the whole batch: text stays R-X). A
-//! site changes by single-byte stores only, so a thread always sees the old
-//! instruction, an `int3`, or the new instruction, each of which is
-//! correct: emulating the new instruction early is the same as the batch
-//! having been applied an instant sooner. On a failed write the batch is
+//! `pwrite`s on `/proc/self/mem` for the whole batch: text stays R-X).
+//! Each step changes one byte of an instruction a thread may execute (the
+//! first, to or from `int3`) or bytes behind an `int3`, so a thread always
+//! sees the old instruction, an `int3`, or the new instruction, each of
+//! which is correct: emulating the new instruction early is the same as
+//! the batch having been applied an instant sooner. On a failed write the batch is
 //! rolled back the same way (`int3`, old tails, old first bytes) and the
 //! error returned.
 //!
