@@ -148,9 +148,10 @@ impl PatchProtocol {
 
 /// The default: the breakpoint protocol, when the kernel has what it
 /// needs. Measured (README, "Patching at scale"): it never makes a blocked
-/// call of the program fail with EINTR, needs no thread to answer a
-/// signal, is many times faster than stop-the-world for batches up to
-/// ≈ 10k sites with busy threads, and within ≈ 20–40 % of it otherwise.
+/// call of the program fail with EINTR and needs no thread to answer a
+/// signal; stop-the-world is ≈ 20–50 % faster only on very large batches
+/// (100k sites), and far slower when a busy thread is slow to be
+/// scheduled.
 const DEFAULT_PROTOCOL: PatchProtocol = PatchProtocol::Breakpoint;
 
 /// The protocol the next operation uses (a [`PatchProtocol`] as `u8`).
