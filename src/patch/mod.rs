@@ -149,7 +149,7 @@ impl PatchProtocol {
 /// The default: the breakpoint protocol, when the kernel has what it
 /// needs. Measured (README, "Patching at scale"): it never makes a blocked
 /// call of the program fail with EINTR and needs no thread to answer a
-/// signal; stop-the-world is ≈ 20–50 % faster only on very large batches
+/// signal; stop-the-world saves ≈ 20–40 % of the time only on very large batches
 /// (100k sites), and far slower when a busy thread is slow to be
 /// scheduled.
 const DEFAULT_PROTOCOL: PatchProtocol = PatchProtocol::Breakpoint;
