@@ -149,9 +149,9 @@ impl PatchProtocol {
 /// The default: the breakpoint protocol, when the kernel has what it
 /// needs. Measured (README, "Patching at scale"): it never makes a blocked
 /// call of the program fail with EINTR and needs no thread to answer a
-/// signal; stop-the-world saves ≈ 20–40 % of the time only on very large batches
-/// (100k sites), and far slower when a busy thread is slow to be
-/// scheduled.
+/// signal. Stop-the-world saves ≈ 20–40 % of the time on very large
+/// batches (100k sites), and is far slower when a busy thread is slow to
+/// be scheduled.
 const DEFAULT_PROTOCOL: PatchProtocol = PatchProtocol::Breakpoint;
 
 /// The protocol the next operation uses (a [`PatchProtocol`] as `u8`).
