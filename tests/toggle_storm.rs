@@ -1,7 +1,7 @@
 //! Toggle storm: 16 threads in traced loops over every site form (C `-pg`
 //! PIE `67 e8` and non-PIE `e8`, `-pg -mfentry` both ways, a `-pg` shared
 //! object's `ff 15`, Rust `-Zinstrument-mcount` `e8`) while the graph
-//! tracer is enabled and disabled 1,000 times, the patch protocol
+//! tracer is enabled and disabled 2,000 times, the patch protocol
 //! alternating between breakpoint and stop-the-world every cycle.
 //! - No crash, every call computes its right value.
 //! - Every recorded entry has its exit (each thread's events nest, checked
@@ -12,7 +12,7 @@
 //! - No mapping is ever writable and executable: checked from
 //!   `/proc/self/maps` after every cycle, by a sampling thread throughout,
 //!   and by another process reading `/proc/<pid>/maps` throughout.
-//! - Every 100 cycles, a quiescent phase (workers parked): one enable of
+//! - Every 200 cycles, a quiescent phase (workers parked): one enable of
 //!   known calls records exactly their entries and exits.
 
 #[macro_use]
@@ -28,8 +28,8 @@ use fntrace::{EventKind, Filter, PatchProtocol, GRAPH_TRACER};
 use fntrace_fixtures::{c_fentry, c_fentry_nopie, c_nopie, c_pie, c_shared, rust};
 
 const WORKERS: usize = 16;
-const CYCLES: usize = 1_000;
-const QUIESCENT_EVERY: usize = 100;
+const CYCLES: usize = 2_000;
+const QUIESCENT_EVERY: usize = 200;
 
 /// The `rwxp`-style permission fields of mappings both writable and
 /// executable in a maps file.
@@ -81,7 +81,7 @@ fn work(i: usize) -> bool {
 }
 
 #[test]
-fn sixteen_threads_under_a_thousand_toggles_of_both_protocols() {
+fn sixteen_threads_under_two_thousand_toggles_of_both_protocols() {
     fntrace::init().unwrap();
     assert!(
         writable_and_executable(&std::fs::read_to_string("/proc/self/maps").unwrap()).is_empty(),
