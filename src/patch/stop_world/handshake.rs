@@ -9,7 +9,7 @@ use super::{MAX_LIVENESS_SLICE, STOP_THE_WORLD};
 use crate::error::Error;
 use crate::patch::serialize_instruction_fetch;
 use crate::sys::futex::{futex_wait, futex_wake};
-use crate::sys::{gettid, last_errno, set_errno, signal};
+use crate::sys::{gettid, last_errno, sched, set_errno, signal};
 
 /// One slot per acknowledging thread, holding its tid (0 = empty).
 pub(super) struct AckTable {
@@ -94,7 +94,11 @@ impl Handshake {
             // which then sees the slot stored by `record_acknowledgement`.
             self.ack_count.fetch_add(1, Ordering::Release);
             futex_wake(&self.ack_count, 1);
+            // Woken together, the parked threads must not preempt the
+            // patcher on its way out (see `sys::sched`).
+            let demoted = sched::sleep_as_batch();
             self.park_while(epoch);
+            sched::wake_as_before(demoted);
             serialize_instruction_fetch();
         }
     }

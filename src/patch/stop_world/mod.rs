@@ -41,7 +41,10 @@
 //!    timeout) returns at once. It records its tid in a slot of a
 //!    preallocated table (so a silent thread can be named), bumps the
 //!    counter, wakes the patcher, and parks on a futex until the epoch it
-//!    saw is withdrawn. The patcher decides completeness by the tids in the
+//!    saw is withdrawn, as a `SCHED_BATCH` thread if it was `SCHED_OTHER`
+//!    (so that, woken all at once, the parked threads do not preempt the
+//!    patcher on its way out: with 16 busy threads on 2 CPUs that cost
+//!    26–66 ms per release; see [`crate::sys::sched`]). The patcher decides completeness by the tids in the
 //!    table, not by the count, so a stray acknowledgement cannot stand in
 //!    for a missing one.
 //! 5. Write: re-read the text and re-check the `old` bytes, put each `new`
