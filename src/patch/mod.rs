@@ -147,11 +147,12 @@ impl PatchProtocol {
 }
 
 /// The default: the breakpoint protocol, when the kernel has what it
-/// needs. Measured (README, "Patching at scale"): it never makes a blocked
-/// call of the program fail with EINTR and needs no thread to answer a
-/// signal. Stop-the-world saves ≈ 20–40 % of the time on very large
-/// batches (100k sites), and is far slower when a busy thread is slow to
-/// be scheduled.
+/// needs. Measured (README, "Patching at scale"): stop-the-world is
+/// faster (≈ 20 % with idle threads, up to 10× with 16 busy threads on 2
+/// CPUs), but only the breakpoint protocol never makes a blocked call of
+/// the program fail with EINTR and never depends on every thread
+/// answering a signal, which matters more to a live service than a toggle
+/// taking tens of milliseconds.
 const DEFAULT_PROTOCOL: PatchProtocol = PatchProtocol::Breakpoint;
 
 /// The protocol the next operation uses (a [`PatchProtocol`] as `u8`).
