@@ -1,6 +1,7 @@
 //! The stop-the-world handshake: the state the patcher shares with the
 //! stop signal's handler, the handler itself (async-signal-safe: atomics,
-//! futex, gettid; no allocation, no lock), and its installation.
+//! futex, gettid, sched_setscheduler; no allocation, no lock), and its
+//! installation.
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
@@ -65,7 +66,8 @@ impl Handshake {
         StoppedWorld { handshake: self }
     }
 
-    /// The handler's body. Async-signal-safe: atomics, futex, gettid.
+    /// The handler's body. Async-signal-safe: atomics, futex, gettid,
+    /// sched_setscheduler.
     fn on_signal(&self, signo: i32) {
         // SeqCst increment, then SeqCst load of the epoch; pairs with the
         // patcher's SeqCst store of epoch 0, then SeqCst load of this
