@@ -101,6 +101,7 @@ fn init_locked(state: &mut Control) -> Result<(), Error> {
         return Ok(());
     }
     rt::prepare();
+    patch::protocol_from_env();
     rescan(state, &symbols::current());
     sync_text()?;
     state.initialized = true;

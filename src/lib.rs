@@ -63,6 +63,7 @@ pub use flight::{
 // links no runtime); they stay reachable here under their old paths.
 pub use fntrace_tools::{analysis, export, EventKind, GraphEvent, ThreadTrace, Trace};
 pub use patch::stop_world::{set_ack_timeout, set_stop_signal};
+pub use patch::{patch_protocol, set_patch_protocol, PatchProtocol};
 pub use record::{
     record, record_with, RecordOptions, RecordReport, Recording, DEFAULT_DRAIN_INTERVAL,
     DEFAULT_RECORD_BUFFER_EVENTS,

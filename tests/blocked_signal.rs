@@ -29,6 +29,8 @@ fn block_signal(signo: i32) {
 
 #[test]
 fn a_thread_blocking_the_stop_signal_fails_enable_and_leaves_text_unchanged() {
+    // The stop signal is the stop-the-world protocol's.
+    fntrace::set_patch_protocol(fntrace::PatchProtocol::StopTheWorld).unwrap();
     fntrace::init().unwrap();
     let site = fntrace::site_of(addr!(rust::leaf)).unwrap();
     assert_eq!(text(site.address, 5), NOP5);

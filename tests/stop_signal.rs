@@ -69,6 +69,8 @@ fn expect_in_use(result: Result<(), fntrace::Error>, signo: i32, name: &str) {
 
 #[test]
 fn the_stop_signal_never_takes_over_a_signal_the_program_uses() {
+    // The stop signal is the stop-the-world protocol's.
+    fntrace::set_patch_protocol(fntrace::PatchProtocol::StopTheWorld).unwrap();
     let program = program_handler as extern "C" fn(i32) as *const c_void as libc::sighandler_t;
     let leaf = addr!(rust::leaf);
     let original_text = text(leaf, 64);

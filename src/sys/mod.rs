@@ -10,6 +10,8 @@
 pub(crate) mod clock;
 pub(crate) mod futex;
 pub(crate) mod maps;
+pub(crate) mod membarrier;
+pub(crate) mod sched;
 pub(crate) mod signal;
 pub(crate) mod task;
 

@@ -1,6 +1,6 @@
 //! Signal dispositions (query and install with `sigaction`) and signal
 //! names for error messages. Used while the world runs normally, never from
-//! a handler.
+//! a handler, except [`reset_to_default`].
 
 use std::ffi::c_void;
 use std::io;
@@ -59,6 +59,46 @@ pub(crate) fn install(signo: i32, handler: SigInfoHandler) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// Installs `handler` for `signo` like [`install`], plus `SA_ONSTACK` (a
+/// thread with an alternate signal stack runs it there) and `extra_flags`,
+/// and returns the disposition it replaced. `handler` must be
+/// async-signal-safe.
+pub(crate) fn replace(
+    signo: i32,
+    handler: SigInfoHandler,
+    extra_flags: i32,
+) -> io::Result<Disposition> {
+    // SAFETY: an all-zero sigaction is a valid value to fill in.
+    let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+    action.sa_sigaction = handler as libc::sighandler_t;
+    action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK | extra_flags;
+    // SAFETY: `action.sa_mask` is a valid sigset_t to initialize.
+    unsafe { libc::sigemptyset(&mut action.sa_mask) };
+    // SAFETY: an all-zero sigaction is a valid out-value.
+    let mut previous: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: `action` is fully initialized, its handler is an `extern "C"`
+    // function with the SA_SIGINFO signature; `previous` is a valid
+    // out-pointer.
+    if unsafe { libc::sigaction(signo, &action, &mut previous) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(Disposition {
+        handler: previous.sa_sigaction,
+        siginfo: previous.sa_flags & libc::SA_SIGINFO != 0,
+    })
+}
+
+/// Gives `signo` its default action again. Async-signal-safe (one
+/// `sigaction`), for a handler that passes a signal on to the default.
+pub(crate) fn reset_to_default(signo: i32) {
+    // SAFETY: an all-zero sigaction is SIG_DFL with no flags and an empty
+    // mask; sigaction is async-signal-safe.
+    unsafe {
+        let action: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(signo, &action, std::ptr::null_mut());
+    }
 }
 
 /// Names of the realtime signals, from `SIGRTMIN` up.

@@ -1,6 +1,7 @@
 //! The stop-the-world handshake: the state the patcher shares with the
 //! stop signal's handler, the handler itself (async-signal-safe: atomics,
-//! futex, gettid; no allocation, no lock), and its installation.
+//! futex, gettid, sched_setscheduler; no allocation, no lock), and its
+//! installation.
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
@@ -9,7 +10,7 @@ use super::{MAX_LIVENESS_SLICE, STOP_THE_WORLD};
 use crate::error::Error;
 use crate::patch::serialize_instruction_fetch;
 use crate::sys::futex::{futex_wait, futex_wake};
-use crate::sys::{gettid, last_errno, set_errno, signal};
+use crate::sys::{gettid, last_errno, sched, set_errno, signal};
 
 /// One slot per acknowledging thread, holding its tid (0 = empty).
 pub(super) struct AckTable {
@@ -65,7 +66,8 @@ impl Handshake {
         StoppedWorld { handshake: self }
     }
 
-    /// The handler's body. Async-signal-safe: atomics, futex, gettid.
+    /// The handler's body. Async-signal-safe: atomics, futex, gettid,
+    /// sched_setscheduler.
     fn on_signal(&self, signo: i32) {
         // SeqCst increment, then SeqCst load of the epoch; pairs with the
         // patcher's SeqCst store of epoch 0, then SeqCst load of this
@@ -94,7 +96,11 @@ impl Handshake {
             // which then sees the slot stored by `record_acknowledgement`.
             self.ack_count.fetch_add(1, Ordering::Release);
             futex_wake(&self.ack_count, 1);
+            // Woken together, the parked threads must not preempt the
+            // patcher on its way out (see `sys::sched`).
+            let demoted = sched::sleep_as_batch();
             self.park_while(epoch);
+            sched::wake_as_before(demoted);
             serialize_instruction_fetch();
         }
     }

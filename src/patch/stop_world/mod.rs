@@ -41,11 +41,15 @@
 //!    timeout) returns at once. It records its tid in a slot of a
 //!    preallocated table (so a silent thread can be named), bumps the
 //!    counter, wakes the patcher, and parks on a futex until the epoch it
-//!    saw is withdrawn. The patcher decides completeness by the tids in the
+//!    saw is withdrawn, as a `SCHED_BATCH` thread if it was `SCHED_OTHER`
+//!    (so that, woken all at once, the parked threads do not preempt the
+//!    patcher on its way out: with 16 busy threads on 2 CPUs that cost
+//!    26–66 ms per release; see [`crate::sys::sched`]). The patcher decides completeness by the tids in the
 //!    table, not by the count, so a stray acknowledgement cannot stand in
 //!    for a missing one.
-//! 5. Write: re-check the `old` bytes, write each `new` through the
-//!    [`TextWriter`] (rolling back on error), execute `cpuid`.
+//! 5. Write: re-read the text and re-check the `old` bytes, put each `new`
+//!    in the [`TextWriter`]'s image and store it (a few `pwrite`s for the
+//!    whole batch; rolling back on error), execute `cpuid`.
 //! 6. Release: withdraw the epoch and wake all parked threads; each runs
 //!    `cpuid` before returning (returning from a syscall with `sysret` is not
 //!    serializing, and a resumed thread must not execute bytes it fetched
@@ -93,7 +97,10 @@ use parking_lot::Mutex;
 use self::handshake::{install_handler, AckTable, Handshake};
 pub use self::settings::{set_ack_timeout, set_stop_signal};
 use super::text::TextWriter;
-use super::{check_old_bytes, serialize_instruction_fetch, validate, Patcher, TextWrite};
+use super::{
+    check_old_bytes, ranges, serialize_instruction_fetch, sorted, stage, validate, Patcher,
+    TextWrite,
+};
 use crate::error::Error;
 use crate::sys::futex::{futex_wait, WaitOutcome};
 use crate::sys::task::{ListingFailed, TaskDir, TaskStatus};
@@ -104,6 +111,7 @@ pub(crate) static STOP_THE_WORLD: StopTheWorld = StopTheWorld {
     patch_lock: Mutex::new(PatcherState {
         last_epoch: 0,
         ack_table: None,
+        buffer: Vec::new(),
     }),
     handshake: Handshake {
         active_epoch: AtomicU32::new(0),
@@ -143,6 +151,8 @@ struct PatcherState {
     /// handler can never see a freed table) when the process has more
     /// threads than it has slots.
     ack_table: Option<&'static AckTable>,
+    /// The text image's memory, kept from operation to operation.
+    buffer: Vec<u8>,
 }
 
 impl Patcher for StopTheWorld {
@@ -151,14 +161,13 @@ impl Patcher for StopTheWorld {
             return Ok(());
         }
         let mut state = self.patch_lock.lock();
+        let writes = &*sorted(writes);
 
         // Step 2: everything that allocates or locks, while nothing is stopped.
         validate(writes)?;
-        let ranges: Vec<(usize, usize)> = writes
-            .iter()
-            .map(|write| (write.addr(), write.len()))
-            .collect();
-        let mut writer = TextWriter::prepare(&ranges)?;
+        let buffer = std::mem::take(&mut state.buffer);
+        let mut writer = TextWriter::prepare(&ranges(writes), buffer)?;
+        writer.load()?;
         check_old_bytes(&writer, writes)?;
         let signo = settings::stop_signal();
         install_handler(signo)?;
@@ -222,6 +231,7 @@ impl Patcher for StopTheWorld {
                 backoff = (backoff * 2).min(MAX_BACKOFF);
                 continue;
             }
+            state.buffer = writer.into_buffer();
             return outcome.map_err(|failure| failure.into_error(started.elapsed()));
         }
     }
@@ -319,20 +329,19 @@ impl Failure {
     }
 }
 
-/// Step 5, with every other thread parked: re-check the `old` bytes (text
-/// is not ours alone), write, roll back on error, serialize.
+/// Step 5, with every other thread parked: re-read the text and re-check
+/// the `old` bytes (text is not ours alone), write the batch, roll back on
+/// error, serialize.
 fn write_while_stopped(writer: &mut TextWriter, writes: &[TextWrite]) -> Result<(), Failure> {
+    writer.load().map_err(Failure::Text)?;
     for write in writes {
         let len = usize::from(write.len);
-        let mut found = [0u8; 8];
-        let found_bytes = found.get_mut(..len).unwrap_or(&mut []);
-        writer.read(write.addr, found_bytes).map_err(|source| {
-            Failure::Text(Error::TextWrite {
-                addr: write.addr,
-                source,
-            })
-        })?;
+        let found_bytes = writer.bytes(write.addr, len).unwrap_or(&[]);
         if found_bytes != write.old_bytes() {
+            let mut found = [0u8; 8];
+            if let Some(into) = found.get_mut(..found_bytes.len()) {
+                into.copy_from_slice(found_bytes);
+            }
             return Err(Failure::SiteChanged {
                 addr: write.addr,
                 expected: write.old,
@@ -341,18 +350,15 @@ fn write_while_stopped(writer: &mut TextWriter, writes: &[TextWrite]) -> Result<
             });
         }
     }
-    for (index, write) in writes.iter().enumerate() {
-        if let Err(error) = writer.write(write.addr, write.new_bytes()) {
-            // All or nothing: put back what was written, including any part
-            // of the failed write (a write across two pages can half
-            // succeed). A failure here is dropped: the first one is
-            // reported, and dropping it frees nothing (raw OS errors only).
-            for done in writes.iter().take(index + 1).rev() {
-                let _ = writer.write(done.addr, done.old_bytes());
-            }
-            serialize_instruction_fetch();
-            return Err(Failure::Text(error));
-        }
+    stage(writer, writes, |write| (0, write.new_bytes()));
+    if let Err(error) = writer.store() {
+        // All or nothing: put the old bytes back (a store can half
+        // succeed). A failure here is dropped: the first one is reported,
+        // and dropping it frees nothing (raw OS errors only).
+        stage(writer, writes, |write| (0, write.old_bytes()));
+        let _ = writer.store();
+        serialize_instruction_fetch();
+        return Err(Failure::Text(error));
     }
     serialize_instruction_fetch();
     Ok(())

@@ -1,0 +1,145 @@
+//! Patching at scale: `init`, then `enable` + `disable` of every site of a
+//! generated `-pg -O0` C library with 1,000, 10,000 and 100,000 functions
+//! (`fntrace_fixtures::scale`), with 0, 4 and 16 threads busy calling
+//! those functions, for both patch protocols. Each library size runs in a
+//! child process of its own (so each `init` scans one library); each cell
+//! is the median of 7 enable/disable pairs after one warm-up pair. Prints a
+//! Markdown table.
+//!
+//! `cargo bench --bench toggle`
+
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fntrace::{PatchProtocol, Tracer};
+use fntrace_fixtures::scale;
+
+/// Counts calls: the busy threads' calls really go through the sites.
+struct Count(AtomicU64);
+impl Tracer for Count {
+    fn entry(&self, _call: &fntrace::Call<'_>) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
+static COUNT: Count = Count(AtomicU64::new(0));
+fntrace::register_tracer!("bench", &COUNT);
+
+const SIZES: [usize; 3] = [1_000, 10_000, 100_000];
+const THREADS: [usize; 3] = [0, 4, 16];
+const REPS: usize = 7;
+const CHILD: &str = "FNTRACE_TOGGLE_BENCH_SIZE";
+
+fn main() {
+    if let Some(size) = std::env::var(CHILD).ok().and_then(|n| n.parse().ok()) {
+        child(size);
+        return;
+    }
+    // Build every library first (cached), so no child pays for gcc.
+    for size in SIZES {
+        scale::library(size);
+    }
+    println!(
+        "| sites | busy threads | protocol | enable (ms) | disable (ms) | ns per site and operation |"
+    );
+    println!("|---:|---:|---|---:|---:|---:|");
+    let mut inits = Vec::new();
+    for size in SIZES {
+        let output = Command::new(std::env::current_exe().unwrap())
+            .env(CHILD, size.to_string())
+            .output()
+            .expect("running the bench child");
+        assert!(
+            output.status.success(),
+            "child for {size} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        for line in String::from_utf8_lossy(&output.stdout).lines() {
+            if let Some(init) = line.strip_prefix("INIT ") {
+                inits.push(init.to_string());
+            } else {
+                println!("{line}");
+            }
+        }
+    }
+    println!();
+    println!("| library functions | sites in the process | init (ms) |");
+    println!("|---:|---:|---:|");
+    for init in inits {
+        println!("{init}");
+    }
+}
+
+fn child(size: usize) {
+    let library = scale::load(size);
+    let started = Instant::now();
+    fntrace::init().unwrap();
+    let init = started.elapsed();
+    let sites = fntrace::stats().sites;
+
+    // FNTRACE_TOGGLE_BENCH_THREADS=N: only that many busy threads (profiling).
+    let only: Option<usize> = std::env::var("FNTRACE_TOGGLE_BENCH_THREADS")
+        .ok()
+        .and_then(|n| n.parse().ok());
+    for threads in THREADS
+        .into_iter()
+        .filter(|t| only.is_none_or(|only| only == *t))
+    {
+        let stop = Arc::new(AtomicBool::new(false));
+        let busy: Vec<_> = (0..threads)
+            .map(|i| {
+                let stop = Arc::clone(&stop);
+                let drive = library.drive;
+                let n = size as i64;
+                std::thread::spawn(move || {
+                    let mut start = (i as i64 * 7919) % n;
+                    while !stop.load(Ordering::Relaxed) {
+                        std::hint::black_box(drive(start, 64));
+                        start = (start + 64) % n;
+                    }
+                })
+            })
+            .collect();
+        for protocol in [PatchProtocol::Breakpoint, PatchProtocol::StopTheWorld] {
+            fntrace::set_patch_protocol(protocol).unwrap();
+            let mut enables = Vec::new();
+            let mut disables = Vec::new();
+            for rep in 0..=REPS {
+                let started = Instant::now();
+                fntrace::enable("bench").unwrap();
+                let enable = started.elapsed();
+                std::thread::sleep(Duration::from_millis(2));
+                let started = Instant::now();
+                fntrace::disable("bench").unwrap();
+                let disable = started.elapsed();
+                if rep > 0 {
+                    enables.push(enable);
+                    disables.push(disable);
+                }
+            }
+            let (enable, disable) = (median(&mut enables), median(&mut disables));
+            let per_site = (enable + disable).as_nanos() as f64 / 2.0 / sites as f64;
+            println!(
+                "| {sites} | {threads} | {protocol:?} | {:.2} | {:.2} | {per_site:.0} |",
+                ms(enable),
+                ms(disable)
+            );
+        }
+        stop.store(true, Ordering::Relaxed);
+        for thread in busy {
+            thread.join().unwrap();
+        }
+    }
+    assert!(COUNT.0.load(Ordering::Relaxed) > 0 || only == Some(0));
+    println!("INIT | {size} | {sites} | {:.1} |", ms(init));
+}
+
+fn median(times: &mut [Duration]) -> Duration {
+    times.sort_unstable();
+    times[times.len() / 2]
+}
+
+fn ms(time: Duration) -> f64 {
+    time.as_secs_f64() * 1e3
+}

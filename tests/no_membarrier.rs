@@ -1,0 +1,122 @@
+//! Without `membarrier` (a seccomp filter makes it fail with ENOSYS, as on
+//! a kernel before 4.16): operations under the default breakpoint protocol
+//! print one line naming what is missing and patch with the stop-the-world
+//! protocol (3 enable/disable pairs, exact counts), and choosing the
+//! breakpoint protocol explicitly is refused with an error saying so. Runs
+//! in a child process (the filter cannot be removed).
+
+#[macro_use]
+mod common;
+
+use std::process::Command;
+
+use common::{text, Counter, NOP5};
+use fntrace::PatchProtocol;
+use fntrace_fixtures::rust;
+
+static COUNTER: Counter = Counter::new();
+fntrace::register_tracer!("nomb", &COUNTER);
+
+const CHILD: &str = "FNTRACE_NO_MEMBARRIER_CHILD";
+
+/// Makes `membarrier` fail with ENOSYS on the calling thread (and threads
+/// it creates later).
+fn forbid_membarrier() {
+    let nr_offset = 0; // offsetof(struct seccomp_data, nr)
+    let mut program = [
+        libc::sock_filter {
+            code: (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
+            jt: 0,
+            jf: 0,
+            k: nr_offset,
+        },
+        libc::sock_filter {
+            code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 1,
+            k: libc::SYS_membarrier as u32,
+        },
+        libc::sock_filter {
+            code: (libc::BPF_RET | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 0,
+            k: libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32,
+        },
+        libc::sock_filter {
+            code: (libc::BPF_RET | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 0,
+            k: libc::SECCOMP_RET_ALLOW,
+        },
+    ];
+    let filter = libc::sock_fprog {
+        len: program.len() as u16,
+        filter: program.as_mut_ptr(),
+    };
+    // SAFETY: no_new_privs then a valid BPF program for this thread.
+    unsafe {
+        assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+        assert_eq!(
+            libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &filter as *const libc::sock_fprog,
+            ),
+            0
+        );
+    }
+}
+
+/// In the child: no membarrier, then init, enable, disable.
+#[test]
+fn child() {
+    if std::env::var_os(CHILD).is_none() {
+        return;
+    }
+    forbid_membarrier();
+    // The default protocol is breakpoint: the first operation falls back
+    // (one line on stderr), and so does every later one (no more lines).
+    assert_eq!(fntrace::patch_protocol(), PatchProtocol::Breakpoint);
+    fntrace::init().unwrap();
+    COUNTER.watch(addr!(rust::leaf));
+    let site = fntrace::site_of(addr!(rust::leaf)).unwrap();
+    for _ in 0..3 {
+        fntrace::enable("nomb").unwrap();
+        rust::leaf(1);
+        fntrace::disable("nomb").unwrap();
+        assert_eq!(text(site.address, 5), NOP5);
+    }
+    assert_eq!(COUNTER.count(addr!(rust::leaf)), 3);
+
+    // Choosing it explicitly is refused, and stop-the-world stays.
+    let error = fntrace::set_patch_protocol(PatchProtocol::Breakpoint)
+        .expect_err("breakpoint needs membarrier");
+    println!("refused: {error}");
+    assert_eq!(fntrace::patch_protocol(), PatchProtocol::StopTheWorld);
+    println!("child done");
+}
+
+#[test]
+fn without_membarrier_the_stop_protocol_takes_over_with_one_line_saying_so() {
+    let output = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .env_remove("FNTRACE_PATCH")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("child done"), "{stdout}");
+    assert!(
+        stdout.contains("refused:")
+            && stdout.contains("MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE"),
+        "{stdout}"
+    );
+    let lines: Vec<_> = stderr
+        .lines()
+        .filter(|line| line.starts_with("fntrace:"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(lines[0].contains("membarrier"), "{}", lines[0]);
+}
