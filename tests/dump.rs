@@ -50,37 +50,6 @@ fn run(program: &str, args: &[&str], dir: &Path) -> Output {
         .unwrap_or_else(|e| panic!("cannot run {program} ({e}); CI installs it (.ci/run)"))
 }
 
-fn uftrace(command: &str, dir: &Path) -> String {
-    let output = Command::new("uftrace")
-        .args([command, "--no-pager", "-d"])
-        .arg(dir)
-        .env("LC_ALL", "C")
-        .output()
-        .expect("cannot run uftrace; CI installs it (.ci/run)");
-    assert!(
-        output.status.success(),
-        "uftrace {command}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap()
-}
-
-/// `uftrace report` rows: "  total  self  calls  function".
-fn uftrace_calls(report: &str) -> HashMap<String, u64> {
-    report
-        .lines()
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            // total (value unit) self (value unit) calls function
-            if fields.len() < 6 {
-                return None;
-            }
-            let calls = fields[4].parse().ok()?;
-            Some((fields[5..].join(" "), calls))
-        })
-        .collect()
-}
-
 /// `fntrace report` rows: calls first, the function name after two spaces
 /// at the end.
 fn fntrace_calls(report: &str, function: &str) -> Option<u64> {
@@ -131,7 +100,7 @@ fn uftrace_and_the_cli_read_the_dump_with_exact_counts() {
         ("fixture_rust_workload::mid", 14),
         ("fixture_rust_workload::leaf", 56),
     ];
-    let uftrace_report = uftrace_calls(&uftrace("report", &dir));
+    let uftrace_report = common::uftrace_calls(&dir);
     let cli = run(&cli_path(), &["report"], &dir);
     assert!(
         cli.status.success(),
@@ -153,7 +122,7 @@ fn uftrace_and_the_cli_read_the_dump_with_exact_counts() {
     }
 
     // Depths in uftrace replay: leaf calls two levels below run.
-    let replay = uftrace("replay", &dir);
+    let replay = common::uftrace(&["replay", "--no-pager"], &dir);
     for tid in c_tids.iter().chain(&rust_tids) {
         let lines: Vec<&str> = replay
             .lines()
@@ -220,7 +189,11 @@ fn uftrace_and_the_cli_read_the_dump_with_exact_counts() {
             .filter_map(|line| Some(line.split_once(" : ")?.1.trim_end().to_string()))
             .collect()
     };
-    assert_eq!(nodes(&graph), nodes(&uftrace("graph", &dir)), "{graph}");
+    assert_eq!(
+        nodes(&graph),
+        nodes(&common::uftrace(&["graph", "--no-pager"], &dir)),
+        "{graph}"
+    );
     assert!(graph.contains("(120) pie_leaf\n"), "{graph}");
     assert!(
         graph.contains("(56) fixture_rust_workload::leaf\n"),

@@ -4,14 +4,16 @@
 //! that enclose the window; a slow call, a panic and a signal each write
 //! one snapshot, read back by fntrace and by the real uftrace.
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use fntrace::{EventKind, Filter, FlightOptions, Trace, Trigger};
+use common::{
+    call_counts as counts, read_trace_dir as read, temp_dir, uftrace as run_uftrace, uftrace_calls,
+};
+use fntrace::{EventKind, Filter, FlightOptions, Trigger};
 use fntrace_fixtures::{c_hazards, c_pie, fixture_rust_workload as rust};
 
 /// One recorder at a time per process: the tests of this file take turns.
@@ -19,59 +21,6 @@ static ONE_RECORDER: Mutex<()> = Mutex::new(());
 
 fn turn() -> std::sync::MutexGuard<'static, ()> {
     ONE_RECORDER.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn fresh_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("fntrace-flight-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
-
-/// Calls per function in `trace`: (entries, exits).
-fn counts(trace: &Trace) -> HashMap<String, (u64, u64)> {
-    let mut counts: HashMap<String, (u64, u64)> = HashMap::new();
-    for thread in &trace.threads {
-        for event in &thread.events {
-            let entry = counts.entry(trace.name_of(event.function)).or_default();
-            match event.kind {
-                EventKind::Entry => entry.0 += 1,
-                EventKind::Exit => entry.1 += 1,
-            }
-        }
-    }
-    counts
-}
-
-fn read(dir: &Path) -> Trace {
-    fntrace::export::read_uftrace_dir(dir).expect("readable snapshot")
-}
-
-/// Runs `uftrace COMMAND -d dir`; its stdout.
-fn run_uftrace(command: &str, dir: &Path) -> String {
-    let output = Command::new("uftrace")
-        .args([command, "--no-pager", "-d"])
-        .arg(dir)
-        .env("LC_ALL", "C")
-        .output()
-        .expect("cannot run uftrace; CI installs it (.ci/run)");
-    assert!(
-        output.status.success(),
-        "uftrace {command}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap()
-}
-
-/// `uftrace report` calls per function.
-fn uftrace_calls(dir: &Path) -> HashMap<String, u64> {
-    run_uftrace("report", dir)
-        .lines()
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            (fields.len() >= 6).then_some(())?;
-            Some((fields[5..].join(" "), fields[4].parse().ok()?))
-        })
-        .collect()
 }
 
 /// Waits (up to 10 s) until `flight` reports `n` triggered snapshots.
@@ -112,7 +61,7 @@ fn a_large_window_holds_every_call_of_two_threads_exactly() {
     for worker in workers {
         worker.join().unwrap();
     }
-    let dir = fresh_dir("large");
+    let dir = temp_dir("flight-large");
     let snapshot = flight.snapshot(&dir).unwrap();
     let runs = 2 * ROUNDS as u64;
     let calls = runs * (1 + 5 * N as u64);
@@ -136,7 +85,7 @@ fn a_large_window_holds_every_call_of_two_threads_exactly() {
     // A snapshot takes nothing away: the next one holds the same calls
     // and what came since.
     c_pie::mid(1);
-    let again = fresh_dir("large-again");
+    let again = temp_dir("flight-large-again");
     let second = flight.snapshot(&again).unwrap();
     assert_eq!(second.events, 2 * calls + 10);
     let report = flight.stop().unwrap();
@@ -180,7 +129,7 @@ fn a_small_window_keeps_only_the_newest_calls_and_counts_evictions() {
     for worker in workers {
         worker.join().unwrap();
     }
-    let dir = fresh_dir("small");
+    let dir = temp_dir("flight-small");
     let snapshot = flight.snapshot(&dir).unwrap();
     let made = 2 * 2 * (OLD + 1 + ROUNDS * (1 + 5 * N)) as u64;
     assert_eq!(snapshot.lost, 0, "{snapshot:?}");
@@ -223,7 +172,7 @@ fn a_small_window_keeps_only_the_newest_calls_and_counts_evictions() {
     let uftrace = uftrace_calls(&dir);
     assert_eq!(uftrace.get("pie_many_args"), Some(&2), "{uftrace:?}");
     assert_eq!(uftrace.get("pie_cold"), None);
-    assert!(run_uftrace("replay", &dir).contains("pie_many_args"));
+    assert!(run_uftrace(&["replay", "--no-pager"], &dir).contains("pie_many_args"));
 
     let report = flight.stop().unwrap();
     assert_eq!(report.events, made);
@@ -245,7 +194,7 @@ fn a_slow_call_writes_exactly_one_snapshot_holding_it() {
     let _turn = turn();
     let filter = pie_filter().include("hz_call_back");
     let flight = fntrace::flight_record("graph", &filter, FlightOptions::default()).unwrap();
-    let dir = fresh_dir("slow");
+    let dir = temp_dir("flight-slow");
     flight
         .trigger_on_slow_call("hz_call_*", Duration::from_millis(30), &dir)
         .unwrap();
@@ -309,7 +258,7 @@ fn a_slow_call_writes_exactly_one_snapshot_holding_it() {
     // Every thread's events around it: the busy thread ran during it.
     assert_eq!(trace.threads.len(), 2);
     assert!(counts["pie_run"].1 > 0);
-    assert!(run_uftrace("replay", &snapshot.dir).contains("hz_call_back"));
+    assert!(run_uftrace(&["replay", "--no-pager"], &snapshot.dir).contains("hz_call_back"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -322,7 +271,7 @@ fn a_panic_writes_a_snapshot_then_runs_the_previous_hook() {
     }));
     let filter = Filter::new().include("fixture_rust_workload::*");
     let flight = fntrace::flight_record("graph", &filter, FlightOptions::default()).unwrap();
-    let dir = fresh_dir("panic");
+    let dir = temp_dir("flight-panic");
     flight.snapshot_on_panic(&dir);
     let worker = std::thread::spawn(|| {
         std::hint::black_box(rust::run(3));
@@ -355,7 +304,7 @@ fn a_panic_writes_a_snapshot_then_runs_the_previous_hook() {
 fn a_signal_writes_a_snapshot_and_the_handler_goes_at_stop() {
     let _turn = turn();
     let flight = fntrace::flight_record("graph", &pie_filter(), FlightOptions::default()).unwrap();
-    let dir = fresh_dir("signal");
+    let dir = temp_dir("flight-signal");
     flight.snapshot_on_signal(libc::SIGUSR1, &dir).unwrap();
     let worker = std::thread::spawn(|| {
         for _ in 0..10 {
@@ -390,7 +339,7 @@ fn a_signal_writes_a_snapshot_and_the_handler_goes_at_stop() {
 fn one_recorder_at_a_time() {
     let _turn = turn();
     let flight = fntrace::flight_record("graph", &pie_filter(), FlightOptions::default()).unwrap();
-    let streaming = fntrace::record("graph", &pie_filter(), fresh_dir("refused"));
+    let streaming = fntrace::record("graph", &pie_filter(), temp_dir("flight-refused"));
     assert!(
         matches!(&streaming, Err(fntrace::Error::Recording(why)) if why.contains("running already")),
         "{:?}",
@@ -400,7 +349,7 @@ fn one_recorder_at_a_time() {
     assert!(second.is_err());
     c_pie::mid(1);
     assert_eq!(flight.stop().unwrap().events, 10);
-    let dir = fresh_dir("after");
+    let dir = temp_dir("flight-after");
     let recording = fntrace::record("graph", &pie_filter(), &dir).unwrap();
     assert_eq!(recording.stop().unwrap().events, 0);
     let _ = std::fs::remove_dir_all(&dir);

@@ -7,14 +7,11 @@
 #[macro_use]
 mod common;
 
-use std::collections::HashMap;
-use std::path::Path;
-use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use common::expected_c_mid;
-use fntrace::{EventKind, Filter, GRAPH_TRACER};
+use common::{call_counts, expected_c_mid, read_trace_dir, temp_dir, uftrace_calls};
+use fntrace::{Filter, GRAPH_TRACER};
 use fntrace_fixtures::c_pie;
 
 /// One recording at a time per process: the tests of this file take turns.
@@ -24,58 +21,12 @@ fn pie_filter() -> Filter {
     Filter::new().include("pie_*")
 }
 
-fn fresh_dir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("fntrace-record-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
-
-/// Calls per function in `dir` as fntrace reads it back: (entries, exits).
-fn counts(dir: &Path) -> HashMap<String, (u64, u64)> {
-    let trace = fntrace::export::read_uftrace_dir(dir).expect("readable directory");
-    let mut counts: HashMap<String, (u64, u64)> = HashMap::new();
-    for thread in &trace.threads {
-        for event in &thread.events {
-            let entry = counts.entry(trace.name_of(event.function)).or_default();
-            match event.kind {
-                EventKind::Entry => entry.0 += 1,
-                EventKind::Exit => entry.1 += 1,
-            }
-        }
-    }
-    counts
-}
-
-/// `uftrace report` calls per function.
-fn uftrace_calls(dir: &Path) -> HashMap<String, u64> {
-    let output = Command::new("uftrace")
-        .args(["report", "--no-pager", "-d"])
-        .arg(dir)
-        .env("LC_ALL", "C")
-        .output()
-        .expect("cannot run uftrace; CI installs it (.ci/run)");
-    assert!(
-        output.status.success(),
-        "uftrace report: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout)
-        .unwrap()
-        .lines()
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            (fields.len() >= 6).then_some(())?;
-            Some((fields[5..].join(" "), fields[4].parse().ok()?))
-        })
-        .collect()
-}
-
 #[test]
 fn two_threads_recorded_over_many_drains_with_exact_counts() {
     let _turn = ONE_RECORDING.lock().unwrap_or_else(|e| e.into_inner());
     const ROUNDS: i64 = 300;
     const N: i64 = 200; // run(N): 1 + 5N calls
-    let dir = fresh_dir("exact");
+    let dir = temp_dir("record-exact");
     let recording = fntrace::record("graph", &pie_filter(), &dir).unwrap();
     let workers: Vec<_> = (0..2)
         .map(|_| {
@@ -98,7 +49,7 @@ fn two_threads_recorded_over_many_drains_with_exact_counts() {
     assert_eq!(report.threads, 2);
     assert_eq!(report.bytes, 16 * 2 * calls);
 
-    let counts = counts(&dir);
+    let counts = call_counts(&read_trace_dir(&dir));
     let runs = 2 * ROUNDS as u64;
     assert_eq!(counts["pie_run"], (runs, runs));
     assert_eq!(counts["pie_mid"], (runs * N as u64, runs * N as u64));
@@ -118,9 +69,9 @@ fn two_threads_recorded_over_many_drains_with_exact_counts() {
 #[test]
 fn a_second_recording_is_refused_and_a_bad_tracer_named() {
     let _turn = ONE_RECORDING.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = fresh_dir("twice");
+    let dir = temp_dir("record-twice");
     let first = fntrace::record("graph", &pie_filter(), &dir).unwrap();
-    let second = fntrace::record("graph", &pie_filter(), fresh_dir("twice-b"));
+    let second = fntrace::record("graph", &pie_filter(), temp_dir("record-twice-b"));
     assert!(
         matches!(&second, Err(fntrace::Error::Recording(why)) if why.contains("running already")),
         "{:?}",
@@ -129,7 +80,7 @@ fn a_second_recording_is_refused_and_a_bad_tracer_named() {
     c_pie::mid(1);
     let report = first.stop().unwrap();
     assert_eq!(report.events, 10);
-    let function = fntrace::record("function", &pie_filter(), fresh_dir("function"));
+    let function = fntrace::record("function", &pie_filter(), temp_dir("record-function"));
     assert!(
         matches!(&function, Err(fntrace::Error::Recording(why)) if why.contains("\"function\"")),
         "{:?}",
@@ -143,7 +94,7 @@ fn ten_thousand_short_lived_threads_are_all_recorded_in_reused_buffers() {
     let _turn = ONE_RECORDING.lock().unwrap_or_else(|e| e.into_inner());
     const THREADS: usize = 10_000;
     const AT_ONCE: usize = 8;
-    let dir = fresh_dir("churn");
+    let dir = temp_dir("record-churn");
     let buffers_before = GRAPH_TRACER.buffers_made();
     let recording = fntrace::record("graph", &pie_filter(), &dir).unwrap();
     let mut wrong = 0;
@@ -185,7 +136,7 @@ fn ten_thousand_short_lived_threads_are_all_recorded_in_reused_buffers() {
          the writer draining twice every {} threads",
         50 * AT_ONCE
     );
-    let counts = counts(&dir);
+    let counts = call_counts(&read_trace_dir(&dir));
     assert_eq!(counts["pie_mid"], (THREADS as u64, THREADS as u64));
     assert_eq!(counts["pie_leaf"], (4 * THREADS as u64, 4 * THREADS as u64));
     let _ = std::fs::remove_dir_all(&dir);

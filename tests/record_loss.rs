@@ -4,59 +4,23 @@
 //! leaves a directory that fntrace and uftrace read, with the same counts.
 //! Its own process: buffer sizes are set for rings made from now on.
 
-use std::collections::HashMap;
-use std::path::Path;
+mod common;
+
 use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use fntrace::{EventKind, Filter, RecordOptions};
+use common::{call_counts, read_trace_dir, temp_dir, uftrace};
+use fntrace::{Filter, RecordOptions};
 use fntrace_fixtures::c_pie;
 
 static ONE_RECORDING: Mutex<()> = Mutex::new(());
-
-fn fresh_dir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("fntrace-loss-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
-
-fn uftrace(command: &str, dir: &Path) -> String {
-    let output = Command::new("uftrace")
-        .args([command, "--no-pager", "-d"])
-        .arg(dir)
-        .env("LC_ALL", "C")
-        .output()
-        .expect("cannot run uftrace; CI installs it (.ci/run)");
-    assert!(
-        output.status.success(),
-        "uftrace {command}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap()
-}
-
-/// Entries and exits per function, as fntrace reads `dir` back.
-fn counts(dir: &Path) -> (HashMap<String, (u64, u64)>, u64) {
-    let trace = fntrace::export::read_uftrace_dir(dir).expect("readable directory");
-    let mut counts: HashMap<String, (u64, u64)> = HashMap::new();
-    for thread in &trace.threads {
-        for event in &thread.events {
-            let entry = counts.entry(trace.name_of(event.function)).or_default();
-            match event.kind {
-                EventKind::Entry => entry.0 += 1,
-                EventKind::Exit => entry.1 += 1,
-            }
-        }
-    }
-    (counts, trace.lost())
-}
 
 #[test]
 fn events_lost_to_full_buffers_are_counted_and_shown() {
     let _turn = ONE_RECORDING.lock().unwrap_or_else(|e| e.into_inner());
     const N: i64 = 20_000; // run(N): 100,001 calls, 200,002 events
-    let dir = fresh_dir("full");
+    let dir = temp_dir("loss-full");
     let options = RecordOptions {
         drain_interval: Duration::from_millis(50),
         buffer_events: 4096,
@@ -74,7 +38,8 @@ fn events_lost_to_full_buffers_are_counted_and_shown() {
     // Read back: every exit has its entry; the lost records hold what was
     // dropped (exits left out because their entry was lost are in
     // report.lost but in no lost record).
-    let (counts, lost_records) = counts(&dir);
+    let trace = read_trace_dir(&dir);
+    let (counts, lost_records) = (call_counts(&trace), trace.lost());
     let written: u64 = counts.values().map(|(n, x)| n + x).sum();
     assert_eq!(written, report.events);
     assert!(lost_records > 0 && lost_records <= report.lost);
@@ -84,7 +49,7 @@ fn events_lost_to_full_buffers_are_counted_and_shown() {
             "{function}: {entries} entries, {exits} exits"
         );
     }
-    let replay = uftrace("replay", &dir);
+    let replay = uftrace(&["replay", "--no-pager"], &dir);
     assert!(replay.contains("LOST"), "uftrace replay shows no loss");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -108,7 +73,7 @@ fn killed_mid_recording() {
 
 #[test]
 fn a_killed_process_leaves_a_readable_recording() {
-    let dir = fresh_dir("killed");
+    let dir = temp_dir("loss-killed");
     let status = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
@@ -122,7 +87,8 @@ fn a_killed_process_leaves_a_readable_recording() {
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
 
-    let (counts, lost) = counts(&dir);
+    let trace = read_trace_dir(&dir);
+    let (counts, lost) = (call_counts(&trace), trace.lost());
     assert_eq!(lost, 0);
     let (runs, _) = counts["pie_run"];
     let (leaves, leaf_exits) = counts["pie_leaf"];
@@ -135,7 +101,7 @@ fn a_killed_process_leaves_a_readable_recording() {
     );
     assert!(leaf_exits + 1 >= leaves, "{counts:?}");
     // uftrace reads it too, with the same completed calls.
-    let report = uftrace("report", &dir);
+    let report = uftrace(&["report", "--no-pager"], &dir);
     let uftrace_leaves: u64 = report
         .lines()
         .find(|line| line.trim_end().ends_with(" pie_leaf"))

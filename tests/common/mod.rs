@@ -297,3 +297,39 @@ pub fn render(events: &[fntrace::GraphEvent], prefix: &str) -> String {
         .collect::<Vec<_>>()
         .join(" ")
 }
+
+/// Entries and exits per function name of `trace`.
+pub fn call_counts(trace: &fntrace::Trace) -> std::collections::HashMap<String, (u64, u64)> {
+    let mut counts: std::collections::HashMap<String, (u64, u64)> = Default::default();
+    for thread in &trace.threads {
+        for event in &thread.events {
+            let entry = counts.entry(trace.name_of(event.function)).or_default();
+            match event.kind {
+                fntrace::EventKind::Entry => entry.0 += 1,
+                fntrace::EventKind::Exit => entry.1 += 1,
+            }
+        }
+    }
+    counts
+}
+
+/// `dir` read back by fntrace's reader (it must be readable).
+pub fn read_trace_dir(dir: &std::path::Path) -> fntrace::Trace {
+    fntrace::export::read_uftrace_dir(dir)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+}
+
+/// Calls per function in `uftrace report` of `dir` (rows: total, self,
+/// each a value and a unit, then calls and the function).
+pub fn uftrace_calls(dir: &std::path::Path) -> std::collections::HashMap<String, u64> {
+    uftrace(&["report", "--no-pager"], dir)
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if fields.len() < 6 {
+                return None;
+            }
+            Some((fields[5..].join(" "), fields[4].parse().ok()?))
+        })
+        .collect()
+}

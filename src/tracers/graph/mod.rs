@@ -70,6 +70,21 @@ impl RawEvent {
         ((self.word & !EXIT_BIT) >> SITE_BITS) as u16
     }
 
+    /// The event in nanoseconds with its function's address. `last_site`
+    /// caches the previous site's function (events repeat sites in runs).
+    fn converted(&self, last_site: &mut (usize, usize)) -> GraphEvent {
+        let site = self.site();
+        if last_site.0 != site {
+            *last_site = (site, function_of_site(site));
+        }
+        GraphEvent {
+            time_ns: ticks_to_ns(self.ticks),
+            function: last_site.1,
+            depth: self.depth(),
+            kind: self.kind(),
+        }
+    }
+
     fn kind(&self) -> EventKind {
         if self.word & EXIT_BIT != 0 {
             EventKind::Exit
@@ -198,18 +213,7 @@ impl GraphTracer {
         self.pool.drain_each(&mut |raw| {
             for chunk in raw.events.chunks(CHUNK) {
                 converted.clear();
-                converted.extend(chunk.iter().map(|event| {
-                    let site = event.site();
-                    if last_site.0 != site {
-                        last_site = (site, function_of_site(site));
-                    }
-                    GraphEvent {
-                        time_ns: ticks_to_ns(event.ticks),
-                        function: last_site.1,
-                        depth: event.depth(),
-                        kind: event.kind(),
-                    }
-                }));
+                converted.extend(chunk.iter().map(|event| event.converted(&mut last_site)));
                 out(&Batch {
                     ring: raw.ring,
                     tid: raw.tid,
@@ -263,18 +267,7 @@ impl GraphTracer {
             let mut last_site = (0, 0);
             thread
                 .events
-                .extend(drained.events.into_iter().map(|event| {
-                    let site = event.site();
-                    if last_site.0 != site {
-                        last_site = (site, function_of_site(site));
-                    }
-                    GraphEvent {
-                        time_ns: ticks_to_ns(event.ticks),
-                        function: last_site.1,
-                        depth: event.depth(),
-                        kind: event.kind(),
-                    }
-                }));
+                .extend(drained.events.iter().map(|e| e.converted(&mut last_site)));
             thread.lost += drained.dropped;
         }
     }
