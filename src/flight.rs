@@ -302,17 +302,15 @@ fn start(tracer: &str, filter: &Filter, options: &FlightOptions) -> Result<Fligh
     let window = Window::new(options.budget_bytes);
     let writer = {
         let shared = Arc::clone(&shared);
-        std::thread::Builder::new()
-            .name("fntrace-flight".to_string())
-            .spawn(move || {
-                let _ = shared.writer.set(std::thread::current().id());
-                let _gone = WriterGone(&shared);
-                Writer::new(window).run(&shared, interval);
-            })
-            .map_err(|source| Error::Io {
-                what: "starting the flight recorder's writer thread".to_string(),
-                source,
-            })?
+        crate::record::spawn_running("fntrace-flight", move || {
+            let _ = shared.writer.set(std::thread::current().id());
+            let _gone = WriterGone(&shared);
+            Writer::new(window).run(&shared, interval);
+        })
+        .map_err(|source| Error::Io {
+            what: "starting the flight recorder's writer thread".to_string(),
+            source,
+        })?
     };
     let recorder = FlightRecorder {
         shared: Arc::clone(&shared),

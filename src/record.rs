@@ -163,13 +163,13 @@ fn start(
     let interval = options.drain_interval.max(Duration::from_micros(100));
     let writer = {
         let shared = Arc::clone(&shared);
-        std::thread::Builder::new()
-            .name("fntrace-writer".to_string())
-            .spawn(move || write_until_stopped(stream, &shared, interval))
-            .map_err(|source| Error::Io {
-                what: "starting the recording's writer thread".to_string(),
-                source,
-            })?
+        spawn_running("fntrace-writer", move || {
+            write_until_stopped(stream, &shared, interval)
+        })
+        .map_err(|source| Error::Io {
+            what: "starting the recording's writer thread".to_string(),
+            source,
+        })?
     };
     let recording = Recording {
         shared,
@@ -182,6 +182,29 @@ fn start(
     // recording is stopped by its drop (the directory stays, empty).
     control::enable_with(tracer, filter)?;
     Ok(recording)
+}
+
+/// Spawns a thread named `name` running `f`, and returns once it runs:
+/// a thread being created has every signal blocked (glibc unblocks them
+/// just before `f`), and the breakpoint patch protocol avoids patching
+/// while any thread blocks SIGTRAP, so enabling right after a spawn would
+/// fall back to stopping the world.
+pub(crate) fn spawn_running<T: Send + 'static>(
+    name: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::io::Result<JoinHandle<T>> {
+    let started = Arc::new(std::sync::Barrier::new(2));
+    let handle = {
+        let started = Arc::clone(&started);
+        std::thread::Builder::new()
+            .name(name.to_string())
+            .spawn(move || {
+                started.wait();
+                f()
+            })?
+    };
+    started.wait();
+    Ok(handle)
 }
 
 /// The writer thread: drains, writes, sleeps, until told to stop; then
