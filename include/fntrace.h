@@ -11,6 +11,10 @@
  * Linked with fntrace, a `-pg` program no longer profiles itself with gprof
  * nor writes gmon.out: fntrace replaces glibc's __monstartup and _mcleanup.
  *
+ * Without any call, the environment can trace the program: FNTRACE=graph,
+ * FNTRACE_FILTER, FNTRACE_DEPTH, FNTRACE_OUTPUT=dir, FNTRACE_REPORT=1 (see
+ * the README, "From C").
+ *
  * Every function returning int returns 0 on success or a negative
  * errno-style code (-EINVAL, -ENOENT, ...) on failure; then
  * fntrace_last_error() says what went wrong. Every function may be called

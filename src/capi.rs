@@ -8,6 +8,9 @@
 //! message for [`fntrace_last_error`] (per thread). No panic crosses the C
 //! boundary: one is caught and reported as `-ENOTRECOVERABLE`.
 //!
+//! [`env`]: environment control (`FNTRACE=graph` ...), applied before
+//! `main`.
+//!
 //! Also here: no-op `__monstartup` and `_mcleanup`, which replace glibc's
 //! gprof start-up and exit (`gcrt1.o` of a `gcc -pg` program calls them), so
 //! that a program traced by fntrace neither profiles nor writes `gmon.out`.
@@ -23,6 +26,10 @@ use crate::control;
 use crate::error::Error;
 use crate::filter::Filter;
 use crate::record::{self, Recording};
+use crate::tracer::{self, Tracer};
+use crate::tracers::{function::FUNCTION_TRACER, graph::GRAPH_TRACER};
+
+mod env;
 
 thread_local! {
     /// The message of this thread's last failed call.
@@ -99,6 +106,23 @@ unsafe fn arg<'a>(ptr: *const c_char, name: &str) -> Result<&'a str, Failure> {
         .map_err(|_| Failure(libc::EINVAL, format!("{name} is not valid UTF-8")))
 }
 
+/// Registers the built-in tracers that are not yet. Each registers itself
+/// with a constructor, but in a program linked with `libfntrace.a` the
+/// linker keeps a tracer's object (and constructor) only if something
+/// refers to it: the references here keep both, and the registration here
+/// covers a constructor left out all the same. Called after the
+/// constructors (tracer registrations run first), so it never races them.
+fn register_builtins() {
+    let builtins: [(&'static str, &'static dyn Tracer); 2] =
+        [("function", &FUNCTION_TRACER), ("graph", &GRAPH_TRACER)];
+    for (name, tracer) in builtins {
+        if tracer::find(name).is_none() {
+            // A duplicate (registered meanwhile) is fine.
+            let _ = tracer::register(name, tracer);
+        }
+    }
+}
+
 /// The filter set by `fntrace_set_filter` (every function if none).
 fn current_filter() -> Filter {
     FILTER
@@ -158,6 +182,7 @@ pub unsafe extern "C" fn fntrace_enable(tracer: *const c_char) -> c_int {
     run("fntrace_enable", || {
         // SAFETY: the caller passes null or a valid C string.
         let name = unsafe { arg(tracer, "tracer") }?;
+        register_builtins();
         Ok(control::enable_with(name, &current_filter())?)
     })
 }
@@ -171,6 +196,7 @@ pub unsafe extern "C" fn fntrace_disable(tracer: *const c_char) -> c_int {
     run("fntrace_disable", || {
         // SAFETY: the caller passes null or a valid C string.
         let name = unsafe { arg(tracer, "tracer") }?;
+        register_builtins();
         Ok(control::disable(name)?)
     })
 }
@@ -233,25 +259,27 @@ fn start_recording(dir: &str, filter: &Filter) -> Result<(), Failure> {
     Ok(())
 }
 
+/// The recording kept by `fntrace_record_start`, taken out.
+fn take_recording() -> Option<Recording> {
+    RECORDING
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take()
+}
+
 /// `int fntrace_record_stop(void)`: stops the recording and finishes its
 /// directory.
 #[unsafe(no_mangle)]
 pub extern "C" fn fntrace_record_stop() -> c_int {
-    run("fntrace_record_stop", || {
-        let recording = RECORDING
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        match recording {
-            Some(recording) => {
-                recording.stop()?;
-                Ok(())
-            }
-            None => Err(Failure(
-                libc::ESRCH,
-                "no recording is running (fntrace_record_start starts one)".to_string(),
-            )),
+    run("fntrace_record_stop", || match take_recording() {
+        Some(recording) => {
+            recording.stop()?;
+            Ok(())
         }
+        None => Err(Failure(
+            libc::ESRCH,
+            "no recording is running (fntrace_record_start starts one)".to_string(),
+        )),
     })
 }
 
@@ -270,9 +298,14 @@ pub extern "C" fn fntrace_last_error() -> *const c_char {
 }
 
 /// glibc's gprof start-up, called by `gcrt1.o` before `main` in a program
-/// built with `gcc -pg`: replaced by nothing (no profiling timer).
+/// built with `gcc -pg`: replaced by nothing (no profiling timer). Being
+/// always called, it also keeps the environment start-up's constructor in a
+/// program linked with `libfntrace.a` (the linker takes an archive's
+/// objects only for the symbols they define).
 #[unsafe(no_mangle)]
-pub extern "C" fn __monstartup(_low_pc: usize, _high_pc: usize) {}
+pub extern "C" fn __monstartup(_low_pc: usize, _high_pc: usize) {
+    std::hint::black_box(&env::START);
+}
 
 /// glibc's gprof exit handler, which writes `gmon.out`: replaced by
 /// nothing.

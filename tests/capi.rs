@@ -207,6 +207,8 @@ fn bad_values_return_negative_codes_named_by_last_error() {
         .collect();
     let expect = [
         ("last_error_before", 0, ""),
+        ("enable_function", 0, ""),
+        ("disable_function", 0, ""),
         ("enable_unknown", -libc::ENOENT, "no_such_tracer"),
         ("disable_unknown", -libc::ENOENT, "fntrace_disable"),
         ("enable_null", -libc::EINVAL, "tracer is NULL"),
@@ -286,4 +288,167 @@ fn readme_gives_the_link_line_of_these_tests() {
         readme.contains(&line),
         "README's `## From C` gives {line:?}"
     );
+}
+
+/// Runs `program plain` in the fresh directory `cwd` with the environment
+/// `vars` (and no other FNTRACE variable); must succeed and leave no
+/// `gmon.out`. Its standard error.
+fn run_with_env(program: &Path, vars: &[(&str, &str)], cwd: &Path) -> String {
+    std::fs::create_dir_all(cwd).unwrap();
+    let mut command = Command::new(program);
+    command.arg("plain").current_dir(cwd);
+    for (name, _) in std::env::vars() {
+        if name.starts_with("FNTRACE") {
+            command.env_remove(name);
+        }
+    }
+    let output = command.envs(vars.iter().copied()).output().unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        output.status.success(),
+        "{vars:?}: {}\n{stderr}",
+        output.status
+    );
+    assert!(!cwd.join("gmon.out").exists(), "{vars:?} wrote gmon.out");
+    stderr
+}
+
+/// Calls per function in the latency table on `stderr` (rows: calls first,
+/// function last).
+fn report_calls(stderr: &str) -> std::collections::HashMap<String, u64> {
+    let table = stderr
+        .split_once("fntrace: latency (FNTRACE_REPORT=1)\n")
+        .unwrap_or_else(|| panic!("no latency table on stderr: {stderr}"))
+        .1;
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            Some((fields.last()?.to_string(), fields.first()?.parse().ok()?))
+        })
+        .collect()
+}
+
+const FILTER: &str = "handle_*,parse_*,!handle_log*";
+
+#[test]
+fn environment_records_to_fntrace_output_and_reports_at_exit() {
+    let base = common::temp_dir("capi-env");
+    std::fs::create_dir_all(&base).unwrap();
+    let program = base.join("capi_prog");
+    build(&["-pg"], &program);
+    let dir = base.join("env.data");
+    let stderr = run_with_env(
+        &program,
+        &[
+            ("FNTRACE", "graph"),
+            ("FNTRACE_FILTER", FILTER),
+            ("FNTRACE_OUTPUT", dir.to_str().unwrap()),
+            ("FNTRACE_REPORT", "1"),
+        ],
+        &base.join("run"),
+    );
+    check_counts(&dir);
+    let calls = report_calls(&stderr);
+    assert_eq!(
+        calls.get("handle_get"),
+        Some(&(THREADS * ITERATIONS)),
+        "{stderr}"
+    );
+    assert_eq!(
+        calls.get("parse_key"),
+        Some(&(6 * THREADS * ITERATIONS / 4))
+    );
+    assert_eq!(calls.len(), 3, "{stderr}");
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+#[test]
+fn environment_depth_limits_the_report_without_output() {
+    let base = common::temp_dir("capi-env-depth");
+    std::fs::create_dir_all(&base).unwrap();
+    let program = base.join("capi_prog");
+    build(&["-pg", "-mfentry"], &program);
+    let stderr = run_with_env(
+        &program,
+        &[
+            ("FNTRACE", "graph"),
+            ("FNTRACE_FILTER", FILTER),
+            ("FNTRACE_DEPTH", "0"),
+            ("FNTRACE_REPORT", "1"),
+        ],
+        &base.join("run"),
+    );
+    let calls = report_calls(&stderr);
+    let expected = [
+        ("handle_get".to_string(), THREADS * ITERATIONS),
+        ("handle_put".to_string(), THREADS * ITERATIONS / 4),
+    ];
+    assert_eq!(calls, expected.into_iter().collect(), "{stderr}");
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+#[test]
+fn invalid_environment_prints_one_line_and_runs_untraced() {
+    let base = common::temp_dir("capi-env-bad");
+    let full = base.join("full");
+    std::fs::create_dir_all(&full).unwrap();
+    std::fs::write(full.join("keep"), "not a trace").unwrap();
+    let program = base.join("capi_prog");
+    build(&["-pg"], &program);
+    let full = full.to_str().unwrap();
+    // (variables, what the line names, whether FNTRACE_OUTPUT is added: a
+    // directory that must not appear).
+    type Case<'a> = (&'a [(&'a str, &'a str)], &'a str, bool);
+    let cases: &[Case] = &[
+        (&[("FNTRACE", "graph,bogus")], "FNTRACE=graph,bogus", true),
+        (
+            &[("FNTRACE_FILTER", "handle_*,,x")],
+            "FNTRACE_FILTER=",
+            true,
+        ),
+        (&[("FNTRACE_FILTER", "!")], "FNTRACE_FILTER=", true),
+        (&[("FNTRACE_DEPTH", "deep")], "FNTRACE_DEPTH=deep", true),
+        (&[("FNTRACE_DEPTH", "70000")], "FNTRACE_DEPTH=70000", true),
+        (&[("FNTRACE_REPORT", "yes")], "FNTRACE_REPORT=yes", true),
+        (
+            &[("FNTRACE", "function"), ("FNTRACE_REPORT", "1")],
+            "FNTRACE_REPORT=1",
+            false,
+        ),
+    ];
+    for (i, (vars, named, with_output)) in cases.iter().enumerate() {
+        let out = base.join(format!("out{i}"));
+        let mut vars = vars.to_vec();
+        if !vars.iter().any(|(name, _)| *name == "FNTRACE") {
+            vars.push(("FNTRACE", "graph"));
+        }
+        if *with_output {
+            vars.push(("FNTRACE_OUTPUT", out.to_str().unwrap()));
+        }
+        let stderr = run_with_env(&program, &vars, &base.join(format!("run{i}")));
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{vars:?}: {stderr}");
+        assert!(
+            lines[0].starts_with("fntrace: ")
+                && lines[0].contains(named)
+                && lines[0].ends_with("the program runs untraced"),
+            "{vars:?}: {stderr}"
+        );
+        assert!(!out.exists(), "{vars:?}: untraced, yet {out:?} was written");
+    }
+    // The output directory itself: not empty, left alone.
+    let stderr = run_with_env(
+        &program,
+        &[("FNTRACE", "graph"), ("FNTRACE_OUTPUT", full)],
+        &base.join("run-full"),
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!("FNTRACE_OUTPUT={full}")) && stderr.contains("untraced"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_dir(full).unwrap().count(), 1);
+    std::fs::remove_dir_all(&base).unwrap();
 }

@@ -92,6 +92,8 @@ int main(int argc, char **argv) {
         check("fntrace_record_stop", fntrace_record_stop());
     } else if (strcmp(mode, "errors") == 0) {
         report("last_error_before", 0);
+        report("enable_function", fntrace_enable("function"));
+        report("disable_function", fntrace_disable("function"));
         report("enable_unknown", fntrace_enable("no_such_tracer"));
         const char *other = NULL;
         pthread_t t;
