@@ -28,13 +28,15 @@
 //! trampolines call; it reaches tracers only through that interface) →
 //! `tracers` (the built-in `function` and `graph` tracers) → `control`
 //! (init, enable, disable, dump) → `record` (the streaming recorder) →
-//! `flight` (the flight recorder) → this root (the public API). The trace
+//! `flight` (the flight recorder) → `capi` (the C ABI of
+//! `include/fntrace.h`) → this root (the public API). The trace
 //! model, analysis and exporters are the `fntrace-tools` crate.
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 compile_error!("fntrace supports x86-64 Linux only: its trampolines are x86-64 assembly");
 
 mod arch;
+mod capi;
 mod control;
 mod error;
 mod filter;

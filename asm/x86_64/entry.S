@@ -147,24 +147,18 @@ fntrace_thread:
         .size   \name, . - \name
 .endm
 
-        .globl  mcount
-        .globl  _mcount
-ENTRY_TRAMPOLINE mcount, fntrace_mcount_entry, 0
-        .type   _mcount, @function
-        .set    _mcount, mcount
-
-        .globl  __fentry__
-ENTRY_TRAMPOLINE __fentry__, fntrace_fentry_entry, 1
-
-/* Hidden names of the same two trampolines, for the fast entries' jumps to
- * the generic path (graph.S): never preempted by another object's mcount
- * (glibc has one), and no PLT. */
+/* The trampolines under hidden names: the public `mcount`, `_mcount` and
+ * `__fentry__` are one-jump stubs in Rust (src/rt/exported.rs), so that a
+ * cdylib (libfntrace.so) exports them: rustc's version script exports only
+ * symbols Rust defines. The fast entries (graph.S) jump here directly:
+ * never preempted by another object's mcount (glibc has one), and no PLT. */
         .globl  fntrace_generic_mcount
         .hidden fntrace_generic_mcount
-        .set    fntrace_generic_mcount, mcount
+ENTRY_TRAMPOLINE fntrace_generic_mcount, fntrace_mcount_entry, 0
+
         .globl  fntrace_generic_fentry
         .hidden fntrace_generic_fentry
-        .set    fntrace_generic_fentry, __fentry__
+ENTRY_TRAMPOLINE fntrace_generic_fentry, fntrace_fentry_entry, 1
 
 /* u8 fntrace_guard_swap(u8 value)
  *   %dil: the new value of this thread's recursion guard

@@ -7,6 +7,7 @@
 
 pub(crate) mod contexts;
 mod entry;
+mod exported;
 pub(crate) mod ops;
 pub mod ring;
 pub(crate) mod shadow;

@@ -44,6 +44,7 @@ const SCAN_WINDOW: usize = 128;
 
 extern "C" {
     fn mcount();
+    fn _mcount();
     fn __fentry__();
 }
 
@@ -56,7 +57,7 @@ pub(crate) fn trampoline(kind: SiteKind) -> usize {
 }
 
 fn kind_of_target(target: usize) -> Option<SiteKind> {
-    if target == trampoline(SiteKind::Mcount) {
+    if target == trampoline(SiteKind::Mcount) || target == _mcount as *const () as usize {
         Some(SiteKind::Mcount)
     } else if target == trampoline(SiteKind::Fentry) {
         Some(SiteKind::Fentry)

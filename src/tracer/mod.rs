@@ -229,8 +229,10 @@ impl<T: Tracer> Tracer for &'static T {
 macro_rules! register_tracer {
     ($name:expr, $tracer:expr $(,)?) => {
         const _: () = {
+            // A constructor priority: registrations run before the plain
+            // constructors, fntrace's environment start-up among them.
             #[used]
-            #[link_section = ".init_array"]
+            #[link_section = ".init_array.65000"]
             static REGISTER: extern "C" fn() = {
                 extern "C" fn register() {
                     let tracer: &'static dyn $crate::Tracer =

@@ -1,0 +1,313 @@
+//! The C ABI, declared in `include/fntrace.h`: `fntrace_init`,
+//! `fntrace_enable`, `fntrace_disable`, `fntrace_set_filter`,
+//! `fntrace_dump`, `fntrace_record_start`, `fntrace_record_stop` and
+//! `fntrace_last_error`, over the Rust API. `libfntrace.a` and
+//! `libfntrace.so` export them.
+//!
+//! Each returns 0 or a negative errno-style code and, on failure, keeps a
+//! message for [`fntrace_last_error`] (per thread). No panic crosses the C
+//! boundary: one is caught and reported as `-ENOTRECOVERABLE`.
+//!
+//! [`env`]: environment control (`FNTRACE=graph` ...), applied before
+//! `main`.
+//!
+//! Also here: no-op `__monstartup` and `_mcleanup`, which replace glibc's
+//! gprof start-up and exit (`gcrt1.o` of a `gcc -pg` program calls them), so
+//! that a program traced by fntrace neither profiles nor writes `gmon.out`.
+
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Mutex, PoisonError};
+
+use fntrace_tools::export::ExportError;
+
+use crate::control;
+use crate::error::Error;
+use crate::filter::Filter;
+use crate::record::{self, Recording};
+use crate::tracer::{self, Tracer};
+use crate::tracers::{function::FUNCTION_TRACER, graph::GRAPH_TRACER};
+
+mod env;
+
+thread_local! {
+    /// The message of this thread's last failed call.
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+/// The filter `fntrace_set_filter` set, for the tracers enabled after it
+/// and for recordings.
+static FILTER: Mutex<Option<Filter>> = Mutex::new(None);
+
+/// The recording `fntrace_record_start` started.
+static RECORDING: Mutex<Option<Recording>> = Mutex::new(None);
+
+/// A failure of a C call: its code (a negated errno) and message.
+struct Failure(c_int, String);
+
+impl From<Error> for Failure {
+    fn from(err: Error) -> Failure {
+        let code = match &err {
+            Error::UnknownTracer(_) => libc::ENOENT,
+            Error::BadFilter(_) => libc::EINVAL,
+            Error::Recording(_) => libc::EBUSY,
+            Error::Export(ExportError::DirectoryNotEmpty(_)) => libc::ENOTEMPTY,
+            Error::Export(ExportError::EmptyPath) => libc::EINVAL,
+            Error::Export(ExportError::Io { source, .. }) | Error::Io { source, .. } => {
+                source.raw_os_error().unwrap_or(libc::EIO)
+            }
+            Error::Export(_) => libc::EIO,
+            Error::ThreadDidNotAcknowledge { .. } => libc::ETIMEDOUT,
+            Error::StopSignalInUse { .. } => libc::EBUSY,
+            Error::TooManyTracers => libc::ENOSPC,
+            _ => libc::EIO,
+        };
+        Failure(code, err.to_string())
+    }
+}
+
+/// Runs `body` for a C caller: 0 on success; on failure (or panic) stores
+/// the message for [`fntrace_last_error`] and returns the negated code.
+fn run(what: &str, body: impl FnOnce() -> Result<(), Failure>) -> c_int {
+    let result = catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|_| {
+        Err(Failure(
+            libc::ENOTRECOVERABLE,
+            "fntrace panicked (a bug); the call was abandoned".to_string(),
+        ))
+    });
+    match result {
+        Ok(()) => 0,
+        Err(Failure(code, message)) => {
+            set_last_error(&format!("{what}: {message}"));
+            -code
+        }
+    }
+}
+
+fn set_last_error(message: &str) {
+    let message = CString::new(message.replace('\0', " ")).unwrap_or_default();
+    // The thread-local is gone only while the thread exits.
+    let _ = LAST_ERROR.try_with(|last| *last.borrow_mut() = message);
+}
+
+/// The string at `ptr`, which must be non-null UTF-8.
+///
+/// # Safety
+/// `ptr` is null or points to a NUL-terminated string that stays valid and
+/// unchanged during the call.
+unsafe fn arg<'a>(ptr: *const c_char, name: &str) -> Result<&'a str, Failure> {
+    if ptr.is_null() {
+        return Err(Failure(libc::EINVAL, format!("{name} is NULL")));
+    }
+    // SAFETY: non-null, and the caller promises a valid C string.
+    let s = unsafe { CStr::from_ptr(ptr) };
+    s.to_str()
+        .map_err(|_| Failure(libc::EINVAL, format!("{name} is not valid UTF-8")))
+}
+
+/// Registers the built-in tracers that are not yet. Each registers itself
+/// with a constructor, but in a program linked with `libfntrace.a` the
+/// linker keeps a tracer's object (and constructor) only if something
+/// refers to it: the references here keep both, and the registration here
+/// covers a constructor left out all the same. Called after the
+/// constructors (tracer registrations run first), so it never races them.
+fn register_builtins() {
+    let builtins: [(&'static str, &'static dyn Tracer); 2] =
+        [("function", &FUNCTION_TRACER), ("graph", &GRAPH_TRACER)];
+    for (name, tracer) in builtins {
+        if tracer::find(name).is_none() {
+            // A duplicate (registered meanwhile) is fine.
+            let _ = tracer::register(name, tracer);
+        }
+    }
+}
+
+/// The filter set by `fntrace_set_filter` (every function if none).
+fn current_filter() -> Filter {
+    FILTER
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone()
+        .unwrap_or_default()
+}
+
+/// Parses a comma-separated list of globs: `glob` includes, `!glob`
+/// excludes; spaces around items are ignored. An empty list selects every
+/// function.
+pub(crate) fn parse_globs(globs: &str) -> Result<Filter, Error> {
+    let mut filter = Filter::new();
+    if globs.trim().is_empty() {
+        return Ok(filter);
+    }
+    for (n, item) in globs.split(',').enumerate() {
+        let item = item.trim();
+        let (exclude, glob) = match item.strip_prefix('!') {
+            Some(glob) => (true, glob.trim()),
+            None => (false, item),
+        };
+        if glob.is_empty() {
+            return Err(Error::BadFilter(format!(
+                "item {} of {globs:?} is an empty glob",
+                n + 1
+            )));
+        }
+        if let Some(c) = glob.chars().find(|c| c.is_control() || c.is_whitespace()) {
+            return Err(Error::BadFilter(format!(
+                "glob {glob:?} contains {c:?}; function names have no spaces or control characters"
+            )));
+        }
+        filter = if exclude {
+            filter.exclude(glob)
+        } else {
+            filter.include(glob)
+        };
+    }
+    Ok(filter)
+}
+
+/// `int fntrace_init(void)`: finds every call site (see [`crate::init`]).
+#[unsafe(no_mangle)]
+pub extern "C" fn fntrace_init() -> c_int {
+    run("fntrace_init", || Ok(control::init()?))
+}
+
+/// `int fntrace_enable(const char *tracer)`: enables the tracer with the
+/// filter of the last `fntrace_set_filter`.
+///
+/// # Safety
+/// `tracer` is null or a valid NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fntrace_enable(tracer: *const c_char) -> c_int {
+    run("fntrace_enable", || {
+        // SAFETY: the caller passes null or a valid C string.
+        let name = unsafe { arg(tracer, "tracer") }?;
+        register_builtins();
+        Ok(control::enable_with(name, &current_filter())?)
+    })
+}
+
+/// `int fntrace_disable(const char *tracer)`.
+///
+/// # Safety
+/// `tracer` is null or a valid NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fntrace_disable(tracer: *const c_char) -> c_int {
+    run("fntrace_disable", || {
+        // SAFETY: the caller passes null or a valid C string.
+        let name = unsafe { arg(tracer, "tracer") }?;
+        register_builtins();
+        Ok(control::disable(name)?)
+    })
+}
+
+/// `int fntrace_set_filter(const char *globs)`: the functions that tracers
+/// enabled from now on (and recordings) select: `"handle_*,!log_*"`.
+///
+/// # Safety
+/// `globs` is null or a valid NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fntrace_set_filter(globs: *const c_char) -> c_int {
+    run("fntrace_set_filter", || {
+        // SAFETY: the caller passes null or a valid C string.
+        let globs = unsafe { arg(globs, "globs") }?;
+        let filter = parse_globs(globs)?;
+        *FILTER.lock().unwrap_or_else(PoisonError::into_inner) = Some(filter);
+        Ok(())
+    })
+}
+
+/// `int fntrace_dump(const char *dir)`: writes the graph tracer's events
+/// into a new uftrace data directory (see [`crate::dump`]).
+///
+/// # Safety
+/// `dir` is null or a valid NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fntrace_dump(dir: *const c_char) -> c_int {
+    run("fntrace_dump", || {
+        // SAFETY: the caller passes null or a valid C string.
+        let dir = unsafe { arg(dir, "dir") }?;
+        control::dump(dir)?;
+        Ok(())
+    })
+}
+
+/// `int fntrace_record_start(const char *dir)`: starts the streaming
+/// recorder (graph tracer, the current filter) into `dir`.
+///
+/// # Safety
+/// `dir` is null or a valid NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fntrace_record_start(dir: *const c_char) -> c_int {
+    run("fntrace_record_start", || {
+        // SAFETY: the caller passes null or a valid C string.
+        let dir = unsafe { arg(dir, "dir") }?;
+        start_recording(dir, &current_filter())
+    })
+}
+
+/// Starts the recording kept for `fntrace_record_stop`.
+fn start_recording(dir: &str, filter: &Filter) -> Result<(), Failure> {
+    let mut slot = RECORDING.lock().unwrap_or_else(PoisonError::into_inner);
+    if slot.is_some() {
+        return Err(Failure(
+            libc::EBUSY,
+            "a recording is running already (fntrace_record_stop ends it)".to_string(),
+        ));
+    }
+    *slot = Some(record::record("graph", filter, dir)?);
+    Ok(())
+}
+
+/// The recording kept by `fntrace_record_start`, taken out.
+fn take_recording() -> Option<Recording> {
+    RECORDING
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take()
+}
+
+/// `int fntrace_record_stop(void)`: stops the recording and finishes its
+/// directory.
+#[unsafe(no_mangle)]
+pub extern "C" fn fntrace_record_stop() -> c_int {
+    run("fntrace_record_stop", || match take_recording() {
+        Some(recording) => {
+            recording.stop()?;
+            Ok(())
+        }
+        None => Err(Failure(
+            libc::ESRCH,
+            "no recording is running (fntrace_record_start starts one)".to_string(),
+        )),
+    })
+}
+
+/// `const char *fntrace_last_error(void)`: the message of the last failed
+/// call on this thread ("" if none failed), valid until the thread's next
+/// failed call.
+#[unsafe(no_mangle)]
+pub extern "C" fn fntrace_last_error() -> *const c_char {
+    static EMPTY: &CStr = c"";
+    catch_unwind(|| {
+        LAST_ERROR
+            .try_with(|last| last.borrow().as_ptr())
+            .unwrap_or(EMPTY.as_ptr())
+    })
+    .unwrap_or(EMPTY.as_ptr())
+}
+
+/// glibc's gprof start-up, called by `gcrt1.o` before `main` in a program
+/// built with `gcc -pg`: replaced by nothing (no profiling timer). Being
+/// always called, it also keeps the environment start-up's constructor in a
+/// program linked with `libfntrace.a` (the linker takes an archive's
+/// objects only for the symbols they define).
+#[unsafe(no_mangle)]
+pub extern "C" fn __monstartup(_low_pc: usize, _high_pc: usize) {
+    std::hint::black_box(&env::START);
+}
+
+/// glibc's gprof exit handler, which writes `gmon.out`: replaced by
+/// nothing.
+#[unsafe(no_mangle)]
+pub extern "C" fn _mcleanup() {}

@@ -1,0 +1,209 @@
+//! Environment control: with fntrace linked, the program is traced with no
+//! code change. A constructor (`.init_array`, run before `main`) reads
+//!
+//! - `FNTRACE`: a comma list of tracers to enable (`graph`, `function`, or
+//!   registered names);
+//! - `FNTRACE_FILTER`: globs as for `fntrace_set_filter` (`handle_*,!log_*`);
+//! - `FNTRACE_DEPTH`: the deepest call recorded (0: the outermost traced
+//!   calls);
+//! - `FNTRACE_OUTPUT`: a directory to stream to with the recorder (graph
+//!   tracer), finished at exit;
+//! - `FNTRACE_REPORT=1`: the latency table on stderr at exit (graph tracer);
+//!
+//! and `FNTRACE_PATCH` as always. The values are checked before anything
+//! is enabled: an invalid one prints one line naming the variable, and the
+//! program runs untraced. What runs at exit (`atexit`, so `exit()` from
+//! anywhere) runs on a thread of its own: the exiting thread's
+//! thread-locals are gone by then.
+
+use std::panic::catch_unwind;
+
+use crate::control;
+use crate::filter::Filter;
+use crate::tracer;
+use crate::tracers::graph::GRAPH_TRACER;
+
+use super::{parse_globs, register_builtins, start_recording, take_recording};
+
+/// Rows of the latency table printed at exit.
+const REPORT_ROWS: usize = 50;
+
+/// Run before `main` (after the tracer registrations, which have a
+/// constructor priority).
+#[used]
+#[unsafe(link_section = ".init_array")]
+pub(super) static START: extern "C" fn() = start;
+
+/// What the environment asks for.
+struct Settings {
+    tracers: Vec<String>,
+    filter: Filter,
+    output: Option<String>,
+    report: bool,
+}
+
+/// The settings `start` applied, for the exit handler.
+static APPLIED: std::sync::Mutex<Option<(bool, bool)>> = std::sync::Mutex::new(None);
+
+extern "C" fn start() {
+    let outcome = catch_unwind(|| match settings() {
+        Ok(Some(settings)) => apply(settings),
+        Ok(None) => Ok(()),
+        Err(message) => Err(message),
+    });
+    let message = match outcome {
+        Ok(Ok(())) => return,
+        Ok(Err(message)) => message,
+        Err(_) => "start-up panicked (a bug)".to_string(),
+    };
+    eprintln!("fntrace: {message}; the program runs untraced");
+}
+
+/// The variable's value; `Err` if it is not UTF-8.
+fn var(name: &str) -> Result<Option<String>, String> {
+    match std::env::var(name) {
+        Ok(value) => Ok(Some(value)),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(v)) => {
+            Err(format!("{name}={}: not valid UTF-8", v.to_string_lossy()))
+        }
+    }
+}
+
+/// The settings, `None` when the environment asks for no tracing, or a
+/// line naming the first invalid variable.
+fn settings() -> Result<Option<Settings>, String> {
+    let tracers: Vec<String> = var("FNTRACE")?
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect();
+    let output = var("FNTRACE_OUTPUT")?.filter(|dir| !dir.is_empty());
+    if tracers.is_empty() && output.is_none() {
+        return Ok(None);
+    }
+    register_builtins();
+    for name in &tracers {
+        if tracer::find(name).is_none() {
+            return Err(format!(
+                "FNTRACE={}: no tracer named {name:?} is registered (registered: {})",
+                var("FNTRACE")?.unwrap_or_default(),
+                tracer::tracer_names().join(", ")
+            ));
+        }
+    }
+    let mut filter = match var("FNTRACE_FILTER")? {
+        Some(globs) => parse_globs(&globs).map_err(|e| format!("FNTRACE_FILTER={globs}: {e}"))?,
+        None => Filter::new(),
+    };
+    if let Some(depth) = var("FNTRACE_DEPTH")? {
+        let n: u16 = depth.trim().parse().map_err(|_| {
+            format!("FNTRACE_DEPTH={depth}: not a depth (a whole number from 0 to 65535)")
+        })?;
+        filter = filter.max_depth(n);
+    }
+    let report = match var("FNTRACE_REPORT")?.as_deref() {
+        None | Some("" | "0") => false,
+        Some("1") => true,
+        Some(other) => return Err(format!("FNTRACE_REPORT={other}: use 1 (or 0)")),
+    };
+    let graph = tracers.iter().any(|t| t == "graph");
+    if report && !graph && output.is_none() {
+        return Err(
+            "FNTRACE_REPORT=1 needs the graph tracer: set FNTRACE=graph or FNTRACE_OUTPUT"
+                .to_string(),
+        );
+    }
+    Ok(Some(Settings {
+        tracers,
+        filter,
+        output,
+        report,
+    }))
+}
+
+/// Enables what `settings` asks for, all or nothing, and registers the
+/// exit handler.
+fn apply(settings: Settings) -> Result<(), String> {
+    let mut enabled: Vec<&str> = Vec::new();
+    let result = (|| {
+        if let Some(dir) = &settings.output {
+            start_recording(dir, &settings.filter)
+                .map_err(|f| format!("FNTRACE_OUTPUT={dir}: {}", f.1))?;
+        }
+        for name in &settings.tracers {
+            if name == "graph" && settings.output.is_some() {
+                continue; // the recording enabled it
+            }
+            control::enable_with(name, &settings.filter)
+                .map_err(|e| format!("FNTRACE={name}: {e}"))?;
+            enabled.push(name);
+        }
+        Ok(())
+    })();
+    if let Err(message) = result {
+        for name in enabled {
+            let _ = control::disable(name);
+        }
+        if let Some(recording) = take_recording() {
+            let _ = recording.stop();
+        }
+        return Err(message);
+    }
+    *APPLIED.lock().unwrap_or_else(|e| e.into_inner()) =
+        Some((settings.output.is_some(), settings.report));
+    // SAFETY: `finish` is an `extern "C" fn()` that lives as long as the
+    // process, as atexit requires.
+    if unsafe { libc::atexit(finish) } != 0 {
+        eprintln!("fntrace: atexit failed: the trace is not finished at exit");
+    }
+    Ok(())
+}
+
+/// At exit: finishes the recording, prints the report.
+extern "C" fn finish() {
+    let finished = std::thread::Builder::new()
+        .name("fntrace-exit".to_string())
+        .spawn(|| catch_unwind(finish_on_this_thread));
+    match finished.map(|thread| thread.join()) {
+        Ok(Ok(Ok(()))) => {}
+        Ok(Ok(Err(_)) | Err(_)) => eprintln!("fntrace: finishing at exit panicked (a bug)"),
+        Err(err) => eprintln!("fntrace: finishing at exit: {err}"),
+    }
+}
+
+fn finish_on_this_thread() {
+    let Some((recorded, report)) = *APPLIED.lock().unwrap_or_else(|e| e.into_inner()) else {
+        return;
+    };
+    let mut dir = None;
+    if recorded {
+        if let Some(recording) = take_recording() {
+            match recording.stop() {
+                Ok(done) => dir = Some(done.dir),
+                Err(err) => eprintln!("fntrace: FNTRACE_OUTPUT: finishing the recording: {err}"),
+            }
+        }
+    }
+    if !report {
+        return;
+    }
+    let trace = match dir {
+        Some(dir) => match fntrace_tools::export::read_uftrace_dir(&dir) {
+            Ok(trace) => trace,
+            Err(err) => {
+                eprintln!("fntrace: FNTRACE_REPORT: reading {}: {err}", dir.display());
+                return;
+            }
+        },
+        None if recorded => return,
+        None => {
+            let _ = control::disable("graph");
+            GRAPH_TRACER.take_trace()
+        }
+    };
+    let table = fntrace_tools::analysis::latency(&trace).table(REPORT_ROWS);
+    eprint!("fntrace: latency (FNTRACE_REPORT=1)\n{table}");
+}
