@@ -406,22 +406,13 @@ fn original_protection(
         .map(|page| page.prot)
 }
 
-/// `pread` of all of `buf` from the `mem` file at `addr`; the raw errno on
-/// failure. The kernel reads the target through its own mapping, so an
-/// unmapped address yields EIO, not a fault.
-fn pread_all(fd: &OwnedFd, addr: usize, buf: &mut [u8]) -> Result<(), i32> {
+/// Calls `transfer(done)` (bytes moved, or -1 with errno set) until `len`
+/// bytes have moved: EINTR retries, a zero-byte transfer is EIO. The raw
+/// errno on failure.
+fn transfer_all(len: usize, mut transfer: impl FnMut(usize) -> isize) -> Result<(), i32> {
     let mut done = 0;
-    while let Some(rest) = buf.get_mut(done..).filter(|rest| !rest.is_empty()) {
-        // SAFETY: `rest` is a valid, writable buffer of `rest.len()` bytes.
-        let got = unsafe {
-            libc::pread(
-                fd.as_raw_fd(),
-                rest.as_mut_ptr().cast::<c_void>(),
-                rest.len(),
-                (addr + done) as libc::off_t,
-            )
-        };
-        match got {
+    while done < len {
+        match transfer(done) {
             n if n > 0 => done += n as usize,
             0 => return Err(libc::EIO),
             _ => match last_errno() {
@@ -433,32 +424,42 @@ fn pread_all(fd: &OwnedFd, addr: usize, buf: &mut [u8]) -> Result<(), i32> {
     Ok(())
 }
 
+/// `pread` of all of `buf` from the `mem` file at `addr`; the raw errno on
+/// failure. The kernel reads the target through its own mapping, so an
+/// unmapped address yields EIO, not a fault.
+fn pread_all(fd: &OwnedFd, addr: usize, buf: &mut [u8]) -> Result<(), i32> {
+    let len = buf.len();
+    transfer_all(len, |done| {
+        let rest = &mut buf[done..];
+        // SAFETY: `rest` is a valid, writable buffer of `rest.len()` bytes.
+        unsafe {
+            libc::pread(
+                fd.as_raw_fd(),
+                rest.as_mut_ptr().cast::<c_void>(),
+                rest.len(),
+                (addr + done) as libc::off_t,
+            )
+        }
+    })
+}
+
 /// `pwrite` of all of `bytes` to the `mem` file at `addr`; text protection
 /// never changes. The raw errno on failure.
 fn pwrite_all(fd: &OwnedFd, addr: usize, bytes: &[u8]) -> Result<(), i32> {
-    let mut done = 0;
-    while let Some(rest) = bytes.get(done..).filter(|rest| !rest.is_empty()) {
+    transfer_all(bytes.len(), |done| {
+        let rest = &bytes[done..];
         // SAFETY: `rest` is a valid buffer of `rest.len()` bytes; the kernel
         // writes the target through its own mapping (forcing write access
         // to the private text page), so no fault can occur in this process.
-        let put = unsafe {
+        unsafe {
             libc::pwrite(
                 fd.as_raw_fd(),
                 rest.as_ptr().cast::<c_void>(),
                 rest.len(),
                 (addr + done) as libc::off_t,
             )
-        };
-        match put {
-            n if n > 0 => done += n as usize,
-            0 => return Err(libc::EIO),
-            _ => match last_errno() {
-                libc::EINTR => continue,
-                errno => return Err(errno),
-            },
         }
-    }
-    Ok(())
+    })
 }
 
 /// Reads `buf.len()` bytes at `addr` with plain loads, when every page is
