@@ -132,11 +132,11 @@ impl<T: Copy> Ring<T> {
         self.tid.store(tid, Ordering::Relaxed);
     }
 
-    /// Copies every available event to `out` (a slice at a time, at most
-    /// two: up to the end of the ring, then from its start), then frees
-    /// their slots. Callers serialise readers.
-    fn drain_with(&self, out: &mut dyn FnMut(&[T])) -> usize {
-        let head = self.head.0.load(Ordering::Acquire);
+    /// Copies the events before `head` (a value of `head` loaded with
+    /// Acquire) to `out`, a slice at a time (at most two: up to the end of
+    /// the ring, then from its start), then frees their slots. Callers
+    /// serialise readers.
+    fn drain_to(&self, head: usize, out: &mut dyn FnMut(&[T])) -> usize {
         let tail = self.tail.0.load(Ordering::Relaxed);
         let available = head.wrapping_sub(tail);
         let start = tail & (self.capacity - 1);
@@ -382,12 +382,19 @@ impl<T: Copy + Send + 'static> RingPool<T> {
             // A ring whose head has not moved since the last drain may
             // belong to a thread that exited; checked before draining, so
             // that a dead owner's last events are all in this drain.
-            let head = ring.head.0.load(Ordering::Acquire);
+            let mut head = ring.head.0.load(Ordering::Acquire);
             let idle = head == ring.head_at_last_drain.swap(head, Ordering::Relaxed);
             let owner_exited = idle && sys::tgkill(pid, ring.tid() as i32, 0) == Err(libc::ESRCH);
+            if owner_exited {
+                // Its last events, written before it died.
+                head = ring.head.0.load(Ordering::Acquire);
+            }
+            // Read after the Acquire load of head: an owner writes its id
+            // before its first event, so the events up to head are its own
+            // (read before, a new owner of a reused ring could be missed).
             let (tid, name) = (ring.tid(), ring.name());
             let name = name.as_str();
-            ring.drain_with(&mut |events| {
+            ring.drain_to(head, &mut |events| {
                 out(&Batch {
                     ring: index,
                     tid,
