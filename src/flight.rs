@@ -27,7 +27,6 @@ use crate::error::Error;
 use crate::filter::Filter;
 use crate::record::{DEFAULT_DRAIN_INTERVAL, DEFAULT_RECORD_BUFFER_EVENTS, RECORDING};
 use crate::rt::thread::Untraced;
-use crate::tracer;
 use crate::tracers::graph::{describe, GRAPH_TRACER};
 use hooks::SignalHandler;
 use window::Window;
@@ -420,11 +419,7 @@ impl FlightRecorder {
             return Err(Error::Recording("stopped already".to_string()));
         };
         hooks::set_active(None);
-        let disabled = if tracer::find(&self.tracer).is_some() {
-            control::disable(&self.tracer)
-        } else {
-            Ok(())
-        };
+        let disabled = crate::record::disable_recorded(&self.tracer);
         self.shared.state().stop = true;
         self.shared.wake.notify_all();
         let joined = writer.join();

@@ -207,6 +207,15 @@ pub(crate) fn spawn_running<T: Send + 'static>(
     Ok(handle)
 }
 
+/// Switches off the tracer a recorder enabled, as its stop's first step
+/// (the writer then drains what the buffers still hold).
+pub(crate) fn disable_recorded(tracer: &str) -> Result<(), Error> {
+    match tracer::find(tracer) {
+        Some(_) => control::disable(tracer),
+        None => Ok(()),
+    }
+}
+
 /// The writer thread: drains, writes, sleeps, until told to stop; then
 /// drains once more.
 fn write_until_stopped(
@@ -291,11 +300,7 @@ impl Recording {
         let Some(writer) = self.writer.take() else {
             return Err(Error::Recording("stopped already".to_string()));
         };
-        let disabled = if tracer::find(&self.tracer).is_some() {
-            control::disable(&self.tracer)
-        } else {
-            Ok(())
-        };
+        let disabled = disable_recorded(&self.tracer);
         *self
             .shared
             .stop

@@ -48,19 +48,8 @@ fn a_large_window_holds_every_call_of_two_threads_exactly() {
     const ROUNDS: i64 = 50;
     const N: i64 = 100; // run(N): 1 + 5N calls
     let flight = fntrace::flight_record("graph", &pie_filter(), FlightOptions::default()).unwrap();
-    let workers: Vec<_> = (0..2)
-        .map(|_| {
-            std::thread::spawn(|| {
-                for _ in 0..ROUNDS {
-                    std::hint::black_box(c_pie::run(N));
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-            })
-        })
-        .collect();
-    for worker in workers {
-        worker.join().unwrap();
-    }
+    // Spread over ≥ ROUNDS ms: the writer drains it many times.
+    common::paced_c_runs(2, ROUNDS, N);
     let dir = temp_dir("flight-large");
     let snapshot = flight.snapshot(&dir).unwrap();
     let runs = 2 * ROUNDS as u64;

@@ -28,20 +28,8 @@ fn two_threads_recorded_over_many_drains_with_exact_counts() {
     const N: i64 = 200; // run(N): 1 + 5N calls
     let dir = temp_dir("record-exact");
     let recording = fntrace::record("graph", &pie_filter(), &dir).unwrap();
-    let workers: Vec<_> = (0..2)
-        .map(|_| {
-            std::thread::spawn(|| {
-                for _ in 0..ROUNDS {
-                    std::hint::black_box(c_pie::run(N));
-                    // Spread over ≥ 300 ms: the writer drains it many times.
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-            })
-        })
-        .collect();
-    for worker in workers {
-        worker.join().unwrap();
-    }
+    // Spread over ≥ ROUNDS ms: the writer drains it many times.
+    common::paced_c_runs(2, ROUNDS, N);
     let report = recording.stop().unwrap();
     let calls = (2 * ROUNDS * (1 + 5 * N)) as u64;
     assert_eq!(report.lost, 0, "{report:?}");

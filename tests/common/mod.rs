@@ -333,3 +333,22 @@ pub fn uftrace_calls(dir: &std::path::Path) -> std::collections::HashMap<String,
         })
         .collect()
 }
+
+/// Runs `threads` threads, each calling the C fixture's `run(n)` (PIE
+/// `-pg`) `rounds` times with a 1 ms sleep after each, and waits for them:
+/// a paced load that a recorder's writer drains many times.
+pub fn paced_c_runs(threads: usize, rounds: i64, n: i64) {
+    let workers: Vec<_> = (0..threads)
+        .map(|_| {
+            std::thread::spawn(move || {
+                for _ in 0..rounds {
+                    std::hint::black_box(fntrace_fixtures::c_pie::run(n));
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().unwrap();
+    }
+}
