@@ -182,3 +182,67 @@ fn the_default_path_is_private_and_found_by_pid() {
     server.stop();
     assert!(!path.exists());
 }
+
+#[test]
+fn snapshot_writes_the_running_flight_recorders_window() {
+    const RUNS: u64 = 20;
+    const N: i64 = 100; // run(N): 1 + 5N calls
+    let dir = common::temp_dir("api-flight");
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("c.sock");
+    let server = fntrace::serve_control(&socket).unwrap();
+    let filter = fntrace::Filter::new().include("pie_*");
+    let flight =
+        fntrace::flight_record("graph", &filter, fntrace::FlightOptions::default()).unwrap();
+    for _ in 0..RUNS {
+        std::hint::black_box(fntrace_fixtures::c_pie::run(N));
+    }
+    let status = ask(&socket, b"status\n");
+    assert!(
+        status.contains("\nrecording: a flight recorder (snapshot DIR writes its window)\n"),
+        "{status}"
+    );
+    let snap = dir.join("snap");
+    let reply = ask(&socket, format!("snapshot {}\n", snap.display()).as_bytes());
+    let calls = RUNS * (1 + 5 * N as u64);
+    assert!(
+        reply.starts_with(&format!(
+            "ok snapshot written to {}\nevents: {}\nlost: 0\nthreads: 1\nevicted: 0\n",
+            snap.display(),
+            2 * calls
+        )),
+        "{reply}"
+    );
+    let counts = common::call_counts(&common::read_trace_dir(&snap));
+    let n = N as u64;
+    assert_eq!(counts["pie_run"], (RUNS, RUNS));
+    assert_eq!(counts["pie_mid"], (RUNS * n, RUNS * n));
+    assert_eq!(counts["pie_leaf"], (4 * RUNS * n, 4 * RUNS * n));
+    assert_eq!(counts.len(), 3, "{counts:?}");
+    let uftrace = common::uftrace_calls(&snap);
+    assert_eq!(uftrace.get("pie_leaf"), Some(&(4 * RUNS * n)));
+    // The recorder's events are its own: no dump, no report, no disable.
+    for (request, message) in [
+        (
+            "report",
+            "a recording is running and takes the graph tracer's events",
+        ),
+        ("disable graph", "the graph tracer is recording"),
+        ("stop", "no recording is running (record DIR starts one)"),
+    ] {
+        let reply = ask(&socket, format!("{request}\n").as_bytes());
+        assert!(reply.starts_with(&format!("error: {message}")), "{reply}");
+    }
+    flight.stop().unwrap();
+    let reply = ask(
+        &socket,
+        format!("snapshot {}\n", dir.join("s2").display()).as_bytes(),
+    );
+    assert!(
+        reply.starts_with("error: no flight recorder is running"),
+        "{reply}"
+    );
+    assert!(!dir.join("s2").exists());
+    server.stop();
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -307,6 +307,18 @@ fn controlled_live(variant: &str, flags: &[&str], by_pid: bool) {
     assert_eq!(status["recording"], "none");
     assert!(!status["tracers"].contains("enabled"), "{status:?}");
 
+    // Another tracer, on and off.
+    assert_eq!(
+        ctl_ok(&["enable", "function"]),
+        format!("enabled function ({FILTER})\n")
+    );
+    assert!(fields(&ctl_ok(&["status"]))["tracers"].contains("function (enabled)"));
+    assert_eq!(ctl_ok(&["disable", "function"]), "disabled function\n");
+    assert_eq!(
+        ctl_ok(&["disable", "function"]),
+        "disabled function (it was not enabled)\n"
+    );
+
     assert_eq!(
         ctl_ok(&["enable", "graph"]),
         format!("enabled graph ({FILTER})\n")

@@ -12,7 +12,7 @@
 //! variable, and the program runs on without live control.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Once, OnceLock};
 
 use crate::control;
@@ -189,10 +189,11 @@ fn disable(name: &str) -> Result<Reply, Error> {
     }))
 }
 
-/// Whether the recording in the C ABI's slot was started by `record`: it
-/// is finished at exit (as `FNTRACE_OUTPUT`'s is by the environment's
-/// handler).
-static RECORDED_HERE: AtomicBool = AtomicBool::new(false);
+/// The process that started the recording in the C ABI's slot by `record`
+/// (0: none): it is finished at that process's exit (as `FNTRACE_OUTPUT`'s
+/// is by the environment's handler), not at a forked child's, which has
+/// no writer thread.
+static RECORDED_BY: AtomicU32 = AtomicU32::new(0);
 
 fn record(dir: &Path) -> Reply {
     let Some(dir) = dir.to_str() else {
@@ -201,7 +202,7 @@ fn record(dir: &Path) -> Reply {
     if let Err(failure) = start_recording(dir, &current_filter()) {
         return Reply::error(failure.1);
     }
-    RECORDED_HERE.store(true, Ordering::Release);
+    RECORDED_BY.store(std::process::id(), Ordering::Release);
     static AT_EXIT: Once = Once::new();
     AT_EXIT.call_once(|| {
         // SAFETY: `finish_at_exit` is an `extern "C" fn()` that lives as
@@ -216,7 +217,7 @@ fn record(dir: &Path) -> Reply {
 /// At exit: finishes the recording `record` started, if it runs, on a
 /// thread of its own (the exiting thread's thread-locals are gone).
 extern "C" fn finish_at_exit() {
-    if !RECORDED_HERE.swap(false, Ordering::AcqRel) {
+    if RECORDED_BY.swap(0, Ordering::AcqRel) != std::process::id() {
         return;
     }
     // Started with `spawn_running`: while `pthread_create` runs, the
@@ -233,7 +234,7 @@ extern "C" fn finish_at_exit() {
 }
 
 fn stop() -> Result<Reply, Error> {
-    RECORDED_HERE.store(false, Ordering::Release);
+    RECORDED_BY.store(0, Ordering::Release);
     let Some(recording) = take_recording() else {
         return Ok(Reply::error(
             "no recording is running (record DIR starts one)",

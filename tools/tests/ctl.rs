@@ -142,6 +142,23 @@ fn an_error_reply_exits_1_and_no_reply_exits_2() {
     );
     std::fs::remove_file(&socket).unwrap();
 
+    // A server that answers without reading (busy, another user): the
+    // reply counts, whether or not the request could still be written.
+    for _ in 0..20 {
+        let listener = UnixListener::bind(&socket).unwrap();
+        let refuser = std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            stream.write_all(b"error: busy: try again\n\n").unwrap();
+        });
+        let done = ctl(&dir.0, &[target, "status"]);
+        refuser.join().unwrap();
+        assert_eq!(
+            (done.code, done.stderr.as_str()),
+            (1, "fntrace: busy: try again\n")
+        );
+        std::fs::remove_file(&socket).unwrap();
+    }
+
     let cases: &[(Option<&'static [u8]>, &str)] = &[
         (None, "closed the connection before the reply ended"),
         (

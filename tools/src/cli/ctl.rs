@@ -156,14 +156,20 @@ fn ask(args: &CtlArgs) -> Result<(bool, String), NoReply> {
     };
     stream.set_read_timeout(Some(timeout)).map_err(io)?;
     stream.set_write_timeout(Some(timeout)).map_err(io)?;
-    stream.write_all(request.as_bytes()).map_err(io)?;
+    // A server that refuses the client (busy, another user) replies and
+    // closes at once, maybe before the request is written: its reply
+    // still waits to be read, and says more than the write's error.
+    let written = stream.write_all(request.as_bytes());
     let mut lines = Vec::new();
     let mut reader = BufReader::new(stream);
     loop {
         let mut line = String::new();
         let read = reader.read_line(&mut line);
         match read {
-            Err(err) => return Err(io(err)),
+            Err(err) => return Err(io(written.err().unwrap_or(err))),
+            Ok(0) if lines.is_empty() && written.is_err() => {
+                return Err(io(written.unwrap_err()));
+            }
             Ok(0) => {
                 return Err(NoReply(format!(
                     "{} closed the connection before the reply ended{}",
