@@ -126,15 +126,20 @@ fn poll_timeout(deadline: Instant, now: Instant) -> i32 {
     i32::try_from(left.as_micros().div_ceil(1000)).unwrap_or(i32::MAX)
 }
 
-/// Accepts every waiting connection: a client, or, past `max_clients` or
-/// from another user, an error reply and a close.
+/// Connections accepted in one round of the loop: a flood of them does
+/// not keep it from the clients it serves.
+const ACCEPTS_PER_ROUND: usize = 64;
+
+/// Accepts the waiting connections (up to `ACCEPTS_PER_ROUND`): a client,
+/// or, past `max_clients` or from another user, an error reply and a
+/// close.
 fn accept_all(
     listener: &UnixListener,
     clients: &mut Vec<Client>,
     max_clients: usize,
     options: &ControlOptions,
 ) {
-    loop {
+    for _ in 0..ACCEPTS_PER_ROUND {
         let stream = match listener.accept() {
             Ok((stream, _)) => stream,
             Err(err) if err.kind() == ErrorKind::Interrupted => continue,
