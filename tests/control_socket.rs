@@ -307,6 +307,20 @@ fn controlled_live(variant: &str, flags: &[&str], by_pid: bool) {
     assert_eq!(status["recording"], "none");
     assert!(!status["tracers"].contains("enabled"), "{status:?}");
 
+    // Directories that are not empty are refused, and left alone.
+    let files = std::fs::read_dir(&base).unwrap().count();
+    for command in ["record", "dump"] {
+        let done = ctl(&base, &target, &[command, base.to_str().unwrap()]);
+        assert_eq!(done.code, 1, "{command}: {}", done.stderr);
+        assert!(
+            done.stderr.starts_with("fntrace: ") && done.stderr.contains("not an empty directory"),
+            "{command}: {}",
+            done.stderr
+        );
+    }
+    assert_eq!(std::fs::read_dir(&base).unwrap().count(), files);
+    assert_eq!(fields(&ctl_ok(&["status"]))["recording"], "none");
+
     // Another tracer, on and off.
     assert_eq!(
         ctl_ok(&["enable", "function"]),
