@@ -4,6 +4,7 @@
 //! (pager, colour, closed pipes); files are written where `-o` says.
 
 mod args;
+mod ctl;
 mod output;
 mod report;
 
@@ -27,6 +28,10 @@ pub fn main() -> ExitCode {
     // clap prints help, --version and argument errors (naming the argument)
     // itself, and exits 2 on errors.
     let cli = Cli::parse();
+    if let Command::Ctl(args) = &cli.command {
+        // Exit statuses of its own: 1 for an error reply, 2 for none.
+        return ctl::main(args);
+    }
     match run(cli) {
         Ok(()) | Err(Failure::StdoutClosed) => ExitCode::SUCCESS,
         Err(Failure::Message(why)) => {
@@ -111,6 +116,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             }
             Ok(())
         }
+        Command::Ctl(_) => unreachable!("main runs fntrace ctl"),
         Command::Completions { shell } => {
             let mut stdout = std::io::stdout().lock();
             clap_complete::generate(shell, &mut Cli::command(), "fntrace", &mut stdout);
