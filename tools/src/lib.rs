@@ -20,7 +20,9 @@ pub mod analysis;
 pub mod export;
 pub mod glob;
 mod names;
+mod source;
 mod trace;
 
 pub use names::{demangle, uftrace_symbol_name};
+pub use source::{EventSource, ThreadInfo};
 pub use trace::{EventKind, GraphEvent, ThreadTrace, Trace};

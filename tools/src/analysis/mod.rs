@@ -67,7 +67,7 @@ pub use callgraph::{call_graph, write_call_graph};
 pub use calltree::{call_tree, Backtrace, CallNode, CallTree};
 pub use histogram::{Histogram, MAX_RELATIVE_ERROR, SUB_BUCKETS};
 pub use latency::{human_duration, latency, FunctionStats, LatencyReport};
-pub use select::{select, Selection};
+pub use select::{select, Selected, Selection};
 
 #[cfg(test)]
 mod tests {

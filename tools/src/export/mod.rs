@@ -63,14 +63,18 @@ mod calls;
 mod chrome;
 mod flame;
 mod perfetto;
+mod spool;
 mod uftrace;
 
 pub use chrome::write_chrome_json;
-pub use flame::{folded_stacks, folded_stacks_by_thread, write_flame_svg, write_folded_svg};
+pub use flame::{
+    folded_stacks, folded_stacks_by_thread, folded_stacks_of, write_flame_svg, write_folded_svg,
+};
 pub use perfetto::write_perfetto;
+pub use spool::{CallExportOptions, SpooledCalls};
 pub use uftrace::{
     read_uftrace_dir, read_uftrace_dir_with_progress, write_uftrace_dir, StreamTotals,
-    UftraceStream, MAX_SYMBOL_SIZE,
+    UftraceReader, UftraceStream, MAX_SYMBOL_SIZE,
 };
 
 /// What can go wrong while exporting a trace or loading one back.
@@ -146,6 +150,12 @@ impl std::error::Error for ExportError {
             ExportError::Io { source, .. } | ExportError::Output { source, .. } => Some(source),
             _ => None,
         }
+    }
+}
+
+impl From<std::convert::Infallible> for ExportError {
+    fn from(never: std::convert::Infallible) -> Self {
+        match never {}
     }
 }
 
