@@ -35,9 +35,17 @@ const CASES: &[(&str, &str, &[&str])] = &[
         &["report", "-F", "worker", "-N", "fact", "--top", "3"],
     ),
     ("threads.graph", "uftrace-threads", &["graph"]),
-    ("threads.graph-outer", "uftrace-threads", &["graph", "outer"]),
+    (
+        "threads.graph-outer",
+        "uftrace-threads",
+        &["graph", "outer"],
+    ),
     ("threads.replay", "uftrace-threads", &["replay"]),
-    ("threads.replay-d1", "uftrace-threads", &["replay", "-D", "1"]),
+    (
+        "threads.replay-d1",
+        "uftrace-threads",
+        &["replay", "-D", "1"],
+    ),
     ("threads.json", "uftrace-threads", &["chrome", "-o", "OUT"]),
     (
         "threads.perfetto",

@@ -63,10 +63,12 @@ mod latency;
 pub(crate) mod pairing;
 mod select;
 
-pub use callgraph::{call_graph, write_call_graph};
-pub use calltree::{call_tree, Backtrace, CallNode, CallTree};
+pub use callgraph::{call_graph, write_call_graph, write_call_graph_of, ReadOrWrite};
+pub use calltree::{call_tree, call_tree_of, Backtrace, CallNode, CallTree};
 pub use histogram::{Histogram, MAX_RELATIVE_ERROR, SUB_BUCKETS};
-pub use latency::{human_duration, latency, FunctionStats, LatencyReport};
+pub use latency::{
+    human_duration, latency, latency_of, FunctionStats, LatencyReport, ThreadSummary,
+};
 pub use select::{select, Selected, Selection};
 
 #[cfg(test)]

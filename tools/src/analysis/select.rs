@@ -64,8 +64,7 @@ pub fn select(trace: &Trace, selection: &Selection) -> Trace {
         .iter()
         .map(|&index| {
             let thread = &trace.threads[index];
-            let (events, _) =
-                infallible(selected.read_thread_at(index, |events| events.collect()));
+            let (events, _) = infallible(selected.read_thread_at(index, |events| events.collect()));
             ThreadTrace {
                 events,
                 ..thread.clone()
@@ -97,9 +96,7 @@ impl<'a, S: EventSource> Selected<'a, S> {
             .threads()
             .iter()
             .enumerate()
-            .filter(|(_, thread)| {
-                selection.tids.is_empty() || selection.tids.contains(&thread.tid)
-            })
+            .filter(|(_, thread)| selection.tids.is_empty() || selection.tids.contains(&thread.tid))
             .map(|(index, _)| index)
             .collect();
         Selected {
@@ -146,7 +143,10 @@ impl<S: EventSource> EventSource for Selected<'_, S> {
 
     fn threads(&self) -> Vec<ThreadInfo> {
         let all = self.source.threads();
-        self.threads.iter().map(|&index| all[index].clone()).collect()
+        self.threads
+            .iter()
+            .map(|&index| all[index].clone())
+            .collect()
     }
 
     fn name_of(&self, function: usize) -> String {
@@ -211,8 +211,7 @@ impl<I: ?Sized> SelectedEvents<'_, I> {
         let name_of = self.name_of;
         *self.matches.entry(function).or_insert_with(|| {
             let name = name_of(function);
-            let matches =
-                |globs: &[String]| !globs.is_empty() && matches_any(globs, &name);
+            let matches = |globs: &[String]| !globs.is_empty() && matches_any(globs, &name);
             (matches(&selection.include), matches(&selection.exclude))
         })
     }

@@ -93,9 +93,9 @@ pub(crate) fn stream_calls(
     // possible if timestamps go backwards).
     let mut open: Vec<(usize, Call, u64)> = Vec::new();
     let close = |open: &mut Vec<(usize, Call, u64)>,
-                     time: u64,
-                     how: Ended,
-                     sink: &mut dyn FnMut(CallEvent<'_>)| {
+                 time: u64,
+                 how: Ended,
+                 sink: &mut dyn FnMut(CallEvent<'_>)| {
         if let Some((index, mut call, children_end)) = open.pop() {
             call.end = time.max(call.start).max(children_end);
             call.ended = how;
@@ -130,7 +130,9 @@ pub(crate) fn stream_calls(
                 open.push((calls, call, start));
                 calls += 1;
             }
-            CallStep::Returned { exit, .. } => close(&mut open, exit.time_ns, Ended::Returned, &mut sink),
+            CallStep::Returned { exit, .. } => {
+                close(&mut open, exit.time_ns, Ended::Returned, &mut sink)
+            }
             CallStep::Unfinished {
                 unwound_by: Some(event),
                 ..

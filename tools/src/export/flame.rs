@@ -23,7 +23,7 @@ use crate::trace::Trace;
 /// name becomes `,` and line breaks become spaces, since `;` and line breaks
 /// delimit the format. Lines are sorted.
 pub fn folded_stacks(trace: &Trace) -> String {
-    infallible(folded_stacks_of(trace, true))
+    infallible(folded_stacks_of(trace, true)).0
 }
 
 /// The folded stacks of `trace` with each thread as the first frame
@@ -31,21 +31,23 @@ pub fn folded_stacks(trace: &Trace) -> String {
 /// side by side in the graph instead of merged: a thread waiting in `join`
 /// then takes its own part of the width, not a share of every chain.
 pub fn folded_stacks_by_thread(trace: &Trace) -> String {
-    infallible(folded_stacks_of(trace, false))
+    infallible(folded_stacks_of(trace, false)).0
 }
 
 /// [`folded_stacks`] (`merge_threads`) or [`folded_stacks_by_thread`] of
 /// any [`EventSource`], read thread by thread (twice each: a first pass
-/// finds the calls running when tracing started). Memory is one node per
-/// distinct call chain, and one entry per open call.
+/// finds the calls running when tracing started), with the number of
+/// events lost while recording. Memory is one node per distinct call chain,
+/// and one entry per open call.
 pub fn folded_stacks_of<S: EventSource>(
     source: &S,
     merge_threads: bool,
-) -> Result<String, S::Error> {
+) -> Result<(String, u64), S::Error> {
     let mut chains = Chains::default();
     let mut folded = String::new();
+    let mut lost = 0;
     for (index, thread) in source.threads().iter().enumerate() {
-        chains.add_thread(source, index)?;
+        lost += chains.add_thread(source, index)?;
         if merge_threads {
             continue;
         }
@@ -64,7 +66,7 @@ pub fn folded_stacks_of<S: EventSource>(
     if merge_threads {
         folded = chains.lines(source);
     }
-    Ok(folded)
+    Ok((folded, lost))
 }
 
 /// A tree of call chains: node 0 is the root (no call); each node is one
@@ -94,13 +96,14 @@ impl Default for Chains {
 }
 
 impl Chains {
-    /// Adds the calls of thread `index` of `source`.
-    fn add_thread<S: EventSource>(&mut self, source: &S, index: usize) -> Result<(), S::Error> {
+    /// Adds the calls of thread `index` of `source`; returns the events it
+    /// lost.
+    fn add_thread<S: EventSource>(&mut self, source: &S, index: usize) -> Result<u64, S::Error> {
         let (made_up, _) =
             source.read_thread(index, |events| entries_of_calls_running_at_start(events))?;
         // Per open call: its node, and the summed durations of its children.
         let mut open: Vec<(usize, u64)> = Vec::new();
-        source.read_thread(index, |events| {
+        let ((), lost) = source.read_thread(index, |events| {
             stream_calls(events, made_up, |event| match event {
                 CallEvent::Opened(_, call) => {
                     let parent = open.last().map_or(0, |&(node, _)| node);
@@ -124,7 +127,7 @@ impl Chains {
                 }
             })
         })?;
-        Ok(())
+        Ok(lost)
     }
 
     /// The folded lines, sorted, each ending with a line break.

@@ -122,12 +122,13 @@ impl SpooledCalls {
                         let closed = matches!(event, CallEvent::Closed(..));
                         if closed && call.duration() >= options.min_duration_ns {
                             calls += 1;
-                            let name_bytes = *json_names.entry(call.function).or_insert_with(|| {
-                                let name = source.name_of(call.function);
-                                let bytes = json_string(&name).len() as u64;
-                                names.insert(call.function, name);
-                                bytes
-                            });
+                            let name_bytes =
+                                *json_names.entry(call.function).or_insert_with(|| {
+                                    let name = source.name_of(call.function);
+                                    let bytes = json_string(&name).len() as u64;
+                                    names.insert(call.function, name);
+                                    bytes
+                                });
                             chrome_bytes += chrome_call_bytes(call, name_bytes, pid, tid);
                         }
                         let written = if closed {

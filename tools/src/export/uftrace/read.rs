@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use super::super::ExportError;
 use super::format::{parse_info, FEAT_SYM_REL_ADDR};
 use super::meta::{
-    load_symbols, parse_task_txt, read_file, read_fntrace_file, session_modules,
-    strip_build_ids, SymbolTable,
+    load_symbols, parse_task_txt, read_file, read_fntrace_file, session_modules, strip_build_ids,
+    SymbolTable,
 };
 use super::records::ThreadRecords;
 use crate::names::demangle;

@@ -151,7 +151,8 @@ impl<'a> ThreadRecords<'a> {
     fn skip_event_data(&mut self) -> Result<(), ExportError> {
         let at = self.offset;
         let path = self.path.clone();
-        let truncated = || ExportError::malformed(&path, format!("truncated event data at byte {at}"));
+        let truncated =
+            || ExportError::malformed(&path, format!("truncated event data at byte {at}"));
         let mut len = [0u8; 2];
         if self.read_up_to(&mut len)? != 2 {
             return Err(truncated());
