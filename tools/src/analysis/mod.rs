@@ -55,6 +55,17 @@
 //! keeps one [`Histogram`] per function per thread while it reads that
 //! thread, then folds it into the process-wide histogram of the function;
 //! [`call_graph`] streams its lines to a writer.
+//!
+//! # Reading from files
+//!
+//! Each report has a form that reads any [`EventSource`](crate::EventSource)
+//! ([`latency_of`], [`call_tree_of`], [`write_call_graph_of`]) and, through
+//! [`Selected`], any selection of it: on a uftrace directory opened with
+//! [`UftraceReader`](crate::export::UftraceReader) they read each thread's
+//! records as they go, so memory is what the report keeps (histograms, call
+//! paths, open calls), never the events. The forms that take a [`Trace`](crate::Trace)
+//! (`latency`, `call_tree`, `call_graph`, `select`) are the same code on a
+//! trace in memory.
 
 mod callgraph;
 mod calltree;

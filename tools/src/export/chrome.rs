@@ -396,6 +396,29 @@ mod tests {
     }
 
     #[test]
+    fn the_size_and_the_calls_are_known_before_writing() {
+        for (min_duration_ns, calls) in [(0, 10), (10, 8), (100, 4), (1001, 1), (1002, 0)] {
+            let options = CallExportOptions {
+                min_duration_ns,
+                scratch_dir: None,
+            };
+            let spooled = SpooledCalls::new(&sample(), &options).unwrap();
+            assert_eq!(spooled.calls(), calls, "{min_duration_ns}");
+            let mut out = Vec::new();
+            spooled.write_chrome_json(&mut out).unwrap();
+            assert_eq!(spooled.chrome_json_bytes(), out.len() as u64);
+            let json: Value = serde_json::from_slice(&out).unwrap();
+            let written = json["traceEvents"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|e| e["ph"] == "X")
+                .count();
+            assert_eq!(written as u64, calls);
+        }
+    }
+
+    #[test]
     fn empty_trace_is_valid_json() {
         let json = parse(&Trace::default());
         assert_eq!(json["traceEvents"].as_array().unwrap().len(), 1);

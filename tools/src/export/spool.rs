@@ -56,11 +56,21 @@ pub(crate) struct SpooledThread {
     pub(crate) lost: u64,
 }
 
-/// The calls of a trace, as [`super::calls`] reconstructs them, kept in a
-/// scratch file in the order they began (see this module's documentation):
-/// the first pass of [`write_chrome_json`](super::write_chrome_json) and
+/// The calls of a trace, reconstructed as [`crate::export`] says, kept in a
+/// scratch file in the order they began: the first pass of
+/// [`write_chrome_json`](super::write_chrome_json) and
 /// [`write_perfetto`](super::write_perfetto), and what a caller uses to know
 /// the size of the Chrome JSON before writing it.
+///
+/// Both outputs list a thread's calls in the order they began, each with its
+/// duration, known only when the call ends: an outermost call lasting the
+/// whole trace would hold every later call back. So [`SpooledCalls::new`]
+/// writes a 40-byte record per call when it begins and fills in its end
+/// when it ends (in the write buffer, or in the file for the few calls that
+/// outlast a buffer); the outputs are then written from the file, read in
+/// order. Memory is a 1 MiB buffer, one entry per open call and one name per
+/// function; the file (unlinked as soon as it is made) goes when this value
+/// is dropped.
 #[derive(Debug)]
 pub struct SpooledCalls {
     /// The scratch file, already unlinked.

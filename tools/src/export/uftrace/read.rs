@@ -18,6 +18,9 @@ use crate::names::demangle;
 use crate::source::{EventSource, ThreadInfo};
 use crate::trace::{GraphEvent, ThreadTrace, Trace};
 
+/// What [`UftraceReader::set_progress`] installs.
+type ProgressCallback = Box<dyn FnMut(u64)>;
+
 /// Bytes of records read between two calls of the progress callback.
 const PROGRESS_STEP: u64 = 4 << 20;
 
@@ -55,7 +58,7 @@ pub struct UftraceReader {
     /// Record bytes read so far, over every read.
     bytes_read: Cell<u64>,
     /// Called with `bytes_read` as reading goes.
-    progress: RefCell<Option<Box<dyn FnMut(u64)>>>,
+    progress: RefCell<Option<ProgressCallback>>,
 }
 
 impl std::fmt::Debug for UftraceReader {
@@ -245,7 +248,6 @@ impl EventSource for UftraceReader {
             })
         });
         let value = read(&mut events);
-        drop(events);
         self.count_read(records.offset - counted, true);
         match error {
             Some(e) => Err(e),
