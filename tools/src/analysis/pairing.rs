@@ -272,7 +272,9 @@ impl<I: Iterator<Item = GraphEvent>> Iterator for Calls<I> {
 /// a shallower one before it (that call would have had to return first).
 ///
 /// An exit shallower than every entry before it matches none of them, so
-/// these exits need no pairing to be found.
+/// these exits need no pairing to be found; and once an entry at depth 0
+/// was read, no exit can be shallower: with none found by then, reading
+/// stops there.
 pub(crate) fn entries_of_calls_running_at_start(
     events: impl Iterator<Item = GraphEvent>,
 ) -> Vec<GraphEvent> {
@@ -280,6 +282,11 @@ pub(crate) fn entries_of_calls_running_at_start(
     let mut entries: Vec<GraphEvent> = Vec::new();
     let mut shallowest_entry = u16::MAX;
     for event in events {
+        // No exit can be shallower than an entry at depth 0: with none found
+        // by then, there are none (and their time does not matter).
+        if shallowest_entry == 0 && entries.is_empty() {
+            break;
+        }
         first = first.min(event.time_ns);
         match event.kind {
             EventKind::Entry => shallowest_entry = shallowest_entry.min(event.depth),

@@ -10,7 +10,7 @@ mod output;
 mod report;
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -20,7 +20,7 @@ use fntrace_tools::export::{self, UftraceReader};
 use fntrace_tools::EventSource;
 
 use args::{ChromeArgs, Cli, Command, SelectArgs};
-use output::{open_trace, output_failure, Failure, Output};
+use output::{open_trace, output_failure, Failure, Output, ProgressBar};
 use report::TraceReport;
 
 /// Size above which `fntrace chrome` warns that viewers will struggle.
@@ -43,9 +43,10 @@ pub fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Report(args) => {
-            let (trace, _bar) = open_trace(&args.dir, 1)?;
+            let (trace, bar) = open_trace(&args.dir, 1)?;
             let selection = selection(&trace, &args.dir, &args.select, None)?;
             let report = TraceReport::of(&Selected::new(&trace, &selection))?;
+            drop(bar);
             let mut out = Output::new(cli.no_pager);
             report::write_report(report, &args, &mut out).map_err(output_failure)?;
             out.finish()
@@ -53,9 +54,10 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Diff(args) => {
             let mut reports = Vec::new();
             for dir in [&args.dir1, &args.dir2] {
-                let (trace, _bar) = open_trace(dir, 1)?;
+                let (trace, bar) = open_trace(dir, 1)?;
                 let selection = selection(&trace, dir, &args.select, None)?;
                 reports.push(TraceReport::of(&Selected::new(&trace, &selection))?);
+                drop(bar);
             }
             let after = reports.pop().expect("two reports");
             let before = reports.pop().expect("two reports");
@@ -64,19 +66,27 @@ fn run(cli: Cli) -> Result<(), Failure> {
             out.finish()
         }
         Command::Graph(args) => {
-            let (trace, _bar) = open_trace(&args.dir, 2)?;
+            let (trace, bar) = open_trace(&args.dir, 2)?;
             let selection = selection(&trace, &args.dir, &args.select, None)?;
             let selected = Selected::new(&trace, &selection);
             let report = analysis::latency_of(&selected).map_err(|e| e.to_string())?;
             let tree = analysis::call_tree_of(&selected, args.function.as_deref())
                 .map_err(|e| e.to_string())?;
+            drop(bar);
             let mut out = Output::new(cli.no_pager);
             report::write_lost_and_unfinished(&report, &mut out).map_err(output_failure)?;
             tree.write_text(&mut out).map_err(output_failure)?;
             out.finish()
         }
         Command::Replay(args) => {
-            let (trace, _bar) = open_trace(&args.dir, 2)?;
+            // Lines are written as the records are read: a bar on the
+            // terminal would cross the pager's screen.
+            let passes = if std::io::stdout().is_terminal() {
+                0
+            } else {
+                2
+            };
+            let (trace, _bar) = open_trace(&args.dir, passes)?;
             let selection = selection(&trace, &args.dir, &args.select, args.depth)?;
             let mut out = Output::new(cli.no_pager);
             match analysis::write_call_graph_of(&Selected::new(&trace, &selection), None, &mut out)
@@ -100,22 +110,33 @@ fn run(cli: Cli) -> Result<(), Failure> {
                     spooled.calls()
                 );
             }
+            let bar = ProgressBar::writing(&args.output, spooled.calls());
             write_file(&args.output, |out| {
-                spooled.write_chrome_json(out).map_err(|e| e.to_string())
+                let written = spooled
+                    .write_chrome_json_with_progress(out, &mut |done| bar.set_position(done))
+                    .map_err(|e| e.to_string());
+                bar.clear();
+                written
             })
         }
         Command::Perfetto(args) => {
             let spooled = spool_calls(&args)?;
+            let bar = ProgressBar::writing(&args.output, spooled.calls());
             write_file(&args.output, |out| {
-                spooled.write_perfetto(out).map_err(|e| e.to_string())
+                let written = spooled
+                    .write_perfetto_with_progress(out, &mut |done| bar.set_position(done))
+                    .map_err(|e| e.to_string());
+                bar.clear();
+                written
             })
         }
         Command::Flame(args) => {
-            let (trace, _bar) = open_trace(&args.dir, 2)?;
+            let (trace, bar) = open_trace(&args.dir, 2)?;
             let selection = selection(&trace, &args.dir, &args.select, None)?;
             let (folded, lost) =
                 export::folded_stacks_of(&Selected::new(&trace, &selection), args.merge_threads)
                     .map_err(|e| e.to_string())?;
+            drop(bar);
             write_file(&args.output, |out| {
                 if args.folded {
                     out.write_all(folded.as_bytes()).map_err(|e| e.to_string())

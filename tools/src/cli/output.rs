@@ -128,8 +128,8 @@ fn spawn_pager() -> Option<(Child, ChildStdin)> {
 /// `passes` is how many times the command will read every thread's
 /// records: the progress bar (on stderr, only when it is a terminal and
 /// only once reading has taken a moment) counts that many times the
-/// directory's record bytes. The bar goes when the returned guard is
-/// dropped.
+/// directory's record bytes; 0: no bar. The bar goes when the returned
+/// guard is dropped.
 pub fn open_trace(dir: &Path, passes: u64) -> Result<(UftraceReader, ProgressBar), Failure> {
     let shown = dir.display();
     if !dir.exists() {
@@ -166,20 +166,43 @@ const PROGRESS_DELAY: Duration = Duration::from_millis(300);
 pub struct ProgressBar(indicatif::ProgressBar);
 
 impl ProgressBar {
+    /// A bar of `total` calls written to `path`, shown as the reading bar
+    /// is.
+    pub fn writing(path: &Path, total: u64) -> ProgressBar {
+        ProgressBar::with_template(
+            format!("{}", path.display()),
+            total,
+            "{spinner} writing {msg} {wide_bar} {human_pos}/{human_len} calls {elapsed}",
+        )
+    }
+
+    /// Moves the bar to `done`.
+    pub fn set_position(&self, done: u64) {
+        self.0.set_position(done);
+    }
+
+    /// Takes the bar off the screen (before a line is written to stderr).
+    pub fn clear(&self) {
+        self.0.finish_and_clear();
+    }
+
     fn new(message: String, total: u64) -> ProgressBar {
-        if !io::stderr().is_terminal() {
+        ProgressBar::with_template(
+            message,
+            total,
+            "{spinner} reading {msg} {wide_bar} {binary_bytes}/{binary_total_bytes} {elapsed}",
+        )
+    }
+
+    fn with_template(message: String, total: u64, template: &str) -> ProgressBar {
+        if total == 0 || !io::stderr().is_terminal() {
             return ProgressBar(indicatif::ProgressBar::hidden());
         }
         let bar = indicatif::ProgressBar::with_draw_target(
             Some(total),
             indicatif::ProgressDrawTarget::stderr(),
         );
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{spinner} reading {msg} {wide_bar} {binary_bytes}/{binary_total_bytes} {elapsed}",
-            )
-            .expect("a valid template"),
-        );
+        bar.set_style(indicatif::ProgressStyle::with_template(template).expect("a valid template"));
         // One record file can be most of the data: keep the bar moving
         // (spinner, elapsed time) while it is read.
         let ticking = bar.clone();

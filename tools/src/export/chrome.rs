@@ -39,6 +39,17 @@ impl SpooledCalls {
     /// each thread (its name, or `thread TID`). `otherData` carries the
     /// executable and the number of lost events.
     pub fn write_chrome_json(&self, out: &mut dyn Write) -> Result<(), ExportError> {
+        self.write_chrome_json_with_progress(out, &mut |_| {})
+    }
+
+    /// [`write_chrome_json`](Self::write_chrome_json), calling
+    /// `progress(calls_written)` every 65,536 calls, for a progress bar.
+    pub fn write_chrome_json_with_progress(
+        &self,
+        out: &mut dyn Write,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<(), ExportError> {
+        let mut written = 0u64;
         let mut out = BufWriter::with_capacity(1 << 20, out);
         let output = |source| ExportError::Output {
             what: "Chrome trace JSON",
@@ -57,6 +68,10 @@ impl SpooledCalls {
                     json_string(self.names.get(&call.function).map_or("", String::as_str))
                 });
                 write_call(&mut out, &call, name, pid, tid).map_err(output)?;
+                written += 1;
+                if written % PROGRESS_CALLS == 0 {
+                    progress(written);
+                }
             }
         }
         write_trailer(&mut out, &self.exe, self.lost()).map_err(output)?;
@@ -135,6 +150,9 @@ fn write_trailer(out: &mut impl Write, exe: &str, lost: u64) -> std::io::Result<
         lost
     )
 }
+
+/// Calls written between two calls of a progress callback.
+pub(crate) const PROGRESS_CALLS: u64 = 1 << 16;
 
 const STARTED_BEFORE: &str = ",\"started_before_trace\":true";
 const UNWOUND: &str = ",\"unwound\":true";

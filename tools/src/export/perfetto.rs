@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::io::{BufWriter, Write};
 
+use super::chrome::PROGRESS_CALLS;
 use super::spool::{CallExportOptions, SpooledCalls};
 use super::ExportError;
 use crate::trace::Trace;
@@ -164,8 +165,18 @@ impl SpooledCalls {
     /// Writes the calls as a Perfetto protobuf trace, as [`write_perfetto`]
     /// describes it. Output is buffered here.
     pub fn write_perfetto(&self, out: &mut dyn Write) -> Result<(), ExportError> {
+        self.write_perfetto_with_progress(out, &mut |_| {})
+    }
+
+    /// [`write_perfetto`](Self::write_perfetto), calling
+    /// `progress(calls_written)` every 65,536 calls, for a progress bar.
+    pub fn write_perfetto_with_progress(
+        &self,
+        out: &mut dyn Write,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<(), ExportError> {
         let mut out = BufWriter::with_capacity(1 << 20, out);
-        write_packets(self, &mut out)?;
+        write_packets(self, &mut out, progress)?;
         out.flush().map_err(output_error)
     }
 }
@@ -213,7 +224,12 @@ impl<W: Write> Bundler<W> {
     }
 }
 
-fn write_packets(calls: &SpooledCalls, out: &mut impl Write) -> Result<(), ExportError> {
+fn write_packets(
+    calls: &SpooledCalls,
+    out: &mut impl Write,
+    progress: &mut dyn FnMut(u64),
+) -> Result<(), ExportError> {
+    let mut written = 0u64;
     let mut bundler = Bundler {
         out,
         pending: Vec::new(),
@@ -347,6 +363,10 @@ fn write_packets(calls: &SpooledCalls, out: &mut impl Write) -> Result<(), Expor
         };
         for call in thread_calls {
             let (index, call) = call?;
+            written += 1;
+            if written % PROGRESS_CALLS == 0 {
+                progress(written);
+            }
             while let Some(&(top, end)) = open.last() {
                 if Some(top) == call.parent {
                     break;
