@@ -17,6 +17,8 @@ mod write;
 mod tests;
 #[cfg(test)]
 mod tests_names;
+#[cfg(test)]
+mod tests_reader;
 
 pub use format::MAX_SYMBOL_SIZE;
 pub use read::{read_uftrace_dir, read_uftrace_dir_with_progress, UftraceReader};

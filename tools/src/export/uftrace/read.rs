@@ -39,6 +39,11 @@ const PROGRESS_STEP: u64 = 4 << 20;
 /// readable, see [`uftrace_symbol_name`]); thread names come from
 /// `fntrace.txt` if any; the command line comes from `info`.
 ///
+/// Threads are read one at a time, each in its own time order: every
+/// report and export of this crate works thread by thread (the Chrome JSON
+/// and the Perfetto trace list one thread after another), so none needs
+/// the threads merged by time.
+///
 /// [`uftrace_symbol_name`]: crate::uftrace_symbol_name
 /// [`write_uftrace_dir`]: crate::export::write_uftrace_dir
 pub struct UftraceReader {
