@@ -13,6 +13,16 @@
 //! println!("{}", fntrace_tools::analysis::latency(&trace).table(20));
 //! # Ok::<(), fntrace_tools::export::ExportError>(())
 //! ```
+//!
+//! A recording of any length is read the same way without holding it:
+//! [`UftraceReader`](export::UftraceReader) is an [`EventSource`] that reads
+//! each thread's records from its file as a report goes.
+//!
+//! ```no_run
+//! let reader = fntrace_tools::export::UftraceReader::open("trace-dir".as_ref())?;
+//! println!("{}", fntrace_tools::analysis::latency_of(&reader)?.table(20));
+//! # Ok::<(), fntrace_tools::export::ExportError>(())
+//! ```
 
 #![forbid(unsafe_code)]
 
@@ -20,7 +30,9 @@ pub mod analysis;
 pub mod export;
 pub mod glob;
 mod names;
+mod source;
 mod trace;
 
 pub use names::{demangle, uftrace_symbol_name};
+pub use source::{EventSource, ThreadInfo};
 pub use trace::{EventKind, GraphEvent, ThreadTrace, Trace};

@@ -5,7 +5,8 @@ use std::fmt;
 use std::io::{self, BufWriter, Write};
 
 use super::pairing::{duration_ns, CallStep, Calls, Reading};
-use crate::trace::{GraphEvent, ThreadTrace, Trace};
+use crate::source::{EventSource, ThreadInfo};
+use crate::trace::{GraphEvent, Trace};
 
 /// Width of the thread id column.
 const TID_WIDTH: usize = 7;
@@ -64,26 +65,59 @@ pub fn write_call_graph(
     max_lines: Option<usize>,
     out: impl Write,
 ) -> io::Result<()> {
+    match write_call_graph_of(trace, max_lines, out) {
+        Ok(()) => Ok(()),
+        Err(ReadOrWrite::Write(e)) => Err(e),
+        Err(ReadOrWrite::Read(never)) => match never {},
+    }
+}
+
+/// Why writing a report of an [`EventSource`] stopped.
+#[derive(Debug)]
+pub enum ReadOrWrite<E> {
+    /// Reading the source failed.
+    Read(E),
+    /// Writing the output failed.
+    Write(io::Error),
+}
+
+/// [`write_call_graph`] of any [`EventSource`], read thread by thread, each
+/// twice (the thread's line states its lost events before its calls).
+/// Memory is one entry per open call.
+pub fn write_call_graph_of<S: EventSource>(
+    source: &S,
+    max_lines: Option<usize>,
+    out: impl Write,
+) -> Result<(), ReadOrWrite<S::Error>> {
+    let name_of = |function| source.name_of(function);
     let mut graph = GraphWriter {
-        trace,
+        name_of: &name_of,
         out: BufWriter::new(out),
         lines_left: max_lines,
         max_lines: max_lines.unwrap_or(usize::MAX),
         truncated: false,
     };
-    for (index, thread) in trace.threads.iter().enumerate() {
-        graph.write_thread(thread, index == 0)?;
+    for (index, thread) in source.threads().iter().enumerate() {
+        let (events, lost) = source
+            .read_thread(index, |events| events.count())
+            .map_err(ReadOrWrite::Read)?;
+        let (written, _) = source
+            .read_thread(index, |thread_events| {
+                graph.write_thread(thread, lost, events > 0, thread_events, index == 0)
+            })
+            .map_err(ReadOrWrite::Read)?;
+        written.map_err(ReadOrWrite::Write)?;
         if graph.truncated {
             break;
         }
     }
-    graph.out.flush()
+    graph.out.flush().map_err(ReadOrWrite::Write)
 }
 
 /// Writes lines and counts them against the line budget.
 struct GraphWriter<'t, W: Write> {
-    /// The trace, for function names.
-    trace: &'t Trace,
+    /// Function names.
+    name_of: &'t dyn Fn(usize) -> String,
     /// Where the lines go.
     out: BufWriter<W>,
     /// Event lines that may still be written; `None`: no limit.
@@ -97,8 +131,15 @@ struct GraphWriter<'t, W: Write> {
 impl<W: Write> GraphWriter<'_, W> {
     /// Writes one thread's block, preceded by an empty line unless it is the
     /// `first`. Stops early once the line budget runs out.
-    fn write_thread(&mut self, thread: &ThreadTrace, first: bool) -> io::Result<()> {
-        if self.lines_left == Some(0) && !thread.events.is_empty() {
+    fn write_thread(
+        &mut self,
+        thread: &ThreadInfo,
+        lost: u64,
+        has_events: bool,
+        events: &mut dyn Iterator<Item = GraphEvent>,
+        first: bool,
+    ) -> io::Result<()> {
+        if self.lines_left == Some(0) && has_events {
             return self.truncate();
         }
         if !first {
@@ -108,8 +149,8 @@ impl<W: Write> GraphWriter<'_, W> {
         if let Some(name) = &thread.name {
             write!(self.out, " ({name})")?;
         }
-        if thread.lost > 0 {
-            write!(self.out, ", {} events lost", thread.lost)?;
+        if lost > 0 {
+            write!(self.out, ", {lost} events lost")?;
         }
         writeln!(
             self.out,
@@ -121,7 +162,7 @@ impl<W: Write> GraphWriter<'_, W> {
         // An entry whose line waits for the next step: if that step is its
         // return, the two collapse into one line.
         let mut waiting_entry: Option<(usize, GraphEvent)> = None;
-        for step in Calls::new(&thread.events, Reading::Reports) {
+        for step in Calls::streaming(events, Vec::new(), Reading::Reports) {
             match (waiting_entry.take(), step) {
                 (
                     Some((waiting_index, _)),
@@ -173,7 +214,7 @@ impl<W: Write> GraphWriter<'_, W> {
         event: &GraphEvent,
         note: &str,
     ) -> io::Result<()> {
-        let name = self.trace.name_of(event.function);
+        let name = (self.name_of)(event.function);
         self.line_text(
             tid,
             duration_ns,
@@ -190,7 +231,7 @@ impl<W: Write> GraphWriter<'_, W> {
         event: &GraphEvent,
         suffix: fmt::Arguments<'_>,
     ) -> io::Result<()> {
-        let name = self.trace.name_of(event.function);
+        let name = (self.name_of)(event.function);
         self.line_text(
             tid,
             duration_ns,
@@ -251,7 +292,7 @@ pub(crate) fn graph_duration(ns: u64) -> String {
 mod tests {
     use super::*;
     use crate::analysis::tests::{entry, exit};
-    use crate::trace::GraphEvent;
+    use crate::trace::{GraphEvent, ThreadTrace};
 
     const HANDLE: usize = 0x1000;
     const PARSE: usize = 0x2000;

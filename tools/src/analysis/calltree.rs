@@ -4,9 +4,12 @@
 
 use std::io::{self, Write};
 
+use std::cell::Cell;
+
 use super::pairing::{duration_ns, CallStep, Calls, Reading};
 use crate::glob;
-use crate::trace::Trace;
+use crate::source::{infallible, EventSource};
+use crate::trace::{GraphEvent, Trace};
 
 /// One call path: a function called from the path of its parent node.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -86,75 +89,99 @@ pub struct CallTree {
 /// Calls are paired by the [rules](super#pairing-entries-with-exits) of the
 /// reports; exits without an entry are left out.
 pub fn call_tree(trace: &Trace, function: Option<&str>) -> CallTree {
-    let exe = trace.exe.rsplit('/').next().unwrap_or_default();
+    infallible(call_tree_of(trace, function))
+}
+
+/// [`call_tree`] of any [`EventSource`], read thread by thread, each once:
+/// memory is one node per distinct call path and one entry per open call.
+pub fn call_tree_of<S: EventSource>(
+    source: &S,
+    function: Option<&str>,
+) -> Result<CallTree, S::Error> {
+    let exe = source.exe().rsplit('/').next().unwrap_or_default();
     let mut tree = CallTree {
         root: CallNode::new(function.unwrap_or(exe)),
         for_function: function.is_some(),
         backtraces: Vec::new(),
     };
-    for thread in &trace.threads {
-        let last_ns = thread.events.iter().map(|e| e.time_ns).max().unwrap_or(0);
-        // Per open call, outermost first: its node's path from the root
-        // (None: outside the tree, before the function was reached), and
-        // its name.
-        let mut open: Vec<(Option<Vec<usize>>, String)> = Vec::new();
-        // Which backtrace the open call of the function (the root) counts to.
-        let mut backtrace: Option<usize> = None;
-        for step in Calls::new(&thread.events, Reading::Reports) {
-            let duration = match step {
-                CallStep::Entered { entry, .. } => {
-                    let name = trace.name_of(entry.function);
-                    let parent = match open.last() {
-                        Some((path, _)) => path.clone(),
-                        // An outermost call: in the program's tree, or the
-                        // function's if it is the one.
-                        None if function.is_none() => Some(Vec::new()),
-                        None => None,
-                    };
-                    let path = if let Some(mut path) = parent {
-                        let node = tree.root.at(&path);
-                        let index = node.child(&name);
-                        node.children[index].calls += 1;
-                        path.push(index);
-                        Some(path)
-                    } else if function.is_some_and(|glob_text| glob::matches(glob_text, &name)) {
-                        tree.root.calls += 1;
-                        let mut frames: Vec<String> =
-                            open.iter().map(|(_, name)| name.clone()).collect();
-                        frames.push(name.clone());
-                        backtrace = Some(backtrace_index(&mut tree.backtraces, frames));
-                        Some(Vec::new())
-                    } else {
-                        None
-                    };
-                    open.push((path, name));
-                    continue;
-                }
-                CallStep::Returned { entry, exit, .. } => duration_ns(&entry, &exit),
-                CallStep::Unfinished { entry, unwound_by } => {
-                    let end = unwound_by.map_or(last_ns, |event| event.time_ns);
-                    end.saturating_sub(entry.time_ns)
-                }
-                CallStep::UnmatchedExit { .. } => continue,
-            };
-            let (path, _) = open.pop().expect("a call ends only after it was entered");
-            if let Some(path) = path {
-                let node = tree.root.at(&path);
-                node.total_ns = node.total_ns.saturating_add(duration);
-                if path.is_empty() {
-                    if let Some(index) = backtrace.take() {
-                        let trace = &mut tree.backtraces[index];
-                        trace.total_ns = trace.total_ns.saturating_add(duration);
-                    }
-                }
-            }
-        }
+    for index in 0..source.threads().len() {
+        source.read_thread(index, |events| {
+            add_thread(&mut tree, source, function, events);
+        })?;
     }
     if !tree.for_function {
         tree.root.calls = 1;
         tree.root.total_ns = tree.root.children.iter().map(|child| child.total_ns).sum();
     }
-    tree
+    Ok(tree)
+}
+
+/// Adds the calls of one thread's `events` to `tree`.
+fn add_thread<S: EventSource>(
+    tree: &mut CallTree,
+    source: &S,
+    function: Option<&str>,
+    events: &mut dyn Iterator<Item = GraphEvent>,
+) {
+    // The latest timestamp read: calls still open at the end count
+    // until there.
+    let last = Cell::new(0u64);
+    let events = events.inspect(|event| last.set(last.get().max(event.time_ns)));
+    // Per open call, outermost first: its node's path from the root
+    // (None: outside the tree, before the function was reached), and
+    // its name.
+    let mut open: Vec<(Option<Vec<usize>>, String)> = Vec::new();
+    // Which backtrace the open call of the function (the root) counts to.
+    let mut backtrace: Option<usize> = None;
+    for step in Calls::streaming(events, Vec::new(), Reading::Reports) {
+        let duration = match step {
+            CallStep::Entered { entry, .. } => {
+                let name = source.name_of(entry.function);
+                let parent = match open.last() {
+                    Some((path, _)) => path.clone(),
+                    // An outermost call: in the program's tree, or the
+                    // function's if it is the one.
+                    None if function.is_none() => Some(Vec::new()),
+                    None => None,
+                };
+                let path = if let Some(mut path) = parent {
+                    let node = tree.root.at(&path);
+                    let index = node.child(&name);
+                    node.children[index].calls += 1;
+                    path.push(index);
+                    Some(path)
+                } else if function.is_some_and(|glob_text| glob::matches(glob_text, &name)) {
+                    tree.root.calls += 1;
+                    let mut frames: Vec<String> =
+                        open.iter().map(|(_, name)| name.clone()).collect();
+                    frames.push(name.clone());
+                    backtrace = Some(backtrace_index(&mut tree.backtraces, frames));
+                    Some(Vec::new())
+                } else {
+                    None
+                };
+                open.push((path, name));
+                continue;
+            }
+            CallStep::Returned { entry, exit, .. } => duration_ns(&entry, &exit),
+            CallStep::Unfinished { entry, unwound_by } => {
+                let end = unwound_by.map_or(last.get(), |event| event.time_ns);
+                end.saturating_sub(entry.time_ns)
+            }
+            CallStep::UnmatchedExit { .. } => continue,
+        };
+        let (path, _) = open.pop().expect("a call ends only after it was entered");
+        if let Some(path) = path {
+            let node = tree.root.at(&path);
+            node.total_ns = node.total_ns.saturating_add(duration);
+            if path.is_empty() {
+                if let Some(index) = backtrace.take() {
+                    let trace = &mut tree.backtraces[index];
+                    trace.total_ns = trace.total_ns.saturating_add(duration);
+                }
+            }
+        }
+    }
 }
 
 /// Index in `backtraces` of the one with `frames` (added first if new, as

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 
 use super::histogram::Histogram;
 use super::pairing::{duration_ns, CallStep, Calls, Reading};
+use crate::source::{infallible, EventSource};
 use crate::trace::Trace;
 
 /// Latency statistics of one function.
@@ -62,6 +63,21 @@ pub struct LatencyReport {
     /// Events lost while recording (buffers full), all threads: the
     /// statistics miss the calls they belonged to.
     pub lost_events: u64,
+    /// Each thread read, in the trace's order: its events and losses.
+    pub threads: Vec<ThreadSummary>,
+}
+
+/// What was read of one thread, for the lines above a report.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ThreadSummary {
+    /// Kernel thread id.
+    pub tid: u32,
+    /// The thread's name, when known.
+    pub name: Option<String>,
+    /// Entries and exits read.
+    pub events: u64,
+    /// Events lost while recording.
+    pub lost: u64,
 }
 
 /// Durations of one function's completed calls.
@@ -162,52 +178,70 @@ impl FunctionDurations {
 /// print!("{}", report.table(20));
 /// ```
 pub fn latency(trace: &Trace) -> LatencyReport {
+    infallible(latency_of(trace))
+}
+
+/// [`latency`] of any [`EventSource`], read thread by thread, each once: a
+/// uftrace directory is read record by record
+/// ([`UftraceReader`](crate::export::UftraceReader)), in memory bounded by
+/// the open calls and one histogram per function.
+pub fn latency_of<S: EventSource>(source: &S) -> Result<LatencyReport, S::Error> {
     let mut report = LatencyReport::default();
     let mut merged: HashMap<usize, FunctionDurations> = HashMap::new();
-    for thread in &trace.threads {
+    for (index, thread) in source.threads().into_iter().enumerate() {
         let mut functions: HashMap<usize, FunctionDurations> = HashMap::new();
-        for step in Calls::new(&thread.events, Reading::Reports) {
-            match step {
-                CallStep::Entered { .. } => {}
-                CallStep::Returned {
-                    entry,
-                    exit,
-                    children_ns,
-                    ..
-                } => {
-                    let inclusive_ns = duration_ns(&entry, &exit);
-                    functions
-                        .entry(entry.function)
-                        .or_default()
-                        .record(inclusive_ns, inclusive_ns.saturating_sub(children_ns));
+        let mut events = 0u64;
+        let ((), lost) = source.read_thread(index, |thread_events| {
+            let counted = thread_events.inspect(|_| events += 1);
+            for step in Calls::streaming(counted, Vec::new(), Reading::Reports) {
+                match step {
+                    CallStep::Entered { .. } => {}
+                    CallStep::Returned {
+                        entry,
+                        exit,
+                        children_ns,
+                        ..
+                    } => {
+                        let inclusive_ns = duration_ns(&entry, &exit);
+                        functions
+                            .entry(entry.function)
+                            .or_default()
+                            .record(inclusive_ns, inclusive_ns.saturating_sub(children_ns));
+                    }
+                    CallStep::Unfinished { entry, .. } => {
+                        report.unfinished_calls += 1;
+                        functions.entry(entry.function).or_default().unfinished += 1;
+                    }
+                    CallStep::UnmatchedExit { .. } => report.unmatched_exits += 1,
                 }
-                CallStep::Unfinished { entry, .. } => {
-                    report.unfinished_calls += 1;
-                    functions.entry(entry.function).or_default().unfinished += 1;
-                }
-                CallStep::UnmatchedExit { .. } => report.unmatched_exits += 1,
             }
-        }
+        })?;
         for (&function, durations) in &functions {
             merged.entry(function).or_default().merge(durations);
         }
         report
             .per_thread
-            .push((thread.tid, sorted_stats(trace, &functions)));
+            .push((thread.tid, sorted_stats(source, &functions)));
+        report.lost_events += lost;
+        report.threads.push(ThreadSummary {
+            tid: thread.tid,
+            name: thread.name,
+            events,
+            lost,
+        });
     }
-    report.functions = sorted_stats(trace, &merged);
-    report.lost_events = trace.lost();
-    report
+    report.functions = sorted_stats(source, &merged);
+    Ok(report)
 }
 
 /// Statistics of each function in `functions`, largest total first.
-fn sorted_stats(
-    trace: &Trace,
+fn sorted_stats<S: EventSource>(
+    source: &S,
     functions: &HashMap<usize, FunctionDurations>,
 ) -> Vec<FunctionStats> {
     let mut stats: Vec<FunctionStats> = functions
         .iter()
-        .map(|(&function, durations)| durations.stats(function, trace.name_of(function)))
+        .map(|(&function, durations)| durations.stats(function, source.name_of(function)))
         .collect();
     stats.sort_by(|a, b| {
         b.total_ns

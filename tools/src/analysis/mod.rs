@@ -55,6 +55,17 @@
 //! keeps one [`Histogram`] per function per thread while it reads that
 //! thread, then folds it into the process-wide histogram of the function;
 //! [`call_graph`] streams its lines to a writer.
+//!
+//! # Reading from files
+//!
+//! Each report has a form that reads any [`EventSource`](crate::EventSource)
+//! ([`latency_of`], [`call_tree_of`], [`write_call_graph_of`]) and, through
+//! [`Selected`], any selection of it: on a uftrace directory opened with
+//! [`UftraceReader`](crate::export::UftraceReader) they read each thread's
+//! records as they go, so memory is what the report keeps (histograms, call
+//! paths, open calls), never the events. The forms that take a [`Trace`](crate::Trace)
+//! (`latency`, `call_tree`, `call_graph`, `select`) are the same code on a
+//! trace in memory.
 
 mod callgraph;
 mod calltree;
@@ -63,11 +74,13 @@ mod latency;
 pub(crate) mod pairing;
 mod select;
 
-pub use callgraph::{call_graph, write_call_graph};
-pub use calltree::{call_tree, Backtrace, CallNode, CallTree};
+pub use callgraph::{call_graph, write_call_graph, write_call_graph_of, ReadOrWrite};
+pub use calltree::{call_tree, call_tree_of, Backtrace, CallNode, CallTree};
 pub use histogram::{Histogram, MAX_RELATIVE_ERROR, SUB_BUCKETS};
-pub use latency::{human_duration, latency, FunctionStats, LatencyReport};
-pub use select::{select, Selection};
+pub use latency::{
+    human_duration, latency, latency_of, FunctionStats, LatencyReport, ThreadSummary,
+};
+pub use select::{select, Selected, Selection};
 
 #[cfg(test)]
 mod tests {

@@ -103,17 +103,18 @@ struct OpenCall {
 /// in event order. Every `Returned` or `Unfinished` step ends the innermost
 /// call still open.
 #[derive(Debug)]
-pub(crate) struct Calls<'a> {
+pub(crate) struct Calls<I> {
     /// The reading applied.
     reading: Reading,
     /// Entries made up for the calls running when tracing started,
     /// outermost first, read before `events`.
     made_up_entries: Vec<GraphEvent>,
     /// The thread's events.
-    events: &'a [GraphEvent],
-    /// Index of the first event not read yet, counting `made_up_entries`
-    /// first.
+    events: I,
+    /// Index of the next event to read, counting `made_up_entries` first.
     next_event: usize,
+    /// Whether `events` has ended (and the open calls were closed).
+    ended: bool,
     /// Calls entered and not ended, outermost first; depths increase
     /// strictly from bottom to top.
     open: Vec<OpenCall>,
@@ -121,20 +122,33 @@ pub(crate) struct Calls<'a> {
     ready: VecDeque<CallStep>,
 }
 
-impl<'a> Calls<'a> {
+impl<'a> Calls<std::iter::Copied<std::slice::Iter<'a, GraphEvent>>> {
     /// Pairs `events`, which must be one thread's events in time order, by
-    /// `reading`.
+    /// `reading` (finding the calls running when tracing started in them
+    /// first, if the reading opens those).
     pub(crate) fn new(events: &'a [GraphEvent], reading: Reading) -> Self {
         let made_up_entries = if reading.opens_calls_running_at_start() {
-            entries_of_calls_running_at_start(events)
+            entries_of_calls_running_at_start(events.iter().copied())
         } else {
             Vec::new()
         };
+        Calls::streaming(events.iter().copied(), made_up_entries, reading)
+    }
+}
+
+impl<I: Iterator<Item = GraphEvent>> Calls<I> {
+    /// Pairs `events`, one thread's events in time order, by `reading`.
+    /// `made_up_entries` are those [`entries_of_calls_running_at_start`]
+    /// found in the same events, if the reading opens those calls (a first
+    /// pass over the events); otherwise empty.
+    pub(crate) fn streaming(events: I, made_up_entries: Vec<GraphEvent>, reading: Reading) -> Self {
+        debug_assert!(made_up_entries.is_empty() || reading.opens_calls_running_at_start());
         Calls {
             reading,
             made_up_entries,
             events,
             next_event: 0,
+            ended: false,
             open: Vec::new(),
             ready: VecDeque::new(),
         }
@@ -224,7 +238,7 @@ impl<'a> Calls<'a> {
     }
 }
 
-impl Iterator for Calls<'_> {
+impl<I: Iterator<Item = GraphEvent>> Iterator for Calls<I> {
     type Item = CallStep;
 
     fn next(&mut self) -> Option<CallStep> {
@@ -232,17 +246,20 @@ impl Iterator for Calls<'_> {
             if let Some(step) = self.ready.pop_front() {
                 return Some(step);
             }
+            if self.ended {
+                return None;
+            }
             let index = self.next_event;
             let event = match index.checked_sub(self.made_up_entries.len()) {
                 None => Some(self.made_up_entries[index]),
-                Some(event_index) => self.events.get(event_index).copied(),
+                Some(_) => self.events.next(),
             };
             if let Some(event) = event {
                 self.next_event += 1;
                 self.read_event(index, event);
             } else {
+                self.ended = true;
                 self.close_as_unfinished_from(0, None);
-                return self.ready.pop_front();
             }
         }
     }
@@ -255,14 +272,22 @@ impl Iterator for Calls<'_> {
 /// a shallower one before it (that call would have had to return first).
 ///
 /// An exit shallower than every entry before it matches none of them, so
-/// these exits need no pairing to be found.
-fn entries_of_calls_running_at_start(events: &[GraphEvent]) -> Vec<GraphEvent> {
-    let Some(first) = events.iter().map(|e| e.time_ns).min() else {
-        return Vec::new();
-    };
+/// these exits need no pairing to be found; and once an entry at depth 0
+/// was read, no exit can be shallower: with none found by then, reading
+/// stops there.
+pub(crate) fn entries_of_calls_running_at_start(
+    events: impl Iterator<Item = GraphEvent>,
+) -> Vec<GraphEvent> {
+    let mut first = u64::MAX;
     let mut entries: Vec<GraphEvent> = Vec::new();
     let mut shallowest_entry = u16::MAX;
     for event in events {
+        // No exit can be shallower than an entry at depth 0: with none found
+        // by then, there are none (and their time does not matter).
+        if shallowest_entry == 0 && entries.is_empty() {
+            break;
+        }
+        first = first.min(event.time_ns);
         match event.kind {
             EventKind::Entry => shallowest_entry = shallowest_entry.min(event.depth),
             EventKind::Exit => {
@@ -270,15 +295,17 @@ fn entries_of_calls_running_at_start(events: &[GraphEvent]) -> Vec<GraphEvent> {
                     && entries.last().is_none_or(|inner| event.depth < inner.depth)
                 {
                     entries.push(GraphEvent {
-                        time_ns: first,
                         kind: EventKind::Entry,
-                        ..*event
+                        ..event
                     });
                 }
             }
         }
     }
     entries.reverse();
+    for entry in &mut entries {
+        entry.time_ns = first;
+    }
     entries
 }
 

@@ -1,9 +1,13 @@
 //! Selections of a trace's calls, as uftrace's `-F`, `-N`, `--tid` and
 //! `--time-range` make them: [`select`] returns the trace with only the
-//! selected events, so that every report and export applies a selection the
-//! same way by reading the smaller trace.
+//! selected events, and [`Selected`] selects them as they are read, so that
+//! every report and export applies a selection the same way by reading the
+//! smaller trace.
+
+use std::collections::HashMap;
 
 use crate::glob::matches_any;
+use crate::source::{infallible, EventSource, ThreadInfo};
 use crate::trace::{EventKind, GraphEvent, ThreadTrace, Trace};
 
 /// Which calls to keep; the default keeps everything.
@@ -49,22 +53,112 @@ impl Selection {
 /// keep their recorded depth, except with `max_depth`, where depths count
 /// from the outermost call of each kept subtree (0) so that `-D` means what
 /// it says inside a `-F` subtree. Names and symbols are kept as they are.
+/// [`Selected`] does the same as events are read.
 pub fn select(trace: &Trace, selection: &Selection) -> Trace {
     if selection.is_everything() {
         return trace.clone();
     }
-    let threads = trace
+    let selected = Selected::new(trace, selection);
+    let threads = selected
         .threads
         .iter()
-        .filter(|thread| selection.tids.is_empty() || selection.tids.contains(&thread.tid))
-        .map(|thread| ThreadTrace {
-            events: select_events(trace, &thread.events, selection),
-            ..thread.clone()
+        .map(|&index| {
+            let thread = &trace.threads[index];
+            let (events, _) = infallible(selected.read_thread_at(index, |events| events.collect()));
+            ThreadTrace {
+                events,
+                ..thread.clone()
+            }
         })
         .collect();
     Trace {
         threads,
         ..trace.clone()
+    }
+}
+
+/// The calls of `source` that a [`Selection`] keeps, as an [`EventSource`]
+/// itself: threads are left out as `tids` says, and each thread's events
+/// are selected as they are read, as [`select`] does; memory is one entry
+/// per open call, and one per function seen (whether it matches the globs).
+#[derive(Debug)]
+pub struct Selected<'a, S> {
+    source: &'a S,
+    selection: &'a Selection,
+    /// Indices in `source` of the threads kept.
+    threads: Vec<usize>,
+}
+
+impl<'a, S: EventSource> Selected<'a, S> {
+    /// The calls of `source` that `selection` keeps.
+    pub fn new(source: &'a S, selection: &'a Selection) -> Self {
+        let threads = source
+            .threads()
+            .iter()
+            .enumerate()
+            .filter(|(_, thread)| selection.tids.is_empty() || selection.tids.contains(&thread.tid))
+            .map(|(index, _)| index)
+            .collect();
+        Selected {
+            source,
+            selection,
+            threads,
+        }
+    }
+
+    /// Reads the thread of `source` at `index` (an index in `source`),
+    /// selected.
+    fn read_thread_at<R>(
+        &self,
+        index: usize,
+        read: impl FnOnce(&mut dyn Iterator<Item = GraphEvent>) -> R,
+    ) -> Result<(R, u64), S::Error> {
+        let name_of = |function| self.source.name_of(function);
+        self.source.read_thread(index, |events| {
+            if self.selection.is_everything() {
+                return read(events);
+            }
+            let mut selected = SelectedEvents {
+                events,
+                selection: self.selection,
+                name_of: &name_of,
+                matches: HashMap::new(),
+                open: Vec::new(),
+            };
+            read(&mut selected)
+        })
+    }
+}
+
+impl<S: EventSource> EventSource for Selected<'_, S> {
+    type Error = S::Error;
+
+    fn pid(&self) -> u32 {
+        self.source.pid()
+    }
+
+    fn exe(&self) -> &str {
+        self.source.exe()
+    }
+
+    fn threads(&self) -> Vec<ThreadInfo> {
+        let all = self.source.threads();
+        self.threads
+            .iter()
+            .map(|&index| all[index].clone())
+            .collect()
+    }
+
+    fn name_of(&self, function: usize) -> String {
+        self.source.name_of(function)
+    }
+
+    fn read_thread<R>(
+        &self,
+        index: usize,
+        read: impl FnOnce(&mut dyn Iterator<Item = GraphEvent>) -> R,
+    ) -> Result<(R, u64), S::Error> {
+        self.read_thread_at(self.threads[index], read)
     }
 }
 
@@ -86,14 +180,46 @@ struct Open {
     new_depth: u16,
 }
 
-/// The events of one thread that `selection` keeps.
-fn select_events(trace: &Trace, events: &[GraphEvent], selection: &Selection) -> Vec<GraphEvent> {
-    let mut open: Vec<Open> = Vec::new();
-    let mut kept = Vec::new();
-    let name_matches = |globs: &[String], function| {
-        !globs.is_empty() && matches_any(globs, &trace.name_of(function))
-    };
-    for event in events {
+/// The events of one thread that a selection keeps, as they are read.
+struct SelectedEvents<'a, I: ?Sized> {
+    selection: &'a Selection,
+    name_of: &'a dyn Fn(usize) -> String,
+    /// Per function: whether it matches an include glob, an exclude glob.
+    matches: HashMap<usize, (bool, bool)>,
+    /// Open calls, outermost first.
+    open: Vec<Open>,
+    events: &'a mut I,
+}
+
+impl<I: Iterator<Item = GraphEvent> + ?Sized> Iterator for SelectedEvents<'_, I> {
+    type Item = GraphEvent;
+
+    fn next(&mut self) -> Option<GraphEvent> {
+        loop {
+            let event = self.events.next()?;
+            if let Some(kept) = self.read(event) {
+                return Some(kept);
+            }
+        }
+    }
+}
+
+impl<I: ?Sized> SelectedEvents<'_, I> {
+    /// Whether `function` matches an include glob, an exclude glob.
+    fn matches(&mut self, function: usize) -> (bool, bool) {
+        let selection = self.selection;
+        let name_of = self.name_of;
+        *self.matches.entry(function).or_insert_with(|| {
+            let name = name_of(function);
+            let matches = |globs: &[String]| !globs.is_empty() && matches_any(globs, &name);
+            (matches(&selection.include), matches(&selection.exclude))
+        })
+    }
+
+    /// Reads one event; returns it (renumbered) if it is kept.
+    fn read(&mut self, event: GraphEvent) -> Option<GraphEvent> {
+        let selection = self.selection;
+        let open = &mut self.open;
         // Calls at this depth or deeper have ended (an exit of this depth
         // ends the one at its depth, below).
         while open.last().is_some_and(|call| call.depth > event.depth) {
@@ -105,10 +231,14 @@ fn select_events(trace: &Trace, events: &[GraphEvent], selection: &Selection) ->
                     open.pop();
                 }
                 let parent = open.last().copied();
-                let included = parent.is_some_and(|p| p.included)
-                    || name_matches(&selection.include, event.function);
-                let excluded = parent.is_some_and(|p| p.excluded)
-                    || name_matches(&selection.exclude, event.function);
+                let needs_names = !selection.include.is_empty() || !selection.exclude.is_empty();
+                let (include_match, exclude_match) = if needs_names {
+                    self.matches(event.function)
+                } else {
+                    (false, false)
+                };
+                let included = parent.is_some_and(|p| p.included) || include_match;
+                let excluded = parent.is_some_and(|p| p.excluded) || exclude_match;
                 let in_time = selection.from_ns.is_none_or(|from| event.time_ns >= from)
                     && selection.to_ns.is_none_or(|to| event.time_ns <= to);
                 let mut keep = (selection.include.is_empty() || included) && !excluded && in_time;
@@ -120,7 +250,7 @@ fn select_events(trace: &Trace, events: &[GraphEvent], selection: &Selection) ->
                 if let Some(max) = selection.max_depth {
                     keep &= new_depth <= max;
                 }
-                open.push(Open {
+                self.open.push(Open {
                     depth: event.depth,
                     included,
                     excluded,
@@ -128,16 +258,13 @@ fn select_events(trace: &Trace, events: &[GraphEvent], selection: &Selection) ->
                     rooted,
                     new_depth,
                 });
-                if keep {
-                    kept.push(renumbered(event, new_depth, selection));
-                }
+                keep.then(|| renumbered(&event, new_depth, selection))
             }
             EventKind::Exit => {
                 if open.last().is_some_and(|call| call.depth == event.depth) {
                     let call = open.pop().expect("checked");
-                    if call.kept {
-                        kept.push(renumbered(event, call.new_depth, selection));
-                    }
+                    call.kept
+                        .then(|| renumbered(&event, call.new_depth, selection))
                 } else if selection.include.is_empty()
                     && selection.exclude.is_empty()
                     && selection.max_depth.is_none()
@@ -145,12 +272,13 @@ fn select_events(trace: &Trace, events: &[GraphEvent], selection: &Selection) ->
                 {
                     // An exit whose entry was not recorded: kept only when
                     // nothing depends on what its call was or when it began.
-                    kept.push(*event);
+                    Some(event)
+                } else {
+                    None
                 }
             }
         }
     }
-    kept
 }
 
 /// `event` at its output depth: renumbered only under `max_depth`.

@@ -110,9 +110,15 @@ Examples:
   fntrace diff before after -s self --top 20";
 
 const CHROME_HELP: &str = "\
+The trace is read as it is written, in memory bounded by the call depth (a
+scratch file of 40 bytes per call goes next to FILE and is removed). The
+size of the JSON is known before it is written: above 100 MB, which the
+Chrome and Perfetto UIs do not open, a warning says so.
+
 Examples:
   fntrace chrome trace-dir -o trace.json
-  fntrace chrome trace-dir -o trace.json --time-range 1s~2s --tid 4242";
+  fntrace chrome trace-dir -o trace.json --from 1s --to 1.2s --tid 4242
+  fntrace chrome trace-dir -o trace.json --min-duration 100us";
 
 const PERFETTO_HELP: &str = "\
 One track per thread, one slice per call, names interned and timestamps
@@ -120,7 +126,8 @@ delta-encoded: several times smaller than the JSON of `fntrace chrome`.
 
 Examples:
   fntrace perfetto trace-dir -o trace.perfetto-trace
-  fntrace perfetto trace-dir -o main.perfetto-trace -F main";
+  fntrace perfetto trace-dir -o main.perfetto-trace -F main
+  fntrace perfetto trace-dir -o slow.perfetto-trace --min-duration 1ms";
 
 const FLAME_HELP: &str = "\
 Widths are time (self plus callees, in ns), not samples. By default each
@@ -264,6 +271,17 @@ pub struct ChromeArgs {
     /// The file to write.
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
+    /// Only calls entered at or after TIME since the trace's start
+    /// (`1.5s`, `200ms`); --time-range FROM~ says the same.
+    #[arg(long, value_name = "TIME", conflicts_with = "time_range")]
+    pub from: Option<String>,
+    /// Only calls entered at or before TIME since the trace's start.
+    #[arg(long, value_name = "TIME", conflicts_with = "time_range")]
+    pub to: Option<String>,
+    /// Leave out calls shorter than DURATION (`100us`, `2ms`); a call never
+    /// lasts longer than its caller, so callers of the calls kept stay.
+    #[arg(long, value_name = "DURATION")]
+    pub min_duration: Option<String>,
     /// Which calls.
     #[command(flatten)]
     pub select: SelectArgs,

@@ -1,6 +1,8 @@
-//! The `fntrace` command: parses the command line ([`args`]), reads the
+//! The `fntrace` command: parses the command line ([`args`]), opens the
 //! trace, applies the selection every command shares (`-F`, `-N`, `--tid`,
-//! `--time-range`), and runs the command. Text goes through [`output`]
+//! `--time-range`) as events are read, and runs the command: every command
+//! reads the trace directory thread by thread, record by record, in memory
+//! bounded by what it shows (see `fntrace_tools::export::UftraceReader`). Text goes through [`output`]
 //! (pager, colour, closed pipes); files are written where `-o` says.
 
 mod args;
@@ -9,16 +11,18 @@ mod output;
 mod report;
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
-use std::path::Path;
+use std::io::{BufWriter, IsTerminal, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser};
-use fntrace_tools::analysis::{self, Selection};
-use fntrace_tools::{export, Trace};
+use fntrace_tools::analysis::{self, ReadOrWrite, Selected, Selection};
+use fntrace_tools::export::{self, UftraceReader};
+use fntrace_tools::EventSource;
 
-use args::{Cli, Command, SelectArgs};
-use output::{load_trace, output_failure, Failure, Output};
+use args::{ChromeArgs, Cli, Command, SelectArgs};
+use output::{open_trace, output_failure, Failure, Output, ProgressBar};
+use report::TraceReport;
 
 /// Size above which `fntrace chrome` warns that viewers will struggle.
 const BIG_JSON_BYTES: u64 = 100 << 20;
@@ -44,74 +48,111 @@ pub fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Report(args) => {
-            let trace = selected(&args.dir, &args.select, None)?;
+            let (trace, bar) = open_trace(&args.dir, 1)?;
+            let selection = selection(&trace, &args.dir, &args.select, None)?;
+            let report = TraceReport::of(&Selected::new(&trace, &selection))?;
+            drop(bar);
             let mut out = Output::new(cli.no_pager);
-            report::write_report(&trace, &args, &mut out).map_err(output_failure)?;
+            report::write_report(report, &args, &mut out).map_err(output_failure)?;
             out.finish()
         }
         Command::Diff(args) => {
-            let before = selected(&args.dir1, &args.select, None)?;
-            let after = selected(&args.dir2, &args.select, None)?;
+            let mut reports = Vec::new();
+            for dir in [&args.dir1, &args.dir2] {
+                let (trace, bar) = open_trace(dir, 1)?;
+                let selection = selection(&trace, dir, &args.select, None)?;
+                reports.push(TraceReport::of(&Selected::new(&trace, &selection))?);
+                drop(bar);
+            }
+            let after = reports.pop().expect("two reports");
+            let before = reports.pop().expect("two reports");
             let mut out = Output::new(cli.no_pager);
-            report::write_diff(&before, &after, &args, &mut out).map_err(output_failure)?;
+            report::write_diff(before, after, &args, &mut out).map_err(output_failure)?;
             out.finish()
         }
         Command::Graph(args) => {
-            let trace = selected(&args.dir, &args.select, None)?;
+            let (trace, bar) = open_trace(&args.dir, 2)?;
+            let selection = selection(&trace, &args.dir, &args.select, None)?;
+            let selected = Selected::new(&trace, &selection);
+            let report = analysis::latency_of(&selected).map_err(|e| e.to_string())?;
+            let tree = analysis::call_tree_of(&selected, args.function.as_deref())
+                .map_err(|e| e.to_string())?;
+            drop(bar);
             let mut out = Output::new(cli.no_pager);
-            report::write_lost_and_unfinished(&trace, &mut out).map_err(output_failure)?;
-            analysis::call_tree(&trace, args.function.as_deref())
-                .write_text(&mut out)
-                .map_err(output_failure)?;
+            report::write_lost_and_unfinished(&report, &mut out).map_err(output_failure)?;
+            tree.write_text(&mut out).map_err(output_failure)?;
             out.finish()
         }
         Command::Replay(args) => {
-            let trace = selected(&args.dir, &args.select, args.depth)?;
+            // Lines are written as the records are read: a bar on the
+            // terminal would cross the pager's screen.
+            let passes = if std::io::stdout().is_terminal() {
+                0
+            } else {
+                2
+            };
+            let (trace, _bar) = open_trace(&args.dir, passes)?;
+            let selection = selection(&trace, &args.dir, &args.select, args.depth)?;
             let mut out = Output::new(cli.no_pager);
-            analysis::write_call_graph(&trace, None, &mut out).map_err(output_failure)?;
+            match analysis::write_call_graph_of(&Selected::new(&trace, &selection), None, &mut out)
+            {
+                Ok(()) => {}
+                Err(ReadOrWrite::Read(e)) => return Err(e.to_string().into()),
+                Err(ReadOrWrite::Write(e)) => return Err(output_failure(e)),
+            }
             out.finish()
         }
         Command::Chrome(args) => {
-            let trace = selected(&args.dir, &args.select, None)?;
-            write_file(&args.output, |out| {
-                export::write_chrome_json(&trace, out).map_err(|e| e.to_string())
-            })?;
-            let size = std::fs::metadata(&args.output).map_or(0, |m| m.len());
+            let spooled = spool_calls(&args)?;
+            let size = spooled.chrome_json_bytes();
             if size > BIG_JSON_BYTES {
                 eprintln!(
-                    "fntrace: warning: {} is {} MB; viewers load JSON this big slowly or not \
-                     at all: narrow it with -F, -N, --tid or --time-range",
+                    "fntrace: warning: {} will be {} MB ({} calls); the Chrome and Perfetto UIs \
+                     do not open files over ~100 MB: narrow it with --from/--to, --tid, \
+                     --min-duration, -F or -N (or write `fntrace perfetto`, far smaller)",
                     args.output.display(),
-                    size >> 20
+                    size >> 20,
+                    spooled.calls()
                 );
             }
-            Ok(())
+            let bar = ProgressBar::writing(&args.output, spooled.calls());
+            write_file(&args.output, |out| {
+                let written = spooled
+                    .write_chrome_json_with_progress(out, &mut |done| bar.set_position(done))
+                    .map_err(|e| e.to_string());
+                bar.clear();
+                written
+            })
         }
         Command::Perfetto(args) => {
-            let trace = selected(&args.dir, &args.select, None)?;
+            let spooled = spool_calls(&args)?;
+            let bar = ProgressBar::writing(&args.output, spooled.calls());
             write_file(&args.output, |out| {
-                export::write_perfetto(&trace, out).map_err(|e| e.to_string())
+                let written = spooled
+                    .write_perfetto_with_progress(out, &mut |done| bar.set_position(done))
+                    .map_err(|e| e.to_string());
+                bar.clear();
+                written
             })
         }
         Command::Flame(args) => {
-            let trace = selected(&args.dir, &args.select, None)?;
-            let folded = if args.merge_threads {
-                export::folded_stacks(&trace)
-            } else {
-                export::folded_stacks_by_thread(&trace)
-            };
+            let (trace, bar) = open_trace(&args.dir, 2)?;
+            let selection = selection(&trace, &args.dir, &args.select, None)?;
+            let (folded, lost) =
+                export::folded_stacks_of(&Selected::new(&trace, &selection), args.merge_threads)
+                    .map_err(|e| e.to_string())?;
+            drop(bar);
             write_file(&args.output, |out| {
                 if args.folded {
                     out.write_all(folded.as_bytes()).map_err(|e| e.to_string())
                 } else {
-                    let title = format!("fntrace: {}", trace.exe);
+                    let title = format!("fntrace: {}", trace.exe());
                     export::write_folded_svg(&folded, out, &title).map_err(|e| e.to_string())
                 }
             })?;
-            if trace.lost() > 0 {
+            if lost > 0 {
                 eprintln!(
-                    "fntrace: warning: {} events were lost while recording; the graph lacks them",
-                    trace.lost()
+                    "fntrace: warning: {lost} events were lost while recording; the graph lacks them"
                 );
             }
             Ok(())
@@ -123,6 +164,39 @@ fn run(cli: Cli) -> Result<(), Failure> {
             stdout.flush().map_err(output_failure)
         }
     }
+}
+
+/// The calls `fntrace chrome` or `fntrace perfetto` writes, spooled (a
+/// scratch file next to the output).
+fn spool_calls(args: &ChromeArgs) -> Result<export::SpooledCalls, Failure> {
+    let (trace, _bar) = open_trace(&args.dir, 2)?;
+    let mut select = args.select.clone();
+    if args.from.is_some() || args.to.is_some() {
+        select.time_range = Some(format!(
+            "{}~{}",
+            args.from.as_deref().unwrap_or(""),
+            args.to.as_deref().unwrap_or("")
+        ));
+    }
+    let selection = selection(&trace, &args.dir, &select, None)?;
+    let min_duration_ns = match &args.min_duration {
+        Some(text) => parse_duration(text).ok_or_else(|| {
+            format!(
+                "--min-duration {text:?}: not a duration (a number with a unit: ns, us, ms, s, m)"
+            )
+        })?,
+        None => 0,
+    };
+    let scratch_dir = match args.output.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let options = export::CallExportOptions {
+        min_duration_ns,
+        scratch_dir: Some(scratch_dir),
+    };
+    export::SpooledCalls::new(&Selected::new(&trace, &selection), &options)
+        .map_err(|e| e.to_string().into())
 }
 
 /// Writes a file with `write`, and says so on stderr.
@@ -139,31 +213,17 @@ fn write_file(
     Ok(())
 }
 
-/// The trace in `dir`, with only the calls `select` (and `-D`) keep.
-fn selected(dir: &Path, select: &SelectArgs, max_depth: Option<u16>) -> Result<Trace, Failure> {
-    let trace = load_trace(dir)?;
-    let start_ns = trace
-        .threads
-        .iter()
-        .filter_map(|thread| thread.events.first())
-        .map(|event| event.time_ns)
-        .min()
-        .unwrap_or(0);
-    let (from_ns, to_ns) = match &select.time_range {
-        Some(range) => parse_time_range(range, start_ns)?,
-        None => (None, None),
-    };
-    let selection = Selection {
-        include: select.filter.clone(),
-        exclude: select.notrace.clone(),
-        tids: select.tid.clone(),
-        from_ns,
-        to_ns,
-        max_depth,
-    };
-    for tid in &selection.tids {
-        if !trace.threads.iter().any(|thread| thread.tid == *tid) {
-            let known: Vec<String> = trace.threads.iter().map(|t| t.tid.to_string()).collect();
+/// The calls `select` (and `-D`) keep of the trace in `dir`.
+fn selection(
+    trace: &UftraceReader,
+    dir: &Path,
+    select: &SelectArgs,
+    max_depth: Option<u16>,
+) -> Result<Selection, Failure> {
+    let threads = trace.threads();
+    for tid in &select.tid {
+        if !threads.iter().any(|thread| thread.tid == *tid) {
+            let known: Vec<String> = threads.iter().map(|t| t.tid.to_string()).collect();
             return Err(format!(
                 "--tid {tid}: no such thread in {} (threads: {})",
                 dir.display(),
@@ -172,7 +232,57 @@ fn selected(dir: &Path, select: &SelectArgs, max_depth: Option<u16>) -> Result<T
             .into());
         }
     }
-    Ok(analysis::select(&trace, &selection))
+    let (from_ns, to_ns) = match &select.time_range {
+        Some(range) => {
+            // The trace starts with the earliest first event of a thread.
+            let mut start_ns = None::<u64>;
+            for index in 0..threads.len() {
+                let (first, _) = trace
+                    .read_thread(index, |events| events.next())
+                    .map_err(|e| e.to_string())?;
+                if let Some(first) = first {
+                    start_ns = Some(start_ns.map_or(first.time_ns, |s| s.min(first.time_ns)));
+                }
+            }
+            parse_time_range(range, start_ns.unwrap_or(0))?
+        }
+        None => (None, None),
+    };
+    Ok(Selection {
+        include: select.filter.clone(),
+        exclude: select.notrace.clone(),
+        tids: select.tid.clone(),
+        from_ns,
+        to_ns,
+        max_depth,
+    })
+}
+
+/// A duration with a unit (`100us`) in ns.
+fn parse_duration(text: &str) -> Option<u64> {
+    parse_with_unit(text).map(|ns| ns.round() as u64)
+}
+
+/// A non-negative number followed by a unit (ns, us, ms, s, m), in ns.
+fn parse_with_unit(text: &str) -> Option<f64> {
+    let units: [(&str, f64); 5] = [
+        ("ns", 1.0),
+        ("us", 1e3),
+        ("ms", 1e6),
+        ("s", 1e9),
+        ("m", 60e9),
+    ];
+    for (unit, scale) in units {
+        if let Some(number) = text.strip_suffix(unit) {
+            // "ms" also ends in "s": only a number before the unit counts.
+            if let Ok(value) = number.parse::<f64>() {
+                if value >= 0.0 && value.is_finite() {
+                    return Some(value * scale);
+                }
+            }
+        }
+    }
+    None
 }
 
 /// `A~B` as absolute times in ns; see `--time-range`'s help.
@@ -196,22 +306,8 @@ fn parse_time_range(range: &str, start_ns: u64) -> Result<(Option<u64>, Option<u
 
 /// One end of a time range: elapsed with a unit, or a timestamp in seconds.
 fn parse_time(text: &str, start_ns: u64) -> Option<u64> {
-    let units: [(&str, f64); 5] = [
-        ("ns", 1.0),
-        ("us", 1e3),
-        ("ms", 1e6),
-        ("s", 1e9),
-        ("m", 60e9),
-    ];
-    for (unit, scale) in units {
-        if let Some(number) = text.strip_suffix(unit) {
-            // "ms" also ends in "s": only a number before the unit counts.
-            if let Ok(value) = number.parse::<f64>() {
-                if value >= 0.0 {
-                    return Some(start_ns.saturating_add((value * scale).round() as u64));
-                }
-            }
-        }
+    if let Some(ns) = parse_with_unit(text) {
+        return Some(start_ns.saturating_add(ns.round() as u64));
     }
     let (seconds, fraction) = text.split_once('.').unwrap_or((text, ""));
     if fraction.len() > 9 || !fraction.bytes().all(|b| b.is_ascii_digit()) {

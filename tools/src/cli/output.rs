@@ -6,9 +6,9 @@
 use std::io::{self, IsTerminal, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use fntrace_tools::Trace;
+use fntrace_tools::export::UftraceReader;
 
 /// Why a command stopped early.
 pub enum Failure {
@@ -124,10 +124,13 @@ fn spawn_pager() -> Option<(Child, ChildStdin)> {
     Some((child, stdin))
 }
 
-/// Reads the trace directory `dir`, saying plainly when it is not one, with
-/// a progress bar on stderr when that is a terminal and reading takes a
-/// while.
-pub fn load_trace(dir: &Path) -> Result<Trace, Failure> {
+/// Opens the trace directory `dir`, saying plainly when it is not one.
+/// `passes` is how many times the command will read every thread's
+/// records: the progress bar (on stderr, only when it is a terminal and
+/// only once reading has taken a moment) counts that many times the
+/// directory's record bytes; 0: no bar. The bar goes when the returned
+/// guard is dropped.
+pub fn open_trace(dir: &Path, passes: u64) -> Result<(UftraceReader, ProgressBar), Failure> {
     let shown = dir.display();
     if !dir.exists() {
         return Err(format!("{shown} does not exist").into());
@@ -142,43 +145,80 @@ pub fn load_trace(dir: &Path) -> Result<Trace, Failure> {
         )
         .into());
     }
-    // A bar of the record files read, shown only on a terminal and only
-    // once reading has taken a moment (small directories read in no time).
-    let bar = if io::stderr().is_terminal() {
-        let bar =
-            indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{spinner} reading {msg} {wide_bar} {binary_bytes}/{binary_total_bytes} {elapsed}",
-            )
-            .expect("a valid template"),
+    let reader = UftraceReader::open(dir).map_err(|e| e.to_string())?;
+    let bar = ProgressBar::new(shown.to_string(), reader.data_bytes() * passes);
+    let shown_bar = bar.0.clone();
+    let total = reader.data_bytes() * passes;
+    let started = Instant::now();
+    reader.set_progress(move |done| {
+        if started.elapsed() > PROGRESS_DELAY {
+            shown_bar.set_length(total.max(done));
+            shown_bar.set_position(done);
+        }
+    });
+    Ok((reader, bar))
+}
+
+/// Wait before a progress bar shows: small directories read in no time.
+const PROGRESS_DELAY: Duration = Duration::from_millis(300);
+
+/// A bar of the record bytes read, cleared when dropped.
+pub struct ProgressBar(indicatif::ProgressBar);
+
+impl ProgressBar {
+    /// A bar of `total` calls written to `path`, shown as the reading bar
+    /// is.
+    pub fn writing(path: &Path, total: u64) -> ProgressBar {
+        ProgressBar::with_template(
+            format!("{}", path.display()),
+            total,
+            "{spinner} writing {msg} {wide_bar} {human_pos}/{human_len} calls {elapsed}",
+        )
+    }
+
+    /// Moves the bar to `done`.
+    pub fn set_position(&self, done: u64) {
+        self.0.set_position(done);
+    }
+
+    /// Takes the bar off the screen (before a line is written to stderr).
+    pub fn clear(&self) {
+        self.0.finish_and_clear();
+    }
+
+    fn new(message: String, total: u64) -> ProgressBar {
+        ProgressBar::with_template(
+            message,
+            total,
+            "{spinner} reading {msg} {wide_bar} {binary_bytes}/{binary_total_bytes} {elapsed}",
+        )
+    }
+
+    fn with_template(message: String, total: u64, template: &str) -> ProgressBar {
+        if total == 0 || !io::stderr().is_terminal() {
+            return ProgressBar(indicatif::ProgressBar::hidden());
+        }
+        let bar = indicatif::ProgressBar::with_draw_target(
+            Some(total),
+            indicatif::ProgressDrawTarget::stderr(),
         );
-        bar
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
-    let started = std::time::Instant::now();
-    let delay = Duration::from_millis(300);
-    // One record file can be most of the data: keep the bar moving
-    // (spinner, elapsed time) while it is read.
-    if !bar.is_hidden() {
-        let bar = bar.clone();
-        let message = shown.to_string();
+        bar.set_style(indicatif::ProgressStyle::with_template(template).expect("a valid template"));
+        // One record file can be most of the data: keep the bar moving
+        // (spinner, elapsed time) while it is read.
+        let ticking = bar.clone();
         std::thread::spawn(move || {
-            std::thread::sleep(delay);
-            if !bar.is_finished() {
-                bar.set_message(message);
-                bar.enable_steady_tick(Duration::from_millis(100));
+            std::thread::sleep(PROGRESS_DELAY);
+            if !ticking.is_finished() {
+                ticking.set_message(message);
+                ticking.enable_steady_tick(Duration::from_millis(100));
             }
         });
+        ProgressBar(bar)
     }
-    let trace = fntrace_tools::export::read_uftrace_dir_with_progress(dir, &mut |done, total| {
-        if started.elapsed() > delay {
-            bar.set_length(total);
-            bar.set_position(done);
-        }
-    })
-    .map_err(|e| e.to_string());
-    bar.finish_and_clear();
-    Ok(trace?)
+}
+
+impl Drop for ProgressBar {
+    fn drop(&mut self) {
+        self.0.finish_and_clear();
+    }
 }

@@ -6,17 +6,40 @@ use std::cmp::Reverse;
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use fntrace_tools::analysis::{self, FunctionStats};
-use fntrace_tools::Trace;
+use fntrace_tools::analysis::{self, FunctionStats, LatencyReport};
+use fntrace_tools::export::ExportError;
+use fntrace_tools::EventSource;
 
 use super::args::{DiffArgs, ReportArgs, SortKey};
 use super::output::Output;
 
+/// What a table is made from: the process and the latency report of its
+/// selected calls.
+pub struct TraceReport {
+    /// Executable path.
+    pub exe: String,
+    /// Process id.
+    pub pid: u32,
+    /// The statistics, with what was read of each thread.
+    pub latency: LatencyReport,
+}
+
+impl TraceReport {
+    /// Reads `source` once for its report.
+    pub fn of<S: EventSource<Error = ExportError>>(source: &S) -> Result<TraceReport, String> {
+        Ok(TraceReport {
+            exe: source.exe().to_string(),
+            pid: source.pid(),
+            latency: analysis::latency_of(source).map_err(|e| e.to_string())?,
+        })
+    }
+}
+
 /// Writes the lines that say what the trace lacks: events lost (per
 /// thread) and calls without an exit. Nothing when it lacks nothing.
-pub fn write_lost_and_unfinished(trace: &Trace, out: &mut Output) -> io::Result<()> {
-    if trace.lost() > 0 {
-        let threads: Vec<String> = trace
+pub fn write_lost_and_unfinished(report: &LatencyReport, out: &mut Output) -> io::Result<()> {
+    if report.lost_events > 0 {
+        let threads: Vec<String> = report
             .threads
             .iter()
             .filter(|thread| thread.lost > 0)
@@ -24,12 +47,11 @@ pub fn write_lost_and_unfinished(trace: &Trace, out: &mut Output) -> io::Result<
             .collect();
         let line = format!(
             "# {} events were lost while recording (buffers full: {}); the numbers below lack them",
-            trace.lost(),
+            report.lost_events,
             threads.join(", ")
         );
         writeln!(out, "{}", out.warn(&line))?;
     }
-    let report = analysis::latency(trace);
     if report.unfinished_calls > 0 {
         let mut unfinished: Vec<&FunctionStats> = report
             .functions
@@ -57,21 +79,21 @@ pub fn write_lost_and_unfinished(trace: &Trace, out: &mut Output) -> io::Result<
 }
 
 /// `fntrace report`.
-pub fn write_report(trace: &Trace, args: &ReportArgs, out: &mut Output) -> io::Result<()> {
-    let events: usize = trace.threads.iter().map(|t| t.events.len()).sum();
+pub fn write_report(trace: TraceReport, args: &ReportArgs, out: &mut Output) -> io::Result<()> {
+    let report = trace.latency;
+    let events: u64 = report.threads.iter().map(|t| t.events).sum();
     writeln!(
         out,
         "# {} (pid {}): {} threads, {events} events",
         trace.exe,
         trace.pid,
-        trace.threads.len()
+        report.threads.len()
     )?;
-    write_lost_and_unfinished(trace, out)?;
-    let report = analysis::latency(trace);
+    write_lost_and_unfinished(&report, out)?;
     let top = args.top.unwrap_or(usize::MAX);
     if args.threads {
         for (tid, functions) in &report.per_thread {
-            let thread = trace.threads.iter().find(|t| t.tid == *tid);
+            let thread = report.threads.iter().find(|t| t.tid == *tid);
             let name = thread.and_then(|t| t.name.as_deref()).unwrap_or("");
             writeln!(out, "\n{}", out.bold(&format!("thread {tid} {name}")))?;
             write_table(functions.clone(), &args.sort, top, out)?;
@@ -189,24 +211,25 @@ fn duration(ns: u64) -> String {
 
 /// `fntrace diff`.
 pub fn write_diff(
-    before: &Trace,
-    after: &Trace,
+    before: TraceReport,
+    after: TraceReport,
     args: &DiffArgs,
     out: &mut Output,
 ) -> io::Result<()> {
     writeln!(out, "# before: {} (pid {})", before.exe, before.pid)?;
     writeln!(out, "# after:  {} (pid {})", after.exe, after.pid)?;
-    for (label, trace) in [("before", before), ("after", after)] {
-        if trace.lost() > 0 {
+    for (label, trace) in [("before", &before), ("after", &after)] {
+        if trace.latency.lost_events > 0 {
             let line = format!(
                 "# {label}: {} events were lost while recording",
-                trace.lost()
+                trace.latency.lost_events
             );
             writeln!(out, "{}", out.warn(&line))?;
         }
     }
-    let by_name = |trace: &Trace| -> HashMap<String, FunctionStats> {
-        analysis::latency(trace)
+    let by_name = |trace: TraceReport| -> HashMap<String, FunctionStats> {
+        trace
+            .latency
             .functions
             .into_iter()
             .map(|stats| (stats.name.clone(), stats))

@@ -2,6 +2,10 @@
 //! [pairing pass](crate::analysis#pairing-entries-with-exits) in the exports'
 //! reading, placed in time as the [`crate::export`] documentation says.
 
+use std::cell::Cell;
+
+#[cfg(test)]
+use crate::analysis::pairing::entries_of_calls_running_at_start;
 use crate::analysis::pairing::{CallStep, Calls, Reading};
 use crate::trace::GraphEvent;
 
@@ -56,70 +60,105 @@ impl Call {
     }
 }
 
-/// The calls of one thread, in the order they began (parents before their
-/// children).
-pub(crate) fn thread_calls(events: &[GraphEvent]) -> Vec<Call> {
-    let Some(last) = events.iter().map(|e| e.time_ns).max() else {
-        return Vec::new();
-    };
-    let pairing = Calls::new(events, Reading::Exports);
-    let made_up_entries = pairing.made_up_entries();
+/// One step of [`stream_calls`]: a call began (its end not known yet), or
+/// ended (now final). Both give the call's index among the thread's calls in
+/// the order they began.
+#[derive(Debug)]
+pub(crate) enum CallEvent<'c> {
+    /// A call began; `end` and `ended` are not final.
+    Opened(usize, &'c Call),
+    /// The call ended: every field is final. Calls end innermost first, so
+    /// its callees all ended before.
+    Closed(usize, &'c Call),
+}
 
-    let mut calls: Vec<Call> = Vec::new();
-    // Open calls, innermost last; each with the latest end of its closed
-    // children, so that a parent never ends before a child (only possible
-    // if timestamps go backwards).
-    let mut open: Vec<(usize, u64)> = Vec::new();
-
-    fn close(calls: &mut [Call], open: &mut Vec<(usize, u64)>, time: u64, how: Ended) {
-        if let Some((i, children_end)) = open.pop() {
-            let call = &mut calls[i];
+/// The calls of one thread, as its events are read: `sink` is told when each
+/// begins and when it ends. `events` are the thread's events in time order;
+/// `made_up_entries` are the entries of the calls running when tracing
+/// started, found in the same events by a first pass
+/// ([`entries_of_calls_running_at_start`]). Memory: one entry per open call.
+pub(crate) fn stream_calls(
+    events: impl Iterator<Item = GraphEvent>,
+    made_up_entries: Vec<GraphEvent>,
+    mut sink: impl FnMut(CallEvent<'_>),
+) {
+    let made_up = made_up_entries.len();
+    // The latest timestamp read: calls still open at the end end there.
+    let last = Cell::new(0u64);
+    let events = events.inspect(|event| last.set(last.get().max(event.time_ns)));
+    let pairing = Calls::streaming(events, made_up_entries, Reading::Exports);
+    let mut calls = 0usize;
+    // Open calls, innermost last: its index, the call, and the latest end of
+    // its closed children, so that a parent never ends before a child (only
+    // possible if timestamps go backwards).
+    let mut open: Vec<(usize, Call, u64)> = Vec::new();
+    let close = |open: &mut Vec<(usize, Call, u64)>,
+                 time: u64,
+                 how: Ended,
+                 sink: &mut dyn FnMut(CallEvent<'_>)| {
+        if let Some((index, mut call, children_end)) = open.pop() {
             call.end = time.max(call.start).max(children_end);
             call.ended = how;
-            let end = call.end;
             if let Some(parent) = open.last_mut() {
-                parent.1 = parent.1.max(end);
+                parent.2 = parent.2.max(call.end);
             }
+            sink(CallEvent::Closed(index, &call));
         }
-    }
-
+    };
     for step in pairing {
         match step {
             CallStep::Entered { entry_index, entry } => {
-                let parent = open.last().map(|&(i, _)| i);
+                let parent = open.last().map(|(index, call, _)| (*index, call.start));
                 let start = match parent {
-                    Some(p) => entry.time_ns.max(calls[p].start),
+                    Some((_, parent_start)) => entry.time_ns.max(parent_start),
                     None => entry.time_ns,
                 };
-                calls.push(Call {
+                let call = Call {
                     function: entry.function,
                     depth: entry.depth,
                     start,
                     end: start,
-                    parent,
-                    began: if entry_index < made_up_entries {
+                    parent: parent.map(|(index, _)| index),
+                    began: if entry_index < made_up {
                         Began::BeforeTrace
                     } else {
                         Began::Entered
                     },
                     ended: Ended::StillRunning,
-                });
-                open.push((calls.len() - 1, start));
+                };
+                sink(CallEvent::Opened(calls, &call));
+                open.push((calls, call, start));
+                calls += 1;
             }
             CallStep::Returned { exit, .. } => {
-                close(&mut calls, &mut open, exit.time_ns, Ended::Returned);
+                close(&mut open, exit.time_ns, Ended::Returned, &mut sink)
             }
             CallStep::Unfinished {
                 unwound_by: Some(event),
                 ..
-            } => close(&mut calls, &mut open, event.time_ns, Ended::Unwound),
+            } => close(&mut open, event.time_ns, Ended::Unwound, &mut sink),
             CallStep::Unfinished {
                 unwound_by: None, ..
-            } => close(&mut calls, &mut open, last, Ended::StillRunning),
+            } => close(&mut open, last.get(), Ended::StillRunning, &mut sink),
             // An exit that pairs with no call: left out.
             CallStep::UnmatchedExit { .. } => {}
         }
     }
+}
+
+/// The calls of one thread, in the order they began (parents before their
+/// children).
+#[cfg(test)]
+pub(crate) fn thread_calls(events: &[GraphEvent]) -> Vec<Call> {
+    let mut calls: Vec<Call> = Vec::new();
+    stream_calls(
+        events.iter().copied(),
+        entries_of_calls_running_at_start(events.iter().copied()),
+        |event| match event {
+            CallEvent::Opened(_, call) => calls.push(call.clone()),
+            CallEvent::Closed(index, call) => calls[index] = call.clone(),
+        },
+    );
     calls
 }
 

@@ -1,96 +1,219 @@
 //! Chrome trace event JSON, which `chrome://tracing` and Perfetto open:
-//! [`write_chrome_json`] (the format's details are documented there).
+//! [`write_chrome_json`] and [`SpooledCalls::write_chrome_json`] (the
+//! format's details are documented there).
 
 use std::collections::HashMap;
 use std::io::{BufWriter, Write};
 
-use super::calls::{thread_calls, Began, Ended};
+use super::calls::{Began, Call, Ended};
+use super::spool::{CallExportOptions, SpooledCalls};
 use super::ExportError;
+use crate::source::ThreadInfo;
 use crate::trace::Trace;
 
 /// Writes `trace` as Chrome trace event JSON, which `chrome://tracing` and
-/// Perfetto (<https://ui.perfetto.dev>) open.
-///
-/// Each call is a complete event (`"ph":"X"`) on the track of its thread:
-/// `ts` and `dur` are in microseconds, written with three decimals so they
-/// keep the nanoseconds exactly; `args.depth` is the recorded depth. The
-/// calls are reconstructed as described in [`crate::export`], so each lies
-/// within its caller: a call whose exit is missing ends at the thread's last
-/// timestamp (`args.unfinished: true`), or when its caller returned
-/// (`args.unwound: true`); a call running when tracing started begins at the
-/// thread's first timestamp (`args.started_before_trace: true`). Events are
-/// written thread by thread, each thread's calls in the order they began.
-///
-/// Metadata events (`"ph":"M"`) name the process (its executable) and each
-/// thread (its name, or `thread TID`). `otherData` carries the executable and
-/// the number of lost events.
+/// Perfetto (<https://ui.perfetto.dev>) open: [`SpooledCalls::new`] with the
+/// default options, then [`SpooledCalls::write_chrome_json`] (which see for
+/// the format).
 pub fn write_chrome_json(trace: &Trace, out: &mut dyn Write) -> Result<(), ExportError> {
-    let mut out = BufWriter::with_capacity(1 << 20, out);
-    write_json(trace, &mut out)
-        .and_then(|()| out.flush())
-        .map_err(|source| ExportError::Output {
-            what: "Chrome trace JSON",
-            source,
-        })
+    SpooledCalls::new(trace, &CallExportOptions::default())?.write_chrome_json(out)
 }
 
-fn write_json(trace: &Trace, out: &mut impl Write) -> std::io::Result<()> {
-    let pid = trace.pid;
-    writeln!(out, "{{\"traceEvents\":[")?;
-    let process = if trace.exe.is_empty() {
+impl SpooledCalls {
+    /// Writes the calls as Chrome trace event JSON, which `chrome://tracing`
+    /// and Perfetto (<https://ui.perfetto.dev>) open; exactly
+    /// [`chrome_json_bytes`](Self::chrome_json_bytes) bytes.
+    ///
+    /// Each call is a complete event (`"ph":"X"`) on the track of its
+    /// thread: `ts` and `dur` are in microseconds, written with three
+    /// decimals so they keep the nanoseconds exactly; `args.depth` is the
+    /// recorded depth. The calls are reconstructed as described in
+    /// [`crate::export`], so each lies within its caller: a call whose exit
+    /// is missing ends at the thread's last timestamp (`args.unfinished:
+    /// true`), or when its caller returned (`args.unwound: true`); a call
+    /// running when tracing started begins at the thread's first timestamp
+    /// (`args.started_before_trace: true`). Events are written thread by
+    /// thread, each thread's calls in the order they began.
+    ///
+    /// Metadata events (`"ph":"M"`) name the process (its executable) and
+    /// each thread (its name, or `thread TID`). `otherData` carries the
+    /// executable and the number of lost events.
+    pub fn write_chrome_json(&self, out: &mut dyn Write) -> Result<(), ExportError> {
+        self.write_chrome_json_with_progress(out, &mut |_| {})
+    }
+
+    /// [`write_chrome_json`](Self::write_chrome_json), calling
+    /// `progress(calls_written)` every 65,536 calls, for a progress bar.
+    pub fn write_chrome_json_with_progress(
+        &self,
+        out: &mut dyn Write,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<(), ExportError> {
+        let mut written = 0u64;
+        let mut out = BufWriter::with_capacity(1 << 20, out);
+        let output = |source| ExportError::Output {
+            what: "Chrome trace JSON",
+            source,
+        };
+        let pid = self.pid;
+        let infos: Vec<&ThreadInfo> = self.threads.iter().map(|t| &t.info).collect();
+        write_header(&mut out, pid, &self.exe, &infos).map_err(output)?;
+        // Each function's name, escaped once.
+        let mut names: HashMap<usize, String> = HashMap::new();
+        for (index, thread) in self.threads.iter().enumerate() {
+            let tid = thread.info.tid;
+            for call in self.thread_calls(index)? {
+                let (_, call) = call?;
+                let name = names.entry(call.function).or_insert_with(|| {
+                    json_string(self.names.get(&call.function).map_or("", String::as_str))
+                });
+                write_call(&mut out, &call, name, pid, tid).map_err(output)?;
+                written += 1;
+                if written % PROGRESS_CALLS == 0 {
+                    progress(written);
+                }
+            }
+        }
+        write_trailer(&mut out, &self.exe, self.lost()).map_err(output)?;
+        out.flush().map_err(output)
+    }
+}
+
+fn process_name(pid: u32, exe: &str) -> String {
+    if exe.is_empty() {
         format!("pid {pid}")
     } else {
-        trace.exe.clone()
-    };
+        exe.to_string()
+    }
+}
+
+fn thread_name(thread: &ThreadInfo) -> String {
+    thread
+        .name
+        .clone()
+        .unwrap_or_else(|| format!("thread {}", thread.tid))
+}
+
+fn write_header(
+    out: &mut impl Write,
+    pid: u32,
+    exe: &str,
+    threads: &[&ThreadInfo],
+) -> std::io::Result<()> {
+    writeln!(out, "{{\"traceEvents\":[")?;
     write!(
         out,
         "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{pid},\"tid\":{pid},\"args\":{{\"name\":{}}}}}",
-        json_string(&process)
+        json_string(&process_name(pid, exe))
     )?;
-    for thread in &trace.threads {
-        let tid = thread.tid;
-        let name = thread
-            .name
-            .clone()
-            .unwrap_or_else(|| format!("thread {tid}"));
+    for thread in threads {
         write!(
             out,
-            ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"args\":{{\"name\":{}}}}}",
-            json_string(&name)
+            ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{pid},\"tid\":{},\"args\":{{\"name\":{}}}}}",
+            thread.tid,
+            json_string(&thread_name(thread))
         )?;
     }
-    // Each function's name, escaped once.
-    let mut names: HashMap<usize, String> = HashMap::new();
-    for thread in &trace.threads {
-        let tid = thread.tid;
-        for call in thread_calls(&thread.events) {
-            let name = names
-                .entry(call.function)
-                .or_insert_with(|| json_string(&trace.name_of(call.function)));
-            write!(
-                out,
-                ",\n{{\"name\":{name},\"cat\":\"function\",\"ph\":\"X\",\"ts\":{},\"dur\":{},\"pid\":{pid},\"tid\":{tid},\"args\":{{\"depth\":{}",
-                Micros(call.start),
-                Micros(call.duration()),
-                call.depth
-            )?;
-            if call.began == Began::BeforeTrace {
-                write!(out, ",\"started_before_trace\":true")?;
-            }
-            match call.ended {
-                Ended::Returned => {}
-                Ended::Unwound => write!(out, ",\"unwound\":true")?,
-                Ended::StillRunning => write!(out, ",\"unfinished\":true")?,
-            }
-            write!(out, "}}}}")?;
-        }
+    Ok(())
+}
+
+fn write_call(
+    out: &mut impl Write,
+    call: &Call,
+    name: &str,
+    pid: u32,
+    tid: u32,
+) -> std::io::Result<()> {
+    write!(
+        out,
+        ",\n{{\"name\":{name},\"cat\":\"function\",\"ph\":\"X\",\"ts\":{},\"dur\":{},\"pid\":{pid},\"tid\":{tid},\"args\":{{\"depth\":{}",
+        Micros(call.start),
+        Micros(call.duration()),
+        call.depth
+    )?;
+    if call.began == Began::BeforeTrace {
+        write!(out, "{STARTED_BEFORE}")?;
     }
+    match call.ended {
+        Ended::Returned => {}
+        Ended::Unwound => write!(out, "{UNWOUND}")?,
+        Ended::StillRunning => write!(out, "{UNFINISHED}")?,
+    }
+    write!(out, "}}}}")
+}
+
+fn write_trailer(out: &mut impl Write, exe: &str, lost: u64) -> std::io::Result<()> {
     write!(
         out,
         "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{{\"exe\":{},\"lost_events\":{}}}}}\n",
-        json_string(&trace.exe),
-        trace.lost()
+        json_string(exe),
+        lost
     )
+}
+
+/// Calls written between two calls of a progress callback.
+pub(crate) const PROGRESS_CALLS: u64 = 1 << 16;
+
+const STARTED_BEFORE: &str = ",\"started_before_trace\":true";
+const UNWOUND: &str = ",\"unwound\":true";
+const UNFINISHED: &str = ",\"unfinished\":true";
+
+/// Decimal digits of `n`.
+fn digits(n: u64) -> u64 {
+    u64::from(n.checked_ilog10().unwrap_or(0)) + 1
+}
+
+/// Bytes of [`Micros`]`(ns)`.
+fn micros_bytes(ns: u64) -> u64 {
+    digits(ns / 1000) + 4
+}
+
+/// Bytes [`write_call`] writes for `call`, whose name's JSON string has
+/// `name_bytes` bytes.
+pub(crate) fn chrome_call_bytes(call: &Call, name_bytes: u64, pid: u32, tid: u32) -> u64 {
+    // The text of write_call without its six values.
+    const FIXED: u64 = (",\n{\"name\":,\"cat\":\"function\",\"ph\":\"X\",\"ts\":,\"dur\":,\"pid\":,\"tid\":,\"args\":{\"depth\":}}")
+        .len() as u64;
+    let mut bytes = FIXED
+        + name_bytes
+        + micros_bytes(call.start)
+        + micros_bytes(call.duration())
+        + digits(pid.into())
+        + digits(tid.into())
+        + digits(call.depth.into());
+    if call.began == Began::BeforeTrace {
+        bytes += STARTED_BEFORE.len() as u64;
+    }
+    bytes += match call.ended {
+        Ended::Returned => 0,
+        Ended::Unwound => UNWOUND.len() as u64,
+        Ended::StillRunning => UNFINISHED.len() as u64,
+    };
+    bytes
+}
+
+/// Bytes the Chrome JSON has besides its calls: the header, the metadata
+/// events and the trailer.
+pub(crate) fn chrome_frame_bytes(pid: u32, exe: &str, threads: &[&ThreadInfo], lost: u64) -> u64 {
+    let mut counter = ByteCounter(0);
+    // Writing to a counter does not fail.
+    let _ = write_header(&mut counter, pid, exe, threads);
+    let _ = write_trailer(&mut counter, exe, lost);
+    counter.0
+}
+
+/// A writer that only counts bytes.
+struct ByteCounter(u64);
+
+impl Write for ByteCounter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len() as u64;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Nanoseconds, displayed as microseconds with exactly three decimals.
@@ -103,7 +226,7 @@ impl std::fmt::Display for Micros {
 }
 
 /// `s` as a JSON string literal.
-fn json_string(s: &str) -> String {
+pub(crate) fn json_string(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {
@@ -288,6 +411,29 @@ mod tests {
         );
         assert_eq!(json["otherData"]["lost_events"], 2);
         assert_eq!(json["displayTimeUnit"], "ns");
+    }
+
+    #[test]
+    fn the_size_and_the_calls_are_known_before_writing() {
+        for (min_duration_ns, calls) in [(0, 10), (10, 8), (100, 4), (1001, 1), (1002, 0)] {
+            let options = CallExportOptions {
+                min_duration_ns,
+                scratch_dir: None,
+            };
+            let spooled = SpooledCalls::new(&sample(), &options).unwrap();
+            assert_eq!(spooled.calls(), calls, "{min_duration_ns}");
+            let mut out = Vec::new();
+            spooled.write_chrome_json(&mut out).unwrap();
+            assert_eq!(spooled.chrome_json_bytes(), out.len() as u64);
+            let json: Value = serde_json::from_slice(&out).unwrap();
+            let written = json["traceEvents"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|e| e["ph"] == "X")
+                .count();
+            assert_eq!(written as u64, calls);
+        }
     }
 
     #[test]

@@ -4,8 +4,10 @@
 use std::collections::HashMap;
 use std::io::Write;
 
-use super::calls::thread_calls;
+use super::calls::{stream_calls, CallEvent};
 use super::ExportError;
+use crate::analysis::pairing::entries_of_calls_running_at_start;
+use crate::source::{infallible, EventSource};
 use crate::trace::Trace;
 
 /// The folded stacks of `trace`, one line per call chain with its total self
@@ -21,76 +23,7 @@ use crate::trace::Trace;
 /// name becomes `,` and line breaks become spaces, since `;` and line breaks
 /// delimit the format. Lines are sorted.
 pub fn folded_stacks(trace: &Trace) -> String {
-    // A tree of call chains: node 0 is the root (no call); each node is one
-    // function under its parent, with the self time of its calls.
-    struct Node {
-        parent: usize,
-        function: usize,
-        self_ns: u64,
-    }
-    let mut nodes = vec![Node {
-        parent: 0,
-        function: 0,
-        self_ns: 0,
-    }];
-    let mut children: HashMap<(usize, usize), usize> = HashMap::new();
-
-    for thread in &trace.threads {
-        let calls = thread_calls(&thread.events);
-        let mut node_of = Vec::with_capacity(calls.len());
-        let mut child_ns = vec![0u64; calls.len()];
-        for call in &calls {
-            let parent_node = call.parent.map_or(0, |p| node_of[p]);
-            let next = nodes.len();
-            let node = *children.entry((parent_node, call.function)).or_insert(next);
-            if node == next {
-                nodes.push(Node {
-                    parent: parent_node,
-                    function: call.function,
-                    self_ns: 0,
-                });
-            }
-            node_of.push(node);
-            if let Some(p) = call.parent {
-                child_ns[p] += call.duration();
-            }
-        }
-        for (i, call) in calls.iter().enumerate() {
-            nodes[node_of[i]].self_ns += call.duration().saturating_sub(child_ns[i]);
-        }
-    }
-
-    let mut names: HashMap<usize, String> = HashMap::new();
-    let mut lines = Vec::new();
-    for k in 1..nodes.len() {
-        if nodes[k].self_ns == 0 {
-            continue;
-        }
-        let mut chain = Vec::new();
-        let mut at = k;
-        while at != 0 {
-            let function = nodes[at].function;
-            chain.push(
-                names
-                    .entry(function)
-                    .or_insert_with(|| frame_name(&trace.name_of(function)))
-                    .clone(),
-            );
-            at = nodes[at].parent;
-        }
-        chain.reverse();
-        lines.push(format!("{} {}", chain.join(";"), nodes[k].self_ns));
-    }
-    lines.sort();
-    let mut out = lines.join("\n");
-    if !out.is_empty() {
-        out.push('\n');
-    }
-    out
-}
-
-fn frame_name(name: &str) -> String {
-    name.replace(';', ",").replace(['\n', '\r'], " ")
+    infallible(folded_stacks_of(trace, true)).0
 }
 
 /// The folded stacks of `trace` with each thread as the first frame
@@ -98,24 +31,140 @@ fn frame_name(name: &str) -> String {
 /// side by side in the graph instead of merged: a thread waiting in `join`
 /// then takes its own part of the width, not a share of every chain.
 pub fn folded_stacks_by_thread(trace: &Trace) -> String {
+    infallible(folded_stacks_of(trace, false)).0
+}
+
+/// [`folded_stacks`] (`merge_threads`) or [`folded_stacks_by_thread`] of
+/// any [`EventSource`], read thread by thread (twice each: a first pass
+/// finds the calls running when tracing started), with the number of
+/// events lost while recording. Memory is one node per distinct call chain,
+/// and one entry per open call.
+pub fn folded_stacks_of<S: EventSource>(
+    source: &S,
+    merge_threads: bool,
+) -> Result<(String, u64), S::Error> {
+    let mut chains = Chains::default();
     let mut folded = String::new();
-    for thread in &trace.threads {
-        let one = Trace {
-            threads: vec![thread.clone()],
-            ..trace.clone()
-        };
+    let mut lost = 0;
+    for (index, thread) in source.threads().iter().enumerate() {
+        lost += chains.add_thread(source, index)?;
+        if merge_threads {
+            continue;
+        }
         let frame = match &thread.name {
             Some(name) => format!("thread {} ({})", thread.tid, name.replace(';', ",")),
             None => format!("thread {}", thread.tid),
         };
-        for line in folded_stacks(&one).lines() {
+        for line in chains.lines(source).lines() {
             folded.push_str(&frame);
             folded.push(';');
             folded.push_str(line);
             folded.push('\n');
         }
+        chains = Chains::default();
     }
-    folded
+    if merge_threads {
+        folded = chains.lines(source);
+    }
+    Ok((folded, lost))
+}
+
+/// A tree of call chains: node 0 is the root (no call); each node is one
+/// function under its parent, with the self time of its calls.
+struct Chains {
+    nodes: Vec<Node>,
+    children: HashMap<(usize, usize), usize>,
+}
+
+struct Node {
+    parent: usize,
+    function: usize,
+    self_ns: u64,
+}
+
+impl Default for Chains {
+    fn default() -> Self {
+        Chains {
+            nodes: vec![Node {
+                parent: 0,
+                function: 0,
+                self_ns: 0,
+            }],
+            children: HashMap::new(),
+        }
+    }
+}
+
+impl Chains {
+    /// Adds the calls of thread `index` of `source`; returns the events it
+    /// lost.
+    fn add_thread<S: EventSource>(&mut self, source: &S, index: usize) -> Result<u64, S::Error> {
+        let (made_up, _) =
+            source.read_thread(index, |events| entries_of_calls_running_at_start(events))?;
+        // Per open call: its node, and the summed durations of its children.
+        let mut open: Vec<(usize, u64)> = Vec::new();
+        let ((), lost) = source.read_thread(index, |events| {
+            stream_calls(events, made_up, |event| match event {
+                CallEvent::Opened(_, call) => {
+                    let parent = open.last().map_or(0, |&(node, _)| node);
+                    let next = self.nodes.len();
+                    let node = *self.children.entry((parent, call.function)).or_insert(next);
+                    if node == next {
+                        self.nodes.push(Node {
+                            parent,
+                            function: call.function,
+                            self_ns: 0,
+                        });
+                    }
+                    open.push((node, 0));
+                }
+                CallEvent::Closed(_, call) => {
+                    let (node, children_ns) = open.pop().expect("a call closes after it opened");
+                    self.nodes[node].self_ns += call.duration().saturating_sub(children_ns);
+                    if let Some(parent) = open.last_mut() {
+                        parent.1 += call.duration();
+                    }
+                }
+            })
+        })?;
+        Ok(lost)
+    }
+
+    /// The folded lines, sorted, each ending with a line break.
+    fn lines<S: EventSource>(&self, source: &S) -> String {
+        let nodes = &self.nodes;
+        let mut names: HashMap<usize, String> = HashMap::new();
+        let mut lines = Vec::new();
+        for k in 1..nodes.len() {
+            if nodes[k].self_ns == 0 {
+                continue;
+            }
+            let mut chain = Vec::new();
+            let mut at = k;
+            while at != 0 {
+                let function = nodes[at].function;
+                chain.push(
+                    names
+                        .entry(function)
+                        .or_insert_with(|| frame_name(&source.name_of(function)))
+                        .clone(),
+                );
+                at = nodes[at].parent;
+            }
+            chain.reverse();
+            lines.push(format!("{} {}", chain.join(";"), nodes[k].self_ns));
+        }
+        lines.sort();
+        let mut out = lines.join("\n");
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out
+    }
+}
+
+fn frame_name(name: &str) -> String {
+    name.replace(';', ",").replace(['\n', '\r'], " ")
 }
 
 /// Draws `trace` as a flame graph in SVG (via `inferno`), from

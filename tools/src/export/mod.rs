@@ -31,22 +31,28 @@
 //!
 //! Children therefore always lie within their parent. The outputs:
 //!
-//! - **uftrace** ([`write_uftrace_dir`], [`read_uftrace_dir`]): one 16-byte
-//!   record per event, so that uftrace's own `replay`, `report`, `graph`,
-//!   `dump` and `info` commands work on the directory, and so that it can be
-//!   loaded back into a [`Trace`]. uftrace pairs exits with entries by its
+//! - **uftrace** ([`write_uftrace_dir`], [`UftraceStream`],
+//!   [`UftraceReader`], [`read_uftrace_dir`]): one 16-byte record per event,
+//!   so that uftrace's own `replay`, `report`, `graph`, `dump` and `info`
+//!   commands work on the directory, and so that it can be read back,
+//!   thread by thread and record by record ([`UftraceReader`], an
+//!   [`EventSource`](crate::EventSource)), or whole into a [`Trace`]. uftrace pairs exits with entries by its
 //!   own stack, not by depth, so the writer adds the entries and exits the
 //!   rules above imply, and lists them in a side file that the reader uses
 //!   to remove them. Layout and encoding: [`write_uftrace_dir`].
 //! - **Chrome trace JSON** ([`write_chrome_json`]): one complete event per
 //!   call, per-thread tracks; nesting is what the Chrome viewer and Perfetto
-//!   need to draw a thread's calls as one stack.
+//!   need to draw a thread's calls as one stack. The calls go through a
+//!   scratch file first ([`SpooledCalls`], from any
+//!   [`EventSource`](crate::EventSource)), so that memory does not grow with
+//!   the trace, and the JSON's size is known before it is written.
 //! - **Perfetto protobuf** ([`write_perfetto`]): the same calls as
 //!   `TrackEvent` slices with interned names and delta timestamps, a fraction
 //!   of the JSON's size.
-//! - **Flame graphs** ([`folded_stacks`], [`write_flame_svg`]): call chains
-//!   weighted by self time (duration minus the children's, never negative
-//!   thanks to the nesting), drawn by `inferno`.
+//! - **Flame graphs** ([`folded_stacks`], [`folded_stacks_of`],
+//!   [`write_flame_svg`]): call chains weighted by self time (duration minus
+//!   the children's, never negative thanks to the nesting), drawn by
+//!   `inferno`; memory is one node per distinct chain.
 //!
 //! Errors are [`ExportError`]s: each names the file (or output) concerned and
 //! what is wrong with it; nothing here panics on bad input.
@@ -63,14 +69,18 @@ mod calls;
 mod chrome;
 mod flame;
 mod perfetto;
+mod spool;
 mod uftrace;
 
 pub use chrome::write_chrome_json;
-pub use flame::{folded_stacks, folded_stacks_by_thread, write_flame_svg, write_folded_svg};
+pub use flame::{
+    folded_stacks, folded_stacks_by_thread, folded_stacks_of, write_flame_svg, write_folded_svg,
+};
 pub use perfetto::write_perfetto;
+pub use spool::{CallExportOptions, SpooledCalls};
 pub use uftrace::{
     read_uftrace_dir, read_uftrace_dir_with_progress, write_uftrace_dir, StreamTotals,
-    UftraceStream, MAX_SYMBOL_SIZE,
+    UftraceReader, UftraceStream, MAX_SYMBOL_SIZE,
 };
 
 /// What can go wrong while exporting a trace or loading one back.
@@ -146,6 +156,12 @@ impl std::error::Error for ExportError {
             ExportError::Io { source, .. } | ExportError::Output { source, .. } => Some(source),
             _ => None,
         }
+    }
+}
+
+impl From<std::convert::Infallible> for ExportError {
+    fn from(never: std::convert::Infallible) -> Self {
+        match never {}
     }
 }
 

@@ -7,7 +7,8 @@
 use std::collections::HashMap;
 use std::io::{BufWriter, Write};
 
-use super::calls::thread_calls;
+use super::chrome::PROGRESS_CALLS;
+use super::spool::{CallExportOptions, SpooledCalls};
 use super::ExportError;
 use crate::trace::Trace;
 
@@ -157,13 +158,34 @@ impl Message {
 /// Perfetto's trace processor inflates), which brings a call to a few bytes.
 /// Calls are placed in time as for the Chrome JSON (see [`crate::export`]).
 pub fn write_perfetto(trace: &Trace, out: &mut dyn Write) -> Result<(), ExportError> {
-    let mut out = BufWriter::with_capacity(1 << 20, out);
-    write_packets(trace, &mut out)
-        .and_then(|()| out.flush())
-        .map_err(|source| ExportError::Output {
-            what: "Perfetto protobuf trace",
-            source,
-        })
+    SpooledCalls::new(trace, &CallExportOptions::default())?.write_perfetto(out)
+}
+
+impl SpooledCalls {
+    /// Writes the calls as a Perfetto protobuf trace, as [`write_perfetto`]
+    /// describes it. Output is buffered here.
+    pub fn write_perfetto(&self, out: &mut dyn Write) -> Result<(), ExportError> {
+        self.write_perfetto_with_progress(out, &mut |_| {})
+    }
+
+    /// [`write_perfetto`](Self::write_perfetto), calling
+    /// `progress(calls_written)` every 65,536 calls, for a progress bar.
+    pub fn write_perfetto_with_progress(
+        &self,
+        out: &mut dyn Write,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<(), ExportError> {
+        let mut out = BufWriter::with_capacity(1 << 20, out);
+        write_packets(self, &mut out, progress)?;
+        out.flush().map_err(output_error)
+    }
+}
+
+fn output_error(source: std::io::Error) -> ExportError {
+    ExportError::Output {
+        what: "Perfetto protobuf trace",
+        source,
+    }
 }
 
 /// Collects framed packets into bundles and writes each, deflated, as one
@@ -202,7 +224,12 @@ impl<W: Write> Bundler<W> {
     }
 }
 
-fn write_packets(trace: &Trace, out: &mut impl Write) -> std::io::Result<()> {
+fn write_packets(
+    calls: &SpooledCalls,
+    out: &mut impl Write,
+    progress: &mut dyn FnMut(u64),
+) -> Result<(), ExportError> {
+    let mut written = 0u64;
     let mut bundler = Bundler {
         out,
         pending: Vec::new(),
@@ -211,13 +238,13 @@ fn write_packets(trace: &Trace, out: &mut impl Write) -> std::io::Result<()> {
     let emit = |out: &mut Bundler<_>, packet: &Message| out.packet(packet);
     // Track uuids: the process's is its pid, a thread's is its tid with a
     // high bit set, so that the two never collide.
-    let process_uuid = u64::from(trace.pid);
+    let process_uuid = u64::from(calls.pid);
     let thread_uuid = |tid: u32| (1 << 32) | u64::from(tid);
 
     let mut process = Message::default();
-    process.uint(track::PROCESS_PID, u64::from(trace.pid));
-    if !trace.exe.is_empty() {
-        process.string(track::PROCESS_NAME, &trace.exe);
+    process.uint(track::PROCESS_PID, u64::from(calls.pid));
+    if !calls.exe.is_empty() {
+        process.string(track::PROCESS_NAME, &calls.exe);
     }
     let mut descriptor = Message::default();
     descriptor
@@ -227,13 +254,16 @@ fn write_packets(trace: &Trace, out: &mut impl Write) -> std::io::Result<()> {
     packet
         .uint(packet::TRUSTED_PACKET_SEQUENCE_ID, 1)
         .message(packet::TRACK_DESCRIPTOR, &descriptor);
-    emit(out, &packet)?;
+    emit(out, &packet).map_err(output_error)?;
 
-    for (index, thread) in trace.threads.iter().enumerate() {
-        let calls = thread_calls(&thread.events);
+    for (index, thread) in calls.threads.iter().enumerate() {
+        let mut thread_calls = calls.thread_calls(index)?.peekable();
         let sequence = index as u64 + 2;
-        let uuid = thread_uuid(thread.tid);
-        let start = calls.first().map_or(0, |call| call.start);
+        let uuid = thread_uuid(thread.info.tid);
+        let start = match thread_calls.peek() {
+            Some(Ok((_, call))) => call.start,
+            _ => 0,
+        };
 
         // Incremental clock and defaults.
         let mut snapshot = Message::default();
@@ -264,17 +294,18 @@ fn write_packets(trace: &Trace, out: &mut impl Write) -> std::io::Result<()> {
             )
             .message(packet::CLOCK_SNAPSHOT, &snapshot)
             .message(packet::TRACE_PACKET_DEFAULTS, &defaults);
-        emit(out, &packet)?;
+        emit(out, &packet).map_err(output_error)?;
 
         // The thread's track.
         let name = thread
+            .info
             .name
             .clone()
-            .unwrap_or_else(|| format!("thread {}", thread.tid));
+            .unwrap_or_else(|| format!("thread {}", thread.info.tid));
         let mut descriptor_thread = Message::default();
         descriptor_thread
-            .uint(track::THREAD_PID, u64::from(trace.pid))
-            .uint(track::THREAD_TID, u64::from(thread.tid))
+            .uint(track::THREAD_PID, u64::from(calls.pid))
+            .uint(track::THREAD_TID, u64::from(thread.info.tid))
             .string(track::THREAD_NAME, &name);
         let mut descriptor = Message::default();
         descriptor
@@ -287,13 +318,15 @@ fn write_packets(trace: &Trace, out: &mut impl Write) -> std::io::Result<()> {
             .uint(packet::TRUSTED_PACKET_SEQUENCE_ID, sequence)
             .uint(packet::SEQUENCE_FLAGS, packet::SEQ_NEEDS_INCREMENTAL_STATE)
             .message(packet::TRACK_DESCRIPTOR, &descriptor);
-        emit(out, &packet)?;
+        emit(out, &packet).map_err(output_error)?;
 
         // The slices, in time order: before a call begins, the open calls
         // that are not its callers end.
         let mut iids: HashMap<usize, u64> = HashMap::new();
         let mut last = start;
-        let mut open: Vec<usize> = Vec::new();
+        // Calls begun and not ended yet: index and end.
+        let mut open: Vec<(usize, u64)> = Vec::new();
+        let name_of = |function| calls.names.get(&function).map_or("", String::as_str);
         let mut slice = |out: &mut Bundler<_>, time: u64, begin: Option<usize>| {
             // Never backwards: the clock is incremental and unsigned.
             let time = time.max(last);
@@ -315,7 +348,7 @@ fn write_packets(trace: &Trace, out: &mut impl Write) -> std::io::Result<()> {
                         let mut event_name = Message::default();
                         event_name
                             .uint(interned::IID, iid)
-                            .string(interned::NAME, &trace.name_of(function));
+                            .string(interned::NAME, name_of(function));
                         let mut data = Message::default();
                         data.message(interned::EVENT_NAMES, &event_name);
                         packet.message(packet::INTERNED_DATA, &data);
@@ -328,22 +361,27 @@ fn write_packets(trace: &Trace, out: &mut impl Write) -> std::io::Result<()> {
             packet.message(packet::TRACK_EVENT, &event);
             emit(out, &packet)
         };
-        for (index, call) in calls.iter().enumerate() {
-            while let Some(&top) = open.last() {
+        for call in thread_calls {
+            let (index, call) = call?;
+            written += 1;
+            if written % PROGRESS_CALLS == 0 {
+                progress(written);
+            }
+            while let Some(&(top, end)) = open.last() {
                 if Some(top) == call.parent {
                     break;
                 }
                 open.pop();
-                slice(out, calls[top].end, None)?;
+                slice(out, end, None).map_err(output_error)?;
             }
-            slice(out, call.start, Some(call.function))?;
-            open.push(index);
+            slice(out, call.start, Some(call.function)).map_err(output_error)?;
+            open.push((index, call.end));
         }
-        while let Some(top) = open.pop() {
-            slice(out, calls[top].end, None)?;
+        while let Some((_, end)) = open.pop() {
+            slice(out, end, None).map_err(output_error)?;
         }
     }
-    out.flush_bundle()
+    out.flush_bundle().map_err(output_error)
 }
 
 #[cfg(test)]

@@ -1,12 +1,15 @@
 //! uftrace data directories: [`write_uftrace_dir`] writes one so that uftrace
 //! 0.13's `replay`, `report`, `graph`, `dump` and `info` commands read it
-//! (the tests run each), and [`read_uftrace_dir`] loads one back into a
+//! (the tests run each); [`UftraceReader`] reads one thread by thread,
+//! record by record, and [`read_uftrace_dir`] loads one whole into a
 //! [`Trace`](crate::Trace). The layout, and the choices behind it, are
 //! documented on [`write_uftrace_dir`]; [`UftraceStream`] writes the same
 //! files as events arrive (the streaming recorder).
 
 mod format;
+mod meta;
 mod read;
+mod records;
 mod stream;
 mod write;
 
@@ -14,8 +17,10 @@ mod write;
 mod tests;
 #[cfg(test)]
 mod tests_names;
+#[cfg(test)]
+mod tests_reader;
 
 pub use format::MAX_SYMBOL_SIZE;
-pub use read::{read_uftrace_dir, read_uftrace_dir_with_progress};
+pub use read::{read_uftrace_dir, read_uftrace_dir_with_progress, UftraceReader};
 pub use stream::{StreamTotals, UftraceStream};
 pub use write::write_uftrace_dir;

@@ -1,32 +1,271 @@
-//! Reading a uftrace data directory (fntrace's or `uftrace record`'s) back
-//! into a [`Trace`].
+//! Reading a uftrace data directory (fntrace's or `uftrace record`'s):
+//! [`UftraceReader`] streams it thread by thread, record by record;
+//! [`read_uftrace_dir`] loads it whole into a [`Trace`] through it.
 
+use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
-use std::fs::{self, File};
-use std::io::Read;
-use std::path::Path;
+use std::fs;
+use std::path::{Path, PathBuf};
 
 use super::super::ExportError;
-use super::format::{
-    basename, decode, parse_info, parse_map_line, parse_timestamp, RawRecord, FEAT_SYM_REL_ADDR,
-    FNTRACE_FILE, RECORD_MAGIC, RECORD_SIZE, TYPE_ENTRY, TYPE_EVENT, TYPE_EXIT, TYPE_LOST,
+use super::format::{parse_info, FEAT_SYM_REL_ADDR};
+use super::meta::{
+    load_symbols, parse_task_txt, read_file, read_fntrace_file, session_modules, strip_build_ids,
+    SymbolTable,
 };
+use super::records::ThreadRecords;
 use crate::names::demangle;
-use crate::trace::{EventKind, GraphEvent, ThreadTrace, Trace};
+use crate::source::{EventSource, ThreadInfo};
+use crate::trace::{GraphEvent, ThreadTrace, Trace};
 
-/// Loads a uftrace data directory into a [`Trace`]: what
-/// [`write_uftrace_dir`] writes, and what `uftrace record` writes (without
-/// arguments or return values). Event records are skipped; each function
-/// address is mapped to the start of the symbol containing it, named from the
-/// `.sym` files ([`Trace::symbols`] as written there, [`Trace::names`]
-/// demangled: uftrace writes ELF names, and so does fntrace, except for
-/// Rust names, written readable, see [`uftrace_symbol_name`]); thread names
-/// come from `fntrace.txt` if any; `maps` is the session's map file; the
-/// command line comes from `info`.
+/// What [`UftraceReader::set_progress`] installs.
+type ProgressCallback = Box<dyn FnMut(u64)>;
+
+/// Bytes of records read between two calls of the progress callback.
+const PROGRESS_STEP: u64 = 4 << 20;
+
+/// A uftrace data directory opened for reading: what [`write_uftrace_dir`]
+/// writes, and what `uftrace record` writes (without arguments or return
+/// values).
+///
+/// Opening reads the small files (`info`, `task.txt`, the session map, the
+/// `.sym` symbol tables, `fntrace.txt`); the threads' records are read from
+/// their `TID.dat` files each time a thread is read
+/// ([`EventSource::read_thread`]), through a 1 MiB buffer, so that memory
+/// does not grow with the size of the recording. Event records are skipped;
+/// each address is mapped to the start of the symbol containing it, named
+/// from the `.sym` files (demangled by [`EventSource::name_of`]: uftrace
+/// writes ELF names, and so does fntrace, except for Rust names, written
+/// readable, see [`uftrace_symbol_name`]); thread names come from
+/// `fntrace.txt` if any; the command line comes from `info`.
+///
+/// Threads are read one at a time, each in its own time order: every
+/// report and export of this crate works thread by thread (the Chrome JSON
+/// and the Perfetto trace list one thread after another), so none needs
+/// the threads merged by time.
 ///
 /// [`uftrace_symbol_name`]: crate::uftrace_symbol_name
-///
 /// [`write_uftrace_dir`]: crate::export::write_uftrace_dir
+pub struct UftraceReader {
+    dir: PathBuf,
+    pid: u32,
+    exe: String,
+    cmdline: String,
+    maps: String,
+    threads: Vec<ThreadInfo>,
+    /// Size of each thread's record file (0 if it has none).
+    data_bytes: Vec<u64>,
+    symbols: SymbolTable,
+    /// Per thread, the sorted indices of the records fntrace added.
+    added: HashMap<u32, Vec<usize>>,
+    /// Demangled names asked for so far.
+    names: RefCell<HashMap<usize, String>>,
+    /// Record bytes read so far, over every read.
+    bytes_read: Cell<u64>,
+    /// Called with `bytes_read` as reading goes.
+    progress: RefCell<Option<ProgressCallback>>,
+}
+
+impl std::fmt::Debug for UftraceReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UftraceReader")
+            .field("dir", &self.dir)
+            .field("pid", &self.pid)
+            .field("threads", &self.threads)
+            .finish_non_exhaustive()
+    }
+}
+
+impl UftraceReader {
+    /// Opens the directory `dir`, reading everything but the records.
+    pub fn open(dir: &Path) -> Result<UftraceReader, ExportError> {
+        let meta = fs::metadata(dir)
+            .map_err(|e| ExportError::io(dir, "opening uftrace data directory", e))?;
+        if !meta.is_dir() {
+            return Err(ExportError::malformed(
+                dir,
+                "not a directory (expected a uftrace data directory)",
+            ));
+        }
+
+        let info_path = dir.join("info");
+        let info = read_file(&info_path)?;
+        let header = parse_info(&info_path, &info)?;
+
+        let task_path = dir.join("task.txt");
+        let tasks = parse_task_txt(
+            &task_path,
+            &String::from_utf8_lossy(&read_file(&task_path)?),
+        )?;
+
+        let map_path = dir.join(format!("sid-{}.map", tasks.sid));
+        let map_text = String::from_utf8_lossy(&read_file(&map_path)?).into_owned();
+        let maps = strip_build_ids(&map_text);
+        let modules = session_modules(&maps);
+
+        let symbols = load_symbols(dir, &modules, header.features & FEAT_SYM_REL_ADDR != 0)?;
+
+        let mut seen = HashSet::new();
+        let tids: Vec<u32> = tasks
+            .tids
+            .iter()
+            .chain(&header.tids)
+            .copied()
+            .filter(|&tid| seen.insert(tid))
+            .collect();
+        let mut fntrace = read_fntrace_file(dir)?;
+        let data_bytes = tids
+            .iter()
+            .map(|tid| fs::metadata(dir.join(format!("{tid}.dat"))).map_or(0, |m| m.len()))
+            .collect();
+        let threads = tids
+            .iter()
+            .map(|&tid| ThreadInfo {
+                tid,
+                name: fntrace.names.remove(&tid),
+            })
+            .collect();
+
+        Ok(UftraceReader {
+            dir: dir.to_path_buf(),
+            pid: tasks.pid,
+            exe: if tasks.exe.is_empty() {
+                header.exe
+            } else {
+                tasks.exe
+            },
+            cmdline: header.cmdline,
+            maps,
+            threads,
+            data_bytes,
+            symbols,
+            added: fntrace.added,
+            names: RefCell::new(HashMap::new()),
+            bytes_read: Cell::new(0),
+            progress: RefCell::new(None),
+        })
+    }
+
+    /// The process's command line, from `info` (empty if missing).
+    pub fn cmdline(&self) -> &str {
+        &self.cmdline
+    }
+
+    /// The session's memory map (`/proc/PID/maps` text, without uftrace's
+    /// build ids).
+    pub fn maps(&self) -> &str {
+        &self.maps
+    }
+
+    /// Total size of the threads' record files, in bytes: nearly all of the
+    /// directory, and what one full read of every thread reads.
+    pub fn data_bytes(&self) -> u64 {
+        self.data_bytes.iter().sum()
+    }
+
+    /// Record bytes read so far, over every read of a thread.
+    pub fn bytes_read(&self) -> u64 {
+        self.bytes_read.get()
+    }
+
+    /// Has `progress` called with [`bytes_read`](Self::bytes_read) every few
+    /// MiB of records read, and at the end of each thread's read.
+    pub fn set_progress(&self, progress: impl FnMut(u64) + 'static) {
+        *self.progress.borrow_mut() = Some(Box::new(progress));
+    }
+
+    /// The ELF symbol name (as the `.sym` file has it) of the symbol that
+    /// starts at `function`, if it has one.
+    pub fn symbol_name(&self, function: usize) -> Option<&str> {
+        self.symbols
+            .containing(function)
+            .filter(|symbol| symbol.start == function)
+            .and_then(|symbol| symbol.name.as_deref())
+    }
+
+    /// Counts `bytes` more record bytes read, and tells the callback when a
+    /// step is passed (or at once with `force`).
+    fn count_read(&self, bytes: u64, force: bool) {
+        let before = self.bytes_read.get();
+        let after = before + bytes;
+        self.bytes_read.set(after);
+        if force || after / PROGRESS_STEP != before / PROGRESS_STEP {
+            if let Some(progress) = self.progress.borrow_mut().as_mut() {
+                progress(after);
+            }
+        }
+    }
+}
+
+impl EventSource for UftraceReader {
+    type Error = ExportError;
+
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    fn exe(&self) -> &str {
+        &self.exe
+    }
+
+    fn threads(&self) -> Vec<ThreadInfo> {
+        self.threads.clone()
+    }
+
+    fn name_of(&self, function: usize) -> String {
+        if let Some(name) = self.names.borrow().get(&function) {
+            return name.clone();
+        }
+        let name = match self.symbol_name(function) {
+            Some(symbol) => demangle(symbol),
+            None => format!("{function:#x}"),
+        };
+        self.names.borrow_mut().insert(function, name.clone());
+        name
+    }
+
+    fn read_thread<R>(
+        &self,
+        index: usize,
+        read: impl FnOnce(&mut dyn Iterator<Item = GraphEvent>) -> R,
+    ) -> Result<(R, u64), ExportError> {
+        let tid = self.threads[index].tid;
+        let added = self.added.get(&tid).map_or(&[][..], |v| &v[..]);
+        let mut records = ThreadRecords::open(&self.dir.join(format!("{tid}.dat")), added)?;
+        let mut error = None;
+        let mut counted = 0;
+        let mut events = std::iter::from_fn(|| {
+            let event = records.next_event().unwrap_or_else(|e| {
+                error = Some(e);
+                None
+            })?;
+            // A step of progress every PROGRESS_STEP bytes.
+            if records.offset - counted >= PROGRESS_STEP {
+                self.count_read(records.offset - counted, false);
+                counted = records.offset;
+            }
+            Some(match self.symbols.containing(event.function) {
+                Some(symbol) => GraphEvent {
+                    function: symbol.start,
+                    ..event
+                },
+                None => event,
+            })
+        });
+        let value = read(&mut events);
+        self.count_read(records.offset - counted, true);
+        match error {
+            Some(e) => Err(e),
+            None => Ok((value, records.lost)),
+        }
+    }
+}
+
+/// Loads a uftrace data directory into a [`Trace`], through
+/// [`UftraceReader`] (which see for what is read and how): the whole trace
+/// in memory, for small traces and tests. [`Trace::names`] and
+/// [`Trace::symbols`] hold the functions that occur; `maps` is the session's
+/// map file.
 pub fn read_uftrace_dir(dir: &Path) -> Result<Trace, ExportError> {
     read_uftrace_dir_with_progress(dir, &mut |_, _| {})
 }
@@ -38,474 +277,41 @@ pub fn read_uftrace_dir_with_progress(
     dir: &Path,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Trace, ExportError> {
-    let meta =
-        fs::metadata(dir).map_err(|e| ExportError::io(dir, "opening uftrace data directory", e))?;
-    if !meta.is_dir() {
-        return Err(ExportError::malformed(
-            dir,
-            "not a directory (expected a uftrace data directory)",
-        ));
-    }
-
-    let info_path = dir.join("info");
-    let info = read_file(&info_path)?;
-    let header = parse_info(&info_path, &info)?;
-
-    let task_path = dir.join("task.txt");
-    let tasks = parse_task_txt(
-        &task_path,
-        &String::from_utf8_lossy(&read_file(&task_path)?),
-    )?;
-
-    let map_path = dir.join(format!("sid-{}.map", tasks.sid));
-    let map_text = String::from_utf8_lossy(&read_file(&map_path)?).into_owned();
-    let maps = strip_build_ids(&map_text);
-    let modules = session_modules(&maps);
-
-    let symbols = load_symbols(dir, &modules, header.features & FEAT_SYM_REL_ADDR != 0)?;
-
-    let mut seen = HashSet::new();
-    let tids: Vec<u32> = tasks
-        .tids
-        .iter()
-        .chain(&header.tids)
-        .copied()
-        .filter(|&tid| seen.insert(tid))
-        .collect();
-    let fntrace = read_fntrace_file(dir)?;
-
+    let reader = UftraceReader::open(dir)?;
+    let total_bytes = reader.data_bytes();
     let mut names = HashMap::new();
-    let mut raw_names = HashMap::new();
-    let mut threads = Vec::with_capacity(tids.len());
-    let total_bytes: u64 = tids
-        .iter()
-        .filter_map(|tid| fs::metadata(dir.join(format!("{tid}.dat"))).ok())
-        .map(|meta| meta.len())
-        .sum();
-    let mut read_bytes = 0;
-    for tid in tids {
-        let path = dir.join(format!("{tid}.dat"));
-        let data = match fs::read(&path) {
-            Ok(data) => data,
-            // uftrace creates no file for a thread that recorded nothing.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(ExportError::io(&path, "reading", e)),
-        };
-        read_bytes += data.len() as u64;
-        progress(read_bytes, total_bytes);
-        let added = fntrace.added.get(&tid).map_or(&[][..], |v| &v[..]);
-        let (mut events, lost) = parse_dat(&path, &data, added)?;
-        for event in &mut events {
-            if let Some(symbol) = symbols.containing(event.function) {
-                event.function = symbol.start;
-                if let Some(name) = &symbol.name {
-                    raw_names.entry(symbol.start).or_insert_with(|| {
-                        names.insert(symbol.start, demangle(name));
-                        name.clone()
-                    });
-                }
+    let mut symbols = HashMap::new();
+    let mut threads = Vec::with_capacity(reader.threads.len());
+    for (index, info) in reader.threads().into_iter().enumerate() {
+        let capacity = (reader.data_bytes[index] / 16) as usize;
+        let (events, lost) = reader.read_thread(index, |events| {
+            let mut all = Vec::with_capacity(capacity);
+            all.extend(events);
+            all
+        })?;
+        for event in &events {
+            if let Some(symbol) = reader.symbol_name(event.function) {
+                symbols.entry(event.function).or_insert_with(|| {
+                    names.insert(event.function, demangle(symbol));
+                    symbol.to_string()
+                });
             }
         }
+        progress(reader.bytes_read(), total_bytes);
         threads.push(ThreadTrace {
-            tid,
-            name: fntrace.names.get(&tid).cloned(),
+            tid: info.tid,
+            name: info.name,
             events,
             lost,
         });
     }
-
     Ok(Trace {
-        pid: tasks.pid,
-        exe: if tasks.exe.is_empty() {
-            header.exe
-        } else {
-            tasks.exe
-        },
-        cmdline: header.cmdline,
+        pid: reader.pid,
+        exe: reader.exe.clone(),
+        cmdline: reader.cmdline.clone(),
         threads,
         names,
-        symbols: raw_names,
-        maps,
+        symbols,
+        maps: reader.maps.clone(),
     })
-}
-
-fn read_file(path: &Path) -> Result<Vec<u8>, ExportError> {
-    let mut file = File::open(path).map_err(|e| ExportError::io(path, "opening", e))?;
-    let mut data = Vec::new();
-    file.read_to_end(&mut data)
-        .map_err(|e| ExportError::io(path, "reading", e))?;
-    Ok(data)
-}
-
-struct Tasks {
-    pid: u32,
-    sid: String,
-    exe: String,
-    tids: Vec<u32>,
-}
-
-fn parse_task_txt(path: &Path, text: &str) -> Result<Tasks, ExportError> {
-    let mut session: Option<(u32, String, String)> = None;
-    let mut tids = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        let line_no = n + 1;
-        let bad =
-            |why: &str| ExportError::malformed(path, format!("line {line_no}: {why}: {line:?}"));
-        let line = line.trim_end();
-        let Some((kind, rest)) = line.split_once(' ') else {
-            if line.is_empty() {
-                continue;
-            }
-            return Err(bad("not a SESS, TASK, FORK, EXEC or DLOP line"));
-        };
-        let fields = task_fields(rest);
-        let number = |key: &str| -> Result<u32, ExportError> {
-            fields
-                .get(key)
-                .ok_or_else(|| bad(&format!("no {key}=")))?
-                .parse()
-                .map_err(|_| bad(&format!("bad {key}=")))
-        };
-        fields
-            .get("timestamp")
-            .filter(|t| parse_timestamp(t).is_some())
-            .ok_or_else(|| bad("missing or bad timestamp="))?;
-        match kind {
-            "SESS" => {
-                let pid = number("pid")?;
-                let sid = fields.get("sid").ok_or_else(|| bad("no sid="))?;
-                if sid.len() != 16 || !sid.bytes().all(|b| b.is_ascii_hexdigit()) {
-                    return Err(bad("sid= is not 16 hex digits"));
-                }
-                let exe = fields.get("exename").copied().unwrap_or_default();
-                if session.is_none() {
-                    session = Some((pid, sid.to_string(), exe.to_string()));
-                }
-            }
-            "TASK" => {
-                tids.push(number("tid")?);
-                number("pid")?;
-            }
-            "FORK" | "EXEC" | "DLOP" => {}
-            _ => return Err(bad("not a SESS, TASK, FORK, EXEC or DLOP line")),
-        }
-    }
-    let (pid, sid, exe) = session
-        .ok_or_else(|| ExportError::malformed(path, "no SESS line (no session recorded)"))?;
-    Ok(Tasks {
-        pid,
-        sid,
-        exe,
-        tids,
-    })
-}
-
-/// `key=value` fields of a task.txt line; a value may be a quoted string
-/// with spaces.
-fn task_fields(rest: &str) -> HashMap<&str, &str> {
-    let mut fields = HashMap::new();
-    let mut rest = rest.trim_start();
-    while let Some(eq) = rest.find('=') {
-        let key = rest[..eq].trim();
-        let after = &rest[eq + 1..];
-        let (value, next) = if let Some(quoted) = after.strip_prefix('"') {
-            match quoted.find('"') {
-                Some(close) => (&quoted[..close], &quoted[close + 1..]),
-                None => (quoted, ""),
-            }
-        } else {
-            let end = after.find(' ').unwrap_or(after.len());
-            (&after[..end], &after[end..])
-        };
-        fields.insert(key, value);
-        rest = next.trim_start();
-    }
-    fields
-}
-
-/// The map text without the ` build-id:HEX` uftrace appends to each line.
-fn strip_build_ids(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for line in text.lines() {
-        let line = match line.rfind(" build-id:") {
-            Some(at) => line[..at].trim_end(),
-            None => line,
-        };
-        out.push_str(line);
-        out.push('\n');
-    }
-    out
-}
-
-/// Modules of a session map, as uftrace reads them: the first line of each
-/// file gives its base; following lines of the same file extend it.
-fn session_modules(maps: &str) -> Vec<(String, u64, u64)> {
-    let mut modules: Vec<(String, u64, u64)> = Vec::new();
-    for line in maps.lines().filter_map(parse_map_line) {
-        if line.path.is_empty() || line.path.starts_with('[') {
-            continue;
-        }
-        match modules.last_mut() {
-            Some(last) if last.0 == line.path => last.2 = last.2.max(line.end),
-            _ => modules.push((line.path.to_string(), line.start, line.end)),
-        }
-    }
-    modules
-}
-
-struct Symbol {
-    start: usize,
-    end: usize,
-    /// `None` for fntrace's hex stand-in names.
-    name: Option<String>,
-}
-
-struct SymbolTable(Vec<Symbol>);
-
-impl SymbolTable {
-    fn containing(&self, addr: usize) -> Option<&Symbol> {
-        let at = self.0.partition_point(|s| s.start <= addr);
-        at.checked_sub(1)
-            .map(|k| &self.0[k])
-            .filter(|s| addr < s.end)
-    }
-}
-
-fn load_symbols(
-    dir: &Path,
-    modules: &[(String, u64, u64)],
-    relative: bool,
-) -> Result<SymbolTable, ExportError> {
-    let mut symbols = Vec::new();
-    let mut seen: Vec<&str> = Vec::new();
-    for (path, base, end) in modules {
-        let file = basename(path);
-        if seen.contains(&file) {
-            continue;
-        }
-        seen.push(file);
-        let sym_path = dir.join(format!("{file}.sym"));
-        let data = match fs::read(&sym_path) {
-            Ok(data) => data,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(ExportError::io(&sym_path, "reading", e)),
-        };
-        let offset = if relative { *base } else { 0 };
-        parse_sym(
-            &sym_path,
-            &String::from_utf8_lossy(&data),
-            offset,
-            *end,
-            &mut symbols,
-        )?;
-    }
-    symbols.sort_by_key(|s: &Symbol| s.start);
-    Ok(SymbolTable(symbols))
-}
-
-/// Appends the functions of a `.sym` file to `out`, each ending where the
-/// next line (function, data or end marker) of the file begins.
-fn parse_sym(
-    path: &Path,
-    text: &str,
-    offset: u64,
-    module_end: u64,
-    out: &mut Vec<Symbol>,
-) -> Result<(), ExportError> {
-    // (address, is a function, name)
-    let mut entries: Vec<(u64, bool, &str)> = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        if line.starts_with('#') || line.trim().is_empty() {
-            continue;
-        }
-        let bad = || {
-            ExportError::malformed(
-                path,
-                format!("line {}: expected \"ADDRESS TYPE NAME\": {line:?}", n + 1),
-            )
-        };
-        let mut parts = line.splitn(3, ' ');
-        let (Some(addr), Some(kind), Some(name)) = (parts.next(), parts.next(), parts.next())
-        else {
-            return Err(bad());
-        };
-        let addr = u64::from_str_radix(addr, 16).map_err(|_| bad())?;
-        let addr = addr.checked_add(offset).ok_or_else(bad)?;
-        let name = name.split('\t').next().unwrap_or(name);
-        let is_end = kind == "?" || matches!(name, "__func_end" | "__sym_end" | "__dynsym_end");
-        let is_function = !is_end && matches!(kind, "T" | "t" | "W" | "w" | "P" | "i");
-        entries.push((addr, is_function, name));
-    }
-    entries.sort_by_key(|&(addr, _, _)| addr);
-    for (k, &(start, is_function, name)) in entries.iter().enumerate() {
-        if !is_function {
-            continue;
-        }
-        let end = entries[k + 1..]
-            .iter()
-            .map(|&(addr, _, _)| addr)
-            .find(|&addr| addr > start)
-            .unwrap_or(module_end.max(start + 1));
-        let (Ok(start), Ok(end)) = (usize::try_from(start), usize::try_from(end)) else {
-            continue;
-        };
-        let hex_stand_in = name == format!("{start:#x}");
-        out.push(Symbol {
-            start,
-            end,
-            name: (!hex_stand_in).then(|| name.to_string()),
-        });
-    }
-    Ok(())
-}
-
-/// What `fntrace.txt` says: thread names, and for each thread the sorted
-/// indices of the records fntrace added.
-#[derive(Default)]
-struct FntraceFile {
-    names: HashMap<u32, String>,
-    added: HashMap<u32, Vec<usize>>,
-}
-
-fn read_fntrace_file(dir: &Path) -> Result<FntraceFile, ExportError> {
-    let path = dir.join(FNTRACE_FILE);
-    let text = match fs::read(&path) {
-        Ok(data) => String::from_utf8_lossy(&data).into_owned(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(FntraceFile::default()),
-        Err(e) => return Err(ExportError::io(&path, "reading", e)),
-    };
-    let mut file = FntraceFile::default();
-    for (n, line) in text.lines().enumerate() {
-        if line.starts_with('#') || line.trim().is_empty() {
-            continue;
-        }
-        let bad = || {
-            ExportError::malformed(
-                &path,
-                format!(
-                    "line {}: expected \"thread TID NAME\" or \"added TID INDEX...\": {line:?}",
-                    n + 1
-                ),
-            )
-        };
-        let (kind, rest) = line.split_once(' ').ok_or_else(bad)?;
-        let (tid, rest) = rest.split_once(' ').ok_or_else(bad)?;
-        let tid: u32 = tid.parse().map_err(|_| bad())?;
-        match kind {
-            "thread" => {
-                file.names.insert(tid, rest.to_string());
-            }
-            "added" => {
-                let indices = file.added.entry(tid).or_default();
-                for index in rest.split_whitespace() {
-                    indices.push(index.parse().map_err(|_| bad())?);
-                }
-            }
-            _ => return Err(bad()),
-        }
-    }
-    for indices in file.added.values_mut() {
-        indices.sort_unstable();
-    }
-    Ok(file)
-}
-
-/// The entries and exits of a `.dat` file, less those whose indices (among
-/// entries and exits) are in `added` (sorted), and the number of records it
-/// says were lost.
-fn parse_dat(
-    path: &Path,
-    data: &[u8],
-    added: &[usize],
-) -> Result<(Vec<GraphEvent>, u64), ExportError> {
-    let mut events = Vec::with_capacity(data.len() / RECORD_SIZE);
-    let mut index = 0usize;
-    let mut added = added.iter().peekable();
-    let mut lost = 0u64;
-    let mut at = 0usize;
-    while at < data.len() {
-        let Some(bytes) = data.get(at..at + RECORD_SIZE) else {
-            return Err(ExportError::malformed(
-                path,
-                format!(
-                    "truncated record at byte {at}: {} bytes left, records have {RECORD_SIZE}",
-                    data.len() - at
-                ),
-            ));
-        };
-        let RawRecord {
-            time,
-            kind,
-            more,
-            magic,
-            depth,
-            addr,
-        } = decode(bytes.try_into().expect("a slice of RECORD_SIZE bytes"));
-        if magic != RECORD_MAGIC {
-            return Err(ExportError::malformed(
-                path,
-                format!(
-                    "bad record magic {magic} (expected {RECORD_MAGIC}) in record {} at byte {at}",
-                    at / RECORD_SIZE
-                ),
-            ));
-        }
-        at += RECORD_SIZE;
-        match kind {
-            TYPE_ENTRY | TYPE_EXIT => {
-                if more {
-                    return Err(ExportError::malformed(
-                        path,
-                        format!(
-                            "record at byte {} carries arguments or a return value, \
-                             which fntrace does not read",
-                            at - RECORD_SIZE
-                        ),
-                    ));
-                }
-                index += 1;
-                if added.next_if_eq(&&(index - 1)).is_some() {
-                    continue;
-                }
-                let Ok(function) = usize::try_from(addr) else {
-                    continue;
-                };
-                events.push(GraphEvent {
-                    time_ns: time,
-                    function,
-                    depth,
-                    kind: if kind == TYPE_ENTRY {
-                        EventKind::Entry
-                    } else {
-                        EventKind::Exit
-                    },
-                });
-            }
-            TYPE_LOST => lost = lost.saturating_add(addr),
-            _ => {
-                debug_assert_eq!(kind, TYPE_EVENT);
-                if more {
-                    // A u16 length, the data, padding to 8 bytes.
-                    let len = data
-                        .get(at..at + 2)
-                        .map(|b| usize::from(u16::from_le_bytes([b[0], b[1]])))
-                        .ok_or_else(|| {
-                            ExportError::malformed(
-                                path,
-                                format!("truncated event data at byte {at}"),
-                            )
-                        })?;
-                    let skip = (len + 2).div_ceil(8) * 8;
-                    if at + skip > data.len() {
-                        return Err(ExportError::malformed(
-                            path,
-                            format!("truncated event data at byte {at}"),
-                        ));
-                    }
-                    at += skip;
-                }
-            }
-        }
-    }
-    Ok((events, lost))
 }

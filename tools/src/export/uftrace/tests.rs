@@ -67,7 +67,7 @@ pub(super) fn names(pairs: &[(usize, &str)]) -> HashMap<usize, String> {
 /// Two threads. Thread 4001: nested calls and recursion. Thread 4002:
 /// two calls running when tracing started (exits only), a call that
 /// never returns, and lost events.
-fn sample_trace() -> Trace {
+pub(super) fn sample_trace() -> Trace {
     let f = fns();
     let main_thread = ThreadTrace {
         tid: 4001,

@@ -1,0 +1,293 @@
+//! The small files of a uftrace data directory, read whole when a reader
+//! opens it: `task.txt`, the session map, the `.sym` symbol tables and
+//! fntrace's `fntrace.txt`. The threads' record files are read elsewhere
+//! (`records.rs`), record by record.
+
+use std::collections::HashMap;
+use std::fs::{self, File};
+use std::io::Read;
+use std::path::Path;
+
+use super::super::ExportError;
+use super::format::{basename, parse_map_line, parse_timestamp, FNTRACE_FILE};
+
+pub(super) fn read_file(path: &Path) -> Result<Vec<u8>, ExportError> {
+    let mut file = File::open(path).map_err(|e| ExportError::io(path, "opening", e))?;
+    let mut data = Vec::new();
+    file.read_to_end(&mut data)
+        .map_err(|e| ExportError::io(path, "reading", e))?;
+    Ok(data)
+}
+
+pub(super) struct Tasks {
+    pub(super) pid: u32,
+    pub(super) sid: String,
+    pub(super) exe: String,
+    pub(super) tids: Vec<u32>,
+}
+
+pub(super) fn parse_task_txt(path: &Path, text: &str) -> Result<Tasks, ExportError> {
+    let mut session: Option<(u32, String, String)> = None;
+    let mut tids = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line_no = n + 1;
+        let bad =
+            |why: &str| ExportError::malformed(path, format!("line {line_no}: {why}: {line:?}"));
+        let line = line.trim_end();
+        let Some((kind, rest)) = line.split_once(' ') else {
+            if line.is_empty() {
+                continue;
+            }
+            return Err(bad("not a SESS, TASK, FORK, EXEC or DLOP line"));
+        };
+        let fields = task_fields(rest);
+        let number = |key: &str| -> Result<u32, ExportError> {
+            fields
+                .get(key)
+                .ok_or_else(|| bad(&format!("no {key}=")))?
+                .parse()
+                .map_err(|_| bad(&format!("bad {key}=")))
+        };
+        fields
+            .get("timestamp")
+            .filter(|t| parse_timestamp(t).is_some())
+            .ok_or_else(|| bad("missing or bad timestamp="))?;
+        match kind {
+            "SESS" => {
+                let pid = number("pid")?;
+                let sid = fields.get("sid").ok_or_else(|| bad("no sid="))?;
+                if sid.len() != 16 || !sid.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Err(bad("sid= is not 16 hex digits"));
+                }
+                let exe = fields.get("exename").copied().unwrap_or_default();
+                if session.is_none() {
+                    session = Some((pid, sid.to_string(), exe.to_string()));
+                }
+            }
+            "TASK" => {
+                tids.push(number("tid")?);
+                number("pid")?;
+            }
+            "FORK" | "EXEC" | "DLOP" => {}
+            _ => return Err(bad("not a SESS, TASK, FORK, EXEC or DLOP line")),
+        }
+    }
+    let (pid, sid, exe) = session
+        .ok_or_else(|| ExportError::malformed(path, "no SESS line (no session recorded)"))?;
+    Ok(Tasks {
+        pid,
+        sid,
+        exe,
+        tids,
+    })
+}
+
+/// `key=value` fields of a task.txt line; a value may be a quoted string
+/// with spaces.
+fn task_fields(rest: &str) -> HashMap<&str, &str> {
+    let mut fields = HashMap::new();
+    let mut rest = rest.trim_start();
+    while let Some(eq) = rest.find('=') {
+        let key = rest[..eq].trim();
+        let after = &rest[eq + 1..];
+        let (value, next) = if let Some(quoted) = after.strip_prefix('"') {
+            match quoted.find('"') {
+                Some(close) => (&quoted[..close], &quoted[close + 1..]),
+                None => (quoted, ""),
+            }
+        } else {
+            let end = after.find(' ').unwrap_or(after.len());
+            (&after[..end], &after[end..])
+        };
+        fields.insert(key, value);
+        rest = next.trim_start();
+    }
+    fields
+}
+
+/// The map text without the ` build-id:HEX` uftrace appends to each line.
+pub(super) fn strip_build_ids(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        let line = match line.rfind(" build-id:") {
+            Some(at) => line[..at].trim_end(),
+            None => line,
+        };
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+/// Modules of a session map, as uftrace reads them: the first line of each
+/// file gives its base; following lines of the same file extend it.
+pub(super) fn session_modules(maps: &str) -> Vec<(String, u64, u64)> {
+    let mut modules: Vec<(String, u64, u64)> = Vec::new();
+    for line in maps.lines().filter_map(parse_map_line) {
+        if line.path.is_empty() || line.path.starts_with('[') {
+            continue;
+        }
+        match modules.last_mut() {
+            Some(last) if last.0 == line.path => last.2 = last.2.max(line.end),
+            _ => modules.push((line.path.to_string(), line.start, line.end)),
+        }
+    }
+    modules
+}
+
+pub(super) struct Symbol {
+    pub(super) start: usize,
+    pub(super) end: usize,
+    /// `None` for fntrace's hex stand-in names.
+    pub(super) name: Option<String>,
+}
+
+pub(super) struct SymbolTable(Vec<Symbol>);
+
+impl SymbolTable {
+    pub(super) fn containing(&self, addr: usize) -> Option<&Symbol> {
+        let at = self.0.partition_point(|s| s.start <= addr);
+        at.checked_sub(1)
+            .map(|k| &self.0[k])
+            .filter(|s| addr < s.end)
+    }
+}
+
+pub(super) fn load_symbols(
+    dir: &Path,
+    modules: &[(String, u64, u64)],
+    relative: bool,
+) -> Result<SymbolTable, ExportError> {
+    let mut symbols = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for (path, base, end) in modules {
+        let file = basename(path);
+        if seen.contains(&file) {
+            continue;
+        }
+        seen.push(file);
+        let sym_path = dir.join(format!("{file}.sym"));
+        let data = match fs::read(&sym_path) {
+            Ok(data) => data,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(ExportError::io(&sym_path, "reading", e)),
+        };
+        let offset = if relative { *base } else { 0 };
+        parse_sym(
+            &sym_path,
+            &String::from_utf8_lossy(&data),
+            offset,
+            *end,
+            &mut symbols,
+        )?;
+    }
+    symbols.sort_by_key(|s: &Symbol| s.start);
+    Ok(SymbolTable(symbols))
+}
+
+/// Appends the functions of a `.sym` file to `out`, each ending where the
+/// next line (function, data or end marker) of the file begins.
+fn parse_sym(
+    path: &Path,
+    text: &str,
+    offset: u64,
+    module_end: u64,
+    out: &mut Vec<Symbol>,
+) -> Result<(), ExportError> {
+    // (address, is a function, name)
+    let mut entries: Vec<(u64, bool, &str)> = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        let bad = || {
+            ExportError::malformed(
+                path,
+                format!("line {}: expected \"ADDRESS TYPE NAME\": {line:?}", n + 1),
+            )
+        };
+        let mut parts = line.splitn(3, ' ');
+        let (Some(addr), Some(kind), Some(name)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return Err(bad());
+        };
+        let addr = u64::from_str_radix(addr, 16).map_err(|_| bad())?;
+        let addr = addr.checked_add(offset).ok_or_else(bad)?;
+        let name = name.split('\t').next().unwrap_or(name);
+        let is_end = kind == "?" || matches!(name, "__func_end" | "__sym_end" | "__dynsym_end");
+        let is_function = !is_end && matches!(kind, "T" | "t" | "W" | "w" | "P" | "i");
+        entries.push((addr, is_function, name));
+    }
+    entries.sort_by_key(|&(addr, _, _)| addr);
+    for (k, &(start, is_function, name)) in entries.iter().enumerate() {
+        if !is_function {
+            continue;
+        }
+        let end = entries[k + 1..]
+            .iter()
+            .map(|&(addr, _, _)| addr)
+            .find(|&addr| addr > start)
+            .unwrap_or(module_end.max(start + 1));
+        let (Ok(start), Ok(end)) = (usize::try_from(start), usize::try_from(end)) else {
+            continue;
+        };
+        let hex_stand_in = name == format!("{start:#x}");
+        out.push(Symbol {
+            start,
+            end,
+            name: (!hex_stand_in).then(|| name.to_string()),
+        });
+    }
+    Ok(())
+}
+
+/// What `fntrace.txt` says: thread names, and for each thread the sorted
+/// indices of the records fntrace added.
+#[derive(Default)]
+pub(super) struct FntraceFile {
+    pub(super) names: HashMap<u32, String>,
+    pub(super) added: HashMap<u32, Vec<usize>>,
+}
+
+pub(super) fn read_fntrace_file(dir: &Path) -> Result<FntraceFile, ExportError> {
+    let path = dir.join(FNTRACE_FILE);
+    let text = match fs::read(&path) {
+        Ok(data) => String::from_utf8_lossy(&data).into_owned(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(FntraceFile::default()),
+        Err(e) => return Err(ExportError::io(&path, "reading", e)),
+    };
+    let mut file = FntraceFile::default();
+    for (n, line) in text.lines().enumerate() {
+        if line.starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        let bad = || {
+            ExportError::malformed(
+                &path,
+                format!(
+                    "line {}: expected \"thread TID NAME\" or \"added TID INDEX...\": {line:?}",
+                    n + 1
+                ),
+            )
+        };
+        let (kind, rest) = line.split_once(' ').ok_or_else(bad)?;
+        let (tid, rest) = rest.split_once(' ').ok_or_else(bad)?;
+        let tid: u32 = tid.parse().map_err(|_| bad())?;
+        match kind {
+            "thread" => {
+                file.names.insert(tid, rest.to_string());
+            }
+            "added" => {
+                let indices = file.added.entry(tid).or_default();
+                for index in rest.split_whitespace() {
+                    indices.push(index.parse().map_err(|_| bad())?);
+                }
+            }
+            _ => return Err(bad()),
+        }
+    }
+    for indices in file.added.values_mut() {
+        indices.sort_unstable();
+    }
+    Ok(file)
+}

@@ -1,0 +1,125 @@
+//! Where the reports and exports read a trace from: [`EventSource`], which
+//! hands out one thread's events at a time as an iterator. A [`Trace`] in
+//! memory is one; so is a uftrace data directory read record by record
+//! ([`UftraceReader`](crate::export::UftraceReader)), whose threads are read
+//! from their files each time, so that nothing proportional to the number of
+//! events is ever held.
+
+use std::convert::Infallible;
+
+use crate::trace::{GraphEvent, Trace};
+
+/// A thread of a trace, as listed before its events are read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadInfo {
+    /// Kernel thread id.
+    pub tid: u32,
+    /// The thread's name, when known.
+    pub name: Option<String>,
+}
+
+/// A trace whose threads' events can be read, one thread at a time, as many
+/// times as a report needs.
+pub trait EventSource {
+    /// What can go wrong while reading events ([`Infallible`] for a trace in
+    /// memory).
+    type Error;
+
+    /// Process id of the traced process.
+    fn pid(&self) -> u32;
+
+    /// Path of its executable.
+    fn exe(&self) -> &str;
+
+    /// The threads, in the trace's order; `read_thread`'s `index` counts in
+    /// this list.
+    fn threads(&self) -> Vec<ThreadInfo>;
+
+    /// The readable name of `function` (an address as events carry it), or
+    /// the address in hex.
+    fn name_of(&self, function: usize) -> String;
+
+    /// Calls `read` with an iterator of the events of thread `index`, in time
+    /// order, and returns what it returned with the thread's count of lost
+    /// events: all of them for a trace in memory; for a trace read from
+    /// files, those among the records read, which is all of them once
+    /// `read` has read the iterator to its end. Reading stops at the first
+    /// error, which is returned instead.
+    fn read_thread<R>(
+        &self,
+        index: usize,
+        read: impl FnOnce(&mut dyn Iterator<Item = GraphEvent>) -> R,
+    ) -> Result<(R, u64), Self::Error>;
+}
+
+impl EventSource for Trace {
+    type Error = Infallible;
+
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    fn exe(&self) -> &str {
+        &self.exe
+    }
+
+    fn threads(&self) -> Vec<ThreadInfo> {
+        self.threads
+            .iter()
+            .map(|thread| ThreadInfo {
+                tid: thread.tid,
+                name: thread.name.clone(),
+            })
+            .collect()
+    }
+
+    fn name_of(&self, function: usize) -> String {
+        Trace::name_of(self, function)
+    }
+
+    fn read_thread<R>(
+        &self,
+        index: usize,
+        read: impl FnOnce(&mut dyn Iterator<Item = GraphEvent>) -> R,
+    ) -> Result<(R, u64), Infallible> {
+        let thread = &self.threads[index];
+        Ok((read(&mut thread.events.iter().copied()), thread.lost))
+    }
+}
+
+impl<S: EventSource> EventSource for &S {
+    type Error = S::Error;
+
+    fn pid(&self) -> u32 {
+        (*self).pid()
+    }
+
+    fn exe(&self) -> &str {
+        (*self).exe()
+    }
+
+    fn threads(&self) -> Vec<ThreadInfo> {
+        (*self).threads()
+    }
+
+    fn name_of(&self, function: usize) -> String {
+        (*self).name_of(function)
+    }
+
+    fn read_thread<R>(
+        &self,
+        index: usize,
+        read: impl FnOnce(&mut dyn Iterator<Item = GraphEvent>) -> R,
+    ) -> Result<(R, u64), S::Error> {
+        (*self).read_thread(index, read)
+    }
+}
+
+/// The value of a computation that cannot fail (one over a [`Trace`] in
+/// memory).
+pub(crate) fn infallible<T>(result: Result<T, Infallible>) -> T {
+    match result {
+        Ok(value) => value,
+        Err(never) => match never {},
+    }
+}
