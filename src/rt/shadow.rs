@@ -276,6 +276,18 @@ impl ShadowStack {
         }
     }
 
+    /// Whether a frame not unhooked for an unwind still has the trampoline
+    /// in its slot (an unwinder walking the stack now would find it).
+    pub fn any_frame_hooked(&self) -> bool {
+        let trampoline = return_trampoline();
+        let hooked = self.unhooked.min(self.len)..self.len;
+        self.frames[hooked].iter().any(|frame| {
+            // SAFETY: slot is a return-address slot on this thread's stack
+            // that was live when hooked (as in `unhook_all`).
+            unsafe { (frame.slot as *const usize).read() == trampoline }
+        })
+    }
+
     /// Before an unwinder walks the stack for an exception: every frame
     /// gets its real return address back and is marked unhooked.
     pub fn unhook_for_unwinding(&mut self) {
@@ -283,14 +295,14 @@ impl ShadowStack {
         self.unhooked = self.len;
     }
 
-    /// The unwinder is about to land in the frame whose return address
-    /// lives at `landing_slot`: pops one frame below it (unwound; to be
+    /// The unwinder is about to land in a frame whose stack pointer will be
+    /// `landing_sp`: pops one frame whose slot lies below it (unwound; to be
     /// reported as vanished). `None` when none is left; then call
     /// [`Self::rehook_after_landing`]. (A slot far below is on another stack
     /// and stays.)
-    pub fn pop_unwound(&mut self, landing_slot: usize) -> Option<Gone> {
+    pub fn pop_unwound(&mut self, landing_sp: usize) -> Option<Gone> {
         let top = *self.frames[..self.len].last()?;
-        if top.slot >= landing_slot || !same_stack(top.slot, landing_slot) {
+        if top.slot >= landing_sp || !same_stack(top.slot, landing_sp) {
             return None;
         }
         self.len -= 1;
