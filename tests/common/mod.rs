@@ -249,6 +249,27 @@ pub fn uftrace_record(dir: &std::path::Path, program: &std::path::Path, args: &[
         .success()
 }
 
+/// [`uftrace_record`], returning what the program wrote to its standard
+/// output too.
+pub fn uftrace_record_output(
+    dir: &std::path::Path,
+    program: &std::path::Path,
+    args: &[&str],
+) -> (bool, String) {
+    let _ = std::fs::remove_dir_all(dir);
+    let output = std::process::Command::new("uftrace")
+        .args(["record", "--no-libcall", "--no-event", "--no-sched", "-d"])
+        .arg(dir)
+        .arg(program)
+        .args(args)
+        .output()
+        .expect("cannot run uftrace; CI installs it (.ci/run)");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+    )
+}
+
 /// `uftrace replay -f none` (no durations) of `dir`, only thread `tid` if
 /// given.
 pub fn uftrace_replay(dir: &std::path::Path, tid: Option<u32>) -> String {
@@ -358,11 +379,12 @@ pub fn paced_c_runs(threads: usize, rounds: i64, n: i64) {
 pub fn uftrace_tids(dir: &std::path::Path) -> Vec<u32> {
     let mut tids = Vec::new();
     for line in uftrace(&["replay", "--no-pager", "-f", "tid"], dir).lines() {
+        // ` [ 1234] | main() {` (not `[1] main` of a "remaining" report).
         let Some(tid) = line
             .trim_start()
             .strip_prefix('[')
-            .and_then(|rest| rest.split(']').next())
-            .and_then(|tid| tid.trim().parse().ok())
+            .and_then(|rest| rest.split_once("] |"))
+            .and_then(|(tid, _)| tid.trim().parse().ok())
         else {
             continue;
         };
