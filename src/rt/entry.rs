@@ -164,6 +164,15 @@ unsafe fn dispatch(site: &sites::Site, wanted: u64, parent_slot: *mut usize, reg
             *parent_slot = return_trampoline();
         }
     }
+    if hooked {
+        // Where the fast entry may trust that the top frame (this one) and
+        // a new call lie on one stack.
+        let (low, high, contexts) = super::contexts::one_stack_around(slot);
+        let block = thread_block();
+        block.stack_low.set(low);
+        block.stack_high.set(high);
+        block.stack_contexts.set(contexts);
+    }
     // The caller's caller, for a tail call (the slot holds the trampoline).
     let real_return = tail_called_by.unwrap_or(real_return);
     let call = Call {
