@@ -8,7 +8,7 @@
 //! generic paths. A handler that leaves with `siglongjmp` is the one
 //! difference (README, "Differences from uftrace"): fntrace ends the frames
 //! it left where the jump lands; uftrace 0.13 keeps them open, nests what
-//! follows in the handler and loses the rest of the thread's trace.
+//! follows in the handler and records no exit after the jump.
 
 mod common;
 
@@ -82,9 +82,8 @@ fn handlers_nest_in_the_interrupted_function_as_in_uftrace() {
 }
 
 /// uftrace 0.13 after a `siglongjmp` out of a handler: the frames left stay
-/// open, the calls after the landing nest in the handler, and the thread's
-/// trace ends at the next return (uftrace returns through the handler's
-/// frame; the program runs on, its later calls unrecorded).
+/// open, the calls after the landing nest in the handler, and no exit is
+/// recorded after the jump.
 const UFTRACE_JUMP: &str = "\
 main() {
   sig_jump_main() {
