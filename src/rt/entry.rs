@@ -262,8 +262,11 @@ pub unsafe extern "C" fn fntrace_exit_entry(slot: *mut usize, tsc: u64) -> usize
 
 /// Reports on stderr and aborts: the real return address is unknown, so no
 /// way forward exists (the slot holds the trampoline; what it held is
-/// nowhere). Reached only if the frame was given up more than
-/// `switch::LIMBO_SIZE` frames ago. Allocates nothing.
+/// nowhere). Not reached by any sequence of calls, returns, jumps and
+/// stack switches: a frame given up for dead is remembered, and gets its
+/// real return address back in its slot when it is forgotten
+/// (`shadow/switch.rs`); only memory corruption would leave one.
+/// Allocates nothing.
 fn fatal(message: &[u8]) -> ! {
     // SAFETY: write(2) of a static buffer; abort has no preconditions.
     unsafe {
