@@ -2,7 +2,8 @@
 //! `-pg -mfentry`; `tests/fixtures/c/signals.c`): a handler entered
 //! synchronously (`raise`) and asynchronously (another thread's
 //! `pthread_kill` while this thread spins in a traced function) nests in
-//! the traced function it interrupted. fntrace's trace, dumped and read by
+//! the traced function it interrupted, also on an alternate signal stack
+//! (`sigaltstack`). fntrace's trace, dumped and read by
 //! the real `uftrace replay`, equals what the real `uftrace record` shows,
 //! thread by thread, exactly, on the graph tracer's fast path and on the
 //! generic paths. A handler that leaves with `siglongjmp` is the one
@@ -22,7 +23,7 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 /// The real uftrace's per-thread replays of the program run with `args`.
 fn theirs(build: &Build, args: &[&str]) -> Vec<String> {
-    let dir = common::temp_dir(&format!("sig-uftrace-{}{}", build.prefix, args.len()));
+    let dir = common::temp_dir(&format!("sig-uftrace-{}{}", build.prefix, args.join("-")));
     assert!(
         uftrace_record(&dir, &build.program(), args),
         "{} {args:?} under uftrace record",
@@ -146,6 +147,51 @@ fn a_handler_leaving_with_siglongjmp() {
                 "{} (generic paths: {generic})",
                 build.flags
             );
+        }
+    }
+}
+
+const UFTRACE_ALTERNATE_STACK: &str = "\
+sig_alt_main() {
+  sig_outer() {
+    sig_raiser() {
+      sig_leaf();
+      sig_handler() {
+        sig_in_handler() {
+          sig_leaf();
+        } /* sig_in_handler */
+      } /* sig_handler */
+      sig_leaf();
+    } /* sig_raiser */
+  } /* sig_outer */
+  sig_outer() {
+    sig_raiser() {
+      sig_leaf();
+      sig_handler() {
+        sig_in_handler() {
+          sig_leaf();
+        } /* sig_in_handler */
+      } /* sig_handler */
+      sig_leaf();
+    } /* sig_raiser */
+  } /* sig_outer */
+} /* sig_alt_main */
+";
+
+/// The handler's frames lie on another stack (far from the thread's):
+/// they nest under the frame the signal interrupted, as uftrace shows.
+#[test]
+fn a_handler_on_an_alternate_signal_stack_as_in_uftrace() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for build in &SIGNALS {
+        let theirs = theirs(build, &["alt"]);
+        assert_eq!(theirs.len(), 1, "{}: {theirs:?}", build.flags);
+        let theirs = [without_main(&theirs[0])];
+        assert_eq!(theirs[0], UFTRACE_ALTERNATE_STACK, "{}", build.flags);
+        for generic in [false, true] {
+            let (ours, result) = ours(build, "sig_alt_main", 1, generic);
+            assert_eq!(result, 9, "{}", build.flags);
+            assert_eq!(ours, theirs, "{} (generic paths: {generic})", build.flags);
         }
     }
 }
