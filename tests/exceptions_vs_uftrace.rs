@@ -1,7 +1,8 @@
 //! C++ exceptions (g++ `-O0` and `-O2`, `-pg` and `-pg -mfentry`): a throw
 //! crossing several traced frames, nested try blocks, `throw;` and a new
 //! throw from a handler, a throw and catch inside a handler, catch by
-//! value, a cleanup on the way, recursion, tail calls
+//! value, a cleanup on the way (one that throws and catches while the
+//! first exception is on its way), recursion, tail calls
 //! (`tests/fixtures/cpp/exceptions.cpp`). fntrace's trace, dumped and read
 //! by the real `uftrace replay`, equals what the real `uftrace record`
 //! shows for the same program, exactly (the exits of unwound frames where
@@ -18,7 +19,7 @@ use common::{trace_and_dump, uftrace_record, uftrace_replay, without_main};
 use fntrace_fixtures::faithful::{Build, EXCEPTIONS};
 
 /// What `ex_main(0)` returns.
-const RESULT: i64 = 6057;
+const RESULT: i64 = 10063;
 
 /// The real uftrace's replay of the program, without `main`.
 fn theirs(build: &Build) -> String {
@@ -130,6 +131,39 @@ const UFTRACE_FENTRY_BY_VALUE: [&str; 2] = [
 ",
 ];
 
+const UFTRACE_FENTRY_THROWING_CLEANUP: [&str; 2] = [
+    "ex_cleanup_throws() {
+  ex_middle() {
+    ex_thrower() {
+      ex_leaf();
+    } /* ex_thrower */
+    ThrowingGuard::~ThrowingGuard() {
+      ex_in_cleanup() {
+        ex_thrower() {
+          ex_leaf();
+        } /* ex_thrower */
+        ex_leaf();
+      } /* ex_in_cleanup */
+    } /* ThrowingGuard::~ThrowingGuard */
+  } /* ex_middle */
+} /* ex_cleanup_throws */
+",
+    "ex_cleanup_throws() {
+  ex_middle() {
+    ex_thrower() {
+      ex_leaf();
+    } /* ex_thrower */
+    ex_in_cleanup() {
+      ex_thrower() {
+        ex_leaf();
+      } /* ex_thrower */
+      ex_leaf();
+    } /* ex_in_cleanup */
+  } /* ex_middle */
+} /* ex_cleanup_throws */
+",
+];
+
 #[test]
 fn exceptions_trace_as_uftrace_records_them_in_all_four_builds() {
     // [-O0 -pg, -O2 -pg, -O0 -pg -mfentry, -O2 -pg -mfentry]
@@ -151,25 +185,19 @@ fn exceptions_trace_as_uftrace_records_them_in_all_four_builds() {
     }
     // uftrace's `-mfentry` records differ from its `-pg` ones only where a
     // landing pad calls before the handler begins.
+    let differing = [
+        ("ex_with_cleanup", UFTRACE_FENTRY_CLEANUP),
+        ("ex_catch_by_value", UFTRACE_FENTRY_BY_VALUE),
+        ("ex_cleanup_throws", UFTRACE_FENTRY_THROWING_CLEANUP),
+    ];
     for opt in 0..2 {
         let (pg, fentry) = (&theirs[opt], &theirs[opt + 2]);
-        assert_eq!(
-            dedent(&subtree(fentry, "ex_with_cleanup")),
-            UFTRACE_FENTRY_CLEANUP[opt]
-        );
-        assert_eq!(
-            dedent(&subtree(fentry, "ex_catch_by_value")),
-            UFTRACE_FENTRY_BY_VALUE[opt]
-        );
-        let corrected = fentry
-            .replace(
-                &subtree(fentry, "ex_with_cleanup"),
-                &subtree(pg, "ex_with_cleanup"),
-            )
-            .replace(
-                &subtree(fentry, "ex_catch_by_value"),
-                &subtree(pg, "ex_catch_by_value"),
-            );
+        let mut corrected = fentry.clone();
+        for (function, expected) in differing {
+            let theirs_fentry = subtree(fentry, function);
+            assert_eq!(dedent(&theirs_fentry), expected[opt], "-O{}", opt * 2);
+            corrected = corrected.replace(&theirs_fentry, &subtree(pg, function));
+        }
         assert_eq!(&corrected, pg, "-O{}", opt * 2);
     }
 }
