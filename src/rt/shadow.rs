@@ -82,6 +82,9 @@ pub(crate) struct ShadowStack {
     /// exception is being or was unwound): they return without the
     /// trampoline, and vanish without a report.
     unhooked: usize,
+    /// Every frame holds its real return address for a stack walk
+    /// ([`Self::unhook_all`] without forgetting) until hooked again.
+    walking: bool,
     /// Frames of suspended stacks, and frames given up for dead.
     parking: switch::Parking,
 }
@@ -279,6 +282,9 @@ impl ShadowStack {
     /// Whether a frame not unhooked for an unwind still has the trampoline
     /// in its slot (an unwinder walking the stack now would find it).
     pub fn any_frame_hooked(&self) -> bool {
+        if self.walking {
+            return false;
+        }
         let trampoline = return_trampoline();
         let hooked = self.unhooked.min(self.len)..self.len;
         self.frames[hooked].iter().any(|frame| {
@@ -319,6 +325,7 @@ impl ShadowStack {
     pub fn rehook_after_landing(&mut self) {
         let unhooked = self.unhooked.min(self.len);
         self.unhooked = 0;
+        self.walking = false;
         self.hook_where_real(0..unhooked);
     }
 
@@ -326,6 +333,7 @@ impl ShadowStack {
     /// (where the slot still holds the trampoline). With `forget`, the frames
     /// are dropped: their exits will not be seen.
     pub fn unhook_all(&mut self, forget: bool) {
+        self.walking = !forget;
         let trampoline = return_trampoline();
         for frame in self.frames[..self.len].iter().rev() {
             // SAFETY: slot is a return-address slot on this thread's stack
@@ -349,6 +357,7 @@ impl ShadowStack {
     /// holds the frame's real return address (after [`Self::unhook_all`]
     /// without forgetting). Frames unhooked for an unwind stay so.
     pub fn rehook_all(&mut self) {
+        self.walking = false;
         self.hook_where_real(self.unhooked.min(self.len)..self.len);
     }
 
