@@ -62,6 +62,18 @@
 fntrace_thread:
         .zero   THREAD_BLOCK_SIZE
 
+/* How many context stacks `makecontext` has noted (src/rt/contexts.rs; it
+ * only grows): the fast entry trusts a thread's one-stack range only while
+ * this has not changed since the range was found. */
+        .bss
+        .p2align 3
+        .globl  fntrace_context_stacks
+        .hidden fntrace_context_stacks
+        .type   fntrace_context_stacks, @object
+        .size   fntrace_context_stacks, 8
+fntrace_context_stacks:
+        .zero   8
+
         .text
 
 /* ENTRY_TRAMPOLINE name, rust_entry, parent_slot_code

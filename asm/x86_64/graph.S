@@ -18,7 +18,9 @@
  *
  * Anything unusual - no shadow stack or ring yet (first call of a thread),
  * shadow stack full, a top frame that died (longjmp), the return address
- * already hooked by a frame not on top - "bails": the
+ * already hooked by a frame not on top, a top frame that may lie on another
+ * stack (coroutines: the thread's range of slots known to share one stack,
+ * which the generic path keeps, does not hold both) - "bails": the
  * registers are restored and the code jumps to the generic trampoline with
  * the stack exactly as the site left it, so the generic path (Rust) sees an
  * ordinary call and handles it, counting drops and depth as usual.
@@ -48,7 +50,8 @@
  *   rcx shadow stack, then the event    rsi ring
  *   rdi the slot    r10 shadow depth (the new frame's index)
  *   r8  real return address, then the fast bit, then the site
- *   rdx scratch: the new frame, then the ring head
+ *   rdx scratch: the context-stack count, the top frame's slot, the new
+ *       frame, then the ring head
  *
  * Flags are not preserved (no compiler keeps flags live across a call).
  */
@@ -145,8 +148,20 @@ fntrace_graph_max_depth:
         jae     .Lbail_\@               /* full: counted as too deep */
         testq   %r10, %r10
         jz      4f
+        /* The top frame and ours must lie on one stack (else the thread
+         * switched stacks: the generic path parks or brings back frames):
+         * both within the range the generic path found on one stack, no
+         * context stack noted since. The top frame is at or above ours. */
+        movq    fntrace_context_stacks(%rip), %rdx
+        cmpq    %fs:THREAD_STACK_CONTEXTS(%r11), %rdx
+        jne     .Lbail_\@
+        cmpq    %fs:THREAD_STACK_LOW(%r11), %rdi
+        jb      .Lbail_\@
         imulq   $FRAME_SIZE, %r10, %rdx
-        cmpq    %rdi, SHADOW_FRAMES-FRAME_SIZE+FRAME_SLOT(%rcx,%rdx)
+        movq    SHADOW_FRAMES-FRAME_SIZE+FRAME_SLOT(%rcx,%rdx), %rdx
+        cmpq    %fs:THREAD_STACK_HIGH(%r11), %rdx
+        jae     .Lbail_\@
+        cmpq    %rdi, %rdx
         ja      4f                      /* top frame above ours: the caller's */
         jb      .Lbail_\@               /* top frame below ours: it died */
         /* The top frame has our slot: a tail call (the caller jumped here,

@@ -12,7 +12,10 @@
 #define THREAD_SHADOW           8   /* *mut ShadowStack, null until needed */
 #define THREAD_FAST_TRACER_SLOT 16  /* the fast tracer's (graph's) ring    */
 #define THREAD_GENERIC_ENTRIES 24   /* u64: calls that took the Rust path */
-#define THREAD_BLOCK_SIZE      32
+#define THREAD_STACK_LOW       32   /* [low, high): slots on one stack, as */
+#define THREAD_STACK_HIGH      40   /* the generic path last found them,  */
+#define THREAD_STACK_CONTEXTS  48   /* with this many context stacks noted */
+#define THREAD_BLOCK_SIZE      56
 
 /* struct ShadowStack { len: usize, frames: [Frame; MAX_DEPTH] } */
 #define SHADOW_LEN              0

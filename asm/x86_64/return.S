@@ -66,15 +66,21 @@
 
         .text
         .p2align 4
+        .cfi_startproc
+        /* Unwinders cannot describe this frame's caller: the real return
+         * address is only known to the shadow stack. fntrace restores real
+         * return addresses before an unwinder walks the stack (src/rt/
+         * unwind.rs); one that finds the trampoline anyway stops here, at
+         * an end of stack, instead of reading garbage. An unwinder looks up
+         * the description of `return address - 1`: the byte before the
+         * entry point belongs to this description, not the function before. */
+        .cfi_undefined rip
+        nop
+        .p2align 4, 0x90                /* the entry stays aligned */
         .globl  fntrace_return_trampoline
         .hidden fntrace_return_trampoline
         .type   fntrace_return_trampoline, @function
 fntrace_return_trampoline:
-        .cfi_startproc
-        /* Unwinders cannot describe this frame's caller: the real return
-         * address is only known to the shadow stack. fntrace restores real
-         * return addresses before any unwinder walks the stack. */
-        .cfi_undefined rip
         /* Return values aside; the guard; then the timestamp, early (rdtsc
          * is slow; the checks run while it completes) but under the guard,
          * or a signal handler's events could be written before this older

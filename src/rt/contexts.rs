@@ -27,12 +27,24 @@ pub(crate) const OTHER_STACK_DISTANCE: usize = 64 << 20;
 /// Context stacks remembered at most.
 pub(crate) const MAX_CONTEXT_STACKS: usize = 256;
 
-/// Noted ranges: `[start, end)` pairs, `COUNT` of them published.
+/// Noted ranges: `[start, end)` pairs, as many as [`published`] says.
 static STARTS: [AtomicUsize; MAX_CONTEXT_STACKS] =
     [const { AtomicUsize::new(0) }; MAX_CONTEXT_STACKS];
 static ENDS: [AtomicUsize; MAX_CONTEXT_STACKS] =
     [const { AtomicUsize::new(0) }; MAX_CONTEXT_STACKS];
-static COUNT: AtomicUsize = AtomicUsize::new(0);
+
+extern "C" {
+    /// How many ranges are published (asm/x86_64/entry.S: the graph
+    /// tracer's fast entry reads it too).
+    static fntrace_context_stacks: AtomicUsize;
+}
+
+/// The published count of noted ranges.
+#[inline]
+fn published() -> &'static AtomicUsize {
+    // SAFETY: a plain atomic defined in entry.S, valid for the process.
+    unsafe { &fntrace_context_stacks }
+}
 /// Serialises writers (`makecontext` callers); readers need no lock.
 static WRITER: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
 /// glibc's `makecontext`, where the stub jumps.
@@ -118,7 +130,7 @@ extern "C" fn note_context(ucp: *const libc::ucontext_t) {
         return;
     }
     let _writer = WRITER.lock();
-    let count = COUNT.load(Ordering::Relaxed);
+    let count = published().load(Ordering::Relaxed);
     let known = (0..count).any(|i| {
         STARTS[i].load(Ordering::Relaxed) == start && ENDS[i].load(Ordering::Relaxed) == end
     });
@@ -128,23 +140,54 @@ extern "C" fn note_context(ucp: *const libc::ucontext_t) {
     STARTS[count].store(start, Ordering::Relaxed);
     ENDS[count].store(end, Ordering::Relaxed);
     // Release: the range is complete before readers count it.
-    COUNT.store(count + 1, Ordering::Release);
+    published().store(count + 1, Ordering::Release);
 }
 
 /// The noted context stack holding `slot`, if any (its index).
 #[inline]
 fn context_stack_of(slot: usize) -> Option<usize> {
     // Acquire pairs with the Release in note_context.
-    let count = COUNT.load(Ordering::Acquire);
+    let count = published().load(Ordering::Acquire);
     (0..count).find(|&i| {
         slot >= STARTS[i].load(Ordering::Relaxed) && slot < ENDS[i].load(Ordering::Relaxed)
     })
 }
 
+/// Slots around `slot` that all lie on its stack by [`same_stack`]'s
+/// rules (its noted context stack; else no noted stack and within half
+/// [`OTHER_STACK_DISTANCE`] of `slot`), as `[low, high)`, with the number
+/// of noted stacks it was found with: the answer holds until that number
+/// changes.
+pub(crate) fn one_stack_around(slot: usize) -> (usize, usize, usize) {
+    // Acquire pairs with the Release in note_context.
+    let count = published().load(Ordering::Acquire);
+    let ranges = (0..count).map(|i| {
+        (
+            STARTS[i].load(Ordering::Relaxed),
+            ENDS[i].load(Ordering::Relaxed),
+        )
+    });
+    // Its own noted stack (the first that holds it, as `context_stack_of`
+    // finds), less any other noted stack (which may overlap it).
+    let half = OTHER_STACK_DISTANCE / 2;
+    let (mut low, mut high) = ranges
+        .clone()
+        .find(|(start, end)| (start..end).contains(&&slot))
+        .unwrap_or((slot.saturating_sub(half), slot.saturating_add(half)));
+    for (start, end) in ranges {
+        if end <= slot {
+            low = low.max(end);
+        } else if start > slot {
+            high = high.min(start);
+        }
+    }
+    (low, high, count)
+}
+
 /// Whether slots `a` and `b` lie on the same stack.
 #[inline]
 pub(crate) fn same_stack(a: usize, b: usize) -> bool {
-    if COUNT.load(Ordering::Relaxed) == 0 {
+    if published().load(Ordering::Relaxed) == 0 {
         return a.abs_diff(b) <= OTHER_STACK_DISTANCE;
     }
     match (context_stack_of(a), context_stack_of(b)) {

@@ -164,6 +164,15 @@ unsafe fn dispatch(site: &sites::Site, wanted: u64, parent_slot: *mut usize, reg
             *parent_slot = return_trampoline();
         }
     }
+    if hooked {
+        // Where the fast entry may trust that the top frame (this one) and
+        // a new call lie on one stack.
+        let (low, high, contexts) = super::contexts::one_stack_around(slot);
+        let block = thread_block();
+        block.stack_low.set(low);
+        block.stack_high.set(high);
+        block.stack_contexts.set(contexts);
+    }
     // The caller's caller, for a tail call (the slot holds the trampoline).
     let real_return = tail_called_by.unwrap_or(real_return);
     let call = Call {
@@ -253,8 +262,11 @@ pub unsafe extern "C" fn fntrace_exit_entry(slot: *mut usize, tsc: u64) -> usize
 
 /// Reports on stderr and aborts: the real return address is unknown, so no
 /// way forward exists (the slot holds the trampoline; what it held is
-/// nowhere). Reached only if the frame was given up more than
-/// `switch::LIMBO_SIZE` frames ago. Allocates nothing.
+/// nowhere). Not reached by any sequence of calls, returns, jumps and
+/// stack switches: a frame given up for dead is remembered, and gets its
+/// real return address back in its slot when it is forgotten
+/// (`shadow/switch.rs`); only memory corruption would leave one.
+/// Allocates nothing.
 fn fatal(message: &[u8]) -> ! {
     // SAFETY: write(2) of a static buffer; abort has no preconditions.
     unsafe {

@@ -82,6 +82,9 @@ pub(crate) struct ShadowStack {
     /// exception is being or was unwound): they return without the
     /// trampoline, and vanish without a report.
     unhooked: usize,
+    /// Every frame holds its real return address for a stack walk
+    /// ([`Self::unhook_all`] without forgetting) until hooked again.
+    walking: bool,
     /// Frames of suspended stacks, and frames given up for dead.
     parking: switch::Parking,
 }
@@ -276,6 +279,21 @@ impl ShadowStack {
         }
     }
 
+    /// Whether a frame not unhooked for an unwind still has the trampoline
+    /// in its slot (an unwinder walking the stack now would find it).
+    pub fn any_frame_hooked(&self) -> bool {
+        if self.walking {
+            return false;
+        }
+        let trampoline = return_trampoline();
+        let hooked = self.unhooked.min(self.len)..self.len;
+        self.frames[hooked].iter().any(|frame| {
+            // SAFETY: slot is a return-address slot on this thread's stack
+            // that was live when hooked (as in `unhook_all`).
+            unsafe { (frame.slot as *const usize).read() == trampoline }
+        })
+    }
+
     /// Before an unwinder walks the stack for an exception: every frame
     /// gets its real return address back and is marked unhooked.
     pub fn unhook_for_unwinding(&mut self) {
@@ -283,14 +301,14 @@ impl ShadowStack {
         self.unhooked = self.len;
     }
 
-    /// The unwinder is about to land in the frame whose return address
-    /// lives at `landing_slot`: pops one frame below it (unwound; to be
+    /// The unwinder is about to land in a frame whose stack pointer will be
+    /// `landing_sp`: pops one frame whose slot lies below it (unwound; to be
     /// reported as vanished). `None` when none is left; then call
     /// [`Self::rehook_after_landing`]. (A slot far below is on another stack
     /// and stays.)
-    pub fn pop_unwound(&mut self, landing_slot: usize) -> Option<Gone> {
+    pub fn pop_unwound(&mut self, landing_sp: usize) -> Option<Gone> {
         let top = *self.frames[..self.len].last()?;
-        if top.slot >= landing_slot || !same_stack(top.slot, landing_slot) {
+        if top.slot >= landing_sp || !same_stack(top.slot, landing_sp) {
             return None;
         }
         self.len -= 1;
@@ -307,6 +325,7 @@ impl ShadowStack {
     pub fn rehook_after_landing(&mut self) {
         let unhooked = self.unhooked.min(self.len);
         self.unhooked = 0;
+        self.walking = false;
         self.hook_where_real(0..unhooked);
     }
 
@@ -314,6 +333,7 @@ impl ShadowStack {
     /// (where the slot still holds the trampoline). With `forget`, the frames
     /// are dropped: their exits will not be seen.
     pub fn unhook_all(&mut self, forget: bool) {
+        self.walking = !forget;
         let trampoline = return_trampoline();
         for frame in self.frames[..self.len].iter().rev() {
             // SAFETY: slot is a return-address slot on this thread's stack
@@ -337,6 +357,7 @@ impl ShadowStack {
     /// holds the frame's real return address (after [`Self::unhook_all`]
     /// without forgetting). Frames unhooked for an unwind stay so.
     pub fn rehook_all(&mut self) {
+        self.walking = false;
         self.hook_where_real(self.unhooked.min(self.len)..self.len);
     }
 

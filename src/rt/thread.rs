@@ -26,6 +26,17 @@ pub(crate) struct ThreadBlock {
     /// Calls on this thread that reached the generic (Rust) entry path
     /// rather than a fast path: see [`crate::generic_entries_on_this_thread`].
     pub generic_entries: Cell<u64>,
+    /// `[stack_low, stack_high)`: return-address slots that all lie on one
+    /// stack, found by the generic entry path around the last slot it
+    /// hooked; the graph tracer's fast entry handles a call only when its
+    /// slot and the top frame's lie in it (else the thread may have
+    /// switched stacks). Empty at first.
+    pub stack_low: Cell<usize>,
+    /// See `stack_low`.
+    pub stack_high: Cell<usize>,
+    /// How many context stacks were noted when the range was found: a
+    /// later `makecontext` may have put a stack inside it.
+    pub stack_contexts: Cell<usize>,
 }
 
 const _: () = {
@@ -34,7 +45,10 @@ const _: () = {
     assert!(std::mem::offset_of!(ThreadBlock, shadow) == 8);
     assert!(std::mem::offset_of!(ThreadBlock, fast_tracer_slot) == 16);
     assert!(std::mem::offset_of!(ThreadBlock, generic_entries) == 24);
-    assert!(std::mem::size_of::<ThreadBlock>() == 32);
+    assert!(std::mem::offset_of!(ThreadBlock, stack_low) == 32);
+    assert!(std::mem::offset_of!(ThreadBlock, stack_high) == 40);
+    assert!(std::mem::offset_of!(ThreadBlock, stack_contexts) == 48);
+    assert!(std::mem::size_of::<ThreadBlock>() == 56);
 };
 
 extern "C" {

@@ -18,6 +18,21 @@
 //!   thread ends; its frames are unhooked and forgotten.
 //! - `_Unwind_Backtrace` (`std::backtrace`, the panic message's backtrace):
 //!   unhooked for the walk, hooked again afterwards.
+//!
+//! glibc calls the unwinder through pointers it looks up in libgcc_s
+//! itself, past these definitions: `pthread_exit`, thread cancellation and
+//! `backtrace` walk the stack without passing here. So:
+//! - `pthread_exit` and `backtrace` are wrapped too (as uftrace does): the
+//!   first forgets the thread's frames (they never return: their exits are
+//!   not reported, as uftrace shows them), the second unhooks them for the
+//!   walk.
+//! - `_Unwind_Find_FDE`, which libgcc's unwinder calls (through its PLT)
+//!   for every frame of every walk, unhooks the thread's frames as for an
+//!   exception when a walk finds them hooked (a cancellation): the walk
+//!   reads real return addresses. The first call of a walk is for the
+//!   unwinder's own frame, before any return address is read.
+//! - An unwinder that finds the trampoline anyway stops there, as at the
+//!   end of the stack (asm/x86_64/return.S), instead of reading garbage.
 
 use std::ffi::{c_int, c_void, CStr};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -66,16 +81,26 @@ static BACKTRACE: RealFunction = RealFunction::new(c"_Unwind_Backtrace");
 static RESUME: RealFunction = RealFunction::new(c"_Unwind_Resume");
 static RESUME_OR_RETHROW: RealFunction = RealFunction::new(c"_Unwind_Resume_or_Rethrow");
 static SET_IP: RealFunction = RealFunction::new(c"_Unwind_SetIP");
+static FIND_FDE: RealFunction = RealFunction::new(c"_Unwind_Find_FDE");
+static PTHREAD_EXIT: RealFunction = RealFunction::new(c"pthread_exit");
+static GLIBC_BACKTRACE: RealFunction = RealFunction::new(c"backtrace");
 
 /// Resolves the real functions ahead of need and makes sure the linker
 /// keeps these definitions (a reference from `init` pulls this object in).
-pub(crate) fn prepare() -> [usize; 6] {
-    RAISE.get();
-    FORCED.get();
-    BACKTRACE.get();
-    RESUME.get();
-    RESUME_OR_RETHROW.get();
-    SET_IP.get();
+pub(crate) fn prepare() -> [usize; 9] {
+    for real in [
+        &RAISE,
+        &FORCED,
+        &BACKTRACE,
+        &RESUME,
+        &RESUME_OR_RETHROW,
+        &SET_IP,
+        &FIND_FDE,
+        &PTHREAD_EXIT,
+        &GLIBC_BACKTRACE,
+    ] {
+        real.get();
+    }
     [
         _Unwind_SetIP as *const () as usize,
         _Unwind_RaiseException as *const () as usize,
@@ -83,6 +108,9 @@ pub(crate) fn prepare() -> [usize; 6] {
         _Unwind_Backtrace as *const () as usize,
         _Unwind_Resume as *const () as usize,
         _Unwind_Resume_or_Rethrow as *const () as usize,
+        _Unwind_Find_FDE as *const () as usize,
+        pthread_exit as *const () as usize,
+        backtrace as *const () as usize,
     ]
 }
 
@@ -196,14 +224,16 @@ pub unsafe extern "C-unwind" fn _Unwind_Resume_or_Rethrow(exception: *mut c_void
 pub unsafe extern "C" fn _Unwind_SetIP(context: *mut c_void, ip: usize) {
     {
         let _untraced = Untraced::begin();
+        // While a personality routine runs, the context's "CFA" is the
+        // landing frame's stack pointer (the CFA of the frame it called,
+        // which was unwound): every frame whose return address lies below
+        // it is gone, the landing frame's callee included.
         // SAFETY: a valid context, from the caller's contract.
-        let cfa = unsafe { _Unwind_GetCFA(context) };
-        // The frame's own return address lives right below its CFA.
-        let landing_slot = cfa.wrapping_sub(8);
+        let landing_sp = unsafe { _Unwind_GetCFA(context) };
         let now = clock::now_ticks();
         // One frame at a time: reporting an exit runs tracer code, which
         // must not find the stack in use.
-        while let Some(Some(gone)) = shadow::with_stack(|stack| stack.pop_unwound(landing_slot)) {
+        while let Some(Some(gone)) = shadow::with_stack(|stack| stack.pop_unwound(landing_sp)) {
             super::entry::report_gone(&gone, now);
         }
         shadow::with_stack(|stack| stack.rehook_after_landing());
@@ -215,8 +245,74 @@ pub unsafe extern "C" fn _Unwind_SetIP(context: *mut c_void, ip: usize) {
     unsafe { real(context, ip) }
 }
 
+/// Wraps libgcc's `_Unwind_Find_FDE` (the unwind description of the code
+/// at `pc`), which libgcc's unwinder calls for each frame it walks: a walk
+/// that finds this thread's frames hooked (one that did not come through
+/// the wrappers above: a thread cancellation) unhooks them first, as for
+/// an exception.
+///
+/// # Safety
+/// As the real function: `bases` is valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn _Unwind_Find_FDE(pc: *mut c_void, bases: *mut c_void) -> *const c_void {
+    {
+        let _untraced = Untraced::begin();
+        shadow::with_stack(|stack| {
+            if stack.any_frame_hooked() {
+                stack.unhook_for_unwinding();
+            }
+        });
+    }
+    // SAFETY: the address is libgcc's function of this exact signature.
+    let real: unsafe extern "C" fn(*mut c_void, *mut c_void) -> *const c_void =
+        unsafe { std::mem::transmute(FIND_FDE.get()) };
+    // SAFETY: forwarded from this function's contract.
+    unsafe { real(pc, bases) }
+}
+
+/// Wraps glibc's `pthread_exit`: the thread's hooked frames never return,
+/// so they are forgotten (no exit reported, as uftrace shows them) and get
+/// their real return addresses back for the unwinder, which glibc calls
+/// past the wrappers above.
+///
+/// # Safety
+/// As the real function.
+#[no_mangle]
+pub unsafe extern "C-unwind" fn pthread_exit(value: *mut c_void) -> ! {
+    forget_hooked_frames();
+    // SAFETY: the address is glibc's function of this exact signature.
+    let real: unsafe extern "C-unwind" fn(*mut c_void) -> ! =
+        unsafe { std::mem::transmute(PTHREAD_EXIT.get()) };
+    // SAFETY: forwarded from this function's contract.
+    unsafe { real(value) }
+}
+
+/// Wraps glibc's `backtrace`, which calls the unwinder past the wrappers
+/// above: the walk sees real return addresses, and the frames are hooked
+/// again afterwards.
+///
+/// # Safety
+/// As the real function: `buffer` holds `size` pointers.
+#[no_mangle]
+pub unsafe extern "C" fn backtrace(buffer: *mut *mut c_void, size: c_int) -> c_int {
+    let untraced = Untraced::begin();
+    let unhooked = shadow::with_stack(|stack| stack.unhook_all(false)).is_some();
+    drop(untraced);
+    // SAFETY: the address is glibc's function of this exact signature.
+    let real: unsafe extern "C" fn(*mut *mut c_void, c_int) -> c_int =
+        unsafe { std::mem::transmute(GLIBC_BACKTRACE.get()) };
+    // SAFETY: forwarded from this function's contract.
+    let depth = unsafe { real(buffer, size) };
+    if unhooked {
+        let _untraced = Untraced::begin();
+        shadow::with_stack(|stack| stack.rehook_all());
+    }
+    depth
+}
+
 extern "C" {
-    /// libgcc: the canonical frame address (the stack pointer before the
-    /// call that made the frame) of `context`'s frame.
+    /// libgcc: the context's canonical frame address; while a personality
+    /// routine runs for a frame, the CFA of the frame it called (the stack
+    /// pointer it lands with).
     fn _Unwind_GetCFA(context: *mut c_void) -> usize;
 }

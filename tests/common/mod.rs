@@ -251,6 +251,27 @@ pub fn uftrace_record(dir: &std::path::Path, program: &std::path::Path, args: &[
         .success()
 }
 
+/// [`uftrace_record`], returning what the program wrote to its standard
+/// output too.
+pub fn uftrace_record_output(
+    dir: &std::path::Path,
+    program: &std::path::Path,
+    args: &[&str],
+) -> (bool, String) {
+    let _ = std::fs::remove_dir_all(dir);
+    let output = std::process::Command::new("uftrace")
+        .args(["record", "--no-libcall", "--no-event", "--no-sched", "-d"])
+        .arg(dir)
+        .arg(program)
+        .args(args)
+        .output()
+        .expect("cannot run uftrace; CI installs it (.ci/run)");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+    )
+}
+
 /// `uftrace replay -f none` (no durations) of `dir`, only thread `tid` if
 /// given.
 pub fn uftrace_replay(dir: &std::path::Path, tid: Option<u32>) -> String {
@@ -353,4 +374,67 @@ pub fn paced_c_runs(threads: usize, rounds: i64, n: i64) {
     for worker in workers {
         worker.join().unwrap();
     }
+}
+
+/// The threads of a uftrace directory, in the order of their first event
+/// in `uftrace replay`.
+pub fn uftrace_tids(dir: &std::path::Path) -> Vec<u32> {
+    let mut tids = Vec::new();
+    for line in uftrace(&["replay", "--no-pager", "-f", "tid"], dir).lines() {
+        // ` [ 1234] | main() {` (not `[1] main` of a "remaining" report).
+        let Some(tid) = line
+            .trim_start()
+            .strip_prefix('[')
+            .and_then(|rest| rest.split_once("] |"))
+            .and_then(|(tid, _)| tid.trim().parse().ok())
+        else {
+            continue;
+        };
+        if !tids.contains(&tid) {
+            tids.push(tid);
+        }
+    }
+    tids
+}
+
+/// `uftrace replay -f none` of each thread of `dir` (in the order of
+/// [`uftrace_tids`]), with `prefix` removed from names and the thread ids
+/// of "remaining functions" reports replaced by `TID`.
+pub fn uftrace_replays_by_thread(dir: &std::path::Path, prefix: &str) -> Vec<String> {
+    uftrace_tids(dir)
+        .into_iter()
+        .map(|tid| {
+            uftrace_replay(dir, Some(tid))
+                .replace(prefix, "")
+                .replace(&format!("task: {tid}\n"), "task: TID\n")
+        })
+        .collect()
+}
+
+/// Traces `run` on this thread (and the threads it starts) with the graph
+/// tracer on the functions named `prefix*` (and, with `generic`, the
+/// function tracer too, which sends every call through the generic entry
+/// and exit paths), dumps the trace into a fresh directory named after
+/// `name` and returns it with `run`'s result. The caller removes it.
+pub fn trace_and_dump<R>(
+    name: &str,
+    prefix: &str,
+    generic: bool,
+    run: impl FnOnce() -> R,
+) -> (std::path::PathBuf, R) {
+    fntrace::init().unwrap();
+    fntrace::GRAPH_TRACER.take_trace();
+    let filter = fntrace::Filter::new().include(&format!("{prefix}*"));
+    fntrace::enable_with("graph", &filter).unwrap();
+    if generic {
+        fntrace::enable_with("function", &filter).unwrap();
+    }
+    let result = run();
+    if generic {
+        fntrace::disable("function").unwrap();
+    }
+    fntrace::disable("graph").unwrap();
+    let dir = temp_dir(name);
+    fntrace::dump(&dir).expect("dump");
+    (dir, result)
 }

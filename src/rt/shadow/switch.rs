@@ -29,8 +29,13 @@
 //! every frame taken off the stack without returning while its slot may
 //! still hold the trampoline is remembered (slot, real return address) in a
 //! ring, the *limbo*, and a return through a remembered slot goes back to
-//! its real address (its exit was reported already). Only a frame forgotten
-//! after [`LIMBO_SIZE`] newer ones would leave the return address unknown.
+//! its real address (its exit was reported already). A frame that leaves
+//! the limbo, [`LIMBO_SIZE`] give-ups later, gets its real return address
+//! back in its slot if the slot still holds the trampoline (and no live or
+//! parked frame owns it): if it ever returns, it goes straight to its
+//! caller. The slot is read and written with `process_vm_readv` /
+//! `process_vm_writev`, which fail instead of faulting on memory that is
+//! gone (a freed coroutine stack).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -157,12 +162,33 @@ impl ShadowStack {
     /// Remembers a frame taken off the stack without returning, whose slot
     /// may still hold the trampoline.
     pub(super) fn remember(&mut self, frame: &Frame) {
+        let leaving = self.parking.limbo[self.parking.remembered % LIMBO_SIZE];
+        if leaving.slot != 0 {
+            self.unhook_forgotten(leaving);
+        }
         let parking = &mut self.parking;
         parking.limbo[parking.remembered % LIMBO_SIZE] = Remembered {
             slot: frame.slot,
             real_return: frame.real_return,
         };
         parking.remembered = parking.remembered.wrapping_add(1);
+    }
+
+    /// A frame leaving the limbo: its real return address goes back into
+    /// its slot if the slot still holds the trampoline and no active or
+    /// parked frame owns it (counted as a resynchronisation).
+    fn unhook_forgotten(&self, forgotten: Remembered) {
+        let slot = forgotten.slot;
+        let owned = self.frames[..self.len].iter().any(|f| f.slot == slot)
+            || self.parking.frames[..self.parking.len]
+                .iter()
+                .any(|p| p.frame.slot == slot);
+        if owned || read_word(slot) != Some(super::return_trampoline()) {
+            return;
+        }
+        if write_word(slot, forgotten.real_return) {
+            RESYNCS.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// The frame at `index` is returning: of the frames above it, those on
@@ -318,6 +344,44 @@ impl ShadowStack {
     }
 }
 
+/// The word at `address` of this process, or `None` where nothing is
+/// mapped (no fault: `process_vm_readv`).
+fn read_word(address: usize) -> Option<usize> {
+    let mut word = 0usize;
+    let local = libc::iovec {
+        iov_base: (&raw mut word).cast(),
+        iov_len: 8,
+    };
+    let remote = libc::iovec {
+        iov_base: address as *mut libc::c_void,
+        iov_len: 8,
+    };
+    let _errno = crate::rt::thread::PreservedErrno::save();
+    // SAFETY: the local iovec covers `word`; the kernel checks the remote
+    // one and fails (EFAULT) on unmapped memory instead of faulting.
+    let read = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    (read == 8).then_some(word)
+}
+
+/// Writes `word` at `address` of this process; false where nothing
+/// writable is mapped (no fault: `process_vm_writev`).
+fn write_word(address: usize, word: usize) -> bool {
+    let local = libc::iovec {
+        iov_base: (&raw const word).cast_mut().cast(),
+        iov_len: 8,
+    };
+    let remote = libc::iovec {
+        iov_base: address as *mut libc::c_void,
+        iov_len: 8,
+    };
+    let _errno = crate::rt::thread::PreservedErrno::save();
+    // SAFETY: as in read_word; the kernel reads `word` and checks the
+    // remote range. The caller found the trampoline there: a stack slot of
+    // a frame given up long ago, which nothing else owns.
+    let written = unsafe { libc::process_vm_writev(libc::getpid(), &local, 1, &remote, 1, 0) };
+    written == 8
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -406,6 +470,43 @@ mod tests {
         }
         // Once only, and nothing is known of a slot never hooked.
         assert!(matches!(stack.pop_toward(MAIN - 0x100), Toward::Missing));
+    }
+
+    #[test]
+    fn a_frame_leaving_the_limbo_gets_its_real_return_address_back() {
+        let mut stack = empty();
+        // Two slots in real memory, holding the trampoline as hooked
+        // frames' slots do, and one address where nothing is mapped.
+        let trampoline = super::super::return_trampoline();
+        // Atomics: memory the kernel writes behind the compiler's back.
+        let slots = [
+            AtomicU64::new(trampoline as u64),
+            AtomicU64::new(trampoline as u64),
+        ];
+        let addresses = slots.each_ref().map(|slot| slot.as_ptr() as usize);
+        let unmapped = 8usize;
+        for slot in [addresses[0], unmapped, addresses[1]] {
+            assert!(stack.push(frame(slot)));
+            assert!(stack.pop_dead_below(slot + 8).is_some());
+        }
+        // The second real slot's frame is live again (parked: another
+        // stack's frame with the same slot).
+        stack.parking.frames[0].frame = frame(addresses[1]);
+        stack.parking.len = 1;
+        // LIMBO_SIZE more give-ups push the three out.
+        for i in 0..LIMBO_SIZE {
+            assert!(stack.push(frame(MAIN - 16 * i)));
+            assert!(stack.pop_dead_below(MAIN).is_some());
+        }
+        let now = slots
+            .each_ref()
+            .map(|slot| slot.load(Ordering::Relaxed) as usize);
+        assert_eq!(
+            now[0],
+            addresses[0] + 1,
+            "not given its real return address"
+        );
+        assert_eq!(now[1], trampoline, "a parked frame's slot was written");
     }
 
     #[test]
