@@ -58,6 +58,9 @@ pub enum Command {
     /// Flame graph: SVG, or folded stacks with --folded.
     #[command(after_help = FLAME_HELP)]
     Flame(FlameArgs),
+    /// Cargo with the workspace's own crates instrumented for fntrace
+    /// (-Zinstrument-mcount on stable): build, run, test or bench.
+    Cargo(super::cargo::CargoArgs),
     /// Shell completion script, to source or install.
     #[command(after_help = COMPLETIONS_HELP)]
     Completions {

@@ -4,6 +4,7 @@
 //! (pager, colour, closed pipes); files are written where `-o` says.
 
 mod args;
+mod cargo;
 mod output;
 mod report;
 
@@ -17,6 +18,7 @@ use fntrace_tools::analysis::{self, Selection};
 use fntrace_tools::{export, Trace};
 
 use args::{Cli, Command, SelectArgs};
+pub use cargo::run_as_rustc_wrapper;
 use output::{load_trace, output_failure, Failure, Output};
 
 /// Size above which `fntrace chrome` warns that viewers will struggle.
@@ -111,6 +113,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             }
             Ok(())
         }
+        Command::Cargo(args) => cargo::run(&args),
         Command::Completions { shell } => {
             let mut stdout = std::io::stdout().lock();
             clap_complete::generate(shell, &mut Cli::command(), "fntrace", &mut stdout);
