@@ -79,17 +79,16 @@ fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
 }
 
-/// `fntrace cargo ARGS` in `dir`, which must succeed; its stdout.
-fn fntrace_cargo(dir: &Path, args: &[&str]) -> String {
+/// `fntrace cargo ARGS` in `dir`, which must succeed; its stdout, and
+/// the first line of its stderr (fntrace's).
+fn fntrace_cargo(dir: &Path, args: &[&str]) -> (String, String) {
     let mut all = vec!["cargo"];
     all.extend(args);
     let output = run_in(dir, CLI, &all);
-    assert!(
-        output.status.success(),
-        "fntrace {all:?}:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap()
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "fntrace {all:?}:\n{stderr}");
+    let first = stderr.lines().next().unwrap_or_default().to_string();
+    (String::from_utf8(output.stdout).unwrap(), first)
 }
 
 /// What the fixture program printed: crate → RUSTC_BOOTSTRAP its rustc saw.
@@ -183,7 +182,15 @@ fn instruments_only_the_workspace_members_or_the_selected_packages() {
     let target = workspace.join("target/fntrace/debug");
 
     // Every member; into target/fntrace by default.
-    fntrace_cargo(&workspace, &["build"]);
+    let (_, said) = fntrace_cargo(&workspace, &["build"]);
+    assert_eq!(
+        said,
+        format!(
+            "fntrace: instrumenting every workspace member (-Zinstrument-mcount); \
+             target directory {}",
+            workspace.join("target/fntrace").display()
+        )
+    );
     assert_eq!(run_program(&target.join("app")), expected_probes(true));
     check_instrumented(&target.join("app"), true);
     assert_eq!(
@@ -201,7 +208,11 @@ fn instruments_only_the_workspace_members_or_the_selected_packages() {
     }
 
     // Only app: helper is built again, plain (not reused instrumented).
-    fntrace_cargo(&workspace, &["build", "-p", "app"]);
+    let (_, said) = fntrace_cargo(&workspace, &["build", "-p", "app"]);
+    assert!(
+        said.starts_with("fntrace: instrumenting the packages of -p app "),
+        "{said}"
+    );
     assert_eq!(run_program(&target.join("app")), expected_probes(false));
     check_instrumented(&target.join("app"), false);
 
@@ -222,7 +233,7 @@ fn instruments_only_the_workspace_members_or_the_selected_packages() {
 
     // `run`, and an explicit --target-dir, used as given.
     let elsewhere = temp.0.join("elsewhere");
-    let stdout = fntrace_cargo(
+    let (stdout, _) = fntrace_cargo(
         &workspace,
         &[
             "run",

@@ -209,10 +209,22 @@ pub fn run(args: &CargoArgs) -> Result<(), Failure> {
 
     let mut command = Command::new(&cargo);
     command.arg(args.command.name());
-    if options.target_dir.is_none() {
-        let base = cargo_target_dir(&cargo, options.manifest_path.as_deref())?;
-        command.arg("--target-dir").arg(base.join("fntrace"));
-    }
+    let target_dir = match &options.target_dir {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            let dir = cargo_target_dir(&cargo, options.manifest_path.as_deref())?.join("fntrace");
+            command.arg("--target-dir").arg(&dir);
+            dir
+        }
+    };
+    let what = match &selection {
+        Selection::Members => "every workspace member".to_string(),
+        Selection::Selected(args) => format!("the packages of {args}"),
+    };
+    eprintln!(
+        "fntrace: instrumenting {what} (-Zinstrument-mcount); target directory {}",
+        target_dir.display()
+    );
     command
         .args(&args.args)
         .env("RUSTC_WORKSPACE_WRAPPER", &exe)
