@@ -62,11 +62,13 @@ pub struct RecordReport {
     pub duration: Duration,
 }
 
-/// Tells the writer when to stop; counts its drains.
+/// Tells the writer when to stop; counts its drains and what they wrote.
 struct Shared {
     stop: Mutex<bool>,
     wake: Condvar,
     drains: AtomicU64,
+    written: AtomicU64,
+    lost: AtomicU64,
 }
 
 /// How a recording runs; see [`record_with`].
@@ -159,6 +161,8 @@ fn start(
         stop: Mutex::new(false),
         wake: Condvar::new(),
         drains: AtomicU64::new(0),
+        written: AtomicU64::new(0),
+        lost: AtomicU64::new(0),
     });
     let interval = options.drain_interval.max(Duration::from_micros(100));
     let writer = {
@@ -261,6 +265,11 @@ fn write_until_stopped(
                 failure = Some(err.into());
             }
         }
+        let totals = stream.totals();
+        shared.written.store(totals.events, Ordering::Relaxed);
+        shared
+            .lost
+            .store(totals.lost + totals.left_out, Ordering::Relaxed);
         shared.drains.fetch_add(1, Ordering::Release);
         if stop {
             break;
@@ -286,6 +295,13 @@ impl Recording {
     /// of threads that had exited.
     pub fn drains(&self) -> u64 {
         self.shared.drains.load(Ordering::Acquire)
+    }
+
+    /// Events written so far, and lost so far, as of the last drain (see
+    /// [`RecordReport`]).
+    pub fn written_and_lost(&self) -> (u64, u64) {
+        let written = self.shared.written.load(Ordering::Relaxed);
+        (written, self.shared.lost.load(Ordering::Relaxed))
     }
 
     /// Stops the recording: disables the tracer, drains what the buffers

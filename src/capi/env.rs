@@ -26,7 +26,7 @@ use crate::tracers::graph::GRAPH_TRACER;
 use super::{parse_globs, register_builtins, start_recording, take_recording};
 
 /// Rows of the latency table printed at exit.
-const REPORT_ROWS: usize = 50;
+pub(super) const REPORT_ROWS: usize = 50;
 
 /// Run before `main` (after the tracer registrations, which have a
 /// constructor priority).
@@ -46,6 +46,7 @@ struct Settings {
 static APPLIED: std::sync::Mutex<Option<(bool, bool)>> = std::sync::Mutex::new(None);
 
 extern "C" fn start() {
+    super::live::serve_from_env(); // FNTRACE_CONTROL, whatever the others say
     let outcome = catch_unwind(|| match settings() {
         Ok(Some(settings)) => apply(settings),
         Ok(None) => Ok(()),

@@ -14,6 +14,7 @@ Examples:
   fntrace perfetto trace-dir -o t.perfetto-trace  open in ui.perfetto.dev
   fntrace flame trace-dir -o flame.svg          flame graph, one tower per thread
   fntrace diff before-dir after-dir             what changed between two runs
+  fntrace ctl PID record trace-dir              record a running program
 
 A trace directory is written by fntrace::dump (uftrace's data format); the
 directories of `uftrace record` are read too. Function globs (-F, -N, graph's
@@ -58,6 +59,9 @@ pub enum Command {
     /// Flame graph: SVG, or folded stacks with --folded.
     #[command(after_help = FLAME_HELP)]
     Flame(FlameArgs),
+    /// Control a running program: status, enable, record, stop, report...
+    #[command(after_help = super::ctl::CTL_HELP)]
+    Ctl(super::ctl::CtlArgs),
     /// Cargo with the workspace's own crates instrumented for fntrace
     /// (-Zinstrument-mcount on stable): build, run, test or bench.
     Cargo(super::cargo::CargoArgs),

@@ -5,6 +5,7 @@
 
 mod args;
 mod cargo;
+mod ctl;
 mod output;
 mod report;
 
@@ -29,6 +30,10 @@ pub fn main() -> ExitCode {
     // clap prints help, --version and argument errors (naming the argument)
     // itself, and exits 2 on errors.
     let cli = Cli::parse();
+    if let Command::Ctl(args) = &cli.command {
+        // Exit statuses of its own: 1 for an error reply, 2 for none.
+        return ctl::main(args);
+    }
     match run(cli) {
         Ok(()) | Err(Failure::StdoutClosed) => ExitCode::SUCCESS,
         Err(Failure::Message(why)) => {
@@ -113,6 +118,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             }
             Ok(())
         }
+        Command::Ctl(_) => unreachable!("main runs fntrace ctl"),
         Command::Cargo(args) => cargo::run(&args),
         Command::Completions { shell } => {
             let mut stdout = std::io::stdout().lock();
