@@ -1,9 +1,11 @@
 //! The example service (`examples/kv-service`), built as the README says
 //! (`fntrace cargo build --release -p kv-service`, in a target directory
 //! of its own so that it does not wait for the outer build's lock), traced
-//! while it runs: the service's request handlers show in the latency table
-//! with counts equal to the requests answered while it recorded, read by
-//! `fntrace report` and by the real `uftrace report`.
+//! while it runs — through its control socket (`fntrace ctl PID record`,
+//! `stop`; `enable graph`, `disable graph`, `dump`), and through the
+//! environment (the whole run): the service's request handlers show in the
+//! latency table with counts equal to the requests answered while it was
+//! traced, read by `fntrace report` and by the real `uftrace report`.
 //!
 //! Load comes from kv-load (many connections at once, every response
 //! checked) in phases; each phase ends when every response has arrived, so
@@ -114,6 +116,24 @@ impl Service {
                 total / 4
             )
         );
+    }
+
+    /// `fntrace ctl PID args`, which must answer ok; its stdout.
+    fn ctl(&self, args: &[&str]) -> String {
+        let output = Command::new(CLI)
+            .arg("ctl")
+            .arg(self.pid.to_string())
+            .args(args)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "fntrace ctl {args:?}: {stdout}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        stdout
     }
 
     /// Stops the service with SIGTERM; it must exit 0.
@@ -262,6 +282,30 @@ fn only_the_service_is_instrumented() {
         functions.len(),
         callers.len()
     );
+}
+
+#[test]
+fn the_control_socket_records_a_window_of_the_load() {
+    let recorded = TempDir::new("ctl-record");
+    let dumped = TempDir::new("ctl-dump");
+    let service = Service::start(&[("FNTRACE_CONTROL", "1")]);
+    service.load(8, 100); // before: not recorded
+    service.ctl(&["record", recorded.0.to_str().unwrap()]);
+    service.load(16, 200); // the window
+    let stopped = service.ctl(&["stop"]);
+    assert!(stopped.contains("\nlost: 0\n"), "{stopped}");
+    service.load(8, 100); // after: not recorded
+
+    // The graph tracer into memory, then written out.
+    service.ctl(&["enable", "graph"]);
+    service.load(4, 100);
+    service.ctl(&["disable", "graph"]);
+    service.load(4, 100); // not traced
+    service.ctl(&["dump", dumped.0.to_str().unwrap()]);
+    service.stop();
+
+    check_counts(&recorded.0, 16 * 200);
+    check_counts(&dumped.0, 4 * 100);
 }
 
 #[test]
