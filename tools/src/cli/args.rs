@@ -62,6 +62,9 @@ pub enum Command {
     /// Control a running program: status, enable, record, stop, report...
     #[command(after_help = super::ctl::CTL_HELP)]
     Ctl(super::ctl::CtlArgs),
+    /// Cargo with the workspace's own crates instrumented for fntrace
+    /// (-Zinstrument-mcount on stable): build, run, test or bench.
+    Cargo(super::cargo::CargoArgs),
     /// Shell completion script, to source or install.
     #[command(after_help = COMPLETIONS_HELP)]
     Completions {

@@ -6,6 +6,7 @@
 //! (pager, colour, closed pipes); files are written where `-o` says.
 
 mod args;
+mod cargo;
 mod ctl;
 mod output;
 mod report;
@@ -21,6 +22,7 @@ use fntrace_tools::export::{self, UftraceReader};
 use fntrace_tools::EventSource;
 
 use args::{ChromeArgs, Cli, Command, SelectArgs};
+pub use cargo::run_as_rustc_wrapper;
 use output::{open_trace, output_failure, Failure, Output, ProgressBar};
 use report::TraceReport;
 
@@ -158,6 +160,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             Ok(())
         }
         Command::Ctl(_) => unreachable!("main runs fntrace ctl"),
+        Command::Cargo(args) => cargo::run(&args),
         Command::Completions { shell } => {
             let mut stdout = std::io::stdout().lock();
             clap_complete::generate(shell, &mut Cli::command(), "fntrace", &mut stdout);
