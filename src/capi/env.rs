@@ -9,6 +9,11 @@
 //! - `FNTRACE_OUTPUT`: a directory to stream to with the recorder (graph
 //!   tracer), finished at exit;
 //! - `FNTRACE_REPORT=1`: the latency table on stderr at exit (graph tracer);
+//! - `FNTRACE_APPEND=1`: add this process to the recording already in
+//!   `FNTRACE_OUTPUT` as a new session (a program exec'd or spawned by a
+//!   recorded one) instead of requiring an empty directory. A process that
+//!   starts recording sets it, and `FNTRACE_OUTPUT` as an absolute path, in
+//!   its own environment, so that the programs it runs join its recording;
 //!
 //! and `FNTRACE_PATCH` as always. The values are checked before anything
 //! is enabled: an invalid one prints one line naming the variable, and the
@@ -23,7 +28,8 @@ use crate::filter::Filter;
 use crate::tracer;
 use crate::tracers::graph::GRAPH_TRACER;
 
-use super::{parse_globs, register_builtins, start_recording, take_recording};
+use super::{parse_globs, register_builtins, start_recording_with, take_recording};
+use crate::record::RecordOptions;
 
 /// Rows of the latency table printed at exit.
 const REPORT_ROWS: usize = 50;
@@ -39,6 +45,7 @@ struct Settings {
     tracers: Vec<String>,
     filter: Filter,
     output: Option<String>,
+    append: bool,
     report: bool,
 }
 
@@ -109,6 +116,11 @@ fn settings() -> Result<Option<Settings>, String> {
         Some("1") => true,
         Some(other) => return Err(format!("FNTRACE_REPORT={other}: use 1 (or 0)")),
     };
+    let append = match var("FNTRACE_APPEND")?.as_deref() {
+        None | Some("" | "0") => false,
+        Some("1") => true,
+        Some(other) => return Err(format!("FNTRACE_APPEND={other}: use 1 (or 0)")),
+    };
     let graph = tracers.iter().any(|t| t == "graph");
     if report && !graph && output.is_none() {
         return Err(
@@ -120,6 +132,7 @@ fn settings() -> Result<Option<Settings>, String> {
         tracers,
         filter,
         output,
+        append,
         report,
     }))
 }
@@ -130,8 +143,13 @@ fn apply(settings: Settings) -> Result<(), String> {
     let mut enabled: Vec<&str> = Vec::new();
     let result = (|| {
         if let Some(dir) = &settings.output {
-            start_recording(dir, &settings.filter)
+            let options = RecordOptions {
+                append: settings.append,
+                ..RecordOptions::default()
+            };
+            start_recording_with(dir, &settings.filter, &options)
                 .map_err(|f| format!("FNTRACE_OUTPUT={dir}: {}", f.1))?;
+            pass_recording_on(dir);
         }
         for name in &settings.tracers {
             if name == "graph" && settings.output.is_some() {
@@ -160,6 +178,15 @@ fn apply(settings: Settings) -> Result<(), String> {
         eprintln!("fntrace: atexit failed: the trace is not finished at exit");
     }
     Ok(())
+}
+
+/// Sets up this process's environment so that the programs it runs (which
+/// inherit it) add to its recording at `dir`: before `main`, so no other
+/// thread reads the environment meanwhile.
+fn pass_recording_on(dir: &str) {
+    let absolute = std::path::absolute(dir).unwrap_or_else(|_| dir.into());
+    std::env::set_var("FNTRACE_OUTPUT", absolute);
+    std::env::set_var("FNTRACE_APPEND", "1");
 }
 
 /// At exit: finishes the recording, prints the report.

@@ -7,6 +7,7 @@
 
 mod format;
 mod read;
+mod sessions;
 mod stream;
 mod write;
 

@@ -57,13 +57,26 @@ pub fn read_uftrace_dir_with_progress(
         &String::from_utf8_lossy(&read_file(&task_path)?),
     )?;
 
-    let map_path = dir.join(format!("sid-{}.map", tasks.sid));
-    let map_text = String::from_utf8_lossy(&read_file(&map_path)?).into_owned();
-    let maps = strip_build_ids(&map_text);
-    let modules = session_modules(&maps);
-
-    let symbols = load_symbols(dir, &modules, header.features & FEAT_SYM_REL_ADDR != 0)?;
-
+    // Each session (a process, or a program it exec'd) has its own map;
+    // sessions with the same map (forked children) share one symbol table.
+    let relative = header.features & FEAT_SYM_REL_ADDR != 0;
+    let mut address_spaces: Vec<(String, SymbolTable)> = Vec::new();
+    let mut space_of_session: Vec<usize> = Vec::with_capacity(tasks.sessions.len());
+    for session in &tasks.sessions {
+        let map_path = dir.join(format!("sid-{}.map", session.sid));
+        let map_text = String::from_utf8_lossy(&read_file(&map_path)?).into_owned();
+        let maps = strip_build_ids(&map_text);
+        let space = match address_spaces.iter().position(|(known, _)| *known == maps) {
+            Some(space) => space,
+            None => {
+                let symbols = load_symbols(dir, &session_modules(&maps), relative)?;
+                address_spaces.push((maps, symbols));
+                address_spaces.len() - 1
+            }
+        };
+        space_of_session.push(space);
+    }
+    let maps = address_spaces[0].0.clone();
     let mut seen = HashSet::new();
     let tids: Vec<u32> = tasks
         .tids
@@ -76,6 +89,7 @@ pub fn read_uftrace_dir_with_progress(
 
     let mut names = HashMap::new();
     let mut raw_names = HashMap::new();
+    let mut first_address_of: HashMap<String, usize> = HashMap::new();
     let mut threads = Vec::with_capacity(tids.len());
     let total_bytes: u64 = tids
         .iter()
@@ -95,12 +109,35 @@ pub fn read_uftrace_dir_with_progress(
         progress(read_bytes, total_bytes);
         let added = fntrace.added.get(&tid).map_or(&[][..], |v| &v[..]);
         let (mut events, lost) = parse_dat(&path, &data, added)?;
+        let spaces = tasks.address_spaces_of(tid, &space_of_session);
         for event in &mut events {
+            let space = spaces
+                .iter()
+                .rev()
+                .find(|(since, _)| *since <= event.time_ns)
+                .or(spaces.first())
+                .map_or(0, |&(_, space)| space);
+            let symbols = &address_spaces[space].1;
             if let Some(symbol) = symbols.containing(event.function) {
-                event.function = symbol.start;
+                // A function of another address space (a program exec'd)
+                // takes the address its name has in the first space that
+                // has it, as uftrace's reports merge functions by name;
+                // other functions there get distinct addresses above user
+                // space.
+                let function = match &symbol.name {
+                    Some(name) if space > 0 => *first_address_of
+                        .entry(name.clone())
+                        .or_insert(symbol.start | (space << SPACE_SHIFT)),
+                    Some(name) => {
+                        first_address_of.entry(name.clone()).or_insert(symbol.start);
+                        symbol.start
+                    }
+                    None => symbol.start | (space << SPACE_SHIFT),
+                };
+                event.function = function;
                 if let Some(name) = &symbol.name {
-                    raw_names.entry(symbol.start).or_insert_with(|| {
-                        names.insert(symbol.start, demangle(name));
+                    raw_names.entry(function).or_insert_with(|| {
+                        names.insert(function, demangle(name));
                         name.clone()
                     });
                 }
@@ -114,12 +151,13 @@ pub fn read_uftrace_dir_with_progress(
         });
     }
 
+    let first = &tasks.sessions[0];
     Ok(Trace {
-        pid: tasks.pid,
-        exe: if tasks.exe.is_empty() {
+        pid: first.pid,
+        exe: if first.exe.is_empty() {
             header.exe
         } else {
-            tasks.exe
+            first.exe.clone()
         },
         cmdline: header.cmdline,
         threads,
@@ -137,16 +175,66 @@ fn read_file(path: &Path) -> Result<Vec<u8>, ExportError> {
     Ok(data)
 }
 
-struct Tasks {
+/// Above user-space addresses (47 bits): a trace read from a directory
+/// with several address spaces (a recorded program exec'd another) gives
+/// the functions of the `k`-th space addresses `start | k << SPACE_SHIFT`.
+const SPACE_SHIFT: u32 = 48;
+
+/// One `SESS` line of `task.txt`.
+struct Session {
     pid: u32,
     sid: String,
     exe: String,
+    start: u64,
+}
+
+/// What `task.txt` says.
+struct Tasks {
+    /// In the order of the file; at least one.
+    sessions: Vec<Session>,
+    /// Every `TASK` line, by tid: pid, time.
+    task_lines: HashMap<u32, Vec<(u32, u64)>>,
+    /// Forked children's parents (`FORK` lines): pid to parent pid.
+    parents: HashMap<u32, u32>,
+    /// Thread ids in order of first appearance.
     tids: Vec<u32>,
 }
 
+impl Tasks {
+    /// The address spaces thread `tid` ran in, each from a time on (oldest
+    /// first), as uftrace picks a thread's session: the newest session of
+    /// its process started by the time of each of its `TASK` lines, or else
+    /// its parent's.
+    fn address_spaces_of(&self, tid: u32, space_of_session: &[usize]) -> Vec<(u64, usize)> {
+        let mut spaces = Vec::new();
+        for &(pid, time) in self.task_lines.get(&tid).into_iter().flatten() {
+            let mut process = Some(pid);
+            while let Some(pid) = process {
+                let newest = self
+                    .sessions
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| s.pid == pid && s.start <= time)
+                    .max_by_key(|(_, s)| s.start);
+                if let Some((index, _)) = newest {
+                    spaces.push((time, space_of_session[index]));
+                    break;
+                }
+                process = self.parents.get(&pid).copied().filter(|&p| p != pid);
+            }
+        }
+        spaces.sort_by_key(|&(time, _)| time);
+        spaces
+    }
+}
+
 fn parse_task_txt(path: &Path, text: &str) -> Result<Tasks, ExportError> {
-    let mut session: Option<(u32, String, String)> = None;
-    let mut tids = Vec::new();
+    let mut tasks = Tasks {
+        sessions: Vec::new(),
+        task_lines: HashMap::new(),
+        parents: HashMap::new(),
+        tids: Vec::new(),
+    };
     for (n, line) in text.lines().enumerate() {
         let line_no = n + 1;
         let bad =
@@ -166,9 +254,9 @@ fn parse_task_txt(path: &Path, text: &str) -> Result<Tasks, ExportError> {
                 .parse()
                 .map_err(|_| bad(&format!("bad {key}=")))
         };
-        fields
+        let time = fields
             .get("timestamp")
-            .filter(|t| parse_timestamp(t).is_some())
+            .and_then(|t| parse_timestamp(t))
             .ok_or_else(|| bad("missing or bad timestamp="))?;
         match kind {
             "SESS" => {
@@ -178,26 +266,36 @@ fn parse_task_txt(path: &Path, text: &str) -> Result<Tasks, ExportError> {
                     return Err(bad("sid= is not 16 hex digits"));
                 }
                 let exe = fields.get("exename").copied().unwrap_or_default();
-                if session.is_none() {
-                    session = Some((pid, sid.to_string(), exe.to_string()));
-                }
+                tasks.sessions.push(Session {
+                    pid,
+                    sid: sid.to_string(),
+                    exe: exe.to_string(),
+                    start: time,
+                });
             }
             "TASK" => {
-                tids.push(number("tid")?);
-                number("pid")?;
+                let tid = number("tid")?;
+                let pid = number("pid")?;
+                let lines = tasks.task_lines.entry(tid).or_default();
+                if lines.is_empty() {
+                    tasks.tids.push(tid);
+                }
+                lines.push((pid, time));
             }
-            "FORK" | "EXEC" | "DLOP" => {}
+            "FORK" => {
+                tasks.parents.insert(number("pid")?, number("ppid")?);
+            }
+            "EXEC" | "DLOP" => {}
             _ => return Err(bad("not a SESS, TASK, FORK, EXEC or DLOP line")),
         }
     }
-    let (pid, sid, exe) = session
-        .ok_or_else(|| ExportError::malformed(path, "no SESS line (no session recorded)"))?;
-    Ok(Tasks {
-        pid,
-        sid,
-        exe,
-        tids,
-    })
+    if tasks.sessions.is_empty() {
+        return Err(ExportError::malformed(
+            path,
+            "no SESS line (no session recorded)",
+        ));
+    }
+    Ok(tasks)
 }
 
 /// `key=value` fields of a task.txt line; a value may be a quoted string
