@@ -9,6 +9,10 @@
 //! - `FNTRACE_OUTPUT`: a directory to stream to with the recorder (graph
 //!   tracer), finished at exit;
 //! - `FNTRACE_REPORT=1`: the latency table on stderr at exit (graph tracer);
+//! - `FNTRACE_FLIGHT=BYTES`: with `FNTRACE_OUTPUT`, run the flight
+//!   recorder instead (the most recent BYTES of events) and write its
+//!   snapshot to `FNTRACE_OUTPUT` at exit; this process only (the programs
+//!   it runs are not recorded);
 //! - `FNTRACE_APPEND=1`: add this process to the recording already in
 //!   `FNTRACE_OUTPUT` as a new session (a program exec'd or spawned by a
 //!   recorded one) instead of requiring an empty directory. A process that
@@ -29,6 +33,7 @@ use crate::tracer;
 use crate::tracers::graph::GRAPH_TRACER;
 
 use super::{parse_globs, register_builtins, start_recording_with, take_recording};
+use crate::flight::{flight_record, FlightOptions, FlightRecorder};
 use crate::record::RecordOptions;
 
 /// Rows of the latency table printed at exit.
@@ -45,9 +50,15 @@ struct Settings {
     tracers: Vec<String>,
     filter: Filter,
     output: Option<String>,
+    flight: Option<usize>,
     append: bool,
     report: bool,
 }
+
+/// The flight recorder `FNTRACE_FLIGHT` started, and the process that
+/// started it (a forked child has no writer thread to snapshot with).
+static FLIGHT: std::sync::Mutex<Option<(u32, FlightRecorder, String)>> =
+    std::sync::Mutex::new(None);
 
 /// The settings `start` applied, for the exit handler.
 static APPLIED: std::sync::Mutex<Option<(bool, bool)>> = std::sync::Mutex::new(None);
@@ -116,6 +127,21 @@ fn settings() -> Result<Option<Settings>, String> {
         Some("1") => true,
         Some(other) => return Err(format!("FNTRACE_REPORT={other}: use 1 (or 0)")),
     };
+    let flight =
+        match var("FNTRACE_FLIGHT")? {
+            None => None,
+            Some(bytes) => {
+                let budget: usize = bytes.trim().parse().ok().filter(|&b| b >= 16).ok_or_else(|| {
+                format!("FNTRACE_FLIGHT={bytes}: not a size in bytes (a whole number, at least 16)")
+            })?;
+                if output.is_none() {
+                    return Err(format!(
+                    "FNTRACE_FLIGHT={bytes} needs FNTRACE_OUTPUT (where the snapshot is written)"
+                ));
+                }
+                Some(budget)
+            }
+        };
     let append = match var("FNTRACE_APPEND")?.as_deref() {
         None | Some("" | "0") => false,
         Some("1") => true,
@@ -132,6 +158,7 @@ fn settings() -> Result<Option<Settings>, String> {
         tracers,
         filter,
         output,
+        flight,
         append,
         report,
     }))
@@ -142,7 +169,20 @@ fn settings() -> Result<Option<Settings>, String> {
 fn apply(settings: Settings) -> Result<(), String> {
     let mut enabled: Vec<&str> = Vec::new();
     let result = (|| {
-        if let Some(dir) = &settings.output {
+        if let (Some(dir), Some(budget_bytes)) = (&settings.output, settings.flight) {
+            let options = FlightOptions {
+                budget_bytes,
+                ..FlightOptions::default()
+            };
+            let recorder = flight_record("graph", &settings.filter, options)
+                .map_err(|e| format!("FNTRACE_FLIGHT: {e}"))?;
+            *FLIGHT.lock().unwrap_or_else(|e| e.into_inner()) =
+                Some((std::process::id(), recorder, dir.clone()));
+            // The programs this one runs are not recorded.
+            for name in ["FNTRACE_OUTPUT", "FNTRACE_FLIGHT", "FNTRACE"] {
+                std::env::remove_var(name);
+            }
+        } else if let Some(dir) = &settings.output {
             let options = RecordOptions {
                 append: settings.append,
                 ..RecordOptions::default()
@@ -168,6 +208,9 @@ fn apply(settings: Settings) -> Result<(), String> {
         if let Some(recording) = take_recording() {
             let _ = recording.stop();
         }
+        if let Some((_, recorder, _)) = FLIGHT.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = recorder.stop();
+        }
         return Err(message);
     }
     *APPLIED.lock().unwrap_or_else(|e| e.into_inner()) =
@@ -189,6 +232,31 @@ fn pass_recording_on(dir: &str) {
     std::env::set_var("FNTRACE_APPEND", "1");
 }
 
+/// Writes the flight recorder's snapshot to `dir` and stops it; the
+/// directory, if written.
+fn finish_flight(recorder: FlightRecorder, dir: &str) -> Option<std::path::PathBuf> {
+    let written = match recorder.snapshot(dir) {
+        Ok(snapshot) => {
+            eprintln!(
+                "fntrace: flight recorder: {} events over {:?} ({} lost, {} evicted) written to {dir}",
+                snapshot.events,
+                snapshot.window(),
+                snapshot.lost,
+                snapshot.evicted
+            );
+            Some(snapshot.dir)
+        }
+        Err(err) => {
+            eprintln!("fntrace: FNTRACE_FLIGHT: writing the snapshot to {dir}: {err}");
+            None
+        }
+    };
+    if let Err(err) = recorder.stop() {
+        eprintln!("fntrace: FNTRACE_FLIGHT: stopping: {err}");
+    }
+    written
+}
+
 /// At exit: finishes the recording, prints the report.
 extern "C" fn finish() {
     let finished = std::thread::Builder::new()
@@ -206,7 +274,16 @@ fn finish_on_this_thread() {
         return;
     };
     let mut dir = None;
-    if recorded {
+    let flight = FLIGHT.lock().unwrap_or_else(|e| e.into_inner()).take();
+    match flight {
+        Some((pid, recorder, output)) if pid == std::process::id() => {
+            dir = finish_flight(recorder, &output);
+        }
+        // A forked child's copy: its writer thread is the parent's.
+        Some((_, recorder, _)) => std::mem::forget(recorder),
+        None => {}
+    }
+    if recorded && dir.is_none() {
         if let Some(recording) = take_recording() {
             match recording.stop() {
                 Ok(done) => dir = Some(done.dir),

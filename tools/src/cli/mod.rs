@@ -5,6 +5,7 @@
 
 mod args;
 mod output;
+mod record;
 mod report;
 
 use std::fs::File;
@@ -28,7 +29,8 @@ pub fn main() -> ExitCode {
     // itself, and exits 2 on errors.
     let cli = Cli::parse();
     match run(cli) {
-        Ok(()) | Err(Failure::StdoutClosed) => ExitCode::SUCCESS,
+        Ok(code) => code,
+        Err(Failure::StdoutClosed) => ExitCode::SUCCESS,
         Err(Failure::Message(why)) => {
             eprintln!("fntrace: {why}");
             ExitCode::FAILURE
@@ -36,24 +38,33 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> Result<(), Failure> {
+/// Runs `cli`'s command; `fntrace record` exits as the program it ran.
+fn run(cli: Cli) -> Result<ExitCode, Failure> {
     match cli.command {
+        Command::Record(args) => Ok(record::main(args)),
+        command => run_reader(command, cli.no_pager).map(|()| ExitCode::SUCCESS),
+    }
+}
+
+/// Runs a command that reads a trace.
+fn run_reader(command: Command, no_pager: bool) -> Result<(), Failure> {
+    match command {
         Command::Report(args) => {
             let trace = selected(&args.dir, &args.select, None)?;
-            let mut out = Output::new(cli.no_pager);
+            let mut out = Output::new(no_pager);
             report::write_report(&trace, &args, &mut out).map_err(output_failure)?;
             out.finish()
         }
         Command::Diff(args) => {
             let before = selected(&args.dir1, &args.select, None)?;
             let after = selected(&args.dir2, &args.select, None)?;
-            let mut out = Output::new(cli.no_pager);
+            let mut out = Output::new(no_pager);
             report::write_diff(&before, &after, &args, &mut out).map_err(output_failure)?;
             out.finish()
         }
         Command::Graph(args) => {
             let trace = selected(&args.dir, &args.select, None)?;
-            let mut out = Output::new(cli.no_pager);
+            let mut out = Output::new(no_pager);
             report::write_lost_and_unfinished(&trace, &mut out).map_err(output_failure)?;
             analysis::call_tree(&trace, args.function.as_deref())
                 .write_text(&mut out)
@@ -62,7 +73,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Replay(args) => {
             let trace = selected(&args.dir, &args.select, args.depth)?;
-            let mut out = Output::new(cli.no_pager);
+            let mut out = Output::new(no_pager);
             analysis::write_call_graph(&trace, None, &mut out).map_err(output_failure)?;
             out.finish()
         }
@@ -109,6 +120,10 @@ fn run(cli: Cli) -> Result<(), Failure> {
                     trace.lost()
                 );
             }
+            Ok(())
+        }
+        Command::Record(args) => {
+            record::main(args);
             Ok(())
         }
         Command::Completions { shell } => {
