@@ -9,7 +9,8 @@
 //! boundary: one is caught and reported as `-ENOTRECOVERABLE`.
 //!
 //! [`env`]: environment control (`FNTRACE=graph` ...), applied before
-//! `main`.
+//! `main`. [`live`]: the commands of the control socket, run over the same
+//! state (the filter, the recording).
 //!
 //! Also here: no-op `__monstartup` and `_mcleanup`, which replace glibc's
 //! gprof start-up and exit (`gcrt1.o` of a `gcc -pg` program calls them), so
@@ -31,21 +32,22 @@ use crate::tracers::{function::FUNCTION_TRACER, graph::GRAPH_TRACER};
 
 mod env;
 mod exec;
+pub(crate) mod live;
 
 thread_local! {
     /// The message of this thread's last failed call.
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
 }
 
-/// The filter `fntrace_set_filter` set, for the tracers enabled after it
-/// and for recordings.
-static FILTER: Mutex<Option<Filter>> = Mutex::new(None);
+/// The filter `fntrace_set_filter` set (its globs and itself), for the
+/// tracers enabled after it and for recordings.
+static FILTER: Mutex<Option<(String, Filter)>> = Mutex::new(None);
 
 /// The recording `fntrace_record_start` started.
 static RECORDING: Mutex<Option<Recording>> = Mutex::new(None);
 
 /// A failure of a C call: its code (a negated errno) and message.
-struct Failure(c_int, String);
+pub(crate) struct Failure(pub(crate) c_int, pub(crate) String);
 
 impl From<Error> for Failure {
     fn from(err: Error) -> Failure {
@@ -113,7 +115,7 @@ unsafe fn arg<'a>(ptr: *const c_char, name: &str) -> Result<&'a str, Failure> {
 /// refers to it: the references here keep both, and the registration here
 /// covers a constructor left out all the same. Called after the
 /// constructors (tracer registrations run first), so it never races them.
-fn register_builtins() {
+pub(crate) fn register_builtins() {
     let builtins: [(&'static str, &'static dyn Tracer); 2] =
         [("function", &FUNCTION_TRACER), ("graph", &GRAPH_TRACER)];
     for (name, tracer) in builtins {
@@ -125,12 +127,29 @@ fn register_builtins() {
 }
 
 /// The filter set by `fntrace_set_filter` (every function if none).
-fn current_filter() -> Filter {
+pub(crate) fn current_filter() -> Filter {
     FILTER
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .clone()
+        .as_ref()
+        .map(|(_, filter)| filter.clone())
         .unwrap_or_default()
+}
+
+/// The globs of the filter set by `fntrace_set_filter`, if one was.
+pub(crate) fn current_globs() -> Option<String> {
+    FILTER
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .as_ref()
+        .map(|(globs, _)| globs.clone())
+}
+
+/// Sets the filter as `fntrace_set_filter` does.
+pub(crate) fn set_filter(globs: &str) -> Result<(), Error> {
+    let filter = parse_globs(globs)?;
+    *FILTER.lock().unwrap_or_else(PoisonError::into_inner) = Some((globs.to_string(), filter));
+    Ok(())
 }
 
 /// Parses a comma-separated list of globs: `glob` includes, `!glob`
@@ -212,9 +231,7 @@ pub unsafe extern "C" fn fntrace_set_filter(globs: *const c_char) -> c_int {
     run("fntrace_set_filter", || {
         // SAFETY: the caller passes null or a valid C string.
         let globs = unsafe { arg(globs, "globs") }?;
-        let filter = parse_globs(globs)?;
-        *FILTER.lock().unwrap_or_else(PoisonError::into_inner) = Some(filter);
-        Ok(())
+        Ok(set_filter(globs)?)
     })
 }
 
@@ -248,7 +265,7 @@ pub unsafe extern "C" fn fntrace_record_start(dir: *const c_char) -> c_int {
 }
 
 /// Starts the recording kept for `fntrace_record_stop`.
-fn start_recording(dir: &str, filter: &Filter) -> Result<(), Failure> {
+pub(crate) fn start_recording(dir: &str, filter: &Filter) -> Result<(), Failure> {
     start_recording_with(dir, filter, &record::RecordOptions::default())
 }
 
@@ -270,11 +287,21 @@ fn start_recording_with(
 }
 
 /// The recording kept by `fntrace_record_start`, taken out.
-fn take_recording() -> Option<Recording> {
+pub(crate) fn take_recording() -> Option<Recording> {
     RECORDING
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .take()
+}
+
+/// Runs `look` on the recording kept by `fntrace_record_start`, if any.
+pub(crate) fn with_recording<R>(look: impl FnOnce(Option<&Recording>) -> R) -> R {
+    look(
+        RECORDING
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref(),
+    )
 }
 
 /// `int fntrace_record_stop(void)`: stops the recording and finishes its

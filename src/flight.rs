@@ -324,6 +324,30 @@ fn start(tracer: &str, filter: &Filter, options: &FlightOptions) -> Result<Fligh
     Ok(recorder)
 }
 
+/// A snapshot of the running flight recorder, whoever started it (for the
+/// control socket); `None` if none runs.
+pub(crate) fn snapshot_running(dir: &Path) -> Option<Result<SnapshotReport, Error>> {
+    let shared = hooks::active()?;
+    Some(snapshot_of(&shared, dir))
+}
+
+/// Whether a flight recorder runs.
+pub(crate) fn flight_recorder_running() -> bool {
+    hooks::active().is_some()
+}
+
+fn snapshot_of(shared: &Shared, dir: &Path) -> Result<SnapshotReport, Error> {
+    let _untraced = Untraced::begin();
+    match shared.ask(Request::Copy, Duration::from_secs(60)) {
+        Some(Answer::Copy(copy)) => {
+            write_snapshot(copy, dir, shared.evicted.load(Ordering::Acquire))
+        }
+        _ => Err(Error::Recording(
+            "the flight recorder's writer did not answer".to_string(),
+        )),
+    }
+}
+
 impl FlightRecorder {
     /// Writes the window — every thread's most recent events, up to now —
     /// as a uftrace data directory at `dir` (which must not exist or be
@@ -334,17 +358,7 @@ impl FlightRecorder {
     ///
     /// [`write_uftrace_dir`]: crate::export::write_uftrace_dir
     pub fn snapshot(&self, dir: impl AsRef<Path>) -> Result<SnapshotReport, Error> {
-        let _untraced = Untraced::begin();
-        match self.shared.ask(Request::Copy, Duration::from_secs(60)) {
-            Some(Answer::Copy(copy)) => write_snapshot(
-                copy,
-                dir.as_ref(),
-                self.shared.evicted.load(Ordering::Acquire),
-            ),
-            _ => Err(Error::Recording(
-                "the flight recorder's writer did not answer".to_string(),
-            )),
-        }
+        snapshot_of(&self.shared, dir.as_ref())
     }
 
     /// From now on, each call of a function whose demangled name matches

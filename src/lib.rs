@@ -28,8 +28,10 @@
 //! trampolines call; it reaches tracers only through that interface) →
 //! `tracers` (the built-in `function` and `graph` tracers) → `control`
 //! (init, enable, disable, dump) → `record` (the streaming recorder) →
-//! `flight` (the flight recorder) → `capi` (the C ABI of
-//! `include/fntrace.h`) → this root (the public API). The trace
+//! `flight` (the flight recorder) → `socket` (the control socket's
+//! transport and protocol) → `capi` (the C ABI of `include/fntrace.h`, the
+//! environment start-up, and what the control socket's commands do) → this
+//! root (the public API). The trace
 //! model, analysis and exporters are the `fntrace-tools` crate.
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
@@ -45,12 +47,14 @@ mod patch;
 mod record;
 mod rt;
 mod sites;
+mod socket;
 mod symbols;
 mod sys;
 mod tracer;
 mod tracers;
 
 pub use arch::x86_64::{SavedRegs, SiteForm};
+pub use capi::live::{serve_control, serve_control_with};
 pub use control::{
     disable, dump, dump_with_progress, enable, enable_with, flush, function_name, init, site_of,
     sites, stats, DumpReport, Stats,
@@ -73,6 +77,7 @@ pub use record::{
 pub use rt::shadow::MAX_HOOKED_DEPTH;
 pub use rt::thread::{current_tid, generic_entries_on_this_thread, untraced};
 pub use sites::{ScanReport, SiteInfo, SiteKind};
+pub use socket::{default_control_path, ControlOptions, ControlServer};
 pub use tracer::{register, tracer_names, Call, Return, Tracer, MAX_TRACERS};
 pub use tracers::function::{FunctionEvent, FunctionTracer, FUNCTION_TRACER};
 pub use tracers::graph::{GraphTracer, GRAPH_TRACER};

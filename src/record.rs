@@ -109,11 +109,13 @@ pub struct RecordReport {
     pub duration: Duration,
 }
 
-/// Tells the writer when to stop; counts its drains.
+/// Tells the writer when to stop; counts its drains and what they wrote.
 struct Shared {
     stop: Mutex<bool>,
     wake: Condvar,
     drains: AtomicU64,
+    written: AtomicU64,
+    lost: AtomicU64,
 }
 
 /// How a recording runs; see [`record_with`].
@@ -241,6 +243,8 @@ fn start_writer(
         stop: Mutex::new(false),
         wake: Condvar::new(),
         drains: AtomicU64::new(0),
+        written: AtomicU64::new(0),
+        lost: AtomicU64::new(0),
     });
     let handle = {
         let shared = Arc::clone(&shared);
@@ -519,6 +523,13 @@ fn write_until_stopped(
                 failure = Some(err.into());
             }
         }
+        if let Some(stream) = &stream {
+            let totals = stream.totals();
+            shared.written.store(totals.events, Ordering::Relaxed);
+            shared
+                .lost
+                .store(totals.lost + totals.left_out, Ordering::Relaxed);
+        }
         shared.drains.fetch_add(1, Ordering::Release);
         if stop {
             break;
@@ -549,6 +560,15 @@ impl Recording {
         writer_slot()
             .as_ref()
             .map_or(0, |writer| writer.shared.drains.load(Ordering::Acquire))
+    }
+
+    /// Events written so far, and lost so far, as of the last drain (see
+    /// [`RecordReport`]).
+    pub fn written_and_lost(&self) -> (u64, u64) {
+        writer_slot().as_ref().map_or((0, 0), |writer| {
+            let written = writer.shared.written.load(Ordering::Relaxed);
+            (written, writer.shared.lost.load(Ordering::Relaxed))
+        })
     }
 
     /// Stops the recording: disables the tracer, drains what the buffers

@@ -7,93 +7,23 @@
 //! that `fntrace_last_error` explains. No `gmon.out` is written.
 //!
 //! `cargo test` builds only the rlib of the root crate, so the test builds
-//! its `staticlib` and `cdylib` outputs (`cargo build --lib`, same profile
-//! and target directory) before using them.
+//! its `staticlib` and `cdylib` outputs (`common::native`) before using
+//! them.
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-/// The libraries a program linked with `libfntrace.a` needs besides it
-/// (what `rustc --print native-static-libs` lists); the README's link line
-/// names the same.
-const LINK_LIBS: &[&str] = &["-lpthread", "-ldl", "-lm", "-lrt", "-lutil", "-lgcc_s"];
+use common::native::{build_c_program, build_libraries, profile_dir, repo, LINK_LIBS};
 
 const THREADS: u64 = 4;
 const ITERATIONS: u64 = 1000;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// `target/<profile>`: the directory holding this test's `deps/`.
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
-}
-
-/// Builds the library's `staticlib` and `cdylib` outputs with this test's
-/// profile (`cargo test` builds only the rlib the tests link), once.
-fn build_libraries() {
-    static BUILT: std::sync::Once = std::sync::Once::new();
-    BUILT.call_once(|| {
-        let dir = profile_dir();
-        let mut cargo = Command::new(env!("CARGO"));
-        cargo
-            .args(["build", "--lib", "--manifest-path"])
-            .arg(repo().join("Cargo.toml"));
-        match dir.file_name().and_then(|n| n.to_str()) {
-            Some("debug") => {}
-            Some("release") => {
-                cargo.arg("--release");
-            }
-            Some(profile) => {
-                cargo.args(["--profile", profile]);
-            }
-            None => panic!("no profile directory above {}", dir.display()),
-        }
-        cargo.env("CARGO_TARGET_DIR", dir.parent().unwrap());
-        let output = cargo.output().expect("cannot run cargo");
-        assert!(
-            output.status.success(),
-            "cargo build --lib: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    });
-}
-
-fn static_lib() -> PathBuf {
-    build_libraries();
-    let lib = profile_dir().join("libfntrace.a");
-    assert!(
-        lib.exists(),
-        "{} is missing: cargo builds it with the rlib (crate-type staticlib)",
-        lib.display()
-    );
-    lib
-}
-
 /// Builds `tests/c/capi_prog.c` with `flags` into `out`, linked as the
 /// README says.
 fn build(flags: &[&str], out: &Path) {
-    let output = Command::new("gcc")
-        .args(flags)
-        .args(["-O0", "-fPIE", "-pie"])
-        .arg(repo().join("tests/c/capi_prog.c"))
-        .arg("-I")
-        .arg(repo().join("include"))
-        .arg("-o")
-        .arg(out)
-        .arg(static_lib())
-        .args(LINK_LIBS)
-        .output()
-        .expect("cannot run gcc; CI installs it (.ci/run)");
-    assert!(
-        output.status.success(),
-        "gcc {flags:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    build_c_program(&repo().join("tests/c/capi_prog.c"), flags, out);
 }
 
 /// Runs `program args` in the fresh directory `cwd`; its standard output.

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 /// Bottom first. Each module may use only those before it (and itself).
 const LAYERS: &[&str] = &[
     "error", "filter", "arch", "sys", "symbols", "sites", "patch", "tracer", "rt", "tracers",
-    "control", "record", "flight", "capi",
+    "control", "record", "flight", "socket", "capi",
 ];
 
 /// Root items that are macros exported by a module (`#[macro_export]`

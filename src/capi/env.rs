@@ -37,7 +37,7 @@ use crate::flight::{flight_record, FlightOptions, FlightRecorder};
 use crate::record::RecordOptions;
 
 /// Rows of the latency table printed at exit.
-const REPORT_ROWS: usize = 50;
+pub(super) const REPORT_ROWS: usize = 50;
 
 /// Run before `main` (after the tracer registrations, which have a
 /// constructor priority).
@@ -64,6 +64,7 @@ static FLIGHT: std::sync::Mutex<Option<(u32, FlightRecorder, String)>> =
 static APPLIED: std::sync::Mutex<Option<(bool, bool)>> = std::sync::Mutex::new(None);
 
 extern "C" fn start() {
+    super::live::serve_from_env(); // FNTRACE_CONTROL, whatever the others say
     let outcome = catch_unwind(|| match settings() {
         Ok(Some(settings)) => apply(settings),
         Ok(None) => Ok(()),
@@ -259,9 +260,11 @@ fn finish_flight(recorder: FlightRecorder, dir: &str) -> Option<std::path::PathB
 
 /// At exit: finishes the recording, prints the report.
 extern "C" fn finish() {
-    let finished = std::thread::Builder::new()
-        .name("fntrace-exit".to_string())
-        .spawn(|| catch_unwind(finish_on_this_thread));
+    // Started as the recorder's threads are: a thread being created has
+    // every signal blocked, which would make a patch now fall back to
+    // stopping the world.
+    let finished =
+        crate::record::spawn_running("fntrace-exit", || catch_unwind(finish_on_this_thread));
     match finished.map(|thread| thread.join()) {
         Ok(Ok(Ok(()))) => {}
         Ok(Ok(Err(_)) | Err(_)) => eprintln!("fntrace: finishing at exit panicked (a bug)"),

@@ -13,7 +13,7 @@ use crate::rt::thread::Untraced;
 /// Signals 1..=64: which were raised since the writer last looked.
 static RAISED: [AtomicBool; 65] = [const { AtomicBool::new(false) }; 65];
 
-/// The running flight recorder, for the panic hook.
+/// The running flight recorder, for the panic hook and the control socket.
 static ACTIVE: Mutex<Option<Arc<Shared>>> = Mutex::new(None);
 
 /// How long a panicking thread waits for its snapshot.
@@ -22,6 +22,14 @@ const PANIC_WAIT: Duration = Duration::from_secs(10);
 /// Makes `shared` the recorder the panic hook serves (or none).
 pub(super) fn set_active(shared: Option<Arc<Shared>>) {
     *ACTIVE.lock().unwrap_or_else(PoisonError::into_inner) = shared;
+}
+
+/// The running recorder, if any.
+pub(super) fn active() -> Option<Arc<Shared>> {
+    ACTIVE
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone()
 }
 
 /// Installs the panic hook once per process, chained to the hook that was

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod native;
+
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// Counts calls per watched function.

@@ -14,6 +14,7 @@ Examples:
   fntrace perfetto trace-dir -o t.perfetto-trace  open in ui.perfetto.dev
   fntrace flame trace-dir -o flame.svg          flame graph, one tower per thread
   fntrace diff before-dir after-dir             what changed between two runs
+  fntrace ctl PID record trace-dir              record a running program
 
 A trace directory is written by fntrace::dump (uftrace's data format); the
 directories of `uftrace record` are read too. Function globs (-F, -N, graph's
@@ -62,6 +63,9 @@ pub enum Command {
     /// and record its trace, forks and execs included.
     #[command(after_help = super::record::RECORD_HELP)]
     Record(super::record::RecordArgs),
+    /// Control a running program: status, enable, record, stop, report...
+    #[command(after_help = super::ctl::CTL_HELP)]
+    Ctl(super::ctl::CtlArgs),
     /// Shell completion script, to source or install.
     #[command(after_help = COMPLETIONS_HELP)]
     Completions {

@@ -4,6 +4,7 @@
 //! (pager, colour, closed pipes); files are written where `-o` says.
 
 mod args;
+mod ctl;
 mod output;
 mod record;
 mod report;
@@ -28,9 +29,15 @@ pub fn main() -> ExitCode {
     // clap prints help, --version and argument errors (naming the argument)
     // itself, and exits 2 on errors.
     let cli = Cli::parse();
+    match &cli.command {
+        // Exit statuses of its own: 1 for an error reply, 2 for none.
+        Command::Ctl(args) => return ctl::main(args),
+        // The recorded program's exit status.
+        Command::Record(args) => return record::main(args),
+        _ => {}
+    }
     match run(cli) {
-        Ok(code) => code,
-        Err(Failure::StdoutClosed) => ExitCode::SUCCESS,
+        Ok(()) | Err(Failure::StdoutClosed) => ExitCode::SUCCESS,
         Err(Failure::Message(why)) => {
             eprintln!("fntrace: {why}");
             ExitCode::FAILURE
@@ -38,33 +45,24 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// Runs `cli`'s command; `fntrace record` exits as the program it ran.
-fn run(cli: Cli) -> Result<ExitCode, Failure> {
+fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
-        Command::Record(args) => Ok(record::main(args)),
-        command => run_reader(command, cli.no_pager).map(|()| ExitCode::SUCCESS),
-    }
-}
-
-/// Runs a command that reads a trace.
-fn run_reader(command: Command, no_pager: bool) -> Result<(), Failure> {
-    match command {
         Command::Report(args) => {
             let trace = selected(&args.dir, &args.select, None)?;
-            let mut out = Output::new(no_pager);
+            let mut out = Output::new(cli.no_pager);
             report::write_report(&trace, &args, &mut out).map_err(output_failure)?;
             out.finish()
         }
         Command::Diff(args) => {
             let before = selected(&args.dir1, &args.select, None)?;
             let after = selected(&args.dir2, &args.select, None)?;
-            let mut out = Output::new(no_pager);
+            let mut out = Output::new(cli.no_pager);
             report::write_diff(&before, &after, &args, &mut out).map_err(output_failure)?;
             out.finish()
         }
         Command::Graph(args) => {
             let trace = selected(&args.dir, &args.select, None)?;
-            let mut out = Output::new(no_pager);
+            let mut out = Output::new(cli.no_pager);
             report::write_lost_and_unfinished(&trace, &mut out).map_err(output_failure)?;
             analysis::call_tree(&trace, args.function.as_deref())
                 .write_text(&mut out)
@@ -73,7 +71,7 @@ fn run_reader(command: Command, no_pager: bool) -> Result<(), Failure> {
         }
         Command::Replay(args) => {
             let trace = selected(&args.dir, &args.select, args.depth)?;
-            let mut out = Output::new(no_pager);
+            let mut out = Output::new(cli.no_pager);
             analysis::write_call_graph(&trace, None, &mut out).map_err(output_failure)?;
             out.finish()
         }
@@ -122,10 +120,7 @@ fn run_reader(command: Command, no_pager: bool) -> Result<(), Failure> {
             }
             Ok(())
         }
-        Command::Record(args) => {
-            record::main(args);
-            Ok(())
-        }
+        Command::Ctl(_) | Command::Record(_) => unreachable!("main runs fntrace ctl and record"),
         Command::Completions { shell } => {
             let mut stdout = std::io::stdout().lock();
             clap_complete::generate(shell, &mut Cli::command(), "fntrace", &mut stdout);

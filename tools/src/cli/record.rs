@@ -97,8 +97,8 @@ fn parse_bytes(text: &str) -> Result<u64, String> {
 /// Runs the command, waits for it, and says what was recorded. Exits as
 /// the program did (128 + the signal number if a signal ended it), or 2
 /// when it could not be started.
-pub fn main(args: RecordArgs) -> ExitCode {
-    match record(&args) {
+pub fn main(args: &RecordArgs) -> ExitCode {
+    match record(args) {
         Ok(code) => code,
         Err(why) => {
             eprintln!("fntrace record: {why}");

@@ -1,0 +1,311 @@
+//! Live control: what the control socket's commands do (the `socket` layer
+//! carries them; see it for the protocol), over the C ABI's process-wide
+//! state: `filter` is `fntrace_set_filter`, `record`/`stop` are
+//! `fntrace_record_start`/`fntrace_record_stop` and share their recording,
+//! `enable` uses the filter as `fntrace_enable` does. A recording `record`
+//! started and no `stop` ended is finished at exit.
+//!
+//! Started by [`serve_control`] or by the environment:
+//! `FNTRACE_CONTROL=PATH` serves PATH, `FNTRACE_CONTROL=1` the default path
+//! `/tmp/fntrace-UID/PID.sock` (what `fntrace ctl PID` looks for); unset,
+//! empty or `0`: no socket. An invalid value prints one line naming the
+//! variable, and the program runs on without live control.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Once, OnceLock};
+
+use crate::control;
+use crate::error::Error;
+use crate::flight;
+use crate::record::{spawn_running, RECORDING};
+use crate::socket::{self, ControlOptions, ControlServer, Reply, Request};
+use crate::tracer;
+use crate::tracers::graph::GRAPH_TRACER;
+
+use super::env::REPORT_ROWS;
+use super::{
+    current_filter, current_globs, register_builtins, set_filter, start_recording, take_recording,
+    with_recording,
+};
+
+/// The server `FNTRACE_CONTROL` started, kept for the process's life (its
+/// socket file is removed at exit).
+static FROM_ENV: OnceLock<ControlServer> = OnceLock::new();
+
+/// Serves live control at the Unix socket `path` (mode 0600; only this
+/// process's user and root may use it) on a thread of its own, until the
+/// returned server is stopped or dropped; the socket file is removed then,
+/// or at exit. `fntrace ctl PATH COMMAND` drives it (see the README's
+/// "Live control"); [`default_control_path`](crate::default_control_path)
+/// is what `fntrace ctl PID` looks for, and its directory
+/// (`/tmp/fntrace-UID`) is made here, mode 0700.
+///
+/// A socket file left at `path` by a process that died is replaced; a path
+/// served by a running process, or that is not a socket, is refused.
+///
+/// ```no_run
+/// let server = fntrace::serve_control(fntrace::default_control_path())?;
+/// // ... `fntrace ctl <pid> record /tmp/trace`, `fntrace ctl <pid> stop` ...
+/// server.stop();
+/// # Ok::<(), fntrace::Error>(())
+/// ```
+pub fn serve_control(path: impl AsRef<Path>) -> Result<ControlServer, Error> {
+    serve_control_with(path, &ControlOptions::default())
+}
+
+/// [`serve_control`] with options (how many clients at once, how long
+/// each may take).
+pub fn serve_control_with(
+    path: impl AsRef<Path>,
+    options: &ControlOptions,
+) -> Result<ControlServer, Error> {
+    register_builtins();
+    socket::prepare_default_dir(path.as_ref())?;
+    socket::serve(path.as_ref(), options, handle)
+}
+
+/// At start-up: serves what `FNTRACE_CONTROL` asks for, or says in one
+/// line why not.
+pub(super) fn serve_from_env() {
+    let outcome = std::panic::catch_unwind(|| {
+        let value = match std::env::var("FNTRACE_CONTROL") {
+            Ok(value) => value,
+            Err(std::env::VarError::NotPresent) => return Ok(()),
+            Err(std::env::VarError::NotUnicode(value)) => {
+                return Err(format!(
+                    "FNTRACE_CONTROL={}: not valid UTF-8",
+                    value.to_string_lossy()
+                ))
+            }
+        };
+        let path = match value.as_str() {
+            "" | "0" => return Ok(()),
+            "1" => socket::default_control_path(),
+            path => path.into(),
+        };
+        let server = serve_control(&path).map_err(|e| format!("FNTRACE_CONTROL={value}: {e}"))?;
+        if value != "1" {
+            // A path is this process's: the programs it runs (which inherit
+            // the environment) must not all claim it. Before `main`, so no
+            // other thread reads the environment.
+            std::env::remove_var("FNTRACE_CONTROL");
+        }
+        // Only this constructor sets it; a second call keeps the first.
+        let _ = FROM_ENV.set(server);
+        Ok(())
+    });
+    let message = match outcome {
+        Ok(Ok(())) => return,
+        Ok(Err(message)) => message,
+        Err(_) => "FNTRACE_CONTROL: start-up panicked (a bug)".to_string(),
+    };
+    eprintln!("fntrace: {message}; the program runs on without live control");
+}
+
+/// Runs one request (on the control thread).
+fn handle(request: Request) -> Reply {
+    let result = match request {
+        Request::Status => Ok(status()),
+        Request::Enable(name) => enable(&name),
+        Request::Disable(name) => disable(&name),
+        Request::Filter(globs) => set_filter(&globs).map(|()| {
+            Reply::ok(format!(
+                "filter {globs}: for the tracers enabled from now on, and recordings"
+            ))
+        }),
+        Request::Record(dir) => Ok(record(&dir)),
+        Request::Stop => stop(),
+        Request::Snapshot(dir) => snapshot(&dir),
+        Request::Dump(dir) => dump(&dir),
+        Request::Report => Ok(report()),
+    };
+    result.unwrap_or_else(|err| match err {
+        Error::UnknownTracer(_) => Reply::error(format!(
+            "{err} (registered: {})",
+            tracer::tracer_names().join(", ")
+        )),
+        err => Reply::error(err.to_string()),
+    })
+}
+
+/// Whether the tracer registered as `name` is enabled.
+fn is_enabled(name: &str) -> bool {
+    tracer::find(name).is_some_and(|index| tracer::enabled_mask() & (1 << index) != 0)
+}
+
+fn status() -> Reply {
+    let tracers: Vec<String> = tracer::tracer_names()
+        .into_iter()
+        .map(|name| match is_enabled(name) {
+            true => format!("{name} (enabled)"),
+            false => name.to_string(),
+        })
+        .collect();
+    let filter = match current_globs() {
+        Some(globs) => format!("{globs} (for tracers enabled from now on, and recordings)"),
+        None => "none (every function)".to_string(),
+    };
+    let recording = with_recording(|recording| match recording {
+        Some(recording) => {
+            let (written, lost) = recording.written_and_lost();
+            format!(
+                "{} ({written} events written, {lost} lost so far)",
+                recording.dir().display()
+            )
+        }
+        None if flight::flight_recorder_running() => {
+            "a flight recorder (snapshot DIR writes its window)".to_string()
+        }
+        None if RECORDING.load(Ordering::Acquire) => {
+            "one the program started (not controlled from here)".to_string()
+        }
+        None => "none".to_string(),
+    });
+    let stats = control::stats();
+    let pid = std::process::id();
+    Reply::ok(format!("pid {pid}"))
+        .with("pid", pid)
+        .with("tracers", tracers.join(", "))
+        .with("filter", filter)
+        .with("recording", recording)
+        .with(
+            "sites",
+            format!("{} ({} patched)", stats.sites, stats.patched_sites),
+        )
+}
+
+fn enable(name: &str) -> Result<Reply, Error> {
+    control::enable_with(name, &current_filter())?;
+    let filter = current_globs().unwrap_or_else(|| "every function".to_string());
+    Ok(Reply::ok(format!("enabled {name} ({filter})")))
+}
+
+fn disable(name: &str) -> Result<Reply, Error> {
+    if name == "graph" && RECORDING.load(Ordering::Acquire) {
+        return Ok(Reply::error(
+            "the graph tracer is recording: `stop` ends the recording (and disables it)",
+        ));
+    }
+    let was_enabled = is_enabled(name);
+    control::disable(name)?;
+    Ok(Reply::ok(match was_enabled {
+        true => format!("disabled {name}"),
+        false => format!("disabled {name} (it was not enabled)"),
+    }))
+}
+
+/// The process that started the recording in the C ABI's slot by `record`
+/// (0: none): it is finished at that process's exit (as `FNTRACE_OUTPUT`'s
+/// is by the environment's handler), not at a forked child's, which has
+/// no writer thread.
+static RECORDED_BY: AtomicU32 = AtomicU32::new(0);
+
+fn record(dir: &Path) -> Reply {
+    let Some(dir) = dir.to_str() else {
+        return Reply::error("the directory is not UTF-8");
+    };
+    if let Err(failure) = start_recording(dir, &current_filter()) {
+        return Reply::error(failure.1);
+    }
+    RECORDED_BY.store(std::process::id(), Ordering::Release);
+    static AT_EXIT: Once = Once::new();
+    AT_EXIT.call_once(|| {
+        // SAFETY: `finish_at_exit` is an `extern "C" fn()` that lives as
+        // long as the process, as atexit requires.
+        if unsafe { libc::atexit(finish_at_exit) } != 0 {
+            eprintln!("fntrace: atexit failed: a recording running at exit is not finished");
+        }
+    });
+    Reply::ok(format!("recording to {dir}"))
+}
+
+/// At exit: finishes the recording `record` started, if it runs, on a
+/// thread of its own (the exiting thread's thread-locals are gone).
+extern "C" fn finish_at_exit() {
+    if RECORDED_BY.swap(0, Ordering::AcqRel) != std::process::id() {
+        return;
+    }
+    // Started with `spawn_running`: while `pthread_create` runs, the
+    // exiting thread blocks every signal, and `stop` patches.
+    let finished = spawn_running("fntrace-exit", || {
+        if let Some(Err(err)) = take_recording().map(|recording| recording.stop()) {
+            eprintln!("fntrace: finishing the recording at exit: {err}");
+        }
+    })
+    .map(|thread| thread.join());
+    if !matches!(finished, Ok(Ok(()))) {
+        eprintln!("fntrace: the recording could not be finished at exit");
+    }
+}
+
+fn stop() -> Result<Reply, Error> {
+    RECORDED_BY.store(0, Ordering::Release);
+    let Some(recording) = take_recording() else {
+        return Ok(Reply::error(
+            "no recording is running (record DIR starts one)",
+        ));
+    };
+    let done = recording.stop()?;
+    Ok(
+        Reply::ok(format!("stopped recording to {}", done.dir.display()))
+            .with("events", done.events)
+            .with("lost", done.lost)
+            .with("threads", done.threads)
+            .with("bytes", done.bytes),
+    )
+}
+
+fn snapshot(dir: &Path) -> Result<Reply, Error> {
+    match flight::snapshot_running(dir) {
+        None => Ok(Reply::error(
+            "no flight recorder is running: the program starts one (fntrace::flight_record); \
+             `record DIR` streams instead",
+        )),
+        Some(written) => {
+            let done = written?;
+            Ok(Reply::ok(format!("snapshot written to {}", dir.display()))
+                .with("events", done.events)
+                .with("lost", done.lost)
+                .with("threads", done.threads)
+                .with("evicted", done.evicted)
+                .with("window_ns", done.window().as_nanos()))
+        }
+    }
+}
+
+/// A recorder drains the graph tracer's buffers: what `dump` and `report`
+/// would take is its.
+fn refuse_while_recording(command: &str) -> Option<Reply> {
+    RECORDING.load(Ordering::Acquire).then(|| {
+        Reply::error(format!(
+            "a recording is running and takes the graph tracer's events: `stop` it before `{command}`"
+        ))
+    })
+}
+
+fn dump(dir: &Path) -> Result<Reply, Error> {
+    if let Some(refused) = refuse_while_recording("dump") {
+        return Ok(refused);
+    }
+    let done = control::dump(dir)?;
+    Ok(Reply::ok(format!("dumped to {}", dir.display()))
+        .with("events", done.events)
+        .with("lost", done.lost)
+        .with("threads", done.threads))
+}
+
+/// The latency table of the graph tracer's events in memory, as
+/// `FNTRACE_REPORT=1` prints it at exit. The events stay (for `dump`).
+fn report() -> Reply {
+    if let Some(refused) = refuse_while_recording("report") {
+        return refused;
+    }
+    let trace = GRAPH_TRACER.snapshot();
+    let events: usize = trace.threads.iter().map(|t| t.events.len()).sum();
+    let table = fntrace_tools::analysis::latency(&trace).table(REPORT_ROWS);
+    Reply::ok(format!(
+        "latency of the graph tracer's {events} events in memory"
+    ))
+    .with_lines(&table)
+}

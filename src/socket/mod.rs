@@ -1,0 +1,291 @@
+//! Live control of a running process through a Unix socket: the transport
+//! and the protocol. What each command does is the C ABI's business (the
+//! `capi` layer hands [`serve`] its handler), since it shares the C ABI's
+//! process-wide state (the filter, the recording).
+//!
+//! # Protocol
+//!
+//! A client connects, sends one request line, and reads one reply; the
+//! server then closes the connection.
+//!
+//! - **Request**: one line of UTF-8 text ending in `\n` (a `\r` before it
+//!   is dropped), at most 4096 bytes with the `\n`: a command and its
+//!   arguments, separated by spaces. No control characters but tabs.
+//! - **Reply**: a first line, `ok` or `ok SUMMARY` on success,
+//!   `error: MESSAGE` on failure; then lines of details (`key: value`, or a
+//!   table); then an empty line, which ends it. No other line of a reply is
+//!   empty.
+//!
+//! | request | what it does |
+//! |---|---|
+//! | `status` | pid, tracers (enabled or not), filter, recording, sites |
+//! | `enable TRACER` / `disable TRACER` | as `fntrace_enable`/`fntrace_disable` |
+//! | `filter GLOBS` | as `fntrace_set_filter`: for tracers enabled after it, and recordings |
+//! | `record DIR` | as `fntrace_record_start` (the streaming recorder, graph tracer) |
+//! | `stop` | as `fntrace_record_stop`; replies with events, lost, threads |
+//! | `snapshot DIR` | a snapshot of the running flight recorder |
+//! | `dump DIR` | as `fntrace_dump` |
+//! | `report` | the latency table of the graph tracer's events in memory |
+//!
+//! DIR is an absolute path (the rest of the line: it may hold spaces).
+//!
+//! # Hostile clients
+//!
+//! One thread (`fntrace-control`, untraced) serves every connection with
+//! `poll`: at most [`ControlOptions::max_clients`] at once (more get
+//! `error: busy` and are closed); a request must arrive within
+//! [`ControlOptions::request_timeout`] of the connection, and the reply be
+//! taken within [`ControlOptions::reply_timeout`]; a line over 4096 bytes,
+//! text that is not UTF-8 or a control character get an error reply and
+//! the connection is closed. Replies are sent with `MSG_NOSIGNAL`: a client
+//! gone mid-reply never raises `SIGPIPE`. Commands run one at a time, on
+//! that thread. The socket is made mode 0600, and a peer whose uid
+//! (`SO_PEERCRED`) is neither the process's nor root's gets an error reply.
+
+mod path;
+mod request;
+mod server;
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, Once, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::error::Error;
+use crate::record::spawn_running;
+
+pub use path::default_control_path;
+pub(crate) use path::prepare_default_dir;
+pub(crate) use request::{Reply, Request};
+
+/// What runs a request (on the server's thread) and says what happened.
+pub(crate) type Handler = fn(Request) -> Reply;
+
+/// How a control server treats its clients; see
+/// [`serve_control_with`](crate::serve_control_with).
+#[derive(Clone, Debug)]
+pub struct ControlOptions {
+    /// Connections served at once (16); more get `error: busy`.
+    pub max_clients: usize,
+    /// How long a client has, from its connection, to send its request
+    /// line (2 s); then it gets an error reply and is closed.
+    pub request_timeout: Duration,
+    /// How long a client has to take its reply (10 s); then it is closed.
+    pub reply_timeout: Duration,
+}
+
+impl Default for ControlOptions {
+    fn default() -> Self {
+        ControlOptions {
+            max_clients: 16,
+            request_timeout: Duration::from_secs(2),
+            reply_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A running control server; see [`serve_control`](crate::serve_control).
+/// Dropping it stops it as [`ControlServer::stop`] does.
+pub struct ControlServer {
+    path: PathBuf,
+    /// Written to wake the server thread when it must stop.
+    wake: OwnedFd,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// The socket files of this process's running servers, removed at exit:
+/// (pid that made it, device, inode, path). A forked child inherits the
+/// list but not the sockets, so only the maker's entries are removed.
+static LIVE_SOCKETS: Mutex<Vec<(u32, u64, u64, PathBuf)>> = Mutex::new(Vec::new());
+
+/// Serves `path` with `handler` on a thread of its own.
+pub(crate) fn serve(
+    path: &Path,
+    options: &ControlOptions,
+    handler: Handler,
+) -> Result<ControlServer, Error> {
+    let path = std::path::absolute(path).map_err(|source| Error::Io {
+        what: format!("control socket {}", path.display()),
+        source,
+    })?;
+    let io = |what: &str| {
+        let path = path.clone();
+        let what = what.to_string();
+        move |source| Error::Io {
+            what: format!("control socket {}: {what}", path.display()),
+            source,
+        }
+    };
+    path::check_length(&path)?;
+    remove_stale_socket(&path)?;
+    let listener = UnixListener::bind(&path).map_err(io("binding"))?;
+    // A client may connect between bind and chmod: the peer check covers it.
+    let made = (|| {
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+        listener.set_nonblocking(true)?;
+        std::fs::symlink_metadata(&path)
+    })();
+    let made = match made {
+        Ok(made) => made,
+        Err(source) => {
+            let _ = std::fs::remove_file(&path);
+            return Err(io("setting it up")(source));
+        }
+    };
+    let (wake_read, wake_write) = match wake_pipe() {
+        Ok(pipe) => pipe,
+        Err(source) => {
+            let _ = std::fs::remove_file(&path);
+            return Err(io("making its wake-up pipe")(source));
+        }
+    };
+    let options = options.clone();
+    let thread = spawn_running("fntrace-control", move || {
+        server::run(listener, wake_read, &options, handler)
+    });
+    let thread = match thread {
+        Ok(thread) => thread,
+        Err(source) => {
+            let _ = std::fs::remove_file(&path);
+            return Err(io("starting its thread")(source));
+        }
+    };
+    LIVE_SOCKETS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push((std::process::id(), made.dev(), made.ino(), path.clone()));
+    remove_at_exit();
+    Ok(ControlServer {
+        path,
+        wake: wake_write,
+        thread: Some(thread),
+    })
+}
+
+/// A pipe, both ends non-blocking and closed on exec.
+fn wake_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two file descriptors into `fds`, which has room
+    // for them.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just made and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Makes room for the socket at `path`: nothing there, or a socket no one
+/// listens on (left by a process that died), which is removed. Anything
+/// else is left alone and refused.
+fn remove_stale_socket(path: &Path) -> Result<(), Error> {
+    let refuse = |why: String| Error::Io {
+        what: format!("control socket {}", path.display()),
+        source: std::io::Error::new(std::io::ErrorKind::AlreadyExists, why),
+    };
+    let metadata = match std::fs::symlink_metadata(path) {
+        Ok(metadata) => metadata,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => {
+            return Err(Error::Io {
+                what: format!("control socket {}", path.display()),
+                source,
+            })
+        }
+    };
+    if !metadata.file_type().is_socket() {
+        return Err(refuse(
+            "the path exists and is not a socket; it is left alone".to_string(),
+        ));
+    }
+    match UnixStream::connect(path) {
+        Ok(_) => Err(refuse(
+            "a running process serves this socket already".to_string(),
+        )),
+        Err(err) if err.kind() == std::io::ErrorKind::ConnectionRefused => {
+            std::fs::remove_file(path).map_err(|source| Error::Io {
+                what: format!("removing the stale control socket {}", path.display()),
+                source,
+            })
+        }
+        Err(err) => Err(refuse(format!(
+            "a socket is there and cannot be checked ({err}); it is left alone"
+        ))),
+    }
+}
+
+/// Registers, once, the exit handler that removes the socket files.
+fn remove_at_exit() {
+    static REGISTERED: Once = Once::new();
+    REGISTERED.call_once(|| {
+        // SAFETY: `remove_sockets` is an `extern "C" fn()` that lives as
+        // long as the process, as atexit requires.
+        if unsafe { libc::atexit(remove_sockets) } != 0 {
+            eprintln!("fntrace: atexit failed: control sockets stay after exit");
+        }
+    });
+}
+
+/// At exit: removes this process's socket files (the server threads end
+/// with the process).
+extern "C" fn remove_sockets() {
+    let _ = std::panic::catch_unwind(|| {
+        let live = LIVE_SOCKETS.lock().unwrap_or_else(PoisonError::into_inner);
+        for (pid, dev, ino, path) in live.iter() {
+            if *pid == std::process::id() {
+                remove_if_same(path, *dev, *ino);
+            }
+        }
+    });
+}
+
+/// Removes `path` if it is still the socket (`dev`, `ino`) this process
+/// made, not one another process put there since.
+fn remove_if_same(path: &Path, dev: u64, ino: u64) {
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.dev() == dev && m.ino() == ino) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+impl ControlServer {
+    /// The socket's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Stops serving: clients being served get no reply, the thread ends
+    /// (after the command it runs, if any) and the socket file is removed.
+    pub fn stop(mut self) {
+        self.finish();
+    }
+
+    fn finish(&mut self) {
+        let Some(thread) = self.thread.take() else {
+            return;
+        };
+        // SAFETY: writes one byte from a live buffer to our pipe's write end.
+        let _ = unsafe { libc::write(self.wake.as_raw_fd(), [1u8].as_ptr().cast(), 1) };
+        let _ = thread.join();
+        let mut live = LIVE_SOCKETS.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(at) = live.iter().position(|entry| entry.3 == self.path) {
+            let (_, dev, ino, path) = live.swap_remove(at);
+            remove_if_same(&path, dev, ino);
+        }
+    }
+}
+
+impl Drop for ControlServer {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+impl std::fmt::Debug for ControlServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControlServer")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,242 @@
+//! The control protocol's messages: a request line parsed into a
+//! [`Request`], and a [`Reply`] encoded as lines (see the module above for
+//! the protocol).
+
+use std::path::PathBuf;
+
+/// The longest request, its `\n` included.
+pub(crate) const MAX_REQUEST_BYTES: usize = 4096;
+
+/// The commands, as the error for an unknown one lists them.
+const COMMANDS: &str = "status, enable TRACER, disable TRACER, filter GLOBS, record DIR, stop, \
+                        snapshot DIR, dump DIR, report";
+
+/// A parsed request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Request {
+    /// `status`.
+    Status,
+    /// `enable TRACER`.
+    Enable(String),
+    /// `disable TRACER`.
+    Disable(String),
+    /// `filter GLOBS`: the rest of the line.
+    Filter(String),
+    /// `record DIR`.
+    Record(PathBuf),
+    /// `stop`.
+    Stop,
+    /// `snapshot DIR`.
+    Snapshot(PathBuf),
+    /// `dump DIR`.
+    Dump(PathBuf),
+    /// `report`.
+    Report,
+}
+
+/// Parses one request line (without its `\n`; a `\r` before it is
+/// dropped). The error is the message of the reply.
+pub(crate) fn parse(line: &[u8]) -> Result<Request, String> {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let line = std::str::from_utf8(line)
+        .map_err(|e| format!("the request is not UTF-8 (byte {})", e.valid_up_to() + 1))?;
+    if let Some(c) = line.chars().find(|&c| c.is_control() && c != '\t') {
+        return Err(format!(
+            "the request contains the control character {c:?}; send one line of text"
+        ));
+    }
+    let line = line.trim_start();
+    let (command, rest) = match line.find([' ', '\t']) {
+        Some(at) => (&line[..at], line[at..].trim_start()),
+        None => (line, ""),
+    };
+    let no_argument = |request: Request| {
+        if rest.trim().is_empty() {
+            Ok(request)
+        } else {
+            Err(format!(
+                "{command} takes no argument (got {:?})",
+                rest.trim()
+            ))
+        }
+    };
+    let one_word = |what: &str| -> Result<String, String> {
+        let mut words = rest.split_whitespace();
+        match (words.next(), words.next()) {
+            (Some(word), None) => Ok(word.to_string()),
+            (None, _) => Err(format!("{command} needs {what}: {command} {what}")),
+            (Some(_), Some(extra)) => Err(format!(
+                "{command} takes one {what}, not more (got {extra:?} after it)"
+            )),
+        }
+    };
+    let directory = || -> Result<PathBuf, String> {
+        // The rest of the line, so that a path may hold spaces.
+        let dir = rest.trim_end();
+        if dir.is_empty() {
+            return Err(format!("{command} needs a directory: {command} DIR"));
+        }
+        if !dir.starts_with('/') {
+            return Err(format!(
+                "{command}: {dir:?} is not an absolute path (the program's working directory \
+                 is not the client's)"
+            ));
+        }
+        Ok(PathBuf::from(dir))
+    };
+    match command {
+        "status" => no_argument(Request::Status),
+        "stop" => no_argument(Request::Stop),
+        "report" => no_argument(Request::Report),
+        "enable" => Ok(Request::Enable(one_word("TRACER")?)),
+        "disable" => Ok(Request::Disable(one_word("TRACER")?)),
+        "filter" => match rest.trim() {
+            "" => Err(
+                "filter needs globs: filter GLOBS (such as handle_*,!log_*; \
+                       * selects every function)"
+                    .to_string(),
+            ),
+            globs => Ok(Request::Filter(globs.to_string())),
+        },
+        "record" => Ok(Request::Record(directory()?)),
+        "snapshot" => Ok(Request::Snapshot(directory()?)),
+        "dump" => Ok(Request::Dump(directory()?)),
+        "" => Err(format!("empty request; the commands are: {COMMANDS}")),
+        other => Err(format!(
+            "unknown command {other:?}; the commands are: {COMMANDS}"
+        )),
+    }
+}
+
+/// A reply: `ok` with a summary and lines, or an error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Reply {
+    ok: bool,
+    first: String,
+    lines: Vec<String>,
+}
+
+impl Reply {
+    /// `ok SUMMARY`.
+    pub(crate) fn ok(summary: impl Into<String>) -> Reply {
+        Reply {
+            ok: true,
+            first: summary.into(),
+            lines: Vec::new(),
+        }
+    }
+
+    /// `error: MESSAGE`.
+    pub(crate) fn error(message: impl Into<String>) -> Reply {
+        Reply {
+            ok: false,
+            first: message.into(),
+            lines: Vec::new(),
+        }
+    }
+
+    /// Adds `text`'s lines after the first.
+    pub(crate) fn with_lines(mut self, text: &str) -> Reply {
+        self.lines.extend(text.lines().map(String::from));
+        self
+    }
+
+    /// Adds a `key: value` line.
+    pub(crate) fn with(mut self, key: &str, value: impl std::fmt::Display) -> Reply {
+        self.lines.push(format!("{key}: {value}"));
+        self
+    }
+
+    /// The bytes sent: the first line, the others, then an empty line. No
+    /// line of a reply is empty (an empty one is sent as one space) and
+    /// none holds a control character, so the empty line always ends it.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let clean = |line: &str| -> String {
+            let line: String = line
+                .chars()
+                .map(|c| if c.is_control() && c != '\t' { ' ' } else { c })
+                .collect();
+            if line.is_empty() {
+                " ".to_string()
+            } else {
+                line
+            }
+        };
+        let mut out = String::new();
+        match (self.ok, self.first.is_empty()) {
+            (true, true) => out.push_str("ok"),
+            (true, false) => out.push_str(&format!("ok {}", clean(&self.first))),
+            (false, _) => out.push_str(&format!("error: {}", clean(&self.first))),
+        }
+        out.push('\n');
+        for line in &self.lines {
+            out.push_str(&clean(line));
+            out.push('\n');
+        }
+        out.push('\n');
+        out.into_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_command() {
+        assert_eq!(parse(b"status"), Ok(Request::Status));
+        assert_eq!(parse(b"  status \r"), Ok(Request::Status));
+        assert_eq!(parse(b"stop"), Ok(Request::Stop));
+        assert_eq!(parse(b"report"), Ok(Request::Report));
+        assert_eq!(parse(b"enable graph"), Ok(Request::Enable("graph".into())));
+        assert_eq!(
+            parse(b"disable\tfunction "),
+            Ok(Request::Disable("function".into()))
+        );
+        assert_eq!(
+            parse(b"filter handle_*, !log_*"),
+            Ok(Request::Filter("handle_*, !log_*".into()))
+        );
+        assert_eq!(
+            parse(b"record /tmp/a b"),
+            Ok(Request::Record("/tmp/a b".into()))
+        );
+        assert_eq!(parse(b"snapshot /s"), Ok(Request::Snapshot("/s".into())));
+        assert_eq!(parse(b"dump /d"), Ok(Request::Dump("/d".into())));
+    }
+
+    #[test]
+    fn refuses_what_is_not_a_request() {
+        let cases: &[(&[u8], &str)] = &[
+            (b"", "empty request"),
+            (b"   ", "empty request"),
+            (b"bogus", "unknown command \"bogus\""),
+            (b"STATUS", "unknown command"),
+            (b"status now", "status takes no argument"),
+            (b"stop it", "stop takes no argument"),
+            (b"enable", "enable needs TRACER"),
+            (b"enable graph function", "takes one TRACER"),
+            (b"disable", "disable needs TRACER"),
+            (b"filter", "filter needs globs"),
+            (b"record", "record needs a directory"),
+            (b"record rel/dir", "not an absolute path"),
+            (b"dump ", "dump needs a directory"),
+            (b"snapshot x", "not an absolute path"),
+            (b"st\xffatus", "not UTF-8 (byte 3)"),
+            (b"\x00\x01\x02", "control character"),
+            (b"status\x1b[2J", "control character"),
+        ];
+        for (line, message) in cases {
+            let err = parse(line).unwrap_err();
+            assert!(err.contains(message), "{line:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn replies_end_with_an_empty_line_and_hold_none() {
+        let reply = Reply::ok("done").with("events", 3).with_lines("a\n\nb\x07");
+        assert_eq!(reply.encode(), b"ok done\nevents: 3\na\n \nb \n\n");
+        assert_eq!(Reply::ok("").encode(), b"ok\n\n");
+        assert_eq!(Reply::error("bad\nthing").encode(), b"error: bad thing\n\n");
+    }
+}

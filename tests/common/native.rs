@@ -1,0 +1,101 @@
+//! Native builds for the tests: the library's `staticlib` and `cdylib`
+//! outputs, C programs linked with `libfntrace.a` as the README says, and
+//! the `fntrace` command. `cargo test` builds only the rlib of the root
+//! crate (and, for a single `--test`, not the tools' binary), so these are
+//! built here with the test's own profile and target directory, once each.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Once;
+
+/// The libraries a program linked with `libfntrace.a` needs besides it
+/// (what `rustc --print native-static-libs` lists); the README's link line
+/// names the same.
+pub const LINK_LIBS: &[&str] = &["-lpthread", "-ldl", "-lm", "-lrt", "-lutil", "-lgcc_s"];
+
+/// The workspace's top directory.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `target/<profile>`: the directory holding this test's `deps/`.
+pub fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().to_path_buf()
+}
+
+/// Runs `cargo build ARGS` with this test's profile and target directory.
+fn cargo_build(args: &[&str]) {
+    let dir = profile_dir();
+    let mut cargo = Command::new(env!("CARGO"));
+    cargo
+        .arg("build")
+        .args(args)
+        .arg("--manifest-path")
+        .arg(repo().join("Cargo.toml"));
+    match dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") => {}
+        Some("release") => {
+            cargo.arg("--release");
+        }
+        Some(profile) => {
+            cargo.args(["--profile", profile]);
+        }
+        None => panic!("no profile directory above {}", dir.display()),
+    }
+    cargo.env("CARGO_TARGET_DIR", dir.parent().unwrap());
+    let output = cargo.output().expect("cannot run cargo");
+    assert!(
+        output.status.success(),
+        "cargo build {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Builds the library's `staticlib` and `cdylib` outputs, once.
+pub fn build_libraries() {
+    static BUILT: Once = Once::new();
+    BUILT.call_once(|| cargo_build(&["--lib"]));
+}
+
+/// `libfntrace.a`, built.
+pub fn static_lib() -> PathBuf {
+    build_libraries();
+    let lib = profile_dir().join("libfntrace.a");
+    assert!(
+        lib.exists(),
+        "{} is missing: cargo builds it with the rlib (crate-type staticlib)",
+        lib.display()
+    );
+    lib
+}
+
+/// The `fntrace` command (the tools crate's binary), built.
+pub fn cli() -> PathBuf {
+    static BUILT: Once = Once::new();
+    BUILT.call_once(|| cargo_build(&["-p", "fntrace-tools", "--bin", "fntrace"]));
+    profile_dir().join("fntrace")
+}
+
+/// Builds the C program `source` with `flags` (PIE) into `out`, linked
+/// with `libfntrace.a` as the README says.
+pub fn build_c_program(source: &Path, flags: &[&str], out: &Path) {
+    let output = Command::new("gcc")
+        .args(flags)
+        .args(["-O0", "-fPIE", "-pie"])
+        .arg(source)
+        .arg("-I")
+        .arg(repo().join("include"))
+        .arg("-o")
+        .arg(out)
+        .arg(static_lib())
+        .args(LINK_LIBS)
+        .output()
+        .expect("cannot run gcc; CI installs it (.ci/run)");
+    assert!(
+        output.status.success(),
+        "gcc {flags:?} {}: {}",
+        source.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

@@ -1,0 +1,270 @@
+//! `fntrace ctl SOCK|PID COMMAND`: a client of a running program's control
+//! socket (served by the runtime with `FNTRACE_CONTROL` or
+//! `fntrace::serve_control`). It sends one request line and prints the
+//! reply. The protocol: one line of UTF-8 in (at most 4096 bytes), a reply
+//! whose first line is `ok …` or `error: …`, ended by an empty line.
+//!
+//! Exit status: 0 for `ok`, 1 for `error:` (the message on stderr), 2 when
+//! there is no reply (no socket, no permission, bad arguments).
+
+use std::io::{BufRead, BufReader, ErrorKind, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+
+/// `fntrace ctl --help` after the arguments.
+pub const CTL_HELP: &str = "\
+The program serves the socket when started with FNTRACE_CONTROL=1 (at
+/tmp/fntrace-UID/PID.sock, which `fntrace ctl PID` finds) or
+FNTRACE_CONTROL=PATH, with fntrace linked or preloaded; a Rust program calls
+fntrace::serve_control. Only the program's user and root may control it.
+A relative DIR is taken from the current directory.
+
+Exit status: 0 when the program answers ok, 1 when it answers with an error
+(printed on stderr), 2 when there is no answer (no such socket or process,
+permission denied) or the arguments are wrong.
+
+Examples:
+  FNTRACE_CONTROL=1 ./server &
+  fntrace ctl $! status                        tracers, filter, recording
+  fntrace ctl $! filter 'handle_*,!log_*'      for what is enabled next
+  fntrace ctl $! record trace.data             stream the graph tracer
+  fntrace ctl $! stop                          events, lost, threads
+  fntrace report trace.data
+  fntrace ctl $! enable graph                  trace into memory ...
+  fntrace ctl $! disable graph
+  fntrace ctl $! report                        ... and print its latency table
+  fntrace ctl /run/my.sock dump /tmp/trace     a socket given by its path";
+
+/// `fntrace ctl`.
+#[derive(Debug, Args)]
+pub struct CtlArgs {
+    /// The control socket: its path, or the pid of a program serving the
+    /// default path (FNTRACE_CONTROL=1). A path made of digits: write
+    /// `./123`.
+    #[arg(value_name = "SOCK|PID")]
+    pub target: String,
+    /// How long to wait for the reply, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 120)]
+    pub timeout: u64,
+    /// What to ask.
+    #[command(subcommand)]
+    pub command: CtlCommand,
+}
+
+/// The requests.
+#[derive(Debug, Subcommand)]
+pub enum CtlCommand {
+    /// Pid, tracers (enabled or not), filter, recording, call sites.
+    Status,
+    /// Enable a tracer (graph, function, or a registered name), with the
+    /// filter.
+    Enable {
+        /// The tracer.
+        tracer: String,
+    },
+    /// Disable a tracer.
+    Disable {
+        /// The tracer.
+        tracer: String,
+    },
+    /// Set the filter for the tracers enabled after it, and recordings.
+    Filter {
+        /// Comma-separated globs, `!glob` to exclude: 'handle_*,!log_*'.
+        globs: String,
+    },
+    /// Start streaming the graph tracer into DIR (a new or empty directory).
+    Record {
+        /// The uftrace data directory to write.
+        dir: PathBuf,
+    },
+    /// Stop the recording: prints events, lost, threads.
+    Stop,
+    /// Write the running flight recorder's window into DIR.
+    Snapshot {
+        /// The uftrace data directory to write.
+        dir: PathBuf,
+    },
+    /// Write the graph tracer's events in memory into DIR.
+    Dump {
+        /// The uftrace data directory to write.
+        dir: PathBuf,
+    },
+    /// The latency table of the graph tracer's events in memory.
+    Report,
+}
+
+/// Why there is no reply (exit status 2).
+struct NoReply(String);
+
+/// Runs `fntrace ctl`; its exit status.
+pub fn main(args: &CtlArgs) -> ExitCode {
+    match ask(args) {
+        Ok((true, text)) => {
+            // A closed stdout loses nothing the caller still wants.
+            let _ = std::io::stdout().lock().write_all(text.as_bytes());
+            ExitCode::SUCCESS
+        }
+        Ok((false, message)) => {
+            eprintln!("fntrace: {message}");
+            ExitCode::from(1)
+        }
+        Err(NoReply(why)) => {
+            eprintln!("fntrace: ctl: {why}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Sends the request; whether the reply is `ok`, and the text to print
+/// (the reply without `ok `), or the error message.
+fn ask(args: &CtlArgs) -> Result<(bool, String), NoReply> {
+    let request = request_line(&args.command)?;
+    let (path, pid) = socket_path(&args.target)?;
+    let mut stream = UnixStream::connect(&path).map_err(|err| {
+        NoReply(match (pid, err.kind()) {
+            (Some(pid), ErrorKind::NotFound | ErrorKind::ConnectionRefused) => format!(
+                "no fntrace control socket for pid {pid} at {}: is the program running with \
+             FNTRACE_CONTROL=1?",
+                path.display()
+            ),
+            (None, ErrorKind::NotFound) => format!(
+                "no control socket at {}: is the program running with FNTRACE_CONTROL={0}?",
+                path.display()
+            ),
+            (None, ErrorKind::ConnectionRefused) => {
+                format!("nothing serves {} (the program exited?)", path.display())
+            }
+            (_, ErrorKind::PermissionDenied) => format!(
+                "{}: permission denied (only the program's user or root may control it)",
+                path.display()
+            ),
+            _ => format!("connecting to {}: {err}", path.display()),
+        })
+    })?;
+    let timeout = Duration::from_secs(args.timeout.max(1));
+    let io = |err: std::io::Error| {
+        NoReply(match err.kind() {
+            ErrorKind::WouldBlock | ErrorKind::TimedOut => {
+                format!("no reply from {} within {timeout:?}", path.display())
+            }
+            _ => format!("talking to {}: {err}", path.display()),
+        })
+    };
+    stream.set_read_timeout(Some(timeout)).map_err(io)?;
+    stream.set_write_timeout(Some(timeout)).map_err(io)?;
+    // A server that refuses the client (busy, another user) replies and
+    // closes at once, maybe before the request is written: its reply
+    // still waits to be read, and says more than the write's error.
+    let written = stream.write_all(request.as_bytes());
+    let mut lines = Vec::new();
+    let mut reader = BufReader::new(stream);
+    loop {
+        let mut line = String::new();
+        let read = reader.read_line(&mut line);
+        match read {
+            Err(err) => return Err(io(written.err().unwrap_or(err))),
+            Ok(0) if lines.is_empty() && written.is_err() => {
+                return Err(io(written.unwrap_err()));
+            }
+            Ok(0) => {
+                return Err(NoReply(format!(
+                    "{} closed the connection before the reply ended{}",
+                    path.display(),
+                    match lines.first() {
+                        Some(first) => format!(" (it began {first:?})"),
+                        None => String::new(),
+                    }
+                )))
+            }
+            Ok(_) => {}
+        }
+        let line = line.strip_suffix('\n').unwrap_or(&line).to_string();
+        if line.is_empty() {
+            break;
+        }
+        lines.push(line);
+    }
+    if lines.is_empty() {
+        return Err(NoReply(format!(
+            "{} is not an fntrace control socket (an empty reply)",
+            path.display()
+        )));
+    }
+    let first = lines.remove(0);
+    if let Some(message) = first.strip_prefix("error: ") {
+        return Ok((false, message.to_string()));
+    }
+    let summary = match first.strip_prefix("ok") {
+        Some("") => None,
+        Some(rest) if rest.starts_with(' ') => Some(rest[1..].to_string()),
+        _ => {
+            return Err(NoReply(format!(
+                "{} is not an fntrace control socket (it answered {first:?})",
+                path.display()
+            )))
+        }
+    };
+    let mut text = String::new();
+    for line in summary.iter().chain(&lines) {
+        // Empty lines are sent as one space (an empty one ends the reply).
+        text.push_str(if line == " " { "" } else { line });
+        text.push('\n');
+    }
+    Ok((true, text))
+}
+
+/// The request line for `command` (relative directories made absolute).
+fn request_line(command: &CtlCommand) -> Result<String, NoReply> {
+    let dir = |dir: &Path| -> Result<String, NoReply> {
+        let absolute =
+            std::path::absolute(dir).map_err(|e| NoReply(format!("{}: {e}", dir.display())))?;
+        absolute
+            .to_str()
+            .map(String::from)
+            .ok_or_else(|| NoReply(format!("{}: not UTF-8 (the protocol is)", dir.display())))
+    };
+    let line = match command {
+        CtlCommand::Status => "status".to_string(),
+        CtlCommand::Enable { tracer } => format!("enable {tracer}"),
+        CtlCommand::Disable { tracer } => format!("disable {tracer}"),
+        CtlCommand::Filter { globs } => format!("filter {globs}"),
+        CtlCommand::Record { dir: d } => format!("record {}", dir(d)?),
+        CtlCommand::Stop => "stop".to_string(),
+        CtlCommand::Snapshot { dir: d } => format!("snapshot {}", dir(d)?),
+        CtlCommand::Dump { dir: d } => format!("dump {}", dir(d)?),
+        CtlCommand::Report => "report".to_string(),
+    };
+    if line.contains(['\n', '\r']) {
+        return Err(NoReply(format!(
+            "{line:?}: an argument holds a line break; a request is one line"
+        )));
+    }
+    Ok(line + "\n")
+}
+
+/// The socket at `target`: a path, or a pid's default path (with the pid).
+fn socket_path(target: &str) -> Result<(PathBuf, Option<u32>), NoReply> {
+    if target.is_empty() || !target.bytes().all(|b| b.is_ascii_digit()) {
+        return Ok((PathBuf::from(target), None));
+    }
+    let pid: u32 = target
+        .parse()
+        .map_err(|_| NoReply(format!("{target}: not a pid")))?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .map_err(|_| NoReply(format!("no process with pid {pid}")))?;
+    // `Uid:` real, effective, saved, filesystem: the socket's directory
+    // is named after the effective uid.
+    let uid = status
+        .lines()
+        .find_map(|line| line.strip_prefix("Uid:"))
+        .and_then(|ids| ids.split_whitespace().nth(1))
+        .ok_or_else(|| NoReply(format!("/proc/{pid}/status has no Uid line")))?;
+    Ok((
+        PathBuf::from(format!("/tmp/fntrace-{uid}/{pid}.sock")),
+        Some(pid),
+    ))
+}
