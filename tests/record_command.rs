@@ -107,13 +107,23 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-/// Per-function calls `uftrace report` shows, without its `<ADDR>` rows
-/// (uftrace names an unknown parent frame so; see the README's
+/// Per-function calls `uftrace report --demangle=full` shows (C++ names
+/// with their parameters, as fntrace shows them), without its `<ADDR>`
+/// rows (uftrace names an unknown parent frame so; see the README's
 /// differences).
 fn named_calls(dir: &Path) -> HashMap<String, u64> {
-    let mut calls = common::uftrace_calls(dir);
-    calls.retain(|name, _| !name.starts_with('<'));
-    calls
+    common::uftrace(&["report", "--no-pager", "--demangle=full"], dir)
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let name = fields.get(5..)?.join(" ");
+            let address = name
+                .strip_prefix('<')
+                .and_then(|rest| rest.strip_suffix('>'))
+                .is_some_and(|hex| hex.chars().all(|c| c.is_ascii_hexdigit()));
+            (!address).then_some((name, fields[4].parse().ok()?))
+        })
+        .collect()
 }
 
 /// Per-function completed calls in fntrace's reading of `dir`.
@@ -389,5 +399,71 @@ fn bad_arguments_fail_with_one_clear_line() {
         std::fs::read_to_string(base.join("not-a-trace/notes.txt")).unwrap(),
         "mine"
     );
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+/// `program args` under `fntrace record` and `uftrace record`: calls per
+/// function equal, uftrace's names demangled as fntrace shows them (uftrace
+/// 0.13 cannot demangle Rust's v0 names).
+fn program_equals_uftrace(base: &Path, program: &Path, args: &[&str]) {
+    let ours = base.join("fntrace.data");
+    let mut record_args = vec!["-o", ours.to_str().unwrap(), program.to_str().unwrap()];
+    record_args.extend(args);
+    let output = record(base, &record_args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let theirs = base.join("uftrace.data");
+    assert!(common::uftrace_record(&theirs, program, args));
+    let demangled = |calls: HashMap<String, u64>| -> HashMap<String, u64> {
+        calls
+            .into_iter()
+            .map(|(name, n)| (fntrace_tools::demangle(&name), n))
+            .collect()
+    };
+    let expected = demangled(named_calls(&theirs));
+    assert!(expected.len() > 3, "uftrace recorded {expected:?}");
+    assert_eq!(demangled(named_calls(&ours)), expected);
+    assert_eq!(fntrace_calls(&ours), expected);
+}
+
+#[test]
+fn records_cpp_built_with_gxx_pg_as_uftrace_does() {
+    let base = common::temp_dir("record-cmd-cpp");
+    std::fs::create_dir_all(&base).unwrap();
+    let program = base.join("shapes");
+    let output = Command::new("g++")
+        .args(["-pg", "-O2", "-pthread"])
+        .arg(repo().join("tests/c/shapes.cpp"))
+        .arg("-o")
+        .arg(&program)
+        .output()
+        .expect("cannot run g++; CI installs it (.ci/run)");
+    assert!(output.status.success(), "{}", stderr(&output));
+    program_equals_uftrace(&base, &program, &["1000"]);
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+#[test]
+fn records_rust_built_with_instrument_mcount_as_uftrace_does() {
+    let base = common::temp_dir("record-cmd-rust");
+    std::fs::create_dir_all(&base).unwrap();
+    let program = base.join("two_threads");
+    // rustc calls mcount through the PLT (`call mcount@plt`): a form the
+    // scan follows to libfntrace.so's mcount.
+    let output = Command::new("rustc")
+        .args([
+            "-Zinstrument-mcount",
+            "-C",
+            "opt-level=2",
+            "-C",
+            "force-frame-pointers=yes",
+        ])
+        .arg(repo().join("tests/rust/two_threads.rs"))
+        .arg("-o")
+        .arg(&program)
+        .env("RUSTC_BOOTSTRAP", "1")
+        .output()
+        .expect("cannot run rustc");
+    assert!(output.status.success(), "{}", stderr(&output));
+    program_equals_uftrace(&base, &program, &["1000"]);
     std::fs::remove_dir_all(&base).unwrap();
 }
