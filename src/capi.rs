@@ -31,6 +31,7 @@ use crate::tracer::{self, Tracer};
 use crate::tracers::{function::FUNCTION_TRACER, graph::GRAPH_TRACER};
 
 mod env;
+mod exec;
 pub(crate) mod live;
 
 thread_local! {
@@ -265,6 +266,15 @@ pub unsafe extern "C" fn fntrace_record_start(dir: *const c_char) -> c_int {
 
 /// Starts the recording kept for `fntrace_record_stop`.
 pub(crate) fn start_recording(dir: &str, filter: &Filter) -> Result<(), Failure> {
+    start_recording_with(dir, filter, &record::RecordOptions::default())
+}
+
+/// [`start_recording`] with options.
+fn start_recording_with(
+    dir: &str,
+    filter: &Filter,
+    options: &record::RecordOptions,
+) -> Result<(), Failure> {
     let mut slot = RECORDING.lock().unwrap_or_else(PoisonError::into_inner);
     if slot.is_some() {
         return Err(Failure(
@@ -272,7 +282,7 @@ pub(crate) fn start_recording(dir: &str, filter: &Filter) -> Result<(), Failure>
             "a recording is running already (fntrace_record_stop ends it)".to_string(),
         ));
     }
-    *slot = Some(record::record("graph", filter, dir)?);
+    *slot = Some(record::record_with("graph", filter, dir, options)?);
     Ok(())
 }
 

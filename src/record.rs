@@ -9,6 +9,14 @@
 //! Events the buffers could not hold (the writer fell behind) are counted
 //! and written as a lost record at the point of the thread's stream where
 //! they were lost; uftrace's `replay` shows it.
+//!
+//! A recording follows the process: the child of a `fork` gets a writer of
+//! its own (started by a fork handler), adding the child as a session of
+//! the same directory; before an `exec` (see the C ABI's wrappers) the
+//! writer drains and finishes, and the new program, started with
+//! `FNTRACE_OUTPUT` and `FNTRACE_APPEND=1`, joins the directory
+//! ([`RecordOptions::append`]). The writer is per process: a
+//! [`Recording`] handle copied into a child by `fork` stops the child's.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -36,11 +44,50 @@ pub(crate) static RECORDING: AtomicBool = AtomicBool::new(false);
 /// A running recording; see [`record`]. Dropping it stops it as
 /// [`Recording::stop`] does, ignoring errors.
 pub struct Recording {
-    shared: Arc<Shared>,
-    writer: Option<JoinHandle<Result<StreamTotals, Error>>>,
-    tracer: String,
     dir: PathBuf,
     started: Instant,
+    stopped: bool,
+}
+
+/// This process's writer thread, while a recording runs. Per process: in
+/// the child of a `fork`, the fork handler replaces the parent's (a thread
+/// the child does not have) with one of the child's own.
+struct Writer {
+    shared: Arc<Shared>,
+    handle: JoinHandle<Result<StreamTotals, Error>>,
+    tracer: String,
+    dir: PathBuf,
+    interval: Duration,
+}
+
+/// Never held while calling into `control` or the tracers: the fork
+/// handlers hold it across a `fork`, and take it before the operation lock.
+static WRITER: Mutex<Option<Writer>> = Mutex::new(None);
+
+/// The process whose writer `WRITER` holds (0: none), readable without the
+/// lock: the child of a `vfork` shares this memory with its parent, and
+/// must leave the parent's writer alone.
+static WRITER_PID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Whether this process has a writer running (`false` in a `vfork` child).
+pub(crate) fn writing_in_this_process() -> bool {
+    WRITER_PID.load(Ordering::Acquire) == std::process::id()
+}
+
+/// Puts `writer` in `slot` as this process's.
+fn install(slot: &mut Option<Writer>, writer: Writer) {
+    *slot = Some(writer);
+    WRITER_PID.store(std::process::id(), Ordering::Release);
+}
+
+/// Takes this process's writer out of `slot`.
+fn uninstall(slot: &mut Option<Writer>) -> Option<Writer> {
+    WRITER_PID.store(0, Ordering::Release);
+    slot.take()
+}
+
+fn writer_slot() -> std::sync::MutexGuard<'static, Option<Writer>> {
+    WRITER.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// What a finished recording wrote; see [`Recording::stop`].
@@ -84,6 +131,11 @@ pub struct RecordOptions {
     /// `drain_interval`, so they need to hold only that long's events:
     /// smaller buffers stay in the caches and take less memory.
     pub buffer_events: usize,
+    /// Add this process as a new session of the recording already at `dir`
+    /// (made by this process before an `exec`, or by a parent) instead of
+    /// requiring an empty directory. The environment variable
+    /// `FNTRACE_APPEND=1` sets it for `FNTRACE_OUTPUT`.
+    pub append: bool,
 }
 
 /// Events per thread buffer while recording, by default: 262,144 (4 MiB),
@@ -95,6 +147,7 @@ impl Default for RecordOptions {
         RecordOptions {
             drain_interval: DEFAULT_DRAIN_INTERVAL,
             buffer_events: DEFAULT_RECORD_BUFFER_EVENTS,
+            append: false,
         }
     }
 }
@@ -155,8 +208,37 @@ fn start(
     control::init()?;
     GRAPH_TRACER.retain_buffered();
     GRAPH_TRACER.set_buffer_events(options.buffer_events);
-    let start_ns = clock::ticks_to_ns(clock::now_ticks());
-    let stream = UftraceStream::create(dir, describe_process(), start_ns)?;
+    let start_ns = now_ns();
+    let stream = if options.append {
+        UftraceStream::join(dir, describe_process(), start_ns)?
+    } else {
+        UftraceStream::create(dir, describe_process(), start_ns)?
+    };
+    follow_forks();
+    let interval = options.drain_interval.max(Duration::from_micros(100));
+    let writer = start_writer(tracer, dir, interval, Ok(stream))?;
+    install(&mut writer_slot(), writer);
+    let recording = Recording {
+        dir: dir.to_path_buf(),
+        started: Instant::now(),
+        stopped: false,
+    };
+    // Enabled last: nothing is traced before the writer runs. On error the
+    // recording is stopped by its drop (the directory stays, empty).
+    control::enable_with(tracer, filter)?;
+    Ok(recording)
+}
+
+/// Starts a writer thread streaming into `dir`: into `stream`, or, given a
+/// session start time instead, into a session of that start that joins
+/// `dir` when the first events arrive (a forked child that execs or exits
+/// at once adds nothing).
+fn start_writer(
+    tracer: &str,
+    dir: &Path,
+    interval: Duration,
+    stream: Result<UftraceStream, (u64, Option<u32>)>,
+) -> Result<Writer, Error> {
     let shared = Arc::new(Shared {
         stop: Mutex::new(false),
         wake: Condvar::new(),
@@ -164,28 +246,180 @@ fn start(
         written: AtomicU64::new(0),
         lost: AtomicU64::new(0),
     });
-    let interval = options.drain_interval.max(Duration::from_micros(100));
-    let writer = {
+    let handle = {
         let shared = Arc::clone(&shared);
+        let dir = dir.to_path_buf();
         spawn_running("fntrace-writer", move || {
-            write_until_stopped(stream, &shared, interval)
+            write_until_stopped(stream, &dir, &shared, interval)
         })
         .map_err(|source| Error::Io {
             what: "starting the recording's writer thread".to_string(),
             source,
         })?
     };
-    let recording = Recording {
+    Ok(Writer {
         shared,
-        writer: Some(writer),
+        handle,
         tracer: tracer.to_string(),
         dir: dir.to_path_buf(),
-        started: Instant::now(),
+        interval,
+    })
+}
+
+fn now_ns() -> u64 {
+    clock::ticks_to_ns(clock::now_ticks())
+}
+
+/// Installs (once) the fork handlers that give a forked child its own
+/// writer.
+fn follow_forks() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: registering fork handlers has no preconditions; the
+        // handlers take and release `WRITER` only.
+        unsafe {
+            libc::pthread_atfork(
+                Some(writer_before_fork),
+                Some(writer_after_fork_in_parent),
+                Some(writer_after_fork_in_child),
+            );
+        }
+    });
+}
+
+thread_local! {
+    /// `WRITER`, held by the forking thread across the fork.
+    static WRITER_HELD_ACROSS_FORK: std::cell::RefCell<Option<std::sync::MutexGuard<'static, Option<Writer>>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+extern "C" fn writer_before_fork() {
+    let guard = writer_slot();
+    WRITER_HELD_ACROSS_FORK.with(|held| *held.borrow_mut() = Some(guard));
+}
+
+extern "C" fn writer_after_fork_in_parent() {
+    WRITER_HELD_ACROSS_FORK.with(|held| drop(held.borrow_mut().take()));
+}
+
+/// In the child: the parent's writer thread is not here. Its handle is
+/// forgotten (joining or detaching a thread of another process is
+/// undefined), and a writer of the child's own takes over the recording.
+extern "C" fn writer_after_fork_in_child() {
+    WRITER_HELD_ACROSS_FORK.with(|held| {
+        let Some(mut slot) = held.borrow_mut().take() else {
+            return;
+        };
+        let Some(parent) = uninstall(&mut slot) else {
+            return;
+        };
+        let (tracer, dir, interval) = (parent.tracer.clone(), parent.dir.clone(), parent.interval);
+        std::mem::forget(parent.handle);
+        // SAFETY: getppid has no preconditions.
+        let parent_pid = unsafe { libc::getppid() } as u32;
+        match start_writer(&tracer, &dir, interval, Err((now_ns(), Some(parent_pid)))) {
+            Ok(writer) => install(&mut slot, writer),
+            Err(err) => eprintln!(
+                "fntrace: the forked child {} is not recorded: {err}",
+                std::process::id()
+            ),
+        }
+    });
+}
+
+/// Before this process execs: drains what the buffers hold and finishes its
+/// session of the recording, so that the new program (which joins the
+/// directory, `FNTRACE_APPEND=1`) continues it. The tracer stays enabled
+/// (if the exec fails, [`resume_after_failed_exec`] starts a writer again).
+/// Returns whether a recording was running.
+pub(crate) fn finish_before_exec() -> bool {
+    let _untraced = Untraced::begin();
+    if !writing_in_this_process() {
+        return false;
+    }
+    let Some(writer) = uninstall(&mut writer_slot()) else {
+        return false;
     };
-    // Enabled last: nothing is traced before the writer runs. On error the
-    // recording is stopped by its drop (the directory stays, empty).
-    control::enable_with(tracer, filter)?;
-    Ok(recording)
+    let (tracer, dir, interval) = (writer.tracer.clone(), writer.dir.clone(), writer.interval);
+    if let Err(err) = stop_writer(writer) {
+        eprintln!("fntrace: finishing the recording before exec: {err}");
+    }
+    *EXEC_RESUME.lock().unwrap_or_else(PoisonError::into_inner) = Some((tracer, dir, interval));
+    true
+}
+
+/// What `finish_before_exec` stopped, for a failed exec.
+static EXEC_RESUME: Mutex<Option<(String, PathBuf, Duration)>> = Mutex::new(None);
+
+/// After an exec that failed (this program goes on): a writer again, as a
+/// new session of the same directory.
+pub(crate) fn resume_after_failed_exec() {
+    let _untraced = Untraced::begin();
+    let Some((tracer, dir, interval)) = EXEC_RESUME
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take()
+    else {
+        return;
+    };
+    match start_writer(&tracer, &dir, interval, Err((now_ns(), None))) {
+        Ok(writer) => install(&mut writer_slot(), writer),
+        Err(err) => eprintln!("fntrace: the recording stopped after a failed exec: {err}"),
+    }
+}
+
+/// Before this process ends without running `atexit` handlers (`_exit`,
+/// perhaps from a signal handler): drains what the buffers hold and
+/// finishes the directory, waiting at most [`EXIT_WAIT`] (the interrupted
+/// code might hold a lock the writer needs; then what was drained last
+/// stays).
+pub(crate) fn finish_before_exit() {
+    let _untraced = Untraced::begin();
+    if !writing_in_this_process() {
+        return;
+    }
+    let Ok(mut slot) = WRITER.try_lock() else {
+        return;
+    };
+    let Some(writer) = uninstall(&mut slot) else {
+        return;
+    };
+    drop(slot);
+    if let Ok(mut stop) = writer.shared.stop.try_lock() {
+        *stop = true;
+    } else {
+        return;
+    }
+    writer.shared.wake.notify_all();
+    let deadline = Instant::now() + EXIT_WAIT;
+    while !writer.handle.is_finished() {
+        if Instant::now() > deadline {
+            eprintln!("fntrace: _exit: the recording's last drain did not finish in time");
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    if let Ok(Err(err)) = writer.handle.join() {
+        eprintln!("fntrace: finishing the recording at _exit: {err}");
+    }
+}
+
+/// How long `_exit` waits for the writer's last drain.
+const EXIT_WAIT: Duration = Duration::from_secs(2);
+
+/// Tells `writer` to drain once more and finish, and waits for it.
+fn stop_writer(writer: Writer) -> Result<StreamTotals, Error> {
+    *writer
+        .shared
+        .stop
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner) = true;
+    writer.shared.wake.notify_all();
+    writer.handle.join().unwrap_or_else(|_| {
+        Err(Error::Recording(
+            "the writer thread panicked (a bug)".to_string(),
+        ))
+    })
 }
 
 /// Spawns a thread named `name` running `f`, and returns once it runs:
@@ -221,15 +455,20 @@ pub(crate) fn disable_recorded(tracer: &str) -> Result<(), Error> {
 }
 
 /// The writer thread: drains, writes, sleeps, until told to stop; then
-/// drains once more.
+/// drains once more. With no `stream`, it joins `dir` at the first events.
 fn write_until_stopped(
-    mut stream: UftraceStream,
+    stream: Result<UftraceStream, (u64, Option<u32>)>,
+    dir: &Path,
     shared: &Shared,
     interval: Duration,
 ) -> Result<StreamTotals, Error> {
     // Nothing this thread calls is traced (its own events would feed the
     // stream it writes).
     let _untraced = Untraced::begin();
+    let (mut stream, start_ns, forked_from) = match stream {
+        Ok(stream) => (Some(stream), 0, None),
+        Err((start_ns, forked_from)) => (None, start_ns, forked_from),
+    };
     let mut failure: Option<Error> = None;
     let mut discarded = 0u64;
     loop {
@@ -249,6 +488,25 @@ fn write_until_stopped(
                 discarded += count;
                 return;
             }
+            if stream.is_none() {
+                let joined = match forked_from {
+                    Some(parent) => {
+                        UftraceStream::join_forked(dir, describe_process(), start_ns, parent)
+                    }
+                    None => UftraceStream::join(dir, describe_process(), start_ns),
+                };
+                match joined {
+                    Ok(joined) => stream = Some(joined),
+                    Err(err) => {
+                        discarded += count;
+                        failure = Some(err.into());
+                        return;
+                    }
+                }
+            }
+            let Some(stream) = stream.as_mut() else {
+                return;
+            };
             let appended = stream.append(
                 batch.tid,
                 Some(batch.name),
@@ -261,15 +519,17 @@ fn write_until_stopped(
             }
         });
         if failure.is_none() {
-            if let Err(err) = stream.flush() {
+            if let Some(Err(err)) = stream.as_mut().map(UftraceStream::flush) {
                 failure = Some(err.into());
             }
         }
-        let totals = stream.totals();
-        shared.written.store(totals.events, Ordering::Relaxed);
-        shared
-            .lost
-            .store(totals.lost + totals.left_out, Ordering::Relaxed);
+        if let Some(stream) = &stream {
+            let totals = stream.totals();
+            shared.written.store(totals.events, Ordering::Relaxed);
+            shared
+                .lost
+                .store(totals.lost + totals.left_out, Ordering::Relaxed);
+        }
         shared.drains.fetch_add(1, Ordering::Release);
         if stop {
             break;
@@ -278,10 +538,13 @@ fn write_until_stopped(
     if let Some(err) = failure {
         return Err(Error::Recording(format!(
             "writing {} failed, {discarded} events were not written: {err}",
-            stream.dir().display()
+            dir.display()
         )));
     }
-    Ok(stream.finish()?)
+    match stream {
+        Some(stream) => Ok(stream.finish()?),
+        None => Ok(StreamTotals::default()),
+    }
 }
 
 impl Recording {
@@ -290,44 +553,44 @@ impl Recording {
         &self.dir
     }
 
-    /// Drains the writer has completed so far: each wrote what every
-    /// thread's buffer held when it began, and freed for reuse the buffers
-    /// of threads that had exited.
+    /// Drains this process's writer has completed so far: each wrote what
+    /// every thread's buffer held when it began, and freed for reuse the
+    /// buffers of threads that had exited.
     pub fn drains(&self) -> u64 {
-        self.shared.drains.load(Ordering::Acquire)
+        writer_slot()
+            .as_ref()
+            .map_or(0, |writer| writer.shared.drains.load(Ordering::Acquire))
     }
 
     /// Events written so far, and lost so far, as of the last drain (see
     /// [`RecordReport`]).
     pub fn written_and_lost(&self) -> (u64, u64) {
-        let written = self.shared.written.load(Ordering::Relaxed);
-        (written, self.shared.lost.load(Ordering::Relaxed))
+        writer_slot().as_ref().map_or((0, 0), |writer| {
+            let written = writer.shared.written.load(Ordering::Relaxed);
+            (written, writer.shared.lost.load(Ordering::Relaxed))
+        })
     }
 
     /// Stops the recording: disables the tracer, drains what the buffers
     /// still hold, and finishes the directory. Calls still running stay
-    /// open in it (entries without exits), as in uftrace's recordings.
+    /// open in it (entries without exits), as in uftrace's recordings. In
+    /// the child of a `fork`, stops the child's part of the recording.
     pub fn stop(mut self) -> Result<RecordReport, Error> {
         self.finish()
     }
 
     fn finish(&mut self) -> Result<RecordReport, Error> {
         let _untraced = Untraced::begin();
-        let Some(writer) = self.writer.take() else {
+        if std::mem::replace(&mut self.stopped, true) {
             return Err(Error::Recording("stopped already".to_string()));
+        }
+        let Some(writer) = uninstall(&mut writer_slot()) else {
+            return Err(Error::Recording(
+                "this process's recording ended already (finished at _exit or exec)".to_string(),
+            ));
         };
-        let disabled = disable_recorded(&self.tracer);
-        *self
-            .shared
-            .stop
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = true;
-        self.shared.wake.notify_all();
-        let written = writer.join().unwrap_or_else(|_| {
-            Err(Error::Recording(
-                "the writer thread panicked (a bug)".to_string(),
-            ))
-        });
+        let disabled = disable_recorded(&writer.tracer);
+        let written = stop_writer(writer);
         GRAPH_TRACER.release_memory();
         RECORDING.store(false, Ordering::Release);
         let totals = written?;
@@ -345,7 +608,7 @@ impl Recording {
 
 impl Drop for Recording {
     fn drop(&mut self) {
-        if self.writer.is_some() {
+        if !self.stopped {
             let _ = self.finish();
         }
     }

@@ -24,6 +24,7 @@ fn events_lost_to_full_buffers_are_counted_and_shown() {
     let options = RecordOptions {
         drain_interval: Duration::from_millis(50),
         buffer_events: 4096,
+        ..RecordOptions::default()
     };
     let recording =
         fntrace::record_with("graph", &Filter::new().include("pie_*"), &dir, &options).unwrap();

@@ -9,6 +9,15 @@
 //! - `FNTRACE_OUTPUT`: a directory to stream to with the recorder (graph
 //!   tracer), finished at exit;
 //! - `FNTRACE_REPORT=1`: the latency table on stderr at exit (graph tracer);
+//! - `FNTRACE_FLIGHT=BYTES`: with `FNTRACE_OUTPUT`, run the flight
+//!   recorder instead (the most recent BYTES of events) and write its
+//!   snapshot to `FNTRACE_OUTPUT` at exit; this process only (the programs
+//!   it runs are not recorded);
+//! - `FNTRACE_APPEND=1`: add this process to the recording already in
+//!   `FNTRACE_OUTPUT` as a new session (a program exec'd or spawned by a
+//!   recorded one) instead of requiring an empty directory. A process that
+//!   starts recording sets it, and `FNTRACE_OUTPUT` as an absolute path, in
+//!   its own environment, so that the programs it runs join its recording;
 //!
 //! and `FNTRACE_PATCH` as always. The values are checked before anything
 //! is enabled: an invalid one prints one line naming the variable, and the
@@ -23,7 +32,9 @@ use crate::filter::Filter;
 use crate::tracer;
 use crate::tracers::graph::GRAPH_TRACER;
 
-use super::{parse_globs, register_builtins, start_recording, take_recording};
+use super::{parse_globs, register_builtins, start_recording_with, take_recording};
+use crate::flight::{flight_record, FlightOptions, FlightRecorder};
+use crate::record::RecordOptions;
 
 /// Rows of the latency table printed at exit.
 pub(super) const REPORT_ROWS: usize = 50;
@@ -39,8 +50,15 @@ struct Settings {
     tracers: Vec<String>,
     filter: Filter,
     output: Option<String>,
+    flight: Option<usize>,
+    append: bool,
     report: bool,
 }
+
+/// The flight recorder `FNTRACE_FLIGHT` started, and the process that
+/// started it (a forked child has no writer thread to snapshot with).
+static FLIGHT: std::sync::Mutex<Option<(u32, FlightRecorder, String)>> =
+    std::sync::Mutex::new(None);
 
 /// The settings `start` applied, for the exit handler.
 static APPLIED: std::sync::Mutex<Option<(bool, bool)>> = std::sync::Mutex::new(None);
@@ -110,6 +128,26 @@ fn settings() -> Result<Option<Settings>, String> {
         Some("1") => true,
         Some(other) => return Err(format!("FNTRACE_REPORT={other}: use 1 (or 0)")),
     };
+    let flight =
+        match var("FNTRACE_FLIGHT")? {
+            None => None,
+            Some(bytes) => {
+                let budget: usize = bytes.trim().parse().ok().filter(|&b| b >= 16).ok_or_else(|| {
+                format!("FNTRACE_FLIGHT={bytes}: not a size in bytes (a whole number, at least 16)")
+            })?;
+                if output.is_none() {
+                    return Err(format!(
+                    "FNTRACE_FLIGHT={bytes} needs FNTRACE_OUTPUT (where the snapshot is written)"
+                ));
+                }
+                Some(budget)
+            }
+        };
+    let append = match var("FNTRACE_APPEND")?.as_deref() {
+        None | Some("" | "0") => false,
+        Some("1") => true,
+        Some(other) => return Err(format!("FNTRACE_APPEND={other}: use 1 (or 0)")),
+    };
     let graph = tracers.iter().any(|t| t == "graph");
     if report && !graph && output.is_none() {
         return Err(
@@ -121,6 +159,8 @@ fn settings() -> Result<Option<Settings>, String> {
         tracers,
         filter,
         output,
+        flight,
+        append,
         report,
     }))
 }
@@ -130,9 +170,27 @@ fn settings() -> Result<Option<Settings>, String> {
 fn apply(settings: Settings) -> Result<(), String> {
     let mut enabled: Vec<&str> = Vec::new();
     let result = (|| {
-        if let Some(dir) = &settings.output {
-            start_recording(dir, &settings.filter)
+        if let (Some(dir), Some(budget_bytes)) = (&settings.output, settings.flight) {
+            let options = FlightOptions {
+                budget_bytes,
+                ..FlightOptions::default()
+            };
+            let recorder = flight_record("graph", &settings.filter, options)
+                .map_err(|e| format!("FNTRACE_FLIGHT: {e}"))?;
+            *FLIGHT.lock().unwrap_or_else(|e| e.into_inner()) =
+                Some((std::process::id(), recorder, dir.clone()));
+            // The programs this one runs are not recorded.
+            for name in ["FNTRACE_OUTPUT", "FNTRACE_FLIGHT", "FNTRACE"] {
+                std::env::remove_var(name);
+            }
+        } else if let Some(dir) = &settings.output {
+            let options = RecordOptions {
+                append: settings.append,
+                ..RecordOptions::default()
+            };
+            start_recording_with(dir, &settings.filter, &options)
                 .map_err(|f| format!("FNTRACE_OUTPUT={dir}: {}", f.1))?;
+            pass_recording_on(dir);
         }
         for name in &settings.tracers {
             if name == "graph" && settings.output.is_some() {
@@ -151,6 +209,9 @@ fn apply(settings: Settings) -> Result<(), String> {
         if let Some(recording) = take_recording() {
             let _ = recording.stop();
         }
+        if let Some((_, recorder, _)) = FLIGHT.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = recorder.stop();
+        }
         return Err(message);
     }
     *APPLIED.lock().unwrap_or_else(|e| e.into_inner()) =
@@ -163,11 +224,47 @@ fn apply(settings: Settings) -> Result<(), String> {
     Ok(())
 }
 
+/// Sets up this process's environment so that the programs it runs (which
+/// inherit it) add to its recording at `dir`: before `main`, so no other
+/// thread reads the environment meanwhile.
+fn pass_recording_on(dir: &str) {
+    let absolute = std::path::absolute(dir).unwrap_or_else(|_| dir.into());
+    std::env::set_var("FNTRACE_OUTPUT", absolute);
+    std::env::set_var("FNTRACE_APPEND", "1");
+}
+
+/// Writes the flight recorder's snapshot to `dir` and stops it; the
+/// directory, if written.
+fn finish_flight(recorder: FlightRecorder, dir: &str) -> Option<std::path::PathBuf> {
+    let written = match recorder.snapshot(dir) {
+        Ok(snapshot) => {
+            eprintln!(
+                "fntrace: flight recorder: {} events over {:?} ({} lost, {} evicted) written to {dir}",
+                snapshot.events,
+                snapshot.window(),
+                snapshot.lost,
+                snapshot.evicted
+            );
+            Some(snapshot.dir)
+        }
+        Err(err) => {
+            eprintln!("fntrace: FNTRACE_FLIGHT: writing the snapshot to {dir}: {err}");
+            None
+        }
+    };
+    if let Err(err) = recorder.stop() {
+        eprintln!("fntrace: FNTRACE_FLIGHT: stopping: {err}");
+    }
+    written
+}
+
 /// At exit: finishes the recording, prints the report.
 extern "C" fn finish() {
-    let finished = std::thread::Builder::new()
-        .name("fntrace-exit".to_string())
-        .spawn(|| catch_unwind(finish_on_this_thread));
+    // Started as the recorder's threads are: a thread being created has
+    // every signal blocked, which would make a patch now fall back to
+    // stopping the world.
+    let finished =
+        crate::record::spawn_running("fntrace-exit", || catch_unwind(finish_on_this_thread));
     match finished.map(|thread| thread.join()) {
         Ok(Ok(Ok(()))) => {}
         Ok(Ok(Err(_)) | Err(_)) => eprintln!("fntrace: finishing at exit panicked (a bug)"),
@@ -180,7 +277,16 @@ fn finish_on_this_thread() {
         return;
     };
     let mut dir = None;
-    if recorded {
+    let flight = FLIGHT.lock().unwrap_or_else(|e| e.into_inner()).take();
+    match flight {
+        Some((pid, recorder, output)) if pid == std::process::id() => {
+            dir = finish_flight(recorder, &output);
+        }
+        // A forked child's copy: its writer thread is the parent's.
+        Some((_, recorder, _)) => std::mem::forget(recorder),
+        None => {}
+    }
+    if recorded && dir.is_none() {
         if let Some(recording) = take_recording() {
             match recording.stop() {
                 Ok(done) => dir = Some(done.dir),

@@ -85,6 +85,12 @@ pub(super) fn serve_from_env() {
             path => path.into(),
         };
         let server = serve_control(&path).map_err(|e| format!("FNTRACE_CONTROL={value}: {e}"))?;
+        if value != "1" {
+            // A path is this process's: the programs it runs (which inherit
+            // the environment) must not all claim it. Before `main`, so no
+            // other thread reads the environment.
+            std::env::remove_var("FNTRACE_CONTROL");
+        }
         // Only this constructor sets it; a second call keeps the first.
         let _ = FROM_ENV.set(server);
         Ok(())

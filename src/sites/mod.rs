@@ -17,10 +17,10 @@ pub use table::SiteKind;
 pub(crate) use table::{flag, Inserted, NewSite, Site, SiteTable};
 
 use crate::arch::x86_64::{
-    addr32_prefix_is_part_of_call, decode_call, fentry_placement, SiteForm, CALL_REL32,
+    addr32_prefix_is_part_of_call, decode_call, fentry_placement, plt_slot, SiteForm, CALL_REL32,
     CALL_RIP_INDIRECT, ENDBR64, POP_R10, PUSH_R10,
 };
-use crate::symbols::{self, SymbolIndex};
+use crate::symbols::{self, LoadedObject, SymbolIndex};
 
 /// Every call site fntrace knows of.
 pub(crate) static SITES: SiteTable = SiteTable::new();
@@ -267,9 +267,12 @@ pub(crate) fn scan(index: &SymbolIndex) -> ScanReport {
             };
             for offset in 0..code.len() {
                 let addr = function.start + offset;
-                let Some(call) = decode_call(&code[offset..], addr, load_slot) else {
+                let Some(mut call) = decode_call(&code[offset..], addr, load_slot) else {
                     continue;
                 };
+                if call.form != SiteForm::CallGotRip {
+                    call.target = through_plt(object, call.target, load_slot);
+                }
                 if foreign.contains(&call.target) {
                     report.foreign_sites += 1;
                     break;
@@ -315,6 +318,29 @@ pub(crate) fn scan(index: &SymbolIndex) -> ScanReport {
         }
     }
     report
+}
+
+/// Where a call to `target` ends up when `target` is an entry of
+/// `object`'s PLT (its GOT slot already bound, as with `BIND_NOW`; a slot
+/// bound lazily still points into the PLT and matches nothing); else
+/// `target`.
+fn through_plt(
+    object: &LoadedObject,
+    target: usize,
+    load_slot: impl Fn(usize) -> Option<usize>,
+) -> usize {
+    const PLT_ENTRY_HEAD: usize = 16;
+    if !object
+        .text
+        .iter()
+        .any(|t| target >= t.start && target + PLT_ENTRY_HEAD <= t.end)
+    {
+        return target;
+    }
+    // SAFETY: [target, target + 16) lies inside an executable segment of
+    // the loaded object, which is mapped readable.
+    let head = unsafe { std::slice::from_raw_parts(target as *const u8, PLT_ENTRY_HEAD) };
+    plt_slot(head, target).and_then(load_slot).unwrap_or(target)
 }
 
 /// After objects were unloaded (`dlclose`): each site whose text can no

@@ -127,6 +127,28 @@ pub(crate) fn decode_call(
     None
 }
 
+/// `jmp *rel32(%rip)`: a PLT entry's jump through its GOT slot.
+const JMP_RIP_INDIRECT: [u8; 2] = [0xff, 0x25];
+/// `bnd` prefix of an MPX-era PLT entry's jump.
+const BND_PREFIX: u8 = 0xf2;
+
+/// The GOT slot a PLT entry at `addr` (its first bytes `code`) jumps
+/// through: `jmp *slot(%rip)`, optionally after `endbr64` and with a `bnd`
+/// prefix (`.plt.sec` entries). A call to a function in another object
+/// from an executable that is not linked with `-fno-plt` goes through one
+/// (`call mcount@plt`, as rustc emits for `-Zinstrument-mcount`).
+pub(crate) fn plt_slot(code: &[u8], addr: usize) -> Option<usize> {
+    let skip_endbr = if code.starts_with(&ENDBR64) { 4 } else { 0 };
+    let rest = &code[skip_endbr.min(code.len())..];
+    let skip_bnd = usize::from(rest.first() == Some(&BND_PREFIX));
+    let jump = &rest[skip_bnd.min(rest.len())..];
+    if jump.len() < 6 || jump[..2] != JMP_RIP_INDIRECT {
+        return None;
+    }
+    let end = addr + skip_endbr + skip_bnd + 6;
+    Some((end as i64 + rel32(&jump[2..6])) as usize)
+}
+
 /// What an instruction written at a call site does when executed: all a
 /// patch protocol needs to emulate it (a breakpoint protocol's trap handler
 /// runs it on behalf of a thread that hit the half-written site).

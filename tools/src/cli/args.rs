@@ -59,6 +59,10 @@ pub enum Command {
     /// Flame graph: SVG, or folded stacks with --folded.
     #[command(after_help = FLAME_HELP)]
     Flame(FlameArgs),
+    /// Run a program (built with -pg, -pg -mfentry or -Zinstrument-mcount)
+    /// and record its trace, forks and execs included.
+    #[command(after_help = super::record::RECORD_HELP)]
+    Record(super::record::RecordArgs),
     /// Control a running program: status, enable, record, stop, report...
     #[command(after_help = super::ctl::CTL_HELP)]
     Ctl(super::ctl::CtlArgs),

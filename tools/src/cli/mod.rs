@@ -9,6 +9,7 @@ mod args;
 mod cargo;
 mod ctl;
 mod output;
+mod record;
 mod report;
 
 use std::fs::File;
@@ -34,9 +35,12 @@ pub fn main() -> ExitCode {
     // clap prints help, --version and argument errors (naming the argument)
     // itself, and exits 2 on errors.
     let cli = Cli::parse();
-    if let Command::Ctl(args) = &cli.command {
+    match &cli.command {
         // Exit statuses of its own: 1 for an error reply, 2 for none.
-        return ctl::main(args);
+        Command::Ctl(args) => return ctl::main(args),
+        // The recorded program's exit status.
+        Command::Record(args) => return record::main(args),
+        _ => {}
     }
     match run(cli) {
         Ok(()) | Err(Failure::StdoutClosed) => ExitCode::SUCCESS,
@@ -159,7 +163,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             }
             Ok(())
         }
-        Command::Ctl(_) => unreachable!("main runs fntrace ctl"),
+        Command::Ctl(_) | Command::Record(_) => unreachable!("main runs fntrace ctl and record"),
         Command::Cargo(args) => cargo::run(&args),
         Command::Completions { shell } => {
             let mut stdout = std::io::stdout().lock();

@@ -69,7 +69,7 @@ impl SpooledCalls {
                 });
                 write_call(&mut out, &call, name, pid, tid).map_err(output)?;
                 written += 1;
-                if written % PROGRESS_CALLS == 0 {
+                if written.is_multiple_of(PROGRESS_CALLS) {
                     progress(written);
                 }
             }

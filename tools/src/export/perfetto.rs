@@ -364,7 +364,7 @@ fn write_packets(
         for call in thread_calls {
             let (index, call) = call?;
             written += 1;
-            if written % PROGRESS_CALLS == 0 {
+            if written.is_multiple_of(PROGRESS_CALLS) {
                 progress(written);
             }
             while let Some(&(top, end)) = open.last() {

@@ -19,16 +19,70 @@ pub(super) fn read_file(path: &Path) -> Result<Vec<u8>, ExportError> {
     Ok(data)
 }
 
-pub(super) struct Tasks {
+/// Above user-space addresses (47 bits): a trace read from a directory
+/// with several address spaces (a recorded program exec'd another) gives
+/// the functions of the `k`-th space addresses `start | k << SPACE_SHIFT`.
+pub(super) const SPACE_SHIFT: u32 = 48;
+
+/// One `SESS` line of `task.txt`.
+pub(super) struct Session {
     pub(super) pid: u32,
     pub(super) sid: String,
     pub(super) exe: String,
+    pub(super) start: u64,
+}
+
+/// What `task.txt` says.
+pub(super) struct Tasks {
+    /// In the order of the file; at least one.
+    pub(super) sessions: Vec<Session>,
+    /// Every `TASK` line, by tid: pid, time.
+    pub(super) task_lines: HashMap<u32, Vec<(u32, u64)>>,
+    /// Forked children's parents (`FORK` lines): pid to parent pid.
+    pub(super) parents: HashMap<u32, u32>,
+    /// Thread ids in order of first appearance.
     pub(super) tids: Vec<u32>,
 }
 
+impl Tasks {
+    /// The address spaces thread `tid` ran in, each from a time on (oldest
+    /// first), as uftrace picks a thread's session: the newest session of
+    /// its process started by the time of each of its `TASK` lines, or else
+    /// its parent's.
+    pub(super) fn address_spaces_of(
+        &self,
+        tid: u32,
+        space_of_session: &[usize],
+    ) -> Vec<(u64, usize)> {
+        let mut spaces = Vec::new();
+        for &(pid, time) in self.task_lines.get(&tid).into_iter().flatten() {
+            let mut process = Some(pid);
+            while let Some(pid) = process {
+                let newest = self
+                    .sessions
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| s.pid == pid && s.start <= time)
+                    .max_by_key(|(_, s)| s.start);
+                if let Some((index, _)) = newest {
+                    spaces.push((time, space_of_session[index]));
+                    break;
+                }
+                process = self.parents.get(&pid).copied().filter(|&p| p != pid);
+            }
+        }
+        spaces.sort_by_key(|&(time, _)| time);
+        spaces
+    }
+}
+
 pub(super) fn parse_task_txt(path: &Path, text: &str) -> Result<Tasks, ExportError> {
-    let mut session: Option<(u32, String, String)> = None;
-    let mut tids = Vec::new();
+    let mut tasks = Tasks {
+        sessions: Vec::new(),
+        task_lines: HashMap::new(),
+        parents: HashMap::new(),
+        tids: Vec::new(),
+    };
     for (n, line) in text.lines().enumerate() {
         let line_no = n + 1;
         let bad =
@@ -48,9 +102,9 @@ pub(super) fn parse_task_txt(path: &Path, text: &str) -> Result<Tasks, ExportErr
                 .parse()
                 .map_err(|_| bad(&format!("bad {key}=")))
         };
-        fields
+        let time = fields
             .get("timestamp")
-            .filter(|t| parse_timestamp(t).is_some())
+            .and_then(|t| parse_timestamp(t))
             .ok_or_else(|| bad("missing or bad timestamp="))?;
         match kind {
             "SESS" => {
@@ -60,26 +114,36 @@ pub(super) fn parse_task_txt(path: &Path, text: &str) -> Result<Tasks, ExportErr
                     return Err(bad("sid= is not 16 hex digits"));
                 }
                 let exe = fields.get("exename").copied().unwrap_or_default();
-                if session.is_none() {
-                    session = Some((pid, sid.to_string(), exe.to_string()));
-                }
+                tasks.sessions.push(Session {
+                    pid,
+                    sid: sid.to_string(),
+                    exe: exe.to_string(),
+                    start: time,
+                });
             }
             "TASK" => {
-                tids.push(number("tid")?);
-                number("pid")?;
+                let tid = number("tid")?;
+                let pid = number("pid")?;
+                let lines = tasks.task_lines.entry(tid).or_default();
+                if lines.is_empty() {
+                    tasks.tids.push(tid);
+                }
+                lines.push((pid, time));
             }
-            "FORK" | "EXEC" | "DLOP" => {}
+            "FORK" => {
+                tasks.parents.insert(number("pid")?, number("ppid")?);
+            }
+            "EXEC" | "DLOP" => {}
             _ => return Err(bad("not a SESS, TASK, FORK, EXEC or DLOP line")),
         }
     }
-    let (pid, sid, exe) = session
-        .ok_or_else(|| ExportError::malformed(path, "no SESS line (no session recorded)"))?;
-    Ok(Tasks {
-        pid,
-        sid,
-        exe,
-        tids,
-    })
+    if tasks.sessions.is_empty() {
+        return Err(ExportError::malformed(
+            path,
+            "no SESS line (no session recorded)",
+        ));
+    }
+    Ok(tasks)
 }
 
 /// `key=value` fields of a task.txt line; a value may be a quoted string
@@ -145,6 +209,10 @@ pub(super) struct Symbol {
 pub(super) struct SymbolTable(Vec<Symbol>);
 
 impl SymbolTable {
+    pub(super) fn iter(&self) -> impl Iterator<Item = &Symbol> {
+        self.0.iter()
+    }
+
     pub(super) fn containing(&self, addr: usize) -> Option<&Symbol> {
         let at = self.0.partition_point(|s| s.start <= addr);
         at.checked_sub(1)

@@ -10,6 +10,7 @@ mod format;
 mod meta;
 mod read;
 mod records;
+mod sessions;
 mod stream;
 mod write;
 

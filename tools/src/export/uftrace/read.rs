@@ -11,7 +11,7 @@ use super::super::ExportError;
 use super::format::{parse_info, FEAT_SYM_REL_ADDR};
 use super::meta::{
     load_symbols, parse_task_txt, read_file, read_fntrace_file, session_modules, strip_build_ids,
-    SymbolTable,
+    SymbolTable, Tasks, SPACE_SHIFT,
 };
 use super::records::ThreadRecords;
 use crate::names::demangle;
@@ -51,11 +51,15 @@ pub struct UftraceReader {
     pid: u32,
     exe: String,
     cmdline: String,
-    maps: String,
     threads: Vec<ThreadInfo>,
     /// Size of each thread's record file (0 if it has none).
     data_bytes: Vec<u64>,
-    symbols: SymbolTable,
+    /// The sessions' address spaces (one per distinct map: a forked child
+    /// shares its parent's, a program exec'd has its own); the first
+    /// session's first.
+    spaces: Vec<AddressSpace>,
+    /// Per thread, the address spaces it ran in, each from a time on.
+    thread_spaces: Vec<Vec<(u64, usize)>>,
     /// Per thread, the sorted indices of the records fntrace added.
     added: HashMap<u32, Vec<usize>>,
     /// Demangled names asked for so far.
@@ -98,13 +102,9 @@ impl UftraceReader {
             &String::from_utf8_lossy(&read_file(&task_path)?),
         )?;
 
-        let map_path = dir.join(format!("sid-{}.map", tasks.sid));
-        let map_text = String::from_utf8_lossy(&read_file(&map_path)?).into_owned();
-        let maps = strip_build_ids(&map_text);
-        let modules = session_modules(&maps);
-
-        let symbols = load_symbols(dir, &modules, header.features & FEAT_SYM_REL_ADDR != 0)?;
-
+        let spaces = AddressSpace::load_all(dir, &tasks, header.features & FEAT_SYM_REL_ADDR != 0)?;
+        let space_of_session = spaces.1;
+        let spaces = spaces.0;
         let mut seen = HashSet::new();
         let tids: Vec<u32> = tasks
             .tids
@@ -118,6 +118,10 @@ impl UftraceReader {
             .iter()
             .map(|tid| fs::metadata(dir.join(format!("{tid}.dat"))).map_or(0, |m| m.len()))
             .collect();
+        let thread_spaces = tids
+            .iter()
+            .map(|&tid| tasks.address_spaces_of(tid, &space_of_session))
+            .collect();
         let threads = tids
             .iter()
             .map(|&tid| ThreadInfo {
@@ -126,19 +130,20 @@ impl UftraceReader {
             })
             .collect();
 
+        let first = &tasks.sessions[0];
         Ok(UftraceReader {
             dir: dir.to_path_buf(),
-            pid: tasks.pid,
-            exe: if tasks.exe.is_empty() {
+            pid: first.pid,
+            exe: if first.exe.is_empty() {
                 header.exe
             } else {
-                tasks.exe
+                first.exe.clone()
             },
             cmdline: header.cmdline,
-            maps,
             threads,
             data_bytes,
-            symbols,
+            spaces,
+            thread_spaces,
             added: fntrace.added,
             names: RefCell::new(HashMap::new()),
             bytes_read: Cell::new(0),
@@ -154,7 +159,7 @@ impl UftraceReader {
     /// The session's memory map (`/proc/PID/maps` text, without uftrace's
     /// build ids).
     pub fn maps(&self) -> &str {
-        &self.maps
+        &self.spaces[0].maps
     }
 
     /// Total size of the threads' record files, in bytes: nearly all of the
@@ -177,9 +182,12 @@ impl UftraceReader {
     /// The ELF symbol name (as the `.sym` file has it) of the symbol that
     /// starts at `function`, if it has one.
     pub fn symbol_name(&self, function: usize) -> Option<&str> {
-        self.symbols
-            .containing(function)
-            .filter(|symbol| symbol.start == function)
+        let space = self.spaces.get(function >> SPACE_SHIFT)?;
+        let start = function & ((1 << SPACE_SHIFT) - 1);
+        space
+            .symbols
+            .containing(start)
+            .filter(|symbol| symbol.start == start)
             .and_then(|symbol| symbol.name.as_deref())
     }
 
@@ -230,6 +238,7 @@ impl EventSource for UftraceReader {
         read: impl FnOnce(&mut dyn Iterator<Item = GraphEvent>) -> R,
     ) -> Result<(R, u64), ExportError> {
         let tid = self.threads[index].tid;
+        let spaces = &self.thread_spaces[index];
         let added = self.added.get(&tid).map_or(&[][..], |v| &v[..]);
         let mut records = ThreadRecords::open(&self.dir.join(format!("{tid}.dat")), added)?;
         let mut error = None;
@@ -244,19 +253,95 @@ impl EventSource for UftraceReader {
                 self.count_read(records.offset - counted, false);
                 counted = records.offset;
             }
-            Some(match self.symbols.containing(event.function) {
-                Some(symbol) => GraphEvent {
-                    function: symbol.start,
-                    ..event
-                },
-                None => event,
-            })
+            let space = spaces
+                .iter()
+                .rev()
+                .find(|(since, _)| *since <= event.time_ns)
+                .or(spaces.first())
+                .map_or(0, |&(_, space)| space);
+            Some(self.spaces[space].function_of(event))
         });
         let value = read(&mut events);
         self.count_read(records.offset - counted, true);
         match error {
             Some(e) => Err(e),
             None => Ok((value, records.lost)),
+        }
+    }
+}
+
+/// One address space of a recording: a session's map and symbols.
+struct AddressSpace {
+    maps: String,
+    symbols: SymbolTable,
+    /// For every space but the first: the address each of its functions
+    /// has in the trace. A function whose ELF name an earlier space has
+    /// takes that space's address (uftrace's reports merge functions by
+    /// name: a program exec'd again is one set of rows); the others get
+    /// `start | k << SPACE_SHIFT`, above user space.
+    canonical: Option<HashMap<usize, usize>>,
+}
+
+impl AddressSpace {
+    /// Every session's space, and each session's index among them.
+    fn load_all(
+        dir: &Path,
+        tasks: &Tasks,
+        relative: bool,
+    ) -> Result<(Vec<AddressSpace>, Vec<usize>), ExportError> {
+        let mut spaces: Vec<AddressSpace> = Vec::new();
+        let mut space_of_session = Vec::with_capacity(tasks.sessions.len());
+        let mut address_of_name: HashMap<String, usize> = HashMap::new();
+        for session in &tasks.sessions {
+            let map_path = dir.join(format!("sid-{}.map", session.sid));
+            let map_text = String::from_utf8_lossy(&read_file(&map_path)?).into_owned();
+            let maps = strip_build_ids(&map_text);
+            if let Some(known) = spaces.iter().position(|space| space.maps == maps) {
+                space_of_session.push(known);
+                continue;
+            }
+            let symbols = load_symbols(dir, &session_modules(&maps), relative)?;
+            let k = spaces.len();
+            let canonical = if k == 0 {
+                for symbol in symbols.iter() {
+                    if let Some(name) = &symbol.name {
+                        address_of_name.entry(name.clone()).or_insert(symbol.start);
+                    }
+                }
+                None
+            } else {
+                let mut canonical = HashMap::new();
+                for symbol in symbols.iter() {
+                    let own = symbol.start | (k << SPACE_SHIFT);
+                    let address = match &symbol.name {
+                        Some(name) => *address_of_name.entry(name.clone()).or_insert(own),
+                        None => own,
+                    };
+                    canonical.insert(symbol.start, address);
+                }
+                Some(canonical)
+            };
+            spaces.push(AddressSpace {
+                maps,
+                symbols,
+                canonical,
+            });
+            space_of_session.push(k);
+        }
+        Ok((spaces, space_of_session))
+    }
+
+    /// `event` with its function's address in the trace.
+    fn function_of(&self, event: GraphEvent) -> GraphEvent {
+        match self.symbols.containing(event.function) {
+            Some(symbol) => GraphEvent {
+                function: match &self.canonical {
+                    None => symbol.start,
+                    Some(canonical) => canonical[&symbol.start],
+                },
+                ..event
+            },
+            None => event,
         }
     }
 }
@@ -312,6 +397,6 @@ pub fn read_uftrace_dir_with_progress(
         threads,
         names,
         symbols,
-        maps: reader.maps.clone(),
+        maps: reader.maps().to_string(),
     })
 }

@@ -24,15 +24,17 @@
 //!   first records are written.
 
 use std::collections::HashMap;
-use std::fs::{self, OpenOptions};
+use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::super::ExportError;
-use super::format::{basename, encode, info_bytes, record, ADDR_BITS, TYPE_LOST};
-use super::write::{
-    fntrace_text, prepare_dir, session_id, sym_text, task_txt, write_file, ModuleLayout,
+use super::format::{
+    basename, decode, encode, record, timestamp, ADDR_BITS, RECORD_SIZE, TYPE_ENTRY, TYPE_EXIT,
+    TYPE_LOST,
 };
+use super::sessions::{is_shared_recording, replace_file, write_session, Fragment};
+use super::write::{fntrace_text, prepare_dir, session_id, sym_text, task_txt, ModuleLayout};
 use crate::trace::{EventKind, GraphEvent, ThreadTrace, Trace};
 
 /// What a finished stream holds.
@@ -66,6 +68,11 @@ struct StreamThread {
     last_time: u64,
     /// Records held until the thread is listed (see `flush`).
     held: Vec<u8>,
+    /// The smallest depth of an entry seen: in a forked child's session, an
+    /// exit shallower than it, with no open call, ends a call the child
+    /// inherited from its parent (returning through the parent's frames,
+    /// `fork` first): written as it is, as uftrace does.
+    entry_floor: u16,
 }
 
 /// A uftrace data directory being written, a thread's events at a time
@@ -87,6 +94,10 @@ pub struct UftraceStream {
     unlisted: Vec<u32>,
     /// Whether `fntrace.txt` misses records added for consistency.
     session_files_stale: bool,
+    /// Whether this session joined a directory other sessions write.
+    joined: bool,
+    /// The parent process, if this session is a forked child's.
+    forked_from: Option<u32>,
 }
 
 impl UftraceStream {
@@ -95,6 +106,60 @@ impl UftraceStream {
     /// (no event may be older). Writes every file but the threads' records.
     pub fn create(dir: &Path, header: Trace, start_ns: u64) -> Result<Self, ExportError> {
         prepare_dir(dir)?;
+        Self::start_session(dir, header, start_ns, false, None)
+    }
+
+    /// Adds a session for the process `header` describes to the recording
+    /// at `dir`, which another process (a parent that forked this one, or
+    /// this process before an `exec`) started with [`UftraceStream::create`]
+    /// or [`UftraceStream::join`]; a directory that does not exist or is
+    /// empty is started as `create` would. The sessions share `info`,
+    /// `task.txt` and `fntrace.txt` (see `sessions.rs`); uftrace shows each
+    /// session's threads with its own symbols.
+    pub fn join(dir: &Path, header: Trace, start_ns: u64) -> Result<Self, ExportError> {
+        Self::join_session(dir, header, start_ns, None)
+    }
+
+    /// [`UftraceStream::join`] for the child of a `fork` by `parent_pid`:
+    /// the child's calls can return through frames of the parent's session
+    /// (exits with no entry in this session), and `task.txt` says whose
+    /// child it is (a `FORK` line).
+    pub fn join_forked(
+        dir: &Path,
+        header: Trace,
+        start_ns: u64,
+        parent_pid: u32,
+    ) -> Result<Self, ExportError> {
+        Self::join_session(dir, header, start_ns, Some(parent_pid))
+    }
+
+    fn join_session(
+        dir: &Path,
+        header: Trace,
+        start_ns: u64,
+        forked_from: Option<u32>,
+    ) -> Result<Self, ExportError> {
+        match prepare_dir(dir) {
+            Err(ExportError::DirectoryNotEmpty(_)) if dir.is_dir() => {
+                if !is_shared_recording(dir)? {
+                    return Err(ExportError::malformed(
+                        dir,
+                        "not a recording made by fntrace's streaming recorder: cannot add to it",
+                    ));
+                }
+            }
+            other => other?,
+        }
+        Self::start_session(dir, header, start_ns, true, forked_from)
+    }
+
+    fn start_session(
+        dir: &Path,
+        header: Trace,
+        start_ns: u64,
+        joined: bool,
+        forked_from: Option<u32>,
+    ) -> Result<Self, ExportError> {
         let sid = session_id(&header, start_ns);
         let stream = UftraceStream {
             dir: dir.to_path_buf(),
@@ -107,6 +172,8 @@ impl UftraceStream {
             pending: Vec::new(),
             unlisted: Vec::new(),
             session_files_stale: false,
+            joined,
+            forked_from,
         };
         stream.write_modules()?;
         stream.write_session_files()?;
@@ -126,27 +193,29 @@ impl UftraceStream {
         functions.sort_unstable();
         functions.dedup();
         let layout = ModuleLayout::new(&self.header.maps, &functions);
-        write_file(
-            &self.dir.join(format!("sid-{}.map", self.sid)),
+        replace_file(
+            &self.dir,
+            &format!("sid-{}.map", self.sid),
             layout.map_text().as_bytes(),
         )?;
         let mut written: Vec<String> = Vec::new();
         for module in &layout.modules {
             let file = format!("{}.sym", basename(&module.path));
-            if module.functions.is_empty() || written.contains(&file) {
+            // Another session of the same program wrote the same file.
+            if module.functions.is_empty()
+                || written.contains(&file)
+                || self.dir.join(&file).exists()
+            {
                 continue;
             }
-            write_file(
-                &self.dir.join(&file),
-                sym_text(&self.header, module).as_bytes(),
-            )?;
+            replace_file(&self.dir, &file, sym_text(&self.header, module).as_bytes())?;
             written.push(file);
         }
         Ok(())
     }
 
-    /// `info`, `task.txt` and `fntrace.txt` for the threads seen so far,
-    /// each replaced whole.
+    /// This session's part of `info`, `task.txt` and `fntrace.txt` for the
+    /// threads seen so far, and those files rebuilt with it.
     fn write_session_files(&self) -> Result<(), ExportError> {
         let threads: Vec<ThreadTrace> = self
             .order
@@ -164,21 +233,27 @@ impl UftraceStream {
             .filter(|tid| !self.threads[tid].added.is_empty())
             .map(|tid| (*tid, self.threads[tid].added.clone()))
             .collect();
-        let files = [
-            ("info", info_bytes(&self.header, &threads)),
-            (
-                "task.txt",
-                task_txt(&self.header, &threads, &self.sid, self.session_time).into_bytes(),
-            ),
-            ("fntrace.txt", fntrace_text(&threads, &added).into_bytes()),
-        ];
-        for (name, bytes) in files {
-            let temporary = self.dir.join(format!(".{name}.new"));
-            write_file(&temporary, &bytes)?;
-            let path = self.dir.join(name);
-            fs::rename(&temporary, &path).map_err(|e| ExportError::io(&path, "replacing", e))?;
-        }
-        Ok(())
+        let fragment = Fragment {
+            start: self.session_time,
+            exe: self.header.exe.clone(),
+            cmdline: if self.header.cmdline.is_empty() {
+                self.header.exe.clone()
+            } else {
+                self.header.cmdline.clone()
+            },
+            tids: self.order.clone(),
+            task: match self.forked_from {
+                Some(parent) => format!(
+                    "FORK timestamp={} pid={} ppid={parent}\n{}",
+                    timestamp(self.session_time),
+                    self.header.pid,
+                    task_txt(&self.header, &threads, &self.sid, self.session_time)
+                ),
+                None => task_txt(&self.header, &threads, &self.sid, self.session_time),
+            },
+            notes: fntrace_text(&threads, &added),
+        };
+        write_session(&self.dir, &self.sid, &fragment)
     }
 
     /// Appends thread `tid`'s next `events` (oldest first, as recorded),
@@ -196,18 +271,28 @@ impl UftraceStream {
         if events.is_empty() && lost_after == 0 {
             return Ok(());
         }
-        let thread = self.threads.entry(tid).or_insert_with(|| {
+        if !self.threads.contains_key(&tid) {
+            // After an exec, the thread's file holds the records of the
+            // program before; fntrace.txt's indices count them too.
+            let records = if self.joined {
+                records_in(&self.dir.join(format!("{tid}.dat")))?
+            } else {
+                0
+            };
             self.order.push(tid);
             self.unlisted.push(tid);
-            StreamThread {
+            let thread = StreamThread {
                 name: name.filter(|n| !n.is_empty()).map(str::to_string),
                 open: Vec::new(),
-                records: 0,
+                records,
                 added: Vec::new(),
                 last_time: self.session_time,
                 held: Vec::new(),
-            }
-        });
+                entry_floor: u16::MAX,
+            };
+            self.threads.insert(tid, thread);
+        }
+        let thread = self.threads.get_mut(&tid).expect("inserted above");
         let added_before = thread.added.len();
         let listed = !self.unlisted.contains(&tid);
         let out = if listed {
@@ -218,6 +303,20 @@ impl UftraceStream {
         };
         let written_before = out.len();
         for event in events {
+            if event.kind == EventKind::Entry {
+                thread.entry_floor = thread.entry_floor.min(event.depth);
+            } else if self.forked_from.is_some()
+                && event.depth < thread.entry_floor
+                && !thread.open.iter().any(|&(depth, _)| depth == event.depth)
+            {
+                if let Some(bytes) = record(event) {
+                    out.extend_from_slice(&bytes);
+                    thread.records += 1;
+                    thread.last_time = event.time_ns;
+                    self.totals.events += 1;
+                }
+                continue;
+            }
             consistent_push(
                 &mut thread.open,
                 &mut thread.added,
@@ -278,6 +377,23 @@ impl UftraceStream {
         self.write_session_files()?;
         Ok(self.totals())
     }
+}
+
+/// Entry and exit records in the `.dat` file at `path` (0 if there is
+/// none).
+fn records_in(path: &Path) -> Result<usize, ExportError> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(ExportError::io(path, "reading", e)),
+    };
+    Ok(bytes
+        .chunks_exact(RECORD_SIZE)
+        .filter(|chunk| {
+            let record = decode((*chunk).try_into().expect("chunks of RECORD_SIZE"));
+            record.kind == TYPE_ENTRY || record.kind == TYPE_EXIT
+        })
+        .count())
 }
 
 /// Appends `bytes` to the file at `path`, creating it.

@@ -1,0 +1,282 @@
+//! A recording that survives `exec` and `_exit`. The buffers live in the
+//! process's memory, which `exec` and `_exit` throw away without running
+//! `atexit` handlers: these wrappers (which a program linked with
+//! `libfntrace.a` or preloaded with `libfntrace.so` calls instead of
+//! glibc's) first drain the buffers and finish this process's session of
+//! the recording, then call glibc's function.
+//!
+//! Across `exec`, the new program continues the recording when it carries
+//! fntrace too (preloaded by `LD_PRELOAD`, as `fntrace record` sets it up):
+//! the environment that started the recording (`FNTRACE_OUTPUT`,
+//! `FNTRACE_APPEND=1`, `LD_PRELOAD` ...) is added to an `execve` whose
+//! `envp` lacks it, as uftrace does. If the `exec` fails, the recording
+//! goes on in a new session.
+//!
+//! Wrapped: `execve`, `execv`, `execvp`, `execvpe`, `fexecve`, `_exit`,
+//! `_Exit`. Not wrapped: `execl`, `execlp`, `execle` (variadic: glibc
+//! implements them with its internal `execve`, which no wrapper sees; the
+//! events of the last drain interval, 10 ms, before such an exec are lost),
+//! and `posix_spawn` (it does not replace this process).
+//!
+//! In the child of a `vfork`, which shares the parent's memory, nothing is
+//! drained: the recording belongs to the parent.
+
+use std::ffi::{c_char, c_int, CStr, CString};
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+use crate::record;
+
+/// Variables passed on to an exec'd program whose `envp` lacks them.
+const PASSED_ON: &[&str] = &[
+    "LD_PRELOAD",
+    "FNTRACE",
+    "FNTRACE_OUTPUT",
+    "FNTRACE_APPEND",
+    "FNTRACE_FILTER",
+    "FNTRACE_DEPTH",
+    "FNTRACE_PATCH",
+    "FNTRACE_REPORT",
+];
+
+type ExecveFn =
+    unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
+type ExecvFn = unsafe extern "C" fn(*const c_char, *const *const c_char) -> c_int;
+type FexecveFn = unsafe extern "C" fn(c_int, *const *const c_char, *const *const c_char) -> c_int;
+
+/// The functions wrapped, in the order of [`REAL`].
+const WRAPPED: [&CStr; 5] = [c"execve", c"execvpe", c"fexecve", c"execv", c"execvp"];
+
+/// glibc's definitions of [`WRAPPED`], looked up before `main` by
+/// [`find_real_functions`]: `dlsym` is not for the child of a `fork`, where
+/// `execvp` is typically called.
+static REAL: [AtomicPtr<libc::c_void>; 5] = [const { AtomicPtr::new(std::ptr::null_mut()) }; 5];
+
+#[used]
+#[unsafe(link_section = ".init_array")]
+static FIND_REAL_FUNCTIONS: extern "C" fn() = find_real_functions;
+
+extern "C" fn find_real_functions() {
+    for (slot, name) in REAL.iter().zip(WRAPPED) {
+        // SAFETY: `name` is a C string; RTLD_NEXT looks the symbol up in
+        // the objects loaded after this one (glibc).
+        let found = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
+        slot.store(found, Ordering::Release);
+    }
+}
+
+/// glibc's definition of `name`, one of [`WRAPPED`].
+fn next_symbol(name: &CStr) -> *mut libc::c_void {
+    let index = WRAPPED
+        .iter()
+        .position(|wrapped| *wrapped == name)
+        .expect("a wrapped function");
+    let found = REAL[index].load(Ordering::Acquire);
+    if found.is_null() {
+        // Called before the constructors ran (another constructor execs).
+        find_real_functions();
+        return REAL[index].load(Ordering::Acquire);
+    }
+    found
+}
+
+/// Runs `exec` (which returns only on failure) after finishing this
+/// process's part of the recording; resumes recording if it fails.
+fn around_exec(exec: impl FnOnce() -> c_int) -> c_int {
+    let finished = record::finish_before_exec();
+    let result = exec();
+    if finished {
+        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        record::resume_after_failed_exec();
+        // SAFETY: writing this thread's errno.
+        unsafe { *libc::__errno_location() = errno };
+    }
+    result
+}
+
+/// `envp` with the variables of [`PASSED_ON`] it lacks, from this process's
+/// environment; `None` when nothing is missing (or no recording runs).
+///
+/// # Safety
+/// `envp` is null or a null-terminated array of C strings.
+unsafe fn with_recording_environment(envp: *const *const c_char) -> Option<Vec<CString>> {
+    if envp.is_null() || !record::writing_in_this_process() {
+        return None;
+    }
+    let mut entries: Vec<CString> = Vec::new();
+    let mut at = envp;
+    // SAFETY: the caller's array is null-terminated; each entry is a C string.
+    unsafe {
+        while !(*at).is_null() {
+            entries.push(CStr::from_ptr(*at).to_owned());
+            at = at.add(1);
+        }
+    }
+    let has = |name: &str| {
+        entries.iter().any(|entry| {
+            let bytes = entry.as_bytes();
+            bytes.len() > name.len()
+                && bytes.starts_with(name.as_bytes())
+                && bytes[name.len()] == b'='
+        })
+    };
+    let missing: Vec<CString> = PASSED_ON
+        .iter()
+        .filter(|name| !has(name))
+        .filter_map(|name| {
+            let value = std::env::var_os(name)?;
+            let mut entry = format!("{name}=").into_bytes();
+            entry.extend_from_slice(std::os::unix::ffi::OsStrExt::as_bytes(value.as_os_str()));
+            CString::new(entry).ok()
+        })
+        .collect();
+    if missing.is_empty() {
+        return None;
+    }
+    entries.extend(missing);
+    Some(entries)
+}
+
+/// Calls `f` with `envp`, or with the array built from `merged`.
+fn with_envp<R>(
+    envp: *const *const c_char,
+    merged: Option<Vec<CString>>,
+    f: impl FnOnce(*const *const c_char) -> R,
+) -> R {
+    match merged {
+        None => f(envp),
+        Some(entries) => {
+            let mut pointers: Vec<*const c_char> = entries.iter().map(|e| e.as_ptr()).collect();
+            pointers.push(std::ptr::null());
+            f(pointers.as_ptr())
+        }
+    }
+}
+
+/// Fails as a missing glibc function would.
+fn unavailable() -> c_int {
+    // SAFETY: writing this thread's errno.
+    unsafe { *libc::__errno_location() = libc::ENOSYS };
+    -1
+}
+
+/// `execve`, after finishing this process's session of the recording.
+///
+/// # Safety
+/// As glibc's `execve`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execve(
+    path: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    let real = next_symbol(c"execve");
+    if real.is_null() {
+        return unavailable();
+    }
+    // SAFETY: glibc's `execve` has this type.
+    let real: ExecveFn = unsafe { std::mem::transmute::<*mut libc::c_void, ExecveFn>(real) };
+    // SAFETY: the caller passes a valid `envp`, as `execve` requires.
+    let merged = unsafe { with_recording_environment(envp) };
+    around_exec(|| {
+        // SAFETY: the caller's arguments, as `execve` requires them.
+        with_envp(envp, merged, |envp| unsafe { real(path, argv, envp) })
+    })
+}
+
+/// `execvpe`, after finishing this process's session of the recording.
+///
+/// # Safety
+/// As glibc's `execvpe`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execvpe(
+    file: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    let real = next_symbol(c"execvpe");
+    if real.is_null() {
+        return unavailable();
+    }
+    // SAFETY: glibc's `execvpe` has this type.
+    let real: ExecveFn = unsafe { std::mem::transmute::<*mut libc::c_void, ExecveFn>(real) };
+    // SAFETY: the caller passes a valid `envp`.
+    let merged = unsafe { with_recording_environment(envp) };
+    around_exec(|| {
+        // SAFETY: the caller's arguments, as `execvpe` requires them.
+        with_envp(envp, merged, |envp| unsafe { real(file, argv, envp) })
+    })
+}
+
+/// `fexecve`, after finishing this process's session of the recording.
+///
+/// # Safety
+/// As glibc's `fexecve`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fexecve(
+    fd: c_int,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    let real = next_symbol(c"fexecve");
+    if real.is_null() {
+        return unavailable();
+    }
+    // SAFETY: glibc's `fexecve` has this type.
+    let real: FexecveFn = unsafe { std::mem::transmute::<*mut libc::c_void, FexecveFn>(real) };
+    // SAFETY: the caller passes a valid `envp`.
+    let merged = unsafe { with_recording_environment(envp) };
+    around_exec(|| {
+        // SAFETY: the caller's arguments, as `fexecve` requires them.
+        with_envp(envp, merged, |envp| unsafe { real(fd, argv, envp) })
+    })
+}
+
+/// `execv` (this process's environment goes to the new program).
+///
+/// # Safety
+/// As glibc's `execv`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) -> c_int {
+    exec_with_environ(c"execv", path, argv)
+}
+
+/// `execvp` (this process's environment goes to the new program).
+///
+/// # Safety
+/// As glibc's `execvp`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
+    exec_with_environ(c"execvp", file, argv)
+}
+
+fn exec_with_environ(name: &CStr, path: *const c_char, argv: *const *const c_char) -> c_int {
+    let real = next_symbol(name);
+    if real.is_null() {
+        return unavailable();
+    }
+    // SAFETY: glibc's `execv` and `execvp` have this type.
+    let real: ExecvFn = unsafe { std::mem::transmute::<*mut libc::c_void, ExecvFn>(real) };
+    // SAFETY: the caller's arguments, as `execv`/`execvp` require them.
+    around_exec(|| unsafe { real(path, argv) })
+}
+
+/// `_exit`, after finishing this process's part of the recording.
+#[unsafe(no_mangle)]
+pub extern "C" fn _exit(status: c_int) -> ! {
+    exit_now(status)
+}
+
+/// `_Exit`, as `_exit`.
+#[unsafe(no_mangle)]
+pub extern "C" fn _Exit(status: c_int) -> ! {
+    exit_now(status)
+}
+
+fn exit_now(status: c_int) -> ! {
+    record::finish_before_exit();
+    // SAFETY: exit_group ends the process; it does not return.
+    unsafe {
+        libc::syscall(libc::SYS_exit_group, status);
+    }
+    unreachable!("exit_group returned")
+}

@@ -1,0 +1,69 @@
+/* A process family for `fntrace record` tests (tests/record_command.rs).
+ *
+ *   family N          the parent: 4 threads call leaf() N times each, then
+ *                     it forks a child that calls child_leaf() N times and
+ *                     execs this program as "family exec N"; the parent
+ *                     waits for it and calls leaf() N more times.
+ *   family exec N     calls exec_leaf() N times, returns from main.
+ *   family _exit N    calls leaf() N times, then _exit(0): no atexit.
+ *   family status K   exits with status K after one leaf() call.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static volatile long sink;
+static long n;
+
+__attribute__((noinline)) void leaf(long i) { sink += i; }
+__attribute__((noinline)) void child_leaf(long i) { sink += 2 * i; }
+__attribute__((noinline)) void exec_leaf(long i) { sink += 3 * i; }
+
+__attribute__((noinline)) void run(void (*f)(long), long count) {
+    for (long i = 0; i < count; i++)
+        f(i);
+}
+
+__attribute__((noinline)) void *worker(void *arg) {
+    (void)arg;
+    run(leaf, n);
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3)
+        return 64;
+    n = atol(argv[2]);
+    if (strcmp(argv[1], "exec") == 0) {
+        run(exec_leaf, n);
+        return 0;
+    }
+    if (strcmp(argv[1], "_exit") == 0) {
+        run(leaf, n);
+        _exit(0);
+    }
+    if (strcmp(argv[1], "status") == 0) {
+        leaf(0);
+        return (int)n;
+    }
+    pthread_t threads[4];
+    for (int t = 0; t < 4; t++)
+        pthread_create(&threads[t], NULL, worker, NULL);
+    for (int t = 0; t < 4; t++)
+        pthread_join(threads[t], NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        run(child_leaf, n);
+        char *args[] = {argv[0], "exec", argv[2], NULL};
+        execv("/proc/self/exe", args);
+        perror("execv");
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    run(leaf, n);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}

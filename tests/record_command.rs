@@ -1,0 +1,469 @@
+//! `fntrace record -- CMD`: a C program that is not linked with fntrace
+//! (`tests/c/family.c`, built `gcc -pg` as PIE and `gcc -pg -mfentry`, at
+//! `-O0` and `-O2`) runs under the preloaded `libfntrace.so`. Four threads,
+//! a fork, an exec of the child, `_exit`: every process's calls land in one
+//! directory, and the counts per function equal those of `uftrace record`
+//! on the same program, both directories read by the real `uftrace
+//! report`, and fntrace's own reader agrees. The option letters mean what
+//! uftrace's do (`-F`, `-N`, `-D`). Bad arguments fail with exit status 2
+//! and one line; the program's own exit status comes back.
+//!
+//! `cargo test` builds only the rlib of the root crate and the CLI, so the
+//! test builds `libfntrace.so` and the `fntrace` binary (same profile and
+//! target directory) before using them.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const N: u64 = 2000;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `target/<profile>`: the directory holding this test's `deps/`.
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().to_path_buf()
+}
+
+/// The `fntrace` binary next to `libfntrace.so`, both built once with this
+/// test's profile.
+fn fntrace() -> PathBuf {
+    static BUILT: std::sync::Once = std::sync::Once::new();
+    BUILT.call_once(|| {
+        let dir = profile_dir();
+        let mut cargo = Command::new(env!("CARGO"));
+        cargo
+            .args([
+                "build",
+                "-p",
+                "fntrace",
+                "-p",
+                "fntrace-tools",
+                "--lib",
+                "--bins",
+            ])
+            .arg("--manifest-path")
+            .arg(repo().join("Cargo.toml"));
+        match dir.file_name().and_then(|n| n.to_str()) {
+            Some("debug") => {}
+            Some("release") => {
+                cargo.arg("--release");
+            }
+            Some(profile) => {
+                cargo.args(["--profile", profile]);
+            }
+            None => panic!("no profile directory above {}", dir.display()),
+        }
+        cargo.env("CARGO_TARGET_DIR", dir.parent().unwrap());
+        let output = cargo.output().expect("cannot run cargo");
+        assert!(
+            output.status.success(),
+            "cargo build: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    });
+    let fntrace = profile_dir().join("fntrace");
+    assert!(fntrace.is_file(), "{} was not built", fntrace.display());
+    assert!(profile_dir().join("libfntrace.so").is_file());
+    fntrace
+}
+
+/// `tests/c/family.c` built with `flags` into `dir/family`.
+fn build_family(dir: &Path, flags: &[&str]) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let program = dir.join("family");
+    let output = Command::new("gcc")
+        .args(flags)
+        .arg(repo().join("tests/c/family.c"))
+        .args(["-lpthread", "-o"])
+        .arg(&program)
+        .output()
+        .expect("cannot run gcc; CI installs it (.ci/run)");
+    assert!(
+        output.status.success(),
+        "gcc {flags:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    program
+}
+
+/// `fntrace record ARGS` in `cwd`.
+fn record(cwd: &Path, args: &[&str]) -> Output {
+    Command::new(fntrace())
+        .arg("record")
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("FNTRACE_LIB")
+        .output()
+        .unwrap()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Per-function calls `uftrace report --demangle=full` shows (C++ names
+/// with their parameters, as fntrace shows them), without its `<ADDR>`
+/// rows (uftrace names an unknown parent frame so; see the README's
+/// differences).
+fn named_calls(dir: &Path) -> HashMap<String, u64> {
+    common::uftrace(&["report", "--no-pager", "--demangle=full"], dir)
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let name = fields.get(5..)?.join(" ");
+            let address = name
+                .strip_prefix('<')
+                .and_then(|rest| rest.strip_suffix('>'))
+                .is_some_and(|hex| hex.chars().all(|c| c.is_ascii_hexdigit()));
+            (!address).then_some((name, fields[4].parse().ok()?))
+        })
+        .collect()
+}
+
+/// Per-function completed calls in fntrace's reading of `dir`.
+fn fntrace_calls(dir: &Path) -> HashMap<String, u64> {
+    common::call_counts(&common::read_trace_dir(dir))
+        .into_iter()
+        .map(|(name, (entries, _))| (name, entries))
+        .collect()
+}
+
+/// The family's counts, for the given `uftrace record` options, in
+/// fntrace's directory and uftrace's, exactly.
+fn family_equals_uftrace(
+    variant: &str,
+    flags: &[&str],
+    options: &[&str],
+    sessions: usize,
+    expected: &[(&str, u64)],
+) {
+    family_equals_uftrace_options(variant, flags, options, Some(options), sessions, expected);
+}
+
+/// [`family_equals_uftrace`] with `fntrace record` options `ours_options`
+/// and `uftrace record` options `options` (none: uftrace has no
+/// equivalent; its reading of fntrace's directory is still checked).
+fn family_equals_uftrace_options(
+    variant: &str,
+    flags: &[&str],
+    ours_options: &[&str],
+    options: Option<&[&str]>,
+    sessions: usize,
+    expected: &[(&str, u64)],
+) {
+    let base = common::temp_dir(&format!("record-cmd-{variant}"));
+    let program = build_family(&base, flags);
+    let n = N.to_string();
+    let ours = base.join("fntrace.data");
+    let mut args: Vec<&str> = ours_options.to_vec();
+    args.extend([
+        "-o",
+        ours.to_str().unwrap(),
+        "--",
+        program.to_str().unwrap(),
+        "family",
+        &n,
+    ]);
+    let output = record(&base, &args);
+    assert!(
+        output.status.success(),
+        "fntrace record: {}",
+        stderr(&output)
+    );
+    // Parent, forked child, exec'd program: a process with no events adds
+    // no session.
+    assert!(
+        stderr(&output).contains(&format!("in {sessions} session(s)")),
+        "{}",
+        stderr(&output)
+    );
+    assert!(!base.join("gmon.out").exists(), "gprof ran");
+
+    let expected: HashMap<String, u64> =
+        expected.iter().map(|(f, n)| (f.to_string(), *n)).collect();
+    if let Some(options) = options {
+        let theirs = base.join("uftrace.data");
+        let status = Command::new("uftrace")
+            .args(["record", "--no-libcall", "--no-event", "--no-sched"])
+            .args(options)
+            .arg("-d")
+            .arg(&theirs)
+            .arg(&program)
+            .args(["family", &n])
+            .current_dir(&base)
+            .status()
+            .expect("cannot run uftrace; CI installs it (.ci/run)");
+        assert!(status.success());
+        assert_eq!(named_calls(&theirs), expected, "uftrace's own recording");
+    }
+    assert_eq!(named_calls(&ours), expected, "uftrace reading fntrace's");
+    assert_eq!(fntrace_calls(&ours), expected, "fntrace reading its own");
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+/// All of the family: main twice (parent, exec'd program), run 4 + 1 + 1 +
+/// 1 times, worker 4 times.
+fn whole_family() -> Vec<(&'static str, u64)> {
+    vec![
+        ("main", 2),
+        ("worker", 4),
+        ("run", 7),
+        ("leaf", 5 * N),
+        ("child_leaf", N),
+        ("exec_leaf", N),
+    ]
+}
+
+#[test]
+fn records_a_process_family_as_uftrace_does_pie_o0() {
+    family_equals_uftrace(
+        "pie-o0",
+        &["-pg", "-O0", "-fPIE", "-pie"],
+        &[],
+        3,
+        &whole_family(),
+    );
+}
+
+#[test]
+fn records_a_process_family_as_uftrace_does_fentry_o2() {
+    family_equals_uftrace(
+        "fentry-o2",
+        &["-pg", "-mfentry", "-O2"],
+        &[],
+        3,
+        &whole_family(),
+    );
+}
+
+/// fntrace's -F and -N select functions (the others keep their NOP), where
+/// uftrace's select subtrees: fntrace's `-F run` is uftrace's `-F run -D
+/// 1`; its `-N run` has no uftrace equivalent (uftrace's -N drops the
+/// callees too); `-D` is the same.
+fn family_equals_uftrace_with(
+    variant: &str,
+    ours: &[&str],
+    theirs: Option<&[&str]>,
+    sessions: usize,
+    expected: &[(&str, u64)],
+) {
+    family_equals_uftrace_options(variant, &["-pg", "-O0"], ours, theirs, sessions, expected);
+}
+
+#[test]
+fn filter_notrace_and_depth_as_uftrace_options() {
+    family_equals_uftrace_with(
+        "filter",
+        &["-F", "run"],
+        Some(&["-F", "run", "-D", "1"]),
+        3,
+        &[("run", 7)],
+    );
+    family_equals_uftrace_with(
+        "notrace",
+        &["-N", "run"],
+        None,
+        3,
+        &[
+            ("main", 2),
+            ("worker", 4),
+            ("leaf", 5 * N),
+            ("child_leaf", N),
+            ("exec_leaf", N),
+        ],
+    );
+    // -D 2: two levels (main > run, worker > run); the forked child starts
+    // inside main, so its run is the second level too.
+    family_equals_uftrace_with(
+        "depth",
+        &["-D", "2"],
+        Some(&["-D", "2"]),
+        3,
+        &[("main", 2), ("worker", 4), ("run", 7)],
+    );
+}
+
+#[test]
+fn underscore_exit_keeps_the_last_events() {
+    let base = common::temp_dir("record-cmd-exit");
+    let program = build_family(&base, &["-pg", "-O0"]);
+    let dir = base.join("t.data");
+    let n = N.to_string();
+    let output = record(
+        &base,
+        &[
+            "-o",
+            dir.to_str().unwrap(),
+            program.to_str().unwrap(),
+            "_exit",
+            &n,
+        ],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let expected: HashMap<String, u64> = [("main", 1), ("run", 1), ("leaf", N)]
+        .into_iter()
+        .map(|(f, n)| (f.to_string(), n))
+        .collect();
+    assert_eq!(fntrace_calls(&dir), expected);
+    // main never returned: its entry is there, open.
+    let counts = common::call_counts(&common::read_trace_dir(&dir));
+    assert_eq!(counts.get("main"), Some(&(1, 0)));
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+#[test]
+fn flight_mode_writes_the_last_events_of_the_program_at_exit() {
+    let base = common::temp_dir("record-cmd-flight");
+    let program = build_family(&base, &["-pg", "-O0"]);
+    let dir = base.join("flight.data");
+    let n = N.to_string();
+    let output = record(
+        &base,
+        &[
+            "--flight",
+            "64M",
+            "-o",
+            dir.to_str().unwrap(),
+            program.to_str().unwrap(),
+            "family",
+            &n,
+        ],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    // The window holds everything (64 MiB), of the parent only.
+    let expected: HashMap<String, u64> = [("main", 1), ("worker", 4), ("run", 5), ("leaf", 5 * N)]
+        .into_iter()
+        .map(|(f, n)| (f.to_string(), n))
+        .collect();
+    assert_eq!(fntrace_calls(&dir), expected);
+    assert_eq!(named_calls(&dir), expected);
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+#[test]
+fn the_programs_exit_status_comes_back() {
+    let base = common::temp_dir("record-cmd-status");
+    let program = build_family(&base, &["-pg", "-O0"]);
+    let output = record(&base, &[program.to_str().unwrap(), "status", "3"]);
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    // The default directory, in the working directory.
+    assert_eq!(
+        fntrace_calls(&base.join("fntrace.data")).get("leaf"),
+        Some(&1)
+    );
+    // Again: the old trace becomes fntrace.data.old.
+    let output = record(&base, &[program.to_str().unwrap(), "status", "0"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(base.join("fntrace.data.old/info").is_file());
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+#[test]
+fn bad_arguments_fail_with_one_clear_line() {
+    let base = common::temp_dir("record-cmd-bad");
+    std::fs::create_dir_all(base.join("not-a-trace")).unwrap();
+    std::fs::write(base.join("not-a-trace/notes.txt"), "mine").unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (&[], "CMD"),
+        (&["-D", "0", "true"], "--depth"),
+        (&["--flight", "lots", "true"], "not a size"),
+        (
+            &["--lib", "/nonexistent/libfntrace.so", "true"],
+            "is not a file",
+        ),
+        (&["-o", "not-a-trace", "true"], "is not a trace directory"),
+        (&["/nonexistent/program"], "cannot run /nonexistent/program"),
+    ];
+    for (args, says) in cases {
+        let output = record(&base, args);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(
+            stderr(&output).contains(says),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
+    // Nothing of the user's was touched.
+    assert_eq!(
+        std::fs::read_to_string(base.join("not-a-trace/notes.txt")).unwrap(),
+        "mine"
+    );
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+/// `program args` under `fntrace record` and `uftrace record`: calls per
+/// function equal, uftrace's names demangled as fntrace shows them (uftrace
+/// 0.13 cannot demangle Rust's v0 names).
+fn program_equals_uftrace(base: &Path, program: &Path, args: &[&str]) {
+    let ours = base.join("fntrace.data");
+    let mut record_args = vec!["-o", ours.to_str().unwrap(), program.to_str().unwrap()];
+    record_args.extend(args);
+    let output = record(base, &record_args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let theirs = base.join("uftrace.data");
+    assert!(common::uftrace_record(&theirs, program, args));
+    let demangled = |calls: HashMap<String, u64>| -> HashMap<String, u64> {
+        calls
+            .into_iter()
+            .map(|(name, n)| (fntrace_tools::demangle(&name), n))
+            .collect()
+    };
+    let expected = demangled(named_calls(&theirs));
+    assert!(expected.len() > 3, "uftrace recorded {expected:?}");
+    assert_eq!(demangled(named_calls(&ours)), expected);
+    assert_eq!(fntrace_calls(&ours), expected);
+}
+
+#[test]
+fn records_cpp_built_with_gxx_pg_as_uftrace_does() {
+    let base = common::temp_dir("record-cmd-cpp");
+    std::fs::create_dir_all(&base).unwrap();
+    let program = base.join("shapes");
+    let output = Command::new("g++")
+        .args(["-pg", "-O2", "-pthread"])
+        .arg(repo().join("tests/c/shapes.cpp"))
+        .arg("-o")
+        .arg(&program)
+        .output()
+        .expect("cannot run g++; CI installs it (.ci/run)");
+    assert!(output.status.success(), "{}", stderr(&output));
+    program_equals_uftrace(&base, &program, &["1000"]);
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+#[test]
+fn records_rust_built_with_instrument_mcount_as_uftrace_does() {
+    let base = common::temp_dir("record-cmd-rust");
+    std::fs::create_dir_all(&base).unwrap();
+    let program = base.join("two_threads");
+    // rustc calls mcount through the PLT (`call mcount@plt`): a form the
+    // scan follows to libfntrace.so's mcount.
+    let output = Command::new("rustc")
+        .args([
+            "-Zinstrument-mcount",
+            "-C",
+            "opt-level=2",
+            "-C",
+            "force-frame-pointers=yes",
+        ])
+        .arg(repo().join("tests/rust/two_threads.rs"))
+        .arg("-o")
+        .arg(&program)
+        .env("RUSTC_BOOTSTRAP", "1")
+        .output()
+        .expect("cannot run rustc");
+    assert!(output.status.success(), "{}", stderr(&output));
+    program_equals_uftrace(&base, &program, &["1000"]);
+    std::fs::remove_dir_all(&base).unwrap();
+}

@@ -1,0 +1,257 @@
+//! `fntrace record -- CMD ARGS…`: runs a program built with mcount or
+//! fentry instrumentation (`gcc -pg`, `gcc -pg -mfentry`, `g++ -pg`,
+//! `rustc -Zinstrument-mcount`), not linked with fntrace, under the
+//! preloaded `libfntrace.so`, which streams its trace into a uftrace data
+//! directory. What the library does is set by environment variables
+//! (`FNTRACE_OUTPUT`, `FNTRACE_FILTER`, `FNTRACE_DEPTH`, `FNTRACE_FLIGHT`);
+//! they pass to the processes the program forks and execs, which add their
+//! sessions to the same directory.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use clap::Args;
+
+/// The preloaded library's file name.
+const LIBRARY: &str = "libfntrace.so";
+
+/// What `fntrace record --help` adds.
+pub const RECORD_HELP: &str = "\
+The program runs with libfntrace.so preloaded (LD_PRELOAD): found next to the
+fntrace executable (cargo build --release puts both in target/release), or
+given with --lib or $FNTRACE_LIB. Processes it forks and programs it execs
+are recorded into the same directory, each as a session, as uftrace does.
+An existing DIR holding a trace is renamed DIR.old first.
+
+-F and -N select functions, not subtrees: a function left out keeps its NOP,
+so filtering is how to make tracing cheaper.
+
+Examples:
+  fntrace record ./server --port 8080          write fntrace.data
+  fntrace record -o run1 -F 'handle_*' ./prog   only the handle_* functions
+  fntrace record -N 'log_*' -D 3 -- ./prog -v   3 levels deep, without log_*
+  fntrace record --flight 64M ./prog            keep the last 64 MiB of events,
+                                                written at exit
+Then: fntrace report fntrace.data, or uftrace replay -d fntrace.data.";
+
+/// `fntrace record`'s arguments.
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// The trace directory to write.
+    #[arg(
+        short = 'o',
+        long = "output",
+        visible_short_alias = 'd',
+        value_name = "DIR",
+        default_value = "fntrace.data"
+    )]
+    pub output: PathBuf,
+    /// Record only functions matching GLOB (repeatable). The others keep
+    /// their NOP and cost nothing. Unlike uftrace's -F, what they call is
+    /// not included unless it matches too (uftrace's `-F GLOB -D 1`).
+    #[arg(short = 'F', long = "filter", value_name = "GLOB")]
+    pub filter: Vec<String>,
+    /// Do not record functions matching GLOB (repeatable); what they call
+    /// is still recorded (uftrace's -N leaves the callees out too).
+    #[arg(short = 'N', long = "notrace", value_name = "GLOB")]
+    pub notrace: Vec<String>,
+    /// Record calls at most DEPTH levels deep (1: the outermost calls only).
+    #[arg(short = 'D', long = "depth", value_name = "DEPTH", value_parser = clap::value_parser!(u16).range(1..))]
+    pub depth: Option<u16>,
+    /// Flight recorder: keep only the most recent BYTES of events (suffix K,
+    /// M or G), written to DIR when the program exits.
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    pub flight: Option<u64>,
+    /// The libfntrace.so to preload.
+    #[arg(long, value_name = "PATH")]
+    pub lib: Option<PathBuf>,
+    /// The program and its arguments.
+    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
+
+/// `64M` and the like, in bytes.
+fn parse_bytes(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let (digits, unit) = match text.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((at, _)) => text.split_at(at),
+        None => (text, ""),
+    };
+    let number: u64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size (e.g. 65536, 512K, 64M, 1G)"))?;
+    let scale: u64 = match unit.to_ascii_uppercase().as_str() {
+        "" | "B" => 1,
+        "K" | "KB" | "KIB" => 1 << 10,
+        "M" | "MB" | "MIB" => 1 << 20,
+        "G" | "GB" | "GIB" => 1 << 30,
+        _ => return Err(format!("{text:?}: unknown unit {unit:?} (use K, M or G)")),
+    };
+    number
+        .checked_mul(scale)
+        .filter(|&bytes| bytes > 0)
+        .ok_or_else(|| format!("{text:?} is not a size above 0"))
+}
+
+/// Runs the command, waits for it, and says what was recorded. Exits as
+/// the program did (128 + the signal number if a signal ended it), or 2
+/// when it could not be started.
+pub fn main(args: &RecordArgs) -> ExitCode {
+    match record(args) {
+        Ok(code) => code,
+        Err(why) => {
+            eprintln!("fntrace record: {why}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn record(args: &RecordArgs) -> Result<ExitCode, String> {
+    let from_env = std::env::var_os("FNTRACE_LIB")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from);
+    let library = find_library(args.lib.as_deref().or(from_env.as_deref()))?;
+    let dir =
+        std::path::absolute(&args.output).map_err(|e| format!("{}: {e}", args.output.display()))?;
+    make_room(&dir)?;
+    let (program, program_args) = args
+        .command
+        .split_first()
+        .ok_or("no command to run: fntrace record [OPTIONS] -- CMD [ARGS]...")?;
+
+    let mut command = Command::new(program);
+    command.args(program_args);
+    let mut preload = library.into_os_string();
+    if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
+        preload.push(":");
+        preload.push(existing);
+    }
+    command.env("LD_PRELOAD", preload);
+    command.env("FNTRACE_OUTPUT", &dir);
+    command.env_remove("FNTRACE_APPEND");
+    let mut globs: Vec<String> = args.filter.clone();
+    globs.extend(args.notrace.iter().map(|glob| format!("!{glob}")));
+    if globs.is_empty() {
+        command.env_remove("FNTRACE_FILTER");
+    } else {
+        command.env("FNTRACE_FILTER", globs.join(","));
+    }
+    match args.depth {
+        // uftrace's -D counts levels from 1; FNTRACE_DEPTH is the deepest
+        // depth recorded, from 0.
+        Some(depth) => command.env("FNTRACE_DEPTH", (depth - 1).to_string()),
+        None => command.env_remove("FNTRACE_DEPTH"),
+    };
+    match args.flight {
+        Some(bytes) => command.env("FNTRACE_FLIGHT", bytes.to_string()),
+        None => command.env_remove("FNTRACE_FLIGHT"),
+    };
+
+    let status = command
+        .status()
+        .map_err(|e| format!("cannot run {}: {e}", Path::new(program).display()))?;
+    summarize(&dir);
+    Ok(exit_code_of(status))
+}
+
+/// `libfntrace.so`: `--lib`/`$FNTRACE_LIB`, or next to this executable.
+fn find_library(given: Option<&Path>) -> Result<PathBuf, String> {
+    if let Some(path) = given {
+        return if path.is_file() {
+            std::path::absolute(path).map_err(|e| format!("{}: {e}", path.display()))
+        } else {
+            Err(format!(
+                "--lib/FNTRACE_LIB: {} is not a file",
+                path.display()
+            ))
+        };
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("cannot locate fntrace itself: {e}"))?;
+    let beside = exe.with_file_name(LIBRARY);
+    // `cargo test` runs the executable from target/<profile>/ or, for a
+    // copy, from target/<profile>/deps/.
+    let above = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|dir| dir.join(LIBRARY));
+    [Some(beside.clone()), above]
+        .into_iter()
+        .flatten()
+        .find(|path| path.is_file())
+        .ok_or_else(|| {
+            format!(
+                "{LIBRARY} is not next to fntrace ({}): build it (cargo build --release \
+                 builds both) or give its path with --lib or FNTRACE_LIB",
+                beside.display()
+            )
+        })
+}
+
+/// Makes `dir` free for a new trace: an existing trace is renamed
+/// `DIR.old` (as uftrace does); anything else there is an error.
+fn make_room(dir: &Path) -> Result<(), String> {
+    let empty = match std::fs::read_dir(dir) {
+        Ok(mut entries) => entries.next().is_none(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("{}: {e}", dir.display())),
+    };
+    if empty {
+        return Ok(());
+    }
+    if !dir.join("info").is_file() {
+        return Err(format!(
+            "{} exists and is not a trace directory: choose another with -o",
+            dir.display()
+        ));
+    }
+    let mut old = dir.as_os_str().to_owned();
+    old.push(".old");
+    let old = PathBuf::from(old);
+    if old.exists() {
+        std::fs::remove_dir_all(&old).map_err(|e| format!("removing {}: {e}", old.display()))?;
+    }
+    std::fs::rename(dir, &old)
+        .map_err(|e| format!("renaming {} to {}: {e}", dir.display(), old.display()))
+}
+
+/// One line on stderr: what the directory holds.
+fn summarize(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        eprintln!(
+            "fntrace record: nothing was recorded in {} (was the program built with -pg, \
+             -pg -mfentry or -Zinstrument-mcount?)",
+            dir.display()
+        );
+        return;
+    };
+    let (mut sessions, mut threads, mut bytes) = (0usize, 0usize, 0u64);
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("sid-") && name.ends_with(".map") {
+            sessions += 1;
+        } else if name.ends_with(".dat") {
+            threads += 1;
+            bytes += entry.metadata().map_or(0, |m| m.len());
+        }
+    }
+    eprintln!(
+        "fntrace record: {} records of {threads} thread(s) in {sessions} session(s), in {}\n\
+         fntrace record: read it with `fntrace report {}` or `uftrace replay -d {}`",
+        bytes / 16,
+        dir.display(),
+        dir.display(),
+        dir.display()
+    );
+}
+
+/// The program's exit status as this process's.
+fn exit_code_of(status: std::process::ExitStatus) -> ExitCode {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => ExitCode::from(code.clamp(0, 255) as u8),
+        (None, Some(signal)) => ExitCode::from((128 + signal).clamp(0, 255) as u8),
+        _ => ExitCode::FAILURE,
+    }
+}

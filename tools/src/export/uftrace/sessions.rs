@@ -1,0 +1,225 @@
+//! The session files of a directory that several processes record into
+//! (a program that forks or execs while recording, `fntrace record`): each
+//! process is one uftrace session, with its own map file, `.sym` files and
+//! threads' `.dat` files, and these three files are shared:
+//!
+//! - `info` names the first session's executable and command line and
+//!   lists every thread of every session (`taskinfo:tids`);
+//! - `task.txt` has each session's `SESS` line and its `TASK` lines, in
+//!   the order the sessions began;
+//! - `fntrace.txt` has every session's thread names and added records.
+//!
+//! Each session keeps its part in a fragment file of its own,
+//! `fntrace-session-SID.txt` (which uftrace ignores), and rebuilds the shared
+//! files from all fragments, under an exclusive lock on `.fntrace.lock`
+//! so that two processes never drop each other's part. Every file is
+//! written whole and renamed into place: a reader never sees half of one.
+//!
+//! A fragment:
+//!
+//! ```text
+//! start 1234567890            session start, ns
+//! exename /usr/bin/prog
+//! cmdline prog --flag
+//! tids 101,102
+//! [task.txt]
+//! SESS ...
+//! TASK ...
+//! [fntrace.txt]
+//! thread 102 worker
+//! ```
+
+use std::fs::{self, OpenOptions};
+use std::path::Path;
+
+use super::super::ExportError;
+use super::format::{info_bytes, one_line, FNTRACE_FILE};
+use super::write::fntrace_text;
+use crate::trace::{ThreadTrace, Trace};
+
+/// Prefix and suffix of the fragment files' names.
+const FRAGMENT_PREFIX: &str = "fntrace-session-";
+const FRAGMENT_SUFFIX: &str = ".txt";
+/// The lock file the sessions of a directory take to rebuild the shared
+/// files.
+const LOCK_FILE: &str = ".fntrace.lock";
+
+/// One session's part of the shared files.
+pub(super) struct Fragment {
+    /// Session start, ns.
+    pub start: u64,
+    pub exe: String,
+    pub cmdline: String,
+    pub tids: Vec<u32>,
+    /// Its `task.txt` lines.
+    pub task: String,
+    /// Its `fntrace.txt` lines (comments left out).
+    pub notes: String,
+}
+
+impl Fragment {
+    fn text(&self) -> String {
+        let tids: Vec<String> = self.tids.iter().map(u32::to_string).collect();
+        let notes: String = self
+            .notes
+            .lines()
+            .filter(|line| !line.starts_with('#'))
+            .map(|line| format!("{line}\n"))
+            .collect();
+        format!(
+            "start {}\nexename {}\ncmdline {}\ntids {}\n[task.txt]\n{}[fntrace.txt]\n{notes}",
+            self.start,
+            one_line(&self.exe),
+            one_line(&self.cmdline),
+            tids.join(","),
+            self.task,
+        )
+    }
+
+    fn parse(path: &Path, text: &str) -> Result<Fragment, ExportError> {
+        let bad = |what: &str| ExportError::malformed(path, what);
+        let mut fragment = Fragment {
+            start: 0,
+            exe: String::new(),
+            cmdline: String::new(),
+            tids: Vec::new(),
+            task: String::new(),
+            notes: String::new(),
+        };
+        let mut section = "";
+        let mut started = false;
+        for line in text.lines() {
+            if line == "[task.txt]" || line == "[fntrace.txt]" {
+                section = line;
+                continue;
+            }
+            match section {
+                "[task.txt]" => {
+                    fragment.task.push_str(line);
+                    fragment.task.push('\n');
+                }
+                "[fntrace.txt]" => {
+                    fragment.notes.push_str(line);
+                    fragment.notes.push('\n');
+                }
+                _ => {
+                    let (key, value) = line.split_once(' ').unwrap_or((line, ""));
+                    match key {
+                        "start" => {
+                            fragment.start = value.parse().map_err(|_| bad("bad start"))?;
+                            started = true;
+                        }
+                        "exename" => fragment.exe = value.to_string(),
+                        "cmdline" => fragment.cmdline = value.to_string(),
+                        "tids" => {
+                            fragment.tids = value
+                                .split(',')
+                                .filter(|t| !t.is_empty())
+                                .map(|t| t.parse().map_err(|_| bad("bad tid")))
+                                .collect::<Result<_, _>>()?;
+                        }
+                        _ => return Err(bad("unknown line in a session fragment")),
+                    }
+                }
+            }
+        }
+        if !started || section.is_empty() {
+            return Err(bad("incomplete session fragment"));
+        }
+        Ok(fragment)
+    }
+}
+
+/// Whether `dir` holds a recording that other sessions can join: one made
+/// by [`UftraceStream`](super::UftraceStream).
+pub(super) fn is_shared_recording(dir: &Path) -> Result<bool, ExportError> {
+    let entries = fs::read_dir(dir).map_err(|e| ExportError::io(dir, "reading directory", e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| ExportError::io(dir, "reading directory", e))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with(FRAGMENT_PREFIX) && name.ends_with(FRAGMENT_SUFFIX) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Writes `fragment` as session `sid`'s part of `dir`, then rebuilds the
+/// shared files from every session's part.
+pub(super) fn write_session(dir: &Path, sid: &str, fragment: &Fragment) -> Result<(), ExportError> {
+    replace_file(
+        dir,
+        &format!("{FRAGMENT_PREFIX}{sid}{FRAGMENT_SUFFIX}"),
+        fragment.text().as_bytes(),
+    )?;
+    let lock_path = dir.join(LOCK_FILE);
+    let lock = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| ExportError::io(&lock_path, "opening", e))?;
+    lock.lock()
+        .map_err(|e| ExportError::io(&lock_path, "locking", e))?;
+    // Closing the file (the drop at the end) releases the lock.
+    rebuild_shared_files(dir)
+}
+
+/// `info`, `task.txt` and `fntrace.txt` from every fragment in `dir`.
+fn rebuild_shared_files(dir: &Path) -> Result<(), ExportError> {
+    let mut fragments = Vec::new();
+    let entries = fs::read_dir(dir).map_err(|e| ExportError::io(dir, "reading directory", e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| ExportError::io(dir, "reading directory", e))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if !(name.starts_with(FRAGMENT_PREFIX) && name.ends_with(FRAGMENT_SUFFIX)) {
+            continue;
+        }
+        let path = entry.path();
+        let text = fs::read_to_string(&path).map_err(|e| ExportError::io(&path, "reading", e))?;
+        fragments.push(Fragment::parse(&path, &text)?);
+    }
+    fragments.sort_by_key(|f| f.start);
+    let Some(first) = fragments.first() else {
+        return Ok(());
+    };
+    let process = Trace {
+        exe: first.exe.clone(),
+        cmdline: first.cmdline.clone(),
+        ..Trace::default()
+    };
+    // A thread that execs is in two sessions (one `.dat` file): `info`
+    // lists it once.
+    let mut listed = std::collections::HashSet::new();
+    let threads: Vec<ThreadTrace> = fragments
+        .iter()
+        .flat_map(|f| f.tids.iter())
+        .filter(|&&tid| listed.insert(tid))
+        .map(|&tid| ThreadTrace {
+            tid,
+            ..ThreadTrace::default()
+        })
+        .collect();
+    // A second `TASK` line for a thread (after an exec) is how uftrace
+    // learns that the thread's later records belong to the new session.
+    let task: String = fragments.iter().map(|f| f.task.as_str()).collect();
+    let mut notes = fntrace_text(&[], &[]);
+    for fragment in &fragments {
+        notes.push_str(&fragment.notes);
+    }
+    replace_file(dir, "info", &info_bytes(&process, &threads))?;
+    replace_file(dir, "task.txt", task.as_bytes())?;
+    replace_file(dir, FNTRACE_FILE, notes.as_bytes())
+}
+
+/// Writes `dir/name` whole: a new file renamed over the old one. The
+/// temporary name is unique to this process (sessions of several processes
+/// write the same names).
+pub(super) fn replace_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), ExportError> {
+    let temporary = dir.join(format!(".{name}.{}.new", std::process::id()));
+    fs::write(&temporary, bytes).map_err(|e| ExportError::io(&temporary, "writing", e))?;
+    let path = dir.join(name);
+    fs::rename(&temporary, &path).map_err(|e| ExportError::io(&path, "replacing", e))
+}
