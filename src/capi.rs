@@ -32,6 +32,7 @@ use crate::tracers::{function::FUNCTION_TRACER, graph::GRAPH_TRACER};
 
 mod env;
 mod exec;
+mod fatal;
 pub(crate) mod live;
 
 thread_local! {

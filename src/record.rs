@@ -69,6 +69,10 @@ static WRITER: Mutex<Option<Writer>> = Mutex::new(None);
 /// must leave the parent's writer alone.
 static WRITER_PID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
+/// Drains completed by this process's writers: what a fatal signal's
+/// handler watches (an atomic, readable in a signal handler).
+pub(crate) static DRAINS_IN_PROCESS: AtomicU64 = AtomicU64::new(0);
+
 /// Whether this process has a writer running (`false` in a `vfork` child).
 pub(crate) fn writing_in_this_process() -> bool {
     WRITER_PID.load(Ordering::Acquire) == std::process::id()
@@ -531,6 +535,7 @@ fn write_until_stopped(
                 .store(totals.lost + totals.left_out, Ordering::Relaxed);
         }
         shared.drains.fetch_add(1, Ordering::Release);
+        DRAINS_IN_PROCESS.fetch_add(1, Ordering::Release);
         if stop {
             break;
         }

@@ -191,6 +191,7 @@ fn apply(settings: Settings) -> Result<(), String> {
             start_recording_with(dir, &settings.filter, &options)
                 .map_err(|f| format!("FNTRACE_OUTPUT={dir}: {}", f.1))?;
             pass_recording_on(dir);
+            super::fatal::drain_on_fatal_signals();
         }
         for name in &settings.tracers {
             if name == "graph" && settings.output.is_some() {

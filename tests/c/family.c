@@ -7,6 +7,9 @@
  *   family exec N     calls exec_leaf() N times, returns from main.
  *   family _exit N    calls leaf() N times, then _exit(0): no atexit.
  *   family status K   exits with status K after one leaf() call.
+ *   family segv N     calls leaf() N times, then dereferences NULL inside
+ *                     crash() (SIGSEGV).
+ *   family abort N    calls leaf() N times, then abort() inside crash().
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -27,6 +30,12 @@ __attribute__((noinline)) void run(void (*f)(long), long count) {
         f(i);
 }
 
+__attribute__((noinline)) void crash(int how) {
+    if (how == 0)
+        *(volatile int *)(long)sink = 0; /* sink is 0 here: a NULL store */
+    abort();
+}
+
 __attribute__((noinline)) void *worker(void *arg) {
     (void)arg;
     run(leaf, n);
@@ -44,6 +53,11 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "_exit") == 0) {
         run(leaf, n);
         _exit(0);
+    }
+    if (strcmp(argv[1], "segv") == 0 || strcmp(argv[1], "abort") == 0) {
+        run(leaf, n);
+        sink = 0;
+        crash(strcmp(argv[1], "segv") == 0 ? 0 : 1);
     }
     if (strcmp(argv[1], "status") == 0) {
         leaf(0);
