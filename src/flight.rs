@@ -261,24 +261,7 @@ pub fn flight_record(
     filter: &Filter,
     options: FlightOptions,
 ) -> Result<FlightRecorder, Error> {
-    let _untraced = Untraced::begin();
-    if tracer != "graph" {
-        return Err(Error::Recording(format!(
-            "only the \"graph\" tracer can be recorded, not {tracer:?}"
-        )));
-    }
-    if RECORDING.swap(true, Ordering::AcqRel) {
-        return Err(Error::Recording(
-            "a recording is running already (stop it first)".to_string(),
-        ));
-    }
-    match start(tracer, filter, &options) {
-        Ok(recorder) => Ok(recorder),
-        Err(err) => {
-            RECORDING.store(false, Ordering::Release);
-            Err(err)
-        }
-    }
+    crate::record::exclusively(tracer, || start(tracer, filter, &options))
 }
 
 fn start(tracer: &str, filter: &Filter, options: &FlightOptions) -> Result<FlightRecorder, Error> {

@@ -182,6 +182,17 @@ pub fn record_with(
     dir: impl AsRef<Path>,
     options: &RecordOptions,
 ) -> Result<Recording, Error> {
+    let dir = dir.as_ref();
+    exclusively(tracer, || start(tracer, filter, dir, options))
+}
+
+/// Runs `start` as the process's one recording of `tracer` (which must be
+/// `"graph"`, the tracer whose events form a call graph): refused while
+/// another recording, streaming or flight, runs; on failure, none runs.
+pub(crate) fn exclusively<T>(
+    tracer: &str,
+    start: impl FnOnce() -> Result<T, Error>,
+) -> Result<T, Error> {
     let _untraced = Untraced::begin();
     if tracer != "graph" {
         return Err(Error::Recording(format!(
@@ -193,13 +204,7 @@ pub fn record_with(
             "a recording is running already (stop it first)".to_string(),
         ));
     }
-    match start(tracer, filter, dir.as_ref(), options) {
-        Ok(recording) => Ok(recording),
-        Err(err) => {
-            RECORDING.store(false, Ordering::Release);
-            Err(err)
-        }
-    }
+    start().inspect_err(|_| RECORDING.store(false, Ordering::Release))
 }
 
 fn start(

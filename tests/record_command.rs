@@ -8,11 +8,12 @@
 //! uftrace's do (`-F`, `-N`, `-D`). Bad arguments fail with exit status 2
 //! and one line; the program's own exit status comes back.
 //!
-//! `cargo test` builds only the rlib of the root crate and the CLI, so the
-//! test builds `libfntrace.so` and the `fntrace` binary (same profile and
-//! target directory) before using them.
+//! `cargo test` builds only the rlib of the root crate, so the test builds
+//! `libfntrace.so` and the `fntrace` binary (`common::native`) first.
 
 mod common;
+
+use common::native::{self, repo};
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -20,57 +21,11 @@ use std::process::{Command, Output};
 
 const N: u64 = 2000;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// `target/<profile>`: the directory holding this test's `deps/`.
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
-}
-
-/// The `fntrace` binary next to `libfntrace.so`, both built once with this
-/// test's profile.
+/// The `fntrace` command, with `libfntrace.so` built beside it.
 fn fntrace() -> PathBuf {
-    static BUILT: std::sync::Once = std::sync::Once::new();
-    BUILT.call_once(|| {
-        let dir = profile_dir();
-        let mut cargo = Command::new(env!("CARGO"));
-        cargo
-            .args([
-                "build",
-                "-p",
-                "fntrace",
-                "-p",
-                "fntrace-tools",
-                "--lib",
-                "--bins",
-            ])
-            .arg("--manifest-path")
-            .arg(repo().join("Cargo.toml"));
-        match dir.file_name().and_then(|n| n.to_str()) {
-            Some("debug") => {}
-            Some("release") => {
-                cargo.arg("--release");
-            }
-            Some(profile) => {
-                cargo.args(["--profile", profile]);
-            }
-            None => panic!("no profile directory above {}", dir.display()),
-        }
-        cargo.env("CARGO_TARGET_DIR", dir.parent().unwrap());
-        let output = cargo.output().expect("cannot run cargo");
-        assert!(
-            output.status.success(),
-            "cargo build: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    });
-    let fntrace = profile_dir().join("fntrace");
-    assert!(fntrace.is_file(), "{} was not built", fntrace.display());
-    assert!(profile_dir().join("libfntrace.so").is_file());
-    fntrace
+    native::build_libraries();
+    assert!(native::profile_dir().join("libfntrace.so").is_file());
+    native::cli()
 }
 
 /// `tests/c/family.c` built with `flags` into `dir/family`.
