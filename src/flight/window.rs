@@ -389,5 +389,59 @@ mod tests {
             )
         );
         assert_eq!(read(1), (vec![event(50, 0x20, 0, EventKind::Exit)], 0));
+
+        // Written in place, the window gives the files the whole-trace
+        // writer gives for a Trace of the same threads (what snapshots
+        // wrote from a copy of the window before).
+        let threads = vec![
+            fntrace_tools::ThreadTrace {
+                tid: 1,
+                name: Some("a".into()),
+                events: read(0).0,
+                lost: 7,
+            },
+            fntrace_tools::ThreadTrace {
+                tid: 2,
+                name: Some("b".into()),
+                events: read(1).0,
+                lost: 0,
+            },
+        ];
+        let whole = Trace {
+            pid: 9,
+            exe: "/bin/window".into(),
+            threads,
+            ..Trace::default()
+        };
+        let header = Trace {
+            threads: Vec::new(),
+            ..whole.clone()
+        };
+        let in_place = WindowEvents {
+            window: &window,
+            header,
+        };
+        let base = std::env::temp_dir().join(format!("fntrace-window-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let (a, b) = (base.join("in-place"), base.join("whole"));
+        fntrace_tools::export::write_uftrace_dir_of(&in_place.header, &in_place, &a, None).unwrap();
+        fntrace_tools::export::write_uftrace_dir(&whole, &b, None).unwrap();
+        let files = |dir: &std::path::Path| -> Vec<(std::ffi::OsString, Vec<u8>)> {
+            let mut files: Vec<_> = std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| {
+                    let path = e.unwrap().path();
+                    (
+                        path.file_name().unwrap().to_owned(),
+                        std::fs::read(&path).unwrap(),
+                    )
+                })
+                .collect();
+            files.sort();
+            files
+        };
+        assert_eq!(files(&a).len(), 7);
+        assert_eq!(files(&a), files(&b));
+        let _ = std::fs::remove_dir_all(&base);
     }
 }

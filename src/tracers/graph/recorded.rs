@@ -193,3 +193,95 @@ impl EventSource for Recorded<'_> {
         Ok((read(&mut events), thread.lost))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::path::{Path, PathBuf};
+
+    use fntrace_tools::export::{write_uftrace_dir, write_uftrace_dir_of};
+    use fntrace_tools::EventKind::{self, Entry, Exit};
+
+    use super::super::{GraphTracer, RawEvent, GRAPH_TRACER};
+    use crate::rt::thread::Untraced;
+    use crate::sys::clock::now_ticks;
+
+    /// Pushes an event of a made-up site at `depth` into this thread's ring.
+    fn push(depth: usize, kind: EventKind) {
+        let site = 0x40_0000 + depth * 0x10;
+        GRAPH_TRACER.push(RawEvent::new(now_ticks(), site, depth, kind));
+    }
+
+    fn on_a_thread(events: &'static [(usize, EventKind)]) {
+        std::thread::spawn(move || {
+            for &(depth, kind) in events {
+                push(depth, kind);
+            }
+        })
+        .join()
+        .unwrap();
+    }
+
+    fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| {
+                let path = entry.unwrap().path();
+                let name = path.file_name().unwrap().to_string_lossy().into_owned();
+                (name, std::fs::read(&path).unwrap())
+            })
+            .collect()
+    }
+
+    fn temp(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("fntrace-recorded-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    /// The events read in place are written as `take_trace`'s Trace of
+    /// them would be, byte for byte: retained and ring events of one
+    /// thread joined, threads in the same order, lost events counted.
+    #[test]
+    fn events_in_place_write_what_the_whole_trace_writes() {
+        let _untraced = Untraced::begin();
+        let tracer: &GraphTracer = &GRAPH_TRACER;
+        tracer.take_trace();
+        on_a_thread(&[(0, Entry), (1, Entry), (1, Exit), (0, Exit)]);
+        // This thread: some events retained, more in its ring.
+        push(0, Entry);
+        push(1, Entry);
+        tracer.retain_buffered();
+        push(1, Exit);
+        push(1, Entry);
+        // Calls running at the start, and one left open.
+        on_a_thread(&[(2, Exit), (1, Exit), (0, Entry), (1, Entry)]);
+        // A ring that fills: 16 events kept, 24 lost.
+        tracer.set_buffer_events(16);
+        on_a_thread([(0, Entry), (0, Exit)].repeat(20).leak());
+        tracer.set_buffer_events(crate::rt::ring::DEFAULT_RING_EVENTS);
+
+        let (in_place, whole) = (temp("in-place"), temp("whole"));
+        let recorded = tracer.recorded();
+        let (threads, events, lost) = (recorded.thread_count(), recorded.events(), recorded.lost());
+        write_uftrace_dir_of(recorded.header(), &recorded, &in_place, None).unwrap();
+        drop(recorded); // not forgotten: take_trace finds the same events
+        let trace = tracer.take_trace();
+        write_uftrace_dir(&trace, &whole, None).unwrap();
+        assert_eq!(threads, trace.threads.len());
+        assert_eq!(events, trace.threads.iter().map(|t| t.events.len()).sum());
+        assert_eq!((lost, trace.lost()), (24, 24));
+        assert_eq!(events, 4 + 4 + 4 + 16);
+        assert_eq!(files(&in_place), files(&whole));
+
+        // Forgotten: gone, and later events stay.
+        on_a_thread(&[(0, Entry), (0, Exit)]);
+        tracer.recorded().forget();
+        push(0, Exit);
+        assert_eq!(tracer.recorded().events(), 1);
+        assert_eq!(tracer.take_trace().threads[0].events.len(), 1);
+        let _ = std::fs::remove_dir_all(&in_place);
+        let _ = std::fs::remove_dir_all(&whole);
+    }
+}
