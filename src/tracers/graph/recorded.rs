@@ -14,6 +14,7 @@ use fntrace_tools::{EventSource, GraphEvent, ThreadInfo, ThreadTrace, Trace};
 use super::{describe_functions, GraphTracer, RawEvent};
 use crate::rt::ops;
 use crate::rt::ring::Peek;
+use crate::rt::thread::Untraced;
 use crate::sites::function_of_site;
 
 /// One thread of [`Recorded`]: its retained events, then those of its
@@ -32,13 +33,15 @@ struct RecordedThread {
 /// Every event the graph tracer recorded so far, held in place; see the
 /// [module documentation](self). While it lives, fntrace's operation lock
 /// is held: control operations, drains (the recorders' writers) and `fork`
-/// wait. Take it on an untraced thread.
+/// wait.
 pub(crate) struct Recorded<'a> {
     // Fields drop in order: the rings, the retained events, then the
-    // operation lock, which is taken first.
+    // operation lock, which is taken first (after `_untraced`).
     peek: Peek<'a, RawEvent>,
     retained: parking_lot::MutexGuard<'a, Vec<ThreadTrace>>,
     _operation: MutexGuard<'static, ()>,
+    /// The reading thread is not traced while it holds the lock.
+    _untraced: Untraced,
     threads: Vec<RecordedThread>,
     /// The process, with the names of the functions of the events.
     header: Trace,
@@ -48,6 +51,7 @@ impl GraphTracer {
     /// Every event recorded so far, in place (see [`Recorded`]); threads
     /// in the order [`GraphTracer::take_trace`] gives them.
     pub(crate) fn recorded(&self) -> Recorded<'_> {
+        let untraced = Untraced::begin();
         let operation = ops::operation();
         let retained = self.retained.lock();
         let peek = self.pool.peek();
@@ -108,6 +112,7 @@ impl GraphTracer {
             peek,
             retained,
             _operation: operation,
+            _untraced: untraced,
             threads,
             header: describe_functions(Vec::new(), functions),
         }
@@ -203,7 +208,7 @@ mod tests {
     use fntrace_tools::EventKind::{self, Entry, Exit};
 
     use super::super::{GraphTracer, RawEvent, GRAPH_TRACER};
-    use crate::rt::thread::Untraced;
+    use super::Untraced;
     use crate::sys::clock::now_ticks;
 
     /// Pushes an event of a made-up site at `depth` into this thread's ring.
