@@ -6,8 +6,11 @@
 //! or as it does now (written from the buffers, in place). Each dump runs
 //! in a child process of its own; the child resets its peak RSS (`VmHWM`,
 //! `/proc/self/clear_refs`) just before the dump, so the figure is the
-//! dump's own peak, buffers included. Three runs of each; prints a
-//! Markdown table.
+//! dump's own peak, buffers included. Then the same events in a flight
+//! recorder's window (64 MiB budget, buffers big enough that nothing is
+//! lost), drained by a first snapshot, and a second snapshot of it,
+//! written from the window in place (before, the writer copied the window,
+//! 24 bytes an event, and the caller wrote the copy). Three runs of each; prints a Markdown table.
 //!
 //! `cargo bench --bench dump_memory`
 
@@ -29,10 +32,14 @@ fn main() {
         child(&mode);
         return;
     }
-    println!("| dump | events | buffers resident before (MiB) | peak RSS during the dump (MiB) | growth (MiB) | time (s) | directory (MiB) |");
+    println!("| dump | events | resident before (MiB) | peak RSS during the dump (MiB) | growth (MiB) | time (s) | directory (MiB) |");
     println!("|---|---:|---:|---:|---:|---:|---:|");
     for _ in 0..RUNS {
-        for mode in ["whole trace (before)", "in place (now)"] {
+        for mode in [
+            "whole trace (before)",
+            "in place (now)",
+            "flight snapshot, in place (now)",
+        ] {
             let output = Command::new(std::env::current_exe().unwrap())
                 .env(CHILD, mode)
                 .output()
@@ -68,22 +75,45 @@ fn dir_bytes(dir: &Path) -> u64 {
 
 fn child(mode: &str) {
     fntrace::init().unwrap();
-    fntrace::enable_with("graph", &Filter::new().include("pie_*")).unwrap();
+    let filter = Filter::new().include("pie_*");
+    let flight = mode.starts_with("flight").then(|| {
+        let options = fntrace::FlightOptions {
+            budget_bytes: 64 << 20,
+            buffer_events: 1 << 20,
+            ..Default::default()
+        };
+        fntrace::flight_record("graph", &filter, options).unwrap()
+    });
+    if flight.is_none() {
+        fntrace::enable_with("graph", &filter).unwrap();
+    }
     let threads: Vec<_> = (0..THREADS)
         .map(|_| std::thread::spawn(|| c_pie::run(N)))
         .collect();
     for thread in threads {
         thread.join().unwrap();
     }
-    fntrace::disable("graph").unwrap();
+    if flight.is_none() {
+        fntrace::disable("graph").unwrap();
+    }
     let dir = std::env::temp_dir().join(format!("fntrace-dump-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
 
+    if let Some(flight) = &flight {
+        // A first snapshot drains every buffer into the window: the one
+        // measured then writes the window alone.
+        let warm = dir.with_extension("warm");
+        flight.snapshot(&warm).unwrap();
+        let _ = std::fs::remove_dir_all(&warm);
+    }
     let resident_before = status_kib("VmRSS:");
     // Resets the peak resident set size to the current one.
     std::fs::write("/proc/self/clear_refs", "5").expect("resetting VmHWM");
     let started = Instant::now();
-    let (events, lost) = if mode.starts_with("whole") {
+    let (events, lost) = if let Some(flight) = &flight {
+        let snapshot = flight.snapshot(&dir).unwrap();
+        (snapshot.events as usize, snapshot.lost + snapshot.evicted)
+    } else if mode.starts_with("whole") {
         let trace = fntrace::GRAPH_TRACER.snapshot();
         fntrace::export::write_uftrace_dir(&trace, &dir, None).unwrap();
         fntrace::GRAPH_TRACER.forget(&trace);
@@ -106,4 +136,7 @@ fn child(mode: &str) {
         dir_bytes(&dir) as f64 / (1024.0 * 1024.0),
     );
     let _ = std::fs::remove_dir_all(&dir);
+    if let Some(flight) = flight {
+        flight.stop().unwrap();
+    }
 }

@@ -337,7 +337,8 @@ impl FlightRecorder {
     /// as a uftrace data directory at `dir` (which must not exist or be
     /// empty). Calls running at the window's start get an entry at the
     /// thread's first timestamp (as [`write_uftrace_dir`] does); calls
-    /// still running have no exit. The writer thread drains and writes the
+    /// still running have no exit. Every event made before the call is in
+    /// it (the drain it waits for starts after it). The writer thread drains and writes the
     /// window as it is (no copy), while this thread waits (up to 60 s);
     /// meanwhile the threads' buffers fill, and what they cannot hold is
     /// lost (counted).
@@ -538,13 +539,17 @@ impl Writer {
         // Nothing this thread calls is traced.
         let _untraced = Untraced::begin();
         loop {
-            let (stop, slow) = {
+            // The requests made before this drain starts are answered after
+            // it, so that a snapshot holds every event made before it was
+            // asked for; those made during it wait for the next one.
+            let (stop, slow, requests) = {
                 let state = shared.state();
-                let (state, _) = shared
+                let (mut state, _) = shared
                     .wake
                     .wait_timeout_while(state, interval, |s| !s.stop && s.requests.is_empty())
                     .unwrap_or_else(PoisonError::into_inner);
-                (state.stop, state.slow.clone())
+                let requests = std::mem::take(&mut state.requests);
+                (state.stop, state.slow.clone(), requests)
             };
             self.drain(shared, &slow);
             let due: Vec<PendingSlow> = {
@@ -580,7 +585,6 @@ impl Writer {
                     self.write_triggered(shared, Trigger::Signal(signo), &dir);
                 }
             }
-            let requests = std::mem::take(&mut shared.state().requests);
             for (id, request) in requests {
                 let answer = match request {
                     Request::Snapshot(dir) => Answer::Snapshot(write_snapshot(&self.window, &dir)),
@@ -597,7 +601,8 @@ impl Writer {
                 shared.state().answers.push((id, answer));
                 shared.answered.notify_all();
             }
-            if stop {
+            // Requests made during the last drain get one more.
+            if stop && shared.state().requests.is_empty() {
                 break;
             }
         }
