@@ -338,10 +338,10 @@ impl FlightRecorder {
     /// empty). Calls running at the window's start get an entry at the
     /// thread's first timestamp (as [`write_uftrace_dir`] does); calls
     /// still running have no exit. Every event made before the call is in
-    /// it (the drain it waits for starts after it). The writer thread drains and writes the
-    /// window as it is (no copy), while this thread waits (up to 60 s);
-    /// meanwhile the threads' buffers fill, and what they cannot hold is
-    /// lost (counted).
+    /// it (the drain it waits for starts after it). The writer thread
+    /// drains and writes the window as it is (no copy), while this thread
+    /// waits (up to 60 s); meanwhile the threads' buffers fill, and what
+    /// they cannot hold is lost (counted).
     ///
     /// [`write_uftrace_dir`]: crate::export::write_uftrace_dir
     pub fn snapshot(&self, dir: impl AsRef<Path>) -> Result<SnapshotReport, Error> {
