@@ -2,10 +2,10 @@
 //! specially (calls running at the start, unwound calls, calls still
 //! running, lost and too-deep events, a tid seen twice, functions outside
 //! every mapping, mangled and missing names) is written and compared, file
-//! by file, with `golden.txt`, which the whole-trace writer of fntrace
-//! 0.x wrote before the writer learnt to read its events from any
-//! [`EventSource`](crate::EventSource). Regenerate (only for an intended
-//! change of format) with `FNTRACE_BLESS=1`.
+//! by file, with `golden.txt`, which the whole-trace writer (a `Trace` in
+//! memory, before `write_uftrace_dir_of` read events from any
+//! [`EventSource`](crate::EventSource)) wrote. Regenerate (only for an
+//! intended change of format) with `FNTRACE_BLESS=1`.
 
 use std::collections::BTreeMap;
 use std::fs;
