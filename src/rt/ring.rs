@@ -26,6 +26,9 @@ use std::sync::Mutex;
 
 use crate::sys;
 
+mod peek;
+pub use peek::Peek;
+
 /// Default events per thread ring (the memory is reserved, not committed:
 /// pages count only once events reach them).
 pub const DEFAULT_RING_EVENTS: usize = 1 << 20;
