@@ -5,6 +5,9 @@
  *                     execs this program as "family exec N"; the parent
  *                     waits for it and calls leaf() N more times.
  *   family exec N     calls exec_leaf() N times, returns from main.
+ *   family execl N    calls leaf() N times, then execl's this program as
+ *                     "family exec N"; execlp and execle likewise (execle
+ *                     with an environment of one variable, FAMILY=1).
  *   family _exit N    calls leaf() N times, then _exit(0): no atexit.
  *   family status K   exits with status K after one leaf() call.
  *   family segv N     calls leaf() N times, then dereferences NULL inside
@@ -49,6 +52,20 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "exec") == 0) {
         run(exec_leaf, n);
         return 0;
+    }
+    if (strncmp(argv[1], "execl", 5) == 0) {
+        run(leaf, n);
+        const char *self = "/proc/self/exe";
+        if (strcmp(argv[1], "execl") == 0) {
+            execl(self, argv[0], "exec", argv[2], (char *)NULL);
+        } else if (strcmp(argv[1], "execlp") == 0) {
+            execlp(self, argv[0], "exec", argv[2], (char *)NULL);
+        } else {
+            char *env[] = {"FAMILY=1", NULL};
+            execle(self, argv[0], "exec", argv[2], (char *)NULL, env);
+        }
+        perror(argv[1]);
+        return 127;
     }
     if (strcmp(argv[1], "_exit") == 0) {
         run(leaf, n);
