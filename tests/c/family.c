@@ -10,11 +10,16 @@
  *                     with an environment of one variable, FAMILY=1).
  *   family _exit N    calls leaf() N times, then _exit(0): no atexit.
  *   family status K   exits with status K after one leaf() call.
+ *   family dispositions 0
+ *                     prints, for each fatal signal, its number and what
+ *                     sigaction and signal report of its action (DFL: the
+ *                     default; set: a handler), then calls leaf() once.
  *   family segv N     calls leaf() N times, then dereferences NULL inside
  *                     crash() (SIGSEGV).
  *   family abort N    calls leaf() N times, then abort() inside crash().
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +80,19 @@ int main(int argc, char **argv) {
         run(leaf, n);
         sink = 0;
         crash(strcmp(argv[1], "segv") == 0 ? 0 : 1);
+    }
+    if (strcmp(argv[1], "dispositions") == 0) {
+        int fatal[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+        for (int i = 0; i < 5; i++) {
+            struct sigaction current;
+            sigaction(fatal[i], NULL, &current);
+            void (*handler)(int) = signal(fatal[i], SIG_DFL);
+            signal(fatal[i], handler);
+            printf("%d %s %s\n", fatal[i], current.sa_handler == SIG_DFL ? "DFL" : "set",
+                   handler == SIG_DFL ? "DFL" : "set");
+        }
+        leaf(0);
+        return 0;
     }
     if (strcmp(argv[1], "status") == 0) {
         leaf(0);
