@@ -333,7 +333,11 @@ fn exit_paths_replay_as_uftrace_does() {
                 0 => main_ran_leaves(N, "", &["main"]),
                 _ => main_ran_leaves(N, "  crash() {\n", &["main", "crash"]),
             };
-            assert_eq!(both.ours, [expected.clone()], "{variant} {mode}");
+            assert_eq!(
+                both.ours,
+                std::slice::from_ref(&expected),
+                "{variant} {mode}"
+            );
             assert_eq!(both.theirs, [expected], "{variant} {mode}");
         }
         std::fs::remove_dir_all(&base).unwrap();
@@ -367,7 +371,11 @@ fn execl_execlp_execle_keep_the_calls_before_the_exec() {
             );
             let exec_program = exec_program(N, "  ");
             let followed = main_ran_leaves(N, &exec_program, &["main"]);
-            assert_eq!(both.ours, [followed.clone()], "{variant} {mode}");
+            assert_eq!(
+                both.ours,
+                std::slice::from_ref(&followed),
+                "{variant} {mode}"
+            );
             let theirs = match mode {
                 "execle" => main_ran_leaves(N, "", &["main"]),
                 _ => followed,
