@@ -11,7 +11,8 @@
 //! [`MAX_WAIT_MS`] (the crashing thread may hold a lock the writer needs:
 //! then what was drained before stays). Calls running at the crash stay
 //! open in the trace, as uftrace shows them. A handler the program
-//! installed is never replaced, and one it installs later replaces this.
+//! installed is never replaced, and one it installs later replaces this
+//! (until it asks for the default action again).
 //!
 //! The handler stands for the default action, and the program sees the
 //! default: fntrace's `sigaction` and `signal` (which the program calls
@@ -48,32 +49,50 @@ static STANDS_FOR_DEFAULT: [AtomicBool; 5] = [const { AtomicBool::new(false) }; 
 
 type SigactionFn =
     unsafe extern "C" fn(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int;
+type SignalFn = unsafe extern "C" fn(c_int, libc::sighandler_t) -> libc::sighandler_t;
 
-/// glibc's `sigaction`, looked up before `main` (and by the first call, if
-/// that comes earlier, from another library's constructor).
-static REAL_SIGACTION: AtomicPtr<libc::c_void> = AtomicPtr::new(std::ptr::null_mut());
+/// glibc's `sigaction` and `signal`, looked up before `main` (and by the
+/// first call, if that comes earlier, from another library's constructor).
+static REAL: [AtomicPtr<libc::c_void>; 2] = [const { AtomicPtr::new(std::ptr::null_mut()) }; 2];
+/// The functions wrapped, in the order of [`REAL`].
+const WRAPPED: [&std::ffi::CStr; 2] = [c"sigaction", c"signal"];
 
 #[used]
 #[unsafe(link_section = ".init_array")]
-static FIND_REAL_SIGACTION: extern "C" fn() = find_real_sigaction;
+static FIND_REAL_FUNCTIONS: extern "C" fn() = find_real_functions;
 
-extern "C" fn find_real_sigaction() {
-    // SAFETY: a C string; RTLD_NEXT looks in the objects after this one.
-    let found = unsafe { libc::dlsym(libc::RTLD_NEXT, c"sigaction".as_ptr()) };
-    REAL_SIGACTION.store(found, Ordering::Release);
+extern "C" fn find_real_functions() {
+    for (slot, name) in REAL.iter().zip(WRAPPED) {
+        // SAFETY: a C string; RTLD_NEXT looks in the objects after this one.
+        let found = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
+        slot.store(found, Ordering::Release);
+    }
+}
+
+/// glibc's definition of `WRAPPED[index]` (null if there is none).
+fn next_symbol(index: usize) -> *mut libc::c_void {
+    let found = REAL[index].load(Ordering::Acquire);
+    if found.is_null() {
+        find_real_functions();
+        return REAL[index].load(Ordering::Acquire);
+    }
+    found
 }
 
 /// glibc's `sigaction`, or `None` if there is none (then nothing is
 /// installed).
 fn real_sigaction() -> Option<SigactionFn> {
-    let mut found = REAL_SIGACTION.load(Ordering::Acquire);
-    if found.is_null() {
-        find_real_sigaction();
-        found = REAL_SIGACTION.load(Ordering::Acquire);
-    }
+    let found = next_symbol(0);
     // SAFETY: glibc's `sigaction` has this type.
     (!found.is_null())
         .then(|| unsafe { std::mem::transmute::<*mut libc::c_void, SigactionFn>(found) })
+}
+
+/// glibc's `signal`, or `None` if there is none.
+fn real_signal() -> Option<SignalFn> {
+    let found = next_symbol(1);
+    // SAFETY: glibc's `signal` has this type.
+    (!found.is_null()).then(|| unsafe { std::mem::transmute::<*mut libc::c_void, SignalFn>(found) })
 }
 
 /// The action that drains, then dies of the signal.
@@ -155,19 +174,27 @@ pub unsafe extern "C" fn sigaction(
     result
 }
 
-/// `signal`, as glibc's (BSD semantics: `SA_RESTART`, the signal blocked
-/// while its handler runs), through [`sigaction`].
+/// `signal`: glibc's, except where fntrace's handler stands for the
+/// default action: there as glibc's (BSD semantics: `SA_RESTART`, the
+/// signal blocked while its handler runs) through [`sigaction`].
 ///
 /// # Safety
 /// As glibc's `signal`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn signal(signo: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
+    if !stands_for_default(signo) {
+        return match real_signal() {
+            // SAFETY: the caller's arguments, as glibc's `signal` takes them.
+            Some(real) => unsafe { real(signo, handler) },
+            None => libc::SIG_ERR,
+        };
+    }
     // SAFETY: zeroed is a valid sigaction; the mask is initialized below.
     let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
     action.sa_sigaction = handler;
     action.sa_flags = libc::SA_RESTART;
-    // SAFETY: `action.sa_mask` is a valid sigset_t; an invalid signal
-    // number fails in `sigaction` below.
+    // SAFETY: `action.sa_mask` is a valid sigset_t; `signo` is one of the
+    // fatal signals.
     unsafe {
         libc::sigemptyset(&mut action.sa_mask);
         libc::sigaddset(&mut action.sa_mask, signo);
