@@ -132,8 +132,8 @@ fn family_equals_uftrace_options(
         "fntrace record: {}",
         stderr(&output)
     );
-    // Parent, forked child, exec'd program: a process with no events adds
-    // no session.
+    // The parent (with its forked child, as in uftrace's recordings) and
+    // the exec'd program: a program with no events adds no session.
     assert!(
         stderr(&output).contains(&format!("in {sessions} session(s)")),
         "{}",
@@ -157,6 +157,11 @@ fn family_equals_uftrace_options(
             .expect("cannot run uftrace; CI installs it (.ci/run)");
         assert!(status.success());
         assert_eq!(named_calls(&theirs), expected, "uftrace's own recording");
+        assert_eq!(
+            fntrace_calls(&theirs),
+            expected,
+            "fntrace reading uftrace's"
+        );
     }
     assert_eq!(named_calls(&ours), expected, "uftrace reading fntrace's");
     assert_eq!(fntrace_calls(&ours), expected, "fntrace reading its own");
@@ -182,7 +187,7 @@ fn records_a_process_family_as_uftrace_does_pie_o0() {
         "pie-o0",
         &["-pg", "-O0", "-fPIE", "-pie"],
         &[],
-        3,
+        2,
         &whole_family(),
     );
 }
@@ -284,6 +289,58 @@ fn each_task_of_a_process_family_replays_as_uftrace_does() {
         // The parent, its four threads, the child.
         assert_eq!(both.theirs.len(), 6, "{variant}: {:?}", both.theirs);
         assert_eq!(both.ours, both.theirs, "{variant}");
+        // Session by session: the child stays in its parent's session
+        // until it execs (uftrace graph shows each session's calls).
+        let layout = |dir: &str| -> (Vec<String>, usize) {
+            let dir = base.join(dir);
+            let task = std::fs::read_to_string(dir.join("task.txt")).unwrap();
+            let kinds = task
+                .lines()
+                .map(|line| line.split(' ').next().unwrap_or_default().to_string())
+                .collect();
+            let maps = std::fs::read_dir(&dir)
+                .unwrap()
+                .filter(|entry| {
+                    let name = entry.as_ref().unwrap().file_name();
+                    let name = name.to_string_lossy();
+                    name.starts_with("sid-") && name.ends_with(".map")
+                })
+                .count();
+            (kinds, maps)
+        };
+        let ours_layout = layout("fntrace-family.data");
+        assert_eq!(ours_layout, layout("uftrace-family.data"), "{variant}");
+        assert_eq!(
+            ours_layout,
+            (
+                ["SESS", "TASK", "TASK", "TASK", "TASK", "TASK", "FORK", "SESS", "TASK"]
+                    .map(String::from)
+                    .to_vec(),
+                2
+            ),
+            "{variant}"
+        );
+        let graph = |dir: &str| -> Vec<String> {
+            let text = common::uftrace(&["graph", "--no-pager"], &base.join(dir));
+            let mut sessions: Vec<String> = text
+                .split("# Function Call Graph for")
+                .map(|session| {
+                    session
+                        .lines()
+                        .skip(1) // names the session
+                        .map(|line| line.split_once(':').map_or(line, |(_, tree)| tree))
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                })
+                .collect();
+            sessions.sort();
+            sessions
+        };
+        assert_eq!(
+            graph("fntrace-family.data"),
+            graph("uftrace-family.data"),
+            "{variant}"
+        );
         let child = format!(
             "run() {{\n{}}} /* run */\n{}",
             leaves("child_leaf", N, "  "),
@@ -431,7 +488,7 @@ fn records_a_process_family_as_uftrace_does_fentry_o2() {
         "fentry-o2",
         &["-pg", "-mfentry", "-O2"],
         &[],
-        3,
+        2,
         &whole_family(),
     );
 }
@@ -456,14 +513,14 @@ fn filter_notrace_and_depth_as_uftrace_options() {
         "filter",
         &["-F", "run"],
         Some(&["-F", "run", "-D", "1"]),
-        3,
+        2,
         &[("run", 7)],
     );
     family_equals_uftrace_with(
         "notrace",
         &["-N", "run"],
         None,
-        3,
+        2,
         &[
             ("main", 2),
             ("worker", 4),
@@ -478,7 +535,7 @@ fn filter_notrace_and_depth_as_uftrace_options() {
         "depth",
         &["-D", "2"],
         Some(&["-D", "2"]),
-        3,
+        2,
         &[("main", 2), ("worker", 4), ("run", 7)],
     );
 }
