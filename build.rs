@@ -1,5 +1,6 @@
-//! Compiles the x86-64 trampolines in `asm/` into a static library that the
-//! crate links. Other targets are refused (by `compile_error!` in
+//! Compiles the x86-64 trampolines in `asm/`, and the C definitions of the
+//! variadic exec functions in `shim/`, into static libraries that the crate
+//! links. Other targets are refused (by `compile_error!` in
 //! `src/lib.rs`, which says why); nothing is built for them here.
 
 use std::env;
@@ -29,4 +30,13 @@ fn main() {
     build.flag_if_supported("-fno-pg");
     build.include("asm/x86_64");
     build.compile("fntrace_trampolines");
+
+    // execl, execlp, execle: variadic, so written in C (src/capi/exec.rs
+    // exports them).
+    let exec_list = "shim/exec_list.c";
+    println!("cargo:rerun-if-changed={exec_list}");
+    let mut build = cc::Build::new();
+    build.file(exec_list);
+    build.flag_if_supported("-fno-pg");
+    build.compile("fntrace_exec_list");
 }

@@ -11,8 +11,8 @@
 //! they were lost; uftrace's `replay` shows it.
 //!
 //! A recording follows the process: the child of a `fork` gets a writer of
-//! its own (started by a fork handler), adding the child as a session of
-//! the same directory; before an `exec` (see the C ABI's wrappers) the
+//! its own (started by a fork handler), adding the child's threads to the
+//! same directory (in its parent's session, as uftrace does); before an `exec` (see the C ABI's wrappers) the
 //! writer drains and finishes, and the new program, started with
 //! `FNTRACE_OUTPUT` and `FNTRACE_APPEND=1`, joins the directory
 //! ([`RecordOptions::append`]). The writer is per process: a
@@ -296,18 +296,36 @@ fn follow_forks() {
     });
 }
 
+/// Held by a writer while it writes the directory, and by a forking thread
+/// across the fork: the shared session files are rebuilt under a `flock`,
+/// which a child inherits with the open file, so a child forked while its
+/// parent's writer held it would wait for it forever.
+static DIRECTORY_WRITE: Mutex<()> = Mutex::new(());
+
+fn directory_write() -> std::sync::MutexGuard<'static, ()> {
+    DIRECTORY_WRITE
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+}
+
 thread_local! {
-    /// `WRITER`, held by the forking thread across the fork.
+    /// `WRITER` and `DIRECTORY_WRITE`, held by the forking thread across
+    /// the fork.
     static WRITER_HELD_ACROSS_FORK: std::cell::RefCell<Option<std::sync::MutexGuard<'static, Option<Writer>>>> =
+        const { std::cell::RefCell::new(None) };
+    static DIRECTORY_HELD_ACROSS_FORK: std::cell::RefCell<Option<std::sync::MutexGuard<'static, ()>>> =
         const { std::cell::RefCell::new(None) };
 }
 
 extern "C" fn writer_before_fork() {
     let guard = writer_slot();
     WRITER_HELD_ACROSS_FORK.with(|held| *held.borrow_mut() = Some(guard));
+    let guard = directory_write();
+    DIRECTORY_HELD_ACROSS_FORK.with(|held| *held.borrow_mut() = Some(guard));
 }
 
 extern "C" fn writer_after_fork_in_parent() {
+    DIRECTORY_HELD_ACROSS_FORK.with(|held| drop(held.borrow_mut().take()));
     WRITER_HELD_ACROSS_FORK.with(|held| drop(held.borrow_mut().take()));
 }
 
@@ -315,6 +333,7 @@ extern "C" fn writer_after_fork_in_parent() {
 /// forgotten (joining or detaching a thread of another process is
 /// undefined), and a writer of the child's own takes over the recording.
 extern "C" fn writer_after_fork_in_child() {
+    DIRECTORY_HELD_ACROSS_FORK.with(|held| drop(held.borrow_mut().take()));
     WRITER_HELD_ACROSS_FORK.with(|held| {
         let Some(mut slot) = held.borrow_mut().take() else {
             return;
@@ -489,6 +508,7 @@ fn write_until_stopped(
                 .unwrap_or_else(PoisonError::into_inner);
             *stopped
         };
+        let writing = directory_write();
         GRAPH_TRACER.stream_events(&mut |batch| {
             let count = batch.events.len() as u64 + batch.dropped_after;
             if failure.is_some() {
@@ -532,6 +552,7 @@ fn write_until_stopped(
                 failure = Some(err.into());
             }
         }
+        drop(writing);
         if let Some(stream) = &stream {
             let totals = stream.totals();
             shared.written.store(totals.events, Ordering::Relaxed);
@@ -552,7 +573,10 @@ fn write_until_stopped(
         )));
     }
     match stream {
-        Some(stream) => Ok(stream.finish()?),
+        Some(stream) => {
+            let _writing = directory_write();
+            Ok(stream.finish()?)
+        }
         None => Ok(StreamTotals::default()),
     }
 }

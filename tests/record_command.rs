@@ -16,6 +16,7 @@ mod common;
 use common::native::{self, repo};
 
 use std::collections::HashMap;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -131,8 +132,8 @@ fn family_equals_uftrace_options(
         "fntrace record: {}",
         stderr(&output)
     );
-    // Parent, forked child, exec'd program: a process with no events adds
-    // no session.
+    // The parent (with its forked child, as in uftrace's recordings) and
+    // the exec'd program: a program with no events adds no session.
     assert!(
         stderr(&output).contains(&format!("in {sessions} session(s)")),
         "{}",
@@ -156,6 +157,11 @@ fn family_equals_uftrace_options(
             .expect("cannot run uftrace; CI installs it (.ci/run)");
         assert!(status.success());
         assert_eq!(named_calls(&theirs), expected, "uftrace's own recording");
+        assert_eq!(
+            fntrace_calls(&theirs),
+            expected,
+            "fntrace reading uftrace's"
+        );
     }
     assert_eq!(named_calls(&ours), expected, "uftrace reading fntrace's");
     assert_eq!(fntrace_calls(&ours), expected, "fntrace reading its own");
@@ -181,9 +187,299 @@ fn records_a_process_family_as_uftrace_does_pie_o0() {
         "pie-o0",
         &["-pg", "-O0", "-fPIE", "-pie"],
         &[],
-        3,
+        2,
         &whole_family(),
     );
+}
+
+/// The builds the replay comparisons run in: PIE, `-O2`, and both with
+/// `-mfentry`.
+const BUILDS: [(&str, &[&str]); 4] = [
+    ("pie-o0", &["-pg", "-O0", "-fPIE", "-pie"]),
+    ("o2", &["-pg", "-O2"]),
+    ("fentry-o0", &["-pg", "-mfentry", "-O0"]),
+    ("fentry-o2", &["-pg", "-mfentry", "-O2"]),
+];
+
+/// One program run by `fntrace record` and by `uftrace record`.
+struct BothRecorded {
+    /// `fntrace record`'s run.
+    ours_run: Output,
+    /// `uftrace record`'s run.
+    theirs_run: Output,
+    /// `uftrace replay -f none` of fntrace's directory, task by task.
+    ours: Vec<String>,
+    /// The same of uftrace's directory.
+    theirs: Vec<String>,
+}
+
+/// `program args` recorded by `fntrace record` and by `uftrace record`
+/// (`--no-libcall`), into directories under `base` named after `label`.
+fn record_both(base: &Path, program: &Path, args: &[&str], label: &str) -> BothRecorded {
+    let ours = base.join(format!("fntrace-{label}.data"));
+    let mut record_args = vec!["-o", ours.to_str().unwrap(), program.to_str().unwrap()];
+    record_args.extend(args);
+    let ours_run = record(base, &record_args);
+    let theirs = base.join(format!("uftrace-{label}.data"));
+    let theirs_run = Command::new("uftrace")
+        .args(["record", "--no-libcall", "--no-event", "--no-sched", "-d"])
+        .arg(&theirs)
+        .arg(program)
+        .args(args)
+        .current_dir(base)
+        .output()
+        .expect("cannot run uftrace; CI installs it (.ci/run)");
+    BothRecorded {
+        ours: common::uftrace_replays_by_thread(&ours, ""),
+        theirs: common::uftrace_replays_by_thread(&theirs, ""),
+        ours_run,
+        theirs_run,
+    }
+}
+
+/// `n` calls of `name` at `indent`, as `uftrace replay -f none` shows them.
+fn leaves(name: &str, n: usize, indent: &str) -> String {
+    format!("{indent}{name}();\n").repeat(n)
+}
+
+/// The replay of a program that ran `run(leaf, n)` in `main` and ended
+/// there without returning (`_exit`, or an exec that uftrace does not
+/// follow), then `more` (the exec'd program, indented).
+fn main_ran_leaves(n: usize, more: &str, open: &[&str]) -> String {
+    let mut replay = format!(
+        "main() {{\n  run() {{\n{}  }} /* run */\n{more}",
+        leaves("leaf", n, "    ")
+    );
+    replay.push_str(
+        "\nuftrace stopped tracing with remaining functions\n\
+         ================================================\n\
+         task: TID\n",
+    );
+    for (depth, name) in open.iter().enumerate().rev() {
+        replay.push_str(&format!("[{depth}] {name}\n"));
+    }
+    replay.push('\n');
+    replay
+}
+
+/// The exec'd program's calls (`family exec n`) at `indent`.
+fn exec_program(n: usize, indent: &str) -> String {
+    format!(
+        "{indent}main() {{\n{indent}  run() {{\n{}{indent}  }} /* run */\n{indent}}} /* main */\n",
+        leaves("exec_leaf", n, &format!("{indent}    "))
+    )
+}
+
+/// Fork and exec, task by task: every thread of the parent, and the
+/// forked child (its calls before the exec, then the exec'd program's),
+/// replay exactly as in uftrace's own recording of the same program.
+#[test]
+fn each_task_of_a_process_family_replays_as_uftrace_does() {
+    const N: usize = 200;
+    for (variant, flags) in BUILDS {
+        let base = common::temp_dir(&format!("record-cmd-replay-{variant}"));
+        let program = build_family(&base, flags);
+        let both = record_both(&base, &program, &["family", &N.to_string()], "family");
+        assert!(both.ours_run.status.success(), "{}", stderr(&both.ours_run));
+        assert!(
+            both.theirs_run.status.success(),
+            "{}",
+            stderr(&both.theirs_run)
+        );
+        // The parent, its four threads, the child.
+        assert_eq!(both.theirs.len(), 6, "{variant}: {:?}", both.theirs);
+        assert_eq!(both.ours, both.theirs, "{variant}");
+        // Session by session: the child stays in its parent's session
+        // until it execs (uftrace graph shows each session's calls).
+        let layout = |dir: &str| -> (Vec<String>, usize) {
+            let dir = base.join(dir);
+            let task = std::fs::read_to_string(dir.join("task.txt")).unwrap();
+            let kinds = task
+                .lines()
+                .map(|line| line.split(' ').next().unwrap_or_default().to_string())
+                .collect();
+            let maps = std::fs::read_dir(&dir)
+                .unwrap()
+                .filter(|entry| {
+                    let name = entry.as_ref().unwrap().file_name();
+                    let name = name.to_string_lossy();
+                    name.starts_with("sid-") && name.ends_with(".map")
+                })
+                .count();
+            (kinds, maps)
+        };
+        let ours_layout = layout("fntrace-family.data");
+        assert_eq!(ours_layout, layout("uftrace-family.data"), "{variant}");
+        assert_eq!(
+            ours_layout,
+            (
+                ["SESS", "TASK", "TASK", "TASK", "TASK", "TASK", "FORK", "SESS", "TASK"]
+                    .map(String::from)
+                    .to_vec(),
+                2
+            ),
+            "{variant}"
+        );
+        let graph = |dir: &str| -> Vec<String> {
+            let text = common::uftrace(&["graph", "--no-pager"], &base.join(dir));
+            let mut sessions: Vec<String> = text
+                .split("# Function Call Graph for")
+                .map(|session| {
+                    session
+                        .lines()
+                        .skip(1) // names the session
+                        .map(|line| line.split_once(':').map_or(line, |(_, tree)| tree))
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                })
+                .collect();
+            sessions.sort();
+            sessions
+        };
+        assert_eq!(
+            graph("fntrace-family.data"),
+            graph("uftrace-family.data"),
+            "{variant}"
+        );
+        let child = format!(
+            "run() {{\n{}}} /* run */\n{}",
+            leaves("child_leaf", N, "  "),
+            exec_program(N, "")
+        );
+        assert_eq!(
+            both.ours.iter().filter(|task| **task == child).count(),
+            1,
+            "{variant}: {:?}",
+            both.ours
+        );
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+}
+
+/// `_exit` and death by SIGSEGV or abort(): the replay is uftrace's, calls
+/// running at the end open. uftrace record itself exits with status 2
+/// when the program dies of a signal (after a backtrace of its own);
+/// `fntrace record` with the signal's 128 + N, as a shell reports it.
+#[test]
+fn exit_paths_replay_as_uftrace_does() {
+    const N: usize = 3;
+    for (variant, flags) in [BUILDS[0], BUILDS[3]] {
+        let base = common::temp_dir(&format!("record-cmd-exits-{variant}"));
+        let program = build_family(&base, flags);
+        for (mode, signal) in [
+            ("_exit", 0),
+            ("segv", libc::SIGSEGV),
+            ("abort", libc::SIGABRT),
+        ] {
+            let both = record_both(&base, &program, &[mode, &N.to_string()], mode);
+            let (ours_status, theirs_status) = match signal {
+                0 => (0, 0),
+                signal => (128 + signal, 2),
+            };
+            assert_eq!(
+                both.ours_run.status.code(),
+                Some(ours_status),
+                "{variant} {mode}"
+            );
+            assert_eq!(
+                both.theirs_run.status.code(),
+                Some(theirs_status),
+                "{variant} {mode}"
+            );
+            let expected = match signal {
+                0 => main_ran_leaves(N, "", &["main"]),
+                _ => main_ran_leaves(N, "  crash() {\n", &["main", "crash"]),
+            };
+            assert_eq!(
+                both.ours,
+                std::slice::from_ref(&expected),
+                "{variant} {mode}"
+            );
+            assert_eq!(both.theirs, [expected], "{variant} {mode}");
+        }
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+}
+
+/// `execl`, `execlp`, `execle` (variadic: glibc calls its internal
+/// `execve`): the session ends before the exec, so the calls just before
+/// it are there, then the exec'd program's. uftrace follows `execl` and
+/// `execlp`; it does not follow `execle` with an environment that lacks
+/// its variables (fntrace adds its own to it), so its recording ends at
+/// the exec.
+#[test]
+fn execl_execlp_execle_keep_the_calls_before_the_exec() {
+    const N: usize = 200;
+    for (variant, flags) in [BUILDS[0], BUILDS[3]] {
+        let base = common::temp_dir(&format!("record-cmd-execl-{variant}"));
+        let program = build_family(&base, flags);
+        for mode in ["execl", "execlp", "execle"] {
+            let both = record_both(&base, &program, &[mode, &N.to_string()], mode);
+            assert!(both.ours_run.status.success(), "{}", stderr(&both.ours_run));
+            assert!(
+                both.theirs_run.status.success(),
+                "{}",
+                stderr(&both.theirs_run)
+            );
+            assert!(
+                stderr(&both.ours_run).contains("in 2 session(s)"),
+                "{variant} {mode}: {}",
+                stderr(&both.ours_run)
+            );
+            let exec_program = exec_program(N, "  ");
+            let followed = main_ran_leaves(N, &exec_program, &["main"]);
+            assert_eq!(
+                both.ours,
+                std::slice::from_ref(&followed),
+                "{variant} {mode}"
+            );
+            let theirs = match mode {
+                "execle" => main_ran_leaves(N, "", &["main"]),
+                _ => followed,
+            };
+            assert_eq!(both.theirs, [theirs], "{variant} {mode}");
+        }
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+}
+
+/// fntrace's fatal-signal handler reads as the default action through
+/// `sigaction` and `signal`; uftrace's SIGSEGV and SIGABRT handlers show.
+#[test]
+fn fatal_signals_read_as_their_default_action() {
+    let base = common::temp_dir("record-cmd-dispositions");
+    let program = build_family(&base, &["-pg", "-O0"]);
+    let both = record_both(&base, &program, &["dispositions", "0"], "dispositions");
+    assert!(both.ours_run.status.success(), "{}", stderr(&both.ours_run));
+    assert!(
+        both.theirs_run.status.success(),
+        "{}",
+        stderr(&both.theirs_run)
+    );
+    let fatal = [
+        libc::SIGSEGV,
+        libc::SIGBUS,
+        libc::SIGILL,
+        libc::SIGFPE,
+        libc::SIGABRT,
+    ];
+    let lines = |handled: &[i32]| -> String {
+        fatal
+            .iter()
+            .map(|signo| match handled.contains(signo) {
+                true => format!("{signo} set set\n"),
+                false => format!("{signo} DFL DFL\n"),
+            })
+            .collect()
+    };
+    assert_eq!(String::from_utf8_lossy(&both.ours_run.stdout), lines(&[]));
+    assert_eq!(
+        String::from_utf8_lossy(&both.theirs_run.stdout),
+        lines(&[libc::SIGSEGV, libc::SIGABRT])
+    );
+    assert_eq!(both.ours, both.theirs);
+    assert_eq!(both.ours, ["main() {\n  leaf();\n} /* main */\n"]);
+    std::fs::remove_dir_all(&base).unwrap();
 }
 
 #[test]
@@ -192,7 +488,7 @@ fn records_a_process_family_as_uftrace_does_fentry_o2() {
         "fentry-o2",
         &["-pg", "-mfentry", "-O2"],
         &[],
-        3,
+        2,
         &whole_family(),
     );
 }
@@ -217,14 +513,14 @@ fn filter_notrace_and_depth_as_uftrace_options() {
         "filter",
         &["-F", "run"],
         Some(&["-F", "run", "-D", "1"]),
-        3,
+        2,
         &[("run", 7)],
     );
     family_equals_uftrace_with(
         "notrace",
         &["-N", "run"],
         None,
-        3,
+        2,
         &[
             ("main", 2),
             ("worker", 4),
@@ -239,7 +535,7 @@ fn filter_notrace_and_depth_as_uftrace_options() {
         "depth",
         &["-D", "2"],
         Some(&["-D", "2"]),
-        3,
+        2,
         &[("main", 2), ("worker", 4), ("run", 7)],
     );
 }
@@ -439,11 +735,11 @@ fn records_cpp_built_with_gxx_pg_as_uftrace_does() {
     std::fs::remove_dir_all(&base).unwrap();
 }
 
-#[test]
-fn records_rust_built_with_instrument_mcount_as_uftrace_does() {
-    let base = common::temp_dir("record-cmd-rust");
-    std::fs::create_dir_all(&base).unwrap();
-    let program = base.join("two_threads");
+/// `tests/rust/NAME.rs` built with `rustc -Zinstrument-mcount` into
+/// `dir/NAME`.
+fn build_rust(dir: &Path, name: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let program = dir.join(name);
     // rustc calls mcount through the PLT (`call mcount@plt`): a form the
     // scan follows to libfntrace.so's mcount.
     let output = Command::new("rustc")
@@ -454,19 +750,59 @@ fn records_rust_built_with_instrument_mcount_as_uftrace_does() {
             "-C",
             "force-frame-pointers=yes",
         ])
-        .arg(repo().join("tests/rust/two_threads.rs"))
+        .arg(repo().join(format!("tests/rust/{name}.rs")))
         .arg("-o")
         .arg(&program)
         .env("RUSTC_BOOTSTRAP", "1")
         .output()
         .expect("cannot run rustc");
     assert!(output.status.success(), "{}", stderr(&output));
-    // Every function but the allocator shims: under fntrace record, the
-    // first allocator calls std makes before `main` (2 of 12
-    // `__rust_alloc`, 1 of 11 `__rust_dealloc` here) are missing (README,
-    // differences; not yet explained).
-    program_equals_uftrace(&base, &program, &["1000"], |name| {
-        !name.starts_with("__rustc::")
-    });
+    program
+}
+
+#[test]
+fn records_rust_built_with_instrument_mcount_as_uftrace_does() {
+    let base = common::temp_dir("record-cmd-rust");
+    let program = build_rust(&base, "two_threads");
+    // Every function, std's allocations before `main` included (its
+    // stack-overflow handler's: std sets it up because fntrace's
+    // fatal-signal handler reads as the default action).
+    program_equals_uftrace(&base, &program, &["1000"], |_| true);
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+/// A Rust program keeps std's own handling of a crash under `fntrace
+/// record`: a stack overflow is reported by std (which aborts), and a fault
+/// std's handler gives back to the default action still drains the last
+/// calls.
+#[test]
+fn a_rust_program_crashes_as_without_fntrace_and_keeps_its_last_calls() {
+    let base = common::temp_dir("record-cmd-rust-crash");
+    let program = build_rust(&base, "crash");
+    for (mode, signal) in [("segv", libc::SIGSEGV), ("overflow", libc::SIGABRT)] {
+        let plain = Command::new(&program).arg(mode).output().unwrap();
+        let dir = base.join(format!("{mode}.data"));
+        let output = record(
+            &base,
+            &["-o", dir.to_str().unwrap(), program.to_str().unwrap(), mode],
+        );
+        // fntrace record exits with 128 + the signal, as a shell reports
+        // the program's death.
+        assert_eq!(plain.status.signal(), Some(signal), "{mode}");
+        assert_eq!(output.status.code(), Some(128 + signal), "{mode}");
+        for run in [&plain, &output] {
+            assert_eq!(
+                stderr(run).contains("has overflowed its stack"),
+                mode == "overflow",
+                "{mode}: {}",
+                stderr(run)
+            );
+        }
+        let counts = common::call_counts(&common::read_trace_dir(&dir));
+        assert_eq!(counts.get("crash::leaf"), Some(&(100, 100)), "{mode}");
+        assert_eq!(counts.get("crash::main"), Some(&(1, 0)), "{mode}");
+        let crash = (mode == "segv").then_some(&(1, 0));
+        assert_eq!(counts.get("crash::crash"), crash, "{mode}");
+    }
     std::fs::remove_dir_all(&base).unwrap();
 }

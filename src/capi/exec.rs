@@ -12,11 +12,12 @@
 //! `envp` lacks it, as uftrace does. If the `exec` fails, the recording
 //! goes on in a new session.
 //!
-//! Wrapped: `execve`, `execv`, `execvp`, `execvpe`, `fexecve`, `_exit`,
-//! `_Exit`. Not wrapped: `execl`, `execlp`, `execle` (variadic: glibc
-//! implements them with its internal `execve`, which no wrapper sees; the
-//! events of the last drain interval, 10 ms, before such an exec are lost),
-//! and `posix_spawn` (it does not replace this process).
+//! Wrapped: `execve`, `execv`, `execvp`, `execvpe`, `fexecve`, `execl`,
+//! `execlp`, `execle`, `_exit`, `_Exit`. glibc implements the variadic
+//! `execl*` with its internal `execve`, which no wrapper sees, so fntrace
+//! defines them: C in `shim/exec_list.c` gathers the list into an array
+//! and calls the `execv`, `execvp` or `execve` here. Not wrapped:
+//! `posix_spawn` (it does not replace this process).
 //!
 //! In the child of a `vfork`, which shares the parent's memory, nothing is
 //! drained: the recording belongs to the parent.
@@ -258,6 +259,35 @@ fn exec_with_environ(name: &CStr, path: *const c_char, argv: *const *const c_cha
     let real: ExecvFn = unsafe { std::mem::transmute::<*mut libc::c_void, ExecvFn>(real) };
     // SAFETY: the caller's arguments, as `execv`/`execvp` require them.
     around_exec(|| unsafe { real(path, argv) })
+}
+
+/// `execl`: the list gathered into an array for [`execv`] (by
+/// `fntrace_execl_list`, `shim/exec_list.c`).
+///
+/// A jump, so that the C function receives the variadic call's registers
+/// (`%al` included) as the caller set them; Rust cannot define a variadic
+/// function, and rustc exports from `libfntrace.so` only what Rust defines.
+#[unsafe(naked)]
+#[unsafe(no_mangle)]
+pub extern "C" fn execl() {
+    core::arch::naked_asm!("jmp fntrace_execl_list")
+}
+
+/// `execlp`: the list gathered into an array for [`execvp`] (by
+/// `fntrace_execlp_list`, `shim/exec_list.c`), jumped to as [`execl`].
+#[unsafe(naked)]
+#[unsafe(no_mangle)]
+pub extern "C" fn execlp() {
+    core::arch::naked_asm!("jmp fntrace_execlp_list")
+}
+
+/// `execle`: the list and the environment after it gathered for
+/// [`execve`] (by `fntrace_execle_list`, `shim/exec_list.c`), jumped to as
+/// [`execl`].
+#[unsafe(naked)]
+#[unsafe(no_mangle)]
+pub extern "C" fn execle() {
+    core::arch::naked_asm!("jmp fntrace_execle_list")
 }
 
 /// `_exit`, after finishing this process's part of the recording.

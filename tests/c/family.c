@@ -5,13 +5,21 @@
  *                     execs this program as "family exec N"; the parent
  *                     waits for it and calls leaf() N more times.
  *   family exec N     calls exec_leaf() N times, returns from main.
+ *   family execl N    calls leaf() N times, then execl's this program as
+ *                     "family exec N"; execlp and execle likewise (execle
+ *                     with an environment of one variable, FAMILY=1).
  *   family _exit N    calls leaf() N times, then _exit(0): no atexit.
  *   family status K   exits with status K after one leaf() call.
+ *   family dispositions 0
+ *                     prints, for each fatal signal, its number and what
+ *                     sigaction and signal report of its action (DFL: the
+ *                     default; set: a handler), then calls leaf() once.
  *   family segv N     calls leaf() N times, then dereferences NULL inside
  *                     crash() (SIGSEGV).
  *   family abort N    calls leaf() N times, then abort() inside crash().
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +58,20 @@ int main(int argc, char **argv) {
         run(exec_leaf, n);
         return 0;
     }
+    if (strncmp(argv[1], "execl", 5) == 0) {
+        run(leaf, n);
+        const char *self = "/proc/self/exe";
+        if (strcmp(argv[1], "execl") == 0) {
+            execl(self, argv[0], "exec", argv[2], (char *)NULL);
+        } else if (strcmp(argv[1], "execlp") == 0) {
+            execlp(self, argv[0], "exec", argv[2], (char *)NULL);
+        } else {
+            char *env[] = {"FAMILY=1", NULL};
+            execle(self, argv[0], "exec", argv[2], (char *)NULL, env);
+        }
+        perror(argv[1]);
+        return 127;
+    }
     if (strcmp(argv[1], "_exit") == 0) {
         run(leaf, n);
         _exit(0);
@@ -58,6 +80,19 @@ int main(int argc, char **argv) {
         run(leaf, n);
         sink = 0;
         crash(strcmp(argv[1], "segv") == 0 ? 0 : 1);
+    }
+    if (strcmp(argv[1], "dispositions") == 0) {
+        int fatal[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+        for (int i = 0; i < 5; i++) {
+            struct sigaction current;
+            sigaction(fatal[i], NULL, &current);
+            void (*handler)(int) = signal(fatal[i], SIG_DFL);
+            signal(fatal[i], handler);
+            printf("%d %s %s\n", fatal[i], current.sa_handler == SIG_DFL ? "DFL" : "set",
+                   handler == SIG_DFL ? "DFL" : "set");
+        }
+        leaf(0);
+        return 0;
     }
     if (strcmp(argv[1], "status") == 0) {
         leaf(0);

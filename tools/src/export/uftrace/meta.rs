@@ -131,7 +131,16 @@ pub(super) fn parse_task_txt(path: &Path, text: &str) -> Result<Tasks, ExportErr
                 lines.push((pid, time));
             }
             "FORK" => {
-                tasks.parents.insert(number("pid")?, number("ppid")?);
+                // The child's first thread, from the fork on: uftrace
+                // writes no TASK line for it (it runs in its parent's
+                // session until it execs).
+                let pid = number("pid")?;
+                tasks.parents.insert(pid, number("ppid")?);
+                let lines = tasks.task_lines.entry(pid).or_default();
+                if lines.is_empty() {
+                    tasks.tids.push(pid);
+                }
+                lines.push((pid, time));
             }
             "EXEC" | "DLOP" => {}
             _ => return Err(bad("not a SESS, TASK, FORK, EXEC or DLOP line")),

@@ -1,12 +1,14 @@
 //! The session files of a directory that several processes record into
 //! (a program that forks or execs while recording, `fntrace record`): each
-//! process is one uftrace session, with its own map file, `.sym` files and
-//! threads' `.dat` files, and these three files are shared:
+//! program is one uftrace session, with its own map file, `.sym` files and
+//! threads' `.dat` files (a forked child, as in uftrace's recordings, runs
+//! in its parent's session until it execs: its part is a `FORK` line and
+//! its threads), and these three files are shared:
 //!
 //! - `info` names the first session's executable and command line and
 //!   lists every thread of every session (`taskinfo:tids`);
-//! - `task.txt` has each session's `SESS` line and its `TASK` lines, in
-//!   the order the sessions began;
+//! - `task.txt` has each session's `SESS` line (a forked child's `FORK`
+//!   line) and its `TASK` lines, in the order the sessions began;
 //! - `fntrace.txt` has every session's thread names and added records.
 //!
 //! Each session keeps its part in a fragment file of its own,

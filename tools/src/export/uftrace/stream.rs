@@ -121,9 +121,12 @@ impl UftraceStream {
     }
 
     /// [`UftraceStream::join`] for the child of a `fork` by `parent_pid`:
-    /// the child's calls can return through frames of the parent's session
-    /// (exits with no entry in this session), and `task.txt` says whose
-    /// child it is (a `FORK` line).
+    /// as in uftrace's recordings, the child has no session of its own
+    /// (no `SESS` line, no map: readers resolve its addresses through the
+    /// parent's session, its address space at the fork); `task.txt` says
+    /// whose child it is (a `FORK` line) and lists the threads it starts.
+    /// Its calls can return through frames of the parent's (exits with no
+    /// entry in the child's records).
     pub fn join_forked(
         dir: &Path,
         header: Trace,
@@ -181,8 +184,12 @@ impl UftraceStream {
     }
 
     /// The map file and a `.sym` file per module, for every function of
-    /// the header.
+    /// the header; none for a forked child, which runs in its parent's
+    /// session.
     fn write_modules(&self) -> Result<(), ExportError> {
+        if self.forked_from.is_some() {
+            return Ok(());
+        }
         let mut functions: Vec<usize> = self
             .header
             .names
@@ -243,12 +250,24 @@ impl UftraceStream {
             },
             tids: self.order.clone(),
             task: match self.forked_from {
-                Some(parent) => format!(
-                    "FORK timestamp={} pid={} ppid={parent}\n{}",
-                    timestamp(self.session_time),
-                    self.header.pid,
-                    task_txt(&self.header, &threads, &self.sid, self.session_time)
-                ),
+                // As uftrace: the child runs in its parent's session (whose
+                // map and symbols are the child's address space at the
+                // fork) until it execs; a FORK line, then TASK lines for
+                // the threads it starts.
+                Some(parent) => {
+                    let task = task_txt(&self.header, &threads, &self.sid, self.session_time);
+                    let started: String = task
+                        .lines()
+                        .skip(1) // the SESS line
+                        .filter(|line| !line.contains(&format!(" tid={} ", self.header.pid)))
+                        .map(|line| format!("{line}\n"))
+                        .collect();
+                    format!(
+                        "FORK timestamp={} pid={} ppid={parent}\n{started}",
+                        timestamp(self.session_time),
+                        self.header.pid,
+                    )
+                }
                 None => task_txt(&self.header, &threads, &self.sid, self.session_time),
             },
             notes: fntrace_text(&threads, &added),
