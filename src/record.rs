@@ -142,6 +142,12 @@ pub struct RecordOptions {
     pub append: bool,
 }
 
+/// Unused buffers kept with every page present while recording, for
+/// threads that start tracing: their first pass over the buffer then takes
+/// no page fault (the writer replaces those taken after each drain, and
+/// makes the pages ahead of every thread's next events present).
+pub(crate) const READY_BUFFERS: usize = 2;
+
 /// Events per thread buffer while recording, by default: 262,144 (4 MiB),
 /// 320 ms of a thread making 400k traced calls a second.
 pub const DEFAULT_RECORD_BUFFER_EVENTS: usize = 1 << 18;
@@ -217,6 +223,7 @@ fn start(
     control::init()?;
     GRAPH_TRACER.retain_buffered();
     GRAPH_TRACER.set_buffer_events(options.buffer_events);
+    GRAPH_TRACER.keep_buffers_ready(READY_BUFFERS);
     let start_ns = now_ns();
     let stream = if options.append {
         UftraceStream::join(dir, describe_process(), start_ns)?
@@ -601,6 +608,7 @@ impl Recording {
         };
         let disabled = disable_recorded(&writer.tracer);
         let written = stop_writer(writer);
+        GRAPH_TRACER.keep_buffers_ready(0);
         GRAPH_TRACER.release_memory();
         RECORDING.store(false, Ordering::Release);
         let totals = written?;
