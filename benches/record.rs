@@ -13,7 +13,14 @@
 //!    growth of the process's peak RSS.
 //! 3. Service rate: each thread makes 401 calls every millisecond
 //!    (≈ 401k calls/s) for `FNTRACE_BENCH_SERVICE_SECONDS` (default 60):
-//!    events lost (target 0) and peak RSS growth (target ≤ 64 MiB).
+//!    events lost (target 0) and peak RSS growth (target ≤ 64 MiB); the
+//!    cost per call from the threads' whole CPU and from the CPU of the
+//!    bursts of calls alone (the sleeps between them cost more CPU than
+//!    the calls, and swing from run to run). Then the same with 256 KiB
+//!    buffers (`FNTRACE_BENCH_SMALL_SECONDS`, default 10; 0 skips it): what
+//!    writing the events into a ring larger than the caches costs.
+//!
+//! Every phase prints the minor page faults the traced threads took.
 //! 4. `uftrace record` on a standalone `gcc -O2 -pg` build of the same
 //!    call tree (10M calls), against the same build without `-pg`: its
 //!    added CPU per call (the program and uftrace's recorder together) and
@@ -36,7 +43,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{build_standalone, children_cpu_ns, machine_description, thread_cpu_ns, TempDir};
-use fntrace::{Filter, RecordReport};
+use fntrace::{Filter, RecordOptions, RecordReport, DEFAULT_RECORD_BUFFER_EVENTS};
 use fntrace_fixtures::c_pie;
 
 const THREADS: usize = 2;
@@ -46,6 +53,9 @@ const FULL_RATE_N: i64 = 10_000;
 const SERVICE_N: i64 = 80;
 /// `uftrace record` comparison: run(n) with 10,000,001 calls (+ main).
 const UFTRACE_N: u64 = 2_000_000;
+/// Buffers of the cache-sized comparison: 256 KiB, 20 ms of events at the
+/// service rate (drained every 10 ms).
+const SMALL_BUFFER_EVENTS: usize = 1 << 14;
 const TARGET_NS_PER_CALL: f64 = 25.0;
 const TARGET_RSS_GROWTH: u64 = 64 << 20;
 const TARGET_UFTRACE_RATIO: f64 = 5.0;
@@ -62,11 +72,15 @@ fn seconds(variable: &str, default: u64) -> Duration {
     Duration::from_secs(value)
 }
 
-/// What one thread did: calls made and its CPU time.
+/// What one thread did: calls made, its CPU time (all of it, and, when
+/// paced, that of its bursts of calls alone, without the sleeps between
+/// them), and the minor page faults it took.
 #[derive(Clone, Copy, Default)]
 struct ThreadRun {
     calls: u64,
     cpu_ns: u64,
+    burst_cpu_ns: u64,
+    minor_faults: u64,
 }
 
 /// Runs `THREADS` threads for `length`, each calling `run(n)` in a loop,
@@ -79,22 +93,29 @@ fn workers(length: Duration, n: i64, pace: Option<Duration>) -> Vec<ThreadRun> {
             let (start, stop) = (Arc::clone(&start), Arc::clone(&stop));
             thread::spawn(move || {
                 start.wait();
+                let faults_start = thread_minor_faults();
                 let cpu_start = thread_cpu_ns();
                 let begun = Instant::now();
                 let mut turns = 0u64;
+                let mut burst_cpu_ns = 0;
                 while !stop.load(Ordering::Relaxed) {
+                    let burst_start = pace.map(|_| thread_cpu_ns());
                     black_box(c_pie::run(black_box(n)));
                     turns += 1;
                     if let Some(pace) = pace {
+                        burst_cpu_ns += thread_cpu_ns() - burst_start.unwrap_or(0);
                         let next = begun + pace * turns as u32;
                         if let Some(wait) = next.checked_duration_since(Instant::now()) {
                             thread::sleep(wait);
                         }
                     }
                 }
+                let cpu_ns = thread_cpu_ns() - cpu_start;
                 ThreadRun {
                     calls: turns * calls_of(n),
-                    cpu_ns: thread_cpu_ns() - cpu_start,
+                    cpu_ns,
+                    burst_cpu_ns: if pace.is_some() { burst_cpu_ns } else { cpu_ns },
+                    minor_faults: thread_minor_faults() - faults_start,
                 }
             })
         })
@@ -103,6 +124,16 @@ fn workers(length: Duration, n: i64, pace: Option<Duration>) -> Vec<ThreadRun> {
     thread::sleep(length);
     stop.store(true, Ordering::Relaxed);
     handles.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
+/// Minor page faults the calling thread took so far.
+fn thread_minor_faults() -> u64 {
+    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid, writable rusage.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
+    assert_eq!(rc, 0, "getrusage(RUSAGE_THREAD) failed");
+    usage.ru_minflt as u64
 }
 
 /// User + system CPU time of the whole process so far.
@@ -148,16 +179,38 @@ impl Recorded {
     fn cpu_per_call(&self) -> f64 {
         self.runs.iter().map(|r| r.cpu_ns).sum::<u64>() as f64 / self.calls() as f64
     }
+    fn burst_cpu_per_call(&self) -> f64 {
+        burst_per_call(&self.runs)
+    }
+    fn minor_faults(&self) -> u64 {
+        self.runs.iter().map(|r| r.minor_faults).sum()
+    }
+}
+
+/// CPU per call of the bursts alone (no sleeps), over all threads.
+fn burst_per_call(runs: &[ThreadRun]) -> f64 {
+    runs.iter().map(|r| r.burst_cpu_ns).sum::<u64>() as f64
+        / runs.iter().map(|r| r.calls).sum::<u64>() as f64
 }
 
 /// Records `THREADS` workers for `length` into `dir`; checks that every
 /// event was written or counted lost.
-fn record(dir: &Path, length: Duration, n: i64, pace: Option<Duration>) -> Recorded {
+fn record(
+    dir: &Path,
+    length: Duration,
+    n: i64,
+    pace: Option<Duration>,
+    buffer_events: usize,
+) -> Recorded {
     let _ = std::fs::remove_dir_all(dir);
     reset_peak_rss();
     let rss_before = status_bytes("VmRSS");
     let cpu_before = process_cpu_ns();
-    let recording = fntrace::record("graph", &Filter::new().include("pie_*"), dir)
+    let options = RecordOptions {
+        buffer_events,
+        ..RecordOptions::default()
+    };
+    let recording = fntrace::record_with("graph", &Filter::new().include("pie_*"), dir, &options)
         .unwrap_or_else(|e| panic!("fntrace::record: {e}"));
     let runs = workers(length, n, pace);
     let report = recording
@@ -247,9 +300,11 @@ fn main() {
     };
     let untraced_per_call = per_call(&workers(Duration::from_secs(2), FULL_RATE_N, None));
     let paced = Some(Duration::from_millis(1));
-    let untraced_paced = per_call(&workers(Duration::from_secs(5), SERVICE_N, paced));
+    let untraced_paced_runs = workers(Duration::from_secs(5), SERVICE_N, paced);
+    let untraced_paced = per_call(&untraced_paced_runs);
+    let untraced_bursts = burst_per_call(&untraced_paced_runs);
     println!(
-        "untraced: {untraced_per_call:.1} ns per call, {untraced_paced:.1} ns paced at the service rate (CPU, {THREADS} threads, sites NOPed)"
+        "untraced: {untraced_per_call:.1} ns per call, {untraced_paced:.1} ns paced at the service rate ({untraced_bursts:.1} ns in the bursts alone, without the sleeps) (CPU, {THREADS} threads, sites NOPed)"
     );
 
     let scratch = TempDir::new("fntrace-bench-record");
@@ -258,6 +313,7 @@ fn main() {
         full_length,
         FULL_RATE_N,
         None,
+        DEFAULT_RECORD_BUFFER_EVENTS,
     );
     let full_cost = full.cpu_per_call() - untraced_per_call;
     println!(
@@ -270,6 +326,11 @@ fn main() {
     println!(
         "  traced threads: {full_cost:.1} ns per call over the whole run (target ≤ {TARGET_NS_PER_CALL} ns: {})",
         verdict(full_cost <= TARGET_NS_PER_CALL)
+    );
+    println!(
+        "  minor page faults on the traced threads: {} ({:.2} per 1,000 calls)",
+        full.minor_faults(),
+        1e3 * full.minor_faults() as f64 / full.calls() as f64
     );
     println!(
         "  writer: {:.2} s CPU ({:.1} ns per event written); {:.1} bytes per call on disk ({:.0} MB)",
@@ -290,6 +351,7 @@ fn main() {
         service_length,
         SERVICE_N,
         paced,
+        DEFAULT_RECORD_BUFFER_EVENTS,
     );
     let rate = service.calls() as f64 / service_length.as_secs_f64() / THREADS as f64;
     println!(
@@ -301,9 +363,14 @@ fn main() {
         verdict(service.report.lost == 0)
     );
     println!(
-        "  traced threads: {:.1} ns per call (CPU, less the untraced paced run); writer {:.2} s CPU",
+        "  traced threads: {:.1} ns per call (CPU, less the untraced paced run); in the bursts alone: {:.1} ns; writer {:.2} s CPU",
         service.cpu_per_call() - untraced_paced,
+        service.burst_cpu_per_call() - untraced_bursts,
         service.writer_cpu_ns as f64 / 1e9
+    );
+    println!(
+        "  minor page faults on the traced threads: {}",
+        service.minor_faults()
     );
     println!(
         "  peak RSS growth: {:.1} MiB (target ≤ {} MiB: {})",
@@ -312,11 +379,36 @@ fn main() {
         verdict(service.rss_growth <= TARGET_RSS_GROWTH)
     );
 
+    // The same with buffers that stay in the caches: what the memory
+    // traffic of writing 16-byte events into a 4 MiB ring costs at this
+    // rate (an upper bound on what smaller events could save).
+    let small_length = seconds("FNTRACE_BENCH_SMALL_SECONDS", 10);
+    if !small_length.is_zero() {
+        let small = record(
+            &scratch.path().join("small.data"),
+            small_length,
+            SERVICE_N,
+            paced,
+            SMALL_BUFFER_EVENTS,
+        );
+        println!(
+            "\nservice rate, {small_length:?}, {SMALL_BUFFER_EVENTS}-event buffers ({} KiB, cache-sized): {} lost; traced threads: {:.1} ns per call; in the bursts alone: {:.1} ns",
+            SMALL_BUFFER_EVENTS * 16 / 1024,
+            small.report.lost,
+            small.cpu_per_call() - untraced_paced,
+            small.burst_cpu_per_call() - untraced_bursts,
+        );
+    }
+
     let (uftrace_cost, uftrace_bytes) = uftrace_figures();
     // Judged on the service rate, where every event is written (at full
-    // rate most are dropped, which costs less than writing them).
-    let service_cost = service.cpu_per_call() - untraced_paced;
+    // rate most are dropped, which costs less than writing them), on the
+    // bursts' CPU: the threads' whole CPU also holds ≈ 20 µs of sleeping
+    // and waking per millisecond, which swings between runs by more than
+    // tracing costs.
+    let service_cost = service.burst_cpu_per_call() - untraced_bursts;
     let ratio = uftrace_cost / service_cost;
+    let with_writer = service_cost + service.writer_cpu_ns as f64 / service.calls() as f64;
     println!(
         "\nuftrace record ({} calls, gcc -O2 -pg): {uftrace_cost:.1} ns per call CPU (program + recorder), {uftrace_bytes:.1} bytes per call",
         calls_of(UFTRACE_N as i64) + 1
@@ -325,5 +417,9 @@ fn main() {
         "  uftrace / fntrace cost with every event written (service rate): {ratio:.1}× (target ≥ {TARGET_UFTRACE_RATIO}×: {}); against the full-rate cost: {:.1}×",
         verdict(ratio >= TARGET_UFTRACE_RATIO),
         uftrace_cost / full_cost
+    );
+    println!(
+        "  fntrace's traced threads and writer together (service rate): {with_writer:.1} ns per call, {:.1}× cheaper than uftrace",
+        uftrace_cost / with_writer
     );
 }
