@@ -20,7 +20,10 @@
 //!    buffers (`FNTRACE_BENCH_SMALL_SECONDS`, default 10; 0 skips it): what
 //!    writing the events into a ring larger than the caches costs.
 //!
-//! Every phase prints the minor page faults the traced threads took.
+//! Every phase prints the minor page faults the traced threads took. First
+//! of all, a new thread's first and second pass over its buffer, with no
+//! buffers kept ready (`RecordOptions::ready_buffers` 0: each page faults
+//! on the traced path) and with the default 2.
 //! 4. `uftrace record` on a standalone `gcc -O2 -pg` build of the same
 //!    call tree (10M calls), against the same build without `-pg`: its
 //!    added CPU per call (the program and uftrace's recorder together) and
@@ -53,6 +56,9 @@ const FULL_RATE_N: i64 = 10_000;
 const SERVICE_N: i64 = 80;
 /// `uftrace record` comparison: run(n) with 10,000,001 calls (+ main).
 const UFTRACE_N: u64 = 2_000_000;
+/// `run(n)` of a first pass: 100,001 calls, 200,002 events (3 MiB).
+const FIRST_PASS_N: i64 = 20_000;
+const FIRST_PASS_ROUNDS: usize = 7;
 /// Buffers of the cache-sized comparison: 256 KiB, 20 ms of events at the
 /// service rate (drained every 10 ms).
 const SMALL_BUFFER_EVENTS: usize = 1 << 14;
@@ -233,6 +239,52 @@ fn record(
     recorded
 }
 
+/// A new thread's first pass over its buffer (`run(FIRST_PASS_N)`, which
+/// fills most of a 4 MiB buffer), then, after a drain, a second pass over
+/// the same pages; `ready_buffers` as in [`RecordOptions`]. Medians of
+/// `FIRST_PASS_ROUNDS` threads: CPU per call and minor faults of each pass.
+fn first_pass(scratch: &Path, ready_buffers: usize) -> [(f64, u64); 2] {
+    let mut rounds: Vec<[(f64, u64); 2]> = (0..FIRST_PASS_ROUNDS)
+        .map(|round| {
+            let dir = scratch.join(format!("first-pass-{ready_buffers}-{round}.data"));
+            let _ = std::fs::remove_dir_all(&dir);
+            let options = RecordOptions {
+                ready_buffers,
+                ..RecordOptions::default()
+            };
+            let recording =
+                fntrace::record_with("graph", &Filter::new().include("pie_*"), &dir, &options)
+                    .unwrap_or_else(|e| panic!("fntrace::record: {e}"));
+            let passes = thread::spawn(|| {
+                let pass = || {
+                    let (cpu, faults) = (thread_cpu_ns(), thread_minor_faults());
+                    black_box(c_pie::run(black_box(FIRST_PASS_N)));
+                    let calls = calls_of(FIRST_PASS_N) as f64;
+                    (
+                        (thread_cpu_ns() - cpu) as f64 / calls,
+                        thread_minor_faults() - faults,
+                    )
+                };
+                let first = pass();
+                thread::sleep(Duration::from_millis(50)); // drained
+                [first, pass()]
+            })
+            .join()
+            .unwrap();
+            let report = recording.stop().unwrap();
+            assert_eq!(report.lost, 0, "{report:?}");
+            assert_eq!(report.events, 4 * calls_of(FIRST_PASS_N), "{report:?}");
+            let _ = std::fs::remove_dir_all(&dir);
+            passes
+        })
+        .collect();
+    let median = |pass: usize, rounds: &mut Vec<[(f64, u64); 2]>| {
+        rounds.sort_by(|a, b| a[pass].0.total_cmp(&b[pass].0));
+        rounds[rounds.len() / 2][pass]
+    };
+    [median(0, &mut rounds), median(1, &mut rounds)]
+}
+
 /// `uftrace record` on the standalone build: added CPU per call and bytes
 /// per call.
 fn uftrace_figures() -> (f64, f64) {
@@ -308,6 +360,16 @@ fn main() {
     );
 
     let scratch = TempDir::new("fntrace-bench-record");
+    for (ready, what) in [
+        (0, "no buffers ready (as before)"),
+        (2, "2 buffers ready (default)"),
+    ] {
+        let [(cold, cold_faults), (warm, warm_faults)] = first_pass(scratch.path(), ready);
+        println!(
+            "first pass of a new thread over its buffer ({} calls), {what}: {cold:.1} ns per call, {cold_faults} minor faults; second pass: {warm:.1} ns, {warm_faults} faults (CPU, median of {FIRST_PASS_ROUNDS} threads)",
+            calls_of(FIRST_PASS_N)
+        );
+    }
     let full = record(
         &scratch.path().join("full.data"),
         full_length,
