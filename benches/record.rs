@@ -56,6 +56,10 @@ const FULL_RATE_N: i64 = 10_000;
 const SERVICE_N: i64 = 80;
 /// `uftrace record` comparison: run(n) with 10,000,001 calls (+ main).
 const UFTRACE_N: u64 = 2_000_000;
+/// The real program: documents per thread, and per millisecond (≈ 340
+/// calls each: ≈ 680k calls/s per thread).
+const REAL_DOCS: u64 = 10_000;
+const REAL_DOCS_PER_MS: u64 = 2;
 /// `run(n)` of a first pass: 100,001 calls, 200,002 events (3 MiB).
 const FIRST_PASS_N: i64 = 20_000;
 const FIRST_PASS_ROUNDS: usize = 7;
@@ -327,6 +331,154 @@ fn uftrace_figures() -> (f64, f64) {
     )
 }
 
+/// Calls per function in `uftrace report` of `dir` (fntrace's directories
+/// and uftrace's read alike), names demangled (uftrace leaves Rust's v0
+/// names mangled), without uftrace's kernel scheduling rows (`linux:`).
+fn report_calls(dir: &Path) -> std::collections::BTreeMap<String, u64> {
+    let output = Command::new("uftrace")
+        .args(["report", "--no-pager", "-d"])
+        .arg(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("running uftrace report: {e} (is uftrace installed?)"));
+    assert!(output.status.success(), "uftrace report -d {dir:?} failed");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let name = fields.get(5..)?.join(" ");
+            let name = fntrace_tools::demangle(name.split(".llvm.").next().unwrap_or(&name));
+            Some((name, fields[4].parse::<u64>().ok()?))
+        })
+        .filter(|(name, _)| !name.starts_with("linux:"))
+        .fold(Default::default(), |mut calls, (name, n)| {
+            *calls.entry(name).or_default() += n;
+            calls
+        })
+}
+
+/// Address of each function symbol of `binary` (`nm`), by demangled name.
+fn symbol_addresses(binary: &Path) -> std::collections::HashMap<String, u64> {
+    let output = Command::new("nm")
+        .arg("--defined-only")
+        .arg(binary)
+        .output()
+        .unwrap_or_else(|e| panic!("running nm: {e}"));
+    assert!(output.status.success(), "nm {binary:?} failed");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let address = u64::from_str_radix(fields.next()?, 16).ok()?;
+            let kind = fields.next()?;
+            let name = fields.next()?;
+            let name = name.split(".llvm.").next().unwrap_or(name);
+            matches!(kind, "t" | "T").then(|| (fntrace_tools::demangle(name), address))
+        })
+        .collect()
+}
+
+/// The real program (`benches/realprog`), paced: plain, under
+/// `fntrace record` and under `uftrace record`; prints CPU per call of each
+/// recorder (program and recorder together, less the plain run) and
+/// compares the call counts of every function.
+fn real_program(scratch: &Path) {
+    let (plain, instrumented) = common::build_realprog();
+    let cli = common::fntrace_cli();
+    let args = [REAL_DOCS.to_string(), REAL_DOCS_PER_MS.to_string()];
+    let cpu_of = |command: &mut Command| {
+        let before = children_cpu_ns();
+        let status = command
+            .stdout(Stdio::null())
+            .status()
+            .unwrap_or_else(|e| panic!("running {command:?}: {e}"));
+        assert!(status.success(), "{command:?}: {status}");
+        (children_cpu_ns() - before) as f64
+    };
+    let ours = scratch.join("real-fntrace.data");
+    let theirs = scratch.join("real-uftrace.data");
+    let plain_cpu = cpu_of(Command::new(&plain).args(&args));
+    let fntrace_cpu = cpu_of(
+        Command::new(&cli)
+            .arg("record")
+            .arg("-o")
+            .arg(&ours)
+            .arg("--")
+            .arg(&instrumented)
+            .args(&args),
+    );
+    let uftrace_cpu = cpu_of(
+        Command::new("uftrace")
+            .args(["record", "--no-pager", "-d"])
+            .arg(&theirs)
+            .arg(&instrumented)
+            .args(&args),
+    );
+    // Functions folded into one (identical code, one address) are named
+    // by either of their symbols: count by address.
+    let addresses = symbol_addresses(&instrumented);
+    let mut first_name = std::collections::HashMap::<u64, &String>::new();
+    for (name, address) in &addresses {
+        let named = first_name.entry(*address).or_insert(name);
+        if name < *named {
+            *named = name;
+        }
+    }
+    let by_address = |calls: std::collections::BTreeMap<String, u64>| {
+        calls.into_iter().fold(
+            std::collections::BTreeMap::<String, u64>::new(),
+            |mut folded, (name, n)| {
+                let key = match addresses.get(&name) {
+                    Some(address) => first_name[address].clone(),
+                    None => name,
+                };
+                *folded.entry(key).or_default() += n;
+                folded
+            },
+        )
+    };
+    let (ours_calls, theirs_calls) = (
+        by_address(report_calls(&ours)),
+        by_address(report_calls(&theirs)),
+    );
+    let calls: u64 = theirs_calls.values().sum();
+    let differing: Vec<String> = theirs_calls
+        .keys()
+        .chain(ours_calls.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .filter(|name| ours_calls.get(*name) != theirs_calls.get(*name))
+        .map(|name| {
+            format!(
+                "{name}: fntrace {}, uftrace {}",
+                ours_calls.get(name).copied().unwrap_or(0),
+                theirs_calls.get(name).copied().unwrap_or(0)
+            )
+        })
+        .collect();
+    let per_call = |cpu: f64| (cpu - plain_cpu) / calls as f64;
+    println!(
+        "\nreal program (serde_json + regex-automata, every crate -Zinstrument-mcount, 2 threads × {REAL_DOCS} documents, {REAL_DOCS_PER_MS} per ms): {calls} calls of {} functions recorded by uftrace",
+        theirs_calls.len()
+    );
+    println!(
+        "  call counts, fntrace against uftrace: {} of {} functions equal{}",
+        theirs_calls.len() - differing.len().min(theirs_calls.len()),
+        theirs_calls.len(),
+        if differing.is_empty() {
+            String::new()
+        } else {
+            format!("; differing: {}", differing.join("; "))
+        }
+    );
+    println!(
+        "  CPU per call, program + recorder, less the plain run ({:.1} ns per call): fntrace record {:.1} ns, uftrace record {:.1} ns ({:.1}×)",
+        plain_cpu / calls as f64,
+        per_call(fntrace_cpu),
+        per_call(uftrace_cpu),
+        per_call(uftrace_cpu) / per_call(fntrace_cpu)
+    );
+}
+
 fn verdict(met: bool) -> &'static str {
     if met {
         "MET"
@@ -460,6 +612,10 @@ fn main() {
             small.cpu_per_call() - untraced_paced,
             small.burst_cpu_per_call() - untraced_bursts,
         );
+    }
+
+    if std::env::var_os("FNTRACE_BENCH_NO_REAL").is_none() {
+        real_program(scratch.path());
     }
 
     let (uftrace_cost, uftrace_bytes) = uftrace_figures();
