@@ -29,6 +29,15 @@
 //!    added CPU per call (the program and uftrace's recorder together) and
 //!    bytes per call, beside fntrace's full-rate figure.
 //!
+//! 5. A real program (`benches/realprog`: `serde_json` and
+//!    `regex-automata` on 2 threads, 2 documents per millisecond each,
+//!    every crate built with `-Zinstrument-mcount`) run plain, under
+//!    `fntrace record` and under `uftrace record`: the call counts of every
+//!    function compared (by address: identical functions folded into one
+//!    are named by either symbol), and each recorder's CPU per call, the
+//!    program and the recorder together. `FNTRACE_BENCH_NO_REAL=1` skips
+//!    it (the first run builds the program twice, ≈ 1 min each).
+//!
 //! Targets (printed MET or MISS; a miss does not fail the run): ≤ 25 ns
 //! per traced call at full rate; 0 lost at the service rate; peak memory
 //! growth ≤ 64 MiB; fntrace ≥ 5× cheaper per call than `uftrace record`,
