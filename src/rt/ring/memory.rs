@@ -137,17 +137,20 @@ impl<T: Copy + Send + 'static> RingPool<T> {
         self.make_ready();
     }
 
-    /// Maps free rings, every page present, until `ready_wanted` free
-    /// rings exist. Under the reader lock.
+    /// Makes the first `ready_wanted` free rings (in the order `claim`
+    /// looks at them) have every page present, mapping new ones (every
+    /// page present) if there are fewer. Under the reader lock.
     pub(super) fn make_ready(&self) {
         let wanted = self.ready_wanted.load(Ordering::Relaxed);
         if wanted == 0 {
             return;
         }
-        let capacity = self.capacity.load(Ordering::Relaxed);
         let mut ready = 0;
         for ring in self.rings() {
-            if ring.state.load(Ordering::Relaxed) == FREE && ring.capacity >= capacity {
+            if ready == wanted {
+                return;
+            }
+            if ring.state.load(Ordering::Relaxed) == FREE {
                 // Free rings of exited threads: their pages were touched,
                 // or are made present here.
                 if !self.cannot_prefault.load(Ordering::Relaxed)
