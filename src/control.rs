@@ -553,24 +553,38 @@ pub struct DumpReport {
 /// dropped from memory; on error nothing is lost: the events stay and can be
 /// dumped elsewhere. Prints nothing: to show progress on long dumps, use
 /// [`dump_with_progress`].
+///
+/// Memory: the events are written from where they are (the threads'
+/// buffers), read a few times over, never collected: a dump needs little
+/// more than the files' write buffers, however many events it writes.
+/// While it writes, fntrace's operation lock is held: control operations
+/// (`enable`, `disable`, ...), the recorders' drains and `fork` on other
+/// threads wait for it to finish.
 pub fn dump(dir: impl AsRef<std::path::Path>) -> Result<DumpReport, Error> {
     dump_with_progress(dir, &mut |_, _| {})
 }
 
 /// [`dump`], reporting progress as `(events written, events in all)` to
-/// `progress` (every 65,536 events and at the end).
+/// `progress` (every 65,536 events and at the end). `progress` runs while
+/// the dump holds fntrace's operation lock: it must not call fntrace's
+/// control functions (they would wait for the dump forever).
 pub fn dump_with_progress(
     dir: impl AsRef<std::path::Path>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<DumpReport, Error> {
     let _untraced = Untraced::begin();
-    let trace = GRAPH_TRACER.snapshot();
-    let events: usize = trace.threads.iter().map(|t| t.events.len()).sum();
-    fntrace_tools::export::write_uftrace_dir(&trace, dir.as_ref(), Some(progress))?;
-    GRAPH_TRACER.forget(&trace);
-    Ok(DumpReport {
-        threads: trace.threads.len(),
-        events,
-        lost: trace.lost(),
-    })
+    let recorded = GRAPH_TRACER.recorded();
+    fntrace_tools::export::write_uftrace_dir_of(
+        recorded.header(),
+        &recorded,
+        dir.as_ref(),
+        Some(progress),
+    )?;
+    let report = DumpReport {
+        threads: recorded.thread_count(),
+        events: recorded.events(),
+        lost: recorded.lost(),
+    };
+    recorded.forget();
+    Ok(report)
 }

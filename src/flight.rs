@@ -9,8 +9,8 @@
 //! handler.
 //!
 //! Memory: the window (16 bytes per event, at most
-//! [`FlightOptions::budget_bytes`]), the threads' buffers, and while a
-//! snapshot is written one copy of the window.
+//! [`FlightOptions::budget_bytes`]) and the threads' buffers. Snapshots
+//! are written from the window in place, by the writer thread: no copy.
 
 mod hooks;
 mod window;
@@ -27,10 +27,10 @@ use crate::error::Error;
 use crate::filter::Filter;
 use crate::record::{DEFAULT_DRAIN_INTERVAL, DEFAULT_RECORD_BUFFER_EVENTS, RECORDING};
 use crate::rt::thread::Untraced;
-use crate::tracers::graph::{describe, GRAPH_TRACER};
+use crate::tracers::graph::{describe_functions, GRAPH_TRACER};
 use hooks::SignalHandler;
-use window::Window;
 pub use window::FLIGHT_EVENT_BYTES;
+use window::{Window, WindowEvents};
 
 /// How a flight recorder runs; see [`flight_record`].
 #[derive(Clone, Debug)]
@@ -145,14 +145,14 @@ pub struct FlightRecorder {
 
 /// A request to the writer thread.
 enum Request {
-    /// A copy of the window, for the caller to write.
-    Copy,
+    /// A snapshot into this directory, written by the writer.
+    Snapshot(PathBuf),
     /// A panic snapshot, written by the writer.
     Panic(String),
 }
 
 enum Answer {
-    Copy(window::Copy),
+    Snapshot(Result<SnapshotReport, Error>),
     Done,
 }
 
@@ -321,10 +321,11 @@ pub(crate) fn flight_recorder_running() -> bool {
 
 fn snapshot_of(shared: &Shared, dir: &Path) -> Result<SnapshotReport, Error> {
     let _untraced = Untraced::begin();
-    match shared.ask(Request::Copy, Duration::from_secs(60)) {
-        Some(Answer::Copy(copy)) => {
-            write_snapshot(copy, dir, shared.evicted.load(Ordering::Acquire))
-        }
+    match shared.ask(
+        Request::Snapshot(dir.to_path_buf()),
+        Duration::from_secs(60),
+    ) {
+        Some(Answer::Snapshot(result)) => result,
         _ => Err(Error::Recording(
             "the flight recorder's writer did not answer".to_string(),
         )),
@@ -336,8 +337,11 @@ impl FlightRecorder {
     /// as a uftrace data directory at `dir` (which must not exist or be
     /// empty). Calls running at the window's start get an entry at the
     /// thread's first timestamp (as [`write_uftrace_dir`] does); calls
-    /// still running have no exit. The writer thread drains and copies the
-    /// window; this thread writes the copy.
+    /// still running have no exit. Every event made before the call is in
+    /// it (the drain it waits for starts after it). The writer thread
+    /// drains and writes the window as it is (no copy), while this thread
+    /// waits (up to 60 s); meanwhile the threads' buffers fill, and what
+    /// they cannot hold is lost (counted).
     ///
     /// [`write_uftrace_dir`]: crate::export::write_uftrace_dir
     pub fn snapshot(&self, dir: impl AsRef<Path>) -> Result<SnapshotReport, Error> {
@@ -460,20 +464,22 @@ fn create_dir(dir: &Path) -> Result<(), Error> {
     })
 }
 
-/// Writes a copy of the window as a uftrace directory at `dir`.
-fn write_snapshot(copy: window::Copy, dir: &Path, evicted: u64) -> Result<SnapshotReport, Error> {
-    let threads = copy.threads.len();
-    let (events, lost, first_ns, last_ns) = (copy.events, copy.lost, copy.first_ns, copy.last_ns);
-    let trace = describe(copy.threads);
-    fntrace_tools::export::write_uftrace_dir(&trace, dir, None)?;
+/// Writes the window as a uftrace directory at `dir`, reading it in place.
+fn write_snapshot(window: &Window, dir: &Path) -> Result<SnapshotReport, Error> {
+    let summary = window.summary();
+    let source = WindowEvents {
+        window,
+        header: describe_functions(Vec::new(), window.functions()),
+    };
+    fntrace_tools::export::write_uftrace_dir_of(&source.header, &source, dir, None)?;
     Ok(SnapshotReport {
         dir: dir.to_path_buf(),
-        events,
-        lost,
-        threads,
-        evicted,
-        first_ns,
-        last_ns,
+        events: summary.events,
+        lost: summary.lost,
+        threads: summary.threads,
+        evicted: window.evicted(),
+        first_ns: summary.first_ns,
+        last_ns: summary.last_ns,
     })
 }
 
@@ -533,13 +539,17 @@ impl Writer {
         // Nothing this thread calls is traced.
         let _untraced = Untraced::begin();
         loop {
-            let (stop, slow) = {
+            // The requests made before this drain starts are answered after
+            // it, so that a snapshot holds every event made before it was
+            // asked for; those made during it wait for the next one.
+            let (stop, slow, requests) = {
                 let state = shared.state();
-                let (state, _) = shared
+                let (mut state, _) = shared
                     .wake
                     .wait_timeout_while(state, interval, |s| !s.stop && s.requests.is_empty())
                     .unwrap_or_else(PoisonError::into_inner);
-                (state.stop, state.slow.clone())
+                let requests = std::mem::take(&mut state.requests);
+                (state.stop, state.slow.clone(), requests)
             };
             self.drain(shared, &slow);
             let due: Vec<PendingSlow> = {
@@ -575,10 +585,9 @@ impl Writer {
                     self.write_triggered(shared, Trigger::Signal(signo), &dir);
                 }
             }
-            let requests = std::mem::take(&mut shared.state().requests);
             for (id, request) in requests {
                 let answer = match request {
-                    Request::Copy => Answer::Copy(self.window.copy()),
+                    Request::Snapshot(dir) => Answer::Snapshot(write_snapshot(&self.window, &dir)),
                     Request::Panic(message) => {
                         let dir = shared.state().panic_dir.clone();
                         if let Some(dir) = dir {
@@ -592,7 +601,8 @@ impl Writer {
                 shared.state().answers.push((id, answer));
                 shared.answered.notify_all();
             }
-            if stop {
+            // Requests made during the last drain get one more.
+            if stop && shared.state().requests.is_empty() {
                 break;
             }
         }
@@ -698,8 +708,7 @@ impl Writer {
             return;
         }
         self.trigger_snapshots += 1;
-        let result = write_snapshot(self.window.copy(), dir, self.window.evicted())
-            .map_err(|err| err.to_string());
+        let result = write_snapshot(&self.window, dir).map_err(|err| err.to_string());
         shared
             .state()
             .triggered

@@ -291,6 +291,14 @@ fn environment_records_to_fntrace_output_and_reports_at_exit() {
         Some(&(6 * THREADS * ITERATIONS / 4))
     );
     assert_eq!(calls.len(), 3, "{stderr}");
+    // The table is read from the directory record by record; it is the
+    // one the whole trace read from it gives (50 rows at most).
+    let whole = fntrace::export::read_uftrace_dir(&dir).unwrap();
+    let table = stderr
+        .split_once("fntrace: latency (FNTRACE_REPORT=1)\n")
+        .unwrap()
+        .1;
+    assert_eq!(table, fntrace::analysis::latency(&whole).table(50));
     std::fs::remove_dir_all(&base).unwrap();
 }
 

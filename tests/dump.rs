@@ -379,3 +379,63 @@ fn a_large_dump_reports_its_progress() {
     assert_eq!(reports.last(), Some(&(200_002, 200_002)));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Every file of `dir`, by name, with its bytes.
+fn files(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read(&path).unwrap())
+        })
+        .collect()
+}
+
+/// The dump reads the events where they are and writes them a thread at a
+/// time; what it writes is, byte for byte, what the whole-trace writer
+/// (`write_uftrace_dir` of a `Trace`, which the dump used before) writes
+/// for the same events of real -pg and Rust code, and uftrace replays
+/// both the same. Then events kept from before (as `snapshot` keeps them)
+/// and events still in the threads' buffers are dumped together, with
+/// exact counts.
+#[test]
+fn the_dump_writes_what_the_whole_trace_writer_writes() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    record_workloads();
+    let (whole, dumped) = (temp_dir("whole"), temp_dir("dumped"));
+    let trace = fntrace::GRAPH_TRACER.snapshot(); // kept for the dump
+    fntrace::export::write_uftrace_dir(&trace, &whole, None).unwrap();
+    let report = fntrace::dump(&dumped).unwrap();
+    assert_eq!(report.events, 2 * (3 * 51 + 2 * 36));
+    assert_eq!(report.threads, 5);
+    let (whole_files, dumped_files) = (files(&whole), files(&dumped));
+    assert_eq!(whole_files.len(), 5 + 5, "{:?}", whole_files.keys());
+    assert_eq!(whole_files, dumped_files);
+    assert_eq!(
+        common::uftrace(&["replay", "--no-pager"], &whole),
+        common::uftrace(&["replay", "--no-pager"], &dumped)
+    );
+
+    // Kept events and buffered ones, on the same threads and others.
+    let kept_dir = temp_dir("kept");
+    record_workloads();
+    fntrace::GRAPH_TRACER.snapshot();
+    fntrace::enable_with("graph", &Filter::new().include("pie_*")).unwrap();
+    c_pie::run(4); // this thread: 1 + 4 + 16 calls
+    std::thread::spawn(|| c_pie::run(2)).join().unwrap(); // 1 + 2 + 8
+    fntrace::disable("graph").unwrap();
+    let report = fntrace::dump(&kept_dir).unwrap();
+    assert_eq!(report.events, 2 * (3 * 51 + 2 * 36 + 21 + 11));
+    assert_eq!(report.threads, 7);
+    let calls = common::uftrace_calls(&kept_dir);
+    assert_eq!(calls.get("pie_run"), Some(&(3 + 2)));
+    assert_eq!(calls.get("pie_mid"), Some(&(30 + 4 + 2)));
+    assert_eq!(calls.get("pie_leaf"), Some(&(120 + 16 + 8)));
+    assert_eq!(calls.get("fixture_rust_workload::leaf"), Some(&56));
+    assert_eq!(fntrace::dump(temp_dir("nothing-left")).unwrap().events, 0);
+
+    for dir in [whole, dumped, kept_dir, temp_dir("nothing-left")] {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

@@ -343,3 +343,41 @@ fn one_recorder_at_a_time() {
     assert_eq!(recording.stop().unwrap().events, 0);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A snapshot holds every event made before it was asked for, even when
+/// the writer was in the middle of a long drain then (4 threads have just
+/// made 250,002 events each, which their buffers hold whole): requests
+/// made during a drain wait for the next one.
+#[test]
+fn a_snapshot_holds_every_event_made_before_it() {
+    let _turn = turn();
+    const THREADS: u64 = 4;
+    const N: i64 = 25_000; // run(N): 1 + 5N calls, 250,002 events
+    let options = FlightOptions {
+        budget_bytes: 64 << 20,
+        drain_interval: Duration::from_millis(1),
+        ..Default::default()
+    };
+    let flight = fntrace::flight_record("graph", &pie_filter(), options).unwrap();
+    let threads: Vec<_> = (0..THREADS)
+        .map(|_| std::thread::spawn(|| c_pie::run(N)))
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    let dir = temp_dir("flight-all-before");
+    let snapshot = flight.snapshot(&dir).unwrap();
+    let events = THREADS * 2 * (1 + 5 * N as u64);
+    assert_eq!(
+        (snapshot.events, snapshot.lost, snapshot.evicted),
+        (events, 0, 0)
+    );
+    assert_eq!(snapshot.threads, THREADS as usize);
+    assert_eq!(
+        uftrace_calls(&dir).get("pie_leaf"),
+        Some(&(THREADS * 4 * N as u64))
+    );
+    let report = flight.stop().unwrap();
+    assert_eq!((report.events, report.lost), (events, 0));
+    let _ = std::fs::remove_dir_all(&dir);
+}

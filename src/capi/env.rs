@@ -31,6 +31,8 @@ use crate::control;
 use crate::filter::Filter;
 use crate::tracer;
 use crate::tracers::graph::GRAPH_TRACER;
+use fntrace_tools::analysis::latency_of;
+use fntrace_tools::export::UftraceReader;
 
 use super::{parse_globs, register_builtins, start_recording_with, take_recording};
 use crate::flight::{flight_record, FlightOptions, FlightRecorder};
@@ -298,9 +300,11 @@ fn finish_on_this_thread() {
     if !report {
         return;
     }
-    let trace = match dir {
-        Some(dir) => match fntrace_tools::export::read_uftrace_dir(&dir) {
-            Ok(trace) => trace,
+    // Read in place, never collected whole: the directory record by
+    // record, or the events where the graph tracer holds them.
+    let latency = match dir {
+        Some(dir) => match UftraceReader::open(&dir).and_then(|reader| latency_of(&reader)) {
+            Ok(latency) => latency,
             Err(err) => {
                 eprintln!("fntrace: FNTRACE_REPORT: reading {}: {err}", dir.display());
                 return;
@@ -309,9 +313,20 @@ fn finish_on_this_thread() {
         None if recorded => return,
         None => {
             let _ = control::disable("graph");
-            GRAPH_TRACER.take_trace()
+            let recorded = GRAPH_TRACER.recorded();
+            let latency = infallible(latency_of(&recorded));
+            recorded.forget();
+            latency
         }
     };
-    let table = fntrace_tools::analysis::latency(&trace).table(REPORT_ROWS);
+    let table = latency.table(REPORT_ROWS);
     eprint!("fntrace: latency (FNTRACE_REPORT=1)\n{table}");
+}
+
+/// The value of a computation over events in memory, which cannot fail.
+fn infallible<T>(result: Result<T, std::convert::Infallible>) -> T {
+    match result {
+        Ok(value) => value,
+        Err(never) => match never {},
+    }
 }

@@ -301,9 +301,15 @@ fn report() -> Reply {
     if let Some(refused) = refuse_while_recording("report") {
         return refused;
     }
-    let trace = GRAPH_TRACER.snapshot();
-    let events: usize = trace.threads.iter().map(|t| t.events.len()).sum();
-    let table = fntrace_tools::analysis::latency(&trace).table(REPORT_ROWS);
+    // Read where the events are, not collected; they stay.
+    let recorded = GRAPH_TRACER.recorded();
+    let events = recorded.events();
+    let latency = fntrace_tools::analysis::latency_of(&recorded);
+    drop(recorded);
+    let table = match latency {
+        Ok(latency) => latency.table(REPORT_ROWS),
+        Err(never) => match never {},
+    };
     Reply::ok(format!(
         "latency of the graph tracer's {events} events in memory"
     ))

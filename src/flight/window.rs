@@ -3,9 +3,10 @@
 //! when the window is over its budget. Only the writer thread touches it.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BinaryHeap, HashSet, VecDeque};
+use std::convert::Infallible;
 
-use fntrace_tools::{EventKind, GraphEvent, ThreadTrace};
+use fntrace_tools::{EventKind, EventSource, GraphEvent, ThreadInfo, Trace};
 
 use crate::rt::shadow::MAX_HOOKED_DEPTH;
 
@@ -94,13 +95,68 @@ pub struct Window {
     lost: u64,
 }
 
-/// What a copy of the window holds; see [`Window::copy`].
-pub struct Copy {
-    pub threads: Vec<ThreadTrace>,
+/// What the window holds, in counts; see [`Window::summary`].
+pub struct Summary {
+    /// Threads with events or lost markers.
+    pub threads: usize,
+    /// Entries and exits.
     pub events: u64,
+    /// Events the threads' buffers dropped, by the lost markers.
     pub lost: u64,
+    /// Time of the oldest event, if any.
     pub first_ns: Option<u64>,
+    /// Time of the newest event, if any.
     pub last_ns: Option<u64>,
+}
+
+/// The window as an [`EventSource`] for the uftrace writer: its threads'
+/// events read in place (lost markers counted, not read), with `header`'s
+/// process description and names.
+pub struct WindowEvents<'a> {
+    pub window: &'a Window,
+    pub header: Trace,
+}
+
+impl EventSource for WindowEvents<'_> {
+    type Error = Infallible;
+
+    fn pid(&self) -> u32 {
+        self.header.pid
+    }
+
+    fn exe(&self) -> &str {
+        &self.header.exe
+    }
+
+    fn threads(&self) -> Vec<ThreadInfo> {
+        self.window
+            .threads
+            .iter()
+            .map(|thread| ThreadInfo {
+                tid: thread.tid,
+                name: (!thread.name.is_empty()).then(|| thread.name.clone()),
+            })
+            .collect()
+    }
+
+    fn name_of(&self, function: usize) -> String {
+        self.header.name_of(function)
+    }
+
+    fn read_thread<R>(
+        &self,
+        index: usize,
+        read: impl FnOnce(&mut dyn Iterator<Item = GraphEvent>) -> R,
+    ) -> Result<(R, u64), Infallible> {
+        let thread = &self.window.threads[index];
+        let lost = thread.events.iter().filter_map(Packed::lost_count).sum();
+        let mut events = thread
+            .events
+            .iter()
+            .filter(|packed| packed.lost_count().is_none())
+            .map(Packed::unpack);
+        Ok((read(&mut events), lost))
+    }
 }
 
 impl Window {
@@ -205,41 +261,55 @@ impl Window {
         }
     }
 
-    /// A copy of the window, thread by thread.
-    pub fn copy(&self) -> Copy {
-        let mut copy = Copy {
-            threads: Vec::with_capacity(self.threads.len()),
+    /// What the window holds, in counts.
+    pub fn summary(&self) -> Summary {
+        let mut summary = Summary {
+            threads: self.threads.len(),
             events: 0,
             lost: 0,
             first_ns: None,
             last_ns: None,
         };
         for thread in &self.threads {
-            let mut events = Vec::with_capacity(thread.events.len());
-            let mut lost = 0;
-            for packed in &thread.events {
-                match packed.lost_count() {
-                    Some(count) => lost += count,
-                    None => events.push(packed.unpack()),
-                }
-            }
-            if let (Some(first), Some(last)) = (events.first(), events.last()) {
-                copy.first_ns = Some(
-                    copy.first_ns
+            let mut events = thread.events.iter().filter(|p| p.lost_count().is_none());
+            if let Some(first) = events.next() {
+                let last = events.next_back().unwrap_or(first);
+                summary.first_ns = Some(
+                    summary
+                        .first_ns
                         .map_or(first.time_ns, |t| t.min(first.time_ns)),
                 );
-                copy.last_ns = Some(copy.last_ns.map_or(last.time_ns, |t| t.max(last.time_ns)));
+                summary.last_ns = Some(
+                    summary
+                        .last_ns
+                        .map_or(last.time_ns, |t| t.max(last.time_ns)),
+                );
             }
-            copy.events += events.len() as u64;
-            copy.lost += lost;
-            copy.threads.push(ThreadTrace {
-                tid: thread.tid,
-                name: (!thread.name.is_empty()).then(|| thread.name.clone()),
-                events,
-                lost,
-            });
+            for packed in &thread.events {
+                match packed.lost_count() {
+                    Some(count) => summary.lost += count,
+                    None => summary.events += 1,
+                }
+            }
         }
-        copy
+        summary
+    }
+
+    /// The functions of the events held.
+    pub fn functions(&self) -> HashSet<usize> {
+        let mut functions = HashSet::new();
+        for thread in &self.threads {
+            // Events repeat few functions: skip runs of the same one cheaply.
+            let mut last = None;
+            for packed in thread.events.iter().filter(|p| p.lost_count().is_none()) {
+                let function = packed.unpack().function;
+                if last != Some(function) {
+                    last = Some(function);
+                    functions.insert(function);
+                }
+            }
+        }
+        functions
     }
 
     /// Entries and exits evicted so far.
@@ -296,17 +366,82 @@ mod tests {
         window.evict();
         assert_eq!(window.evicted(), 2);
         assert_eq!(window.held(), 4);
-        let copy = window.copy();
-        assert_eq!(copy.events, 3);
-        assert_eq!(copy.lost, 7);
-        assert_eq!((copy.first_ns, copy.last_ns), (Some(30), Some(50)));
+        let summary = window.summary();
+        assert_eq!((summary.threads, summary.events, summary.lost), (2, 3, 7));
+        assert_eq!((summary.first_ns, summary.last_ns), (Some(30), Some(50)));
+        let source = WindowEvents {
+            window: &window,
+            header: Trace::default(),
+        };
+        let read = |index| {
+            source
+                .read_thread(index, |events| events.collect::<Vec<_>>())
+                .unwrap()
+        };
         assert_eq!(
-            copy.threads[0].events[1],
-            event(40, 0x30, 1, EventKind::Entry)
+            read(0),
+            (
+                vec![
+                    event(30, 0x10, 0, EventKind::Exit),
+                    event(40, 0x30, 1, EventKind::Entry)
+                ],
+                7
+            )
         );
-        assert_eq!(
-            copy.threads[1].events,
-            [event(50, 0x20, 0, EventKind::Exit)]
-        );
+        assert_eq!(read(1), (vec![event(50, 0x20, 0, EventKind::Exit)], 0));
+
+        // Written in place, the window gives the files the whole-trace
+        // writer gives for a Trace of the same threads (what snapshots
+        // wrote from a copy of the window before).
+        let threads = vec![
+            fntrace_tools::ThreadTrace {
+                tid: 1,
+                name: Some("a".into()),
+                events: read(0).0,
+                lost: 7,
+            },
+            fntrace_tools::ThreadTrace {
+                tid: 2,
+                name: Some("b".into()),
+                events: read(1).0,
+                lost: 0,
+            },
+        ];
+        let whole = Trace {
+            pid: 9,
+            exe: "/bin/window".into(),
+            threads,
+            ..Trace::default()
+        };
+        let header = Trace {
+            threads: Vec::new(),
+            ..whole.clone()
+        };
+        let in_place = WindowEvents {
+            window: &window,
+            header,
+        };
+        let base = std::env::temp_dir().join(format!("fntrace-window-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let (a, b) = (base.join("in-place"), base.join("whole"));
+        fntrace_tools::export::write_uftrace_dir_of(&in_place.header, &in_place, &a, None).unwrap();
+        fntrace_tools::export::write_uftrace_dir(&whole, &b, None).unwrap();
+        let files = |dir: &std::path::Path| -> Vec<(std::ffi::OsString, Vec<u8>)> {
+            let mut files: Vec<_> = std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| {
+                    let path = e.unwrap().path();
+                    (
+                        path.file_name().unwrap().to_owned(),
+                        std::fs::read(&path).unwrap(),
+                    )
+                })
+                .collect();
+            files.sort();
+            files
+        };
+        assert_eq!(files(&a).len(), 7);
+        assert_eq!(files(&a), files(&b));
+        let _ = std::fs::remove_dir_all(&base);
     }
 }

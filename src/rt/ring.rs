@@ -34,9 +34,11 @@ use std::sync::Mutex;
 use crate::sys;
 
 mod memory;
+mod peek;
 
 pub use memory::Released;
 use memory::PREFAULT_MIN;
+pub use peek::Peek;
 
 /// Default events per thread ring (the memory is reserved, not committed:
 /// pages count only once events reach them).

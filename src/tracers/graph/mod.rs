@@ -27,6 +27,7 @@ use crate::tracer::{self, Call, FastEntries, FastPath, Return, Tracer};
 use fntrace_tools::{EventKind, GraphEvent, ThreadTrace, Trace};
 
 pub(crate) mod fast;
+mod recorded;
 
 /// An event as the traced thread writes it (also from asm: layout.h): raw
 /// TSC ticks, and one word packing the site's return address (bits 0-47:
@@ -358,7 +359,9 @@ pub(crate) fn describe_process() -> Trace {
     describe_functions(Vec::new(), functions)
 }
 
-fn describe_functions(threads: Vec<ThreadTrace>, functions: HashSet<usize>) -> Trace {
+/// Names `functions` and adds the process's description: a [`Trace`] of
+/// `threads`.
+pub(crate) fn describe_functions(threads: Vec<ThreadTrace>, functions: HashSet<usize>) -> Trace {
     let index = symbols::current();
     // Both forms: readable names for fntrace's reports, ELF names for
     // uftrace's `.sym` files (uftrace demangles them itself).

@@ -122,6 +122,7 @@ pub(crate) struct Calls<I> {
     ready: VecDeque<CallStep>,
 }
 
+#[cfg(test)]
 impl<'a> Calls<std::iter::Copied<std::slice::Iter<'a, GraphEvent>>> {
     /// Pairs `events`, which must be one thread's events in time order, by
     /// `reading` (finding the calls running when tracing started in them

@@ -31,7 +31,8 @@
 //!
 //! Children therefore always lie within their parent. The outputs:
 //!
-//! - **uftrace** ([`write_uftrace_dir`], [`UftraceStream`],
+//! - **uftrace** ([`write_uftrace_dir`], [`write_uftrace_dir_of`] from any
+//!   [`EventSource`](crate::EventSource) in bounded memory, [`UftraceStream`],
 //!   [`UftraceReader`], [`read_uftrace_dir`]): one 16-byte record per event,
 //!   so that uftrace's own `replay`, `report`, `graph`, `dump` and `info`
 //!   commands work on the directory, and so that it can be read back,
@@ -79,8 +80,8 @@ pub use flame::{
 pub use perfetto::write_perfetto;
 pub use spool::{CallExportOptions, SpooledCalls};
 pub use uftrace::{
-    read_uftrace_dir, read_uftrace_dir_with_progress, write_uftrace_dir, StreamTotals,
-    UftraceReader, UftraceStream, MAX_SYMBOL_SIZE,
+    read_uftrace_dir, read_uftrace_dir_with_progress, write_uftrace_dir, write_uftrace_dir_of,
+    StreamTotals, UftraceReader, UftraceStream, MAX_SYMBOL_SIZE,
 };
 
 /// What can go wrong while exporting a trace or loading one back.

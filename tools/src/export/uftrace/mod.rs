@@ -17,6 +17,8 @@ mod write;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_golden;
+#[cfg(test)]
 mod tests_names;
 #[cfg(test)]
 mod tests_reader;
@@ -24,4 +26,4 @@ mod tests_reader;
 pub use format::MAX_SYMBOL_SIZE;
 pub use read::{read_uftrace_dir, read_uftrace_dir_with_progress, UftraceReader};
 pub use stream::{StreamTotals, UftraceStream};
-pub use write::write_uftrace_dir;
+pub use write::{write_uftrace_dir, write_uftrace_dir_of};

@@ -128,7 +128,7 @@ pub(super) fn sample_trace() -> Trace {
 pub(super) struct TempDir(pub(super) PathBuf);
 
 impl TempDir {
-    fn new(tag: &str) -> Self {
+    pub(super) fn new(tag: &str) -> Self {
         static COUNTER: AtomicUsize = AtomicUsize::new(0);
         let dir = std::env::temp_dir().join(format!(
             "fntrace-export-{tag}-{}-{}",

@@ -1,7 +1,8 @@
 //! Writing a uftrace data directory: the session files, one `.sym` file
 //! per module, and each thread's records, made consistent for uftrace.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::convert::Infallible;
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -11,8 +12,9 @@ use super::format::{
     basename, encode, info_bytes, one_line, parse_map_line, record, timestamp, ADDR_BITS,
     FNTRACE_FILE, MAX_SYMBOL_SIZE, TYPE_LOST,
 };
-use crate::analysis::pairing::{CallStep, Calls, Reading};
+use crate::analysis::pairing::{entries_of_calls_running_at_start, CallStep, Calls, Reading};
 use crate::names::uftrace_symbol_name;
+use crate::source::{EventSource, ThreadInfo};
 use crate::trace::{EventKind, GraphEvent, ThreadTrace, Trace};
 
 /// Name (and map-line path) of the pseudo-module holding functions outside
@@ -116,38 +118,71 @@ const PROGRESS_EVERY: usize = 1 << 16;
 pub fn write_uftrace_dir(
     trace: &Trace,
     dir: &Path,
-    mut progress: Option<&mut dyn FnMut(usize, usize)>,
+    progress: Option<&mut dyn FnMut(usize, usize)>,
 ) -> Result<(), ExportError> {
+    write_uftrace_dir_of(trace, &MergedThreads::of(trace), dir, progress)
+}
+
+/// [`write_uftrace_dir`] of the process `header` describes (pid,
+/// executable, command line, maps, names and symbols; its threads are
+/// ignored) with the events of `source`, read thread by thread, three times
+/// at most: memory does not grow with the number of events, and the files
+/// are those [`write_uftrace_dir`] writes for a [`Trace`] of the same
+/// threads and events (byte for byte). `source`'s threads must have
+/// distinct tids. `progress` as for [`write_uftrace_dir`].
+pub fn write_uftrace_dir_of<S>(
+    header: &Trace,
+    source: &S,
+    dir: &Path,
+    mut progress: Option<&mut dyn FnMut(usize, usize)>,
+) -> Result<(), ExportError>
+where
+    S: EventSource,
+    ExportError: From<S::Error>,
+{
     prepare_dir(dir)?;
 
-    let threads = merge_threads(&trace.threads);
-    let first_time = threads
+    // First pass: what the session files need, and each thread's calls
+    // running at its start.
+    let infos = source.threads();
+    let mut functions: HashSet<usize> = header
+        .names
+        .keys()
+        .chain(header.symbols.keys())
+        .copied()
+        .collect();
+    let mut scans = Vec::with_capacity(infos.len());
+    for index in 0..infos.len() {
+        let (scan, lost) =
+            source.read_thread(index, |events| ThreadScan::of(events, &mut functions))?;
+        scans.push((scan, lost));
+    }
+    let threads: Vec<ThreadTrace> = infos
         .iter()
-        .flat_map(|t| t.events.first())
-        .map(|e| e.time_ns)
+        .map(|info| ThreadTrace {
+            tid: info.tid,
+            name: info.name.clone(),
+            events: Vec::new(),
+            lost: 0,
+        })
+        .collect();
+    let first_time = scans
+        .iter()
+        .filter_map(|(scan, _)| scan.first_time)
         .min()
         .unwrap_or(SESSION_LEAD_NS);
     let session_time = first_time.saturating_sub(SESSION_LEAD_NS);
-    let sid = session_id(trace, first_time);
+    let sid = session_id(header, first_time);
 
     // Modules and the functions in each.
-    let mut functions: Vec<usize> = trace
-        .names
-        .keys()
-        .chain(trace.symbols.keys())
-        .copied()
-        .collect();
-    for thread in &threads {
-        functions.extend(thread.events.iter().map(|e| e.function));
-    }
+    let mut functions: Vec<usize> = functions.into_iter().collect();
     functions.sort_unstable();
-    functions.dedup();
-    let layout = ModuleLayout::new(&trace.maps, &functions);
+    let layout = ModuleLayout::new(&header.maps, &functions);
 
-    write_file(&dir.join("info"), &info_bytes(trace, &threads))?;
+    write_file(&dir.join("info"), &info_bytes(header, &threads))?;
     write_file(
         &dir.join("task.txt"),
-        task_txt(trace, &threads, &sid, session_time).as_bytes(),
+        task_txt(header, &threads, &sid, session_time).as_bytes(),
     )?;
     write_file(
         &dir.join(format!("sid-{sid}.map")),
@@ -162,55 +197,68 @@ pub fn write_uftrace_dir(
         if written_syms.contains(&file) {
             continue;
         }
-        write_file(&dir.join(&file), sym_text(trace, module).as_bytes())?;
+        write_file(&dir.join(&file), sym_text(header, module).as_bytes())?;
         written_syms.push(file);
     }
-    let total: usize = threads.iter().map(|t| t.events.len()).sum();
+    let total: usize = scans.iter().map(|(scan, _)| scan.events).sum();
     let mut done = 0usize;
     let mut next_report = 0usize;
     let mut added: Vec<(u32, Vec<usize>)> = Vec::new();
-    for thread in &threads {
+    for (index, (thread, (scan, lost))) in threads.iter().zip(scans).enumerate() {
         let path = dir.join(format!("{}.dat", thread.tid));
         let file = File::create(&path).map_err(|e| ExportError::io(&path, "creating", e))?;
         let mut out = BufWriter::with_capacity(1 << 20, file);
 
+        // Second pass, only if some record cannot be written: how many.
         let mut unwritable = 0u64;
-        consistent_records(&thread.events, &mut |event, _| {
-            unwritable += u64::from(record(&event).is_none());
-            Ok(())
-        })
-        .map_err(|e| ExportError::io(&path, "writing", e))?;
-        let lost = thread.lost.saturating_add(unwritable);
+        if scan.has_unwritable {
+            let made_up = scan.made_up_entries.clone();
+            source
+                .read_thread(index, |events| {
+                    consistent_records(events, made_up, &mut |event, _| {
+                        unwritable += u64::from(record(&event).is_none());
+                        Ok(())
+                    })
+                })?
+                .0
+                .map_err(|e| ExportError::io(&path, "writing", e))?;
+        }
+        let lost = lost.saturating_add(unwritable);
         if lost > 0 {
-            let time = thread.events.first().map_or(session_time, |e| e.time_ns);
+            let time = scan.first_time.unwrap_or(session_time);
             let count = lost.min((1 << ADDR_BITS) - 1);
             out.write_all(&encode(time, TYPE_LOST, 0, count))
                 .map_err(|e| ExportError::io(&path, "writing", e))?;
         }
 
-        let mut index = 0usize;
+        // Last pass: the records.
+        let mut record_index = 0usize;
         let mut added_here = Vec::new();
-        consistent_records(&thread.events, &mut |event, synthetic| {
-            if let Some(bytes) = record(&event) {
-                out.write_all(&bytes)?;
-                if synthetic {
-                    added_here.push(index);
-                }
-                index += 1;
-            }
-            if !synthetic {
-                done += 1;
-                if done >= next_report {
-                    if let Some(report) = progress.as_deref_mut() {
-                        report(done, total);
+        source
+            .read_thread(index, |events| {
+                consistent_records(events, scan.made_up_entries, &mut |event, synthetic| {
+                    if let Some(bytes) = record(&event) {
+                        out.write_all(&bytes)?;
+                        if synthetic {
+                            added_here.push(record_index);
+                        }
+                        record_index += 1;
                     }
-                    next_report = done + PROGRESS_EVERY;
-                }
-            }
-            Ok(())
-        })
-        .and_then(|()| out.flush())
-        .map_err(|e| ExportError::io(&path, "writing", e))?;
+                    if !synthetic {
+                        done += 1;
+                        if done >= next_report {
+                            if let Some(report) = progress.as_deref_mut() {
+                                report(done, total);
+                            }
+                            next_report = done + PROGRESS_EVERY;
+                        }
+                    }
+                    Ok(())
+                })
+            })?
+            .0
+            .and_then(|()| out.flush())
+            .map_err(|e| ExportError::io(&path, "writing", e))?;
         if !added_here.is_empty() {
             added.push((thread.tid, added_here));
         }
@@ -223,6 +271,111 @@ pub fn write_uftrace_dir(
         report(total, total);
     }
     Ok(())
+}
+
+/// What the first pass over a thread's events finds.
+struct ThreadScan {
+    /// Time of its first event.
+    first_time: Option<u64>,
+    /// Its events.
+    events: usize,
+    /// Entries for the calls running at its start (see [`Calls::streaming`]).
+    made_up_entries: Vec<GraphEvent>,
+    /// Whether an event cannot be written as a record (too deep, or an
+    /// address beyond 48 bits); records made up from events can only then.
+    has_unwritable: bool,
+}
+
+impl ThreadScan {
+    /// Reads `events` to their end, adding their functions to `functions`.
+    fn of(events: &mut dyn Iterator<Item = GraphEvent>, functions: &mut HashSet<usize>) -> Self {
+        let mut scan = ThreadScan {
+            first_time: None,
+            events: 0,
+            made_up_entries: Vec::new(),
+            has_unwritable: false,
+        };
+        // Events repeat few functions: skip runs of the same one cheaply.
+        let mut last_function = None;
+        let mut see = |event: &GraphEvent| {
+            scan.first_time.get_or_insert(event.time_ns);
+            scan.events += 1;
+            scan.has_unwritable |= record(event).is_none();
+            if last_function != Some(event.function) {
+                last_function = Some(event.function);
+                functions.insert(event.function);
+            }
+        };
+        let made_up = entries_of_calls_running_at_start((&mut *events).inspect(&mut see));
+        events.for_each(|event| see(&event));
+        scan.made_up_entries = made_up;
+        scan
+    }
+}
+
+/// A [`Trace`]'s threads as [`write_uftrace_dir`] writes them: those
+/// sharing a tid are one, their events concatenated in the order of their
+/// first events. Keeps the order of first appearance; the first name found
+/// (in that order) names the thread.
+struct MergedThreads<'a> {
+    trace: &'a Trace,
+    /// Per tid, its threads, ordered by first event.
+    threads: Vec<(u32, Vec<&'a ThreadTrace>)>,
+}
+
+impl<'a> MergedThreads<'a> {
+    fn of(trace: &'a Trace) -> Self {
+        let mut threads: Vec<(u32, Vec<&ThreadTrace>)> = Vec::new();
+        let mut by_tid: HashMap<u32, usize> = HashMap::new();
+        for thread in &trace.threads {
+            let index = *by_tid.entry(thread.tid).or_insert_with(|| {
+                threads.push((thread.tid, Vec::new()));
+                threads.len() - 1
+            });
+            threads[index].1.push(thread);
+        }
+        for (_, parts) in &mut threads {
+            parts.sort_by_key(|t| t.events.first().map_or(u64::MAX, |e| e.time_ns));
+        }
+        MergedThreads { trace, threads }
+    }
+}
+
+impl EventSource for MergedThreads<'_> {
+    type Error = Infallible;
+
+    fn pid(&self) -> u32 {
+        self.trace.pid
+    }
+
+    fn exe(&self) -> &str {
+        &self.trace.exe
+    }
+
+    fn threads(&self) -> Vec<ThreadInfo> {
+        self.threads
+            .iter()
+            .map(|(tid, parts)| ThreadInfo {
+                tid: *tid,
+                name: parts.iter().find_map(|t| t.name.clone()),
+            })
+            .collect()
+    }
+
+    fn name_of(&self, function: usize) -> String {
+        self.trace.name_of(function)
+    }
+
+    fn read_thread<R>(
+        &self,
+        index: usize,
+        read: impl FnOnce(&mut dyn Iterator<Item = GraphEvent>) -> R,
+    ) -> Result<(R, u64), Infallible> {
+        let parts = &self.threads[index].1;
+        let mut events = parts.iter().flat_map(|t| t.events.iter().copied());
+        let lost = parts.iter().map(|t| t.lost).sum();
+        Ok((read(&mut events), lost))
+    }
 }
 
 /// Checks that `dir` can take a new uftrace data directory, creating it if
@@ -253,40 +406,6 @@ pub(super) fn prepare_dir(dir: &Path) -> Result<(), ExportError> {
 
 pub(super) fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ExportError> {
     fs::write(path, bytes).map_err(|e| ExportError::io(path, "writing", e))
-}
-
-/// Threads by tid: those sharing a tid are concatenated in the order of
-/// their first events. Keeps the order of first appearance.
-fn merge_threads(threads: &[ThreadTrace]) -> Vec<ThreadTrace> {
-    let mut order: Vec<u32> = Vec::new();
-    let mut by_tid: HashMap<u32, Vec<&ThreadTrace>> = HashMap::new();
-    for thread in threads {
-        by_tid
-            .entry(thread.tid)
-            .or_insert_with(|| {
-                order.push(thread.tid);
-                Vec::new()
-            })
-            .push(thread);
-    }
-    order
-        .into_iter()
-        .map(|tid| {
-            let mut parts = by_tid.remove(&tid).unwrap_or_default();
-            parts.sort_by_key(|t| t.events.first().map_or(u64::MAX, |e| e.time_ns));
-            let mut merged = ThreadTrace {
-                tid,
-                name: parts.iter().find_map(|t| t.name.clone()),
-                events: Vec::new(),
-                lost: 0,
-            };
-            for part in parts {
-                merged.events.extend_from_slice(&part.events);
-                merged.lost += part.lost;
-            }
-            merged
-        })
-        .collect()
 }
 
 /// A 16-hex-digit session id derived from the trace (FNV-1a), so that the
@@ -351,12 +470,14 @@ pub(super) fn fntrace_text(threads: &[ThreadTrace], added: &[(u32, Vec<usize>)])
 
 /// Passes the records to write for a thread's `events` to `emit`, with
 /// `true` for the records added to make them consistent (see [`write_uftrace_dir`],
-/// "Choices").
+/// "Choices"); `made_up_entries` are those of the calls running at the
+/// thread's start ([`entries_of_calls_running_at_start`] of the same events).
 fn consistent_records(
-    events: &[GraphEvent],
+    events: &mut dyn Iterator<Item = GraphEvent>,
+    made_up_entries: Vec<GraphEvent>,
     emit: &mut dyn FnMut(GraphEvent, bool) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
-    let pairing = Calls::new(events, Reading::Exports);
+    let pairing = Calls::streaming(events, made_up_entries, Reading::Exports);
     let made_up_entries = pairing.made_up_entries();
     for step in pairing {
         match step {
