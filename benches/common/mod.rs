@@ -94,3 +94,78 @@ pub fn load_average() -> String {
         .and_then(|text| text.split_whitespace().next().map(str::to_string))
         .unwrap_or_else(|| "unknown".to_string())
 }
+
+/// `target/<profile>` of the running benchmark (it runs from `deps/`).
+pub fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the benchmark's path");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps/<bench>")
+        .to_path_buf()
+}
+
+/// Runs `command` and panics with its stderr if it fails.
+fn run_ok(command: &mut Command) {
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("running {command:?}: {e}"));
+    assert!(
+        output.status.success(),
+        "{command:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// The `fntrace` command and `libfntrace.so` next to it, built with this
+/// benchmark's profile and target directory; the command's path.
+pub fn fntrace_cli() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+    let target = profile_dir().parent().expect("target/").to_path_buf();
+    for args in [
+        &["--lib", "-p", "fntrace"][..],
+        &["-p", "fntrace-tools", "--bin", "fntrace"][..],
+    ] {
+        run_ok(
+            Command::new(env!("CARGO"))
+                .args(["build", "--release"])
+                .args(args)
+                .arg("--manifest-path")
+                .arg(&manifest)
+                .env("CARGO_TARGET_DIR", &target),
+        );
+    }
+    target.join("release/fntrace")
+}
+
+/// `benches/realprog` (serde_json and regex-automata on 2 threads), built
+/// plain and with every crate instrumented (`-Zinstrument-mcount`, frame
+/// pointers kept as the flag needs): (plain, instrumented).
+pub fn build_realprog() -> (PathBuf, PathBuf) {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/realprog/Cargo.toml");
+    let target = profile_dir().parent().expect("target/").to_path_buf();
+    let build = |name: &str, rustflags: &str| {
+        let dir = target.join(name);
+        let mut cargo = Command::new(env!("CARGO"));
+        cargo
+            .args(["build", "--release", "--locked"])
+            // With --target, RUSTFLAGS reach the program's crates only, not
+            // build scripts or proc-macros.
+            .args(["--target", "x86_64-unknown-linux-gnu"])
+            .arg("--manifest-path")
+            .arg(&manifest)
+            .env("CARGO_TARGET_DIR", &dir)
+            .env("RUSTFLAGS", rustflags);
+        if !rustflags.is_empty() {
+            cargo.env("RUSTC_BOOTSTRAP", "1");
+        }
+        run_ok(&mut cargo);
+        dir.join("x86_64-unknown-linux-gnu/release/realprog")
+    };
+    (
+        build("realprog-plain", ""),
+        build(
+            "realprog-mcount",
+            "-Zinstrument-mcount -Cforce-frame-pointers=yes",
+        ),
+    )
+}

@@ -6,7 +6,14 @@
 //! commits pages only as they are touched). Rings form a list that only
 //! grows and are never unmapped, so a pointer to one stays valid for the
 //! life of the process; there is no cap on threads. [`RingPool::release_memory`]
-//! gives the pages of free rings back to the kernel.
+//! gives the pages of free rings back to the kernel, and those of live
+//! threads' rings when the tracer is off (see there why that is safe).
+//!
+//! Page faults stay off the traced path when a reader asks for it
+//! ([`RingPool::keep_ready`]): it keeps a few free rings with every page
+//! present, and after each drain makes the pages ahead of each owner's
+//! head present (`MADV_POPULATE_WRITE`), so that a thread's first pass over
+//! its ring does not fault on every page.
 //!
 //! The writer appends at `head`, the reader consumes at `tail`; when the
 //! ring is full the event is dropped and counted, never blocking the traced
@@ -21,12 +28,16 @@
 use std::cell::UnsafeCell;
 use std::marker::PhantomData;
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::sys;
 
+mod memory;
 mod peek;
+
+pub use memory::Released;
+use memory::PREFAULT_MIN;
 pub use peek::Peek;
 
 /// Default events per thread ring (the memory is reserved, not committed:
@@ -37,6 +48,9 @@ pub const DEFAULT_RING_EVENTS: usize = 1 << 20;
 const FREE: u32 = 0;
 /// A ring a live thread writes.
 const OWNED: u32 = 1;
+/// A free ring the reader holds while it gives its pages back (no thread
+/// can claim it meanwhile).
+const RESERVED: u32 = 2;
 
 /// One thread's ring.
 #[repr(C)]
@@ -63,6 +77,15 @@ pub struct Ring<T: Copy> {
     /// The writer's head at the reader's previous drain: a ring whose head
     /// did not move is checked for a dead owner. Reader only.
     head_at_last_drain: AtomicUsize,
+    /// The owner's thread block (`rt::thread::ThreadBlock`), whose first
+    /// byte is its recursion guard: set whenever the owner writes this
+    /// ring. Read by [`RingPool::release_memory`] only.
+    owner_block: AtomicUsize,
+    /// Events `[prefaulted_from, prefaulted_to)` (indices, as head) have
+    /// their slots' pages present: the reader made them so. Reader only.
+    prefaulted_from: AtomicUsize,
+    /// See `prefaulted_from`.
+    prefaulted_to: AtomicUsize,
 }
 
 #[repr(align(64))]
@@ -130,6 +153,8 @@ impl<T: Copy> Ring<T> {
         let word = |i: usize| u64::from_le_bytes(name[i..i + 8].try_into().unwrap_or_default());
         self.name[0].store(word(0), Ordering::Relaxed);
         self.name[1].store(word(8), Ordering::Relaxed);
+        let block = super::thread::thread_block() as *const super::thread::ThreadBlock;
+        self.owner_block.store(block as usize, Ordering::Relaxed);
         // Before any event: the reader sees it once it sees the events
         // (they are published by a Release store of head).
         self.tid.store(tid, Ordering::Relaxed);
@@ -208,6 +233,12 @@ pub struct RingPool<T: Copy + 'static> {
     /// Serialises readers. Taken only under the operation lock (`ops`), so
     /// it is never held across a `fork`.
     reader: Mutex<()>,
+    /// Free rings with every page present the reader keeps (0: no
+    /// prefaulting at all); see [`RingPool::keep_ready`].
+    ready_wanted: AtomicUsize,
+    /// `MADV_POPULATE_WRITE` failed once (a kernel before 5.14): rings
+    /// claimed cold then fault on the traced path.
+    cannot_prefault: AtomicBool,
     _marker: PhantomData<T>,
 }
 
@@ -232,6 +263,8 @@ impl<T: Copy + Send + 'static> RingPool<T> {
             made: AtomicUsize::new(0),
             unbuffered: AtomicU64::new(0),
             reader: Mutex::new(()),
+            ready_wanted: AtomicUsize::new(0),
+            cannot_prefault: AtomicBool::new(false),
             _marker: PhantomData,
         }
     }
@@ -246,7 +279,8 @@ impl<T: Copy + Send + 'static> RingPool<T> {
         );
     }
 
-    /// Rings mapped so far (one per thread alive at the same time, at most).
+    /// Rings mapped so far: at most one per thread alive at the same time,
+    /// plus those [`RingPool::keep_ready`] keeps.
     pub fn rings_made(&self) -> usize {
         self.made.load(Ordering::Relaxed)
     }
@@ -267,9 +301,67 @@ impl<T: Copy + Send + 'static> RingPool<T> {
                 return Some(ring);
             }
         }
-        let ring = self.map_ring(tid)?;
-        // Push onto the list; Release publishes the initialised ring to
-        // readers (Acquire in rings()).
+        let ring = self.map_ring(Some(tid), false)?;
+        self.publish(ring);
+        // SAFETY: the ring was just initialised and is never unmapped.
+        Some(unsafe { &*ring })
+    }
+
+    /// Maps a ring for the calling thread (`Some(tid)`, made its owner) or
+    /// a free one (`None`), every page present if `populate`.
+    fn map_ring(&self, owner: Option<u32>, populate: bool) -> Option<*mut Ring<T>> {
+        let capacity = self.capacity.load(Ordering::Relaxed);
+        let bytes = std::mem::size_of::<Ring<T>>() + capacity * std::mem::size_of::<T>();
+        let populate = if populate { libc::MAP_POPULATE } else { 0 };
+        // SAFETY: anonymous private mapping, result checked.
+        let mem = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | populate,
+                -1,
+                0,
+            )
+        };
+        if mem == libc::MAP_FAILED {
+            return None;
+        }
+        let ring = mem as *mut Ring<T>;
+        let header = std::mem::size_of::<Ring<T>>().next_multiple_of(std::mem::align_of::<T>());
+        debug_assert!(header == std::mem::size_of::<Ring<T>>());
+        // Prefaulted: every event index, as far as the reader knows.
+        let prefaulted_to = if populate != 0 { capacity } else { 0 };
+        // SAFETY: the page-aligned mapping holds the header followed by
+        // `capacity` slots (Ring's size is a multiple of 64, so the slots are
+        // aligned for any T of alignment ≤ 64).
+        unsafe {
+            ring.write(Ring {
+                head: CachePadded(AtomicUsize::new(0)),
+                tail: CachePadded(AtomicUsize::new(0)),
+                dropped: AtomicU64::new(0),
+                dropped_reported: AtomicU64::new(0),
+                tid: AtomicU32::new(0),
+                state: AtomicU32::new(if owner.is_some() { OWNED } else { FREE }),
+                name: [AtomicU64::new(0), AtomicU64::new(0)],
+                capacity,
+                slots: (mem as *mut u8).add(header) as *mut UnsafeCell<T>,
+                next: ptr::null(),
+                head_at_last_drain: AtomicUsize::new(0),
+                owner_block: AtomicUsize::new(0),
+                prefaulted_from: AtomicUsize::new(0),
+                prefaulted_to: AtomicUsize::new(prefaulted_to),
+            });
+            if let Some(tid) = owner {
+                (*ring).take_over(tid);
+            }
+        }
+        Some(ring)
+    }
+
+    /// Puts a ring just mapped on the list; Release publishes the
+    /// initialised ring to readers (Acquire in rings()).
+    fn publish(&self, ring: *mut Ring<T>) {
         let mut newest = self.newest.load(Ordering::Relaxed);
         loop {
             // SAFETY: the ring is ours alone until published below.
@@ -285,50 +377,6 @@ impl<T: Copy + Send + 'static> RingPool<T> {
             }
         }
         self.made.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the ring was just initialised and is never unmapped.
-        Some(unsafe { &*ring })
-    }
-
-    fn map_ring(&self, tid: u32) -> Option<*mut Ring<T>> {
-        let capacity = self.capacity.load(Ordering::Relaxed);
-        let bytes = std::mem::size_of::<Ring<T>>() + capacity * std::mem::size_of::<T>();
-        // SAFETY: anonymous private mapping, result checked.
-        let mem = unsafe {
-            libc::mmap(
-                ptr::null_mut(),
-                bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if mem == libc::MAP_FAILED {
-            return None;
-        }
-        let ring = mem as *mut Ring<T>;
-        let header = std::mem::size_of::<Ring<T>>().next_multiple_of(std::mem::align_of::<T>());
-        debug_assert!(header == std::mem::size_of::<Ring<T>>());
-        // SAFETY: the page-aligned mapping holds the header followed by
-        // `capacity` slots (Ring's size is a multiple of 64, so the slots are
-        // aligned for any T of alignment ≤ 64).
-        unsafe {
-            ring.write(Ring {
-                head: CachePadded(AtomicUsize::new(0)),
-                tail: CachePadded(AtomicUsize::new(0)),
-                dropped: AtomicU64::new(0),
-                dropped_reported: AtomicU64::new(0),
-                tid: AtomicU32::new(0),
-                state: AtomicU32::new(OWNED),
-                name: [AtomicU64::new(0), AtomicU64::new(0)],
-                capacity,
-                slots: (mem as *mut u8).add(header) as *mut UnsafeCell<T>,
-                next: ptr::null(),
-                head_at_last_drain: AtomicUsize::new(0),
-            });
-            (*ring).take_over(tid);
-        }
-        Some(ring)
     }
 
     /// Counts an event that had no ring to go to.
@@ -377,6 +425,8 @@ impl<T: Copy + Send + 'static> RingPool<T> {
     /// that exited are freed once emptied.
     pub fn drain_each(&self, out: &mut dyn FnMut(&Batch<'_, T>)) {
         let _reader = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+        let prefault = self.ready_wanted.load(Ordering::Relaxed) != 0
+            && !self.cannot_prefault.load(Ordering::Relaxed);
         let pid = sys::getpid();
         for (index, ring) in self.rings().enumerate() {
             if ring.state.load(Ordering::Acquire) != OWNED {
@@ -386,7 +436,8 @@ impl<T: Copy + Send + 'static> RingPool<T> {
             // belong to a thread that exited; checked before draining, so
             // that a dead owner's last events are all in this drain.
             let mut head = ring.head.0.load(Ordering::Acquire);
-            let idle = head == ring.head_at_last_drain.swap(head, Ordering::Relaxed);
+            let previous = ring.head_at_last_drain.swap(head, Ordering::Relaxed);
+            let idle = head == previous;
             let owner_exited = idle && sys::tgkill(pid, ring.tid() as i32, 0) == Err(libc::ESRCH);
             if owner_exited {
                 // Its last events, written before it died.
@@ -418,35 +469,22 @@ impl<T: Copy + Send + 'static> RingPool<T> {
             }
             if owner_exited {
                 ring.state.store(FREE, Ordering::Release);
+            } else if prefault {
+                // Twice what the owner wrote since the last drain, at
+                // least PREFAULT_MIN: it reaches those slots before the
+                // next drain, most likely.
+                let ahead = (2 * head.wrapping_sub(previous)).max(PREFAULT_MIN);
+                if !ring.prefault_ahead(head, ahead) {
+                    self.cannot_prefault.store(true, Ordering::Relaxed);
+                }
             }
         }
+        self.make_ready();
     }
 
     /// Events lost so far: rings full, plus events with no ring at all.
     pub fn lost(&self) -> u64 {
         self.rings().map(Ring::dropped).sum::<u64>() + self.unbuffered.load(Ordering::Relaxed)
-    }
-
-    /// Gives the pages of free rings back to the kernel (they are mapped
-    /// again on first touch when reused). Returns the bytes released.
-    pub fn release_memory(&self) -> usize {
-        let _reader = self.reader.lock().unwrap_or_else(|e| e.into_inner());
-        let mut released = 0;
-        for ring in self.rings() {
-            // Claimed meanwhile: skip (the claimer writes the header).
-            if ring.state.load(Ordering::Acquire) != FREE {
-                continue;
-            }
-            let bytes = ring.capacity * std::mem::size_of::<T>();
-            // SAFETY: the slots of a free ring are read and written by no
-            // one (a claimer touches only the header until it pushes, and
-            // DONTNEED on anonymous memory just zero-fills on next touch).
-            let rc = unsafe { libc::madvise(ring.slots.cast(), bytes, libc::MADV_DONTNEED) };
-            if rc == 0 {
-                released += bytes;
-            }
-        }
-        released
     }
 
     /// In the child of `fork`: the rings hold the parent's events, and all

@@ -41,3 +41,9 @@ pub(crate) fn set_exit_bit(bit: u64, max_depth: usize) {
         fntrace_graph_fast_bit.store(bit, Ordering::Release);
     }
 }
+
+/// The mask the fast paths currently use (0: they write no event).
+pub(crate) fn exit_bit() -> u64 {
+    // SAFETY: a plain atomic defined in graph.S, valid for the whole process.
+    unsafe { fntrace_graph_fast_bit.load(Ordering::Acquire) }
+}

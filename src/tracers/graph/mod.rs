@@ -236,10 +236,28 @@ impl GraphTracer {
     }
 
     /// Gives the memory of the buffers of threads that exited back to the
-    /// kernel; returns the bytes released.
-    pub(crate) fn release_memory(&self) -> usize {
+    /// kernel, and, while this tracer is off, that of live threads'
+    /// buffers too (see [`RingPool::release_memory`]).
+    pub(crate) fn release_memory(&self) -> ring::Released {
         let _operation = ops::operation();
-        self.pool.release_memory()
+        // Under the operation lock: the tracer stays off meanwhile.
+        let off = tracer::enabled_mask() & self.bit() == 0 && fast::exit_bit() == 0;
+        self.pool.release_memory(off)
+    }
+
+    /// Keeps `count` unused buffers with every page present, and makes
+    /// the pages ahead of each thread's next events present after each
+    /// drain (see [`RingPool::keep_ready`]); 0 stops it.
+    pub(crate) fn keep_buffers_ready(&self, count: usize) {
+        let _operation = ops::operation();
+        self.pool.keep_ready(count);
+    }
+
+    /// For each buffer, its owner's kernel thread id (0: unused) and the
+    /// bytes of its event pages in memory (a diagnostic: a recording's stop
+    /// gives them back to the kernel).
+    pub fn resident_buffer_bytes(&self) -> Vec<(u32, usize)> {
+        self.pool.resident_bytes()
     }
 
     /// Buffers mapped so far (at most one per thread alive at a time: the

@@ -1,0 +1,311 @@
+//! The rings' memory: prefaulting pages off the traced path (free rings
+//! kept ready, pages made present ahead of each owner's head), giving
+//! pages back to the kernel (free rings, and live threads' rings while the
+//! tracer is off), and how much of it is in memory.
+
+use std::sync::atomic::Ordering;
+
+use crate::sys;
+
+use super::{Ring, RingPool, FREE, OWNED, RESERVED};
+
+/// The page size (x86-64 Linux, the only target).
+pub(super) const PAGE: usize = 4096;
+
+/// Events whose slots the reader makes present ahead of an owner's head
+/// at least, after each drain (64 KiB of 16-byte events).
+pub(super) const PREFAULT_MIN: usize = 4096;
+
+/// What [`RingPool::release_memory`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Released {
+    /// Rings whose slot pages went back to the kernel.
+    pub rings: usize,
+    /// Their bytes.
+    pub bytes: usize,
+    /// Rings of live threads left as they were: their owner was inside
+    /// tracer code each time it was checked, or they held events not yet
+    /// drained.
+    pub busy: usize,
+}
+
+impl<T: Copy> Ring<T> {
+    /// The whole pages holding slots only (the first page, which also holds
+    /// the header, is left out): `(start, length)`, the length rounded up
+    /// to the end of the mapping.
+    pub(super) fn slot_pages(&self) -> (*mut libc::c_void, usize) {
+        let slots = self.slots as usize;
+        let end = slots + self.capacity * std::mem::size_of::<T>();
+        let start = slots.next_multiple_of(PAGE);
+        (start as *mut libc::c_void, end.saturating_sub(start))
+    }
+
+    /// Makes the pages of the slots of events `[from, to)` present
+    /// (writable, zero-filled if new) without writing them: safe while the
+    /// owner writes the ring. `to - from` is at most the capacity.
+    pub(super) fn populate(&self, from: usize, to: usize) -> bool {
+        let mask = self.capacity - 1;
+        let count = to.wrapping_sub(from);
+        let start = from & mask;
+        let first = count.min(self.capacity - start);
+        let mut ok = true;
+        for (slot, len) in [(start, first), (0, count - first)] {
+            if len == 0 {
+                continue;
+            }
+            let begin = self.slots as usize + slot * std::mem::size_of::<T>();
+            let end = begin + len * std::mem::size_of::<T>();
+            let page = begin & !(PAGE - 1);
+            // SAFETY: the range lies inside this ring's mapping (which is
+            // never unmapped); MADV_POPULATE_WRITE faults pages in as a
+            // write would, but writes nothing.
+            let rc =
+                unsafe { libc::madvise(page as *mut _, end - page, libc::MADV_POPULATE_WRITE) };
+            ok &= rc == 0;
+        }
+        ok
+    }
+
+    /// Makes the pages of the next `ahead` events after `head` present, if
+    /// an earlier call did not already; `false` when the kernel cannot
+    /// (before Linux 5.14). Reader only.
+    pub(super) fn prefault_ahead(&self, head: usize, ahead: usize) -> bool {
+        let (from, to) = (
+            self.prefaulted_from.load(Ordering::Relaxed),
+            self.prefaulted_to.load(Ordering::Relaxed),
+        );
+        if to.wrapping_sub(from) >= self.capacity {
+            return true; // every page, since the last release
+        }
+        // Start where the last call ended, unless the owner is past it
+        // (or nothing was prefaulted): then at its head.
+        let owner_past = (head.wrapping_sub(to) as isize) > 0;
+        let (from, start) = if from == to || owner_past {
+            (head, head)
+        } else {
+            (from, to)
+        };
+        let end = head.wrapping_add(ahead.min(self.capacity));
+        if (end.wrapping_sub(start) as isize) <= 0 {
+            return true;
+        }
+        let end = if end.wrapping_sub(from) > self.capacity {
+            from.wrapping_add(self.capacity)
+        } else {
+            end
+        };
+        let ok = self.populate(start, end);
+        self.prefaulted_from.store(from, Ordering::Relaxed);
+        self.prefaulted_to.store(end, Ordering::Relaxed);
+        ok
+    }
+
+    /// Forgets what was prefaulted (the pages were given back).
+    pub(super) fn forget_prefaulted(&self) {
+        self.prefaulted_from.store(0, Ordering::Relaxed);
+        self.prefaulted_to.store(0, Ordering::Relaxed);
+    }
+
+    /// Gives the slot pages back to the kernel (zero-filled on next touch).
+    /// The caller makes sure no one reads or writes the slots meanwhile.
+    pub(super) fn give_back_pages(&self) -> usize {
+        let (start, bytes) = self.slot_pages();
+        self.forget_prefaulted();
+        if bytes == 0 {
+            return 0;
+        }
+        // SAFETY: the range is whole pages of this ring's mapping, holding
+        // slots only; the caller guarantees nobody uses them meanwhile.
+        let rc = unsafe { libc::madvise(start, bytes, libc::MADV_DONTNEED) };
+        if rc == 0 {
+            bytes
+        } else {
+            0
+        }
+    }
+}
+
+impl<T: Copy + Send + 'static> RingPool<T> {
+    /// Keeps `count` free rings with every page present from now on (made
+    /// now and after each drain), and after each drain makes the pages
+    /// ahead of each owner's head present: threads then claim warm rings
+    /// and do not fault on their first pass. 0 stops both (the default;
+    /// the rings already made stay). Reader side: takes the reader lock.
+    pub fn keep_ready(&self, count: usize) {
+        self.ready_wanted.store(count, Ordering::Relaxed);
+        let _reader = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+        self.make_ready();
+    }
+
+    /// Makes the first `ready_wanted` free rings (in the order `claim`
+    /// looks at them) have every page present, mapping new ones (every
+    /// page present) if there are fewer. Under the reader lock.
+    pub(super) fn make_ready(&self) {
+        let wanted = self.ready_wanted.load(Ordering::Relaxed);
+        if wanted == 0 {
+            return;
+        }
+        let mut ready = 0;
+        for ring in self.rings() {
+            if ready == wanted {
+                return;
+            }
+            if ring.state.load(Ordering::Relaxed) == FREE {
+                // Free rings of exited threads: their pages were touched,
+                // or are made present here.
+                if !self.cannot_prefault.load(Ordering::Relaxed)
+                    && !ring.prefault_ahead(ring.head.0.load(Ordering::Relaxed), ring.capacity)
+                {
+                    self.cannot_prefault.store(true, Ordering::Relaxed);
+                }
+                ready += 1;
+            }
+        }
+        for _ in ready..wanted {
+            match self.map_ring(None, true) {
+                Some(ring) => self.publish(ring),
+                None => return,
+            }
+        }
+    }
+
+    /// Gives the slot pages of rings back to the kernel (mapped again,
+    /// zero-filled, on first touch): those of free rings, and, with
+    /// `owned_too`, those of live threads' rings that hold no undrained
+    /// event.
+    ///
+    /// `owned_too` is for a tracer that is off: the caller (under the
+    /// operation lock, which keeps it off) guarantees that from now on no
+    /// thread starts writing a ring, i.e. that a thread which sets its
+    /// recursion guard after this call began finds the tracer off. A thread
+    /// writes its ring only with its guard set (the fast entry and exit set
+    /// it before reading whether the tracer is on; the generic path runs
+    /// under it). So, after a full memory barrier on every CPU running a
+    /// thread of the process (`membarrier`), an owner whose guard reads
+    /// clear is not writing and will not write its ring: either its last
+    /// write was before the barrier (then visible here: the ring's head is
+    /// read after the guard), or it set the guard after the barrier and
+    /// found the tracer off. Owners found inside tracer code are checked
+    /// again a few times, then left (counted `busy`); without `membarrier`
+    /// no live ring is released. The guard is read with
+    /// `process_vm_readv`, which fails instead of faulting if the owner
+    /// exited and its thread-local block is gone (a dead owner writes
+    /// nothing: its ring is released).
+    pub fn release_memory(&self, owned_too: bool) -> Released {
+        let _reader = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+        let mut released = Released::default();
+        for ring in self.rings() {
+            // Reserved while released: a thread that wants a ring meanwhile
+            // takes another or maps one, never writes into this one.
+            let reserved = ring
+                .state
+                .compare_exchange(FREE, RESERVED, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok();
+            if reserved {
+                let bytes = ring.give_back_pages();
+                released.rings += usize::from(bytes != 0);
+                released.bytes += bytes;
+                ring.state.store(FREE, Ordering::Release);
+            }
+        }
+        if !owned_too {
+            return released;
+        }
+        let barrier = sys::membarrier::register_sync_core()
+            .ok()
+            .and_then(|()| sys::membarrier::sync_core().ok());
+        let mut busy: Vec<&Ring<T>> = Vec::new();
+        for ring in self.rings() {
+            if ring.state.load(Ordering::Acquire) == OWNED {
+                if barrier.is_some() {
+                    busy.push(ring);
+                } else {
+                    released.busy += 1;
+                }
+            }
+        }
+        for attempt in 0..RELEASE_ATTEMPTS {
+            if busy.is_empty() {
+                break;
+            }
+            if attempt > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            busy.retain(|ring| {
+                if owner_guard(ring.owner_block.load(Ordering::Relaxed)) == Some(true) {
+                    return true; // inside tracer code: look again
+                }
+                // After the guard: the owner's last events are visible.
+                let head = ring.head.0.load(Ordering::Acquire);
+                if head != ring.tail.0.load(Ordering::Relaxed) {
+                    released.busy += 1; // events not drained: keep them
+                    return false;
+                }
+                let bytes = ring.give_back_pages();
+                released.rings += usize::from(bytes != 0);
+                released.bytes += bytes;
+                false
+            });
+        }
+        released.busy += busy.len();
+        released
+    }
+
+    /// For each ring, its owner's thread id (0 for a free ring) and how
+    /// many bytes of its slot pages are in memory (`mincore`; the first
+    /// page, shared with the header, is not counted).
+    pub fn resident_bytes(&self) -> Vec<(u32, usize)> {
+        self.rings()
+            .map(|ring| {
+                let owner = match ring.state.load(Ordering::Acquire) {
+                    OWNED => ring.tid(),
+                    _ => 0,
+                };
+                let (start, bytes) = ring.slot_pages();
+                let mut pages = vec![0u8; bytes.div_ceil(PAGE)];
+                // SAFETY: the range is whole pages of this ring's mapping
+                // (its end rounded up to the mapping's last page), and
+                // `pages` has one byte per page.
+                let rc = unsafe { libc::mincore(start, bytes, pages.as_mut_ptr()) };
+                let resident = if rc == 0 {
+                    pages.iter().filter(|&&p| p & 1 != 0).count() * PAGE
+                } else {
+                    0
+                };
+                (owner, resident)
+            })
+            .collect()
+    }
+}
+
+/// How many times [`RingPool::release_memory`] looks at an owner found
+/// inside tracer code, 1 ms apart.
+const RELEASE_ATTEMPTS: usize = 5;
+
+/// Whether the thread whose block is at `block` has its recursion guard
+/// set; `None` when that memory is not mapped (the thread exited and its
+/// block is gone) or `block` is 0 (no owner recorded). Any other failure
+/// to read it counts as set.
+fn owner_guard(block: usize) -> Option<bool> {
+    if block == 0 {
+        return None;
+    }
+    let mut guard = 0u8;
+    let local = libc::iovec {
+        iov_base: (&mut guard as *mut u8).cast(),
+        iov_len: 1,
+    };
+    let remote = libc::iovec {
+        iov_base: block as *mut libc::c_void,
+        iov_len: 1,
+    };
+    // SAFETY: reads one byte of this process's memory into `guard`; the
+    // kernel checks the remote address and fails (EFAULT) if unmapped
+    // instead of faulting.
+    let read = unsafe { libc::process_vm_readv(sys::getpid(), &local, 1, &remote, 1, 0) };
+    match read {
+        1 => Some(guard != 0),
+        _ if sys::last_errno() == libc::EFAULT => None,
+        _ => Some(true),
+    }
+}
