@@ -113,9 +113,27 @@ fn ten_thousand_short_lived_threads_are_all_recorded_in_reused_buffers() {
     let report = recording.stop().unwrap();
     assert_eq!(wrong, 0);
     assert_eq!(report.lost, 0, "{report:?}");
+    let trace = read_trace_dir(&dir);
+    // Threads whose file does not hold exactly one thread's 10 events, and
+    // test threads with no file: what went where, if anything did.
+    let odd: Vec<(u32, usize)> = trace
+        .threads
+        .iter()
+        .filter(|t| t.events.len() != 10 && tids.contains(&t.tid))
+        .map(|t| (t.tid, t.events.len()))
+        .collect();
+    let missing: Vec<&u32> = tids
+        .iter()
+        .filter(|tid| !trace.threads.iter().any(|t| t.tid == **tid))
+        .collect();
     // The kernel may give a tid again (pid_max is 32,768 on some machines):
     // one file per tid.
-    assert_eq!(report.threads, tids.len(), "{report:?}");
+    assert_eq!(
+        report.threads,
+        tids.len(),
+        "{report:?}; files of test threads with other than 10 events: {odd:?}; \
+         test threads with no file: {missing:?}"
+    );
     assert_eq!(report.events, (THREADS * 10) as u64);
     let made = GRAPH_TRACER.buffers_made() - buffers_before;
     assert!(
@@ -124,7 +142,7 @@ fn ten_thousand_short_lived_threads_are_all_recorded_in_reused_buffers() {
          the writer draining twice every {} threads",
         50 * AT_ONCE
     );
-    let counts = call_counts(&read_trace_dir(&dir));
+    let counts = call_counts(&trace);
     assert_eq!(counts["pie_mid"], (THREADS as u64, THREADS as u64));
     assert_eq!(counts["pie_leaf"], (4 * THREADS as u64, 4 * THREADS as u64));
     let _ = std::fs::remove_dir_all(&dir);

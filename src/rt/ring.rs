@@ -51,6 +51,11 @@ const OWNED: u32 = 1;
 /// A free ring the reader holds while it gives its pages back (no thread
 /// can claim it meanwhile).
 const RESERVED: u32 = 2;
+/// A ring a thread has just claimed and is making its own: readers leave
+/// it alone until it is [`OWNED`], by when its owner's id is written (read
+/// earlier, the previous owner's id would make a reader free the ring of a
+/// live thread whose first event is still to come).
+const CLAIMING: u32 = 3;
 
 /// One thread's ring.
 #[repr(C)]
@@ -66,7 +71,7 @@ pub struct Ring<T: Copy> {
     /// How many of `dropped` the reader has reported. Reader only.
     dropped_reported: AtomicU64,
     tid: AtomicU32,
-    /// [`FREE`] or [`OWNED`].
+    /// [`FREE`], [`CLAIMING`], [`OWNED`] or [`RESERVED`].
     state: AtomicU32,
     /// The owner's name when it claimed the ring (`PR_GET_NAME`, NUL-padded).
     name: [AtomicU64; 2],
@@ -294,10 +299,12 @@ impl<T: Copy + Send + 'static> RingPool<T> {
         for ring in self.rings() {
             let free = ring
                 .state
-                .compare_exchange(FREE, OWNED, Ordering::Acquire, Ordering::Relaxed)
+                .compare_exchange(FREE, CLAIMING, Ordering::Acquire, Ordering::Relaxed)
                 .is_ok();
             if free {
                 ring.take_over(tid);
+                // Release: a reader that sees OWNED sees the new owner's id.
+                ring.state.store(OWNED, Ordering::Release);
                 return Some(ring);
             }
         }
