@@ -3,8 +3,10 @@
 //! (`fntrace_fixtures::scale`), with 0, 4 and 16 threads busy calling
 //! those functions, for both patch protocols. Each library size runs in a
 //! child process of its own (so each `init` scans one library); each cell
-//! is the median of 7 enable/disable pairs after one warm-up pair. Prints a
-//! Markdown table.
+//! is the median of 7 enable/disable pairs after one warm-up pair, in wall
+//! time and in the patching thread's CPU time (the machine is shared: CPU
+//! time says what an operation costs, wall time what it waited too).
+//! Prints a Markdown table.
 //!
 //! `cargo bench --bench toggle`
 
@@ -41,9 +43,9 @@ fn main() {
         scale::library(size);
     }
     println!(
-        "| sites | busy threads | protocol | enable (ms) | disable (ms) | ns per site and operation |"
+        "| sites | busy threads | protocol | enable (ms) | disable (ms) | ns per site and operation | CPU per operation (ms) |"
     );
-    println!("|---:|---:|---|---:|---:|---:|");
+    println!("|---:|---:|---|---:|---:|---:|---:|");
     let mut inits = Vec::new();
     for size in SIZES {
         let output = Command::new(std::env::current_exe().unwrap())
@@ -105,25 +107,28 @@ fn child(size: usize) {
             fntrace::set_patch_protocol(protocol).unwrap();
             let mut enables = Vec::new();
             let mut disables = Vec::new();
+            let mut cpu = Vec::new();
             for rep in 0..=REPS {
-                let started = Instant::now();
+                let (started, cpu_started) = (Instant::now(), thread_cpu());
                 fntrace::enable("bench").unwrap();
-                let enable = started.elapsed();
+                let (enable, enable_cpu) = (started.elapsed(), thread_cpu() - cpu_started);
                 std::thread::sleep(Duration::from_millis(2));
-                let started = Instant::now();
+                let (started, cpu_started) = (Instant::now(), thread_cpu());
                 fntrace::disable("bench").unwrap();
-                let disable = started.elapsed();
+                let (disable, disable_cpu) = (started.elapsed(), thread_cpu() - cpu_started);
                 if rep > 0 {
                     enables.push(enable);
                     disables.push(disable);
+                    cpu.extend([enable_cpu, disable_cpu]);
                 }
             }
             let (enable, disable) = (median(&mut enables), median(&mut disables));
             let per_site = (enable + disable).as_nanos() as f64 / 2.0 / sites as f64;
             println!(
-                "| {sites} | {threads} | {protocol:?} | {:.2} | {:.2} | {per_site:.0} |",
+                "| {sites} | {threads} | {protocol:?} | {:.2} | {:.2} | {per_site:.0} | {:.2} |",
                 ms(enable),
-                ms(disable)
+                ms(disable),
+                ms(median(&mut cpu))
             );
         }
         stop.store(true, Ordering::Relaxed);
@@ -133,6 +138,18 @@ fn child(size: usize) {
     }
     assert!(COUNT.0.load(Ordering::Relaxed) > 0 || only == Some(0));
     println!("INIT | {size} | {sites} | {:.1} |", ms(init));
+}
+
+/// This thread's CPU time.
+fn thread_cpu() -> Duration {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid out-pointer; the clock id is a constant.
+    let status = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    assert_eq!(status, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
 }
 
 fn median(times: &mut [Duration]) -> Duration {
