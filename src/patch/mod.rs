@@ -17,6 +17,7 @@
 //!   text_poke_bp); no thread stops, a SIGTRAP handler emulates
 //!   [`TextWrite::installs`] for a thread that reaches a site meanwhile.
 
+pub(crate) mod alias;
 pub(crate) mod breakpoint;
 pub(crate) mod reach;
 pub(crate) mod stop_world;
@@ -187,10 +188,12 @@ pub fn patch_protocol() -> PatchProtocol {
 /// The environment variable [`protocol_from_env`] reads.
 pub(crate) const PROTOCOL_VARIABLE: &str = "FNTRACE_PATCH";
 
-/// Applies `FNTRACE_PATCH` (`breakpoint` or `stop`) if set. An unknown
+/// Applies `FNTRACE_TEXT_WRITES` ([`alias::writes_from_env`]), then
+/// `FNTRACE_PATCH` (`breakpoint` or `stop`) if set. An unknown
 /// value, or `breakpoint` where the kernel lacks `membarrier`, prints one
 /// line on stderr and keeps (or falls back to) the default.
 pub(crate) fn protocol_from_env() {
+    alias::writes_from_env();
     let Some(value) = std::env::var_os(PROTOCOL_VARIABLE) else {
         return;
     };

@@ -48,6 +48,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use region::Protection;
 
+use super::alias;
 use crate::error::Error;
 use crate::sys::{self, last_errno};
 
@@ -78,6 +79,9 @@ struct Span {
     len: usize,
     /// Offset of its first byte in the image.
     offset: usize,
+    /// Where `start` is in a writable view of the text ([`alias`]), if
+    /// the span is written there rather than through `/proc/self/mem`.
+    view: Option<usize>,
 }
 
 /// The vectors of a [`TextWriter`], kept from batch to batch
@@ -169,6 +173,12 @@ impl TextWriter {
             }
         }
 
+        let mut aliases = alias::begin_batch()?;
+        for span in &mut spans {
+            span.view = aliases.writable_view(span.start, span.start + span.len, page_size);
+        }
+        drop(aliases);
+
         let (first_page, end_page) = match (spans.first(), spans.last()) {
             (Some(first), Some(last)) => (
                 first.start & !(page_size - 1),
@@ -176,12 +186,13 @@ impl TextWriter {
             ),
             _ => (0, 0),
         };
-        let mappings = if first_page < end_page {
+        let mappings = if first_page < end_page && spans.iter().any(|span| span.view.is_none()) {
             mappings_over(first_page, end_page)?
         } else {
             Vec::new()
         };
-        for span in &spans {
+        // Spans written through a view need no protection: no mprotect.
+        for span in spans.iter().filter(|span| span.view.is_none()) {
             let mut start = span.start & !(page_size - 1);
             // Spans are sorted and less than a page apart: only neighbours
             // can share a page.
@@ -253,6 +264,15 @@ impl TextWriter {
             let Some(buf) = self.image.get_mut(span.offset..span.offset + span.len) else {
                 continue;
             };
+            if let Some(view) = span.view {
+                // SAFETY: the view maps `span.len` bytes at `view` readable
+                // (made by `alias` for this batch, never unmapped while its
+                // object lives, and only this thread changes the registry).
+                unsafe {
+                    std::ptr::copy_nonoverlapping(view as *const u8, buf.as_mut_ptr(), buf.len())
+                };
+                continue;
+            }
             let read = match (
                 read_directly(&self.pages, self.page_size, span.start, buf),
                 &self.proc_mem,
@@ -292,16 +312,28 @@ impl TextWriter {
         })
     }
 
-    /// Writes every span of the image to the text. Only system calls and
-    /// stores: no allocation, no lock. Pages are R-X before and after; at
-    /// most the `mprotect` fallback makes them RWX for the duration of the
-    /// store. The caller is responsible for what other threads may execute
-    /// meanwhile, and for serializing instruction fetch afterwards.
-    pub(crate) fn store(&mut self) -> Result<(), Error> {
+    /// Writes the image to the text: in a span with a writable view, the
+    /// bytes of the `touched` ranges (in address order) that differ, one
+    /// byte store each; any other span whole, with one `pwrite`. Only
+    /// system calls and stores: no allocation, no lock. Pages are R-X
+    /// before and after; at most the `mprotect` fallback makes them RWX
+    /// for the duration of the store. The caller is responsible for what
+    /// other threads may execute meanwhile, and for serializing
+    /// instruction fetch afterwards.
+    pub(crate) fn store(
+        &mut self,
+        touched: impl IntoIterator<Item = (usize, usize)>,
+    ) -> Result<(), Error> {
+        if self.spans.iter().any(|span| span.view.is_some()) {
+            self.store_in_views(touched);
+        }
         for index in 0..self.spans.len() {
             let Some(&span) = self.spans.get(index) else {
                 continue;
             };
+            if span.view.is_some() {
+                continue;
+            }
             let Some(bytes) = self.image.get(span.offset..span.offset + span.len) else {
                 continue;
             };
@@ -321,6 +353,43 @@ impl TextWriter {
             self.store_with_mprotect(span)?;
         }
         Ok(())
+    }
+
+    /// The view part of [`TextWriter::store`]: spans and ranges are both
+    /// in address order, so one walk finds each range's span.
+    fn store_in_views(&self, touched: impl IntoIterator<Item = (usize, usize)>) {
+        let mut spans = self.spans.iter().peekable();
+        for (addr, len) in touched {
+            while spans
+                .peek()
+                .is_some_and(|span| span.start + span.len <= addr)
+            {
+                spans.next();
+            }
+            let Some(span) = spans.peek() else {
+                return;
+            };
+            let (Some(view), true) = (span.view, span.start <= addr) else {
+                continue;
+            };
+            let from = span.offset + (addr - span.start);
+            let Some(bytes) = self.image.get(from..from + len) else {
+                continue;
+            };
+            let at = view + (addr - span.start);
+            for (index, &byte) in bytes.iter().enumerate() {
+                let target = (at + index) as *mut u8;
+                // SAFETY: `target` lies in the span (the range is one of
+                // the batch's, inside this span) and so in its view, mapped
+                // R-W by `alias` and alive while its object is. It is a
+                // separate mapping of the text's memory, never executable.
+                unsafe {
+                    if std::ptr::read_volatile(target) != byte {
+                        std::ptr::write_volatile(target, byte);
+                    }
+                }
+            }
+        }
     }
 
     /// Makes the span's pages RWX, stores the bytes that differ (one byte
@@ -430,6 +499,7 @@ fn extend_spans(spans: &mut Vec<Span>, (start, end): (usize, usize), page_size: 
         start,
         len: end - start,
         offset,
+        view: None,
     });
 }
 
@@ -639,12 +709,14 @@ mod tests {
                 Span {
                     start: 0x1000,
                     len: 0x1ff5,
-                    offset: 0
+                    offset: 0,
+                    view: None,
                 },
                 Span {
                     start: 0x5000,
                     len: 6,
-                    offset: 0x1ff5
+                    offset: 0x1ff5,
+                    view: None,
                 },
             ]
         );
@@ -670,7 +742,7 @@ mod tests {
         assert_eq!(writer.bytes(other, 2), Some(&code2[..]));
         assert_eq!(writer.bytes(here + 0x10_0000_0000, 1), None);
         // Writing back the same bytes changes nothing and keeps text R-X.
-        writer.store().unwrap();
+        writer.store(ranges).unwrap();
         // SAFETY: as above.
         let after = unsafe { std::slice::from_raw_parts(here as *const u8, 4) };
         assert_eq!(after, &code[..]);

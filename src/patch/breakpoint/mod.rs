@@ -177,7 +177,7 @@ fn write_in_three_steps(writer: &mut TextWriter, writes: &[TextWrite]) -> Result
     ];
     for step in steps {
         stage(writer, writes, step);
-        if let Err(error) = writer.store().and_then(|()| sync()) {
+        if let Err(error) = writer.store(ranges(writes)).and_then(|()| sync()) {
             roll_back(writer, writes);
             return Err(error);
         }
@@ -196,7 +196,7 @@ fn roll_back(writer: &mut TextWriter, writes: &[TextWrite]) {
     ];
     for step in steps {
         stage(writer, writes, step);
-        let _ = writer.store();
+        let _ = writer.store(ranges(writes));
         let _ = sync();
     }
 }
