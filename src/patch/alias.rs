@@ -165,19 +165,28 @@ impl Batch {
         end: usize,
         page_size: usize,
     ) -> Option<usize> {
-        if !ENABLED.load(Ordering::Relaxed) || end <= start {
+        if end <= start {
             return None;
         }
         let first_page = start & !(page_size - 1);
         let end_page = (end + page_size - 1) & !(page_size - 1);
+        // Switched off (or refused once): pages moved before stay moved
+        // and are still written through their view; nothing new moves.
+        let enabled = ENABLED.load(Ordering::Relaxed);
         let index = match self.object_index(first_page, end_page) {
             Some(index) => index,
-            None => self.new_object(first_page, end_page)?,
+            None if enabled => self.new_object(first_page, end_page)?,
+            None => return None,
         };
         let object = self.registry.objects.get_mut(index)?;
-        if let Err(error) = object.cover(first_page, end_page) {
-            disable(&error);
-            return None;
+        if !object.covers(first_page, end_page) {
+            if !enabled {
+                return None;
+            }
+            if let Err(error) = object.cover(first_page, end_page) {
+                disable(&error);
+                return None;
+            }
         }
         Some(object.writable + (start - object.start))
     }
@@ -246,6 +255,18 @@ impl Object {
             writable,
             runs: Vec::new(),
         })
+    }
+
+    /// Whether every page of `start..end` maps the memfd already.
+    fn covers(&self, start: usize, end: usize) -> bool {
+        let mut page = start;
+        while page < end {
+            match self.runs.iter().find(|run| run.0 <= page && page < run.1) {
+                Some(&(_, run_end)) => page = run_end,
+                None => return false,
+            }
+        }
+        true
     }
 
     /// Moves the pages of `start..end` not moved yet to the memfd.
@@ -421,9 +442,23 @@ fn new_memfd(len: usize) -> io::Result<(OwnedFd, u64, usize)> {
     }
 }
 
-/// Counts forks in parent and child (async-signal-safe: one atomic add).
+/// Counts forks in the parent (async-signal-safe: one atomic add).
 extern "C" fn count_fork() {
     FORKS.fetch_add(1, Ordering::SeqCst);
+}
+
+/// Counts forks in the child, and frees the registry if a thread the child
+/// does not have held it: only [`maps_with_original_names`] can have (it
+/// only reads); batches, the one writer, run under the operation lock,
+/// which `fork` waits for.
+extern "C" fn count_fork_in_child() {
+    count_fork();
+    if REGISTRY.is_locked() {
+        // SAFETY: the child has one thread, this one, which is not inside
+        // a registry function (it is returning from fork): the holder is a
+        // thread the child does not have, and it was only reading.
+        unsafe { REGISTRY.force_unlock() };
+    }
 }
 
 /// Registers [`count_fork`] for parent and child, once.
@@ -431,8 +466,8 @@ fn install_fork_handlers() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         // SAFETY: registering fork handlers has no preconditions; the
-        // handler is one atomic add.
-        unsafe { libc::pthread_atfork(None, Some(count_fork), Some(count_fork)) };
+        // handlers are an atomic add and, in the child, an unlock.
+        unsafe { libc::pthread_atfork(None, Some(count_fork), Some(count_fork_in_child)) };
     });
 }
 
