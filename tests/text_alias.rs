@@ -5,6 +5,8 @@
 //! - after `fork`, parent and child each patch their own text only (exact
 //!   bytes and counts on both sides, and the parent's text moves to a new
 //!   memfd at its first operation after the fork);
+//! - a library whose text moved is unloaded, and one loaded later gets its
+//!   own alias;
 //! - the trace's `maps` names the program's file, with the offsets the
 //!   file had, not the memfd;
 //! - `FNTRACE_TEXT_WRITES=proc-mem`, and a seccomp filter that refuses
@@ -15,6 +17,7 @@
 mod common;
 
 use std::process::Command;
+use std::sync::atomic::Ordering;
 
 use common::{text, Counter, NOP5, NOP6};
 use fntrace::Filter;
@@ -224,6 +227,67 @@ fn maps_case() {
     println!("maps case done");
 }
 
+/// `dlopen`s `path`: the handle, and `{prefix}run`.
+fn open(path: &str, prefix: &str) -> (*mut libc::c_void, usize) {
+    let path = std::ffi::CString::new(path).unwrap();
+    let name = std::ffi::CString::new(format!("{prefix}run")).unwrap();
+    // SAFETY: dlopen/dlsym of a plain C library built by the fixtures.
+    unsafe {
+        let handle = libc::dlopen(path.as_ptr(), libc::RTLD_NOW);
+        assert!(!handle.is_null(), "dlopen {path:?}");
+        let run = libc::dlsym(handle, name.as_ptr());
+        assert!(!run.is_null());
+        (handle, run as usize)
+    }
+}
+
+/// Calls the fixture's `run(n)`; checks its result.
+fn call_run(function: usize, n: i64) {
+    // SAFETY: the fixture's run has the C signature long(long).
+    let function: extern "C" fn(i64) -> i64 = unsafe { std::mem::transmute(function) };
+    let expected = [0, 22, 56][n as usize];
+    assert_eq!(function(n), expected);
+}
+
+/// A library whose text was moved is unloaded; its twin loaded later gets
+/// an alias of its own, with exact bytes and calls.
+fn dlclose_case() {
+    fntrace::init().unwrap();
+    let (handle, run) = open(fntrace_fixtures::DLOPEN_LIBRARY, "dl_");
+    // Its sites hold their calls until a batch writes their NOPs.
+    fntrace::flush().unwrap();
+    fntrace::enable_with("alias", &Filter::new().include("dl_*")).unwrap();
+    let first = memfd_inode_at(run).expect("the library's text is aliased");
+    COUNTER.reset();
+    call_run(run, 1);
+    assert_eq!(COUNTER.all.load(Ordering::Relaxed), 6);
+    // SAFETY: nothing of the library is used after this.
+    assert_eq!(unsafe { libc::dlclose(handle) }, 0);
+    fntrace::disable("alias").unwrap();
+    assert!(line_at(&own_maps(), run).is_none_or(|line| !line[5].starts_with(MEMFD)));
+
+    let (handle2, run2) = open(fntrace_fixtures::DLOPEN_LIBRARY2, "dl2_");
+    // Wherever it lands (also where the first one was), it maps its file.
+    assert_eq!(memfd_inode_at(run2), None, "a fresh mapping of the file");
+    fntrace::flush().unwrap();
+    fntrace::enable_with("alias", &Filter::new().include("dl2_*")).unwrap();
+    let second = memfd_inode_at(run2).expect("the twin's text is aliased");
+    assert_ne!(second, first);
+    let site = fntrace::site_of(run2).unwrap();
+    assert_eq!(text(site.address, site.original.len()), site.original);
+    COUNTER.reset();
+    call_run(run2, 2);
+    assert_eq!(COUNTER.all.load(Ordering::Relaxed), 11);
+    fntrace::disable("alias").unwrap();
+    assert_eq!(text(site.address, site.original.len()), nop(&site));
+    call_run(run2, 1);
+    assert_eq!(COUNTER.all.load(Ordering::Relaxed), 11);
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::dlclose(handle2) }, 0);
+    fntrace::flush().unwrap();
+    println!("dlclose case done");
+}
+
 /// Makes `memfd_create` fail with EPERM (a sandbox's seccomp filter).
 fn forbid_memfd_create() {
     let mut program = [
@@ -293,6 +357,7 @@ fn child() {
     match std::env::var(CHILD).as_deref() {
         Ok("fork") => fork_case(),
         Ok("maps") => maps_case(),
+        Ok("dlclose") => dlclose_case(),
         Ok("proc-mem") => proc_mem_case(),
         Ok("no-memfd") => {
             forbid_memfd_create();
@@ -340,6 +405,12 @@ fn parent_and_child_each_patch_their_own_text_after_fork() {
 #[test]
 fn the_trace_names_the_file_not_the_memfd() {
     let (_, complaints) = run_child("maps", None);
+    assert_eq!(complaints, Vec::<String>::new());
+}
+
+#[test]
+fn a_library_loaded_after_an_aliased_one_was_unloaded_gets_its_own_alias() {
+    let (_, complaints) = run_child("dlclose", None);
     assert_eq!(complaints, Vec::<String>::new());
 }
 
