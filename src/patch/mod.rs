@@ -112,9 +112,9 @@ pub(crate) trait Patcher: Sync {
 
 /// How fntrace changes live program text (chosen with
 /// [`set_patch_protocol`] or the `FNTRACE_PATCH` environment variable).
-/// Both keep text read-execute throughout (it is written through
-/// `/proc/self/mem`) and write a whole batch of sites with a few system
-/// calls.
+/// Both keep text read-execute throughout (it is written through a
+/// second, never executable view of it, or `/proc/self/mem`) and write a
+/// whole batch of sites with a few stores or system calls per site.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 #[non_exhaustive]

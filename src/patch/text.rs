@@ -18,7 +18,10 @@
 //! `int3` steps). At 100,000 sites (≈ 730 pages) a store costs ≈ 1.5 ms
 //! instead of ≈ 300 ms of one `pread` and one `pwrite` per site.
 //!
-//! Two ways to store, tried in order:
+//! Three ways to store, tried in order:
+//! 0. A span whose pages [`alias`] moved to a memfd is written through the
+//!    memfd's read-write view: plain byte stores of the bytes the batch
+//!    changes, no system call (the view is never executable).
 //! 1. `pwrite` on `/proc/thread-self/mem`. The kernel writes through its
 //!    own mapping of the page (copying a file-backed page first), so the
 //!    text stays R-X throughout: no mapping is ever writable and executable

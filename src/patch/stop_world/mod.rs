@@ -246,7 +246,12 @@ impl StopTheWorld {
             if retry && now < deadline {
                 std::thread::sleep(backoff.min(deadline - now));
                 backoff = (backoff * 2).min(MAX_BACKOFF);
-                continue;
+                // Woken at or after the deadline (with busy threads on
+                // every CPU, waking costs a round of time slices): another
+                // attempt would only add its own time to the overshoot.
+                if Instant::now() < deadline {
+                    continue;
+                }
             }
             state.writer = writer.into_memory();
             return outcome.map_err(|failure| failure.into_error(started.elapsed()));
