@@ -1,7 +1,8 @@
 //! Patching at scale: `init`, then `enable` + `disable` of every site of a
-//! generated `-pg -O0` C library with 1,000, 10,000 and 100,000 functions
-//! (`fntrace_fixtures::scale`), with 0, 4 and 16 threads busy calling
-//! those functions, for both patch protocols. Each library size runs in a
+//! generated `-pg -O0` C library with 1,000, 10,000 and 100,000 functions,
+//! and of a generated Rust library (`-Zinstrument-mcount`) with 10,000 and
+//! 100,000 (`fntrace_fixtures::scale`), with 0, 4 and 16 threads busy
+//! calling those functions, for both patch protocols. Each library size runs in a
 //! child process of its own (so each `init` scans one library); each cell
 //! is the median of 7 enable/disable pairs after one warm-up pair, in wall
 //! time and in the patching thread's CPU time (the machine is shared: CPU
@@ -28,28 +29,42 @@ impl Tracer for Count {
 static COUNT: Count = Count(AtomicU64::new(0));
 fntrace::register_tracer!("bench", &COUNT);
 
-const SIZES: [usize; 3] = [1_000, 10_000, 100_000];
+/// (code, functions) of each library measured.
+const LIBRARIES: [(&str, usize); 5] = [
+    ("C", 1_000),
+    ("C", 10_000),
+    ("C", 100_000),
+    ("Rust", 10_000),
+    ("Rust", 100_000),
+];
 const THREADS: [usize; 3] = [0, 4, 16];
 const REPS: usize = 7;
 const CHILD: &str = "FNTRACE_TOGGLE_BENCH_SIZE";
 
 fn main() {
-    if let Some(size) = std::env::var(CHILD).ok().and_then(|n| n.parse().ok()) {
-        child(size);
+    if let Some((code, size)) = std::env::var(CHILD).ok().and_then(|value| {
+        LIBRARIES
+            .into_iter()
+            .find(|(code, size)| value == format!("{code}{size}"))
+    }) {
+        child(code, size);
         return;
     }
-    // Build every library first (cached), so no child pays for gcc.
-    for size in SIZES {
-        scale::library(size);
+    // Build every library first (cached), so no child pays for gcc or rustc.
+    for (code, size) in LIBRARIES {
+        match code {
+            "C" => scale::library(size),
+            _ => scale::rust_library(size),
+        };
     }
     println!(
-        "| sites | busy threads | protocol | enable (ms) | disable (ms) | ns per site and operation | CPU per operation (ms) |"
+        "| code | sites | busy threads | protocol | enable (ms) | disable (ms) | ns per site and operation | CPU per operation (ms) |"
     );
-    println!("|---:|---:|---|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---|---:|---:|---:|---:|");
     let mut inits = Vec::new();
-    for size in SIZES {
+    for (code, size) in LIBRARIES {
         let output = Command::new(std::env::current_exe().unwrap())
-            .env(CHILD, size.to_string())
+            .env(CHILD, format!("{code}{size}"))
             .output()
             .expect("running the bench child");
         assert!(
@@ -66,15 +81,18 @@ fn main() {
         }
     }
     println!();
-    println!("| library functions | sites in the process | init (ms) |");
-    println!("|---:|---:|---:|");
+    println!("| code | library functions | sites in the process | init (ms) |");
+    println!("|---|---:|---:|---:|");
     for init in inits {
         println!("{init}");
     }
 }
 
-fn child(size: usize) {
-    let library = scale::load(size);
+fn child(code: &str, size: usize) {
+    let library = match code {
+        "C" => scale::load(size),
+        _ => scale::load_rust(size),
+    };
     let started = Instant::now();
     fntrace::init().unwrap();
     let init = started.elapsed();
@@ -125,7 +143,7 @@ fn child(size: usize) {
             let (enable, disable) = (median(&mut enables), median(&mut disables));
             let per_site = (enable + disable).as_nanos() as f64 / 2.0 / sites as f64;
             println!(
-                "| {sites} | {threads} | {protocol:?} | {:.2} | {:.2} | {per_site:.0} | {:.2} |",
+                "| {code} | {sites} | {threads} | {protocol:?} | {:.2} | {:.2} | {per_site:.0} | {:.2} |",
                 ms(enable),
                 ms(disable),
                 ms(median(&mut cpu))
@@ -137,7 +155,7 @@ fn child(size: usize) {
         }
     }
     assert!(COUNT.0.load(Ordering::Relaxed) > 0 || only == Some(0));
-    println!("INIT | {size} | {sites} | {:.1} |", ms(init));
+    println!("INIT | {code} | {size} | {sites} | {:.1} |", ms(init));
 }
 
 /// This thread's CPU time.
