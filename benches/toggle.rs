@@ -1,10 +1,13 @@
 //! Patching at scale: `init`, then `enable` + `disable` of every site of a
-//! generated `-pg -O0` C library with 1,000, 10,000 and 100,000 functions
-//! (`fntrace_fixtures::scale`), with 0, 4 and 16 threads busy calling
-//! those functions, for both patch protocols. Each library size runs in a
+//! generated `-pg -O0` C library with 1,000, 10,000 and 100,000 functions,
+//! and of a generated Rust library (`-Zinstrument-mcount`) with 10,000 and
+//! 100,000 (`fntrace_fixtures::scale`), with 0, 4 and 16 threads busy
+//! calling those functions, for both patch protocols. Each library size runs in a
 //! child process of its own (so each `init` scans one library); each cell
-//! is the median of 7 enable/disable pairs after one warm-up pair. Prints a
-//! Markdown table.
+//! is the median of 7 enable/disable pairs after one warm-up pair, in wall
+//! time and in the patching thread's CPU time (the machine is shared: CPU
+//! time says what an operation costs, wall time what it waited too).
+//! Prints a Markdown table.
 //!
 //! `cargo bench --bench toggle`
 
@@ -26,28 +29,42 @@ impl Tracer for Count {
 static COUNT: Count = Count(AtomicU64::new(0));
 fntrace::register_tracer!("bench", &COUNT);
 
-const SIZES: [usize; 3] = [1_000, 10_000, 100_000];
+/// (code, functions) of each library measured.
+const LIBRARIES: [(&str, usize); 5] = [
+    ("C", 1_000),
+    ("C", 10_000),
+    ("C", 100_000),
+    ("Rust", 10_000),
+    ("Rust", 100_000),
+];
 const THREADS: [usize; 3] = [0, 4, 16];
 const REPS: usize = 7;
 const CHILD: &str = "FNTRACE_TOGGLE_BENCH_SIZE";
 
 fn main() {
-    if let Some(size) = std::env::var(CHILD).ok().and_then(|n| n.parse().ok()) {
-        child(size);
+    if let Some((code, size)) = std::env::var(CHILD).ok().and_then(|value| {
+        LIBRARIES
+            .into_iter()
+            .find(|(code, size)| value == format!("{code}{size}"))
+    }) {
+        child(code, size);
         return;
     }
-    // Build every library first (cached), so no child pays for gcc.
-    for size in SIZES {
-        scale::library(size);
+    // Build every library first (cached), so no child pays for gcc or rustc.
+    for (code, size) in LIBRARIES {
+        match code {
+            "C" => scale::library(size),
+            _ => scale::rust_library(size),
+        };
     }
     println!(
-        "| sites | busy threads | protocol | enable (ms) | disable (ms) | ns per site and operation |"
+        "| code | sites | busy threads | protocol | enable (ms) | disable (ms) | ns per site and operation | CPU per operation (ms) |"
     );
-    println!("|---:|---:|---|---:|---:|---:|");
+    println!("|---|---:|---:|---|---:|---:|---:|---:|");
     let mut inits = Vec::new();
-    for size in SIZES {
+    for (code, size) in LIBRARIES {
         let output = Command::new(std::env::current_exe().unwrap())
-            .env(CHILD, size.to_string())
+            .env(CHILD, format!("{code}{size}"))
             .output()
             .expect("running the bench child");
         assert!(
@@ -64,15 +81,18 @@ fn main() {
         }
     }
     println!();
-    println!("| library functions | sites in the process | init (ms) |");
-    println!("|---:|---:|---:|");
+    println!("| code | library functions | sites in the process | init (ms) |");
+    println!("|---|---:|---:|---:|");
     for init in inits {
         println!("{init}");
     }
 }
 
-fn child(size: usize) {
-    let library = scale::load(size);
+fn child(code: &str, size: usize) {
+    let library = match code {
+        "C" => scale::load(size),
+        _ => scale::load_rust(size),
+    };
     let started = Instant::now();
     fntrace::init().unwrap();
     let init = started.elapsed();
@@ -105,25 +125,28 @@ fn child(size: usize) {
             fntrace::set_patch_protocol(protocol).unwrap();
             let mut enables = Vec::new();
             let mut disables = Vec::new();
+            let mut cpu = Vec::new();
             for rep in 0..=REPS {
-                let started = Instant::now();
+                let (started, cpu_started) = (Instant::now(), thread_cpu());
                 fntrace::enable("bench").unwrap();
-                let enable = started.elapsed();
+                let (enable, enable_cpu) = (started.elapsed(), thread_cpu() - cpu_started);
                 std::thread::sleep(Duration::from_millis(2));
-                let started = Instant::now();
+                let (started, cpu_started) = (Instant::now(), thread_cpu());
                 fntrace::disable("bench").unwrap();
-                let disable = started.elapsed();
+                let (disable, disable_cpu) = (started.elapsed(), thread_cpu() - cpu_started);
                 if rep > 0 {
                     enables.push(enable);
                     disables.push(disable);
+                    cpu.extend([enable_cpu, disable_cpu]);
                 }
             }
             let (enable, disable) = (median(&mut enables), median(&mut disables));
             let per_site = (enable + disable).as_nanos() as f64 / 2.0 / sites as f64;
             println!(
-                "| {sites} | {threads} | {protocol:?} | {:.2} | {:.2} | {per_site:.0} |",
+                "| {code} | {sites} | {threads} | {protocol:?} | {:.2} | {:.2} | {per_site:.0} | {:.2} |",
                 ms(enable),
-                ms(disable)
+                ms(disable),
+                ms(median(&mut cpu))
             );
         }
         stop.store(true, Ordering::Relaxed);
@@ -132,7 +155,19 @@ fn child(size: usize) {
         }
     }
     assert!(COUNT.0.load(Ordering::Relaxed) > 0 || only == Some(0));
-    println!("INIT | {size} | {sites} | {:.1} |", ms(init));
+    println!("INIT | {code} | {size} | {sites} | {:.1} |", ms(init));
+}
+
+/// This thread's CPU time.
+fn thread_cpu() -> Duration {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid out-pointer; the clock id is a constant.
+    let status = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    assert_eq!(status, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
 }
 
 fn median(times: &mut [Duration]) -> Duration {

@@ -1,8 +1,9 @@
-//! Generated C libraries with 10,000 and 100,000 `-pg -O0` functions
+//! Generated C libraries with 10,000 and 100,000 `-pg -O0` functions and
+//! a Rust one with 10,000 `-Zinstrument-mcount` functions
 //! (`fntrace_fixtures::scale`), loaded before `init`: the eager scan finds
-//! every site, and with 4 threads busy in them, each protocol enables and
-//! disables all of them with exact call counts in between and every
-//! site's bytes right after each operation. Prints the times.
+//! every site, and with 4 threads busy in them (C and Rust), each protocol
+//! enables and disables all of them with exact call counts in between and
+//! every site's bytes right after each operation. Prints the times.
 
 #[macro_use]
 mod common;
@@ -12,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{text, Counter, NOP6};
+use common::{text, Counter, NOP5, NOP6};
 use fntrace::{Filter, PatchProtocol};
 use fntrace_fixtures::scale;
 
@@ -23,7 +24,11 @@ const BUSY: usize = 4;
 
 #[test]
 fn every_site_of_a_hundred_thousand_functions_is_found_and_toggled() {
-    let libraries = [scale::load(10_000), scale::load(100_000)];
+    let libraries = [
+        scale::load(10_000),
+        scale::load(100_000),
+        scale::load_rust(10_000),
+    ];
     let started = Instant::now();
     fntrace::init().unwrap();
     let init = started.elapsed();
@@ -43,22 +48,26 @@ fn every_site_of_a_hundred_thousand_functions_is_found_and_toggled() {
     let busy: Vec<_> = (0..BUSY)
         .map(|i| {
             let stop = Arc::clone(&stop);
-            let drive = libraries[i % 2].drive;
-            let n = libraries[i % 2].functions as i64;
+            // Threads 0 and 3 in C, 1 in the large C library, 2 in Rust.
+            let library = &libraries[[0, 1, 2, 0][i % 4]];
+            let (drive, n) = (library.drive, library.functions as i64);
+            // In Rust, windows of 64 from below 9,000: the last function
+            // stays for this thread's exact count.
+            let starts = if i % 4 == 2 { 9_000 } else { n };
             std::thread::spawn(move || {
-                let mut start = i as i64 * 7919;
+                let mut start = i as i64 * 7919 % starts;
                 while !stop.load(Ordering::Relaxed) {
                     assert_eq!(
                         drive(start, 64),
                         scale::expected_drive(n as usize, start, 64)
                     );
-                    start = (start + 64) % n;
+                    start = (start + 64) % starts;
                 }
             })
         })
         .collect();
 
-    let filter = Filter::new().include("scale*");
+    let filter = Filter::new().include("scale*").include("rscale*");
     for protocol in [PatchProtocol::Breakpoint, PatchProtocol::StopTheWorld] {
         fntrace::set_patch_protocol(protocol).unwrap();
         let started = Instant::now();
@@ -72,12 +81,18 @@ fn every_site_of_a_hundred_thousand_functions_is_found_and_toggled() {
         let before = COUNTER.count(lone);
         (libraries[1].drive)(99_999, 1);
         assert_eq!(COUNTER.count(lone) - before, 1, "{protocol:?}");
+        // A Rust function no busy thread calls.
+        let lone_rust = libraries[2].entries[9_999];
+        COUNTER.watch(lone_rust);
+        let before = COUNTER.count(lone_rust);
+        (libraries[2].drive)(9_999, 1);
+        assert_eq!(COUNTER.count(lone_rust) - before, 1, "{protocol:?}");
         let started = Instant::now();
         fntrace::disable("scale").unwrap();
         let disable = started.elapsed();
         check_bytes(&libraries, false);
         println!(
-            "{protocol:?}: enable {enable:.1?}, disable {disable:.1?} for 110,000 sites \
+            "{protocol:?}: enable {enable:.1?}, disable {disable:.1?} for 120,000 sites \
              with {BUSY} busy threads"
         );
         let quiet = COUNTER.all.load(Ordering::Relaxed);
@@ -103,11 +118,12 @@ fn check_bytes(libraries: &[scale::Loaded], enabled: bool) {
     for library in libraries {
         for entry in &library.entries {
             let site = &by_function[entry];
-            let bytes = text(site.address, 6);
+            let bytes = text(site.address, site.original.len());
             if enabled {
                 assert_eq!(bytes, site.original, "{:#x}", site.address);
             } else {
-                assert_eq!(bytes, NOP6, "{:#x}", site.address);
+                let nop: &[u8] = if bytes.len() == 5 { &NOP5 } else { &NOP6 };
+                assert_eq!(bytes, nop, "{:#x}", site.address);
             }
         }
     }

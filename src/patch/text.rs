@@ -18,7 +18,10 @@
 //! `int3` steps). At 100,000 sites (≈ 730 pages) a store costs ≈ 1.5 ms
 //! instead of ≈ 300 ms of one `pread` and one `pwrite` per site.
 //!
-//! Two ways to store, tried in order:
+//! Three ways to store, tried in order:
+//! 0. A span whose pages [`alias`] moved to a memfd is written through the
+//!    memfd's read-write view: plain byte stores of the bytes the batch
+//!    changes, no system call (the view is never executable).
 //! 1. `pwrite` on `/proc/thread-self/mem`. The kernel writes through its
 //!    own mapping of the page (copying a file-backed page first), so the
 //!    text stays R-X throughout: no mapping is ever writable and executable
@@ -48,6 +51,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use region::Protection;
 
+use super::alias;
 use crate::error::Error;
 use crate::sys::{self, last_errno};
 
@@ -78,6 +82,29 @@ struct Span {
     len: usize,
     /// Offset of its first byte in the image.
     offset: usize,
+    /// Where `start` is in a writable view of the text ([`alias`]), if
+    /// the span is written there rather than through `/proc/self/mem`.
+    view: Option<usize>,
+}
+
+/// The vectors of a [`TextWriter`], kept from batch to batch
+/// ([`TextWriter::into_memory`]).
+#[derive(Default)]
+pub(crate) struct WriterMemory {
+    pages: Vec<PageProtection>,
+    spans: Vec<Span>,
+    image: Vec<u8>,
+}
+
+impl WriterMemory {
+    /// No memory yet.
+    pub(crate) const fn new() -> WriterMemory {
+        WriterMemory {
+            pages: Vec::new(),
+            spans: Vec::new(),
+            image: Vec::new(),
+        }
+    }
 }
 
 /// Writes batches of bytes into program text; see the module
@@ -103,99 +130,132 @@ pub(crate) struct TextWriter {
 }
 
 impl TextWriter {
-    /// Prepares writes to the byte ranges `(addr, len)` (in any order;
-    /// they may overlap): opens `/proc/thread-self/mem`, groups the ranges
-    /// into spans, records the protection of each page the spans touch and
-    /// allocates the image (zeroed until [`TextWriter::load`]). Allocates
-    /// and takes locks; call it before stopping threads.
+    /// Prepares writes to the byte ranges `(addr, len)`, given in address
+    /// order (they may overlap; out of order is refused): opens
+    /// `/proc/thread-self/mem`, groups the ranges into spans, records the
+    /// protection of each page the spans touch and sizes the image (its
+    /// bytes are stale until [`TextWriter::load`]). Allocates (only to grow
+    /// `memory`) and takes locks; call it before stopping threads.
     ///
     /// Fails if a range is not mapped, or lies in a shared mapping (writing
     /// there would change the file or other processes' memory).
     ///
-    /// `buffer` becomes the image's memory: pass the one
-    /// [`TextWriter::into_buffer`] gave back from an earlier writer (at
-    /// 100,000 sites a fresh image costs ≈ 750 page faults).
+    /// `memory` is what [`TextWriter::into_memory`] gave back from an
+    /// earlier writer: at 100,000 sites fresh vectors cost ≈ 750 page
+    /// faults and a 3 MB memset per batch.
     pub(crate) fn prepare(
-        ranges: &[(usize, usize)],
-        mut buffer: Vec<u8>,
+        sorted_ranges: impl IntoIterator<Item = (usize, usize)>,
+        memory: WriterMemory,
     ) -> Result<TextWriter, Error> {
         // region's page size: also initializes its cache, so `region::protect`
         // in the stopped world finds it ready.
         let page_size = region::page::size();
+        let WriterMemory {
+            mut pages,
+            mut spans,
+            mut image,
+        } = memory;
+        spans.clear();
+        pages.clear();
 
-        let mut sorted = Vec::with_capacity(ranges.len());
-        for &(addr, len) in ranges {
-            let end = addr.checked_add(len).ok_or_else(|| Error::TextWrite {
+        let mut previous_start = 0;
+        for (addr, len) in sorted_ranges {
+            let invalid = |why| Error::TextWrite {
                 addr,
-                source: io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "range wraps the address space",
-                ),
-            })?;
+                source: io::Error::new(io::ErrorKind::InvalidInput, why),
+            };
+            let end = addr
+                .checked_add(len)
+                .ok_or_else(|| invalid("range wraps the address space"))?;
+            if addr < previous_start {
+                return Err(invalid("text ranges must come in address order"));
+            }
+            previous_start = addr;
             if len > 0 {
-                sorted.push((addr, end));
+                extend_spans(&mut spans, (addr, end), page_size);
             }
         }
-        sorted.sort_unstable();
-        let spans = spans_of(&sorted, page_size);
 
-        let mut page_starts = Vec::new();
-        for span in &spans {
-            let mut page = span.start & !(page_size - 1);
-            while page < span.start + span.len {
-                page_starts.push(page);
-                page += page_size;
-            }
+        let mut aliases = alias::begin_batch()?;
+        for span in &mut spans {
+            span.view = aliases.writable_view(span.start, span.start + span.len, page_size);
         }
-        // Spans are sorted and less than a page apart: only neighbours can
-        // share a page.
-        page_starts.dedup();
+        drop(aliases);
 
-        let mappings = match (page_starts.first(), page_starts.last()) {
-            (Some(&first), Some(&last)) => mappings_over(first, last + page_size)?,
-            _ => Vec::new(),
+        let (first_page, end_page) = match (spans.first(), spans.last()) {
+            (Some(first), Some(last)) => (
+                first.start & !(page_size - 1),
+                (last.start + last.len + page_size - 1) & !(page_size - 1),
+            ),
+            _ => (0, 0),
         };
-        let mut pages = Vec::with_capacity(page_starts.len());
-        for start in page_starts {
-            let index = mappings.partition_point(|m| m.end <= start);
-            let mapping = mappings
-                .get(index)
-                .filter(|m| m.start <= start)
-                .ok_or_else(|| Error::TextWrite {
-                    addr: start,
-                    source: io::Error::new(io::ErrorKind::InvalidInput, "address is not mapped"),
-                })?;
-            if mapping.shared {
-                return Err(Error::TextWrite {
-                    addr: start,
-                    source: io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        "address lies in a shared mapping; refusing to write through to its file",
-                    ),
-                });
+        let mappings = if first_page < end_page && spans.iter().any(|span| span.view.is_none()) {
+            mappings_over(first_page, end_page)?
+        } else {
+            Vec::new()
+        };
+        // Spans written through a view need no protection: no mprotect.
+        for span in spans.iter().filter(|span| span.view.is_none()) {
+            let mut start = span.start & !(page_size - 1);
+            // Spans are sorted and less than a page apart: only neighbours
+            // can share a page.
+            if pages
+                .last()
+                .is_some_and(|page: &PageProtection| page.start == start)
+            {
+                start += page_size;
             }
-            pages.push(PageProtection {
-                start,
-                prot: mapping.prot,
-            });
+            while start < span.start + span.len {
+                let index = mappings.partition_point(|m| m.end <= start);
+                let mapping = mappings
+                    .get(index)
+                    .filter(|m| m.start <= start)
+                    .ok_or_else(|| Error::TextWrite {
+                        addr: start,
+                        source: io::Error::new(
+                            io::ErrorKind::InvalidInput,
+                            "address is not mapped",
+                        ),
+                    })?;
+                if mapping.shared {
+                    return Err(Error::TextWrite {
+                        addr: start,
+                        source: io::Error::new(
+                            io::ErrorKind::InvalidInput,
+                            "address lies in a shared mapping; \
+                             refusing to write through to its file",
+                        ),
+                    });
+                }
+                pages.push(PageProtection {
+                    start,
+                    prot: mapping.prot,
+                });
+                start += page_size;
+            }
         }
 
         let image_len = spans.last().map_or(0, |span| span.offset + span.len);
-        buffer.clear();
-        buffer.resize(image_len, 0);
+        // No clear first: `load` overwrites every byte, so only growth is
+        // zeroed.
+        image.resize(image_len, 0);
         Ok(TextWriter {
             proc_mem: open_proc_mem(),
             proc_mem_writable: true,
             pages,
             page_size,
             spans,
-            image: buffer,
+            image,
         })
     }
 
-    /// The image's memory, for the next [`TextWriter::prepare`].
-    pub(crate) fn into_buffer(self) -> Vec<u8> {
-        self.image
+    /// The writer's memory, for the next [`TextWriter::prepare`].
+    pub(crate) fn into_memory(self) -> WriterMemory {
+        WriterMemory {
+            pages: self.pages,
+            spans: self.spans,
+            image: self.image,
+        }
     }
 
     /// Reads every span of text into the image: plain loads where `prepare`
@@ -207,6 +267,15 @@ impl TextWriter {
             let Some(buf) = self.image.get_mut(span.offset..span.offset + span.len) else {
                 continue;
             };
+            if let Some(view) = span.view {
+                // SAFETY: the view maps `span.len` bytes at `view` readable
+                // (made by `alias` for this batch, never unmapped while its
+                // object lives, and only this thread changes the registry).
+                unsafe {
+                    std::ptr::copy_nonoverlapping(view as *const u8, buf.as_mut_ptr(), buf.len())
+                };
+                continue;
+            }
             let read = match (
                 read_directly(&self.pages, self.page_size, span.start, buf),
                 &self.proc_mem,
@@ -246,16 +315,28 @@ impl TextWriter {
         })
     }
 
-    /// Writes every span of the image to the text. Only system calls and
-    /// stores: no allocation, no lock. Pages are R-X before and after; at
-    /// most the `mprotect` fallback makes them RWX for the duration of the
-    /// store. The caller is responsible for what other threads may execute
-    /// meanwhile, and for serializing instruction fetch afterwards.
-    pub(crate) fn store(&mut self) -> Result<(), Error> {
+    /// Writes the image to the text: in a span with a writable view, the
+    /// bytes of the `touched` ranges (in address order) that differ, one
+    /// byte store each; any other span whole, with one `pwrite`. Only
+    /// system calls and stores: no allocation, no lock. Pages are R-X
+    /// before and after; at most the `mprotect` fallback makes them RWX
+    /// for the duration of the store. The caller is responsible for what
+    /// other threads may execute meanwhile, and for serializing
+    /// instruction fetch afterwards.
+    pub(crate) fn store(
+        &mut self,
+        touched: impl IntoIterator<Item = (usize, usize)>,
+    ) -> Result<(), Error> {
+        if self.spans.iter().any(|span| span.view.is_some()) {
+            self.store_in_views(touched);
+        }
         for index in 0..self.spans.len() {
             let Some(&span) = self.spans.get(index) else {
                 continue;
             };
+            if span.view.is_some() {
+                continue;
+            }
             let Some(bytes) = self.image.get(span.offset..span.offset + span.len) else {
                 continue;
             };
@@ -275,6 +356,43 @@ impl TextWriter {
             self.store_with_mprotect(span)?;
         }
         Ok(())
+    }
+
+    /// The view part of [`TextWriter::store`]: spans and ranges are both
+    /// in address order, so one walk finds each range's span.
+    fn store_in_views(&self, touched: impl IntoIterator<Item = (usize, usize)>) {
+        let mut spans = self.spans.iter().peekable();
+        for (addr, len) in touched {
+            while spans
+                .peek()
+                .is_some_and(|span| span.start + span.len <= addr)
+            {
+                spans.next();
+            }
+            let Some(span) = spans.peek() else {
+                return;
+            };
+            let (Some(view), true) = (span.view, span.start <= addr) else {
+                continue;
+            };
+            let from = span.offset + (addr - span.start);
+            let Some(bytes) = self.image.get(from..from + len) else {
+                continue;
+            };
+            let at = view + (addr - span.start);
+            for (index, &byte) in bytes.iter().enumerate() {
+                let target = (at + index) as *mut u8;
+                // SAFETY: `target` lies in the span (the range is one of
+                // the batch's, inside this span) and so in its view, mapped
+                // R-W by `alias` and alive while its object is. It is a
+                // separate mapping of the text's memory, never executable.
+                unsafe {
+                    if std::ptr::read_volatile(target) != byte {
+                        std::ptr::write_volatile(target, byte);
+                    }
+                }
+            }
+        }
     }
 
     /// Makes the span's pages RWX, stores the bytes that differ (one byte
@@ -365,31 +483,27 @@ impl TextWriter {
     }
 }
 
-/// Groups sorted `(start, end)` ranges into spans: a range that starts less
-/// than a page after the current span's end (or overlaps it) joins it, so
-/// every page of a span holds part of some range.
-fn spans_of(sorted: &[(usize, usize)], page_size: usize) -> Vec<Span> {
-    let mut spans: Vec<Span> = Vec::new();
-    let mut offset = 0;
-    for &(start, end) in sorted {
-        if let Some(span) = spans.last_mut() {
-            let span_end = span.start + span.len;
-            if start < span_end.saturating_add(page_size) {
-                if end > span_end {
-                    offset += end - span_end;
-                    span.len = end - span.start;
-                }
-                continue;
+/// Adds the range `(start, end)`, which starts at or after every range
+/// added before, to `spans`: a range that starts less than a page after the
+/// last span's end (or overlaps it) joins it, so every page of a span holds
+/// part of some range.
+fn extend_spans(spans: &mut Vec<Span>, (start, end): (usize, usize), page_size: usize) {
+    if let Some(span) = spans.last_mut() {
+        let span_end = span.start + span.len;
+        if start < span_end.saturating_add(page_size) {
+            if end > span_end {
+                span.len = end - span.start;
             }
+            return;
         }
-        spans.push(Span {
-            start,
-            len: end - start,
-            offset,
-        });
-        offset += end - start;
     }
-    spans
+    let offset = spans.last().map_or(0, |span| span.offset + span.len);
+    spans.push(Span {
+        start,
+        len: end - start,
+        offset,
+        view: None,
+    });
 }
 
 /// The protection recorded in `pages` for the page holding `addr`.
@@ -574,6 +688,14 @@ fn text_error(addr: usize, errno: i32) -> Error {
 mod tests {
     use super::*;
 
+    fn spans_of(sorted: &[(usize, usize)], page_size: usize) -> Vec<Span> {
+        let mut spans = Vec::new();
+        for &range in sorted {
+            extend_spans(&mut spans, range, page_size);
+        }
+        spans
+    }
+
     #[test]
     fn ranges_less_than_a_page_apart_share_a_span() {
         let page = 4096;
@@ -590,12 +712,14 @@ mod tests {
                 Span {
                     start: 0x1000,
                     len: 0x1ff5,
-                    offset: 0
+                    offset: 0,
+                    view: None,
                 },
                 Span {
                     start: 0x5000,
                     len: 6,
-                    offset: 0x1ff5
+                    offset: 0x1ff5,
+                    view: None,
                 },
             ]
         );
@@ -604,8 +728,11 @@ mod tests {
     #[test]
     fn loads_edits_and_stores_a_batch_of_this_programs_text() {
         let here = loads_edits_and_stores_a_batch_of_this_programs_text as *const () as usize;
-        let other = spans_of as *const () as usize;
-        let mut writer = TextWriter::prepare(&[(here, 4), (other, 2)], Vec::new()).unwrap();
+        let other = extend_spans as *const () as usize;
+        let mut ranges = [(here, 4), (other, 2)];
+        ranges.sort_unstable();
+        assert!(TextWriter::prepare([ranges[1], ranges[0]], WriterMemory::new()).is_err());
+        let mut writer = TextWriter::prepare(ranges, WriterMemory::new()).unwrap();
         writer.load().unwrap();
         // SAFETY: both are the first bytes of functions of this program.
         let (code, code2) = unsafe {
@@ -618,7 +745,7 @@ mod tests {
         assert_eq!(writer.bytes(other, 2), Some(&code2[..]));
         assert_eq!(writer.bytes(here + 0x10_0000_0000, 1), None);
         // Writing back the same bytes changes nothing and keeps text R-X.
-        writer.store().unwrap();
+        writer.store(ranges).unwrap();
         // SAFETY: as above.
         let after = unsafe { std::slice::from_raw_parts(here as *const u8, 4) };
         assert_eq!(after, &code[..]);

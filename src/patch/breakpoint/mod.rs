@@ -57,12 +57,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 
-use self::trap::{Lingering, TrapTable, INT3};
+use self::trap::{Lingering, TrapSite, TrapTable, INT3};
 use super::stop_world::STOP_THE_WORLD;
-use super::text::TextWriter;
+use super::text::{TextWriter, WriterMemory};
 use super::TextWrite;
 use super::{
-    check_old_bytes, ranges, serialize_instruction_fetch, sorted, stage, validate, Patcher, Pick,
+    check_old_bytes, ranges, serialize_instruction_fetch, stage, validate, AddressOrder, Patcher,
+    Pick,
 };
 use crate::error::Error;
 use crate::sys::membarrier::{register_sync_core, sync_core};
@@ -73,7 +74,9 @@ use crate::sys::{getpid, gettid};
 pub(crate) static BREAKPOINT: Breakpoint = Breakpoint {
     lock: Mutex::new(State {
         lingering: Vec::new(),
-        buffer: Vec::new(),
+        order: AddressOrder::new(),
+        writer: WriterMemory::new(),
+        trap_sites: Vec::new(),
     }),
 };
 
@@ -87,8 +90,12 @@ pub(crate) struct Breakpoint {
 struct State {
     /// Withdrawn tables a handler was still using; freed by a later batch.
     lingering: Vec<Lingering>,
-    /// The text image's memory, kept from batch to batch.
-    buffer: Vec<u8>,
+    /// Sorting memory, and the last batch's order.
+    order: AddressOrder,
+    /// The text writer's memory, kept from batch to batch.
+    writer: WriterMemory,
+    /// The trap table's memory, back from the last table freed.
+    trap_sites: Vec<TrapSite>,
 }
 
 /// Whether the "no membarrier" line was printed.
@@ -127,26 +134,36 @@ impl Patcher for Breakpoint {
             }
             return STOP_THE_WORLD.apply(writes);
         }
-        let mut state = self.lock.lock();
-        let writes = &*sorted(writes);
-        state.lingering = std::mem::take(&mut state.lingering)
-            .into_iter()
-            .filter_map(Lingering::try_free)
-            .collect();
+        let mut guard = self.lock.lock();
+        let state = &mut *guard;
+        for lingering in std::mem::take(&mut state.lingering) {
+            match lingering.try_free() {
+                Ok(sites) => state.trap_sites = sites,
+                Err(lingering) => state.lingering.push(lingering),
+            }
+        }
+        let writes = state.order.sort(writes);
 
         validate(writes)?;
-        let buffer = std::mem::take(&mut state.buffer);
-        let mut writer = TextWriter::prepare(&ranges(writes), buffer)?;
-        writer.load()?;
-        check_old_bytes(&writer, writes)?;
-        trap::install_handler()?;
-
-        let published = trap::publish(TrapTable::of(writes));
-        let outcome = write_in_three_steps(&mut writer, writes);
-        if let Some(lingering) = published.withdraw().try_free() {
-            state.lingering.push(lingering);
+        let memory = std::mem::take(&mut state.writer);
+        let mut writer = TextWriter::prepare(ranges(writes), memory)?;
+        let outcome = writer
+            .load()
+            .and_then(|()| check_old_bytes(&writer, writes))
+            .and_then(|()| trap::install_handler());
+        if let Err(error) = outcome {
+            state.writer = writer.into_memory();
+            return Err(error);
         }
-        state.buffer = writer.into_buffer();
+
+        let table = TrapTable::of(writes, std::mem::take(&mut state.trap_sites));
+        let published = trap::publish(table);
+        let outcome = write_in_three_steps(&mut writer, writes);
+        match published.withdraw().try_free() {
+            Ok(sites) => state.trap_sites = sites,
+            Err(lingering) => state.lingering.push(lingering),
+        }
+        state.writer = writer.into_memory();
         outcome
     }
 }
@@ -160,7 +177,7 @@ fn write_in_three_steps(writer: &mut TextWriter, writes: &[TextWrite]) -> Result
     ];
     for step in steps {
         stage(writer, writes, step);
-        if let Err(error) = writer.store().and_then(|()| sync()) {
+        if let Err(error) = writer.store(ranges(writes)).and_then(|()| sync()) {
             roll_back(writer, writes);
             return Err(error);
         }
@@ -179,7 +196,7 @@ fn roll_back(writer: &mut TextWriter, writes: &[TextWrite]) {
     ];
     for step in steps {
         stage(writer, writes, step);
-        let _ = writer.store();
+        let _ = writer.store(ranges(writes));
         let _ = sync();
     }
 }

@@ -77,11 +77,14 @@ pub(super) struct TrapSite {
     target: usize,
 }
 
-/// The sites of one batch, sorted by address, as the assembly reads them.
+/// The sites of one batch, sorted by address, as the assembly reads them
+/// (`sites` and `len`).
 #[repr(C)]
 pub(super) struct TrapTable {
     sites: *const TrapSite,
     len: usize,
+    /// The capacity of the vector `sites` came from.
+    capacity: usize,
 }
 
 // What the assembly assumes about the layouts it reads.
@@ -97,46 +100,46 @@ const _: () = {
 };
 
 impl TrapTable {
-    /// The table of `writes` (sorted here; addresses are distinct, as
-    /// `validate` checked). Owns its sites until [`TrapTable::free`].
-    pub(super) fn of(writes: &[TextWrite]) -> TrapTable {
-        let mut sites: Vec<TrapSite> = writes
-            .iter()
-            .map(|write| {
-                let (kind, target) = match write.installs() {
-                    Instruction::Nop => (KIND_NOP, 0),
-                    Instruction::Call { target } => (KIND_CALL, target),
-                    Instruction::CallIndirect { slot } => (KIND_CALL_INDIRECT, slot),
-                };
-                TrapSite {
-                    addr: write.addr(),
-                    len: write.len(),
-                    kind,
-                    target,
-                }
-            })
-            .collect();
-        sites.sort_unstable_by_key(|site| site.addr);
-        let sites = Box::into_raw(sites.into_boxed_slice());
+    /// The table of `writes`, which are in address order with distinct
+    /// addresses (as `validate` checked), built in `memory` (a vector
+    /// [`Lingering::try_free`] gave back, or a new one). Owns its sites
+    /// until [`TrapTable::free`].
+    pub(super) fn of(writes: &[TextWrite], mut memory: Vec<TrapSite>) -> TrapTable {
+        memory.clear();
+        memory.extend(writes.iter().map(|write| {
+            let (kind, target) = match write.installs() {
+                Instruction::Nop => (KIND_NOP, 0),
+                Instruction::Call { target } => (KIND_CALL, target),
+                Instruction::CallIndirect { slot } => (KIND_CALL_INDIRECT, slot),
+            };
+            TrapSite {
+                addr: write.addr(),
+                len: write.len(),
+                kind,
+                target,
+            }
+        }));
+        debug_assert!(memory.is_sorted_by_key(|site| site.addr));
+        let mut sites = std::mem::ManuallyDrop::new(memory);
         TrapTable {
-            sites: sites as *const TrapSite,
+            sites: sites.as_mut_ptr(),
             len: sites.len(),
+            capacity: sites.capacity(),
         }
     }
 
     /// The sites.
     fn sites(&self) -> &[TrapSite] {
-        // SAFETY: `sites` and `len` come from a boxed slice leaked in `of`
-        // and freed only by `free`, which consumes the table.
+        // SAFETY: `sites` and `len` come from a vector taken apart in `of`
+        // and put back together only by `free`, which consumes the table.
         unsafe { std::slice::from_raw_parts(self.sites, self.len) }
     }
 
-    /// Frees the sites.
-    fn free(self) {
-        let sites = std::ptr::slice_from_raw_parts_mut(self.sites.cast_mut(), self.len);
-        // SAFETY: the boxed slice leaked in `of`, freed once (this consumes
-        // the table).
-        drop(unsafe { Box::from_raw(sites) });
+    /// Gives back the sites' memory.
+    fn free(self) -> Vec<TrapSite> {
+        // SAFETY: the parts of the vector taken apart in `of`, put back
+        // once (this consumes the table).
+        unsafe { Vec::from_raw_parts(self.sites.cast_mut(), self.len, self.capacity) }
     }
 
     /// First and one-past-last byte of the table's sites.
@@ -312,22 +315,22 @@ pub(super) struct Lingering {
 unsafe impl Send for Lingering {}
 
 impl Lingering {
-    /// Frees the table if no handler is running; else gives it back (to
-    /// try again at the next batch). Never waits: with more busy threads
-    /// than cores, one `sched_yield` can cost the patcher a whole round of
-    /// time slices (measured: 34 ms instead of 2 ms per enable of 10,000
-    /// sites with 16 busy threads when this yielded until the count was 0).
-    pub(super) fn try_free(self) -> Option<Lingering> {
+    /// Frees the table if no handler is running, giving back its sites'
+    /// memory for the next table; else gives the table back (to try again
+    /// at the next batch). Never waits: with more busy threads than cores,
+    /// one `sched_yield` can cost the patcher a whole round of time slices
+    /// (measured: 34 ms instead of 2 ms per enable of 10,000 sites with 16
+    /// busy threads when this yielded until the count was 0).
+    pub(super) fn try_free(self) -> Result<Vec<TrapSite>, Lingering> {
         // SeqCst: pairs with the handler's `lock inc` before its table load
         // (see the module documentation).
         if HANDLERS_RUNNING.load(Ordering::SeqCst) != 0 {
-            return Some(self);
+            return Err(self);
         }
         // SAFETY: withdrawn (no new handler can load it), and no handler is
         // between its count and its last use of it.
         let table = unsafe { Box::from_raw(self.table) };
-        table.free();
-        None
+        Ok(table.free())
     }
 }
 
@@ -407,14 +410,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_table_is_sorted_and_keeps_what_each_write_installs() {
+    fn a_table_keeps_what_each_write_installs_and_gives_its_memory_back() {
         use crate::arch::x86_64::NOP5;
         let call = [0xe8, 0x0b, 0, 0, 0];
         let writes = [
-            TextWrite::new(0x5000, &call, &NOP5).unwrap(),
             TextWrite::new(0x4000, &NOP5, &call).unwrap(),
+            TextWrite::new(0x5000, &call, &NOP5).unwrap(),
         ];
-        let table = TrapTable::of(&writes);
+        let memory = TrapTable::of(&writes, Vec::new()).free();
+        assert_eq!(memory.len(), 2);
+        let reused = memory.as_ptr();
+        let table = TrapTable::of(&writes, memory);
+        assert_eq!(table.sites, reused);
         let sites: Vec<_> = table
             .sites()
             .iter()
@@ -425,7 +432,8 @@ mod tests {
             [(0x4000, KIND_CALL, 0x4000 + 16), (0x5000, KIND_NOP, 0)]
         );
         assert_eq!(table.bounds(), Some((0x4000, 0x5005)));
-        table.free();
+        let memory = table.free();
+        assert_eq!(memory.as_ptr(), reused);
     }
 
     /// Fake text: four "sites" 8 bytes apart (only the last is read).
@@ -490,6 +498,7 @@ mod tests {
         let table = TrapTable {
             sites: Box::into_raw(sites) as *const TrapSite,
             len,
+            capacity: len,
         };
         // Covers the fourth site too, as an earlier batch would have.
         PATCHED_HIGH.fetch_max(base + 32, Ordering::SeqCst);
@@ -509,7 +518,7 @@ mod tests {
         assert_eq!(trap_at(base + 24, rsp), (base + 24, rsp));
 
         let lingering = published.withdraw();
-        assert!(lingering.try_free().is_none(), "no handler runs");
+        assert_eq!(lingering.try_free().ok().map(|sites| sites.len()), Some(3));
         assert_eq!(HANDLERS_RUNNING.load(Ordering::SeqCst), 0);
     }
 }

@@ -96,9 +96,9 @@ use parking_lot::Mutex;
 
 use self::handshake::{install_handler, AckTable, Handshake};
 pub use self::settings::{set_ack_timeout, set_stop_signal};
-use super::text::TextWriter;
+use super::text::{TextWriter, WriterMemory};
 use super::{
-    check_old_bytes, ranges, serialize_instruction_fetch, sorted, stage, validate, Patcher,
+    check_old_bytes, ranges, serialize_instruction_fetch, stage, validate, AddressOrder, Patcher,
     TextWrite,
 };
 use crate::error::Error;
@@ -111,7 +111,8 @@ pub(crate) static STOP_THE_WORLD: StopTheWorld = StopTheWorld {
     patch_lock: Mutex::new(PatcherState {
         last_epoch: 0,
         ack_table: None,
-        buffer: Vec::new(),
+        order: AddressOrder::new(),
+        writer: WriterMemory::new(),
     }),
     handshake: Handshake {
         active_epoch: AtomicU32::new(0),
@@ -151,8 +152,10 @@ struct PatcherState {
     /// handler can never see a freed table) when the process has more
     /// threads than it has slots.
     ack_table: Option<&'static AckTable>,
-    /// The text image's memory, kept from operation to operation.
-    buffer: Vec<u8>,
+    /// Sorting memory, and the last batch's order.
+    order: AddressOrder,
+    /// The text writer's memory, kept from operation to operation.
+    writer: WriterMemory,
 }
 
 impl Patcher for StopTheWorld {
@@ -161,14 +164,28 @@ impl Patcher for StopTheWorld {
             return Ok(());
         }
         let mut state = self.patch_lock.lock();
-        let writes = &*sorted(writes);
+        // Out of the state while its sorted batch is borrowed.
+        let mut order = std::mem::replace(&mut state.order, AddressOrder::new());
+        let outcome = self.apply_in_order(&mut state, order.sort(writes));
+        state.order = order;
+        outcome
+    }
+}
 
+impl StopTheWorld {
+    /// [`Patcher::apply`] of a batch in address order.
+    fn apply_in_order(&self, state: &mut PatcherState, writes: &[TextWrite]) -> Result<(), Error> {
         // Step 2: everything that allocates or locks, while nothing is stopped.
         validate(writes)?;
-        let buffer = std::mem::take(&mut state.buffer);
-        let mut writer = TextWriter::prepare(&ranges(writes), buffer)?;
-        writer.load()?;
-        check_old_bytes(&writer, writes)?;
+        let memory = std::mem::take(&mut state.writer);
+        let mut writer = TextWriter::prepare(ranges(writes), memory)?;
+        if let Err(error) = writer
+            .load()
+            .and_then(|()| check_old_bytes(&writer, writes))
+        {
+            state.writer = writer.into_memory();
+            return Err(error);
+        }
         let signo = settings::stop_signal();
         install_handler(signo)?;
         let mut task_dir = TaskDir::open().map_err(|source| Error::Io {
@@ -229,9 +246,14 @@ impl Patcher for StopTheWorld {
             if retry && now < deadline {
                 std::thread::sleep(backoff.min(deadline - now));
                 backoff = (backoff * 2).min(MAX_BACKOFF);
-                continue;
+                // Woken at or after the deadline (with busy threads on
+                // every CPU, waking costs a round of time slices): another
+                // attempt would only add its own time to the overshoot.
+                if Instant::now() < deadline {
+                    continue;
+                }
             }
-            state.buffer = writer.into_buffer();
+            state.writer = writer.into_memory();
             return outcome.map_err(|failure| failure.into_error(started.elapsed()));
         }
     }
@@ -351,12 +373,12 @@ fn write_while_stopped(writer: &mut TextWriter, writes: &[TextWrite]) -> Result<
         }
     }
     stage(writer, writes, |write| (0, write.new_bytes()));
-    if let Err(error) = writer.store() {
+    if let Err(error) = writer.store(ranges(writes)) {
         // All or nothing: put the old bytes back (a store can half
         // succeed). A failure here is dropped: the first one is reported,
         // and dropping it frees nothing (raw OS errors only).
         stage(writer, writes, |write| (0, write.old_bytes()));
-        let _ = writer.store();
+        let _ = writer.store(ranges(writes));
         serialize_instruction_fetch();
         return Err(Failure::Text(error));
     }

@@ -382,7 +382,8 @@ pub(crate) fn describe_functions(threads: Vec<ThreadTrace>, functions: HashSet<u
         threads,
         names,
         symbols: raw,
-        maps: std::fs::read_to_string("/proc/self/maps").unwrap_or_default(),
+        // Aliased text pages under their file's name again (patch::alias).
+        maps: crate::patch::alias::maps_with_original_names(),
     }
 }
 
