@@ -34,6 +34,7 @@ mod env;
 mod exec;
 mod fatal;
 pub(crate) mod live;
+mod next;
 
 thread_local! {
     /// The message of this thread's last failed call.

@@ -23,8 +23,8 @@
 //! drained: the recording belongs to the parent.
 
 use std::ffi::{c_char, c_int, CStr, CString};
-use std::sync::atomic::{AtomicPtr, Ordering};
 
+use super::next::NextSymbols;
 use crate::record;
 
 /// Variables passed on to an exec'd program whose `envp` lacks them.
@@ -44,40 +44,17 @@ type ExecveFn =
 type ExecvFn = unsafe extern "C" fn(*const c_char, *const *const c_char) -> c_int;
 type FexecveFn = unsafe extern "C" fn(c_int, *const *const c_char, *const *const c_char) -> c_int;
 
-/// The functions wrapped, in the order of [`REAL`].
-const WRAPPED: [&CStr; 5] = [c"execve", c"execvpe", c"fexecve", c"execv", c"execvp"];
-
-/// glibc's definitions of [`WRAPPED`], looked up before `main` by
-/// [`find_real_functions`]: `dlsym` is not for the child of a `fork`, where
-/// `execvp` is typically called.
-static REAL: [AtomicPtr<libc::c_void>; 5] = [const { AtomicPtr::new(std::ptr::null_mut()) }; 5];
+/// glibc's definitions of the functions wrapped here, looked up before
+/// `main` by [`find_real_functions`].
+static REAL: NextSymbols<5> =
+    NextSymbols::new([c"execve", c"execvpe", c"fexecve", c"execv", c"execvp"]);
 
 #[used]
 #[unsafe(link_section = ".init_array")]
 static FIND_REAL_FUNCTIONS: extern "C" fn() = find_real_functions;
 
 extern "C" fn find_real_functions() {
-    for (slot, name) in REAL.iter().zip(WRAPPED) {
-        // SAFETY: `name` is a C string; RTLD_NEXT looks the symbol up in
-        // the objects loaded after this one (glibc).
-        let found = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
-        slot.store(found, Ordering::Release);
-    }
-}
-
-/// glibc's definition of `name`, one of [`WRAPPED`].
-fn next_symbol(name: &CStr) -> *mut libc::c_void {
-    let index = WRAPPED
-        .iter()
-        .position(|wrapped| *wrapped == name)
-        .expect("a wrapped function");
-    let found = REAL[index].load(Ordering::Acquire);
-    if found.is_null() {
-        // Called before the constructors ran (another constructor execs).
-        find_real_functions();
-        return REAL[index].load(Ordering::Acquire);
-    }
-    found
+    REAL.find_all();
 }
 
 /// Runs `exec` (which returns only on failure) after finishing this
@@ -170,7 +147,7 @@ pub unsafe extern "C" fn execve(
     argv: *const *const c_char,
     envp: *const *const c_char,
 ) -> c_int {
-    let real = next_symbol(c"execve");
+    let real = REAL.get(c"execve");
     if real.is_null() {
         return unavailable();
     }
@@ -194,7 +171,7 @@ pub unsafe extern "C" fn execvpe(
     argv: *const *const c_char,
     envp: *const *const c_char,
 ) -> c_int {
-    let real = next_symbol(c"execvpe");
+    let real = REAL.get(c"execvpe");
     if real.is_null() {
         return unavailable();
     }
@@ -218,7 +195,7 @@ pub unsafe extern "C" fn fexecve(
     argv: *const *const c_char,
     envp: *const *const c_char,
 ) -> c_int {
-    let real = next_symbol(c"fexecve");
+    let real = REAL.get(c"fexecve");
     if real.is_null() {
         return unavailable();
     }
@@ -251,7 +228,7 @@ pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char)
 }
 
 fn exec_with_environ(name: &CStr, path: *const c_char, argv: *const *const c_char) -> c_int {
-    let real = next_symbol(name);
+    let real = REAL.get(name);
     if real.is_null() {
         return unavailable();
     }

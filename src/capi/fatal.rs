@@ -27,8 +27,9 @@
 //! wrapped: they see this handler.)
 
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
+use super::next::NextSymbols;
 use crate::record::{writing_in_this_process, DRAINS_IN_PROCESS};
 
 /// The signals whose default action ends the process with a core dump.
@@ -53,36 +54,20 @@ type SignalFn = unsafe extern "C" fn(c_int, libc::sighandler_t) -> libc::sighand
 
 /// glibc's `sigaction` and `signal`, looked up before `main` (and by the
 /// first call, if that comes earlier, from another library's constructor).
-static REAL: [AtomicPtr<libc::c_void>; 2] = [const { AtomicPtr::new(std::ptr::null_mut()) }; 2];
-/// The functions wrapped, in the order of [`REAL`].
-const WRAPPED: [&std::ffi::CStr; 2] = [c"sigaction", c"signal"];
+static REAL: NextSymbols<2> = NextSymbols::new([c"sigaction", c"signal"]);
 
 #[used]
 #[unsafe(link_section = ".init_array")]
 static FIND_REAL_FUNCTIONS: extern "C" fn() = find_real_functions;
 
 extern "C" fn find_real_functions() {
-    for (slot, name) in REAL.iter().zip(WRAPPED) {
-        // SAFETY: a C string; RTLD_NEXT looks in the objects after this one.
-        let found = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
-        slot.store(found, Ordering::Release);
-    }
-}
-
-/// glibc's definition of `WRAPPED[index]` (null if there is none).
-fn next_symbol(index: usize) -> *mut libc::c_void {
-    let found = REAL[index].load(Ordering::Acquire);
-    if found.is_null() {
-        find_real_functions();
-        return REAL[index].load(Ordering::Acquire);
-    }
-    found
+    REAL.find_all();
 }
 
 /// glibc's `sigaction`, or `None` if there is none (then nothing is
 /// installed).
 fn real_sigaction() -> Option<SigactionFn> {
-    let found = next_symbol(0);
+    let found = REAL.get(c"sigaction");
     // SAFETY: glibc's `sigaction` has this type.
     (!found.is_null())
         .then(|| unsafe { std::mem::transmute::<*mut libc::c_void, SigactionFn>(found) })
@@ -90,7 +75,7 @@ fn real_sigaction() -> Option<SigactionFn> {
 
 /// glibc's `signal`, or `None` if there is none.
 fn real_signal() -> Option<SignalFn> {
-    let found = next_symbol(1);
+    let found = REAL.get(c"signal");
     // SAFETY: glibc's `signal` has this type.
     (!found.is_null()).then(|| unsafe { std::mem::transmute::<*mut libc::c_void, SignalFn>(found) })
 }
