@@ -19,61 +19,13 @@ fntrace::register_tracer!("nomb", &COUNTER);
 
 const CHILD: &str = "FNTRACE_NO_MEMBARRIER_CHILD";
 
-/// Makes `membarrier` fail with ENOSYS on the calling thread (and threads
-/// it creates later).
-fn forbid_membarrier() {
-    let nr_offset = 0; // offsetof(struct seccomp_data, nr)
-    let mut program = [
-        libc::sock_filter {
-            code: (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
-            jt: 0,
-            jf: 0,
-            k: nr_offset,
-        },
-        libc::sock_filter {
-            code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
-            jt: 0,
-            jf: 1,
-            k: libc::SYS_membarrier as u32,
-        },
-        libc::sock_filter {
-            code: (libc::BPF_RET | libc::BPF_K) as u16,
-            jt: 0,
-            jf: 0,
-            k: libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32,
-        },
-        libc::sock_filter {
-            code: (libc::BPF_RET | libc::BPF_K) as u16,
-            jt: 0,
-            jf: 0,
-            k: libc::SECCOMP_RET_ALLOW,
-        },
-    ];
-    let filter = libc::sock_fprog {
-        len: program.len() as u16,
-        filter: program.as_mut_ptr(),
-    };
-    // SAFETY: no_new_privs then a valid BPF program for this thread.
-    unsafe {
-        assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
-        assert_eq!(
-            libc::prctl(
-                libc::PR_SET_SECCOMP,
-                libc::SECCOMP_MODE_FILTER,
-                &filter as *const libc::sock_fprog,
-            ),
-            0
-        );
-    }
-}
-
 /// In the child: no membarrier, then init, enable, disable.
 #[test]
 fn child() {
     if std::env::var_os(CHILD).is_none() {
         return;
     }
-    forbid_membarrier();
+    common::refuse_syscall(libc::SYS_membarrier, libc::ENOSYS);
     // The default protocol is breakpoint: the first operation falls back
     // (one line on stderr), and so does every later one (no more lines).
     assert_eq!(fntrace::patch_protocol(), PatchProtocol::Breakpoint);

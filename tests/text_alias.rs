@@ -288,52 +288,6 @@ fn dlclose_case() {
     println!("dlclose case done");
 }
 
-/// Makes `memfd_create` fail with EPERM (a sandbox's seccomp filter).
-fn forbid_memfd_create() {
-    let mut program = [
-        libc::sock_filter {
-            code: (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
-            jt: 0,
-            jf: 0,
-            k: 0, // offsetof(struct seccomp_data, nr)
-        },
-        libc::sock_filter {
-            code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
-            jt: 0,
-            jf: 1,
-            k: libc::SYS_memfd_create as u32,
-        },
-        libc::sock_filter {
-            code: (libc::BPF_RET | libc::BPF_K) as u16,
-            jt: 0,
-            jf: 0,
-            k: libc::SECCOMP_RET_ERRNO | libc::EPERM as u32,
-        },
-        libc::sock_filter {
-            code: (libc::BPF_RET | libc::BPF_K) as u16,
-            jt: 0,
-            jf: 0,
-            k: libc::SECCOMP_RET_ALLOW,
-        },
-    ];
-    let filter = libc::sock_fprog {
-        len: program.len() as u16,
-        filter: program.as_mut_ptr(),
-    };
-    // SAFETY: no_new_privs then a valid BPF program for this thread.
-    unsafe {
-        assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
-        assert_eq!(
-            libc::prctl(
-                libc::PR_SET_SECCOMP,
-                libc::SECCOMP_MODE_FILTER,
-                &filter as *const libc::sock_fprog,
-            ),
-            0
-        );
-    }
-}
-
 /// Three enable/disable pairs through `/proc/self/mem`: exact bytes and
 /// counts, and no page maps the memfd.
 fn proc_mem_case() {
@@ -360,7 +314,7 @@ fn child() {
         Ok("dlclose") => dlclose_case(),
         Ok("proc-mem") => proc_mem_case(),
         Ok("no-memfd") => {
-            forbid_memfd_create();
+            common::refuse_syscall(libc::SYS_memfd_create, libc::EPERM);
             proc_mem_case();
         }
         _ => {}

@@ -438,3 +438,50 @@ pub fn trace_and_dump<R>(
     fntrace::dump(&dir).expect("dump");
     (dir, result)
 }
+
+/// Makes the system call `number` fail with `errno` on the calling thread
+/// and the threads it creates later, as a sandbox's seccomp filter would.
+pub fn refuse_syscall(number: libc::c_long, errno: i32) {
+    let mut program = [
+        libc::sock_filter {
+            code: (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
+            jt: 0,
+            jf: 0,
+            k: 0, // offsetof(struct seccomp_data, nr)
+        },
+        libc::sock_filter {
+            code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 1,
+            k: number as u32,
+        },
+        libc::sock_filter {
+            code: (libc::BPF_RET | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 0,
+            k: libc::SECCOMP_RET_ERRNO | errno as u32,
+        },
+        libc::sock_filter {
+            code: (libc::BPF_RET | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 0,
+            k: libc::SECCOMP_RET_ALLOW,
+        },
+    ];
+    let filter = libc::sock_fprog {
+        len: program.len() as u16,
+        filter: program.as_mut_ptr(),
+    };
+    // SAFETY: no_new_privs, then a valid BPF program for this thread.
+    unsafe {
+        assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+        assert_eq!(
+            libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &filter as *const libc::sock_fprog,
+            ),
+            0
+        );
+    }
+}
