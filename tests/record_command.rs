@@ -363,7 +363,7 @@ fn each_task_of_a_process_family_replays_as_uftrace_does() {
 #[test]
 fn exit_paths_replay_as_uftrace_does() {
     const N: usize = 3;
-    for (variant, flags) in [BUILDS[0], BUILDS[3]] {
+    for (variant, flags) in BUILDS {
         let base = common::temp_dir(&format!("record-cmd-exits-{variant}"));
         let program = build_family(&base, flags);
         for (mode, signal) in [
@@ -410,7 +410,7 @@ fn exit_paths_replay_as_uftrace_does() {
 #[test]
 fn execl_execlp_execle_keep_the_calls_before_the_exec() {
     const N: usize = 200;
-    for (variant, flags) in [BUILDS[0], BUILDS[3]] {
+    for (variant, flags) in BUILDS {
         let base = common::temp_dir(&format!("record-cmd-execl-{variant}"));
         let program = build_family(&base, flags);
         for mode in ["execl", "execlp", "execle"] {
