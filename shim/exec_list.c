@@ -37,51 +37,40 @@ static void gather(const char **argv, const char *arg, long count, va_list ap) {
     argv[i] = NULL;
 }
 
+/* In a function whose last named parameter is `arg`: declares `argv`, the
+ * list from `arg` to its NULL, NULL-terminated, and leaves `ap` started,
+ * at that NULL (on x86-64 `gather` advances the caller's va_list; the
+ * caller ends it). Returns -1 with
+ * E2BIG from the function if the list is too long. A macro because a
+ * va_list can only be started in the variadic function itself. */
+#define GATHER_ARGV(argv, arg, ap)            \
+    va_list ap;                               \
+    va_start(ap, arg);                        \
+    long count_##argv = count_rest(arg, ap);  \
+    va_end(ap);                               \
+    if (count_##argv < 0) {                   \
+        errno = E2BIG;                        \
+        return -1;                            \
+    }                                         \
+    const char *argv[count_##argv + 2];       \
+    va_start(ap, arg);                        \
+    gather(argv, arg, count_##argv, ap)
+
 __attribute__((visibility("hidden"))) int fntrace_execl_list(const char *path, const char *arg, ...) {
-    va_list ap;
-    va_start(ap, arg);
-    long count = count_rest(arg, ap);
-    va_end(ap);
-    if (count < 0) {
-        errno = E2BIG;
-        return -1;
-    }
-    const char *argv[count + 2];
-    va_start(ap, arg);
-    gather(argv, arg, count, ap);
+    GATHER_ARGV(argv, arg, ap);
     va_end(ap);
     return execv(path, (char *const *)argv);
 }
 
 __attribute__((visibility("hidden"))) int fntrace_execlp_list(const char *file, const char *arg, ...) {
-    va_list ap;
-    va_start(ap, arg);
-    long count = count_rest(arg, ap);
-    va_end(ap);
-    if (count < 0) {
-        errno = E2BIG;
-        return -1;
-    }
-    const char *argv[count + 2];
-    va_start(ap, arg);
-    gather(argv, arg, count, ap);
+    GATHER_ARGV(argv, arg, ap);
     va_end(ap);
     return execvp(file, (char *const *)argv);
 }
 
 /* execle: the environment follows the NULL that ends the arguments. */
 __attribute__((visibility("hidden"))) int fntrace_execle_list(const char *path, const char *arg, ...) {
-    va_list ap;
-    va_start(ap, arg);
-    long count = count_rest(arg, ap);
-    va_end(ap);
-    if (count < 0) {
-        errno = E2BIG;
-        return -1;
-    }
-    const char *argv[count + 2];
-    va_start(ap, arg);
-    gather(argv, arg, count, ap);
+    GATHER_ARGV(argv, arg, ap);
     if (arg != NULL)
         (void)va_arg(ap, const char *); /* the NULL */
     char *const *envp = va_arg(ap, char *const *);
