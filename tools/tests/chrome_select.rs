@@ -2,34 +2,19 @@
 //! duration gives exactly the calls it says, and the size warning comes
 //! before the file is written, with the file's exact size.
 
+mod common;
+
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
+use common::TempDir;
 use fntrace_tools::export::{read_uftrace_dir, write_uftrace_dir};
 use fntrace_tools::{EventKind, GraphEvent, ThreadTrace, Trace};
 
 const CLI: &str = env!("CARGO_BIN_EXE_fntrace");
 
 /// A fresh directory under the temporary directory, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        let dir =
-            std::env::temp_dir().join(format!("fntrace-tools-select-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn fntrace(args: &[&str]) -> Output {
     Command::new(CLI)
         .args(args)
