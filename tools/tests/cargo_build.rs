@@ -19,7 +19,6 @@ use instrumented::{callers, mcount_calls};
 
 const CLI: &str = env!("CARGO_BIN_EXE_fntrace");
 
-/// A fresh directory under the temporary directory, removed on drop.
 fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {

@@ -32,7 +32,6 @@ int main(int argc, char **argv) {
 }
 "#;
 
-/// A fresh directory under the temporary directory, removed on drop.
 /// Builds the program and records `program args` with `uftrace record`
 /// into `<work>/<name>`.
 fn record(work: &TempDir, name: &str, args: &[&str]) -> PathBuf {

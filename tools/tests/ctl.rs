@@ -15,7 +15,6 @@ use std::thread::JoinHandle;
 
 const CLI: &str = env!("CARGO_BIN_EXE_fntrace");
 
-/// A fresh directory, removed on drop.
 /// Serves one connection at `socket`: reads the request line, answers
 /// `reply` (`None`: closes without a word). The request line.
 fn serve_once(socket: &Path, reply: Option<&'static [u8]>) -> JoinHandle<String> {

@@ -157,7 +157,6 @@ impl Drop for Service {
     }
 }
 
-/// A fresh directory path under the temporary directory, removed on drop.
 /// (calls, unfinished) of each of `functions` in `fntrace report DIR`.
 fn fntrace_report(dir: &Path, functions: &[&str]) -> HashMap<String, (u64, u64)> {
     let output = Command::new(CLI)
