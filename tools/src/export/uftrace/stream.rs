@@ -275,9 +275,9 @@ impl UftraceStream {
     /// [`UftraceStream::append`] with the events taken from an iterator:
     /// each is encoded as it comes (a caller converting events as it reads
     /// them never collects them), and a listed thread's records are
-    /// written every [`CHUNK_EVENTS`] events, whose records stay in the
-    /// caches until the kernel copies them. The thread's file stays open
-    /// until the next [`UftraceStream::flush`].
+    /// written every 8,192 events, whose records stay in the caches until
+    /// the kernel copies them. The thread's file stays open while the
+    /// thread appends (see [`UftraceStream::flush`]).
     pub fn append_events<I>(
         &mut self,
         tid: u32,

@@ -61,11 +61,11 @@ impl StreamThread {
                     .create(true)
                     .append(true)
                     .open(path())
-                    .map_err(|e| ExportError::io(&path(), "opening", e))?,
+                    .map_err(|e| ExportError::io(path(), "opening", e))?,
             ),
         };
         file.write_all(bytes)
-            .map_err(|e| ExportError::io(&path(), "writing", e))
+            .map_err(|e| ExportError::io(path(), "writing", e))
     }
 }
 
