@@ -521,7 +521,7 @@ fn write_until_stopped(
             *stopped
         };
         let writing = directory_write();
-        GRAPH_TRACER.stream_events(&mut |batch| {
+        GRAPH_TRACER.stream_converted(&mut |batch| {
             let count = batch.events.len() as u64 + batch.dropped_after;
             if failure.is_some() {
                 // The directory cannot be written: keep draining, so the
@@ -548,7 +548,7 @@ fn write_until_stopped(
             let Some(stream) = stream.as_mut() else {
                 return;
             };
-            let appended = stream.append(
+            let appended = stream.append_events(
                 batch.tid,
                 Some(batch.name),
                 batch.events,

@@ -63,10 +63,12 @@ impl RawEvent {
         }
     }
 
+    #[inline]
     fn site(&self) -> usize {
         (self.word & ((1 << SITE_BITS) - 1)) as usize
     }
 
+    #[inline]
     fn depth(&self) -> u16 {
         ((self.word & !EXIT_BIT) >> SITE_BITS) as u16
     }
@@ -86,12 +88,82 @@ impl RawEvent {
         }
     }
 
+    #[inline]
     fn kind(&self) -> EventKind {
         if self.word & EXIT_BIT != 0 {
             EventKind::Exit
         } else {
             EventKind::Entry
         }
+    }
+}
+
+/// Part of one thread's drain, as [`GraphTracer::stream_converted`] passes it.
+pub(crate) struct ConvertedBatch<'a> {
+    /// Kernel thread id of the ring's owner.
+    pub tid: u32,
+    /// The owner's name.
+    pub name: &'a str,
+    /// Events, oldest first, converted as they are read.
+    pub events: Converted<'a>,
+    /// Events dropped after these (non-zero only with no events).
+    pub dropped_after: u64,
+}
+
+/// A run of a ring's events, each converted ([`RawEvent::converted`]) as
+/// it is read.
+pub(crate) struct Converted<'a> {
+    raw: std::slice::Iter<'a, RawEvent>,
+    sites: &'a mut SiteCache,
+}
+
+impl Iterator for Converted<'_> {
+    type Item = GraphEvent;
+
+    #[inline]
+    fn next(&mut self) -> Option<GraphEvent> {
+        let raw = self.raw.next()?;
+        Some(GraphEvent {
+            time_ns: ticks_to_ns(raw.ticks),
+            function: self.sites.function_of(raw.site()),
+            depth: raw.depth(),
+            kind: raw.kind(),
+        })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.raw.size_hint()
+    }
+}
+
+impl ExactSizeIterator for Converted<'_> {}
+
+/// Sites' functions, direct-mapped by return address: [`function_of_site`]
+/// probes the sites table, whose slots lie far apart, for every event.
+struct SiteCache {
+    /// (site, its function); a site of 0 (never a return address) is empty.
+    slots: Box<[(usize, usize); SiteCache::SLOTS]>,
+}
+
+impl SiteCache {
+    const SLOTS: usize = 1 << 10;
+
+    fn new() -> Self {
+        SiteCache {
+            slots: Box::new([(0, 0); Self::SLOTS]),
+        }
+    }
+
+    #[inline]
+    fn function_of(&mut self, site: usize) -> usize {
+        // Fibonacci hashing: the top bits of the product mix every bit
+        // of the address.
+        let index = (site as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - 10);
+        let slot = &mut self.slots[index as usize % Self::SLOTS];
+        if slot.0 != site {
+            *slot = (site, function_of_site(site));
+        }
+        slot.1
     }
 }
 
@@ -232,6 +304,27 @@ impl GraphTracer {
                     dropped_after: raw.dropped_after,
                 });
             }
+        });
+    }
+
+    /// Drains the rings as [`GraphTracer::stream_events`] does, but passes
+    /// each run of raw events to `out` to be converted as it is read: no
+    /// copy. Function addresses come through a cache of sites kept for the
+    /// drain (events repeat a few sites, in no runs).
+    pub(crate) fn stream_converted(&self, out: &mut dyn FnMut(ConvertedBatch<'_>)) {
+        let _untraced = Untraced::begin();
+        let _operation = ops::operation();
+        let mut sites = SiteCache::new();
+        self.pool.drain_each(&mut |raw| {
+            out(ConvertedBatch {
+                tid: raw.tid,
+                name: raw.name,
+                events: Converted {
+                    raw: raw.events.iter(),
+                    sites: &mut sites,
+                },
+                dropped_after: raw.dropped_after,
+            })
         });
     }
 

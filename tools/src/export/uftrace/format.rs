@@ -204,6 +204,7 @@ pub(super) fn record(event: &GraphEvent) -> Option<[u8; RECORD_SIZE]> {
     Some(encode(event.time_ns, kind, event.depth, addr))
 }
 
+#[inline]
 pub(super) fn encode(time: u64, kind: u64, depth: u16, addr: u64) -> [u8; RECORD_SIZE] {
     let word = kind | (RECORD_MAGIC << 3) | (u64::from(depth) << 6) | (addr << 16);
     let mut out = [0u8; RECORD_SIZE];

@@ -12,6 +12,7 @@ mod read;
 mod records;
 mod sessions;
 mod stream;
+mod stream_thread;
 mod write;
 
 #[cfg(test)]

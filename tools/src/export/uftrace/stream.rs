@@ -24,18 +24,16 @@
 //!   first records are written.
 
 use std::collections::HashMap;
-use std::fs::OpenOptions;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::super::ExportError;
 use super::format::{
-    basename, decode, encode, record, timestamp, ADDR_BITS, RECORD_SIZE, TYPE_ENTRY, TYPE_EXIT,
-    TYPE_LOST,
+    basename, decode, encode, timestamp, ADDR_BITS, RECORD_SIZE, TYPE_ENTRY, TYPE_EXIT, TYPE_LOST,
 };
 use super::sessions::{is_shared_recording, replace_file, write_session, Fragment};
+use super::stream_thread::{encode_run, push_forked, StreamThread, CHUNK_EVENTS, RUN_MAX};
 use super::write::{fntrace_text, prepare_dir, session_id, sym_text, task_txt, ModuleLayout};
-use crate::trace::{EventKind, GraphEvent, ThreadTrace, Trace};
+use crate::trace::{GraphEvent, ThreadTrace, Trace};
 
 /// What a finished stream holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -55,26 +53,6 @@ pub struct StreamTotals {
     pub bytes: u64,
 }
 
-/// One thread of the stream.
-struct StreamThread {
-    name: Option<String>,
-    /// Open calls: depth and function, outermost first.
-    open: Vec<(u16, usize)>,
-    /// Entry and exit records written (the indices `fntrace.txt` uses).
-    records: usize,
-    /// Indices of the records added for consistency.
-    added: Vec<usize>,
-    /// Time of the last record written (lost records take it).
-    last_time: u64,
-    /// Records held until the thread is listed (see `flush`).
-    held: Vec<u8>,
-    /// The smallest depth of an entry seen: in a forked child's session, an
-    /// exit shallower than it, with no open call, ends a call the child
-    /// inherited from its parent (returning through the parent's frames,
-    /// `fork` first): written as it is, as uftrace does.
-    entry_floor: u16,
-}
-
 /// A uftrace data directory being written, a thread's events at a time
 /// ([`UftraceStream::append`]); [`UftraceStream::finish`] completes it.
 pub struct UftraceStream {
@@ -92,6 +70,9 @@ pub struct UftraceStream {
     pending: Vec<u8>,
     /// Threads seen but not yet in the session files.
     unlisted: Vec<u32>,
+    /// Threads whose `.dat` file is open (see `flush`: the threads of a
+    /// long recording come and go).
+    open_files: Vec<u32>,
     /// Whether `fntrace.txt` misses records added for consistency.
     session_files_stale: bool,
     /// Whether this session joined a directory other sessions write.
@@ -174,6 +155,7 @@ impl UftraceStream {
             totals: StreamTotals::default(),
             pending: Vec::new(),
             unlisted: Vec::new(),
+            open_files: Vec::new(),
             session_files_stale: false,
             joined,
             forked_from,
@@ -287,82 +269,136 @@ impl UftraceStream {
         events: &[GraphEvent],
         lost_after: u64,
     ) -> Result<(), ExportError> {
-        if events.is_empty() && lost_after == 0 {
+        self.append_events(tid, name, events.iter().copied(), lost_after)
+    }
+
+    /// [`UftraceStream::append`] with the events taken from an iterator:
+    /// each is encoded as it comes (a caller converting events as it reads
+    /// them never collects them), and a listed thread's records are
+    /// written every 8,192 events, whose records stay in the caches until
+    /// the kernel copies them. The thread's file stays open while the
+    /// thread appends (see [`UftraceStream::flush`]).
+    pub fn append_events<I>(
+        &mut self,
+        tid: u32,
+        name: Option<&str>,
+        events: I,
+        lost_after: u64,
+    ) -> Result<(), ExportError>
+    where
+        I: IntoIterator<Item = GraphEvent>,
+        I::IntoIter: ExactSizeIterator,
+    {
+        let events = events.into_iter();
+        if events.len() == 0 && lost_after == 0 {
             return Ok(());
         }
         if !self.threads.contains_key(&tid) {
-            // After an exec, the thread's file holds the records of the
-            // program before; fntrace.txt's indices count them too.
-            let records = if self.joined {
-                records_in(&self.dir.join(format!("{tid}.dat")))?
-            } else {
-                0
-            };
-            self.order.push(tid);
-            self.unlisted.push(tid);
-            let thread = StreamThread {
-                name: name.filter(|n| !n.is_empty()).map(str::to_string),
-                open: Vec::new(),
-                records,
-                added: Vec::new(),
-                last_time: self.session_time,
-                held: Vec::new(),
-                entry_floor: u16::MAX,
-            };
-            self.threads.insert(tid, thread);
+            self.add_thread(tid, name)?;
         }
         let thread = self.threads.get_mut(&tid).expect("inserted above");
         let added_before = thread.added.len();
-        let listed = !self.unlisted.contains(&tid);
+        let listed = !thread.unlisted;
+        let forked = self.forked_from.is_some();
+        let path = &self.dir;
+        let totals = &mut self.totals;
+        // A listed thread's records go to its file a chunk at a time; an
+        // unlisted one's are held until `flush` lists it.
+        let mut held = std::mem::take(&mut thread.held);
         let out = if listed {
             self.pending.clear();
             &mut self.pending
         } else {
-            &mut thread.held
+            &mut held
         };
         let written_before = out.len();
-        for event in events {
-            if event.kind == EventKind::Entry {
-                thread.entry_floor = thread.entry_floor.min(event.depth);
-            } else if self.forked_from.is_some()
-                && event.depth < thread.entry_floor
-                && !thread.open.iter().any(|&(depth, _)| depth == event.depth)
-            {
-                if let Some(bytes) = record(event) {
-                    out.extend_from_slice(&bytes);
-                    thread.records += 1;
-                    thread.last_time = event.time_ns;
-                    self.totals.events += 1;
+        let mut written = 0u64;
+        out.reserve(RECORD_SIZE * events.len().min(CHUNK_EVENTS));
+        let mut events = events;
+        let mut run = RUN_MAX;
+        while events.len() != 0 {
+            let mut chunk = events.by_ref().take(CHUNK_EVENTS);
+            if forked {
+                chunk.for_each(|event| push_forked(thread, &event, out, totals));
+            } else {
+                while chunk.len() != 0 {
+                    run = encode_run(thread, &mut chunk, run, out, totals);
                 }
-                continue;
             }
-            consistent_push(
-                &mut thread.open,
-                &mut thread.added,
-                &mut thread.records,
-                &mut thread.last_time,
-                event,
-                out,
-                &mut self.totals,
-            );
+            if listed {
+                written += out.len() as u64;
+                thread.write(path, tid, out)?;
+                out.clear();
+            }
         }
         if lost_after > 0 {
             let count = lost_after.min((1 << ADDR_BITS) - 1);
             out.extend_from_slice(&encode(thread.last_time, TYPE_LOST, 0, count));
-            self.totals.lost += lost_after;
+            totals.lost += lost_after;
         }
-        self.totals.bytes += (out.len() - written_before) as u64;
+        written += (out.len() - written_before) as u64;
+        totals.bytes += written;
         self.session_files_stale |= thread.added.len() != added_before;
         if listed {
-            append_to(&self.dir.join(format!("{tid}.dat")), &self.pending)?;
+            thread.write(path, tid, out)?;
+            thread.appended = true;
+            if !self.open_files.contains(&tid) {
+                self.open_files.push(tid);
+            }
+        } else {
+            thread.held = held;
         }
         Ok(())
     }
 
+    /// Starts thread `tid`'s part of the stream, unlisted.
+    fn add_thread(&mut self, tid: u32, name: Option<&str>) -> Result<(), ExportError> {
+        // After an exec, the thread's file holds the records of the
+        // program before; fntrace.txt's indices count them too.
+        let records = if self.joined {
+            records_in(&self.dir.join(format!("{tid}.dat")))?
+        } else {
+            0
+        };
+        self.order.push(tid);
+        self.unlisted.push(tid);
+        let thread = StreamThread {
+            name: name.filter(|n| !n.is_empty()).map(str::to_string),
+            open: Vec::new(),
+            records,
+            added: Vec::new(),
+            last_time: self.session_time,
+            held: Vec::new(),
+            unlisted: true,
+            file: None,
+            appended: false,
+            entry_floor: u16::MAX,
+        };
+        self.threads.insert(tid, thread);
+        Ok(())
+    }
+
     /// Lists the threads that appeared since the last call (rewriting the
-    /// session files), then writes their held records. Call after each
+    /// session files), then writes their held records; closes the files of
+    /// threads that did not append since the previous call. Call after each
     /// batch of [`UftraceStream::append`]s.
     pub fn flush(&mut self) -> Result<(), ExportError> {
+        // A thread that appended since the last flush keeps its file open
+        // for the next batch (a busy thread's file is not opened again 100
+        // times a second); the others' files are closed, and all of them
+        // when many are open.
+        let keep_any = self.open_files.len() <= MAX_OPEN_FILES;
+        let threads = &mut self.threads;
+        self.open_files.retain(|tid| {
+            let Some(thread) = threads.get_mut(tid) else {
+                return false;
+            };
+            let keep = std::mem::take(&mut thread.appended) && keep_any;
+            if !keep {
+                thread.file = None;
+            }
+            keep
+        });
         if self.unlisted.is_empty() && !self.session_files_stale {
             return Ok(());
         }
@@ -370,8 +406,10 @@ impl UftraceStream {
         self.session_files_stale = false;
         for tid in std::mem::take(&mut self.unlisted) {
             let thread = self.threads.get_mut(&tid).expect("listed threads exist");
+            thread.unlisted = false;
             let held = std::mem::take(&mut thread.held);
-            append_to(&self.dir.join(format!("{tid}.dat")), &held)?;
+            thread.write(&self.dir, tid, &held)?;
+            thread.file = None;
         }
         Ok(())
     }
@@ -398,6 +436,9 @@ impl UftraceStream {
     }
 }
 
+/// Files a stream keeps open from one batch to the next at most.
+const MAX_OPEN_FILES: usize = 64;
+
 /// Entry and exit records in the `.dat` file at `path` (0 if there is
 /// none).
 fn records_in(path: &Path) -> Result<usize, ExportError> {
@@ -413,81 +454,4 @@ fn records_in(path: &Path) -> Result<usize, ExportError> {
             record.kind == TYPE_ENTRY || record.kind == TYPE_EXIT
         })
         .count())
-}
-
-/// Appends `bytes` to the file at `path`, creating it.
-fn append_to(path: &Path, bytes: &[u8]) -> Result<(), ExportError> {
-    if bytes.is_empty() {
-        return Ok(());
-    }
-    let mut file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(|e| ExportError::io(path, "opening", e))?;
-    file.write_all(bytes)
-        .map_err(|e| ExportError::io(path, "writing", e))
-}
-
-/// Encodes one thread's `event` into `out`, making the records consistent
-/// (see the [module documentation](self)): `open` holds the thread's open
-/// calls, `added` the indices of records made up, `records` the count of
-/// records so far, `last_time` the time of the last one.
-fn consistent_push(
-    open: &mut Vec<(u16, usize)>,
-    added: &mut Vec<usize>,
-    records: &mut usize,
-    last_time: &mut u64,
-    event: &GraphEvent,
-    out: &mut Vec<u8>,
-    totals: &mut StreamTotals,
-) {
-    let mut emit = |event: &GraphEvent, made_up: bool| match record(event) {
-        Some(bytes) => {
-            out.extend_from_slice(&bytes);
-            if made_up {
-                added.push(*records);
-            } else {
-                totals.events += 1;
-            }
-            *records += 1;
-            *last_time = event.time_ns;
-        }
-        None if !made_up => totals.left_out += 1,
-        None => {}
-    };
-    // The open calls at `depth` or deeper were left (unwound): made-up
-    // exits at this event's time close them.
-    let close_from =
-        |open: &mut Vec<(u16, usize)>, depth: u16, emit: &mut dyn FnMut(&GraphEvent, bool)| {
-            while let Some(&(open_depth, function)) = open.last() {
-                if open_depth < depth {
-                    break;
-                }
-                open.pop();
-                let exit = GraphEvent {
-                    time_ns: event.time_ns,
-                    function,
-                    depth: open_depth,
-                    kind: EventKind::Exit,
-                };
-                emit(&exit, true);
-            }
-        };
-    match event.kind {
-        EventKind::Entry => {
-            close_from(open, event.depth, &mut emit);
-            open.push((event.depth, event.function));
-            emit(event, false);
-        }
-        EventKind::Exit => {
-            if !open.iter().any(|&(depth, _)| depth == event.depth) {
-                totals.left_out += 1;
-                return;
-            }
-            close_from(open, event.depth + 1, &mut emit);
-            open.pop();
-            emit(event, false);
-        }
-    }
 }

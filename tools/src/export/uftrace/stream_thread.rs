@@ -1,0 +1,403 @@
+//! One thread's part of a [`UftraceStream`](super::UftraceStream): its
+//! open calls, and the encoding of its events into `.dat` records made
+//! consistent as they arrive (see the stream's documentation), with a
+//! short cut for the usual events that keeps the writer's cost per event
+//! low; and the thread's file.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::Path;
+
+use super::super::ExportError;
+use super::format::{encode, record, ADDR_BITS, MAX_DEPTH, RECORD_SIZE, TYPE_ENTRY, TYPE_EXIT};
+use super::stream::StreamTotals;
+use crate::trace::{EventKind, GraphEvent};
+
+/// One thread of the stream.
+pub(super) struct StreamThread {
+    pub(super) name: Option<String>,
+    /// Open calls: depth and function, outermost first.
+    pub(super) open: Vec<(u16, usize)>,
+    /// Entry and exit records written (the indices `fntrace.txt` uses).
+    pub(super) records: usize,
+    /// Indices of the records added for consistency.
+    pub(super) added: Vec<usize>,
+    /// Time of the last record written (lost records take it).
+    pub(super) last_time: u64,
+    /// Records held until the thread is listed (see `flush`).
+    pub(super) held: Vec<u8>,
+    /// Whether the session files do not list the thread yet.
+    pub(super) unlisted: bool,
+    /// The thread's `.dat` file, open from its first write while the
+    /// thread keeps appending (see `UftraceStream::flush`).
+    pub(super) file: Option<File>,
+    /// Whether the thread appended records since the last flush.
+    pub(super) appended: bool,
+    /// The smallest depth of an entry seen: in a forked child's session, an
+    /// exit shallower than it, with no open call, ends a call the child
+    /// inherited from its parent (returning through the parent's frames,
+    /// `fork` first): written as it is, as uftrace does.
+    pub(super) entry_floor: u16,
+}
+
+/// Events a listed thread's `append` encodes before it writes their
+/// records: 128 KiB of records (more with records added for consistency),
+/// few enough to stay in the caches until the kernel copies them, many
+/// enough that the system calls cost little.
+pub(super) const CHUNK_EVENTS: usize = 8 << 10;
+
+impl StreamThread {
+    /// Appends `bytes` to the thread's `.dat` file in `dir` (opened, and
+    /// created, at the first write).
+    pub(super) fn write(&mut self, dir: &Path, tid: u32, bytes: &[u8]) -> Result<(), ExportError> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let path = || dir.join(format!("{tid}.dat"));
+        let file = match &mut self.file {
+            Some(file) => file,
+            None => self.file.insert(
+                OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path())
+                    .map_err(|e| ExportError::io(path(), "opening", e))?,
+            ),
+        };
+        file.write_all(bytes)
+            .map_err(|e| ExportError::io(path(), "writing", e))
+    }
+}
+
+/// Events an [`encode_run`] takes at most.
+pub(super) const RUN_MAX: usize = 1 << 10;
+/// Events an [`encode_run`] makes room for at least.
+const RUN_MIN: usize = 16;
+/// Open calls an [`encode_run`] may add before it stops.
+const OPEN_ROOM: usize = 64;
+
+/// Encodes thread `thread`'s next events (at most `room`) into `out` as
+/// [`consistent_push`] does, taking a short cut for the usual events (see
+/// [`usual_events`]) up to the first other one, which goes the general way.
+/// Returns the room for the next run: twice the usual events taken, so
+/// that a stretch of unusual events does not make room it does not use.
+pub(super) fn encode_run(
+    thread: &mut StreamThread,
+    events: &mut impl ExactSizeIterator<Item = GraphEvent>,
+    room: usize,
+    out: &mut Vec<u8>,
+    totals: &mut StreamTotals,
+) -> usize {
+    let room = room.min(events.len());
+    let start = out.len();
+    out.resize(start + room * RECORD_SIZE, 0);
+    let open_before = thread.open.len();
+    thread.open.resize(open_before + OPEN_ROOM, (0, 0));
+    let (records, _) = out[start..].as_chunks_mut::<RECORD_SIZE>();
+    let usual = usual_events(events, records, &mut thread.open, open_before);
+    thread.open.truncate(usual.open);
+    out.truncate(start + usual.taken * RECORD_SIZE);
+    if usual.taken > 0 {
+        thread.records += usual.taken;
+        thread.last_time = usual.last_time;
+        totals.events += usual.taken as u64;
+    }
+    if let Some(event) = usual.stopped_at {
+        consistent_push(
+            &mut thread.open,
+            &mut thread.added,
+            &mut thread.records,
+            &mut thread.last_time,
+            &event,
+            out,
+            totals,
+        );
+    }
+    (2 * usual.taken).clamp(RUN_MIN, RUN_MAX)
+}
+
+/// What [`usual_events`] did.
+struct Usual {
+    /// Events taken and encoded.
+    taken: usize,
+    /// The time of the last of them.
+    last_time: u64,
+    /// Open calls after them.
+    open: usize,
+    /// The event it stopped at (taken from the events, not encoded).
+    stopped_at: Option<GraphEvent>,
+}
+
+/// Encodes events into `records` (one each) while they are usual: an entry
+/// deeper than every open call, an exit of the innermost open call, both
+/// representable (depth ≤ 1023, a 48-bit address); `open[..open_len]`
+/// holds the open calls, and the rest of `open` room for more. The state
+/// stays in registers: no call, no growing vector.
+#[inline(always)]
+fn usual_events(
+    events: &mut impl Iterator<Item = GraphEvent>,
+    records: &mut [[u8; RECORD_SIZE]],
+    open: &mut [(u16, usize)],
+    mut open_len: usize,
+) -> Usual {
+    let mut taken = 0;
+    let mut last_time = 0;
+    for record in records.iter_mut() {
+        let Some(event) = events.next() else {
+            break;
+        };
+        let GraphEvent {
+            time_ns,
+            function,
+            depth,
+            kind,
+        } = event;
+        let addr = function as u64;
+        let innermost = open_len.checked_sub(1).map(|i| open[i].0);
+        let usual = depth <= MAX_DEPTH && addr >> ADDR_BITS == 0;
+        let kind = match kind {
+            // The open calls' depths rise from the outermost: none is
+            // closed by this entry.
+            EventKind::Entry
+                if usual
+                    && open_len < open.len()
+                    && innermost.is_none_or(|open_depth| open_depth < depth) =>
+            {
+                open[open_len] = (depth, function);
+                open_len += 1;
+                TYPE_ENTRY
+            }
+            // Nothing deeper is open: only this call closes.
+            EventKind::Exit if usual && innermost == Some(depth) => {
+                open_len -= 1;
+                TYPE_EXIT
+            }
+            _ => {
+                return Usual {
+                    taken,
+                    last_time,
+                    open: open_len,
+                    stopped_at: Some(event),
+                }
+            }
+        };
+        *record = encode(time_ns, kind, depth, addr);
+        taken += 1;
+        last_time = time_ns;
+    }
+    Usual {
+        taken,
+        last_time,
+        open: open_len,
+        stopped_at: None,
+    }
+}
+
+/// [`push`] in a forked child's session, where an exit may end a call the
+/// child inherited (see `StreamThread::entry_floor`).
+pub(super) fn push_forked(
+    thread: &mut StreamThread,
+    event: &GraphEvent,
+    out: &mut Vec<u8>,
+    totals: &mut StreamTotals,
+) {
+    if event.kind == EventKind::Entry {
+        thread.entry_floor = thread.entry_floor.min(event.depth);
+    } else if event.depth < thread.entry_floor
+        && !thread.open.iter().any(|&(depth, _)| depth == event.depth)
+    {
+        if let Some(bytes) = record(event) {
+            out.extend_from_slice(&bytes);
+            thread.records += 1;
+            thread.last_time = event.time_ns;
+            totals.events += 1;
+        }
+        return;
+    }
+    consistent_push(
+        &mut thread.open,
+        &mut thread.added,
+        &mut thread.records,
+        &mut thread.last_time,
+        event,
+        out,
+        totals,
+    );
+}
+
+/// Encodes one thread's `event` into `out`, making the records consistent
+/// (see the [stream's documentation](super::stream)): `open` holds the thread's open
+/// calls, `added` the indices of records made up, `records` the count of
+/// records so far, `last_time` the time of the last one.
+pub(super) fn consistent_push(
+    open: &mut Vec<(u16, usize)>,
+    added: &mut Vec<usize>,
+    records: &mut usize,
+    last_time: &mut u64,
+    event: &GraphEvent,
+    out: &mut Vec<u8>,
+    totals: &mut StreamTotals,
+) {
+    let mut emit = |event: &GraphEvent, made_up: bool| match record(event) {
+        Some(bytes) => {
+            out.extend_from_slice(&bytes);
+            if made_up {
+                added.push(*records);
+            } else {
+                totals.events += 1;
+            }
+            *records += 1;
+            *last_time = event.time_ns;
+        }
+        None if !made_up => totals.left_out += 1,
+        None => {}
+    };
+    // The open calls at `depth` or deeper were left (unwound): made-up
+    // exits at this event's time close them.
+    let close_from =
+        |open: &mut Vec<(u16, usize)>, depth: u16, emit: &mut dyn FnMut(&GraphEvent, bool)| {
+            while let Some(&(open_depth, function)) = open.last() {
+                if open_depth < depth {
+                    break;
+                }
+                open.pop();
+                let exit = GraphEvent {
+                    time_ns: event.time_ns,
+                    function,
+                    depth: open_depth,
+                    kind: EventKind::Exit,
+                };
+                emit(&exit, true);
+            }
+        };
+    match event.kind {
+        EventKind::Entry => {
+            close_from(open, event.depth, &mut emit);
+            open.push((event.depth, event.function));
+            emit(event, false);
+        }
+        EventKind::Exit => {
+            if !open.iter().any(|&(depth, _)| depth == event.depth) {
+                totals.left_out += 1;
+                return;
+            }
+            close_from(open, event.depth + 1, &mut emit);
+            open.pop();
+            emit(event, false);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn thread() -> StreamThread {
+        StreamThread {
+            name: None,
+            open: Vec::new(),
+            records: 0,
+            added: Vec::new(),
+            last_time: 0,
+            held: Vec::new(),
+            unlisted: false,
+            file: None,
+            appended: false,
+            entry_floor: u16::MAX,
+        }
+    }
+
+    /// Events of a made-up thread: mostly well nested, up to 90 deep (more
+    /// open calls than one run has room for), with unwound calls, exits
+    /// whose entry was lost, events deeper than 1023 and addresses wider
+    /// than 48 bits mixed in.
+    fn events(seed: u64, count: usize) -> Vec<GraphEvent> {
+        let mut state = seed;
+        let mut random = move |below: u64| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (state >> 33) % below
+        };
+        let (mut events, mut depth, mut time) = (Vec::new(), 0u16, 1_000u64);
+        let mut stack: Vec<usize> = Vec::new();
+        while events.len() < count {
+            time += 1 + random(50);
+            let function = 0x40_0000 + 0x10 * random(40) as usize;
+            let (kind, at, function) = match random(100) {
+                // An unwound call: an entry at a depth still open.
+                0..=1 => {
+                    let at = random(u64::from(depth) + 1) as u16;
+                    stack.truncate(usize::from(at));
+                    (EventKind::Entry, at, function)
+                }
+                // An exit whose entry was lost.
+                2 => (EventKind::Exit, random(100) as u16, function),
+                3 => (EventKind::Entry, 1_020 + random(10) as u16, function),
+                4 => (EventKind::Entry, depth, function | 1 << 50),
+                n if (n < 55 && depth < 90) || stack.is_empty() => {
+                    (EventKind::Entry, depth, function)
+                }
+                _ => {
+                    let function = stack.pop().unwrap_or(function);
+                    (EventKind::Exit, stack.len() as u16, function)
+                }
+            };
+            if kind == EventKind::Entry && at == depth && at < 1_000 {
+                stack.push(function);
+            }
+            depth = stack.len() as u16;
+            events.push(GraphEvent {
+                time_ns: time,
+                function,
+                depth: at,
+                kind,
+            });
+        }
+        events
+    }
+
+    /// The short cut writes every byte the general way writes, and leaves
+    /// the thread and the totals as it does, whatever the events and
+    /// however they are split.
+    #[test]
+    fn usual_events_short_cut_writes_what_the_general_way_writes() {
+        for seed in 0..40 {
+            let events = events(seed, 5_000);
+            let (mut general, mut general_out) = (thread(), Vec::new());
+            let mut general_totals = StreamTotals::default();
+            for event in &events {
+                consistent_push(
+                    &mut general.open,
+                    &mut general.added,
+                    &mut general.records,
+                    &mut general.last_time,
+                    event,
+                    &mut general_out,
+                    &mut general_totals,
+                );
+            }
+            let (mut fast, mut fast_out) = (thread(), Vec::new());
+            let mut fast_totals = StreamTotals::default();
+            let piece = 1 + seed as usize * 97;
+            let mut run = RUN_MAX;
+            for part in events.chunks(piece) {
+                let mut part = part.iter().copied();
+                while part.len() != 0 {
+                    run = encode_run(&mut fast, &mut part, run, &mut fast_out, &mut fast_totals);
+                }
+            }
+            assert_eq!(fast_out, general_out, "seed {seed}");
+            assert_eq!(fast.open, general.open, "seed {seed}");
+            assert_eq!(fast.added, general.added, "seed {seed}");
+            assert_eq!(
+                (fast.records, fast.last_time),
+                (general.records, general.last_time)
+            );
+            assert_eq!(fast_totals, general_totals, "seed {seed}");
+            // Every kind of event happened.
+            assert!(general_totals.left_out > 0 && !general.added.is_empty());
+            assert!(general_totals.events > 4_000, "{general_totals:?}");
+        }
+    }
+}
