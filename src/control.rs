@@ -17,7 +17,9 @@ use crate::error::Error;
 use crate::filter::Filter;
 use crate::patch::{self, reach, TextWrite};
 use crate::rt::{self, ops, shadow, thread::Untraced};
-use crate::sites::{self, flag, ScanReport, Site, SiteInfo, NOP_PENDING, SITES, UNRECOGNIZED};
+use crate::sites::{
+    self, flag, ScanReport, Site, SiteInfo, SitesInOrder, NOP_PENDING, SITES, UNRECOGNIZED,
+};
 use crate::symbols;
 use crate::sys::clock;
 use crate::tracer::{self, FastPathState};
@@ -35,6 +37,8 @@ struct ControlState {
     /// The filter of each enabled tracer (by index): sites found later (a
     /// library opened with `dlopen`) are selected by it too.
     filters: Vec<(usize, Filter)>,
+    /// The recognised sites in address order: what operations walk.
+    sites: SitesInOrder,
 }
 
 /// Only ever locked while holding the operation lock, so it is free
@@ -50,6 +54,7 @@ static CONTROL: Mutex<ControlState> = Mutex::new(ControlState {
     unreadable_objects: Vec::new(),
     panicked_unreported: 0,
     filters: Vec::new(),
+    sites: SitesInOrder::new(),
 });
 
 /// The operation lock and, inside it, the control state. Fields drop in
@@ -103,7 +108,7 @@ fn init_locked(state: &mut Control) -> Result<(), Error> {
     rt::prepare();
     patch::protocol_from_env();
     rescan(state, &symbols::current());
-    sync_text()?;
+    sync_text(&mut state.sites)?;
     state.initialized = true;
     Ok(())
 }
@@ -145,7 +150,7 @@ pub fn enable_with(name: &str, filter: &Filter) -> Result<(), Error> {
         tracer.on_enable(filter);
     }
     let mut previous = Vec::new();
-    for site in SITES.iter() {
+    for sites::Listed { site, .. } in sites::in_order(state.sites.current()) {
         let selected = selects(filter, site, &objects);
         let before = site.tracers.load(Ordering::Relaxed) & bit != 0;
         if selected != before {
@@ -158,7 +163,7 @@ pub fn enable_with(name: &str, filter: &Filter) -> Result<(), Error> {
         }
     }
     tracer::set_enabled(index, true);
-    if let Err(err) = sync_text() {
+    if let Err(err) = sync_text(&mut state.sites) {
         tracer::set_enabled(index, was_enabled);
         for (site, before) in previous {
             if before {
@@ -223,7 +228,7 @@ pub fn disable(name: &str) -> Result<(), Error> {
     absorb_panics(&mut state);
     if state.panicked_unreported & bit != 0 {
         state.panicked_unreported &= !bit;
-        sync_text()?;
+        sync_text(&mut state.sites)?;
         return Err(Error::TracerPanicked(name.to_string()));
     }
     if tracer::enabled_mask() & bit == 0 {
@@ -233,10 +238,12 @@ pub fn disable(name: &str) -> Result<(), Error> {
     state.filters.retain(|(i, _)| *i != index);
     publish_select_new(&state);
     rescan_and_select(&mut state, &symbols::current());
-    for site in SITES.iter() {
-        site.tracers.fetch_and(!bit, Ordering::Relaxed);
+    for sites::Listed { site, .. } in sites::in_order(state.sites.current()) {
+        if site.tracers.load(Ordering::Relaxed) & bit != 0 {
+            site.tracers.fetch_and(!bit, Ordering::Relaxed);
+        }
     }
-    sync_text()
+    sync_text(&mut state.sites)
 }
 
 /// Writes every pending change: NOPs for sites found by their first call
@@ -248,7 +255,7 @@ pub fn flush() -> Result<(), Error> {
     if state.initialized {
         rescan_and_select(&mut state, &symbols::current());
     }
-    sync_text()
+    sync_text(&mut state.sites)
 }
 
 /// Takes the tracers that panicked on the traced path (already switched
@@ -261,8 +268,10 @@ fn absorb_panics(state: &mut Control) {
     state.panicked_unreported |= panicked;
     state.filters.retain(|(i, _)| panicked & 1 << i == 0);
     publish_select_new(state);
-    for site in SITES.iter() {
-        site.tracers.fetch_and(!panicked, Ordering::Relaxed);
+    for sites::Listed { site, .. } in sites::in_order(state.sites.current()) {
+        if site.tracers.load(Ordering::Relaxed) & panicked != 0 {
+            site.tracers.fetch_and(!panicked, Ordering::Relaxed);
+        }
     }
 }
 
@@ -273,12 +282,14 @@ fn rescan_and_select(state: &mut Control, objects: &symbols::SymbolIndex) {
         return;
     }
     let enabled = tracer::enabled_mask();
-    for (index, filter) in &state.filters {
+    let ControlState { filters, sites, .. } = &mut **state;
+    let sites = sites.current();
+    for (index, filter) in filters.iter() {
         let bit = 1u64 << index;
         if enabled & bit == 0 {
             continue;
         }
-        for site in SITES.iter() {
+        for sites::Listed { site, .. } in sites::in_order(sites) {
             if selects(filter, site, objects) {
                 site.tracers.fetch_or(bit, Ordering::Relaxed);
             } else {
@@ -349,9 +360,23 @@ enum SiteText {
 
 impl SiteText {
     fn of(site: &Site) -> SiteText {
-        if !site.has_flag(flag::TEXT_IS_CALL) {
+        SiteText::from_flags(site.flags.load(Ordering::Relaxed))
+    }
+
+    /// The [`flag`]s that record this text.
+    fn flags(self) -> u32 {
+        match self {
+            SiteText::Nop => 0,
+            SiteText::Call => flag::TEXT_IS_CALL,
+            SiteText::Fast => flag::TEXT_IS_CALL | flag::TEXT_IS_FAST,
+        }
+    }
+
+    /// The text a site's [`flag`]s record.
+    fn from_flags(flags: u32) -> SiteText {
+        if flags & flag::TEXT_IS_CALL == 0 {
             SiteText::Nop
-        } else if site.has_flag(flag::TEXT_IS_FAST) {
+        } else if flags & flag::TEXT_IS_FAST != 0 {
             SiteText::Fast
         } else {
             SiteText::Call
@@ -379,7 +404,7 @@ impl SiteText {
 /// The vectors [`sync_text`] fills, kept between operations.
 struct SyncBatch {
     writes: Vec<TextWrite>,
-    changed: Vec<(&'static Site, SiteText)>,
+    changed: Vec<(&'static Site, SiteText, SiteText)>,
 }
 
 static SYNC_BATCH: Mutex<SyncBatch> = Mutex::new(SyncBatch {
@@ -389,9 +414,9 @@ static SYNC_BATCH: Mutex<SyncBatch> = Mutex::new(SyncBatch {
 
 /// Makes every recognised site hold its call exactly when some enabled
 /// tracer selected it: the graph tracer's fast entry when it is the only
-/// one and may use it, else the original call. Caller holds the control
-/// lock.
-fn sync_text() -> Result<(), Error> {
+/// one and may use it, else the original call. Walks `sites` in address
+/// order, so the batch needs no sorting. Caller holds the control lock.
+fn sync_text(sites: &mut SitesInOrder) -> Result<(), Error> {
     NOP_PENDING.store(false, Ordering::Release);
     // Before any site calls a fast entry, frames it pushes must carry the
     // right exit mask; after a disable, none may.
@@ -404,38 +429,53 @@ fn sync_text() -> Result<(), Error> {
     let SyncBatch { writes, changed } = &mut *batch;
     writes.clear();
     changed.clear();
-    for site in SITES.iter() {
+    for sites::Listed { addr, site } in sites::in_order(sites.current()) {
+        let flags = site.flags.load(Ordering::Relaxed);
         let Some(form) = site.form() else {
             continue;
         };
-        let current = SiteText::of(site);
+        let current = SiteText::from_flags(flags);
         let mask = site.tracers.load(Ordering::Relaxed);
         // The fast entries take the return address from the usual slot,
         // which holds the saved r10 at a nested function's fentry site.
-        let fast_call = (mask != 0 && mask == fast_mask && !site.has_flag(flag::R10_SAVED))
+        let fast_call = (mask != 0 && mask == fast_mask && flags & flag::R10_SAVED == 0)
             .then(|| SiteText::Fast.bytes(site, form, fast))
             .flatten();
-        let (wanted, new) = match (mask, fast_call) {
-            (0, _) => (SiteText::Nop, SiteText::Nop.bytes(site, form, fast)),
-            (_, Some(bytes)) => (SiteText::Fast, Some(bytes)),
-            _ => (SiteText::Call, SiteText::Call.bytes(site, form, fast)),
+        let wanted = match (mask, fast_call) {
+            (0, _) => SiteText::Nop,
+            (_, Some(_)) => SiteText::Fast,
+            _ => SiteText::Call,
         };
         if wanted == current {
             continue;
         }
-        // The current text's bytes: a fast call finds the same stub again.
-        let (Some(old), Some(new)) = (current.bytes(site, form, fast), new) else {
-            continue;
+        let write = match (current, wanted) {
+            // Between the NOP and the original call: both bytes are the
+            // site's own, recognised when the site was recorded.
+            (SiteText::Nop, SiteText::Call) => TextWrite::site_call(addr, form, site.original_bytes()),
+            (SiteText::Call, SiteText::Nop) => TextWrite::site_nop(addr, form, site.original_bytes()),
+            _ => {
+                let new = match wanted {
+                    SiteText::Fast => fast_call,
+                    _ => wanted.bytes(site, form, fast),
+                };
+                // The current text's bytes: a fast call finds the same stub
+                // again.
+                let (Some(old), Some(new)) = (current.bytes(site, form, fast), new) else {
+                    continue;
+                };
+                let len = form.instruction_len();
+                TextWrite::new(addr, &old[..len], &new[..len])
+            }
         };
-        let (addr, len) = (site.addr.load(Ordering::Relaxed), form.instruction_len());
-        match TextWrite::new(addr, &old[..len], &new[..len]) {
+        match write {
             Ok(write) => writes.push(write),
             Err(err) => {
                 NOP_PENDING.store(true, Ordering::Release);
                 return Err(err);
             }
         }
-        changed.push((site, wanted));
+        changed.push((site, current, wanted));
     }
     if writes.is_empty() {
         return Ok(());
@@ -444,9 +484,18 @@ fn sync_text() -> Result<(), Error> {
         NOP_PENDING.store(true, Ordering::Release);
         return Err(err);
     }
-    for &(site, text) in changed.iter() {
-        site.set_flag(flag::TEXT_IS_CALL, text != SiteText::Nop);
-        site.set_flag(flag::TEXT_IS_FAST, text == SiteText::Fast);
+    for (index, &(site, from, to)) in changed.iter().enumerate() {
+        if let Some(&(next, ..)) = changed.get(index + sites::PREFETCH_AHEAD) {
+            sites::prefetch(next);
+        }
+        // A plain load and store, not a locked read-modify-write (which
+        // would wait for each scattered site's cache miss in turn): every
+        // writer of a listed site's flags holds the control lock (the
+        // lazy hook writes only the flags of sites it adds or revives,
+        // before they are listed).
+        let flags = site.flags.load(Ordering::Relaxed);
+        site.flags
+            .store(flags ^ from.flags() ^ to.flags(), Ordering::Relaxed);
     }
     Ok(())
 }

@@ -4,11 +4,14 @@
 //!
 //! A [`TextWriter`] covers the sites of one batch with *spans*: sites less
 //! than a page apart share a span, so a span only covers pages that hold a
-//! site (no untouched page is copied on write). It keeps an *image* of
-//! every span in one buffer: [`TextWriter::load`] reads the spans (one
-//! `pread` each), the protocol edits the image with plain stores
-//! ([`TextWriter::bytes_mut`]), and [`TextWriter::store`] writes each span
-//! back. Bytes the protocol did not edit are written back with the value
+//! site (no untouched page is copied on write). A span written through a
+//! writable view ([`alias`], the usual case) is read and edited in that
+//! view: the protocol's staged bytes ([`TextWriter::stage`]) are stored
+//! there at once, so a protocol stages only what it means to store next.
+//! Every other span has an *image* in one buffer: [`TextWriter::load`]
+//! reads those spans (plain loads, or one `pread` each), the protocol
+//! edits the image with plain stores, and [`TextWriter::store`] writes
+//! each span back. Bytes the protocol did not edit are written back with the value
 //! they had, which no executing thread can tell from no write at all
 //! (only fntrace writes text, under the protocol's lock). Each byte goes
 //! from its old value to its new one and never through a value nobody
@@ -21,7 +24,8 @@
 //! Three ways to store, tried in order:
 //! 0. A span whose pages [`alias`] moved to a memfd is written through the
 //!    memfd's read-write view: plain byte stores of the bytes the batch
-//!    changes, no system call (the view is never executable).
+//!    changes, at staging, no system call and no copy (the view is never
+//!    executable).
 //! 1. `pwrite` on `/proc/thread-self/mem`. The kernel writes through its
 //!    own mapping of the page (copying a file-backed page first), so the
 //!    text stays R-X throughout: no mapping is ever writable and executable
@@ -45,6 +49,7 @@
 //! protocol may call them while other threads are stopped at arbitrary
 //! points (possibly inside `malloc`).
 
+use std::cell::Cell;
 use std::ffi::c_void;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -54,6 +59,14 @@ use region::Protection;
 use super::alias;
 use crate::error::Error;
 use crate::sys::{self, last_errno};
+
+/// Where [`TextWriter::locate`] found a range.
+enum Located {
+    /// At this address of a writable view of the text.
+    View(usize),
+    /// At this offset of the image.
+    Image(usize),
+}
 
 /// Protection of one page before any write.
 #[derive(Clone, Copy, Debug)]
@@ -80,7 +93,8 @@ struct Span {
     start: usize,
     /// Length in bytes.
     len: usize,
-    /// Offset of its first byte in the image.
+    /// Offset of its first byte in the image (spans with a `view` have
+    /// none: their bytes are read and written in the view).
     offset: usize,
     /// Where `start` is in a writable view of the text ([`alias`]), if
     /// the span is written there rather than through `/proc/self/mem`.
@@ -125,8 +139,11 @@ pub(crate) struct TextWriter {
     page_size: usize,
     /// Sorted, disjoint, each less than a page from the next.
     spans: Vec<Span>,
-    /// The spans' bytes, back to back.
+    /// The bytes of the spans without a view, back to back.
     image: Vec<u8>,
+    /// The span the last lookup found: batches are looked up in address
+    /// order, so the next lookup is almost always in it or the next one.
+    last_span: Cell<usize>,
 }
 
 impl TextWriter {
@@ -177,8 +194,13 @@ impl TextWriter {
         }
 
         let mut aliases = alias::begin_batch()?;
+        let mut image_len = 0;
         for span in &mut spans {
             span.view = aliases.writable_view(span.start, span.start + span.len, page_size);
+            if span.view.is_none() {
+                span.offset = image_len;
+                image_len += span.len;
+            }
         }
         drop(aliases);
 
@@ -235,7 +257,6 @@ impl TextWriter {
             }
         }
 
-        let image_len = spans.last().map_or(0, |span| span.offset + span.len);
         // No clear first: `load` overwrites every byte, so only growth is
         // zeroed.
         image.resize(image_len, 0);
@@ -246,6 +267,7 @@ impl TextWriter {
             page_size,
             spans,
             image,
+            last_span: Cell::new(0),
         })
     }
 
@@ -258,24 +280,16 @@ impl TextWriter {
         }
     }
 
-    /// Reads every span of text into the image: plain loads where `prepare`
-    /// recorded the pages readable (text is R-X; half the cost of going
-    /// through the kernel), else one `pread` of the `mem` file per span.
+    /// Reads every span without a view into the image: plain loads where
+    /// `prepare` recorded the pages readable (text is R-X; half the cost of
+    /// going through the kernel), else one `pread` of the `mem` file per
+    /// span. Spans with a view are read there (nothing to do).
     /// Allocation-free; an error carries the raw OS error and the address.
     pub(crate) fn load(&mut self) -> Result<(), Error> {
-        for span in &self.spans {
+        for span in self.spans.iter().filter(|span| span.view.is_none()) {
             let Some(buf) = self.image.get_mut(span.offset..span.offset + span.len) else {
                 continue;
             };
-            if let Some(view) = span.view {
-                // SAFETY: the view maps `span.len` bytes at `view` readable
-                // (made by `alias` for this batch, never unmapped while its
-                // object lives, and only this thread changes the registry).
-                unsafe {
-                    std::ptr::copy_nonoverlapping(view as *const u8, buf.as_mut_ptr(), buf.len())
-                };
-                continue;
-            }
             let read = match (
                 read_directly(&self.pages, self.page_size, span.start, buf),
                 &self.proc_mem,
@@ -289,47 +303,86 @@ impl TextWriter {
         Ok(())
     }
 
-    /// The image's copy of `len` bytes at `addr`, if a span covers them.
+    /// The text's `len` bytes at `addr` as the batch sees them (the view,
+    /// or the image), if a span covers them.
     pub(crate) fn bytes(&self, addr: usize, len: usize) -> Option<&[u8]> {
-        let (from, to) = self.image_range(addr, len)?;
-        self.image.get(from..to)
+        match self.locate(addr, len)? {
+            Located::View(at) => {
+                // SAFETY: `at..at + len` lies in a span's view, mapped
+                // readable by `alias` for the batch; only the patching
+                // thread (this one, under the protocol's lock) writes it,
+                // and not while the slice lives (`&self`).
+                Some(unsafe { std::slice::from_raw_parts(at as *const u8, len) })
+            }
+            Located::Image(from) => self.image.get(from..from + len),
+        }
     }
 
-    /// The image's copy of `len` bytes at `addr`, to edit before
-    /// [`TextWriter::store`].
-    pub(crate) fn bytes_mut(&mut self, addr: usize, len: usize) -> Option<&mut [u8]> {
-        let (from, to) = self.image_range(addr, len)?;
-        self.image.get_mut(from..to)
+    /// Puts `bytes` at `addr`: in a span with a view, straight into the
+    /// text (one byte store per byte that differs, so no byte is ever
+    /// written with a value nobody meant); elsewhere into the image, for
+    /// [`TextWriter::store`]. Bytes no span covers are ignored. Stores
+    /// only: no allocation, no system call.
+    pub(crate) fn stage(&mut self, addr: usize, bytes: &[u8]) {
+        match self.locate(addr, bytes.len()) {
+            Some(Located::View(at)) => {
+                for (index, &byte) in bytes.iter().enumerate() {
+                    let target = (at + index) as *mut u8;
+                    // SAFETY: `target` lies in a span's view, mapped R-W
+                    // by `alias` and alive while its object is: a separate
+                    // mapping of the text's memory, never executable.
+                    unsafe {
+                        if std::ptr::read_volatile(target) != byte {
+                            std::ptr::write_volatile(target, byte);
+                        }
+                    }
+                }
+            }
+            Some(Located::Image(from)) => {
+                if let Some(image) = self.image.get_mut(from..from + bytes.len()) {
+                    image.copy_from_slice(bytes);
+                }
+            }
+            None => {}
+        }
     }
 
-    /// Where `addr..addr + len` lies in the image.
-    fn image_range(&self, addr: usize, len: usize) -> Option<(usize, usize)> {
-        let index = self.spans.partition_point(|span| span.start <= addr);
-        let span = self.spans.get(index.checked_sub(1)?)?;
+    /// Where `addr..addr + len` lies: in a span's view or in the image.
+    /// Starts from the span of the last lookup (batches are looked up in
+    /// address order), else searches.
+    fn locate(&self, addr: usize, len: usize) -> Option<Located> {
         let end = addr.checked_add(len)?;
-        (end <= span.start + span.len).then(|| {
-            (
-                span.offset + addr - span.start,
-                span.offset + end - span.start,
-            )
+        let covers = |span: &Span| span.start <= addr && end <= span.start + span.len;
+        let hint = self.last_span.get();
+        let index = [hint, hint + 1]
+            .into_iter()
+            .find(|&index| self.spans.get(index).is_some_and(covers))
+            .or_else(|| {
+                let index = self
+                    .spans
+                    .partition_point(|span| span.start <= addr)
+                    .checked_sub(1)?;
+                self.spans.get(index).is_some_and(covers).then_some(index)
+            })?;
+        self.last_span.set(index);
+        let span = self.spans.get(index)?;
+        Some(match span.view {
+            Some(view) => Located::View(view + (addr - span.start)),
+            None => Located::Image(span.offset + (addr - span.start)),
         })
     }
 
-    /// Writes the image to the text: in a span with a writable view, the
-    /// bytes of the `touched` ranges (in address order) that differ, one
-    /// byte store each; any other span whole, with one `pwrite`. Only
-    /// system calls and stores: no allocation, no lock. Pages are R-X
-    /// before and after; at most the `mprotect` fallback makes them RWX
-    /// for the duration of the store. The caller is responsible for what
-    /// other threads may execute meanwhile, and for serializing
-    /// instruction fetch afterwards.
+    /// Writes the image to the text: every span without a view whole, with
+    /// one `pwrite` (spans with a view were written at staging; `_touched`
+    /// is not needed for them any more). Only system calls and stores: no
+    /// allocation, no lock. Pages are R-X before and after; at most the
+    /// `mprotect` fallback makes them RWX for the duration of the store.
+    /// The caller is responsible for what other threads may execute
+    /// meanwhile, and for serializing instruction fetch afterwards.
     pub(crate) fn store(
         &mut self,
-        touched: impl IntoIterator<Item = (usize, usize)>,
+        _touched: impl IntoIterator<Item = (usize, usize)>,
     ) -> Result<(), Error> {
-        if self.spans.iter().any(|span| span.view.is_some()) {
-            self.store_in_views(touched);
-        }
         for index in 0..self.spans.len() {
             let Some(&span) = self.spans.get(index) else {
                 continue;
@@ -356,43 +409,6 @@ impl TextWriter {
             self.store_with_mprotect(span)?;
         }
         Ok(())
-    }
-
-    /// The view part of [`TextWriter::store`]: spans and ranges are both
-    /// in address order, so one walk finds each range's span.
-    fn store_in_views(&self, touched: impl IntoIterator<Item = (usize, usize)>) {
-        let mut spans = self.spans.iter().peekable();
-        for (addr, len) in touched {
-            while spans
-                .peek()
-                .is_some_and(|span| span.start + span.len <= addr)
-            {
-                spans.next();
-            }
-            let Some(span) = spans.peek() else {
-                return;
-            };
-            let (Some(view), true) = (span.view, span.start <= addr) else {
-                continue;
-            };
-            let from = span.offset + (addr - span.start);
-            let Some(bytes) = self.image.get(from..from + len) else {
-                continue;
-            };
-            let at = view + (addr - span.start);
-            for (index, &byte) in bytes.iter().enumerate() {
-                let target = (at + index) as *mut u8;
-                // SAFETY: `target` lies in the span (the range is one of
-                // the batch's, inside this span) and so in its view, mapped
-                // R-W by `alias` and alive while its object is. It is a
-                // separate mapping of the text's memory, never executable.
-                unsafe {
-                    if std::ptr::read_volatile(target) != byte {
-                        std::ptr::write_volatile(target, byte);
-                    }
-                }
-            }
-        }
     }
 
     /// Makes the span's pages RWX, stores the bytes that differ (one byte

@@ -9,10 +9,12 @@
 //!   searched for a call whose target is one of fntrace's trampolines, so that
 //!   functions that have not run yet can be traced later.
 
+mod order;
 mod table;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+pub(crate) use order::{in_order, prefetch, Listed, SitesInOrder, PREFETCH_AHEAD};
 pub use table::SiteKind;
 pub(crate) use table::{flag, Inserted, NewSite, Site, SiteTable};
 
@@ -142,6 +144,7 @@ pub(crate) fn on_unknown_site(return_address: usize, kind: SiteKind) -> Option<&
     let site = match SITES.insert(return_address, &new)? {
         Inserted::Existing(site) if site.has_flag(flag::UNLOADED) => {
             site.revive(&new);
+            SITES.note_change();
             site.tracers.fetch_or(selected, Ordering::Relaxed);
             site
         }
@@ -308,6 +311,7 @@ pub(crate) fn scan(index: &SymbolIndex) -> ScanReport {
                     Some(Inserted::New(_)) => report.sites_found += 1,
                     Some(Inserted::Existing(site)) if site.has_flag(flag::UNLOADED) => {
                         site.revive(&new);
+                        SITES.note_change();
                         report.sites_found += 1;
                     }
                     Some(Inserted::Existing(site)) => complete_lazy_site(site, &new),
@@ -365,6 +369,7 @@ pub(crate) fn unload_gone(expected: impl Fn(&Site, &[u8]) -> bool) -> std::io::R
         let same = memory.read_exact_at(text, addr as u64).is_ok() && expected(site, text);
         if !same {
             site.unload();
+            SITES.note_change();
             unloaded += 1;
         }
     }
@@ -381,6 +386,7 @@ fn complete_lazy_site(site: &Site, scanned: &NewSite) {
     let holds_original = site.has_flag(flag::TEXT_IS_CALL) && !site.has_flag(flag::TEXT_IS_FAST);
     if holds_original && site.addr.load(Ordering::Relaxed) != scanned.addr {
         site.redescribe(scanned);
+        SITES.note_change();
     }
 }
 

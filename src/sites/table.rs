@@ -46,6 +46,7 @@ pub enum SiteKind {
 /// |      | the parent's return address is 8 bytes further up             |
 /// | 8    | unloaded: its object is gone (`dlclose`); no form, no tracers; |
 /// |      | the entry is described anew if a site appears at its address   |
+/// | 9    | listed in the address-ordered list ([`super::order`])          |
 pub(crate) mod flag {
     pub const FORM_MASK: u32 = 0b11;
     pub const FENTRY: u32 = 1 << 2;
@@ -55,6 +56,7 @@ pub(crate) mod flag {
     pub const TEXT_IS_FAST: u32 = 1 << 6;
     pub const R10_SAVED: u32 = 1 << 7;
     pub const UNLOADED: u32 = 1 << 8;
+    pub const LISTED: u32 = 1 << 9;
 }
 
 /// The flags of a site as `new` describes it.
@@ -241,6 +243,10 @@ fn hash(key: usize) -> usize {
 pub(crate) struct SiteTable {
     head: AtomicPtr<Segment>,
     writer: AtomicBool,
+    /// Counts insertions and changes of a site's address, form or
+    /// presence ([`SiteTable::note_change`]): the address-ordered list
+    /// ([`super::order`]) is brought up to date when it moved.
+    changes: AtomicU64,
 }
 
 // SAFETY: segments are only reached through atomics and never freed; every
@@ -258,6 +264,7 @@ impl SiteTable {
         SiteTable {
             head: AtomicPtr::new(ptr::null_mut()),
             writer: AtomicBool::new(false),
+            changes: AtomicU64::new(0),
         }
     }
 
@@ -305,6 +312,9 @@ impl SiteTable {
             // SAFETY: pointers from first_segment/next_segment are live forever.
             let segment = unsafe { &*segment_ptr };
             if let Some(found) = segment_find_or_insert(segment, return_address, new) {
+                if let Inserted::New(_) = found {
+                    self.note_change();
+                }
                 return Some(found);
             }
             segment_ptr = self.next_segment(segment)?;
@@ -362,6 +372,20 @@ impl SiteTable {
     /// Releases the lock [`Self::hold_for_fork`] took (parent and child).
     pub fn release_after_fork(&self) {
         self.writer.store(false, Ordering::Release);
+    }
+
+    /// Records that a site was added, or that one's address, form or
+    /// presence changed (after the change: see [`SiteTable::changes`]).
+    /// Lock-free and async-signal-safe.
+    pub fn note_change(&self) {
+        // Release: whoever reads the new count sees the change.
+        self.changes.fetch_add(1, Ordering::Release);
+    }
+
+    /// How many changes [`SiteTable::note_change`] recorded. Read before
+    /// walking the table: a change made meanwhile moves it again.
+    pub fn changes(&self) -> u64 {
+        self.changes.load(Ordering::Acquire)
     }
 
     /// Every published site.
