@@ -39,6 +39,10 @@ struct ControlState {
     filters: Vec<(usize, Filter)>,
     /// The recognised sites in address order: what operations walk.
     sites: SitesInOrder,
+    /// The sites whose selection an `enable_with` changed, and whether the
+    /// tracer had selected them before (to undo a failed enable). Kept
+    /// from operation to operation.
+    previous: Vec<(&'static Site, bool)>,
 }
 
 /// Only ever locked while holding the operation lock, so it is free
@@ -55,6 +59,7 @@ static CONTROL: Mutex<ControlState> = Mutex::new(ControlState {
     panicked_unreported: 0,
     filters: Vec::new(),
     sites: SitesInOrder::new(),
+    previous: Vec::new(),
 });
 
 /// The operation lock and, inside it, the control state. Fields drop in
@@ -108,7 +113,7 @@ fn init_locked(state: &mut Control) -> Result<(), Error> {
     rt::prepare();
     patch::protocol_from_env();
     rescan(state, &symbols::current());
-    sync_text(&mut state.sites)?;
+    sync_text(&mut state.sites, |_| {})?;
     state.initialized = true;
     Ok(())
 }
@@ -149,23 +154,26 @@ pub fn enable_with(name: &str, filter: &Filter) -> Result<(), Error> {
     if let Some(tracer) = tracer::tracer_at(index) {
         tracer.on_enable(filter);
     }
-    let mut previous = Vec::new();
-    for sites::Listed { site, .. } in sites::in_order(state.sites.current()) {
+    tracer::set_enabled(index, true);
+    let ControlState {
+        sites, previous, ..
+    } = &mut *state;
+    previous.clear();
+    // The selection is made in the walk that writes the text: one visit of
+    // each (scattered) site.
+    let synced = sync_text(sites, |site| {
         let selected = selects(filter, site, &objects);
-        let before = site.tracers.load(Ordering::Relaxed) & bit != 0;
+        let tracers = site.tracers.load(Ordering::Relaxed);
+        let before = tracers & bit != 0;
         if selected != before {
             previous.push((site, before));
-            if selected {
-                site.tracers.fetch_or(bit, Ordering::Relaxed);
-            } else {
-                site.tracers.fetch_and(!bit, Ordering::Relaxed);
-            }
+            // A plain store: see `sync_text`.
+            site.tracers.store(tracers ^ bit, Ordering::Relaxed);
         }
-    }
-    tracer::set_enabled(index, true);
-    if let Err(err) = sync_text(&mut state.sites) {
+    });
+    if let Err(err) = synced {
         tracer::set_enabled(index, was_enabled);
-        for (site, before) in previous {
+        for &(site, before) in previous.iter() {
             if before {
                 site.tracers.fetch_or(bit, Ordering::Relaxed);
             } else {
@@ -228,7 +236,7 @@ pub fn disable(name: &str) -> Result<(), Error> {
     absorb_panics(&mut state);
     if state.panicked_unreported & bit != 0 {
         state.panicked_unreported &= !bit;
-        sync_text(&mut state.sites)?;
+        sync_text(&mut state.sites, |_| {})?;
         return Err(Error::TracerPanicked(name.to_string()));
     }
     if tracer::enabled_mask() & bit == 0 {
@@ -238,12 +246,13 @@ pub fn disable(name: &str) -> Result<(), Error> {
     state.filters.retain(|(i, _)| *i != index);
     publish_select_new(&state);
     rescan_and_select(&mut state, &symbols::current());
-    for sites::Listed { site, .. } in sites::in_order(state.sites.current()) {
-        if site.tracers.load(Ordering::Relaxed) & bit != 0 {
-            site.tracers.fetch_and(!bit, Ordering::Relaxed);
+    sync_text(&mut state.sites, |site| {
+        let tracers = site.tracers.load(Ordering::Relaxed);
+        if tracers & bit != 0 {
+            // A plain store: see `sync_text`.
+            site.tracers.store(tracers & !bit, Ordering::Relaxed);
         }
-    }
-    sync_text(&mut state.sites)
+    })
 }
 
 /// Writes every pending change: NOPs for sites found by their first call
@@ -255,7 +264,7 @@ pub fn flush() -> Result<(), Error> {
     if state.initialized {
         rescan_and_select(&mut state, &symbols::current());
     }
-    sync_text(&mut state.sites)
+    sync_text(&mut state.sites, |_| {})
 }
 
 /// Takes the tracers that panicked on the traced path (already switched
@@ -404,7 +413,9 @@ impl SiteText {
 /// The vectors [`sync_text`] fills, kept between operations.
 struct SyncBatch {
     writes: Vec<TextWrite>,
-    changed: Vec<(&'static Site, SiteText, SiteText)>,
+    /// The sites whose text flags the batch changed, and the flag bits
+    /// changed (to flip back if the batch fails).
+    changed: Vec<(&'static Site, u32)>,
 }
 
 static SYNC_BATCH: Mutex<SyncBatch> = Mutex::new(SyncBatch {
@@ -415,8 +426,21 @@ static SYNC_BATCH: Mutex<SyncBatch> = Mutex::new(SyncBatch {
 /// Makes every recognised site hold its call exactly when some enabled
 /// tracer selected it: the graph tracer's fast entry when it is the only
 /// one and may use it, else the original call. Walks `sites` in address
-/// order, so the batch needs no sorting. Caller holds the control lock.
-fn sync_text(sites: &mut SitesInOrder) -> Result<(), Error> {
+/// order, so the batch needs no sorting, calling `select` on each site
+/// first (an operation's change of tracer masks, made in the same walk).
+/// Caller holds the control lock.
+///
+/// Each site's text flags are set as its write is listed (its cache line
+/// is at hand then; the sites lie scattered in the table, and a second
+/// walk would wait for each again) and flipped back if the batch fails:
+/// only control operations, which hold the control lock, read them.
+///
+/// A listed site's flags and tracers are written only under the control
+/// lock (the lazy hook sets those of a site it adds or revives before the
+/// site can be listed), so `select` and this walk change them with a
+/// plain load and store: a locked read-modify-write would wait for each
+/// scattered site's cache line in turn.
+fn sync_text(sites: &mut SitesInOrder, mut select: impl FnMut(&'static Site)) -> Result<(), Error> {
     NOP_PENDING.store(false, Ordering::Release);
     // Before any site calls a fast entry, frames it pushes must carry the
     // right exit mask; after a disable, none may.
@@ -430,6 +454,7 @@ fn sync_text(sites: &mut SitesInOrder) -> Result<(), Error> {
     writes.clear();
     changed.clear();
     for sites::Listed { addr, site } in sites::in_order(sites.current()) {
+        select(site);
         let flags = site.flags.load(Ordering::Relaxed);
         let Some(form) = site.form() else {
             continue;
@@ -449,11 +474,13 @@ fn sync_text(sites: &mut SitesInOrder) -> Result<(), Error> {
         if wanted == current {
             continue;
         }
-        let write = match (current, wanted) {
+        let listed = match (current, wanted) {
             // Between the NOP and the original call: both bytes are the
             // site's own, recognised when the site was recorded.
-            (SiteText::Nop, SiteText::Call) => TextWrite::site_call(addr, form, site.original_bytes()),
-            (SiteText::Call, SiteText::Nop) => TextWrite::site_nop(addr, form, site.original_bytes()),
+            (SiteText::Nop, SiteText::Call) | (SiteText::Call, SiteText::Nop) => {
+                let to_call = wanted == SiteText::Call;
+                TextWrite::push_site_toggle(writes, addr, form, site.original_bytes(), to_call)
+            }
             _ => {
                 let new = match wanted {
                     SiteText::Fast => fast_call,
@@ -465,39 +492,35 @@ fn sync_text(sites: &mut SitesInOrder) -> Result<(), Error> {
                     continue;
                 };
                 let len = form.instruction_len();
-                TextWrite::new(addr, &old[..len], &new[..len])
+                TextWrite::new(addr, &old[..len], &new[..len]).map(|write| writes.push(write))
             }
         };
-        match write {
-            Ok(write) => writes.push(write),
-            Err(err) => {
-                NOP_PENDING.store(true, Ordering::Release);
-                return Err(err);
-            }
+        if let Err(err) = listed {
+            flip_back(changed);
+            NOP_PENDING.store(true, Ordering::Release);
+            return Err(err);
         }
-        changed.push((site, current, wanted));
+        let flipped = current.flags() ^ wanted.flags();
+        site.flags.store(flags ^ flipped, Ordering::Relaxed);
+        changed.push((site, flipped));
     }
     if writes.is_empty() {
         return Ok(());
     }
     if let Err(err) = patch::active().apply(writes) {
+        flip_back(changed);
         NOP_PENDING.store(true, Ordering::Release);
         return Err(err);
     }
-    for (index, &(site, from, to)) in changed.iter().enumerate() {
-        if let Some(&(next, ..)) = changed.get(index + sites::PREFETCH_AHEAD) {
-            sites::prefetch(next);
-        }
-        // A plain load and store, not a locked read-modify-write (which
-        // would wait for each scattered site's cache miss in turn): every
-        // writer of a listed site's flags holds the control lock (the
-        // lazy hook writes only the flags of sites it adds or revives,
-        // before they are listed).
-        let flags = site.flags.load(Ordering::Relaxed);
-        site.flags
-            .store(flags ^ from.flags() ^ to.flags(), Ordering::Relaxed);
-    }
     Ok(())
+}
+
+/// Puts back the text flags [`sync_text`] set for a batch that failed.
+fn flip_back(changed: &[(&'static Site, u32)]) {
+    for &(site, flipped) in changed {
+        let flags = site.flags.load(Ordering::Relaxed);
+        site.flags.store(flags ^ flipped, Ordering::Relaxed);
+    }
 }
 
 /// Counts describing fntrace's view of the process.

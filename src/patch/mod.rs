@@ -26,8 +26,8 @@ pub(crate) mod text;
 use std::io;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use crate::arch::x86_64::{decode_site_instruction, SiteForm, NOP5, NOP6};
 pub(crate) use crate::arch::x86_64::Instruction;
+use crate::arch::x86_64::{decode_site_instruction, SiteForm, NOP5, NOP6};
 use crate::error::Error;
 use text::TextWriter;
 
@@ -80,40 +80,40 @@ impl TextWrite {
         Ok(write)
     }
 
-    /// The write of a site's original call `original` (a call of `form`,
-    /// as recorded when the site was found) over its NOP. Checks only the
-    /// opcode against `form` (what [`TextWrite::new`] decodes in full):
-    /// at 100,000 sites the full decode is a tenth of an operation.
-    pub(crate) fn site_call(
+    /// Adds to `writes` the write between a site's NOP and its original
+    /// call `original` (a call of `form`, as recorded when the site was
+    /// found): the call over the NOP if `to_call`, else the NOP over the
+    /// call. Checks only the opcode against `form` (what
+    /// [`TextWrite::new`] decodes in full; at 100,000 sites the full
+    /// decode is a tenth of an operation); an error, and nothing added, if
+    /// it does not match. Built in place: a `Result<TextWrite, _>`
+    /// returned and then pushed is copied through the stack, with a
+    /// store-forwarding stall per site.
+    #[inline]
+    pub(crate) fn push_site_toggle(
+        writes: &mut Vec<TextWrite>,
         addr: usize,
         form: SiteForm,
         original: [u8; 8],
-    ) -> Result<TextWrite, Error> {
-        let installs = call_of_form(form, addr, &original).ok_or_else(|| unknown_call(addr))?;
-        Ok(Self::between(addr, form, form_nop(form), original, installs))
-    }
-
-    /// The write of a site's NOP over its original call `original` (see
-    /// [`TextWrite::site_call`]).
-    pub(crate) fn site_nop(
-        addr: usize,
-        form: SiteForm,
-        original: [u8; 8],
-    ) -> Result<TextWrite, Error> {
-        call_of_form(form, addr, &original).ok_or_else(|| unknown_call(addr))?;
-        Ok(Self::between(
-            addr,
-            form,
-            original,
-            form_nop(form),
-            Instruction::Nop,
-        ))
+        to_call: bool,
+    ) -> Result<(), Error> {
+        let Some(call) = call_of_form(form, addr, &original) else {
+            return Err(unknown_call(addr));
+        };
+        let nop = form_nop(form);
+        writes.push(if to_call {
+            Self::between(addr, form, nop, original, call)
+        } else {
+            Self::between(addr, form, original, nop, Instruction::Nop)
+        });
+        Ok(())
     }
 
     /// The write of `len` bytes of `old` and `new` (the rest zero, as
     /// [`TextWrite::new`] leaves them). Whole-word arithmetic: byte-wise
     /// copies cost a `memcpy`/`memset` call and a store-forwarding stall
     /// per site.
+    #[inline(always)]
     fn between(
         addr: usize,
         form: SiteForm,
@@ -178,7 +178,12 @@ fn form_nop(form: SiteForm) -> [u8; 8] {
 /// form's (`e8`, `67 e8`, `ff 15`).
 fn call_of_form(form: SiteForm, addr: usize, bytes: &[u8; 8]) -> Option<Instruction> {
     let after = |len: usize| {
-        let rel = i32::from_le_bytes([bytes[len - 4], bytes[len - 3], bytes[len - 2], bytes[len - 1]]);
+        let rel = i32::from_le_bytes([
+            bytes[len - 4],
+            bytes[len - 3],
+            bytes[len - 2],
+            bytes[len - 1],
+        ]);
         addr.wrapping_add(len).wrapping_add_signed(rel as isize)
     };
     match (form, bytes) {
@@ -194,6 +199,7 @@ fn call_of_form(form: SiteForm, addr: usize, bytes: &[u8; 8]) -> Option<Instruct
 }
 
 /// The error of a site whose recorded call is not of its form.
+#[cold]
 fn unknown_call(addr: usize) -> Error {
     Error::TextWrite {
         addr,
@@ -367,7 +373,10 @@ pub(crate) fn check_old_bytes(writer: &TextWriter, writes: &[TextWrite]) -> Resu
                 addr: write.addr,
                 source: io::Error::new(io::ErrorKind::InvalidInput, "site outside the batch"),
             })?;
-        if found != write.old_bytes() {
+        // A byte loop: a slice comparison calls `memcmp`, which costs more
+        // than comparing the few bytes of a site.
+        let old = write.old_bytes();
+        if found.len() != old.len() || found.iter().zip(old).any(|(a, b)| a != b) {
             return Err(Error::SiteBytesChanged {
                 addr: write.addr,
                 expected: write.old_bytes().to_vec(),
@@ -382,15 +391,16 @@ pub(crate) fn check_old_bytes(writer: &TextWriter, writes: &[TextWrite]) -> Resu
 /// bytes to put there.
 pub(crate) type Pick = fn(&TextWrite) -> (usize, &[u8]);
 
-/// Stages part of every write ([`TextWriter::stage`]: in a writable view
-/// of the text that is the store itself): `pick` gives the offset in the
-/// instruction and the bytes to put there. Stores only: no allocation, no
-/// system call.
-pub(crate) fn stage(writer: &mut TextWriter, writes: &[TextWrite], pick: Pick) {
-    for write in writes {
-        let (offset, bytes) = pick(write);
-        writer.stage(write.addr + offset, bytes);
-    }
+/// Stages part of every write ([`TextWriter::stage_writes`]: in a
+/// writable view of the text that is the store itself): `pick` gives the
+/// offset in the instruction and the bytes to put there. Stores only: no
+/// allocation, no system call.
+pub(crate) fn stage<'w>(
+    writer: &mut TextWriter,
+    writes: &'w [TextWrite],
+    pick: impl Fn(&'w TextWrite) -> (usize, &'w [u8]),
+) {
+    writer.stage_writes(writes, pick);
 }
 
 /// Puts batches in address order, with memory kept from batch to batch.

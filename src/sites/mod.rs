@@ -14,7 +14,7 @@ mod table;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-pub(crate) use order::{in_order, prefetch, Listed, SitesInOrder, PREFETCH_AHEAD};
+pub(crate) use order::{in_order, Listed, SitesInOrder};
 pub use table::SiteKind;
 pub(crate) use table::{flag, Inserted, NewSite, Site, SiteTable};
 
@@ -140,22 +140,17 @@ pub(crate) fn on_unknown_site(return_address: usize, kind: SiteKind) -> Option<&
                 0
             }
             | if r10_saved { flag::R10_SAVED } else { 0 },
+        // In place before the site is published (or revived): once it is
+        // listed, only control operations write its tracers.
+        tracers: selected,
     };
     let site = match SITES.insert(return_address, &new)? {
         Inserted::Existing(site) if site.has_flag(flag::UNLOADED) => {
             site.revive(&new);
             SITES.note_change();
-            site.tracers.fetch_or(selected, Ordering::Relaxed);
             site
         }
-        Inserted::New(site) => {
-            // Before the key is found by another thread's probe would be
-            // better, but a racing call through the same new site is at
-            // worst not traced: the bits are in place for the next one.
-            site.tracers.fetch_or(selected, Ordering::Relaxed);
-            site
-        }
-        Inserted::Existing(site) => site,
+        Inserted::New(site) | Inserted::Existing(site) => site,
     };
     if form.is_some() && site.tracers.load(Ordering::Relaxed) == 0 {
         NOP_PENDING.store(true, Ordering::Release);
@@ -306,6 +301,7 @@ pub(crate) fn scan(index: &SymbolIndex) -> ScanReport {
                     extra_flags: flag::TEXT_IS_CALL
                         | exclusion_flag(&function.name)
                         | if r10_saved { flag::R10_SAVED } else { 0 },
+                    tracers: 0,
                 };
                 match SITES.insert(addr + len, &new) {
                     Some(Inserted::New(_)) => report.sites_found += 1,

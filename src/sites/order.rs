@@ -84,7 +84,8 @@ impl SitesInOrder {
         });
         self.found.clear();
         for site in SITES.iter() {
-            let flags = site.flags.load(Ordering::Relaxed);
+            // Acquire: pairs with the Release of `Site::revive`.
+            let flags = site.flags.load(Ordering::Acquire);
             if flags & (flag::LISTED | flag::UNLOADED) == 0 && site.form().is_some() {
                 site.set_flag(flag::LISTED, true);
                 self.found.push(Listed {
@@ -119,7 +120,7 @@ impl SitesInOrder {
 
 /// How many sites ahead [`in_order`] prefetches: enough misses in flight
 /// to hide the latency of each (the sites lie scattered in the table).
-pub(crate) const PREFETCH_AHEAD: usize = 16;
+const PREFETCH_AHEAD: usize = 16;
 
 /// The sites of `listed`, each after asking the CPU to fetch the one
 /// [`PREFETCH_AHEAD`] further: listed in address order, sites lie in hash
@@ -138,17 +139,19 @@ pub(crate) fn in_order(listed: &[Listed]) -> impl Iterator<Item = Listed> + '_ {
 /// Starts loading the cache lines of `site` (a hint; it has no effect on
 /// what the program computes).
 #[inline(always)]
-pub(crate) fn prefetch(site: &Site) {
+fn prefetch(site: &Site) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
         let start = (site as *const Site).cast::<i8>();
+        let (first, last) = Site::CONTROL_FIELDS;
         // SAFETY: SSE is part of x86-64; a prefetch never faults and
         // changes nothing the program can observe, whatever the address.
-        // Both lines a site may straddle (it is 48 bytes long).
+        // The lines of the fields control operations read (one, or two
+        // when they straddle a line).
         unsafe {
-            _mm_prefetch::<_MM_HINT_T0>(start);
-            _mm_prefetch::<_MM_HINT_T0>(start.wrapping_add(std::mem::size_of::<Site>() - 1));
+            _mm_prefetch::<_MM_HINT_T0>(start.wrapping_add(first));
+            _mm_prefetch::<_MM_HINT_T0>(start.wrapping_add(last - 1));
         }
     }
     #[cfg(not(target_arch = "x86_64"))]

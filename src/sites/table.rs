@@ -21,6 +21,8 @@ use crate::arch::x86_64::SiteForm;
 
 const EMPTY: usize = 0;
 const FIRST_SEGMENT_SLOTS: usize = 1 << 14;
+/// The size of a transparent huge page on x86-64.
+const HUGE_PAGE: usize = 2 << 20;
 
 /// Whether a site calls `mcount` (after the prologue) or `__fentry__`
 /// (the function's first instruction).
@@ -77,7 +79,9 @@ fn form_bits(form: Option<SiteForm>) -> u32 {
     }
 }
 
-/// One call site.
+/// One call site. `repr(C)`: the fields control operations use are
+/// contiguous, after the key and address (see [`Site::CONTROL_FIELDS`]).
+#[repr(C)]
 pub(crate) struct Site {
     key: AtomicUsize,
     /// First byte of the call instruction.
@@ -88,8 +92,9 @@ pub(crate) struct Site {
     pub original: AtomicU64,
     /// See [`flag`].
     pub flags: AtomicU32,
-    /// Bit `i` set: enabled tracer `i` selected this site. Written only under
-    /// the control lock; read on every traced call. Its population count is
+    /// Bit `i` set: enabled tracer `i` selected this site. Set when the
+    /// site is inserted or revived, before it can be listed, then written
+    /// only under the control lock; read on every traced call. Its population count is
     /// the site's reference count: the site holds the call exactly when it
     /// is non-zero, so the count cannot drift from the text.
     pub tracers: AtomicU64,
@@ -103,9 +108,20 @@ pub(crate) struct NewSite {
     pub kind: SiteKind,
     pub original: [u8; 8],
     pub extra_flags: u32,
+    /// The tracers that select it from the start (see
+    /// [`super::SELECT_NEW`]).
+    pub tracers: u64,
 }
 
 impl Site {
+    /// The bytes `first..last` of a site holding the fields control
+    /// operations read and write (`function`, `original`, `flags`,
+    /// `tracers`; not the key or address): what they prefetch.
+    pub const CONTROL_FIELDS: (usize, usize) = (
+        std::mem::offset_of!(Site, function),
+        std::mem::offset_of!(Site, tracers) + std::mem::size_of::<AtomicU64>(),
+    );
+
     /// The return address of the call: the table key.
     pub fn return_address(&self) -> usize {
         self.key.load(Ordering::Relaxed)
@@ -161,8 +177,10 @@ impl Site {
         self.function.store(new.function, Ordering::Relaxed);
         self.original
             .store(u64::from_le_bytes(new.original), Ordering::Relaxed);
-        self.tracers.store(0, Ordering::Relaxed);
-        self.flags.store(new_flags(new), Ordering::Relaxed);
+        self.tracers.store(new.tracers, Ordering::Relaxed);
+        // Release: a control operation that sees it no longer unloaded
+        // (and lists it) sees the fields above.
+        self.flags.store(new_flags(new), Ordering::Release);
     }
 
     /// Re-describes a site whose text still holds the original call (used
@@ -205,6 +223,15 @@ impl Segment {
         };
         if mem == libc::MAP_FAILED {
             return ptr::null_mut();
+        }
+        if bytes >= HUGE_PAGE {
+            // Control operations visit every site, scattered over the
+            // table: with 4 KiB pages nearly every visit missed the TLB
+            // (a nested page walk under virtualisation). A hint only; a
+            // refusal changes nothing else. Small segments are left alone
+            // (a huge page would only add memory).
+            // SAFETY: `mem` is the mapping of `bytes` bytes just made.
+            unsafe { libc::madvise(mem, bytes, libc::MADV_HUGEPAGE) };
         }
         let segment = mem as *mut Segment;
         // SAFETY: mem is a fresh zeroed mapping large enough for the header
@@ -452,7 +479,7 @@ fn segment_find_or_insert<'a>(
         site.original
             .store(u64::from_le_bytes(new.original), Ordering::Relaxed);
         site.flags.store(new_flags(new), Ordering::Relaxed);
-        site.tracers.store(0, Ordering::Relaxed);
+        site.tracers.store(new.tracers, Ordering::Relaxed);
         // Release: the fields above are visible to whoever sees the key.
         site.key.store(return_address, Ordering::Release);
         return Some(Inserted::New(site));
@@ -471,6 +498,7 @@ mod tests {
             kind: SiteKind::Mcount,
             original: [0xe8, 1, 2, 3, 4, 0, 0, 0],
             extra_flags: 0,
+            tracers: 0,
         }
     }
 
