@@ -27,7 +27,9 @@ use std::io;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 pub(crate) use crate::arch::x86_64::Instruction;
-use crate::arch::x86_64::{decode_site_instruction, SiteForm, NOP5, NOP6};
+use crate::arch::x86_64::{
+    decode_site_instruction, SiteForm, ADDR32_PREFIX, CALL_REL32, NOP5, NOP6,
+};
 use crate::error::Error;
 use text::TextWriter;
 
@@ -42,11 +44,14 @@ pub(crate) struct TextWrite {
     len: u8,
     /// What the text must hold before the write (checked; mismatch → error).
     old: [u8; 8],
-    /// What the text holds after the write.
+    /// What the text holds after the write: an instruction fntrace
+    /// writes at call sites (checked when the write is made), which
+    /// [`TextWrite::installs`] reads back. Not kept decoded: 32 bytes a
+    /// write instead of 48, and a batch of 100,000 is walked six times.
     new: [u8; 8],
-    /// The instruction `new` encodes.
-    installs: Instruction,
 }
+
+const _: () = assert!(std::mem::size_of::<TextWrite>() == 32);
 
 impl TextWrite {
     /// A write at `addr` replacing `old` by `new` (same length, 1..=8
@@ -65,7 +70,7 @@ impl TextWrite {
             .ok()
             .filter(|len| (1..=8).contains(len))
             .ok_or_else(|| invalid("a text write must be 1 to 8 bytes long"))?;
-        let installs = decode_site_instruction(new, addr).ok_or_else(|| {
+        decode_site_instruction(new, addr).ok_or_else(|| {
             invalid("refusing to write bytes that are not a NOP or a known call form")
         })?;
         let mut write = TextWrite {
@@ -73,7 +78,6 @@ impl TextWrite {
             len,
             old: [0; 8],
             new: [0; 8],
-            installs,
         };
         write.old[..new.len()].copy_from_slice(old);
         write.new[..new.len()].copy_from_slice(new);
@@ -97,14 +101,14 @@ impl TextWrite {
         original: [u8; 8],
         to_call: bool,
     ) -> Result<(), Error> {
-        let Some(call) = call_of_form(form, addr, &original) else {
+        if !is_call_of_form(form, &original) {
             return Err(unknown_call(addr));
-        };
+        }
         let nop = form_nop(form);
         writes.push(if to_call {
-            Self::between(addr, form, nop, original, call)
+            Self::between(addr, form, nop, original)
         } else {
-            Self::between(addr, form, original, nop, Instruction::Nop)
+            Self::between(addr, form, original, nop)
         });
         Ok(())
     }
@@ -114,13 +118,7 @@ impl TextWrite {
     /// copies cost a `memcpy`/`memset` call and a store-forwarding stall
     /// per site.
     #[inline(always)]
-    fn between(
-        addr: usize,
-        form: SiteForm,
-        old: [u8; 8],
-        new: [u8; 8],
-        installs: Instruction,
-    ) -> TextWrite {
+    fn between(addr: usize, form: SiteForm, old: [u8; 8], new: [u8; 8]) -> TextWrite {
         let len = form.instruction_len();
         let mask = u64::MAX >> (64 - 8 * len);
         let keep = |bytes: [u8; 8]| (u64::from_le_bytes(bytes) & mask).to_le_bytes();
@@ -129,7 +127,6 @@ impl TextWrite {
             len: len as u8,
             old: keep(old),
             new: keep(new),
-            installs,
         }
     }
 
@@ -149,9 +146,24 @@ impl TextWrite {
     pub(crate) fn new_bytes(&self) -> &[u8] {
         &self.new[..self.len()]
     }
-    /// The instruction the write installs.
+    /// The instruction the write installs. Read from the first bytes:
+    /// `new` was checked to be one of the site instructions when the
+    /// write was made, and their first bytes tell them apart (the NOPs
+    /// start with `0f` or `66`).
     pub(crate) fn installs(&self) -> Instruction {
-        self.installs
+        let new = &self.new;
+        let after = |len: usize| {
+            let rel = i32::from_le_bytes([new[len - 4], new[len - 3], new[len - 2], new[len - 1]]);
+            self.addr
+                .wrapping_add(len)
+                .wrapping_add_signed(rel as isize)
+        };
+        match new {
+            [CALL_REL32, ..] => Instruction::Call { target: after(5) },
+            [ADDR32_PREFIX, CALL_REL32, ..] => Instruction::Call { target: after(6) },
+            [0xff, 0x15, ..] => Instruction::CallIndirect { slot: after(6) },
+            _ => Instruction::Nop,
+        }
     }
 }
 
@@ -174,28 +186,14 @@ fn form_nop(form: SiteForm) -> [u8; 8] {
     }
 }
 
-/// What the call `bytes` of `form` at `addr` does, if its opcode is the
-/// form's (`e8`, `67 e8`, `ff 15`).
-fn call_of_form(form: SiteForm, addr: usize, bytes: &[u8; 8]) -> Option<Instruction> {
-    let after = |len: usize| {
-        let rel = i32::from_le_bytes([
-            bytes[len - 4],
-            bytes[len - 3],
-            bytes[len - 2],
-            bytes[len - 1],
-        ]);
-        addr.wrapping_add(len).wrapping_add_signed(rel as isize)
-    };
-    match (form, bytes) {
-        (SiteForm::CallRel32, [0xe8, ..]) => Some(Instruction::Call { target: after(5) }),
-        (SiteForm::Addr32CallRel32, [0x67, 0xe8, ..]) => {
-            Some(Instruction::Call { target: after(6) })
-        }
-        (SiteForm::CallGotRip, [0xff, 0x15, ..]) => {
-            Some(Instruction::CallIndirect { slot: after(6) })
-        }
-        _ => None,
-    }
+/// Whether the call `bytes` has `form`'s opcode (`e8`, `67 e8`, `ff 15`).
+fn is_call_of_form(form: SiteForm, bytes: &[u8; 8]) -> bool {
+    matches!(
+        (form, bytes),
+        (SiteForm::CallRel32, [CALL_REL32, ..])
+            | (SiteForm::Addr32CallRel32, [ADDR32_PREFIX, CALL_REL32, ..])
+            | (SiteForm::CallGotRip, [0xff, 0x15, ..])
+    )
 }
 
 /// The error of a site whose recorded call is not of its form.
@@ -366,23 +364,27 @@ pub(crate) fn validate(writes: &[TextWrite]) -> Result<(), Error> {
 /// [`TextWriter::load`]) before anything is changed (and, for a protocol
 /// that stops threads, before stopping them). Allocates on failure only.
 pub(crate) fn check_old_bytes(writer: &TextWriter, writes: &[TextWrite]) -> Result<(), Error> {
-    for write in writes {
-        let found = writer
-            .bytes(write.addr, write.len())
-            .ok_or_else(|| Error::TextWrite {
-                addr: write.addr,
-                source: io::Error::new(io::ErrorKind::InvalidInput, "site outside the batch"),
-            })?;
-        // A byte loop: a slice comparison calls `memcmp`, which costs more
-        // than comparing the few bytes of a site.
-        let old = write.old_bytes();
-        if found.len() != old.len() || found.iter().zip(old).any(|(a, b)| a != b) {
-            return Err(Error::SiteBytesChanged {
-                addr: write.addr,
-                expected: write.old_bytes().to_vec(),
-                found: found.to_vec(),
-            });
-        }
+    writes.iter().try_for_each(|write| check_old(writer, write))
+}
+
+/// [`check_old_bytes`] of one write.
+#[inline]
+pub(crate) fn check_old(writer: &TextWriter, write: &TextWrite) -> Result<(), Error> {
+    let found = writer
+        .bytes(write.addr, write.len())
+        .ok_or_else(|| Error::TextWrite {
+            addr: write.addr,
+            source: io::Error::new(io::ErrorKind::InvalidInput, "site outside the batch"),
+        })?;
+    // A byte loop: a slice comparison calls `memcmp`, which costs more
+    // than comparing the few bytes of a site.
+    let old = write.old_bytes();
+    if found.len() != old.len() || found.iter().zip(old).any(|(a, b)| a != b) {
+        return Err(Error::SiteBytesChanged {
+            addr: write.addr,
+            expected: write.old_bytes().to_vec(),
+            found: found.to_vec(),
+        });
     }
     Ok(())
 }

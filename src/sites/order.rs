@@ -120,7 +120,7 @@ impl SitesInOrder {
 
 /// How many sites ahead [`in_order`] prefetches: enough misses in flight
 /// to hide the latency of each (the sites lie scattered in the table).
-const PREFETCH_AHEAD: usize = 16;
+const PREFETCH_AHEAD: usize = 32;
 
 /// The sites of `listed`, each after asking the CPU to fetch the one
 /// [`PREFETCH_AHEAD`] further: listed in address order, sites lie in hash

@@ -62,8 +62,7 @@ use super::stop_world::STOP_THE_WORLD;
 use super::text::{TextWriter, WriterMemory};
 use super::TextWrite;
 use super::{
-    check_old_bytes, ranges, serialize_instruction_fetch, stage, validate, AddressOrder, Patcher,
-    Pick,
+    check_old, ranges, serialize_instruction_fetch, stage, validate, AddressOrder, Patcher, Pick,
 };
 use crate::error::Error;
 use crate::sys::membarrier::{register_sync_core, sync_core};
@@ -155,16 +154,27 @@ impl Patcher for Breakpoint {
         };
         let memory = std::mem::take(&mut state.writer);
         let mut writer = TextWriter::prepare(ranges(writes), memory)?;
-        let outcome = writer
-            .load()
-            .and_then(|()| check_old_bytes(&writer, writes))
-            .and_then(|()| trap::install_handler());
-        if let Err(error) = outcome {
-            state.writer = writer.into_memory();
-            return Err(error);
-        }
-
-        let table = TrapTable::of(writes, std::mem::take(&mut state.trap_sites));
+        // Every `old` is checked in the walk that builds the trap table
+        // (one pass over the batch instead of two).
+        let table = writer.load().and_then(|()| {
+            TrapTable::of_checked(writes, std::mem::take(&mut state.trap_sites), |write| {
+                check_old(&writer, write)
+            })
+        });
+        let outcome = table.and_then(|table| match trap::install_handler() {
+            Ok(()) => Ok(table),
+            Err(error) => {
+                state.trap_sites = table.free();
+                Err(error)
+            }
+        });
+        let table = match outcome {
+            Ok(table) => table,
+            Err(error) => {
+                state.writer = writer.into_memory();
+                return Err(error);
+            }
+        };
         let published = trap::publish(table);
         let outcome = write_in_three_steps(&mut writer, writes);
         match published.withdraw().try_free() {
