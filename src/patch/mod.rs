@@ -19,6 +19,7 @@
 
 pub(crate) mod alias;
 pub(crate) mod breakpoint;
+mod proc_mem;
 pub(crate) mod reach;
 pub(crate) mod stop_world;
 pub(crate) mod text;
@@ -407,11 +408,11 @@ pub(crate) fn stage<'w>(
 
 /// Puts batches in address order, with memory kept from batch to batch.
 ///
-/// The control layer lists sites in hash order, the same order for the
-/// same sites: the order found for one batch is tried first on the next
-/// (one linear pass checks it), so toggling the same sites again sorts
-/// nothing. At 100,000 sites sorting took ≈ 2 ms, checking the last order
-/// ≈ 0.2 ms.
+/// The control layer hands batches in address order (it walks its sites
+/// so), which one linear pass confirms; a batch in another order is
+/// sorted, and the order found for one batch is tried first on the next
+/// (one linear pass checks it). At 100,000 sites sorting took ≈ 2 ms,
+/// checking the last order ≈ 0.2 ms.
 pub(crate) struct AddressOrder {
     /// Indices of the last sorted batch, in address order.
     order: Vec<usize>,
@@ -558,6 +559,47 @@ mod tests {
             TextWrite::new(at, &got, &NOP6).unwrap().installs(),
             Instruction::Nop
         );
+    }
+
+    #[test]
+    fn site_toggles_are_the_writes_new_would_make() {
+        let at = 0x4000;
+        let forms = [
+            (SiteForm::CallRel32, [0xe8, 0x0b, 0, 0, 0, 0, 0, 0]),
+            (
+                SiteForm::Addr32CallRel32,
+                [0x67, 0xe8, 0xfa, 0xff, 0xff, 0xff, 0, 0],
+            ),
+            (SiteForm::CallGotRip, [0xff, 0x15, 0x10, 0, 0, 0, 0, 0]),
+        ];
+        for (form, call) in forms {
+            let call = &call[..form.instruction_len()];
+            let mut original = [0u8; 8];
+            original[..call.len()].copy_from_slice(call);
+            // Bytes past the instruction are not part of the write.
+            original[7] = 0x99;
+            let mut writes = Vec::new();
+            TextWrite::push_site_toggle(&mut writes, at, form, original, true).unwrap();
+            TextWrite::push_site_toggle(&mut writes, at, form, original, false).unwrap();
+            let expected = [
+                TextWrite::new(at, form.nop(), call).unwrap(),
+                TextWrite::new(at, call, form.nop()).unwrap(),
+            ];
+            assert_eq!(writes, expected, "{form:?}");
+            assert_eq!(
+                writes[0].installs(),
+                decode_site_instruction(call, at).unwrap()
+            );
+            assert_eq!(writes[1].installs(), Instruction::Nop);
+        }
+        // A recorded call whose opcode is not its form's is refused.
+        let mut writes = Vec::new();
+        let e8 = [0xe8, 0x0b, 0, 0, 0, 0, 0, 0];
+        assert!(matches!(
+            TextWrite::push_site_toggle(&mut writes, at, SiteForm::CallGotRip, e8, true),
+            Err(Error::TextWrite { addr: 0x4000, .. })
+        ));
+        assert!(writes.is_empty());
     }
 
     #[test]

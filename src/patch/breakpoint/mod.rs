@@ -10,8 +10,8 @@
 //!    blocks SIGTRAP (see Hazards). Take the protocol's lock (one batch at
 //!    a time).
 //! 2. Validate the batch, read the text it covers ([`TextWriter::load`]),
-//!    check every `old`, install the SIGTRAP handler ([`trap`]) and publish
-//!    the batch's table for it.
+//!    check every `old` while building the batch's table, install the
+//!    SIGTRAP handler ([`trap`]) and publish the table for it.
 //! 3. Write `int3` on the first byte of every site; serialize every CPU
 //!    (`membarrier`). From now on a thread reaching a site traps, and the
 //!    handler runs the *new* instruction on its behalf.
@@ -21,8 +21,10 @@
 //!    instruction, and every CPU fetches it.
 //! 6. Withdraw the table and free it once no handler uses it.
 //!
-//! Each write step is one batched store of the text image (a few
-//! `pwrite`s on `/proc/self/mem` for the whole batch: text stays R-X).
+//! Each write step is one walk of the batch: byte stores into the
+//! writable view of the text ([`super::alias`]), or into the text image
+//! then a few `pwrite`s on `/proc/self/mem` for the whole batch (text
+//! stays R-X either way).
 //! Each step changes one byte of an instruction a thread may execute (the
 //! first, to or from `int3`) or bytes behind an `int3`, so a thread always
 //! sees the old instruction, an `int3`, or the new instruction, each of
