@@ -39,9 +39,9 @@ struct ControlState {
     filters: Vec<(usize, Filter)>,
     /// The recognised sites in address order: what operations walk.
     sites: SitesInOrder,
-    /// The sites whose selection an `enable_with` changed, and whether the
-    /// tracer had selected them before (to undo a failed enable). Kept
-    /// from operation to operation.
+    /// The sites whose selection an `enable_with` of an enabled tracer
+    /// changed, and whether the tracer had selected them before (to undo a
+    /// failed enable). Kept from operation to operation.
     previous: Vec<(&'static Site, bool)>,
 }
 
@@ -166,17 +166,27 @@ pub fn enable_with(name: &str, filter: &Filter) -> Result<(), Error> {
         let tracers = site.tracers.load(Ordering::Relaxed);
         let before = tracers & bit != 0;
         if selected != before {
-            previous.push((site, before));
+            // A tracer that was off selected no site: undoing its enable
+            // clears its bit everywhere, with no list to keep.
+            if was_enabled {
+                previous.push((site, before));
+            }
             // A plain store: see `sync_text`.
             site.tracers.store(tracers ^ bit, Ordering::Relaxed);
         }
     });
     if let Err(err) = synced {
         tracer::set_enabled(index, was_enabled);
-        for &(site, before) in previous.iter() {
-            if before {
-                site.tracers.fetch_or(bit, Ordering::Relaxed);
-            } else {
+        if was_enabled {
+            for &(site, before) in previous.iter() {
+                if before {
+                    site.tracers.fetch_or(bit, Ordering::Relaxed);
+                } else {
+                    site.tracers.fetch_and(!bit, Ordering::Relaxed);
+                }
+            }
+        } else {
+            for sites::Listed { site, .. } in sites::in_order(sites.current()) {
                 site.tracers.fetch_and(!bit, Ordering::Relaxed);
             }
         }
