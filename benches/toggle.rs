@@ -2,21 +2,26 @@
 //! generated `-pg -O0` C library with 1,000, 10,000 and 100,000 functions,
 //! and of a generated Rust library (`-Zinstrument-mcount`) with 10,000 and
 //! 100,000 (`fntrace_fixtures::scale`), with 0, 4 and 16 threads busy
-//! calling those functions, for both patch protocols. Each library size runs in a
+//! calling those functions, for both patch protocols and both patch
+//! priorities (`Realtime`: the patching thread runs `SCHED_FIFO` where
+//! permitted; `Normal`: it competes with the busy threads). Each library size runs in a
 //! child process of its own (so each `init` scans one library); each cell
 //! is the median of 7 enable/disable pairs after one warm-up pair, in wall
 //! time and in the patching thread's CPU time (the machine is shared: CPU
 //! time says what an operation costs, wall time what it waited too).
-//! Prints a Markdown table.
+//! Prints a Markdown table; the "boost" column is what
+//! `Stats::last_patch_boost` said (`NotPermitted`: no `CAP_SYS_NICE` and
+//! `RLIMIT_RTPRIO` 0, so the row is no different from `Normal`).
 //!
-//! `cargo bench --bench toggle`
+//! `cargo bench --bench toggle`; `FNTRACE_TOGGLE_BENCH_LIBRARIES=C100000,Rust100000`
+//! measures only those libraries.
 
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fntrace::{PatchProtocol, Tracer};
+use fntrace::{PatchPriority, PatchProtocol, Tracer};
 use fntrace_fixtures::scale;
 
 /// Counts calls: the busy threads' calls really go through the sites.
@@ -50,19 +55,29 @@ fn main() {
         child(code, size);
         return;
     }
+    // FNTRACE_TOGGLE_BENCH_LIBRARIES=C100000,...: only those.
+    let chosen = std::env::var("FNTRACE_TOGGLE_BENCH_LIBRARIES").ok();
+    let libraries: Vec<(&str, usize)> = LIBRARIES
+        .into_iter()
+        .filter(|(code, size)| {
+            chosen
+                .as_deref()
+                .is_none_or(|list| list.split(',').any(|name| name == format!("{code}{size}")))
+        })
+        .collect();
     // Build every library first (cached), so no child pays for gcc or rustc.
-    for (code, size) in LIBRARIES {
+    for &(code, size) in &libraries {
         match code {
             "C" => scale::library(size),
             _ => scale::rust_library(size),
         };
     }
     println!(
-        "| code | sites | busy threads | protocol | enable (ms) | disable (ms) | ns per site and operation | CPU per operation (ms) |"
+        "| code | sites | busy threads | protocol | priority (boost) | enable (ms) | disable (ms) | ns per site and operation | CPU per operation (ms) |"
     );
-    println!("|---|---:|---:|---|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---|---|---:|---:|---:|---:|");
     let mut inits = Vec::new();
-    for (code, size) in LIBRARIES {
+    for (code, size) in libraries {
         let output = Command::new(std::env::current_exe().unwrap())
             .env(CHILD, format!("{code}{size}"))
             .output()
@@ -123,31 +138,37 @@ fn child(code: &str, size: usize) {
             .collect();
         for protocol in [PatchProtocol::Breakpoint, PatchProtocol::StopTheWorld] {
             fntrace::set_patch_protocol(protocol).unwrap();
-            let mut enables = Vec::new();
-            let mut disables = Vec::new();
-            let mut cpu = Vec::new();
-            for rep in 0..=REPS {
-                let (started, cpu_started) = (Instant::now(), thread_cpu());
-                fntrace::enable("bench").unwrap();
-                let (enable, enable_cpu) = (started.elapsed(), thread_cpu() - cpu_started);
-                std::thread::sleep(Duration::from_millis(2));
-                let (started, cpu_started) = (Instant::now(), thread_cpu());
-                fntrace::disable("bench").unwrap();
-                let (disable, disable_cpu) = (started.elapsed(), thread_cpu() - cpu_started);
-                if rep > 0 {
-                    enables.push(enable);
-                    disables.push(disable);
-                    cpu.extend([enable_cpu, disable_cpu]);
+            for priority in [PatchPriority::Realtime, PatchPriority::Normal] {
+                fntrace::set_patch_priority(priority);
+                let mut enables = Vec::new();
+                let mut disables = Vec::new();
+                let mut cpu = Vec::new();
+                for rep in 0..=REPS {
+                    let (started, cpu_started) = (Instant::now(), thread_cpu());
+                    fntrace::enable("bench").unwrap();
+                    let (enable, enable_cpu) = (started.elapsed(), thread_cpu() - cpu_started);
+                    std::thread::sleep(Duration::from_millis(2));
+                    let (started, cpu_started) = (Instant::now(), thread_cpu());
+                    fntrace::disable("bench").unwrap();
+                    let (disable, disable_cpu) = (started.elapsed(), thread_cpu() - cpu_started);
+                    if rep > 0 {
+                        enables.push(enable);
+                        disables.push(disable);
+                        cpu.extend([enable_cpu, disable_cpu]);
+                    }
                 }
+                let boost = fntrace::stats()
+                    .last_patch_boost
+                    .map_or("-".to_string(), |boost| format!("{boost:?}"));
+                let (enable, disable) = (median(&mut enables), median(&mut disables));
+                let per_site = (enable + disable).as_nanos() as f64 / 2.0 / sites as f64;
+                println!(
+                    "| {code} | {sites} | {threads} | {protocol:?} | {priority:?} ({boost}) | {:.2} | {:.2} | {per_site:.0} | {:.2} |",
+                    ms(enable),
+                    ms(disable),
+                    ms(median(&mut cpu))
+                );
             }
-            let (enable, disable) = (median(&mut enables), median(&mut disables));
-            let per_site = (enable + disable).as_nanos() as f64 / 2.0 / sites as f64;
-            println!(
-                "| {code} | {sites} | {threads} | {protocol:?} | {:.2} | {:.2} | {per_site:.0} | {:.2} |",
-                ms(enable),
-                ms(disable),
-                ms(median(&mut cpu))
-            );
         }
         stop.store(true, Ordering::Relaxed);
         for thread in busy {

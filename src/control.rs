@@ -21,7 +21,7 @@ use crate::sites::{
     self, flag, ScanReport, Site, SiteInfo, SitesInOrder, NOP_PENDING, SITES, UNRECOGNIZED,
 };
 use crate::symbols;
-use crate::sys::clock;
+use crate::sys::{clock, priority};
 use crate::tracer::{self, FastPathState};
 use crate::tracers::graph::GRAPH_TRACER;
 
@@ -102,6 +102,7 @@ fn control() -> Control {
 /// at once. [`enable`] calls it when needed.
 pub fn init() -> Result<(), Error> {
     let _untraced = Untraced::begin();
+    let _priority = priority::boost_for_text_change();
     let mut state = control();
     init_locked(&mut state)
 }
@@ -141,6 +142,7 @@ pub fn enable(name: &str) -> Result<(), Error> {
 /// was patched and the tracer's selection is as before.
 pub fn enable_with(name: &str, filter: &Filter) -> Result<(), Error> {
     let _untraced = Untraced::begin();
+    let _priority = priority::boost_for_text_change();
     let mut state = control();
     init_locked(&mut state)?;
     let index = tracer::find(name).ok_or_else(|| Error::UnknownTracer(name.to_string()))?;
@@ -240,6 +242,7 @@ fn publish_select_new(state: &Control) {
 /// [`Error::TracerPanicked`].
 pub fn disable(name: &str) -> Result<(), Error> {
     let _untraced = Untraced::begin();
+    let _priority = priority::boost_for_text_change();
     let mut state = control();
     let index = tracer::find(name).ok_or_else(|| Error::UnknownTracer(name.to_string()))?;
     let bit = 1u64 << index;
@@ -269,6 +272,7 @@ pub fn disable(name: &str) -> Result<(), Error> {
 /// since the last patch, and any revert an earlier failed `disable` left.
 pub fn flush() -> Result<(), Error> {
     let _untraced = Untraced::begin();
+    let _priority = priority::boost_for_text_change();
     let mut state = control();
     absorb_panics(&mut state);
     if state.initialized {
@@ -575,6 +579,10 @@ pub struct Stats {
     pub shadow_resyncs: u64,
     /// Whether timestamps come from the TSC (else `clock_gettime`).
     pub tsc_clock: bool,
+    /// How the last `init`, `enable`, `enable_with`, `disable` or `flush`
+    /// was scheduled (`Some(PatchBoost::Realtime)`: it ran `SCHED_FIFO`;
+    /// see [`crate::PatchPriority`]); `None` before the first.
+    pub last_patch_boost: Option<priority::PatchBoost>,
 }
 
 /// A snapshot of fntrace's counters.
@@ -592,6 +600,7 @@ pub fn stats() -> Stats {
         stack_switches: shadow::SWITCHES.load(Ordering::Relaxed),
         shadow_resyncs: shadow::RESYNCS.load(Ordering::Relaxed),
         tsc_clock: clock::uses_tsc(),
+        last_patch_boost: priority::last_boost(),
         ..Stats::default()
     };
     for site in SITES.iter().filter(|site| !site.has_flag(flag::UNLOADED)) {

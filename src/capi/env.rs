@@ -19,11 +19,11 @@
 //!   starts recording sets it, and `FNTRACE_OUTPUT` as an absolute path, in
 //!   its own environment, so that the programs it runs join its recording;
 //!
-//! and `FNTRACE_PATCH` as always. The values are checked before anything
-//! is enabled: an invalid one prints one line naming the variable, and the
-//! program runs untraced. What runs at exit (`atexit`, so `exit()` from
-//! anywhere) runs on a thread of its own: the exiting thread's
-//! thread-locals are gone by then.
+//! and `FNTRACE_PATCH` and `FNTRACE_PATCH_PRIORITY` as always. The values
+//! are checked before anything is enabled: an invalid one prints one line
+//! naming the variable, and the program runs untraced. What runs at exit
+//! (`atexit`, so `exit()` from anywhere) runs on a thread of its own: the
+//! exiting thread's thread-locals are gone by then.
 
 use std::panic::catch_unwind;
 

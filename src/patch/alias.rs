@@ -461,8 +461,13 @@ extern "C" fn count_fork_in_child() {
     }
 }
 
-/// Registers [`count_fork`] for parent and child, once.
-fn install_fork_handlers() {
+/// Registers [`count_fork`] for parent and child, once. `rt::prepare`
+/// calls it before registering the operation lock's fork handlers, so
+/// that in the parent the fork is counted before that lock is released
+/// (parent handlers run in registration order): a batch waiting for the
+/// lock must not write the memfd the child still shares (a `SCHED_FIFO`
+/// patcher runs the moment the lock is free).
+pub(crate) fn install_fork_handlers() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         // SAFETY: registering fork handlers has no preconditions; the

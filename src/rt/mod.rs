@@ -21,6 +21,9 @@ pub(crate) fn prepare() {
     shadow::prepare();
     std::hint::black_box(unwind::prepare());
     std::hint::black_box(contexts::prepare());
+    // First: in the parent, the alias must count the fork before the
+    // operation lock is released (see `install_fork_handlers`).
+    crate::patch::alias::install_fork_handlers();
     ops::prepare_for_fork();
     crate::sys::clock::calibrate(std::time::Duration::from_millis(10));
 }

@@ -425,20 +425,38 @@ impl SiteTable {
     }
 }
 
-/// Serialises writers. Spins with `sched_yield`: no allocation and no
-/// futex, so it is usable from any context the trampoline runs in.
+/// Serialises writers. Spins with `sched_yield`, then short sleeps: no
+/// allocation and no futex, so it is usable from any context the
+/// trampoline runs in. The sleeps matter to a `SCHED_FIFO` writer (a
+/// control operation's scan, see `sys::sched`): its `sched_yield` never
+/// lets a normal thread run on its CPU, and the holder may be one it
+/// preempted there.
 struct WriterLock<'a>(&'a AtomicBool);
+
+/// `sched_yield`s before [`WriterLock::acquire`] sleeps between attempts.
+const YIELDS_BEFORE_SLEEPING: u32 = 16;
 
 impl<'a> WriterLock<'a> {
     fn acquire(flag: &'a AtomicBool) -> Self {
+        let mut attempts = 0u32;
         // Acquire pairs with the Release in drop: the previous writer's slots
         // and `used` count are visible to the next writer.
         while flag
             .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
         {
-            // SAFETY: sched_yield has no preconditions.
-            unsafe { libc::sched_yield() };
+            if attempts < YIELDS_BEFORE_SLEEPING {
+                attempts += 1;
+                // SAFETY: sched_yield has no preconditions.
+                unsafe { libc::sched_yield() };
+            } else {
+                let pause = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 20_000,
+                };
+                // SAFETY: `pause` is a valid timespec; no remainder wanted.
+                unsafe { libc::nanosleep(&pause, std::ptr::null_mut()) };
+            }
         }
         WriterLock(flag)
     }

@@ -11,6 +11,7 @@ pub(crate) mod clock;
 pub(crate) mod futex;
 pub(crate) mod maps;
 pub(crate) mod membarrier;
+pub(crate) mod priority;
 pub(crate) mod sched;
 pub(crate) mod signal;
 pub(crate) mod task;

@@ -7,33 +7,17 @@
 //! program prints them). Plain and instrumented builds, and builds of
 //! different selections, do not reuse one another's artifacts.
 
+mod common;
 mod instrumented;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use common::TempDir;
 use instrumented::{callers, mcount_calls};
 
 const CLI: &str = env!("CARGO_BIN_EXE_fntrace");
-
-/// A fresh directory under the temporary directory, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("fntrace-cargo-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();

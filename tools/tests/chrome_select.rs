@@ -2,33 +2,17 @@
 //! duration gives exactly the calls it says, and the size warning comes
 //! before the file is written, with the file's exact size.
 
+mod common;
+
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
+use common::{outer_inner_calls, TempDir};
 use fntrace_tools::export::{read_uftrace_dir, write_uftrace_dir};
-use fntrace_tools::{EventKind, GraphEvent, ThreadTrace, Trace};
+use fntrace_tools::{EventKind, GraphEvent, Trace};
 
 const CLI: &str = env!("CARGO_BIN_EXE_fntrace");
-
-/// A fresh directory under the temporary directory, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        let dir =
-            std::env::temp_dir().join(format!("fntrace-tools-select-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn fntrace(args: &[&str]) -> Output {
     Command::new(CLI)
@@ -197,49 +181,12 @@ fn window_threads_and_minimum_duration_select_exactly() {
     assert!(!output.status.success(), "--from with --time-range");
 }
 
-/// One thread calling `outer` (90 ns), which calls `inner` (40 ns), `calls`
-/// times.
-fn repeated_calls(calls: u64) -> Trace {
-    const OUTER: usize = 0x40_1000;
-    const INNER: usize = 0x40_2000;
-    let event = |time_ns, function, depth, kind| GraphEvent {
-        time_ns,
-        function,
-        depth,
-        kind,
-    };
-    let mut events = Vec::new();
-    for call in 0..calls {
-        let t = 1_000_000 + call * 100;
-        events.push(event(t, OUTER, 0, EventKind::Entry));
-        events.push(event(t + 10, INNER, 1, EventKind::Entry));
-        events.push(event(t + 50, INNER, 1, EventKind::Exit));
-        events.push(event(t + 90, OUTER, 0, EventKind::Exit));
-    }
-    Trace {
-        pid: 4242,
-        exe: "/usr/bin/big".into(),
-        threads: vec![ThreadTrace {
-            tid: 4242,
-            name: Some("big".into()),
-            events,
-            lost: 0,
-        }],
-        names: [
-            (OUTER, "outer_function".to_string()),
-            (INNER, "inner_function".to_string()),
-        ]
-        .into(),
-        ..Trace::default()
-    }
-}
-
 #[test]
 fn big_json_is_announced_with_its_size_before_it_is_written() {
     let work = TempDir::new("big");
     let dir = work.0.join("trace");
     // 450,000 × 2 calls of about 125 bytes of JSON: over 100 MB.
-    write_uftrace_dir(&repeated_calls(450_000), &dir, None).unwrap();
+    write_uftrace_dir(&outer_inner_calls(450_000), &dir, None).unwrap();
     let out = work.0.join("t.json");
     let output = fntrace(&["chrome", dir.to_str().unwrap(), "-o", out.to_str().unwrap()]);
     assert!(output.status.success(), "{output:?}");

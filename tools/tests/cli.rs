@@ -1,77 +1,23 @@
 //! The `fntrace` command-line tool as a program: it stops quietly when its
 //! reader goes away, and it links none of the tracing runtime.
 
-use std::collections::HashMap;
+mod common;
+
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
+use common::{outer_inner_calls, TempDir};
 use fntrace_tools::export::write_uftrace_dir;
-use fntrace_tools::{EventKind, GraphEvent, ThreadTrace, Trace};
+use fntrace_tools::{EventKind, GraphEvent};
 use object::{Object, ObjectSymbol};
 
 const CLI: &str = env!("CARGO_BIN_EXE_fntrace");
 
-/// A fresh path under the temporary directory, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        let dir =
-            std::env::temp_dir().join(format!("fntrace-tools-cli-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// One thread calling `outer`, which calls `inner`, `calls` times: `4 ×
-/// calls` events, and as many lines of replay.
-fn big_trace(calls: u64) -> Trace {
-    const OUTER: usize = 0x40_1000;
-    const INNER: usize = 0x40_2000;
-    let event = |time_ns, function, depth, kind| GraphEvent {
-        time_ns,
-        function,
-        depth,
-        kind,
-    };
-    let mut events = Vec::new();
-    for call in 0..calls {
-        let t = 1_000_000 + call * 100;
-        events.push(event(t, OUTER, 0, EventKind::Entry));
-        events.push(event(t + 10, INNER, 1, EventKind::Entry));
-        events.push(event(t + 50, INNER, 1, EventKind::Exit));
-        events.push(event(t + 90, OUTER, 0, EventKind::Exit));
-    }
-    Trace {
-        pid: 4242,
-        exe: "/usr/bin/big".into(),
-        threads: vec![ThreadTrace {
-            tid: 4242,
-            name: Some("big".into()),
-            events,
-            lost: 0,
-        }],
-        names: HashMap::from([
-            (OUTER, "outer_function".to_string()),
-            (INNER, "inner_function".to_string()),
-        ]),
-        maps: String::new(),
-        ..Trace::default()
-    }
-}
-
 #[test]
 fn replay_into_a_closed_pipe_exits_quietly() {
-    let dir = TempDir::new("pipe");
+    let dir = TempDir::unmade("pipe");
     // 200,000 events: megabytes of graph, far beyond a pipe's buffer.
-    write_uftrace_dir(&big_trace(50_000), &dir.0, None).expect("writing the trace");
+    write_uftrace_dir(&outer_inner_calls(50_000), &dir.0, None).expect("writing the trace");
 
     let mut child = Command::new(CLI)
         .arg("replay")
@@ -180,7 +126,7 @@ fn help_version_errors_and_completions() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--top"));
 
     // A directory that is not a trace says so.
-    let dir = TempDir::new("not-a-trace");
+    let dir = TempDir::unmade("not-a-trace");
     std::fs::create_dir_all(&dir.0).unwrap();
     let not_trace = cli(&["report", dir.0.to_str().unwrap()]);
     assert_eq!(not_trace.status.code(), Some(1));
@@ -211,8 +157,8 @@ fn help_version_errors_and_completions() {
 
 #[test]
 fn lost_events_and_unfinished_calls_are_stated_before_the_table() {
-    let dir = TempDir::new("lost");
-    let mut trace = big_trace(10);
+    let dir = TempDir::unmade("lost");
+    let mut trace = outer_inner_calls(10);
     trace.threads[0].lost = 1234;
     // A last call of outer still running when the trace ended.
     let last = trace.threads[0].events.last().unwrap().time_ns;
@@ -265,8 +211,8 @@ fn lost_events_and_unfinished_calls_are_stated_before_the_table() {
 
 #[test]
 fn pager_and_colour_only_on_a_terminal() {
-    let dir = TempDir::new("tty");
-    write_uftrace_dir(&big_trace(10), &dir.0, None).expect("writing the trace");
+    let dir = TempDir::unmade("tty");
+    write_uftrace_dir(&outer_inner_calls(10), &dir.0, None).expect("writing the trace");
     // `script` runs the command with a pseudo-terminal as its stdout; the
     // "pager" marks each line it is given.
     let on_terminal = |no_color: bool, extra: &str| -> String {

@@ -4,6 +4,9 @@
 //! directory. gcc and uftrace are required (CI installs them): a missing one
 //! fails the test.
 
+mod common;
+
+use common::TempDir;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -28,27 +31,6 @@ int main(int argc, char **argv) {
     return s & 1;
 }
 "#;
-
-/// A fresh directory under the temporary directory, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!(
-            "fntrace-tools-uftrace-{tag}-{}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Builds the program and records `program args` with `uftrace record`
 /// into `<work>/<name>`.

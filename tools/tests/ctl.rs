@@ -4,32 +4,16 @@
 //! reply or bad arguments). The real server is tested by the runtime's
 //! `tests/control_socket.rs`.
 
+mod common;
+
+use common::TempDir;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixListener;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::thread::JoinHandle;
 
 const CLI: &str = env!("CARGO_BIN_EXE_fntrace");
-
-/// A fresh directory, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        let dir =
-            std::env::temp_dir().join(format!("fntrace-tools-ctl-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Serves one connection at `socket`: reads the request line, answers
 /// `reply` (`None`: closes without a word). The request line.

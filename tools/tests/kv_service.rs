@@ -11,8 +11,10 @@
 //! checked) in phases; each phase ends when every response has arrived, so
 //! the moments tracing starts and stops are quiet and the counts are exact.
 
+mod common;
 mod instrumented;
 
+use common::TempDir;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -155,23 +157,6 @@ impl Drop for Service {
     }
 }
 
-/// A fresh directory path under the temporary directory, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("fntrace-kv-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// (calls, unfinished) of each of `functions` in `fntrace report DIR`.
 fn fntrace_report(dir: &Path, functions: &[&str]) -> HashMap<String, (u64, u64)> {
     let output = Command::new(CLI)
@@ -286,8 +271,8 @@ fn only_the_service_is_instrumented() {
 
 #[test]
 fn the_control_socket_records_a_window_of_the_load() {
-    let recorded = TempDir::new("ctl-record");
-    let dumped = TempDir::new("ctl-dump");
+    let recorded = TempDir::unmade("ctl-record");
+    let dumped = TempDir::unmade("ctl-dump");
     let service = Service::start(&[("FNTRACE_CONTROL", "1")]);
     service.load(8, 100); // before: not recorded
     service.ctl(&["record", recorded.0.to_str().unwrap()]);
@@ -310,7 +295,7 @@ fn the_control_socket_records_a_window_of_the_load() {
 
 #[test]
 fn the_environment_records_the_whole_run() {
-    let data = TempDir::new("env");
+    let data = TempDir::unmade("env");
     let data_path = data.0.to_str().unwrap();
     let service = Service::start(&[("FNTRACE", "graph"), ("FNTRACE_OUTPUT", data_path)]);
     service.load(16, 200);

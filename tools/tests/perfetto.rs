@@ -3,10 +3,12 @@
 //! (`tests/perfetto/trace.proto`), holds one slice per call with the right
 //! names, nesting and durations, and is a fraction of the JSON's size.
 
+mod common;
+
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::process::Command;
 
+use common::TempDir;
 use prost_reflect::{DescriptorPool, DynamicMessage, Value};
 
 const CLI: &str = env!("CARGO_BIN_EXE_fntrace");
@@ -23,14 +25,6 @@ int main(int argc, char **argv) {
     return s & 1;
 }
 "#;
-
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// A field of a decoded message.
 fn field(message: &DynamicMessage, name: &str) -> Value {
@@ -49,10 +43,7 @@ fn uint(message: &DynamicMessage, name: &str) -> u64 {
 
 #[test]
 fn perfetto_protobuf_decodes_with_the_schema_and_holds_every_call() {
-    let work = TempDir(
-        std::env::temp_dir().join(format!("fntrace-tools-perfetto-{}", std::process::id())),
-    );
-    std::fs::create_dir_all(&work.0).unwrap();
+    let work = TempDir::new("work");
     let source = work.0.join("p.c");
     let exe = work.0.join("p");
     std::fs::write(&source, PROGRAM).unwrap();

@@ -63,6 +63,13 @@
 //!    23 ms instead of 1.6 ms per operation with 8 spinning threads on 2
 //!    cores), because a woken thread that resumes spinning keeps its CPU.
 //!
+//! Every wait of the patcher (acknowledgements, release, the pause
+//! between attempts) sleeps in the kernel (futex, `nanosleep`), never
+//! spins: a patcher running `SCHED_FIFO` (see [`crate::sys::priority`])
+//! would keep a spinning CPU from the very threads it waits for. Under
+//! `SCHED_FIFO` each wake-up runs at once, so the ack timeout holds within
+//! about a millisecond with busy threads on every CPU.
+//!
 //! # Hazards left to the user
 //! Even with `SA_RESTART`, some blocking calls fail with EINTR when the
 //! handler runs (`poll`, `epoll_wait`, `select`, `nanosleep`, `sigtimedwait`,
@@ -247,8 +254,10 @@ impl StopTheWorld {
                 std::thread::sleep(backoff.min(deadline - now));
                 backoff = (backoff * 2).min(MAX_BACKOFF);
                 // Woken at or after the deadline (with busy threads on
-                // every CPU, waking costs a round of time slices): another
-                // attempt would only add its own time to the overshoot.
+                // every CPU, waking costs a `SCHED_OTHER` patcher a round
+                // of time slices; a `SCHED_FIFO` one, see
+                // `sys::priority`, runs at once): another attempt would
+                // only add its own time to the overshoot.
                 if Instant::now() < deadline {
                     continue;
                 }

@@ -1,0 +1,77 @@
+//! Helpers shared by the tools' integration tests.
+// Each test binary uses some of these.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+use fntrace_tools::{EventKind, GraphEvent, ThreadTrace, Trace};
+
+/// A directory under the system's temporary directory, named after the
+/// test binary, `tag` and the process id, removed (with its contents) when
+/// dropped. Whatever an earlier run left there is removed first.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    /// Makes the directory.
+    pub fn new(tag: &str) -> Self {
+        let dir = Self::unmade(tag);
+        std::fs::create_dir_all(&dir.0).unwrap();
+        dir
+    }
+
+    /// Only the name: for the program under test to create (an existing
+    /// directory is not always an acceptable output).
+    pub fn unmade(tag: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "fntrace-{}-{tag}-{}",
+            env!("CARGO_CRATE_NAME"),
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// One thread (tid 4242) calling `outer_function` (90 ns), which calls
+/// `inner_function` (40 ns), `calls` times, 100 ns apart: `4 × calls`
+/// events.
+pub fn outer_inner_calls(calls: u64) -> Trace {
+    const OUTER: usize = 0x40_1000;
+    const INNER: usize = 0x40_2000;
+    let event = |time_ns, function, depth, kind| GraphEvent {
+        time_ns,
+        function,
+        depth,
+        kind,
+    };
+    let mut events = Vec::with_capacity(4 * calls as usize);
+    for call in 0..calls {
+        let t = 1_000_000 + call * 100;
+        events.push(event(t, OUTER, 0, EventKind::Entry));
+        events.push(event(t + 10, INNER, 1, EventKind::Entry));
+        events.push(event(t + 50, INNER, 1, EventKind::Exit));
+        events.push(event(t + 90, OUTER, 0, EventKind::Exit));
+    }
+    Trace {
+        pid: 4242,
+        exe: "/usr/bin/big".into(),
+        threads: vec![ThreadTrace {
+            tid: 4242,
+            name: Some("big".into()),
+            events,
+            lost: 0,
+        }],
+        names: [
+            (OUTER, "outer_function".to_string()),
+            (INNER, "inner_function".to_string()),
+        ]
+        .into(),
+        ..Trace::default()
+    }
+}
