@@ -157,3 +157,99 @@ fn prefetch(site: &Site) {
     #[cfg(not(target_arch = "x86_64"))]
     let _ = site;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arch::x86_64::SiteForm;
+    use crate::sites::{Inserted, NewSite, SiteKind};
+
+    /// A site with the `e8` form at `addr` (a made-up address: nothing
+    /// here reads or writes text).
+    fn add(addr: usize) -> &'static Site {
+        let new = NewSite {
+            addr,
+            function: addr - 4,
+            form: Some(SiteForm::CallRel32),
+            kind: SiteKind::Mcount,
+            original: [0xe8, 1, 2, 3, 4, 0, 0, 0],
+            extra_flags: flag::TEXT_IS_CALL,
+            tracers: 0,
+        };
+        match SITES.insert(addr + 5, &new).unwrap() {
+            Inserted::New(site) => site,
+            Inserted::Existing(site) => {
+                site.revive(&new);
+                SITES.note_change();
+                site
+            }
+        }
+    }
+
+    /// The listed addresses in the made-up range.
+    fn listed(order: &mut SitesInOrder, base: usize) -> Vec<usize> {
+        order
+            .current()
+            .iter()
+            .map(|listed| listed.addr)
+            .filter(|addr| (base..base + 0x1000).contains(addr))
+            .collect()
+    }
+
+    #[test]
+    fn merges_new_sites_in_address_order_and_drops_unloaded_ones() {
+        let base = 0x7777_0000_0000;
+        let mut order = SitesInOrder::new();
+        for offset in [0x300, 0x100, 0x200] {
+            add(base + offset);
+        }
+        assert_eq!(
+            listed(&mut order, base),
+            [base + 0x100, base + 0x200, base + 0x300]
+        );
+        // Found later: merged in place.
+        let later = [add(base + 0x250), add(base + 0x50)];
+        assert_eq!(
+            listed(&mut order, base),
+            [
+                base + 0x50,
+                base + 0x100,
+                base + 0x200,
+                base + 0x250,
+                base + 0x300
+            ]
+        );
+        assert!(later.iter().all(|site| site.has_flag(flag::LISTED)));
+        // Unloaded: dropped. Revived (another object's site with the same
+        // return address): listed once, at its new address.
+        let gone = SITES.find(base + 0x200 + 5).unwrap();
+        gone.unload();
+        SITES.note_change();
+        assert_eq!(
+            listed(&mut order, base),
+            [base + 0x50, base + 0x100, base + 0x250, base + 0x300]
+        );
+        let new = NewSite {
+            addr: base + 0x200 + 5 - 6,
+            function: 0,
+            form: Some(SiteForm::Addr32CallRel32),
+            kind: SiteKind::Mcount,
+            original: [0x67, 0xe8, 1, 2, 3, 4, 0, 0],
+            extra_flags: 0,
+            tracers: 0,
+        };
+        gone.revive(&new);
+        SITES.note_change();
+        assert_eq!(
+            listed(&mut order, base),
+            [
+                base + 0x50,
+                base + 0x100,
+                base + 0x1ff,
+                base + 0x250,
+                base + 0x300
+            ]
+        );
+        assert!(gone.has_flag(flag::LISTED));
+    }
+}
