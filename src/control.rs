@@ -17,7 +17,9 @@ use crate::error::Error;
 use crate::filter::Filter;
 use crate::patch::{self, reach, TextWrite};
 use crate::rt::{self, ops, shadow, thread::Untraced};
-use crate::sites::{self, flag, ScanReport, Site, SiteInfo, NOP_PENDING, SITES, UNRECOGNIZED};
+use crate::sites::{
+    self, flag, ScanReport, Site, SiteInfo, SitesInOrder, NOP_PENDING, SITES, UNRECOGNIZED,
+};
 use crate::symbols;
 use crate::sys::{clock, priority};
 use crate::tracer::{self, FastPathState};
@@ -35,6 +37,12 @@ struct ControlState {
     /// The filter of each enabled tracer (by index): sites found later (a
     /// library opened with `dlopen`) are selected by it too.
     filters: Vec<(usize, Filter)>,
+    /// The recognised sites in address order: what operations walk.
+    sites: SitesInOrder,
+    /// The sites whose selection an `enable_with` of an enabled tracer
+    /// changed, and whether the tracer had selected them before (to undo a
+    /// failed enable). Kept from operation to operation.
+    previous: Vec<(&'static Site, bool)>,
 }
 
 /// Only ever locked while holding the operation lock, so it is free
@@ -50,6 +58,8 @@ static CONTROL: Mutex<ControlState> = Mutex::new(ControlState {
     unreadable_objects: Vec::new(),
     panicked_unreported: 0,
     filters: Vec::new(),
+    sites: SitesInOrder::new(),
+    previous: Vec::new(),
 });
 
 /// The operation lock and, inside it, the control state. Fields drop in
@@ -104,7 +114,7 @@ fn init_locked(state: &mut Control) -> Result<(), Error> {
     rt::prepare();
     patch::protocol_from_env();
     rescan(state, &symbols::current());
-    sync_text()?;
+    sync_text(&mut state.sites, |_| {})?;
     state.initialized = true;
     Ok(())
 }
@@ -146,26 +156,39 @@ pub fn enable_with(name: &str, filter: &Filter) -> Result<(), Error> {
     if let Some(tracer) = tracer::tracer_at(index) {
         tracer.on_enable(filter);
     }
-    let mut previous = Vec::new();
-    for site in SITES.iter() {
-        let selected = selects(filter, site, &objects);
-        let before = site.tracers.load(Ordering::Relaxed) & bit != 0;
-        if selected != before {
-            previous.push((site, before));
-            if selected {
-                site.tracers.fetch_or(bit, Ordering::Relaxed);
-            } else {
-                site.tracers.fetch_and(!bit, Ordering::Relaxed);
-            }
-        }
-    }
     tracer::set_enabled(index, true);
-    if let Err(err) = sync_text() {
+    let ControlState {
+        sites, previous, ..
+    } = &mut *state;
+    previous.clear();
+    // The selection is made in the walk that writes the text: one visit of
+    // each (scattered) site.
+    let synced = sync_text(sites, |site| {
+        let selected = selects(filter, site, &objects);
+        let tracers = site.tracers.load(Ordering::Relaxed);
+        let before = tracers & bit != 0;
+        if selected != before {
+            // A tracer that was off selected no site: undoing its enable
+            // clears its bit everywhere, with no list to keep.
+            if was_enabled {
+                previous.push((site, before));
+            }
+            // A plain store: see `sync_text`.
+            site.tracers.store(tracers ^ bit, Ordering::Relaxed);
+        }
+    });
+    if let Err(err) = synced {
         tracer::set_enabled(index, was_enabled);
-        for (site, before) in previous {
-            if before {
-                site.tracers.fetch_or(bit, Ordering::Relaxed);
-            } else {
+        if was_enabled {
+            for &(site, before) in previous.iter() {
+                if before {
+                    site.tracers.fetch_or(bit, Ordering::Relaxed);
+                } else {
+                    site.tracers.fetch_and(!bit, Ordering::Relaxed);
+                }
+            }
+        } else {
+            for sites::Listed { site, .. } in sites::in_order(sites.current()) {
                 site.tracers.fetch_and(!bit, Ordering::Relaxed);
             }
         }
@@ -226,7 +249,7 @@ pub fn disable(name: &str) -> Result<(), Error> {
     absorb_panics(&mut state);
     if state.panicked_unreported & bit != 0 {
         state.panicked_unreported &= !bit;
-        sync_text()?;
+        sync_text(&mut state.sites, |_| {})?;
         return Err(Error::TracerPanicked(name.to_string()));
     }
     if tracer::enabled_mask() & bit == 0 {
@@ -236,10 +259,13 @@ pub fn disable(name: &str) -> Result<(), Error> {
     state.filters.retain(|(i, _)| *i != index);
     publish_select_new(&state);
     rescan_and_select(&mut state, &symbols::current());
-    for site in SITES.iter() {
-        site.tracers.fetch_and(!bit, Ordering::Relaxed);
-    }
-    sync_text()
+    sync_text(&mut state.sites, |site| {
+        let tracers = site.tracers.load(Ordering::Relaxed);
+        if tracers & bit != 0 {
+            // A plain store: see `sync_text`.
+            site.tracers.store(tracers & !bit, Ordering::Relaxed);
+        }
+    })
 }
 
 /// Writes every pending change: NOPs for sites found by their first call
@@ -252,7 +278,7 @@ pub fn flush() -> Result<(), Error> {
     if state.initialized {
         rescan_and_select(&mut state, &symbols::current());
     }
-    sync_text()
+    sync_text(&mut state.sites, |_| {})
 }
 
 /// Takes the tracers that panicked on the traced path (already switched
@@ -265,8 +291,10 @@ fn absorb_panics(state: &mut Control) {
     state.panicked_unreported |= panicked;
     state.filters.retain(|(i, _)| panicked & 1 << i == 0);
     publish_select_new(state);
-    for site in SITES.iter() {
-        site.tracers.fetch_and(!panicked, Ordering::Relaxed);
+    for sites::Listed { site, .. } in sites::in_order(state.sites.current()) {
+        if site.tracers.load(Ordering::Relaxed) & panicked != 0 {
+            site.tracers.fetch_and(!panicked, Ordering::Relaxed);
+        }
     }
 }
 
@@ -277,12 +305,14 @@ fn rescan_and_select(state: &mut Control, objects: &symbols::SymbolIndex) {
         return;
     }
     let enabled = tracer::enabled_mask();
-    for (index, filter) in &state.filters {
+    let ControlState { filters, sites, .. } = &mut **state;
+    let sites = sites.current();
+    for (index, filter) in filters.iter() {
         let bit = 1u64 << index;
         if enabled & bit == 0 {
             continue;
         }
-        for site in SITES.iter() {
+        for sites::Listed { site, .. } in sites::in_order(sites) {
             if selects(filter, site, objects) {
                 site.tracers.fetch_or(bit, Ordering::Relaxed);
             } else {
@@ -353,9 +383,23 @@ enum SiteText {
 
 impl SiteText {
     fn of(site: &Site) -> SiteText {
-        if !site.has_flag(flag::TEXT_IS_CALL) {
+        SiteText::from_flags(site.flags.load(Ordering::Relaxed))
+    }
+
+    /// The [`flag`]s that record this text.
+    fn flags(self) -> u32 {
+        match self {
+            SiteText::Nop => 0,
+            SiteText::Call => flag::TEXT_IS_CALL,
+            SiteText::Fast => flag::TEXT_IS_CALL | flag::TEXT_IS_FAST,
+        }
+    }
+
+    /// The text a site's [`flag`]s record.
+    fn from_flags(flags: u32) -> SiteText {
+        if flags & flag::TEXT_IS_CALL == 0 {
             SiteText::Nop
-        } else if site.has_flag(flag::TEXT_IS_FAST) {
+        } else if flags & flag::TEXT_IS_FAST != 0 {
             SiteText::Fast
         } else {
             SiteText::Call
@@ -383,7 +427,9 @@ impl SiteText {
 /// The vectors [`sync_text`] fills, kept between operations.
 struct SyncBatch {
     writes: Vec<TextWrite>,
-    changed: Vec<(&'static Site, SiteText)>,
+    /// The sites whose text flags the batch changed, and the flag bits
+    /// changed (to flip back if the batch fails).
+    changed: Vec<(&'static Site, u32)>,
 }
 
 static SYNC_BATCH: Mutex<SyncBatch> = Mutex::new(SyncBatch {
@@ -393,9 +439,22 @@ static SYNC_BATCH: Mutex<SyncBatch> = Mutex::new(SyncBatch {
 
 /// Makes every recognised site hold its call exactly when some enabled
 /// tracer selected it: the graph tracer's fast entry when it is the only
-/// one and may use it, else the original call. Caller holds the control
-/// lock.
-fn sync_text() -> Result<(), Error> {
+/// one and may use it, else the original call. Walks `sites` in address
+/// order, so the batch needs no sorting, calling `select` on each site
+/// first (an operation's change of tracer masks, made in the same walk).
+/// Caller holds the control lock.
+///
+/// Each site's text flags are set as its write is listed (its cache line
+/// is at hand then; the sites lie scattered in the table, and a second
+/// walk would wait for each again) and flipped back if the batch fails:
+/// only control operations, which hold the control lock, read them.
+///
+/// A listed site's flags and tracers are written only under the control
+/// lock (the lazy hook sets those of a site it adds or revives before the
+/// site can be listed), so `select` and this walk change them with a
+/// plain load and store: a locked read-modify-write would wait for each
+/// scattered site's cache line in turn.
+fn sync_text(sites: &mut SitesInOrder, mut select: impl FnMut(&'static Site)) -> Result<(), Error> {
     NOP_PENDING.store(false, Ordering::Release);
     // Before any site calls a fast entry, frames it pushes must carry the
     // right exit mask; after a disable, none may.
@@ -408,51 +467,74 @@ fn sync_text() -> Result<(), Error> {
     let SyncBatch { writes, changed } = &mut *batch;
     writes.clear();
     changed.clear();
-    for site in SITES.iter() {
+    for sites::Listed { addr, site } in sites::in_order(sites.current()) {
+        select(site);
+        let flags = site.flags.load(Ordering::Relaxed);
         let Some(form) = site.form() else {
             continue;
         };
-        let current = SiteText::of(site);
+        let current = SiteText::from_flags(flags);
         let mask = site.tracers.load(Ordering::Relaxed);
         // The fast entries take the return address from the usual slot,
         // which holds the saved r10 at a nested function's fentry site.
-        let fast_call = (mask != 0 && mask == fast_mask && !site.has_flag(flag::R10_SAVED))
+        let fast_call = (mask != 0 && mask == fast_mask && flags & flag::R10_SAVED == 0)
             .then(|| SiteText::Fast.bytes(site, form, fast))
             .flatten();
-        let (wanted, new) = match (mask, fast_call) {
-            (0, _) => (SiteText::Nop, SiteText::Nop.bytes(site, form, fast)),
-            (_, Some(bytes)) => (SiteText::Fast, Some(bytes)),
-            _ => (SiteText::Call, SiteText::Call.bytes(site, form, fast)),
+        let wanted = match (mask, fast_call) {
+            (0, _) => SiteText::Nop,
+            (_, Some(_)) => SiteText::Fast,
+            _ => SiteText::Call,
         };
         if wanted == current {
             continue;
         }
-        // The current text's bytes: a fast call finds the same stub again.
-        let (Some(old), Some(new)) = (current.bytes(site, form, fast), new) else {
-            continue;
-        };
-        let (addr, len) = (site.addr.load(Ordering::Relaxed), form.instruction_len());
-        match TextWrite::new(addr, &old[..len], &new[..len]) {
-            Ok(write) => writes.push(write),
-            Err(err) => {
-                NOP_PENDING.store(true, Ordering::Release);
-                return Err(err);
+        let listed = match (current, wanted) {
+            // Between the NOP and the original call: both bytes are the
+            // site's own, recognised when the site was recorded.
+            (SiteText::Nop, SiteText::Call) | (SiteText::Call, SiteText::Nop) => {
+                let to_call = wanted == SiteText::Call;
+                TextWrite::push_site_toggle(writes, addr, form, site.original_bytes(), to_call)
             }
+            _ => {
+                let new = match wanted {
+                    SiteText::Fast => fast_call,
+                    _ => wanted.bytes(site, form, fast),
+                };
+                // The current text's bytes: a fast call finds the same stub
+                // again.
+                let (Some(old), Some(new)) = (current.bytes(site, form, fast), new) else {
+                    continue;
+                };
+                let len = form.instruction_len();
+                TextWrite::new(addr, &old[..len], &new[..len]).map(|write| writes.push(write))
+            }
+        };
+        if let Err(err) = listed {
+            flip_back(changed);
+            NOP_PENDING.store(true, Ordering::Release);
+            return Err(err);
         }
-        changed.push((site, wanted));
+        let flipped = current.flags() ^ wanted.flags();
+        site.flags.store(flags ^ flipped, Ordering::Relaxed);
+        changed.push((site, flipped));
     }
     if writes.is_empty() {
         return Ok(());
     }
     if let Err(err) = patch::active().apply(writes) {
+        flip_back(changed);
         NOP_PENDING.store(true, Ordering::Release);
         return Err(err);
     }
-    for &(site, text) in changed.iter() {
-        site.set_flag(flag::TEXT_IS_CALL, text != SiteText::Nop);
-        site.set_flag(flag::TEXT_IS_FAST, text == SiteText::Fast);
-    }
     Ok(())
+}
+
+/// Puts back the text flags [`sync_text`] set for a batch that failed.
+fn flip_back(changed: &[(&'static Site, u32)]) {
+    for &(site, flipped) in changed {
+        let flags = site.flags.load(Ordering::Relaxed);
+        site.flags.store(flags ^ flipped, Ordering::Relaxed);
+    }
 }
 
 /// Counts describing fntrace's view of the process.

@@ -4,11 +4,14 @@
 //!
 //! A [`TextWriter`] covers the sites of one batch with *spans*: sites less
 //! than a page apart share a span, so a span only covers pages that hold a
-//! site (no untouched page is copied on write). It keeps an *image* of
-//! every span in one buffer: [`TextWriter::load`] reads the spans (one
-//! `pread` each), the protocol edits the image with plain stores
-//! ([`TextWriter::bytes_mut`]), and [`TextWriter::store`] writes each span
-//! back. Bytes the protocol did not edit are written back with the value
+//! site (no untouched page is copied on write). A span written through a
+//! writable view ([`alias`], the usual case) is read and edited in that
+//! view: the protocol's staged bytes ([`TextWriter::stage`]) are stored
+//! there at once, so a protocol stages only what it means to store next.
+//! Every other span has an *image* in one buffer: [`TextWriter::load`]
+//! reads those spans (plain loads, or one `pread` each), the protocol
+//! edits the image with plain stores, and [`TextWriter::store`] writes
+//! each span back. Bytes the protocol did not edit are written back with the value
 //! they had, which no executing thread can tell from no write at all
 //! (only fntrace writes text, under the protocol's lock). Each byte goes
 //! from its old value to its new one and never through a value nobody
@@ -20,8 +23,9 @@
 //!
 //! Three ways to store, tried in order:
 //! 0. A span whose pages [`alias`] moved to a memfd is written through the
-//!    memfd's read-write view: plain byte stores of the bytes the batch
-//!    changes, no system call (the view is never executable).
+//!    memfd's read-write view: plain byte stores of the bytes the protocol
+//!    stages, as it stages them, with no system call and no copy (the view
+//!    is never executable).
 //! 1. `pwrite` on `/proc/thread-self/mem`. The kernel writes through its
 //!    own mapping of the page (copying a file-backed page first), so the
 //!    text stays R-X throughout: no mapping is ever writable and executable
@@ -45,15 +49,47 @@
 //! protocol may call them while other threads are stopped at arbitrary
 //! points (possibly inside `malloc`).
 
-use std::ffi::c_void;
+use std::cell::Cell;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 
 use region::Protection;
 
-use super::alias;
+use super::proc_mem::{open_proc_mem, pread_all, pwrite_all};
+use super::{alias, TextWrite};
 use crate::error::Error;
-use crate::sys::{self, last_errno};
+use crate::sys;
+
+/// How far ahead of a site being read or written in a view
+/// [`TextWriter::locate`] asks for the text's cache line. Batches go
+/// through the text in address order, a few stores per site; a store that
+/// misses the cache holds up the stores behind it, and sites lie ≈ 40
+/// bytes apart (`-O0` code) on pages whose lines the hardware prefetcher
+/// does not fetch across page boundaries.
+const TEXT_PREFETCH_AHEAD: usize = 1024;
+
+/// Starts fetching the cache line at `addr` to be written (a hint: it
+/// never faults, whatever the address, and changes nothing the program
+/// computes).
+#[inline(always)]
+fn prefetch_for_write(addr: usize) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE is part of x86-64; a prefetch never faults.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_ET0};
+        _mm_prefetch::<_MM_HINT_ET0>(addr as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = addr;
+}
+
+/// Where [`TextWriter::locate`] found a range.
+enum Located {
+    /// At this address of a writable view of the text.
+    View(usize),
+    /// At this offset of the image.
+    Image(usize),
+}
 
 /// Protection of one page before any write.
 #[derive(Clone, Copy, Debug)]
@@ -80,7 +116,8 @@ struct Span {
     start: usize,
     /// Length in bytes.
     len: usize,
-    /// Offset of its first byte in the image.
+    /// Offset of its first byte in the image (spans with a `view` have
+    /// none: their bytes are read and written in the view).
     offset: usize,
     /// Where `start` is in a writable view of the text ([`alias`]), if
     /// the span is written there rather than through `/proc/self/mem`.
@@ -125,8 +162,11 @@ pub(crate) struct TextWriter {
     page_size: usize,
     /// Sorted, disjoint, each less than a page from the next.
     spans: Vec<Span>,
-    /// The spans' bytes, back to back.
+    /// The bytes of the spans without a view, back to back.
     image: Vec<u8>,
+    /// The span the last lookup found: batches are looked up in address
+    /// order, so the next lookup is almost always in it or the next one.
+    last_span: Cell<usize>,
 }
 
 impl TextWriter {
@@ -177,8 +217,13 @@ impl TextWriter {
         }
 
         let mut aliases = alias::begin_batch()?;
+        let mut image_len = 0;
         for span in &mut spans {
             span.view = aliases.writable_view(span.start, span.start + span.len, page_size);
+            if span.view.is_none() {
+                span.offset = image_len;
+                image_len += span.len;
+            }
         }
         drop(aliases);
 
@@ -235,7 +280,6 @@ impl TextWriter {
             }
         }
 
-        let image_len = spans.last().map_or(0, |span| span.offset + span.len);
         // No clear first: `load` overwrites every byte, so only growth is
         // zeroed.
         image.resize(image_len, 0);
@@ -246,6 +290,7 @@ impl TextWriter {
             page_size,
             spans,
             image,
+            last_span: Cell::new(0),
         })
     }
 
@@ -258,24 +303,16 @@ impl TextWriter {
         }
     }
 
-    /// Reads every span of text into the image: plain loads where `prepare`
-    /// recorded the pages readable (text is R-X; half the cost of going
-    /// through the kernel), else one `pread` of the `mem` file per span.
+    /// Reads every span without a view into the image: plain loads where
+    /// `prepare` recorded the pages readable (text is R-X; half the cost of
+    /// going through the kernel), else one `pread` of the `mem` file per
+    /// span. Spans with a view are read there (nothing to do).
     /// Allocation-free; an error carries the raw OS error and the address.
     pub(crate) fn load(&mut self) -> Result<(), Error> {
-        for span in &self.spans {
+        for span in self.spans.iter().filter(|span| span.view.is_none()) {
             let Some(buf) = self.image.get_mut(span.offset..span.offset + span.len) else {
                 continue;
             };
-            if let Some(view) = span.view {
-                // SAFETY: the view maps `span.len` bytes at `view` readable
-                // (made by `alias` for this batch, never unmapped while its
-                // object lives, and only this thread changes the registry).
-                unsafe {
-                    std::ptr::copy_nonoverlapping(view as *const u8, buf.as_mut_ptr(), buf.len())
-                };
-                continue;
-            }
             let read = match (
                 read_directly(&self.pages, self.page_size, span.start, buf),
                 &self.proc_mem,
@@ -289,47 +326,142 @@ impl TextWriter {
         Ok(())
     }
 
-    /// The image's copy of `len` bytes at `addr`, if a span covers them.
+    /// The text's `len` bytes at `addr` as the batch sees them (the view,
+    /// or the image), if a span covers them.
     pub(crate) fn bytes(&self, addr: usize, len: usize) -> Option<&[u8]> {
-        let (from, to) = self.image_range(addr, len)?;
-        self.image.get(from..to)
+        match self.locate(addr, len)? {
+            Located::View(at) => {
+                // SAFETY: `at..at + len` lies in a span's view, mapped
+                // readable by `alias` for the batch; only the patching
+                // thread (this one, under the protocol's lock) writes it,
+                // and not while the slice lives (`&self`).
+                Some(unsafe { std::slice::from_raw_parts(at as *const u8, len) })
+            }
+            Located::Image(from) => self.image.get(from..from + len),
+        }
     }
 
-    /// The image's copy of `len` bytes at `addr`, to edit before
-    /// [`TextWriter::store`].
-    pub(crate) fn bytes_mut(&mut self, addr: usize, len: usize) -> Option<&mut [u8]> {
-        let (from, to) = self.image_range(addr, len)?;
-        self.image.get_mut(from..to)
+    /// Puts `bytes` at `addr`: in a span with a view, straight into the
+    /// text (one byte store per byte, so no byte is ever written with a
+    /// value nobody meant; a byte that keeps its value is written all the
+    /// same, which no thread can tell from no write, and reading it first
+    /// would wait for its cache line where a store does not); elsewhere
+    /// into the image, for [`TextWriter::store`]. Bytes no span covers are
+    /// ignored. Stores only: no allocation, no system call.
+    pub(crate) fn stage(&mut self, addr: usize, bytes: &[u8]) {
+        match self.locate(addr, bytes.len()) {
+            Some(Located::View(at)) => {
+                for (index, &byte) in bytes.iter().enumerate() {
+                    let target = (at + index) as *mut u8;
+                    // SAFETY: `target` lies in a span's view, mapped R-W
+                    // by `alias` and alive while its object is: a separate
+                    // mapping of the text's memory, never executable.
+                    unsafe { std::ptr::write_volatile(target, byte) };
+                }
+            }
+            Some(Located::Image(from)) => {
+                if let Some(image) = self.image.get_mut(from..from + bytes.len()) {
+                    image.copy_from_slice(bytes);
+                }
+            }
+            None => {}
+        }
     }
 
-    /// Where `addr..addr + len` lies in the image.
-    fn image_range(&self, addr: usize, len: usize) -> Option<(usize, usize)> {
-        let index = self.spans.partition_point(|span| span.start <= addr);
-        let span = self.spans.get(index.checked_sub(1)?)?;
+    /// [`TextWriter::stage`] for part of every write of `writes` (in
+    /// address order, as a validated batch is): `pick` gives the offset in
+    /// the instruction and the bytes to put there. One walk of the spans
+    /// beside the writes; a write out of order is looked up.
+    #[inline]
+    pub(crate) fn stage_writes<'w>(
+        &mut self,
+        writes: &'w [TextWrite],
+        pick: impl Fn(&'w TextWrite) -> (usize, &'w [u8]),
+    ) {
+        let mut index = 0;
+        for write in writes {
+            let (offset, bytes) = pick(write);
+            let addr = write.addr + offset;
+            let end = addr + bytes.len();
+            while self
+                .spans
+                .get(index)
+                .is_some_and(|span| span.start + span.len < end)
+            {
+                index += 1;
+            }
+            let view = match self.spans.get(index) {
+                Some(span) if span.start <= addr => {
+                    span.view.map(|view| view + (addr - span.start))
+                }
+                _ => None,
+            };
+            let Some(at) = view else {
+                // In the image, or out of order: the general path.
+                self.stage(addr, bytes);
+                continue;
+            };
+            prefetch_for_write(at.wrapping_add(TEXT_PREFETCH_AHEAD));
+            for (index, &byte) in bytes.iter().enumerate() {
+                // SAFETY: as in `stage`: `at..at + bytes.len()` lies in a
+                // span's view (the span covers `addr..end`), mapped R-W by
+                // `alias`, never executable.
+                unsafe { std::ptr::write_volatile((at + index) as *mut u8, byte) };
+            }
+        }
+    }
+
+    /// Where `addr..addr + len` lies: in a span's view or in the image.
+    /// Starts from the span of the last lookup (batches are looked up in
+    /// address order), else searches.
+    #[inline]
+    fn locate(&self, addr: usize, len: usize) -> Option<Located> {
         let end = addr.checked_add(len)?;
-        (end <= span.start + span.len).then(|| {
-            (
-                span.offset + addr - span.start,
-                span.offset + end - span.start,
-            )
+        let hint = self.last_span.get();
+        let span = match self.spans.get(hint) {
+            Some(span) if span.start <= addr && end <= span.start + span.len => span,
+            _ => self.spans.get(self.find_span(addr, end)?)?,
+        };
+        Some(match span.view {
+            Some(view) => {
+                let at = view + (addr - span.start);
+                prefetch_for_write(at.wrapping_add(TEXT_PREFETCH_AHEAD));
+                Located::View(at)
+            }
+            None => Located::Image(span.offset + (addr - span.start)),
         })
     }
 
-    /// Writes the image to the text: in a span with a writable view, the
-    /// bytes of the `touched` ranges (in address order) that differ, one
-    /// byte store each; any other span whole, with one `pwrite`. Only
-    /// system calls and stores: no allocation, no lock. Pages are R-X
-    /// before and after; at most the `mprotect` fallback makes them RWX
-    /// for the duration of the store. The caller is responsible for what
-    /// other threads may execute meanwhile, and for serializing
-    /// instruction fetch afterwards.
+    /// The index of the span covering `addr..end`, which is not the last
+    /// one found: the next one, or a binary search. Remembered.
+    #[cold]
+    fn find_span(&self, addr: usize, end: usize) -> Option<usize> {
+        let covers = |span: &Span| span.start <= addr && end <= span.start + span.len;
+        let next = self.last_span.get() + 1;
+        let index = if self.spans.get(next).is_some_and(covers) {
+            next
+        } else {
+            let index = self
+                .spans
+                .partition_point(|span| span.start <= addr)
+                .checked_sub(1)?;
+            self.spans.get(index).is_some_and(covers).then_some(index)?
+        };
+        self.last_span.set(index);
+        Some(index)
+    }
+
+    /// Writes the image to the text: every span without a view whole, with
+    /// one `pwrite` (spans with a view were written at staging; `_touched`
+    /// is not needed for them any more). Only system calls and stores: no
+    /// allocation, no lock. Pages are R-X before and after; at most the
+    /// `mprotect` fallback makes them RWX for the duration of the store.
+    /// The caller is responsible for what other threads may execute
+    /// meanwhile, and for serializing instruction fetch afterwards.
     pub(crate) fn store(
         &mut self,
-        touched: impl IntoIterator<Item = (usize, usize)>,
+        _touched: impl IntoIterator<Item = (usize, usize)>,
     ) -> Result<(), Error> {
-        if self.spans.iter().any(|span| span.view.is_some()) {
-            self.store_in_views(touched);
-        }
         for index in 0..self.spans.len() {
             let Some(&span) = self.spans.get(index) else {
                 continue;
@@ -356,43 +488,6 @@ impl TextWriter {
             self.store_with_mprotect(span)?;
         }
         Ok(())
-    }
-
-    /// The view part of [`TextWriter::store`]: spans and ranges are both
-    /// in address order, so one walk finds each range's span.
-    fn store_in_views(&self, touched: impl IntoIterator<Item = (usize, usize)>) {
-        let mut spans = self.spans.iter().peekable();
-        for (addr, len) in touched {
-            while spans
-                .peek()
-                .is_some_and(|span| span.start + span.len <= addr)
-            {
-                spans.next();
-            }
-            let Some(span) = spans.peek() else {
-                return;
-            };
-            let (Some(view), true) = (span.view, span.start <= addr) else {
-                continue;
-            };
-            let from = span.offset + (addr - span.start);
-            let Some(bytes) = self.image.get(from..from + len) else {
-                continue;
-            };
-            let at = view + (addr - span.start);
-            for (index, &byte) in bytes.iter().enumerate() {
-                let target = (at + index) as *mut u8;
-                // SAFETY: `target` lies in the span (the range is one of
-                // the batch's, inside this span) and so in its view, mapped
-                // R-W by `alias` and alive while its object is. It is a
-                // separate mapping of the text's memory, never executable.
-                unsafe {
-                    if std::ptr::read_volatile(target) != byte {
-                        std::ptr::write_volatile(target, byte);
-                    }
-                }
-            }
-        }
     }
 
     /// Makes the span's pages RWX, stores the bytes that differ (one byte
@@ -520,62 +615,6 @@ fn original_protection(
         .map(|page| page.prot)
 }
 
-/// Calls `transfer(done)` (bytes moved, or -1 with errno set) until `len`
-/// bytes have moved: EINTR retries, a zero-byte transfer is EIO. The raw
-/// errno on failure.
-fn transfer_all(len: usize, mut transfer: impl FnMut(usize) -> isize) -> Result<(), i32> {
-    let mut done = 0;
-    while done < len {
-        match transfer(done) {
-            n if n > 0 => done += n as usize,
-            0 => return Err(libc::EIO),
-            _ => match last_errno() {
-                libc::EINTR => continue,
-                errno => return Err(errno),
-            },
-        }
-    }
-    Ok(())
-}
-
-/// `pread` of all of `buf` from the `mem` file at `addr`; the raw errno on
-/// failure. The kernel reads the target through its own mapping, so an
-/// unmapped address yields EIO, not a fault.
-fn pread_all(fd: &OwnedFd, addr: usize, buf: &mut [u8]) -> Result<(), i32> {
-    let len = buf.len();
-    transfer_all(len, |done| {
-        let rest = &mut buf[done..];
-        // SAFETY: `rest` is a valid, writable buffer of `rest.len()` bytes.
-        unsafe {
-            libc::pread(
-                fd.as_raw_fd(),
-                rest.as_mut_ptr().cast::<c_void>(),
-                rest.len(),
-                (addr + done) as libc::off_t,
-            )
-        }
-    })
-}
-
-/// `pwrite` of all of `bytes` to the `mem` file at `addr`; text protection
-/// never changes. The raw errno on failure.
-fn pwrite_all(fd: &OwnedFd, addr: usize, bytes: &[u8]) -> Result<(), i32> {
-    transfer_all(bytes.len(), |done| {
-        let rest = &bytes[done..];
-        // SAFETY: `rest` is a valid buffer of `rest.len()` bytes; the kernel
-        // writes the target through its own mapping (forcing write access
-        // to the private text page), so no fault can occur in this process.
-        unsafe {
-            libc::pwrite(
-                fd.as_raw_fd(),
-                rest.as_ptr().cast::<c_void>(),
-                rest.len(),
-                (addr + done) as libc::off_t,
-            )
-        }
-    })
-}
-
 /// Reads `buf.len()` bytes at `addr` with plain loads, when every page is
 /// recorded readable.
 fn read_directly(
@@ -598,26 +637,6 @@ fn read_directly(
     // cannot overlap. Only fntrace writes text, and not meanwhile.
     unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, buf.as_mut_ptr(), buf.len()) };
     Ok(())
-}
-
-/// Opens `/proc/thread-self/mem` (or `/proc/self/mem` on kernels before
-/// 3.17) read-write, else read-only, else not at all.
-fn open_proc_mem() -> Option<OwnedFd> {
-    let paths = [c"/proc/thread-self/mem", c"/proc/self/mem"];
-    for (path, flags) in paths
-        .into_iter()
-        .flat_map(|path| [(path, libc::O_RDWR), (path, libc::O_RDONLY)])
-    {
-        // SAFETY: the path is a NUL-terminated literal; `open` has no other
-        // preconditions.
-        let fd = unsafe { libc::open(path.as_ptr(), flags | libc::O_CLOEXEC) };
-        if fd >= 0 {
-            // SAFETY: `fd` was just returned by `open` and is owned by no one
-            // else.
-            return Some(unsafe { OwnedFd::from_raw_fd(fd) });
-        }
-    }
-    None
 }
 
 /// The mappings overlapping `start..end`, as `region` reports them. When

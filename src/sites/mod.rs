@@ -9,10 +9,12 @@
 //!   searched for a call whose target is one of fntrace's trampolines, so that
 //!   functions that have not run yet can be traced later.
 
+mod order;
 mod table;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+pub(crate) use order::{in_order, Listed, SitesInOrder};
 pub use table::SiteKind;
 pub(crate) use table::{flag, Inserted, NewSite, Site, SiteTable};
 
@@ -138,21 +140,17 @@ pub(crate) fn on_unknown_site(return_address: usize, kind: SiteKind) -> Option<&
                 0
             }
             | if r10_saved { flag::R10_SAVED } else { 0 },
+        // In place before the site is published (or revived): once it is
+        // listed, only control operations write its tracers.
+        tracers: selected,
     };
     let site = match SITES.insert(return_address, &new)? {
         Inserted::Existing(site) if site.has_flag(flag::UNLOADED) => {
             site.revive(&new);
-            site.tracers.fetch_or(selected, Ordering::Relaxed);
+            SITES.note_change();
             site
         }
-        Inserted::New(site) => {
-            // Before the key is found by another thread's probe would be
-            // better, but a racing call through the same new site is at
-            // worst not traced: the bits are in place for the next one.
-            site.tracers.fetch_or(selected, Ordering::Relaxed);
-            site
-        }
-        Inserted::Existing(site) => site,
+        Inserted::New(site) | Inserted::Existing(site) => site,
     };
     if form.is_some() && site.tracers.load(Ordering::Relaxed) == 0 {
         NOP_PENDING.store(true, Ordering::Release);
@@ -303,11 +301,13 @@ pub(crate) fn scan(index: &SymbolIndex) -> ScanReport {
                     extra_flags: flag::TEXT_IS_CALL
                         | exclusion_flag(&function.name)
                         | if r10_saved { flag::R10_SAVED } else { 0 },
+                    tracers: 0,
                 };
                 match SITES.insert(addr + len, &new) {
                     Some(Inserted::New(_)) => report.sites_found += 1,
                     Some(Inserted::Existing(site)) if site.has_flag(flag::UNLOADED) => {
                         site.revive(&new);
+                        SITES.note_change();
                         report.sites_found += 1;
                     }
                     Some(Inserted::Existing(site)) => complete_lazy_site(site, &new),
@@ -365,6 +365,7 @@ pub(crate) fn unload_gone(expected: impl Fn(&Site, &[u8]) -> bool) -> std::io::R
         let same = memory.read_exact_at(text, addr as u64).is_ok() && expected(site, text);
         if !same {
             site.unload();
+            SITES.note_change();
             unloaded += 1;
         }
     }
@@ -381,6 +382,7 @@ fn complete_lazy_site(site: &Site, scanned: &NewSite) {
     let holds_original = site.has_flag(flag::TEXT_IS_CALL) && !site.has_flag(flag::TEXT_IS_FAST);
     if holds_original && site.addr.load(Ordering::Relaxed) != scanned.addr {
         site.redescribe(scanned);
+        SITES.note_change();
     }
 }
 

@@ -21,6 +21,8 @@ use crate::arch::x86_64::SiteForm;
 
 const EMPTY: usize = 0;
 const FIRST_SEGMENT_SLOTS: usize = 1 << 14;
+/// The size of a transparent huge page on x86-64.
+const HUGE_PAGE: usize = 2 << 20;
 
 /// Whether a site calls `mcount` (after the prologue) or `__fentry__`
 /// (the function's first instruction).
@@ -46,6 +48,7 @@ pub enum SiteKind {
 /// |      | the parent's return address is 8 bytes further up             |
 /// | 8    | unloaded: its object is gone (`dlclose`); no form, no tracers; |
 /// |      | the entry is described anew if a site appears at its address   |
+/// | 9    | listed in the address-ordered list ([`super::order`])          |
 pub(crate) mod flag {
     pub const FORM_MASK: u32 = 0b11;
     pub const FENTRY: u32 = 1 << 2;
@@ -55,6 +58,7 @@ pub(crate) mod flag {
     pub const TEXT_IS_FAST: u32 = 1 << 6;
     pub const R10_SAVED: u32 = 1 << 7;
     pub const UNLOADED: u32 = 1 << 8;
+    pub const LISTED: u32 = 1 << 9;
 }
 
 /// The flags of a site as `new` describes it.
@@ -75,7 +79,9 @@ fn form_bits(form: Option<SiteForm>) -> u32 {
     }
 }
 
-/// One call site.
+/// One call site. `repr(C)`: the fields control operations use are
+/// contiguous, after the key and address (see [`Site::CONTROL_FIELDS`]).
+#[repr(C)]
 pub(crate) struct Site {
     key: AtomicUsize,
     /// First byte of the call instruction.
@@ -86,8 +92,9 @@ pub(crate) struct Site {
     pub original: AtomicU64,
     /// See [`flag`].
     pub flags: AtomicU32,
-    /// Bit `i` set: enabled tracer `i` selected this site. Written only under
-    /// the control lock; read on every traced call. Its population count is
+    /// Bit `i` set: enabled tracer `i` selected this site. Set when the
+    /// site is inserted or revived, before it can be listed, then written
+    /// only under the control lock; read on every traced call. Its population count is
     /// the site's reference count: the site holds the call exactly when it
     /// is non-zero, so the count cannot drift from the text.
     pub tracers: AtomicU64,
@@ -101,9 +108,20 @@ pub(crate) struct NewSite {
     pub kind: SiteKind,
     pub original: [u8; 8],
     pub extra_flags: u32,
+    /// The tracers that select it from the start (see
+    /// [`super::SELECT_NEW`]).
+    pub tracers: u64,
 }
 
 impl Site {
+    /// The bytes `first..last` of a site holding the fields control
+    /// operations read and write (`function`, `original`, `flags`,
+    /// `tracers`; not the key or address): what they prefetch.
+    pub const CONTROL_FIELDS: (usize, usize) = (
+        std::mem::offset_of!(Site, function),
+        std::mem::offset_of!(Site, tracers) + std::mem::size_of::<AtomicU64>(),
+    );
+
     /// The return address of the call: the table key.
     pub fn return_address(&self) -> usize {
         self.key.load(Ordering::Relaxed)
@@ -159,8 +177,10 @@ impl Site {
         self.function.store(new.function, Ordering::Relaxed);
         self.original
             .store(u64::from_le_bytes(new.original), Ordering::Relaxed);
-        self.tracers.store(0, Ordering::Relaxed);
-        self.flags.store(new_flags(new), Ordering::Relaxed);
+        self.tracers.store(new.tracers, Ordering::Relaxed);
+        // Release: a control operation that sees it no longer unloaded
+        // (and lists it) sees the fields above.
+        self.flags.store(new_flags(new), Ordering::Release);
     }
 
     /// Re-describes a site whose text still holds the original call (used
@@ -204,6 +224,15 @@ impl Segment {
         if mem == libc::MAP_FAILED {
             return ptr::null_mut();
         }
+        if bytes >= HUGE_PAGE {
+            // Control operations visit every site, scattered over the
+            // table: with 4 KiB pages nearly every visit missed the TLB
+            // (a nested page walk under virtualisation). A hint only; a
+            // refusal changes nothing else. Small segments are left alone
+            // (a huge page would only add memory).
+            // SAFETY: `mem` is the mapping of `bytes` bytes just made.
+            unsafe { libc::madvise(mem, bytes, libc::MADV_HUGEPAGE) };
+        }
         let segment = mem as *mut Segment;
         // SAFETY: mem is a fresh zeroed mapping large enough for the header
         // followed by `slots` sites; all-zero bytes are a valid empty Site
@@ -241,6 +270,10 @@ fn hash(key: usize) -> usize {
 pub(crate) struct SiteTable {
     head: AtomicPtr<Segment>,
     writer: AtomicBool,
+    /// Counts insertions and changes of a site's address, form or
+    /// presence ([`SiteTable::note_change`]): the address-ordered list
+    /// ([`super::order`]) is brought up to date when it moved.
+    changes: AtomicU64,
 }
 
 // SAFETY: segments are only reached through atomics and never freed; every
@@ -258,6 +291,7 @@ impl SiteTable {
         SiteTable {
             head: AtomicPtr::new(ptr::null_mut()),
             writer: AtomicBool::new(false),
+            changes: AtomicU64::new(0),
         }
     }
 
@@ -305,6 +339,9 @@ impl SiteTable {
             // SAFETY: pointers from first_segment/next_segment are live forever.
             let segment = unsafe { &*segment_ptr };
             if let Some(found) = segment_find_or_insert(segment, return_address, new) {
+                if let Inserted::New(_) = found {
+                    self.note_change();
+                }
                 return Some(found);
             }
             segment_ptr = self.next_segment(segment)?;
@@ -362,6 +399,20 @@ impl SiteTable {
     /// Releases the lock [`Self::hold_for_fork`] took (parent and child).
     pub fn release_after_fork(&self) {
         self.writer.store(false, Ordering::Release);
+    }
+
+    /// Records that a site was added, or that one's address, form or
+    /// presence changed (after the change: see [`SiteTable::changes`]).
+    /// Lock-free and async-signal-safe.
+    pub fn note_change(&self) {
+        // Release: whoever reads the new count sees the change.
+        self.changes.fetch_add(1, Ordering::Release);
+    }
+
+    /// How many changes [`SiteTable::note_change`] recorded. Read before
+    /// walking the table: a change made meanwhile moves it again.
+    pub fn changes(&self) -> u64 {
+        self.changes.load(Ordering::Acquire)
     }
 
     /// Every published site.
@@ -446,7 +497,7 @@ fn segment_find_or_insert<'a>(
         site.original
             .store(u64::from_le_bytes(new.original), Ordering::Relaxed);
         site.flags.store(new_flags(new), Ordering::Relaxed);
-        site.tracers.store(0, Ordering::Relaxed);
+        site.tracers.store(new.tracers, Ordering::Relaxed);
         // Release: the fields above are visible to whoever sees the key.
         site.key.store(return_address, Ordering::Release);
         return Some(Inserted::New(site));
@@ -465,6 +516,7 @@ mod tests {
             kind: SiteKind::Mcount,
             original: [0xe8, 1, 2, 3, 4, 0, 0, 0],
             extra_flags: 0,
+            tracers: 0,
         }
     }
 

@@ -77,6 +77,23 @@ pub(super) struct TrapSite {
     target: usize,
 }
 
+impl TrapSite {
+    /// What the handler needs of `write`.
+    fn of(write: &TextWrite) -> TrapSite {
+        let (kind, target) = match write.installs() {
+            Instruction::Nop => (KIND_NOP, 0),
+            Instruction::Call { target } => (KIND_CALL, target),
+            Instruction::CallIndirect { slot } => (KIND_CALL_INDIRECT, slot),
+        };
+        TrapSite {
+            addr: write.addr(),
+            len: write.len(),
+            kind,
+            target,
+        }
+    }
+}
+
 /// The sites of one batch, sorted by address, as the assembly reads them
 /// (`sites` and `len`).
 #[repr(C)]
@@ -100,25 +117,8 @@ const _: () = {
 };
 
 impl TrapTable {
-    /// The table of `writes`, which are in address order with distinct
-    /// addresses (as `validate` checked), built in `memory` (a vector
-    /// [`Lingering::try_free`] gave back, or a new one). Owns its sites
-    /// until [`TrapTable::free`].
-    pub(super) fn of(writes: &[TextWrite], mut memory: Vec<TrapSite>) -> TrapTable {
-        memory.clear();
-        memory.extend(writes.iter().map(|write| {
-            let (kind, target) = match write.installs() {
-                Instruction::Nop => (KIND_NOP, 0),
-                Instruction::Call { target } => (KIND_CALL, target),
-                Instruction::CallIndirect { slot } => (KIND_CALL_INDIRECT, slot),
-            };
-            TrapSite {
-                addr: write.addr(),
-                len: write.len(),
-                kind,
-                target,
-            }
-        }));
+    /// The table of `memory`'s sites.
+    fn from_sites(memory: Vec<TrapSite>) -> TrapTable {
         debug_assert!(memory.is_sorted_by_key(|site| site.addr));
         let mut sites = std::mem::ManuallyDrop::new(memory);
         TrapTable {
@@ -126,6 +126,25 @@ impl TrapTable {
             len: sites.len(),
             capacity: sites.capacity(),
         }
+    }
+
+    /// The table of `writes`, which are in address order with distinct
+    /// addresses (as `validate` checked), built in `memory` (a vector
+    /// [`Lingering::try_free`] gave back, or a new one), calling `check`
+    /// on each write first (one walk of the batch for both). Owns its
+    /// sites until [`TrapTable::free`]. On `check`'s first error, no table
+    /// (and `memory` is dropped: the next batch allocates anew).
+    pub(super) fn of_checked(
+        writes: &[TextWrite],
+        mut memory: Vec<TrapSite>,
+        mut check: impl FnMut(&TextWrite) -> Result<(), Error>,
+    ) -> Result<TrapTable, Error> {
+        memory.clear();
+        for write in writes {
+            check(write)?;
+            memory.push(TrapSite::of(write));
+        }
+        Ok(TrapTable::from_sites(memory))
     }
 
     /// The sites.
@@ -136,7 +155,7 @@ impl TrapTable {
     }
 
     /// Gives back the sites' memory.
-    fn free(self) -> Vec<TrapSite> {
+    pub(super) fn free(self) -> Vec<TrapSite> {
         // SAFETY: the parts of the vector taken apart in `of`, put back
         // once (this consumes the table).
         unsafe { Vec::from_raw_parts(self.sites.cast_mut(), self.len, self.capacity) }
@@ -417,10 +436,12 @@ mod tests {
             TextWrite::new(0x4000, &NOP5, &call).unwrap(),
             TextWrite::new(0x5000, &call, &NOP5).unwrap(),
         ];
-        let memory = TrapTable::of(&writes, Vec::new()).free();
+        let memory = TrapTable::of_checked(&writes, Vec::new(), |_| Ok(()))
+            .unwrap()
+            .free();
         assert_eq!(memory.len(), 2);
         let reused = memory.as_ptr();
-        let table = TrapTable::of(&writes, memory);
+        let table = TrapTable::of_checked(&writes, memory, |_| Ok(())).unwrap();
         assert_eq!(table.sites, reused);
         let sites: Vec<_> = table
             .sites()
