@@ -229,9 +229,15 @@ impl Segment {
             // table: with 4 KiB pages nearly every visit missed the TLB
             // (a nested page walk under virtualisation). A hint only; a
             // refusal changes nothing else. Small segments are left alone
-            // (a huge page would only add memory).
+            // (a huge page would only add memory). The pages are faulted in
+            // once, as the table grows (a first touch of a huge page may
+            // compact memory), not at whichever later touch lists a site
+            // there: for a site found by its first call, a traced thread.
             // SAFETY: `mem` is the mapping of `bytes` bytes just made.
-            unsafe { libc::madvise(mem, bytes, libc::MADV_HUGEPAGE) };
+            unsafe {
+                libc::madvise(mem, bytes, libc::MADV_HUGEPAGE);
+                libc::madvise(mem, bytes, libc::MADV_POPULATE_WRITE);
+            }
         }
         let segment = mem as *mut Segment;
         // SAFETY: mem is a fresh zeroed mapping large enough for the header
