@@ -8,8 +8,6 @@
 #[macro_use]
 mod common;
 
-use std::process::Command;
-
 use common::{text, Counter, NOP5};
 use fntrace::PatchProtocol;
 use fntrace_fixtures::rust;
@@ -50,25 +48,13 @@ fn child() {
 
 #[test]
 fn without_membarrier_the_stop_protocol_takes_over_with_one_line_saying_so() {
-    let output = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
-        .env(CHILD, "1")
-        .env_remove("FNTRACE_PATCH")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stdout}\n{stderr}");
-    assert!(stdout.contains("child done"), "{stdout}");
+    let (stdout, lines) =
+        common::run_child_test(CHILD, "1", &[("FNTRACE_PATCH", None)], "child done");
     assert!(
         stdout.contains("refused:")
             && stdout.contains("MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE"),
         "{stdout}"
     );
-    let lines: Vec<_> = stderr
-        .lines()
-        .filter(|line| line.starts_with("fntrace:"))
-        .collect();
-    assert_eq!(lines.len(), 1, "{stderr}");
+    assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(lines[0].contains("membarrier"), "{}", lines[0]);
 }

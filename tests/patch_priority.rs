@@ -21,7 +21,6 @@
 #[macro_use]
 mod common;
 
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Mutex};
 use std::time::Duration;
@@ -391,25 +390,12 @@ fn child() {
 /// `FNTRACE_PATCH_PRIORITY` set to `variable` (or unset); returns its
 /// stdout and its stderr lines that start with "fntrace:".
 fn run_child(case: &str, variable: Option<&str>) -> (String, Vec<String>) {
-    let mut command = Command::new(std::env::current_exe().unwrap());
-    command
-        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
-        .env(CHILD, case);
-    match variable {
-        Some(value) => command.env("FNTRACE_PATCH_PRIORITY", value),
-        None => command.env_remove("FNTRACE_PATCH_PRIORITY"),
-    };
-    let output = command.output().unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{case}: {stdout}\n{stderr}");
-    assert!(stdout.contains("child done"), "{stdout}");
-    let lines = stderr
-        .lines()
-        .filter(|line| line.starts_with("fntrace:"))
-        .map(str::to_string)
-        .collect();
-    (stdout, lines)
+    common::run_child_test(
+        CHILD,
+        case,
+        &[("FNTRACE_PATCH_PRIORITY", variable)],
+        "child done",
+    )
 }
 
 #[test]

@@ -16,7 +16,6 @@
 #[macro_use]
 mod common;
 
-use std::process::Command;
 use std::sync::atomic::Ordering;
 
 use common::{text, Counter, NOP5, NOP6};
@@ -324,30 +323,13 @@ fn child() {
 /// Runs the child case `case`; its stdout and the `fntrace:` lines of its
 /// stderr.
 fn run_child(case: &str, writes: Option<&str>) -> (String, Vec<String>) {
-    let mut command = Command::new(std::env::current_exe().unwrap());
-    command
-        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
-        .env(CHILD, case)
-        .env_remove("FNTRACE_PATCH");
-    match writes {
-        Some(value) => command.env("FNTRACE_TEXT_WRITES", value),
-        None => command.env_remove("FNTRACE_TEXT_WRITES"),
-    };
-    let output = command.output().unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert!(output.status.success(), "{stdout}\n{stderr}");
     let ran = if case == "no-memfd" { "proc-mem" } else { case };
-    assert!(
-        stdout.contains(&format!("{ran} case done")),
-        "{stdout}\n{stderr}"
-    );
-    let lines = stderr
-        .lines()
-        .filter(|line| line.starts_with("fntrace:"))
-        .map(str::to_string)
-        .collect();
-    (stdout, lines)
+    common::run_child_test(
+        CHILD,
+        case,
+        &[("FNTRACE_PATCH", None), ("FNTRACE_TEXT_WRITES", writes)],
+        &format!("{ran} case done"),
+    )
 }
 
 #[test]

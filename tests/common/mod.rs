@@ -485,3 +485,36 @@ pub fn refuse_syscall(number: libc::c_long, errno: i32) {
         );
     }
 }
+
+/// Runs this test binary's `child` test alone in a new process, with
+/// `child_var=case` and `env` (a value is set, `None` removed); asserts it
+/// succeeded and printed `done`. Its stdout and the lines of its stderr
+/// that start with "fntrace:".
+pub fn run_child_test(
+    child_var: &str,
+    case: &str,
+    env: &[(&str, Option<&str>)],
+    done: &str,
+) -> (String, Vec<String>) {
+    let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+    command
+        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
+        .env(child_var, case);
+    for (name, value) in env {
+        match value {
+            Some(value) => command.env(name, value),
+            None => command.env_remove(name),
+        };
+    }
+    let output = command.output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{case}: {stdout}\n{stderr}");
+    assert!(stdout.contains(done), "{case}: {stdout}\n{stderr}");
+    let lines = stderr
+        .lines()
+        .filter(|line| line.starts_with("fntrace:"))
+        .map(str::to_string)
+        .collect();
+    (stdout, lines)
+}
