@@ -271,8 +271,12 @@ mod tests {
         let recorded = tracer.recorded();
         let (threads, events, lost) = (recorded.thread_count(), recorded.events(), recorded.lost());
         write_uftrace_dir_of(recorded.header(), &recorded, &in_place, None).unwrap();
+        // The process's maps as the header read them: other tests map and
+        // unmap memory meanwhile, and the events are what is compared.
+        let maps = recorded.header().maps.clone();
         drop(recorded); // not forgotten: take_trace finds the same events
-        let trace = tracer.take_trace();
+        let mut trace = tracer.take_trace();
+        trace.maps = maps;
         write_uftrace_dir(&trace, &whole, None).unwrap();
         assert_eq!(threads, trace.threads.len());
         assert_eq!(events, trace.threads.iter().map(|t| t.events.len()).sum());
