@@ -452,16 +452,13 @@ impl TextWriter {
     }
 
     /// Writes the image to the text: every span without a view whole, with
-    /// one `pwrite` (spans with a view were written at staging; `_touched`
-    /// is not needed for them any more). Only system calls and stores: no
+    /// one `pwrite` (spans with a view were written at staging). Only
+    /// system calls and stores: no
     /// allocation, no lock. Pages are R-X before and after; at most the
     /// `mprotect` fallback makes them RWX for the duration of the store.
     /// The caller is responsible for what other threads may execute
     /// meanwhile, and for serializing instruction fetch afterwards.
-    pub(crate) fn store(
-        &mut self,
-        _touched: impl IntoIterator<Item = (usize, usize)>,
-    ) -> Result<(), Error> {
+    pub(crate) fn store(&mut self) -> Result<(), Error> {
         for index in 0..self.spans.len() {
             let Some(&span) = self.spans.get(index) else {
                 continue;
@@ -764,7 +761,7 @@ mod tests {
         assert_eq!(writer.bytes(other, 2), Some(&code2[..]));
         assert_eq!(writer.bytes(here + 0x10_0000_0000, 1), None);
         // Writing back the same bytes changes nothing and keeps text R-X.
-        writer.store(ranges).unwrap();
+        writer.store().unwrap();
         // SAFETY: as above.
         let after = unsafe { std::slice::from_raw_parts(here as *const u8, 4) };
         assert_eq!(after, &code[..]);

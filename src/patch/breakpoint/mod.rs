@@ -213,7 +213,7 @@ fn write_step<'w>(
     pick: impl Fn(&'w TextWrite) -> (usize, &'w [u8]),
 ) -> Result<(), Error> {
     stage(writer, writes, pick);
-    writer.store(ranges(writes)).and_then(|()| sync())
+    writer.store().and_then(|()| sync())
 }
 
 /// Puts every site back to its `old` bytes by the same three steps,
@@ -227,7 +227,7 @@ fn roll_back(writer: &mut TextWriter, writes: &[TextWrite]) {
     ];
     for step in steps {
         stage(writer, writes, step);
-        let _ = writer.store(ranges(writes));
+        let _ = writer.store();
         let _ = sync();
     }
 }

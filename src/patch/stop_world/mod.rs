@@ -382,12 +382,12 @@ fn write_while_stopped(writer: &mut TextWriter, writes: &[TextWrite]) -> Result<
         }
     }
     stage(writer, writes, |write| (0, write.new_bytes()));
-    if let Err(error) = writer.store(ranges(writes)) {
+    if let Err(error) = writer.store() {
         // All or nothing: put the old bytes back (a store can half
         // succeed). A failure here is dropped: the first one is reported,
         // and dropping it frees nothing (raw OS errors only).
         stage(writer, writes, |write| (0, write.old_bytes()));
-        let _ = writer.store(ranges(writes));
+        let _ = writer.store();
         serialize_instruction_fetch();
         return Err(Failure::Text(error));
     }
