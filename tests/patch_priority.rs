@@ -263,6 +263,10 @@ fn operations_run_fifo_and_then_exactly_as_before() {
     fntrace::set_patch_priority(PatchPriority::Realtime);
 
     // A recorder's writer thread, started by a boosted operation's caller.
+    // Under the breakpoint protocol: the stop protocol parks every other
+    // thread as SCHED_BATCH, and a released thread is SCHED_OTHER again
+    // only once it has run, which the FIFO caller need not wait for.
+    fntrace::set_patch_protocol(PatchProtocol::Breakpoint).unwrap();
     let dir = common::temp_dir("patch_priority_record");
     let recording = fntrace::record("graph", &Filter::new(), &dir).unwrap();
     assert_eq!(last_boost(), Some(PatchBoost::Realtime));
