@@ -311,9 +311,88 @@ fn first_pass(scratch: &Path, ready_buffers: usize) -> [(f64, u64); 2] {
     [median(0, &mut rounds), median(1, &mut rounds)]
 }
 
-/// `uftrace record` on the standalone build: added CPU per call and bytes
-/// per call.
-fn uftrace_figures() -> (f64, f64) {
+/// What `uftrace record` cost on the standalone build of the same call
+/// tree, measured twice.
+struct UftraceFigures {
+    /// One thread calling `run(UFTRACE_N)` back to back: added CPU per
+    /// call, the program and uftrace's recorder together, and bytes per
+    /// call on disk.
+    single_cost: f64,
+    single_bytes: f64,
+    /// The service rate as fntrace's is measured: `THREADS` threads, each
+    /// calling `run(SERVICE_N)` once a millisecond; the added CPU per call
+    /// of the bursts of calls alone (the threads time them themselves), and
+    /// the CPU of uftrace's recorder (the `uftrace` process: its whole CPU
+    /// less the traced program's own) per call.
+    service_bursts: f64,
+    service_recorder: f64,
+    service_calls: u64,
+}
+
+/// What the standalone program prints in its paced mode.
+struct PacedRun {
+    calls: u64,
+    bursts_cpu_ns: u64,
+    process_cpu_ns: u64,
+    /// CPU of the whole command (the program, and uftrace when it records).
+    command_cpu_ns: u64,
+}
+
+/// Runs `command` (the standalone program in paced mode, or uftrace
+/// running it) in `dir` and reads the line the program prints.
+fn paced_run(command: &mut Command, dir: &Path) -> PacedRun {
+    let before = children_cpu_ns();
+    let output = command
+        .current_dir(dir)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("running {command:?}: {e} (is uftrace installed?)"));
+    let command_cpu_ns = children_cpu_ns() - before;
+    assert!(output.status.success(), "{command:?}: {}", output.status);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("calls "))
+        .unwrap_or_else(|| panic!("{command:?} printed no figures: {stdout:?}"));
+    let field = |name: &str| -> u64 {
+        let mut words = line.split_whitespace();
+        words
+            .position(|w| w == name)
+            .and_then(|_| words.next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {line:?}"))
+    };
+    assert_eq!(
+        field("threads_at_exit"),
+        1,
+        "the program ended with threads of its own left: {line:?}"
+    );
+    PacedRun {
+        calls: field("calls"),
+        bursts_cpu_ns: field("bursts_cpu_ns"),
+        process_cpu_ns: field("process_cpu_ns"),
+        command_cpu_ns,
+    }
+}
+
+/// Bytes of the `.dat` files in a uftrace data directory.
+fn dat_bytes(data: &Path) -> u64 {
+    std::fs::read_dir(data)
+        .expect("uftrace data directory")
+        .filter_map(Result::ok)
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            // perf-cpuN.dat holds uftrace's scheduling events, not calls.
+            name.ends_with(".dat") && !name.starts_with("perf-")
+        })
+        .map(|e| e.metadata().map_or(0, |m| m.len()))
+        .sum()
+}
+
+/// `uftrace record` on the standalone build, against the same build
+/// without `-pg`: one thread back to back, then `THREADS` threads at the
+/// service rate for `service_length`.
+fn uftrace_figures(service_length: Duration) -> UftraceFigures {
     let scratch = TempDir::new("fntrace-bench-record-uftrace");
     let plain = build_standalone(scratch.path(), "workload_plain", &[]);
     let instrumented = build_standalone(scratch.path(), "workload_pg", &["-pg"]);
@@ -336,21 +415,55 @@ fn uftrace_figures() -> (f64, f64) {
             .arg(&instrumented)
             .arg(UFTRACE_N.to_string()),
     );
-    let bytes: u64 = std::fs::read_dir(&data)
-        .expect("uftrace data directory")
-        .filter_map(Result::ok)
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".dat"))
-        .map(|e| e.metadata().map_or(0, |m| m.len()))
-        .sum();
+    let bytes = dat_bytes(&data);
     let calls = calls_of(UFTRACE_N as i64) + 1;
     assert!(
         bytes >= 32 * calls,
         "uftrace recorded {bytes} bytes for {calls} calls"
     );
-    (
-        (traced_cpu - plain_cpu) / calls as f64,
-        bytes as f64 / calls as f64,
-    )
+    std::fs::remove_dir_all(&data).expect("removing uftrace's data");
+
+    // The service rate. `--no-libcall`: uftrace would also hook the
+    // program's calls into libc (clock_gettime, clock_nanosleep), which
+    // fntrace does not trace; without them it records exactly the
+    // functions fntrace does.
+    let turns = service_length.as_millis() as u64;
+    let paced_args = [
+        SERVICE_N.to_string(),
+        THREADS.to_string(),
+        turns.to_string(),
+        "1000".to_string(),
+    ];
+    let plain_run = paced_run(Command::new(&plain).args(&paced_args), scratch.path());
+    let traced_run = paced_run(
+        Command::new("uftrace")
+            .args(["record", "--no-pager", "--no-libcall", "-d"])
+            .arg(&data)
+            .arg(&instrumented)
+            .args(&paced_args),
+        scratch.path(),
+    );
+    let service_calls = THREADS as u64 * turns * calls_of(SERVICE_N);
+    assert_eq!(plain_run.calls, service_calls);
+    assert_eq!(traced_run.calls, service_calls);
+    // Every call recorded, none lost: an entry and an exit of 16 bytes
+    // each for the calls of run's tree, main and each thread's start.
+    assert_eq!(
+        dat_bytes(&data),
+        32 * (service_calls + THREADS as u64 + 1),
+        "uftrace's recording of {service_calls} calls is not whole"
+    );
+    UftraceFigures {
+        single_cost: (traced_cpu - plain_cpu) / calls as f64,
+        single_bytes: bytes as f64 / calls as f64,
+        service_bursts: (traced_run.bursts_cpu_ns as f64 - plain_run.bursts_cpu_ns as f64)
+            / service_calls as f64,
+        service_recorder: traced_run
+            .command_cpu_ns
+            .saturating_sub(traced_run.process_cpu_ns) as f64
+            / service_calls as f64,
+        service_calls,
+    }
 }
 
 /// Calls per function in `uftrace report` of `dir` (fntrace's directories
@@ -641,26 +754,38 @@ fn main() {
         real_program(scratch.path());
     }
 
-    let (uftrace_cost, uftrace_bytes) = uftrace_figures();
+    let uftrace = uftrace_figures(full_length);
     // Judged on the service rate, where every event is written (at full
     // rate most are dropped, which costs less than writing them), on the
-    // bursts' CPU: the threads' whole CPU also holds ≈ 20 µs of sleeping
-    // and waking per millisecond, which swings between runs by more than
-    // tracing costs.
+    // bursts' CPU, for both tracers: the threads' whole CPU also holds
+    // ≈ 20 µs of sleeping and waking per millisecond, which swings between
+    // runs by more than tracing costs.
     let service_cost = service.burst_cpu_per_call() - untraced_bursts;
-    let ratio = uftrace_cost / service_cost;
-    let with_writer = service_cost + service.writer_cpu_ns as f64 / service.calls() as f64;
+    let ratio = uftrace.service_bursts / service_cost;
+    let writer_per_call = service.writer_cpu_ns as f64 / service.calls() as f64;
+    let with_writer = service_cost + writer_per_call;
+    let uftrace_with_recorder = uftrace.service_bursts + uftrace.service_recorder;
     println!(
-        "\nuftrace record ({} calls, gcc -O2 -pg): {uftrace_cost:.1} ns per call CPU (program + recorder), {uftrace_bytes:.1} bytes per call",
-        calls_of(UFTRACE_N as i64) + 1
+        "\nuftrace record, one thread back to back ({} calls, gcc -O2 -pg): {:.1} ns per call CPU (program + recorder), {:.1} bytes per call",
+        calls_of(UFTRACE_N as i64) + 1,
+        uftrace.single_cost,
+        uftrace.single_bytes
     );
     println!(
-        "  uftrace / fntrace cost with every event written (service rate): {ratio:.1}× (target ≥ {TARGET_UFTRACE_RATIO}×: {}); against the full-rate cost: {:.1}×",
-        verdict(ratio >= TARGET_UFTRACE_RATIO),
-        uftrace_cost / full_cost
+        "uftrace record --no-libcall, service rate ({THREADS} threads × 401 calls a millisecond, {full_length:?}, {} calls, none lost): traced threads, bursts' CPU: {:.1} ns per call; uftrace's recorder: {:.1} ns per call",
+        uftrace.service_calls, uftrace.service_bursts, uftrace.service_recorder
     );
     println!(
-        "  fntrace's traced threads and writer together (service rate): {with_writer:.1} ns per call, {:.1}× cheaper than uftrace",
-        uftrace_cost / with_writer
+        "  uftrace / fntrace, traced threads (bursts' CPU, service rate): {:.1} / {service_cost:.1} ns = {ratio:.1}× (target ≥ {TARGET_UFTRACE_RATIO}×: {})",
+        uftrace.service_bursts,
+        verdict(ratio >= TARGET_UFTRACE_RATIO)
+    );
+    println!(
+        "  uftrace / fntrace, traced threads + recorder or writer (service rate): {uftrace_with_recorder:.1} / {with_writer:.1} ns = {:.1}× (fntrace's writer {writer_per_call:.1} ns per call)",
+        uftrace_with_recorder / with_writer
+    );
+    println!(
+        "  uftrace back to back (program + recorder) / fntrace's full-rate traced threads: {:.1}×",
+        uftrace.single_cost / full_cost
     );
 }

@@ -37,7 +37,7 @@ pub fn build_standalone(dir: &Path, name: &str, flags: &[&str]) -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     let output = dir.join(name);
     let status = Command::new("gcc")
-        .arg("-O2")
+        .args(["-O2", "-pthread"])
         .args(flags)
         .arg("-I")
         .arg(manifest.join("tests/fixtures/c"))
