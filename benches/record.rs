@@ -24,10 +24,16 @@
 //! of all, a new thread's first and second pass over its buffer, with no
 //! buffers kept ready (`RecordOptions::ready_buffers` 0: each page faults
 //! on the traced path) and with the default 2.
-//! 4. `uftrace record` on a standalone `gcc -O2 -pg` build of the same
-//!    call tree (10M calls), against the same build without `-pg`: its
-//!    added CPU per call (the program and uftrace's recorder together) and
-//!    bytes per call, beside fntrace's full-rate figure.
+//! 4. `uftrace record` on a standalone build of the same call tree
+//!    (`benches/c/uftrace_workload.c`, `gcc -O2 -pg`, against the same
+//!    build without `-pg`): one thread making 10M calls back to back (its
+//!    added CPU per call, the program and uftrace's recorder together, and
+//!    bytes per call); then, as fntrace's service rate is measured, 2
+//!    threads each calling `run(80)` once a millisecond for
+//!    `FNTRACE_BENCH_SECONDS`, timing their bursts of calls themselves, with
+//!    `--no-libcall` (uftrace then records exactly the functions fntrace
+//!    does; every call must be recorded, to the byte): the added CPU per
+//!    call of the traced threads' bursts, and of uftrace's recorder process.
 //!
 //! 5. A real program (`benches/realprog`: `serde_json` and
 //!    `regex-automata` on 2 threads, 2 documents per millisecond each,
@@ -41,8 +47,11 @@
 //! Targets (printed MET or MISS; a miss does not fail the run): ≤ 25 ns
 //! per traced call at full rate; 0 lost at the service rate; peak memory
 //! growth ≤ 64 MiB; fntrace ≥ 5× cheaper per call than `uftrace record`,
-//! judged at the service rate, where every event is written (at full rate
-//! most events are dropped, and a drop costs less than a write).
+//! judged at the service rate, where both write every event (at full rate
+//! fntrace drops most events, and a drop costs less than a write), on the
+//! same figure for both: the traced threads' CPU in their bursts of calls.
+//! The ratio with uftrace's recorder and fntrace's writer counted is
+//! printed beside it.
 
 mod common;
 
