@@ -320,6 +320,18 @@ fn first_pass(scratch: &Path, ready_buffers: usize) -> [(f64, u64); 2] {
     [median(0, &mut rounds), median(1, &mut rounds)]
 }
 
+/// Runs `command` to success, its output discarded; the CPU it took (it
+/// and its descendants: a recorder's process too).
+fn cpu_of(command: &mut Command) -> f64 {
+    let before = children_cpu_ns();
+    let status = command
+        .stdout(Stdio::null())
+        .status()
+        .unwrap_or_else(|e| panic!("running {command:?}: {e} (are uftrace and gcc installed?)"));
+    assert!(status.success(), "{command:?}: {status}");
+    (children_cpu_ns() - before) as f64
+}
+
 /// What `uftrace record` cost on the standalone build of the same call
 /// tree, measured twice.
 struct UftraceFigures {
@@ -406,16 +418,7 @@ fn uftrace_figures(service_length: Duration) -> UftraceFigures {
     let plain = build_standalone(scratch.path(), "workload_plain", &[]);
     let instrumented = build_standalone(scratch.path(), "workload_pg", &["-pg"]);
     let data = scratch.path().join("uftrace.data");
-    let cpu_of = |command: &mut Command| {
-        let before = children_cpu_ns();
-        let status = command
-            .current_dir(scratch.path())
-            .stdout(Stdio::null())
-            .status()
-            .unwrap_or_else(|e| panic!("running {command:?}: {e} (is uftrace installed?)"));
-        assert!(status.success(), "{command:?}: {status}");
-        (children_cpu_ns() - before) as f64
-    };
+    let cpu_of = |command: &mut Command| cpu_of(command.current_dir(scratch.path()));
     let plain_cpu = cpu_of(Command::new(&plain).arg(UFTRACE_N.to_string()));
     let traced_cpu = cpu_of(
         Command::new("uftrace")
@@ -529,15 +532,6 @@ fn real_program(scratch: &Path) {
     let (plain, instrumented) = common::build_realprog();
     let cli = common::fntrace_cli();
     let args = [REAL_DOCS.to_string(), REAL_DOCS_PER_MS.to_string()];
-    let cpu_of = |command: &mut Command| {
-        let before = children_cpu_ns();
-        let status = command
-            .stdout(Stdio::null())
-            .status()
-            .unwrap_or_else(|e| panic!("running {command:?}: {e}"));
-        assert!(status.success(), "{command:?}: {status}");
-        (children_cpu_ns() - before) as f64
-    };
     let ours = scratch.join("real-fntrace.data");
     let theirs = scratch.join("real-uftrace.data");
     let plain_cpu = cpu_of(Command::new(&plain).args(&args));
