@@ -33,8 +33,10 @@ use crate::tracers::{function::FUNCTION_TRACER, graph::GRAPH_TRACER};
 mod env;
 mod exec;
 mod fatal;
+mod flight;
 pub(crate) mod live;
 mod next;
+mod vars;
 
 thread_local! {
     /// The message of this thread's last failed call.
