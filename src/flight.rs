@@ -927,6 +927,7 @@ fn snapshot_dir(parent: &Path, trigger: &Trigger) -> Result<PathBuf, String> {
         Trigger::Panic(_) => "panic".to_string(),
         Trigger::Signal(signo) => crate::sys::signal::name(*signo).to_string(),
     };
+    std::fs::create_dir_all(parent).map_err(|e| format!("creating {}: {e}", parent.display()))?;
     let stem = format!("{}-{what}", utc_stamp(std::time::SystemTime::now()));
     for n in 1..1000 {
         let dir = match n {
