@@ -196,3 +196,230 @@ fn flight_sizes_take_the_one_size_syntax() {
     }
     std::fs::remove_dir_all(&base).unwrap();
 }
+
+/// The directories under `dir`, sorted.
+fn snapshots(dir: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+/// Issue 28's "done when": a `-pg` program preloaded with
+/// `libfntrace.so`, one request of 40,000 sleeping 20 ms, the flight
+/// recorder and a slow-call trigger set only from the environment: one
+/// snapshot, read by uftrace, holding that call and the other threads'
+/// calls around it, and `fntrace report` names the call first.
+#[test]
+fn one_slow_request_among_thousands_leaves_one_snapshot_from_the_environment() {
+    let base = common::temp_dir("env-flight-slow");
+    let program = build_service(&base);
+    let out = base.join("snaps");
+    let output = run(
+        &program,
+        &["2", "20000", "10000"],
+        &[
+            ("FNTRACE_FLIGHT", "64M"),
+            ("FNTRACE_OUTPUT", out.to_str().unwrap()),
+            ("FNTRACE_FLIGHT_TRIGGER", "handle_request>15ms"),
+        ],
+        &base.join("run"),
+    );
+    let stderr = stderr(&output);
+    assert!(
+        stderr.contains(&format!(
+            "flight recorder: 1 trigger snapshot(s) in {}, 0 trigger(s) skipped",
+            out.display()
+        )),
+        "{stderr}"
+    );
+    let dirs = snapshots(&out);
+    assert_eq!(dirs.len(), 1, "exactly one snapshot: {dirs:?}\n{stderr}");
+    let snap = &dirs[0];
+    let name = snap.file_name().unwrap().to_str().unwrap();
+    assert!(
+        name.ends_with("-handle_request") && name.len() == 19 + 15,
+        "{name}"
+    );
+
+    // What fired it: the call, its thread, start and duration.
+    let fired = std::fs::read_to_string(snap.join("trigger.txt")).unwrap();
+    let line = fired.lines().nth(1).unwrap();
+    let fields: Vec<&str> = line.split([' ', ',']).filter(|s| !s.is_empty()).collect();
+    // "slow call handle_request: thread T, start S, duration D ms"
+    assert_eq!(
+        fields[..4],
+        ["slow", "call", "handle_request:", "thread"],
+        "{fired}"
+    );
+    let tid: u32 = fields[4].parse().unwrap();
+    let start_ns = {
+        let (s, ns) = fields[6].split_once('.').unwrap();
+        s.parse::<u64>().unwrap() * 1_000_000_000 + ns.parse::<u64>().unwrap()
+    };
+    assert_eq!(fields[7], "duration");
+    assert_eq!(fields[9], "ms", "{fired}");
+    let ms: f64 = fields[8].parse().unwrap();
+    assert!((20.0..1000.0).contains(&ms), "{fired}");
+    assert_eq!(fired.lines().filter(|l| l.contains("slow call")).count(), 1);
+
+    // fntrace's reader: the slow call on that thread, and every worker.
+    let trace = common::read_trace_dir(snap);
+    let slow: Vec<u32> = trace
+        .threads
+        .iter()
+        .filter(|t| {
+            t.events
+                .iter()
+                .any(|e| trace.name_of(e.function) == "slow_path")
+        })
+        .map(|t| t.tid)
+        .collect();
+    assert_eq!(slow, [tid]);
+    let thread = trace.threads.iter().find(|t| t.tid == tid).unwrap();
+    assert!(thread
+        .events
+        .iter()
+        .any(|e| e.time_ns == start_ns && trace.name_of(e.function) == "handle_request"));
+    let workers: Vec<&fntrace::ThreadTrace> = trace
+        .threads
+        .iter()
+        .filter(|t| {
+            t.events
+                .iter()
+                .any(|e| trace.name_of(e.function) == "handle_request")
+        })
+        .collect();
+    assert_eq!(workers.len(), 2, "both workers' calls are in it");
+    // The other worker ran around the slow call: calls before and after
+    // its start are in the window (the snapshot is written a drain or two
+    // after the call ends; the requests after that are not in it).
+    let other = workers.iter().find(|t| t.tid != tid).unwrap();
+    let calls = |before: bool| {
+        other
+            .events
+            .iter()
+            .filter(|e| (e.time_ns < start_ns) == before)
+            .filter(|e| trace.name_of(e.function) == "handle_request")
+            .count()
+    };
+    assert!(
+        calls(true) > 0 && calls(false) > 0,
+        "{} {}",
+        calls(true),
+        calls(false)
+    );
+    let counts = common::call_counts(&trace);
+    let (entered, _) = counts["handle_request"];
+    assert!(entered > 20_000, "{counts:?}");
+
+    // uftrace reads it, the slow call included, with the same counts.
+    let replay = common::uftrace(&["replay", "--no-pager", "-F", "slow_path"], snap);
+    assert!(replay.contains("slow_path()"), "{replay}");
+    let uftrace = common::uftrace_calls(snap);
+    assert_eq!(
+        uftrace.get("handle_request"),
+        Some(&counts["handle_request"].1)
+    );
+    assert_eq!(uftrace.get("slow_path"), Some(&1));
+
+    // fntrace report: the trigger first.
+    let report = Command::new(common::native::cli())
+        .args(["report", "--no-pager"])
+        .arg(snap)
+        .output()
+        .unwrap();
+    assert!(report.status.success());
+    let report = String::from_utf8(report.stdout).unwrap();
+    let mut lines = report.lines();
+    assert_eq!(lines.next(), Some("# fired by:"), "{report}");
+    assert!(
+        lines.next().unwrap().starts_with(&format!(
+            "#   slow call handle_request: thread {tid}, start "
+        )),
+        "{report}"
+    );
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+/// Calls that fire before a snapshot is written share it (listed each);
+/// beyond the rate, triggers are counted, skipped.
+#[test]
+fn overlapping_triggers_share_a_snapshot_and_the_rate_caps_them() {
+    let base = common::temp_dir("env-flight-rate");
+    let program = build_service(&base);
+    let out = base.join("snaps");
+    let output = run(
+        &program,
+        &["2", "20000"],
+        &[
+            ("FNTRACE_FLIGHT", "16M"),
+            ("FNTRACE_OUTPUT", out.to_str().unwrap()),
+            ("FNTRACE_FILTER", "handle_request"),
+            ("FNTRACE_FLIGHT_TRIGGER", "handle_request>0ns"),
+            ("FNTRACE_FLIGHT_RATE", "2"),
+        ],
+        &base.join("run"),
+    );
+    let stderr = stderr(&output);
+    let dirs = snapshots(&out);
+    assert_eq!(dirs.len(), 2, "the rate: {dirs:?}\n{stderr}");
+    let mut listed = 0;
+    for dir in &dirs {
+        let fired = std::fs::read_to_string(dir.join("trigger.txt")).unwrap();
+        let calls = fired
+            .lines()
+            .filter(|l| l.contains("slow call handle_request"))
+            .count();
+        assert!(calls >= 1, "{fired}");
+        listed += calls;
+    }
+    assert!(
+        listed > 2,
+        "calls seen in one drain share a snapshot: {listed}"
+    );
+    let skipped: u64 = stderr
+        .split("trigger snapshot(s) in ")
+        .nth(1)
+        .and_then(|rest| rest.split(", ").nth(1))
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{stderr}"));
+    // Each call fired; those not in the two snapshots were skipped.
+    assert_eq!(listed as u64 + skipped, 40_000, "{stderr}");
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+/// The output directory is checked when the recorder starts: a window that
+/// could not be written at exit is said at start, and nothing runs.
+#[test]
+fn a_flight_output_that_cannot_hold_the_snapshot_is_refused_at_start() {
+    let base = common::temp_dir("env-flight-full");
+    let program = build_service(&base);
+    let full = base.join("full");
+    std::fs::create_dir_all(&full).unwrap();
+    std::fs::write(full.join("keep"), "not a trace").unwrap();
+    let output = run(
+        &program,
+        &["2", "100"],
+        &[
+            ("FNTRACE_FLIGHT", "64M"),
+            ("FNTRACE_OUTPUT", full.to_str().unwrap()),
+        ],
+        &base.join("run"),
+    );
+    let stderr = stderr(&output);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with(&format!(
+            "fntrace: FNTRACE_FLIGHT with FNTRACE_OUTPUT={}",
+            full.display()
+        )) && stderr.contains("exists and is not an empty directory")
+            && stderr.trim_end().ends_with("the program runs untraced"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_dir(&full).unwrap().count(), 1);
+    std::fs::remove_dir_all(&base).unwrap();
+}
