@@ -423,3 +423,51 @@ fn a_flight_output_that_cannot_hold_the_snapshot_is_refused_at_start() {
     assert_eq!(std::fs::read_dir(&full).unwrap().count(), 1);
     std::fs::remove_dir_all(&base).unwrap();
 }
+
+/// The same through the C ABI: the program starts its recorder and sets
+/// its trigger (`fntrace_flight_*`), no variable set.
+#[test]
+fn the_c_abi_starts_the_flight_recorder_and_sets_its_triggers() {
+    let base = common::temp_dir("env-flight-capi");
+    let program = build_service(&base);
+    let out = base.join("snaps");
+    let mut command = Command::new(&program);
+    command
+        .args(["2", "20000", "10000"])
+        .arg(&out)
+        .current_dir(&base)
+        .env("LD_PRELOAD", library());
+    for (name, _) in std::env::vars() {
+        if name.starts_with("FNTRACE") {
+            command.env_remove(name);
+        }
+    }
+    let output = command.output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines[0].starts_with(
+            "bad trigger: -22 fntrace_flight_trigger: \"handle_request>15\": \"15\" is not a duration"
+        ),
+        "{stdout}"
+    );
+    assert_eq!(
+        lines[1], "untrigger again: -2 fntrace_flight_untrigger: no trigger \"lookup\"",
+        "{stdout}"
+    );
+    assert_eq!(lines[2], "handled 40000");
+    let dirs = snapshots(&out);
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    let fired = std::fs::read_to_string(dirs[0].join("trigger.txt")).unwrap();
+    assert!(
+        fired.contains("slow call handle_request: thread "),
+        "{fired}"
+    );
+    assert_eq!(common::uftrace_calls(&dirs[0]).get("slow_path"), Some(&1));
+    std::fs::remove_dir_all(&base).unwrap();
+}

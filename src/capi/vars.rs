@@ -260,7 +260,7 @@ pub(crate) fn parse_trigger(item: &str) -> Result<TriggerSpec, String> {
                 "glob {glob:?} contains {c:?}; function names have no spaces or control characters"
             ));
         }
-        let ns = parse_duration_ns(duration.trim())?;
+        let ns = parse_duration_ns(duration.trim()).map_err(|e| format!("{item:?}: {e}"))?;
         return Ok(TriggerSpec::Slow(
             glob.to_string(),
             Duration::from_nanos(ns),

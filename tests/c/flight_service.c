@@ -5,13 +5,25 @@
  * clients. The request numbered SLOW (if any) also calls slow_path, which
  * sleeps 20 ms: the one slow request among thousands of short ones.
  *
- * Usage: flight_service THREADS REQUESTS [SLOW]
+ * Usage: flight_service THREADS REQUESTS [SLOW [DIR]]
+ *
+ * With DIR, the program runs its own flight recorder through the C ABI
+ * (include/fntrace.h; the functions come from the preloaded
+ * libfntrace.so, weak here so that the program also runs without it):
+ * snapshots of handle_request calls of 15 ms or more go under DIR.
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
+
+int fntrace_flight_start(const char *dir, unsigned long long budget_bytes)
+    __attribute__((weak));
+int fntrace_flight_trigger(const char *trigger) __attribute__((weak));
+int fntrace_flight_untrigger(const char *which) __attribute__((weak));
+int fntrace_flight_stop(void) __attribute__((weak));
+const char *fntrace_last_error(void) __attribute__((weak));
 
 static volatile long sink;
 static long slow_request = -1;
@@ -54,6 +66,23 @@ int main(int argc, char **argv) {
         slow_request = atol(argv[3]);
     if (threads < 1 || threads > 16)
         return 2;
+    if (argc > 4) {
+        if (!fntrace_flight_start) {
+            fprintf(stderr, "no libfntrace\n");
+            return 3;
+        }
+        int bad = fntrace_flight_trigger("handle_request>15");
+        printf("bad trigger: %d %s\n", bad, fntrace_last_error());
+        if (fntrace_flight_start(argv[4], 32 << 20) != 0
+            || fntrace_flight_trigger("handle_request>15ms") != 0
+            || fntrace_flight_trigger("lookup>1s") != 0
+            || fntrace_flight_untrigger("lookup") != 0) {
+            fprintf(stderr, "%s\n", fntrace_last_error());
+            return 4;
+        }
+        int again = fntrace_flight_untrigger("lookup");
+        printf("untrigger again: %d %s\n", again, fntrace_last_error());
+    }
     pthread_t tids[16];
     struct work work[16];
     for (long k = 0; k < threads; k++) {
@@ -63,6 +92,10 @@ int main(int argc, char **argv) {
     }
     for (long k = 0; k < threads; k++)
         pthread_join(tids[k], NULL);
+    if (argc > 4 && fntrace_flight_stop() != 0) {
+        fprintf(stderr, "%s\n", fntrace_last_error());
+        return 5;
+    }
     printf("handled %ld\n", threads * requests);
     return 0;
 }
