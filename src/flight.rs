@@ -975,7 +975,7 @@ fn utc_stamp(time: std::time::SystemTime) -> String {
 /// A threshold as the trigger syntax writes it: `5ms`, `250us`, `2s`.
 fn duration_spec(ns: u64) -> String {
     for (unit, scale) in [("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)] {
-        if ns >= scale && ns % scale == 0 {
+        if ns >= scale && ns.is_multiple_of(scale) {
             return format!("{}{unit}", ns / scale);
         }
     }

@@ -66,7 +66,7 @@ pub fn parse_size(text: &str, min: u64) -> Result<u64, String> {
 /// ```
 pub fn format_size(bytes: u64) -> String {
     for (unit, shift) in [("G", 30), ("M", 20), ("K", 10)] {
-        if bytes != 0 && bytes % (1 << shift) == 0 {
+        if bytes != 0 && bytes.is_multiple_of(1 << shift) {
             return format!("{}{unit}", bytes >> shift);
         }
     }
