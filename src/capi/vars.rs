@@ -268,7 +268,19 @@ pub(crate) fn parse_trigger(item: &str) -> Result<TriggerSpec, String> {
     }
     if item.starts_with("SIG") {
         if let Some(signo) = (1..=64).find(|&n| crate::sys::signal::name(n) == item) {
-            return Ok(TriggerSpec::Signal(signo));
+            // A flag-setting handler on a fault (SIGSEGV ...) would return
+            // to the faulting instruction forever; SIGUSR2 stops threads
+            // for fntrace's patching.
+            let allowed = signo == libc::SIGUSR1
+                || signo == libc::SIGHUP
+                || (libc::SIGRTMIN()..=libc::SIGRTMAX()).contains(&signo);
+            return match allowed {
+                true => Ok(TriggerSpec::Signal(signo)),
+                false => Err(format!(
+                    "{item} cannot trigger a snapshot (use SIGUSR1, SIGHUP or a real-time \
+                     signal: SIGUSR2 is fntrace's stop signal, others end or stop the program)"
+                )),
+            };
         }
     }
     Err(format!(
@@ -362,6 +374,9 @@ mod tests {
             ("FNTRACE_FLIGHT_TRIGGER", ">5ms"),
             ("FNTRACE_FLIGHT_TRIGGER", "a>5ms,,b>1ms"),
             ("FNTRACE_FLIGHT_TRIGGER", ""),
+            ("FNTRACE_FLIGHT_TRIGGER", "SIGSEGV"),
+            ("FNTRACE_FLIGHT_TRIGGER", "SIGUSR2"),
+            ("FNTRACE_FLIGHT_TRIGGER", "SIGNOPE"),
             ("FNTRACE_FLIGHT_RATE", "0"),
             ("FNTRACE_CONTROL", "yes"),
             ("FNTRACE_CONTROL", "rel/x.sock"),
