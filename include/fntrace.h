@@ -12,8 +12,9 @@
  * nor writes gmon.out: fntrace replaces glibc's __monstartup and _mcleanup.
  *
  * Without any call, the environment can trace the program: FNTRACE=graph,
- * FNTRACE_FILTER, FNTRACE_DEPTH, FNTRACE_OUTPUT=dir, FNTRACE_REPORT=1 (see
- * the README, "From C").
+ * FNTRACE_FILTER, FNTRACE_DEPTH, FNTRACE_OUTPUT=dir, FNTRACE_REPORT=1,
+ * FNTRACE_FLIGHT=64M with FNTRACE_FLIGHT_TRIGGER='handle_*>20ms' (see
+ * docs/environment.md).
  *
  * Every function returning int returns 0 on success or a negative
  * errno-style code (-EINVAL, -ENOENT, ...) on failure; then
@@ -81,6 +82,46 @@ int fntrace_record_start(const char *dir);
  * events and finishes the directory. -ESRCH: no recording runs.
  */
 int fntrace_record_stop(void);
+
+/*
+ * Starts the flight recorder: enables the graph tracer (with the current
+ * filter) and keeps the most recent `budget_bytes` of events in memory (0:
+ * 64 MiB; 16 bytes an event). Snapshots its triggers write go under `dir`
+ * (made if missing; checked now, not when a snapshot is due), each in a
+ * directory named by time and function with a trigger.txt saying what
+ * fired it. -EBUSY: a flight recorder runs already. -EINVAL: `dir` cannot
+ * hold snapshots.
+ */
+int fntrace_flight_start(const char *dir, unsigned long long budget_bytes);
+
+/*
+ * Adds a trigger to the running flight recorder, written as in
+ * FNTRACE_FLIGHT_TRIGGER: "handle_*>5ms" (a call of a function matching
+ * the glob lasting 5 ms or more; units ns, us, ms, s), "panic" (a Rust
+ * panic), "SIGUSR1" (a signal). Several may be set. At most 6 trigger
+ * snapshots a minute are written (FNTRACE_FLIGHT_RATE); the others are
+ * counted. -EINVAL: not a trigger. -ESRCH: no flight recorder runs.
+ */
+int fntrace_flight_trigger(const char *trigger);
+
+/*
+ * Removes the triggers with this glob ("handle_*"), "panic" or signal name;
+ * NULL removes all. -ENOENT: no such trigger.
+ */
+int fntrace_flight_untrigger(const char *which);
+
+/*
+ * Writes the flight recorder's window now into `dir` (new or empty), a
+ * uftrace data directory. -ESRCH: no flight recorder runs.
+ */
+int fntrace_flight_snapshot(const char *dir);
+
+/*
+ * Stops the flight recorder started by fntrace_flight_start (or
+ * FNTRACE_FLIGHT); the snapshots its triggers have due are written first.
+ * -ESRCH: none runs.
+ */
+int fntrace_flight_stop(void);
 
 /*
  * The message of the last failed fntrace call on this thread ("" if none

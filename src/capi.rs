@@ -1,7 +1,9 @@
 //! The C ABI, declared in `include/fntrace.h`: `fntrace_init`,
 //! `fntrace_enable`, `fntrace_disable`, `fntrace_set_filter`,
-//! `fntrace_dump`, `fntrace_record_start`, `fntrace_record_stop` and
-//! `fntrace_last_error`, over the Rust API. `libfntrace.a` and
+//! `fntrace_dump`, `fntrace_record_start`, `fntrace_record_stop`, the
+//! flight recorder's `fntrace_flight_start`, `fntrace_flight_trigger`,
+//! `fntrace_flight_untrigger`, `fntrace_flight_snapshot`,
+//! `fntrace_flight_stop`, and `fntrace_last_error`, over the Rust API. `libfntrace.a` and
 //! `libfntrace.so` export them.
 //!
 //! Each returns 0 or a negative errno-style code and, on failure, keeps a
@@ -33,8 +35,10 @@ use crate::tracers::{function::FUNCTION_TRACER, graph::GRAPH_TRACER};
 mod env;
 mod exec;
 mod fatal;
+mod flight;
 pub(crate) mod live;
 mod next;
+mod vars;
 
 thread_local! {
     /// The message of this thread's last failed call.
@@ -328,6 +332,110 @@ pub extern "C" fn fntrace_record_stop() -> c_int {
             "no recording is running (fntrace_record_start starts one)".to_string(),
         )),
     })
+}
+
+/// `int fntrace_flight_start(const char *dir, unsigned long long
+/// budget_bytes)`: starts the flight recorder (graph tracer, the current
+/// filter), keeping the most recent `budget_bytes` of events (0: 64 MiB);
+/// the triggers' snapshots go under `dir` (made if missing, checked now).
+///
+/// # Safety
+/// `dir` is null or a valid NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fntrace_flight_start(
+    dir: *const c_char,
+    budget_bytes: std::ffi::c_ulonglong,
+) -> c_int {
+    run("fntrace_flight_start", || {
+        // SAFETY: the caller passes null or a valid C string.
+        let dir = unsafe { arg(dir, "dir") }?;
+        let budget_bytes = match budget_bytes {
+            0 => crate::FlightOptions::default().budget_bytes,
+            n if n < crate::FLIGHT_EVENT_BYTES as u64 => {
+                return Err(Failure(
+                    libc::EINVAL,
+                    format!("budget_bytes {n} holds no event (at least 16)"),
+                ))
+            }
+            n => usize::try_from(n).unwrap_or(usize::MAX),
+        };
+        flight::start(&flight::Start {
+            dir: dir.as_ref(),
+            budget_bytes,
+            snapshots_per_minute: None,
+            snapshot_at_exit: false,
+            filter: &current_filter(),
+        })
+    })
+}
+
+/// `int fntrace_flight_trigger(const char *trigger)`: adds a trigger to
+/// the running flight recorder, as `FNTRACE_FLIGHT_TRIGGER` writes one:
+/// `"handle_*>5ms"` (a call that long), `"panic"`, `"SIGUSR1"`.
+///
+/// # Safety
+/// `trigger` is null or a valid NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fntrace_flight_trigger(trigger: *const c_char) -> c_int {
+    run("fntrace_flight_trigger", || {
+        // SAFETY: the caller passes null or a valid C string.
+        let text = unsafe { arg(trigger, "trigger") }?;
+        let spec = vars::parse_trigger(text).map_err(|e| Failure(libc::EINVAL, e))?;
+        flight::add_trigger(&spec)
+    })
+}
+
+/// `int fntrace_flight_untrigger(const char *which)`: removes the
+/// triggers with this glob (or `"panic"`, a signal name); NULL: all.
+///
+/// # Safety
+/// `which` is null or a valid NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fntrace_flight_untrigger(which: *const c_char) -> c_int {
+    run("fntrace_flight_untrigger", || {
+        let which = match which.is_null() {
+            true => None,
+            // SAFETY: non-null, and the caller passes a valid C string.
+            false => Some(unsafe { arg(which, "which") }?),
+        };
+        match flight::remove_triggers(which)? {
+            0 if which.is_some() => Err(Failure(
+                libc::ENOENT,
+                format!("no trigger {:?}", which.unwrap_or_default()),
+            )),
+            _ => Ok(()),
+        }
+    })
+}
+
+/// `int fntrace_flight_snapshot(const char *dir)`: writes the running
+/// flight recorder's window into `dir` (new or empty).
+///
+/// # Safety
+/// `dir` is null or a valid NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fntrace_flight_snapshot(dir: *const c_char) -> c_int {
+    run("fntrace_flight_snapshot", || {
+        // SAFETY: the caller passes null or a valid C string.
+        let dir = unsafe { arg(dir, "dir") }?;
+        match crate::flight::snapshot_running(dir.as_ref()) {
+            Some(written) => written.map(drop).map_err(Failure::from),
+            None => Err(Failure(
+                libc::ESRCH,
+                "no flight recorder is running (fntrace_flight_start or FNTRACE_FLIGHT \
+                 starts one)"
+                    .to_string(),
+            )),
+        }
+    })
+}
+
+/// `int fntrace_flight_stop(void)`: stops the flight recorder
+/// `fntrace_flight_start` (or `FNTRACE_FLIGHT`, or the control socket)
+/// started; the snapshots its triggers have due are written first.
+#[unsafe(no_mangle)]
+pub extern "C" fn fntrace_flight_stop() -> c_int {
+    run("fntrace_flight_stop", || flight::stop().map(drop))
 }
 
 /// `const char *fntrace_last_error(void)`: the message of the last failed

@@ -15,7 +15,7 @@
 mod hooks;
 mod window;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
@@ -28,9 +28,17 @@ use crate::filter::Filter;
 use crate::record::{DEFAULT_DRAIN_INTERVAL, DEFAULT_RECORD_BUFFER_EVENTS, RECORDING};
 use crate::rt::thread::Untraced;
 use crate::tracers::graph::{describe_functions, GRAPH_TRACER};
+use fntrace_tools::analysis::human_duration;
 use hooks::SignalHandler;
 pub use window::FLIGHT_EVENT_BYTES;
 use window::{Window, WindowEvents};
+
+/// The default of [`FlightOptions::snapshots_per_minute`].
+pub const DEFAULT_SNAPSHOTS_PER_MINUTE: u32 = 6;
+
+/// The file of a trigger's snapshot saying what fired it (`fntrace
+/// report` shows it first).
+pub const TRIGGER_FILE: &str = "trigger.txt";
 
 /// How a flight recorder runs; see [`flight_record`].
 #[derive(Clone, Debug)]
@@ -47,6 +55,11 @@ pub struct FlightOptions {
     /// triggers firing after that are counted in
     /// [`FlightReport::skipped_triggers`].
     pub max_trigger_snapshots: usize,
+    /// Snapshots the triggers may write in any 60 seconds (6): under load
+    /// a slow-call trigger fires on call after call, and each snapshot
+    /// costs a write of the whole window. Triggers firing beyond it are
+    /// counted in [`FlightReport::skipped_triggers`].
+    pub snapshots_per_minute: u32,
 }
 
 impl Default for FlightOptions {
@@ -56,6 +69,7 @@ impl Default for FlightOptions {
             drain_interval: DEFAULT_DRAIN_INTERVAL,
             buffer_events: DEFAULT_RECORD_BUFFER_EVENTS,
             max_trigger_snapshots: 64,
+            snapshots_per_minute: DEFAULT_SNAPSHOTS_PER_MINUTE,
         }
     }
 }
@@ -101,6 +115,10 @@ pub enum Trigger {
         function: String,
         /// How long the call lasted.
         duration: Duration,
+        /// The thread that made it.
+        tid: u32,
+        /// When it started (monotonic nanoseconds, as the events').
+        start_ns: u64,
     },
     /// A Rust panic: its message and where (`MESSAGE (at FILE:LINE:COL)`).
     Panic(String),
@@ -113,6 +131,9 @@ pub enum Trigger {
 pub struct TriggeredSnapshot {
     /// What fired.
     pub trigger: Trigger,
+    /// The other triggers that fired before the snapshot was written (slow
+    /// calls for the same directory): one snapshot holds them all.
+    pub more: Vec<Trigger>,
     /// The snapshot, or why it could not be written.
     pub result: Result<SnapshotReport, String>,
 }
@@ -128,7 +149,8 @@ pub struct FlightReport {
     pub lost: u64,
     /// Snapshots the triggers wrote (or failed to).
     pub triggered: Vec<TriggeredSnapshot>,
-    /// Triggers that fired after [`FlightOptions::max_trigger_snapshots`].
+    /// Triggers that fired after [`FlightOptions::max_trigger_snapshots`],
+    /// or beyond [`FlightOptions::snapshots_per_minute`].
     pub skipped_triggers: u64,
     /// How long the recorder ran.
     pub duration: Duration,
@@ -159,6 +181,7 @@ enum Answer {
 /// A slow-call trigger.
 #[derive(Clone)]
 struct SlowTrigger {
+    glob: String,
     pattern: Filter,
     threshold_ns: u64,
     dir: PathBuf,
@@ -172,6 +195,9 @@ struct State {
     requests: Vec<(u64, Request)>,
     answers: Vec<(u64, Answer)>,
     slow: Vec<SlowTrigger>,
+    /// Bumped whenever `slow` changes (the writer's per-function matches
+    /// are then recomputed).
+    slow_generation: u64,
     panic_dir: Option<PathBuf>,
     signals: Vec<(SignalHandler, PathBuf)>,
     triggered: Vec<TriggeredSnapshot>,
@@ -190,6 +216,7 @@ pub(crate) struct Shared {
     appended: AtomicU64,
     lost: AtomicU64,
     max_trigger_snapshots: usize,
+    snapshots_per_minute: u32,
 }
 
 impl Shared {
@@ -225,6 +252,92 @@ impl Shared {
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
         }
+    }
+
+    fn add_slow(&self, pattern: &str, threshold: Duration, dir: &Path) -> Result<(), Error> {
+        create_dir(dir)?;
+        let mut state = self.state();
+        if state.slow.len() >= 64 {
+            return Err(Error::Recording(
+                "64 slow-call triggers are set already (untrigger some)".to_string(),
+            ));
+        }
+        state.slow.push(SlowTrigger {
+            glob: pattern.to_string(),
+            pattern: Filter::new().include(pattern),
+            threshold_ns: u64::try_from(threshold.as_nanos()).unwrap_or(u64::MAX),
+            dir: dir.to_path_buf(),
+        });
+        state.slow_generation += 1;
+        Ok(())
+    }
+
+    fn add_signal(&self, signo: i32, dir: &Path) -> Result<(), Error> {
+        create_dir(dir)?;
+        let mut state = self.state();
+        if state
+            .signals
+            .iter()
+            .any(|(handler, _)| handler.signo == signo)
+        {
+            return Err(Error::Recording(format!(
+                "{} triggers a snapshot already",
+                crate::sys::signal::name(signo)
+            )));
+        }
+        let handler = hooks::install_signal_handler(signo)?;
+        state.signals.push((handler, dir.to_path_buf()));
+        Ok(())
+    }
+
+    fn triggers(&self) -> Vec<(String, PathBuf)> {
+        let state = self.state();
+        let mut triggers: Vec<(String, PathBuf)> = state
+            .slow
+            .iter()
+            .map(|t| {
+                (
+                    format!("{}>{}", t.glob, duration_spec(t.threshold_ns)),
+                    t.dir.clone(),
+                )
+            })
+            .collect();
+        if let Some(dir) = &state.panic_dir {
+            triggers.push(("panic".to_string(), dir.clone()));
+        }
+        for (handler, dir) in &state.signals {
+            triggers.push((
+                crate::sys::signal::name(handler.signo).to_string(),
+                dir.clone(),
+            ));
+        }
+        triggers
+    }
+
+    /// Removes the triggers `which` names (a slow-call trigger's glob,
+    /// `panic`, a signal name; `None`: all); how many were removed.
+    fn remove_triggers(&self, which: Option<&str>) -> usize {
+        let mut state = self.state();
+        let before = state.slow.len();
+        state.slow.retain(|t| which.is_some_and(|w| w != t.glob));
+        let mut removed = before - state.slow.len();
+        if removed > 0 {
+            state.slow_generation += 1;
+        }
+        if which.is_none_or(|w| w == "panic") && state.panic_dir.take().is_some() {
+            removed += 1;
+        }
+        let mut kept = Vec::new();
+        for (handler, dir) in state.signals.drain(..) {
+            if which.is_none_or(|w| w == crate::sys::signal::name(handler.signo)) {
+                handler.restore();
+                removed += 1;
+            } else {
+                kept.push((handler, dir));
+            }
+        }
+        state.signals = kept;
+        removed
     }
 
     /// The panic hook's part: a snapshot into the panic directory, if one
@@ -279,6 +392,7 @@ fn start(tracer: &str, filter: &Filter, options: &FlightOptions) -> Result<Fligh
         appended: AtomicU64::new(0),
         lost: AtomicU64::new(0),
         max_trigger_snapshots: options.max_trigger_snapshots,
+        snapshots_per_minute: options.snapshots_per_minute.max(1),
     });
     let interval = options.drain_interval.max(Duration::from_micros(100));
     let window = Window::new(options.budget_bytes);
@@ -319,6 +433,54 @@ pub(crate) fn flight_recorder_running() -> bool {
     hooks::active().is_some()
 }
 
+/// The running flight recorder, whoever started it (for the C ABI and the
+/// control socket); `None` if none runs.
+pub(crate) fn running() -> Option<Running> {
+    hooks::active().map(Running)
+}
+
+/// A handle on the running flight recorder; see [`running`].
+pub(crate) struct Running(Arc<Shared>);
+
+impl Running {
+    /// As [`FlightRecorder::trigger_on_slow_call`].
+    pub(crate) fn trigger_on_slow_call(
+        &self,
+        pattern: &str,
+        threshold: Duration,
+        dir: &Path,
+    ) -> Result<(), Error> {
+        self.0.add_slow(pattern, threshold, dir)
+    }
+
+    /// As [`FlightRecorder::snapshot_on_panic`].
+    pub(crate) fn snapshot_on_panic(&self, dir: &Path) {
+        hooks::install_panic_hook();
+        self.0.state().panic_dir = Some(dir.to_path_buf());
+    }
+
+    /// As [`FlightRecorder::snapshot_on_signal`].
+    pub(crate) fn snapshot_on_signal(&self, signo: i32, dir: &Path) -> Result<(), Error> {
+        self.0.add_signal(signo, dir)
+    }
+
+    /// As [`FlightRecorder::triggers`].
+    pub(crate) fn triggers(&self) -> Vec<(String, PathBuf)> {
+        self.0.triggers()
+    }
+
+    /// As [`FlightRecorder::remove_triggers`].
+    pub(crate) fn remove_triggers(&self, which: Option<&str>) -> usize {
+        self.0.remove_triggers(which)
+    }
+
+    /// Trigger snapshots written and triggers skipped so far.
+    pub(crate) fn trigger_counts(&self) -> (usize, u64) {
+        let state = self.0.state();
+        (state.triggered.len(), state.skipped_triggers)
+    }
+}
+
 fn snapshot_of(shared: &Shared, dir: &Path) -> Result<SnapshotReport, Error> {
     let _untraced = Untraced::begin();
     match shared.ask(
@@ -350,29 +512,40 @@ impl FlightRecorder {
 
     /// From now on, each call of a function whose demangled name matches
     /// `pattern` (a glob, as [`Filter::include`] takes) lasting at least
-    /// `threshold` writes a snapshot `dir/slow-N-FUNCTION` (`N` counting
-    /// from 1, `FUNCTION` with characters other than letters, digits, `_`,
-    /// `-` and `.` made `_`), with every thread's events up to the drain
-    /// after the one that saw the call end. The function must be traced
-    /// (selected by the recorder's filter). See [`FlightRecorder::triggered`].
+    /// `threshold` writes a snapshot `dir/TIME-FUNCTION` (`TIME` the UTC
+    /// time it was written, `20261125T231501.123`; `FUNCTION` with
+    /// characters other than letters, digits, `_`, `-` and `.` made `_`),
+    /// with every thread's events up to the drain after the one that saw
+    /// the call end, and a [`TRIGGER_FILE`] naming the call (function,
+    /// thread, start, duration). Slow calls seen before it is written (for
+    /// the same `dir`) go in the same snapshot, listed each. The function
+    /// must be traced (selected by the recorder's filter). See
+    /// [`FlightRecorder::triggered`] and [`FlightOptions::snapshots_per_minute`].
     pub fn trigger_on_slow_call(
         &self,
         pattern: &str,
         threshold: Duration,
         dir: impl AsRef<Path>,
     ) -> Result<(), Error> {
-        let dir = dir.as_ref();
-        create_dir(dir)?;
-        self.shared.state().slow.push(SlowTrigger {
-            pattern: Filter::new().include(pattern),
-            threshold_ns: u64::try_from(threshold.as_nanos()).unwrap_or(u64::MAX),
-            dir: dir.to_path_buf(),
-        });
-        Ok(())
+        self.shared.add_slow(pattern, threshold, dir.as_ref())
+    }
+
+    /// The triggers set, each as its `FNTRACE_FLIGHT_TRIGGER` item
+    /// (`handle_*>5ms`, `panic`, `SIGUSR1`) with its directory.
+    pub fn triggers(&self) -> Vec<(String, PathBuf)> {
+        self.shared.triggers()
+    }
+
+    /// Removes the triggers `which` names: a slow-call trigger's glob (all
+    /// those with it), `"panic"`, or a signal name (`"SIGUSR1"`, whose
+    /// previous disposition comes back); `None` removes every trigger.
+    /// Returns how many were removed.
+    pub fn remove_triggers(&self, which: Option<&str>) -> usize {
+        self.shared.remove_triggers(which)
     }
 
     /// From now on, a Rust panic on any thread (but the writer's) writes a
-    /// snapshot `dir/panic-N` before the panic goes on: fntrace's panic
+    /// snapshot `dir/TIME-panic` before the panic goes on: fntrace's panic
     /// hook (installed once, chained to the hook it replaced, which runs
     /// after it) asks the writer for it and waits up to 10 s.
     pub fn snapshot_on_panic(&self, dir: impl AsRef<Path>) {
@@ -380,21 +553,14 @@ impl FlightRecorder {
         self.shared.state().panic_dir = Some(dir.as_ref().to_path_buf());
     }
 
-    /// From now on, signal `signo` writes a snapshot `dir/signal-N-NAME`
+    /// From now on, signal `signo` writes a snapshot `dir/TIME-NAME`
     /// (`NAME` as `SIGUSR1`). The handler, installed now and replaced by
     /// the previous disposition at [`FlightRecorder::stop`], only sets a
     /// flag; the writer sees it at its next drain. Do not pick fntrace's
     /// stop signal ([`set_stop_signal`](crate::set_stop_signal), `SIGUSR2`
     /// by default).
     pub fn snapshot_on_signal(&self, signo: i32, dir: impl AsRef<Path>) -> Result<(), Error> {
-        let dir = dir.as_ref();
-        create_dir(dir)?;
-        let handler = hooks::install_signal_handler(signo)?;
-        self.shared
-            .state()
-            .signals
-            .push((handler, dir.to_path_buf()));
-        Ok(())
+        self.shared.add_signal(signo, dir.as_ref())
     }
 
     /// The snapshots the triggers wrote (or failed to) so far, oldest first.
@@ -500,6 +666,8 @@ impl Drop for WriterGone<'_> {
 struct PendingSlow {
     dir: PathBuf,
     function: String,
+    tid: u32,
+    start_ns: u64,
     duration_ns: u64,
     due: u64,
 }
@@ -509,16 +677,16 @@ struct Writer {
     window: Window,
     drains: u64,
     /// Per function: its name and which slow triggers match it (bit i for
-    /// trigger i), for `triggers_known` triggers.
+    /// trigger i), for the triggers of generation `triggers_known`.
     functions: HashMap<usize, (String, u64)>,
-    triggers_known: usize,
+    triggers_known: u64,
     /// Per thread: the calls of matching functions it has running (depth,
     /// entry time, function).
     open: HashMap<u32, Vec<(u16, u64, usize)>>,
     pending: Vec<PendingSlow>,
-    /// Snapshots written per kind, for their names: slow, panic, signal.
-    written: [u64; 3],
     trigger_snapshots: usize,
+    /// When the trigger snapshots of the last minute were written.
+    recent: VecDeque<Instant>,
 }
 
 impl Writer {
@@ -530,8 +698,8 @@ impl Writer {
             triggers_known: 0,
             open: HashMap::new(),
             pending: Vec::new(),
-            written: [0; 3],
             trigger_snapshots: 0,
+            recent: VecDeque::new(),
         }
     }
 
@@ -542,34 +710,44 @@ impl Writer {
             // The requests made before this drain starts are answered after
             // it, so that a snapshot holds every event made before it was
             // asked for; those made during it wait for the next one.
-            let (stop, slow, requests) = {
+            let (stop, slow, generation, requests) = {
                 let state = shared.state();
                 let (mut state, _) = shared
                     .wake
                     .wait_timeout_while(state, interval, |s| !s.stop && s.requests.is_empty())
                     .unwrap_or_else(PoisonError::into_inner);
                 let requests = std::mem::take(&mut state.requests);
-                (state.stop, state.slow.clone(), requests)
+                (
+                    state.stop,
+                    state.slow.clone(),
+                    state.slow_generation,
+                    requests,
+                )
             };
-            self.drain(shared, &slow);
-            let due: Vec<PendingSlow> = {
+            self.drain(shared, &slow, generation);
+            // A directory with a call due gets one snapshot holding every
+            // slow call pending for it: they all ended before this drain,
+            // so the window holds each (their windows overlap).
+            loop {
                 let drains = self.drains;
-                let (due, later) = std::mem::take(&mut self.pending)
-                    .into_iter()
-                    .partition(|p| stop || p.due <= drains);
-                self.pending = later;
-                due
-            };
-            for slow in due {
-                let n = self.next(0);
-                let dir = slow
-                    .dir
-                    .join(format!("slow-{n}-{}", file_name(&slow.function)));
-                let trigger = Trigger::SlowCall {
-                    function: slow.function,
-                    duration: Duration::from_nanos(slow.duration_ns),
+                let Some(first) = self.pending.iter().find(|p| stop || p.due <= drains) else {
+                    break;
                 };
-                self.write_triggered(shared, trigger, &dir);
+                let dir = first.dir.clone();
+                let (group, later) = std::mem::take(&mut self.pending)
+                    .into_iter()
+                    .partition::<Vec<_>, _>(|p| p.dir == dir);
+                self.pending = later;
+                let triggers = group
+                    .into_iter()
+                    .map(|slow| Trigger::SlowCall {
+                        function: slow.function,
+                        duration: Duration::from_nanos(slow.duration_ns),
+                        tid: slow.tid,
+                        start_ns: slow.start_ns,
+                    })
+                    .collect();
+                self.write_triggered(shared, triggers, &dir);
             }
             let signals: Vec<(i32, PathBuf)> = shared
                 .state()
@@ -579,10 +757,7 @@ impl Writer {
                 .collect();
             for (signo, dir) in signals {
                 if hooks::take_raised(signo) {
-                    let n = self.next(2);
-                    let name = crate::sys::signal::name(signo);
-                    let dir = dir.join(format!("signal-{n}-{}", file_name(name)));
-                    self.write_triggered(shared, Trigger::Signal(signo), &dir);
+                    self.write_triggered(shared, vec![Trigger::Signal(signo)], &dir);
                 }
             }
             for (id, request) in requests {
@@ -591,9 +766,7 @@ impl Writer {
                     Request::Panic(message) => {
                         let dir = shared.state().panic_dir.clone();
                         if let Some(dir) = dir {
-                            let n = self.next(1);
-                            let dir = dir.join(format!("panic-{n}"));
-                            self.write_triggered(shared, Trigger::Panic(message), &dir);
+                            self.write_triggered(shared, vec![Trigger::Panic(message)], &dir);
                         }
                         Answer::Done
                     }
@@ -608,14 +781,9 @@ impl Writer {
         }
     }
 
-    fn next(&mut self, kind: usize) -> u64 {
-        self.written[kind] += 1;
-        self.written[kind]
-    }
-
     /// Drains the threads' buffers into the window, looks for slow calls
     /// among the new events, and evicts what is over budget.
-    fn drain(&mut self, shared: &Shared, slow: &[SlowTrigger]) {
+    fn drain(&mut self, shared: &Shared, slow: &[SlowTrigger], generation: u64) {
         let window = &mut self.window;
         window.begin_drain();
         GRAPH_TRACER.stream_events(&mut |batch| {
@@ -623,7 +791,7 @@ impl Writer {
         });
         self.drains += 1;
         if !slow.is_empty() {
-            self.find_slow_calls(slow);
+            self.find_slow_calls(slow, generation);
         }
         self.window.evict();
         shared
@@ -635,10 +803,10 @@ impl Writer {
         shared.lost.store(self.window.lost(), Ordering::Release);
     }
 
-    fn find_slow_calls(&mut self, slow: &[SlowTrigger]) {
-        if self.triggers_known != slow.len() {
+    fn find_slow_calls(&mut self, slow: &[SlowTrigger], generation: u64) {
+        if self.triggers_known != generation {
             self.functions.clear();
-            self.triggers_known = slow.len();
+            self.triggers_known = generation;
         }
         // Name the new functions first (outside the drain: naming takes
         // fntrace's operation lock).
@@ -684,11 +852,20 @@ impl Writer {
                         return;
                     };
                     let duration_ns = event.time_ns.saturating_sub(entry_ns);
+                    // One listing per call and directory, however many of
+                    // its triggers it fired.
+                    let mut dirs: Vec<&PathBuf> = Vec::new();
                     for (i, trigger) in slow.iter().enumerate().take(64) {
-                        if mask & 1 << i != 0 && duration_ns >= trigger.threshold_ns {
+                        if mask & 1 << i != 0
+                            && duration_ns >= trigger.threshold_ns
+                            && !dirs.contains(&&trigger.dir)
+                        {
+                            dirs.push(&trigger.dir);
                             pending.push(PendingSlow {
                                 dir: trigger.dir.clone(),
                                 function: name.clone(),
+                                tid,
+                                start_ns: entry_ns,
                                 duration_ns,
                                 due,
                             });
@@ -700,20 +877,162 @@ impl Writer {
         self.open.retain(|_, running| !running.is_empty());
     }
 
-    /// Writes a trigger's snapshot at `dir` (or counts it skipped) and
-    /// records the outcome.
-    fn write_triggered(&mut self, shared: &Shared, trigger: Trigger, dir: &Path) {
-        if self.trigger_snapshots >= shared.max_trigger_snapshots {
-            shared.state().skipped_triggers += 1;
+    /// Writes the snapshot of `triggers` (at least one) in a new
+    /// directory under `parent`, named by time and the first trigger, with
+    /// the [`TRIGGER_FILE`] listing them (or counts them skipped, over the
+    /// limits), and records the outcome.
+    fn write_triggered(&mut self, shared: &Shared, mut triggers: Vec<Trigger>, parent: &Path) {
+        if triggers.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        while self
+            .recent
+            .front()
+            .is_some_and(|t| now.duration_since(*t) >= Duration::from_secs(60))
+        {
+            self.recent.pop_front();
+        }
+        if self.trigger_snapshots >= shared.max_trigger_snapshots
+            || self.recent.len() >= shared.snapshots_per_minute as usize
+        {
+            shared.state().skipped_triggers += triggers.len() as u64;
             return;
         }
         self.trigger_snapshots += 1;
-        let result = write_snapshot(&self.window, dir).map_err(|err| err.to_string());
-        shared
-            .state()
-            .triggered
-            .push(TriggeredSnapshot { trigger, result });
+        self.recent.push_back(now);
+        let trigger = triggers.remove(0);
+        let result = snapshot_dir(parent, &trigger).and_then(|dir| {
+            let report = write_snapshot(&self.window, &dir).map_err(|e| e.to_string())?;
+            let skipped = shared.state().skipped_triggers;
+            let text = trigger_text(&trigger, &triggers, &report, skipped);
+            std::fs::write(dir.join(TRIGGER_FILE), text)
+                .map_err(|e| format!("writing {}: {e}", dir.join(TRIGGER_FILE).display()))?;
+            Ok(report)
+        });
+        shared.state().triggered.push(TriggeredSnapshot {
+            trigger,
+            more: triggers,
+            result,
+        });
     }
+}
+
+/// A new directory under `parent` for the snapshot `trigger` fired:
+/// `TIME-WHAT` (`20261125T231501.123-handle_get`), made here (`-2`, `-3`
+/// ... added if that name is taken).
+fn snapshot_dir(parent: &Path, trigger: &Trigger) -> Result<PathBuf, String> {
+    let what = match trigger {
+        Trigger::SlowCall { function, .. } => file_name(function),
+        Trigger::Panic(_) => "panic".to_string(),
+        Trigger::Signal(signo) => crate::sys::signal::name(*signo).to_string(),
+    };
+    std::fs::create_dir_all(parent).map_err(|e| format!("creating {}: {e}", parent.display()))?;
+    let stem = format!("{}-{what}", utc_stamp(std::time::SystemTime::now()));
+    for n in 1..1000 {
+        let dir = match n {
+            1 => parent.join(&stem),
+            n => parent.join(format!("{stem}-{n}")),
+        };
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(format!("creating {}: {e}", dir.display())),
+        }
+    }
+    Err(format!(
+        "{}: 999 snapshots of that name",
+        parent.join(stem).display()
+    ))
+}
+
+/// `time` in UTC as `YYYYMMDDTHHMMSS.mmm`: sorts as time does.
+fn utc_stamp(time: std::time::SystemTime) -> String {
+    let since = time
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = since.as_secs();
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}{month:02}{day:02}T{:02}{:02}{:02}.{:03}",
+        rest / 3600,
+        rest / 60 % 60,
+        rest % 60,
+        since.subsec_millis()
+    )
+}
+
+/// A threshold as the trigger syntax writes it: `5ms`, `250us`, `2s`.
+fn duration_spec(ns: u64) -> String {
+    for (unit, scale) in [("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)] {
+        if ns >= scale && ns.is_multiple_of(scale) {
+            return format!("{}{unit}", ns / scale);
+        }
+    }
+    format!("{ns}ns")
+}
+
+/// Monotonic nanoseconds as uftrace shows timestamps (`51234.000100200`).
+fn timestamp(ns: u64) -> String {
+    format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
+}
+
+/// The [`TRIGGER_FILE`] of a snapshot: what fired it, one line a trigger,
+/// then the window.
+fn trigger_text(
+    first: &Trigger,
+    more: &[Trigger],
+    report: &SnapshotReport,
+    skipped: u64,
+) -> String {
+    let mut text = String::from("fired by:\n");
+    for trigger in std::iter::once(first).chain(more) {
+        let line = match trigger {
+            Trigger::SlowCall {
+                function,
+                duration,
+                tid,
+                start_ns,
+            } => format!(
+                "  slow call {function}: thread {tid}, start {}, duration {}",
+                timestamp(*start_ns),
+                human_duration(u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX))
+            ),
+            Trigger::Panic(message) => format!("  panic: {message}"),
+            Trigger::Signal(signo) => format!("  signal {}", crate::sys::signal::name(*signo)),
+        };
+        text.push_str(&line);
+        text.push('\n');
+    }
+    let window = match (report.first_ns, report.last_ns) {
+        (Some(first), Some(last)) => format!(
+            "{} ~ {} ({})",
+            timestamp(first),
+            timestamp(last),
+            human_duration(last.saturating_sub(first))
+        ),
+        _ => "empty".to_string(),
+    };
+    text.push_str(&format!(
+        "window: {window}, {} threads, {} events, {} lost\n",
+        report.threads, report.events, report.lost
+    ));
+    if skipped > 0 {
+        text.push_str(&format!(
+            "skipped: {skipped} triggers so far (over the snapshots-per-minute limit)\n"
+        ));
+    }
+    text
 }
 
 /// `name` with what does not belong in a file name made `_`, at most 100

@@ -63,7 +63,7 @@ pub use error::Error;
 pub use filter::Filter;
 pub use flight::{
     flight_record, FlightOptions, FlightRecorder, FlightReport, SnapshotReport, Trigger,
-    TriggeredSnapshot, FLIGHT_EVENT_BYTES,
+    TriggeredSnapshot, DEFAULT_SNAPSHOTS_PER_MINUTE, FLIGHT_EVENT_BYTES, TRIGGER_FILE,
 };
 // The trace model, reports and exports live in the fntrace-tools crate (which
 // links no runtime); they stay reachable here under their old paths.

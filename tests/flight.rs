@@ -178,6 +178,20 @@ extern "C" fn slow(x: i64) -> i64 {
     x + 1
 }
 
+/// `snapshot` is `parent/TIME-what`, TIME as `20261125T231501.123`.
+fn assert_snapshot_dir(snapshot: &std::path::Path, parent: &std::path::Path, what: &str) {
+    assert_eq!(snapshot.parent(), Some(parent));
+    let name = snapshot.file_name().unwrap().to_str().unwrap();
+    let (time, rest) = name.split_at(19);
+    assert_eq!(rest, format!("-{what}"), "{name}");
+    let shape: String = time
+        .chars()
+        .map(|c| if c.is_ascii_digit() { '9' } else { c })
+        .collect();
+    assert_eq!(shape, "99999999T999999.999", "{name}");
+    assert!(time.starts_with("20"), "{name}");
+}
+
 #[test]
 fn a_slow_call_writes_exactly_one_snapshot_holding_it() {
     let _turn = turn();
@@ -214,13 +228,28 @@ fn a_slow_call_writes_exactly_one_snapshot_holding_it() {
     let report = flight.stop().unwrap();
     assert_eq!(report.triggered, triggered);
     assert_eq!(triggered.len(), 1, "{triggered:?}");
-    let Trigger::SlowCall { function, duration } = &triggered[0].trigger else {
+    let Trigger::SlowCall {
+        function,
+        duration,
+        tid,
+        ..
+    } = &triggered[0].trigger
+    else {
         panic!("{triggered:?}");
     };
     assert_eq!(function, "hz_call_back");
     assert!(*duration >= Duration::from_millis(60) && *duration <= slow_took);
     let snapshot = triggered[0].result.clone().unwrap();
-    assert_eq!(snapshot.dir, dir.join("slow-1-hz_call_back"));
+    assert_eq!(*tid, fntrace::current_tid());
+    assert!(triggered[0].more.is_empty());
+    assert_snapshot_dir(&snapshot.dir, &dir, "hz_call_back");
+    let fired = std::fs::read_to_string(snapshot.dir.join(fntrace::TRIGGER_FILE)).unwrap();
+    assert!(
+        fired.starts_with(&format!(
+            "fired by:\n  slow call hz_call_back: thread {tid}, start "
+        )),
+        "{fired}"
+    );
     let entries: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
     assert_eq!(entries.len(), 1, "one snapshot directory");
 
@@ -279,7 +308,7 @@ fn a_panic_writes_a_snapshot_then_runs_the_previous_hook() {
         "{triggered:?}"
     );
     let snapshot = triggered[0].result.clone().unwrap();
-    assert_eq!(snapshot.dir, dir.join("panic-1"));
+    assert_snapshot_dir(&snapshot.dir, &dir, "panic");
     let counts = counts(&read(&snapshot.dir));
     // run(3): 1 + 5 * 3 calls, complete; the panicking calls still running.
     assert_eq!(counts["fixture_rust_workload::run"], (1, 1));
@@ -309,7 +338,7 @@ fn a_signal_writes_a_snapshot_and_the_handler_goes_at_stop() {
     assert_eq!(triggered.len(), 1, "{triggered:?}");
     assert_eq!(triggered[0].trigger, Trigger::Signal(libc::SIGUSR1));
     let snapshot = triggered[0].result.clone().unwrap();
-    assert_eq!(snapshot.dir, dir.join("signal-1-SIGUSR1"));
+    assert_snapshot_dir(&snapshot.dir, &dir, "SIGUSR1");
     assert_eq!(snapshot.events, 2 * 10 * 101);
     let uftrace = uftrace_calls(&snapshot.dir);
     assert_eq!(uftrace.get("pie_run"), Some(&10));

@@ -1,5 +1,7 @@
 //! Environment control: with fntrace linked, the program is traced with no
-//! code change. A constructor (`.init_array`, run before `main`) reads
+//! code change. A constructor (`.init_array`, run before `main`) reads the
+//! variables of the table in [`super::vars`] (also in
+//! `docs/environment.md`):
 //!
 //! - `FNTRACE`: a comma list of tracers to enable (`graph`, `function`, or
 //!   registered names);
@@ -9,26 +11,39 @@
 //! - `FNTRACE_OUTPUT`: a directory to stream to with the recorder (graph
 //!   tracer), finished at exit;
 //! - `FNTRACE_REPORT=1`: the latency table on stderr at exit (graph tracer);
-//! - `FNTRACE_FLIGHT=BYTES`: with `FNTRACE_OUTPUT`, run the flight
-//!   recorder instead (the most recent BYTES of events) and write its
-//!   snapshot to `FNTRACE_OUTPUT` at exit; this process only (the programs
-//!   it runs are not recorded);
+//! - `FNTRACE_FLIGHT=SIZE`: with `FNTRACE_OUTPUT`, run the flight
+//!   recorder instead (the most recent SIZE of events: `64M`, `1G`, bytes;
+//!   binary multiples, see `fntrace_tools::units`); this process only (the
+//!   programs it runs are not recorded). Without triggers, its window is
+//!   written to `FNTRACE_OUTPUT` at exit; that directory is checked (made,
+//!   empty) when the recorder starts, so that a snapshot that could not be
+//!   written is known then, not at exit;
+//! - `FNTRACE_FLIGHT_TRIGGER=handle_*>5ms,other>20ms,panic,SIGUSR1`: with
+//!   `FNTRACE_FLIGHT`, write a snapshot when a call of a matching function
+//!   lasts that long, on a Rust panic, on a signal; each snapshot goes in a
+//!   directory of its own under `FNTRACE_OUTPUT`, named by time and
+//!   function, and nothing is written at exit;
+//! - `FNTRACE_FLIGHT_RATE=N`: at most N trigger snapshots a minute (6);
 //! - `FNTRACE_APPEND=1`: add this process to the recording already in
 //!   `FNTRACE_OUTPUT` as a new session (a program exec'd or spawned by a
 //!   recorded one) instead of requiring an empty directory. A process that
 //!   starts recording sets it, and `FNTRACE_OUTPUT` as an absolute path, in
 //!   its own environment, so that the programs it runs join its recording;
+//! - `FNTRACE_CONTROL`: live control (see [`super::live`]);
 //!
 //! - `FNTRACE_MODE=lossless|drop`: with `FNTRACE_OUTPUT`, what a thread
 //!   whose buffer is full does (see [`RecordMode`]; `lossless` by default);
-//! - `FNTRACE_BUFFER=BYTES`: with `FNTRACE_OUTPUT`, each thread's buffer
-//!   (16 bytes an event, rounded up to a power of two);
+//! - `FNTRACE_BUFFER=SIZE`: with `FNTRACE_OUTPUT`, each thread's buffer
+//!   (`4M`, bytes; 16 bytes an event, rounded up to a power of two);
 //!
-//! and `FNTRACE_PATCH` and `FNTRACE_PATCH_PRIORITY` as always. The values
-//! are checked before anything is enabled: an invalid one prints one line
-//! naming the variable, and the program runs untraced. What runs at exit
-//! (`atexit`, so `exit()` from anywhere) runs on a thread of its own: the
-//! exiting thread's thread-locals are gone by then.
+//! and `FNTRACE_PATCH`, `FNTRACE_PATCH_PRIORITY` and `FNTRACE_TEXT_WRITES`
+//! as always (read by the patcher at its first operation). Every variable
+//! set is checked before anything is enabled, whether or not the others
+//! ask for tracing: an invalid one prints one line naming the variable,
+//! and the program runs untraced (a bad patch setting: the default is
+//! kept). What runs at exit (`atexit`, so `exit()` from anywhere) runs on
+//! a thread of its own: the exiting thread's thread-locals are gone by
+//! then.
 
 use std::panic::catch_unwind;
 
@@ -39,8 +54,8 @@ use crate::tracers::graph::GRAPH_TRACER;
 use fntrace_tools::analysis::latency_of;
 use fntrace_tools::export::UftraceReader;
 
-use super::{parse_globs, register_builtins, start_recording_with, take_recording};
-use crate::flight::{flight_record, FlightOptions, FlightRecorder};
+use super::vars::{self, var, OnBad};
+use super::{register_builtins, start_recording_with, take_recording};
 use crate::record::{RecordMode, RecordOptions};
 
 /// Rows of the latency table printed at exit.
@@ -57,7 +72,7 @@ struct Settings {
     tracers: Vec<String>,
     filter: Filter,
     output: Option<String>,
-    flight: Option<usize>,
+    flight: Option<FlightSettings>,
     append: bool,
     report: bool,
     mode: RecordMode,
@@ -65,10 +80,12 @@ struct Settings {
     buffer_events: Option<usize>,
 }
 
-/// The flight recorder `FNTRACE_FLIGHT` started, and the process that
-/// started it (a forked child has no writer thread to snapshot with).
-static FLIGHT: std::sync::Mutex<Option<(u32, FlightRecorder, String)>> =
-    std::sync::Mutex::new(None);
+/// What `FNTRACE_FLIGHT` and the variables after it ask for.
+struct FlightSettings {
+    budget_bytes: usize,
+    triggers: Vec<vars::TriggerSpec>,
+    rate: Option<u32>,
+}
 
 /// The settings `start` applied, for the exit handler.
 static APPLIED: std::sync::Mutex<Option<(bool, bool)>> = std::sync::Mutex::new(None);
@@ -77,7 +94,14 @@ extern "C" fn start() {
     super::live::serve_from_env(); // FNTRACE_CONTROL, whatever the others say
     let outcome = catch_unwind(|| match settings() {
         Ok(Some(settings)) => apply(settings),
-        Ok(None) => Ok(()),
+        Ok(None) => {
+            // No patching starts now: the patcher, which reads these at its
+            // first operation and reports a bad value then, may never run.
+            if let Err(line) = vars::check_set(OnBad::KeepDefault) {
+                eprintln!("fntrace: {line}; the default is kept");
+            }
+            Ok(())
+        }
         Err(message) => Err(message),
     });
     let message = match outcome {
@@ -88,28 +112,71 @@ extern "C" fn start() {
     eprintln!("fntrace: {message}; the program runs untraced");
 }
 
-/// The variable's value; `Err` if it is not UTF-8.
-fn var(name: &str) -> Result<Option<String>, String> {
-    match std::env::var(name) {
-        Ok(value) => Ok(Some(value)),
-        Err(std::env::VarError::NotPresent) => Ok(None),
-        Err(std::env::VarError::NotUnicode(v)) => {
-            Err(format!("{name}={}: not valid UTF-8", v.to_string_lossy()))
+/// The settings, `None` when the environment asks for no tracing, or a
+/// line naming the first invalid variable. Every variable of the table
+/// that is set is checked, whether or not tracing is asked for.
+fn settings() -> Result<Option<Settings>, String> {
+    vars::check_set(OnBad::Untraced)?;
+    let tracers = vars::parse_tracers(&var("FNTRACE")?.unwrap_or_default())?;
+    let output = var("FNTRACE_OUTPUT")?.filter(|dir| !dir.is_empty());
+    // The values were checked above: the parsers cannot fail here, but
+    // their errors are kept, named, rather than unwrapped.
+    let named = |name: &str, value: &str, e: String| format!("{name}={value}: {e}");
+    let mut filter = match var("FNTRACE_FILTER")? {
+        Some(globs) => {
+            vars::parse_filter(&globs).map_err(|e| named("FNTRACE_FILTER", &globs, e))?
+        }
+        None => Filter::new(),
+    };
+    if let Some(depth) = var("FNTRACE_DEPTH")? {
+        let n = vars::parse_depth(&depth).map_err(|e| named("FNTRACE_DEPTH", &depth, e))?;
+        filter = filter.max_depth(n);
+    }
+    let report = match var("FNTRACE_REPORT")? {
+        Some(v) => vars::parse_flag(&v).map_err(|e| named("FNTRACE_REPORT", &v, e))?,
+        None => false,
+    };
+    let append = match var("FNTRACE_APPEND")? {
+        Some(v) => vars::parse_flag(&v).map_err(|e| named("FNTRACE_APPEND", &v, e))?,
+        None => false,
+    };
+    let flight = match var("FNTRACE_FLIGHT")? {
+        None => None,
+        Some(bytes) => {
+            let budget = vars::parse_flight_budget(&bytes)
+                .map_err(|e| named("FNTRACE_FLIGHT", &bytes, e))?;
+            if output.is_none() {
+                return Err(format!(
+                    "FNTRACE_FLIGHT={bytes} needs FNTRACE_OUTPUT (where snapshots are written)"
+                ));
+            }
+            Some(budget)
+        }
+    };
+    let triggers = match var("FNTRACE_FLIGHT_TRIGGER")? {
+        Some(v) => vars::parse_triggers(&v).map_err(|e| named("FNTRACE_FLIGHT_TRIGGER", &v, e))?,
+        None => Vec::new(),
+    };
+    let rate = match var("FNTRACE_FLIGHT_RATE")? {
+        Some(v) => Some(vars::parse_rate(&v).map_err(|e| named("FNTRACE_FLIGHT_RATE", &v, e))?),
+        None => None,
+    };
+    if flight.is_none() {
+        for name in ["FNTRACE_FLIGHT_TRIGGER", "FNTRACE_FLIGHT_RATE"] {
+            if let Some(value) = var(name)? {
+                return Err(format!(
+                    "{name}={value} needs FNTRACE_FLIGHT (the flight recorder's budget: 64M)"
+                ));
+            }
         }
     }
-}
-
-/// The settings, `None` when the environment asks for no tracing, or a
-/// line naming the first invalid variable.
-fn settings() -> Result<Option<Settings>, String> {
-    let tracers: Vec<String> = var("FNTRACE")?
-        .unwrap_or_default()
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(String::from)
-        .collect();
-    let output = var("FNTRACE_OUTPUT")?.filter(|dir| !dir.is_empty());
+    let graph = tracers.iter().any(|t| t == "graph");
+    if report && !graph && output.is_none() {
+        return Err(
+            "FNTRACE_REPORT=1 needs the graph tracer: set FNTRACE=graph or FNTRACE_OUTPUT"
+                .to_string(),
+        );
+    }
     if tracers.is_empty() && output.is_none() {
         return Ok(None);
     }
@@ -123,78 +190,23 @@ fn settings() -> Result<Option<Settings>, String> {
             ));
         }
     }
-    let mut filter = match var("FNTRACE_FILTER")? {
-        Some(globs) => parse_globs(&globs).map_err(|e| format!("FNTRACE_FILTER={globs}: {e}"))?,
-        None => Filter::new(),
-    };
-    if let Some(depth) = var("FNTRACE_DEPTH")? {
-        let n: u16 = depth.trim().parse().map_err(|_| {
-            format!("FNTRACE_DEPTH={depth}: not a depth (a whole number from 0 to 65535)")
-        })?;
-        filter = filter.max_depth(n);
-    }
-    let report = match var("FNTRACE_REPORT")?.as_deref() {
-        None | Some("" | "0") => false,
-        Some("1") => true,
-        Some(other) => return Err(format!("FNTRACE_REPORT={other}: use 1 (or 0)")),
-    };
-    let flight =
-        match var("FNTRACE_FLIGHT")? {
-            None => None,
-            Some(bytes) => {
-                let budget: usize = bytes.trim().parse().ok().filter(|&b| b >= 16).ok_or_else(|| {
-                format!("FNTRACE_FLIGHT={bytes}: not a size in bytes (a whole number, at least 16)")
-            })?;
-                if output.is_none() {
-                    return Err(format!(
-                    "FNTRACE_FLIGHT={bytes} needs FNTRACE_OUTPUT (where the snapshot is written)"
-                ));
-                }
-                Some(budget)
-            }
-        };
-    let append = match var("FNTRACE_APPEND")?.as_deref() {
-        None | Some("" | "0") => false,
-        Some("1") => true,
-        Some(other) => return Err(format!("FNTRACE_APPEND={other}: use 1 (or 0)")),
-    };
     let mode = match var("FNTRACE_MODE")? {
+        Some(v) => vars::parse_mode(&v).map_err(|e| named("FNTRACE_MODE", &v, e))?,
         None => RecordMode::Lossless,
-        Some(mode) => mode
-            .trim()
-            .parse()
-            .map_err(|e| format!("FNTRACE_MODE={mode}: {e}"))?,
     };
     let buffer_events = match var("FNTRACE_BUFFER")? {
+        Some(v) => Some(vars::parse_buffer_events(&v).map_err(|e| named("FNTRACE_BUFFER", &v, e))?),
         None => None,
-        Some(bytes) => {
-            let events = bytes
-                .trim()
-                .parse::<u64>()
-                .ok()
-                .map(|b| b / crate::record::RECORD_EVENT_BYTES as u64)
-                .filter(|&events| (16..=1 << 32).contains(&events))
-                .ok_or_else(|| {
-                    format!(
-                        "FNTRACE_BUFFER={bytes}: not a buffer size in bytes \
-                         (a whole number from 256 to 64 GiB)"
-                    )
-                })?;
-            Some(events as usize)
-        }
     };
-    let graph = tracers.iter().any(|t| t == "graph");
-    if report && !graph && output.is_none() {
-        return Err(
-            "FNTRACE_REPORT=1 needs the graph tracer: set FNTRACE=graph or FNTRACE_OUTPUT"
-                .to_string(),
-        );
-    }
     Ok(Some(Settings {
         tracers,
         filter,
         output,
-        flight,
+        flight: flight.map(|budget_bytes| FlightSettings {
+            budget_bytes,
+            triggers,
+            rate,
+        }),
         append,
         report,
         mode,
@@ -207,17 +219,28 @@ fn settings() -> Result<Option<Settings>, String> {
 fn apply(settings: Settings) -> Result<(), String> {
     let mut enabled: Vec<&str> = Vec::new();
     let result = (|| {
-        if let (Some(dir), Some(budget_bytes)) = (&settings.output, settings.flight) {
-            let options = FlightOptions {
-                budget_bytes,
-                ..FlightOptions::default()
+        if let (Some(dir), Some(flight)) = (&settings.output, &settings.flight) {
+            let start = super::flight::Start {
+                dir: dir.as_ref(),
+                budget_bytes: flight.budget_bytes,
+                snapshots_per_minute: flight.rate,
+                snapshot_at_exit: flight.triggers.is_empty(),
+                filter: &settings.filter,
             };
-            let recorder = flight_record("graph", &settings.filter, options)
-                .map_err(|e| format!("FNTRACE_FLIGHT: {e}"))?;
-            *FLIGHT.lock().unwrap_or_else(|e| e.into_inner()) =
-                Some((std::process::id(), recorder, dir.clone()));
+            super::flight::start(&start)
+                .map_err(|f| format!("FNTRACE_FLIGHT with FNTRACE_OUTPUT={dir}: {}", f.1))?;
+            for trigger in &flight.triggers {
+                super::flight::add_trigger(trigger)
+                    .map_err(|f| format!("FNTRACE_FLIGHT_TRIGGER: {}", f.1))?;
+            }
             // The programs this one runs are not recorded.
-            for name in ["FNTRACE_OUTPUT", "FNTRACE_FLIGHT", "FNTRACE"] {
+            for name in [
+                "FNTRACE_OUTPUT",
+                "FNTRACE_FLIGHT",
+                "FNTRACE_FLIGHT_TRIGGER",
+                "FNTRACE_FLIGHT_RATE",
+                "FNTRACE",
+            ] {
                 std::env::remove_var(name);
             }
         } else if let Some(dir) = &settings.output {
@@ -250,8 +273,8 @@ fn apply(settings: Settings) -> Result<(), String> {
         if let Some(recording) = take_recording() {
             let _ = recording.stop();
         }
-        if let Some((_, recorder, _)) = FLIGHT.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            let _ = recorder.stop();
+        if let Some(slot) = super::flight::take() {
+            let _ = slot.recorder.stop();
         }
         return Err(message);
     }
@@ -274,31 +297,6 @@ fn pass_recording_on(dir: &str) {
     std::env::set_var("FNTRACE_APPEND", "1");
 }
 
-/// Writes the flight recorder's snapshot to `dir` and stops it; the
-/// directory, if written.
-fn finish_flight(recorder: FlightRecorder, dir: &str) -> Option<std::path::PathBuf> {
-    let written = match recorder.snapshot(dir) {
-        Ok(snapshot) => {
-            eprintln!(
-                "fntrace: flight recorder: {} events over {:?} ({} lost, {} evicted) written to {dir}",
-                snapshot.events,
-                snapshot.window(),
-                snapshot.lost,
-                snapshot.evicted
-            );
-            Some(snapshot.dir)
-        }
-        Err(err) => {
-            eprintln!("fntrace: FNTRACE_FLIGHT: writing the snapshot to {dir}: {err}");
-            None
-        }
-    };
-    if let Err(err) = recorder.stop() {
-        eprintln!("fntrace: FNTRACE_FLIGHT: stopping: {err}");
-    }
-    written
-}
-
 /// At exit: finishes the recording, prints the report.
 extern "C" fn finish() {
     // Started as the recorder's threads are: a thread being created has
@@ -318,14 +316,8 @@ fn finish_on_this_thread() {
         return;
     };
     let mut dir = None;
-    let flight = FLIGHT.lock().unwrap_or_else(|e| e.into_inner()).take();
-    match flight {
-        Some((pid, recorder, output)) if pid == std::process::id() => {
-            dir = finish_flight(recorder, &output);
-        }
-        // A forked child's copy: its writer thread is the parent's.
-        Some((_, recorder, _)) => std::mem::forget(recorder),
-        None => {}
+    if let Some(slot) = super::flight::take() {
+        dir = super::flight::finish(slot);
     }
     if recorded && dir.is_none() {
         if let Some(recording) = take_recording() {

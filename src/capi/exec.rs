@@ -27,19 +27,16 @@ use std::ffi::{c_char, c_int, CStr, CString};
 use super::next::NextSymbols;
 use crate::record;
 
-/// Variables passed on to an exec'd program whose `envp` lacks them.
-const PASSED_ON: &[&str] = &[
-    "LD_PRELOAD",
-    "FNTRACE",
-    "FNTRACE_OUTPUT",
-    "FNTRACE_APPEND",
-    "FNTRACE_FILTER",
-    "FNTRACE_DEPTH",
-    "FNTRACE_PATCH",
-    "FNTRACE_REPORT",
-    "FNTRACE_MODE",
-    "FNTRACE_BUFFER",
-];
+/// Variables passed on to an exec'd program whose `envp` lacks them:
+/// `LD_PRELOAD` and the table's variables marked `passed_on`.
+fn passed_on() -> impl Iterator<Item = &'static str> {
+    std::iter::once("LD_PRELOAD").chain(
+        super::vars::VARIABLES
+            .iter()
+            .filter(|v| v.passed_on)
+            .map(|v| v.name),
+    )
+}
 
 type ExecveFn =
     unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
@@ -73,7 +70,7 @@ fn around_exec(exec: impl FnOnce() -> c_int) -> c_int {
     result
 }
 
-/// `envp` with the variables of [`PASSED_ON`] it lacks, from this process's
+/// `envp` with the variables of [`passed_on`] it lacks, from this process's
 /// environment; `None` when nothing is missing (or no recording runs).
 ///
 /// # Safety
@@ -99,8 +96,7 @@ unsafe fn with_recording_environment(envp: *const *const c_char) -> Option<Vec<C
                 && bytes[name.len()] == b'='
         })
     };
-    let missing: Vec<CString> = PASSED_ON
-        .iter()
+    let missing: Vec<CString> = passed_on()
         .filter(|name| !has(name))
         .filter_map(|name| {
             let value = std::env::var_os(name)?;

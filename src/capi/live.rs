@@ -6,9 +6,10 @@
 //! started and no `stop` ended is finished at exit.
 //!
 //! Started by [`serve_control`] or by the environment:
-//! `FNTRACE_CONTROL=PATH` serves PATH, `FNTRACE_CONTROL=1` the default path
-//! `/tmp/fntrace-UID/PID.sock` (what `fntrace ctl PID` looks for); unset,
-//! empty or `0`: no socket. An invalid value prints one line naming the
+//! `FNTRACE_CONTROL=PATH` serves PATH (an absolute path), `FNTRACE_CONTROL=1`
+//! the default path `/tmp/fntrace-UID/PID.sock` (what `fntrace ctl PID`
+//! looks for); unset, empty or `0`: no socket; anything else (`yes`, a
+//! relative path) is refused. An invalid value prints one line naming the
 //! variable, and the program runs on without live control.
 
 use std::path::Path;
@@ -19,7 +20,7 @@ use crate::control;
 use crate::error::Error;
 use crate::flight;
 use crate::record::{spawn_running, RECORDING};
-use crate::socket::{self, ControlOptions, ControlServer, Reply, Request};
+use crate::socket::{self, ControlOptions, ControlServer, FlightRequest, Reply, Request};
 use crate::tracer;
 use crate::tracers::graph::GRAPH_TRACER;
 
@@ -69,20 +70,13 @@ pub fn serve_control_with(
 /// line why not.
 pub(super) fn serve_from_env() {
     let outcome = std::panic::catch_unwind(|| {
-        let value = match std::env::var("FNTRACE_CONTROL") {
-            Ok(value) => value,
-            Err(std::env::VarError::NotPresent) => return Ok(()),
-            Err(std::env::VarError::NotUnicode(value)) => {
-                return Err(format!(
-                    "FNTRACE_CONTROL={}: not valid UTF-8",
-                    value.to_string_lossy()
-                ))
-            }
+        let Some(value) = super::vars::var("FNTRACE_CONTROL")? else {
+            return Ok(());
         };
-        let path = match value.as_str() {
-            "" | "0" => return Ok(()),
-            "1" => socket::default_control_path(),
-            path => path.into(),
+        let path = match super::vars::parse_control(&value) {
+            Ok(Some(path)) => path,
+            Ok(None) => return Ok(()),
+            Err(e) => return Err(format!("FNTRACE_CONTROL={value}: {e}")),
         };
         let server = serve_control(&path).map_err(|e| format!("FNTRACE_CONTROL={value}: {e}"))?;
         if value != "1" {
@@ -119,6 +113,7 @@ fn handle(request: Request) -> Reply {
         Request::Snapshot(dir) => snapshot(&dir),
         Request::Dump(dir) => dump(&dir),
         Request::Report => Ok(report()),
+        Request::Flight(request) => Ok(flight_request(request)),
     };
     result.unwrap_or_else(|err| match err {
         Error::UnknownTracer(_) => Reply::error(format!(
@@ -164,15 +159,91 @@ fn status() -> Reply {
     });
     let stats = control::stats();
     let pid = std::process::id();
-    Reply::ok(format!("pid {pid}"))
-        .with("pid", pid)
+    let mut reply = Reply::ok(format!("pid {pid}"))
         .with("tracers", tracers.join(", "))
         .with("filter", filter)
         .with("recording", recording)
         .with(
             "sites",
             format!("{} ({} patched)", stats.sites, stats.patched_sites),
-        )
+        );
+    if let Some((written, skipped, dir)) = super::flight::status() {
+        let triggers = super::flight::triggers().unwrap_or_default();
+        let dir = dir.map_or("none (the program's own)".to_string(), |d| {
+            d.display().to_string()
+        });
+        reply = reply.with(
+            "flight",
+            format!(
+                "snapshots to {dir}; triggers: {}; {written} trigger snapshot(s), {skipped} \
+                 skipped",
+                match triggers.is_empty() {
+                    true => "none".to_string(),
+                    false => triggers.join(", "),
+                }
+            ),
+        );
+    }
+    reply
+}
+
+/// `flight ...`.
+fn flight_request(request: FlightRequest) -> Reply {
+    use super::flight as slot;
+    let result = match request {
+        FlightRequest::Start { budget, rate, dir } => (|| {
+            let budget_bytes = match &budget {
+                Some(text) => {
+                    super::vars::parse_flight_budget(text).map_err(|e| format!("--budget: {e}"))?
+                }
+                None => crate::FlightOptions::default().budget_bytes,
+            };
+            let rate = match &rate {
+                Some(text) => {
+                    Some(super::vars::parse_rate(text).map_err(|e| format!("--rate {text}: {e}"))?)
+                }
+                None => None,
+            };
+            slot::start(&slot::Start {
+                dir: &dir,
+                budget_bytes,
+                snapshots_per_minute: rate,
+                snapshot_at_exit: false,
+                filter: &current_filter(),
+            })
+            .map_err(|f| f.1)?;
+            Ok(Reply::ok(format!(
+                "flight recorder started: the last {} of events; snapshots (flight trigger, \
+                 snapshot DIR) in {}",
+                fntrace_tools::units::format_size(budget_bytes as u64),
+                dir.display()
+            )))
+        })(),
+        FlightRequest::Stop => slot::stop().map_err(|f| f.1).map(|report| {
+            Reply::ok("flight recorder stopped")
+                .with("events", report.events)
+                .with("evicted", report.evicted)
+                .with("lost", report.lost)
+                .with("trigger snapshots", report.triggered.len())
+                .with("skipped triggers", report.skipped_triggers)
+        }),
+        FlightRequest::Trigger(text) => super::vars::parse_trigger(&text)
+            .map_err(|e| format!("flight trigger: {e}"))
+            .and_then(|spec| slot::add_trigger(&spec).map_err(|f| f.1))
+            .map(|()| Reply::ok(format!("trigger set: {text}"))),
+        FlightRequest::Triggers => slot::triggers().map_err(|f| f.1).map(|triggers| {
+            Reply::ok(format!("{} trigger(s)", triggers.len())).with_lines(&triggers.join("\n"))
+        }),
+        FlightRequest::Untrigger(which) => slot::remove_triggers(which.as_deref())
+            .map_err(|f| f.1)
+            .and_then(|removed| match (removed, &which) {
+                (0, Some(which)) => {
+                    Err(format!("no trigger {which:?} (flight triggers lists them)"))
+                }
+                (n, _) => Ok(Reply::ok(format!("{n} trigger(s) removed"))),
+            }),
+    };
+    result.unwrap_or_else(Reply::error)
 }
 
 fn enable(name: &str) -> Result<Reply, Error> {
@@ -261,8 +332,8 @@ fn stop() -> Result<Reply, Error> {
 fn snapshot(dir: &Path) -> Result<Reply, Error> {
     match flight::snapshot_running(dir) {
         None => Ok(Reply::error(
-            "no flight recorder is running: the program starts one (fntrace::flight_record); \
-             `record DIR` streams instead",
+            "no flight recorder is running: start one with `flight start DIR`, or run the \
+             program with FNTRACE_FLIGHT=64M (and FNTRACE_OUTPUT); `record DIR` streams instead",
         )),
         Some(written) => {
             let done = written?;

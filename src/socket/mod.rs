@@ -59,7 +59,7 @@ use crate::record::spawn_running;
 
 pub use path::default_control_path;
 pub(crate) use path::prepare_default_dir;
-pub(crate) use request::{Reply, Request};
+pub(crate) use request::{FlightRequest, Reply, Request};
 
 /// What runs a request (on the server's thread) and says what happened.
 pub(crate) type Handler = fn(Request) -> Reply;

@@ -9,7 +9,12 @@ pub(crate) const MAX_REQUEST_BYTES: usize = 4096;
 
 /// The commands, as the error for an unknown one lists them.
 const COMMANDS: &str = "status, enable TRACER, disable TRACER, filter GLOBS, record DIR, stop, \
-                        snapshot DIR, dump DIR, report";
+                        snapshot DIR, dump DIR, report, flight start|stop|trigger|triggers|untrigger";
+
+/// The `flight` subcommands, as the error for an unknown one lists them.
+const FLIGHT_COMMANDS: &str = "flight start [--budget SIZE] [--rate N] DIR, flight stop, \
+                               flight trigger GLOB>DURATION|panic|SIGNAME, flight triggers, \
+                               flight untrigger [GLOB|panic|SIGNAME]";
 
 /// A parsed request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,6 +37,102 @@ pub(crate) enum Request {
     Dump(PathBuf),
     /// `report`.
     Report,
+    /// `flight ...`: the flight recorder.
+    Flight(FlightRequest),
+}
+
+/// A `flight` request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum FlightRequest {
+    /// `flight start [--budget SIZE] [--rate N] DIR`: the texts of the
+    /// options, checked by the handler.
+    Start {
+        /// The window's budget (`64M`).
+        budget: Option<String>,
+        /// Snapshots per minute.
+        rate: Option<String>,
+        /// Where snapshots go.
+        dir: PathBuf,
+    },
+    /// `flight stop`.
+    Stop,
+    /// `flight trigger SPEC` (`GLOB>DURATION`, `panic`, `SIGNAME`),
+    /// checked by the handler.
+    Trigger(String),
+    /// `flight triggers`.
+    Triggers,
+    /// `flight untrigger [WHICH]`.
+    Untrigger(Option<String>),
+}
+
+/// Parses what follows `flight`.
+fn parse_flight(rest: &str) -> Result<FlightRequest, String> {
+    let (sub, mut rest) = match rest.find([' ', '\t']) {
+        Some(at) => (&rest[..at], rest[at..].trim_start()),
+        None => (rest, ""),
+    };
+    let rest_trimmed = rest.trim();
+    match sub {
+        "start" => {
+            let (mut budget, mut rate) = (None, None);
+            loop {
+                let (option, after) = match rest.find([' ', '\t']) {
+                    Some(at) => (&rest[..at], rest[at..].trim_start()),
+                    None => (rest, ""),
+                };
+                let slot = match option {
+                    "--budget" => &mut budget,
+                    "--rate" => &mut rate,
+                    _ => break,
+                };
+                let (value, after) = match after.find([' ', '\t']) {
+                    Some(at) => (&after[..at], after[at..].trim_start()),
+                    None => (after, ""),
+                };
+                if value.is_empty() {
+                    return Err(format!("flight start: {option} needs a value"));
+                }
+                *slot = Some(value.to_string());
+                rest = after;
+            }
+            let dir = rest.trim_end();
+            if dir.is_empty() {
+                return Err(
+                    "flight start needs a directory for the snapshots: flight start [--budget \
+                     SIZE] [--rate N] DIR"
+                        .to_string(),
+                );
+            }
+            if !dir.starts_with('/') {
+                return Err(format!(
+                    "flight start: {dir:?} is not an absolute path (the program's working \
+                     directory is not the client's)"
+                ));
+            }
+            Ok(FlightRequest::Start {
+                budget,
+                rate,
+                dir: PathBuf::from(dir),
+            })
+        }
+        "stop" | "triggers" if !rest_trimmed.is_empty() => Err(format!(
+            "flight {sub} takes no argument (got {rest_trimmed:?})"
+        )),
+        "stop" => Ok(FlightRequest::Stop),
+        "triggers" => Ok(FlightRequest::Triggers),
+        "trigger" if rest_trimmed.is_empty() => Err(
+            "flight trigger needs a trigger: GLOB>DURATION (handle_*>5ms), panic or SIGNAME"
+                .to_string(),
+        ),
+        "trigger" => Ok(FlightRequest::Trigger(rest_trimmed.to_string())),
+        "untrigger" => Ok(FlightRequest::Untrigger(
+            (!rest_trimmed.is_empty()).then(|| rest_trimmed.to_string()),
+        )),
+        "" => Err(format!("flight needs a command: {FLIGHT_COMMANDS}")),
+        other => Err(format!(
+            "unknown flight command {other:?}; they are: {FLIGHT_COMMANDS}"
+        )),
+    }
 }
 
 /// Parses one request line (without its `\n`; a `\r` before it is
@@ -101,6 +202,7 @@ pub(crate) fn parse(line: &[u8]) -> Result<Request, String> {
         "record" => Ok(Request::Record(directory()?)),
         "snapshot" => Ok(Request::Snapshot(directory()?)),
         "dump" => Ok(Request::Dump(directory()?)),
+        "flight" => Ok(Request::Flight(parse_flight(rest)?)),
         "" => Err(format!("empty request; the commands are: {COMMANDS}")),
         other => Err(format!(
             "unknown command {other:?}; the commands are: {COMMANDS}"
@@ -203,6 +305,37 @@ mod tests {
         );
         assert_eq!(parse(b"snapshot /s"), Ok(Request::Snapshot("/s".into())));
         assert_eq!(parse(b"dump /d"), Ok(Request::Dump("/d".into())));
+        let flight = |request| Ok(Request::Flight(request));
+        assert_eq!(
+            parse(b"flight start /s p"),
+            flight(FlightRequest::Start {
+                budget: None,
+                rate: None,
+                dir: "/s p".into()
+            })
+        );
+        assert_eq!(
+            parse(b"flight start --budget 64M --rate 2 /s"),
+            flight(FlightRequest::Start {
+                budget: Some("64M".into()),
+                rate: Some("2".into()),
+                dir: "/s".into()
+            })
+        );
+        assert_eq!(parse(b"flight stop"), flight(FlightRequest::Stop));
+        assert_eq!(parse(b"flight triggers"), flight(FlightRequest::Triggers));
+        assert_eq!(
+            parse(b"flight trigger handle_*>5ms"),
+            flight(FlightRequest::Trigger("handle_*>5ms".into()))
+        );
+        assert_eq!(
+            parse(b"flight untrigger"),
+            flight(FlightRequest::Untrigger(None))
+        );
+        assert_eq!(
+            parse(b"flight untrigger panic"),
+            flight(FlightRequest::Untrigger(Some("panic".into())))
+        );
     }
 
     #[test]
@@ -222,6 +355,13 @@ mod tests {
             (b"record rel/dir", "not an absolute path"),
             (b"dump ", "dump needs a directory"),
             (b"snapshot x", "not an absolute path"),
+            (b"flight", "flight needs a command"),
+            (b"flight go", "unknown flight command \"go\""),
+            (b"flight start", "needs a directory"),
+            (b"flight start --budget", "--budget needs a value"),
+            (b"flight start --budget 64M rel", "not an absolute path"),
+            (b"flight stop now", "takes no argument"),
+            (b"flight trigger", "needs a trigger"),
             (b"st\xffatus", "not UTF-8 (byte 3)"),
             (b"\x00\x01\x02", "control character"),
             (b"status\x1b[2J", "control character"),

@@ -32,6 +32,7 @@ pub mod glob;
 mod names;
 mod source;
 mod trace;
+pub mod units;
 
 pub use names::{demangle, uftrace_symbol_name};
 pub use source::{EventSource, ThreadInfo};

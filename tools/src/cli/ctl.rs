@@ -37,7 +37,15 @@ Examples:
   fntrace ctl $! enable graph                  trace into memory ...
   fntrace ctl $! disable graph
   fntrace ctl $! report                        ... and print its latency table
-  fntrace ctl /run/my.sock dump /tmp/trace     a socket given by its path";
+  fntrace ctl /run/my.sock dump /tmp/trace     a socket given by its path
+  fntrace ctl $! flight start snaps --budget 64M   keep the last 64 MiB of events
+  fntrace ctl $! flight trigger 'handle_*' 20ms    snapshot a call that slow
+  fntrace ctl $! flight trigger SIGUSR1            ... or on a signal, a panic
+  fntrace ctl $! flight triggers                   list them
+  fntrace ctl $! flight untrigger 'handle_*'       remove one (all: no argument)
+  fntrace ctl $! snapshot /tmp/now                 the window, now
+  fntrace ctl $! flight stop
+Sizes: 64M, 1G, 512K or bytes (binary multiples: 1K = 1024).";
 
 /// `fntrace ctl`.
 #[derive(Debug, Args)]
@@ -95,6 +103,53 @@ pub enum CtlCommand {
     },
     /// The latency table of the graph tracer's events in memory.
     Report,
+    /// The flight recorder: start, stop, and when it writes a snapshot.
+    #[command(subcommand)]
+    Flight(FlightCommand),
+}
+
+/// `fntrace ctl TARGET flight ...`.
+#[derive(Debug, Subcommand)]
+pub enum FlightCommand {
+    /// Start the flight recorder (graph tracer, the filter): it keeps the
+    /// most recent events in memory; triggers and `snapshot` write them.
+    Start {
+        /// Where the triggers' snapshots go, each in a directory of its
+        /// own named by time and function.
+        dir: PathBuf,
+        /// How much of the most recent events to keep: 64M, 1G, bytes
+        /// (binary multiples: 1K = 1024).
+        #[arg(long, value_name = "SIZE", value_parser = parse_budget)]
+        budget: Option<u64>,
+        /// At most N trigger snapshots a minute (default 6); the triggers
+        /// beyond are counted, skipped.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        rate: Option<u32>,
+    },
+    /// Stop the flight recorder.
+    Stop,
+    /// Snapshot when a call of a function matching GLOB lasts DURATION or
+    /// more (`handle_* 5ms`); or on a panic (`panic`) or a signal
+    /// (`SIGUSR1`). Several may be set.
+    Trigger {
+        /// A function glob, or `panic`, or a signal name.
+        what: String,
+        /// With a glob: the shortest call that fires (500us, 5ms, 1s).
+        duration: Option<String>,
+    },
+    /// List the triggers.
+    Triggers,
+    /// Remove the triggers with this glob (or `panic`, a signal name);
+    /// all of them without one.
+    Untrigger {
+        /// The glob, `panic` or the signal name, as `triggers` lists it.
+        what: Option<String>,
+    },
+}
+
+/// `--budget`: a size in the one syntax (see `fntrace_tools::units`).
+fn parse_budget(text: &str) -> Result<u64, String> {
+    fntrace_tools::units::parse_size(text, 16)
 }
 
 /// Why there is no reply (exit status 2).
@@ -237,6 +292,34 @@ fn request_line(command: &CtlCommand) -> Result<String, NoReply> {
         CtlCommand::Snapshot { dir: d } => format!("snapshot {}", dir(d)?),
         CtlCommand::Dump { dir: d } => format!("dump {}", dir(d)?),
         CtlCommand::Report => "report".to_string(),
+        CtlCommand::Flight(flight) => match flight {
+            FlightCommand::Start {
+                dir: d,
+                budget,
+                rate,
+            } => {
+                let mut line = "flight start".to_string();
+                if let Some(bytes) = budget {
+                    line += &format!(" --budget {}", fntrace_tools::units::format_size(*bytes));
+                }
+                if let Some(rate) = rate {
+                    line += &format!(" --rate {rate}");
+                }
+                format!("{line} {}", dir(d)?)
+            }
+            FlightCommand::Stop => "flight stop".to_string(),
+            FlightCommand::Trigger { what, duration } => match duration {
+                Some(duration) => {
+                    fntrace_tools::units::parse_duration_ns(duration)
+                        .map_err(|e| NoReply(format!("flight trigger: {e}")))?;
+                    format!("flight trigger {what}>{duration}")
+                }
+                None => format!("flight trigger {what}"),
+            },
+            FlightCommand::Triggers => "flight triggers".to_string(),
+            FlightCommand::Untrigger { what: None } => "flight untrigger".to_string(),
+            FlightCommand::Untrigger { what: Some(what) } => format!("flight untrigger {what}"),
+        },
     };
     if line.contains(['\n', '\r']) {
         return Err(NoReply(format!(

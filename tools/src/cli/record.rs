@@ -60,7 +60,7 @@ pub struct RecordArgs {
     #[arg(short = 'D', long = "depth", value_name = "DEPTH", value_parser = clap::value_parser!(u16).range(1..))]
     pub depth: Option<u16>,
     /// Flight recorder: keep only the most recent BYTES of events (suffix K,
-    /// M or G), written to DIR when the program exits.
+    /// M or G, binary: 1K = 1024), written to DIR when the program exits.
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
     pub flight: Option<u64>,
     /// What a thread whose buffer is full does: `lossless` waits for the
@@ -82,27 +82,9 @@ pub struct RecordArgs {
     pub command: Vec<OsString>,
 }
 
-/// `64M` and the like, in bytes.
+/// A size in the one syntax of [`fntrace_tools::units`] (`64M`, `1G`, bytes).
 fn parse_bytes(text: &str) -> Result<u64, String> {
-    let text = text.trim();
-    let (digits, unit) = match text.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
-        Some((at, _)) => text.split_at(at),
-        None => (text, ""),
-    };
-    let number: u64 = digits
-        .parse()
-        .map_err(|_| format!("{text:?} is not a size (e.g. 65536, 512K, 64M, 1G)"))?;
-    let scale: u64 = match unit.to_ascii_uppercase().as_str() {
-        "" | "B" => 1,
-        "K" | "KB" | "KIB" => 1 << 10,
-        "M" | "MB" | "MIB" => 1 << 20,
-        "G" | "GB" | "GIB" => 1 << 30,
-        _ => return Err(format!("{text:?}: unknown unit {unit:?} (use K, M or G)")),
-    };
-    number
-        .checked_mul(scale)
-        .filter(|&bytes| bytes > 0)
-        .ok_or_else(|| format!("{text:?} is not a size above 0"))
+    fntrace_tools::units::parse_size(text, 16)
 }
 
 /// Runs the command, waits for it, and says what was recorded. Exits as

@@ -80,6 +80,13 @@ pub fn write_lost_and_unfinished(report: &LatencyReport, out: &mut Output) -> io
 
 /// `fntrace report`.
 pub fn write_report(trace: TraceReport, args: &ReportArgs, out: &mut Output) -> io::Result<()> {
+    // A flight recorder's snapshot says what fired it: that comes first.
+    let fired = args.dir.join("trigger.txt");
+    if std::fs::symlink_metadata(&fired).is_ok_and(|m| m.is_file()) {
+        for line in std::fs::read_to_string(&fired)?.lines() {
+            writeln!(out, "# {line}")?;
+        }
+    }
     let report = trace.latency;
     let events: u64 = report.threads.iter().map(|t| t.events).sum();
     writeln!(

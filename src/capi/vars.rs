@@ -1,0 +1,446 @@
+//! The `FNTRACE_*` variables the runtime reads: one table ([`VARIABLES`])
+//! of their names, meanings and parsers. Start-up ([`super::env`]) checks
+//! every variable of the table that is set, whatever the others say; the
+//! `exec` wrappers ([`super::exec`]) pass on those marked `passed_on`; the
+//! module doc of `env` and `docs/environment.md` list each (a test checks).
+//!
+//! Each parser is the only one of its variable: start-up and live control
+//! use it to read the value, and the table to check it.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use fntrace_tools::units::{parse_duration_ns, parse_size};
+
+use crate::filter::Filter;
+
+/// A variable the runtime reads.
+pub(crate) struct Variable {
+    /// Its name.
+    pub name: &'static str,
+    /// What it sets, and its values (one line; the table is read by
+    /// people and the docs test, not by code).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub meaning: &'static str,
+    /// Checks a value; the error follows `NAME=VALUE: ` in the line printed.
+    pub check: fn(&str) -> Result<(), String>,
+    /// Added to the environment of a program exec'd during a recording
+    /// when that environment lacks it.
+    pub passed_on: bool,
+    /// What a bad value does: stops tracing (the program runs untraced),
+    /// or is reported and the default kept (read where it is used).
+    pub on_bad: OnBad,
+}
+
+/// What a bad value of a variable does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OnBad {
+    /// One line; the program runs untraced.
+    Untraced,
+    /// One line; the program runs without live control.
+    NoControl,
+    /// One line; the default is kept (the patch settings, read by the
+    /// patcher at its first operation, which prints the line then).
+    KeepDefault,
+}
+
+fn ok<T>(result: Result<T, String>) -> Result<(), String> {
+    result.map(drop)
+}
+
+/// Every `FNTRACE_*` variable the runtime reads.
+pub(crate) const VARIABLES: &[Variable] = &[
+    Variable {
+        name: "FNTRACE",
+        meaning: "a comma list of tracers to enable: graph, function, or registered names",
+        check: |v| ok(parse_tracers(v)),
+        passed_on: true,
+        on_bad: OnBad::Untraced,
+    },
+    Variable {
+        name: "FNTRACE_FILTER",
+        meaning: "globs selecting the functions traced: handle_*,!log_*",
+        check: |v| ok(parse_filter(v)),
+        passed_on: true,
+        on_bad: OnBad::Untraced,
+    },
+    Variable {
+        name: "FNTRACE_DEPTH",
+        meaning: "the deepest call recorded, 0 to 65535 (0: the outermost traced calls)",
+        check: |v| ok(parse_depth(v)),
+        passed_on: true,
+        on_bad: OnBad::Untraced,
+    },
+    Variable {
+        name: "FNTRACE_OUTPUT",
+        meaning: "a directory to stream the graph tracer to, finished at exit \
+                  (with FNTRACE_FLIGHT: where snapshots go)",
+        check: |_| Ok(()),
+        passed_on: true,
+        on_bad: OnBad::Untraced,
+    },
+    Variable {
+        name: "FNTRACE_REPORT",
+        meaning: "1: the latency table on stderr at exit (graph tracer); 0 or empty: none",
+        check: |v| ok(parse_flag(v)),
+        passed_on: true,
+        on_bad: OnBad::Untraced,
+    },
+    Variable {
+        name: "FNTRACE_APPEND",
+        meaning: "1: add this process to the recording in FNTRACE_OUTPUT as a new session",
+        check: |v| ok(parse_flag(v)),
+        passed_on: true,
+        on_bad: OnBad::Untraced,
+    },
+    Variable {
+        name: "FNTRACE_MODE",
+        meaning: "lossless (default): a thread whose buffer is full waits for the writer; \
+                  drop: the event is dropped, counted and marked by a lost record",
+        check: |v| ok(parse_mode(v)),
+        passed_on: true,
+        on_bad: OnBad::Untraced,
+    },
+    Variable {
+        name: "FNTRACE_BUFFER",
+        meaning: "each thread's buffer while recording, a size (4M, bytes; 16 bytes an event, \
+                  rounded up to a power of two)",
+        check: |v| ok(parse_buffer_events(v)),
+        passed_on: true,
+        on_bad: OnBad::Untraced,
+    },
+    Variable {
+        name: "FNTRACE_FLIGHT",
+        meaning: "a size (64M, 1G, bytes): run the flight recorder keeping that much of \
+                  the most recent events; needs FNTRACE_OUTPUT",
+        check: |v| ok(parse_flight_budget(v)),
+        passed_on: false,
+        on_bad: OnBad::Untraced,
+    },
+    Variable {
+        name: "FNTRACE_FLIGHT_TRIGGER",
+        meaning: "when the flight recorder writes a snapshot: GLOB>DURATION (a call \
+                  that long), panic, SIGNAME; comma-separated; needs FNTRACE_FLIGHT",
+        check: |v| ok(parse_triggers(v)),
+        passed_on: false,
+        on_bad: OnBad::Untraced,
+    },
+    Variable {
+        name: "FNTRACE_FLIGHT_RATE",
+        meaning: "the most snapshots triggers write per minute (default 6; more are \
+                  counted, skipped); needs FNTRACE_FLIGHT",
+        check: |v| ok(parse_rate(v)),
+        passed_on: false,
+        on_bad: OnBad::Untraced,
+    },
+    Variable {
+        name: "FNTRACE_CONTROL",
+        meaning: "1: serve live control at /tmp/fntrace-UID/PID.sock; an absolute path: \
+                  serve it; 0 or empty: no socket",
+        check: |v| ok(parse_control(v)),
+        passed_on: false,
+        on_bad: OnBad::NoControl,
+    },
+    Variable {
+        name: "FNTRACE_PATCH",
+        meaning: "how text is patched: breakpoint (default) or stop",
+        check: |v| words(v, &["breakpoint", "stop"]),
+        passed_on: true,
+        on_bad: OnBad::KeepDefault,
+    },
+    Variable {
+        name: "FNTRACE_PATCH_PRIORITY",
+        meaning: "the patching thread's priority: realtime (default) or normal",
+        check: |v| words(v, &["realtime", "normal"]),
+        passed_on: true,
+        on_bad: OnBad::KeepDefault,
+    },
+    Variable {
+        name: "FNTRACE_TEXT_WRITES",
+        meaning: "how text is written: alias (default) or proc-mem",
+        check: |v| words(v, &["alias", "proc-mem"]),
+        passed_on: true,
+        on_bad: OnBad::KeepDefault,
+    },
+];
+
+fn words(value: &str, allowed: &[&str]) -> Result<(), String> {
+    if allowed.contains(&value) {
+        return Ok(());
+    }
+    let quoted: Vec<String> = allowed.iter().map(|w| format!("{w:?}")).collect();
+    Err(format!("use {}", quoted.join(" or ")))
+}
+
+/// The table's entry for `name`.
+#[cfg(test)]
+pub(crate) fn variable(name: &str) -> Option<&'static Variable> {
+    VARIABLES.iter().find(|v| v.name == name)
+}
+
+/// A variable's value; `Err` (the line, without `fntrace: `) if it is not
+/// UTF-8.
+pub(crate) fn var(name: &str) -> Result<Option<String>, String> {
+    match std::env::var(name) {
+        Ok(value) => Ok(Some(value)),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(v)) => {
+            Err(format!("{name}={}: not valid UTF-8", v.to_string_lossy()))
+        }
+    }
+}
+
+/// Checks every set variable of the table whose bad value has `on_bad`;
+/// the line for the first bad one (without `fntrace: `).
+pub(crate) fn check_set(on_bad: OnBad) -> Result<(), String> {
+    for variable in VARIABLES.iter().filter(|v| v.on_bad == on_bad) {
+        if let Some(value) = var(variable.name)? {
+            (variable.check)(&value).map_err(|e| format!("{}={value}: {e}", variable.name))?;
+        }
+    }
+    Ok(())
+}
+
+/// `FNTRACE`: the tracer names (not checked against the registered ones:
+/// start-up does that once the tracers are registered).
+pub(crate) fn parse_tracers(value: &str) -> Result<Vec<String>, String> {
+    Ok(value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect())
+}
+
+/// `FNTRACE_FILTER`.
+pub(crate) fn parse_filter(value: &str) -> Result<Filter, String> {
+    super::parse_globs(value).map_err(|e| e.to_string())
+}
+
+/// `FNTRACE_DEPTH`.
+pub(crate) fn parse_depth(value: &str) -> Result<u16, String> {
+    value
+        .trim()
+        .parse()
+        .map_err(|_| "not a depth (a whole number from 0 to 65535)".to_string())
+}
+
+/// `FNTRACE_REPORT`, `FNTRACE_APPEND`: `1` on; `0` or empty off.
+pub(crate) fn parse_flag(value: &str) -> Result<bool, String> {
+    match value {
+        "" | "0" => Ok(false),
+        "1" => Ok(true),
+        _ => Err("use 1 (or 0)".to_string()),
+    }
+}
+
+/// `FNTRACE_MODE`: `lossless` or `drop`.
+pub(crate) fn parse_mode(value: &str) -> Result<crate::record::RecordMode, String> {
+    value.trim().parse()
+}
+
+/// `FNTRACE_BUFFER`: a thread buffer's size, in events (256 bytes to 64 GiB).
+pub(crate) fn parse_buffer_events(value: &str) -> Result<usize, String> {
+    let event = crate::record::RECORD_EVENT_BYTES as u64;
+    let bytes = parse_size(value, 16 * event)?;
+    if bytes > 64 << 30 {
+        return Err("at most 64G".to_string());
+    }
+    Ok((bytes / event) as usize)
+}
+
+/// `FNTRACE_FLIGHT`: the window's budget in bytes (at least 16).
+pub(crate) fn parse_flight_budget(value: &str) -> Result<usize, String> {
+    let bytes = parse_size(value, crate::flight::FLIGHT_EVENT_BYTES as u64)?;
+    Ok(usize::try_from(bytes).unwrap_or(usize::MAX))
+}
+
+/// `FNTRACE_FLIGHT_RATE`: snapshots per minute, at least 1.
+pub(crate) fn parse_rate(value: &str) -> Result<u32, String> {
+    value
+        .parse()
+        .ok()
+        .filter(|&n| n >= 1)
+        .ok_or_else(|| "not a number of snapshots per minute (a whole number, at least 1)".into())
+}
+
+/// What makes the flight recorder write a snapshot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum TriggerSpec {
+    /// A call of a function matching the glob lasting at least this long.
+    Slow(String, Duration),
+    /// A Rust panic.
+    Panic,
+    /// A signal, by number.
+    Signal(i32),
+}
+
+/// One trigger: `GLOB>DURATION`, `panic` or a signal name (`SIGUSR1`).
+pub(crate) fn parse_trigger(item: &str) -> Result<TriggerSpec, String> {
+    let item = item.trim();
+    if item == "panic" {
+        return Ok(TriggerSpec::Panic);
+    }
+    if let Some((glob, duration)) = item.split_once('>') {
+        let glob = glob.trim();
+        if glob.is_empty() {
+            return Err(format!("{item:?}: no function glob before '>'"));
+        }
+        if let Some(c) = glob.chars().find(|c| c.is_control() || c.is_whitespace()) {
+            return Err(format!(
+                "glob {glob:?} contains {c:?}; function names have no spaces or control characters"
+            ));
+        }
+        let ns = parse_duration_ns(duration.trim()).map_err(|e| format!("{item:?}: {e}"))?;
+        return Ok(TriggerSpec::Slow(
+            glob.to_string(),
+            Duration::from_nanos(ns),
+        ));
+    }
+    if item.starts_with("SIG") {
+        if let Some(signo) = (1..=64).find(|&n| crate::sys::signal::name(n) == item) {
+            // A flag-setting handler on a fault (SIGSEGV ...) would return
+            // to the faulting instruction forever; SIGUSR2 stops threads
+            // for fntrace's patching.
+            let allowed = signo == libc::SIGUSR1
+                || signo == libc::SIGHUP
+                || (libc::SIGRTMIN()..=libc::SIGRTMAX()).contains(&signo);
+            return match allowed {
+                true => Ok(TriggerSpec::Signal(signo)),
+                false => Err(format!(
+                    "{item} cannot trigger a snapshot (use SIGUSR1, SIGHUP or a real-time \
+                     signal: SIGUSR2 is fntrace's stop signal, others end or stop the program)"
+                )),
+            };
+        }
+    }
+    Err(format!(
+        "{item:?} is not a trigger (GLOB>DURATION such as handle_*>5ms, panic, or a signal \
+         name such as SIGUSR1)"
+    ))
+}
+
+/// `FNTRACE_FLIGHT_TRIGGER`: a comma list of triggers, at least one.
+pub(crate) fn parse_triggers(value: &str) -> Result<Vec<TriggerSpec>, String> {
+    let triggers = value
+        .split(',')
+        .map(parse_trigger)
+        .collect::<Result<Vec<_>, _>>()?;
+    if triggers.is_empty() || value.trim().is_empty() {
+        return Err("no trigger (GLOB>DURATION, panic, SIGNAME)".to_string());
+    }
+    Ok(triggers)
+}
+
+/// `FNTRACE_CONTROL`: the socket to serve, `None` for none. `1` is the
+/// default path; otherwise an absolute path (a relative one would be
+/// taken from whatever directory the program starts in, and a word such
+/// as `yes` made a socket of that name there).
+pub(crate) fn parse_control(value: &str) -> Result<Option<PathBuf>, String> {
+    match value {
+        "" | "0" => Ok(None),
+        "1" => Ok(Some(crate::socket::default_control_path())),
+        path if path.starts_with('/') => Ok(Some(PathBuf::from(path))),
+        _ => Err(
+            "use 1 (the default socket, /tmp/fntrace-UID/PID.sock), an absolute path, \
+             or 0 (none)"
+                .to_string(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `env` module's doc and `docs/environment.md` name every
+    /// variable of the table, and nothing else names a variable the table
+    /// lacks.
+    #[test]
+    fn the_docs_list_every_variable() {
+        let env_doc: String = include_str!("env.rs")
+            .lines()
+            .filter_map(|line| line.strip_prefix("//!"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let docs = include_str!("../../docs/environment.md");
+        for variable in VARIABLES {
+            let named = format!("`{}", variable.name);
+            assert!(
+                env_doc.contains(&named),
+                "env.rs's doc lacks {}",
+                variable.name
+            );
+            let row = format!("| `{}` |", variable.name);
+            assert!(
+                docs.contains(&row),
+                "docs/environment.md lacks {}",
+                variable.name
+            );
+            assert!(!variable.meaning.is_empty() && !variable.meaning.contains('\n'));
+        }
+        for doc in [env_doc.as_str(), docs] {
+            for word in doc.split(|c: char| !(c.is_ascii_uppercase() || c == '_')) {
+                if word.starts_with("FNTRACE") && word != "FNTRACE_" {
+                    assert!(
+                        variable(word).is_some() || word == "FNTRACE_LIB",
+                        "{word} is documented but not in the table"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_variable_refuses_a_bad_value() {
+        let bad = [
+            ("FNTRACE_FILTER", ",,"),
+            ("FNTRACE_DEPTH", "deep"),
+            ("FNTRACE_REPORT", "yes"),
+            ("FNTRACE_APPEND", "2"),
+            ("FNTRACE_FLIGHT", "64Q"),
+            ("FNTRACE_FLIGHT", "8"),
+            ("FNTRACE_FLIGHT_TRIGGER", "handle_*"),
+            ("FNTRACE_FLIGHT_TRIGGER", "handle_*>5"),
+            ("FNTRACE_FLIGHT_TRIGGER", ">5ms"),
+            ("FNTRACE_FLIGHT_TRIGGER", "a>5ms,,b>1ms"),
+            ("FNTRACE_FLIGHT_TRIGGER", ""),
+            ("FNTRACE_FLIGHT_TRIGGER", "SIGSEGV"),
+            ("FNTRACE_FLIGHT_TRIGGER", "SIGUSR2"),
+            ("FNTRACE_FLIGHT_TRIGGER", "SIGNOPE"),
+            ("FNTRACE_FLIGHT_RATE", "0"),
+            ("FNTRACE_CONTROL", "yes"),
+            ("FNTRACE_CONTROL", "rel/x.sock"),
+            ("FNTRACE_PATCH", "fast"),
+            ("FNTRACE_PATCH_PRIORITY", "high"),
+            ("FNTRACE_TEXT_WRITES", "poke"),
+        ];
+        for (name, value) in bad {
+            let err = (variable(name).unwrap().check)(value).unwrap_err();
+            assert!(!err.contains('\n'), "{name}={value}: {err}");
+        }
+        assert_eq!(parse_flight_budget("64M"), Ok(64 << 20));
+        assert_eq!(
+            parse_triggers("handle_*>5ms, other>20ms,panic,SIGUSR1"),
+            Ok(vec![
+                TriggerSpec::Slow("handle_*".into(), Duration::from_millis(5)),
+                TriggerSpec::Slow("other".into(), Duration::from_millis(20)),
+                TriggerSpec::Panic,
+                TriggerSpec::Signal(libc::SIGUSR1),
+            ])
+        );
+        assert_eq!(parse_control("/run/x.sock"), Ok(Some("/run/x.sock".into())));
+        assert_eq!(parse_control("0"), Ok(None));
+    }
+
+    #[test]
+    fn what_exec_passes_on_is_in_the_table() {
+        for name in [
+            "FNTRACE_PATCH_PRIORITY",
+            "FNTRACE_TEXT_WRITES",
+            "FNTRACE_OUTPUT",
+        ] {
+            assert!(variable(name).unwrap().passed_on, "{name}");
+        }
+    }
+}

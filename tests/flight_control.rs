@@ -1,0 +1,203 @@
+//! The flight recorder driven from outside the process, no code change:
+//! `tests/c/ctl_prog.c` (a `gcc -pg` C program that never calls fntrace,
+//! linked with `libfntrace.a`, run with `FNTRACE_CONTROL=1`) is given a
+//! flight recorder, triggers and a budget by `fntrace ctl PID flight ...`
+//! while it runs (paced by its standard input). The snapshots the triggers
+//! write are counted, named and read back.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+use common::native::{build_c_program, cli, repo};
+
+/// The running C program (see `tests/c/ctl_prog.c` for its input).
+struct Program {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Program {
+    fn start(program: &Path, cwd: &Path) -> Program {
+        let mut command = Command::new(program);
+        command
+            .current_dir(cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (name, _) in std::env::vars() {
+            if name.starts_with("FNTRACE") {
+                command.env_remove(name);
+            }
+        }
+        command.env("FNTRACE_CONTROL", "1");
+        let mut child = command.spawn().unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        assert_eq!(line, "ready\n");
+        Program {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    fn work(&mut self, n: u64) {
+        writeln!(self.stdin, "work {n}").unwrap();
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        assert_eq!(line, "done\n");
+    }
+
+    fn finish(mut self) -> String {
+        writeln!(self.stdin, "exit").unwrap();
+        drop(self.stdin);
+        let mut stderr = String::new();
+        self.child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        assert!(self.child.wait().unwrap().success(), "{stderr}");
+        stderr
+    }
+}
+
+/// `fntrace ctl PID ARGS`: exit code, stdout, stderr.
+fn ctl(pid: u32, args: &[&str]) -> (i32, String, String) {
+    let output = Command::new(cli())
+        .arg("ctl")
+        .arg(pid.to_string())
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap(),
+        String::from_utf8(output.stdout).unwrap(),
+        String::from_utf8(output.stderr).unwrap(),
+    )
+}
+
+fn ctl_ok(pid: u32, args: &[&str]) -> String {
+    let (code, stdout, stderr) = ctl(pid, args);
+    assert_eq!((code, stderr.as_str()), (0, ""), "{args:?}: {stdout}");
+    stdout
+}
+
+fn snapshots(dir: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|entries| entries.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    dirs.sort();
+    dirs
+}
+
+#[test]
+fn ctl_starts_the_flight_recorder_sets_triggers_and_stops_it() {
+    let base = common::temp_dir("flight-ctl");
+    std::fs::create_dir_all(&base).unwrap();
+    let program = base.join("ctl_prog");
+    build_c_program(&repo().join("tests/c/ctl_prog.c"), &["-pg"], &program);
+    let mut p = Program::start(&program, &base);
+    let pid = p.child.id();
+    let snaps = base.join("snaps");
+    let snaps_arg = snaps.to_str().unwrap();
+
+    // No recorder yet: the error says how to start one.
+    let (code, _, stderr) = ctl(pid, &["snapshot", "/tmp/never"]);
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("flight start DIR") && stderr.contains("FNTRACE_FLIGHT=64M"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = ctl(pid, &["flight", "trigger", "handle_put", "1ms"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("no flight recorder is running"), "{stderr}");
+    // A bad size: refused by the client in one line, nothing sent.
+    let (code, _, stderr) = ctl(pid, &["flight", "start", snaps_arg, "--budget", "8Q"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("\"8Q\" is not a size"), "{stderr}");
+    assert!(!snaps.exists());
+
+    let started = ctl_ok(pid, &["flight", "start", snaps_arg, "--budget", "8M"]);
+    assert!(
+        started.starts_with("flight recorder started: the last 8M of events"),
+        "{started}"
+    );
+    let (code, _, stderr) = ctl(pid, &["flight", "start", snaps_arg]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("runs already"), "{stderr}");
+    ctl_ok(pid, &["filter", "handle_*"]);
+    ctl_ok(pid, &["flight", "trigger", "handle_put", "0ns"]);
+    ctl_ok(pid, &["flight", "trigger", "handle_get", "5s"]);
+    ctl_ok(pid, &["flight", "trigger", "SIGUSR1"]);
+    let (code, _, stderr) = ctl(pid, &["flight", "trigger", "handle_put"]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("is not a trigger"), "{stderr}");
+    assert_eq!(
+        ctl_ok(pid, &["flight", "triggers"]),
+        "3 trigger(s)\nhandle_put>0ns\nhandle_get>5s\nSIGUSR1\n"
+    );
+    assert_eq!(
+        ctl_ok(pid, &["flight", "untrigger", "handle_get"]),
+        "1 trigger(s) removed\n"
+    );
+    let (code, _, stderr) = ctl(pid, &["flight", "untrigger", "handle_get"]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("no trigger \"handle_get\""), "{stderr}");
+
+    // Every handle_put fires; the default rate, 6 a minute, caps them.
+    p.work(1000);
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let status = ctl_ok(pid, &["status"]);
+    assert_eq!(
+        status.matches(&pid.to_string()).count(),
+        1,
+        "the pid once: {status}"
+    );
+    assert!(status.starts_with(&format!("pid {pid}\n")), "{status}");
+    assert!(!status.contains("\npid: "), "{status}");
+    assert!(
+        status.contains("flight: snapshots to ")
+            && status.contains("triggers: handle_put>0ns, SIGUSR1"),
+        "{status}"
+    );
+    let stopped = ctl_ok(pid, &["flight", "stop"]);
+    let field = |key: &str| -> u64 {
+        stopped
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}: ")))
+            .unwrap_or_else(|| panic!("{key} in {stopped}"))
+            .parse()
+            .unwrap()
+    };
+    let written = field("trigger snapshots");
+    let skipped = field("skipped triggers");
+    let dirs = snapshots(&snaps);
+    assert_eq!(dirs.len() as u64, written, "{stopped}");
+    assert!((1..=6).contains(&written), "{stopped}");
+    let mut listed = 0;
+    for dir in &dirs {
+        assert!(dir
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .ends_with("-handle_put"));
+        let fired = std::fs::read_to_string(dir.join("trigger.txt")).unwrap();
+        listed += fired.matches("slow call handle_put: thread ").count() as u64;
+    }
+    // 4 threads × 250 handle_put: each fired, listed or skipped.
+    assert_eq!(listed + skipped, 1000, "{stopped}");
+    let (code, _, stderr) = ctl(pid, &["flight", "stop"]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("no flight recorder is running"), "{stderr}");
+    assert_eq!(p.finish(), "");
+    std::fs::remove_dir_all(&base).unwrap();
+}
