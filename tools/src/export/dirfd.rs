@@ -344,3 +344,15 @@ fn refused(path: &Path, why: &str) -> ExportError {
         why: why.to_string(),
     }
 }
+
+/// Checks that `dir` can take a new trace, as [`write_uftrace_dir`] and
+/// [`UftraceStream::create`] check it when they start: the directory is
+/// made if it does not exist (mode 0755 less the umask); an existing one
+/// must be empty, be the process's user's, and be writable by no other
+/// user; a link is not followed. The error is one line saying why.
+///
+/// [`write_uftrace_dir`]: super::write_uftrace_dir
+/// [`UftraceStream::create`]: super::UftraceStream::create
+pub fn prepare_output_dir(dir: &Path) -> Result<(), ExportError> {
+    TraceDir::open_output(dir)?.ensure_empty()
+}

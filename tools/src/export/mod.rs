@@ -75,6 +75,7 @@ mod spool;
 mod uftrace;
 
 pub use chrome::write_chrome_json;
+pub use dirfd::prepare_output_dir;
 pub use flame::{
     folded_stacks, folded_stacks_by_thread, folded_stacks_of, write_flame_svg, write_folded_svg,
 };
