@@ -83,8 +83,10 @@ pub struct UftraceStream {
 }
 
 impl UftraceStream {
-    /// Starts a directory at `dir` (which must not exist or be empty) for
-    /// the process `header` describes; `start_ns` is the session's start
+    /// Starts a directory at `dir` (which must not exist or be empty, and
+    /// be writable by this user only, as for
+    /// [`write_uftrace_dir`](super::write_uftrace_dir)) for the process
+    /// `header` describes; `start_ns` is the session's start
     /// (no event may be older). Writes every file but the threads' records.
     pub fn create(dir: &Path, header: Trace, start_ns: u64) -> Result<Self, ExportError> {
         let dir = prepare_dir(dir)?;

@@ -27,7 +27,10 @@ const PROGRESS_EVERY: usize = 1 << 16;
 
 /// Writes `trace` as a uftrace data directory at `dir`, creating `dir` if
 /// needed; `dir` must not exist or be empty, and must not be the empty path
-/// (which would mean the current directory). `progress`, if given, is called
+/// (which would mean the current directory). An existing `dir` that is a
+/// link, another user's, or writable by other users is refused
+/// ([`ExportError::Refused`]), and every file is created new, never through
+/// a link (see [`prepare_output_dir`](crate::export::prepare_output_dir)). `progress`, if given, is called
 /// now and then with the number of events written so far and the total, and
 /// once at the end.
 ///
