@@ -78,6 +78,9 @@ fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     files
 }
 
+/// Puts something at `rx.old`.
+type MakeOld<'a> = dyn Fn(&Path) + 'a;
+
 #[test]
 fn an_old_directory_that_is_not_a_recording_is_never_deleted() {
     let base = common::temp_dir("record-old");
@@ -92,7 +95,7 @@ fn an_old_directory_that_is_not_a_recording_is_never_deleted() {
 
     // rx.old: the user's own directory, a file, uftrace's own recording.
     let uftrace_recording = native::repo().join("tools/tests/data/uftrace-threads");
-    let unrelated: [(&str, &dyn Fn(&Path)); 3] = [
+    let unrelated: [(&str, &MakeOld); 3] = [
         ("a directory of the user's", &|old| {
             std::fs::create_dir_all(old.join("sub")).unwrap();
             std::fs::write(old.join("notes.txt"), "mine").unwrap();
