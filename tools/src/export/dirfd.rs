@@ -356,3 +356,110 @@ fn refused(path: &Path, why: &str) -> ExportError {
 pub fn prepare_output_dir(dir: &Path) -> Result<(), ExportError> {
     TraceDir::open_output(dir)?.ensure_empty()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A fresh directory under the temporary one, removed at the end.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(tag: &str) -> Scratch {
+            let path =
+                std::env::temp_dir().join(format!("fntrace-dirfd-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&path);
+            std::fs::create_dir_all(&path).unwrap();
+            Scratch(path)
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn a_made_directory_is_not_writable_by_others_and_files_are_made_new() {
+        let scratch = Scratch::new("made");
+        let dir = TraceDir::open_output(&scratch.0.join("a/b")).unwrap();
+        let mode = std::fs::metadata(dir.path()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o022, 0, "{mode:o}");
+        dir.write_new("info", b"one").unwrap();
+        let err = dir.write_new("info", b"two").unwrap_err();
+        assert!(err.to_string().contains("exists already"), "{err}");
+        assert_eq!(std::fs::read(dir.path().join("info")).unwrap(), b"one");
+        dir.replace("info", b"three").unwrap();
+        assert_eq!(dir.read("info").unwrap().unwrap(), b"three");
+        // The temporary file went with the rename.
+        assert_eq!(dir.names().unwrap(), vec![OsString::from("info")]);
+    }
+
+    #[test]
+    fn a_link_or_a_fifo_is_never_opened_to_append_or_read() {
+        let scratch = Scratch::new("special");
+        let dir = TraceDir::open_output(&scratch.0.join("t")).unwrap();
+        let target = scratch.0.join("target");
+        std::fs::write(&target, b"keep").unwrap();
+        std::os::unix::fs::symlink(&target, dir.path().join("1.dat")).unwrap();
+        let err = dir.append_open("1.dat").unwrap_err();
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        let err = dir.read("1.dat").unwrap_err();
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+
+        rfs::mknodat(
+            CWD,
+            dir.path().join("2.dat"),
+            FileType::Fifo,
+            Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        // Neither blocks: no reader or writer is ever on the other end.
+        let err = dir.append_open("2.dat").unwrap_err();
+        assert!(err.to_string().contains("a FIFO"), "{err}");
+        let err = dir.read("2.dat").unwrap_err();
+        assert!(err.to_string().contains("a FIFO"), "{err}");
+        let err = open_regular(&dir.path().join("2.dat")).unwrap_err();
+        assert!(err.to_string().contains("a FIFO"), "{err}");
+        assert!(open_regular(&dir.path().join("none")).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_link_as_the_output_directory_is_refused() {
+        let scratch = Scratch::new("dirlink");
+        std::fs::create_dir(scratch.0.join("real")).unwrap();
+        std::os::unix::fs::symlink(scratch.0.join("real"), scratch.0.join("link")).unwrap();
+        let err = TraceDir::open_output(&scratch.0.join("link")).unwrap_err();
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        std::fs::write(scratch.0.join("file"), b"x").unwrap();
+        let err = TraceDir::open_output(&scratch.0.join("file")).unwrap_err();
+        assert!(matches!(err, ExportError::DirectoryNotEmpty(_)), "{err}");
+    }
+
+    #[test]
+    fn a_directory_writable_by_every_user_or_another_group_is_refused() {
+        let scratch = Scratch::new("modes");
+        let path = scratch.0.join("open");
+        std::fs::create_dir(&path).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = TraceDir::open_output(&path).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("writable by every user (mode 0777)"),
+            "{err}"
+        );
+        // Group-writable: accepted for the process's own group only.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o775)).unwrap();
+        TraceDir::open_output(&path).unwrap();
+        if rustix::process::geteuid().is_root() {
+            let other = rustix::process::Gid::from_raw(65534);
+            rfs::chown(&path, None, Some(other)).unwrap();
+            let err = TraceDir::open_output(&path).unwrap_err();
+            assert!(err.to_string().contains("writable by group 65534"), "{err}");
+        }
+    }
+}
