@@ -29,6 +29,23 @@
 //!
 //! DIR is an absolute path (the rest of the line: it may hold spaces).
 //!
+//! # A client that gave up
+//!
+//! A request is run only if its client is still connected when the server
+//! has read it: right before running the command, the server checks the
+//! connection (`poll`'s `POLLHUP`), and drops the request of a client that
+//! closed it. So a client that stopped waiting (`fntrace ctl --timeout 2`
+//! on a process that was stopped with `SIGSTOP`, which exits 2 "no reply")
+//! and exited changes nothing when the process runs again. A client that
+//! only shut down its writing side (`shutdown(SHUT_WR)`, as `socat` does at
+//! the end of its input) is still waiting, and is served. Why not a deadline
+//! sent with the request: it would need a clock both sides read alike (the
+//! monotonic clock differs across time namespaces, the wall clock can
+//! step) and a change to every client, where closing the connection is
+//! what every client does when it gives up. What remains: a client that
+//! gives up while its command is running gets no reply, and the command is
+//! done.
+//!
 //! # Hostile clients
 //!
 //! One thread (`fntrace-control`, untraced) serves every connection with

@@ -216,6 +216,10 @@ fn serve_ready(client: &mut Client, handler: Handler, options: &ControlOptions) 
     let reply = match read_request(client) {
         Received::More => return true,
         Received::Gone => return false,
+        // The client gave up (it was not served in time, the process being
+        // stopped, say) and closed: what it asked is not done behind its
+        // back. Checked last thing before the command runs.
+        Received::Line(_) if hung_up(&client.stream) => return false,
         Received::TooLong => Reply::error(format!(
             "the request is longer than {MAX_REQUEST_BYTES} bytes without a newline; closing"
         )),
@@ -231,6 +235,17 @@ fn serve_ready(client: &mut Client, handler: Handler, options: &ControlOptions) 
     client.reply = Some(reply.encode());
     client.deadline = Instant::now() + options.reply_timeout;
     send_rest(client)
+}
+
+/// Whether the client closed its connection (both ways: `POLLHUP`), as a
+/// client that gave up waiting does by exiting. A client that only shut
+/// down its writing side (`shutdown(SHUT_WR)`, as `socat` does at the end
+/// of its input) still waits for the reply: that is `POLLRDHUP` alone.
+fn hung_up(stream: &UnixStream) -> bool {
+    let mut fd = pollfd(stream.as_raw_fd(), 0);
+    // SAFETY: one initialised pollfd; a zero timeout never blocks.
+    let ready = unsafe { libc::poll(&mut fd, 1, 0) };
+    ready > 0 && fd.revents & (libc::POLLHUP | libc::POLLERR) != 0
 }
 
 /// Reads what the client sent, up to the end of its request line.

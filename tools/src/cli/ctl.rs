@@ -204,7 +204,11 @@ fn ask(args: &CtlArgs) -> Result<(bool, String), NoReply> {
     let io = |err: std::io::Error| {
         NoReply(match err.kind() {
             ErrorKind::WouldBlock | ErrorKind::TimedOut => {
-                format!("no reply from {} within {timeout:?}", path.display())
+                format!(
+                    "no reply from {} within {timeout:?} (the program does not run a request \
+                     it reads after this client has gone)",
+                    path.display()
+                )
             }
             _ => format!("talking to {}: {err}", path.display()),
         })

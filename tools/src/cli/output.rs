@@ -138,7 +138,9 @@ pub fn open_trace(dir: &Path, passes: u64) -> Result<(UftraceReader, ProgressBar
     if !dir.is_dir() {
         return Err(format!("{shown} is not a directory (give a trace directory)").into());
     }
-    if !dir.join("info").is_file() {
+    // Only a missing `info` is said here: anything else there (a FIFO, a
+    // link) the reader refuses with what it is.
+    if std::fs::symlink_metadata(dir.join("info")).is_err() {
         return Err(format!(
             "{shown} is not a trace directory (no info file); fntrace::dump and \
              `uftrace record` write one"

@@ -22,7 +22,9 @@ The program runs with libfntrace.so preloaded (LD_PRELOAD): found next to the
 fntrace executable (cargo build --release puts both in target/release), or
 given with --lib or $FNTRACE_LIB. Processes it forks and programs it execs
 are recorded into the same directory, each as a session, as uftrace does.
-An existing DIR holding a trace is renamed DIR.old first.
+An existing DIR holding a trace is renamed DIR.old first (an older DIR.old is
+replaced only if it is a recording fntrace wrote: fntrace deletes nothing it did
+not write). DIR must be the user's own, writable by no other user.
 
 -F and -N select functions, not subtrees: a function left out keeps its NOP,
 so filtering is how to make tracing cheaper.
@@ -108,6 +110,9 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
     let dir =
         std::path::absolute(&args.output).map_err(|e| format!("{}: {e}", args.output.display()))?;
     make_room(&dir)?;
+    // The same checks the recording process makes, said here once, before
+    // the program runs (a refused directory would leave it untraced).
+    fntrace_tools::export::prepare_output_dir(&dir).map_err(|e| e.to_string())?;
     let (program, program_args) = args
         .command
         .split_first()
@@ -186,8 +191,12 @@ fn find_library(given: Option<&Path>) -> Result<PathBuf, String> {
         })
 }
 
-/// Makes `dir` free for a new trace: an existing trace is renamed
-/// `DIR.old` (as uftrace does); anything else there is an error.
+/// Makes `dir` free for a new trace, deleting nothing fntrace did not
+/// write: a missing or empty `dir` is used as it is; a recording (an `info`
+/// file that starts with uftrace's magic) is renamed `DIR.old`, as uftrace
+/// does, and an existing `DIR.old` is removed first only if it is a
+/// recording fntrace wrote ([`remove_old_recording`]); anything else is an
+/// error. What was moved and removed is said on stderr.
 fn make_room(dir: &Path) -> Result<(), String> {
     let empty = match std::fs::read_dir(dir) {
         Ok(mut entries) => entries.next().is_none(),
@@ -197,7 +206,7 @@ fn make_room(dir: &Path) -> Result<(), String> {
     if empty {
         return Ok(());
     }
-    if !dir.join("info").is_file() {
+    if !starts_with_magic(&dir.join("info")) {
         return Err(format!(
             "{} exists and is not a trace directory: choose another with -o",
             dir.display()
@@ -206,11 +215,129 @@ fn make_room(dir: &Path) -> Result<(), String> {
     let mut old = dir.as_os_str().to_owned();
     old.push(".old");
     let old = PathBuf::from(old);
-    if old.exists() {
-        std::fs::remove_dir_all(&old).map_err(|e| format!("removing {}: {e}", old.display()))?;
+    let replaced = match std::fs::symlink_metadata(&old) {
+        Ok(_) => {
+            remove_old_recording(&old)?;
+            true
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => return Err(format!("{}: {e}", old.display())),
+    };
+    // NOREPLACE: rename(2) would replace an empty directory put there
+    // meanwhile.
+    rustix::fs::renameat_with(
+        rustix::fs::CWD,
+        dir,
+        rustix::fs::CWD,
+        &old,
+        rustix::fs::RenameFlags::NOREPLACE,
+    )
+    .map_err(|e| format!("renaming {} to {}: {e}", dir.display(), old.display()))?;
+    eprintln!(
+        "fntrace record: moved the previous recording {} to {}{}",
+        dir.display(),
+        old.display(),
+        if replaced {
+            " (in place of the older recording there)"
+        } else {
+            ""
+        }
+    );
+    Ok(())
+}
+
+/// Whether `path` is a regular file (not a link) whose first bytes are
+/// uftrace's `info` magic, `Ftrace!\0`.
+fn starts_with_magic(path: &Path) -> bool {
+    use rustix::fs::{open, Mode, OFlags};
+    use std::io::Read;
+    // O_NONBLOCK: a FIFO there must not block the command.
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let Ok(fd) = open(path, flags, Mode::empty()) else {
+        return false;
+    };
+    let mut file = std::fs::File::from(fd);
+    let mut magic = [0u8; 8];
+    file.metadata().is_ok_and(|m| m.is_file())
+        && file.read_exact(&mut magic).is_ok()
+        && &magic == b"Ftrace!\0"
+}
+
+/// Removes `old`, an older recording, if it is one fntrace wrote: a
+/// directory (not a link) of this user, holding only regular files with
+/// the names fntrace gives a recording's files, `fntrace.txt` and an `info`
+/// with uftrace's magic among them. Anything else is left alone and
+/// refused, with why. The files are removed by name through the
+/// directory's descriptor, then the directory, which fails if a file
+/// appeared meanwhile.
+fn remove_old_recording(old: &Path) -> Result<(), String> {
+    use rustix::fs::{fstat, open, rmdir, statat, unlinkat, AtFlags, Dir, FileType, Mode, OFlags};
+    let refuse = |why: &str| {
+        format!(
+            "{} exists and {why}: fntrace deletes nothing it did not write; move it away or \
+             choose another -o",
+            old.display()
+        )
+    };
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = open(old, flags, Mode::empty())
+        .map_err(|_| refuse("is not a directory (or is a link to one)"))?;
+    let stat = fstat(&fd).map_err(|e| format!("{}: {e}", old.display()))?;
+    if stat.st_uid != rustix::process::geteuid().as_raw() {
+        return Err(refuse(&format!("is owned by uid {}", stat.st_uid)));
     }
-    std::fs::rename(dir, &old)
-        .map_err(|e| format!("renaming {} to {}: {e}", dir.display(), old.display()))
+    let mut names = Vec::new();
+    for entry in Dir::read_from(&fd).map_err(|e| format!("{}: {e}", old.display()))? {
+        let entry = entry.map_err(|e| format!("{}: {e}", old.display()))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name == "." || name == ".." {
+            continue;
+        }
+        if !is_recording_file_name(&name) {
+            return Err(refuse(&format!(
+                "is not a recording fntrace wrote (it holds {name:?})"
+            )));
+        }
+        let regular = statat(&fd, &*name, AtFlags::SYMLINK_NOFOLLOW)
+            .is_ok_and(|s| FileType::from_raw_mode(s.st_mode) == FileType::RegularFile);
+        if !regular {
+            return Err(refuse(&format!(
+                "holds {name:?}, which is not a regular file"
+            )));
+        }
+        names.push(name);
+    }
+    if !names.iter().any(|n| n == "fntrace.txt") || !starts_with_magic(&old.join("info")) {
+        return Err(refuse(
+            "is not a recording fntrace wrote (no fntrace.txt, or no uftrace info file)",
+        ));
+    }
+    for name in &names {
+        unlinkat(&fd, &**name, AtFlags::empty())
+            .map_err(|e| format!("removing {}: {e}", old.join(name).display()))?;
+    }
+    rmdir(old).map_err(|e| format!("removing {}: {e}", old.display()))
+}
+
+/// Whether fntrace names a file of a recording so: `info`, `task.txt`,
+/// `fntrace.txt`, `sid-SID.map`, `NAME.sym`, `TID.dat`, the sessions'
+/// `fntrace-session-SID.txt` and `.fntrace.lock`, and the `.NAME.PID.new`
+/// temporary files a killed recording can leave.
+fn is_recording_file_name(name: &str) -> bool {
+    let name = match name.strip_prefix('.').and_then(|n| n.strip_suffix(".new")) {
+        // `.NAME.PID.new`: NAME must be one of the others.
+        Some(inner) => match inner.rsplit_once('.') {
+            Some((name, pid)) if !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()) => name,
+            _ => return false,
+        },
+        None => name,
+    };
+    let tid = name.strip_suffix(".dat");
+    matches!(name, "info" | "task.txt" | "fntrace.txt" | ".fntrace.lock")
+        || (name.starts_with("sid-") && name.ends_with(".map"))
+        || (name.starts_with("fntrace-session-") && name.ends_with(".txt"))
+        || (name.ends_with(".sym") && !name.contains('/'))
+        || tid.is_some_and(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// What the directory holds, on stderr: events, losses first, and the

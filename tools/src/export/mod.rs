@@ -68,12 +68,14 @@ use crate::trace::Trace;
 // Each export is reachable at `export::` only: its module is private.
 mod calls;
 mod chrome;
+mod dirfd;
 mod flame;
 mod perfetto;
 mod spool;
 mod uftrace;
 
 pub use chrome::write_chrome_json;
+pub use dirfd::prepare_output_dir;
 pub use flame::{
     folded_stacks, folded_stacks_by_thread, folded_stacks_of, write_flame_svg, write_folded_svg,
 };
@@ -118,6 +120,16 @@ pub enum ExportError {
     /// The path given for a uftrace data directory is empty (which would mean
     /// the current directory); nothing was written.
     EmptyPath,
+    /// A path of a trace directory is refused for safety: a directory
+    /// another user could write into, a symbolic link, a FIFO or another
+    /// file that is not a regular one, a name that exists already (see the
+    /// rules in `dirfd.rs`). Nothing was written through it.
+    Refused {
+        /// The file or directory.
+        path: PathBuf,
+        /// Why, as one sentence.
+        why: String,
+    },
     /// The trace has nothing this output can show (e.g. a flame graph of a
     /// trace without any timed call); nothing was written.
     Empty(&'static str),
@@ -146,6 +158,7 @@ impl fmt::Display for ExportError {
                 "the uftrace data directory path is empty; give a directory \
                  (nothing was written)"
             ),
+            ExportError::Refused { path, why } => write!(f, "{} {why}", path.display()),
             ExportError::Empty(why) => write!(f, "nothing to export: {why}"),
         }
     }

@@ -4,19 +4,28 @@
 //! (`records.rs`), record by record.
 
 use std::collections::HashMap;
-use std::fs::{self, File};
-use std::io::Read;
 use std::path::Path;
 
+use super::super::dirfd::{open_regular, read_regular_file};
 use super::super::ExportError;
 use super::format::{basename, parse_map_line, parse_timestamp, FNTRACE_FILE};
 
+/// The file at `path`, which must be a regular file (a FIFO in its place
+/// would block the open forever; see `dirfd.rs`).
 pub(super) fn read_file(path: &Path) -> Result<Vec<u8>, ExportError> {
-    let mut file = File::open(path).map_err(|e| ExportError::io(path, "opening", e))?;
+    read_regular_file(path)
+}
+
+/// [`read_file`], or `None` if there is no file at `path`.
+fn read_file_if_any(path: &Path) -> Result<Option<Vec<u8>>, ExportError> {
+    use std::io::Read;
+    let Some(mut file) = open_regular(path)? else {
+        return Ok(None);
+    };
     let mut data = Vec::new();
     file.read_to_end(&mut data)
         .map_err(|e| ExportError::io(path, "reading", e))?;
-    Ok(data)
+    Ok(Some(data))
 }
 
 /// Above user-space addresses (47 bits): a trace read from a directory
@@ -244,10 +253,8 @@ pub(super) fn load_symbols(
         }
         seen.push(file);
         let sym_path = dir.join(format!("{file}.sym"));
-        let data = match fs::read(&sym_path) {
-            Ok(data) => data,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(ExportError::io(&sym_path, "reading", e)),
+        let Some(data) = read_file_if_any(&sym_path)? else {
+            continue;
         };
         let offset = if relative { *base } else { 0 };
         parse_sym(
@@ -329,10 +336,9 @@ pub(super) struct FntraceFile {
 
 pub(super) fn read_fntrace_file(dir: &Path) -> Result<FntraceFile, ExportError> {
     let path = dir.join(FNTRACE_FILE);
-    let text = match fs::read(&path) {
-        Ok(data) => String::from_utf8_lossy(&data).into_owned(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(FntraceFile::default()),
-        Err(e) => return Err(ExportError::io(&path, "reading", e)),
+    let text = match read_file_if_any(&path)? {
+        Some(data) => String::from_utf8_lossy(&data).into_owned(),
+        None => return Ok(FntraceFile::default()),
     };
     let mut file = FntraceFile::default();
     for (n, line) in text.lines().enumerate() {

@@ -5,6 +5,7 @@ use std::fs::File;
 use std::io::{BufReader, ErrorKind, Read};
 use std::path::{Path, PathBuf};
 
+use super::super::dirfd::open_regular;
 use super::super::ExportError;
 use super::format::{
     decode, RawRecord, RECORD_MAGIC, RECORD_SIZE, TYPE_ENTRY, TYPE_EVENT, TYPE_EXIT, TYPE_LOST,
@@ -36,11 +37,8 @@ pub(super) struct ThreadRecords<'a> {
 impl<'a> ThreadRecords<'a> {
     /// Opens `path`; `added` are the sorted indices of `fntrace.txt`.
     pub(super) fn open(path: &Path, added: &'a [usize]) -> Result<Self, ExportError> {
-        let file = match File::open(path) {
-            Ok(file) => Some(BufReader::with_capacity(BUFFER_BYTES, file)),
-            Err(e) if e.kind() == ErrorKind::NotFound => None,
-            Err(e) => return Err(ExportError::io(path, "opening", e)),
-        };
+        // A FIFO in place of the file would block a plain open forever.
+        let file = open_regular(path)?.map(|file| BufReader::with_capacity(BUFFER_BYTES, file));
         Ok(ThreadRecords {
             path: path.to_path_buf(),
             file,

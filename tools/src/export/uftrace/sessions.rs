@@ -15,7 +15,8 @@
 //! `fntrace-session-SID.txt` (which uftrace ignores), and rebuilds the shared
 //! files from all fragments, under an exclusive lock on `.fntrace.lock`
 //! so that two processes never drop each other's part. Every file is
-//! written whole and renamed into place: a reader never sees half of one.
+//! written whole and renamed into place ([`TraceDir::replace`]): a reader
+//! never sees half of one.
 //!
 //! A fragment:
 //!
@@ -31,9 +32,9 @@
 //! thread 102 worker
 //! ```
 
-use std::fs::{self, OpenOptions};
 use std::path::Path;
 
+use super::super::dirfd::TraceDir;
 use super::super::ExportError;
 use super::format::{info_bytes, one_line, FNTRACE_FILE};
 use super::write::fntrace_text;
@@ -134,34 +135,26 @@ impl Fragment {
 
 /// Whether `dir` holds a recording that other sessions can join: one made
 /// by [`UftraceStream`](super::UftraceStream).
-pub(super) fn is_shared_recording(dir: &Path) -> Result<bool, ExportError> {
-    let entries = fs::read_dir(dir).map_err(|e| ExportError::io(dir, "reading directory", e))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| ExportError::io(dir, "reading directory", e))?;
-        let name = entry.file_name();
+pub(super) fn is_shared_recording(dir: &TraceDir) -> Result<bool, ExportError> {
+    Ok(dir.names()?.iter().any(|name| {
         let name = name.to_string_lossy();
-        if name.starts_with(FRAGMENT_PREFIX) && name.ends_with(FRAGMENT_SUFFIX) {
-            return Ok(true);
-        }
-    }
-    Ok(false)
+        name.starts_with(FRAGMENT_PREFIX) && name.ends_with(FRAGMENT_SUFFIX)
+    }))
 }
 
 /// Writes `fragment` as session `sid`'s part of `dir`, then rebuilds the
 /// shared files from every session's part.
-pub(super) fn write_session(dir: &Path, sid: &str, fragment: &Fragment) -> Result<(), ExportError> {
-    replace_file(
-        dir,
+pub(super) fn write_session(
+    dir: &TraceDir,
+    sid: &str,
+    fragment: &Fragment,
+) -> Result<(), ExportError> {
+    dir.replace(
         &format!("{FRAGMENT_PREFIX}{sid}{FRAGMENT_SUFFIX}"),
         fragment.text().as_bytes(),
     )?;
-    let lock_path = dir.join(LOCK_FILE);
-    let lock = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(|e| ExportError::io(&lock_path, "opening", e))?;
+    let lock_path = dir.path().join(LOCK_FILE);
+    let lock = dir.open_lock(LOCK_FILE)?;
     lock.lock()
         .map_err(|e| ExportError::io(&lock_path, "locking", e))?;
     // Closing the file (the drop at the end) releases the lock.
@@ -169,18 +162,20 @@ pub(super) fn write_session(dir: &Path, sid: &str, fragment: &Fragment) -> Resul
 }
 
 /// `info`, `task.txt` and `fntrace.txt` from every fragment in `dir`.
-fn rebuild_shared_files(dir: &Path) -> Result<(), ExportError> {
+fn rebuild_shared_files(dir: &TraceDir) -> Result<(), ExportError> {
     let mut fragments = Vec::new();
-    let entries = fs::read_dir(dir).map_err(|e| ExportError::io(dir, "reading directory", e))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| ExportError::io(dir, "reading directory", e))?;
-        let name = entry.file_name();
+    for name in dir.names()? {
         let name = name.to_string_lossy();
         if !(name.starts_with(FRAGMENT_PREFIX) && name.ends_with(FRAGMENT_SUFFIX)) {
             continue;
         }
-        let path = entry.path();
-        let text = fs::read_to_string(&path).map_err(|e| ExportError::io(&path, "reading", e))?;
+        let path = dir.path().join(&*name);
+        // A fragment removed meanwhile is no fragment.
+        let Some(bytes) = dir.read(&name)? else {
+            continue;
+        };
+        let text = String::from_utf8(bytes)
+            .map_err(|_| ExportError::malformed(&path, "a session fragment that is not UTF-8"))?;
         fragments.push(Fragment::parse(&path, &text)?);
     }
     fragments.sort_by_key(|f| f.start);
@@ -211,17 +206,7 @@ fn rebuild_shared_files(dir: &Path) -> Result<(), ExportError> {
     for fragment in &fragments {
         notes.push_str(&fragment.notes);
     }
-    replace_file(dir, "info", &info_bytes(&process, &threads))?;
-    replace_file(dir, "task.txt", task.as_bytes())?;
-    replace_file(dir, FNTRACE_FILE, notes.as_bytes())
-}
-
-/// Writes `dir/name` whole: a new file renamed over the old one. The
-/// temporary name is unique to this process (sessions of several processes
-/// write the same names).
-pub(super) fn replace_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), ExportError> {
-    let temporary = dir.join(format!(".{name}.{}.new", std::process::id()));
-    fs::write(&temporary, bytes).map_err(|e| ExportError::io(&temporary, "writing", e))?;
-    let path = dir.join(name);
-    fs::rename(&temporary, &path).map_err(|e| ExportError::io(&path, "replacing", e))
+    dir.replace("info", &info_bytes(&process, &threads))?;
+    dir.replace("task.txt", task.as_bytes())?;
+    dir.replace(FNTRACE_FILE, notes.as_bytes())
 }

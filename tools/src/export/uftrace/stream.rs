@@ -24,13 +24,14 @@
 //!   first records are written.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use super::super::dirfd::TraceDir;
 use super::super::ExportError;
 use super::format::{
     basename, decode, encode, timestamp, ADDR_BITS, RECORD_SIZE, TYPE_ENTRY, TYPE_EXIT, TYPE_LOST,
 };
-use super::sessions::{is_shared_recording, replace_file, write_session, Fragment};
+use super::sessions::{is_shared_recording, write_session, Fragment};
 use super::stream_thread::{encode_run, push_forked, StreamThread, CHUNK_EVENTS, RUN_MAX};
 use super::write::{fntrace_text, prepare_dir, session_id, sym_text, task_txt, ModuleLayout};
 use crate::trace::{GraphEvent, ThreadTrace, Trace};
@@ -56,7 +57,7 @@ pub struct StreamTotals {
 /// A uftrace data directory being written, a thread's events at a time
 /// ([`UftraceStream::append`]); [`UftraceStream::finish`] completes it.
 pub struct UftraceStream {
-    dir: PathBuf,
+    dir: TraceDir,
     /// Process description (pid, exe, cmdline, maps, names, symbols); its
     /// `threads` stay empty.
     header: Trace,
@@ -85,11 +86,13 @@ pub struct UftraceStream {
 }
 
 impl UftraceStream {
-    /// Starts a directory at `dir` (which must not exist or be empty) for
-    /// the process `header` describes; `start_ns` is the session's start
+    /// Starts a directory at `dir` (which must not exist or be empty, and
+    /// be writable by this user only, as for
+    /// [`write_uftrace_dir`](super::write_uftrace_dir)) for the process
+    /// `header` describes; `start_ns` is the session's start
     /// (no event may be older). Writes every file but the threads' records.
     pub fn create(dir: &Path, header: Trace, start_ns: u64) -> Result<Self, ExportError> {
-        prepare_dir(dir)?;
+        let dir = prepare_dir(dir)?;
         Self::start_session(dir, header, start_ns, false, None)
     }
 
@@ -126,22 +129,18 @@ impl UftraceStream {
         start_ns: u64,
         forked_from: Option<u32>,
     ) -> Result<Self, ExportError> {
-        match prepare_dir(dir) {
-            Err(ExportError::DirectoryNotEmpty(_)) if dir.is_dir() => {
-                if !is_shared_recording(dir)? {
-                    return Err(ExportError::malformed(
-                        dir,
-                        "not a recording made by fntrace's streaming recorder: cannot add to it",
-                    ));
-                }
-            }
-            other => other?,
+        let dir = TraceDir::open_output(dir)?;
+        if !dir.names()?.is_empty() && !is_shared_recording(&dir)? {
+            return Err(ExportError::malformed(
+                dir.path(),
+                "not a recording made by fntrace's streaming recorder: cannot add to it",
+            ));
         }
         Self::start_session(dir, header, start_ns, true, forked_from)
     }
 
     fn start_session(
-        dir: &Path,
+        dir: TraceDir,
         header: Trace,
         start_ns: u64,
         joined: bool,
@@ -149,7 +148,7 @@ impl UftraceStream {
     ) -> Result<Self, ExportError> {
         let sid = session_id(&header, start_ns);
         let stream = UftraceStream {
-            dir: dir.to_path_buf(),
+            dir,
             header,
             sid,
             session_time: start_ns,
@@ -186,8 +185,7 @@ impl UftraceStream {
         functions.sort_unstable();
         functions.dedup();
         let layout = ModuleLayout::new(&self.header.maps, &functions);
-        replace_file(
-            &self.dir,
+        self.dir.replace(
             &format!("sid-{}.map", self.sid),
             layout.map_text().as_bytes(),
         )?;
@@ -195,13 +193,11 @@ impl UftraceStream {
         for module in &layout.modules {
             let file = format!("{}.sym", basename(&module.path));
             // Another session of the same program wrote the same file.
-            if module.functions.is_empty()
-                || written.contains(&file)
-                || self.dir.join(&file).exists()
-            {
+            if module.functions.is_empty() || written.contains(&file) || self.dir.exists(&file) {
                 continue;
             }
-            replace_file(&self.dir, &file, sym_text(&self.header, module).as_bytes())?;
+            self.dir
+                .replace(&file, sym_text(&self.header, module).as_bytes())?;
             written.push(file);
         }
         Ok(())
@@ -363,7 +359,7 @@ impl UftraceStream {
         // After an exec, the thread's file holds the records of the
         // program before; fntrace.txt's indices count them too.
         let records = if self.joined {
-            records_in(&self.dir.join(format!("{tid}.dat")))?
+            records_in(&self.dir, &format!("{tid}.dat"))?
         } else {
             0
         };
@@ -440,7 +436,7 @@ impl UftraceStream {
 
     /// The directory being written.
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.dir.path()
     }
 
     /// Ends the stream: writes what [`UftraceStream::flush`] would, and the
@@ -481,13 +477,11 @@ pub fn recorder_notes(dir: &Path) -> Result<Vec<Vec<(String, String)>>, ExportEr
 /// Files a stream keeps open from one batch to the next at most.
 const MAX_OPEN_FILES: usize = 64;
 
-/// Entry and exit records in the `.dat` file at `path` (0 if there is
-/// none).
-fn records_in(path: &Path) -> Result<usize, ExportError> {
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-        Err(e) => return Err(ExportError::io(path, "reading", e)),
+/// Entry and exit records in the `.dat` file `name` of `dir` (0 if there
+/// is none).
+fn records_in(dir: &TraceDir, name: &str) -> Result<usize, ExportError> {
+    let Some(bytes) = dir.read(name)? else {
+        return Ok(0);
     };
     Ok(bytes
         .chunks_exact(RECORD_SIZE)

@@ -4,10 +4,10 @@
 //! short cut for the usual events that keeps the writer's cost per event
 //! low; and the thread's file.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
-use std::path::Path;
 
+use super::super::dirfd::TraceDir;
 use super::super::ExportError;
 use super::format::{encode, record, ADDR_BITS, MAX_DEPTH, RECORD_SIZE, TYPE_ENTRY, TYPE_EXIT};
 use super::stream::StreamTotals;
@@ -49,20 +49,19 @@ pub(super) const CHUNK_EVENTS: usize = 8 << 10;
 impl StreamThread {
     /// Appends `bytes` to the thread's `.dat` file in `dir` (opened, and
     /// created, at the first write).
-    pub(super) fn write(&mut self, dir: &Path, tid: u32, bytes: &[u8]) -> Result<(), ExportError> {
+    pub(super) fn write(
+        &mut self,
+        dir: &TraceDir,
+        tid: u32,
+        bytes: &[u8],
+    ) -> Result<(), ExportError> {
         if bytes.is_empty() {
             return Ok(());
         }
-        let path = || dir.join(format!("{tid}.dat"));
+        let path = || dir.path().join(format!("{tid}.dat"));
         let file = match &mut self.file {
             Some(file) => file,
-            None => self.file.insert(
-                OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(path())
-                    .map_err(|e| ExportError::io(path(), "opening", e))?,
-            ),
+            None => self.file.insert(dir.append_open(&format!("{tid}.dat"))?),
         };
         file.write_all(bytes)
             .map_err(|e| ExportError::io(path(), "writing", e))

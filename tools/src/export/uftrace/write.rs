@@ -3,10 +3,10 @@
 
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
-use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
+use super::super::dirfd::TraceDir;
 use super::super::ExportError;
 use super::format::{
     basename, encode, info_bytes, one_line, parse_map_line, record, timestamp, ADDR_BITS,
@@ -27,7 +27,10 @@ const PROGRESS_EVERY: usize = 1 << 16;
 
 /// Writes `trace` as a uftrace data directory at `dir`, creating `dir` if
 /// needed; `dir` must not exist or be empty, and must not be the empty path
-/// (which would mean the current directory). `progress`, if given, is called
+/// (which would mean the current directory). An existing `dir` that is a
+/// link, another user's, or writable by other users is refused
+/// ([`ExportError::Refused`]), and every file is created new, never through
+/// a link (see [`prepare_output_dir`](crate::export::prepare_output_dir)). `progress`, if given, is called
 /// now and then with the number of events written so far and the total, and
 /// once at the end.
 ///
@@ -140,7 +143,7 @@ where
     S: EventSource,
     ExportError: From<S::Error>,
 {
-    prepare_dir(dir)?;
+    let dir = prepare_dir(dir)?;
 
     // First pass: what the session files need, and each thread's calls
     // running at its start.
@@ -179,15 +182,12 @@ where
     functions.sort_unstable();
     let layout = ModuleLayout::new(&header.maps, &functions);
 
-    write_file(&dir.join("info"), &info_bytes(header, &threads))?;
-    write_file(
-        &dir.join("task.txt"),
+    dir.write_new("info", &info_bytes(header, &threads))?;
+    dir.write_new(
+        "task.txt",
         task_txt(header, &threads, &sid, session_time).as_bytes(),
     )?;
-    write_file(
-        &dir.join(format!("sid-{sid}.map")),
-        layout.map_text().as_bytes(),
-    )?;
+    dir.write_new(&format!("sid-{sid}.map"), layout.map_text().as_bytes())?;
     let mut written_syms: Vec<String> = Vec::new();
     for module in &layout.modules {
         if module.functions.is_empty() {
@@ -197,7 +197,7 @@ where
         if written_syms.contains(&file) {
             continue;
         }
-        write_file(&dir.join(&file), sym_text(header, module).as_bytes())?;
+        dir.write_new(&file, sym_text(header, module).as_bytes())?;
         written_syms.push(file);
     }
     let total: usize = scans.iter().map(|(scan, _)| scan.events).sum();
@@ -205,8 +205,9 @@ where
     let mut next_report = 0usize;
     let mut added: Vec<(u32, Vec<usize>)> = Vec::new();
     for (index, (thread, (scan, lost))) in threads.iter().zip(scans).enumerate() {
-        let path = dir.join(format!("{}.dat", thread.tid));
-        let file = File::create(&path).map_err(|e| ExportError::io(&path, "creating", e))?;
+        let name = format!("{}.dat", thread.tid);
+        let path = dir.path().join(&name);
+        let file = dir.create_new(&name)?;
         let mut out = BufWriter::with_capacity(1 << 20, file);
 
         // Second pass, only if some record cannot be written: how many.
@@ -263,10 +264,7 @@ where
             added.push((thread.tid, added_here));
         }
     }
-    write_file(
-        &dir.join(FNTRACE_FILE),
-        fntrace_text(&threads, &added).as_bytes(),
-    )?;
+    dir.write_new(FNTRACE_FILE, fntrace_text(&threads, &added).as_bytes())?;
     if let Some(report) = progress {
         report(total, total);
     }
@@ -378,34 +376,13 @@ impl EventSource for MergedThreads<'_> {
     }
 }
 
-/// Checks that `dir` can take a new uftrace data directory, creating it if
-/// it does not exist.
-pub(super) fn prepare_dir(dir: &Path) -> Result<(), ExportError> {
-    // `fs::read_dir("")` fails, but `""` joined with a file name is a
-    // relative path: refuse it before anything could land in the current
-    // directory.
-    if dir.as_os_str().is_empty() {
-        return Err(ExportError::EmptyPath);
-    }
-    match fs::read_dir(dir) {
-        Ok(mut entries) => {
-            if entries.next().is_some() {
-                return Err(ExportError::DirectoryNotEmpty(dir.to_path_buf()));
-            }
-            Ok(())
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            fs::create_dir_all(dir).map_err(|e| ExportError::io(dir, "creating directory", e))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => {
-            Err(ExportError::DirectoryNotEmpty(dir.to_path_buf()))
-        }
-        Err(e) => Err(ExportError::io(dir, "reading directory", e)),
-    }
-}
-
-pub(super) fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ExportError> {
-    fs::write(path, bytes).map_err(|e| ExportError::io(path, "writing", e))
+/// Opens `dir` for a new uftrace data directory: it must be empty, or
+/// not exist (it is made); [`TraceDir::open_output`] refuses a directory
+/// another user could write into.
+pub(super) fn prepare_dir(dir: &Path) -> Result<TraceDir, ExportError> {
+    let dir = TraceDir::open_output(dir)?;
+    dir.ensure_empty()?;
+    Ok(dir)
 }
 
 /// A 16-hex-digit session id derived from the trace (FNV-1a), so that the
