@@ -1,0 +1,414 @@
+//! The flight recorder's writer thread: drains the threads' buffers into
+//! the window each interval, answers snapshot requests, and fires the
+//! triggers (slow calls, panics, signals) into snapshot directories named
+//! by time and function, each with its `trigger.txt`, within the rate
+//! limit.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::PoisonError;
+use std::time::{Duration, Instant};
+
+use super::*;
+
+/// Tells those waiting for an answer that the writer is gone, however it
+/// ends (a panic included).
+pub(super) struct WriterGone<'a>(pub(super) &'a Shared);
+
+impl Drop for WriterGone<'_> {
+    fn drop(&mut self) {
+        self.0.writer_running.store(false, Ordering::Release);
+        // Under the lock: a waiter checks the flag, then waits, holding it.
+        let _state = self.0.state();
+        self.0.answered.notify_all();
+    }
+}
+
+/// A slow call seen, its snapshot due after drain `due`.
+struct PendingSlow {
+    dir: PathBuf,
+    function: String,
+    tid: u32,
+    start_ns: u64,
+    duration_ns: u64,
+    due: u64,
+}
+
+/// The writer thread's own state.
+pub(super) struct Writer {
+    window: Window,
+    drains: u64,
+    /// Per function: its name and which slow triggers match it (bit i for
+    /// trigger i), for the triggers of generation `triggers_known`.
+    functions: HashMap<usize, (String, u64)>,
+    triggers_known: u64,
+    /// Per thread: the calls of matching functions it has running (depth,
+    /// entry time, function).
+    open: HashMap<u32, Vec<(u16, u64, usize)>>,
+    pending: Vec<PendingSlow>,
+    trigger_snapshots: usize,
+    /// When the trigger snapshots of the last minute were written.
+    recent: VecDeque<Instant>,
+}
+
+impl Writer {
+    pub(super) fn new(window: Window) -> Writer {
+        Writer {
+            window,
+            drains: 0,
+            functions: HashMap::new(),
+            triggers_known: 0,
+            open: HashMap::new(),
+            pending: Vec::new(),
+            trigger_snapshots: 0,
+            recent: VecDeque::new(),
+        }
+    }
+
+    pub(super) fn run(&mut self, shared: &Shared, interval: Duration) {
+        // Nothing this thread calls is traced.
+        let _untraced = Untraced::begin();
+        loop {
+            // The requests made before this drain starts are answered after
+            // it, so that a snapshot holds every event made before it was
+            // asked for; those made during it wait for the next one.
+            let (stop, slow, generation, requests) = {
+                let state = shared.state();
+                let (mut state, _) = shared
+                    .wake
+                    .wait_timeout_while(state, interval, |s| !s.stop && s.requests.is_empty())
+                    .unwrap_or_else(PoisonError::into_inner);
+                let requests = std::mem::take(&mut state.requests);
+                (
+                    state.stop,
+                    state.slow.clone(),
+                    state.slow_generation,
+                    requests,
+                )
+            };
+            self.drain(shared, &slow, generation);
+            // A directory with a call due gets one snapshot holding every
+            // slow call pending for it: they all ended before this drain,
+            // so the window holds each (their windows overlap).
+            loop {
+                let drains = self.drains;
+                let Some(first) = self.pending.iter().find(|p| stop || p.due <= drains) else {
+                    break;
+                };
+                let dir = first.dir.clone();
+                let (group, later) = std::mem::take(&mut self.pending)
+                    .into_iter()
+                    .partition::<Vec<_>, _>(|p| p.dir == dir);
+                self.pending = later;
+                let triggers = group
+                    .into_iter()
+                    .map(|slow| Trigger::SlowCall {
+                        function: slow.function,
+                        duration: Duration::from_nanos(slow.duration_ns),
+                        tid: slow.tid,
+                        start_ns: slow.start_ns,
+                    })
+                    .collect();
+                self.write_triggered(shared, triggers, &dir);
+            }
+            let signals: Vec<(i32, PathBuf)> = shared
+                .state()
+                .signals
+                .iter()
+                .map(|(handler, dir)| (handler.signo, dir.clone()))
+                .collect();
+            for (signo, dir) in signals {
+                if hooks::take_raised(signo) {
+                    self.write_triggered(shared, vec![Trigger::Signal(signo)], &dir);
+                }
+            }
+            for (id, request) in requests {
+                let answer = match request {
+                    Request::Snapshot(dir) => Answer::Snapshot(write_snapshot(&self.window, &dir)),
+                    Request::Panic(message) => {
+                        let dir = shared.state().panic_dir.clone();
+                        if let Some(dir) = dir {
+                            self.write_triggered(shared, vec![Trigger::Panic(message)], &dir);
+                        }
+                        Answer::Done
+                    }
+                };
+                shared.state().answers.push((id, answer));
+                shared.answered.notify_all();
+            }
+            // Requests made during the last drain get one more.
+            if stop && shared.state().requests.is_empty() {
+                break;
+            }
+        }
+    }
+
+    /// Drains the threads' buffers into the window, looks for slow calls
+    /// among the new events, and evicts what is over budget.
+    fn drain(&mut self, shared: &Shared, slow: &[SlowTrigger], generation: u64) {
+        let window = &mut self.window;
+        window.begin_drain();
+        GRAPH_TRACER.stream_events(&mut |batch| {
+            window.append(batch.tid, batch.name, batch.events, batch.dropped_after);
+        });
+        self.drains += 1;
+        if !slow.is_empty() {
+            self.find_slow_calls(slow, generation);
+        }
+        self.window.evict();
+        shared
+            .evicted
+            .store(self.window.evicted(), Ordering::Release);
+        shared
+            .appended
+            .store(self.window.appended(), Ordering::Release);
+        shared.lost.store(self.window.lost(), Ordering::Release);
+    }
+
+    fn find_slow_calls(&mut self, slow: &[SlowTrigger], generation: u64) {
+        if self.triggers_known != generation {
+            self.functions.clear();
+            self.triggers_known = generation;
+        }
+        // Name the new functions first (outside the drain: naming takes
+        // fntrace's operation lock).
+        let mut unknown = Vec::new();
+        self.window.for_each_new(&mut |_, event| {
+            if !self.functions.contains_key(&event.function) && !unknown.contains(&event.function) {
+                unknown.push(event.function);
+            }
+        });
+        for function in unknown {
+            let name = control::function_name(function).unwrap_or_default();
+            let mask = slow
+                .iter()
+                .enumerate()
+                .take(64)
+                .filter(|(_, trigger)| trigger.pattern.selects(&name))
+                .fold(0u64, |mask, (i, _)| mask | 1 << i);
+            self.functions.insert(function, (name, mask));
+        }
+        let (functions, open, pending) = (&self.functions, &mut self.open, &mut self.pending);
+        let due = self.drains + 1;
+        self.window.for_each_new(&mut |tid, event| {
+            let Some((name, mask)) = functions.get(&event.function) else {
+                return;
+            };
+            if *mask == 0 {
+                return;
+            }
+            let running = open.entry(tid).or_default();
+            match event.kind {
+                fntrace_tools::EventKind::Entry => {
+                    running.retain(|&(depth, _, _)| depth < event.depth);
+                    running.push((event.depth, event.time_ns, event.function));
+                }
+                fntrace_tools::EventKind::Exit => {
+                    running.retain(|&(depth, _, _)| depth <= event.depth);
+                    if running.last().map(|&(d, _, f)| (d, f))
+                        != Some((event.depth, event.function))
+                    {
+                        return;
+                    }
+                    let Some((_, entry_ns, _)) = running.pop() else {
+                        return;
+                    };
+                    let duration_ns = event.time_ns.saturating_sub(entry_ns);
+                    // One listing per call and directory, however many of
+                    // its triggers it fired.
+                    let mut dirs: Vec<&PathBuf> = Vec::new();
+                    for (i, trigger) in slow.iter().enumerate().take(64) {
+                        if mask & 1 << i != 0
+                            && duration_ns >= trigger.threshold_ns
+                            && !dirs.contains(&&trigger.dir)
+                        {
+                            dirs.push(&trigger.dir);
+                            pending.push(PendingSlow {
+                                dir: trigger.dir.clone(),
+                                function: name.clone(),
+                                tid,
+                                start_ns: entry_ns,
+                                duration_ns,
+                                due,
+                            });
+                        }
+                    }
+                }
+            }
+        });
+        self.open.retain(|_, running| !running.is_empty());
+    }
+
+    /// Writes the snapshot of `triggers` (at least one) in a new
+    /// directory under `parent`, named by time and the first trigger, with
+    /// the [`TRIGGER_FILE`] listing them (or counts them skipped, over the
+    /// limits), and records the outcome.
+    fn write_triggered(&mut self, shared: &Shared, mut triggers: Vec<Trigger>, parent: &Path) {
+        if triggers.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        while self
+            .recent
+            .front()
+            .is_some_and(|t| now.duration_since(*t) >= Duration::from_secs(60))
+        {
+            self.recent.pop_front();
+        }
+        if self.trigger_snapshots >= shared.max_trigger_snapshots
+            || self.recent.len() >= shared.snapshots_per_minute as usize
+        {
+            shared.state().skipped_triggers += triggers.len() as u64;
+            return;
+        }
+        self.trigger_snapshots += 1;
+        self.recent.push_back(now);
+        let trigger = triggers.remove(0);
+        let result = snapshot_dir(parent, &trigger).and_then(|dir| {
+            let report = write_snapshot(&self.window, &dir).map_err(|e| e.to_string())?;
+            let skipped = shared.state().skipped_triggers;
+            let text = trigger_text(&trigger, &triggers, &report, skipped);
+            std::fs::write(dir.join(TRIGGER_FILE), text)
+                .map_err(|e| format!("writing {}: {e}", dir.join(TRIGGER_FILE).display()))?;
+            Ok(report)
+        });
+        shared.state().triggered.push(TriggeredSnapshot {
+            trigger,
+            more: triggers,
+            result,
+        });
+    }
+}
+
+/// A new directory under `parent` for the snapshot `trigger` fired:
+/// `TIME-WHAT` (`20261125T231501.123-handle_get`), made here (`-2`, `-3`
+/// ... added if that name is taken).
+fn snapshot_dir(parent: &Path, trigger: &Trigger) -> Result<PathBuf, String> {
+    let what = match trigger {
+        Trigger::SlowCall { function, .. } => file_name(function),
+        Trigger::Panic(_) => "panic".to_string(),
+        Trigger::Signal(signo) => crate::sys::signal::name(*signo).to_string(),
+    };
+    std::fs::create_dir_all(parent).map_err(|e| format!("creating {}: {e}", parent.display()))?;
+    let stem = format!("{}-{what}", utc_stamp(std::time::SystemTime::now()));
+    for n in 1..1000 {
+        let dir = match n {
+            1 => parent.join(&stem),
+            n => parent.join(format!("{stem}-{n}")),
+        };
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(format!("creating {}: {e}", dir.display())),
+        }
+    }
+    Err(format!(
+        "{}: 999 snapshots of that name",
+        parent.join(stem).display()
+    ))
+}
+
+/// `time` in UTC as `YYYYMMDDTHHMMSS.mmm`: sorts as time does.
+fn utc_stamp(time: std::time::SystemTime) -> String {
+    let since = time
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = since.as_secs();
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}{month:02}{day:02}T{:02}{:02}{:02}.{:03}",
+        rest / 3600,
+        rest / 60 % 60,
+        rest % 60,
+        since.subsec_millis()
+    )
+}
+
+/// A threshold as the trigger syntax writes it: `5ms`, `250us`, `2s`.
+pub(super) fn duration_spec(ns: u64) -> String {
+    for (unit, scale) in [("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)] {
+        if ns >= scale && ns.is_multiple_of(scale) {
+            return format!("{}{unit}", ns / scale);
+        }
+    }
+    format!("{ns}ns")
+}
+
+/// Monotonic nanoseconds as uftrace shows timestamps (`51234.000100200`).
+fn timestamp(ns: u64) -> String {
+    format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
+}
+
+/// The [`TRIGGER_FILE`] of a snapshot: what fired it, one line a trigger,
+/// then the window.
+fn trigger_text(
+    first: &Trigger,
+    more: &[Trigger],
+    report: &SnapshotReport,
+    skipped: u64,
+) -> String {
+    let mut text = String::from("fired by:\n");
+    for trigger in std::iter::once(first).chain(more) {
+        let line = match trigger {
+            Trigger::SlowCall {
+                function,
+                duration,
+                tid,
+                start_ns,
+            } => format!(
+                "  slow call {function}: thread {tid}, start {}, duration {}",
+                timestamp(*start_ns),
+                human_duration(u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX))
+            ),
+            Trigger::Panic(message) => format!("  panic: {message}"),
+            Trigger::Signal(signo) => format!("  signal {}", crate::sys::signal::name(*signo)),
+        };
+        text.push_str(&line);
+        text.push('\n');
+    }
+    let window = match (report.first_ns, report.last_ns) {
+        (Some(first), Some(last)) => format!(
+            "{} ~ {} ({})",
+            timestamp(first),
+            timestamp(last),
+            human_duration(last.saturating_sub(first))
+        ),
+        _ => "empty".to_string(),
+    };
+    text.push_str(&format!(
+        "window: {window}, {} threads, {} events, {} lost\n",
+        report.threads, report.events, report.lost
+    ));
+    if skipped > 0 {
+        text.push_str(&format!(
+            "skipped: {skipped} triggers so far (over the snapshots-per-minute limit)\n"
+        ));
+    }
+    text
+}
+
+/// `name` with what does not belong in a file name made `_`, at most 100
+/// characters.
+fn file_name(name: &str) -> String {
+    name.chars()
+        .take(100)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,172 @@
+//! The streaming recorder's writer thread: drains every thread's buffer
+//! into the [`UftraceStream`] each interval, or as soon as a traced thread
+//! asks (lossless mode: its buffer is half full), until told to stop.
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use fntrace_tools::export::{StreamTotals, UftraceStream};
+
+use super::{directory_write, Shared, DRAINS_IN_PROCESS};
+use crate::error::Error;
+use crate::rt::thread::Untraced;
+use crate::sys;
+use crate::tracers::graph::{describe_process, GRAPH_TRACER};
+
+/// The writer thread: drains, writes, sleeps, until told to stop; then
+/// drains once more. With no `stream`, it joins `dir` at the first events.
+pub(super) fn write_until_stopped(
+    stream: Result<UftraceStream, (u64, Option<u32>)>,
+    dir: &Path,
+    shared: &Shared,
+    interval: Duration,
+) -> Result<StreamTotals, Error> {
+    // Nothing this thread calls is traced (its own events would feed the
+    // stream it writes).
+    let _untraced = Untraced::begin();
+    let (stream, start_ns, forked_from) = match stream {
+        Ok(stream) => (Some(stream), 0, None),
+        Err((start_ns, forked_from)) => (None, start_ns, forked_from),
+    };
+    let mut drainer = Drainer {
+        stream,
+        dir,
+        start_ns,
+        forked_from,
+        failure: None,
+        discarded: 0,
+    };
+    // Lossless while this thread drains: a thread whose buffer is full
+    // waits for it. Turned off before it stops, with one more drain for
+    // what the waiting threads then wrote.
+    let room_at_start = GRAPH_TRACER.room_stats();
+    if shared.lossless {
+        GRAPH_TRACER.set_lossless(true);
+    }
+    loop {
+        if !shared.stop.load(Ordering::Acquire) {
+            GRAPH_TRACER.reader_sleep(interval);
+        }
+        let stop = shared.stop.load(Ordering::Acquire);
+        drainer.drain_once(shared);
+        if stop {
+            if shared.lossless {
+                GRAPH_TRACER.set_lossless(false);
+                drainer.drain_once(shared);
+            }
+            break;
+        }
+    }
+    let Drainer {
+        stream,
+        failure,
+        discarded,
+        ..
+    } = drainer;
+    if let Some(err) = failure {
+        return Err(Error::Recording(format!(
+            "writing {} failed, {discarded} events were not written: {err}",
+            dir.display()
+        )));
+    }
+    let writer_cpu_ns = sys::thread_cpu_ns();
+    shared.writer_cpu_ns.store(writer_cpu_ns, Ordering::Relaxed);
+    match stream {
+        Some(mut stream) => {
+            let room = GRAPH_TRACER.room_stats();
+            let totals = stream.totals();
+            stream.set_recorder_note(&format!(
+                "mode={} events={} lost={} waits={} wait_ns={} writer_cpu_ns={writer_cpu_ns}",
+                if shared.lossless { "lossless" } else { "drop" },
+                totals.events,
+                totals.lost + totals.left_out,
+                room.waits - room_at_start.waits,
+                room.wait_ns - room_at_start.wait_ns,
+            ));
+            let _writing = directory_write();
+            Ok(stream.finish()?)
+        }
+        None => Ok(StreamTotals::default()),
+    }
+}
+
+/// The writer thread's state from one drain to the next.
+struct Drainer<'a> {
+    /// None until a forked child's first events (see `write_until_stopped`).
+    stream: Option<UftraceStream>,
+    dir: &'a Path,
+    start_ns: u64,
+    forked_from: Option<u32>,
+    failure: Option<Error>,
+    /// Events drained but not written (the directory could not be).
+    discarded: u64,
+}
+
+impl Drainer<'_> {
+    /// Drains every thread's buffer into the stream once.
+    fn drain_once(&mut self, shared: &Shared) {
+        let Drainer {
+            stream,
+            dir,
+            start_ns,
+            forked_from,
+            failure,
+            discarded,
+        } = self;
+        let writing = directory_write();
+        GRAPH_TRACER.stream_converted(&mut |batch| {
+            let count = batch.events.len() as u64 + batch.dropped_after;
+            if failure.is_some() {
+                // The directory cannot be written: keep draining, so the
+                // traced threads keep their fast path, and count.
+                *discarded += count;
+                return;
+            }
+            if stream.is_none() {
+                let joined = match forked_from {
+                    Some(parent) => {
+                        UftraceStream::join_forked(dir, describe_process(), *start_ns, *parent)
+                    }
+                    None => UftraceStream::join(dir, describe_process(), *start_ns),
+                };
+                match joined {
+                    Ok(joined) => *stream = Some(joined),
+                    Err(err) => {
+                        *discarded += count;
+                        *failure = Some(err.into());
+                        return;
+                    }
+                }
+            }
+            let Some(stream) = stream.as_mut() else {
+                return;
+            };
+            let appended = stream.append_events(
+                batch.tid,
+                Some(batch.name),
+                batch.events,
+                batch.dropped_after,
+            );
+            if let Err(err) = appended {
+                *discarded += count;
+                *failure = Some(err.into());
+            }
+        });
+        if failure.is_none() {
+            if let Some(Err(err)) = stream.as_mut().map(UftraceStream::flush) {
+                *failure = Some(err.into());
+            }
+        }
+        drop(writing);
+        if let Some(stream) = &stream {
+            let totals = stream.totals();
+            shared.written.store(totals.events, Ordering::Relaxed);
+            shared
+                .lost
+                .store(totals.lost + totals.left_out, Ordering::Relaxed);
+        }
+        shared.drains.fetch_add(1, Ordering::Release);
+        DRAINS_IN_PROCESS.fetch_add(1, Ordering::Release);
+    }
+}
