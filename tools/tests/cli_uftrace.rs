@@ -220,8 +220,8 @@ fn selections_narrow_every_command() {
     let none = fntrace_ok(&["report", "--time-range", "~0ns"], &done);
     assert_eq!(report_row(&none, "main"), None, "{none}");
 
-    // replay: the timeline, two levels under outer.
-    let replay = fntrace_ok(&["replay", "-F", "outer", "-D", "1"], &done);
+    // replay: the timeline, two levels from outer (uftrace's -D 2).
+    let replay = fntrace_ok(&["replay", "-F", "outer", "-D", "2"], &done);
     assert_eq!(replay.matches("outer() {").count(), 2, "{replay}");
     assert_eq!(replay.matches("inner();").count(), 6, "{replay}");
     assert_eq!(replay.matches("leaf").count(), 0, "{replay}");

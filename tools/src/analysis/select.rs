@@ -33,9 +33,10 @@ pub struct Selection {
     pub from_ns: Option<u64>,
     /// Keep only calls entered at or before this time (ns).
     pub to_ns: Option<u64>,
-    /// Keep only calls at most this deep below the outermost kept call of
-    /// their thread (0: only those), as uftrace's `-D`.
-    pub max_depth: Option<u16>,
+    /// Keep only this many levels of calls, counted from the outermost kept
+    /// call of each subtree, as uftrace's `-D` (1: only those outermost
+    /// calls; 0 keeps nothing).
+    pub depth: Option<u16>,
 }
 
 impl Selection {
@@ -50,7 +51,7 @@ impl Selection {
 /// An entry and its exit are kept or dropped together (exits are paired with
 /// entries by depth, as the [pairing rules](super#pairing-entries-with-exits)
 /// do); a thread's lost-event count is kept with the thread. Kept calls
-/// keep their recorded depth, except with `max_depth`, where depths count
+/// keep their recorded depth, except with `depth`, where depths count
 /// from the outermost call of each kept subtree (0) so that `-D` means what
 /// it says inside a `-F` subtree. Names and symbols are kept as they are.
 /// [`Selected`] does the same as events are read.
@@ -175,8 +176,8 @@ struct Open {
     kept: bool,
     /// Whether it is in a kept subtree (kept, or left out only by `-D`).
     rooted: bool,
-    /// Its depth in the output (with `max_depth`: counted from the
-    /// outermost kept call).
+    /// Its depth in the output (with `depth`: counted from the outermost
+    /// kept call).
     new_depth: u16,
 }
 
@@ -247,8 +248,8 @@ impl<I: ?Sized> SelectedEvents<'_, I> {
                 let rooted_parent = parent.filter(|p| p.rooted);
                 let rooted = keep || rooted_parent.is_some();
                 let new_depth = rooted_parent.map_or(0, |p| p.new_depth.saturating_add(1));
-                if let Some(max) = selection.max_depth {
-                    keep &= new_depth <= max;
+                if let Some(levels) = selection.depth {
+                    keep &= new_depth < levels;
                 }
                 self.open.push(Open {
                     depth: event.depth,
@@ -267,7 +268,7 @@ impl<I: ?Sized> SelectedEvents<'_, I> {
                         .then(|| renumbered(&event, call.new_depth, selection))
                 } else if selection.include.is_empty()
                     && selection.exclude.is_empty()
-                    && selection.max_depth.is_none()
+                    && selection.depth.is_none()
                     && selection.from_ns.is_none()
                 {
                     // An exit whose entry was not recorded: kept only when
@@ -281,9 +282,9 @@ impl<I: ?Sized> SelectedEvents<'_, I> {
     }
 }
 
-/// `event` at its output depth: renumbered only under `max_depth`.
+/// `event` at its output depth: renumbered only under `depth`.
 fn renumbered(event: &GraphEvent, new_depth: u16, selection: &Selection) -> GraphEvent {
-    if selection.max_depth.is_some() {
+    if selection.depth.is_some() {
         GraphEvent {
             depth: new_depth,
             ..*event
@@ -390,13 +391,22 @@ mod tests {
             ..Selection::default()
         };
         assert_eq!(times(&select(&trace(), &late), 1), [50, 60, 70, 80]);
+        // -D 1: the outermost level only, as uftrace's.
         let shallow = Selection {
             include: vec!["demo::work".into()],
-            max_depth: Some(0),
+            depth: Some(1),
             ..Selection::default()
         };
         let selected = select(&trace(), &shallow);
         assert_eq!(times(&selected, 1), [50, 80, 100]);
         assert!(selected.threads[0].events.iter().all(|e| e.depth == 0));
+        let two = Selection {
+            depth: Some(2),
+            ..Selection::default()
+        };
+        assert_eq!(
+            times(&select(&trace(), &two), 1),
+            [0, 10, 40, 50, 80, 90, 100]
+        );
     }
 }

@@ -80,10 +80,14 @@ pub enum Command {
 const REPORT_HELP: &str = "\
 Columns: calls (completed), unfinished (entered, exit not recorded: still
 running when the trace ended, or unwound), total (summed durations, callees
-included; recursion counts each nested call again, as uftrace does), self
-(total minus the completed direct callees), avg, min, p99 (within 1%), max.
-Times in ns, µs, ms, s. Lost events and unfinished calls are stated above the
-table: the numbers below them are missing what was lost.
+included; a call nested in a call of the same function, as in recursion,
+adds nothing: its time is in the outer call's, as uftrace counts it), self
+(each call's duration minus its completed direct callees'), avg, min, p99
+(within 1%), max (of every call, nested ones included). One row per function
+name, as uftrace's (two static functions called `helper` are one row);
+--by-address splits them. Times in ns, µs, ms, s. Lost events and unfinished
+calls are stated above the table: the numbers below them are missing what was
+lost.
 
 Examples:
   fntrace report trace-dir                        sorted by total time
@@ -194,6 +198,10 @@ pub struct ReportArgs {
     /// At most N rows (per table).
     #[arg(long, value_name = "N")]
     pub top: Option<usize>,
+    /// One row per function address: functions of the same name (static
+    /// functions of several files, folded code) apart.
+    #[arg(long)]
+    pub by_address: bool,
     /// Which calls.
     #[command(flatten)]
     pub select: SelectArgs,
@@ -237,9 +245,11 @@ pub struct GraphArgs {
 pub struct ReplayArgs {
     /// The trace directory.
     pub dir: PathBuf,
-    /// Only calls at most DEPTH levels below the outermost shown (0: only
-    /// those).
-    #[arg(short = 'D', long = "depth", value_name = "DEPTH")]
+    /// Only DEPTH levels of calls (1: the outermost calls only), counted
+    /// from the outermost call shown (inside -F's functions: from them), as
+    /// uftrace's -D and `fntrace record -D`.
+    #[arg(short = 'D', long = "depth", value_name = "DEPTH",
+          value_parser = clap::value_parser!(u16).range(1..))]
     pub depth: Option<u16>,
     /// Which calls.
     #[command(flatten)]

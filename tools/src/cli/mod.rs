@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser};
-use fntrace_tools::analysis::{self, ReadOrWrite, Selected, Selection};
+use fntrace_tools::analysis::{self, ReadOrWrite, Rows, Selected, Selection};
 use fntrace_tools::export::{self, UftraceReader};
 use fntrace_tools::EventSource;
 
@@ -56,7 +56,12 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Report(args) => {
             let (trace, bar) = open_trace(&args.dir, 1)?;
             let selection = selection(&trace, &args.dir, &args.select, None)?;
-            let report = TraceReport::of(&Selected::new(&trace, &selection))?;
+            let rows = if args.by_address {
+                Rows::ByAddress
+            } else {
+                Rows::ByName
+            };
+            let report = TraceReport::of(&Selected::new(&trace, &selection), rows)?;
             drop(bar);
             let mut out = Output::new(cli.no_pager);
             report::write_report(report, &args, &mut out).map_err(output_failure)?;
@@ -67,7 +72,11 @@ fn run(cli: Cli) -> Result<(), Failure> {
             for dir in [&args.dir1, &args.dir2] {
                 let (trace, bar) = open_trace(dir, 1)?;
                 let selection = selection(&trace, dir, &args.select, None)?;
-                reports.push(TraceReport::of(&Selected::new(&trace, &selection))?);
+                // Rows match by name across the two traces.
+                reports.push(TraceReport::of(
+                    &Selected::new(&trace, &selection),
+                    Rows::ByName,
+                )?);
                 drop(bar);
             }
             let after = reports.pop().expect("two reports");
@@ -220,12 +229,13 @@ fn write_file(
     Ok(())
 }
 
-/// The calls `select` (and `-D`) keep of the trace in `dir`.
+/// The calls `select` (and `-D`, uftrace's: levels shown) keep of the
+/// trace in `dir`.
 fn selection(
     trace: &UftraceReader,
     dir: &Path,
     select: &SelectArgs,
-    max_depth: Option<u16>,
+    depth: Option<u16>,
 ) -> Result<Selection, Failure> {
     let threads = trace.threads();
     for tid in &select.tid {
@@ -261,7 +271,7 @@ fn selection(
         tids: select.tid.clone(),
         from_ns,
         to_ns,
-        max_depth,
+        depth,
     })
 }
 

@@ -6,7 +6,7 @@ use std::cmp::Reverse;
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use fntrace_tools::analysis::{self, FunctionStats, LatencyReport};
+use fntrace_tools::analysis::{self, FunctionStats, LatencyReport, Rows};
 use fntrace_tools::export::ExportError;
 use fntrace_tools::EventSource;
 
@@ -25,12 +25,15 @@ pub struct TraceReport {
 }
 
 impl TraceReport {
-    /// Reads `source` once for its report.
-    pub fn of<S: EventSource<Error = ExportError>>(source: &S) -> Result<TraceReport, String> {
+    /// Reads `source` once for its report, its functions made into `rows`.
+    pub fn of<S: EventSource<Error = ExportError>>(
+        source: &S,
+        rows: Rows,
+    ) -> Result<TraceReport, String> {
         Ok(TraceReport {
             exe: source.exe().to_string(),
             pid: source.pid(),
-            latency: analysis::latency_of(source).map_err(|e| e.to_string())?,
+            latency: analysis::latency_of_with(source, rows).map_err(|e| e.to_string())?,
         })
     }
 }
