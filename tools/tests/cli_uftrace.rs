@@ -380,4 +380,12 @@ fn rust_v0_names_in_uftraces_own_directory_are_demangled_and_globbed() {
         "{selected}"
     );
     assert_eq!(report_row(&selected, "r::leaf"), None, "{selected}");
+
+    // A bare name matches the last segment of a path, as GDB's `break
+    // leaf` does: `-F leaf` is r::leaf, `-N leaf` leaves it out.
+    let leaf = fntrace_ok(&["report", "-F", "leaf"], &dir);
+    assert_eq!(report_row(&leaf, "r::leaf"), Some((3, 0)), "{leaf}");
+    let no_leaf = fntrace_ok(&["report", "-N", "leaf"], &dir);
+    assert_eq!(report_row(&no_leaf, "r::leaf"), None, "{no_leaf}");
+    assert!(report_row(&no_leaf, "r::main").is_some(), "{no_leaf}");
 }

@@ -288,3 +288,81 @@ fn depth_means_what_uftraces_means() {
     // -D 0 is refused, as by `fntrace record`.
     assert!(!fntrace(&["replay", "-D", "0"], &dir).status.success());
 }
+
+/// `fntrace_stats` of the calls that `selection` keeps.
+fn selected_stats(dir: &Path, selection: &analysis::Selection) -> BTreeMap<String, UftraceRow> {
+    let reader = UftraceReader::open(dir).unwrap();
+    let selected = analysis::Selected::new(&reader, selection);
+    let report = analysis::latency_of(&selected).unwrap();
+    assert_eq!(selected.unmatched(), Vec::new());
+    report
+        .functions
+        .iter()
+        .map(|stats| {
+            let row = UftraceRow {
+                total: uftrace_time(stats.total_ns),
+                self_time: uftrace_time(stats.self_ns),
+                calls: stats.calls,
+            };
+            (stats.name.clone(), row)
+        })
+        .collect()
+}
+
+#[test]
+fn filters_select_what_uftraces_select_and_a_typo_is_an_error() {
+    let work = TempDir::new("filters");
+    let dir = record(&work);
+
+    // -F call_a: call_a and the helper it calls, as uftrace counts them.
+    let theirs = uftrace_report_rows(&uftrace("report", &dir, &["-F", "call_a"]));
+    assert_eq!(theirs.len(), 2, "{theirs:?}");
+    let include = analysis::Selection {
+        include: vec!["call_a".into()],
+        ..analysis::Selection::default()
+    };
+    assert_eq!(selected_stats(&dir, &include), theirs);
+    let report = fntrace_ok(&["report", "-F", "call_*"], &dir);
+    assert_eq!(cli_row(&report, "helper")[0][0], "400", "{report}");
+
+    // A name that matches nothing: uftrace refuses the filter (and then
+    // prints everything); fntrace fails, naming the closest names.
+    let refused = Command::new("uftrace")
+        .args(["report", "--no-pager", "-F", "no_such_function", "-d"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&refused.stdout).contains("failed to set filter"),
+        "{refused:?}"
+    );
+    let json = work.0.join("t.json");
+    let json = json.to_str().unwrap();
+    for (args, message) in [
+        (
+            &["graph", "no_such_function"][..],
+            "FUNCTION no_such_function: no function called in",
+        ),
+        (
+            &["report", "-F", "no_such_function"][..],
+            "-F no_such_function: no function called in",
+        ),
+        (&["report", "-F", "fob"][..], "(closest: fib, "),
+        (&["report", "-N", "helpr"][..], "-N helpr: no function"),
+        (&["replay", "-F", "fob"][..], "(closest: fib, "),
+        (&["graph", "mian"][..], "(closest: main, "),
+        (&["flame", "-o", json, "-F", "fob"][..], "-F fob"),
+        (&["chrome", "-o", json, "-F", "fob"][..], "-F fob"),
+        (&["perfetto", "-o", json, "-F", "fob"][..], "-F fob"),
+        (&["report", "--tid", "1"][..], "--tid 1: no such thread"),
+    ] {
+        let output = fntrace(args, &dir);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+    }
+    assert!(!Path::new(json).exists(), "nothing written");
+    // A function of the trace graphs as uftrace graphs it.
+    let graph = fntrace_ok(&["graph", "fib"], &dir);
+    assert!(graph.contains("(1) fib"), "{graph}");
+}

@@ -81,7 +81,7 @@ pub use latency::{
     human_duration, latency, latency_of, latency_of_with, FunctionStats, LatencyReport, Rows,
     ThreadSummary,
 };
-pub use select::{select, Selected, Selection};
+pub use select::{select, Selected, Selection, Unmatched};
 
 #[cfg(test)]
 mod tests {

@@ -4,9 +4,10 @@
 //! every report and export applies a selection the same way by reading the
 //! smaller trace.
 
-use std::collections::HashMap;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
 
-use crate::glob::matches_any;
+use crate::glob::{closest, matches, matches_any};
 use crate::source::{infallible, EventSource, ThreadInfo};
 use crate::trace::{EventKind, GraphEvent, ThreadTrace, Trace};
 
@@ -82,12 +83,32 @@ pub fn select(trace: &Trace, selection: &Selection) -> Trace {
 /// itself: threads are left out as `tids` says, and each thread's events
 /// are selected as they are read, as [`select`] does; memory is one entry
 /// per open call, and one per function seen (whether it matches the globs).
+///
+/// After reading, [`Selected::unmatched`] tells which globs selected no
+/// function of the calls read, so that a typo is not taken for an empty
+/// result.
 #[derive(Debug)]
 pub struct Selected<'a, S> {
     source: &'a S,
     selection: &'a Selection,
     /// Indices in `source` of the threads kept.
     threads: Vec<usize>,
+    /// The functions entered in the events read so far, when the selection
+    /// has globs (their names are needed then anyway).
+    seen: RefCell<HashSet<usize>>,
+}
+
+/// A glob of a [`Selection`] that matched no function entered in the
+/// events read ([`Selected::unmatched`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unmatched {
+    /// Whether it is an `exclude` glob (`-N`), not an `include` one (`-F`).
+    pub exclude: bool,
+    /// The glob.
+    pub glob: String,
+    /// Up to three names of functions that were entered, closest to the
+    /// glob first ([`closest`](crate::glob::closest)).
+    pub closest: Vec<String>,
 }
 
 impl<'a, S: EventSource> Selected<'a, S> {
@@ -104,7 +125,38 @@ impl<'a, S: EventSource> Selected<'a, S> {
             source,
             selection,
             threads,
+            seen: RefCell::new(HashSet::new()),
         }
+    }
+
+    /// The include and exclude globs that matched no function entered in
+    /// the events read so far (read every thread first), each with the
+    /// names closest to it.
+    pub fn unmatched(&self) -> Vec<Unmatched> {
+        let names: Vec<String> = {
+            let mut names: Vec<String> = self
+                .seen
+                .borrow()
+                .iter()
+                .map(|&function| self.source.name_of(function))
+                .collect();
+            names.sort();
+            names.dedup();
+            names
+        };
+        let globs = (self.selection.include.iter().map(|glob| (false, glob)))
+            .chain(self.selection.exclude.iter().map(|glob| (true, glob)));
+        globs
+            .filter(|(_, glob)| !names.iter().any(|name| matches(glob, name)))
+            .map(|(exclude, glob)| Unmatched {
+                exclude,
+                glob: glob.clone(),
+                closest: closest(glob, names.iter().map(String::as_str), 3)
+                    .into_iter()
+                    .map(str::to_string)
+                    .collect(),
+            })
+            .collect()
     }
 
     /// Reads the thread of `source` at `index` (an index in `source`),
@@ -126,7 +178,10 @@ impl<'a, S: EventSource> Selected<'a, S> {
                 matches: HashMap::new(),
                 open: Vec::new(),
             };
-            read(&mut selected)
+            let value = read(&mut selected);
+            // The functions whose names were matched: every one entered.
+            self.seen.borrow_mut().extend(selected.matches.keys());
+            value
         })
     }
 }
@@ -372,6 +427,34 @@ mod tests {
             times(&select(&trace(), &no_fmt), 1),
             [0, 50, 60, 70, 80, 90, 100]
         );
+    }
+
+    #[test]
+    fn globs_that_match_nothing_are_told_with_the_closest_names() {
+        let trace = trace();
+        let selection = Selection {
+            include: vec!["work".into(), "no_such_function".into()],
+            exclude: vec!["wirte".into(), "fmt".into()],
+            ..Selection::default()
+        };
+        let selected = Selected::new(&trace, &selection);
+        // Nothing read yet: nothing matched.
+        assert_eq!(selected.unmatched().len(), 4);
+        for index in 0..selected.threads().len() {
+            infallible(selected.read_thread(index, |events| events.count()));
+        }
+        let unmatched = selected.unmatched();
+        assert_eq!(
+            unmatched
+                .iter()
+                .map(|u| (u.exclude, u.glob.as_str()))
+                .collect::<Vec<_>>(),
+            [(false, "no_such_function"), (true, "wirte")]
+        );
+        assert_eq!(unmatched[1].closest[0], "std::io::write");
+        assert_eq!(unmatched[1].closest.len(), 3);
+        // The bare name `work` selected demo::work's subtree.
+        assert_eq!(times(&select(&trace, &selection), 2), [5, 6]);
     }
 
     #[test]

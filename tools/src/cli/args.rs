@@ -20,7 +20,10 @@ A trace directory is written by fntrace::dump (uftrace's data format); the
 directories of `uftrace record` are read too. Function globs (-F, -N, graph's
 FUNCTION): `*` any run of characters, `?` one character; a glob also matches
 from any point where a path starts inside a name, so `serde_json::*` selects
-`<serde_json::Value as serde::Serialize>::serialize` too.";
+`<serde_json::Value as serde::Serialize>::serialize` too; a bare name (no
+`::`) also matches the last segment of a path, as GDB's `break NAME`:
+`sleeper` selects `app::sleeper`. A glob that matches no function called in
+the trace is an error naming the closest names.";
 
 /// fntrace: reports, call graphs and exports of function traces.
 #[derive(Debug, Parser)]
