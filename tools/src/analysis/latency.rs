@@ -66,6 +66,14 @@ pub struct LatencyReport {
     /// frame was unwound), all threads. These calls are not in the
     /// statistics.
     pub unfinished_calls: u64,
+    /// Of the unfinished calls, those still open when their thread's
+    /// events ended (still running when the trace ended, or their exit
+    /// lost).
+    pub still_running_calls: u64,
+    /// Of the unfinished calls, those left without an exit while their
+    /// thread went on (unwound by a panic or `longjmp`, or their exit lost):
+    /// `unfinished_calls - still_running_calls`.
+    pub unwound_calls: u64,
     /// Events lost while recording (buffers full), all threads: the
     /// statistics miss the calls they belonged to.
     pub lost_events: u64,
@@ -255,9 +263,14 @@ pub fn latency_of_with<S: EventSource>(source: &S, rows: Rows) -> Result<Latency
                             nested,
                         );
                     }
-                    CallStep::Unfinished { entry, .. } => {
+                    CallStep::Unfinished { entry, unwound_by } => {
                         close(&mut open, entry.function);
                         report.unfinished_calls += 1;
+                        if unwound_by.is_some() {
+                            report.unwound_calls += 1;
+                        } else {
+                            report.still_running_calls += 1;
+                        }
                         functions.entry(entry.function).or_default().unfinished += 1;
                     }
                     CallStep::UnmatchedExit { .. } => report.unmatched_exits += 1,
@@ -710,6 +723,7 @@ mod tests {
             ]
         );
         assert_eq!(report.unfinished_calls, 3);
+        assert_eq!((report.unwound_calls, report.still_running_calls), (2, 1));
         assert_eq!(report.unmatched_exits, 0);
     }
 

@@ -141,6 +141,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Chrome(args) => {
             let spooled = spool_calls(&args)?;
+            warn_incomplete(&spooled.incomplete(), &args.output);
             let size = spooled.chrome_json_bytes();
             if size > BIG_JSON_BYTES {
                 eprintln!(
@@ -163,6 +164,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Perfetto(args) => {
             let spooled = spool_calls(&args)?;
+            warn_incomplete(&spooled.incomplete(), &args.output);
             let bar = ProgressBar::writing(&args.output, spooled.calls());
             write_file(&args.output, |out| {
                 let written = spooled
@@ -176,10 +178,11 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let (trace, bar) = open_trace(&args.dir, 2)?;
             let selection = selection(&trace, &args.dir, &args.select, None)?;
             let selected = Selected::new(&trace, &selection);
-            let (folded, lost) = export::folded_stacks_of(&selected, args.merge_threads)
+            let (folded, incomplete) = export::folded_stacks_of(&selected, args.merge_threads)
                 .map_err(|e| e.to_string())?;
             drop(bar);
             check_matched(&[(&args.dir, selected.unmatched())])?;
+            warn_incomplete(&incomplete, &args.output);
             write_file(&args.output, |out| {
                 if args.folded {
                     out.write_all(folded.as_bytes()).map_err(|e| e.to_string())
@@ -187,13 +190,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                     let title = format!("fntrace: {}", trace.exe());
                     export::write_folded_svg(&folded, out, &title).map_err(|e| e.to_string())
                 }
-            })?;
-            if lost > 0 {
-                eprintln!(
-                    "fntrace: warning: {lost} events were lost while recording; the graph lacks them"
-                );
-            }
-            Ok(())
+            })
         }
         Command::Ctl(_) | Command::Record(_) => unreachable!("main runs fntrace ctl and record"),
         Command::Cargo(args) => cargo::run(&args),
@@ -284,6 +281,14 @@ fn no_match<'a>(
         "{what} {glob}: no function called in {} matches it{closest}",
         dir.display()
     )
+}
+
+/// Says on stderr, in one line before `output` is written, what the trace
+/// lacks and the output makes up (nothing when it lacks nothing).
+fn warn_incomplete(incomplete: &export::Incomplete, output: &Path) {
+    if let Some(missing) = incomplete.describe() {
+        eprintln!("fntrace: warning: {}: {missing}", output.display());
+    }
 }
 
 /// Writes a file with `write`, and says so on stderr.

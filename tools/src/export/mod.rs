@@ -73,6 +73,7 @@ mod perfetto;
 mod spool;
 mod uftrace;
 
+pub use calls::Incomplete;
 pub use chrome::write_chrome_json;
 pub use flame::{
     folded_stacks, folded_stacks_by_thread, folded_stacks_of, write_flame_svg, write_folded_svg,
