@@ -362,6 +362,14 @@ fn filters_select_what_uftraces_select_and_a_typo_is_an_error() {
         assert!(stderr.contains(message), "{args:?}: {stderr}");
     }
     assert!(!Path::new(json).exists(), "nothing written");
+    let same = dir.to_str().unwrap();
+    let output = fntrace(&["diff", same, "-F", "fob"], &dir);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("-F fob: no function called in {same} or {same}")),
+        "{stderr}"
+    );
     // A function of the trace graphs as uftrace graphs it.
     let graph = fntrace_ok(&["graph", "fib"], &dir);
     assert!(graph.contains("(1) fib"), "{graph}");

@@ -213,7 +213,8 @@ pub struct ReportArgs {
 /// A column of the report to sort by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum SortKey {
-    /// Summed durations, callees included.
+    /// Time in the function, callees included (a call nested in a call of
+    /// the same function counted once, in the outer one).
     Total,
     /// Summed self time.
     #[value(name = "self")]

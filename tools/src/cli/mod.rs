@@ -89,7 +89,12 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 .filter(|glob| unmatched[1].1.iter().any(|other| other.glob == glob.glob))
                 .cloned()
                 .collect();
-            check_matched(&[(&args.dir1, in_both)])?;
+            let both = PathBuf::from(format!(
+                "{} or {}",
+                args.dir1.display(),
+                args.dir2.display()
+            ));
+            check_matched(&[(&both, in_both)])?;
             let after = reports.pop().expect("two reports");
             let before = reports.pop().expect("two reports");
             let mut out = Output::new(cli.no_pager);
