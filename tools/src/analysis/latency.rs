@@ -118,9 +118,21 @@ struct FunctionDurations {
     self_ns: u64,
     /// Calls without their exit.
     unfinished: u64,
+    /// While a thread is read: its calls of the function entered and not
+    /// yet ended. A call that ends while another is still open was nested
+    /// in it (recursion).
+    open: u32,
 }
 
 impl FunctionDurations {
+    /// Ends one of the function's open calls (each Returned or Unfinished
+    /// step of the pairing pass ends a call an Entered step opened);
+    /// whether another is still open, the ended call nested in it.
+    fn close(&mut self) -> bool {
+        self.open = self.open.saturating_sub(1);
+        self.open > 0
+    }
+
     /// Adds one completed call; `nested` if it ran inside another call of
     /// the same function (its time is already in that call's).
     fn record(&mut self, inclusive_ns: u64, self_ns: u64, nested: bool) {
@@ -238,16 +250,13 @@ pub fn latency_of_with<S: EventSource>(source: &S, rows: Rows) -> Result<Latency
     let mut merged: HashMap<usize, FunctionDurations> = HashMap::new();
     for (index, thread) in source.threads().into_iter().enumerate() {
         let mut functions: HashMap<usize, FunctionDurations> = HashMap::new();
-        // Open calls per function: a call that returns while another of
-        // its function is still open is nested in it (recursion).
-        let mut open: HashMap<usize, u32> = HashMap::new();
         let mut events = 0u64;
         let ((), lost) = source.read_thread(index, |thread_events| {
             let counted = thread_events.inspect(|_| events += 1);
             for step in Calls::streaming(counted, Vec::new(), Reading::Reports) {
                 match step {
                     CallStep::Entered { entry, .. } => {
-                        *open.entry(entry.function).or_default() += 1;
+                        functions.entry(entry.function).or_default().open += 1;
                     }
                     CallStep::Returned {
                         entry,
@@ -255,23 +264,25 @@ pub fn latency_of_with<S: EventSource>(source: &S, rows: Rows) -> Result<Latency
                         children_ns,
                         ..
                     } => {
-                        let nested = close(&mut open, entry.function);
                         let inclusive_ns = duration_ns(&entry, &exit);
-                        functions.entry(entry.function).or_default().record(
+                        let function = functions.entry(entry.function).or_default();
+                        let nested = function.close();
+                        function.record(
                             inclusive_ns,
                             inclusive_ns.saturating_sub(children_ns),
                             nested,
                         );
                     }
                     CallStep::Unfinished { entry, unwound_by } => {
-                        close(&mut open, entry.function);
+                        let function = functions.entry(entry.function).or_default();
+                        function.close();
+                        function.unfinished += 1;
                         report.unfinished_calls += 1;
                         if unwound_by.is_some() {
                             report.unwound_calls += 1;
                         } else {
                             report.still_running_calls += 1;
                         }
-                        functions.entry(entry.function).or_default().unfinished += 1;
                     }
                     CallStep::UnmatchedExit { .. } => report.unmatched_exits += 1,
                 }
@@ -293,16 +304,6 @@ pub fn latency_of_with<S: EventSource>(source: &S, rows: Rows) -> Result<Latency
     }
     report.functions = sorted_stats(source, &merged, rows);
     Ok(report)
-}
-
-/// Ends a call of `function` among the `open` calls per function (each
-/// Returned or Unfinished step of the pairing pass ends a call an Entered
-/// step opened); whether another call of it is still open, the ended call
-/// nested in it.
-fn close(open: &mut HashMap<usize, u32>, function: usize) -> bool {
-    let count = open.entry(function).or_default();
-    *count = count.saturating_sub(1);
-    *count > 0
 }
 
 /// Statistics of each function in `functions` (by address), made into
