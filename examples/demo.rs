@@ -158,7 +158,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     println!(
         "{} events written, {} lost ({} bytes, {} threads) to {}\n\
-         (read it again with `fntrace report {}` or `uftrace replay -d {}`)\n",
+         (read it again with `cargo run --release --bin fntrace -- report {}`, \
+         or `fntrace report` after `cargo install --path tools`; or `uftrace replay -d {}`)\n",
         recorded.events,
         recorded.lost,
         recorded.bytes,

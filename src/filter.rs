@@ -34,9 +34,11 @@ impl Filter {
     /// Trace only functions whose demangled name matches one of the
     /// included globs (`*` any run of characters, `?` one character; a glob
     /// also matches from any point where a path starts inside the name, so
-    /// `serde_json::*` selects `<serde_json::Value as serde::Serialize>::serialize`:
-    /// see [the rules](fntrace_tools::glob#rules)). Without any include,
-    /// every function is included.
+    /// `serde_json::*` selects `<serde_json::Value as serde::Serialize>::serialize`;
+    /// a bare name, without `::`, also matches the last segment of a path as
+    /// GDB's `break NAME` does, so `sleeper` selects `app::sleeper`: see
+    /// [the rules](fntrace_tools::glob#rules)). Without any include, every
+    /// function is included.
     pub fn include(mut self, glob: &str) -> Filter {
         self.include.push(glob.to_string());
         self
@@ -123,6 +125,22 @@ mod tests {
         ));
         assert!(!glob_match("a*b", "acbd"));
         assert!(glob_match("*a*b*", "xxaxxbxx"));
+    }
+
+    #[test]
+    fn a_bare_name_selects_the_function_in_any_module() {
+        // FNTRACE_FILTER and `ctl filter` build this Filter too.
+        let f = Filter::new().include("sleeper");
+        assert!(f.selects("acc_graph::sleeper"));
+        assert!(f.selects("ns::sleeper"));
+        assert!(f.selects("sleeper"));
+        assert!(!f.selects("acc_graph::sleeper_two"));
+        assert!(!Filter::new()
+            .exclude("sleeper")
+            .selects("acc_graph::sleeper"));
+        assert!(!Filter::new()
+            .include("x::sleeper")
+            .selects("acc_graph::sleeper"));
     }
 
     #[test]

@@ -21,13 +21,30 @@ fn demo_built_with_everything_instrumented_traces_exact_counts() {
         .expect("running cargo");
     assert!(status.success(), "building the instrumented demo failed");
 
+    // The trace goes to a directory of this test's own: the demo's default
+    // (`fntrace-demo.data` in the temporary directory) is the user's.
+    let trace_dir =
+        std::env::temp_dir().join(format!("fntrace-instrumented-demo-{}", std::process::id()));
     let output = Command::new(target_dir.join("release/examples/demo"))
         .arg("500")
+        .arg(&trace_dir)
         .output()
         .expect("running the demo");
+    let _ = std::fs::remove_dir_all(&trace_dir);
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "demo failed:\n{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(&format!(" to {}\n", trace_dir.display())),
+        "{stdout}"
+    );
+    // The latency table says what `fntrace report` says.
+    assert!(
+        stdout
+            .lines()
+            .any(|line| line.starts_with("calls") && line.contains(" avg ")),
+        "{stdout}"
+    );
 
     // Latency table rows: calls first, the function name last.
     let count_of = |function: &str| -> Option<u64> {

@@ -21,6 +21,14 @@
 //!   `serde::*` selects that `deserialize` too (the path after ` as `).
 //! - A path does not start in the middle of another one: `demo::*` does not
 //!   select `core::demo::x` (use `*demo::*` for that).
+//! - A glob without `::` (a bare name, as GDB's `break sleeper`) also
+//!   matches the last segment of a path: `sleeper` selects
+//!   `acc_graph::sleeper` and `ns::sleeper`, `fmt` selects
+//!   `<demo::Token as core::fmt::Display>::fmt`, `bar` selects the C++
+//!   `foo::bar(int)`. The last segment is what follows the last `::` outside
+//!   `<…>`, `(…)`, `[…]` and `{…}`, without a trailing C++ parameter list or
+//!   generic arguments (`drop_in_place` for
+//!   `core::ptr::drop_in_place::<demo::Foo>`).
 //!
 //! Why: Rust puts the type of an impl, not its crate, first in the name, so
 //! a glob anchored at the start of the name misses every method of every
@@ -40,10 +48,151 @@
 /// assert!(matches("*demo::*", "core::demo::x"));
 /// ```
 pub fn matches(glob: &str, name: &str) -> bool {
+    let bare = !glob.contains("::");
     let glob: Vec<char> = glob.chars().collect();
     let name: Vec<char> = name.chars().collect();
-    let matched = path_starts(&name).any(|start| whole_match(&glob, &name[start..]));
-    matched
+    path_starts(&name).any(|start| whole_match(&glob, &name[start..]))
+        || (bare && whole_match(&glob, last_segment(&name)))
+}
+
+/// The last segment of the path `name`: what follows its last `::` outside
+/// brackets, after a trailing parameter list (`(int)`, `(int) const`) and
+/// generic arguments (`<T>`, `::<T>`) are cut off. The whole name when it
+/// has no such `::` (a C name), or when its brackets do not balance.
+fn last_segment(name: &[char]) -> &[char] {
+    let mut end = name.len();
+    // Cut trailing bracketed groups: `(…)` (maybe followed by a C++
+    // qualifier such as ` const`) and `<…>`, then a `::` before `<…>`.
+    loop {
+        let trimmed = trim_qualifiers(&name[..end]);
+        match trimmed.last() {
+            Some(&close @ (')' | '>')) => {
+                let open = if close == ')' { '(' } else { '<' };
+                let Some(start) = matching_open(&name[..trimmed.len()], open, close) else {
+                    return name;
+                };
+                if start == 0 {
+                    // The whole name is bracketed (`<T as Trait>`): no
+                    // path to cut from.
+                    return name;
+                }
+                end = start;
+                if name[..end].ends_with(&[':', ':']) {
+                    end -= 2;
+                }
+            }
+            _ => break,
+        }
+    }
+    let path = &name[..end];
+    let mut depth = 0i32;
+    let mut start = 0;
+    for (index, &c) in path.iter().enumerate() {
+        match c {
+            '<' | '(' | '[' | '{' => depth += 1,
+            '>' | ')' | ']' | '}' => depth -= 1,
+            ':' if depth == 0 && index > 0 && path[index - 1] == ':' => start = index + 1,
+            _ => {}
+        }
+    }
+    if depth != 0 {
+        return name;
+    }
+    &path[start..]
+}
+
+/// `text` without trailing C++ member-function qualifiers (` const`,
+/// ` volatile`, `&`, `&&`) after a parameter list.
+fn trim_qualifiers(text: &[char]) -> &[char] {
+    let mut text = text;
+    loop {
+        let before = text.len();
+        for suffix in [" const", " volatile", " &&", " &", "&&", "&"] {
+            let suffix: Vec<char> = suffix.chars().collect();
+            if text.ends_with(&suffix) && text[..text.len() - suffix.len()].ends_with(&[')']) {
+                text = &text[..text.len() - suffix.len()];
+            }
+        }
+        if text.len() == before {
+            return text;
+        }
+    }
+}
+
+/// Index of the `open` bracket matching the `close` that ends `text`.
+fn matching_open(text: &[char], open: char, close: char) -> Option<usize> {
+    let mut depth = 0usize;
+    for (index, &c) in text.iter().enumerate().rev() {
+        if c == close {
+            depth += 1;
+        } else if c == open {
+            depth = depth.checked_sub(1)?;
+            if depth == 0 {
+                return Some(index);
+            }
+        }
+    }
+    None
+}
+
+/// Up to `count` of `names` closest to `glob`, for a message saying that
+/// it matched nothing: first the names containing the glob's text (its
+/// characters other than `*` and `?`, ignoring case), then the others by
+/// edit distance to that text (the smaller of the distances to the whole
+/// name and to its [last segment](self#rules)); ties by name.
+///
+/// ```
+/// use fntrace_tools::glob::closest;
+/// let names = ["acc_graph::sleeper", "main", "acc_graph::work", "sleep"];
+/// assert_eq!(closest("sleepr", names, 2), ["acc_graph::sleeper", "sleep"]);
+/// assert_eq!(closest("*graph::w*", names, 1), ["acc_graph::work"]);
+/// ```
+pub fn closest<'a>(
+    glob: &str,
+    names: impl IntoIterator<Item = &'a str>,
+    count: usize,
+) -> Vec<&'a str> {
+    let text: String = glob
+        .chars()
+        .filter(|c| !matches!(c, '*' | '?'))
+        .flat_map(char::to_lowercase)
+        .collect();
+    let text: Vec<char> = text.chars().collect();
+    let mut scored: Vec<(bool, usize, &str)> = names
+        .into_iter()
+        .map(|name| {
+            let lower: Vec<char> = name.chars().flat_map(char::to_lowercase).collect();
+            let contains = !text.is_empty() && lower.windows(text.len()).any(|w| w == text);
+            let distance =
+                edit_distance(&text, &lower).min(edit_distance(&text, last_segment(&lower)));
+            (!contains, distance, name)
+        })
+        .collect();
+    scored.sort();
+    scored.dedup_by(|a, b| a.2 == b.2);
+    scored
+        .into_iter()
+        .take(count)
+        .map(|(_, _, name)| name)
+        .collect()
+}
+
+/// Levenshtein distance between `a` and `b` (insertions, deletions and
+/// substitutions of one character each cost 1).
+fn edit_distance(a: &[char], b: &[char]) -> usize {
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, &ca) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (diagonal + usize::from(ca != cb))
+                .min(above + 1)
+                .min(row[j] + 1);
+            diagonal = above;
+        }
+    }
+    row[b.len()]
 }
 
 /// Whether any glob of `globs` selects `name` (false for no globs).
@@ -122,6 +271,53 @@ mod tests {
         assert!(!matches("demo::*", "core::demo::x"));
         assert!(!matches("json::*", "serde_json::to_string"));
         assert!(matches("*demo::*", "core::demo::x"));
+    }
+
+    #[test]
+    fn a_bare_name_matches_the_last_path_segment_as_gdb() {
+        assert!(matches("sleeper", "acc_graph::sleeper"));
+        assert!(matches("sleeper", "ns::sleeper"));
+        assert!(matches("sleep*", "acc_graph::sleeper"));
+        assert!(matches("sleeper", "sleeper"));
+        assert!(!matches("sleeper", "acc_graph::sleeper_two"));
+        assert!(!matches("sleeper", "sleeper::inner"));
+        assert!(matches("bar", "foo::bar(int)"));
+        assert!(matches("bar", "foo::bar(int) const"));
+        assert!(matches("bar", "ns::Foo<int>::bar(std::vector<int>)"));
+        assert!(matches("fmt", "<demo::Token as core::fmt::Display>::fmt"));
+        assert!(matches(
+            "drop_in_place",
+            "core::ptr::drop_in_place::<demo::Foo>"
+        ));
+        assert!(matches("push", "<alloc::vec::Vec<demo::Token>>::push"));
+        // Globs with a path are anchored as before.
+        assert!(!matches("demo::sleeper", "acc_graph::demo::sleeper"));
+        assert!(!matches(
+            "Token",
+            "<demo::Token as core::fmt::Display>::fmt"
+        ));
+        // Unbalanced or bracketed-only names do not panic.
+        assert!(!matches("x", "a::b<c"));
+        assert!(!matches("x", "<T as Y>"));
+        assert!(matches("f", "f"));
+    }
+
+    #[test]
+    fn closest_names() {
+        let names = [
+            "acc_graph::sleeper",
+            "acc_graph::worker",
+            "main",
+            "fib",
+            "helper",
+        ];
+        assert_eq!(closest("no_such_function", [], 3), Vec::<&str>::new());
+        assert_eq!(closest("sleepr", names, 1), ["acc_graph::sleeper"]);
+        assert_eq!(closest("fob", names, 2), ["fib", "main"]);
+        let mut graph = closest("*GRAPH*", names, 2);
+        graph.sort();
+        assert_eq!(graph, names[..2]);
+        assert_eq!(edit_distance(&['a', 'b'], &['b', 'a', 'b']), 1);
     }
 
     #[test]

@@ -196,17 +196,78 @@ fn lost_events_and_unfinished_calls_are_stated_before_the_table() {
     let fields: Vec<&str> = outer.split_whitespace().collect();
     assert_eq!(fields[..2], ["10", "1"], "{report}");
 
-    // The flame graph says what it lacks too.
-    let svg = dir.0.with_extension("svg");
+    // Every export says what it lacks too, in one line, before writing.
+    let outputs = TempDir::new("lost-outputs");
+    for (command, file) in [
+        ("flame", "f.svg"),
+        ("chrome", "t.json"),
+        ("perfetto", "t.perfetto-trace"),
+    ] {
+        let path = outputs.0.join(file);
+        let output = Command::new(CLI)
+            .args([command, "-o"])
+            .arg(&path)
+            .arg(&dir.0)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{command}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert_eq!(
+            lines.first().copied(),
+            Some(
+                format!(
+                    "fntrace: warning: {}: 1234 events lost while recording (buffers full); \
+                     1 calls without an exit: 1 still running when the trace ended (drawn to \
+                     its end)",
+                    path.display()
+                )
+                .as_str()
+            ),
+            "{command}: {stderr}"
+        );
+        assert_eq!(
+            lines.last().copied(),
+            Some(format!("fntrace: wrote {}", path.display()).as_str()),
+            "{command}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn diff_tells_lost_events_from_calls_still_running_and_unwound() {
+    let before = TempDir::unmade("diff-before");
+    let after = TempDir::unmade("diff-after");
+    write_uftrace_dir(&outer_inner_calls(3), &before.0, None).unwrap();
+    // After: events lost, and outer's one call never returned (inner did).
+    let mut trace = outer_inner_calls(1);
+    trace.threads[0].events.pop();
+    trace.threads[0].lost = 5;
+    write_uftrace_dir(&trace, &after.0, None).unwrap();
     let output = Command::new(CLI)
-        .args(["flame", "-o"])
-        .arg(&svg)
-        .arg(&dir.0)
+        .arg("diff")
+        .args([&before.0, &after.0])
         .output()
         .unwrap();
-    let _ = std::fs::remove_file(&svg);
     assert!(output.status.success());
-    assert!(String::from_utf8_lossy(&output.stderr).contains("1234 events were lost"));
+    let diff = String::from_utf8(output.stdout).unwrap();
+    let lines: Vec<&str> = diff.lines().collect();
+    assert_eq!(
+        lines[2..4],
+        [
+            "# after: 5 events were lost while recording (buffers full)",
+            "# after: 1 call has no exit (1 still running when the trace ended; or their \
+             exits were among the lost events)"
+        ],
+        "{diff}"
+    );
+    // outer was called in both: its calls lack their exit, it is not gone.
+    let outer = lines
+        .iter()
+        .find(|line| line.ends_with("  outer_function"))
+        .unwrap();
+    assert!(outer.contains("no exit"), "{diff}");
+    assert!(!outer.contains("gone"), "{diff}");
 }
 
 #[test]

@@ -220,8 +220,8 @@ fn selections_narrow_every_command() {
     let none = fntrace_ok(&["report", "--time-range", "~0ns"], &done);
     assert_eq!(report_row(&none, "main"), None, "{none}");
 
-    // replay: the timeline, two levels under outer.
-    let replay = fntrace_ok(&["replay", "-F", "outer", "-D", "1"], &done);
+    // replay: the timeline, two levels from outer (uftrace's -D 2).
+    let replay = fntrace_ok(&["replay", "-F", "outer", "-D", "2"], &done);
     assert_eq!(replay.matches("outer() {").count(), 2, "{replay}");
     assert_eq!(replay.matches("inner();").count(), 6, "{replay}");
     assert_eq!(replay.matches("leaf").count(), 0, "{replay}");
@@ -380,4 +380,12 @@ fn rust_v0_names_in_uftraces_own_directory_are_demangled_and_globbed() {
         "{selected}"
     );
     assert_eq!(report_row(&selected, "r::leaf"), None, "{selected}");
+
+    // A bare name matches the last segment of a path, as GDB's `break
+    // leaf` does: `-F leaf` is r::leaf, `-N leaf` leaves it out.
+    let leaf = fntrace_ok(&["report", "-F", "leaf"], &dir);
+    assert_eq!(report_row(&leaf, "r::leaf"), Some((3, 0)), "{leaf}");
+    let no_leaf = fntrace_ok(&["report", "-N", "leaf"], &dir);
+    assert_eq!(report_row(&no_leaf, "r::leaf"), None, "{no_leaf}");
+    assert!(report_row(&no_leaf, "r::main").is_some(), "{no_leaf}");
 }

@@ -1,6 +1,7 @@
 //! Per-function latency statistics: calls, inclusive and self time, and the
-//! distribution of call durations, per thread and across threads. See
-//! [`latency`] for what is measured and how recursion counts.
+//! distribution of call durations, per thread and across threads, one row
+//! per function name as `uftrace report` shows them. See [`latency`] for
+//! what is measured and how recursion counts.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -13,7 +14,9 @@ use crate::trace::Trace;
 /// Latency statistics of one function.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FunctionStats {
-    /// Entry address of the function.
+    /// Entry address of the function; when the row merges several
+    /// functions of the same name ([`Rows::ByName`]), the lowest of their
+    /// addresses.
     pub function: usize,
     /// Demangled name, or the address in hex when unknown.
     pub name: String,
@@ -22,8 +25,10 @@ pub struct FunctionStats {
     /// Calls whose exit was not recorded: still running when the trace
     /// ended, or unwound (panic, `longjmp`). Not in the durations.
     pub unfinished: u64,
-    /// Sum of the completed calls' durations, inclusive of callees (see
-    /// [`latency`] for recursion).
+    /// Sum of the durations of the completed calls that were not nested in
+    /// another call of the same function: time spent in the function,
+    /// callees included, each recursive descent counted once (see
+    /// [`latency`]).
     pub total_ns: u64,
     /// Sum over the completed calls of their duration minus the durations of
     /// their completed direct children.
@@ -32,7 +37,8 @@ pub struct FunctionStats {
     pub min_ns: u64,
     /// Longest call.
     pub max_ns: u64,
-    /// `total_ns / calls`, rounded to the nearest nanosecond.
+    /// Mean duration of the completed calls (nested recursive calls
+    /// included, as uftrace's `avg`), rounded to the nearest nanosecond.
     pub mean_ns: u64,
     /// Median call duration, within [`MAX_RELATIVE_ERROR`](super::MAX_RELATIVE_ERROR).
     pub p50_ns: u64,
@@ -60,6 +66,14 @@ pub struct LatencyReport {
     /// frame was unwound), all threads. These calls are not in the
     /// statistics.
     pub unfinished_calls: u64,
+    /// Of the unfinished calls, those still open when their thread's
+    /// events ended (still running when the trace ended, or their exit
+    /// lost).
+    pub still_running_calls: u64,
+    /// Of the unfinished calls, those left without an exit while their
+    /// thread went on (unwound by a panic or `longjmp`, or their exit lost):
+    /// `unfinished_calls - still_running_calls`.
+    pub unwound_calls: u64,
     /// Events lost while recording (buffers full), all threads: the
     /// statistics miss the calls they belonged to.
     pub lost_events: u64,
@@ -80,27 +94,59 @@ pub struct ThreadSummary {
     pub lost: u64,
 }
 
+/// How [`latency_of_with`] makes rows of functions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Rows {
+    /// One row per name, as `uftrace report`: two `static` functions of the
+    /// same name in two files, or the names of code folded into one (the
+    /// linker's identical code folding), are one row.
+    #[default]
+    ByName,
+    /// One row per function address: functions of the same name apart.
+    ByAddress,
+}
+
 /// Durations of one function's completed calls.
 #[derive(Clone, Debug, Default)]
 struct FunctionDurations {
     /// Each call's duration, callees included.
     inclusive: Histogram,
+    /// Summed durations of the calls not nested in a call of the same
+    /// function (the outermost frame of each recursion).
+    total_ns: u64,
     /// Sum of each call's duration minus its direct children's.
     self_ns: u64,
     /// Calls without their exit.
     unfinished: u64,
+    /// While a thread is read: its calls of the function entered and not
+    /// yet ended. A call that ends while another is still open was nested
+    /// in it (recursion).
+    open: u32,
 }
 
 impl FunctionDurations {
-    /// Adds one completed call.
-    fn record(&mut self, inclusive_ns: u64, self_ns: u64) {
+    /// Ends one of the function's open calls (each Returned or Unfinished
+    /// step of the pairing pass ends a call an Entered step opened);
+    /// whether another is still open, the ended call nested in it.
+    fn close(&mut self) -> bool {
+        self.open = self.open.saturating_sub(1);
+        self.open > 0
+    }
+
+    /// Adds one completed call; `nested` if it ran inside another call of
+    /// the same function (its time is already in that call's).
+    fn record(&mut self, inclusive_ns: u64, self_ns: u64, nested: bool) {
         self.inclusive.record(inclusive_ns);
+        if !nested {
+            self.total_ns = self.total_ns.saturating_add(inclusive_ns);
+        }
         self.self_ns = self.self_ns.saturating_add(self_ns);
     }
 
     /// Adds the calls of `other` (another thread's, say).
     fn merge(&mut self, other: &FunctionDurations) {
         self.inclusive.merge(&other.inclusive);
+        self.total_ns = self.total_ns.saturating_add(other.total_ns);
         self.self_ns = self.self_ns.saturating_add(other.self_ns);
         self.unfinished += other.unfinished;
     }
@@ -113,7 +159,7 @@ impl FunctionDurations {
             name,
             calls: durations.count(),
             unfinished: self.unfinished,
-            total_ns: durations.sum(),
+            total_ns: self.total_ns,
             self_ns: self.self_ns,
             min_ns: durations.min(),
             max_ns: durations.max(),
@@ -136,14 +182,22 @@ impl FunctionDurations {
 ///
 /// # Recursion
 ///
-/// Every call of a function counts its own full duration in
-/// [`FunctionStats::total_ns`], as `uftrace report` does. For a recursive
-/// function the nested calls are therefore counted again inside the outer
-/// calls' durations, and `total_ns` can exceed the wall time spent in the
-/// function. [`FunctionStats::self_ns`] has no such overlap: each call
+/// As `uftrace report` does, a call made while another call of the same
+/// function (the same address) is open on its thread adds to the function's
+/// [`calls`](FunctionStats::calls), [`self_ns`](FunctionStats::self_ns) and
+/// duration distribution, but not to [`total_ns`](FunctionStats::total_ns):
+/// its time is already in the outer call's duration. So `total_ns` is the
+/// time spent in the function, callees included, never more than the time
+/// of the calls it ran in (`fib` under `main` totals at most `main`'s time).
+/// [`FunctionStats::self_ns`] has no overlap to begin with: each call
 /// contributes its duration minus the durations of its direct children
 /// (recursive or not), so the self times of all functions add up to the time
 /// covered by the outermost completed calls.
+///
+/// # Rows
+///
+/// One row per function name ([`Rows::ByName`]), as uftrace's; see
+/// [`latency_of_with`] for one per address.
 ///
 /// # Cost
 ///
@@ -186,6 +240,12 @@ pub fn latency(trace: &Trace) -> LatencyReport {
 /// ([`UftraceReader`](crate::export::UftraceReader)), in memory bounded by
 /// the open calls and one histogram per function.
 pub fn latency_of<S: EventSource>(source: &S) -> Result<LatencyReport, S::Error> {
+    latency_of_with(source, Rows::ByName)
+}
+
+/// [`latency_of`] with the functions made into `rows`: by name (as
+/// [`latency_of`]) or by address.
+pub fn latency_of_with<S: EventSource>(source: &S, rows: Rows) -> Result<LatencyReport, S::Error> {
     let mut report = LatencyReport::default();
     let mut merged: HashMap<usize, FunctionDurations> = HashMap::new();
     for (index, thread) in source.threads().into_iter().enumerate() {
@@ -195,7 +255,9 @@ pub fn latency_of<S: EventSource>(source: &S) -> Result<LatencyReport, S::Error>
             let counted = thread_events.inspect(|_| events += 1);
             for step in Calls::streaming(counted, Vec::new(), Reading::Reports) {
                 match step {
-                    CallStep::Entered { .. } => {}
+                    CallStep::Entered { entry, .. } => {
+                        functions.entry(entry.function).or_default().open += 1;
+                    }
                     CallStep::Returned {
                         entry,
                         exit,
@@ -203,14 +265,24 @@ pub fn latency_of<S: EventSource>(source: &S) -> Result<LatencyReport, S::Error>
                         ..
                     } => {
                         let inclusive_ns = duration_ns(&entry, &exit);
-                        functions
-                            .entry(entry.function)
-                            .or_default()
-                            .record(inclusive_ns, inclusive_ns.saturating_sub(children_ns));
+                        let function = functions.entry(entry.function).or_default();
+                        let nested = function.close();
+                        function.record(
+                            inclusive_ns,
+                            inclusive_ns.saturating_sub(children_ns),
+                            nested,
+                        );
                     }
-                    CallStep::Unfinished { entry, .. } => {
+                    CallStep::Unfinished { entry, unwound_by } => {
+                        let function = functions.entry(entry.function).or_default();
+                        function.close();
+                        function.unfinished += 1;
                         report.unfinished_calls += 1;
-                        functions.entry(entry.function).or_default().unfinished += 1;
+                        if unwound_by.is_some() {
+                            report.unwound_calls += 1;
+                        } else {
+                            report.still_running_calls += 1;
+                        }
                     }
                     CallStep::UnmatchedExit { .. } => report.unmatched_exits += 1,
                 }
@@ -221,7 +293,7 @@ pub fn latency_of<S: EventSource>(source: &S) -> Result<LatencyReport, S::Error>
         }
         report
             .per_thread
-            .push((thread.tid, sorted_stats(source, &functions)));
+            .push((thread.tid, sorted_stats(source, &functions, rows)));
         report.lost_events += lost;
         report.threads.push(ThreadSummary {
             tid: thread.tid,
@@ -230,19 +302,38 @@ pub fn latency_of<S: EventSource>(source: &S) -> Result<LatencyReport, S::Error>
             lost,
         });
     }
-    report.functions = sorted_stats(source, &merged);
+    report.functions = sorted_stats(source, &merged, rows);
     Ok(report)
 }
 
-/// Statistics of each function in `functions`, largest total first.
+/// Statistics of each function in `functions` (by address), made into
+/// `rows`, largest total first.
 fn sorted_stats<S: EventSource>(
     source: &S,
     functions: &HashMap<usize, FunctionDurations>,
+    rows: Rows,
 ) -> Vec<FunctionStats> {
-    let mut stats: Vec<FunctionStats> = functions
-        .iter()
-        .map(|(&function, durations)| durations.stats(function, source.name_of(function)))
-        .collect();
+    let mut stats: Vec<FunctionStats> = match rows {
+        Rows::ByAddress => functions
+            .iter()
+            .map(|(&function, durations)| durations.stats(function, source.name_of(function)))
+            .collect(),
+        Rows::ByName => {
+            // Name → lowest address and the merged durations.
+            let mut by_name: HashMap<String, (usize, FunctionDurations)> = HashMap::new();
+            for (&function, durations) in functions {
+                let row = by_name
+                    .entry(source.name_of(function))
+                    .or_insert_with(|| (function, FunctionDurations::default()));
+                row.0 = row.0.min(function);
+                row.1.merge(durations);
+            }
+            by_name
+                .into_iter()
+                .map(|(name, (function, durations))| durations.stats(function, name))
+                .collect()
+        }
+    };
     stats.sort_by(|a, b| {
         b.total_ns
             .cmp(&a.total_ns)
@@ -255,14 +346,14 @@ fn sorted_stats<S: EventSource>(
 /// Column headers of [`LatencyReport::table`]; all but the last are
 /// right-aligned durations (or counts).
 const TABLE_HEADERS: [&str; 10] = [
-    "calls", "total", "self", "mean", "min", "p50", "p90", "p99", "max", "function",
+    "calls", "total", "self", "avg", "min", "p50", "p90", "p99", "max", "function",
 ];
 
 impl LatencyReport {
     /// The merged statistics as an aligned text table, largest total first,
     /// at most `limit` function rows (`usize::MAX` for all).
     ///
-    /// Columns: `calls total self mean min p50 p90 p99 max function`, two
+    /// Columns: `calls total self avg min p50 p90 p99 max function`, two
     /// spaces apart, numbers right-aligned, each column as wide as its widest
     /// cell. Durations are in ns, µs, ms or s with three significant digits
     /// (`812 ns`, `1.25 µs`, `31.4 ms`, `2.00 s`). When events were lost, a
@@ -486,31 +577,60 @@ mod tests {
     }
 
     #[test]
-    fn recursion_counts_each_calls_own_duration() {
-        // fact(3) { fact(2) { fact(1) } }
+    fn recursion_counts_the_outermost_call_once() {
+        // main { fact(3) { fact(2) { next; fact(1) } } fact(1) }
         let events = vec![
-            entry(0, FACT, 0),
-            entry(10, FACT, 1),
-            entry(20, FACT, 2),
-            exit(50, FACT, 2),
-            exit(80, FACT, 1),
-            exit(100, FACT, 0),
+            entry(0, MAIN, 0),
+            entry(5, FACT, 1),
+            entry(10, FACT, 2),
+            entry(12, NEXT, 3),
+            exit(14, NEXT, 3),
+            entry(20, FACT, 3),
+            exit(50, FACT, 3),
+            exit(80, FACT, 2),
+            exit(100, FACT, 1),
+            entry(110, FACT, 1),
+            exit(120, FACT, 1),
+            exit(200, MAIN, 0),
         ];
         let report = latency(&trace(vec![(7, events)]));
-        // Durations 30, 70, 100; self 30, 40, 30.
+        // Durations 30, 70, 95 and 10; self 30, 38, 25 and 10. The total
+        // is the two outermost calls' (95 + 10), not every frame's (205):
+        // never more than main's 200.
         assert_eq!(
             report.functions,
-            vec![stats(
-                FACT,
-                "demo::fact",
-                3,
-                200,
-                100,
-                30,
-                100,
-                67,
-                [70, 100, 100]
-            )]
+            vec![
+                stats(MAIN, "demo::main", 1, 200, 95, 200, 200, 200, [200; 3]),
+                stats(FACT, "demo::fact", 4, 105, 103, 10, 95, 51, [30, 95, 95]),
+                stats(NEXT, "demo::next", 1, 2, 2, 2, 2, 2, [2; 3]),
+            ]
+        );
+    }
+
+    #[test]
+    fn rows_merge_functions_of_one_name_unless_by_address() {
+        const OTHER_NEXT: usize = 0x6000;
+        let mut two = trace(vec![(
+            7,
+            vec![
+                entry(0, NEXT, 0),
+                exit(10, NEXT, 0),
+                entry(20, OTHER_NEXT, 0),
+                exit(50, OTHER_NEXT, 0),
+            ],
+        )]);
+        two.names.insert(OTHER_NEXT, "demo::next".to_string());
+        let merged = stats(NEXT, "demo::next", 2, 40, 40, 10, 30, 20, [10, 30, 30]);
+        let report = latency(&two);
+        assert_eq!(report.functions, vec![merged.clone()]);
+        assert_eq!(report.per_thread, vec![(7, vec![merged])]);
+        let apart = infallible(latency_of_with(&two, Rows::ByAddress));
+        assert_eq!(
+            apart.functions,
+            vec![
+                stats(OTHER_NEXT, "demo::next", 1, 30, 30, 30, 30, 30, [30; 3]),
+                stats(NEXT, "demo::next", 1, 10, 10, 10, 10, 10, [10; 3]),
+            ]
         );
     }
 
@@ -604,6 +724,7 @@ mod tests {
             ]
         );
         assert_eq!(report.unfinished_calls, 3);
+        assert_eq!((report.unwound_calls, report.still_running_calls), (2, 1));
         assert_eq!(report.unmatched_exits, 0);
     }
 
@@ -685,7 +806,7 @@ mod tests {
         events.extend([entry(1_000, MAIN, 0), exit(1_500_001_000, MAIN, 0)]);
         let report = latency(&trace(vec![(7, events)]));
         let expected = "\
-calls   total    self    mean     min     p50     p90     p99     max  function
+calls   total    self     avg     min     p50     p90     p99     max  function
     2  1.50 s  1.50 s  750 ms  200 ns  200 ns  1.50 s  1.50 s  1.50 s  demo::main
     1  100 ns   70 ns  100 ns  100 ns  100 ns  100 ns  100 ns  100 ns  demo::tokenize
     2   30 ns   30 ns   15 ns   10 ns   10 ns   20 ns   20 ns   20 ns  demo::next
@@ -694,7 +815,7 @@ calls   total    self    mean     min     p50     p90     p99     max  function
         assert_eq!(report.table(usize::MAX), expected);
 
         let expected_top = "\
-calls   total    self    mean     min     p50     p90     p99     max  function
+calls   total    self     avg     min     p50     p90     p99     max  function
     2  1.50 s  1.50 s  750 ms  200 ns  200 ns  1.50 s  1.50 s  1.50 s  demo::main
 ... 3 more functions
 ";
@@ -721,7 +842,7 @@ calls   total    self    mean     min     p50     p90     p99     max  function
             ..LatencyReport::default()
         };
         let expected = "\
-calls    total     self     mean     min      p50      p90      p99      max  function
+calls    total     self      avg     min      p50      p90      p99      max  function
    12  15.0 µs  1.25 µs  1.25 µs  999 ns  1.25 µs  1.50 µs  2.00 µs  2.00 µs  demo::parse
  1000   900 ns   900 ns     1 ns    1 ns     1 ns     1 ns     1 ns     1 ns  demo::next
 ";

@@ -78,9 +78,10 @@ pub use callgraph::{call_graph, write_call_graph, write_call_graph_of, ReadOrWri
 pub use calltree::{call_tree, call_tree_of, Backtrace, CallNode, CallTree};
 pub use histogram::{Histogram, MAX_RELATIVE_ERROR, SUB_BUCKETS};
 pub use latency::{
-    human_duration, latency, latency_of, FunctionStats, LatencyReport, ThreadSummary,
+    human_duration, latency, latency_of, latency_of_with, FunctionStats, LatencyReport, Rows,
+    ThreadSummary,
 };
-pub use select::{select, Selected, Selection};
+pub use select::{select, Selected, Selection, Unmatched};
 
 #[cfg(test)]
 mod tests {

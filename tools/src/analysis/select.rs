@@ -4,9 +4,10 @@
 //! every report and export applies a selection the same way by reading the
 //! smaller trace.
 
-use std::collections::HashMap;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
 
-use crate::glob::matches_any;
+use crate::glob::{closest, matches, matches_any};
 use crate::source::{infallible, EventSource, ThreadInfo};
 use crate::trace::{EventKind, GraphEvent, ThreadTrace, Trace};
 
@@ -33,9 +34,10 @@ pub struct Selection {
     pub from_ns: Option<u64>,
     /// Keep only calls entered at or before this time (ns).
     pub to_ns: Option<u64>,
-    /// Keep only calls at most this deep below the outermost kept call of
-    /// their thread (0: only those), as uftrace's `-D`.
-    pub max_depth: Option<u16>,
+    /// Keep only this many levels of calls, counted from the outermost kept
+    /// call of each subtree, as uftrace's `-D` (1: only those outermost
+    /// calls; 0 keeps nothing).
+    pub depth: Option<u16>,
 }
 
 impl Selection {
@@ -50,7 +52,7 @@ impl Selection {
 /// An entry and its exit are kept or dropped together (exits are paired with
 /// entries by depth, as the [pairing rules](super#pairing-entries-with-exits)
 /// do); a thread's lost-event count is kept with the thread. Kept calls
-/// keep their recorded depth, except with `max_depth`, where depths count
+/// keep their recorded depth, except with `depth`, where depths count
 /// from the outermost call of each kept subtree (0) so that `-D` means what
 /// it says inside a `-F` subtree. Names and symbols are kept as they are.
 /// [`Selected`] does the same as events are read.
@@ -81,12 +83,32 @@ pub fn select(trace: &Trace, selection: &Selection) -> Trace {
 /// itself: threads are left out as `tids` says, and each thread's events
 /// are selected as they are read, as [`select`] does; memory is one entry
 /// per open call, and one per function seen (whether it matches the globs).
+///
+/// After reading, [`Selected::unmatched`] tells which globs selected no
+/// function of the calls read, so that a typo is not taken for an empty
+/// result.
 #[derive(Debug)]
 pub struct Selected<'a, S> {
     source: &'a S,
     selection: &'a Selection,
     /// Indices in `source` of the threads kept.
     threads: Vec<usize>,
+    /// The functions entered in the events read so far, when the selection
+    /// has globs (their names are needed then anyway).
+    seen: RefCell<HashSet<usize>>,
+}
+
+/// A glob of a [`Selection`] that matched no function entered in the
+/// events read ([`Selected::unmatched`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unmatched {
+    /// Whether it is an `exclude` glob (`-N`), not an `include` one (`-F`).
+    pub exclude: bool,
+    /// The glob.
+    pub glob: String,
+    /// Up to three names of functions that were entered, closest to the
+    /// glob first ([`closest`](crate::glob::closest)).
+    pub closest: Vec<String>,
 }
 
 impl<'a, S: EventSource> Selected<'a, S> {
@@ -103,7 +125,38 @@ impl<'a, S: EventSource> Selected<'a, S> {
             source,
             selection,
             threads,
+            seen: RefCell::new(HashSet::new()),
         }
+    }
+
+    /// The include and exclude globs that matched no function entered in
+    /// the events read so far (read every thread first), each with the
+    /// names closest to it.
+    pub fn unmatched(&self) -> Vec<Unmatched> {
+        let names: Vec<String> = {
+            let mut names: Vec<String> = self
+                .seen
+                .borrow()
+                .iter()
+                .map(|&function| self.source.name_of(function))
+                .collect();
+            names.sort();
+            names.dedup();
+            names
+        };
+        let globs = (self.selection.include.iter().map(|glob| (false, glob)))
+            .chain(self.selection.exclude.iter().map(|glob| (true, glob)));
+        globs
+            .filter(|(_, glob)| !names.iter().any(|name| matches(glob, name)))
+            .map(|(exclude, glob)| Unmatched {
+                exclude,
+                glob: glob.clone(),
+                closest: closest(glob, names.iter().map(String::as_str), 3)
+                    .into_iter()
+                    .map(str::to_string)
+                    .collect(),
+            })
+            .collect()
     }
 
     /// Reads the thread of `source` at `index` (an index in `source`),
@@ -125,7 +178,10 @@ impl<'a, S: EventSource> Selected<'a, S> {
                 matches: HashMap::new(),
                 open: Vec::new(),
             };
-            read(&mut selected)
+            let value = read(&mut selected);
+            // The functions whose names were matched: every one entered.
+            self.seen.borrow_mut().extend(selected.matches.keys());
+            value
         })
     }
 }
@@ -175,8 +231,8 @@ struct Open {
     kept: bool,
     /// Whether it is in a kept subtree (kept, or left out only by `-D`).
     rooted: bool,
-    /// Its depth in the output (with `max_depth`: counted from the
-    /// outermost kept call).
+    /// Its depth in the output (with `depth`: counted from the outermost
+    /// kept call).
     new_depth: u16,
 }
 
@@ -247,8 +303,8 @@ impl<I: ?Sized> SelectedEvents<'_, I> {
                 let rooted_parent = parent.filter(|p| p.rooted);
                 let rooted = keep || rooted_parent.is_some();
                 let new_depth = rooted_parent.map_or(0, |p| p.new_depth.saturating_add(1));
-                if let Some(max) = selection.max_depth {
-                    keep &= new_depth <= max;
+                if let Some(levels) = selection.depth {
+                    keep &= new_depth < levels;
                 }
                 self.open.push(Open {
                     depth: event.depth,
@@ -267,7 +323,7 @@ impl<I: ?Sized> SelectedEvents<'_, I> {
                         .then(|| renumbered(&event, call.new_depth, selection))
                 } else if selection.include.is_empty()
                     && selection.exclude.is_empty()
-                    && selection.max_depth.is_none()
+                    && selection.depth.is_none()
                     && selection.from_ns.is_none()
                 {
                     // An exit whose entry was not recorded: kept only when
@@ -281,9 +337,9 @@ impl<I: ?Sized> SelectedEvents<'_, I> {
     }
 }
 
-/// `event` at its output depth: renumbered only under `max_depth`.
+/// `event` at its output depth: renumbered only under `depth`.
 fn renumbered(event: &GraphEvent, new_depth: u16, selection: &Selection) -> GraphEvent {
-    if selection.max_depth.is_some() {
+    if selection.depth.is_some() {
         GraphEvent {
             depth: new_depth,
             ..*event
@@ -374,6 +430,34 @@ mod tests {
     }
 
     #[test]
+    fn globs_that_match_nothing_are_told_with_the_closest_names() {
+        let trace = trace();
+        let selection = Selection {
+            include: vec!["work".into(), "no_such_function".into()],
+            exclude: vec!["wirte".into(), "fmt".into()],
+            ..Selection::default()
+        };
+        let selected = Selected::new(&trace, &selection);
+        // Nothing read yet: nothing matched.
+        assert_eq!(selected.unmatched().len(), 4);
+        for index in 0..selected.threads().len() {
+            infallible(selected.read_thread(index, |events| events.count()));
+        }
+        let unmatched = selected.unmatched();
+        assert_eq!(
+            unmatched
+                .iter()
+                .map(|u| (u.exclude, u.glob.as_str()))
+                .collect::<Vec<_>>(),
+            [(false, "no_such_function"), (true, "wirte")]
+        );
+        assert_eq!(unmatched[1].closest[0], "std::io::write");
+        assert_eq!(unmatched[1].closest.len(), 3);
+        // The bare name `work` selected demo::work's subtree.
+        assert_eq!(times(&select(&trace, &selection), 2), [5, 6]);
+    }
+
+    #[test]
     fn tids_time_and_depth() {
         let selected = select(
             &trace(),
@@ -390,13 +474,22 @@ mod tests {
             ..Selection::default()
         };
         assert_eq!(times(&select(&trace(), &late), 1), [50, 60, 70, 80]);
+        // -D 1: the outermost level only, as uftrace's.
         let shallow = Selection {
             include: vec!["demo::work".into()],
-            max_depth: Some(0),
+            depth: Some(1),
             ..Selection::default()
         };
         let selected = select(&trace(), &shallow);
         assert_eq!(times(&selected, 1), [50, 80, 100]);
         assert!(selected.threads[0].events.iter().all(|e| e.depth == 0));
+        let two = Selection {
+            depth: Some(2),
+            ..Selection::default()
+        };
+        assert_eq!(
+            times(&select(&trace(), &two), 1),
+            [0, 10, 40, 50, 80, 90, 100]
+        );
     }
 }

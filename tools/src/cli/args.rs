@@ -20,7 +20,10 @@ A trace directory is written by fntrace::dump (uftrace's data format); the
 directories of `uftrace record` are read too. Function globs (-F, -N, graph's
 FUNCTION): `*` any run of characters, `?` one character; a glob also matches
 from any point where a path starts inside a name, so `serde_json::*` selects
-`<serde_json::Value as serde::Serialize>::serialize` too.";
+`<serde_json::Value as serde::Serialize>::serialize` too; a bare name (no
+`::`) also matches the last segment of a path, as GDB's `break NAME`:
+`sleeper` selects `app::sleeper`. A glob that matches no function called in
+the trace is an error naming the closest names.";
 
 /// fntrace: reports, call graphs and exports of function traces.
 #[derive(Debug, Parser)]
@@ -80,10 +83,14 @@ pub enum Command {
 const REPORT_HELP: &str = "\
 Columns: calls (completed), unfinished (entered, exit not recorded: still
 running when the trace ended, or unwound), total (summed durations, callees
-included; recursion counts each nested call again, as uftrace does), self
-(total minus the completed direct callees), avg, min, p99 (within 1%), max.
-Times in ns, µs, ms, s. Lost events and unfinished calls are stated above the
-table: the numbers below them are missing what was lost.
+included; a call nested in a call of the same function, as in recursion,
+adds nothing: its time is in the outer call's, as uftrace counts it), self
+(each call's duration minus its completed direct callees'), avg, min, p99
+(within 1%), max (of every call, nested ones included). One row per function
+name, as uftrace's (two static functions called `helper` are one row);
+--by-address splits them. Times in ns, µs, ms, s. Lost events and unfinished
+calls are stated above the table: the numbers below them are missing what was
+lost.
 
 Examples:
   fntrace report trace-dir                        sorted by total time
@@ -194,6 +201,10 @@ pub struct ReportArgs {
     /// At most N rows (per table).
     #[arg(long, value_name = "N")]
     pub top: Option<usize>,
+    /// One row per function address: functions of the same name (static
+    /// functions of several files, folded code) apart.
+    #[arg(long)]
+    pub by_address: bool,
     /// Which calls.
     #[command(flatten)]
     pub select: SelectArgs,
@@ -202,7 +213,8 @@ pub struct ReportArgs {
 /// A column of the report to sort by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum SortKey {
-    /// Summed durations, callees included.
+    /// Time in the function, callees included (a call nested in a call of
+    /// the same function counted once, in the outer one).
     Total,
     /// Summed self time.
     #[value(name = "self")]
@@ -237,9 +249,11 @@ pub struct GraphArgs {
 pub struct ReplayArgs {
     /// The trace directory.
     pub dir: PathBuf,
-    /// Only calls at most DEPTH levels below the outermost shown (0: only
-    /// those).
-    #[arg(short = 'D', long = "depth", value_name = "DEPTH")]
+    /// Only DEPTH levels of calls (1: the outermost calls only), counted
+    /// from the outermost call shown (inside -F's functions: from them), as
+    /// uftrace's -D and `fntrace record -D`.
+    #[arg(short = 'D', long = "depth", value_name = "DEPTH",
+          value_parser = clap::value_parser!(u16).range(1..))]
     pub depth: Option<u16>,
     /// Which calls.
     #[command(flatten)]

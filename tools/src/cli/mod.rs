@@ -18,9 +18,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser};
-use fntrace_tools::analysis::{self, ReadOrWrite, Selected, Selection};
+use fntrace_tools::analysis::{self, ReadOrWrite, Rows, Selected, Selection, Unmatched};
 use fntrace_tools::export::{self, UftraceReader};
-use fntrace_tools::EventSource;
+use fntrace_tools::{glob, EventSource};
 
 use args::{ChromeArgs, Cli, Command, SelectArgs};
 pub use cargo::run_as_rustc_wrapper;
@@ -56,20 +56,45 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Report(args) => {
             let (trace, bar) = open_trace(&args.dir, 1)?;
             let selection = selection(&trace, &args.dir, &args.select, None)?;
-            let report = TraceReport::of(&Selected::new(&trace, &selection))?;
+            let rows = if args.by_address {
+                Rows::ByAddress
+            } else {
+                Rows::ByName
+            };
+            let selected = Selected::new(&trace, &selection);
+            let report = TraceReport::of(&selected, rows)?;
             drop(bar);
+            check_matched(&[(&args.dir, selected.unmatched())])?;
             let mut out = Output::new(cli.no_pager);
             report::write_report(report, &args, &mut out).map_err(output_failure)?;
             out.finish()
         }
         Command::Diff(args) => {
             let mut reports = Vec::new();
+            let mut unmatched = Vec::new();
             for dir in [&args.dir1, &args.dir2] {
                 let (trace, bar) = open_trace(dir, 1)?;
                 let selection = selection(&trace, dir, &args.select, None)?;
-                reports.push(TraceReport::of(&Selected::new(&trace, &selection))?);
+                let selected = Selected::new(&trace, &selection);
+                // Rows match by name across the two traces.
+                reports.push(TraceReport::of(&selected, Rows::ByName)?);
                 drop(bar);
+                unmatched.push((dir, selected.unmatched()));
             }
+            // A function may be gone from one trace: a glob is wrong only
+            // if it matched in neither.
+            let in_both: Vec<Unmatched> = unmatched[0]
+                .1
+                .iter()
+                .filter(|glob| unmatched[1].1.iter().any(|other| other.glob == glob.glob))
+                .cloned()
+                .collect();
+            let both = PathBuf::from(format!(
+                "{} or {}",
+                args.dir1.display(),
+                args.dir2.display()
+            ));
+            check_matched(&[(&both, in_both)])?;
             let after = reports.pop().expect("two reports");
             let before = reports.pop().expect("two reports");
             let mut out = Output::new(cli.no_pager);
@@ -81,6 +106,14 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let selection = selection(&trace, &args.dir, &args.select, None)?;
             let selected = Selected::new(&trace, &selection);
             let report = analysis::latency_of(&selected).map_err(|e| e.to_string())?;
+            check_matched(&[(&args.dir, selected.unmatched())])?;
+            if let Some(function) = &args.function {
+                // The functions called in the selection: the graph's nodes.
+                let names = report.functions.iter().map(|stats| stats.name.as_str());
+                if !names.clone().any(|name| glob::matches(function, name)) {
+                    return Err(no_match("FUNCTION", function, &args.dir, names).into());
+                }
+            }
             let tree = analysis::call_tree_of(&selected, args.function.as_deref())
                 .map_err(|e| e.to_string())?;
             drop(bar);
@@ -100,16 +133,20 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let (trace, _bar) = open_trace(&args.dir, passes)?;
             let selection = selection(&trace, &args.dir, &args.select, args.depth)?;
             let mut out = Output::new(cli.no_pager);
-            match analysis::write_call_graph_of(&Selected::new(&trace, &selection), None, &mut out)
-            {
+            let selected = Selected::new(&trace, &selection);
+            match analysis::write_call_graph_of(&selected, None, &mut out) {
                 Ok(()) => {}
                 Err(ReadOrWrite::Read(e)) => return Err(e.to_string().into()),
                 Err(ReadOrWrite::Write(e)) => return Err(output_failure(e)),
             }
-            out.finish()
+            out.finish()?;
+            // Lines go out as they are read: a glob that matched nothing is
+            // known at the end only.
+            check_matched(&[(&args.dir, selected.unmatched())])
         }
         Command::Chrome(args) => {
             let spooled = spool_calls(&args)?;
+            warn_incomplete(&spooled.incomplete(), &args.output);
             let size = spooled.chrome_json_bytes();
             if size > BIG_JSON_BYTES {
                 eprintln!(
@@ -132,6 +169,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Perfetto(args) => {
             let spooled = spool_calls(&args)?;
+            warn_incomplete(&spooled.incomplete(), &args.output);
             let bar = ProgressBar::writing(&args.output, spooled.calls());
             write_file(&args.output, |out| {
                 let written = spooled
@@ -144,10 +182,12 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Flame(args) => {
             let (trace, bar) = open_trace(&args.dir, 2)?;
             let selection = selection(&trace, &args.dir, &args.select, None)?;
-            let (folded, lost) =
-                export::folded_stacks_of(&Selected::new(&trace, &selection), args.merge_threads)
-                    .map_err(|e| e.to_string())?;
+            let selected = Selected::new(&trace, &selection);
+            let (folded, incomplete) = export::folded_stacks_of(&selected, args.merge_threads)
+                .map_err(|e| e.to_string())?;
             drop(bar);
+            check_matched(&[(&args.dir, selected.unmatched())])?;
+            warn_incomplete(&incomplete, &args.output);
             write_file(&args.output, |out| {
                 if args.folded {
                     out.write_all(folded.as_bytes()).map_err(|e| e.to_string())
@@ -155,13 +195,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                     let title = format!("fntrace: {}", trace.exe());
                     export::write_folded_svg(&folded, out, &title).map_err(|e| e.to_string())
                 }
-            })?;
-            if lost > 0 {
-                eprintln!(
-                    "fntrace: warning: {lost} events were lost while recording; the graph lacks them"
-                );
-            }
-            Ok(())
+            })
         }
         Command::Ctl(_) | Command::Record(_) => unreachable!("main runs fntrace ctl and record"),
         Command::Cargo(args) => cargo::run(&args),
@@ -202,8 +236,64 @@ fn spool_calls(args: &ChromeArgs) -> Result<export::SpooledCalls, Failure> {
         min_duration_ns,
         scratch_dir: Some(scratch_dir),
     };
-    export::SpooledCalls::new(&Selected::new(&trace, &selection), &options)
-        .map_err(|e| e.to_string().into())
+    let selected = Selected::new(&trace, &selection);
+    let spooled = export::SpooledCalls::new(&selected, &options).map_err(|e| e.to_string())?;
+    check_matched(&[(&args.dir, selected.unmatched())])?;
+    Ok(spooled)
+}
+
+/// Fails, naming each glob and the closest names, when a glob of `-F` or
+/// `-N` matched no function called in the directory it was applied to: a
+/// typo must not pass for an empty result.
+fn check_matched(unmatched: &[(&PathBuf, Vec<Unmatched>)]) -> Result<(), Failure> {
+    let messages: Vec<String> = unmatched
+        .iter()
+        .flat_map(|(dir, globs)| {
+            globs.iter().map(|glob| {
+                let option = if glob.exclude { "-N" } else { "-F" };
+                no_match(
+                    option,
+                    &glob.glob,
+                    dir,
+                    glob.closest.iter().map(String::as_str),
+                )
+            })
+        })
+        .collect();
+    if messages.is_empty() {
+        Ok(())
+    } else {
+        Err(messages.join("\nfntrace: ").into())
+    }
+}
+
+/// `WHAT GLOB: no function called in DIR matches it (closest: a, b, c)`,
+/// the closest three of `names` (all of them when they are the closest
+/// already).
+fn no_match<'a>(
+    what: &str,
+    glob: &str,
+    dir: &Path,
+    names: impl IntoIterator<Item = &'a str>,
+) -> String {
+    let closest = glob::closest(glob, names, 3);
+    let closest = if closest.is_empty() {
+        String::new()
+    } else {
+        format!(" (closest: {})", closest.join(", "))
+    };
+    format!(
+        "{what} {glob}: no function called in {} matches it{closest}",
+        dir.display()
+    )
+}
+
+/// Says on stderr, in one line before `output` is written, what the trace
+/// lacks and the output makes up (nothing when it lacks nothing).
+fn warn_incomplete(incomplete: &export::Incomplete, output: &Path) {
+    if let Some(missing) = incomplete.describe() {
+        eprintln!("fntrace: warning: {}: {missing}", output.display());
+    }
 }
 
 /// Writes a file with `write`, and says so on stderr.
@@ -220,21 +310,26 @@ fn write_file(
     Ok(())
 }
 
-/// The calls `select` (and `-D`) keep of the trace in `dir`.
+/// The calls `select` (and `-D`, uftrace's: levels shown) keep of the
+/// trace in `dir`.
 fn selection(
     trace: &UftraceReader,
     dir: &Path,
     select: &SelectArgs,
-    max_depth: Option<u16>,
+    depth: Option<u16>,
 ) -> Result<Selection, Failure> {
     let threads = trace.threads();
     for tid in &select.tid {
         if !threads.iter().any(|thread| thread.tid == *tid) {
-            let known: Vec<String> = threads.iter().map(|t| t.tid.to_string()).collect();
+            // The three nearest ids: a list of 10,000 threads helps no one.
+            let mut known: Vec<u32> = threads.iter().map(|t| t.tid).collect();
+            known.sort_by_key(|known| (known.abs_diff(*tid), *known));
+            let closest: Vec<String> = known.iter().take(3).map(u32::to_string).collect();
             return Err(format!(
-                "--tid {tid}: no such thread in {} (threads: {})",
+                "--tid {tid}: no such thread in {} (closest: {}; {} threads)",
                 dir.display(),
-                known.join(", ")
+                closest.join(", "),
+                threads.len()
             )
             .into());
         }
@@ -261,7 +356,7 @@ fn selection(
         tids: select.tid.clone(),
         from_ns,
         to_ns,
-        max_depth,
+        depth,
     })
 }
 

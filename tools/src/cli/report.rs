@@ -6,7 +6,7 @@ use std::cmp::Reverse;
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use fntrace_tools::analysis::{self, FunctionStats, LatencyReport};
+use fntrace_tools::analysis::{self, FunctionStats, LatencyReport, Rows};
 use fntrace_tools::export::ExportError;
 use fntrace_tools::EventSource;
 
@@ -25,12 +25,15 @@ pub struct TraceReport {
 }
 
 impl TraceReport {
-    /// Reads `source` once for its report.
-    pub fn of<S: EventSource<Error = ExportError>>(source: &S) -> Result<TraceReport, String> {
+    /// Reads `source` once for its report, its functions made into `rows`.
+    pub fn of<S: EventSource<Error = ExportError>>(
+        source: &S,
+        rows: Rows,
+    ) -> Result<TraceReport, String> {
         Ok(TraceReport {
             exe: source.exe().to_string(),
             pid: source.pid(),
-            latency: analysis::latency_of(source).map_err(|e| e.to_string())?,
+            latency: analysis::latency_of_with(source, rows).map_err(|e| e.to_string())?,
         })
     }
 }
@@ -65,17 +68,39 @@ pub fn write_lost_and_unfinished(report: &LatencyReport, out: &mut Output) -> io
             .map(|stats| format!("{} ×{}", stats.name, stats.unfinished))
             .collect();
         let more = if unfinished.len() > 5 { ", …" } else { "" };
-        let calls = match report.unfinished_calls {
-            1 => "1 call has".to_string(),
-            n => format!("{n} calls have"),
-        };
-        let line = format!(
-            "# {calls} no exit (still running when the trace ended, or unwound): {}{more}",
-            names.join(", ")
-        );
+        let line = format!("# {}: {}{more}", no_exit_summary(report), names.join(", "));
         writeln!(out, "{}", out.warn(&line))?;
     }
     Ok(())
+}
+
+/// `3 calls have no exit (1 still running when the trace ended, 2
+/// unwound)`, what the exits of `report`'s unfinished calls became; when
+/// events were lost, either kind may be a lost exit, and it says so.
+fn no_exit_summary(report: &LatencyReport) -> String {
+    let calls = match report.unfinished_calls {
+        1 => "1 call has".to_string(),
+        n => format!("{n} calls have"),
+    };
+    let mut kinds = Vec::new();
+    if report.still_running_calls > 0 {
+        kinds.push(format!(
+            "{} still running when the trace ended",
+            report.still_running_calls
+        ));
+    }
+    if report.unwound_calls > 0 {
+        kinds.push(format!(
+            "{} unwound by a panic or longjmp",
+            report.unwound_calls
+        ));
+    }
+    let lost = if report.lost_events > 0 {
+        "; or their exits were among the lost events"
+    } else {
+        ""
+    };
+    format!("{calls} no exit ({}{lost})", kinds.join(", "))
 }
 
 /// `fntrace report`.
@@ -225,15 +250,32 @@ pub fn write_diff(
 ) -> io::Result<()> {
     writeln!(out, "# before: {} (pid {})", before.exe, before.pid)?;
     writeln!(out, "# after:  {} (pid {})", after.exe, after.pid)?;
+    // What each trace lacks, told apart: events lost while recording,
+    // calls still running at its end, calls unwound.
     for (label, trace) in [("before", &before), ("after", &after)] {
         if trace.latency.lost_events > 0 {
             let line = format!(
-                "# {label}: {} events were lost while recording",
+                "# {label}: {} events were lost while recording (buffers full)",
                 trace.latency.lost_events
             );
             writeln!(out, "{}", out.warn(&line))?;
         }
+        if trace.latency.unfinished_calls > 0 {
+            let line = format!("# {label}: {}", no_exit_summary(&trace.latency));
+            writeln!(out, "{}", out.warn(&line))?;
+        }
     }
+    // Functions with calls in a trace, completed or not: a function whose
+    // calls all lack their exit is not gone.
+    let present = |trace: &TraceReport| -> std::collections::HashSet<String> {
+        trace
+            .latency
+            .functions
+            .iter()
+            .map(|stats| stats.name.clone())
+            .collect()
+    };
+    let (was, is) = (present(&before), present(&after));
     let by_name = |trace: TraceReport| -> HashMap<String, FunctionStats> {
         trace
             .latency
@@ -274,7 +316,7 @@ pub fn write_diff(
                 row.push(show(a));
                 row.push(show(b));
                 row.push(format!("{sign}{}", show(delta.unsigned_abs() as u64)));
-                row.push(percent(a, b));
+                row.push(percent(a, b, was.contains(*name), is.contains(*name)));
             }
             row.push((*name).clone());
             row
@@ -296,12 +338,47 @@ pub fn write_diff(
     Ok(())
 }
 
-/// The change from `a` to `b` in percent of `a` (`new`, `gone` at the ends).
-fn percent(a: u64, b: u64) -> String {
+/// The change from `a` to `b` in percent of `a`: `new` or `gone` when the
+/// function was called in one trace only, `no exit` when it was called in
+/// both but its calls lack their exits in one (nothing measured there).
+fn percent(a: u64, b: u64, was_called: bool, is_called: bool) -> String {
     match (a, b) {
         (0, 0) => "0%".to_string(),
+        (0, _) if was_called => "no exit".to_string(),
         (0, _) => "new".to_string(),
+        (_, 0) if is_called => "no exit".to_string(),
         (_, 0) => "gone".to_string(),
         _ => format!("{:+.1}%", (b as f64 - a as f64) * 100.0 / a as f64),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_function_without_exits_is_not_gone() {
+        assert_eq!(percent(10, 0, true, true), "no exit");
+        assert_eq!(percent(10, 0, true, false), "gone");
+        assert_eq!(percent(0, 10, true, true), "no exit");
+        assert_eq!(percent(0, 10, false, true), "new");
+        assert_eq!(percent(10, 15, true, true), "+50.0%");
+    }
+
+    #[test]
+    fn unfinished_calls_are_told_apart() {
+        let mut report = LatencyReport {
+            unfinished_calls: 3,
+            still_running_calls: 1,
+            unwound_calls: 2,
+            ..LatencyReport::default()
+        };
+        assert_eq!(
+            no_exit_summary(&report),
+            "3 calls have no exit (1 still running when the trace ended, 2 unwound by a \
+             panic or longjmp)"
+        );
+        report.lost_events = 7;
+        assert!(no_exit_summary(&report).ends_with("; or their exits were among the lost events)"));
     }
 }

@@ -146,6 +146,93 @@ pub(crate) fn stream_calls(
     }
 }
 
+/// What an export had to make up because the trace lacks it, to be told
+/// before the export is written: events lost while recording, and calls
+/// whose entry or exit was not recorded (drawn to the thread's last event,
+/// to where they were left, or from the thread's first event).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Incomplete {
+    /// Events lost while recording (buffers full).
+    pub lost_events: u64,
+    /// Calls still running when the trace ended: drawn to the thread's last
+    /// event.
+    pub still_running: u64,
+    /// Calls left without an exit (unwound by a panic or `longjmp`, or
+    /// their exit lost): drawn to where that became known.
+    pub unwound: u64,
+    /// Calls running when tracing started (only their exit recorded):
+    /// drawn from the thread's first event.
+    pub running_at_start: u64,
+}
+
+impl Incomplete {
+    /// Counts how `call` began and ended.
+    pub(crate) fn count(&mut self, call: &Call) {
+        match call.ended {
+            Ended::Returned => {}
+            Ended::Unwound => self.unwound += 1,
+            Ended::StillRunning => self.still_running += 1,
+        }
+        if call.began == Began::BeforeTrace {
+            self.running_at_start += 1;
+        }
+    }
+
+    /// Adds `other`'s counts.
+    pub fn add(&mut self, other: &Incomplete) {
+        self.lost_events += other.lost_events;
+        self.still_running += other.still_running;
+        self.unwound += other.unwound;
+        self.running_at_start += other.running_at_start;
+    }
+
+    /// One line saying what is missing, or `None` when nothing is:
+    /// `12 events lost while recording (buffers full); 3 calls without an
+    /// exit: 1 still running at the end (drawn to it), 2 unwound or their
+    /// exit lost (drawn to where they were left)`.
+    pub fn describe(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if self.lost_events > 0 {
+            parts.push(format!(
+                "{} events lost while recording (buffers full)",
+                self.lost_events
+            ));
+        }
+        let no_exit = self.still_running + self.unwound;
+        if no_exit > 0 {
+            let mut kinds = Vec::new();
+            if self.still_running > 0 {
+                kinds.push(format!(
+                    "{} still running when the trace ended (drawn to its end)",
+                    self.still_running
+                ));
+            }
+            if self.unwound > 0 {
+                let why = if self.lost_events > 0 {
+                    "unwound or their exit lost"
+                } else {
+                    "unwound"
+                };
+                kinds.push(format!(
+                    "{} {why} (drawn to where they were left)",
+                    self.unwound
+                ));
+            }
+            parts.push(format!(
+                "{no_exit} calls without an exit: {}",
+                kinds.join(", ")
+            ));
+        }
+        if self.running_at_start > 0 {
+            parts.push(format!(
+                "{} calls running when tracing started (drawn from its start)",
+                self.running_at_start
+            ));
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+}
+
 /// The calls of one thread, in the order they began (parents before their
 /// children).
 #[cfg(test)]
@@ -166,6 +253,52 @@ pub(crate) fn thread_calls(events: &[GraphEvent]) -> Vec<Call> {
 mod tests {
     use super::*;
     use crate::trace::EventKind;
+
+    #[test]
+    fn incomplete_calls_are_told_apart() {
+        use crate::trace::test_event as ev;
+        use EventKind::{Entry as In, Exit as Out};
+        // f running at start; g unwound by h's entry; h still running.
+        let events = [
+            ev(10, 1, 0, Out),
+            ev(20, 2, 0, In),
+            ev(30, 3, 0, In),
+            ev(40, 4, 1, In),
+            ev(50, 4, 1, Out),
+        ];
+        let mut incomplete = Incomplete::default();
+        for call in thread_calls(&events) {
+            incomplete.count(&call);
+        }
+        assert_eq!(
+            incomplete,
+            Incomplete {
+                lost_events: 0,
+                still_running: 1,
+                unwound: 1,
+                running_at_start: 1,
+            }
+        );
+        assert_eq!(
+            incomplete.describe().unwrap(),
+            "2 calls without an exit: 1 still running when the trace ended (drawn to its end), \
+             1 unwound (drawn to where they were left); 1 calls running when tracing started \
+             (drawn from its start)"
+        );
+        incomplete.add(&Incomplete {
+            lost_events: 5,
+            ..Incomplete::default()
+        });
+        assert!(incomplete
+            .describe()
+            .unwrap()
+            .starts_with("5 events lost while recording (buffers full); 2 calls"));
+        assert!(incomplete
+            .describe()
+            .unwrap()
+            .contains("unwound or their exit lost"));
+        assert_eq!(Incomplete::default().describe(), None);
+    }
 
     use crate::trace::test_event as ev;
     use EventKind::{Entry as In, Exit as Out};

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::io::Write;
 
-use super::calls::{stream_calls, CallEvent};
+use super::calls::{stream_calls, CallEvent, Incomplete};
 use super::ExportError;
 use crate::analysis::pairing::entries_of_calls_running_at_start;
 use crate::source::{infallible, EventSource};
@@ -36,18 +36,19 @@ pub fn folded_stacks_by_thread(trace: &Trace) -> String {
 
 /// [`folded_stacks`] (`merge_threads`) or [`folded_stacks_by_thread`] of
 /// any [`EventSource`], read thread by thread (twice each: a first pass
-/// finds the calls running when tracing started), with the number of
-/// events lost while recording. Memory is one node per distinct call chain,
-/// and one entry per open call.
+/// finds the calls running when tracing started), with what the graph had
+/// to make up: events lost while recording, calls without an entry or an
+/// exit ([`Incomplete`]). Memory is one node per distinct call chain, and
+/// one entry per open call.
 pub fn folded_stacks_of<S: EventSource>(
     source: &S,
     merge_threads: bool,
-) -> Result<(String, u64), S::Error> {
+) -> Result<(String, Incomplete), S::Error> {
     let mut chains = Chains::default();
     let mut folded = String::new();
-    let mut lost = 0;
+    let mut incomplete = Incomplete::default();
     for (index, thread) in source.threads().iter().enumerate() {
-        lost += chains.add_thread(source, index)?;
+        chains.add_thread(source, index, &mut incomplete)?;
         if merge_threads {
             continue;
         }
@@ -66,7 +67,7 @@ pub fn folded_stacks_of<S: EventSource>(
     if merge_threads {
         folded = chains.lines(source);
     }
-    Ok((folded, lost))
+    Ok((folded, incomplete))
 }
 
 /// A tree of call chains: node 0 is the root (no call); each node is one
@@ -96,9 +97,15 @@ impl Default for Chains {
 }
 
 impl Chains {
-    /// Adds the calls of thread `index` of `source`; returns the events it
-    /// lost.
-    fn add_thread<S: EventSource>(&mut self, source: &S, index: usize) -> Result<u64, S::Error> {
+    /// Adds the calls of thread `index` of `source`, counting in
+    /// `incomplete` the events it lost and its calls without an entry or an
+    /// exit.
+    fn add_thread<S: EventSource>(
+        &mut self,
+        source: &S,
+        index: usize,
+        incomplete: &mut Incomplete,
+    ) -> Result<(), S::Error> {
         let (made_up, _) =
             source.read_thread(index, |events| entries_of_calls_running_at_start(events))?;
         // Per open call: its node, and the summed durations of its children.
@@ -119,6 +126,7 @@ impl Chains {
                     open.push((node, 0));
                 }
                 CallEvent::Closed(_, call) => {
+                    incomplete.count(call);
                     let (node, children_ns) = open.pop().expect("a call closes after it opened");
                     self.nodes[node].self_ns += call.duration().saturating_sub(children_ns);
                     if let Some(parent) = open.last_mut() {
@@ -127,7 +135,8 @@ impl Chains {
                 }
             })
         })?;
-        Ok(lost)
+        incomplete.lost_events += lost;
+        Ok(())
     }
 
     /// The folded lines, sorted, each ending with a line break.

@@ -74,6 +74,7 @@ mod perfetto;
 mod spool;
 mod uftrace;
 
+pub use calls::Incomplete;
 pub use chrome::write_chrome_json;
 pub use dirfd::prepare_output_dir;
 pub use flame::{

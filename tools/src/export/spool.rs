@@ -18,7 +18,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::calls::{stream_calls, Began, Call, CallEvent, Ended};
+use super::calls::{stream_calls, Began, Call, CallEvent, Ended, Incomplete};
 use super::chrome::{chrome_call_bytes, chrome_frame_bytes, json_string};
 use super::ExportError;
 use crate::analysis::pairing::entries_of_calls_running_at_start;
@@ -85,6 +85,8 @@ pub struct SpooledCalls {
     calls: u64,
     /// Size of the Chrome JSON of the calls kept.
     chrome_bytes: u64,
+    /// What the calls lack (entries, exits) and the events lost.
+    incomplete: Incomplete,
 }
 
 impl SpooledCalls {
@@ -110,6 +112,7 @@ impl SpooledCalls {
         let mut threads = Vec::new();
         let mut calls = 0u64;
         let mut chrome_bytes = 0u64;
+        let mut incomplete = Incomplete::default();
         let mut failed = None;
         for (index, info) in source.threads().into_iter().enumerate() {
             let (made_up, _) = source
@@ -130,6 +133,9 @@ impl SpooledCalls {
                         };
                         let offset = (first_record + index as u64) * RECORD_BYTES as u64;
                         let closed = matches!(event, CallEvent::Closed(..));
+                        if closed {
+                            incomplete.count(call);
+                        }
                         if closed && call.duration() >= options.min_duration_ns {
                             calls += 1;
                             let name_bytes =
@@ -165,6 +171,7 @@ impl SpooledCalls {
         spool.flush()?;
         let infos: Vec<&ThreadInfo> = threads.iter().map(|t| &t.info).collect();
         let lost = threads.iter().map(|t| t.lost).sum();
+        incomplete.lost_events = lost;
         chrome_bytes += chrome_frame_bytes(pid, &exe, &infos, lost);
         Ok(SpooledCalls {
             file: spool.file,
@@ -175,7 +182,14 @@ impl SpooledCalls {
             min_duration_ns: options.min_duration_ns,
             calls,
             chrome_bytes,
+            incomplete,
         })
+    }
+
+    /// What the outputs have to make up: events lost while recording,
+    /// calls without an entry or an exit (all calls, kept or not).
+    pub fn incomplete(&self) -> Incomplete {
+        self.incomplete
     }
 
     /// Calls kept (all, or those of at least the minimum duration).
