@@ -69,7 +69,9 @@ use crate::trace::Trace;
 mod calls;
 mod chrome;
 mod dirfd;
+#[cfg(feature = "exporters")]
 mod flame;
+#[cfg(feature = "exporters")]
 mod perfetto;
 mod spool;
 mod uftrace;
@@ -77,9 +79,11 @@ mod uftrace;
 pub use calls::Incomplete;
 pub use chrome::write_chrome_json;
 pub use dirfd::prepare_output_dir;
+#[cfg(feature = "exporters")]
 pub use flame::{
     folded_stacks, folded_stacks_by_thread, folded_stacks_of, write_flame_svg, write_folded_svg,
 };
+#[cfg(feature = "exporters")]
 pub use perfetto::write_perfetto;
 pub use spool::{CallExportOptions, SpooledCalls};
 pub use uftrace::{
