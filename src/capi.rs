@@ -350,8 +350,8 @@ pub unsafe extern "C" fn fntrace_flight_start(
         // SAFETY: the caller passes null or a valid C string.
         let dir = unsafe { arg(dir, "dir") }?;
         let budget_bytes = match budget_bytes {
-            0 => crate::FlightOptions::default().budget_bytes,
-            n if n < crate::FLIGHT_EVENT_BYTES as u64 => {
+            0 => crate::flight::FlightOptions::default().budget_bytes,
+            n if n < crate::flight::FLIGHT_EVENT_BYTES as u64 => {
                 return Err(Failure(
                     libc::EINVAL,
                     format!("budget_bytes {n} holds no event (at least 16)"),

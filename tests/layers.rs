@@ -169,3 +169,33 @@ fn the_checker_sees_what_it_must() {
     );
     assert_eq!(crate_paths(&code), ["error", "GRAPH_TRACER", "rt", "sys"]);
 }
+
+/// A service that links the runtime compiles no CLI: `cargo tree` of the
+/// runtime's normal dependencies names none of the command's crates.
+#[test]
+fn the_runtime_pulls_in_no_cli_crate() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let output = std::process::Command::new(cargo)
+        .args(["tree", "-p", "fntrace", "-e", "normal", "--prefix", "none"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("running cargo tree");
+    assert!(output.status.success(), "{output:?}");
+    let tree = String::from_utf8_lossy(&output.stdout);
+    let crates: BTreeSet<&str> = tree
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .collect();
+    assert!(crates.contains("fntrace-tools"), "{tree}");
+    for cli in [
+        "clap",
+        "clap_complete",
+        "indicatif",
+        "inferno",
+        "quick-xml",
+        "flate2",
+        "serde_json",
+    ] {
+        assert!(!crates.contains(cli), "the runtime pulls in {cli}:\n{tree}");
+    }
+}

@@ -196,7 +196,7 @@ fn flight_request(request: FlightRequest) -> Reply {
                 Some(text) => {
                     super::vars::parse_flight_budget(text).map_err(|e| format!("--budget: {e}"))?
                 }
-                None => crate::FlightOptions::default().budget_bytes,
+                None => crate::flight::FlightOptions::default().budget_bytes,
             };
             let rate = match &rate {
                 Some(text) => {
