@@ -291,7 +291,11 @@ pub(crate) fn exclusively<T>(
             "a recording is running already (stop it first)".to_string(),
         ));
     }
-    start().inspect_err(|_| RECORDING.store(false, Ordering::Release))
+    start().inspect_err(|_| {
+        // No writer drains for a waiting thread.
+        GRAPH_TRACER.set_lossless(false);
+        RECORDING.store(false, Ordering::Release);
+    })
 }
 
 fn start(
@@ -312,6 +316,10 @@ fn start(
         UftraceStream::create(dir, describe_process(), start_ns)?
     };
     follow_forks();
+    // Before anything is traced (the writer turns it on as well, but its
+    // thread may start after the first events): a thread's first ring is
+    // then lossless from its first event.
+    GRAPH_TRACER.set_lossless(options.mode == RecordMode::Lossless);
     let interval = options.drain_interval.max(Duration::from_micros(100));
     let writer = start_writer(tracer, dir, interval, options.mode, Ok(stream))?;
     install(&mut writer_slot(), writer);

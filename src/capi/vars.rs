@@ -195,7 +195,13 @@ pub(crate) fn var(name: &str) -> Result<Option<String>, String> {
 pub(crate) fn check_set(on_bad: OnBad) -> Result<(), String> {
     for variable in VARIABLES.iter().filter(|v| v.on_bad == on_bad) {
         if let Some(value) = var(variable.name)? {
-            (variable.check)(&value).map_err(|e| format!("{}={value}: {e}", variable.name))?;
+            (variable.check)(&value).map_err(|e| {
+                if on_bad == OnBad::KeepDefault {
+                    // The patcher, reading it later, says nothing more.
+                    crate::sys::note_bad_setting_reported(variable.name);
+                }
+                format!("{}={value}: {e}", variable.name)
+            })?;
         }
     }
     Ok(())

@@ -107,6 +107,7 @@ pub(crate) fn writes_from_env() {
     match std::env::var(WRITES_VARIABLE).as_deref() {
         Err(_) | Ok("alias") => {}
         Ok("proc-mem") => ENABLED.store(false, Ordering::Relaxed),
+        Ok(_) if crate::sys::bad_setting_reported(WRITES_VARIABLE) => {}
         Ok(other) => eprintln!(
             "fntrace: {WRITES_VARIABLE}={other} is not a way of writing text \
              (use \"alias\" or \"proc-mem\"); keeping alias"

@@ -307,6 +307,7 @@ pub(crate) fn protocol_from_env() {
     let protocol = match value.to_str() {
         Some("breakpoint") => PatchProtocol::Breakpoint,
         Some("stop") => PatchProtocol::StopTheWorld,
+        _ if crate::sys::bad_setting_reported(PROTOCOL_VARIABLE) => return,
         _ => {
             eprintln!(
                 "fntrace: {PROTOCOL_VARIABLE}={} is not a patch protocol \

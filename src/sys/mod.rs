@@ -32,6 +32,29 @@ pub(crate) fn set_errno(value: i32) {
     unsafe { *libc::__errno_location() = value };
 }
 
+/// Patch settings (`FNTRACE_PATCH`, `FNTRACE_PATCH_PRIORITY`,
+/// `FNTRACE_TEXT_WRITES`) whose bad value start-up has already reported:
+/// the patcher, which reads them at its first operation, then says nothing
+/// more (one line per bad value).
+static BAD_SETTINGS_REPORTED: std::sync::Mutex<Vec<&'static str>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// Notes that the bad value of the setting `name` was reported.
+pub(crate) fn note_bad_setting_reported(name: &'static str) {
+    BAD_SETTINGS_REPORTED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(name);
+}
+
+/// Whether start-up already reported the bad value of the setting `name`.
+pub(crate) fn bad_setting_reported(name: &str) -> bool {
+    BAD_SETTINGS_REPORTED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains(&name)
+}
+
 /// The CPU time the calling thread has used, in nanoseconds.
 /// Async-signal-safe.
 pub(crate) fn thread_cpu_ns() -> u64 {

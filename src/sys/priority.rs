@@ -124,6 +124,7 @@ fn priority_from_env() {
             set_patch_priority(PatchPriority::Realtime);
         }
         Some("normal") => set_patch_priority(PatchPriority::Normal),
+        _ if super::bad_setting_reported(PRIORITY_VARIABLE) => {}
         _ => eprintln!(
             "fntrace: {PRIORITY_VARIABLE}={} is not a patch priority \
              (use \"realtime\" or \"normal\"); keeping {:?}",
