@@ -684,6 +684,14 @@ fn print_figures(f: &Figures) {
         f.theirs_library_events,
         f.ours_other_events
     );
+    // Every call the program made is an entry and an exit, written or
+    // counted lost: what fntrace accounted for against uftrace's count.
+    let accounted = f.ours.events() + f.ours.lost;
+    println!(
+        "  fntrace's events written + lost: {accounted}, the program's calls × 2: {} (difference {})",
+        2 * f.program_calls,
+        accounted as i64 - 2 * f.program_calls as i64
+    );
     println!(
         "  top {TOP} by calls, fntrace against uftrace: {} of {TOP} equal; all functions: {} differ",
         TOP - f.top_mismatches.len(),
