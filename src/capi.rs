@@ -262,13 +262,21 @@ pub unsafe extern "C" fn fntrace_record_start(dir: *const c_char) -> c_int {
     run("fntrace_record_start", || {
         // SAFETY: the caller passes null or a valid C string.
         let dir = unsafe { arg(dir, "dir") }?;
-        start_recording(dir, &current_filter())
+        start_recording(dir, &current_filter(), record::RecordMode::Lossless)
     })
 }
 
-/// Starts the recording kept for `fntrace_record_stop`.
-pub(crate) fn start_recording(dir: &str, filter: &Filter) -> Result<(), Failure> {
-    start_recording_with(dir, filter, &record::RecordOptions::default())
+/// Starts the recording kept for `fntrace_record_stop`, in `mode`.
+pub(crate) fn start_recording(
+    dir: &str,
+    filter: &Filter,
+    mode: record::RecordMode,
+) -> Result<(), Failure> {
+    let options = record::RecordOptions {
+        mode,
+        ..record::RecordOptions::default()
+    };
+    start_recording_with(dir, filter, &options)
 }
 
 /// [`start_recording`] with options.

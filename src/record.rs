@@ -20,7 +20,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -29,8 +29,9 @@ use fntrace_tools::export::{StreamTotals, UftraceStream};
 use crate::control;
 use crate::error::Error;
 use crate::filter::Filter;
+use crate::rt::ring::RoomStats;
 use crate::rt::thread::Untraced;
-use crate::sys::clock;
+use crate::sys::{self, clock};
 use crate::tracer;
 use crate::tracers::graph::{describe_process, GRAPH_TRACER};
 
@@ -47,6 +48,8 @@ pub struct Recording {
     dir: PathBuf,
     started: Instant,
     stopped: bool,
+    /// Lossless mode's waits before this recording (they add up).
+    room_at_start: RoomStats,
 }
 
 /// This process's writer thread, while a recording runs. Per process: in
@@ -58,6 +61,7 @@ struct Writer {
     tracer: String,
     dir: PathBuf,
     interval: Duration,
+    mode: RecordMode,
 }
 
 /// Never held while calling into `control` or the tracers: the fork
@@ -111,15 +115,26 @@ pub struct RecordReport {
     pub bytes: u64,
     /// How long the recording ran.
     pub duration: Duration,
+    /// Lossless mode: times a thread found its buffer full and waited for
+    /// the writer.
+    pub waits: u64,
+    /// Lossless mode: how long those waits took in all.
+    pub wait_time: Duration,
+    /// The CPU time of the writer thread (draining, encoding, writing).
+    pub writer_cpu: Duration,
 }
 
 /// Tells the writer when to stop; counts its drains and what they wrote.
 struct Shared {
-    stop: Mutex<bool>,
-    wake: Condvar,
+    /// Set to stop the writer (then woken with `GraphTracer::wake_reader`).
+    stop: AtomicBool,
+    /// Whether the writer keeps the buffers lossless while it runs.
+    lossless: bool,
     drains: AtomicU64,
     written: AtomicU64,
     lost: AtomicU64,
+    /// The writer thread's CPU time when it finished, in nanoseconds.
+    writer_cpu_ns: AtomicU64,
 }
 
 /// How a recording runs; see [`record_with`].
@@ -140,6 +155,9 @@ pub struct RecordOptions {
     /// requiring an empty directory. The environment variable
     /// `FNTRACE_APPEND=1` sets it for `FNTRACE_OUTPUT`.
     pub append: bool,
+    /// What a thread whose buffer is full does ([`RecordMode::Lossless`],
+    /// waits for the writer, by default).
+    pub mode: RecordMode,
     /// Unused buffers kept with every page present while recording (2 by
     /// default), for threads that start tracing: their first pass over the
     /// buffer then takes no page fault. The writer replaces those taken
@@ -149,8 +167,62 @@ pub struct RecordOptions {
     pub ready_buffers: usize,
 }
 
+/// What a recording does when a thread's buffer is full (the writer fell
+/// behind).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum RecordMode {
+    /// The thread waits for the writer to drain its buffer: nothing is
+    /// lost, and a program that makes events faster than the writer can
+    /// write them runs at the writer's pace. The waits are counted and
+    /// timed ([`RecordReport::waits`]). The default of [`record`] and of
+    /// `fntrace record`: a trace with holes answers few questions.
+    #[default]
+    Lossless,
+    /// The event is dropped and counted; a lost record marks the gap in the
+    /// thread's trace. For services whose latency must never wait on the
+    /// recorder's disk (the default of a recording started through live
+    /// control, `fntrace ctl TARGET record`).
+    Drop,
+}
+
+impl RecordMode {
+    /// The mode's name: `lossless` or `drop` (as the CLI, the environment
+    /// variable `FNTRACE_MODE` and live control spell it).
+    pub fn name(self) -> &'static str {
+        match self {
+            RecordMode::Lossless => "lossless",
+            RecordMode::Drop => "drop",
+        }
+    }
+}
+
+impl std::fmt::Display for RecordMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for RecordMode {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "lossless" => Ok(RecordMode::Lossless),
+            "drop" => Ok(RecordMode::Drop),
+            other => Err(format!(
+                "{other:?} is not a recording mode: use lossless (wait for the writer) \
+                 or drop (count and mark lost events)"
+            )),
+        }
+    }
+}
+
 /// See [`RecordOptions::ready_buffers`].
 const READY_BUFFERS: usize = 2;
+
+/// Bytes an event takes in a thread's buffer (and on disk: uftrace's
+/// record size).
+pub const RECORD_EVENT_BYTES: usize = 16;
 
 /// Events per thread buffer while recording, by default: 262,144 (4 MiB),
 /// 320 ms of a thread making 400k traced calls a second.
@@ -162,6 +234,7 @@ impl Default for RecordOptions {
             drain_interval: DEFAULT_DRAIN_INTERVAL,
             buffer_events: DEFAULT_RECORD_BUFFER_EVENTS,
             append: false,
+            mode: RecordMode::Lossless,
             ready_buffers: READY_BUFFERS,
         }
     }
@@ -237,12 +310,13 @@ fn start(
     };
     follow_forks();
     let interval = options.drain_interval.max(Duration::from_micros(100));
-    let writer = start_writer(tracer, dir, interval, Ok(stream))?;
+    let writer = start_writer(tracer, dir, interval, options.mode, Ok(stream))?;
     install(&mut writer_slot(), writer);
     let recording = Recording {
         dir: dir.to_path_buf(),
         started: Instant::now(),
         stopped: false,
+        room_at_start: GRAPH_TRACER.room_stats(),
     };
     // Enabled last: nothing is traced before the writer runs. On error the
     // recording is stopped by its drop (the directory stays, empty).
@@ -258,14 +332,16 @@ fn start_writer(
     tracer: &str,
     dir: &Path,
     interval: Duration,
+    mode: RecordMode,
     stream: Result<UftraceStream, (u64, Option<u32>)>,
 ) -> Result<Writer, Error> {
     let shared = Arc::new(Shared {
-        stop: Mutex::new(false),
-        wake: Condvar::new(),
+        stop: AtomicBool::new(false),
+        lossless: mode == RecordMode::Lossless,
         drains: AtomicU64::new(0),
         written: AtomicU64::new(0),
         lost: AtomicU64::new(0),
+        writer_cpu_ns: AtomicU64::new(0),
     });
     let handle = {
         let shared = Arc::clone(&shared);
@@ -284,6 +360,7 @@ fn start_writer(
         tracer: tracer.to_string(),
         dir: dir.to_path_buf(),
         interval,
+        mode,
     })
 }
 
@@ -353,11 +430,17 @@ extern "C" fn writer_after_fork_in_child() {
         let Some(parent) = uninstall(&mut slot) else {
             return;
         };
-        let (tracer, dir, interval) = (parent.tracer.clone(), parent.dir.clone(), parent.interval);
+        let (tracer, dir, interval, mode) = (
+            parent.tracer.clone(),
+            parent.dir.clone(),
+            parent.interval,
+            parent.mode,
+        );
         std::mem::forget(parent.handle);
         // SAFETY: getppid has no preconditions.
         let parent_pid = unsafe { libc::getppid() } as u32;
-        match start_writer(&tracer, &dir, interval, Err((now_ns(), Some(parent_pid)))) {
+        let session = Err((now_ns(), Some(parent_pid)));
+        match start_writer(&tracer, &dir, interval, mode, session) {
             Ok(writer) => install(&mut slot, writer),
             Err(err) => eprintln!(
                 "fntrace: the forked child {} is not recorded: {err}",
@@ -380,29 +463,49 @@ pub(crate) fn finish_before_exec() -> bool {
     let Some(writer) = uninstall(&mut writer_slot()) else {
         return false;
     };
-    let (tracer, dir, interval) = (writer.tracer.clone(), writer.dir.clone(), writer.interval);
+    let resume = ExecResume {
+        tracer: writer.tracer.clone(),
+        dir: writer.dir.clone(),
+        interval: writer.interval,
+        mode: writer.mode,
+    };
     if let Err(err) = stop_writer(writer) {
         eprintln!("fntrace: finishing the recording before exec: {err}");
     }
-    *EXEC_RESUME.lock().unwrap_or_else(PoisonError::into_inner) = Some((tracer, dir, interval));
+    *EXEC_RESUME.lock().unwrap_or_else(PoisonError::into_inner) = Some(resume);
     true
 }
 
 /// What `finish_before_exec` stopped, for a failed exec.
-static EXEC_RESUME: Mutex<Option<(String, PathBuf, Duration)>> = Mutex::new(None);
+static EXEC_RESUME: Mutex<Option<ExecResume>> = Mutex::new(None);
+
+/// A writer's settings, kept across a failed exec.
+struct ExecResume {
+    tracer: String,
+    dir: PathBuf,
+    interval: Duration,
+    mode: RecordMode,
+}
 
 /// After an exec that failed (this program goes on): a writer again, as a
 /// new session of the same directory.
 pub(crate) fn resume_after_failed_exec() {
     let _untraced = Untraced::begin();
-    let Some((tracer, dir, interval)) = EXEC_RESUME
+    let Some(resume) = EXEC_RESUME
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .take()
     else {
         return;
     };
-    match start_writer(&tracer, &dir, interval, Err((now_ns(), None))) {
+    let session = Err((now_ns(), None));
+    match start_writer(
+        &resume.tracer,
+        &resume.dir,
+        resume.interval,
+        resume.mode,
+        session,
+    ) {
         Ok(writer) => install(&mut writer_slot(), writer),
         Err(err) => eprintln!("fntrace: the recording stopped after a failed exec: {err}"),
     }
@@ -425,12 +528,8 @@ pub(crate) fn finish_before_exit() {
         return;
     };
     drop(slot);
-    if let Ok(mut stop) = writer.shared.stop.try_lock() {
-        *stop = true;
-    } else {
-        return;
-    }
-    writer.shared.wake.notify_all();
+    writer.shared.stop.store(true, Ordering::Release);
+    GRAPH_TRACER.wake_reader();
     let deadline = Instant::now() + EXIT_WAIT;
     while !writer.handle.is_finished() {
         if Instant::now() > deadline {
@@ -449,12 +548,8 @@ const EXIT_WAIT: Duration = Duration::from_secs(2);
 
 /// Tells `writer` to drain once more and finish, and waits for it.
 fn stop_writer(writer: Writer) -> Result<StreamTotals, Error> {
-    *writer
-        .shared
-        .stop
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner) = true;
-    writer.shared.wake.notify_all();
+    writer.shared.stop.store(true, Ordering::Release);
+    GRAPH_TRACER.wake_reader();
     writer.handle.join().unwrap_or_else(|_| {
         Err(Error::Recording(
             "the writer thread panicked (a bug)".to_string(),
@@ -505,42 +600,116 @@ fn write_until_stopped(
     // Nothing this thread calls is traced (its own events would feed the
     // stream it writes).
     let _untraced = Untraced::begin();
-    let (mut stream, start_ns, forked_from) = match stream {
+    let (stream, start_ns, forked_from) = match stream {
         Ok(stream) => (Some(stream), 0, None),
         Err((start_ns, forked_from)) => (None, start_ns, forked_from),
     };
-    let mut failure: Option<Error> = None;
-    let mut discarded = 0u64;
+    let mut drainer = Drainer {
+        stream,
+        dir,
+        start_ns,
+        forked_from,
+        failure: None,
+        discarded: 0,
+    };
+    // Lossless while this thread drains: a thread whose buffer is full
+    // waits for it. Turned off before it stops, with one more drain for
+    // what the waiting threads then wrote.
+    let room_at_start = GRAPH_TRACER.room_stats();
+    if shared.lossless {
+        GRAPH_TRACER.set_lossless(true);
+    }
     loop {
-        let stop = {
-            let stopped = shared.stop.lock().unwrap_or_else(PoisonError::into_inner);
-            let (stopped, _) = shared
-                .wake
-                .wait_timeout_while(stopped, interval, |stop| !*stop)
-                .unwrap_or_else(PoisonError::into_inner);
-            *stopped
-        };
+        if !shared.stop.load(Ordering::Acquire) {
+            GRAPH_TRACER.reader_sleep(interval);
+        }
+        let stop = shared.stop.load(Ordering::Acquire);
+        drainer.drain_once(shared);
+        if stop {
+            if shared.lossless {
+                GRAPH_TRACER.set_lossless(false);
+                drainer.drain_once(shared);
+            }
+            break;
+        }
+    }
+    let Drainer {
+        stream,
+        failure,
+        discarded,
+        ..
+    } = drainer;
+    if let Some(err) = failure {
+        return Err(Error::Recording(format!(
+            "writing {} failed, {discarded} events were not written: {err}",
+            dir.display()
+        )));
+    }
+    let writer_cpu_ns = sys::thread_cpu_ns();
+    shared.writer_cpu_ns.store(writer_cpu_ns, Ordering::Relaxed);
+    match stream {
+        Some(mut stream) => {
+            let room = GRAPH_TRACER.room_stats();
+            let totals = stream.totals();
+            stream.set_recorder_note(&format!(
+                "mode={} events={} lost={} waits={} wait_ns={} writer_cpu_ns={writer_cpu_ns}",
+                if shared.lossless { "lossless" } else { "drop" },
+                totals.events,
+                totals.lost + totals.left_out,
+                room.waits - room_at_start.waits,
+                room.wait_ns - room_at_start.wait_ns,
+            ));
+            let _writing = directory_write();
+            Ok(stream.finish()?)
+        }
+        None => Ok(StreamTotals::default()),
+    }
+}
+
+/// The writer thread's state from one drain to the next.
+struct Drainer<'a> {
+    /// None until a forked child's first events (see `write_until_stopped`).
+    stream: Option<UftraceStream>,
+    dir: &'a Path,
+    start_ns: u64,
+    forked_from: Option<u32>,
+    failure: Option<Error>,
+    /// Events drained but not written (the directory could not be).
+    discarded: u64,
+}
+
+impl Drainer<'_> {
+    /// Drains every thread's buffer into the stream once.
+    fn drain_once(&mut self, shared: &Shared) {
+        let Drainer {
+            stream,
+            dir,
+            start_ns,
+            forked_from,
+            failure,
+            discarded,
+        } = self;
         let writing = directory_write();
         GRAPH_TRACER.stream_converted(&mut |batch| {
             let count = batch.events.len() as u64 + batch.dropped_after;
             if failure.is_some() {
                 // The directory cannot be written: keep draining, so the
                 // traced threads keep their fast path, and count.
-                discarded += count;
+                *discarded += count;
                 return;
             }
             if stream.is_none() {
                 let joined = match forked_from {
                     Some(parent) => {
-                        UftraceStream::join_forked(dir, describe_process(), start_ns, parent)
+                        UftraceStream::join_forked(dir, describe_process(), *start_ns, *parent)
                     }
-                    None => UftraceStream::join(dir, describe_process(), start_ns),
+                    None => UftraceStream::join(dir, describe_process(), *start_ns),
                 };
                 match joined {
-                    Ok(joined) => stream = Some(joined),
+                    Ok(joined) => *stream = Some(joined),
                     Err(err) => {
-                        discarded += count;
-                        failure = Some(err.into());
+                        *discarded += count;
+                        *failure = Some(err.into());
                         return;
                     }
                 }
@@ -555,13 +724,13 @@ fn write_until_stopped(
                 batch.dropped_after,
             );
             if let Err(err) = appended {
-                discarded += count;
-                failure = Some(err.into());
+                *discarded += count;
+                *failure = Some(err.into());
             }
         });
         if failure.is_none() {
             if let Some(Err(err)) = stream.as_mut().map(UftraceStream::flush) {
-                failure = Some(err.into());
+                *failure = Some(err.into());
             }
         }
         drop(writing);
@@ -574,22 +743,6 @@ fn write_until_stopped(
         }
         shared.drains.fetch_add(1, Ordering::Release);
         DRAINS_IN_PROCESS.fetch_add(1, Ordering::Release);
-        if stop {
-            break;
-        }
-    }
-    if let Some(err) = failure {
-        return Err(Error::Recording(format!(
-            "writing {} failed, {discarded} events were not written: {err}",
-            dir.display()
-        )));
-    }
-    match stream {
-        Some(stream) => {
-            let _writing = directory_write();
-            Ok(stream.finish()?)
-        }
-        None => Ok(StreamTotals::default()),
     }
 }
 
@@ -636,7 +789,9 @@ impl Recording {
             ));
         };
         let disabled = disable_recorded(&writer.tracer);
+        let shared = Arc::clone(&writer.shared);
         let written = stop_writer(writer);
+        let room = GRAPH_TRACER.room_stats();
         GRAPH_TRACER.keep_buffers_ready(0);
         GRAPH_TRACER.release_memory();
         RECORDING.store(false, Ordering::Release);
@@ -649,6 +804,9 @@ impl Recording {
             threads: totals.threads,
             bytes: totals.bytes,
             duration: self.started.elapsed(),
+            waits: room.waits - self.room_at_start.waits,
+            wait_time: Duration::from_nanos(room.wait_ns - self.room_at_start.wait_ns),
+            writer_cpu: Duration::from_nanos(shared.writer_cpu_ns.load(Ordering::Relaxed)),
         })
     }
 }

@@ -1,8 +1,10 @@
 //! The streaming recorder when things go wrong: buffers too small for the
-//! call rate lose events, and every one is accounted for (written + lost =
-//! made) and shown by `uftrace replay`; a process killed mid-recording
-//! leaves a directory that fntrace and uftrace read, with the same counts.
-//! Its own process: buffer sizes are set for rings made from now on.
+//! call rate lose events in drop mode, and every one is accounted for
+//! (written + lost = made) and shown by `uftrace replay`; in lossless mode
+//! (the default) the same buffers lose nothing: the thread waits; a process
+//! killed mid-recording leaves a directory that fntrace and uftrace read,
+//! with the same counts. Its own process: buffer sizes are set for rings
+//! made from now on.
 
 mod common;
 
@@ -11,7 +13,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use common::{call_counts, read_trace_dir, temp_dir, uftrace};
-use fntrace::{Filter, RecordOptions};
+use fntrace::{Filter, RecordMode, RecordOptions};
 use fntrace_fixtures::c_pie;
 
 static ONE_RECORDING: Mutex<()> = Mutex::new(());
@@ -24,6 +26,7 @@ fn events_lost_to_full_buffers_are_counted_and_shown() {
     let options = RecordOptions {
         drain_interval: Duration::from_millis(50),
         buffer_events: 4096,
+        mode: RecordMode::Drop,
         ..RecordOptions::default()
     };
     let recording =
@@ -52,6 +55,46 @@ fn events_lost_to_full_buffers_are_counted_and_shown() {
     }
     let replay = uftrace(&["replay", "--no-pager"], &dir);
     assert!(replay.contains("LOST"), "uftrace replay shows no loss");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn lossless_mode_waits_instead_of_losing() {
+    let _turn = ONE_RECORDING.lock().unwrap_or_else(|e| e.into_inner());
+    const N: i64 = 200_000; // run(N): 1,000,001 calls, 2,000,002 events
+    let dir = temp_dir("loss-none");
+    // The buffers of the test above, which lose most events in drop mode;
+    // a drain interval far longer than the thread needs to fill one.
+    let options = RecordOptions {
+        drain_interval: Duration::from_millis(200),
+        buffer_events: 4096,
+        ..RecordOptions::default()
+    };
+    assert_eq!(options.mode, RecordMode::Lossless);
+    let recording =
+        fntrace::record_with("graph", &Filter::new().include("pie_*"), &dir, &options).unwrap();
+    let result = std::thread::spawn(|| c_pie::run(N)).join().unwrap();
+    std::hint::black_box(result);
+    let report = recording.stop().unwrap();
+    let calls = 1 + 5 * N as u64;
+    assert_eq!((report.events, report.lost), (2 * calls, 0), "{report:?}");
+    // 2,000,002 events through 4,096 slots: the thread waited, and the
+    // writer was asked for drains long before its interval ended.
+    assert!(report.waits > 0, "{report:?}");
+    assert!(report.duration < Duration::from_secs(60), "{report:?}");
+
+    let trace = read_trace_dir(&dir);
+    assert_eq!(trace.lost(), 0);
+    let counts = call_counts(&trace);
+    assert_eq!(counts["pie_run"], (1, 1), "{counts:?}");
+    assert_eq!(counts["pie_mid"], (N as u64, N as u64), "{counts:?}");
+    assert_eq!(
+        counts["pie_leaf"],
+        (4 * N as u64, 4 * N as u64),
+        "{counts:?}"
+    );
+    // uftrace reads the same counts.
+    assert_eq!(uftrace_calls(&dir, "pie_leaf"), 4 * N as u64);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -102,12 +145,16 @@ fn a_killed_process_leaves_a_readable_recording() {
     );
     assert!(leaf_exits + 1 >= leaves, "{counts:?}");
     // uftrace reads it too, with the same completed calls.
-    let report = uftrace(&["report", "--no-pager"], &dir);
-    let uftrace_leaves: u64 = report
-        .lines()
-        .find(|line| line.trim_end().ends_with(" pie_leaf"))
-        .and_then(|line| line.split_whitespace().nth(4)?.parse().ok())
-        .unwrap_or_else(|| panic!("no pie_leaf row in:\n{report}"));
-    assert_eq!(uftrace_leaves, leaves, "{report}");
+    assert_eq!(uftrace_calls(&dir, "pie_leaf"), leaves);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The calls of `function` that `uftrace report` counts in `dir`.
+fn uftrace_calls(dir: &std::path::Path, function: &str) -> u64 {
+    let report = uftrace(&["report", "--no-pager"], dir);
+    report
+        .lines()
+        .find(|line| line.trim_end().ends_with(&format!(" {function}")))
+        .and_then(|line| line.split_whitespace().nth(4)?.parse().ok())
+        .unwrap_or_else(|| panic!("no {function} row in:\n{report}"))
 }

@@ -12,9 +12,12 @@
  *   3. replace F's return address with fntrace_return_trampoline, whose own
  *      fast path (return.S) writes the exit event.
  *
- * A full ring does not bail: the frame is still hooked (its exit keeps the
- * depths right) and the entry is counted as dropped in the ring's header,
- * at the fast path's cost, for the reader to report as lost.
+ * A full ring does not bail in drop mode: the frame is still hooked (its
+ * exit keeps the depths right) and the entry is counted as dropped in the
+ * ring's header, at the fast path's cost, for the reader to report as lost.
+ * In lossless mode a ring holding its fast limit of events (half its
+ * capacity) bails before anything changes: the generic path asks the writer
+ * for a drain, and waits for room if the ring is full.
  *
  * Anything unusual - no shadow stack or ring yet (first call of a thread),
  * shadow stack full, a top frame that died (longjmp), the return address
@@ -177,6 +180,14 @@ fntrace_graph_max_depth:
         cmpq    %rdx, %r8
         je      .Lbail_\@               /* the trampoline, its frame not on top */
 5:
+        /* Lossless recording: a ring holding its fast limit of events (half
+         * its capacity then; never reached otherwise) sends the call to the
+         * generic path, which asks the writer for a drain and, the ring
+         * being full, waits for room. Checked before anything changes. */
+        movq    RING_HEAD(%rsi), %rdx
+        subq    RING_TAIL(%rsi), %rdx
+        cmpq    RING_FAST_LIMIT(%rsi), %rdx
+        jae     .Lbail_\@
 
         /* The frame: complete before the depth counts it. Its exit mask is
          * the fast bit read again: if a disable cleared it meanwhile, the

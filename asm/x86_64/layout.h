@@ -37,6 +37,8 @@
 #define RING_DROPPED          128   /* u64: events dropped (owner writes) */
 #define RING_CAPACITY         168   /* a power of two                      */
 #define RING_SLOTS            176
+#define RING_FAST_LIMIT       184   /* events at which the generic path   */
+                                    /* takes over (lossless: capacity/2)  */
 
 /* struct RawEvent (16 bytes): ticks, then one word packing
  * site (bits 0-47) | depth << 48 (bits 48-62) | exit << 63. */

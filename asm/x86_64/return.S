@@ -31,7 +31,8 @@
  * was pushed for the graph tracer alone while its fast path is on
  * (exit-tracer mask == fntrace_graph_fast_bit, no marks), the frame is
  * popped and the exit event written right here (or, the ring being full,
- * counted as dropped in the ring's header). Besides
+ * counted as dropped in the ring's header; in lossless mode a ring at its
+ * fast limit takes the slow path instead). Besides
  * rax/rdx (pushed around rdtsc, popped before leaving) only registers dead
  * at a return are used. Everything else takes the slow path below,
  * unchanged, with every register as the function left it:
@@ -116,6 +117,14 @@ fntrace_return_trampoline:
         movq    %fs:THREAD_FAST_TRACER_SLOT(%r11), %rsi
         testq   %rsi, %rsi
         jz      .Lslow_with_tsc
+
+        /* Lossless recording: from its fast limit on (half the capacity
+         * then; never reached otherwise) the ring's events go the slow way,
+         * which asks the writer for a drain and waits for room if full. */
+        movq    RING_HEAD(%rsi), %r10
+        subq    RING_TAIL(%rsi), %r10
+        cmpq    RING_FAST_LIMIT(%rsi), %r10
+        jae     .Lslow_with_tsc
 
         decq    %r8
         movq    %r8, SHADOW_LEN(%rcx)   /* popped; its memory stays intact */

@@ -19,6 +19,11 @@
 //!   starts recording sets it, and `FNTRACE_OUTPUT` as an absolute path, in
 //!   its own environment, so that the programs it runs join its recording;
 //!
+//! - `FNTRACE_MODE=lossless|drop`: with `FNTRACE_OUTPUT`, what a thread
+//!   whose buffer is full does (see [`RecordMode`]; `lossless` by default);
+//! - `FNTRACE_BUFFER=BYTES`: with `FNTRACE_OUTPUT`, each thread's buffer
+//!   (16 bytes an event, rounded up to a power of two);
+//!
 //! and `FNTRACE_PATCH` and `FNTRACE_PATCH_PRIORITY` as always. The values
 //! are checked before anything is enabled: an invalid one prints one line
 //! naming the variable, and the program runs untraced. What runs at exit
@@ -36,7 +41,7 @@ use fntrace_tools::export::UftraceReader;
 
 use super::{parse_globs, register_builtins, start_recording_with, take_recording};
 use crate::flight::{flight_record, FlightOptions, FlightRecorder};
-use crate::record::RecordOptions;
+use crate::record::{RecordMode, RecordOptions};
 
 /// Rows of the latency table printed at exit.
 pub(super) const REPORT_ROWS: usize = 50;
@@ -55,6 +60,9 @@ struct Settings {
     flight: Option<usize>,
     append: bool,
     report: bool,
+    mode: RecordMode,
+    /// Events per thread buffer (`FNTRACE_BUFFER`), if set.
+    buffer_events: Option<usize>,
 }
 
 /// The flight recorder `FNTRACE_FLIGHT` started, and the process that
@@ -150,6 +158,31 @@ fn settings() -> Result<Option<Settings>, String> {
         Some("1") => true,
         Some(other) => return Err(format!("FNTRACE_APPEND={other}: use 1 (or 0)")),
     };
+    let mode = match var("FNTRACE_MODE")? {
+        None => RecordMode::Lossless,
+        Some(mode) => mode
+            .trim()
+            .parse()
+            .map_err(|e| format!("FNTRACE_MODE={mode}: {e}"))?,
+    };
+    let buffer_events = match var("FNTRACE_BUFFER")? {
+        None => None,
+        Some(bytes) => {
+            let events = bytes
+                .trim()
+                .parse::<u64>()
+                .ok()
+                .map(|b| b / crate::record::RECORD_EVENT_BYTES as u64)
+                .filter(|&events| (16..=1 << 32).contains(&events))
+                .ok_or_else(|| {
+                    format!(
+                        "FNTRACE_BUFFER={bytes}: not a buffer size in bytes \
+                         (a whole number from 256 to 64 GiB)"
+                    )
+                })?;
+            Some(events as usize)
+        }
+    };
     let graph = tracers.iter().any(|t| t == "graph");
     if report && !graph && output.is_none() {
         return Err(
@@ -164,6 +197,8 @@ fn settings() -> Result<Option<Settings>, String> {
         flight,
         append,
         report,
+        mode,
+        buffer_events,
     }))
 }
 
@@ -186,9 +221,12 @@ fn apply(settings: Settings) -> Result<(), String> {
                 std::env::remove_var(name);
             }
         } else if let Some(dir) = &settings.output {
+            let defaults = RecordOptions::default();
             let options = RecordOptions {
                 append: settings.append,
-                ..RecordOptions::default()
+                mode: settings.mode,
+                buffer_events: settings.buffer_events.unwrap_or(defaults.buffer_events),
+                ..defaults
             };
             start_recording_with(dir, &settings.filter, &options)
                 .map_err(|f| format!("FNTRACE_OUTPUT={dir}: {}", f.1))?;

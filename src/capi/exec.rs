@@ -37,6 +37,8 @@ const PASSED_ON: &[&str] = &[
     "FNTRACE_DEPTH",
     "FNTRACE_PATCH",
     "FNTRACE_REPORT",
+    "FNTRACE_MODE",
+    "FNTRACE_BUFFER",
 ];
 
 type ExecveFn =

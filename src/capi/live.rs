@@ -205,7 +205,9 @@ fn record(dir: &Path) -> Reply {
     let Some(dir) = dir.to_str() else {
         return Reply::error("the directory is not UTF-8");
     };
-    if let Err(failure) = start_recording(dir, &current_filter()) {
+    // A live service's latency must not wait on the recorder's disk.
+    let mode = crate::record::RecordMode::Drop;
+    if let Err(failure) = start_recording(dir, &current_filter(), mode) {
         return Reply::error(failure.1);
     }
     RECORDED_BY.store(std::process::id(), Ordering::Release);

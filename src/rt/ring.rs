@@ -35,10 +35,12 @@ use crate::sys;
 
 mod memory;
 mod peek;
+mod room;
 
 pub use memory::Released;
 use memory::PREFAULT_MIN;
 pub use peek::Peek;
+pub use room::{Room, RoomStats};
 
 /// Default events per thread ring (the memory is reserved, not committed:
 /// pages count only once events reach them).
@@ -77,6 +79,11 @@ pub struct Ring<T: Copy> {
     name: [AtomicU64; 2],
     capacity: usize,
     slots: *mut UnsafeCell<T>,
+    /// Events at which the fast paths (asm) hand events to the generic path
+    /// ([`Ring::push`]): half the capacity while the pool is lossless, so
+    /// that the reader is asked for a drain before the ring is full; never
+    /// otherwise (see `room`). Set by the pool.
+    fast_limit: AtomicUsize,
     /// The ring made before this one (the pool's list).
     next: *const Ring<T>,
     /// The writer's head at the reader's previous drain: a ring whose head
@@ -106,23 +113,39 @@ const _: () = {
     assert!(std::mem::offset_of!(AnyRing, dropped) == 128);
     assert!(std::mem::offset_of!(AnyRing, capacity) == 168);
     assert!(std::mem::offset_of!(AnyRing, slots) == 176);
+    assert!(std::mem::offset_of!(AnyRing, fast_limit) == 184);
 };
 
 impl<T: Copy> Ring<T> {
-    /// Appends `event`; drops and counts it when the ring is full.
-    /// Only the owning thread calls this.
+    /// Appends `event`. When the ring is full, a lossless pool's `room`
+    /// waits for the reader to make some (see `room`); otherwise, the event
+    /// is dropped and counted.
+    ///
+    /// # Safety
+    /// Only the ring's owner (the thread that claimed it) calls this: the
+    /// ring has a single writer.
     #[inline]
-    pub fn push(&self, event: T) {
+    pub unsafe fn push(&self, event: T, room: &Room) {
         let head = self.head.0.load(Ordering::Relaxed);
-        let tail = self.tail.0.load(Ordering::Acquire);
-        if head.wrapping_sub(tail) >= self.capacity {
+        let mut used = head.wrapping_sub(self.tail.0.load(Ordering::Acquire));
+        if used >= self.fast_limit.load(Ordering::Relaxed) {
+            room.ask_reader();
+            // Asked once: the fast paths go on up to the capacity (the
+            // reader lowers the limit again when it drains this ring).
+            self.fast_limit.store(self.capacity, Ordering::Relaxed);
+            if used >= self.capacity && room.is_lossless() && room.wait_for_room(self, head) {
+                used = 0;
+            }
+        }
+        if used >= self.capacity {
             // Single writer: a load and a store, as the asm does.
             let dropped = self.dropped.load(Ordering::Relaxed);
             self.dropped.store(dropped + 1, Ordering::Relaxed);
             return;
         }
         // SAFETY: slot head % capacity is inside the mapping, and the reader
-        // does not read it until head is published below (single writer).
+        // does not read it until head is published below (single writer,
+        // the caller's contract).
         unsafe {
             (*self.slots.add(head & (self.capacity - 1)))
                 .get()
@@ -244,6 +267,8 @@ pub struct RingPool<T: Copy + 'static> {
     /// `MADV_POPULATE_WRITE` failed once (a kernel before 5.14): rings
     /// claimed cold then fault on the traced path.
     cannot_prefault: AtomicBool,
+    /// Lossless mode and its waits (see `room`).
+    room: Room,
     _marker: PhantomData<T>,
 }
 
@@ -270,6 +295,7 @@ impl<T: Copy + Send + 'static> RingPool<T> {
             reader: Mutex::new(()),
             ready_wanted: AtomicUsize::new(0),
             cannot_prefault: AtomicBool::new(false),
+            room: Room::new(),
             _marker: PhantomData,
         }
     }
@@ -303,6 +329,8 @@ impl<T: Copy + Send + 'static> RingPool<T> {
                 .is_ok();
             if free {
                 ring.take_over(tid);
+                ring.fast_limit
+                    .store(self.room.fast_limit(ring.capacity), Ordering::Relaxed);
                 // Release: a reader that sees OWNED sees the new owner's id.
                 ring.state.store(OWNED, Ordering::Release);
                 return Some(ring);
@@ -353,6 +381,7 @@ impl<T: Copy + Send + 'static> RingPool<T> {
                 name: [AtomicU64::new(0), AtomicU64::new(0)],
                 capacity,
                 slots: (mem as *mut u8).add(header) as *mut UnsafeCell<T>,
+                fast_limit: AtomicUsize::new(self.room.fast_limit(capacity)),
                 next: ptr::null(),
                 head_at_last_drain: AtomicUsize::new(0),
                 owner_block: AtomicUsize::new(0),
@@ -464,6 +493,9 @@ impl<T: Copy + Send + 'static> RingPool<T> {
                     dropped_after: 0,
                 })
             });
+            self.room.drained();
+            ring.fast_limit
+                .store(self.room.fast_limit(ring.capacity), Ordering::Relaxed);
             let dropped_after = ring.take_unreported_drops();
             if dropped_after != 0 {
                 out(&Batch {
@@ -487,6 +519,37 @@ impl<T: Copy + Send + 'static> RingPool<T> {
             }
         }
         self.make_ready();
+    }
+
+    /// Lossless mode on or off (see `room`). Only the pool's reader turns
+    /// it on, while it drains; turning it off wakes every waiting thread.
+    pub fn set_lossless(&self, lossless: bool) {
+        self.room.set_lossless(lossless);
+        for ring in self.rings() {
+            ring.fast_limit
+                .store(self.room.fast_limit(ring.capacity), Ordering::Relaxed);
+        }
+    }
+
+    /// The waits of lossless mode so far.
+    pub fn room_stats(&self) -> RoomStats {
+        self.room.stats()
+    }
+
+    /// What the owners' [`Ring::push`] needs of the pool.
+    pub fn room(&self) -> &Room {
+        &self.room
+    }
+
+    /// The reader's sleep between drains: `interval`, or less if a traced
+    /// thread asks for a drain (its ring reached its fast limit).
+    pub fn reader_sleep(&self, interval: std::time::Duration) {
+        self.room.reader_sleep(interval)
+    }
+
+    /// Ends a [`RingPool::reader_sleep`] now.
+    pub fn wake_reader(&self) {
+        self.room.wake_reader()
     }
 
     /// Events lost so far: rings full, plus events with no ring at all.

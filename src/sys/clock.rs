@@ -48,12 +48,46 @@ pub fn now_ticks() -> u64 {
 /// time base.
 #[inline]
 pub fn ticks_to_ns(ticks: u64) -> u64 {
-    if USE_TSC.load(Ordering::Acquire) {
-        let since_base = ticks.wrapping_sub(BASE_TSC.load(Ordering::Relaxed)) as i64 as i128;
-        let ns = (since_base * NS_PER_TICK_FP32.load(Ordering::Relaxed) as i128) >> 32;
-        (BASE_NS.load(Ordering::Relaxed) as i128 + ns) as u64
-    } else {
-        ticks
+    TickScale::current().ns(ticks)
+}
+
+/// The conversion [`ticks_to_ns`] applies, read once: a writer converting
+/// millions of events hoists it out of its loop (no atomic loads per event).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TickScale {
+    base_ticks: u64,
+    base_ns: u64,
+    /// Nanoseconds per tick, 32.32 fixed point; 0: ticks are nanoseconds.
+    ns_per_tick_fp32: u64,
+}
+
+impl TickScale {
+    /// The scale in force now.
+    pub fn current() -> TickScale {
+        if USE_TSC.load(Ordering::Acquire) {
+            TickScale {
+                base_ticks: BASE_TSC.load(Ordering::Relaxed),
+                base_ns: BASE_NS.load(Ordering::Relaxed),
+                ns_per_tick_fp32: NS_PER_TICK_FP32.load(Ordering::Relaxed),
+            }
+        } else {
+            TickScale {
+                base_ticks: 0,
+                base_ns: 0,
+                ns_per_tick_fp32: 0,
+            }
+        }
+    }
+
+    /// `ticks` in nanoseconds, as [`ticks_to_ns`] gives them.
+    #[inline(always)]
+    pub fn ns(&self, ticks: u64) -> u64 {
+        if self.ns_per_tick_fp32 == 0 {
+            return ticks;
+        }
+        let since_base = ticks.wrapping_sub(self.base_ticks) as i64 as i128;
+        let ns = (since_base * self.ns_per_tick_fp32 as i128) >> 32;
+        (self.base_ns as i128 + ns) as u64
     }
 }
 

@@ -32,6 +32,18 @@ pub(crate) fn set_errno(value: i32) {
     unsafe { *libc::__errno_location() = value };
 }
 
+/// The CPU time the calling thread has used, in nanoseconds.
+/// Async-signal-safe.
+pub(crate) fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid, writable timespec; the clock always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// The calling thread's kernel thread id. Async-signal-safe.
 #[inline]
 pub(crate) fn gettid() -> i32 {

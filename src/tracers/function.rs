@@ -92,7 +92,8 @@ impl Tracer for FunctionTracer {
                 None => return self.pool.count_unbuffered(),
             }
         }
-        // SAFETY: rings from the pool are never unmapped.
-        unsafe { (*ring).push(event) };
+        // SAFETY: rings from the pool are never unmapped, and this thread
+        // claimed this one (it is kept in a thread-local): its only writer.
+        unsafe { (*ring).push(event, self.pool.room()) };
     }
 }

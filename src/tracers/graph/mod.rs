@@ -22,7 +22,7 @@ use crate::rt::shadow::{self, MAX_HOOKED_DEPTH};
 use crate::rt::thread::{current_tid, thread_block, Untraced};
 use crate::sites::function_of_site;
 use crate::symbols;
-use crate::sys::clock::{self, ticks_to_ns};
+use crate::sys::clock::{self, ticks_to_ns, TickScale};
 use crate::tracer::{self, Call, FastEntries, FastPath, Return, Tracer};
 use fntrace_tools::{EventKind, GraphEvent, ThreadTrace, Trace};
 
@@ -110,11 +110,13 @@ pub(crate) struct ConvertedBatch<'a> {
     pub dropped_after: u64,
 }
 
-/// A run of a ring's events, each converted ([`RawEvent::converted`]) as
-/// it is read.
+/// A run of a ring's events, each converted as it is read for a uftrace
+/// data directory: nanoseconds, and the site's return address as the
+/// function's (uftrace, and fntrace's reader, find the function containing
+/// an address, as uftrace's own recorder writes it): no lookup per event.
 pub(crate) struct Converted<'a> {
     raw: std::slice::Iter<'a, RawEvent>,
-    sites: &'a mut SiteCache,
+    scale: TickScale,
 }
 
 impl Iterator for Converted<'_> {
@@ -124,8 +126,8 @@ impl Iterator for Converted<'_> {
     fn next(&mut self) -> Option<GraphEvent> {
         let raw = self.raw.next()?;
         Some(GraphEvent {
-            time_ns: ticks_to_ns(raw.ticks),
-            function: self.sites.function_of(raw.site()),
+            time_ns: self.scale.ns(raw.ticks),
+            function: raw.site(),
             depth: raw.depth(),
             kind: raw.kind(),
         })
@@ -137,35 +139,6 @@ impl Iterator for Converted<'_> {
 }
 
 impl ExactSizeIterator for Converted<'_> {}
-
-/// Sites' functions, direct-mapped by return address: [`function_of_site`]
-/// probes the sites table, whose slots lie far apart, for every event.
-struct SiteCache {
-    /// (site, its function); a site of 0 (never a return address) is empty.
-    slots: Box<[(usize, usize); SiteCache::SLOTS]>,
-}
-
-impl SiteCache {
-    const SLOTS: usize = 1 << 10;
-
-    fn new() -> Self {
-        SiteCache {
-            slots: Box::new([(0, 0); Self::SLOTS]),
-        }
-    }
-
-    #[inline]
-    fn function_of(&mut self, site: usize) -> usize {
-        // Fibonacci hashing: the top bits of the product mix every bit
-        // of the address.
-        let index = (site as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - 10);
-        let slot = &mut self.slots[index as usize % Self::SLOTS];
-        if slot.0 != site {
-            *slot = (site, function_of_site(site));
-        }
-        slot.1
-    }
-}
 
 /// The `graph` tracer. Registered under the name `"graph"`.
 pub struct GraphTracer {
@@ -218,6 +191,29 @@ impl GraphTracer {
     /// buffers created from now on.
     pub fn set_buffer_events(&self, events: usize) {
         self.pool.set_ring_capacity(events);
+    }
+
+    /// Lossless mode on or off: a thread whose buffer is full waits for
+    /// the reader instead of dropping the event (see `rt::ring::room`).
+    /// Only a reader that drains until it turns it off again may turn it
+    /// on (the streaming recorder's writer).
+    pub(crate) fn set_lossless(&self, lossless: bool) {
+        self.pool.set_lossless(lossless);
+    }
+
+    /// The waits of lossless mode so far (they add up across recordings).
+    pub(crate) fn room_stats(&self) -> ring::RoomStats {
+        self.pool.room_stats()
+    }
+
+    /// The reader's sleep between drains (see [`RingPool::reader_sleep`]).
+    pub(crate) fn reader_sleep(&self, interval: std::time::Duration) {
+        self.pool.reader_sleep(interval)
+    }
+
+    /// Ends the reader's sleep now.
+    pub(crate) fn wake_reader(&self) {
+        self.pool.wake_reader()
     }
 
     /// Events lost because a thread had no buffer (pool exhausted or no
@@ -308,20 +304,19 @@ impl GraphTracer {
     }
 
     /// Drains the rings as [`GraphTracer::stream_events`] does, but passes
-    /// each run of raw events to `out` to be converted as it is read: no
-    /// copy. Function addresses come through a cache of sites kept for the
-    /// drain (events repeat a few sites, in no runs).
+    /// each run of raw events to `out` to be converted as it is read (see
+    /// [`Converted`]): no copy, no lookup.
     pub(crate) fn stream_converted(&self, out: &mut dyn FnMut(ConvertedBatch<'_>)) {
         let _untraced = Untraced::begin();
         let _operation = ops::operation();
-        let mut sites = SiteCache::new();
+        let scale = TickScale::current();
         self.pool.drain_each(&mut |raw| {
             out(ConvertedBatch {
                 tid: raw.tid,
                 name: raw.name,
                 events: Converted {
                     raw: raw.events.iter(),
-                    sites: &mut sites,
+                    scale,
                 },
                 dropped_after: raw.dropped_after,
             })
@@ -399,8 +394,9 @@ impl GraphTracer {
                 None => return self.pool.count_unbuffered(),
             }
         }
-        // SAFETY: rings from the pool are never unmapped.
-        unsafe { (*ring).push(event) };
+        // SAFETY: rings from the pool are never unmapped, and this thread
+        // claimed this one (it is kept in this thread's fast tracer slot): its only writer.
+        unsafe { (*ring).push(event, self.pool.room()) };
     }
 
     /// With a duration threshold: writes the entries of this thread's hooked

@@ -63,6 +63,17 @@ pub struct RecordArgs {
     /// M or G), written to DIR when the program exits.
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
     pub flight: Option<u64>,
+    /// What a thread whose buffer is full does: `lossless` waits for the
+    /// writer (nothing is lost; a program making events faster than they
+    /// can be written runs at the writer's pace, and the waits are
+    /// reported), `drop` goes on and counts the events lost (a lost record
+    /// marks each gap).
+    #[arg(long, value_name = "MODE", default_value = "lossless", value_parser = ["lossless", "drop"])]
+    pub mode: String,
+    /// Each thread's buffer, in bytes (suffix K, M or G; 16 bytes an
+    /// event, rounded up to a power of two). Default 4M (262,144 events).
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    pub buffer: Option<u64>,
     /// The libfntrace.so to preload.
     #[arg(long, value_name = "PATH")]
     pub lib: Option<PathBuf>,
@@ -147,6 +158,11 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
         Some(bytes) => command.env("FNTRACE_FLIGHT", bytes.to_string()),
         None => command.env_remove("FNTRACE_FLIGHT"),
     };
+    command.env("FNTRACE_MODE", &args.mode);
+    match args.buffer {
+        Some(bytes) => command.env("FNTRACE_BUFFER", bytes.to_string()),
+        None => command.env_remove("FNTRACE_BUFFER"),
+    };
 
     let status = command
         .status()
@@ -215,7 +231,8 @@ fn make_room(dir: &Path) -> Result<(), String> {
         .map_err(|e| format!("renaming {} to {}: {e}", dir.display(), old.display()))
 }
 
-/// One line on stderr: what the directory holds.
+/// What the directory holds, on stderr: events, losses first, and the
+/// recorder's waits and CPU as its sessions noted them.
 fn summarize(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         eprintln!(
@@ -236,11 +253,56 @@ fn summarize(dir: &Path) {
             bytes += entry.metadata().map_or(0, |m| m.len());
         }
     }
+    let notes = fntrace_tools::export::recorder_notes(dir).unwrap_or_default();
+    let sum = |key: &str| -> u64 {
+        notes
+            .iter()
+            .flat_map(|note| note.iter())
+            .filter(|(k, _)| k == key)
+            .filter_map(|(_, value)| value.parse::<u64>().ok())
+            .sum()
+    };
+    let (events, lost, waits) = (sum("events"), sum("lost"), sum("waits"));
+    let (wait_ns, writer_ns) = (sum("wait_ns"), sum("writer_cpu_ns"));
+    if lost > 0 {
+        eprintln!(
+            "fntrace record: {lost} events LOST ({:.1} % of {}): the buffers were full; \
+             a lost record marks each gap (--mode lossless loses none)",
+            100.0 * lost as f64 / (events + lost) as f64,
+            events + lost
+        );
+    }
+    if notes.len() < sessions {
+        // A session that did not finish (killed) leaves no note.
+        eprintln!(
+            "fntrace record: {} of {sessions} session(s) did not finish (killed?): \
+             their records up to the last drain are kept",
+            sessions - notes.len()
+        );
+    }
     eprintln!(
-        "fntrace record: {} records of {threads} thread(s) in {sessions} session(s), in {}\n\
-         fntrace record: read it with `fntrace report {}` or `uftrace replay -d {}`",
+        "fntrace record: {} records of {threads} thread(s) in {sessions} session(s), \
+         {lost} lost, in {} ({:.1} MB)",
         bytes / 16,
         dir.display(),
+        bytes as f64 / 1e6
+    );
+    if waits > 0 {
+        eprintln!(
+            "fntrace record: threads waited for the writer {waits} times, {:.3} s in all \
+             (lossless: the program ran at the writer's pace then)",
+            wait_ns as f64 / 1e9
+        );
+    }
+    if writer_ns > 0 && events > 0 {
+        eprintln!(
+            "fntrace record: the writer used {:.3} s of CPU ({:.1} ns per event)",
+            writer_ns as f64 / 1e9,
+            writer_ns as f64 / events as f64
+        );
+    }
+    eprintln!(
+        "fntrace record: read it with `fntrace report {}` or `uftrace replay -d {}`",
         dir.display(),
         dir.display()
     );

@@ -80,8 +80,8 @@ pub use flame::{
 pub use perfetto::write_perfetto;
 pub use spool::{CallExportOptions, SpooledCalls};
 pub use uftrace::{
-    read_uftrace_dir, read_uftrace_dir_with_progress, write_uftrace_dir, write_uftrace_dir_of,
-    StreamTotals, UftraceReader, UftraceStream, MAX_SYMBOL_SIZE,
+    read_uftrace_dir, read_uftrace_dir_with_progress, recorder_notes, write_uftrace_dir,
+    write_uftrace_dir_of, StreamTotals, UftraceReader, UftraceStream, MAX_SYMBOL_SIZE,
 };
 
 /// What can go wrong while exporting a trace or loading one back.

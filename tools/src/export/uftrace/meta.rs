@@ -274,7 +274,8 @@ fn parse_sym(
     // (address, is a function, name)
     let mut entries: Vec<(u64, bool, &str)> = Vec::new();
     for (n, line) in text.lines().enumerate() {
-        if line.starts_with('#') || line.trim().is_empty() {
+        // Recorder notes: read by `recorder_notes`, not needed here.
+        if line.starts_with('#') || line.trim().is_empty() || line.starts_with("recorder ") {
             continue;
         }
         let bad = || {
@@ -335,14 +336,15 @@ pub(super) fn read_fntrace_file(dir: &Path) -> Result<FntraceFile, ExportError> 
     };
     let mut file = FntraceFile::default();
     for (n, line) in text.lines().enumerate() {
-        if line.starts_with('#') || line.trim().is_empty() {
+        // Recorder notes: read by `recorder_notes`, not needed here.
+        if line.starts_with('#') || line.trim().is_empty() || line.starts_with("recorder ") {
             continue;
         }
         let bad = || {
             ExportError::malformed(
                 &path,
                 format!(
-                    "line {}: expected \"thread TID NAME\" or \"added TID INDEX...\": {line:?}",
+                    "line {}: expected \"thread TID NAME\", \"added TID INDEX...\" or \"recorder KEY=VALUE...\": {line:?}",
                     n + 1
                 ),
             )

@@ -79,6 +79,9 @@ pub struct UftraceStream {
     joined: bool,
     /// The parent process, if this session is a forked child's.
     forked_from: Option<u32>,
+    /// What the recorder says of this session (see
+    /// [`UftraceStream::set_recorder_note`]).
+    recorder_note: Option<String>,
 }
 
 impl UftraceStream {
@@ -159,6 +162,7 @@ impl UftraceStream {
             session_files_stale: false,
             joined,
             forked_from,
+            recorder_note: None,
         };
         stream.write_modules()?;
         stream.write_session_files()?;
@@ -252,7 +256,10 @@ impl UftraceStream {
                 }
                 None => task_txt(&self.header, &threads, &self.sid, self.session_time),
             },
-            notes: fntrace_text(&threads, &added),
+            notes: match &self.recorder_note {
+                Some(note) => format!("{}{RECORDER_NOTE}{note}\n", fntrace_text(&threads, &added)),
+                None => fntrace_text(&threads, &added),
+            },
         };
         write_session(&self.dir, &self.sid, &fragment)
     }
@@ -414,6 +421,15 @@ impl UftraceStream {
         Ok(())
     }
 
+    /// Sets what the recorder says of this session (`key=value` words, one
+    /// line: events, losses, waits, the writer's CPU), written into
+    /// `fntrace.txt` with the session files (at the latest by
+    /// [`UftraceStream::finish`]), where [`recorder_notes`] reads it back.
+    pub fn set_recorder_note(&mut self, note: &str) {
+        self.recorder_note = Some(note.replace('\n', " "));
+        self.session_files_stale = true;
+    }
+
     /// Events written, lost and left out so far.
     pub fn totals(&self) -> StreamTotals {
         StreamTotals {
@@ -434,6 +450,32 @@ impl UftraceStream {
         self.write_session_files()?;
         Ok(self.totals())
     }
+}
+
+/// How a recorder's note starts in `fntrace.txt`.
+const RECORDER_NOTE: &str = "recorder ";
+
+/// The recorder notes of every session of the recording at `dir` (see
+/// [`UftraceStream::set_recorder_note`]), each as `(key, value)` pairs, in
+/// the order of the sessions; none for a directory without `fntrace.txt`.
+pub fn recorder_notes(dir: &Path) -> Result<Vec<Vec<(String, String)>>, ExportError> {
+    let path = dir.join(super::format::FNTRACE_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(ExportError::io(&path, "reading", e)),
+    };
+    Ok(text
+        .lines()
+        .filter_map(|line| line.strip_prefix(RECORDER_NOTE))
+        .map(|words| {
+            words
+                .split_whitespace()
+                .filter_map(|word| word.split_once('='))
+                .map(|(key, value)| (key.to_string(), value.to_string()))
+                .collect()
+        })
+        .collect())
 }
 
 /// Files a stream keeps open from one batch to the next at most.

@@ -1,0 +1,188 @@
+//! Lossless rings: a traced thread whose ring is full waits for the reader
+//! instead of dropping its event.
+//!
+//! A pool is in one of two modes ([`RingPool::set_lossless`]):
+//! - **drop** (the default): a full ring counts the event as dropped, at
+//!   the fast path's cost; the reader reports the count as lost.
+//! - **lossless** (what `fntrace record` runs by default): each ring's
+//!   *fast limit* is half its capacity after each drain. The fast paths
+//!   (asm) hand an event to the generic path once a ring holds that many;
+//!   the generic path ([`Ring::push`]) wakes the reader (a flag says it was
+//!   asked already: one system call per drain at most) and raises the
+//!   ring's limit to its capacity, so the fast paths go on until the ring
+//!   is full. A full ring's event waits in the generic path until the
+//!   reader has drained some (a futex on the pool's drain counter). Waits
+//!   are counted and timed ([`RoomStats`]).
+//!
+//! The reader must be running while a pool is lossless: its owner (the
+//! streaming recorder's writer thread) turns lossless off before it stops,
+//! and wakes every waiter. As a last defence against a reader that cannot
+//! run (e.g. it needs a lock a waiting thread holds), a wait that sees no
+//! drain for [`GIVE_UP_AFTER`] drops its event and counts it
+//! ([`RoomStats::gave_up`]), so a traced thread never waits forever.
+//!
+//! Everything here runs on the traced path (in the generic path's slow
+//! case): no allocation, no lock; the futex calls are async-signal-safe.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use crate::sys::futex::{futex_wait, futex_wake};
+
+use super::Ring;
+
+/// How long a waiting thread goes on waiting while no drain happens.
+pub const GIVE_UP_AFTER: Duration = Duration::from_secs(10);
+
+/// One wait's sleep at most: the thread re-checks its ring (and the mode)
+/// at least this often.
+const WAIT_SLICE: Duration = Duration::from_millis(5);
+
+/// A ring's fast limit in drop mode: never reached (the fast paths count
+/// drops themselves when the ring is full).
+pub(super) const NO_FAST_LIMIT: usize = usize::MAX;
+
+/// The waits of a lossless pool so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RoomStats {
+    /// Times a traced thread found its ring full and waited for the reader.
+    pub waits: u64,
+    /// Their total duration, in nanoseconds.
+    pub wait_ns: u64,
+    /// Events dropped after waiting [`GIVE_UP_AFTER`] with no drain.
+    pub gave_up: u64,
+}
+
+/// The pool's side of lossless mode: the mode, the reader's wake-up word,
+/// the drain counter waiters sleep on, and the wait statistics.
+pub struct Room {
+    lossless: AtomicBool,
+    /// Bumped (and futex-woken) to wake the reader before its interval
+    /// ends.
+    reader_wake: AtomicU32,
+    /// Set by the first thread that asks for a drain since the reader last
+    /// started one: later ones need not make the system call.
+    reader_asked: AtomicBool,
+    /// Bumped after every drain; waiting threads sleep on it.
+    drains: AtomicU32,
+    /// Threads waiting now (the reader wakes them only if there are any).
+    waiting: AtomicUsize,
+    waits: AtomicU64,
+    wait_ns: AtomicU64,
+    gave_up: AtomicU64,
+}
+
+impl Room {
+    pub(super) const fn new() -> Room {
+        Room {
+            lossless: AtomicBool::new(false),
+            reader_wake: AtomicU32::new(0),
+            reader_asked: AtomicBool::new(false),
+            drains: AtomicU32::new(0),
+            waiting: AtomicUsize::new(0),
+            waits: AtomicU64::new(0),
+            wait_ns: AtomicU64::new(0),
+            gave_up: AtomicU64::new(0),
+        }
+    }
+
+    pub(super) fn is_lossless(&self) -> bool {
+        self.lossless.load(Ordering::Acquire)
+    }
+
+    /// A ring's fast limit in the current mode.
+    pub(super) fn fast_limit(&self, capacity: usize) -> usize {
+        if self.is_lossless() {
+            capacity / 2
+        } else {
+            NO_FAST_LIMIT
+        }
+    }
+
+    /// Asks the reader for a drain now (once until it starts one).
+    #[inline]
+    pub(super) fn ask_reader(&self) {
+        if !self.reader_asked.swap(true, Ordering::AcqRel) {
+            self.reader_wake.fetch_add(1, Ordering::Release);
+            futex_wake(&self.reader_wake, 1);
+        }
+    }
+
+    /// Waits for room in `ring` (full at `head`): returns whether there is
+    /// some now (else the pool left lossless mode, or the wait gave up).
+    #[cold]
+    pub(super) fn wait_for_room<T: Copy>(&self, ring: &Ring<T>, head: usize) -> bool {
+        let started = std::time::Instant::now();
+        let mut last_drain = (self.drains.load(Ordering::SeqCst), started);
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        self.waits.fetch_add(1, Ordering::Relaxed);
+        let room = loop {
+            // SeqCst, as the reader's bump in `drained`: either it sees this
+            // thread waiting, or this thread sees its drain.
+            let drains = self.drains.load(Ordering::SeqCst);
+            if head.wrapping_sub(ring.tail.0.load(Ordering::Acquire)) < ring.capacity {
+                break true;
+            }
+            if !self.is_lossless() {
+                break false;
+            }
+            let now = std::time::Instant::now();
+            if drains != last_drain.0 {
+                last_drain = (drains, now);
+            } else if now.duration_since(last_drain.1) > GIVE_UP_AFTER {
+                self.gave_up.fetch_add(1, Ordering::Relaxed);
+                break false;
+            }
+            self.ask_reader();
+            futex_wait(&self.drains, drains, Some(WAIT_SLICE));
+        };
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
+        let waited = started.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
+        self.wait_ns.fetch_add(waited, Ordering::Relaxed);
+        room
+    }
+
+    /// The reader's sleep between drains: until `interval` passes or a
+    /// traced thread asks for a drain (or [`Room::wake_reader`]).
+    pub(super) fn reader_sleep(&self, interval: Duration) {
+        let seen = self.reader_wake.load(Ordering::Acquire);
+        if self.reader_asked.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        futex_wait(&self.reader_wake, seen, Some(interval));
+        self.reader_asked.store(false, Ordering::Release);
+    }
+
+    /// Wakes the reader from [`Room::reader_sleep`] whatever its interval.
+    pub(super) fn wake_reader(&self) {
+        self.reader_wake.fetch_add(1, Ordering::Release);
+        futex_wake(&self.reader_wake, i32::MAX);
+    }
+
+    /// After a drain: wakes the threads waiting for room.
+    pub(super) fn drained(&self) {
+        self.drains.fetch_add(1, Ordering::SeqCst);
+        // SeqCst pairs with the waiters' increment and load of `drains`: a
+        // waiter not counted here loads the new drain count before it
+        // sleeps (and then finds room or sleeps on the new value).
+        if self.waiting.load(Ordering::SeqCst) != 0 {
+            futex_wake(&self.drains, i32::MAX);
+        }
+    }
+
+    pub(super) fn set_lossless(&self, lossless: bool) {
+        self.lossless.store(lossless, Ordering::SeqCst);
+        if !lossless {
+            self.drained();
+            futex_wake(&self.drains, i32::MAX);
+        }
+    }
+
+    pub(super) fn stats(&self) -> RoomStats {
+        RoomStats {
+            waits: self.waits.load(Ordering::Relaxed),
+            wait_ns: self.wait_ns.load(Ordering::Relaxed),
+            gave_up: self.gave_up.load(Ordering::Relaxed),
+        }
+    }
+}
