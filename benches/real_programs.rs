@@ -126,9 +126,9 @@ struct Figures {
     /// uftrace's calls per function of the program.
     theirs_calls: BTreeMap<String, u64>,
     /// (name, fntrace's calls, uftrace's calls) of the top `TOP` functions
-    /// that differ, and how many of all the program's functions differ.
+    /// that differ, and of all the program's functions that differ.
     top_mismatches: Vec<(String, u64, u64)>,
-    all_mismatches: usize,
+    all_mismatches: Vec<(String, u64, u64)>,
     program_functions: usize,
 }
 
@@ -634,7 +634,14 @@ fn measure(program: &Program, cli: &Path, scratch: &Path) -> Figures {
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .filter(|name| count(&ours_calls, name) != count(&theirs_calls, name))
-        .count();
+        .map(|name| {
+            (
+                name.clone(),
+                count(&ours_calls, name),
+                count(&theirs_calls, name),
+            )
+        })
+        .collect();
     Figures {
         untraced,
         fntrace,
@@ -695,9 +702,16 @@ fn print_figures(f: &Figures) {
     println!(
         "  top {TOP} by calls, fntrace against uftrace: {} of {TOP} equal; all functions: {} differ",
         TOP - f.top_mismatches.len(),
-        f.all_mismatches
+        f.all_mismatches.len()
     );
-    for (name, ours, theirs) in &f.top_mismatches {
+    // All of them when few (a function whose count varies from run to run),
+    // else those of the top.
+    let listed = if f.all_mismatches.len() <= 20 {
+        &f.all_mismatches
+    } else {
+        &f.top_mismatches
+    };
+    for (name, ours, theirs) in listed {
         println!("    {name}: fntrace {ours}, uftrace {theirs}");
     }
 }
