@@ -1,0 +1,759 @@
+//! Real programs recorded as users meet them: `cargo bench --bench
+//! real_programs`.
+//!
+//! Programs nobody here wrote, side by side in one run:
+//!
+//! - the Lua 5.4 interpreter (the sources of the crates.io package
+//!   `lua-src`, with `benches/lua/main.c` for its `lua.c`, which the package
+//!   does not ship), built `gcc -O2 -pg` and `gcc -O2 -pg -mfentry`
+//!   (`-DLUA_USE_LINUX`, `-Dluai_makeseed(L)=0u`: a fixed string-hash seed),
+//!   running `benches/lua/work.lua` (recursion, closures, a table sort with
+//!   a comparator, `string.format`, `gsub`, `gmatch`), all under
+//!   `setarch -R` (no address randomisation: tables keyed by address hash
+//!   the same every run), so that every run makes the same calls;
+//! - ripgrep 15.1.0 from crates.io, every crate built with
+//!   `-Zinstrument-mcount` (`cargo install`, cached under
+//!   `target/real-programs/`), searching one regex with `-j1` in one file
+//!   of real text: the cargo registry's `.rs` sources, concatenated in path
+//!   order (repeated up to `CORPUS_BYTES`), built once and cached there too.
+//!
+//! Each program runs untraced (built without instrumentation), under
+//! `fntrace record -o DIR -- CMD` (the CLI of `tools/` and `libfntrace.so`,
+//! release builds, default options) and under `uftrace record -d DIR CMD`
+//! (uftrace's defaults: it also records calls into shared libraries through
+//! the PLT, which fntrace does not trace). Per run: wall time; CPU (user +
+//! system of the whole process tree, from `getrusage(RUSAGE_CHILDREN)`);
+//! events written and lost, and bytes of `.dat` files per recorded call,
+//! both directories read by the same reader (fntrace's
+//! [`UftraceReader`]); and the 30 most-called functions of the program
+//! (uftrace's counts: it loses nothing here) compared exactly with
+//! fntrace's, mismatches printed. The output of the three runs of a program
+//! must be the same, or the bench fails.
+//!
+//! `FNTRACE_BENCH_RUNS` (default 1) runs it all that many times. Nothing is
+//! skipped: a missing tool (gcc, setarch, uftrace, nm) or a failed build
+//! fails the bench. Everything but the cached builds is written into a
+//! temporary directory, removed at the end.
+//!
+//! Targets of issue 22 (printed MET or MISS; a miss does not fail the run):
+//! 0 lost under `fntrace record`; the top-30 counts equal to uftrace's;
+//! fntrace's wall time ≤ 1/3 of uftrace's.
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{children_cpu_ns, fntrace_cli, load_average, machine_description, TempDir};
+use fntrace_tools::export::UftraceReader;
+use fntrace_tools::{EventKind, EventSource};
+
+/// `work.lua`'s scale: 70.1M calls, ≈ 0.7 s of CPU untraced.
+const LUA_SCALE: &str = "7";
+/// ripgrep's version and what it searches for (2.4M matching lines of
+/// the corpus, ≈ 73M calls).
+const RIPGREP_VERSION: &str = "15.1.0";
+const RIPGREP_REGEX: &str = r"\w+\(";
+/// Size of the corpus ripgrep searches.
+const CORPUS_BYTES: u64 = 500 << 20;
+/// How many of the most-called functions are compared.
+const TOP: usize = 30;
+const TARGET_WALL_RATIO: f64 = 1.0 / 3.0;
+
+/// A program to measure: how to run it untraced and traced.
+struct Program {
+    name: String,
+    /// The build without instrumentation, and its arguments.
+    plain: Vec<String>,
+    /// The instrumented build, and its arguments.
+    traced: Vec<String>,
+    /// The instrumented binary (its symbols tell its own functions from
+    /// library calls).
+    binary: PathBuf,
+    /// Runs under `setarch -R`.
+    no_aslr: bool,
+}
+
+/// What one run of a command took.
+struct Run {
+    wall: Duration,
+    cpu_ns: u64,
+    stderr: String,
+}
+
+/// What a trace directory holds, read by fntrace's reader.
+#[derive(Default)]
+struct Recorded {
+    /// Entries and exits per function name.
+    counts: BTreeMap<String, (u64, u64)>,
+    /// Events the lost records say were lost.
+    lost: u64,
+    /// Bytes of the threads' `.dat` files.
+    bytes: u64,
+}
+
+impl Recorded {
+    fn events(&self) -> u64 {
+        self.counts
+            .values()
+            .map(|(entries, exits)| entries + exits)
+            .sum()
+    }
+
+    fn entries(&self) -> u64 {
+        self.counts.values().map(|(entries, _)| entries).sum()
+    }
+}
+
+/// One program's figures of one run.
+struct Figures {
+    untraced: Run,
+    fntrace: Run,
+    uftrace: Run,
+    ours: Recorded,
+    theirs: Recorded,
+    /// Entries and exits uftrace recorded of functions not in the program
+    /// (library calls through the PLT).
+    theirs_library_events: u64,
+    /// Entries and exits fntrace recorded of functions not in the program
+    /// (none expected).
+    ours_other_events: u64,
+    /// Calls of the program's functions uftrace recorded.
+    program_calls: u64,
+    /// uftrace's calls per function of the program.
+    theirs_calls: BTreeMap<String, u64>,
+    /// (name, fntrace's calls, uftrace's calls) of the top `TOP` functions
+    /// that differ, and of all the program's functions that differ.
+    top_mismatches: Vec<(String, u64, u64)>,
+    all_mismatches: Vec<(String, u64, u64)>,
+    program_functions: usize,
+}
+
+fn main() {
+    let runs: usize = std::env::var("FNTRACE_BENCH_RUNS").map_or(1, |v| {
+        v.parse()
+            .unwrap_or_else(|_| panic!("FNTRACE_BENCH_RUNS must be a number, not {v:?}"))
+    });
+    for tool in ["gcc", "setarch", "uftrace", "nm"] {
+        let found = Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(found, "{tool} is not installed: the bench needs it");
+    }
+    println!("fntrace real-program benchmark ({runs} run(s))");
+    println!("machine: {}", machine_description());
+    let scratch = TempDir::new("fntrace-bench-real-programs");
+    let cli = fntrace_cli();
+    let programs = [
+        lua(scratch.path(), "lua -O2 -pg", &["-pg"]),
+        lua(scratch.path(), "lua -O2 -pg -mfentry", &["-pg", "-mfentry"]),
+        ripgrep(),
+    ];
+    let mut table = Vec::new();
+    for run in 1..=runs {
+        for program in &programs {
+            println!(
+                "\nrun {run}: {} (load average {})",
+                program.name,
+                load_average()
+            );
+            let figures = measure(program, &cli, scratch.path());
+            print_figures(&figures);
+            // Whether the program itself makes the same calls every run:
+            // uftrace's counts against its first run's.
+            if let Some((_, _, first)) = table.iter().find(|(_, name, _)| *name == program.name) {
+                let first: &Figures = first;
+                let varying: Vec<String> = first
+                    .theirs_calls
+                    .keys()
+                    .chain(figures.theirs_calls.keys())
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .into_iter()
+                    .filter(|name| first.theirs_calls.get(*name) != figures.theirs_calls.get(*name))
+                    .map(|name| {
+                        format!(
+                            "{name} ({} then {})",
+                            first.theirs_calls.get(name).copied().unwrap_or(0),
+                            figures.theirs_calls.get(name).copied().unwrap_or(0)
+                        )
+                    })
+                    .collect();
+                println!(
+                    "  uftrace's counts against its run 1: {} function(s) differ{}",
+                    varying.len(),
+                    if varying.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", varying.join("; "))
+                    }
+                );
+            }
+            table.push((run, program.name.clone(), figures));
+        }
+    }
+    print_table(&table);
+}
+
+/// The Lua interpreter built with `gcc -O2 FLAGS` (and without them for
+/// the untraced run) in `dir`, running `work.lua`.
+fn lua(dir: &Path, name: &str, flags: &[&str]) -> Program {
+    let source = lua_source_dir();
+    let build = |output: &str, flags: &[&str]| -> PathBuf {
+        let binary = dir.join(output);
+        let mut gcc = Command::new("gcc");
+        gcc.arg("-O2")
+            .args(flags)
+            .args(["-DLUA_USE_LINUX", "-Dluai_makeseed(L)=0u", "-I"])
+            .arg(&source)
+            .arg(manifest_dir().join("benches/lua/main.c"));
+        let mut sources: Vec<PathBuf> = std::fs::read_dir(&source)
+            .unwrap_or_else(|e| panic!("{}: {e}", source.display()))
+            .map(|entry| entry.expect("a directory entry").path())
+            .filter(|path| {
+                let file = path.file_name().unwrap_or_default().to_string_lossy();
+                // lua.c and luac.c hold main() (lua-src ships neither today).
+                file.ends_with(".c") && file != "lua.c" && file != "luac.c"
+            })
+            .collect();
+        sources.sort();
+        gcc.args(&sources)
+            .arg("-o")
+            .arg(&binary)
+            .args(["-lm", "-ldl"]);
+        run_ok(&mut gcc);
+        binary
+    };
+    let plain = build(&format!("{}-plain", name.replace(' ', "_")), &[]);
+    let traced = build(&name.replace(' ', "_"), flags);
+    let script = manifest_dir().join("benches/lua/work.lua");
+    let args = |binary: &Path| {
+        vec![
+            binary.display().to_string(),
+            script.display().to_string(),
+            LUA_SCALE.to_string(),
+        ]
+    };
+    Program {
+        name: format!("{name} (Lua 5.4, work.lua {LUA_SCALE})"),
+        plain: args(&plain),
+        traced: args(&traced),
+        binary: traced,
+        no_aslr: true,
+    }
+}
+
+/// Lua 5.4's sources in the `lua-src` package cargo downloaded (a
+/// dev-dependency), found through `cargo metadata`.
+fn lua_source_dir() -> PathBuf {
+    let output = Command::new(env!("CARGO"))
+        .args(["metadata", "--format-version", "1", "--manifest-path"])
+        .arg(manifest_dir().join("Cargo.toml"))
+        .output()
+        .expect("running cargo metadata");
+    assert!(
+        output.status.success(),
+        "cargo metadata: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let metadata: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("cargo metadata's JSON");
+    let manifest = metadata["packages"]
+        .as_array()
+        .expect("cargo metadata lists packages")
+        .iter()
+        .find(|package| package["name"] == "lua-src")
+        .and_then(|package| package["manifest_path"].as_str())
+        .expect("lua-src is a dev-dependency: cargo metadata lists it");
+    let package = Path::new(manifest).parent().expect("lua-src's directory");
+    let mut versions: Vec<PathBuf> = std::fs::read_dir(package)
+        .unwrap_or_else(|e| panic!("{}: {e}", package.display()))
+        .map(|entry| entry.expect("a directory entry").path())
+        .filter(|path| {
+            path.file_name()
+                .is_some_and(|name| name.to_string_lossy().starts_with("lua-5.4"))
+        })
+        .collect();
+    versions.sort();
+    versions
+        .pop()
+        .unwrap_or_else(|| panic!("no lua-5.4* directory in {}", package.display()))
+}
+
+/// ripgrep, plain and with every crate instrumented, searching the corpus.
+fn ripgrep() -> Program {
+    let cache = cache_dir();
+    let plain = install_ripgrep(&cache, "ripgrep-plain", "");
+    let traced = install_ripgrep(
+        &cache,
+        "ripgrep-mcount",
+        "-Zinstrument-mcount -Cforce-frame-pointers=yes",
+    );
+    let corpus = corpus(&cache);
+    let args = |binary: &Path| {
+        vec![
+            binary.display().to_string(),
+            "--no-config".to_string(),
+            "-j1".to_string(),
+            RIPGREP_REGEX.to_string(),
+            corpus.display().to_string(),
+        ]
+    };
+    Program {
+        name: format!(
+            "ripgrep {RIPGREP_VERSION} -Zinstrument-mcount (-j1 '{RIPGREP_REGEX}', {} MB)",
+            CORPUS_BYTES >> 20
+        ),
+        plain: args(&plain),
+        traced: args(&traced),
+        binary: traced,
+        no_aslr: false,
+    }
+}
+
+/// `target/real-programs/`: the builds and the corpus kept between runs.
+fn cache_dir() -> PathBuf {
+    let target = common::profile_dir()
+        .parent()
+        .expect("target/")
+        .to_path_buf();
+    let dir = target.join("real-programs");
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    dir
+}
+
+/// `cargo install ripgrep` with `rustflags` into `cache/name` (its own
+/// target directory beside it), unless already there; the `rg` binary.
+fn install_ripgrep(cache: &Path, name: &str, rustflags: &str) -> PathBuf {
+    let root = cache.join(name);
+    let rg = root.join("bin/rg");
+    if rg.is_file() {
+        return rg;
+    }
+    println!(
+        "building {name} (cargo install ripgrep {RIPGREP_VERSION}; once, cached in {cache:?})"
+    );
+    let mut cargo = Command::new(env!("CARGO"));
+    cargo
+        .args([
+            "install",
+            "ripgrep",
+            "--locked",
+            "--version",
+            RIPGREP_VERSION,
+        ])
+        // With --target, RUSTFLAGS reach the program's crates only, not
+        // build scripts or proc-macros.
+        .args(["--target", "x86_64-unknown-linux-gnu", "--root"])
+        .arg(&root)
+        .env("CARGO_TARGET_DIR", cache.join(format!("{name}-build")))
+        .env("RUSTFLAGS", rustflags);
+    if !rustflags.is_empty() {
+        cargo.env("RUSTC_BOOTSTRAP", "1");
+    }
+    run_ok(&mut cargo);
+    assert!(rg.is_file(), "cargo install left no {}", rg.display());
+    rg
+}
+
+/// One file of real text, `CORPUS_BYTES` long: the `.rs` files of the
+/// cargo registry's sources in path order, repeated as needed. Built once.
+fn corpus(cache: &Path) -> PathBuf {
+    let path = cache.join(format!("corpus-{}MB.txt", CORPUS_BYTES >> 20));
+    if std::fs::metadata(&path).is_ok_and(|m| m.len() == CORPUS_BYTES) {
+        return path;
+    }
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cargo")))
+        .expect("CARGO_HOME or HOME");
+    let mut files = Vec::new();
+    let mut pending = vec![home.join("registry/src")];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            match entry.file_type() {
+                Ok(kind) if kind.is_dir() => pending.push(path),
+                Ok(kind) if kind.is_file() && path.extension().is_some_and(|e| e == "rs") => {
+                    files.push(path)
+                }
+                _ => {}
+            }
+        }
+    }
+    files.sort();
+    assert!(
+        !files.is_empty(),
+        "no .rs files under {}",
+        home.join("registry/src").display()
+    );
+    let mut text = Vec::with_capacity(CORPUS_BYTES as usize);
+    'fill: loop {
+        for file in &files {
+            let Ok(bytes) = std::fs::read(file) else {
+                continue;
+            };
+            let room = CORPUS_BYTES as usize - text.len();
+            text.extend_from_slice(&bytes[..bytes.len().min(room)]);
+            if text.len() == CORPUS_BYTES as usize {
+                break 'fill;
+            }
+        }
+    }
+    let partial = path.with_extension("partial");
+    std::fs::write(&partial, &text).unwrap_or_else(|e| panic!("{}: {e}", partial.display()));
+    std::fs::rename(&partial, &path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    println!(
+        "built the corpus {} from {} .rs files of the cargo registry",
+        path.display(),
+        files.len()
+    );
+    path
+}
+
+fn manifest_dir() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs `command` and panics with its output if it fails.
+fn run_ok(command: &mut Command) {
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("running {command:?}: {e}"));
+    assert!(
+        output.status.success(),
+        "{command:?}: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Runs `argv` (under `setarch -R` if asked), its output into `stdout`, to
+/// success: wall time, CPU of the process tree, stderr.
+fn timed(argv: &[String], no_aslr: bool, stdout: &Path) -> Run {
+    let mut command = if no_aslr {
+        let mut command = Command::new("setarch");
+        command.args(["-R", "--"]).args(argv);
+        command
+    } else {
+        let mut command = Command::new(&argv[0]);
+        command.args(&argv[1..]);
+        command
+    };
+    command
+        .stdout(File::create(stdout).unwrap_or_else(|e| panic!("{}: {e}", stdout.display())))
+        .stderr(Stdio::piped())
+        .env_remove("FNTRACE_LIB");
+    let cpu_before = children_cpu_ns();
+    let start = Instant::now();
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("running {argv:?}: {e}"));
+    let wall = start.elapsed();
+    let cpu_ns = children_cpu_ns() - cpu_before;
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        output.status.success(),
+        "{argv:?}: {}: {stderr}",
+        output.status
+    );
+    Run {
+        wall,
+        cpu_ns,
+        stderr,
+    }
+}
+
+/// Reads the trace directory `dir` with fntrace's reader, thread by
+/// thread (hundreds of millions of events: nothing is kept but counts).
+fn read_dir(dir: &Path) -> Recorded {
+    let reader =
+        UftraceReader::open(dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
+    let mut by_address: HashMap<usize, (u64, u64)> = HashMap::new();
+    let mut recorded = Recorded::default();
+    for index in 0..reader.threads().len() {
+        let ((), lost) = reader
+            .read_thread(index, |events| {
+                for event in events {
+                    let count = by_address.entry(event.function).or_default();
+                    match event.kind {
+                        EventKind::Entry => count.0 += 1,
+                        EventKind::Exit => count.1 += 1,
+                    }
+                }
+            })
+            .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
+        recorded.lost += lost;
+    }
+    for (function, (entries, exits)) in by_address {
+        let name = reader.name_of(function);
+        // rustc's local symbols carry a `.llvm.N` suffix in some tables.
+        let name = name.split(".llvm.").next().unwrap_or(&name).to_string();
+        let count = recorded.counts.entry(name).or_default();
+        count.0 += entries;
+        count.1 += exits;
+    }
+    recorded.bytes = dat_bytes(dir);
+    recorded
+}
+
+/// Bytes of the threads' `.dat` files in a trace directory (not uftrace's
+/// `perf-cpuN.dat` scheduling events).
+fn dat_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(Result::ok)
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.ends_with(".dat") && !name.starts_with("perf-")
+        })
+        .map(|e| e.metadata().map_or(0, |m| m.len()))
+        .sum()
+}
+
+/// The demangled names of `binary`'s own functions (`nm`), each mapped to
+/// one name per address: functions folded into one (identical code) are
+/// named by either symbol, by either tracer.
+fn program_functions(binary: &Path) -> HashMap<String, String> {
+    let output = Command::new("nm")
+        .arg("--defined-only")
+        .arg(binary)
+        .output()
+        .unwrap_or_else(|e| panic!("running nm: {e}"));
+    assert!(output.status.success(), "nm {binary:?} failed");
+    let mut by_address: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let mut fields = line.split_whitespace();
+        let (Some(address), Some(kind), Some(name)) = (fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        let (Ok(address), true) = (u64::from_str_radix(address, 16), matches!(kind, "t" | "T"))
+        else {
+            continue;
+        };
+        let name = name.split(".llvm.").next().unwrap_or(name);
+        by_address
+            .entry(address)
+            .or_default()
+            .push(fntrace_tools::demangle(name));
+    }
+    let mut canonical = HashMap::new();
+    for names in by_address.into_values() {
+        let first = names.iter().min().expect("one name at least").clone();
+        for name in names {
+            canonical.insert(name, first.clone());
+        }
+    }
+    canonical
+}
+
+/// Calls per function of the program (library calls left out), aliases
+/// folded; and the events of the functions left out.
+fn program_calls(
+    recorded: &Recorded,
+    functions: &HashMap<String, String>,
+) -> (BTreeMap<String, u64>, u64) {
+    let mut calls = BTreeMap::new();
+    let mut others = 0;
+    for (name, (entries, exits)) in &recorded.counts {
+        match functions.get(name) {
+            Some(canonical) => *calls.entry(canonical.clone()).or_default() += entries,
+            None => others += entries + exits,
+        }
+    }
+    (calls, others)
+}
+
+/// One program, untraced, under `fntrace record` and under `uftrace
+/// record`; the directories read and removed.
+fn measure(program: &Program, cli: &Path, scratch: &Path) -> Figures {
+    let outputs =
+        ["untraced", "fntrace", "uftrace"].map(|mode| scratch.join(format!("{mode}.out")));
+    let ours_dir = scratch.join("fntrace.data");
+    let theirs_dir = scratch.join("uftrace.data");
+    for dir in [&ours_dir, &theirs_dir] {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    let untraced = timed(&program.plain, program.no_aslr, &outputs[0]);
+    let mut argv = vec![
+        cli.display().to_string(),
+        "record".to_string(),
+        "-o".to_string(),
+        ours_dir.display().to_string(),
+        "--".to_string(),
+    ];
+    argv.extend(program.traced.iter().cloned());
+    let fntrace = timed(&argv, program.no_aslr, &outputs[1]);
+    let mut argv = vec![
+        "uftrace".to_string(),
+        "record".to_string(),
+        "-d".to_string(),
+        theirs_dir.display().to_string(),
+    ];
+    argv.extend(program.traced.iter().cloned());
+    let uftrace = timed(&argv, program.no_aslr, &outputs[2]);
+    let read =
+        |path: &Path| std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let expected = read(&outputs[0]);
+    for (mode, output) in ["fntrace", "uftrace"].iter().zip(&outputs[1..]) {
+        assert!(
+            read(output) == expected,
+            "{}: the output under {mode} differs from the untraced run's",
+            program.name
+        );
+    }
+
+    let ours = read_dir(&ours_dir);
+    let theirs = read_dir(&theirs_dir);
+    for dir in [&ours_dir, &theirs_dir] {
+        std::fs::remove_dir_all(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    }
+    let functions = program_functions(&program.binary);
+    let (ours_calls, ours_other_events) = program_calls(&ours, &functions);
+    let (theirs_calls, theirs_library_events) = program_calls(&theirs, &functions);
+    let mut ranked: Vec<(&String, &u64)> = theirs_calls.iter().collect();
+    ranked.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let count = |calls: &BTreeMap<String, u64>, name: &str| calls.get(name).copied().unwrap_or(0);
+    let top_mismatches = ranked
+        .iter()
+        .take(TOP)
+        .filter(|(name, n)| count(&ours_calls, name) != **n)
+        .map(|(name, n)| ((*name).clone(), count(&ours_calls, name), **n))
+        .collect();
+    let all_mismatches = theirs_calls
+        .keys()
+        .chain(ours_calls.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .filter(|name| count(&ours_calls, name) != count(&theirs_calls, name))
+        .map(|name| {
+            (
+                name.clone(),
+                count(&ours_calls, name),
+                count(&theirs_calls, name),
+            )
+        })
+        .collect();
+    Figures {
+        untraced,
+        fntrace,
+        uftrace,
+        ours,
+        theirs,
+        theirs_library_events,
+        ours_other_events,
+        program_calls: theirs_calls.values().sum(),
+        program_functions: theirs_calls.len(),
+        theirs_calls,
+        top_mismatches,
+        all_mismatches,
+    }
+}
+
+fn print_figures(f: &Figures) {
+    println!(
+        "  untraced: {:.2} s wall, {:.2} s CPU",
+        f.untraced.wall.as_secs_f64(),
+        f.untraced.cpu_ns as f64 / 1e9
+    );
+    for (name, run, recorded) in [
+        ("fntrace record", &f.fntrace, &f.ours),
+        ("uftrace record", &f.uftrace, &f.theirs),
+    ] {
+        let events = recorded.events();
+        println!(
+            "  {name}: {:.2} s wall, {:.2} s CPU; {events} events written, {} lost ({:.1} % of {}); {:.1} bytes per recorded call ({:.0} MB)",
+            run.wall.as_secs_f64(),
+            run.cpu_ns as f64 / 1e9,
+            recorded.lost,
+            100.0 * recorded.lost as f64 / (events + recorded.lost).max(1) as f64,
+            events + recorded.lost,
+            recorded.bytes as f64 / recorded.entries().max(1) as f64,
+            recorded.bytes as f64 / 1e6
+        );
+    }
+    for line in f.fntrace.stderr.lines() {
+        println!("    fntrace said: {line}");
+    }
+    println!(
+        "  the program's calls (uftrace, lost none: {}): {} of {} functions; uftrace also recorded {} events of library calls, which fntrace does not trace; fntrace recorded {} events of functions not in the program",
+        f.theirs.lost == 0,
+        f.program_calls,
+        f.program_functions,
+        f.theirs_library_events,
+        f.ours_other_events
+    );
+    // Every call the program made is an entry and an exit, written or
+    // counted lost: what fntrace accounted for against uftrace's count.
+    let accounted = f.ours.events() + f.ours.lost;
+    println!(
+        "  fntrace's events written + lost: {accounted}, the program's calls × 2: {} (difference {})",
+        2 * f.program_calls,
+        accounted as i64 - 2 * f.program_calls as i64
+    );
+    println!(
+        "  top {TOP} by calls, fntrace against uftrace: {} of {TOP} equal; all functions: {} differ",
+        TOP - f.top_mismatches.len(),
+        f.all_mismatches.len()
+    );
+    // All of them when few (a function whose count varies from run to run),
+    // else those of the top.
+    let listed = if f.all_mismatches.len() <= 20 {
+        &f.all_mismatches
+    } else {
+        &f.top_mismatches
+    };
+    for (name, ours, theirs) in listed {
+        println!("    {name}: fntrace {ours}, uftrace {theirs}");
+    }
+}
+
+fn verdict(met: bool) -> &'static str {
+    if met {
+        "MET"
+    } else {
+        "MISS"
+    }
+}
+
+fn print_table(table: &[(usize, String, Figures)]) {
+    println!("\n| run | program | untraced wall / CPU s | fntrace wall / CPU s | uftrace wall / CPU s | fntrace / uftrace wall | fntrace / uftrace CPU | fntrace / untraced wall | uftrace / untraced wall | fntrace lost | uftrace lost | bytes per call fntrace / uftrace | top-30 equal |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let s = |run: &Run| (run.wall.as_secs_f64(), run.cpu_ns as f64 / 1e9);
+    for (run, name, f) in table {
+        let (uw, uc) = s(&f.untraced);
+        let (fw, fc) = s(&f.fntrace);
+        let (tw, tc) = s(&f.uftrace);
+        println!(
+            "| {run} | {name} | {uw:.2} / {uc:.2} | {fw:.2} / {fc:.2} | {tw:.2} / {tc:.2} | {:.2} | {:.2} | {:.1} | {:.1} | {} ({:.1} %) | {} | {:.1} / {:.1} | {} |",
+            fw / tw,
+            fc / tc,
+            fw / uw,
+            tw / uw,
+            f.ours.lost,
+            100.0 * f.ours.lost as f64 / (f.ours.events() + f.ours.lost).max(1) as f64,
+            f.theirs.lost,
+            f.ours.bytes as f64 / f.ours.entries().max(1) as f64,
+            f.theirs.bytes as f64 / f.theirs.entries().max(1) as f64,
+            TOP - f.top_mismatches.len()
+        );
+    }
+    println!("\nissue 22's targets:");
+    for (run, name, f) in table {
+        let ratio = f.fntrace.wall.as_secs_f64() / f.uftrace.wall.as_secs_f64();
+        println!(
+            "  run {run}, {name}: 0 lost {}; top-{TOP} counts equal {}; wall ≤ 1/3 of uftrace's {} ({ratio:.2})",
+            verdict(f.ours.lost == 0),
+            verdict(f.top_mismatches.is_empty()),
+            verdict(ratio <= TARGET_WALL_RATIO)
+        );
+    }
+}
