@@ -324,6 +324,8 @@ fn stop() -> Result<Reply, Error> {
         Reply::ok(format!("stopped recording to {}", done.dir.display()))
             .with("events", done.events)
             .with("lost", done.lost)
+            .with("waits", done.waits)
+            .with("wait_ms", done.wait_time.as_millis())
             .with("threads", done.threads)
             .with("bytes", done.bytes),
     )
