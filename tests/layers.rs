@@ -433,7 +433,7 @@ fn check_crate(src: &Path, layers: &[&str], skip: impl Fn(&Path) -> bool) -> Fin
                     .find(|(name, _)| *name == first && path.len() == 1)
                     .map(|&(_, defined_in)| defined_in)
             };
-            match target.and_then(|m| rank(m)) {
+            match target.and_then(&rank) {
                 Some(r) if r <= own => {}
                 Some(_) => found.violations.push(format!(
                     "{}: {top} uses {written}, a layer above it",
