@@ -22,7 +22,9 @@
 //!
 //! What is not seen: a path written without a leading `crate`/`super`/
 //! `self` (an item or child module already in scope, e.g. through `use
-//! super::*`): the `use` that brought the name into scope is what is checked.
+//! super::*`): the `use` that brought the name into scope is what is checked;
+//! and files pulled in by `#[path]` or `include!`. Test code (`mod tests`)
+//! counts like any other: its edges are edges too.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
