@@ -95,7 +95,7 @@ fn child() {
         let end = Instant::now() + Duration::from_secs_f64(seconds());
         let mut last_drain = Instant::now();
         while Instant::now() < end {
-            let result = if toggles % 2 == 0 {
+            let result = if toggles.is_multiple_of(2) {
                 fntrace::enable("graph")
             } else {
                 fntrace::disable("graph")

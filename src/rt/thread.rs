@@ -178,7 +178,9 @@ pub(crate) fn mark_at_exit(state: &AtomicU32) {
         // Any non-null value: the destructor runs only for those.
         // SAFETY: the key was made by `prepare_exit_hook` and is never
         // deleted.
-        unsafe { libc::pthread_setspecific((key - 1) as libc::pthread_key_t, 1 as *const _) };
+        unsafe {
+            libc::pthread_setspecific((key - 1) as libc::pthread_key_t, std::ptr::dangling())
+        };
     }
 }
 
