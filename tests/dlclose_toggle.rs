@@ -8,14 +8,24 @@
 //! fail ("holds 00 00 … but fntrace expected …", "address is not
 //! mapped").
 //!
-//! Each protocol runs in a child process (this test binary again): it
-//! must exit 0 with no failed toggle, and once tracing is quiescent, a
-//! last round of the library counts exactly. `FNTRACE_DLCLOSE_SECONDS` and
-//! `FNTRACE_DLCLOSE_RUNS` lengthen the runs (the issue's 16 × 3 s).
+//! Two programs, under each protocol: the issue's own, in C
+//! (`tests/c/dlclose_toggle.c`, `gcc -pg`, linked with `libfntrace.a`,
+//! through the C API: its symbol index is quick to rebuild, so it toggles
+//! close to every 2 ms), and the same through the Rust API in a child
+//! process (this test binary again, whose index is slower to rebuild
+//! after each load: fewer toggles). Each must exit 0 with no failed
+//! toggle, and once tracing is quiescent, a last round of the library
+//! counts exactly. `FNTRACE_DLCLOSE_SECONDS` and `FNTRACE_DLCLOSE_RUNS`
+//! lengthen the runs (the issue's 16 × 3 s).
 
 mod common;
 
 use std::ffi::CString;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+
+use common::native::{build_c_program, repo};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -150,14 +160,17 @@ fn child() {
     println!("done");
 }
 
+fn run_count() -> usize {
+    std::env::var("FNTRACE_DLCLOSE_RUNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4)
+}
+
 /// Runs the child `FNTRACE_DLCLOSE_RUNS` times (default 4) under
 /// `protocol`, each for `FNTRACE_DLCLOSE_SECONDS` (default 1).
 fn runs(protocol: &str) {
-    let runs: usize = std::env::var("FNTRACE_DLCLOSE_RUNS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(4);
-    for run in 0..runs {
+    for run in 0..run_count() {
         let (stdout, lines) = common::run_child_test(CHILD, protocol, &[], "done");
         // A thread being created has every signal blocked for a moment: an
         // operation then patches stopping the world, and says so. Not a
@@ -184,4 +197,66 @@ fn dlopen_dlclose_during_toggles_breakpoint_protocol() {
 #[test]
 fn dlopen_dlclose_during_toggles_stop_the_world() {
     runs("stop");
+}
+
+/// The C program, built once.
+fn c_program() -> &'static PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let dir = common::temp_dir("dlclose-toggle-c");
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.join("dlclose_toggle");
+        build_c_program(&repo().join("tests/c/dlclose_toggle.c"), &["-pg"], &out);
+        out
+    })
+}
+
+/// Runs the C program `FNTRACE_DLCLOSE_RUNS` times under `protocol`
+/// (`FNTRACE_PATCH`), each for `FNTRACE_DLCLOSE_SECONDS`.
+fn c_runs(protocol: &str) {
+    let program = c_program();
+    for run in 0..run_count() {
+        let dir = common::temp_dir(&format!("dlclose-toggle-c-{protocol}-{run}"));
+        let output = Command::new(program)
+            .arg(fntrace_fixtures::DLOPEN_LIBRARY)
+            .arg(seconds().to_string())
+            .arg(&dir)
+            .env("FNTRACE_PATCH", protocol)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            output.status.success(),
+            "{protocol} run {run}: {}\n{stdout}\n{stderr}",
+            output.status
+        );
+        // As in `runs`: only the note of a thread with signals blocked.
+        let unexpected: Vec<_> = stderr
+            .lines()
+            .filter(|line| !line.contains("blocks SIGTRAP"))
+            .collect();
+        assert!(unexpected.is_empty(), "{protocol} run {run}: {stderr}");
+        eprintln!("C, {protocol} run {run}: {}", stdout.trim());
+        let counts = common::call_counts(&common::read_trace_dir(&dir));
+        for (name, calls) in [("dl_run", 300), ("dl_mid", 300), ("dl_leaf", 1200)] {
+            assert_eq!(
+                counts.get(name).copied(),
+                Some((calls, calls)),
+                "{name}: {counts:?}"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(dir.with_extension("during"));
+    }
+}
+
+#[test]
+fn c_program_dlopen_dlclose_during_toggles_breakpoint_protocol() {
+    c_runs("breakpoint");
+}
+
+#[test]
+fn c_program_dlopen_dlclose_during_toggles_stop_the_world() {
+    c_runs("stop");
 }
