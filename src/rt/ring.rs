@@ -116,7 +116,7 @@ impl Drop for PeriodicReader {
 
 /// Exited threads' rings a reader may have left to drain before a thread
 /// that exits waits for it ([`wait_for_reader`]).
-const MAX_EXITED_UNDRAINED: usize = 64;
+const MAX_EXITED_UNDRAINED: usize = 32;
 
 /// How long a thread that exits waits for the reader at most, in
 /// milliseconds.
