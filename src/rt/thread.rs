@@ -159,8 +159,10 @@ pub(crate) fn prepare_exit_hook() {
 
 /// Has the ring whose state word is `state` (never unmapped) marked
 /// exited when the calling thread exits. Called when the thread claims
-/// it. Async-signal-safe: `pthread_setspecific` of one of the first 32
-/// keys only stores into the thread's descriptor.
+/// it. Async-signal-safe as the shadow stack's key is: `pthread_setspecific`
+/// of one of the first 32 keys (`PTHREAD_KEY_2NDLEVEL_SIZE`) only stores
+/// into the thread's descriptor (a program that made 30 keys before
+/// fntrace's would make it allocate, once per thread).
 pub(crate) fn mark_at_exit(state: &AtomicU32) {
     let key = EXIT_KEY.load(Ordering::Acquire);
     if key == 0 {
