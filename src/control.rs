@@ -323,20 +323,20 @@ fn rescan_and_select(state: &mut Control, objects: &symbols::SymbolIndex) {
 }
 
 /// Scans the loaded objects for sites (again, when objects were loaded or
-/// unloaded since the last scan: a library opened with `dlopen`).
+/// unloaded since the last scan: a library opened with `dlopen`). Inside
+/// [`sites::loader::hold`]: objects of `index` that were unloaded since it
+/// was built are skipped, and the sites of unloaded objects are dropped
+/// first.
 fn rescan(state: &mut Control, index: &symbols::SymbolIndex) -> bool {
     if state.initialized && state.scanned_generation == index.generation {
         return false;
     }
-    if state.initialized
-        && symbols::unloads(state.scanned_generation) != symbols::unloads(index.generation)
-    {
+    let found = sites::loader::hold(|loaded| {
         // Objects were unloaded: their sites must not be written (their
-        // text is gone, or is another object's now). If the memory file
-        // cannot be opened, the sites stay and writing them fails as before.
-        let _ = sites::unload_gone(holds_its_text);
-    }
-    let found = sites::scan(index);
+        // text is gone, or is another object's now).
+        sites::loader::drop_gone(loaded, holds_its_text);
+        sites::scan(index, |object| loaded.lists(object))
+    });
     state.scan.functions_scanned = found.functions_scanned;
     state.scan.sites_found += found.sites_found;
     state.scan.foreign_sites = found.foreign_sites;
@@ -454,7 +454,20 @@ static SYNC_BATCH: Mutex<SyncBatch> = Mutex::new(SyncBatch {
 /// site can be listed), so `select` and this walk change them with a
 /// plain load and store: a locked read-modify-write would wait for each
 /// scattered site's cache line in turn.
-fn sync_text(sites: &mut SitesInOrder, mut select: impl FnMut(&'static Site)) -> Result<(), Error> {
+fn sync_text(sites: &mut SitesInOrder, select: impl FnMut(&'static Site)) -> Result<(), Error> {
+    // No object is mapped or unmapped while the text is read and written;
+    // sites of objects unloaded since the last check are dropped first.
+    sites::loader::hold(|loaded| {
+        sites::loader::drop_gone(loaded, holds_its_text);
+        sync_listed_text(sites, select)
+    })
+}
+
+/// [`sync_text`]'s work, inside [`sites::loader::hold`].
+fn sync_listed_text(
+    sites: &mut SitesInOrder,
+    mut select: impl FnMut(&'static Site),
+) -> Result<(), Error> {
     NOP_PENDING.store(false, Ordering::Release);
     // Before any site calls a fast entry, frames it pushes must carry the
     // right exit mask; after a disable, none may.

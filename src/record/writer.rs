@@ -25,6 +25,9 @@ pub(super) fn write_until_stopped(
     // Nothing this thread calls is traced (its own events would feed the
     // stream it writes).
     let _untraced = Untraced::begin();
+    // Threads that exit while many exited threads' buffers wait for this
+    // writer wait for it to catch up (see `ring::wait_for_reader`).
+    let _periodic = crate::rt::ring::PeriodicReader::begin();
     let (stream, start_ns, forked_from) = match stream {
         Ok(stream) => (Some(stream), 0, None),
         Err((start_ns, forked_from)) => (None, start_ns, forked_from),

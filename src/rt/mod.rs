@@ -19,6 +19,7 @@ mod unwind;
 /// functions and `makecontext`, the fork handlers, the clock's calibration.
 pub(crate) fn prepare() {
     shadow::prepare();
+    thread::prepare_exit_hook();
     std::hint::black_box(unwind::prepare());
     std::hint::black_box(contexts::prepare());
     // First: in the parent, the alias must count the fork before the

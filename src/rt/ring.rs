@@ -3,7 +3,16 @@
 //! A thread that records its first event claims a ring from its tracer's
 //! pool: a free one if there is one (rings of exited threads are freed by
 //! the reader and reused), else a new `mmap` (async-signal-safe; the kernel
-//! commits pages only as they are touched). Rings form a list that only
+//! commits pages only as they are touched).
+//!
+//! A thread that exits marks its rings [`EXITED`] (`rt::thread`'s exit
+//! hook, after it stopped tracing the thread): the next drain takes their
+//! last events and frees them at once, for the next thread to reuse. (A
+//! ring whose owner died without the hook, or claimed one after it, is
+//! found by the reader: idle across two drains, and `tgkill` says the
+//! thread is gone.) After each drain, free rings beyond the few kept warm
+//! for the next threads give their pages back, so that thread churn
+//! costs the rings live threads use, not one ring's pages per thread. Rings form a list that only
 //! grows and are never unmapped, so a pointer to one stays valid for the
 //! life of the process; there is no cap on threads. [`RingPool::release_memory`]
 //! gives the pages of free rings back to the kernel, and those of live
@@ -58,6 +67,94 @@ const RESERVED: u32 = 2;
 /// earlier, the previous owner's id would make a reader free the ring of a
 /// live thread whose first event is still to come).
 const CLAIMING: u32 = 3;
+/// A ring whose owner exited (its thread-exit hook said so, after its last
+/// write): the reader drains it and frees it.
+const EXITED: u32 = 4;
+
+/// Free rings whose pages the reader keeps (at least; or as many as it
+/// keeps ready): the next threads to start take them warm. The pages of
+/// the other free rings go back to the kernel after each drain.
+const WARM_FREE_RINGS: usize = 2;
+
+/// Tells the reader that the owner of the ring whose state is `state`
+/// exited: called by the owner's thread-exit hook (`rt::thread`), after
+/// its last write (tracing is off on the thread by then). A ring the
+/// thread no longer owns is left alone. Async-signal-safe.
+pub(crate) fn mark_exited(state: &AtomicU32) {
+    // Release: the reader that sees EXITED sees every event written.
+    if state
+        .compare_exchange(OWNED, EXITED, Ordering::Release, Ordering::Relaxed)
+        .is_ok()
+    {
+        EXITED_UNDRAINED.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Rings marked [`EXITED`] that no reader has freed yet (all pools).
+static EXITED_UNDRAINED: AtomicUsize = AtomicUsize::new(0);
+
+/// Readers that drain periodically (a recording's writer), see
+/// [`PeriodicReader`].
+static PERIODIC_READERS: AtomicUsize = AtomicUsize::new(0);
+
+/// While alive, a reader drains the pools periodically (a recording's
+/// writer thread holds one): threads that exit may wait for it
+/// ([`wait_for_reader`]).
+pub(crate) struct PeriodicReader(());
+
+impl PeriodicReader {
+    /// A periodic reader starts.
+    pub(crate) fn begin() -> PeriodicReader {
+        PERIODIC_READERS.fetch_add(1, Ordering::Relaxed);
+        PeriodicReader(())
+    }
+}
+
+impl Drop for PeriodicReader {
+    fn drop(&mut self) {
+        PERIODIC_READERS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Exited threads' rings a reader may have left to drain before a thread
+/// that exits waits for it ([`wait_for_reader`]).
+const MAX_EXITED_UNDRAINED: usize = 32;
+
+/// How long a thread that exits waits for the reader at most, in
+/// milliseconds.
+const EXIT_WAIT_MS: u64 = 2000;
+
+/// Frees a ring a reader drained whose owner is gone,
+/// counting it off [`EXITED_UNDRAINED`] if its owner had said so.
+fn free_drained(ring_state: &AtomicU32) {
+    if ring_state.swap(FREE, Ordering::Release) == EXITED {
+        EXITED_UNDRAINED.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Called by a thread that exits, after it marked its rings: when more
+/// than [`MAX_EXITED_UNDRAINED`] rings of exited threads wait for a reader
+/// that drains periodically (a recording's writer, [`PeriodicReader`]),
+/// waits for it to catch up, up to [`EXIT_WAIT_MS`]. Thread churn (thousands of short-lived threads)
+/// could otherwise outrun a writer that shares the CPUs with them, each
+/// exited thread keeping a ring and its pages until drained; the wait
+/// holds back only a thread that is done with its own work. No lock is
+/// held; async-signal-safe (`nanosleep`).
+pub(crate) fn wait_for_reader() {
+    for _ in 0..EXIT_WAIT_MS {
+        if EXITED_UNDRAINED.load(Ordering::Relaxed) <= MAX_EXITED_UNDRAINED
+            || PERIODIC_READERS.load(Ordering::Relaxed) == 0
+        {
+            return;
+        }
+        let pause = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 1_000_000,
+        };
+        // SAFETY: a valid timespec; no remainder wanted.
+        unsafe { libc::nanosleep(&pause, ptr::null_mut()) };
+    }
+}
 
 /// One thread's ring.
 #[repr(C)]
@@ -73,7 +170,7 @@ pub struct Ring<T: Copy> {
     /// How many of `dropped` the reader has reported. Reader only.
     dropped_reported: AtomicU64,
     tid: AtomicU32,
-    /// [`FREE`], [`CLAIMING`], [`OWNED`] or [`RESERVED`].
+    /// [`FREE`], [`CLAIMING`], [`OWNED`], [`EXITED`] or [`RESERVED`].
     state: AtomicU32,
     /// The owner's name when it claimed the ring (`PR_GET_NAME`, NUL-padded).
     name: [AtomicU64; 2],
@@ -98,6 +195,10 @@ pub struct Ring<T: Copy> {
     prefaulted_from: AtomicUsize,
     /// See `prefaulted_from`.
     prefaulted_to: AtomicUsize,
+    /// The writer's head when the slot pages were last given back (or
+    /// the ring made): the owner has touched pages since when head moved.
+    /// Reader only.
+    head_at_give_back: AtomicUsize,
 }
 
 #[repr(align(64))]
@@ -152,6 +253,13 @@ impl<T: Copy> Ring<T> {
                 .write(event)
         };
         self.head.0.store(head.wrapping_add(1), Ordering::Release);
+    }
+
+    /// Whether the owner of a ring in `state` is gone: it said so at its
+    /// exit ([`EXITED`]), or the ring was `idle` since the previous read
+    /// and the thread no longer exists. Reader only.
+    fn owner_gone(&self, state: u32, idle: bool, pid: i32) -> bool {
+        state == EXITED || (idle && sys::tgkill(pid, self.tid() as i32, 0) == Err(libc::ESRCH))
     }
 
     /// Kernel thread id of the owner.
@@ -333,28 +441,31 @@ impl<T: Copy + Send + 'static> RingPool<T> {
                     .store(self.room.fast_limit(ring.capacity), Ordering::Relaxed);
                 // Release: a reader that sees OWNED sees the new owner's id.
                 ring.state.store(OWNED, Ordering::Release);
+                super::thread::mark_at_exit(&ring.state);
                 return Some(ring);
             }
         }
-        let ring = self.map_ring(Some(tid), false)?;
+        let ring = self.map_ring(Some(tid))?;
         self.publish(ring);
         // SAFETY: the ring was just initialised and is never unmapped.
-        Some(unsafe { &*ring })
+        let ring = unsafe { &*ring };
+        super::thread::mark_at_exit(&ring.state);
+        Some(ring)
     }
 
     /// Maps a ring for the calling thread (`Some(tid)`, made its owner) or
-    /// a free one (`None`), every page present if `populate`.
-    fn map_ring(&self, owner: Option<u32>, populate: bool) -> Option<*mut Ring<T>> {
+    /// a free one (`None`); the kernel commits its pages as they are
+    /// touched.
+    fn map_ring(&self, owner: Option<u32>) -> Option<*mut Ring<T>> {
         let capacity = self.capacity.load(Ordering::Relaxed);
         let bytes = std::mem::size_of::<Ring<T>>() + capacity * std::mem::size_of::<T>();
-        let populate = if populate { libc::MAP_POPULATE } else { 0 };
         // SAFETY: anonymous private mapping, result checked.
         let mem = unsafe {
             libc::mmap(
                 ptr::null_mut(),
                 bytes,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | populate,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
                 -1,
                 0,
             )
@@ -365,8 +476,6 @@ impl<T: Copy + Send + 'static> RingPool<T> {
         let ring = mem as *mut Ring<T>;
         let header = std::mem::size_of::<Ring<T>>().next_multiple_of(std::mem::align_of::<T>());
         debug_assert!(header == std::mem::size_of::<Ring<T>>());
-        // Prefaulted: every event index, as far as the reader knows.
-        let prefaulted_to = if populate != 0 { capacity } else { 0 };
         // SAFETY: the page-aligned mapping holds the header followed by
         // `capacity` slots (Ring's size is a multiple of 64, so the slots are
         // aligned for any T of alignment ≤ 64).
@@ -386,7 +495,8 @@ impl<T: Copy + Send + 'static> RingPool<T> {
                 head_at_last_drain: AtomicUsize::new(0),
                 owner_block: AtomicUsize::new(0),
                 prefaulted_from: AtomicUsize::new(0),
-                prefaulted_to: AtomicUsize::new(prefaulted_to),
+                prefaulted_to: AtomicUsize::new(0),
+                head_at_give_back: AtomicUsize::new(0),
             });
             if let Some(tid) = owner {
                 (*ring).take_over(tid);
@@ -465,7 +575,8 @@ impl<T: Copy + Send + 'static> RingPool<T> {
             && !self.cannot_prefault.load(Ordering::Relaxed);
         let pid = sys::getpid();
         for (index, ring) in self.rings().enumerate() {
-            if ring.state.load(Ordering::Acquire) != OWNED {
+            let state = ring.state.load(Ordering::Acquire);
+            if state != OWNED && state != EXITED {
                 continue;
             }
             // A ring whose head has not moved since the last drain may
@@ -474,7 +585,7 @@ impl<T: Copy + Send + 'static> RingPool<T> {
             let mut head = ring.head.0.load(Ordering::Acquire);
             let previous = ring.head_at_last_drain.swap(head, Ordering::Relaxed);
             let idle = head == previous;
-            let owner_exited = idle && sys::tgkill(pid, ring.tid() as i32, 0) == Err(libc::ESRCH);
+            let owner_exited = ring.owner_gone(state, idle, pid);
             if owner_exited {
                 // Its last events, written before it died.
                 head = ring.head.0.load(Ordering::Acquire);
@@ -507,7 +618,7 @@ impl<T: Copy + Send + 'static> RingPool<T> {
                 });
             }
             if owner_exited {
-                ring.state.store(FREE, Ordering::Release);
+                free_drained(&ring.state);
             } else if prefault {
                 // Twice what the owner wrote since the last drain, at
                 // least PREFAULT_MIN: it reaches those slots before the
@@ -519,6 +630,7 @@ impl<T: Copy + Send + 'static> RingPool<T> {
             }
         }
         self.make_ready();
+        self.trim_free();
     }
 
     /// Lossless mode on or off (see `room`). Only the pool's reader turns
@@ -576,6 +688,10 @@ impl<T: Copy + Send + 'static> RingPool<T> {
                 ring.state.store(FREE, Ordering::Release);
             }
         }
+        // No other thread, and no reader: a recording's writer starts
+        // again in the child (its own fork handler, after this one).
+        EXITED_UNDRAINED.store(0, Ordering::Relaxed);
+        PERIODIC_READERS.store(0, Ordering::Relaxed);
     }
 }
 

@@ -1,7 +1,17 @@
-//! Per-thread state: cached kernel thread ids, the recursion guard, and the
-//! thread block the trampolines share with Rust.
+//! Per-thread state: cached kernel thread ids, the recursion guard, the
+//! thread block the trampolines share with Rust, and the thread-exit hook
+//! that hands a thread's rings back.
+//!
+//! At exit (a `pthread_key` destructor: after the thread's `thread_local`
+//! destructors), the hook sets the thread's recursion guard for good (no
+//! tracer runs on it again, so nothing writes its rings any more) and
+//! marks each ring it claimed exited: the next drain takes their last
+//! events and frees them for the next thread (see `rt::ring`). When many
+//! exited threads' rings already wait for a recording's writer, it waits
+//! a little for the writer to catch up (`ring::wait_for_reader`).
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 use crate::sys;
 
@@ -107,6 +117,92 @@ impl Drop for PreservedErrno {
 
 extern "C" {
     fn fntrace_guard_swap(value: u8) -> u8;
+}
+
+/// The thread-exit key, plus one (0: not made yet).
+static EXIT_KEY: AtomicUsize = AtomicUsize::new(0);
+
+/// Rings one thread can hand back at exit (one per tracer that buffers;
+/// a thread that claims more has the others found by the reader, which
+/// checks idle rings' owners).
+const RINGS_PER_THREAD: usize = 4;
+
+thread_local! {
+    /// The state words of the rings this thread claimed (0: none).
+    /// Const-initialised, no `Drop`: a plain TLS slot, usable from the
+    /// traced path.
+    static OWNED_RINGS: [Cell<usize>; RINGS_PER_THREAD] =
+        const { [const { Cell::new(0) }; RINGS_PER_THREAD] };
+}
+
+/// Makes the thread-exit key (once); called from `init`, before any
+/// tracer can claim a ring.
+pub(crate) fn prepare_exit_hook() {
+    if EXIT_KEY.load(Ordering::Acquire) != 0 {
+        return;
+    }
+    let mut key: libc::pthread_key_t = 0;
+    // SAFETY: `key` is a valid out-pointer; the destructor only sets this
+    // thread's guard and stores to rings' state words, which are never
+    // unmapped.
+    if unsafe { libc::pthread_key_create(&mut key, Some(at_thread_exit)) } != 0 {
+        return; // rings of exited threads are then found by the reader
+    }
+    if EXIT_KEY
+        .compare_exchange(0, key as usize + 1, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        // SAFETY: the key just made, used by nobody.
+        unsafe { libc::pthread_key_delete(key) };
+    }
+}
+
+/// Has the ring whose state word is `state` (never unmapped) marked
+/// exited when the calling thread exits. Called when the thread claims
+/// it. Async-signal-safe as the shadow stack's key is: `pthread_setspecific`
+/// of one of the first 32 keys (`PTHREAD_KEY_2NDLEVEL_SIZE`) only stores
+/// into the thread's descriptor (a program that made 30 keys before
+/// fntrace's would make it allocate, once per thread).
+pub(crate) fn mark_at_exit(state: &AtomicU32) {
+    let key = EXIT_KEY.load(Ordering::Acquire);
+    if key == 0 {
+        return;
+    }
+    let address = state as *const AtomicU32 as usize;
+    let noted = OWNED_RINGS.with(|slots| {
+        slots
+            .iter()
+            .find(|slot| slot.get() == 0 || slot.get() == address)
+            .map(|slot| slot.set(address))
+            .is_some()
+    });
+    if noted {
+        // Any non-null value: the destructor runs only for those.
+        // SAFETY: the key was made by `prepare_exit_hook` and is never
+        // deleted.
+        unsafe {
+            libc::pthread_setspecific((key - 1) as libc::pthread_key_t, std::ptr::dangling())
+        };
+    }
+}
+
+/// The thread-exit hook: no more tracing on this thread, then its rings
+/// are marked exited.
+unsafe extern "C" fn at_thread_exit(_value: *mut libc::c_void) {
+    // SAFETY: only writes this thread's guard byte; never restored (the
+    // thread is exiting).
+    unsafe { fntrace_guard_swap(1) };
+    OWNED_RINGS.with(|slots| {
+        for slot in slots {
+            let address = slot.replace(0);
+            if address != 0 {
+                // SAFETY: the address of a ring's state word, noted by
+                // `mark_at_exit`; rings are never unmapped.
+                super::ring::mark_exited(unsafe { &*(address as *const AtomicU32) });
+            }
+        }
+    });
+    super::ring::wait_for_reader();
 }
 
 /// While alive, calls made by this thread are not traced: the same

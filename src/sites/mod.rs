@@ -9,6 +9,7 @@
 //!   searched for a call whose target is one of fntrace's trampolines, so that
 //!   functions that have not run yet can be traced later.
 
+pub(crate) mod loader;
 mod order;
 mod table;
 
@@ -225,9 +226,11 @@ pub struct ScanReport {
     pub foreign_sites: usize,
 }
 
-/// Searches every function symbol for its call site and records new ones.
-/// Called with the control lock held.
-pub(crate) fn scan(index: &SymbolIndex) -> ScanReport {
+/// Searches every function symbol of the objects `listed` accepts for its
+/// call site and records new ones. Called with the control lock held,
+/// inside [`loader::hold`], `listed` saying which objects of `index` the
+/// loader still lists (the others may be unmapped: not read).
+pub(crate) fn scan(index: &SymbolIndex, listed: impl Fn(&LoadedObject) -> bool) -> ScanReport {
     let mut report = ScanReport::default();
     let foreign: Vec<usize> = index
         .objects
@@ -238,7 +241,7 @@ pub(crate) fn scan(index: &SymbolIndex) -> ScanReport {
         .filter(|&addr| kind_of_target(addr).is_none())
         .collect();
 
-    for object in &index.objects {
+    for object in index.objects.iter().filter(|object| listed(object)) {
         for function in &object.functions {
             let in_text = object
                 .text
@@ -254,7 +257,8 @@ pub(crate) fn scan(index: &SymbolIndex) -> ScanReport {
                 .find(|t| function.start >= t.start && function.start < t.end)
                 .map_or(0, |t| window.min(t.end - function.start));
             // SAFETY: [start, start + window) lies inside an executable
-            // PT_LOAD segment of a loaded object, which is mapped readable.
+            // PT_LOAD segment of an object the loader lists, which stays
+            // mapped readable while `loader::hold` runs this scan.
             let code = unsafe { std::slice::from_raw_parts(function.start as *const u8, window) };
             report.functions_scanned += 1;
             let load_slot = |slot: usize| {
@@ -341,35 +345,6 @@ fn through_plt(
     // the loaded object, which is mapped readable.
     let head = unsafe { std::slice::from_raw_parts(target as *const u8, PLT_ENTRY_HEAD) };
     plt_slot(head, target).and_then(load_slot).unwrap_or(target)
-}
-
-/// After objects were unloaded (`dlclose`): each site whose text can no
-/// longer be read, or no longer holds what the table says it holds
-/// (another object was mapped there), is marked unloaded: its entry no
-/// longer counts, and a site found at its address later describes it anew.
-/// `expected` tells whether the bytes at a site are its current text.
-/// Returns how many were unloaded. Called with the control lock held.
-pub(crate) fn unload_gone(expected: impl Fn(&Site, &[u8]) -> bool) -> std::io::Result<usize> {
-    use std::os::unix::fs::FileExt;
-    // Read through the memory file, not by address: an object the program
-    // unloads meanwhile makes the read fail instead of faulting.
-    let memory = std::fs::File::open("/proc/self/mem")?;
-    let mut unloaded = 0;
-    for site in SITES.iter() {
-        let Some(form) = site.form() else {
-            continue;
-        };
-        let addr = site.addr.load(Ordering::Relaxed);
-        let mut text = [0u8; 8];
-        let text = &mut text[..form.instruction_len()];
-        let same = memory.read_exact_at(text, addr as u64).is_ok() && expected(site, text);
-        if !same {
-            site.unload();
-            SITES.note_change();
-            unloaded += 1;
-        }
-    }
-    Ok(unloaded)
 }
 
 /// The ELF scan knows more than the lazy hook did: the function, whether

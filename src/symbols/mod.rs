@@ -98,12 +98,6 @@ pub(crate) fn current() -> Arc<SymbolIndex> {
     index
 }
 
-/// How many objects were ever unloaded, by a [`SymbolIndex::generation`]
-/// (glibc's `dlpi_subs`, its low half).
-pub(crate) fn unloads(generation: u64) -> u32 {
-    generation as u32
-}
-
 /// Readable names for filters, reports and errors: the same demangling as
 /// the offline tools, so that names agree wherever they are shown.
 pub(crate) use fntrace_tools::demangle;

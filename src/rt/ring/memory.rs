@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 
 use crate::sys;
 
-use super::{Ring, RingPool, FREE, OWNED, RESERVED};
+use super::{Ring, RingPool, EXITED, FREE, OWNED, RESERVED, WARM_FREE_RINGS};
 
 /// The page size (x86-64 Linux, the only target).
 pub(super) const PAGE: usize = 4096;
@@ -15,6 +15,14 @@ pub(super) const PAGE: usize = 4096;
 /// Events whose slots the reader makes present ahead of an owner's head
 /// at least, after each drain (64 KiB of 16-byte events).
 pub(super) const PREFAULT_MIN: usize = 4096;
+
+/// Bytes of events a ready ring has present (see [`RingPool::make_ready`]).
+pub(super) const READY_BYTES: usize = 256 << 10;
+
+/// [`READY_BYTES`] in events of type `T`.
+fn ready_events<T>() -> usize {
+    READY_BYTES / std::mem::size_of::<T>().max(1)
+}
 
 /// What [`RingPool::release_memory`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -100,6 +108,14 @@ impl<T: Copy> Ring<T> {
         ok
     }
 
+    /// Whether slot pages may be present: written by an owner, or made
+    /// present by the reader, since they were last given back. Reader only.
+    pub(super) fn may_hold_pages(&self) -> bool {
+        self.head.0.load(Ordering::Relaxed) != self.head_at_give_back.load(Ordering::Relaxed)
+            || self.prefaulted_to.load(Ordering::Relaxed)
+                != self.prefaulted_from.load(Ordering::Relaxed)
+    }
+
     /// Forgets what was prefaulted (the pages were given back).
     pub(super) fn forget_prefaulted(&self) {
         self.prefaulted_from.store(0, Ordering::Relaxed);
@@ -111,6 +127,8 @@ impl<T: Copy> Ring<T> {
     pub(super) fn give_back_pages(&self) -> usize {
         let (start, bytes) = self.slot_pages();
         self.forget_prefaulted();
+        self.head_at_give_back
+            .store(self.head.0.load(Ordering::Relaxed), Ordering::Relaxed);
         if bytes == 0 {
             return 0;
         }
@@ -126,11 +144,12 @@ impl<T: Copy> Ring<T> {
 }
 
 impl<T: Copy + Send + 'static> RingPool<T> {
-    /// Keeps `count` free rings with every page present from now on (made
-    /// now and after each drain), and after each drain makes the pages
-    /// ahead of each owner's head present: threads then claim warm rings
-    /// and do not fault on their first pass. 0 stops both (the default;
-    /// the rings already made stay). Reader side: takes the reader lock.
+    /// Keeps `count` free rings with the pages of their next
+    /// [`READY_BYTES`] of events present from now on (made now and after
+    /// each drain), and after each drain makes the pages ahead of each
+    /// owner's head present: threads then claim warm rings and do not
+    /// fault on their first pass. 0 stops both (the default; the rings
+    /// already made stay). Reader side: takes the reader lock.
     pub fn keep_ready(&self, count: usize) {
         self.ready_wanted.store(count, Ordering::Relaxed);
         let _reader = self.reader.lock().unwrap_or_else(|e| e.into_inner());
@@ -138,8 +157,17 @@ impl<T: Copy + Send + 'static> RingPool<T> {
     }
 
     /// Makes the first `ready_wanted` free rings (in the order `claim`
-    /// looks at them) have every page present, mapping new ones (every
-    /// page present) if there are fewer. Under the reader lock.
+    /// looks at them) have the pages of their next [`READY_BYTES`] of
+    /// events present, mapping new ones if there are fewer. Under the
+    /// reader lock.
+    ///
+    /// Not every page: with threads that start and exit by the thousand,
+    /// each ready ring is claimed by a thread that may write a few pages
+    /// and exit, and whole rings made present (4 MiB each, at the
+    /// recorder's size) were the most of the memory a recording held.
+    /// [`READY_BYTES`] is what a thread making 400k traced calls a second
+    /// writes in 20 ms, twice the drain interval; after each drain the
+    /// reader makes the pages ahead of each owner's head present.
     pub(super) fn make_ready(&self) {
         let wanted = self.ready_wanted.load(Ordering::Relaxed);
         if wanted == 0 {
@@ -154,7 +182,8 @@ impl<T: Copy + Send + 'static> RingPool<T> {
                 // Free rings of exited threads: their pages were touched,
                 // or are made present here.
                 if !self.cannot_prefault.load(Ordering::Relaxed)
-                    && !ring.prefault_ahead(ring.head.0.load(Ordering::Relaxed), ring.capacity)
+                    && !ring
+                        .prefault_ahead(ring.head.0.load(Ordering::Relaxed), ready_events::<T>())
                 {
                     self.cannot_prefault.store(true, Ordering::Relaxed);
                 }
@@ -162,9 +191,50 @@ impl<T: Copy + Send + 'static> RingPool<T> {
             }
         }
         for _ in ready..wanted {
-            match self.map_ring(None, true) {
-                Some(ring) => self.publish(ring),
-                None => return,
+            let Some(ring) = self.map_ring(None) else {
+                return;
+            };
+            // SAFETY: the ring was just made and is not published yet: no
+            // one else uses it.
+            let made = unsafe { &*ring };
+            if !self.cannot_prefault.load(Ordering::Relaxed)
+                && !made.prefault_ahead(0, ready_events::<T>())
+            {
+                self.cannot_prefault.store(true, Ordering::Relaxed);
+            }
+            self.publish(ring);
+        }
+    }
+
+    /// After a drain: gives back the pages of the free rings beyond the
+    /// first few in the order [`RingPool::claim`] takes them (as many as
+    /// [`RingPool::keep_ready`] keeps, at least [`WARM_FREE_RINGS`]), which
+    /// stay warm for the next threads to start. Rings of exited threads
+    /// are freed by drains; without this, each kept the pages its thread
+    /// touched, and thread churn grew memory by one ring's pages per
+    /// thread. Under the reader lock.
+    pub(super) fn trim_free(&self) {
+        let keep = self
+            .ready_wanted
+            .load(Ordering::Relaxed)
+            .max(WARM_FREE_RINGS);
+        let mut free = 0;
+        for ring in self.rings() {
+            if ring.state.load(Ordering::Relaxed) != FREE {
+                continue;
+            }
+            free += 1;
+            if free <= keep || !ring.may_hold_pages() {
+                continue;
+            }
+            // Reserved while released, as in `release_memory`.
+            if ring
+                .state
+                .compare_exchange(FREE, RESERVED, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                ring.give_back_pages();
+                ring.state.store(FREE, Ordering::Release);
             }
         }
     }
@@ -195,6 +265,14 @@ impl<T: Copy + Send + 'static> RingPool<T> {
         let _reader = self.reader.lock().unwrap_or_else(|e| e.into_inner());
         let mut released = Released::default();
         for ring in self.rings() {
+            // An exited owner's ring with nothing left to drain is free
+            // (only readers, under the reader lock, change EXITED; the
+            // Acquire load of the state comes first, so head is the last).
+            if ring.state.load(Ordering::Acquire) == EXITED
+                && ring.head.0.load(Ordering::Acquire) == ring.tail.0.load(Ordering::Relaxed)
+            {
+                super::free_drained(&ring.state);
+            }
             // Reserved while released: a thread that wants a ring meanwhile
             // takes another or maps one, never writes into this one.
             let reserved = ring

@@ -8,7 +8,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
 
-use super::{Ring, RingPool, FREE, OWNED};
+use super::{free_drained, Ring, RingPool, EXITED, OWNED};
 use crate::sys;
 
 /// The unread part of one ring, as [`RingPool::peek`] found it.
@@ -79,7 +79,7 @@ impl<'a, T: Copy> Peek<'a, T> {
     /// exited.
     pub fn consume(self) {
         for ring in &self.exited_empty {
-            ring.state.store(FREE, Ordering::Release);
+            free_drained(&ring.state);
         }
         for peeked in &self.rings {
             peeked.ring.tail.0.store(peeked.head, Ordering::Release);
@@ -89,7 +89,7 @@ impl<'a, T: Copy> Peek<'a, T> {
                 .dropped_reported
                 .store(reported.wrapping_add(peeked.dropped), Ordering::Relaxed);
             if peeked.owner_exited {
-                peeked.ring.state.store(FREE, Ordering::Release);
+                free_drained(&peeked.ring.state);
             }
         }
     }
@@ -105,7 +105,8 @@ impl<T: Copy + Send + 'static> RingPool<T> {
         let (mut rings, mut exited_empty) = (Vec::new(), Vec::new());
         let pid = sys::getpid();
         for ring in self.rings() {
-            if ring.state.load(Ordering::Acquire) != OWNED {
+            let state = ring.state.load(Ordering::Acquire);
+            if state != OWNED && state != EXITED {
                 continue;
             }
             // As in drain_each: a ring whose head has not moved since the
@@ -113,7 +114,7 @@ impl<T: Copy + Send + 'static> RingPool<T> {
             // holds all its events.
             let mut head = ring.head.0.load(Ordering::Acquire);
             let idle = head == ring.head_at_last_drain.swap(head, Ordering::Relaxed);
-            let owner_exited = idle && sys::tgkill(pid, ring.tid() as i32, 0) == Err(libc::ESRCH);
+            let owner_exited = ring.owner_gone(state, idle, pid);
             if owner_exited {
                 head = ring.head.0.load(Ordering::Acquire);
             }
