@@ -49,7 +49,7 @@ const MACRO_ROOT_ITEMS: &[(&str, &str)] = &[("Tracer", "tracer"), ("register", "
 /// entry (a cycle that shrank is progress); any other fails.
 const KNOWN_CYCLES: &[(&[&str], &str)] = &[
     (
-        &["rt::thread", "rt::shadow", "rt::contexts"],
+        &["rt::thread", "rt::shadow", "rt::contexts", "rt::ring"],
         "The thread block embeds the shadow stack (thread -> shadow), the shadow \
          stack finds its thread block and saves errno with thread's \
          PreservedErrno (shadow -> thread), and checks the stack with \
@@ -57,7 +57,11 @@ const KNOWN_CYCLES: &[(&[&str], &str)] = &[
          too (contexts -> thread). All three are one per-thread structure read \
          from the trampolines without locks; it would break by moving \
          PreservedErrno down to sys and ShadowStack's type into a module that \
-         does not name the thread block.",
+         does not name the thread block. The rings joined it with the \
+         thread-exit hook: a ring records its owner's thread block and \
+         preserves errno (ring -> thread), and a thread marks its rings \
+         exited when it ends (thread -> ring); it would break by giving \
+         the exit hook a callback the rings register.",
     ),
     (
         &["capi::env", "capi::live"],
