@@ -221,7 +221,7 @@ fn spool_calls(args: &ChromeArgs) -> Result<export::SpooledCalls, Failure> {
     }
     let selection = selection(&trace, &args.dir, &select, None)?;
     let min_duration_ns = match &args.min_duration {
-        Some(text) => parse_duration(text).ok_or_else(|| {
+        Some(text) => fntrace_tools::units::parse_duration_ns(text).map_err(|_| {
             format!(
                 "--min-duration {text:?}: not a duration (a number with a unit: ns, us, ms, s, m)"
             )
@@ -360,33 +360,6 @@ fn selection(
     })
 }
 
-/// A duration with a unit (`100us`) in ns.
-fn parse_duration(text: &str) -> Option<u64> {
-    parse_with_unit(text).map(|ns| ns.round() as u64)
-}
-
-/// A non-negative number followed by a unit (ns, us, ms, s, m), in ns.
-fn parse_with_unit(text: &str) -> Option<f64> {
-    let units: [(&str, f64); 5] = [
-        ("ns", 1.0),
-        ("us", 1e3),
-        ("ms", 1e6),
-        ("s", 1e9),
-        ("m", 60e9),
-    ];
-    for (unit, scale) in units {
-        if let Some(number) = text.strip_suffix(unit) {
-            // "ms" also ends in "s": only a number before the unit counts.
-            if let Ok(value) = number.parse::<f64>() {
-                if value >= 0.0 && value.is_finite() {
-                    return Some(value * scale);
-                }
-            }
-        }
-    }
-    None
-}
-
 /// `A~B` as absolute times in ns; see `--time-range`'s help.
 fn parse_time_range(range: &str, start_ns: u64) -> Result<(Option<u64>, Option<u64>), String> {
     let (from, to) = range
@@ -408,8 +381,8 @@ fn parse_time_range(range: &str, start_ns: u64) -> Result<(Option<u64>, Option<u
 
 /// One end of a time range: elapsed with a unit, or a timestamp in seconds.
 fn parse_time(text: &str, start_ns: u64) -> Option<u64> {
-    if let Some(ns) = parse_with_unit(text) {
-        return Some(start_ns.saturating_add(ns.round() as u64));
+    if let Ok(ns) = fntrace_tools::units::parse_duration_ns(text) {
+        return Some(start_ns.saturating_add(ns));
     }
     let (seconds, fraction) = text.split_once('.').unwrap_or((text, ""));
     if fraction.len() > 9 || !fraction.bytes().all(|b| b.is_ascii_digit()) {
