@@ -302,6 +302,8 @@ fn controlled_live(variant: &str, flags: &[&str], by_pid: bool) {
     assert_eq!(stopped["lost"], "0");
     assert_eq!(stopped["threads"], THREADS.to_string());
     check_counts(&recorded, N);
+    // A live service's recording drops rather than waits, by default.
+    assert_eq!(recorder_mode(&recorded), "drop");
     let status = fields(&ctl_ok(&["status"]));
     assert_eq!(status["recording"], "none");
     assert!(!status["tracers"].contains("enabled"), "{status:?}");
@@ -368,16 +370,28 @@ fn controlled_live(variant: &str, flags: &[&str], by_pid: bool) {
     check_counts(&dumped, N);
     assert!(ctl_ok(&["report"]).starts_with("latency of the graph tracer's 0 events in memory\n"));
 
-    // A recording running at exit is finished then.
+    // A recording running at exit is finished then; lossless when asked.
     let at_exit = base.join("at-exit.data");
-    ctl_ok(&["record", at_exit.to_str().unwrap()]);
+    ctl_ok(&["record", "--mode", "lossless", at_exit.to_str().unwrap()]);
     p.work(N);
     let stderr = p.finish();
     check_counts(&at_exit, N);
+    assert_eq!(recorder_mode(&at_exit), "lossless");
     assert_eq!(stderr, "");
     assert!(!socket.exists(), "{} stays after exit", socket.display());
     assert!(!base.join("gmon.out").exists(), "gprof ran");
     std::fs::remove_dir_all(&base).unwrap();
+}
+
+/// The mode the recorder noted in the recording at `dir` (one session).
+fn recorder_mode(dir: &Path) -> String {
+    let notes = fntrace::export::recorder_notes(dir).unwrap();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    notes[0]
+        .iter()
+        .find(|(key, _)| key == "mode")
+        .map(|(_, value)| value.clone())
+        .unwrap_or_else(|| panic!("no mode in {notes:?}"))
 }
 
 #[test]

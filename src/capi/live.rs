@@ -108,7 +108,7 @@ fn handle(request: Request) -> Reply {
                 "filter {globs}: for the tracers enabled from now on, and recordings"
             ))
         }),
-        Request::Record(dir) => Ok(record(&dir)),
+        Request::Record(dir, mode) => Ok(record(&dir, mode)),
         Request::Stop => stop(),
         Request::Snapshot(dir) => snapshot(&dir),
         Request::Dump(dir) => dump(&dir),
@@ -272,12 +272,12 @@ fn disable(name: &str) -> Result<Reply, Error> {
 /// no writer thread.
 static RECORDED_BY: AtomicU32 = AtomicU32::new(0);
 
-fn record(dir: &Path) -> Reply {
+/// `record`: drop mode unless asked otherwise (a live service's latency
+/// must not wait on the recorder's disk).
+fn record(dir: &Path, mode: crate::record::RecordMode) -> Reply {
     let Some(dir) = dir.to_str() else {
         return Reply::error("the directory is not UTF-8");
     };
-    // A live service's latency must not wait on the recorder's disk.
-    let mode = crate::record::RecordMode::Drop;
     if let Err(failure) = start_recording(dir, &current_filter(), mode) {
         return Reply::error(failure.1);
     }

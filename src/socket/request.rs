@@ -4,6 +4,8 @@
 
 use std::path::PathBuf;
 
+use crate::record::RecordMode;
+
 /// The longest request, its `\n` included.
 pub(crate) const MAX_REQUEST_BYTES: usize = 4096;
 
@@ -27,8 +29,8 @@ pub(crate) enum Request {
     Disable(String),
     /// `filter GLOBS`: the rest of the line.
     Filter(String),
-    /// `record DIR`.
-    Record(PathBuf),
+    /// `record [--mode=lossless|drop] DIR` (drop mode by default).
+    Record(PathBuf, RecordMode),
     /// `stop`.
     Stop,
     /// `snapshot DIR`.
@@ -199,7 +201,17 @@ pub(crate) fn parse(line: &[u8]) -> Result<Request, String> {
             ),
             globs => Ok(Request::Filter(globs.to_string())),
         },
-        "record" => Ok(Request::Record(directory()?)),
+        "record" => match rest.trim_start().strip_prefix("--mode=") {
+            Some(with_mode) => {
+                let (mode, dir) = with_mode.split_once(' ').unwrap_or((with_mode, ""));
+                let mode = mode.parse().map_err(|e| format!("record --mode: {e}"))?;
+                match dir.trim() {
+                    "" => Err("record needs a directory: record [--mode=MODE] DIR".to_string()),
+                    dir => Ok(Request::Record(dir.into(), mode)),
+                }
+            }
+            None => Ok(Request::Record(directory()?, RecordMode::Drop)),
+        },
         "snapshot" => Ok(Request::Snapshot(directory()?)),
         "dump" => Ok(Request::Dump(directory()?)),
         "flight" => Ok(Request::Flight(parse_flight(rest)?)),
@@ -301,8 +313,14 @@ mod tests {
         );
         assert_eq!(
             parse(b"record /tmp/a b"),
-            Ok(Request::Record("/tmp/a b".into()))
+            Ok(Request::Record("/tmp/a b".into(), RecordMode::Drop))
         );
+        assert_eq!(
+            parse(b"record --mode=lossless /tmp/a b"),
+            Ok(Request::Record("/tmp/a b".into(), RecordMode::Lossless))
+        );
+        assert!(parse(b"record --mode=sometimes /t").is_err());
+        assert!(parse(b"record --mode=drop").is_err());
         assert_eq!(parse(b"snapshot /s"), Ok(Request::Snapshot("/s".into())));
         assert_eq!(parse(b"dump /d"), Ok(Request::Dump("/d".into())));
         let flight = |request| Ok(Request::Flight(request));

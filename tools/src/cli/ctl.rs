@@ -86,6 +86,11 @@ pub enum CtlCommand {
     },
     /// Start streaming the graph tracer into DIR (a new or empty directory).
     Record {
+        /// What a thread whose buffer is full does: `drop` (the default
+        /// here: the service's latency never waits on the disk; losses are
+        /// counted and marked) or `lossless` (it waits for the writer).
+        #[arg(long, value_name = "MODE", default_value = "drop", value_parser = ["lossless", "drop"])]
+        mode: String,
         /// The uftrace data directory to write.
         dir: PathBuf,
     },
@@ -291,7 +296,7 @@ fn request_line(command: &CtlCommand) -> Result<String, NoReply> {
         CtlCommand::Enable { tracer } => format!("enable {tracer}"),
         CtlCommand::Disable { tracer } => format!("disable {tracer}"),
         CtlCommand::Filter { globs } => format!("filter {globs}"),
-        CtlCommand::Record { dir: d } => format!("record {}", dir(d)?),
+        CtlCommand::Record { mode, dir: d } => format!("record --mode={mode} {}", dir(d)?),
         CtlCommand::Stop => "stop".to_string(),
         CtlCommand::Snapshot { dir: d } => format!("snapshot {}", dir(d)?),
         CtlCommand::Dump { dir: d } => format!("dump {}", dir(d)?),
