@@ -78,6 +78,14 @@ int fntrace_dump(const char *dir);
 int fntrace_record_start(const char *dir);
 
 /*
+ * fntrace_record_start with a mode: "lossless" (what fntrace_record_start
+ * does: a thread whose buffer is full waits for the writer, nothing is
+ * lost) or "drop" (the event is dropped and counted, a lost record marks
+ * the gap: the program never waits on the disk). -EINVAL: another mode.
+ */
+int fntrace_record_start_mode(const char *dir, const char *mode);
+
+/*
  * Stops the recording: disables the graph tracer, writes the remaining
  * events and finishes the directory. -ESRCH: no recording runs.
  */

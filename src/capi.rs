@@ -270,6 +270,25 @@ pub unsafe extern "C" fn fntrace_record_start(dir: *const c_char) -> c_int {
     })
 }
 
+/// `fntrace_record_start` in `mode`: `"lossless"` (a thread whose buffer
+/// is full waits for the writer; what `fntrace_record_start` does) or
+/// `"drop"` (the event is dropped, counted and marked by a lost record).
+///
+/// # Safety
+/// `dir` and `mode` are null or NUL-terminated strings.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fntrace_record_start_mode(
+    dir: *const c_char,
+    mode: *const c_char,
+) -> c_int {
+    run("fntrace_record_start_mode", || {
+        // SAFETY: the caller passes null or valid C strings.
+        let (dir, mode) = unsafe { (arg(dir, "dir")?, arg(mode, "mode")?) };
+        let mode = mode.parse().map_err(|e: String| Failure(libc::EINVAL, e))?;
+        start_recording(dir, &current_filter(), mode)
+    })
+}
+
 /// Starts the recording kept for `fntrace_record_stop`, in `mode`.
 pub(crate) fn start_recording(
     dir: &str,

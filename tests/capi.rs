@@ -99,6 +99,25 @@ fn traces_through_the_c_abi(variant: &str, flags: &[&str]) {
         &base.join("run-record"),
     );
     check_counts(&record);
+
+    // The same in drop mode (a bad mode first: refused, named).
+    let dropping = base.join("record-drop.data");
+    let out = run(
+        &program,
+        &["record_drop", dropping.to_str().unwrap()],
+        &base.join("run-record-drop"),
+    );
+    assert!(
+        out.contains("record_bad_mode -22 ")
+            && out.contains("\"sometimes\" is not a recording mode"),
+        "{out}"
+    );
+    check_counts(&dropping);
+    let notes = fntrace::export::recorder_notes(&dropping).unwrap();
+    assert!(
+        notes.len() == 1 && notes[0].contains(&("mode".to_string(), "drop".to_string())),
+        "{notes:?}"
+    );
     std::fs::remove_dir_all(&base).unwrap();
 }
 
@@ -199,6 +218,7 @@ fn shared_library_exports_the_c_abi_and_the_trampolines() {
         "fntrace_set_filter",
         "fntrace_dump",
         "fntrace_record_start",
+        "fntrace_record_start_mode",
         "fntrace_record_stop",
         "fntrace_last_error",
     ] {

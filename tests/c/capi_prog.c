@@ -90,6 +90,12 @@ int main(int argc, char **argv) {
         check("fntrace_record_start", fntrace_record_start(dir));
         work();
         check("fntrace_record_stop", fntrace_record_stop());
+    } else if (strcmp(mode, "record_drop") == 0) {
+        check("fntrace_set_filter", fntrace_set_filter("handle_*,parse_*,!handle_log*"));
+        report("record_bad_mode", fntrace_record_start_mode(dir, "sometimes"));
+        check("fntrace_record_start_mode", fntrace_record_start_mode(dir, "drop"));
+        work();
+        check("fntrace_record_stop", fntrace_record_stop());
     } else if (strcmp(mode, "errors") == 0) {
         report("last_error_before", 0);
         report("enable_function", fntrace_enable("function"));
