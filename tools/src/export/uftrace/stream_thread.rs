@@ -422,6 +422,90 @@ mod tests {
         events
     }
 
+    /// At a gap every open call gets a made-up exit (listed as added) at the
+    /// last record's time before the lost record, and nothing stays open;
+    /// a thread ends with one more lost record only if records followed
+    /// the gap, counting the exits left out since.
+    #[test]
+    fn gaps_close_every_open_call_before_the_lost_record() {
+        use super::super::format::decode;
+        let (mut thread, mut out) = (thread(), Vec::new());
+        let mut totals = StreamTotals::default();
+        let event = |time_ns, depth, kind| GraphEvent {
+            time_ns,
+            function: 0x40_1000 + usize::from(depth) * 0x10,
+            depth,
+            kind,
+        };
+        for depth in 0..3 {
+            let entry = event(10 + u64::from(depth), depth, EventKind::Entry);
+            encode_run(
+                &mut thread,
+                &mut [entry].into_iter(),
+                RUN_MAX,
+                &mut out,
+                &mut totals,
+            );
+        }
+        assert!(!thread.end_gap(&mut out), "no gap yet");
+        thread.write_gap(500, &mut out);
+        let records: Vec<_> = out
+            .as_chunks::<RECORD_SIZE>()
+            .0
+            .iter()
+            .map(|r| {
+                let r = decode(r);
+                (r.time, r.kind, r.depth, r.addr)
+            })
+            .collect();
+        assert_eq!(
+            records[3..],
+            [
+                (12, TYPE_EXIT, 2, 0x40_1020),
+                (12, TYPE_EXIT, 1, 0x40_1010),
+                (12, TYPE_EXIT, 0, 0x40_1000),
+                (12, TYPE_LOST, 0, 500),
+            ]
+        );
+        assert!(thread.open.is_empty());
+        assert_eq!((thread.added.clone(), thread.records), (vec![3, 4, 5], 6));
+        assert!(!thread.end_gap(&mut out), "nothing after the gap");
+
+        // After the gap: an exit whose entry was before it (left out), a
+        // call at depth 2 still open at the end.
+        out.clear();
+        let after = [
+            event(600, 1, EventKind::Exit),
+            event(610, 2, EventKind::Entry),
+        ];
+        let left_out_before = totals.left_out;
+        let mut after = after.into_iter();
+        while after.len() != 0 {
+            encode_run(&mut thread, &mut after, RUN_MAX, &mut out, &mut totals);
+        }
+        thread.left_out_since_gap += totals.left_out - left_out_before;
+        assert!(thread.end_gap(&mut out));
+        let records: Vec<_> = out
+            .as_chunks::<RECORD_SIZE>()
+            .0
+            .iter()
+            .map(|r| {
+                let r = decode(r);
+                (r.time, r.kind, r.depth)
+            })
+            .collect();
+        assert_eq!(
+            records,
+            [
+                (610, TYPE_ENTRY, 2),
+                (610, TYPE_EXIT, 2),
+                (610, TYPE_LOST, 0)
+            ]
+        );
+        assert_eq!(decode(&out.as_chunks::<RECORD_SIZE>().0[2]).addr, 1);
+        assert!(!thread.end_gap(&mut out), "ended once");
+    }
+
     /// The short cut writes every byte the general way writes, and leaves
     /// the thread and the totals as it does, whatever the events and
     /// however they are split.
