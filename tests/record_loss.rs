@@ -53,7 +53,10 @@ fn events_lost_to_full_buffers_are_counted_and_shown() {
             "{function}: {entries} entries, {exits} exits"
         );
     }
-    let replay = uftrace(&["replay", "--no-pager"], &dir);
+    // At a gap every call is closed (uftrace 0.13 misreads calls open at a
+    // lost record), and its replay shows a lost record outside every user
+    // function only with --kernel-full.
+    let replay = uftrace(&["replay", "--no-pager", "--kernel-full"], &dir);
     assert!(replay.contains("LOST"), "uftrace replay shows no loss");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -11,14 +11,24 @@
 //! - `.sym` files cover every function the header names (the caller passes
 //!   every instrumented function), not only those with events.
 //! - Lost events are a lost record where they happened, after the last
-//!   event written before the loss (uftrace's own recorder does the same).
+//!   event written before the loss (uftrace's own recorder does the same),
+//!   with every call open there closed just before it by a made-up exit at
+//!   the time of that last event: uftrace 0.13 misreads calls open at a
+//!   lost record (`graph` crashed, `report` gave hours). After the gap the
+//!   exits of calls entered before it are left out (counted in
+//!   [`StreamTotals::left_out`]), and a thread that wrote records after a
+//!   gap ends with one more lost record, counting those exits, at
+//!   [`UftraceStream::finish`] (see `StreamThread::end_gap`). `uftrace
+//!   replay` shows lost records outside every function only with
+//!   `--kernel-full`.
 //! - Records are made consistent as they arrive, by one thread's open calls
 //!   (depth and function, a few words per call): an entry closes the open
 //!   calls at its depth or deeper (they were unwound) with an exit at its
 //!   time; an exit closes its call and any deeper ones; an exit with no open
 //!   call at its depth (its entry was lost) is left out and counted in
 //!   [`StreamTotals::left_out`]. Calls still open at the end stay open, as
-//!   in uftrace's recordings of a program that was still running.
+//!   in uftrace's recordings of a program that was still running (except
+//!   in a thread with a gap, see above).
 //! - `info`, `task.txt` and `fntrace.txt` are rewritten (a new file renamed
 //!   over the old, never half-written) whenever a thread appears, before its
 //!   first records are written.
@@ -28,9 +38,7 @@ use std::path::Path;
 
 use super::super::dirfd::TraceDir;
 use super::super::ExportError;
-use super::format::{
-    basename, decode, encode, timestamp, ADDR_BITS, RECORD_SIZE, TYPE_ENTRY, TYPE_EXIT, TYPE_LOST,
-};
+use super::format::{basename, decode, timestamp, RECORD_SIZE, TYPE_ENTRY, TYPE_EXIT};
 use super::sessions::{is_shared_recording, write_session, Fragment};
 use super::stream_thread::{encode_run, push_forked, StreamThread, CHUNK_EVENTS, RUN_MAX};
 use super::write::{fntrace_text, prepare_dir, session_id, sym_text, task_txt, ModuleLayout};
@@ -315,6 +323,7 @@ impl UftraceStream {
             &mut held
         };
         let written_before = out.len();
+        let left_out_before = totals.left_out;
         let mut written = 0u64;
         out.reserve(RECORD_SIZE * events.len().min(CHUNK_EVENTS));
         let mut events = events;
@@ -334,9 +343,9 @@ impl UftraceStream {
                 out.clear();
             }
         }
+        thread.left_out_since_gap += totals.left_out - left_out_before;
         if lost_after > 0 {
-            let count = lost_after.min((1 << ADDR_BITS) - 1);
-            out.extend_from_slice(&encode(thread.last_time, TYPE_LOST, 0, count));
+            thread.write_gap(lost_after, out);
             totals.lost += lost_after;
         }
         written += (out.len() - written_before) as u64;
@@ -376,6 +385,8 @@ impl UftraceStream {
             file: None,
             appended: false,
             entry_floor: u16::MAX,
+            records_at_gap: None,
+            left_out_since_gap: 0,
         };
         self.threads.insert(tid, thread);
         Ok(())
@@ -443,6 +454,19 @@ impl UftraceStream {
     /// session files one last time; returns the totals.
     pub fn finish(mut self) -> Result<StreamTotals, ExportError> {
         self.flush()?;
+        // Threads that wrote records after a gap end with a lost record
+        // (see `StreamThread::end_gap`).
+        let mut out = Vec::new();
+        for &tid in &self.order {
+            let thread = self.threads.get_mut(&tid).expect("ordered threads exist");
+            out.clear();
+            if thread.end_gap(&mut out) {
+                thread.write(&self.dir, tid, &out)?;
+                thread.file = None;
+                self.totals.bytes += out.len() as u64;
+                self.session_files_stale = true;
+            }
+        }
         self.write_session_files()?;
         Ok(self.totals())
     }

@@ -9,7 +9,9 @@ use std::io::Write;
 
 use super::super::dirfd::TraceDir;
 use super::super::ExportError;
-use super::format::{encode, record, ADDR_BITS, MAX_DEPTH, RECORD_SIZE, TYPE_ENTRY, TYPE_EXIT};
+use super::format::{
+    encode, record, ADDR_BITS, MAX_DEPTH, RECORD_SIZE, TYPE_ENTRY, TYPE_EXIT, TYPE_LOST,
+};
 use super::stream::StreamTotals;
 use crate::trace::{EventKind, GraphEvent};
 
@@ -38,6 +40,68 @@ pub(super) struct StreamThread {
     /// inherited from its parent (returning through the parent's frames,
     /// `fork` first): written as it is, as uftrace does.
     pub(super) entry_floor: u16,
+    /// Entry and exit records written before the last lost record, if any:
+    /// when records follow it, uftrace holds frames for the calls above
+    /// the first of them (entered before the gap, their exits left out),
+    /// which only a lost record with nothing open clears (see
+    /// [`StreamThread::end_gap`]).
+    pub(super) records_at_gap: Option<usize>,
+    /// Exits left out since the last lost record (their entry was lost):
+    /// counted by the lost record that ends the thread (see
+    /// [`StreamThread::end_gap`]).
+    pub(super) left_out_since_gap: u64,
+}
+
+impl StreamThread {
+    /// Writes a lost record for `count` events into `out` at the gap, as
+    /// uftrace 0.13 reads one sanely: every open call first gets a made-up
+    /// exit at the time of the last record (listed in `added`, so fntrace's
+    /// reader skips it), and none stays open, so the exits after the gap of
+    /// calls entered before it are left out (counted). Measured on
+    /// hand-written `.dat` files: with any call open at a lost record,
+    /// `uftrace graph` may crash (SIGSEGV), `uftrace report` counts the open
+    /// calls erratically (some twice, some never), and the frames uftrace
+    /// keeps for them give self times of hours.
+    pub(super) fn write_gap(&mut self, count: u64, out: &mut Vec<u8>) {
+        while let Some((depth, function)) = self.open.pop() {
+            let exit = GraphEvent {
+                time_ns: self.last_time,
+                function,
+                depth,
+                kind: EventKind::Exit,
+            };
+            // An entry that could not be written has no exit either.
+            if let Some(bytes) = record(&exit) {
+                out.extend_from_slice(&bytes);
+                self.added.push(self.records);
+                self.records += 1;
+            }
+        }
+        let count = count.min((1 << ADDR_BITS) - 1);
+        out.extend_from_slice(&encode(self.last_time, TYPE_LOST, 0, count));
+        self.records_at_gap = Some(self.records);
+        self.left_out_since_gap = 0;
+    }
+
+    /// Ends a thread that wrote records after a gap (see
+    /// [`StreamThread::records_at_gap`]) with a last lost record (its count: the
+    /// exits left out since the gap, whose entries were lost), the open
+    /// calls closed before it as at a gap. Without it, uftrace 0.13 counts
+    /// the frames it made up for the calls above the first record after the
+    /// gap once more at the end of the file, each under the name of the
+    /// last call it saw at that depth before the gap. Returns whether it
+    /// wrote anything.
+    pub(super) fn end_gap(&mut self, out: &mut Vec<u8>) -> bool {
+        if self
+            .records_at_gap
+            .is_none_or(|at_gap| at_gap == self.records)
+        {
+            return false;
+        }
+        let count = self.left_out_since_gap;
+        self.write_gap(count, out);
+        true
+    }
 }
 
 /// Events a listed thread's `append` encodes before it writes their
@@ -303,6 +367,8 @@ mod tests {
             file: None,
             appended: false,
             entry_floor: u16::MAX,
+            records_at_gap: None,
+            left_out_since_gap: 0,
         }
     }
 
@@ -354,6 +420,90 @@ mod tests {
             });
         }
         events
+    }
+
+    /// At a gap every open call gets a made-up exit (listed as added) at the
+    /// last record's time before the lost record, and nothing stays open;
+    /// a thread ends with one more lost record only if records followed
+    /// the gap, counting the exits left out since.
+    #[test]
+    fn gaps_close_every_open_call_before_the_lost_record() {
+        use super::super::format::decode;
+        let (mut thread, mut out) = (thread(), Vec::new());
+        let mut totals = StreamTotals::default();
+        let event = |time_ns, depth, kind| GraphEvent {
+            time_ns,
+            function: 0x40_1000 + usize::from(depth) * 0x10,
+            depth,
+            kind,
+        };
+        for depth in 0..3 {
+            let entry = event(10 + u64::from(depth), depth, EventKind::Entry);
+            encode_run(
+                &mut thread,
+                &mut [entry].into_iter(),
+                RUN_MAX,
+                &mut out,
+                &mut totals,
+            );
+        }
+        assert!(!thread.end_gap(&mut out), "no gap yet");
+        thread.write_gap(500, &mut out);
+        let records: Vec<_> = out
+            .as_chunks::<RECORD_SIZE>()
+            .0
+            .iter()
+            .map(|r| {
+                let r = decode(r);
+                (r.time, r.kind, r.depth, r.addr)
+            })
+            .collect();
+        assert_eq!(
+            records[3..],
+            [
+                (12, TYPE_EXIT, 2, 0x40_1020),
+                (12, TYPE_EXIT, 1, 0x40_1010),
+                (12, TYPE_EXIT, 0, 0x40_1000),
+                (12, TYPE_LOST, 0, 500),
+            ]
+        );
+        assert!(thread.open.is_empty());
+        assert_eq!((thread.added.clone(), thread.records), (vec![3, 4, 5], 6));
+        assert!(!thread.end_gap(&mut out), "nothing after the gap");
+
+        // After the gap: an exit whose entry was before it (left out), a
+        // call at depth 2 still open at the end.
+        out.clear();
+        let after = [
+            event(600, 1, EventKind::Exit),
+            event(610, 2, EventKind::Entry),
+        ];
+        let left_out_before = totals.left_out;
+        let mut after = after.into_iter();
+        while after.len() != 0 {
+            encode_run(&mut thread, &mut after, RUN_MAX, &mut out, &mut totals);
+        }
+        thread.left_out_since_gap += totals.left_out - left_out_before;
+        assert!(thread.end_gap(&mut out));
+        let records: Vec<_> = out
+            .as_chunks::<RECORD_SIZE>()
+            .0
+            .iter()
+            .map(|r| {
+                let r = decode(r);
+                (r.time, r.kind, r.depth)
+            })
+            .collect();
+        assert_eq!(
+            records,
+            [
+                (610, TYPE_ENTRY, 2),
+                (610, TYPE_EXIT, 2),
+                (610, TYPE_LOST, 0)
+            ]
+        );
+        assert_eq!(decode(&out.as_chunks::<RECORD_SIZE>().0[2]).addr, 1);
+        assert!(!thread.end_gap(&mut out), "ended once");
     }
 
     /// The short cut writes every byte the general way writes, and leaves
