@@ -300,7 +300,9 @@ impl<T: Copy> Ring<T> {
     /// Acquire) to `out`, a slice at a time (at most two: up to the end of
     /// the ring, then from its start), then frees their slots. Callers
     /// serialise readers.
-    fn drain_to(&self, head: usize, out: &mut dyn FnMut(&[T])) -> usize {
+    /// Returns the events and the drops reported with them (a full ring's,
+    /// read before its slots are freed).
+    fn drain_to(&self, head: usize, out: &mut dyn FnMut(&[T])) -> (usize, u64) {
         let tail = self.tail.0.load(Ordering::Relaxed);
         let available = head.wrapping_sub(tail);
         let start = tail & (self.capacity - 1);
@@ -316,14 +318,21 @@ impl<T: Copy> Ring<T> {
             let run = unsafe { std::slice::from_raw_parts(self.slots.add(from).cast::<T>(), len) };
             out(run);
         }
+        // A ring full at `head` stays full (its head frozen there) until
+        // the tail moves: every drop counted now happened right after
+        // these events. Read once the tail has moved, a drop could come
+        // from a refill (a reader preempted between the two).
+        let drops = if available >= self.capacity {
+            self.take_unreported_drops()
+        } else {
+            0
+        };
         self.tail.0.store(head, Ordering::Release);
-        available
+        (available, drops)
     }
 
-    /// Drops reported since the previous call (after a drain: every drop
-    /// counted here happened after the events that drain returned, the
-    /// ring being full, except in the unlikely case of a ring refilled
-    /// between the drain's tail store and this read).
+    /// Drops counted since the previous call (see `drain_to` for where
+    /// they happened).
     fn take_unreported_drops(&self) -> u64 {
         let dropped = self.dropped.load(Ordering::Relaxed);
         let reported = self.dropped_reported.swap(dropped, Ordering::Relaxed);
@@ -595,7 +604,7 @@ impl<T: Copy + Send + 'static> RingPool<T> {
             // (read before, a new owner of a reused ring could be missed).
             let (tid, name) = (ring.tid(), ring.name());
             let name = name.as_str();
-            ring.drain_to(head, &mut |events| {
+            let (_, drops_at_head) = ring.drain_to(head, &mut |events| {
                 out(&Batch {
                     ring: index,
                     tid,
@@ -604,10 +613,12 @@ impl<T: Copy + Send + 'static> RingPool<T> {
                     dropped_after: 0,
                 })
             });
+            // Drops of a ring that was not full: made since its tail moved
+            // (a few nanoseconds ago, unless this thread was preempted).
+            let dropped_after = drops_at_head + ring.take_unreported_drops();
             self.room.drained();
             ring.fast_limit
                 .store(self.room.fast_limit(ring.capacity), Ordering::Relaxed);
-            let dropped_after = ring.take_unreported_drops();
             if dropped_after != 0 {
                 out(&Batch {
                     ring: index,
