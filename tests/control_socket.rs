@@ -283,6 +283,15 @@ fn controlled_live(variant: &str, flags: &[&str], by_pid: bool) {
     );
     let status = fields(&ctl_ok(&["status"]));
     assert!(status["tracers"].contains("graph (enabled)"), "{status:?}");
+    // Enabling the recorded tracer again is refused, and says why.
+    let again = ctl(&base, &target, &["enable", "graph"]);
+    assert!(
+        again.code != 0 && again.stderr.contains("the graph tracer is recording"),
+        "{} {} {}",
+        again.code,
+        again.stdout,
+        again.stderr
+    );
     assert!(
         status["recording"].starts_with(&format!("{} (", recorded.display())),
         "{status:?}"

@@ -247,6 +247,13 @@ fn flight_request(request: FlightRequest) -> Reply {
 }
 
 fn enable(name: &str) -> Result<Reply, Error> {
+    if name == "graph" && RECORDING.load(Ordering::Acquire) {
+        // Enabled already, with the filter the recording started with.
+        return Ok(Reply::error(
+            "the graph tracer is recording (it is enabled, with the filter the recording \
+             started with): `stop` ends the recording; `filter` then `record` starts another",
+        ));
+    }
     control::enable_with(name, &current_filter())?;
     let filter = current_globs().unwrap_or_else(|| "every function".to_string());
     Ok(Reply::ok(format!("enabled {name} ({filter})")))
