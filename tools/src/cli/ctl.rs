@@ -296,6 +296,8 @@ fn request_line(command: &CtlCommand) -> Result<String, NoReply> {
         CtlCommand::Enable { tracer } => format!("enable {tracer}"),
         CtlCommand::Disable { tracer } => format!("disable {tracer}"),
         CtlCommand::Filter { globs } => format!("filter {globs}"),
+        // Drop mode is the server's default: the plain form then.
+        CtlCommand::Record { mode, dir: d } if mode == "drop" => format!("record {}", dir(d)?),
         CtlCommand::Record { mode, dir: d } => format!("record --mode={mode} {}", dir(d)?),
         CtlCommand::Stop => "stop".to_string(),
         CtlCommand::Snapshot { dir: d } => format!("snapshot {}", dir(d)?),

@@ -114,9 +114,26 @@ pub fn write_report(trace: TraceReport, args: &ReportArgs, out: &mut Output) -> 
     }
     let report = trace.latency;
     let events: u64 = report.threads.iter().map(|t| t.events).sum();
+    // With a selection, the counts are the selection's, and say so.
+    let select = &args.select;
+    let mut selected: Vec<String> = Vec::new();
+    selected.extend(select.filter.iter().map(|glob| format!("-F {glob}")));
+    selected.extend(select.notrace.iter().map(|glob| format!("-N {glob}")));
+    selected.extend(select.tid.iter().map(|tid| format!("--tid {tid}")));
+    selected.extend(
+        select
+            .time_range
+            .iter()
+            .map(|r| format!("--time-range {r}")),
+    );
+    let of_selection = if selected.is_empty() {
+        String::new()
+    } else {
+        format!(" selected by {}", selected.join(" "))
+    };
     writeln!(
         out,
-        "# {} (pid {}): {} threads, {events} events",
+        "# {} (pid {}): {} threads, {events} events{of_selection}",
         trace.exe,
         trace.pid,
         report.threads.len()
