@@ -22,13 +22,6 @@ use std::process::{Command, Output};
 
 const N: u64 = 2000;
 
-/// The `fntrace` command, with `libfntrace.so` built beside it.
-fn fntrace() -> PathBuf {
-    native::build_libraries();
-    assert!(native::profile_dir().join("libfntrace.so").is_file());
-    native::cli()
-}
-
 /// `tests/c/family.c` built with `flags` into `dir/family`.
 fn build_family(dir: &Path, flags: &[&str]) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
@@ -46,21 +39,6 @@ fn build_family(dir: &Path, flags: &[&str]) -> PathBuf {
         String::from_utf8_lossy(&output.stderr)
     );
     program
-}
-
-/// `fntrace record ARGS` in `cwd`.
-fn record(cwd: &Path, args: &[&str]) -> Output {
-    Command::new(fntrace())
-        .arg("record")
-        .args(args)
-        .current_dir(cwd)
-        .env_remove("FNTRACE_LIB")
-        .output()
-        .unwrap()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 /// Per-function calls `uftrace report --demangle=full` shows (C++ names
@@ -126,18 +104,18 @@ fn family_equals_uftrace_options(
         "family",
         &n,
     ]);
-    let output = record(&base, &args);
+    let output = native::fntrace_record(&base, &args);
     assert!(
         output.status.success(),
         "fntrace record: {}",
-        stderr(&output)
+        native::stderr_of(&output)
     );
     // The parent (with its forked child, as in uftrace's recordings) and
     // the exec'd program: a program with no events adds no session.
     assert!(
-        stderr(&output).contains(&format!("in {sessions} session(s)")),
+        native::stderr_of(&output).contains(&format!("in {sessions} session(s)")),
         "{}",
-        stderr(&output)
+        native::stderr_of(&output)
     );
     assert!(!base.join("gmon.out").exists(), "gprof ran");
 
@@ -219,7 +197,7 @@ fn record_both(base: &Path, program: &Path, args: &[&str], label: &str) -> BothR
     let ours = base.join(format!("fntrace-{label}.data"));
     let mut record_args = vec!["-o", ours.to_str().unwrap(), program.to_str().unwrap()];
     record_args.extend(args);
-    let ours_run = record(base, &record_args);
+    let ours_run = native::fntrace_record(base, &record_args);
     let theirs = base.join(format!("uftrace-{label}.data"));
     let theirs_run = Command::new("uftrace")
         .args(["record", "--no-libcall", "--no-event", "--no-sched", "-d"])
@@ -280,11 +258,15 @@ fn each_task_of_a_process_family_replays_as_uftrace_does() {
         let base = common::temp_dir(&format!("record-cmd-replay-{variant}"));
         let program = build_family(&base, flags);
         let both = record_both(&base, &program, &["family", &N.to_string()], "family");
-        assert!(both.ours_run.status.success(), "{}", stderr(&both.ours_run));
+        assert!(
+            both.ours_run.status.success(),
+            "{}",
+            native::stderr_of(&both.ours_run)
+        );
         assert!(
             both.theirs_run.status.success(),
             "{}",
-            stderr(&both.theirs_run)
+            native::stderr_of(&both.theirs_run)
         );
         // The parent, its four threads, the child.
         assert_eq!(both.theirs.len(), 6, "{variant}: {:?}", both.theirs);
@@ -415,16 +397,20 @@ fn execl_execlp_execle_keep_the_calls_before_the_exec() {
         let program = build_family(&base, flags);
         for mode in ["execl", "execlp", "execle"] {
             let both = record_both(&base, &program, &[mode, &N.to_string()], mode);
-            assert!(both.ours_run.status.success(), "{}", stderr(&both.ours_run));
+            assert!(
+                both.ours_run.status.success(),
+                "{}",
+                native::stderr_of(&both.ours_run)
+            );
             assert!(
                 both.theirs_run.status.success(),
                 "{}",
-                stderr(&both.theirs_run)
+                native::stderr_of(&both.theirs_run)
             );
             assert!(
-                stderr(&both.ours_run).contains("in 2 session(s)"),
+                native::stderr_of(&both.ours_run).contains("in 2 session(s)"),
                 "{variant} {mode}: {}",
-                stderr(&both.ours_run)
+                native::stderr_of(&both.ours_run)
             );
             let exec_program = exec_program(N, "  ");
             let followed = main_ran_leaves(N, &exec_program, &["main"]);
@@ -450,11 +436,15 @@ fn fatal_signals_read_as_their_default_action() {
     let base = common::temp_dir("record-cmd-dispositions");
     let program = build_family(&base, &["-pg", "-O0"]);
     let both = record_both(&base, &program, &["dispositions", "0"], "dispositions");
-    assert!(both.ours_run.status.success(), "{}", stderr(&both.ours_run));
+    assert!(
+        both.ours_run.status.success(),
+        "{}",
+        native::stderr_of(&both.ours_run)
+    );
     assert!(
         both.theirs_run.status.success(),
         "{}",
-        stderr(&both.theirs_run)
+        native::stderr_of(&both.theirs_run)
     );
     let fatal = [
         libc::SIGSEGV,
@@ -546,7 +536,7 @@ fn underscore_exit_keeps_the_last_events() {
     let program = build_family(&base, &["-pg", "-O0"]);
     let dir = base.join("t.data");
     let n = N.to_string();
-    let output = record(
+    let output = native::fntrace_record(
         &base,
         &[
             "-o",
@@ -556,7 +546,7 @@ fn underscore_exit_keeps_the_last_events() {
             &n,
         ],
     );
-    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(output.status.success(), "{}", native::stderr_of(&output));
     let expected: HashMap<String, u64> = [("main", 1), ("run", 1), ("leaf", N)]
         .into_iter()
         .map(|(f, n)| (f.to_string(), n))
@@ -575,7 +565,7 @@ fn a_fatal_signal_keeps_the_last_events() {
     let n = N.to_string();
     for (mode, signal) in [("segv", libc::SIGSEGV), ("abort", libc::SIGABRT)] {
         let dir = base.join(format!("{mode}.data"));
-        let output = record(
+        let output = native::fntrace_record(
             &base,
             &[
                 "-o",
@@ -590,7 +580,7 @@ fn a_fatal_signal_keeps_the_last_events() {
             output.status.code(),
             Some(128 + signal),
             "{}",
-            stderr(&output)
+            native::stderr_of(&output)
         );
         let counts = common::call_counts(&common::read_trace_dir(&dir));
         assert_eq!(counts.get("leaf"), Some(&(N, N)), "{mode}: {counts:?}");
@@ -608,7 +598,7 @@ fn flight_mode_writes_the_last_events_of_the_program_at_exit() {
     let program = build_family(&base, &["-pg", "-O0"]);
     let dir = base.join("flight.data");
     let n = N.to_string();
-    let output = record(
+    let output = native::fntrace_record(
         &base,
         &[
             "--flight",
@@ -620,7 +610,7 @@ fn flight_mode_writes_the_last_events_of_the_program_at_exit() {
             &n,
         ],
     );
-    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(output.status.success(), "{}", native::stderr_of(&output));
     // The window holds everything (64 MiB), of the parent only.
     let expected: HashMap<String, u64> = [("main", 1), ("worker", 4), ("run", 5), ("leaf", 5 * N)]
         .into_iter()
@@ -635,16 +625,26 @@ fn flight_mode_writes_the_last_events_of_the_program_at_exit() {
 fn the_programs_exit_status_comes_back() {
     let base = common::temp_dir("record-cmd-status");
     let program = build_family(&base, &["-pg", "-O0"]);
-    let output = record(&base, &[program.to_str().unwrap(), "status", "3"]);
-    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let output = native::fntrace_record(&base, &[program.to_str().unwrap(), "status", "3"]);
+    assert_eq!(
+        output.status.code(),
+        Some(3),
+        "{}",
+        native::stderr_of(&output)
+    );
     // The default directory, in the working directory.
     assert_eq!(
         fntrace_calls(&base.join("fntrace.data")).get("leaf"),
         Some(&1)
     );
     // Again: the old trace becomes fntrace.data.old.
-    let output = record(&base, &[program.to_str().unwrap(), "status", "0"]);
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let output = native::fntrace_record(&base, &[program.to_str().unwrap(), "status", "0"]);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        native::stderr_of(&output)
+    );
     assert!(base.join("fntrace.data.old/info").is_file());
     std::fs::remove_dir_all(&base).unwrap();
 }
@@ -666,17 +666,17 @@ fn bad_arguments_fail_with_one_clear_line() {
         (&["/nonexistent/program"], "cannot run /nonexistent/program"),
     ];
     for (args, says) in cases {
-        let output = record(&base, args);
+        let output = native::fntrace_record(&base, args);
         assert_eq!(
             output.status.code(),
             Some(2),
             "{args:?}: {}",
-            stderr(&output)
+            native::stderr_of(&output)
         );
         assert!(
-            stderr(&output).contains(says),
+            native::stderr_of(&output).contains(says),
             "{args:?}: {}",
-            stderr(&output)
+            native::stderr_of(&output)
         );
     }
     // Nothing of the user's was touched.
@@ -699,8 +699,8 @@ fn program_equals_uftrace(
     let ours = base.join("fntrace.data");
     let mut record_args = vec!["-o", ours.to_str().unwrap(), program.to_str().unwrap()];
     record_args.extend(args);
-    let output = record(base, &record_args);
-    assert!(output.status.success(), "{}", stderr(&output));
+    let output = native::fntrace_record(base, &record_args);
+    assert!(output.status.success(), "{}", native::stderr_of(&output));
     let theirs = base.join("uftrace.data");
     assert!(common::uftrace_record(&theirs, program, args));
     let demangled = |calls: HashMap<String, u64>| -> HashMap<String, u64> {
@@ -730,7 +730,7 @@ fn records_cpp_built_with_gxx_pg_as_uftrace_does() {
         .arg(&program)
         .output()
         .expect("cannot run g++; CI installs it (.ci/run)");
-    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(output.status.success(), "{}", native::stderr_of(&output));
     program_equals_uftrace(&base, &program, &["1000"], |_| true);
     std::fs::remove_dir_all(&base).unwrap();
 }
@@ -756,7 +756,7 @@ fn build_rust(dir: &Path, name: &str) -> PathBuf {
         .env("RUSTC_BOOTSTRAP", "1")
         .output()
         .expect("cannot run rustc");
-    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(output.status.success(), "{}", native::stderr_of(&output));
     program
 }
 
@@ -782,7 +782,7 @@ fn a_rust_program_crashes_as_without_fntrace_and_keeps_its_last_calls() {
     for (mode, signal) in [("segv", libc::SIGSEGV), ("overflow", libc::SIGABRT)] {
         let plain = Command::new(&program).arg(mode).output().unwrap();
         let dir = base.join(format!("{mode}.data"));
-        let output = record(
+        let output = native::fntrace_record(
             &base,
             &["-o", dir.to_str().unwrap(), program.to_str().unwrap(), mode],
         );
@@ -792,10 +792,10 @@ fn a_rust_program_crashes_as_without_fntrace_and_keeps_its_last_calls() {
         assert_eq!(output.status.code(), Some(128 + signal), "{mode}");
         for run in [&plain, &output] {
             assert_eq!(
-                stderr(run).contains("has overflowed its stack"),
+                native::stderr_of(run).contains("has overflowed its stack"),
                 mode == "overflow",
                 "{mode}: {}",
-                stderr(run)
+                native::stderr_of(run)
             );
         }
         let counts = common::call_counts(&common::read_trace_dir(&dir));

@@ -13,13 +13,7 @@ use common::native;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-/// The `fntrace` command, with `libfntrace.so` built beside it.
-fn fntrace() -> PathBuf {
-    native::build_libraries();
-    native::cli()
-}
+use std::process::Command;
 
 /// `tests/c/family.c`'s sibling `tests/c/ctl_prog.c` would do as well; a
 /// short `-pg` program of its own keeps this test quick.
@@ -44,20 +38,6 @@ fn build_program(dir: &Path) -> PathBuf {
         String::from_utf8_lossy(&output.stderr)
     );
     program
-}
-
-fn record(cwd: &Path, args: &[&str]) -> Output {
-    Command::new(fntrace())
-        .arg("record")
-        .args(args)
-        .current_dir(cwd)
-        .env_remove("FNTRACE_LIB")
-        .output()
-        .unwrap()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 /// Every file under `dir` with its bytes, sorted: what must not change.
@@ -88,8 +68,13 @@ fn an_old_directory_that_is_not_a_recording_is_never_deleted() {
     let program = build_program(&base);
     let program = program.to_str().unwrap();
 
-    let first = record(&base, &["-o", "rx", program]);
-    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    let first = native::fntrace_record(&base, &["-o", "rx", program]);
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "{}",
+        native::stderr_of(&first)
+    );
     assert!(base.join("rx/info").is_file());
     let recording = snapshot(&base.join("rx"));
 
@@ -116,8 +101,8 @@ fn an_old_directory_that_is_not_a_recording_is_never_deleted() {
     for (what, make) in unrelated {
         make(&old);
         let before = snapshot(&old);
-        let output = record(&base, &["-o", "rx", program]);
-        let says = stderr(&output);
+        let output = native::fntrace_record(&base, &["-o", "rx", program]);
+        let says = native::stderr_of(&output);
         assert_eq!(output.status.code(), Some(2), "{what}: {says}");
         assert!(
             says.contains("fntrace deletes nothing it did not write") && says.lines().count() == 1,
@@ -133,23 +118,37 @@ fn an_old_directory_that_is_not_a_recording_is_never_deleted() {
     }
 
     // No rx.old: rx moves there, and says so.
-    let output = record(&base, &["-o", "rx", program]);
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let output = native::fntrace_record(&base, &["-o", "rx", program]);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        native::stderr_of(&output)
+    );
     let said = format!(
         "fntrace record: moved the previous recording {} to {}\n",
         base.join("rx").display(),
         old.display()
     );
-    assert!(stderr(&output).starts_with(&said), "{}", stderr(&output));
+    assert!(
+        native::stderr_of(&output).starts_with(&said),
+        "{}",
+        native::stderr_of(&output)
+    );
     assert_eq!(snapshot(&old).len(), recording.len());
     // rx.old is a recording fntrace wrote: replaced by rx, said so.
     let newer = snapshot(&base.join("rx"));
-    let output = record(&base, &["-o", "rx", program]);
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-    assert!(
-        stderr(&output).contains("(in place of the older recording there)"),
+    let output = native::fntrace_record(&base, &["-o", "rx", program]);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
         "{}",
-        stderr(&output)
+        native::stderr_of(&output)
+    );
+    assert!(
+        native::stderr_of(&output).contains("(in place of the older recording there)"),
+        "{}",
+        native::stderr_of(&output)
     );
     let moved: Vec<Vec<u8>> = snapshot(&old).into_iter().map(|(_, b)| b).collect();
     let newer: Vec<Vec<u8>> = newer.into_iter().map(|(_, b)| b).collect();
@@ -165,8 +164,9 @@ fn an_output_directory_others_can_write_is_refused_before_the_program_runs() {
     std::fs::create_dir(&shared).unwrap();
     std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
     let marker = base.join("ran");
-    let output = record(&base, &["-o", "shared", "touch", marker.to_str().unwrap()]);
-    let says = stderr(&output);
+    let output =
+        native::fntrace_record(&base, &["-o", "shared", "touch", marker.to_str().unwrap()]);
+    let says = native::stderr_of(&output);
     assert_eq!(output.status.code(), Some(2), "{says}");
     assert!(
         says.contains("is writable by every user") && says.lines().count() == 1,
@@ -180,8 +180,9 @@ fn an_output_directory_others_can_write_is_refused_before_the_program_runs() {
         let theirs = base.join("theirs");
         std::fs::create_dir(&theirs).unwrap();
         std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
-        let output = record(&base, &["-o", "theirs", "touch", marker.to_str().unwrap()]);
-        let says = stderr(&output);
+        let output =
+            native::fntrace_record(&base, &["-o", "theirs", "touch", marker.to_str().unwrap()]);
+        let says = native::stderr_of(&output);
         assert_eq!(output.status.code(), Some(2), "{says}");
         assert!(says.contains("is owned by uid 65534"), "{says}");
         assert!(!marker.exists(), "the program ran");

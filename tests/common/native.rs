@@ -99,3 +99,27 @@ pub fn build_c_program(source: &Path, flags: &[&str], out: &Path) {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+/// The `fntrace` command, with `libfntrace.so` built beside it (what
+/// `fntrace record` preloads).
+pub fn cli_with_library() -> PathBuf {
+    build_libraries();
+    assert!(profile_dir().join("libfntrace.so").is_file());
+    cli()
+}
+
+/// `fntrace record ARGS` in `cwd`, with the library beside the command.
+pub fn fntrace_record(cwd: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(cli_with_library())
+        .arg("record")
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("FNTRACE_LIB")
+        .output()
+        .unwrap()
+}
+
+/// A command's standard error, as text.
+pub fn stderr_of(output: &std::process::Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}

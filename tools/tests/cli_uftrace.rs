@@ -6,9 +6,9 @@
 
 mod common;
 
-use common::TempDir;
+use common::{fntrace, fntrace_ok, TempDir};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 const CLI: &str = env!("CARGO_BIN_EXE_fntrace");
 
@@ -60,27 +60,6 @@ fn record(work: &TempDir, name: &str, args: &[&str]) -> PathBuf {
     // `quit` exits with s & 1; any exit code is the program's.
     assert!(status.code().is_some(), "uftrace record: {status}");
     dir
-}
-
-fn fntrace(args: &[&str], dir: &Path) -> Output {
-    Command::new(CLI)
-        .args(args.iter().take(1))
-        .arg(dir)
-        .args(args.iter().skip(1))
-        .env("LC_ALL", "C")
-        .output()
-        .expect("running the fntrace CLI")
-}
-
-/// stdout of a successful `fntrace` command.
-fn fntrace_ok(args: &[&str], dir: &Path) -> String {
-    let output = fntrace(args, dir);
-    assert!(
-        output.status.success(),
-        "fntrace {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap()
 }
 
 fn uftrace_graph(dir: &Path, function: Option<&str>) -> String {

@@ -7,14 +7,12 @@
 
 mod common;
 
-use common::TempDir;
+use common::{fntrace, fntrace_ok, TempDir};
 use fntrace_tools::analysis::{self, FunctionStats, Rows};
 use fntrace_tools::export::UftraceReader;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-const CLI: &str = env!("CARGO_BIN_EXE_fntrace");
+use std::process::Command;
 
 /// The first file: `fib` (recursive), `call_a` calling this file's
 /// `helper`; `main` calls `call_a` and `call_b` 200 times each, then
@@ -66,28 +64,6 @@ fn record(work: &TempDir) -> PathBuf {
         .expect("cannot run uftrace; CI installs it (.ci/run)");
     assert!(status.code().is_some(), "uftrace record: {status}");
     dir
-}
-
-/// `fntrace COMMAND DIR ARGS…`.
-fn fntrace(args: &[&str], dir: &Path) -> Output {
-    Command::new(CLI)
-        .args(args.iter().take(1))
-        .arg(dir)
-        .args(args.iter().skip(1))
-        .env("LC_ALL", "C")
-        .output()
-        .expect("running the fntrace CLI")
-}
-
-/// stdout of a successful `fntrace` command.
-fn fntrace_ok(args: &[&str], dir: &Path) -> String {
-    let output = fntrace(args, dir);
-    assert!(
-        output.status.success(),
-        "fntrace {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap()
 }
 
 /// stdout of a successful `uftrace COMMAND --no-pager -d DIR ARGS…`.

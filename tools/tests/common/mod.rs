@@ -75,3 +75,25 @@ pub fn outer_inner_calls(calls: u64) -> Trace {
         ..Trace::default()
     }
 }
+
+/// `fntrace COMMAND DIR ARGS…` (the CLI built for these tests).
+pub fn fntrace(args: &[&str], dir: &std::path::Path) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_fntrace"))
+        .args(args.iter().take(1))
+        .arg(dir)
+        .args(args.iter().skip(1))
+        .env("LC_ALL", "C")
+        .output()
+        .expect("running the fntrace CLI")
+}
+
+/// stdout of a successful `fntrace` command.
+pub fn fntrace_ok(args: &[&str], dir: &std::path::Path) -> String {
+    let output = fntrace(args, dir);
+    assert!(
+        output.status.success(),
+        "fntrace {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
