@@ -22,8 +22,11 @@ pub struct CallNode {
     /// counts until the event that showed it had ended, or, if the trace
     /// ended first, until the thread's last event (as uftrace does).
     pub total_ns: u64,
-    /// The functions called on this path, in the order first called.
+    /// The functions called on this path, in the order first called
+    /// (by time, all threads merged, as uftrace orders them).
     pub children: Vec<CallNode>,
+    /// When the path was first taken: the earliest entry's timestamp.
+    pub first_entry_ns: u64,
 }
 
 impl CallNode {
@@ -34,14 +37,33 @@ impl CallNode {
         }
     }
 
-    /// Index of the child called `name`, added if new.
-    fn child(&mut self, name: &str) -> usize {
+    /// Index of the child called `name`, entered at `time_ns`: added if
+    /// new, its first entry kept the earliest.
+    fn child(&mut self, name: &str, time_ns: u64) -> usize {
         match self.children.iter().position(|child| child.name == name) {
-            Some(index) => index,
+            Some(index) => {
+                let child = &mut self.children[index];
+                child.first_entry_ns = child.first_entry_ns.min(time_ns);
+                index
+            }
             None => {
-                self.children.push(CallNode::new(name));
+                self.children.push(CallNode {
+                    first_entry_ns: time_ns,
+                    ..CallNode::new(name)
+                });
                 self.children.len() - 1
             }
+        }
+    }
+
+    /// Orders every node's children by first entry. Threads are read one
+    /// after another, so a later thread's earlier path would otherwise come
+    /// after an earlier thread's later one; uftrace reads all threads
+    /// merged by time. The sort is stable: ties keep the reading order.
+    fn order_by_first_entry(&mut self) {
+        self.children.sort_by_key(|child| child.first_entry_ns);
+        for child in &mut self.children {
+            child.order_by_first_entry();
         }
     }
 
@@ -61,6 +83,8 @@ pub struct Backtrace {
     pub hits: u64,
     /// Their summed durations.
     pub total_ns: u64,
+    /// When the chain was first seen: its first call's entry timestamp.
+    pub first_seen_ns: u64,
 }
 
 /// An aggregated call graph; see [`call_tree`].
@@ -109,6 +133,11 @@ pub fn call_tree_of<S: EventSource>(
             add_thread(&mut tree, source, function, events);
         })?;
     }
+    tree.root.order_by_first_entry();
+    // Newest first, all threads merged by time (stable: within a thread
+    // the reading order already is newest first).
+    tree.backtraces
+        .sort_by_key(|backtrace| std::cmp::Reverse(backtrace.first_seen_ns));
     if !tree.for_function {
         tree.root.calls = 1;
         tree.root.total_ns = tree.root.children.iter().map(|child| child.total_ns).sum();
@@ -146,7 +175,7 @@ fn add_thread<S: EventSource>(
                 };
                 let path = if let Some(mut path) = parent {
                     let node = tree.root.at(&path);
-                    let index = node.child(&name);
+                    let index = node.child(&name, entry.time_ns);
                     node.children[index].calls += 1;
                     path.push(index);
                     Some(path)
@@ -155,7 +184,7 @@ fn add_thread<S: EventSource>(
                     let mut frames: Vec<String> =
                         open.iter().map(|(_, name)| name.clone()).collect();
                     frames.push(name.clone());
-                    backtrace = Some(backtrace_index(&mut tree.backtraces, frames));
+                    backtrace = Some(backtrace_index(&mut tree.backtraces, frames, entry.time_ns));
                     Some(Vec::new())
                 } else {
                     None
@@ -185,8 +214,8 @@ fn add_thread<S: EventSource>(
 }
 
 /// Index in `backtraces` of the one with `frames` (added first if new, as
-/// uftrace lists the newest first), its hits counted.
-fn backtrace_index(backtraces: &mut Vec<Backtrace>, frames: Vec<String>) -> usize {
+/// uftrace lists the newest first, seen at `time_ns`), its hits counted.
+fn backtrace_index(backtraces: &mut Vec<Backtrace>, frames: Vec<String>, time_ns: u64) -> usize {
     let index = match backtraces.iter().position(|b| b.frames == frames) {
         Some(index) => index,
         None => {
@@ -194,6 +223,7 @@ fn backtrace_index(backtraces: &mut Vec<Backtrace>, frames: Vec<String>) -> usiz
                 0,
                 Backtrace {
                     frames,
+                    first_seen_ns: time_ns,
                     ..Backtrace::default()
                 },
             );
@@ -454,6 +484,45 @@ mod tests {
 
 "
         );
+    }
+
+    /// Two threads, the one read second started first: its paths come
+    /// first, as uftrace (which reads all threads merged by time) lists
+    /// them, and its backtrace, seen first, is listed last.
+    #[test]
+    fn threads_are_merged_by_time() {
+        let thread = |tid, start, function| ThreadTrace {
+            tid,
+            events: vec![
+                entry(start, function, 0),
+                entry(start + 10, LEAF, 1),
+                exit(start + 20, LEAF, 1),
+                exit(start + 30, function, 0),
+            ],
+            ..ThreadTrace::default()
+        };
+        let trace = Trace {
+            exe: "/bin/t".into(),
+            threads: vec![thread(1, 5_000, OUTER), thread(2, 1_000, INNER)],
+            names: [
+                (OUTER, "outer".to_string()),
+                (INNER, "inner".to_string()),
+                (LEAF, "leaf".to_string()),
+            ]
+            .into(),
+            ..Trace::default()
+        };
+        let tree = call_tree(&trace, None);
+        let names: Vec<&str> = tree.root.children.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["inner", "outer"]);
+        assert_eq!(tree.root.children[0].first_entry_ns, 1_000);
+        let tree = call_tree(&trace, Some("leaf"));
+        let callers: Vec<&str> = tree
+            .backtraces
+            .iter()
+            .map(|b| b.frames[0].as_str())
+            .collect();
+        assert_eq!(callers, ["outer", "inner"]);
     }
 
     #[test]
