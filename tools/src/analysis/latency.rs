@@ -3,7 +3,7 @@
 //! per function name as `uftrace report` shows them. See [`latency`] for
 //! what is measured and how recursion counts.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::fmt::Write as _;
 
 use super::histogram::Histogram;
@@ -271,9 +271,9 @@ pub fn latency_of<S: EventSource>(source: &S) -> Result<LatencyReport, S::Error>
 /// [`latency_of`]) or by address.
 pub fn latency_of_with<S: EventSource>(source: &S, rows: Rows) -> Result<LatencyReport, S::Error> {
     let mut report = LatencyReport::default();
-    let mut merged: HashMap<usize, FunctionDurations> = HashMap::new();
+    let mut merged: HashMap<usize, FunctionDurations> = HashMap::default();
     for (index, thread) in source.threads().into_iter().enumerate() {
-        let mut functions: HashMap<usize, FunctionDurations> = HashMap::new();
+        let mut functions: HashMap<usize, FunctionDurations> = HashMap::default();
         let mut events = 0u64;
         let ((), lost) = source.read_thread(index, |thread_events| {
             let counted = thread_events.inspect(|_| events += 1);
@@ -355,7 +355,7 @@ fn sorted_stats<S: EventSource>(
             .collect(),
         Rows::ByName => {
             // Name → lowest address and the merged durations.
-            let mut by_name: HashMap<String, (usize, FunctionDurations)> = HashMap::new();
+            let mut by_name: HashMap<String, (usize, FunctionDurations)> = HashMap::default();
             for (&function, durations) in functions {
                 let row = by_name
                     .entry(source.name_of(function))
