@@ -16,6 +16,10 @@ use crate::sys::{gettid, last_errno, sched, set_errno, signal};
 pub(super) struct AckTable {
     /// Filled in acknowledgement order; reset by `Handshake::begin`.
     pub(super) slots: Box<[AtomicI32]>,
+    /// The program counter each thread was stopped at (from its signal
+    /// context; 0 if unknown), at the index of its tid in `slots`: no
+    /// thread may be stopped strictly inside bytes being written.
+    pub(super) pcs: Box<[AtomicUsize]>,
 }
 
 /// The atomics the signal handler reads and writes. Only these, and only
@@ -54,6 +58,9 @@ impl Handshake {
         for slot in table.slots.iter() {
             slot.store(0, Ordering::Relaxed);
         }
+        for pc in table.pcs.iter() {
+            pc.store(0, Ordering::Relaxed);
+        }
         self.ack_slots_claimed.store(0, Ordering::Relaxed);
         self.ack_count.store(0, Ordering::Relaxed);
         self.active_signal.store(signo, Ordering::Relaxed);
@@ -68,7 +75,7 @@ impl Handshake {
 
     /// The handler's body. Async-signal-safe: atomics, futex, gettid,
     /// sched_setscheduler.
-    fn on_signal(&self, signo: i32) {
+    fn on_signal(&self, signo: i32, pc: usize) {
         // SeqCst increment, then SeqCst load of the epoch; pairs with the
         // patcher's SeqCst store of epoch 0, then SeqCst load of this
         // counter in `release`: either this thread sees the operation gone,
@@ -80,7 +87,7 @@ impl Handshake {
         if epoch != 0 && self.active_signal.load(Ordering::Relaxed) == signo {
             let tid = gettid();
             if tid != self.patcher_tid.load(Ordering::Relaxed) {
-                self.record_acknowledgement(tid);
+                self.record_acknowledgement(tid, pc);
                 joined_epoch = Some(epoch);
             }
         }
@@ -105,15 +112,23 @@ impl Handshake {
         }
     }
 
-    /// Stores `tid` in a free slot of the active table.
-    fn record_acknowledgement(&self, tid: i32) {
+    /// Stores `tid` and the program counter `pc` it was stopped at in a
+    /// free slot of the active table (the pc first: the patcher reads a
+    /// slot's pc once it sees its tid).
+    fn record_acknowledgement(&self, tid: i32, pc: usize) {
         let table = self.ack_table.load(Ordering::Relaxed);
         let index = self.ack_slots_claimed.fetch_add(1, Ordering::Relaxed);
         // SAFETY: `table` was stored by `begin` before the epoch this thread
         // read (SeqCst load, so the store is visible); tables are leaked,
         // never freed, so the reference is valid forever.
-        if let Some(slot) = unsafe { table.as_ref() }.and_then(|t| t.slots.get(index)) {
-            slot.store(tid, Ordering::Relaxed);
+        let Some(table) = (unsafe { table.as_ref() }) else {
+            return;
+        };
+        if let Some(slot) = table.pcs.get(index) {
+            slot.store(pc, Ordering::Relaxed);
+        }
+        if let Some(slot) = table.slots.get(index) {
+            slot.store(tid, Ordering::Release);
         }
     }
 
@@ -156,11 +171,19 @@ impl Drop for StoppedWorld<'_> {
 }
 
 /// The signal handler installed for the stop signal.
-extern "C" fn on_stop_signal(signo: i32, _info: *mut libc::siginfo_t, _context: *mut c_void) {
+extern "C" fn on_stop_signal(signo: i32, _info: *mut libc::siginfo_t, context: *mut c_void) {
     // Restoring errno keeps the interrupted code's value (futex calls in
     // the handler may set it).
     let saved_errno = last_errno();
-    STOP_THE_WORLD.handshake.on_signal(signo);
+    let context = context as *const libc::ucontext_t;
+    let pc = if context.is_null() {
+        0
+    } else {
+        // SAFETY: the kernel passes an `SA_SIGINFO` handler the interrupted
+        // thread's `ucontext_t`, valid while the handler runs.
+        unsafe { (*context).uc_mcontext.gregs[libc::REG_RIP as usize] as usize }
+    };
+    STOP_THE_WORLD.handshake.on_signal(signo, pc);
     set_errno(saved_errno);
 }
 

@@ -235,6 +235,7 @@ impl StopTheWorld {
                 };
                 let result = stopper
                     .stop_all_other_threads()
+                    .and_then(|()| stopper.none_inside(writes))
                     .and_then(|()| write_while_stopped(&mut writer, writes));
                 drop(stopped);
                 result
@@ -242,7 +243,7 @@ impl StopTheWorld {
 
             // The world runs again: back off and retry when that can help.
             let retry = match &outcome {
-                Err(Failure::SignalBlocked { .. }) => true,
+                Err(Failure::SignalBlocked { .. } | Failure::ThreadInside { .. }) => true,
                 Err(Failure::TooManyNewThreads { capacity }) => {
                     min_capacity = capacity.saturating_mul(2);
                     true
@@ -284,7 +285,8 @@ impl PatcherState {
             Some(table) if table.slots.len() >= capacity => table,
             _ => {
                 let slots = (0..capacity).map(|_| AtomicI32::new(0)).collect();
-                let table: &'static AckTable = Box::leak(Box::new(AckTable { slots }));
+                let pcs = (0..capacity).map(|_| AtomicUsize::new(0)).collect();
+                let table: &'static AckTable = Box::leak(Box::new(AckTable { slots, pcs }));
                 self.ack_table = Some(table);
                 table
             }
@@ -308,6 +310,10 @@ enum Failure {
     Signal { what: &'static str, errno: i32 },
     /// More threads appeared than the preallocated list holds.
     TooManyNewThreads { capacity: usize },
+    /// A stopped thread's program counter lies strictly inside the bytes
+    /// of a write (between a patchable entry's one-byte NOPs): release,
+    /// let it run past them, and retry.
+    ThreadInside { tid: i32, addr: usize },
     /// A write's site no longer holds its `old` bytes.
     SiteChanged {
         addr: usize,
@@ -354,6 +360,16 @@ impl Failure {
                 addr,
                 expected: expected.get(..len).unwrap_or(&[]).to_vec(),
                 found: found.get(..len).unwrap_or(&[]).to_vec(),
+            },
+            Failure::ThreadInside { tid, addr } => Error::TextWrite {
+                addr,
+                source: io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    format!(
+                        "thread {tid} was stopped inside these bytes at every attempt \
+                         for {waited:?}; nothing written"
+                    ),
+                ),
             },
             Failure::Text(error) => error,
         }
@@ -493,6 +509,41 @@ impl Stopper<'_> {
             }
             self.wait_for_acknowledgements()?;
         }
+    }
+
+    /// With every other thread stopped: fails if one of them was stopped
+    /// with its program counter strictly inside the bytes of a write
+    /// (`writes` in address order). Only a write over several instructions
+    /// (a patchable entry's one-byte NOPs) can have one there: a signal
+    /// stops a thread between instructions.
+    fn none_inside(&self, writes: &[TextWrite]) -> Result<(), Failure> {
+        let claimed = self.handshake.ack_slots_claimed.load(Ordering::Relaxed);
+        let count = claimed.min(self.table.slots.len());
+        for (slot, pc) in self
+            .table
+            .slots
+            .iter()
+            .zip(self.table.pcs.iter())
+            .take(count)
+        {
+            // Acquire: pairs with the handler's Release store of its tid,
+            // made after its pc.
+            let tid = slot.load(Ordering::Acquire);
+            let pc = pc.load(Ordering::Relaxed);
+            if tid == 0 || pc == 0 {
+                continue;
+            }
+            let after = writes.partition_point(|write| write.addr() < pc);
+            if let Some(write) = after.checked_sub(1).and_then(|i| writes.get(i)) {
+                if write.splits(pc) {
+                    return Err(Failure::ThreadInside {
+                        tid,
+                        addr: write.addr(),
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Waits until no target is `Signalled`: each acknowledged or is gone.
