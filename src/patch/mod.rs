@@ -663,6 +663,49 @@ mod tests {
     }
 
     #[test]
+    fn patchable_entry_nops_may_be_replaced_and_one_byte_ones_are_marked() {
+        let at = 0x4000;
+        let call = [0xe8, 0x0b, 0, 0, 0];
+        // gcc's five one-byte NOPs: five instructions.
+        let write = TextWrite::new(at, &[0x90; 5], &call).unwrap();
+        assert!(write.replaces_several_instructions());
+        assert_eq!(write.installs(), Instruction::Call { target: at + 16 });
+        let write = TextWrite::new(at, &[0x90; 5], &NOP5).unwrap();
+        assert!(write.replaces_several_instructions());
+        // A thread stopped after the first NOP is inside; at it, or after
+        // the fifth, it is not.
+        assert!(!write.splits(at));
+        assert!((1..5).all(|offset| write.splits(at + offset)));
+        assert!(!write.splits(at + 5));
+        // LLVM's five-byte NOP is one instruction; so are the site forms.
+        let llvm = TextWrite::new(at, &[0x0f, 0x1f, 0x44, 0x00, 0x08], &call).unwrap();
+        assert!(!llvm.replaces_several_instructions());
+        assert!(!TextWrite::new(at, &NOP5, &call)
+            .unwrap()
+            .replaces_several_instructions());
+        let mut writes = Vec::new();
+        let mut original = [0u8; 8];
+        original[..5].copy_from_slice(&call);
+        TextWrite::push_site_toggle(&mut writes, at, SiteForm::CallRel32, original, true).unwrap();
+        assert!(!writes[0].replaces_several_instructions());
+        // Anything else is not replaced: four NOPs and a push, a 5-byte
+        // NOP with another ModRM, bytes of no instruction.
+        for old in [
+            &[0x90, 0x90, 0x90, 0x90, 0x55][..],
+            &[0x0f, 0x1f, 0x40, 0x00, 0x00],
+            &[0xcc, 0, 0, 0, 0],
+        ] {
+            assert!(
+                matches!(
+                    TextWrite::new(at, old, &call),
+                    Err(Error::TextWrite { addr: 0x4000, .. })
+                ),
+                "{old:02x?}"
+            );
+        }
+    }
+
+    #[test]
     fn address_order_sorts_any_batch_and_reuses_the_last_order() {
         let at = |addr| TextWrite::new(addr, &[0xe8, 0, 0, 0, 0], &NOP5).unwrap();
         let addrs = |writes: &[TextWrite]| writes.iter().map(|w| w.addr()).collect::<Vec<_>>();
