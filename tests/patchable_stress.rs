@@ -3,9 +3,9 @@
 //! NOPs, no `-pg`) and linked with `libfntrace.a`. 16 threads call the
 //! patchable functions from before the first enable, so the first write
 //! over the one-byte NOPs happens while they run (a thread is often
-//! stopped between two of them: without the stop-the-world protocol's
-//! program-counter check, 5 of 12 such runs crashed with SIGSEGV or
-//! SIGILL); main switches tracers on and off (graph alone: the fast fentry
+//! stopped between two of them: before the stop-the-world protocol moved
+//! such threads past the NOPs and checked every stopped thread's program
+//! counter, 5 of 12 such runs crashed with SIGSEGV or SIGILL); main switches tracers on and off (graph alone: the fast fentry
 //! entry; graph and function: the generic `__fentry__` trampoline;
 //! function alone). Then, quiescent, every thread makes exactly K calls
 //! with each path, and the dumps hold exactly 16 K calls of `w_top` and

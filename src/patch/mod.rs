@@ -154,9 +154,10 @@ impl TextWrite {
     /// Whether `old` is several instructions (five one-byte NOPs): a
     /// thread may be stopped between two of them, where the new
     /// instruction has no boundary. Only the stop-the-world protocol
-    /// writes such a batch, and only while no stopped thread's program
-    /// counter lies inside the bytes (the breakpoint protocol hands the
-    /// batch to it); see `sites::patchable`.
+    /// writes such a batch (the breakpoint protocol hands the batch to
+    /// it): its signal handler moves a thread stopped inside the NOPs past
+    /// them, and nothing is written while a stopped thread's program
+    /// counter lies inside; see `sites::patchable`.
     pub(crate) fn replaces_several_instructions(&self) -> bool {
         self.several
     }

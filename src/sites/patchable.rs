@@ -38,18 +38,23 @@
 //! compiler's NOPs to a call) is never made while a thread can be inside
 //! them. [`crate::patch`] marks a write whose old bytes are several
 //! instructions; the breakpoint protocol, which cannot know where threads
-//! are, hands any batch holding one to the stop-the-world protocol, which
-//! stops every other thread, reads each stopped thread's program counter
-//! from its signal context, and releases and retries (until its ack
-//! timeout) while a program counter lies strictly inside the bytes being
-//! written. After that first write the site holds fntrace's call or the
-//! five-byte NOP (`0f 1f 44 00 00`), one instruction, and is toggled like
-//! any fentry site under either protocol. A site no tracer ever selected
-//! keeps the compiler's NOPs (no write at `init`). Not covered: a thread
-//! that was interrupted by a signal while inside the NOPs and is still in
-//! that signal's handler (the interrupted program counter is in the
-//! handler's signal frame, which fntrace does not read) — the window is
-//! the few cycles of executing four NOPs.
+//! are, hands any batch holding one to the stop-the-world protocol. That
+//! one stops every other thread with a signal; its handler reads the
+//! interrupted program counter from the signal context and, when it lies
+//! strictly inside such a write's bytes, moves it past them (the NOPs it
+//! skips do nothing), before the thread acknowledges. Only then is
+//! anything written; the patcher also checks every recorded program
+//! counter and retries (until its ack timeout) if one is still inside.
+//! After that first write the site holds fntrace's call or the five-byte
+//! NOP (`0f 1f 44 00 00`), one instruction, and is toggled like any fentry
+//! site under either protocol. A site no tracer ever selected keeps the
+//! compiler's NOPs (no write at `init`). Not covered: a thread that was
+//! interrupted by another signal while inside the NOPs and is still in
+//! that signal's handler when the write is made (the interrupted program
+//! counter is in that handler's signal frame, which fntrace does not
+//! read): the window is the few cycles of executing four NOPs, times the
+//! chance that a signal lands in them and its handler is still running at
+//! the first enable.
 
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;

@@ -47,6 +47,12 @@
 //!    26–66 ms per release; see [`crate::sys::sched`]). The patcher decides completeness by the tids in the
 //!    table, not by the count, so a stray acknowledgement cannot stand in
 //!    for a missing one.
+//!    Before acknowledging, a thread interrupted strictly inside the bytes
+//!    of a write that replaces several one-byte NOPs (a patchable entry's
+//!    first write, see `sites::patchable`) has its program counter moved
+//!    past them in its signal context; the counter it resumes at is
+//!    recorded with its tid, and the patcher refuses to write (releases and
+//!    retries) while one lies strictly inside a write.
 //! 5. Write: re-read the text and re-check the `old` bytes, put each `new`
 //!    in the [`TextWriter`]'s image and store it (a few `pwrite`s for the
 //!    whole batch; rolling back on error), execute `cpuid`.
@@ -129,6 +135,8 @@ pub(crate) static STOP_THE_WORLD: StopTheWorld = StopTheWorld {
         ack_slots_claimed: AtomicUsize::new(0),
         ack_count: AtomicU32::new(0),
         threads_recording: AtomicU32::new(0),
+        writes: AtomicPtr::new(std::ptr::null_mut()),
+        writes_len: AtomicUsize::new(0),
     },
 };
 
@@ -222,7 +230,7 @@ impl StopTheWorld {
             // Steps 3 to 6: no allocation, no lock, no panic until `stopped`
             // is dropped (its drop releases the threads on every path).
             let outcome = {
-                let stopped = self.handshake.begin(epoch, signo, own_tid, table);
+                let stopped = self.handshake.begin(epoch, signo, own_tid, table, writes);
                 let mut stopper = Stopper {
                     handshake: &self.handshake,
                     task_dir: &mut task_dir,
