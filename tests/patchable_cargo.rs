@@ -1,4 +1,4 @@
-//! `fntrace cargo --form patchable build`: the workspace members of
+//! `fntrace cargo build --form patchable`: the workspace members of
 //! `tools/tests/cargo_workspace` (copied) are built with
 //! `rustc -Zpatchable-function-entry=5,0` (and no mcount call), their
 //! dependency outside the workspace is not; `fntrace record` of the
