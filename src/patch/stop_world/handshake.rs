@@ -132,7 +132,11 @@ impl Handshake {
     /// Where a thread stopped at `pc` resumes: past the write whose old
     /// bytes are one-byte NOPs that `pc` lies strictly inside (the rest of
     /// them do nothing, and the write puts an instruction there that has
-    /// no boundary at `pc`), else at `pc`. Called while counted in
+    /// no boundary at `pc`), else at `pc`. Skipping them is only right
+    /// because they are NOPs: every `old` was checked against the text
+    /// before any thread was stopped, and nothing but fntrace (under the
+    /// patch lock, with the loader held off by `sites::loader::hold`)
+    /// writes text meanwhile. Called while counted in
     /// `threads_recording`, with the epoch seen active (so `writes` is
     /// the live batch).
     fn past_nops(&self, pc: usize) -> usize {
