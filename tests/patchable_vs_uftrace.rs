@@ -7,8 +7,9 @@
 //! does not trace (its run fails or records nothing) are compared with the
 //! program's own counts: the NOPs after `endbr64` (`-fcf-protection`), NOPs
 //! before the symbol (`=7,2`), LLVM's single NOP (rustc
-//! `-Zpatchable-function-entry=5,0`); and a form fntrace refuses (`=5,2`:
-//! three NOPs at the entry) runs untouched, with no record.
+//! `-Zpatchable-function-entry=5,0`); functions built with `-pg` (or
+//! `-pg -mfentry`) as well are counted once; and a form fntrace refuses
+//! (`=5,2`: three NOPs at the entry) runs untouched, with no record.
 
 mod common;
 
@@ -178,6 +179,25 @@ fn entries_after_endbr64_and_nops_before_the_symbol_count_exactly() {
         (
             "cet-m2",
             &["-O0", "-fcf-protection", "-fpatchable-function-entry=7,2"],
+        ),
+    ] {
+        let base = common::temp_dir(&format!("patchable-{label}"));
+        let program = build_c(&base, "patchable", flags);
+        counts_exactly(&base, &program);
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+}
+
+#[test]
+fn functions_also_built_with_pg_are_counted_once() {
+    // `-pg -mfentry` puts the `__fentry__` call after the NOPs: before it
+    // was recognised as instrumentation, both were traced (2000 calls of
+    // w_top). With `-pg` the mcount call comes after the prologue.
+    for (label, flags) in [
+        ("pg", &["-O2", "-pg", "-fpatchable-function-entry=5"][..]),
+        (
+            "fentry",
+            &["-O2", "-pg", "-mfentry", "-fpatchable-function-entry=5"],
         ),
     ] {
         let base = common::temp_dir(&format!("patchable-{label}"));

@@ -308,7 +308,17 @@ pub(crate) fn scan(index: &SymbolIndex, listed: impl Fn(&LoadedObject) -> bool) 
                 let r10_saved = match kind {
                     SiteKind::Fentry => match fentry_placement(code, offset, after) {
                         Some(wrapped) => wrapped,
-                        None => continue,
+                        // gcc `-pg -mfentry -fpatchable-function-entry`:
+                        // the call right after the entry's NOPs.
+                        None if patchable::only_nops_before(code, offset) => false,
+                        None => {
+                            // Not where gcc puts it: left to the lazy
+                            // hook, but the function is instrumented, so
+                            // a patchable entry of it is not patched as
+                            // well.
+                            with_call_site.insert(function.start);
+                            continue;
+                        }
                     },
                     SiteKind::Mcount => false,
                 };

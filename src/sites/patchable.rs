@@ -229,6 +229,19 @@ fn site_of_entry(object: &LoadedObject, entry: usize) -> Option<(usize, &Functio
     Some((site, function))
 }
 
+/// Whether the bytes before `offset` of a function's first bytes `head`
+/// are, after an optional `endbr64`, one or more one-byte NOPs: where gcc
+/// puts the `__fentry__` call of a function built with both `-pg -mfentry`
+/// and `-fpatchable-function-entry` (the call is then the function's site,
+/// and its patchable entry is refused).
+pub(super) fn only_nops_before(head: &[u8], offset: usize) -> bool {
+    let Some(before) = head.get(..offset) else {
+        return false;
+    };
+    let before = before.strip_prefix(&ENDBR64[..]).unwrap_or(before);
+    !before.is_empty() && before.iter().all(|&byte| byte == 0x90)
+}
+
 /// `e8 rel32` from `site` to the `__fentry__` trampoline, when in reach;
 /// else zero (control makes the call through a jump stub before the first
 /// write).
@@ -282,6 +295,17 @@ mod tests {
         ] {
             assert_eq!(entry_nops(other), None, "{other:02x?}");
         }
+        // gcc -pg -mfentry -fpatchable-function-entry=5: NOPs, then the call.
+        let head = [0x90, 0x90, 0x90, 0x90, 0x90, 0xe8, 0, 0, 0, 0];
+        assert!(only_nops_before(&head, 5));
+        let cet = [0xf3, 0x0f, 0x1e, 0xfa, 0x90, 0x90, 0xe8];
+        assert!(only_nops_before(&cet, 6));
+        assert!(
+            !only_nops_before(&cet, 4),
+            "endbr64 alone is fentry_placement's"
+        );
+        assert!(!only_nops_before(&[0x55, 0x90, 0xe8], 2));
+        assert!(!only_nops_before(&head, 11));
         // What the site flags record reads back as the same bytes.
         for nops in [EntryNops::OneByte, EntryNops::Nopl(8)] {
             let text = super::super::table::nop_text(nops.flags(), SiteForm::CallRel32);
