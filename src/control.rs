@@ -18,7 +18,8 @@ use crate::filter::Filter;
 use crate::patch::{self, reach, TextWrite};
 use crate::rt::{self, ops, shadow, thread::Untraced};
 use crate::sites::{
-    self, flag, ScanReport, Site, SiteInfo, SitesInOrder, NOP_PENDING, SITES, UNRECOGNIZED,
+    self, flag, patchable, ScanReport, Site, SiteInfo, SiteKind, SitesInOrder, NOP_PENDING, SITES,
+    UNRECOGNIZED,
 };
 use crate::symbols;
 use crate::sys::{clock, priority};
@@ -54,6 +55,8 @@ static CONTROL: Mutex<ControlState> = Mutex::new(ControlState {
         functions_scanned: 0,
         sites_found: 0,
         foreign_sites: 0,
+        patchable_found: 0,
+        patchable_refused: 0,
     },
     unreadable_objects: Vec::new(),
     panicked_unreported: 0,
@@ -340,6 +343,8 @@ fn rescan(state: &mut Control, index: &symbols::SymbolIndex) -> bool {
     state.scan.functions_scanned = found.functions_scanned;
     state.scan.sites_found += found.sites_found;
     state.scan.foreign_sites = found.foreign_sites;
+    state.scan.patchable_found += found.patchable_found;
+    state.scan.patchable_refused = found.patchable_refused;
     sites::resolve_functions(index);
     state.unreadable_objects = index.unreadable.iter().map(|e| e.to_string()).collect();
     state.scanned_generation = index.generation;
@@ -352,7 +357,7 @@ fn holds_its_text(site: &Site, text: &[u8]) -> bool {
         return false;
     };
     match SiteText::of(site) {
-        SiteText::Nop => text == form.nop(),
+        SiteText::Nop => text == &site.nop_text(form)[..text.len()],
         SiteText::Call => text == &site.original_bytes()[..text.len()],
         // Which stub it calls depends on the fast path's state: a call of
         // the site's length is all that can be checked here.
@@ -410,11 +415,7 @@ impl SiteText {
     /// (or with no fast path).
     fn bytes(self, site: &Site, form: SiteForm, fast: Option<FastPathState>) -> Option<[u8; 8]> {
         match self {
-            SiteText::Nop => {
-                let mut nop = [0u8; 8];
-                nop[..form.instruction_len()].copy_from_slice(form.nop());
-                Some(nop)
-            }
+            SiteText::Nop => Some(site.nop_text(form)),
             SiteText::Call => Some(site.original_bytes()),
             SiteText::Fast => {
                 let target = fast?.entries.for_kind(site.kind());
@@ -486,6 +487,19 @@ fn sync_listed_text(
         let Some(form) = site.form() else {
             continue;
         };
+        if patchable::needs_call(flags, site.original.load(Ordering::Relaxed)) {
+            // A patchable entry out of a direct call's reach: its call
+            // goes through a jump stub, made once.
+            let trampoline = sites::trampoline(SiteKind::Fentry);
+            match reach::call_bytes(addr, form, trampoline) {
+                Some(call) => patchable::set_call(site, call),
+                None => continue,
+            }
+        }
+        // The compiler's NOPs at a patchable entry no write reached yet:
+        // the first write replaces them (whatever it writes), and the site
+        // is toggled like any other from then on.
+        let raw = flags & flag::RAW;
         let current = SiteText::from_flags(flags);
         let mask = site.tracers.load(Ordering::Relaxed);
         // The fast entries take the return address from the usual slot,
@@ -504,7 +518,7 @@ fn sync_listed_text(
         let listed = match (current, wanted) {
             // Between the NOP and the original call: both bytes are the
             // site's own, recognised when the site was recorded.
-            (SiteText::Nop, SiteText::Call) | (SiteText::Call, SiteText::Nop) => {
+            (SiteText::Nop, SiteText::Call) | (SiteText::Call, SiteText::Nop) if raw == 0 => {
                 let to_call = wanted == SiteText::Call;
                 TextWrite::push_site_toggle(writes, addr, form, site.original_bytes(), to_call)
             }
@@ -527,7 +541,7 @@ fn sync_listed_text(
             NOP_PENDING.store(true, Ordering::Release);
             return Err(err);
         }
-        let flipped = current.flags() ^ wanted.flags();
+        let flipped = current.flags() ^ wanted.flags() | raw;
         site.flags.store(flags ^ flipped, Ordering::Relaxed);
         changed.push((site, flipped));
     }

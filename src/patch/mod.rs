@@ -32,6 +32,7 @@ use crate::arch::x86_64::{
     decode_site_instruction, SiteForm, ADDR32_PREFIX, CALL_REL32, NOP5, NOP6,
 };
 use crate::error::Error;
+use crate::sites::patchable::{entry_nops, EntryNops};
 use text::TextWriter;
 
 /// One instruction-sized change of program text. Built only by
@@ -50,6 +51,11 @@ pub(crate) struct TextWrite {
     /// [`TextWrite::installs`] reads back. Not kept decoded: 32 bytes a
     /// write instead of 48, and a batch of 100,000 is walked six times.
     new: [u8; 8],
+    /// `old` is several instructions (a patchable entry's one-byte NOPs,
+    /// never written yet): a thread may be inside them, so only a protocol
+    /// that knows where every thread is may write (see
+    /// [`TextWrite::replaces_several_instructions`]).
+    several: bool,
 }
 
 const _: () = assert!(std::mem::size_of::<TextWrite>() == 32);
@@ -57,7 +63,9 @@ const _: () = assert!(std::mem::size_of::<TextWrite>() == 32);
 impl TextWrite {
     /// A write at `addr` replacing `old` by `new` (same length, 1..=8
     /// bytes). `new` must decode as one instruction fntrace writes at call
-    /// sites (a NOP, `e8 rel32`, `67 e8 rel32` or `ff 15 rel32`); anything
+    /// sites (a NOP, `e8 rel32`, `67 e8 rel32` or `ff 15 rel32`), and `old`
+    /// as one of those or as a patchable function entry's NOPs as the
+    /// compiler left them (`90 90 90 90 90`, `0f 1f 44 00 XX`); anything
     /// else is refused with [`Error::TextWrite`].
     pub(crate) fn new(addr: usize, old: &[u8], new: &[u8]) -> Result<TextWrite, Error> {
         let invalid = |why: &'static str| Error::TextWrite {
@@ -74,11 +82,22 @@ impl TextWrite {
         decode_site_instruction(new, addr).ok_or_else(|| {
             invalid("refusing to write bytes that are not a NOP or a known call form")
         })?;
+        let several = match entry_nops(old) {
+            Some(EntryNops::OneByte) => true,
+            Some(EntryNops::Nopl(_)) => false,
+            None if decode_site_instruction(old, addr).is_some() => false,
+            None => {
+                return Err(invalid(
+                    "refusing to replace bytes that are not a NOP or a known call form",
+                ))
+            }
+        };
         let mut write = TextWrite {
             addr,
             len,
             old: [0; 8],
             new: [0; 8],
+            several,
         };
         write.old[..new.len()].copy_from_slice(old);
         write.new[..new.len()].copy_from_slice(new);
@@ -128,7 +147,25 @@ impl TextWrite {
             len: len as u8,
             old: keep(old),
             new: keep(new),
+            several: false,
         }
+    }
+
+    /// Whether `old` is several instructions (five one-byte NOPs): a
+    /// thread may be stopped between two of them, where the new
+    /// instruction has no boundary. Only the stop-the-world protocol
+    /// writes such a batch (the breakpoint protocol hands the batch to
+    /// it): its signal handler moves a thread stopped inside the NOPs past
+    /// them, and nothing is written while a stopped thread's program
+    /// counter lies inside; see `sites::patchable`.
+    pub(crate) fn replaces_several_instructions(&self) -> bool {
+        self.several
+    }
+
+    /// Whether `pc` lies strictly inside the bytes written: a thread
+    /// stopped there would resume in the middle of the new instruction.
+    pub(crate) fn splits(&self, pc: usize) -> bool {
+        pc > self.addr && pc < self.addr + self.len()
     }
 
     /// First byte of the instruction.
@@ -624,6 +661,49 @@ mod tests {
         assert!(TextWrite::new(at, &NOP6, &NOP5).is_err());
         assert!(TextWrite::new(at, &[], &[]).is_err());
         assert!(TextWrite::new(at, &[0; 9], &[0; 9]).is_err());
+    }
+
+    #[test]
+    fn patchable_entry_nops_may_be_replaced_and_one_byte_ones_are_marked() {
+        let at = 0x4000;
+        let call = [0xe8, 0x0b, 0, 0, 0];
+        // gcc's five one-byte NOPs: five instructions.
+        let write = TextWrite::new(at, &[0x90; 5], &call).unwrap();
+        assert!(write.replaces_several_instructions());
+        assert_eq!(write.installs(), Instruction::Call { target: at + 16 });
+        let write = TextWrite::new(at, &[0x90; 5], &NOP5).unwrap();
+        assert!(write.replaces_several_instructions());
+        // A thread stopped after the first NOP is inside; at it, or after
+        // the fifth, it is not.
+        assert!(!write.splits(at));
+        assert!((1..5).all(|offset| write.splits(at + offset)));
+        assert!(!write.splits(at + 5));
+        // LLVM's five-byte NOP is one instruction; so are the site forms.
+        let llvm = TextWrite::new(at, &[0x0f, 0x1f, 0x44, 0x00, 0x08], &call).unwrap();
+        assert!(!llvm.replaces_several_instructions());
+        assert!(!TextWrite::new(at, &NOP5, &call)
+            .unwrap()
+            .replaces_several_instructions());
+        let mut writes = Vec::new();
+        let mut original = [0u8; 8];
+        original[..5].copy_from_slice(&call);
+        TextWrite::push_site_toggle(&mut writes, at, SiteForm::CallRel32, original, true).unwrap();
+        assert!(!writes[0].replaces_several_instructions());
+        // Anything else is not replaced: four NOPs and a push, a 5-byte
+        // NOP with another ModRM, bytes of no instruction.
+        for old in [
+            &[0x90, 0x90, 0x90, 0x90, 0x55][..],
+            &[0x0f, 0x1f, 0x40, 0x00, 0x00],
+            &[0xcc, 0, 0, 0, 0],
+        ] {
+            assert!(
+                matches!(
+                    TextWrite::new(at, old, &call),
+                    Err(Error::TextWrite { addr: 0x4000, .. })
+                ),
+                "{old:02x?}"
+            );
+        }
     }
 
     #[test]

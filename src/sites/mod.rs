@@ -7,11 +7,16 @@
 //!   patch is running), always through the patcher, never by a bare store.
 //! - **Eager** ([`scan`]): at `init`, each function symbol's first bytes are
 //!   searched for a call whose target is one of fntrace's trampolines, so that
-//!   functions that have not run yet can be traced later.
+//!   functions that have not run yet can be traced later; and each object's
+//!   `__patchable_function_entries` section lists the NOPs of functions
+//!   built with `-fpatchable-function-entry` ([`patchable`]).
 
 pub(crate) mod loader;
 mod order;
+pub(crate) mod patchable;
 mod table;
+
+use std::collections::HashSet;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -224,6 +229,14 @@ pub struct ScanReport {
     /// example glibc's, from a shared object that did not bind to ours);
     /// left alone.
     pub foreign_sites: usize,
+    /// New sites found at patchable function entries (counted in
+    /// `sites_found` too).
+    pub patchable_found: usize,
+    /// Entries of `__patchable_function_entries` sections that fntrace
+    /// refuses to patch (fewer than five NOPs at the function's entry, NOPs
+    /// of another form, no function there, or a function that also calls
+    /// `mcount`/`__fentry__`); see `docs/patching.md`.
+    pub patchable_refused: usize,
 }
 
 /// Searches every function symbol of the objects `listed` accepts for its
@@ -242,6 +255,9 @@ pub(crate) fn scan(index: &SymbolIndex, listed: impl Fn(&LoadedObject) -> bool) 
         .collect();
 
     for object in index.objects.iter().filter(|object| listed(object)) {
+        // Functions with a call site: a patchable entry of theirs is not
+        // patched as well.
+        let mut with_call_site = HashSet::new();
         for function in &object.functions {
             let in_text = object
                 .text
@@ -292,7 +308,17 @@ pub(crate) fn scan(index: &SymbolIndex, listed: impl Fn(&LoadedObject) -> bool) 
                 let r10_saved = match kind {
                     SiteKind::Fentry => match fentry_placement(code, offset, after) {
                         Some(wrapped) => wrapped,
-                        None => continue,
+                        // gcc `-pg -mfentry -fpatchable-function-entry`:
+                        // the call right after the entry's NOPs.
+                        None if patchable::only_nops_before(code, offset) => false,
+                        None => {
+                            // Not where gcc puts it: left to the lazy
+                            // hook, but the function is instrumented, so
+                            // a patchable entry of it is not patched as
+                            // well.
+                            with_call_site.insert(function.start);
+                            continue;
+                        }
                     },
                     SiteKind::Mcount => false,
                 };
@@ -307,6 +333,7 @@ pub(crate) fn scan(index: &SymbolIndex, listed: impl Fn(&LoadedObject) -> bool) 
                         | if r10_saved { flag::R10_SAVED } else { 0 },
                     tracers: 0,
                 };
+                with_call_site.insert(function.start);
                 match SITES.insert(addr + len, &new) {
                     Some(Inserted::New(_)) => report.sites_found += 1,
                     Some(Inserted::Existing(site)) if site.has_flag(flag::UNLOADED) => {
@@ -320,6 +347,7 @@ pub(crate) fn scan(index: &SymbolIndex, listed: impl Fn(&LoadedObject) -> bool) 
                 break;
             }
         }
+        patchable::scan(object, &with_call_site, &mut report);
     }
     report
 }
@@ -413,7 +441,8 @@ pub struct SiteInfo {
     /// Number of enabled tracers that selected this site (its reference
     /// count: the site holds the call exactly when this is non-zero).
     pub enabled_tracers: u32,
-    /// Whether the text holds a call right now (else the NOP).
+    /// Whether the text holds a call right now (else the NOP: at a
+    /// patchable entry never written, the compiler's own).
     pub patched: bool,
     /// Whether that call goes straight to the graph tracer's fast entry
     /// (the site is selected by `graph` alone, which has no duration
@@ -425,6 +454,11 @@ pub struct SiteInfo {
     pub lazily_found: bool,
     /// fntrace's own code: never enabled.
     pub excluded: bool,
+    /// A patchable function entry (`-fpatchable-function-entry`): the
+    /// compiler left NOPs, and `original` is the call fntrace writes there
+    /// (to the `__fentry__` trampoline, directly or through a jump stub;
+    /// empty-valued until made, when out of a direct call's reach).
+    pub patchable_entry: bool,
 }
 
 impl SiteInfo {
@@ -442,6 +476,7 @@ impl SiteInfo {
             graph_fast_path: site.has_flag(flag::TEXT_IS_FAST),
             lazily_found: site.has_flag(flag::LAZY),
             excluded: site.has_flag(flag::EXCLUDED),
+            patchable_entry: site.has_flag(flag::PATCHABLE),
         }
     }
 }

@@ -49,6 +49,11 @@ pub enum SiteKind {
 /// | 8    | unloaded: its object is gone (`dlclose`); no form, no tracers; |
 /// |      | the entry is described anew if a site appears at its address   |
 /// | 9    | listed in the address-ordered list ([`super::order`])          |
+/// | 10   | a patchable function entry ([`super::patchable`]): fentry-like,|
+/// |      | its call made by fntrace, not the compiler                     |
+/// | 11   | the text still holds the compiler's five one-byte NOPs (`90`)  |
+/// | 12   | the text still holds the compiler's `0f 1f 44 00 XX`           |
+/// | 16-23| that `XX`                                                      |
 pub(crate) mod flag {
     pub const FORM_MASK: u32 = 0b11;
     pub const FENTRY: u32 = 1 << 2;
@@ -59,6 +64,12 @@ pub(crate) mod flag {
     pub const R10_SAVED: u32 = 1 << 7;
     pub const UNLOADED: u32 = 1 << 8;
     pub const LISTED: u32 = 1 << 9;
+    pub const PATCHABLE: u32 = 1 << 10;
+    pub const RAW_ONE_BYTE_NOPS: u32 = 1 << 11;
+    pub const RAW_NOPL: u32 = 1 << 12;
+    /// Either raw state: no fntrace write reached the site yet.
+    pub const RAW: u32 = RAW_ONE_BYTE_NOPS | RAW_NOPL;
+    pub const RAW_NOPL_BYTE_SHIFT: u32 = 16;
 }
 
 /// The flags of a site as `new` describes it.
@@ -77,6 +88,20 @@ fn form_bits(form: Option<SiteForm>) -> u32 {
         Some(SiteForm::Addr32CallRel32) => 2,
         Some(SiteForm::CallGotRip) => 3,
     }
+}
+
+/// [`Site::nop_text`] of a site with `flags`.
+pub(crate) fn nop_text(flags: u32, form: SiteForm) -> [u8; 8] {
+    let mut bytes = [0u8; 8];
+    if flags & flag::RAW_ONE_BYTE_NOPS != 0 {
+        bytes[..5].fill(0x90);
+    } else if flags & flag::RAW_NOPL != 0 {
+        bytes[..4].copy_from_slice(&[0x0f, 0x1f, 0x44, 0x00]);
+        bytes[4] = (flags >> flag::RAW_NOPL_BYTE_SHIFT) as u8;
+    } else {
+        bytes[..form.instruction_len()].copy_from_slice(form.nop());
+    }
+    bytes
 }
 
 /// One call site. `repr(C)`: the fields control operations use are
@@ -158,6 +183,13 @@ impl Site {
 
     pub fn original_bytes(&self) -> [u8; 8] {
         self.original.load(Ordering::Relaxed).to_le_bytes()
+    }
+
+    /// What the text holds while no tracer selects the site (`form`'s):
+    /// the NOP of the form's length, or, at a patchable entry fntrace has
+    /// not written yet, the compiler's own NOPs.
+    pub fn nop_text(&self, form: SiteForm) -> [u8; 8] {
+        nop_text(self.flags.load(Ordering::Relaxed), form)
     }
 
     /// Forgets a site whose object was unloaded: no form (so no text is

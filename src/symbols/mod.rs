@@ -11,7 +11,7 @@ use std::ffi::CStr;
 use std::ops::Range;
 use std::sync::Arc;
 
-use object::{Object as _, ObjectSymbol, SymbolKind};
+use object::{Object as _, ObjectSection as _, ObjectSymbol, SymbolKind};
 use parking_lot::Mutex;
 
 use crate::error::Error;
@@ -44,6 +44,10 @@ pub(crate) struct LoadedObject {
     pub text: Vec<Range<usize>>,
     /// Function symbols sorted by start address, no duplicates.
     pub functions: Vec<Function>,
+    /// Where the object's `__patchable_function_entries` sections lie, at
+    /// run-time addresses (gcc/clang `-fpatchable-function-entry`, rustc
+    /// `-Zpatchable-function-entry`): read in memory by `sites::patchable`.
+    pub patchable_entries: Vec<Range<usize>>,
 }
 
 impl LoadedObject {
@@ -209,12 +213,13 @@ fn build(generation: u64) -> SymbolIndex {
             continue;
         }
         match read_functions(&path, info.bias) {
-            Ok(functions) => objects.push(LoadedObject {
+            Ok((functions, patchable_entries)) => objects.push(LoadedObject {
                 path,
                 bias: info.bias,
                 segments: info.segments,
                 text: info.text,
                 functions,
+                patchable_entries,
             }),
             Err(reason) => unreadable.push(Error::Symbols { path, reason }),
         }
@@ -226,9 +231,23 @@ fn build(generation: u64) -> SymbolIndex {
     }
 }
 
-fn read_functions(path: &str, bias: usize) -> Result<Vec<Function>, String> {
+/// The function symbols of the ELF file at `path` and the run-time ranges
+/// of its `__patchable_function_entries` sections.
+type FileSymbols = (Vec<Function>, Vec<Range<usize>>);
+
+fn read_functions(path: &str, bias: usize) -> Result<FileSymbols, String> {
     let data = std::fs::read(path).map_err(|e| e.to_string())?;
     let file = object::File::parse(&*data).map_err(|e| e.to_string())?;
+    // Allocated sections: their run-time contents (relocated) are read in
+    // memory, not here (lld leaves the file's copy zero).
+    let patchable_entries = file
+        .sections()
+        .filter(|s| s.name() == Ok("__patchable_function_entries") && s.address() != 0)
+        .map(|s| {
+            let start = bias.wrapping_add(s.address() as usize);
+            start..start.wrapping_add(s.size() as usize)
+        })
+        .collect();
     let mut functions: Vec<Function> = file
         .symbols()
         .chain(file.dynamic_symbols())
@@ -249,5 +268,5 @@ fn read_functions(path: &str, bias: usize) -> Result<Vec<Function>, String> {
             .then(b.name.len().cmp(&a.name.len()))
     });
     functions.dedup_by_key(|f| f.start);
-    Ok(functions)
+    Ok((functions, patchable_entries))
 }

@@ -120,6 +120,13 @@ impl Patcher for Breakpoint {
         if writes.is_empty() {
             return Ok(());
         }
+        // A write over several instructions (a patchable entry's one-byte
+        // NOPs, the first time): an `int3` on the first cannot keep out a
+        // thread already past it, and nothing here knows where threads
+        // are. The stop-the-world protocol does (see `sites::patchable`).
+        if writes.iter().any(TextWrite::replaces_several_instructions) {
+            return STOP_THE_WORLD.apply(writes);
+        }
         if let Err(error) = supported() {
             if !WARNED.swap(true, Ordering::Relaxed) {
                 eprintln!("fntrace: {error}; patching with the stop-the-world protocol instead");

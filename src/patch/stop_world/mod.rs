@@ -47,6 +47,12 @@
 //!    26–66 ms per release; see [`crate::sys::sched`]). The patcher decides completeness by the tids in the
 //!    table, not by the count, so a stray acknowledgement cannot stand in
 //!    for a missing one.
+//!    Before acknowledging, a thread interrupted strictly inside the bytes
+//!    of a write that replaces several one-byte NOPs (a patchable entry's
+//!    first write, see `sites::patchable`) has its program counter moved
+//!    past them in its signal context; the counter it resumes at is
+//!    recorded with its tid, and the patcher refuses to write (releases and
+//!    retries) while one lies strictly inside a write.
 //! 5. Write: re-read the text and re-check the `old` bytes, put each `new`
 //!    in the [`TextWriter`]'s image and store it (a few `pwrite`s for the
 //!    whole batch; rolling back on error), execute `cpuid`.
@@ -129,6 +135,8 @@ pub(crate) static STOP_THE_WORLD: StopTheWorld = StopTheWorld {
         ack_slots_claimed: AtomicUsize::new(0),
         ack_count: AtomicU32::new(0),
         threads_recording: AtomicU32::new(0),
+        writes: AtomicPtr::new(std::ptr::null_mut()),
+        writes_len: AtomicUsize::new(0),
     },
 };
 
@@ -222,7 +230,7 @@ impl StopTheWorld {
             // Steps 3 to 6: no allocation, no lock, no panic until `stopped`
             // is dropped (its drop releases the threads on every path).
             let outcome = {
-                let stopped = self.handshake.begin(epoch, signo, own_tid, table);
+                let stopped = self.handshake.begin(epoch, signo, own_tid, table, writes);
                 let mut stopper = Stopper {
                     handshake: &self.handshake,
                     task_dir: &mut task_dir,
@@ -235,6 +243,7 @@ impl StopTheWorld {
                 };
                 let result = stopper
                     .stop_all_other_threads()
+                    .and_then(|()| stopper.none_inside(writes))
                     .and_then(|()| write_while_stopped(&mut writer, writes));
                 drop(stopped);
                 result
@@ -242,7 +251,7 @@ impl StopTheWorld {
 
             // The world runs again: back off and retry when that can help.
             let retry = match &outcome {
-                Err(Failure::SignalBlocked { .. }) => true,
+                Err(Failure::SignalBlocked { .. } | Failure::ThreadInside { .. }) => true,
                 Err(Failure::TooManyNewThreads { capacity }) => {
                     min_capacity = capacity.saturating_mul(2);
                     true
@@ -284,7 +293,8 @@ impl PatcherState {
             Some(table) if table.slots.len() >= capacity => table,
             _ => {
                 let slots = (0..capacity).map(|_| AtomicI32::new(0)).collect();
-                let table: &'static AckTable = Box::leak(Box::new(AckTable { slots }));
+                let pcs = (0..capacity).map(|_| AtomicUsize::new(0)).collect();
+                let table: &'static AckTable = Box::leak(Box::new(AckTable { slots, pcs }));
                 self.ack_table = Some(table);
                 table
             }
@@ -308,6 +318,10 @@ enum Failure {
     Signal { what: &'static str, errno: i32 },
     /// More threads appeared than the preallocated list holds.
     TooManyNewThreads { capacity: usize },
+    /// A stopped thread's program counter lies strictly inside the bytes
+    /// of a write (between a patchable entry's one-byte NOPs): release,
+    /// let it run past them, and retry.
+    ThreadInside { tid: i32, addr: usize },
     /// A write's site no longer holds its `old` bytes.
     SiteChanged {
         addr: usize,
@@ -354,6 +368,16 @@ impl Failure {
                 addr,
                 expected: expected.get(..len).unwrap_or(&[]).to_vec(),
                 found: found.get(..len).unwrap_or(&[]).to_vec(),
+            },
+            Failure::ThreadInside { tid, addr } => Error::TextWrite {
+                addr,
+                source: io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    format!(
+                        "thread {tid} was stopped inside these bytes at every attempt \
+                         for {waited:?}; nothing written"
+                    ),
+                ),
             },
             Failure::Text(error) => error,
         }
@@ -493,6 +517,41 @@ impl Stopper<'_> {
             }
             self.wait_for_acknowledgements()?;
         }
+    }
+
+    /// With every other thread stopped: fails if one of them was stopped
+    /// with its program counter strictly inside the bytes of a write
+    /// (`writes` in address order). Only a write over several instructions
+    /// (a patchable entry's one-byte NOPs) can have one there: a signal
+    /// stops a thread between instructions.
+    fn none_inside(&self, writes: &[TextWrite]) -> Result<(), Failure> {
+        let claimed = self.handshake.ack_slots_claimed.load(Ordering::Relaxed);
+        let count = claimed.min(self.table.slots.len());
+        for (slot, pc) in self
+            .table
+            .slots
+            .iter()
+            .zip(self.table.pcs.iter())
+            .take(count)
+        {
+            // Acquire: pairs with the handler's Release store of its tid,
+            // made after its pc.
+            let tid = slot.load(Ordering::Acquire);
+            let pc = pc.load(Ordering::Relaxed);
+            if tid == 0 || pc == 0 {
+                continue;
+            }
+            let after = writes.partition_point(|write| write.addr() < pc);
+            if let Some(write) = after.checked_sub(1).and_then(|i| writes.get(i)) {
+                if write.splits(pc) {
+                    return Err(Failure::ThreadInside {
+                        tid,
+                        addr: write.addr(),
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Waits until no target is `Signalled`: each acknowledged or is gone.

@@ -1,5 +1,6 @@
 //! `fntrace cargo build|run|test|bench`: cargo, with only the workspace's own
-//! crates compiled with `-Zinstrument-mcount`, on the stable toolchain.
+//! crates compiled with `-Zinstrument-mcount` (or, with `--form patchable`,
+//! `-Zpatchable-function-entry=5,0`), on the stable toolchain.
 //!
 //! Cargo runs its `RUSTC_WORKSPACE_WRAPPER` for workspace members only and
 //! plain `rustc` for every dependency. `fntrace cargo` makes this binary
@@ -33,8 +34,44 @@ pub const WRAPPER_ENV: &str = "FNTRACE_RUSTC_WRAPPER";
 /// Packages never instrumented: fntrace never traces itself.
 const FNTRACE_PACKAGES: [&str; 2] = ["fntrace", "fntrace-tools"];
 
-/// The flags added to an instrumented crate's rustc command line.
-const INSTRUMENT_FLAGS: [&str; 1] = ["-Zinstrument-mcount"];
+/// Set by `fntrace cargo` for the wrapper: the [`Form`]'s name.
+pub const FORM_ENV: &str = "FNTRACE_RUSTC_FORM";
+
+/// What the instrumented crates get at each function's entry.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Form {
+    /// A call to mcount after the prologue (`-Zinstrument-mcount`).
+    #[default]
+    Mcount,
+    /// Five bytes of NOP at the entry, listed in the section
+    /// `__patchable_function_entries` (`-Zpatchable-function-entry=5,0`),
+    /// which fntrace patches to a call like an fentry site: no frame
+    /// pointers forced, no call to skip while untraced.
+    Patchable,
+}
+
+impl Form {
+    /// The flags added to an instrumented crate's rustc command line.
+    fn flags(self) -> &'static [&'static str] {
+        match self {
+            Form::Mcount => &["-Zinstrument-mcount"],
+            Form::Patchable => &["-Zpatchable-function-entry=5,0"],
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Form::Mcount => "mcount",
+            Form::Patchable => "patchable",
+        }
+    }
+
+    fn from_env(value: &str) -> Option<Form> {
+        [Form::Mcount, Form::Patchable]
+            .into_iter()
+            .find(|form| form.name() == value)
+    }
+}
 
 /// Help of `fntrace cargo`.
 const CARGO_HELP: &str = "\
@@ -53,6 +90,11 @@ FNTRACE_RUSTC_WRAPPER in its environment. The program must link fntrace (a
 dependency on the fntrace crate) to be traced in process; `fntrace record`
 traces it without.
 
+--form patchable (before cargo's arguments) compiles them with
+-Zpatchable-function-entry=5,0 instead: five bytes of NOP at each function's
+entry, listed in the section __patchable_function_entries, which fntrace
+patches to a call like an __fentry__ site (no frame pointers forced).
+
 How: cargo runs this fntrace binary as its RUSTC_WORKSPACE_WRAPPER, which
 cargo uses for workspace members only; the wrapper adds the flag to the
 chosen crates' rustc command lines. RUSTC_WORKSPACE_WRAPPER must not be set
@@ -69,12 +111,19 @@ Examples:
   fntrace cargo build --release -p kv-service      only the package kv-service
   fntrace cargo run --release -p kv-service -- --listen 127.0.0.1:7000
   fntrace cargo test -p mycrate -- --nocapture
-  fntrace cargo build --target-dir /tmp/t          artifacts in /tmp/t/debug";
+  fntrace cargo build --target-dir /tmp/t          artifacts in /tmp/t/debug
+  fntrace cargo build --form patchable --release   NOPs fntrace patches";
 
 /// `fntrace cargo`.
 #[derive(Debug, Args)]
 #[command(after_help = CARGO_HELP)]
 pub struct CargoArgs {
+    /// What instrumented functions get at their entry: `mcount` (a call to
+    /// mcount, -Zinstrument-mcount) or `patchable` (five NOP bytes fntrace
+    /// patches, -Zpatchable-function-entry=5,0). Before cargo's arguments
+    /// (`fntrace cargo build --form patchable --release`).
+    #[arg(long, value_enum, default_value_t = Form::Mcount)]
+    pub form: Form,
     /// The cargo command.
     #[arg(value_enum)]
     pub command: CargoCommand,
@@ -222,13 +271,15 @@ pub fn run(args: &CargoArgs) -> Result<(), Failure> {
         Selection::Selected(args) => format!("the packages of {args}"),
     };
     eprintln!(
-        "fntrace: instrumenting {what} (-Zinstrument-mcount); target directory {}",
+        "fntrace: instrumenting {what} ({}); target directory {}",
+        args.form.flags().join(" "),
         target_dir.display()
     );
     command
         .args(&args.args)
         .env("RUSTC_WORKSPACE_WRAPPER", &exe)
         .env(WRAPPER_ENV, selection.to_env())
+        .env(FORM_ENV, args.form.name())
         .env("CARGO_CACHE_RUSTC_INFO", "0");
     let err = command.exec();
     Err(format!("cannot run {}: {err}", cargo.to_string_lossy()).into())
@@ -279,15 +330,25 @@ pub fn run_as_rustc_wrapper() -> Option<ExitCode> {
         eprintln!("fntrace: {WRAPPER_ENV}={selection:?}: not `members` or `selected ARGS`");
         return Some(ExitCode::FAILURE);
     };
+    let form = match std::env::var(FORM_ENV) {
+        Err(_) => Form::Mcount,
+        Ok(value) => match Form::from_env(&value) {
+            Some(form) => form,
+            None => {
+                eprintln!("fntrace: {FORM_ENV}={value:?}: not `mcount` or `patchable`");
+                return Some(ExitCode::FAILURE);
+            }
+        },
+    };
     if args == ["-vV"] {
-        return Some(print_version(&rustc, &selection));
+        return Some(print_version(&rustc, &selection, form));
     }
     let package = std::env::var("CARGO_PKG_NAME").unwrap_or_default();
     let primary = std::env::var_os("CARGO_PRIMARY_PACKAGE").is_some();
     let mut command = Command::new(&rustc);
     command.args(&args);
     if instruments(&args, &package, primary, &selection) {
-        command.args(INSTRUMENT_FLAGS).env("RUSTC_BOOTSTRAP", "1");
+        command.args(form.flags()).env("RUSTC_BOOTSTRAP", "1");
     }
     let err = command.exec();
     eprintln!("fntrace: cannot run {}: {err}", rustc.to_string_lossy());
@@ -302,10 +363,11 @@ fn is_rustc(program: &Path) -> bool {
         .is_some_and(|name| name.starts_with("rustc"))
 }
 
-/// `rustc -vV`, plus a line naming the selection: cargo hashes this text
-/// into the workspace members' artifact names, so builds of different
-/// selections (and fntrace versions) do not reuse one another's.
-fn print_version(rustc: &OsStr, selection: &Selection) -> ExitCode {
+/// `rustc -vV`, plus a line naming the selection and the flags: cargo
+/// hashes this text into the workspace members' artifact names, so builds
+/// of different selections, forms (and fntrace versions) do not reuse one
+/// another's.
+fn print_version(rustc: &OsStr, selection: &Selection, form: Form) -> ExitCode {
     let output = match Command::new(rustc).arg("-vV").output() {
         Ok(output) => output,
         Err(err) => {
@@ -322,7 +384,7 @@ fn print_version(rustc: &OsStr, selection: &Selection) -> ExitCode {
         "fntrace-instrument: fntrace {} {} ({})",
         env!("CARGO_PKG_VERSION"),
         selection.to_env(),
-        INSTRUMENT_FLAGS.join(" ")
+        form.flags().join(" ")
     );
     ExitCode::SUCCESS
 }
@@ -437,6 +499,37 @@ mod tests {
         assert!(!instruments(&os(&["-vV"]), "", true, &members));
         let test_harness = os(&["--crate-name", "app", "--test", "src/lib.rs"]);
         assert!(instruments(&test_harness, "app", true, &selected));
+    }
+
+    #[test]
+    fn form_is_an_option_before_cargos_arguments_and_round_trips() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            cargo: CargoArgs,
+        }
+        let cli = Cli::try_parse_from(["t", "--form", "patchable", "build", "--release"]).unwrap();
+        assert_eq!(cli.cargo.form, Form::Patchable);
+        assert_eq!(cli.cargo.command, CargoCommand::Build);
+        assert_eq!(cli.cargo.args, os(&["--release"]));
+        // Right after the command too; after cargo's first argument, or
+        // `--`, it is cargo's (or the program's).
+        let cli = Cli::try_parse_from(["t", "build", "--form", "patchable", "-q"]).unwrap();
+        assert_eq!(cli.cargo.form, Form::Patchable);
+        assert_eq!(cli.cargo.args, os(&["-q"]));
+        let cli = Cli::try_parse_from(["t", "build", "-q", "--form", "patchable"]).unwrap();
+        assert_eq!(cli.cargo.form, Form::Mcount);
+        assert_eq!(cli.cargo.args, os(&["-q", "--form", "patchable"]));
+        let cli = Cli::try_parse_from(["t", "run", "--", "--form", "patchable"]).unwrap();
+        assert_eq!(cli.cargo.form, Form::Mcount);
+        assert!(cli.cargo.args.ends_with(&os(&["--form", "patchable"])));
+        assert!(Cli::try_parse_from(["t", "--form", "xray", "build"]).is_err());
+        for form in [Form::Mcount, Form::Patchable] {
+            assert_eq!(Form::from_env(form.name()), Some(form));
+        }
+        assert_eq!(Form::from_env("pg"), None);
+        assert_eq!(Form::Patchable.flags(), ["-Zpatchable-function-entry=5,0"]);
     }
 
     #[test]
