@@ -9,6 +9,7 @@ mod args;
 mod cargo;
 mod ctl;
 mod output;
+mod profile;
 mod record;
 mod report;
 
@@ -37,7 +38,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match &cli.command {
         // Exit statuses of its own: 1 for an error reply, 2 for none.
-        Command::Ctl(args) => return ctl::main(args),
+        Command::Ctl(args) => return ctl::main(args, cli.no_pager),
         // The recorded program's exit status.
         Command::Record(args) => return record::main(args),
         _ => {}

@@ -182,9 +182,23 @@ const HEADERS: [&str; 9] = [
 
 /// One table, sorted by `keys` (largest first, then by name).
 fn write_table(
+    functions: Vec<FunctionStats>,
+    keys: &[SortKey],
+    top: usize,
+    out: &mut Output,
+) -> io::Result<()> {
+    write_rows(functions, keys, top, "unfinished", out)
+}
+
+/// The report's table of `functions`, sorted by `keys` (largest first,
+/// then by name), at most `top` rows; `second_column` heads the column of
+/// calls without an exit (`unfinished` in a trace, `running` in a live
+/// profile).
+pub fn write_rows(
     mut functions: Vec<FunctionStats>,
     keys: &[SortKey],
     top: usize,
+    second_column: &str,
     out: &mut Output,
 ) -> io::Result<()> {
     functions.sort_by(|a, b| {
@@ -219,7 +233,8 @@ fn write_table(
             ]
         })
         .collect();
-    let headers: Vec<String> = HEADERS.iter().map(|h| h.to_string()).collect();
+    let mut headers: Vec<String> = HEADERS.iter().map(|h| h.to_string()).collect();
+    headers[1] = second_column.to_string();
     write_aligned(&headers, &rows, out)?;
     let left_out = functions.len().saturating_sub(top);
     if left_out > 0 {
