@@ -148,8 +148,14 @@ Widths are time (self plus callees, in ns), not samples. By default each
 thread is the bottom frame of its own tower, so a thread waiting in `join`
 does not widen the others' chains; --merge-threads merges them.
 
+From a live profile's snapshot (a file, not a directory): its call tree,
+widths self time, all threads merged; -F draws each path from its first
+function matching a glob down, -N leaves out the paths through a matching
+function.
+
 Examples:
   fntrace flame trace-dir -o flame.svg
+  fntrace flame now.profile -o live.svg         a snapshot (ctl PID profile --save)
   fntrace flame trace-dir --tid 4242 -o worker.svg
   fntrace flame trace-dir --folded -o stacks.txt";
 
@@ -311,7 +317,9 @@ pub struct ChromeArgs {
 /// `fntrace flame`.
 #[derive(Debug, Args)]
 pub struct FlameArgs {
-    /// The trace directory.
+    /// The trace directory, or a live profile's snapshot (`fntrace ctl
+    /// PID profile --save FILE`, or written by the C API).
+    #[arg(value_name = "DIR|SNAPSHOT")]
     pub dir: PathBuf,
     /// The SVG (or, with --folded, text) file to write.
     #[arg(short, long, value_name = "FILE")]

@@ -180,6 +180,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 written
             })
         }
+        Command::Flame(args) if profile::is_snapshot_file(&args.dir) => profile::flame(&args),
         Command::Flame(args) => {
             let (trace, bar) = open_trace(&args.dir, 2)?;
             let selection = selection(&trace, &args.dir, &args.select, None)?;

@@ -2,7 +2,8 @@
 //! profile a running program's `profile` tracer keeps, fetched over its
 //! control socket (the `profile` request, whose reply carries the
 //! snapshot's text form) and shown as `fntrace report`'s latency table, or
-//! as the OpenMetrics text its `/metrics` serves.
+//! as the OpenMetrics text its `/metrics` serves; and `fntrace flame
+//! SNAPSHOT`, the flame graph of a saved snapshot's call tree.
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -11,8 +12,8 @@ use clap::{Args, Subcommand};
 use fntrace_tools::analysis::{openmetrics, FunctionStats, ProfileSnapshot, Rows};
 use fntrace_tools::glob;
 
-use super::args::SortKey;
-use super::output::Output;
+use super::args::{FlameArgs, SortKey};
+use super::output::{Failure, Output};
 use super::report::write_rows;
 
 /// `fntrace ctl TARGET profile`.
@@ -96,8 +97,8 @@ pub fn show(reply: &str, args: &ProfileArgs, target: &str, no_pager: bool) -> Re
     let mut out = Output::new(no_pager);
     write_profile(&snapshot, args, target, &mut out)?;
     out.finish().or_else(|failure| match failure {
-        super::output::Failure::StdoutClosed => Ok(()),
-        super::output::Failure::Message(why) => Err(why),
+        Failure::StdoutClosed => Ok(()),
+        Failure::Message(why) => Err(why),
     })
 }
 
@@ -199,6 +200,68 @@ pub fn not_kept_lines(snapshot: &ProfileSnapshot) -> Vec<String> {
         ));
     }
     lines
+}
+
+/// Whether `path` holds a live profile's snapshot (its text form) rather
+/// than being a trace directory.
+pub fn is_snapshot_file(path: &std::path::Path) -> bool {
+    use std::io::Read;
+    let mut start = [0; 16];
+    std::fs::File::open(path)
+        .and_then(|mut file| file.read_exact(&mut start))
+        .is_ok_and(|()| &start == b"fntrace-profile ")
+}
+
+/// `fntrace flame SNAPSHOT`: the flame graph of the snapshot's call tree,
+/// widths self time. `-F`: each path from its first function matching a
+/// glob down (paths through none are left out); `-N`: paths through a
+/// matching function left out.
+pub fn flame(args: &FlameArgs) -> Result<(), Failure> {
+    let shown = args.dir.display();
+    if !args.select.tid.is_empty() || args.select.time_range.is_some() {
+        return Err(format!(
+            "{shown} is a live profile: it keeps no threads apart and no times (--tid, \
+             --time-range apply to trace directories)"
+        )
+        .into());
+    }
+    let text = std::fs::read_to_string(&args.dir).map_err(|e| format!("reading {shown}: {e}"))?;
+    let snapshot = ProfileSnapshot::from_text(&text).map_err(|e| format!("{shown}: {e}"))?;
+    let (filter, notrace) = (&args.select.filter, &args.select.notrace);
+    let names = || snapshot.functions.iter().map(|f| f.name.as_str());
+    for (option, globs) in [("-F", filter), ("-N", notrace)] {
+        for pattern in globs {
+            if !names().any(|name| glob::matches(pattern, name)) {
+                let closest = glob::closest(pattern, names(), 3).join(", ");
+                return Err(format!(
+                    "{option} {pattern}: no function of {shown} matches it (closest: {closest})"
+                )
+                .into());
+            }
+        }
+    }
+    let folded = fntrace_tools::export::folded_stacks_of_profile(&snapshot, |chain| {
+        if chain.iter().any(|name| glob::matches_any(notrace, name)) {
+            return None;
+        }
+        if filter.is_empty() {
+            return Some(0);
+        }
+        chain
+            .iter()
+            .position(|name| glob::matches_any(filter, name))
+    });
+    for line in not_kept_lines(&snapshot) {
+        eprintln!("fntrace: warning: {}", line.trim_start_matches("# "));
+    }
+    super::write_file(&args.output, |out| {
+        if args.folded {
+            out.write_all(folded.as_bytes()).map_err(|e| e.to_string())
+        } else {
+            let title = format!("fntrace: live profile {shown} (self time)");
+            fntrace_tools::export::write_folded_svg(&folded, out, &title).map_err(|e| e.to_string())
+        }
+    })
 }
 
 #[cfg(test)]
