@@ -15,6 +15,7 @@ Examples:
   fntrace flame trace-dir -o flame.svg          flame graph, one tower per thread
   fntrace diff before-dir after-dir             what changed between two runs
   fntrace ctl PID record trace-dir              record a running program
+  fntrace top PID                               live latency (the profile tracer)
 
 A trace directory is written by fntrace::dump (uftrace's data format); the
 directories of `uftrace record` are read too. Function globs (-F, -N, graph's
@@ -69,6 +70,10 @@ pub enum Command {
     /// Control a running program: status, enable, record, stop, report...
     #[command(after_help = super::ctl::CTL_HELP)]
     Ctl(super::ctl::CtlArgs),
+    /// Live per-function latency of a running program, refreshed every
+    /// second (its profile tracer), as top shows processes.
+    #[command(after_help = super::top::TOP_HELP)]
+    Top(super::top::TopArgs),
     /// Cargo with the workspace's own crates instrumented for fntrace
     /// (-Zinstrument-mcount on stable): build, run, test or bench.
     Cargo(super::cargo::CargoArgs),

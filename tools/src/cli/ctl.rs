@@ -14,6 +14,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
+use fntrace_tools::analysis::ProfileSnapshot;
 
 /// `fntrace ctl --help` after the arguments.
 pub const CTL_HELP: &str = "\
@@ -210,7 +211,29 @@ pub fn main(args: &CtlArgs, no_pager: bool) -> ExitCode {
 /// (the reply without `ok `), or the error message.
 fn ask(args: &CtlArgs) -> Result<(bool, String), NoReply> {
     let request = request_line(&args.command)?;
-    let (path, pid) = socket_path(&args.target)?;
+    exchange(
+        &args.target,
+        Duration::from_secs(args.timeout.max(1)),
+        &request,
+    )
+}
+
+/// The live profile of the program at `target` (a socket path or a pid),
+/// from one `profile` request; why not (no reply, an error reply, a reply
+/// that is no profile) as one line.
+pub fn fetch_profile(target: &str, timeout: Duration) -> Result<ProfileSnapshot, String> {
+    match exchange(target, timeout, "profile\n") {
+        Ok((true, reply)) => super::profile::snapshot_of_reply(&reply),
+        Ok((false, message)) => Err(message),
+        Err(NoReply(why)) => Err(why),
+    }
+}
+
+/// Sends `request` (one line, ending with a line break) to the socket at
+/// `target`; whether the reply is `ok`, and the text after `ok ` or the
+/// error message.
+fn exchange(target: &str, timeout: Duration, request: &str) -> Result<(bool, String), NoReply> {
+    let (path, pid) = socket_path(target)?;
     let mut stream = UnixStream::connect(&path).map_err(|err| {
         NoReply(match (pid, err.kind()) {
             (Some(pid), ErrorKind::NotFound | ErrorKind::ConnectionRefused) => format!(
@@ -232,7 +255,6 @@ fn ask(args: &CtlArgs) -> Result<(bool, String), NoReply> {
             _ => format!("connecting to {}: {err}", path.display()),
         })
     })?;
-    let timeout = Duration::from_secs(args.timeout.max(1));
     let io = |err: std::io::Error| {
         NoReply(match err.kind() {
             ErrorKind::WouldBlock | ErrorKind::TimedOut => {

@@ -12,6 +12,7 @@ mod output;
 mod profile;
 mod record;
 mod report;
+mod top;
 
 use std::fs::File;
 use std::io::{BufWriter, IsTerminal, Write};
@@ -41,6 +42,8 @@ pub fn main() -> ExitCode {
         Command::Ctl(args) => return ctl::main(args, cli.no_pager),
         // The recorded program's exit status.
         Command::Record(args) => return record::main(args),
+        // 2 when the program cannot be asked, as ctl.
+        Command::Top(args) => return top::main(args),
         _ => {}
     }
     match run(cli) {
@@ -199,7 +202,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 }
             })
         }
-        Command::Ctl(_) | Command::Record(_) => unreachable!("main runs fntrace ctl and record"),
+        Command::Ctl(_) | Command::Record(_) | Command::Top(_) => {
+            unreachable!("main runs fntrace ctl, record and top")
+        }
         Command::Cargo(args) => cargo::run(&args),
         Command::Completions { shell } => {
             let mut stdout = std::io::stdout().lock();

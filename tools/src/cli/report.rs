@@ -246,6 +246,19 @@ pub fn write_rows(
 /// Writes `headers` (bold) and `rows` with every column but the last
 /// right-aligned to its widest cell, two spaces apart.
 fn write_aligned(headers: &[String], rows: &[Vec<String>], out: &mut Output) -> io::Result<()> {
+    let mut lines = aligned_lines(headers, rows).into_iter();
+    if let Some(header) = lines.next() {
+        writeln!(out, "{}", out.bold(&header))?;
+    }
+    for line in lines {
+        writeln!(out, "{line}")?;
+    }
+    Ok(())
+}
+
+/// The lines of a table: `headers`, then `rows`, every column but the last
+/// right-aligned to its widest cell, two spaces apart.
+pub fn aligned_lines(headers: &[String], rows: &[Vec<String>]) -> Vec<String> {
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (width, cell) in widths.iter_mut().zip(row) {
@@ -261,11 +274,10 @@ fn write_aligned(headers: &[String], rows: &[Vec<String>], out: &mut Output) -> 
         text.push_str(last);
         text
     };
-    writeln!(out, "{}", out.bold(&line(headers)))?;
-    for row in rows {
-        writeln!(out, "{}", line(row))?;
-    }
-    Ok(())
+    std::iter::once(headers)
+        .chain(rows.iter().map(Vec::as_slice))
+        .map(line)
+        .collect()
 }
 
 /// A duration as the report shows it: three significant digits.
