@@ -117,7 +117,9 @@ fn handle(request: Request) -> Reply {
         Request::Profile => Ok(profile()),
         Request::ProfileReset => {
             PROFILE_TRACER.reset();
-            Ok(Reply::ok("profile reset: the calls counted so far are forgotten"))
+            Ok(Reply::ok(
+                "profile reset: the calls counted so far are forgotten",
+            ))
         }
         Request::Flight(request) => Ok(flight_request(request)),
     };
