@@ -82,3 +82,4 @@ pub use sys::priority::{patch_priority, set_patch_priority, PatchBoost, PatchPri
 pub use tracer::{register, tracer_names, Call, Return, Tracer, MAX_TRACERS};
 pub use tracers::function::{FunctionEvent, FunctionTracer, FUNCTION_TRACER};
 pub use tracers::graph::{GraphTracer, GRAPH_TRACER};
+pub use tracers::profile::{ProfileTracer, PROFILE_TRACER};

@@ -23,6 +23,7 @@ use crate::record::{spawn_running, RECORDING};
 use crate::socket::{self, ControlOptions, ControlServer, FlightRequest, Reply, Request};
 use crate::tracer;
 use crate::tracers::graph::GRAPH_TRACER;
+use crate::tracers::profile::PROFILE_TRACER;
 
 use super::env::REPORT_ROWS;
 use super::{
@@ -113,6 +114,13 @@ fn handle(request: Request) -> Reply {
         Request::Snapshot(dir) => snapshot(&dir),
         Request::Dump(dir) => dump(&dir),
         Request::Report => Ok(report()),
+        Request::Profile => Ok(profile()),
+        Request::ProfileReset => {
+            PROFILE_TRACER.reset();
+            Ok(Reply::ok(
+                "profile reset: the calls counted so far are forgotten",
+            ))
+        }
         Request::Flight(request) => Ok(flight_request(request)),
     };
     result.unwrap_or_else(|err| match err {
@@ -379,6 +387,24 @@ fn dump(dir: &Path) -> Result<Reply, Error> {
 
 /// The latency table of the graph tracer's events in memory, as
 /// `FNTRACE_REPORT=1` prints it at exit. The events stay (for `dump`).
+/// The profile tracer's snapshot: a summary, then its text form
+/// (`fntrace-profile 1` ... `end`), one line of the reply each.
+fn profile() -> Reply {
+    let snapshot = PROFILE_TRACER.snapshot();
+    Reply::ok(format!(
+        "profile: {} functions, {} paths, {} threads{}",
+        snapshot.functions.len(),
+        snapshot.paths.len(),
+        snapshot.threads,
+        if is_enabled("profile") {
+            ""
+        } else {
+            " (the profile tracer is off)"
+        }
+    ))
+    .with_lines(&snapshot.to_text())
+}
+
 fn report() -> Reply {
     if let Some(refused) = refuse_while_recording("report") {
         return refused;
