@@ -95,6 +95,17 @@ pub fn show(reply: &str, args: &ProfileArgs, target: &str, no_pager: bool) -> Re
         return Ok(());
     }
     let mut out = Output::new(no_pager);
+    // The reply's summary line says when the tracer is off.
+    let off = reply
+        .lines()
+        .next()
+        .is_some_and(|summary| summary.contains("tracer is off"));
+    if off {
+        let line = format!(
+            "# the profile tracer is off: its counts stay as they were (fntrace ctl {target} enable profile)"
+        );
+        writeln!(out, "{}", out.warn(&line)).map_err(|e| format!("writing to stdout: {e}"))?;
+    }
     write_profile(&snapshot, args, target, &mut out)?;
     out.finish().or_else(|failure| match failure {
         Failure::StdoutClosed => Ok(()),
