@@ -124,3 +124,48 @@ fn flame_refuses_a_snapshot_cut_short() {
     assert!(stderr.contains("cut short"), "{stderr}");
     assert!(!svg.exists());
 }
+
+#[test]
+fn report_prints_a_snapshot_file_as_a_table() {
+    let dir = TempDir::new("report");
+    let file = dir.0.join("now.profile");
+    std::fs::write(&file, snapshot().to_text()).unwrap();
+    let output = fntrace(&["report", "-s", "calls", "-N", "emit"], &file);
+    assert!(output.status.success(), "{output:?}");
+    let text = String::from_utf8(output.stdout).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some(
+            format!(
+                "# profile {}: 1 threads, 6 calls returned, 0 running; rows selected by -N emit",
+                file.display()
+            )
+            .as_str()
+        )
+    );
+    assert_eq!(
+        lines.next(),
+        Some("# 6 calls found no room in the call tree: counted in their rows, missing from the flame graph")
+    );
+    let rows: Vec<Vec<&str>> = lines
+        .skip(1)
+        .map(|line| line.split_whitespace().collect())
+        .collect();
+    fn row(cells: &str) -> Vec<&str> {
+        cells.split(' ').collect()
+    }
+    assert_eq!(
+        rows,
+        [
+            row("calls running total self avg min p99 max function"),
+            row("2 0 200 ns 200 ns 100 ns 100 ns 100 ns 100 ns lex"),
+            row("2 0 500 ns 300 ns 250 ns 250 ns 250 ns 250 ns parse"),
+            row("1 0 1.10 µs 500 ns 1.10 µs 1.10 µs 1.10 µs 1.10 µs main"),
+        ],
+        "{text}"
+    );
+    let output = fntrace(&["report", "--threads"], &file);
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("keeps no threads apart"));
+}

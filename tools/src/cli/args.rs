@@ -97,6 +97,10 @@ name, as uftrace's (two static functions called `helper` are one row);
 calls are stated above the table: the numbers below them are missing what was
 lost.
 
+A live profile's snapshot (a file, from `fntrace ctl PID profile --save`)
+gives the same table; its `running` column counts calls entered and not
+returned, and -F/-N select rows by name (it keeps no calls).
+
 Examples:
   fntrace report trace-dir                        sorted by total time
   fntrace report trace-dir -s self --top 10       the 10 largest self times
@@ -194,7 +198,9 @@ pub struct SelectArgs {
 /// `fntrace report`.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// The trace directory.
+    /// The trace directory, or a live profile's snapshot (`fntrace ctl
+    /// PID profile --save FILE`).
+    #[arg(value_name = "DIR|SNAPSHOT")]
     pub dir: PathBuf,
     /// Sort by these keys, largest first (the next key breaks ties);
     /// repeatable or comma-separated.

@@ -219,11 +219,14 @@ fn ask(args: &CtlArgs) -> Result<(bool, String), NoReply> {
 }
 
 /// The live profile of the program at `target` (a socket path or a pid),
-/// from one `profile` request; why not (no reply, an error reply, a reply
-/// that is no profile) as one line.
-pub fn fetch_profile(target: &str, timeout: Duration) -> Result<ProfileSnapshot, String> {
+/// from one `profile` request, and whether its tracer is off; why not (no
+/// reply, an error reply, a reply that is no profile) as one line.
+pub fn fetch_profile(target: &str, timeout: Duration) -> Result<(ProfileSnapshot, bool), String> {
     match exchange(target, timeout, "profile\n") {
-        Ok((true, reply)) => super::profile::snapshot_of_reply(&reply),
+        Ok((true, reply)) => Ok((
+            super::profile::snapshot_of_reply(&reply)?,
+            super::profile::tracer_off(&reply),
+        )),
         Ok((false, message)) => Err(message),
         Err(NoReply(why)) => Err(why),
     }

@@ -57,6 +57,9 @@ pub fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
+        Command::Report(args) if profile::is_snapshot_file(&args.dir) => {
+            profile::report(&args, cli.no_pager)
+        }
         Command::Report(args) => {
             let (trace, bar) = open_trace(&args.dir, 1)?;
             let selection = selection(&trace, &args.dir, &args.select, None)?;

@@ -2,8 +2,9 @@
 //! profile a running program's `profile` tracer keeps, fetched over its
 //! control socket (the `profile` request, whose reply carries the
 //! snapshot's text form) and shown as `fntrace report`'s latency table, or
-//! as the OpenMetrics text its `/metrics` serves; and `fntrace flame
-//! SNAPSHOT`, the flame graph of a saved snapshot's call tree.
+//! as the OpenMetrics text its `/metrics` serves; and, of a saved
+//! snapshot, `fntrace report SNAPSHOT` (the same table) and `fntrace flame
+//! SNAPSHOT` (the flame graph of its call tree).
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -12,7 +13,7 @@ use clap::{Args, Subcommand};
 use fntrace_tools::analysis::{openmetrics, FunctionStats, ProfileSnapshot, Rows};
 use fntrace_tools::glob;
 
-use super::args::{FlameArgs, SortKey};
+use super::args::{FlameArgs, ReportArgs, SortKey};
 use super::output::{Failure, Output};
 use super::report::write_rows;
 
@@ -50,8 +51,8 @@ pub struct ProfileArgs {
     #[arg(short = 'N', long = "notrace", value_name = "GLOB")]
     pub notrace: Vec<String>,
     /// Write the snapshot's text form to FILE instead of printing the
-    /// table (`fntrace flame FILE` draws it; `ctl TARGET profile` reads it
-    /// back).
+    /// table (`fntrace report FILE` prints it, `fntrace flame FILE` draws
+    /// it).
     #[arg(long, value_name = "FILE")]
     pub save: Option<PathBuf>,
 }
@@ -75,6 +76,14 @@ pub fn snapshot_of_reply(reply: &str) -> Result<ProfileSnapshot, String> {
     ProfileSnapshot::from_text(&reply[start..]).map_err(|e| e.to_string())
 }
 
+/// Whether the reply's summary line says the profile tracer is off.
+pub fn tracer_off(reply: &str) -> bool {
+    reply
+        .lines()
+        .next()
+        .is_some_and(|summary| summary.contains("profile tracer is off"))
+}
+
 /// The reply's snapshot text alone (what `--save` writes).
 fn snapshot_text(reply: &str) -> &str {
     match reply.find("fntrace-profile ") {
@@ -95,18 +104,14 @@ pub fn show(reply: &str, args: &ProfileArgs, target: &str, no_pager: bool) -> Re
         return Ok(());
     }
     let mut out = Output::new(no_pager);
-    // The reply's summary line says when the tracer is off.
-    let off = reply
-        .lines()
-        .next()
-        .is_some_and(|summary| summary.contains("tracer is off"));
-    if off {
+    if tracer_off(reply) {
         let line = format!(
             "# the profile tracer is off: its counts stay as they were (fntrace ctl {target} enable profile)"
         );
         writeln!(out, "{}", out.warn(&line)).map_err(|e| format!("writing to stdout: {e}"))?;
     }
-    write_profile(&snapshot, args, target, &mut out)?;
+    let what = format!("live profile of {target}");
+    write_profile(&snapshot, &args.table(), &what, &mut out)?;
     out.finish().or_else(|failure| match failure {
         Failure::StdoutClosed => Ok(()),
         Failure::Message(why) => Err(why),
@@ -156,11 +161,67 @@ pub fn selected_rows(
         .collect())
 }
 
-/// The profile's header lines and latency table.
+/// How a profile's table is cut: `report`'s options.
+pub struct TableOptions<'a> {
+    /// Sort keys.
+    pub sort: &'a [SortKey],
+    /// At most this many rows.
+    pub top: Option<usize>,
+    /// One row per address.
+    pub by_address: bool,
+    /// `-F` globs (rows).
+    pub filter: &'a [String],
+    /// `-N` globs (rows).
+    pub notrace: &'a [String],
+}
+
+impl ProfileArgs {
+    fn table(&self) -> TableOptions<'_> {
+        TableOptions {
+            sort: &self.sort,
+            top: self.top,
+            by_address: self.by_address,
+            filter: &self.filter,
+            notrace: &self.notrace,
+        }
+    }
+}
+
+/// `fntrace report SNAPSHOT`: the table of a saved snapshot.
+pub fn report(args: &ReportArgs, no_pager: bool) -> Result<(), Failure> {
+    let shown = args.dir.display();
+    if args.threads || !args.select.tid.is_empty() || args.select.time_range.is_some() {
+        return Err(format!(
+            "{shown} is a live profile's snapshot: it keeps no threads apart and no times \
+             (--threads, --tid, --time-range apply to trace directories)"
+        )
+        .into());
+    }
+    let snapshot = read_snapshot(&args.dir)?;
+    let options = TableOptions {
+        sort: &args.sort,
+        top: args.top,
+        by_address: args.by_address,
+        filter: &args.select.filter,
+        notrace: &args.select.notrace,
+    };
+    let mut out = Output::new(no_pager);
+    write_profile(&snapshot, &options, &format!("profile {shown}"), &mut out)?;
+    out.finish()
+}
+
+/// The snapshot in the file at `path`.
+fn read_snapshot(path: &std::path::Path) -> Result<ProfileSnapshot, String> {
+    let shown = path.display();
+    let text = std::fs::read_to_string(path).map_err(|e| format!("reading {shown}: {e}"))?;
+    ProfileSnapshot::from_text(&text).map_err(|e| format!("{shown}: {e}"))
+}
+
+/// The profile's header lines (`what` names it) and latency table.
 pub fn write_profile(
     snapshot: &ProfileSnapshot,
-    args: &ProfileArgs,
-    target: &str,
+    args: &TableOptions,
+    what: &str,
     out: &mut Output,
 ) -> Result<(), String> {
     let rows = if args.by_address {
@@ -168,7 +229,7 @@ pub fn write_profile(
     } else {
         Rows::ByName
     };
-    let functions = selected_rows(snapshot, rows, &args.filter, &args.notrace)?;
+    let functions = selected_rows(snapshot, rows, args.filter, args.notrace)?;
     let io = |e: io::Error| format!("writing to stdout: {e}");
     let calls: u64 = snapshot.functions.iter().map(|f| f.durations.count()).sum();
     let running: u64 = snapshot.functions.iter().map(|f| f.running).sum();
@@ -182,7 +243,7 @@ pub fn write_profile(
     };
     writeln!(
         out,
-        "# live profile of {target}: {} threads, {calls} calls returned, {running} running{of_selection}",
+        "# {what}: {} threads, {calls} calls returned, {running} running{of_selection}",
         snapshot.threads
     )
     .map_err(io)?;
@@ -191,7 +252,7 @@ pub fn write_profile(
     }
     writeln!(out).map_err(io)?;
     let top = args.top.unwrap_or(usize::MAX);
-    write_rows(functions, &args.sort, top, "running", out).map_err(io)
+    write_rows(functions, args.sort, top, "running", out).map_err(io)
 }
 
 /// What the profile's memory budget left out, said before the numbers it
@@ -236,8 +297,7 @@ pub fn flame(args: &FlameArgs) -> Result<(), Failure> {
         )
         .into());
     }
-    let text = std::fs::read_to_string(&args.dir).map_err(|e| format!("reading {shown}: {e}"))?;
-    let snapshot = ProfileSnapshot::from_text(&text).map_err(|e| format!("{shown}: {e}"))?;
+    let snapshot = read_snapshot(&args.dir)?;
     let (filter, notrace) = (&args.select.filter, &args.select.notrace);
     let names = || snapshot.functions.iter().map(|f| f.name.as_str());
     for (option, globs) in [("-F", filter), ("-N", notrace)] {
@@ -319,6 +379,11 @@ mod tests {
         let reply = format!("profile of 3 functions\n{text}");
         assert_eq!(snapshot_of_reply(&reply), Ok(snapshot()));
         assert_eq!(snapshot_text(&reply), text);
+        assert!(!tracer_off(&reply));
+        let off =
+            format!("profile: 3 functions, 0 paths, 2 threads (the profile tracer is off)\n{text}");
+        assert!(tracer_off(&off));
+        assert_eq!(snapshot_of_reply(&off), Ok(snapshot()));
         assert!(snapshot_of_reply("enabled graph\n").is_err());
         let cut = &text[..text.len() - 4];
         assert!(snapshot_of_reply(cut).unwrap_err().contains("cut short"));

@@ -140,6 +140,9 @@ pub struct Interval {
     pub threads: u64,
     /// Calls the profile could not count, in the interval.
     pub lost: u64,
+    /// Whether the profile tracer was off at its end (set by the caller,
+    /// which knows from the reply).
+    pub tracer_off: bool,
 }
 
 /// Per name: durations, total, self, running.
@@ -231,6 +234,7 @@ pub fn interval(before: &ProfileSnapshot, after: &ProfileSnapshot) -> Interval {
         rows,
         threads: after.threads,
         lost,
+        tracer_off: false,
     }
 }
 
@@ -263,6 +267,9 @@ pub fn header(target: &str, interval: &Interval, view: &View) -> String {
     }
     if interval.reset {
         line += " (profile reset in this interval)";
+    }
+    if interval.tracer_off {
+        line += &format!("; the profile tracer is off: fntrace ctl {target} enable profile");
     }
     if interval.lost > 0 {
         line += &format!(
@@ -357,13 +364,22 @@ fn timeout(args: &TopArgs) -> Duration {
     args.interval.max(Duration::from_secs(5))
 }
 
-fn fetch(args: &TopArgs) -> Result<ProfileSnapshot, String> {
+/// A snapshot, and whether the tracer is off.
+fn fetch(args: &TopArgs) -> Result<(ProfileSnapshot, bool), String> {
     super::ctl::fetch_profile(&args.target, timeout(args))
+}
+
+/// The interval between two fetched snapshots.
+fn between(before: &ProfileSnapshot, (after, off): &(ProfileSnapshot, bool)) -> Interval {
+    Interval {
+        tracer_off: *off,
+        ..interval(before, after)
+    }
 }
 
 /// `--once`: two snapshots an interval apart, one frame.
 fn once(args: &TopArgs) -> Result<(), String> {
-    let before = fetch(args)?;
+    let (before, _) = fetch(args)?;
     std::thread::sleep(args.interval);
     let after = fetch(args)?;
     let view = View {
@@ -371,7 +387,7 @@ fn once(args: &TopArgs) -> Result<(), String> {
         filter: args.filter.as_deref(),
         limit: args.top.unwrap_or(usize::MAX),
     };
-    let text = frame_text(&args.target, &interval(&before, &after), &view);
+    let text = frame_text(&args.target, &between(&before, &after), &view);
     // A closed stdout loses nothing the caller still wants.
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
     Ok(())
@@ -379,7 +395,7 @@ fn once(args: &TopArgs) -> Result<(), String> {
 
 /// The screen: redrawn every interval and on every key.
 fn live(args: &TopArgs) -> Result<(), String> {
-    let mut before = fetch(args)?;
+    let (mut before, _) = fetch(args)?;
     let mut terminal = ratatui::try_init().map_err(|e| format!("terminal: {e}"))?;
     let drawn = screen(args, &mut terminal, &mut before);
     ratatui::restore();
@@ -403,8 +419,8 @@ fn screen(
             next = Instant::now() + args.interval;
             match fetch(args) {
                 Ok(after) => {
-                    shown = Some(interval(before, &after));
-                    *before = after;
+                    shown = Some(between(before, &after));
+                    *before = after.0;
                     problem = None;
                 }
                 Err(why) => problem = Some(why),
@@ -618,6 +634,12 @@ mod tests {
             filter: Some("id*"),
             limit: 5,
         };
+        let off = Interval {
+            tracer_off: true,
+            ..interval.clone()
+        };
+        assert!(header("4242", &off, &view)
+            .contains("; the profile tracer is off: fntrace ctl 4242 enable profile"));
         let text = frame_text("4242", &interval, &view);
         assert!(
             text.ends_with("  idle\n") && !text.contains("  get\n"),
