@@ -20,7 +20,9 @@ use crate::control;
 use crate::error::Error;
 use crate::flight;
 use crate::record::{spawn_running, RECORDING};
-use crate::socket::{self, ControlOptions, ControlServer, FlightRequest, Reply, Request};
+use crate::socket::{
+    self, ControlOptions, ControlServer, FlightRequest, MetricsServer, Reply, Request,
+};
 use crate::tracer;
 use crate::tracers::graph::GRAPH_TRACER;
 use crate::tracers::profile::PROFILE_TRACER;
@@ -65,6 +67,48 @@ pub fn serve_control_with(
     register_builtins();
     socket::prepare_default_dir(path.as_ref())?;
     socket::serve(path.as_ref(), options, handle)
+}
+
+/// Serves `GET /metrics` (the profile tracer's snapshot as OpenMetrics
+/// text, for Prometheus) over HTTP on `address`: `HOST:PORT`
+/// (`127.0.0.1:9464`, `[::1]:9464`, `0.0.0.0:9464` for every interface),
+/// or a port alone for the loopback address; port 0 picks a free one
+/// ([`MetricsServer::local_addr`]). Served by a thread of its own with the
+/// control socket's defences against slow and bad clients (see
+/// [`ControlOptions`]). The profile tracer is not enabled by this: enable
+/// it (`enable("profile")`, `FNTRACE=profile`, `fntrace ctl PID enable
+/// profile`) for the metrics to count calls.
+pub fn serve_metrics(address: &str) -> Result<MetricsServer, Error> {
+    register_builtins();
+    socket::serve_metrics(address, &ControlOptions::default())
+}
+
+/// At start-up: serves what `FNTRACE_METRICS` asks for, or says in one
+/// line why not.
+pub(super) fn serve_metrics_from_env() {
+    static FROM_ENV: OnceLock<MetricsServer> = OnceLock::new();
+    let outcome = std::panic::catch_unwind(|| {
+        let Some(value) = super::vars::var("FNTRACE_METRICS")? else {
+            return Ok(());
+        };
+        let Some(address) = super::vars::parse_metrics(&value)? else {
+            return Ok(());
+        };
+        let server =
+            serve_metrics(&address).map_err(|e| format!("FNTRACE_METRICS={value}: {e}"))?;
+        // A port is this process's: the programs it runs must not all try
+        // to bind it. Before `main`, so no other thread reads the
+        // environment.
+        std::env::remove_var("FNTRACE_METRICS");
+        let _ = FROM_ENV.set(server);
+        Ok(())
+    });
+    let message = match outcome {
+        Ok(Ok(())) => return,
+        Ok(Err(message)) => message,
+        Err(_) => "FNTRACE_METRICS: start-up panicked (a bug)".to_string(),
+    };
+    eprintln!("fntrace: {message}; the program runs on without a metrics endpoint");
 }
 
 /// At start-up: serves what `FNTRACE_CONTROL` asks for, or says in one
