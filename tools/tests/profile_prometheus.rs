@@ -1,7 +1,9 @@
 //! A real Prometheus server (Debian package `prometheus`) scrapes a traced
-//! program's live profile as OpenMetrics text, and the counts are read
-//! back through Prometheus's query API, exact. The test fails, never
-//! skips, when the server is missing.
+//! program's `/metrics` (`FNTRACE_METRICS=127.0.0.1:PORT`: the runtime
+//! serves the live profile's OpenMetrics text), and the counts are read
+//! back through Prometheus's query API, exact; the same for the text of
+//! `fntrace ctl metrics` served by the test. The tests fail, never skip,
+//! when the server is missing.
 //!
 //! The server runs in a temporary directory of its own (configuration,
 //! database), on a free loopback port, scraping every second.
@@ -191,6 +193,65 @@ impl Drop for Prometheus {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+#[test]
+fn prometheus_scrapes_exact_counts() {
+    let dir = TempDir::new("prometheus");
+    let socket = dir.0.join("control.sock");
+    let metrics_address = format!("127.0.0.1:{}", free_port());
+    let mut program = Program::start(
+        &dir.0,
+        &socket,
+        &[("FNTRACE_METRICS", metrics_address.as_str())],
+    );
+    let target = socket.to_str().unwrap();
+    profile_program::fntrace(&["ctl", target, "enable", "profile"]);
+    assert_eq!(program.ask("run 1234"), 1234);
+
+    let server_dir = dir.0.join("prometheus");
+    std::fs::create_dir_all(&server_dir).unwrap();
+    let prometheus = Prometheus::start(&server_dir, &metrics_address);
+    let log = server_dir.join("prometheus.log");
+    prometheus.expect(
+        &log,
+        &[
+            ("up{job=\"fntrace\"}", "1"),
+            (
+                "fntrace_function_duration_seconds_count{function=\"handle\"}",
+                "1234",
+            ),
+            (
+                "fntrace_function_duration_seconds_count{function=\"leaf\"}",
+                "2468",
+            ),
+            (
+                "fntrace_function_duration_seconds_bucket{function=\"parse\",le=\"+Inf\"}",
+                "1234",
+            ),
+            (
+                "fntrace_function_self_seconds_count{function=\"parse\"}",
+                "1234",
+            ),
+            ("fntrace_profile_lost_calls", "0"),
+        ],
+    );
+
+    // More calls: the next scrapes see them, exact.
+    assert_eq!(program.ask("run 766"), 766);
+    prometheus.expect(
+        &log,
+        &[(
+            "fntrace_function_duration_seconds_count{function=\"handle\"}",
+            "2000",
+        )],
+    );
+    // The highest bound holds every call (each bound a sum of whole
+    // internal buckets).
+    let bound =
+        "fntrace_function_duration_seconds_bucket{function=\"handle\",le=\"137.438953472\"}";
+    assert_eq!(prometheus.value(bound).as_deref(), Some("2000"));
+    prometheus.expect_openmetrics_families();
 }
 
 /// Serves `text` as OpenMetrics on a free loopback port, from a thread,
