@@ -60,8 +60,8 @@ pub struct ProfileArgs {
 /// `fntrace ctl TARGET profile reset`.
 #[derive(Debug, Subcommand)]
 pub enum ProfileCommand {
-    /// Start the counts again from zero (calls running now are counted
-    /// when they return).
+    /// Start the counts again from zero (calls running now are not
+    /// counted when they return).
     Reset,
 }
 
