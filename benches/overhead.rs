@@ -8,7 +8,8 @@
 //!    same source with gcc's own NOPs (`-mnop-mcount`), and without `-pg`;
 //! 2. the graph tracer on C, 3. on Rust (`-Zinstrument-mcount`): traced
 //!    minus untraced, per call (entry + exit);
-//! 4. the function tracer (entry only), for reference;
+//! 4. the function tracer (entry only), for reference; and the profile
+//!    tracer (entry and exit, aggregated in the process), on C and Rust;
 //! 5. the graph tracer's cost on two threads at once against one (each
 //!    less the NOPed run with the same threads);
 //! 6. `uftrace record` on a standalone `gcc -pg` build of the same call tree;
@@ -44,7 +45,7 @@ use std::time::{Duration, Instant};
 use common::{
     build_standalone, children_cpu_ns, load_average, machine_description, thread_cpu_ns, TempDir,
 };
-use fntrace::{Filter, FUNCTION_TRACER, GRAPH_TRACER};
+use fntrace::{Filter, FUNCTION_TRACER, GRAPH_TRACER, PROFILE_TRACER};
 use fntrace_fixtures::{c_fentry_nopie, c_nopmcount, c_pie, c_plain, rust};
 
 /// Rounds whose medians are reported, after [`WARM_UP_ROUNDS`] discarded
@@ -275,6 +276,8 @@ struct InProcess {
     c_graph: Series,
     rust_graph: Series,
     c_function: Series,
+    c_profile: Series,
+    rust_profile: Series,
     tsc_read: Series,
     nopped_one_thread: Series,
     nopped_two_threads: Series,
@@ -349,8 +352,43 @@ fn measure_in_process() -> InProcess {
             })
         }));
         fntrace::disable("function").expect("disabling the function tracer");
+
+        fntrace::enable_with("profile", &graph_filter).expect("enabling the profile tracer");
+        target
+            .c_profile
+            .push(profile_checked(c_pie::mid_address(), || {
+                timed(TRACED_ITERATIONS, |n| {
+                    black_box(c_pie::run(n as i64));
+                })
+            }));
+        target
+            .rust_profile
+            .push(profile_checked(rust::mid as *const () as usize, || {
+                timed(TRACED_ITERATIONS, |n| {
+                    black_box(rust::run(n));
+                })
+            }));
+        fntrace::disable("profile").expect("disabling the profile tracer");
     }
     figures
+}
+
+/// Runs `traced_run` (one traced run of [`TRACED_ITERATIONS`] on this
+/// thread) with the profile reset before, and checks that the profile
+/// counted exactly [`TRACED_ITERATIONS`] calls of `mid` and nothing lost.
+fn profile_checked(mid: usize, traced_run: impl FnOnce() -> Cost) -> Cost {
+    PROFILE_TRACER.reset();
+    let cost = traced_run();
+    let snapshot = PROFILE_TRACER.snapshot();
+    let counted: u64 = snapshot
+        .functions
+        .iter()
+        .filter(|f| f.function == mid)
+        .map(|f| f.durations.count())
+        .sum();
+    assert_eq!(counted, TRACED_ITERATIONS, "profile: calls of mid");
+    assert_eq!(snapshot.not_kept, Default::default(), "profile: not kept");
+    cost
 }
 
 /// The traced C run on this thread, checked.
@@ -847,6 +885,29 @@ fn report(figures: &InProcess, uftrace: &UftraceFigures) {
     lines.push(Line::nanoseconds(
         "  function cost: traced - NOPed (ref.)",
         figures.c_function.median().minus(c_nopped),
+    ));
+
+    // The profile tracer (generic path: no fast entry of its own), beside
+    // the graph tracer's cost on the same calls.
+    let c_profile = figures.c_profile.median().minus(c_nopped);
+    lines.push(Line::measured("  C, profile tracer on", &figures.c_profile));
+    lines.push(
+        Line::nanoseconds("  profile cost: traced - NOPed", c_profile).with_target(
+            "<= graph's",
+            c_profile.cpu <= c_graph.cpu,
+            &mut tally,
+        ),
+    );
+    lines.push(Line::measured(
+        "  Rust, profile tracer on",
+        &figures.rust_profile,
+    ));
+    lines.push(Line::nanoseconds(
+        "  profile cost, Rust: traced - NOPed",
+        figures
+            .rust_profile
+            .median()
+            .minus(figures.rust_nopped.median()),
     ));
 
     // 5. Threads: the tracing cost (traced - NOPed, both measured with the

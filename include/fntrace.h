@@ -132,6 +132,23 @@ int fntrace_flight_snapshot(const char *dir);
 int fntrace_flight_stop(void);
 
 /*
+ * Writes the profile tracer's snapshot (every thread's calls since the
+ * tracer was first enabled or last reset, merged: per function, count,
+ * total, self, min, max and a log-linear histogram of durations; the call
+ * trie) to `fd` in fntrace's profile text form ("fntrace-profile 1" ...
+ * "end", see docs/live-control.md), which `fntrace top`/`fntrace flame`
+ * read. May be called while traced threads run. Errors: the negated errno
+ * of write(2).
+ */
+int fntrace_profile_write(int fd);
+
+/*
+ * Forgets the calls the profile tracer counted so far (calls in progress
+ * are not counted when they end).
+ */
+int fntrace_profile_reset(void);
+
+/*
  * The message of the last failed fntrace call on this thread ("" if none
  * failed), naming the call and the problem. Never NULL; valid until this
  * thread's next failed fntrace call.

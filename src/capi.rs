@@ -3,7 +3,8 @@
 //! `fntrace_dump`, `fntrace_record_start`, `fntrace_record_stop`, the
 //! flight recorder's `fntrace_flight_start`, `fntrace_flight_trigger`,
 //! `fntrace_flight_untrigger`, `fntrace_flight_snapshot`,
-//! `fntrace_flight_stop`, and `fntrace_last_error`, over the Rust API. `libfntrace.a` and
+//! `fntrace_flight_stop`, the live profile's `fntrace_profile_write` and
+//! `fntrace_profile_reset`, and `fntrace_last_error`, over the Rust API. `libfntrace.a` and
 //! `libfntrace.so` export them.
 //!
 //! Each returns 0 or a negative errno-style code and, on failure, keeps a
@@ -30,7 +31,7 @@ use crate::error::Error;
 use crate::filter::Filter;
 use crate::record::{self, Recording};
 use crate::tracer::{self, Tracer};
-use crate::tracers::{function::FUNCTION_TRACER, graph::GRAPH_TRACER};
+use crate::tracers::{function::FUNCTION_TRACER, graph::GRAPH_TRACER, profile::PROFILE_TRACER};
 
 mod env;
 mod exec;
@@ -38,6 +39,7 @@ mod fatal;
 mod flight;
 pub(crate) mod live;
 mod next;
+mod profile;
 mod vars;
 
 thread_local! {
@@ -122,8 +124,11 @@ unsafe fn arg<'a>(ptr: *const c_char, name: &str) -> Result<&'a str, Failure> {
 /// covers a constructor left out all the same. Called after the
 /// constructors (tracer registrations run first), so it never races them.
 pub(crate) fn register_builtins() {
-    let builtins: [(&'static str, &'static dyn Tracer); 2] =
-        [("function", &FUNCTION_TRACER), ("graph", &GRAPH_TRACER)];
+    let builtins: [(&'static str, &'static dyn Tracer); 3] = [
+        ("function", &FUNCTION_TRACER),
+        ("graph", &GRAPH_TRACER),
+        ("profile", &PROFILE_TRACER),
+    ];
     for (name, tracer) in builtins {
         if tracer::find(name).is_none() {
             // A duplicate (registered meanwhile) is fine.

@@ -54,7 +54,7 @@ mod tracer;
 mod tracers;
 
 pub use arch::x86_64::{SavedRegs, SiteForm};
-pub use capi::live::{serve_control, serve_control_with};
+pub use capi::live::{serve_control, serve_control_with, serve_metrics};
 pub use control::{
     disable, dump, dump_with_progress, enable, enable_with, flush, function_name, init, site_of,
     sites, stats, DumpReport, Stats,
@@ -77,8 +77,9 @@ pub use record::{
 pub use rt::shadow::MAX_HOOKED_DEPTH;
 pub use rt::thread::{current_tid, generic_entries_on_this_thread, untraced};
 pub use sites::{ScanReport, SiteInfo, SiteKind};
-pub use socket::{default_control_path, ControlOptions, ControlServer};
+pub use socket::{default_control_path, ControlOptions, ControlServer, MetricsServer};
 pub use sys::priority::{patch_priority, set_patch_priority, PatchBoost, PatchPriority};
 pub use tracer::{register, tracer_names, Call, Return, Tracer, MAX_TRACERS};
 pub use tracers::function::{FunctionEvent, FunctionTracer, FUNCTION_TRACER};
 pub use tracers::graph::{GraphTracer, GRAPH_TRACER};
+pub use tracers::profile::{ProfileTracer, PROFILE_TRACER};

@@ -268,8 +268,9 @@ fn controlled_live(variant: &str, flags: &[&str], by_pid: bool) {
     assert_eq!(status["filter"], "none (every function)");
     assert_eq!(status["recording"], "none");
     let tracers: Vec<&str> = status["tracers"].split(", ").collect();
-    assert_eq!(tracers.len(), 2, "{tracers:?}");
+    assert_eq!(tracers.len(), 3, "{tracers:?}");
     assert!(tracers.contains(&"graph") && tracers.contains(&"function"));
+    assert!(tracers.contains(&"profile"));
     p.work(N); // nothing traced
 
     assert_eq!(

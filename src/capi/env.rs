@@ -30,6 +30,9 @@
 //!   starts recording sets it, and `FNTRACE_OUTPUT` as an absolute path, in
 //!   its own environment, so that the programs it runs join its recording;
 //! - `FNTRACE_CONTROL`: live control (see [`super::live`]);
+//! - `FNTRACE_METRICS=HOST:PORT` (or a port alone, on the loopback
+//!   address): serve `GET /metrics`, the profile tracer's OpenMetrics text
+//!   (see [`super::live::serve_metrics`]);
 //!
 //! - `FNTRACE_MODE=lossless|drop`: with `FNTRACE_OUTPUT`, what a thread
 //!   whose buffer is full does (see [`RecordMode`]; `lossless` by default);
@@ -92,6 +95,7 @@ static APPLIED: std::sync::Mutex<Option<(bool, bool)>> = std::sync::Mutex::new(N
 
 extern "C" fn start() {
     super::live::serve_from_env(); // FNTRACE_CONTROL, whatever the others say
+    super::live::serve_metrics_from_env(); // FNTRACE_METRICS, likewise
     let outcome = catch_unwind(|| match settings() {
         Ok(Some(settings)) => apply(settings),
         Ok(None) => {

@@ -20,9 +20,12 @@ use crate::control;
 use crate::error::Error;
 use crate::flight;
 use crate::record::{spawn_running, RECORDING};
-use crate::socket::{self, ControlOptions, ControlServer, FlightRequest, Reply, Request};
+use crate::socket::{
+    self, ControlOptions, ControlServer, FlightRequest, MetricsServer, Reply, Request,
+};
 use crate::tracer;
 use crate::tracers::graph::GRAPH_TRACER;
+use crate::tracers::profile::PROFILE_TRACER;
 
 use super::env::REPORT_ROWS;
 use super::{
@@ -64,6 +67,48 @@ pub fn serve_control_with(
     register_builtins();
     socket::prepare_default_dir(path.as_ref())?;
     socket::serve(path.as_ref(), options, handle)
+}
+
+/// Serves `GET /metrics` (the profile tracer's snapshot as OpenMetrics
+/// text, for Prometheus) over HTTP on `address`: `HOST:PORT`
+/// (`127.0.0.1:9464`, `[::1]:9464`, `0.0.0.0:9464` for every interface),
+/// or a port alone for the loopback address; port 0 picks a free one
+/// ([`MetricsServer::local_addr`]). Served by a thread of its own with the
+/// control socket's defences against slow and bad clients (see
+/// [`ControlOptions`]). The profile tracer is not enabled by this: enable
+/// it (`enable("profile")`, `FNTRACE=profile`, `fntrace ctl PID enable
+/// profile`) for the metrics to count calls.
+pub fn serve_metrics(address: &str) -> Result<MetricsServer, Error> {
+    register_builtins();
+    socket::serve_metrics(address, &ControlOptions::default())
+}
+
+/// At start-up: serves what `FNTRACE_METRICS` asks for, or says in one
+/// line why not.
+pub(super) fn serve_metrics_from_env() {
+    static FROM_ENV: OnceLock<MetricsServer> = OnceLock::new();
+    let outcome = std::panic::catch_unwind(|| {
+        let Some(value) = super::vars::var("FNTRACE_METRICS")? else {
+            return Ok(());
+        };
+        let Some(address) = super::vars::parse_metrics(&value)? else {
+            return Ok(());
+        };
+        let server =
+            serve_metrics(&address).map_err(|e| format!("FNTRACE_METRICS={value}: {e}"))?;
+        // A port is this process's: the programs it runs must not all try
+        // to bind it. Before `main`, so no other thread reads the
+        // environment.
+        std::env::remove_var("FNTRACE_METRICS");
+        let _ = FROM_ENV.set(server);
+        Ok(())
+    });
+    let message = match outcome {
+        Ok(Ok(())) => return,
+        Ok(Err(message)) => message,
+        Err(_) => "FNTRACE_METRICS: start-up panicked (a bug)".to_string(),
+    };
+    eprintln!("fntrace: {message}; the program runs on without a metrics endpoint");
 }
 
 /// At start-up: serves what `FNTRACE_CONTROL` asks for, or says in one
@@ -113,6 +158,13 @@ fn handle(request: Request) -> Reply {
         Request::Snapshot(dir) => snapshot(&dir),
         Request::Dump(dir) => dump(&dir),
         Request::Report => Ok(report()),
+        Request::Profile => Ok(profile()),
+        Request::ProfileReset => {
+            PROFILE_TRACER.reset();
+            Ok(Reply::ok(
+                "profile reset: the calls counted so far are forgotten",
+            ))
+        }
         Request::Flight(request) => Ok(flight_request(request)),
     };
     result.unwrap_or_else(|err| match err {
@@ -379,6 +431,24 @@ fn dump(dir: &Path) -> Result<Reply, Error> {
 
 /// The latency table of the graph tracer's events in memory, as
 /// `FNTRACE_REPORT=1` prints it at exit. The events stay (for `dump`).
+/// The profile tracer's snapshot: a summary, then its text form
+/// (`fntrace-profile 1` ... `end`), one line of the reply each.
+fn profile() -> Reply {
+    let snapshot = PROFILE_TRACER.snapshot();
+    Reply::ok(format!(
+        "profile: {} functions, {} paths, {} threads{}",
+        snapshot.functions.len(),
+        snapshot.paths.len(),
+        snapshot.threads,
+        if is_enabled("profile") {
+            ""
+        } else {
+            " (the profile tracer is off)"
+        }
+    ))
+    .with_lines(&snapshot.to_text())
+}
+
 fn report() -> Reply {
     if let Some(refused) = refuse_while_recording("report") {
         return refused;

@@ -142,6 +142,14 @@ pub(crate) const VARIABLES: &[Variable] = &[
         on_bad: OnBad::NoControl,
     },
     Variable {
+        name: "FNTRACE_METRICS",
+        meaning: "HOST:PORT, or a port alone (loopback): serve GET /metrics (the profile \
+                  tracer's OpenMetrics text) over HTTP; 0 or empty: none",
+        check: |v| ok(parse_metrics(v)),
+        passed_on: false,
+        on_bad: OnBad::NoControl,
+    },
+    Variable {
         name: "FNTRACE_PATCH",
         meaning: "how text is patched: breakpoint (default) or stop",
         check: |v| words(v, &["breakpoint", "stop"]),
@@ -338,6 +346,30 @@ pub(crate) fn parse_triggers(value: &str) -> Result<Vec<TriggerSpec>, String> {
     Ok(triggers)
 }
 
+/// `FNTRACE_METRICS`: the address to serve `GET /metrics` on, `None` for
+/// none: `HOST:PORT`, or a port alone (bound on the loopback address).
+/// Whether the host resolves and the port is free is known when it is
+/// bound.
+pub(crate) fn parse_metrics(value: &str) -> Result<Option<String>, String> {
+    let value = value.trim();
+    if value.is_empty() || value == "0" {
+        return Ok(None);
+    }
+    if let Ok(port) = value.parse::<u16>() {
+        return Ok(Some(format!("127.0.0.1:{port}")));
+    }
+    match value.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {
+            Ok(Some(value.to_string()))
+        }
+        _ => Err(
+            "use HOST:PORT (127.0.0.1:9464, 0.0.0.0:9464 for every interface), a port alone \
+             (loopback), or 0 (none)"
+                .to_string(),
+        ),
+    }
+}
+
 /// `FNTRACE_CONTROL`: the socket to serve, `None` for none. `1` is the
 /// default path; otherwise an absolute path (a relative one would be
 /// taken from whatever directory the program starts in, and a word such
@@ -417,6 +449,9 @@ mod tests {
             ("FNTRACE_FLIGHT_RATE", "0"),
             ("FNTRACE_CONTROL", "yes"),
             ("FNTRACE_CONTROL", "rel/x.sock"),
+            ("FNTRACE_METRICS", "localhost"),
+            ("FNTRACE_METRICS", "127.0.0.1:99999"),
+            ("FNTRACE_METRICS", ":9464"),
             ("FNTRACE_PATCH", "fast"),
             ("FNTRACE_PATCH_PRIORITY", "high"),
             ("FNTRACE_TEXT_WRITES", "poke"),

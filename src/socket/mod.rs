@@ -26,6 +26,10 @@
 //! | `snapshot DIR` | a snapshot of the running flight recorder |
 //! | `dump DIR` | as `fntrace_dump` |
 //! | `report` | the latency table of the graph tracer's events in memory |
+//! | `profile` / `profile reset` | the profile tracer's snapshot (text form) / forget it |
+//!
+//! The metrics endpoint (`GET /metrics` over HTTP, [`http`]) is served
+//! apart, on a TCP address, by a thread of its own with the same defences.
 //!
 //! DIR is an absolute path (the rest of the line: it may hold spaces).
 //!
@@ -59,6 +63,7 @@
 //! that thread. The socket is made mode 0600, and a peer whose uid
 //! (`SO_PEERCRED`) is neither the process's nor root's gets an error reply.
 
+mod http;
 mod path;
 mod request;
 mod server;
@@ -74,6 +79,8 @@ use std::time::Duration;
 use crate::error::Error;
 use crate::record::spawn_running;
 
+pub(crate) use http::serve_metrics;
+pub use http::MetricsServer;
 pub use path::default_control_path;
 pub(crate) use path::prepare_default_dir;
 pub(crate) use request::{FlightRequest, Reply, Request};

@@ -11,7 +11,7 @@ pub(crate) const MAX_REQUEST_BYTES: usize = 4096;
 
 /// The commands, as the error for an unknown one lists them.
 const COMMANDS: &str = "status, enable TRACER, disable TRACER, filter GLOBS, record DIR, stop, \
-                        snapshot DIR, dump DIR, report, flight start|stop|trigger|triggers|untrigger";
+                        snapshot DIR, dump DIR, report, profile [reset], flight start|stop|trigger|triggers|untrigger";
 
 /// The `flight` subcommands, as the error for an unknown one lists them.
 const FLIGHT_COMMANDS: &str = "flight start [--budget SIZE] [--rate N] DIR, flight stop, \
@@ -39,6 +39,10 @@ pub(crate) enum Request {
     Dump(PathBuf),
     /// `report`.
     Report,
+    /// `profile`: the profile tracer's snapshot, in its text form.
+    Profile,
+    /// `profile reset`: forget the calls profiled so far.
+    ProfileReset,
     /// `flight ...`: the flight recorder.
     Flight(FlightRequest),
 }
@@ -191,6 +195,13 @@ pub(crate) fn parse(line: &[u8]) -> Result<Request, String> {
         "status" => no_argument(Request::Status),
         "stop" => no_argument(Request::Stop),
         "report" => no_argument(Request::Report),
+        "profile" => match rest.trim() {
+            "" => Ok(Request::Profile),
+            "reset" => Ok(Request::ProfileReset),
+            other => Err(format!(
+                "profile takes nothing or reset (got {other:?}): profile, profile reset"
+            )),
+        },
         "enable" => Ok(Request::Enable(one_word("TRACER")?)),
         "disable" => Ok(Request::Disable(one_word("TRACER")?)),
         "filter" => match rest.trim() {
@@ -302,6 +313,9 @@ mod tests {
         assert_eq!(parse(b"  status \r"), Ok(Request::Status));
         assert_eq!(parse(b"stop"), Ok(Request::Stop));
         assert_eq!(parse(b"report"), Ok(Request::Report));
+        assert_eq!(parse(b"profile"), Ok(Request::Profile));
+        assert_eq!(parse(b"profile  reset "), Ok(Request::ProfileReset));
+        assert!(parse(b"profile now").is_err());
         assert_eq!(parse(b"enable graph"), Ok(Request::Enable("graph".into())));
         assert_eq!(
             parse(b"disable\tfunction "),

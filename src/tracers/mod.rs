@@ -1,6 +1,8 @@
 //! The built-in tracers, registered under their names before `main`:
-//! `function` (entries only) and `graph` (entries and exits, with the
-//! fast path in `asm/x86_64/graph.S`).
+//! `function` (entries only), `graph` (entries and exits, with the fast
+//! path in `asm/x86_64/graph.S`) and `profile` (per-function and per-path
+//! latency aggregated in the process).
 
 pub mod function;
 pub mod graph;
+pub mod profile;

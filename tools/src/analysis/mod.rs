@@ -71,6 +71,7 @@ mod callgraph;
 mod calltree;
 mod histogram;
 mod latency;
+mod openmetrics;
 pub(crate) mod pairing;
 mod profile;
 mod select;
@@ -81,6 +82,9 @@ pub use histogram::{Histogram, MAX_RELATIVE_ERROR, SUB_BUCKETS};
 pub use latency::{
     human_duration, latency, latency_of, latency_of_with, FunctionStats, LatencyReport, Rows,
     ThreadSummary,
+};
+pub use openmetrics::{
+    openmetrics, write_openmetrics, DURATION_BUCKETS_NS, OPENMETRICS_CONTENT_TYPE,
 };
 pub use profile::{FunctionProfile, NotKept, PathProfile, ProfileSnapshot, ProfileTextError};
 pub use select::{select, Selected, Selection, Unmatched};

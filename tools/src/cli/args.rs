@@ -15,6 +15,7 @@ Examples:
   fntrace flame trace-dir -o flame.svg          flame graph, one tower per thread
   fntrace diff before-dir after-dir             what changed between two runs
   fntrace ctl PID record trace-dir              record a running program
+  fntrace top PID                               live latency (the profile tracer)
 
 A trace directory is written by fntrace::dump (uftrace's data format); the
 directories of `uftrace record` are read too. Function globs (-F, -N, graph's
@@ -69,6 +70,10 @@ pub enum Command {
     /// Control a running program: status, enable, record, stop, report...
     #[command(after_help = super::ctl::CTL_HELP)]
     Ctl(super::ctl::CtlArgs),
+    /// Live per-function latency of a running program, refreshed every
+    /// second (its profile tracer), as top shows processes.
+    #[command(after_help = super::top::TOP_HELP)]
+    Top(super::top::TopArgs),
     /// Cargo with the workspace's own crates instrumented for fntrace
     /// (-Zinstrument-mcount on stable): build, run, test or bench.
     Cargo(super::cargo::CargoArgs),
@@ -91,6 +96,10 @@ name, as uftrace's (two static functions called `helper` are one row);
 --by-address splits them. Times in ns, µs, ms, s. Lost events and unfinished
 calls are stated above the table: the numbers below them are missing what was
 lost.
+
+A live profile's snapshot (a file, from `fntrace ctl PID profile --save`)
+gives the same table; its `running` column counts calls entered and not
+returned, and -F/-N select rows by name (it keeps no calls).
 
 Examples:
   fntrace report trace-dir                        sorted by total time
@@ -148,8 +157,14 @@ Widths are time (self plus callees, in ns), not samples. By default each
 thread is the bottom frame of its own tower, so a thread waiting in `join`
 does not widen the others' chains; --merge-threads merges them.
 
+From a live profile's snapshot (a file, not a directory): its call tree,
+widths self time, all threads merged; -F draws each path from its first
+function matching a glob down, -N leaves out the paths through a matching
+function.
+
 Examples:
   fntrace flame trace-dir -o flame.svg
+  fntrace flame now.profile -o live.svg         a snapshot (ctl PID profile --save)
   fntrace flame trace-dir --tid 4242 -o worker.svg
   fntrace flame trace-dir --folded -o stacks.txt";
 
@@ -183,7 +198,9 @@ pub struct SelectArgs {
 /// `fntrace report`.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// The trace directory.
+    /// The trace directory, or a live profile's snapshot (`fntrace ctl
+    /// PID profile --save FILE`).
+    #[arg(value_name = "DIR|SNAPSHOT")]
     pub dir: PathBuf,
     /// Sort by these keys, largest first (the next key breaks ties);
     /// repeatable or comma-separated.
@@ -311,7 +328,9 @@ pub struct ChromeArgs {
 /// `fntrace flame`.
 #[derive(Debug, Args)]
 pub struct FlameArgs {
-    /// The trace directory.
+    /// The trace directory, or a live profile's snapshot (`fntrace ctl
+    /// PID profile --save FILE`, or written by the C API).
+    #[arg(value_name = "DIR|SNAPSHOT")]
     pub dir: PathBuf,
     /// The SVG (or, with --folded, text) file to write.
     #[arg(short, long, value_name = "FILE")]

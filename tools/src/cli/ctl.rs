@@ -14,6 +14,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
+use fntrace_tools::analysis::ProfileSnapshot;
 
 /// `fntrace ctl --help` after the arguments.
 pub const CTL_HELP: &str = "\
@@ -45,6 +46,11 @@ Examples:
   fntrace ctl $! flight untrigger 'handle_*'       remove one (all: no argument)
   fntrace ctl $! snapshot /tmp/now                 the window, now
   fntrace ctl $! flight stop
+  fntrace ctl $! enable profile                live per-function latency ...
+  fntrace ctl $! profile -s p99 --top 20       ... its table, as report's
+  fntrace ctl $! profile --save now.profile    the snapshot (fntrace flame reads it)
+  fntrace ctl $! profile reset                 counts from zero again
+  fntrace ctl $! metrics | promtool check metrics   the OpenMetrics text
 Sizes: 64M, 1G, 512K or bytes (binary multiples: 1K = 1024).";
 
 /// `fntrace ctl`.
@@ -108,6 +114,12 @@ pub enum CtlCommand {
     },
     /// The latency table of the graph tracer's events in memory.
     Report,
+    /// The live profile of the `profile` tracer (enable it first): its
+    /// latency table, as `fntrace report` prints a trace's; or `reset`.
+    Profile(super::profile::ProfileArgs),
+    /// The live profile as OpenMetrics text (what FNTRACE_METRICS serves
+    /// on /metrics).
+    Metrics,
     /// The flight recorder: start, stop, and when it writes a snapshot.
     #[command(subcommand)]
     Flight(FlightCommand),
@@ -160,13 +172,29 @@ fn parse_budget(text: &str) -> Result<u64, String> {
 /// Why there is no reply (exit status 2).
 struct NoReply(String);
 
-/// Runs `fntrace ctl`; its exit status.
-pub fn main(args: &CtlArgs) -> ExitCode {
+/// Runs `fntrace ctl`; its exit status. `no_pager`: the table of
+/// `profile` goes to stdout even on a terminal.
+pub fn main(args: &CtlArgs, no_pager: bool) -> ExitCode {
     match ask(args) {
         Ok((true, text)) => {
-            // A closed stdout loses nothing the caller still wants.
-            let _ = std::io::stdout().lock().write_all(text.as_bytes());
-            ExitCode::SUCCESS
+            let shown = match &args.command {
+                CtlCommand::Profile(profile) if profile.command.is_none() => {
+                    super::profile::show(&text, profile, &args.target, no_pager)
+                }
+                CtlCommand::Metrics => super::profile::metrics(&text),
+                _ => {
+                    // A closed stdout loses nothing the caller still wants.
+                    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+                    Ok(())
+                }
+            };
+            match shown {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(why) => {
+                    eprintln!("fntrace: ctl: {why}");
+                    ExitCode::from(2)
+                }
+            }
         }
         Ok((false, message)) => {
             eprintln!("fntrace: {message}");
@@ -183,7 +211,32 @@ pub fn main(args: &CtlArgs) -> ExitCode {
 /// (the reply without `ok `), or the error message.
 fn ask(args: &CtlArgs) -> Result<(bool, String), NoReply> {
     let request = request_line(&args.command)?;
-    let (path, pid) = socket_path(&args.target)?;
+    exchange(
+        &args.target,
+        Duration::from_secs(args.timeout.max(1)),
+        &request,
+    )
+}
+
+/// The live profile of the program at `target` (a socket path or a pid),
+/// from one `profile` request, and whether its tracer is off; why not (no
+/// reply, an error reply, a reply that is no profile) as one line.
+pub fn fetch_profile(target: &str, timeout: Duration) -> Result<(ProfileSnapshot, bool), String> {
+    match exchange(target, timeout, "profile\n") {
+        Ok((true, reply)) => Ok((
+            super::profile::snapshot_of_reply(&reply)?,
+            super::profile::tracer_off(&reply),
+        )),
+        Ok((false, message)) => Err(message),
+        Err(NoReply(why)) => Err(why),
+    }
+}
+
+/// Sends `request` (one line, ending with a line break) to the socket at
+/// `target`; whether the reply is `ok`, and the text after `ok ` or the
+/// error message.
+fn exchange(target: &str, timeout: Duration, request: &str) -> Result<(bool, String), NoReply> {
+    let (path, pid) = socket_path(target)?;
     let mut stream = UnixStream::connect(&path).map_err(|err| {
         NoReply(match (pid, err.kind()) {
             (Some(pid), ErrorKind::NotFound | ErrorKind::ConnectionRefused) => format!(
@@ -205,7 +258,6 @@ fn ask(args: &CtlArgs) -> Result<(bool, String), NoReply> {
             _ => format!("connecting to {}: {err}", path.display()),
         })
     })?;
-    let timeout = Duration::from_secs(args.timeout.max(1));
     let io = |err: std::io::Error| {
         NoReply(match err.kind() {
             ErrorKind::WouldBlock | ErrorKind::TimedOut => {
@@ -303,6 +355,11 @@ fn request_line(command: &CtlCommand) -> Result<String, NoReply> {
         CtlCommand::Snapshot { dir: d } => format!("snapshot {}", dir(d)?),
         CtlCommand::Dump { dir: d } => format!("dump {}", dir(d)?),
         CtlCommand::Report => "report".to_string(),
+        CtlCommand::Profile(profile) => match profile.command {
+            Some(super::profile::ProfileCommand::Reset) => "profile reset".to_string(),
+            None => "profile".to_string(),
+        },
+        CtlCommand::Metrics => "profile".to_string(),
         CtlCommand::Flight(flight) => match flight {
             FlightCommand::Start {
                 dir: d,

@@ -10,8 +10,10 @@ mod cargo;
 mod ctl;
 mod instrumented;
 mod output;
+mod profile;
 mod record;
 mod report;
+mod top;
 
 use std::fs::File;
 use std::io::{BufWriter, IsTerminal, Write};
@@ -38,9 +40,11 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match &cli.command {
         // Exit statuses of its own: 1 for an error reply, 2 for none.
-        Command::Ctl(args) => return ctl::main(args),
+        Command::Ctl(args) => return ctl::main(args, cli.no_pager),
         // The recorded program's exit status.
         Command::Record(args) => return record::main(args),
+        // 2 when the program cannot be asked, as ctl.
+        Command::Top(args) => return top::main(args),
         _ => {}
     }
     match run(cli) {
@@ -54,6 +58,9 @@ pub fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
+        Command::Report(args) if profile::is_snapshot_file(&args.dir) => {
+            profile::report(&args, cli.no_pager)
+        }
         Command::Report(args) => {
             let (trace, bar) = open_trace(&args.dir, 1)?;
             let selection = selection(&trace, &args.dir, &args.select, None)?;
@@ -180,6 +187,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 written
             })
         }
+        Command::Flame(args) if profile::is_snapshot_file(&args.dir) => profile::flame(&args),
         Command::Flame(args) => {
             let (trace, bar) = open_trace(&args.dir, 2)?;
             let selection = selection(&trace, &args.dir, &args.select, None)?;
@@ -198,7 +206,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 }
             })
         }
-        Command::Ctl(_) | Command::Record(_) => unreachable!("main runs fntrace ctl and record"),
+        Command::Ctl(_) | Command::Record(_) | Command::Top(_) => {
+            unreachable!("main runs fntrace ctl, record and top")
+        }
         Command::Cargo(args) => cargo::run(&args),
         Command::Completions { shell } => {
             let mut stdout = std::io::stdout().lock();

@@ -182,9 +182,23 @@ const HEADERS: [&str; 9] = [
 
 /// One table, sorted by `keys` (largest first, then by name).
 fn write_table(
+    functions: Vec<FunctionStats>,
+    keys: &[SortKey],
+    top: usize,
+    out: &mut Output,
+) -> io::Result<()> {
+    write_rows(functions, keys, top, "unfinished", out)
+}
+
+/// The report's table of `functions`, sorted by `keys` (largest first,
+/// then by name), at most `top` rows; `second_column` heads the column of
+/// calls without an exit (`unfinished` in a trace, `running` in a live
+/// profile).
+pub fn write_rows(
     mut functions: Vec<FunctionStats>,
     keys: &[SortKey],
     top: usize,
+    second_column: &str,
     out: &mut Output,
 ) -> io::Result<()> {
     functions.sort_by(|a, b| {
@@ -219,7 +233,8 @@ fn write_table(
             ]
         })
         .collect();
-    let headers: Vec<String> = HEADERS.iter().map(|h| h.to_string()).collect();
+    let mut headers: Vec<String> = HEADERS.iter().map(|h| h.to_string()).collect();
+    headers[1] = second_column.to_string();
     write_aligned(&headers, &rows, out)?;
     let left_out = functions.len().saturating_sub(top);
     if left_out > 0 {
@@ -231,6 +246,19 @@ fn write_table(
 /// Writes `headers` (bold) and `rows` with every column but the last
 /// right-aligned to its widest cell, two spaces apart.
 fn write_aligned(headers: &[String], rows: &[Vec<String>], out: &mut Output) -> io::Result<()> {
+    let mut lines = aligned_lines(headers, rows).into_iter();
+    if let Some(header) = lines.next() {
+        writeln!(out, "{}", out.bold(&header))?;
+    }
+    for line in lines {
+        writeln!(out, "{line}")?;
+    }
+    Ok(())
+}
+
+/// The lines of a table: `headers`, then `rows`, every column but the last
+/// right-aligned to its widest cell, two spaces apart.
+pub fn aligned_lines(headers: &[String], rows: &[Vec<String>]) -> Vec<String> {
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (width, cell) in widths.iter_mut().zip(row) {
@@ -246,11 +274,10 @@ fn write_aligned(headers: &[String], rows: &[Vec<String>], out: &mut Output) -> 
         text.push_str(last);
         text
     };
-    writeln!(out, "{}", out.bold(&line(headers)))?;
-    for row in rows {
-        writeln!(out, "{}", line(row))?;
-    }
-    Ok(())
+    std::iter::once(headers)
+        .chain(rows.iter().map(Vec::as_slice))
+        .map(line)
+        .collect()
 }
 
 /// A duration as the report shows it: three significant digits.

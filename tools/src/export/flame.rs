@@ -1,12 +1,14 @@
-//! Flame graphs: folded stacks weighted by time ([`folded_stacks`]), and SVG
-//! drawn by `inferno` ([`write_flame_svg`]).
+//! Flame graphs: folded stacks weighted by time ([`folded_stacks`]; of a
+//! live profile's call tree: [`folded_stacks_of_profile`]), and SVG drawn by
+//! `inferno` ([`write_flame_svg`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 
 use super::calls::{stream_calls, CallEvent, Incomplete};
 use super::ExportError;
 use crate::analysis::pairing::entries_of_calls_running_at_start;
+use crate::analysis::ProfileSnapshot;
 use crate::source::{infallible, EventSource};
 use crate::trace::Trace;
 
@@ -68,6 +70,41 @@ pub fn folded_stacks_of<S: EventSource>(
         folded = chains.lines(source);
     }
     Ok((folded, incomplete))
+}
+
+/// The folded stacks of a live profile's call tree
+/// ([`ProfileSnapshot::folded_stacks`]): one line per call path with its
+/// self time in nanoseconds, all threads merged (the profile keeps no
+/// per-thread tree), in the format of [`folded_stacks`]. Paths whose
+/// chains of names are the same (functions of one name at several
+/// addresses) are one line.
+///
+/// `keep` sees each chain (outermost first) and returns the part to draw,
+/// or `None` to leave the path out: how a caller selects (see
+/// `fntrace flame -F`).
+pub fn folded_stacks_of_profile<'a>(
+    snapshot: &'a ProfileSnapshot,
+    keep: impl Fn(&[&'a str]) -> Option<usize>,
+) -> String {
+    let mut lines: BTreeMap<String, u64> = BTreeMap::new();
+    for (chain, self_ns) in snapshot.folded_stacks() {
+        let Some(start) = keep(&chain) else {
+            continue;
+        };
+        let names: Vec<String> = chain[start.min(chain.len())..]
+            .iter()
+            .map(|name| frame_name(name))
+            .collect();
+        if names.is_empty() {
+            continue;
+        }
+        *lines.entry(names.join(";")).or_default() += self_ns;
+    }
+    let mut folded = String::new();
+    for (chain, self_ns) in lines {
+        folded.push_str(&format!("{chain} {self_ns}\n"));
+    }
+    folded
 }
 
 /// A tree of call chains: node 0 is the root (no call); each node is one
@@ -295,6 +332,49 @@ mod tests {
         ] {
             assert!(svg.contains(name), "SVG lacks {name}");
         }
+    }
+
+    #[test]
+    fn a_profile_folds_its_call_tree() {
+        use crate::analysis::{FunctionProfile, PathProfile};
+        let function = |name: &str| FunctionProfile {
+            name: name.into(),
+            ..FunctionProfile::default()
+        };
+        let path = |parent, function, self_ns| PathProfile {
+            parent,
+            function,
+            calls: 1,
+            total_ns: self_ns,
+            self_ns,
+        };
+        let snapshot = ProfileSnapshot {
+            // Two `helper`s (static functions of two files), one name.
+            functions: vec![
+                function("main"),
+                function("helper"),
+                function("helper"),
+                function("a;b"),
+            ],
+            paths: vec![
+                path(None, 0, 100),
+                path(Some(0), 1, 7),
+                path(Some(0), 2, 5),
+                path(Some(2), 3, 1),
+                path(Some(0), 3, 0),
+            ],
+            ..ProfileSnapshot::default()
+        };
+        assert_eq!(
+            folded_stacks_of_profile(&snapshot, |_| Some(0)),
+            "main 100\nmain;helper 12\nmain;helper;a,b 1\n"
+        );
+        // From the first `helper` down; the others left out.
+        let from_helper = |chain: &[&str]| chain.iter().position(|&name| name == "helper");
+        assert_eq!(
+            folded_stacks_of_profile(&snapshot, from_helper),
+            "helper 12\nhelper;a,b 1\n"
+        );
     }
 
     #[test]

@@ -81,7 +81,8 @@ pub use chrome::write_chrome_json;
 pub use dirfd::prepare_output_dir;
 #[cfg(feature = "exporters")]
 pub use flame::{
-    folded_stacks, folded_stacks_by_thread, folded_stacks_of, write_flame_svg, write_folded_svg,
+    folded_stacks, folded_stacks_by_thread, folded_stacks_of, folded_stacks_of_profile,
+    write_flame_svg, write_folded_svg,
 };
 #[cfg(feature = "exporters")]
 pub use perfetto::write_perfetto;

@@ -1,0 +1,549 @@
+//! One thread's profile: a fixed-size block of counters that its thread
+//! alone writes (on the traced path: loads and stores, no lock, no
+//! allocation, no system call) and that readers merge while it runs.
+//!
+//! # Layout and budget
+//!
+//! A block is one anonymous mapping (`MAP_NORESERVE`: pages count only once
+//! touched) holding, after a one-page header:
+//!
+//! | part | entries | bytes each | what |
+//! |------|---------|------------|------|
+//! | open calls | [`MAX_HOOKED_DEPTH`] | 32 | the thread's calls entered and not returned |
+//! | site table | [`TABLE_SLOTS`] | 16 | call site → function row (open addressing) |
+//! | function rows | [`FUNCTIONS`] | 168 | count, total, self, sum, min, max, histogram chunk numbers |
+//! | call paths | [`PATHS`] | 40 | the call trie's nodes |
+//! | histogram chunks | [`CHUNKS`] | 1024 | 128 counters: one power of two of a function's [`Histogram`] |
+//!
+//! about 5.4 MiB of address space per thread, of which only the pages
+//! touched are memory. What does not fit is counted ([`NotKept`]): a call
+//! whose function has no row (rows full, or no chunk for its duration's
+//! power of two) is counted in `functions` and nowhere else; a call whose
+//! path has no node (the trie is full, or its parent call had none) still
+//! counts in its function's row and in `paths`.
+//!
+//! # Readers
+//!
+//! Every field is an atomic; the owner writes with plain stores (one
+//! writer), readers load. Rows, nodes and chunks are published by Release
+//! stores of the counts and chunk numbers that make them reachable. The
+//! block's `epoch` is a sequence word: the owner sets it to 0 before it
+//! zeroes the block after a reset, and to the new epoch after; a reader
+//! checks it before and after it reads (see [`Block::read`]).
+//!
+//! [`NotKept`]: fntrace_tools::analysis::NotKept
+
+use std::sync::atomic::{fence, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+use crate::rt::shadow::MAX_HOOKED_DEPTH;
+use fntrace_tools::analysis::Histogram;
+
+/// Function rows per thread.
+pub(crate) const FUNCTIONS: usize = 4096;
+/// Site-table slots per thread (twice the rows: probes stay short).
+pub(crate) const TABLE_SLOTS: usize = 2 * FUNCTIONS;
+/// Call-trie nodes per thread.
+pub(crate) const PATHS: usize = 16384;
+/// Histogram chunks per thread.
+pub(crate) const CHUNKS: usize = 4096;
+/// Counters per chunk: the buckets of one power of two.
+pub(crate) const CHUNK_BUCKETS: usize = 128;
+/// Chunks a function's histogram can have: the [`Histogram`] layout's
+/// 7424 buckets in groups of [`CHUNK_BUCKETS`].
+pub(crate) const GROUPS: usize = 58;
+
+/// "None" for row and node numbers.
+pub(crate) const NONE: u32 = u32::MAX;
+
+/// A block no thread owns: its counters are zero.
+pub(crate) const FREE: u32 = 0;
+/// A block a thread is making its own.
+pub(crate) const CLAIMING: u32 = 1;
+/// A block a live thread writes.
+pub(crate) const OWNED: u32 = 2;
+/// A block whose owner is gone without folding it (the child of `fork`):
+/// the next reader folds and frees it.
+pub(crate) const ORPHANED: u32 = 3;
+
+/// One call entered and not returned yet (owner only).
+#[repr(C)]
+pub(crate) struct Open {
+    /// Function row (or [`NONE`]).
+    pub row: AtomicU32,
+    /// Trie node (or [`NONE`]).
+    pub node: AtomicU32,
+    /// The call's depth among hooked calls ([`crate::tracer::Call::depth`]).
+    pub depth: AtomicU32,
+    /// Its entry time (ticks): with the depth, what identifies its exit.
+    pub entry_ticks: AtomicU64,
+    /// Summed durations of its completed direct children (ns).
+    pub children_ns: AtomicU64,
+}
+
+/// A site-table slot.
+#[repr(C)]
+pub(crate) struct TableSlot {
+    /// The call site's return address (0: empty).
+    pub site: AtomicUsize,
+    /// Its function row.
+    pub row: AtomicU32,
+}
+
+/// One function's counters on this thread.
+#[repr(C)]
+pub(crate) struct Row {
+    /// The call site's return address.
+    pub site: AtomicUsize,
+    /// Durations of calls not nested in another call of the function (ns).
+    pub total: AtomicU64,
+    /// Durations minus direct children's (ns).
+    pub self_ns: AtomicU64,
+    /// All durations (ns).
+    pub sum: AtomicU64,
+    /// The smallest duration, bit-inverted (zeroed memory: none yet).
+    pub min_inverted: AtomicU64,
+    /// The largest duration.
+    pub max: AtomicU64,
+    /// Calls entered and not returned.
+    pub active: AtomicU32,
+    /// Per power of two, the chunk holding its buckets, plus one (0: none).
+    pub chunks: [AtomicU16; GROUPS],
+}
+
+/// A call-trie node: a function called from a parent node.
+#[repr(C)]
+pub(crate) struct Node {
+    /// Function row.
+    pub row: AtomicU32,
+    /// Parent node plus one (0: an outermost call).
+    pub parent: AtomicU32,
+    /// First child plus one (owner only).
+    pub first_child: AtomicU32,
+    /// Next sibling plus one (owner only).
+    pub next_sibling: AtomicU32,
+    /// Completed calls.
+    pub calls: AtomicU64,
+    /// Their durations (ns).
+    pub total: AtomicU64,
+    /// Their durations minus direct children's (ns).
+    pub self_ns: AtomicU64,
+}
+
+/// The header: the first page of a block.
+#[repr(C)]
+pub(crate) struct Header {
+    /// [`FREE`], [`CLAIMING`], [`OWNED`] or [`ORPHANED`].
+    pub state: AtomicU32,
+    /// The owner's kernel thread id.
+    pub tid: AtomicU32,
+    /// The block made before this one (the pool's list).
+    pub next: AtomicUsize,
+    /// The reset epoch the counters belong to; 0 while being zeroed.
+    pub epoch: AtomicU64,
+    /// The era (enables and resets) the open calls belong to.
+    pub era: AtomicU64,
+    /// Rows in use.
+    pub rows: AtomicU32,
+    /// Nodes in use.
+    pub nodes: AtomicU32,
+    /// Chunks in use.
+    pub chunks: AtomicU32,
+    /// Open calls.
+    pub open: AtomicU32,
+    /// First outermost node plus one (owner only).
+    pub first_root: AtomicU32,
+    /// Completed calls not in the trie.
+    pub paths_not_kept: AtomicU64,
+    /// Completed calls not counted at all.
+    pub functions_not_kept: AtomicU64,
+}
+
+/// One thread's profile (see the module docs).
+#[repr(C)]
+pub(crate) struct Block {
+    pub header: Header,
+    _pad: [u8; PAGE - std::mem::size_of::<Header>()],
+    pub open: [Open; MAX_HOOKED_DEPTH],
+    pub table: [TableSlot; TABLE_SLOTS],
+    pub rows: [Row; FUNCTIONS],
+    pub nodes: [Node; PATHS],
+    pub chunks: [[AtomicU64; CHUNK_BUCKETS]; CHUNKS],
+}
+
+const PAGE: usize = 4096;
+
+const _: () = {
+    assert!(std::mem::size_of::<Header>() <= PAGE);
+    assert!(std::mem::size_of::<Open>() == 32);
+    assert!(std::mem::size_of::<Row>() == 168);
+    assert!(std::mem::size_of::<Node>() == 40);
+    assert!(TABLE_SLOTS.is_power_of_two());
+    assert!(CHUNKS < u16::MAX as usize);
+};
+
+/// Bytes of a block's mapping.
+pub(crate) const BLOCK_BYTES: usize = std::mem::size_of::<Block>().next_multiple_of(PAGE);
+
+/// Adds `value` to a counter only its owner writes: a load and a store.
+#[inline(always)]
+fn add(counter: &AtomicU64, value: u64) {
+    counter.store(
+        counter.load(Ordering::Relaxed).wrapping_add(value),
+        Ordering::Relaxed,
+    );
+}
+
+#[inline(always)]
+fn load(word: &AtomicU32) -> u32 {
+    word.load(Ordering::Relaxed)
+}
+
+#[inline(always)]
+fn set(word: &AtomicU32, value: u32) {
+    word.store(value, Ordering::Relaxed)
+}
+
+/// The site table's first slot for `site`.
+#[inline(always)]
+fn hash(site: usize) -> usize {
+    ((site as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - TABLE_SLOTS.trailing_zeros()))
+        as usize
+}
+
+impl Block {
+    /// Maps a zeroed block; `None` if the kernel has no memory.
+    pub(crate) fn map() -> Option<&'static Block> {
+        // SAFETY: anonymous private mapping, result checked.
+        let mem = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                BLOCK_BYTES,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if mem == libc::MAP_FAILED {
+            return None;
+        }
+        // SAFETY: the mapping is page-aligned, BLOCK_BYTES long, zero-filled
+        // and never unmapped; every field is an atomic (or padding), for
+        // which all-zero bytes are a valid value.
+        Some(unsafe { &*(mem as *const Block) })
+    }
+
+    /// Gives the counters' pages back to the kernel (zero-filled when next
+    /// touched) and clears the header's counts: the block is as new. Only
+    /// with no writer and no reader (the caller holds the operation lock
+    /// and the owner is gone).
+    pub(crate) fn wipe(&self) {
+        let start = (self as *const Block as usize) + PAGE;
+        // SAFETY: whole pages of this block's mapping after the header;
+        // nobody reads or writes them meanwhile (the caller's contract).
+        let rc = unsafe {
+            libc::madvise(
+                start as *mut libc::c_void,
+                BLOCK_BYTES - PAGE,
+                libc::MADV_DONTNEED,
+            )
+        };
+        if rc != 0 {
+            // Cannot happen for an anonymous private mapping; zero by hand.
+            self.zero();
+        }
+        self.clear_header();
+    }
+
+    fn clear_header(&self) {
+        let h = &self.header;
+        for word in [&h.rows, &h.nodes, &h.chunks, &h.open, &h.first_root] {
+            set(word, 0);
+        }
+        for word in [&h.epoch, &h.era, &h.paths_not_kept, &h.functions_not_kept] {
+            word.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Zeroes what the counters use (owner, after a reset; or a wipe that
+    /// could not give pages back). Readers skip the block meanwhile: its
+    /// epoch is 0.
+    pub(crate) fn zero(&self) {
+        for slot in &self.table {
+            if slot.site.load(Ordering::Relaxed) != 0 {
+                slot.site.store(0, Ordering::Relaxed);
+                set(&slot.row, 0);
+            }
+        }
+        let rows = (load(&self.header.rows) as usize).min(FUNCTIONS);
+        for row in &self.rows[..rows] {
+            row.site.store(0, Ordering::Relaxed);
+            for word in [
+                &row.total,
+                &row.self_ns,
+                &row.sum,
+                &row.min_inverted,
+                &row.max,
+            ] {
+                word.store(0, Ordering::Relaxed);
+            }
+            set(&row.active, 0);
+            for chunk in &row.chunks {
+                chunk.store(0, Ordering::Relaxed);
+            }
+        }
+        let nodes = (load(&self.header.nodes) as usize).min(PATHS);
+        for node in &self.nodes[..nodes] {
+            for word in [
+                &node.row,
+                &node.parent,
+                &node.first_child,
+                &node.next_sibling,
+            ] {
+                set(word, 0);
+            }
+            for word in [&node.calls, &node.total, &node.self_ns] {
+                word.store(0, Ordering::Relaxed);
+            }
+        }
+        let chunks = (load(&self.header.chunks) as usize).min(CHUNKS);
+        for chunk in &self.chunks[..chunks] {
+            for counter in chunk {
+                counter.store(0, Ordering::Relaxed);
+            }
+        }
+        let h = &self.header;
+        for word in [&h.rows, &h.nodes, &h.chunks, &h.open, &h.first_root] {
+            set(word, 0);
+        }
+        h.paths_not_kept.store(0, Ordering::Relaxed);
+        h.functions_not_kept.store(0, Ordering::Relaxed);
+    }
+
+    /// Brings the block to the current era (owner, on the traced path, the
+    /// first time it runs after an enable or a reset): after a reset
+    /// (`epoch` changed) the counters are zeroed; in any case the open
+    /// calls are forgotten (their exits were not all seen while the tracer
+    /// was off), and with them the rows' active counts.
+    #[cold]
+    pub(crate) fn catch_up(&self, era: u64, epoch: u64) {
+        let h = &self.header;
+        if h.epoch.load(Ordering::Relaxed) != epoch {
+            h.epoch.store(0, Ordering::Relaxed);
+            // Readers that see any zeroed counter see the epoch 0 after it.
+            fence(Ordering::Release);
+            self.zero();
+            h.epoch.store(epoch, Ordering::Release);
+        } else {
+            let rows = (load(&h.rows) as usize).min(FUNCTIONS);
+            for row in &self.rows[..rows] {
+                set(&row.active, 0);
+            }
+        }
+        set(&h.open, 0);
+        h.era.store(era, Ordering::Relaxed);
+    }
+
+    /// The row of the function whose call site returns to `site`, made if
+    /// new; [`NONE`] when the rows are full.
+    #[inline]
+    fn row_of(&self, site: usize) -> u32 {
+        let mask = TABLE_SLOTS - 1;
+        let mut at = hash(site);
+        loop {
+            let slot = &self.table[at];
+            let key = slot.site.load(Ordering::Relaxed);
+            if key == site {
+                return load(&slot.row);
+            }
+            if key == 0 {
+                return self.new_row(slot, site);
+            }
+            at = (at + 1) & mask;
+        }
+    }
+
+    #[cold]
+    fn new_row(&self, slot: &TableSlot, site: usize) -> u32 {
+        let rows = load(&self.header.rows);
+        if rows as usize >= FUNCTIONS {
+            return NONE;
+        }
+        self.rows[rows as usize].site.store(site, Ordering::Relaxed);
+        set(&slot.row, rows);
+        slot.site.store(site, Ordering::Relaxed);
+        // Publishes the row's site to readers.
+        self.header.rows.store(rows + 1, Ordering::Release);
+        rows
+    }
+
+    /// The node of `row` called from `parent` (a node plus one, 0: none),
+    /// made if new; [`NONE`] when the trie is full. Found children move to
+    /// the front of their parent's list (readers never follow the links).
+    #[inline]
+    fn child_of(&self, parent: u32, row: u32) -> u32 {
+        let head = match parent {
+            0 => &self.header.first_root,
+            p => &self.nodes[p as usize - 1].first_child,
+        };
+        let mut previous: Option<&AtomicU32> = None;
+        let mut at = load(head);
+        while at != 0 {
+            let node = &self.nodes[at as usize - 1];
+            if load(&node.row) == row {
+                if let Some(previous) = previous {
+                    set(previous, load(&node.next_sibling));
+                    set(&node.next_sibling, load(head));
+                    set(head, at);
+                }
+                return at - 1;
+            }
+            previous = Some(&node.next_sibling);
+            at = load(&node.next_sibling);
+        }
+        self.new_node(head, parent, row)
+    }
+
+    #[cold]
+    fn new_node(&self, head: &AtomicU32, parent: u32, row: u32) -> u32 {
+        let nodes = load(&self.header.nodes);
+        if nodes as usize >= PATHS {
+            return NONE;
+        }
+        let node = &self.nodes[nodes as usize];
+        set(&node.row, row);
+        set(&node.parent, parent);
+        set(&node.next_sibling, load(head));
+        set(head, nodes + 1);
+        // Publishes the node's row and parent to readers.
+        self.header.nodes.store(nodes + 1, Ordering::Release);
+        nodes
+    }
+
+    /// A call of the function whose site returns to `site` entered at
+    /// `depth` (owner only, block in the current era).
+    #[inline]
+    pub(crate) fn enter(&self, site: usize, depth: u32, entry_ticks: u64) {
+        let h = &self.header;
+        let mut open = load(&h.open) as usize;
+        // Open calls at this depth or deeper never returned (their exits
+        // were given up: an unwind, or not reported to this tracer).
+        while open > 0 && load(&self.open[open - 1].depth) >= depth {
+            open -= 1;
+            self.forget(&self.open[open]);
+        }
+        if open >= MAX_HOOKED_DEPTH {
+            return; // depths grow by one at least: not reached
+        }
+        let row = self.row_of(site);
+        let node = if row == NONE {
+            NONE
+        } else if open == 0 {
+            self.child_of(0, row)
+        } else {
+            match load(&self.open[open - 1].node) {
+                NONE => NONE,
+                parent => self.child_of(parent + 1, row),
+            }
+        };
+        if row != NONE {
+            let active = &self.rows[row as usize].active;
+            set(active, load(active) + 1);
+        }
+        let frame = &self.open[open];
+        set(&frame.row, row);
+        set(&frame.node, node);
+        set(&frame.depth, depth);
+        frame.entry_ticks.store(entry_ticks, Ordering::Relaxed);
+        frame.children_ns.store(0, Ordering::Relaxed);
+        set(&h.open, open as u32 + 1);
+    }
+
+    /// An open call whose exit will not come.
+    fn forget(&self, frame: &Open) {
+        let row = load(&frame.row);
+        if row != NONE {
+            let active = &self.rows[row as usize].active;
+            set(active, load(active).saturating_sub(1));
+        }
+    }
+
+    /// The call entered at `depth` at `entry_ticks` returned after
+    /// `duration_ns` (owner only, block in the current era). An exit whose
+    /// entry is not the open call at its depth is ignored (its entry was
+    /// before the tracer's era).
+    #[inline]
+    pub(crate) fn exit(&self, depth: u32, entry_ticks: u64, duration_ns: u64) {
+        let h = &self.header;
+        let mut open = load(&h.open) as usize;
+        while open > 0 && load(&self.open[open - 1].depth) > depth {
+            open -= 1;
+            self.forget(&self.open[open]);
+        }
+        let top = match open.checked_sub(1) {
+            Some(top) => &self.open[top],
+            None => return set(&h.open, 0),
+        };
+        if load(&top.depth) != depth || top.entry_ticks.load(Ordering::Relaxed) != entry_ticks {
+            return set(&h.open, open as u32);
+        }
+        open -= 1;
+        set(&h.open, open as u32);
+        if let Some(parent) = open.checked_sub(1) {
+            add(&self.open[parent].children_ns, duration_ns);
+        }
+        let self_ns = duration_ns.saturating_sub(top.children_ns.load(Ordering::Relaxed));
+        let row = load(&top.row);
+        if row == NONE {
+            return add(&h.functions_not_kept, 1);
+        }
+        let r = &self.rows[row as usize];
+        let active = load(&r.active).saturating_sub(1);
+        set(&r.active, active);
+        let bucket = Histogram::bucket_of(duration_ns);
+        let group = &r.chunks[bucket / CHUNK_BUCKETS];
+        let mut chunk = group.load(Ordering::Relaxed);
+        if chunk == 0 {
+            chunk = self.new_chunk(group);
+            if chunk == 0 {
+                return add(&h.functions_not_kept, 1);
+            }
+        }
+        add(&self.chunks[chunk as usize - 1][bucket % CHUNK_BUCKETS], 1);
+        add(&r.sum, duration_ns);
+        add(&r.self_ns, self_ns);
+        if active == 0 {
+            add(&r.total, duration_ns);
+        }
+        if !duration_ns > r.min_inverted.load(Ordering::Relaxed) {
+            r.min_inverted.store(!duration_ns, Ordering::Relaxed);
+        }
+        if duration_ns > r.max.load(Ordering::Relaxed) {
+            r.max.store(duration_ns, Ordering::Relaxed);
+        }
+        match load(&top.node) {
+            NONE => add(&h.paths_not_kept, 1),
+            node => {
+                let n = &self.nodes[node as usize];
+                add(&n.calls, 1);
+                add(&n.total, duration_ns);
+                add(&n.self_ns, self_ns);
+            }
+        }
+    }
+
+    /// A new (zeroed) chunk for `group`, its number plus one; 0 if none.
+    #[cold]
+    fn new_chunk(&self, group: &AtomicU16) -> u16 {
+        let chunks = load(&self.header.chunks);
+        if chunks as usize >= CHUNKS {
+            return 0;
+        }
+        set(&self.header.chunks, chunks + 1);
+        let number = chunks as u16 + 1;
+        // Release: a reader that finds the number finds the chunk zeroed
+        // (it always was: chunks are zeroed before they are reused).
+        group.store(number, Ordering::Release);
+        number
+    }
+}

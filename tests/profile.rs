@@ -1,0 +1,253 @@
+//! The profile tracer on real instrumented code (gcc -pg, -mfentry, rustc
+//! -Zinstrument-mcount): exact call counts per function and per call path
+//! once quiescent, total and self consistent, recursion counted once, the
+//! same numbers as `fntrace report` computes from the graph tracer's trace
+//! of the same calls, and reset.
+
+#[macro_use]
+mod common;
+
+use std::sync::Mutex;
+
+use fntrace::analysis::{latency, ProfileSnapshot, Rows};
+use fntrace::{Filter, GRAPH_TRACER, PROFILE_TRACER};
+use fntrace_fixtures::{c_fentry, c_hazards, c_pie, rust};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn fixture_filter() -> Filter {
+    Filter::new()
+        .include("fixture_rust_workload::*")
+        .include("pie_*")
+        .include("fentry_*")
+        .include("hz_*")
+        .exclude("fentry_nopie_*")
+}
+
+/// Completed calls of the function at `address` (0 if it has no row).
+fn calls(snapshot: &ProfileSnapshot, address: usize) -> u64 {
+    snapshot
+        .functions
+        .iter()
+        .filter(|f| f.function == address)
+        .map(|f| f.durations.count())
+        .sum()
+}
+
+fn index_of(snapshot: &ProfileSnapshot, address: usize) -> usize {
+    snapshot
+        .functions
+        .iter()
+        .position(|f| f.function == address)
+        .unwrap_or_else(|| panic!("no row for {address:#x}: {snapshot:#?}"))
+}
+
+/// The path of the functions at `addresses`, outermost first.
+fn path_calls(snapshot: &ProfileSnapshot, addresses: &[usize]) -> u64 {
+    let mut parent = None;
+    let mut found = None;
+    for &address in addresses {
+        let function = index_of(snapshot, address);
+        let index = snapshot
+            .paths
+            .iter()
+            .position(|p| p.parent == parent && p.function == function)
+            .unwrap_or_else(|| panic!("no path to {address:#x}"));
+        parent = Some(index);
+        found = Some(index);
+    }
+    snapshot.paths[found.expect("a path")].calls
+}
+
+#[test]
+fn counts_equal_calls_made_on_several_threads() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    fntrace::init().unwrap();
+    PROFILE_TRACER.reset();
+    fntrace::enable_with("profile", &fixture_filter()).unwrap();
+    const THREADS: u64 = 4;
+    std::thread::scope(|scope| {
+        for _ in 0..THREADS {
+            scope.spawn(|| {
+                c_pie::run(50);
+                rust::run(30);
+                c_fentry::run(20);
+            });
+        }
+    });
+    // A live thread too: its block is read, not retired.
+    c_pie::run(7);
+    fntrace::disable("profile").unwrap();
+    let snapshot = PROFILE_TRACER.snapshot();
+    assert_eq!(snapshot.threads, THREADS + 1);
+    assert_eq!(snapshot.not_kept, Default::default());
+    let cases = [
+        (
+            c_pie::run_address(),
+            c_pie::mid_address(),
+            c_pie::leaf_address(),
+            50 * THREADS + 7,
+            THREADS + 1,
+        ),
+        (
+            addr!(rust::run),
+            addr!(rust::mid),
+            addr!(rust::leaf),
+            30 * THREADS,
+            THREADS,
+        ),
+        (
+            c_fentry::run_address(),
+            c_fentry::mid_address(),
+            c_fentry::leaf_address(),
+            20 * THREADS,
+            THREADS,
+        ),
+    ];
+    for (run, mid, leaf, mids, runs) in cases {
+        assert_eq!(calls(&snapshot, run), runs);
+        assert_eq!(calls(&snapshot, mid), mids);
+        assert_eq!(calls(&snapshot, leaf), 4 * mids);
+        assert_eq!(path_calls(&snapshot, &[run]), runs);
+        assert_eq!(path_calls(&snapshot, &[run, mid]), mids);
+        assert_eq!(path_calls(&snapshot, &[run, mid, leaf]), 4 * mids);
+        let [run_row, mid_row, leaf_row] =
+            [run, mid, leaf].map(|a| &snapshot.functions[index_of(&snapshot, a)]);
+        // No recursion: total = sum of durations; self adds up to at most
+        // the outermost total; a parent's total covers its children's.
+        for row in [run_row, mid_row, leaf_row] {
+            assert_eq!(row.total_ns, row.durations.sum(), "{}", row.name);
+            assert!(row.self_ns <= row.total_ns, "{}", row.name);
+            assert_eq!(row.running, 0);
+            assert!(row.durations.min() <= row.durations.max());
+        }
+        assert!(run_row.self_ns + mid_row.self_ns + leaf_row.self_ns <= run_row.total_ns);
+        assert!(mid_row.total_ns <= run_row.total_ns);
+        assert!(leaf_row.total_ns <= mid_row.total_ns);
+        assert_eq!(
+            leaf_row.self_ns, leaf_row.total_ns,
+            "a leaf has no traced children"
+        );
+    }
+    // The text form carries it whole.
+    assert_eq!(
+        ProfileSnapshot::from_text(&snapshot.to_text()).unwrap(),
+        snapshot
+    );
+}
+
+#[test]
+fn recursion_counted_once() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    fntrace::init().unwrap();
+    PROFILE_TRACER.reset();
+    fntrace::enable_with("profile", &fixture_filter()).unwrap();
+    assert_eq!(c_hazards::recurse(20), 20);
+    fntrace::disable("profile").unwrap();
+    let snapshot = PROFILE_TRACER.snapshot();
+    let address = c_hazards::recurse_address();
+    let row = &snapshot.functions[index_of(&snapshot, address)];
+    assert_eq!(row.durations.count(), 21);
+    // The outermost call alone makes the total: the path of one call.
+    assert_eq!(path_calls(&snapshot, &[address]), 1);
+    let root = snapshot.paths.iter().find(|p| p.parent.is_none()).unwrap();
+    assert_eq!(row.total_ns, root.total_ns);
+    assert_eq!(row.durations.max(), root.total_ns);
+    assert!(row.total_ns < row.durations.sum());
+    // Each level's self time adds up to the outermost call's duration.
+    assert_eq!(row.self_ns, row.total_ns);
+    assert_eq!(snapshot.paths.len(), 21, "one path per depth");
+}
+
+/// Both tracers on the same sites see the same entries and exits (the
+/// generic path reports each to both): the profile's rows are what
+/// `fntrace report` computes from the graph tracer's trace.
+#[test]
+fn same_rows_as_the_report_of_a_recorded_trace() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    fntrace::init().unwrap();
+    PROFILE_TRACER.reset();
+    let _ = GRAPH_TRACER.take_trace();
+    fntrace::enable_with("graph", &fixture_filter()).unwrap();
+    fntrace::enable_with("profile", &fixture_filter()).unwrap();
+    std::thread::scope(|scope| {
+        for n in [5, 9] {
+            scope.spawn(move || {
+                c_hazards::recurse(n);
+                rust::recurse(n as u64 + 3);
+                c_pie::run(n);
+                c_fentry::run(2);
+                rust::run(n as u64);
+            });
+        }
+    });
+    fntrace::disable("profile").unwrap();
+    fntrace::disable("graph").unwrap();
+    let profile = PROFILE_TRACER.snapshot().latency_report(Rows::ByAddress);
+    let trace = GRAPH_TRACER.take_trace();
+    assert_eq!(trace.lost(), 0);
+    let report = latency(&trace);
+    assert_eq!(profile.functions.len(), report.functions.len());
+    assert!(profile.functions.len() >= 11);
+    for row in &report.functions {
+        let mine = profile
+            .functions
+            .iter()
+            .find(|f| f.function == row.function)
+            .unwrap_or_else(|| panic!("no profile row for {}", row.name));
+        assert_eq!(mine.name, row.name);
+        let pick = |f: &fntrace::analysis::FunctionStats| {
+            (
+                f.calls, f.total_ns, f.self_ns, f.min_ns, f.max_ns, f.p50_ns, f.p90_ns, f.p99_ns,
+            )
+        };
+        assert_eq!(pick(mine), pick(row), "{}", row.name);
+    }
+}
+
+#[test]
+fn reset_forgets_every_call_so_far() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    fntrace::init().unwrap();
+    PROFILE_TRACER.reset();
+    fntrace::enable_with("profile", &fixture_filter()).unwrap();
+    c_pie::run(3);
+    std::thread::spawn(|| c_pie::run(4)).join().unwrap();
+    assert_eq!(calls(&PROFILE_TRACER.snapshot(), c_pie::mid_address()), 7);
+    PROFILE_TRACER.reset();
+    let empty = PROFILE_TRACER.snapshot();
+    assert_eq!(calls(&empty, c_pie::mid_address()), 0);
+    assert_eq!(empty.threads, 0);
+    c_pie::run(2);
+    fntrace::disable("profile").unwrap();
+    let after = PROFILE_TRACER.snapshot();
+    assert_eq!(calls(&after, c_pie::mid_address()), 2);
+    assert_eq!(calls(&after, c_pie::leaf_address()), 8);
+    assert_eq!(after.threads, 1);
+}
+
+/// Calls open when the tracer is switched off and on again are forgotten,
+/// and do not disturb the counts of the calls made after.
+#[test]
+fn calls_spanning_a_disable_are_not_counted() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    fntrace::init().unwrap();
+    PROFILE_TRACER.reset();
+    fntrace::enable_with("profile", &fixture_filter()).unwrap();
+    // A traced C frame calls back into Rust, which toggles the tracer.
+    extern "C" fn toggle(x: i64) -> i64 {
+        fntrace::disable("profile").unwrap();
+        fntrace::enable_with("profile", &fixture_filter()).unwrap();
+        c_pie::run(2);
+        x
+    }
+    c_hazards::call_back(toggle, 1);
+    c_pie::run(1);
+    fntrace::disable("profile").unwrap();
+    let snapshot = PROFILE_TRACER.snapshot();
+    assert_eq!(calls(&snapshot, c_hazards::call_back_address()), 0);
+    assert_eq!(calls(&snapshot, c_pie::run_address()), 2);
+    assert_eq!(calls(&snapshot, c_pie::mid_address()), 3);
+    assert_eq!(path_calls(&snapshot, &[c_pie::run_address()]), 2);
+    assert!(snapshot.functions.iter().all(|f| f.running == 0));
+}

@@ -1,0 +1,496 @@
+//! The live profile as metrics a monitoring system scrapes: the
+//! [OpenMetrics 1.0] text of a [`ProfileSnapshot`], which the runtime serves
+//! on `GET /metrics` and `fntrace ctl TARGET metrics` prints.
+//!
+//! # One text, two formats
+//!
+//! The text is valid both as OpenMetrics 1.0 (content type
+//! [`OPENMETRICS_CONTENT_TYPE`]) and as the older Prometheus text format 0.0.4, which
+//! `promtool check metrics` lints and which scrapers that do not ask for
+//! OpenMetrics read. The two differ in how a counter's sample is named
+//! (OpenMetrics: family `foo`, sample `foo_total`; 0.0.4: family and sample
+//! `foo_total`), so the text has no counter: durations are a histogram,
+//! self time a summary (sum and count, no quantiles), the rest gauges. The
+//! `# UNIT` and `# EOF` lines OpenMetrics requires are comments to 0.0.4.
+//!
+//! # Families
+//!
+//! | family | type | labels | value |
+//! |---|---|---|---|
+//! | `fntrace_function_duration_seconds` | histogram | `function`, `le` | durations of completed calls, callees included |
+//! | `fntrace_function_self_seconds` | summary | `function` | their self time (sum) and calls (count) |
+//! | `fntrace_function_running_calls` | gauge | `function` | calls entered, not yet returned |
+//! | `fntrace_profile_threads` | gauge | | threads profiled |
+//! | `fntrace_profile_lost_calls` | gauge | | completed calls of functions with no row (counted nowhere) |
+//! | `fntrace_profile_pathless_calls` | gauge | | completed calls counted in their function's row whose call path found no room |
+//!
+//! Counts and sums run from when the profile was enabled or last reset.
+//! Functions that share a name (`static` functions of several C files,
+//! generic instances) are one series, as `fntrace report`'s rows by name.
+//! A name is the demangled name without hash; an unnamed function is shown
+//! by its address (`0x…`).
+//!
+//! # Buckets
+//!
+//! The profile keeps 7424 log-linear buckets per function, far too many
+//! series for Prometheus. The exposition folds them into the powers of two
+//! from 2⁷ ns (128 ns) to 2³⁷ ns (137.4 s), [`DURATION_BUCKETS_NS`]: 31
+//! bounds and `+Inf`, a factor 2 apart (what Prometheus's native histograms
+//! use at schema 0). Each bound is where one internal bucket ends and the
+//! next begins, so every cumulative count is a sum of whole internal
+//! buckets: exact, no interpolation. A bucket `le="L"` counts the calls
+//! measured shorter than L. (Durations are recorded in whole nanoseconds,
+//! truncated: a call recorded as exactly L ns took at least L ns and
+//! counts in the next bucket up.)
+//!
+//! [OpenMetrics 1.0]: https://github.com/OpenObservability/OpenMetrics/blob/main/specification/OpenMetrics.md
+
+use std::collections::BTreeMap;
+use std::fmt::{self, Write as _};
+
+use super::histogram::Histogram;
+use super::profile::ProfileSnapshot;
+
+/// The HTTP content type of the text: OpenMetrics 1.0.
+pub const OPENMETRICS_CONTENT_TYPE: &str =
+    "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The upper bounds (`le`) of the duration histogram's buckets, in
+/// nanoseconds, below `+Inf`: the powers of two from 2⁷ to 2³⁷.
+pub const DURATION_BUCKETS_NS: [u64; 31] = {
+    let mut bounds = [0; 31];
+    let mut i = 0;
+    while i < bounds.len() {
+        bounds[i] = 1 << (7 + i);
+        i += 1;
+    }
+    bounds
+};
+
+/// One series' values: the functions of one name merged.
+#[derive(Default)]
+struct Series {
+    durations: Histogram,
+    self_ns: u64,
+    running: u64,
+}
+
+/// The snapshot's metrics as OpenMetrics text (see the module docs),
+/// ending with `# EOF`.
+pub fn openmetrics(snapshot: &ProfileSnapshot) -> String {
+    let mut text = String::new();
+    // Writing into a String cannot fail.
+    let _ = write_openmetrics(snapshot, &mut text);
+    text
+}
+
+/// [`openmetrics`] into any writer.
+pub fn write_openmetrics(snapshot: &ProfileSnapshot, out: &mut impl fmt::Write) -> fmt::Result {
+    // By name, in byte order: the same series in the same order on every
+    // scrape, which parsers that cache the last scrape prefer.
+    let mut series: BTreeMap<String, Series> = BTreeMap::new();
+    for function in &snapshot.functions {
+        let name = if function.name.is_empty() {
+            format!("{:#x}", function.function)
+        } else {
+            function.name.clone()
+        };
+        let row = series.entry(name).or_default();
+        row.durations.merge(&function.durations);
+        row.self_ns = row.self_ns.saturating_add(function.self_ns);
+        row.running += function.running;
+    }
+    let labels: Vec<(String, &Series)> = series
+        .iter()
+        .map(|(name, row)| (format!("function=\"{}\"", escape(name)), row))
+        .collect();
+
+    let family = "fntrace_function_duration_seconds";
+    header(
+        out,
+        family,
+        "histogram",
+        true,
+        "Durations of the completed calls of each traced function, callees included.",
+    )?;
+    for (label, row) in &labels {
+        let bounds = cumulative_counts(&row.durations);
+        for (&bound, count) in DURATION_BUCKETS_NS.iter().zip(bounds) {
+            writeln!(
+                out,
+                "{family}_bucket{{{label},le=\"{}\"}} {count}",
+                canonical_seconds(bound)
+            )?;
+        }
+        let calls = row.durations.count();
+        writeln!(out, "{family}_bucket{{{label},le=\"+Inf\"}} {calls}")?;
+        writeln!(
+            out,
+            "{family}_sum{{{label}}} {}",
+            seconds(row.durations.sum())
+        )?;
+        writeln!(out, "{family}_count{{{label}}} {calls}")?;
+    }
+
+    let family = "fntrace_function_self_seconds";
+    header(
+        out,
+        family,
+        "summary",
+        true,
+        "Self time of the completed calls of each traced function: their durations minus their direct callees'.",
+    )?;
+    for (label, row) in &labels {
+        writeln!(out, "{family}_sum{{{label}}} {}", seconds(row.self_ns))?;
+        writeln!(out, "{family}_count{{{label}}} {}", row.durations.count())?;
+    }
+
+    let family = "fntrace_function_running_calls";
+    header(
+        out,
+        family,
+        "gauge",
+        false,
+        "Calls of each traced function entered and not yet returned.",
+    )?;
+    for (label, row) in &labels {
+        writeln!(out, "{family}{{{label}}} {}", row.running)?;
+    }
+
+    for (family, help, value) in [
+        (
+            "fntrace_profile_threads",
+            "Threads whose calls the profile holds.",
+            snapshot.threads,
+        ),
+        (
+            "fntrace_profile_lost_calls",
+            "Completed calls of functions that found no row in the profile's memory budget: counted nowhere else.",
+            snapshot.not_kept.functions,
+        ),
+        (
+            "fntrace_profile_pathless_calls",
+            "Completed calls counted in their function's row whose call path found no room in the profile's call tree.",
+            snapshot.not_kept.paths,
+        ),
+    ] {
+        header(out, family, "gauge", false, help)?;
+        writeln!(out, "{family} {value}")?;
+    }
+    writeln!(out, "# EOF")
+}
+
+/// The `# TYPE`, `# UNIT` (seconds) and `# HELP` lines of a family, in the
+/// order the format recommends.
+fn header(
+    out: &mut impl fmt::Write,
+    family: &str,
+    kind: &str,
+    in_seconds: bool,
+    help: &str,
+) -> fmt::Result {
+    writeln!(out, "# TYPE {family} {kind}")?;
+    if in_seconds {
+        writeln!(out, "# UNIT {family} seconds")?;
+    }
+    writeln!(out, "# HELP {family} {}", escape(help))
+}
+
+/// The cumulative count of each bound of [`DURATION_BUCKETS_NS`]: the
+/// calls in internal buckets that end at or below it.
+fn cumulative_counts(durations: &Histogram) -> [u64; DURATION_BUCKETS_NS.len()] {
+    let mut counts = [0; DURATION_BUCKETS_NS.len()];
+    let mut buckets = durations.buckets().peekable();
+    let mut below = 0;
+    for (count, &bound) in counts.iter_mut().zip(&DURATION_BUCKETS_NS) {
+        // A power of two starts an internal bucket, so the buckets before
+        // it hold exactly the values below it.
+        let first_above = Histogram::bucket_of(bound);
+        while let Some(&(index, n)) = buckets.peek() {
+            if index >= first_above {
+                break;
+            }
+            below += n;
+            buckets.next();
+        }
+        *count = below;
+    }
+    counts
+}
+
+/// A label value or help text escaped: backslash, double quote and line
+/// feed (the only characters OpenMetrics escapes).
+fn escape(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\\' => escaped.push_str("\\\\"),
+            '"' => escaped.push_str("\\\""),
+            '\n' => escaped.push_str("\\n"),
+            c => escaped.push(c),
+        }
+    }
+    escaped
+}
+
+/// `ns` nanoseconds as seconds, in exact decimal (`1.5`, `0.0000015`,
+/// `0.0`): integer arithmetic, no float rounding.
+fn seconds(ns: u64) -> String {
+    let mut text = format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000);
+    while text.ends_with('0') && !text.ends_with(".0") {
+        text.pop();
+    }
+    text
+}
+
+/// `ns` nanoseconds as seconds in the canonical rendering OpenMetrics asks
+/// for `le` values: Go's `%g` (shortest digits, exponent form below 1e-4
+/// and from 1e+6, a two-digit exponent at least) with `.0` appended when
+/// there is neither a point nor an exponent. Exact decimal: `ns` has at
+/// most 20 digits, all of which a float64 `%g` would print.
+fn canonical_seconds(ns: u64) -> String {
+    if ns == 0 {
+        return "0.0".into();
+    }
+    let digits = ns.to_string();
+    // The value is 0.d1d2… × 10^(exponent + 1).
+    let exponent = digits.len() as i32 - 1 - 9;
+    let significant = digits.trim_end_matches('0');
+    if !(-4..6).contains(&exponent) {
+        let (first, rest) = significant.split_at(1);
+        let point = if rest.is_empty() { "" } else { "." };
+        let sign = if exponent < 0 { '-' } else { '+' };
+        return format!("{first}{point}{rest}e{sign}{:02}", exponent.abs());
+    }
+    if exponent < 0 {
+        let zeros = "0".repeat((-exponent - 1) as usize);
+        return format!("0.{zeros}{significant}");
+    }
+    let whole = (exponent + 1) as usize;
+    let fraction = significant.get(whole..).unwrap_or("");
+    let mut text = significant.get(..whole).unwrap_or(significant).to_string();
+    // Whole digits dropped as trailing zeros come back.
+    while text.len() < whole {
+        text.push('0');
+    }
+    let _ = write!(
+        text,
+        ".{}",
+        if fraction.is_empty() { "0" } else { fraction }
+    );
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::{FunctionProfile, NotKept};
+
+    fn durations(values: &[u64]) -> Histogram {
+        let mut histogram = Histogram::new();
+        for &value in values {
+            histogram.record(value);
+        }
+        histogram
+    }
+
+    #[test]
+    fn le_values_follow_the_canonical_rendering() {
+        // The spec's own examples of canonical numbers.
+        let cases = [
+            (100_000, "0.0001"),
+            (1, "1e-09"),
+            (10_000, "1e-05"),
+            (100_000_000, "0.1"),
+            (1_000_000_000, "1.0"),
+            (1_700_000_000, "1.7"),
+            (10_000_000_000, "10.0"),
+            (100_000_000_000_000, "100000.0"),
+            (1_000_000_000_000_000, "1e+06"),
+            (1_000_000, "0.001"),
+            (950_000_000, "0.95"),
+        ];
+        for (ns, text) in cases {
+            assert_eq!(canonical_seconds(ns), text, "{ns} ns");
+        }
+        let bounds: Vec<String> = DURATION_BUCKETS_NS
+            .iter()
+            .map(|&ns| canonical_seconds(ns))
+            .collect();
+        assert_eq!(bounds[0], "1.28e-07");
+        assert_eq!(bounds[3], "1.024e-06");
+        assert_eq!(bounds[10], "0.000131072");
+        assert_eq!(bounds[23], "1.073741824");
+        assert_eq!(bounds[30], "137.438953472");
+    }
+
+    #[test]
+    fn sums_are_exact_decimals() {
+        assert_eq!(seconds(0), "0.0");
+        assert_eq!(seconds(1_500), "0.0000015");
+        assert_eq!(seconds(2_000_000_000), "2.0");
+        assert_eq!(seconds(u64::MAX), "18446744073.709551615");
+    }
+
+    #[test]
+    fn cumulative_counts_are_the_calls_below_each_bound() {
+        // Values around every bound: just below, at, just above.
+        let mut values = Vec::new();
+        for &bound in &DURATION_BUCKETS_NS {
+            values.extend([bound - 1, bound, bound + 1, bound + bound / 3]);
+        }
+        values.extend([0, 5, 127, u64::MAX]);
+        let histogram = durations(&values);
+        let counts = cumulative_counts(&histogram);
+        for (&bound, &count) in DURATION_BUCKETS_NS.iter().zip(&counts) {
+            let below = values.iter().filter(|&&v| v < bound).count() as u64;
+            assert_eq!(count, below, "le {bound} ns");
+        }
+    }
+
+    #[test]
+    fn the_exposition_is_exactly_this() {
+        let snapshot = ProfileSnapshot {
+            taken_ns: 7,
+            threads: 2,
+            functions: vec![
+                FunctionProfile {
+                    function: 0x2000,
+                    name: "work".into(),
+                    durations: durations(&[300, 1_000]),
+                    total_ns: 1_300,
+                    self_ns: 800,
+                    running: 1,
+                },
+                FunctionProfile {
+                    function: 0x1000,
+                    name: "a\\b\"c\nd".into(),
+                    durations: durations(&[]),
+                    total_ns: 0,
+                    self_ns: 0,
+                    running: 2,
+                },
+                // Another `work` (a static function in another file): one
+                // series with the first.
+                FunctionProfile {
+                    function: 0x3000,
+                    name: "work".into(),
+                    durations: durations(&[3_000_000_000]),
+                    total_ns: 3_000_000_000,
+                    self_ns: 2_000_000_001,
+                    running: 0,
+                },
+            ],
+            paths: Vec::new(),
+            not_kept: NotKept {
+                paths: 4,
+                functions: 5,
+            },
+        };
+        let mut expected = String::from(
+            "# TYPE fntrace_function_duration_seconds histogram\n\
+             # UNIT fntrace_function_duration_seconds seconds\n\
+             # HELP fntrace_function_duration_seconds Durations of the completed calls of each traced function, callees included.\n",
+        );
+        let le = [
+            "1.28e-07",
+            "2.56e-07",
+            "5.12e-07",
+            "1.024e-06",
+            "2.048e-06",
+            "4.096e-06",
+            "8.192e-06",
+            "1.6384e-05",
+            "3.2768e-05",
+            "6.5536e-05",
+            "0.000131072",
+            "0.000262144",
+            "0.000524288",
+            "0.001048576",
+            "0.002097152",
+            "0.004194304",
+            "0.008388608",
+            "0.016777216",
+            "0.033554432",
+            "0.067108864",
+            "0.134217728",
+            "0.268435456",
+            "0.536870912",
+            "1.073741824",
+            "2.147483648",
+            "4.294967296",
+            "8.589934592",
+            "17.179869184",
+            "34.359738368",
+            "68.719476736",
+            "137.438953472",
+        ];
+        let name = "a\\\\b\\\"c\\nd";
+        for bound in le {
+            expected += &format!(
+                "fntrace_function_duration_seconds_bucket{{function=\"{name}\",le=\"{bound}\"}} 0\n"
+            );
+        }
+        expected += &format!(
+            "fntrace_function_duration_seconds_bucket{{function=\"{name}\",le=\"+Inf\"}} 0\n\
+             fntrace_function_duration_seconds_sum{{function=\"{name}\"}} 0.0\n\
+             fntrace_function_duration_seconds_count{{function=\"{name}\"}} 0\n"
+        );
+        // work: 300 ns (above 256), 1000 ns (above 512), 3 s (above 2.1 s).
+        for (i, bound) in le.iter().enumerate() {
+            let count = match i {
+                0..=1 => 0,
+                2..=2 => 1,
+                3..=24 => 2,
+                _ => 3,
+            };
+            expected += &format!(
+                "fntrace_function_duration_seconds_bucket{{function=\"work\",le=\"{bound}\"}} {count}\n"
+            );
+        }
+        expected += "fntrace_function_duration_seconds_bucket{function=\"work\",le=\"+Inf\"} 3\n\
+             fntrace_function_duration_seconds_sum{function=\"work\"} 3.0000013\n\
+             fntrace_function_duration_seconds_count{function=\"work\"} 3\n";
+        expected += &format!(
+            "# TYPE fntrace_function_self_seconds summary\n\
+             # UNIT fntrace_function_self_seconds seconds\n\
+             # HELP fntrace_function_self_seconds Self time of the completed calls of each traced function: their durations minus their direct callees'.\n\
+             fntrace_function_self_seconds_sum{{function=\"{name}\"}} 0.0\n\
+             fntrace_function_self_seconds_count{{function=\"{name}\"}} 0\n\
+             fntrace_function_self_seconds_sum{{function=\"work\"}} 2.000000801\n\
+             fntrace_function_self_seconds_count{{function=\"work\"}} 3\n\
+             # TYPE fntrace_function_running_calls gauge\n\
+             # HELP fntrace_function_running_calls Calls of each traced function entered and not yet returned.\n\
+             fntrace_function_running_calls{{function=\"{name}\"}} 2\n\
+             fntrace_function_running_calls{{function=\"work\"}} 1\n\
+             # TYPE fntrace_profile_threads gauge\n\
+             # HELP fntrace_profile_threads Threads whose calls the profile holds.\n\
+             fntrace_profile_threads 2\n\
+             # TYPE fntrace_profile_lost_calls gauge\n\
+             # HELP fntrace_profile_lost_calls Completed calls of functions that found no row in the profile's memory budget: counted nowhere else.\n\
+             fntrace_profile_lost_calls 5\n\
+             # TYPE fntrace_profile_pathless_calls gauge\n\
+             # HELP fntrace_profile_pathless_calls Completed calls counted in their function's row whose call path found no room in the profile's call tree.\n\
+             fntrace_profile_pathless_calls 4\n\
+             # EOF\n"
+        );
+        assert_eq!(openmetrics(&snapshot), expected);
+    }
+
+    #[test]
+    fn an_unnamed_function_is_shown_by_its_address() {
+        let snapshot = ProfileSnapshot {
+            functions: vec![FunctionProfile {
+                function: 0x401136,
+                durations: durations(&[10]),
+                ..FunctionProfile::default()
+            }],
+            ..ProfileSnapshot::default()
+        };
+        let text = openmetrics(&snapshot);
+        assert!(
+            text.contains("fntrace_function_duration_seconds_count{function=\"0x401136\"} 1\n"),
+            "{text}"
+        );
+    }
+}

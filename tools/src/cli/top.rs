@@ -1,0 +1,649 @@
+//! `fntrace top SOCK|PID`: a live view of a running program's profile, in
+//! the spirit of `top` and `perf top`. Every interval it fetches the
+//! `profile` tracer's snapshot over the control socket and shows, per
+//! function, what happened between the last two snapshots: calls per
+//! second, the share of a thread's time spent in it (total, self), the
+//! mean and 99th percentile of those calls, and the calls running now.
+//!
+//! The interval's figures are differences of two cumulative snapshots
+//! ([`interval`]): counts and sums subtract exactly, and the percentile
+//! comes from the difference of the two duration histograms, bucket by
+//! bucket (within the histogram's 1 %). A profile reset between the two
+//! (a count went down) makes the later snapshot the interval's.
+//!
+//! The screen is drawn with `ratatui` (alternate screen, restored on exit
+//! and on panic); `--once` prints one frame as plain text instead, for
+//! scripts and tests.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::{Args, ValueEnum};
+use fntrace_tools::analysis::{human_duration, Histogram, ProfileSnapshot};
+use fntrace_tools::glob;
+use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
+use ratatui::layout::{Constraint, Layout};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::Line;
+use ratatui::widgets::{Paragraph, Row, Table};
+
+use super::report::aligned_lines;
+
+/// `fntrace top --help` after the arguments.
+pub const TOP_HELP: &str = "\
+The program must serve its control socket (FNTRACE_CONTROL=1) and run the
+profile tracer: `fntrace ctl PID enable profile` (or FNTRACE=profile).
+
+Columns, over the last interval: calls/s (calls returned per second), total%
+and self% (time in the function per second of wall time, callees included or
+not: 100% is one thread's whole time, so several threads can make more),
+avg and p99 of the calls returned, running (calls entered, not returned, now).
+
+Keys: t, s, p, c sort by total, self, p99, calls; / filters by a function
+glob (Enter applies, Esc clears); q quits.
+
+Examples:
+  fntrace top $(pidof kv-service)
+  fntrace top /run/my.sock -s self --interval 2s
+  fntrace top $PID --once --top 10        one frame as text, after one interval";
+
+/// `fntrace top`.
+#[derive(Debug, Args)]
+pub struct TopArgs {
+    /// The control socket: its path, or the pid of a program serving the
+    /// default path (FNTRACE_CONTROL=1).
+    #[arg(value_name = "SOCK|PID")]
+    pub target: String,
+    /// Time between two snapshots (`1s`, `500ms`).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_interval)]
+    pub interval: Duration,
+    /// Print one frame (the first interval) as plain text and exit.
+    #[arg(long)]
+    pub once: bool,
+    /// Sort by (keys t, s, p, c on the screen).
+    #[arg(short, long, value_enum, default_value = "total")]
+    pub sort: TopSort,
+    /// Only functions matching GLOB (`/` on the screen).
+    #[arg(short = 'F', long = "filter", value_name = "GLOB")]
+    pub filter: Option<String>,
+    /// At most N rows (the screen shows what fits).
+    #[arg(long, visible_alias = "limit", value_name = "N")]
+    pub top: Option<usize>,
+}
+
+/// What `fntrace top` sorts by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TopSort {
+    /// Time in the function, callees included.
+    Total,
+    /// Self time.
+    #[value(name = "self")]
+    SelfTime,
+    /// 99th percentile duration.
+    P99,
+    /// Calls.
+    Calls,
+}
+
+impl TopSort {
+    fn label(self) -> &'static str {
+        match self {
+            TopSort::Total => "total",
+            TopSort::SelfTime => "self",
+            TopSort::P99 => "p99",
+            TopSort::Calls => "calls",
+        }
+    }
+}
+
+/// `--interval`: a duration with a unit, at least 10 ms.
+fn parse_interval(text: &str) -> Result<Duration, String> {
+    let ns = fntrace_tools::units::parse_duration_ns(text)?;
+    if ns < 10_000_000 {
+        return Err(format!("{text}: the interval is at least 10ms"));
+    }
+    Ok(Duration::from_nanos(ns))
+}
+
+/// One function over an interval.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IntervalRow {
+    /// The function's name (functions of one name merged).
+    pub name: String,
+    /// Calls returned in the interval.
+    pub calls: u64,
+    /// Their summed durations (recursion counted once).
+    pub total_ns: u64,
+    /// Their summed self times.
+    pub self_ns: u64,
+    /// Their mean duration.
+    pub avg_ns: u64,
+    /// Their 99th percentile duration.
+    pub p99_ns: u64,
+    /// Calls running at the end of the interval.
+    pub running: u64,
+}
+
+/// What happened between two snapshots.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Interval {
+    /// Its length in nanoseconds (of the trace's clock).
+    pub ns: u64,
+    /// Whether the profile was reset within it (the rows are then the
+    /// later snapshot's, since the reset).
+    pub reset: bool,
+    /// Functions with calls returned in it or running at its end.
+    pub rows: Vec<IntervalRow>,
+    /// Threads profiled at its end.
+    pub threads: u64,
+    /// Calls the profile could not count, in the interval.
+    pub lost: u64,
+    /// Whether the profile tracer was off at its end (set by the caller,
+    /// which knows from the reply).
+    pub tracer_off: bool,
+}
+
+/// Per name: durations, total, self, running.
+type Merged = BTreeMap<String, (Histogram, u64, u64, u64)>;
+
+fn by_name(snapshot: &ProfileSnapshot) -> Merged {
+    let mut merged = Merged::new();
+    for f in &snapshot.functions {
+        let row = merged.entry(f.name.clone()).or_default();
+        row.0.merge(&f.durations);
+        row.1 = row.1.saturating_add(f.total_ns);
+        row.2 = row.2.saturating_add(f.self_ns);
+        row.3 += f.running;
+    }
+    merged
+}
+
+/// The calls of `after` that are not in `before`, of one function:
+/// counts subtracted bucket by bucket.
+fn difference(after: &Histogram, before: &Histogram) -> Histogram {
+    let mut counts: BTreeMap<usize, u64> = after.buckets().collect();
+    for (bucket, count) in before.buckets() {
+        if let Some(c) = counts.get_mut(&bucket) {
+            *c = c.saturating_sub(count);
+        }
+    }
+    counts.retain(|_, count| *count != 0);
+    // The interval's extremes are not kept: its outermost buckets' ends,
+    // within the whole run's.
+    let low = counts
+        .keys()
+        .next()
+        .map_or(0, |&b| Histogram::bucket_range(b).0);
+    let high = counts.keys().next_back().map_or(0, |&b| {
+        let (lowest, width) = Histogram::bucket_range(b);
+        lowest + (width - 1)
+    });
+    Histogram::from_buckets(
+        counts,
+        after.sum().saturating_sub(before.sum()),
+        low.max(after.min()),
+        high.min(after.max()),
+    )
+}
+
+/// The interval from `before` to `after`, two snapshots of one profile.
+pub fn interval(before: &ProfileSnapshot, after: &ProfileSnapshot) -> Interval {
+    let (old, new) = (by_name(before), by_name(after));
+    let empty = Default::default();
+    // A reset zeroes every count: one that went down betrays it.
+    let reset = new.iter().any(|(name, row)| {
+        let prior: &(Histogram, u64, u64, u64) = old.get(name).unwrap_or(&empty);
+        row.0.count() < prior.0.count() || row.1 < prior.1 || row.2 < prior.2
+    }) || old.keys().any(|name| !new.contains_key(name))
+        || after.not_kept.functions < before.not_kept.functions;
+    let mut rows = Vec::new();
+    for (name, (durations, total_ns, self_ns, running)) in &new {
+        let prior = if reset {
+            &empty
+        } else {
+            old.get(name).unwrap_or(&empty)
+        };
+        let calls = durations.count().saturating_sub(prior.0.count());
+        if calls == 0 && *running == 0 {
+            continue;
+        }
+        let delta = difference(durations, &prior.0);
+        rows.push(IntervalRow {
+            name: name.clone(),
+            calls,
+            total_ns: total_ns.saturating_sub(prior.1),
+            self_ns: self_ns.saturating_sub(prior.2),
+            avg_ns: delta.mean(),
+            p99_ns: delta.quantile(0.99),
+            running: *running,
+        });
+    }
+    let lost = if reset {
+        after.not_kept.functions
+    } else {
+        after
+            .not_kept
+            .functions
+            .saturating_sub(before.not_kept.functions)
+    };
+    Interval {
+        ns: after.taken_ns.saturating_sub(before.taken_ns),
+        reset,
+        rows,
+        threads: after.threads,
+        lost,
+        tracer_off: false,
+    }
+}
+
+/// What the frame shows: sorted, filtered, cut.
+pub struct View<'a> {
+    /// Sort key.
+    pub sort: TopSort,
+    /// Function glob.
+    pub filter: Option<&'a str>,
+    /// At most this many rows.
+    pub limit: usize,
+}
+
+/// The header line of a frame.
+pub fn header(target: &str, interval: &Interval, view: &View) -> String {
+    let seconds = interval.ns as f64 / 1e9;
+    let calls: u64 = interval.rows.iter().map(|r| r.calls).sum();
+    let rate = if interval.ns == 0 {
+        0.0
+    } else {
+        calls as f64 / seconds
+    };
+    let mut line = format!(
+        "fntrace top {target}: {seconds:.2} s, {} threads, {rate:.0} calls/s, sorted by {}",
+        interval.threads,
+        view.sort.label()
+    );
+    if let Some(filter) = view.filter {
+        line += &format!(", functions {filter}");
+    }
+    if interval.reset {
+        line += " (profile reset in this interval)";
+    }
+    if interval.tracer_off {
+        line += &format!("; the profile tracer is off: fntrace ctl {target} enable profile");
+    }
+    if interval.lost > 0 {
+        line += &format!(
+            "; {} calls not counted (no row left in the profile's budget)",
+            interval.lost
+        );
+    }
+    line
+}
+
+/// Column headers of a frame.
+pub const COLUMNS: [&str; 7] = [
+    "calls/s", "total%", "self%", "avg", "p99", "running", "function",
+];
+
+/// The frame's rows as cells, sorted by `view.sort` (largest first, then
+/// by name), filtered and cut to `view.limit`.
+pub fn cells(interval: &Interval, view: &View) -> Vec<Vec<String>> {
+    let mut rows: Vec<&IntervalRow> = interval
+        .rows
+        .iter()
+        .filter(|row| {
+            view.filter
+                .is_none_or(|glob| glob::matches(glob, &row.name))
+        })
+        .collect();
+    let key = |row: &IntervalRow| match view.sort {
+        TopSort::Total => row.total_ns,
+        TopSort::SelfTime => row.self_ns,
+        TopSort::P99 => row.p99_ns,
+        TopSort::Calls => row.calls,
+    };
+    rows.sort_by(|a, b| key(b).cmp(&key(a)).then_with(|| a.name.cmp(&b.name)));
+    let per_second = |n: u64| {
+        if interval.ns == 0 {
+            0.0
+        } else {
+            n as f64 * 1e9 / interval.ns as f64
+        }
+    };
+    rows.iter()
+        .take(view.limit)
+        .map(|row| {
+            let time = |ns| {
+                if row.calls == 0 {
+                    "-".to_string()
+                } else {
+                    human_duration(ns)
+                }
+            };
+            vec![
+                format!("{:.0}", per_second(row.calls)),
+                format!("{:.1}%", per_second(row.total_ns) / 1e9 * 100.0),
+                format!("{:.1}%", per_second(row.self_ns) / 1e9 * 100.0),
+                time(row.avg_ns),
+                time(row.p99_ns),
+                row.running.to_string(),
+                row.name.clone(),
+            ]
+        })
+        .collect()
+}
+
+/// A frame as plain text (`--once`).
+pub fn frame_text(target: &str, interval: &Interval, view: &View) -> String {
+    let headers: Vec<String> = COLUMNS.iter().map(|c| c.to_string()).collect();
+    let mut text = header(target, interval, view);
+    text.push('\n');
+    for line in aligned_lines(&headers, &cells(interval, view)) {
+        text.push_str(&line);
+        text.push('\n');
+    }
+    text
+}
+
+/// Runs `fntrace top`; its exit status (2 when the program cannot be
+/// asked, as `fntrace ctl`).
+pub fn main(args: &TopArgs) -> ExitCode {
+    let result = if args.once { once(args) } else { live(args) };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(why) => {
+            eprintln!("fntrace: top: {why}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// How long to wait for a reply: long enough for a busy program, short
+/// enough for the screen to say it is not answering.
+fn timeout(args: &TopArgs) -> Duration {
+    args.interval.max(Duration::from_secs(5))
+}
+
+/// A snapshot, and whether the tracer is off.
+fn fetch(args: &TopArgs) -> Result<(ProfileSnapshot, bool), String> {
+    super::ctl::fetch_profile(&args.target, timeout(args))
+}
+
+/// The interval between two fetched snapshots.
+fn between(before: &ProfileSnapshot, (after, off): &(ProfileSnapshot, bool)) -> Interval {
+    Interval {
+        tracer_off: *off,
+        ..interval(before, after)
+    }
+}
+
+/// `--once`: two snapshots an interval apart, one frame.
+fn once(args: &TopArgs) -> Result<(), String> {
+    let (before, _) = fetch(args)?;
+    std::thread::sleep(args.interval);
+    let after = fetch(args)?;
+    let view = View {
+        sort: args.sort,
+        filter: args.filter.as_deref(),
+        limit: args.top.unwrap_or(usize::MAX),
+    };
+    let text = frame_text(&args.target, &between(&before, &after), &view);
+    // A closed stdout loses nothing the caller still wants.
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    Ok(())
+}
+
+/// The screen: redrawn every interval and on every key.
+fn live(args: &TopArgs) -> Result<(), String> {
+    let (mut before, _) = fetch(args)?;
+    let mut terminal = ratatui::try_init().map_err(|e| format!("terminal: {e}"))?;
+    let drawn = screen(args, &mut terminal, &mut before);
+    ratatui::restore();
+    drawn
+}
+
+fn screen(
+    args: &TopArgs,
+    terminal: &mut ratatui::DefaultTerminal,
+    before: &mut ProfileSnapshot,
+) -> Result<(), String> {
+    let mut sort = args.sort;
+    let mut filter = args.filter.clone();
+    // The glob being typed after `/`.
+    let mut typing: Option<String> = None;
+    let mut shown: Option<Interval> = None;
+    let mut problem: Option<String> = None;
+    let mut next = Instant::now() + args.interval;
+    loop {
+        if Instant::now() >= next {
+            next = Instant::now() + args.interval;
+            match fetch(args) {
+                Ok(after) => {
+                    shown = Some(between(before, &after));
+                    *before = after.0;
+                    problem = None;
+                }
+                Err(why) => problem = Some(why),
+            }
+        }
+        let view = View {
+            sort,
+            filter: filter.as_deref(),
+            limit: args.top.unwrap_or(usize::MAX),
+        };
+        terminal
+            .draw(|frame| {
+                let [top, status, table] = Layout::vertical([
+                    Constraint::Length(1),
+                    Constraint::Length(1),
+                    Constraint::Min(0),
+                ])
+                .areas(frame.area());
+                let title = match &shown {
+                    Some(interval) => header(&args.target, interval, &view),
+                    None => format!("fntrace top {}: first interval…", args.target),
+                };
+                frame.render_widget(Paragraph::new(title), top);
+                let status_line = match (&typing, &problem) {
+                    (Some(glob), _) => format!("filter: {glob}▏ (Enter applies, Esc clears)"),
+                    (None, Some(why)) => format!("no snapshot: {why}"),
+                    (None, None) => {
+                        "keys: t total  s self  p p99  c calls  / filter  q quit".to_string()
+                    }
+                };
+                frame.render_widget(
+                    Paragraph::new(Line::from(status_line))
+                        .style(Style::default().add_modifier(Modifier::DIM)),
+                    status,
+                );
+                let rows = shown
+                    .as_ref()
+                    .map(|interval| cells(interval, &view))
+                    .unwrap_or_default();
+                let widths = [
+                    Constraint::Length(9),
+                    Constraint::Length(7),
+                    Constraint::Length(7),
+                    Constraint::Length(9),
+                    Constraint::Length(9),
+                    Constraint::Length(7),
+                    Constraint::Min(10),
+                ];
+                let table_widget = Table::new(rows.into_iter().map(Row::new), widths)
+                    .header(Row::new(COLUMNS).style(Style::default().add_modifier(Modifier::BOLD)));
+                frame.render_widget(table_widget, table);
+            })
+            .map_err(|e| format!("terminal: {e}"))?;
+        let wait = next.saturating_duration_since(Instant::now());
+        if !event::poll(wait).map_err(|e| format!("terminal: {e}"))? {
+            continue;
+        }
+        let Event::Key(key) = event::read().map_err(|e| format!("terminal: {e}"))? else {
+            continue;
+        };
+        if key.kind != KeyEventKind::Press {
+            continue;
+        }
+        if let Some(glob) = typing.as_mut() {
+            match key.code {
+                KeyCode::Enter => {
+                    filter = Some(glob.clone()).filter(|g| !g.is_empty());
+                    typing = None;
+                }
+                KeyCode::Esc => {
+                    filter = None;
+                    typing = None;
+                }
+                KeyCode::Backspace => {
+                    glob.pop();
+                }
+                KeyCode::Char(c) => glob.push(c),
+                _ => {}
+            }
+            continue;
+        }
+        match key.code {
+            KeyCode::Char('q') | KeyCode::Esc => return Ok(()),
+            KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => return Ok(()),
+            KeyCode::Char('t') => sort = TopSort::Total,
+            KeyCode::Char('s') => sort = TopSort::SelfTime,
+            KeyCode::Char('p') => sort = TopSort::P99,
+            KeyCode::Char('c') => sort = TopSort::Calls,
+            KeyCode::Char('/') => typing = Some(filter.clone().unwrap_or_default()),
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fntrace_tools::analysis::{FunctionProfile, NotKept};
+
+    fn function(name: &str, values: &[u64], self_ns: u64, running: u64) -> FunctionProfile {
+        let mut durations = Histogram::new();
+        for &v in values {
+            durations.record(v);
+        }
+        FunctionProfile {
+            function: name.len(),
+            name: name.into(),
+            total_ns: durations.sum(),
+            self_ns,
+            durations,
+            running,
+        }
+    }
+
+    fn snapshot(taken_ns: u64, functions: Vec<FunctionProfile>, lost: u64) -> ProfileSnapshot {
+        ProfileSnapshot {
+            taken_ns,
+            threads: 2,
+            functions,
+            paths: Vec::new(),
+            not_kept: NotKept {
+                paths: 0,
+                functions: lost,
+            },
+        }
+    }
+
+    /// 1 s apart: `get` went from 2 calls to 2 + 100 (99 of 1 µs, one of
+    /// 1 ms); `put` did nothing; `idle` has a call running.
+    fn two() -> (ProfileSnapshot, ProfileSnapshot) {
+        let before = snapshot(
+            1_000_000_000,
+            vec![
+                function("get", &[50_000, 50_000], 60_000, 0),
+                function("put", &[7_000], 7_000, 0),
+            ],
+            3,
+        );
+        let mut later = vec![50_000, 50_000, 1_000_000];
+        later.extend([1_000; 99]);
+        let after = snapshot(
+            2_000_000_000,
+            vec![
+                function("get", &later, 60_000 + 500_000, 0),
+                function("put", &[7_000], 7_000, 0),
+                function("idle", &[], 0, 1),
+            ],
+            5,
+        );
+        (before, after)
+    }
+
+    #[test]
+    fn the_interval_is_the_difference_of_two_snapshots() {
+        let (before, after) = two();
+        let interval = interval(&before, &after);
+        assert!(!interval.reset);
+        assert_eq!(
+            (interval.ns, interval.lost, interval.threads),
+            (1_000_000_000, 2, 2)
+        );
+        let get = &interval.rows.iter().find(|r| r.name == "get").unwrap();
+        assert_eq!(
+            (get.calls, get.total_ns, get.self_ns, get.avg_ns),
+            (100, 1_099_000, 500_000, 10_990)
+        );
+        // The 99th of 100 calls is a 1 µs one; the 1 ms one is the 100th.
+        assert!(get.p99_ns.abs_diff(1_000) <= 4, "{}", get.p99_ns);
+        // `put` had no call; `idle` has one running.
+        let names: Vec<&str> = interval.rows.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["get", "idle"]);
+    }
+
+    #[test]
+    fn a_reset_makes_the_later_snapshot_the_interval() {
+        let (before, _) = two();
+        let after = snapshot(1_500_000_000, vec![function("get", &[1_000], 1_000, 0)], 0);
+        let interval = interval(&before, &after);
+        assert!(interval.reset);
+        assert_eq!(interval.rows.len(), 1);
+        assert_eq!(
+            (interval.rows[0].calls, interval.rows[0].total_ns),
+            (1, 1_000)
+        );
+        assert_eq!(interval.lost, 0);
+    }
+
+    #[test]
+    fn a_frame_as_text() {
+        let (before, after) = two();
+        let interval = interval(&before, &after);
+        let view = View {
+            sort: TopSort::Calls,
+            filter: None,
+            limit: usize::MAX,
+        };
+        let p99 = human_duration(interval.rows[0].p99_ns);
+        assert_eq!(
+            frame_text("4242", &interval, &view),
+            format!(
+                "fntrace top 4242: 1.00 s, 2 threads, 100 calls/s, sorted by calls; 2 calls \
+                 not counted (no row left in the profile's budget)\n\
+                 calls/s  total%  self%      avg  {:>7}  running  function\n\
+                 \x20   100    0.1%   0.1%  11.0 µs  {p99:>7}        0  get\n\
+                 \x20     0    0.0%   0.0%        -  {:>7}        1  idle\n",
+                "p99", "-"
+            )
+        );
+        let view = View {
+            sort: TopSort::Total,
+            filter: Some("id*"),
+            limit: 5,
+        };
+        let off = Interval {
+            tracer_off: true,
+            ..interval.clone()
+        };
+        assert!(header("4242", &off, &view)
+            .contains("; the profile tracer is off: fntrace ctl 4242 enable profile"));
+        let text = frame_text("4242", &interval, &view);
+        assert!(
+            text.ends_with("  idle\n") && !text.contains("  get\n"),
+            "{text}"
+        );
+    }
+}
