@@ -547,3 +547,17 @@ impl Block {
         number
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A function's chunks cover the whole histogram: the last bucket is
+    /// in the last group.
+    #[test]
+    fn groups_cover_every_bucket() {
+        assert_eq!(Histogram::bucket_of(u64::MAX) / CHUNK_BUCKETS, GROUPS - 1);
+        assert_eq!(Histogram::bucket_of(0), 0);
+        assert!(BLOCK_BYTES < 6 << 20);
+    }
+}
