@@ -11,7 +11,7 @@ use std::sync::Mutex;
 
 use fntrace::analysis::{latency, ProfileSnapshot, Rows};
 use fntrace::{Filter, GRAPH_TRACER, PROFILE_TRACER};
-use fntrace_fixtures::{c_fentry, c_hazards, c_pie, rust};
+use fntrace_fixtures::{c_fentry, c_hazards, c_pie, c_tail, rust};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -164,21 +164,40 @@ fn recursion_counted_once() {
 /// `fntrace report` computes from the graph tracer's trace.
 #[test]
 fn same_rows_as_the_report_of_a_recorded_trace() {
+    same_rows_as_the_report(5, 11, |n| {
+        c_hazards::recurse(n);
+        rust::recurse(n as u64 + 3);
+        c_pie::run(n);
+        c_fentry::run(2);
+        rust::run(n as u64);
+    });
+}
+
+/// The same with tail calls (a callee nested in the caller whose frame it
+/// took) and `longjmp` (frames that vanish, reported when noticed).
+#[test]
+fn same_rows_as_the_report_with_tail_calls_and_longjmp() {
+    same_rows_as_the_report(6, 10, |n| {
+        for build in &c_tail::BUILDS {
+            assert_eq!(build.tc_main(n), (n + 1) * 2 + 1);
+        }
+        assert_eq!(c_hazards::jump(n), 42);
+    });
+}
+
+/// Runs `work(first)` and `work(9)` on two threads under both tracers and
+/// compares the rows (at least `at_least` functions).
+fn same_rows_as_the_report(first: i64, at_least: usize, work: fn(i64)) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     fntrace::init().unwrap();
     PROFILE_TRACER.reset();
     let _ = GRAPH_TRACER.take_trace();
-    fntrace::enable_with("graph", &fixture_filter()).unwrap();
-    fntrace::enable_with("profile", &fixture_filter()).unwrap();
+    let filter = fixture_filter().include("tail_*");
+    fntrace::enable_with("graph", &filter).unwrap();
+    fntrace::enable_with("profile", &filter).unwrap();
     std::thread::scope(|scope| {
-        for n in [5, 9] {
-            scope.spawn(move || {
-                c_hazards::recurse(n);
-                rust::recurse(n as u64 + 3);
-                c_pie::run(n);
-                c_fentry::run(2);
-                rust::run(n as u64);
-            });
+        for n in [first, 9] {
+            scope.spawn(move || work(n));
         }
     });
     fntrace::disable("profile").unwrap();
@@ -188,7 +207,11 @@ fn same_rows_as_the_report_of_a_recorded_trace() {
     assert_eq!(trace.lost(), 0);
     let report = latency(&trace);
     assert_eq!(profile.functions.len(), report.functions.len());
-    assert!(profile.functions.len() >= 11);
+    assert!(
+        profile.functions.len() >= at_least,
+        "{}",
+        profile.functions.len()
+    );
     for row in &report.functions {
         let mine = profile
             .functions
