@@ -274,3 +274,63 @@ fn calls_spanning_a_disable_are_not_counted() {
     assert_eq!(path_calls(&snapshot, &[c_pie::run_address()]), 2);
     assert!(snapshot.functions.iter().all(|f| f.running == 0));
 }
+
+/// A Rust panic unwinds through traced frames: fntrace reports them as
+/// vanished when the landing pad is chosen (`rt::unwind`), and the profile
+/// counts them as `fntrace report` does (a call each); nothing stays
+/// running, and the calls after count exactly.
+#[test]
+fn frames_a_panic_unwound_count_once_and_stop_running() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    fntrace::init().unwrap();
+    PROFILE_TRACER.reset();
+    fntrace::enable_with("profile", &fixture_filter()).unwrap();
+    std::thread::spawn(|| {
+        let hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        let caught = std::panic::catch_unwind(|| rust::panic_outer(1));
+        std::panic::set_hook(hook);
+        assert!(caught.is_err());
+        rust::run(2);
+        let snapshot = PROFILE_TRACER.snapshot();
+        for f in &snapshot.functions {
+            assert_eq!(f.running, 0, "{} running", f.name);
+        }
+        assert_eq!(calls(&snapshot, addr!(rust::panic_outer)), 1);
+        assert_eq!(calls(&snapshot, addr!(rust::panic_inner)), 1);
+        let inner = [addr!(rust::panic_outer), addr!(rust::panic_inner)];
+        assert_eq!(path_calls(&snapshot, &inner), 1);
+        assert_eq!(calls(&snapshot, addr!(rust::mid)), 2);
+        assert_eq!(
+            path_calls(&snapshot, &[addr!(rust::run), addr!(rust::mid)]),
+            2
+        );
+    })
+    .join()
+    .unwrap();
+    fntrace::disable("profile").unwrap();
+}
+
+/// A C thread whose traced frames end in `pthread_exit`: they never
+/// return and are not counted (as uftrace shows them); the thread's block
+/// is folded at its exit all the same.
+#[test]
+fn a_thread_ending_in_pthread_exit_is_folded() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    fntrace::init().unwrap();
+    PROFILE_TRACER.reset();
+    fntrace::enable_with("profile", &fixture_filter()).unwrap();
+    assert_eq!(c_hazards::thread_exit(5), 15);
+    c_pie::run(1);
+    let snapshot = PROFILE_TRACER.snapshot();
+    fntrace::disable("profile").unwrap();
+    for address in c_hazards::thread_exit_addresses() {
+        assert_eq!(calls(&snapshot, address), 0);
+    }
+    assert!(
+        snapshot.functions.iter().all(|f| f.running == 0),
+        "{snapshot:?}"
+    );
+    assert_eq!(calls(&snapshot, c_pie::mid_address()), 1);
+    assert_eq!(snapshot.threads, 2, "the exited thread and this one");
+}
