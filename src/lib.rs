@@ -26,7 +26,7 @@
 //! one seam for writing live text, one file per protocol) → `tracer` (the
 //! tracer interface and registry) → `rt` (the traced-call path: what the
 //! trampolines call; it reaches tracers only through that interface) →
-//! `tracers` (the built-in `function` and `graph` tracers) → `control`
+//! `tracers` (the built-in `function`, `graph` and `profile` tracers) → `control`
 //! (init, enable, disable, dump) → `record` (the streaming recorder) →
 //! `flight` (the flight recorder) → `socket` (the control socket's
 //! transport and protocol) → `capi` (the C ABI of `include/fntrace.h`, the

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 
 use fntrace::analysis::{latency, ProfileSnapshot, Rows};
 use fntrace::{Filter, GRAPH_TRACER, PROFILE_TRACER};
-use fntrace_fixtures::{c_fentry, c_hazards, c_pie, rust};
+use fntrace_fixtures::{c_fentry, c_hazards, c_pie, c_tail, rust};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -164,21 +164,40 @@ fn recursion_counted_once() {
 /// `fntrace report` computes from the graph tracer's trace.
 #[test]
 fn same_rows_as_the_report_of_a_recorded_trace() {
+    same_rows_as_the_report(5, 11, |n| {
+        c_hazards::recurse(n);
+        rust::recurse(n as u64 + 3);
+        c_pie::run(n);
+        c_fentry::run(2);
+        rust::run(n as u64);
+    });
+}
+
+/// The same with tail calls (a callee nested in the caller whose frame it
+/// took) and `longjmp` (frames that vanish, reported when noticed).
+#[test]
+fn same_rows_as_the_report_with_tail_calls_and_longjmp() {
+    same_rows_as_the_report(6, 10, |n| {
+        for build in &c_tail::BUILDS {
+            assert_eq!(build.tc_main(n), (n + 1) * 2 + 1);
+        }
+        assert_eq!(c_hazards::jump(n), 42);
+    });
+}
+
+/// Runs `work(first)` and `work(9)` on two threads under both tracers and
+/// compares the rows (at least `at_least` functions).
+fn same_rows_as_the_report(first: i64, at_least: usize, work: fn(i64)) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     fntrace::init().unwrap();
     PROFILE_TRACER.reset();
     let _ = GRAPH_TRACER.take_trace();
-    fntrace::enable_with("graph", &fixture_filter()).unwrap();
-    fntrace::enable_with("profile", &fixture_filter()).unwrap();
+    let filter = fixture_filter().include("tail_*");
+    fntrace::enable_with("graph", &filter).unwrap();
+    fntrace::enable_with("profile", &filter).unwrap();
     std::thread::scope(|scope| {
-        for n in [5, 9] {
-            scope.spawn(move || {
-                c_hazards::recurse(n);
-                rust::recurse(n as u64 + 3);
-                c_pie::run(n);
-                c_fentry::run(2);
-                rust::run(n as u64);
-            });
+        for n in [first, 9] {
+            scope.spawn(move || work(n));
         }
     });
     fntrace::disable("profile").unwrap();
@@ -188,7 +207,11 @@ fn same_rows_as_the_report_of_a_recorded_trace() {
     assert_eq!(trace.lost(), 0);
     let report = latency(&trace);
     assert_eq!(profile.functions.len(), report.functions.len());
-    assert!(profile.functions.len() >= 11);
+    assert!(
+        profile.functions.len() >= at_least,
+        "{}",
+        profile.functions.len()
+    );
     for row in &report.functions {
         let mine = profile
             .functions
@@ -250,4 +273,64 @@ fn calls_spanning_a_disable_are_not_counted() {
     assert_eq!(calls(&snapshot, c_pie::mid_address()), 3);
     assert_eq!(path_calls(&snapshot, &[c_pie::run_address()]), 2);
     assert!(snapshot.functions.iter().all(|f| f.running == 0));
+}
+
+/// A Rust panic unwinds through traced frames: fntrace reports them as
+/// vanished when the landing pad is chosen (`rt::unwind`), and the profile
+/// counts them as `fntrace report` does (a call each); nothing stays
+/// running, and the calls after count exactly.
+#[test]
+fn frames_a_panic_unwound_count_once_and_stop_running() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    fntrace::init().unwrap();
+    PROFILE_TRACER.reset();
+    fntrace::enable_with("profile", &fixture_filter()).unwrap();
+    std::thread::spawn(|| {
+        let hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        let caught = std::panic::catch_unwind(|| rust::panic_outer(1));
+        std::panic::set_hook(hook);
+        assert!(caught.is_err());
+        rust::run(2);
+        let snapshot = PROFILE_TRACER.snapshot();
+        for f in &snapshot.functions {
+            assert_eq!(f.running, 0, "{} running", f.name);
+        }
+        assert_eq!(calls(&snapshot, addr!(rust::panic_outer)), 1);
+        assert_eq!(calls(&snapshot, addr!(rust::panic_inner)), 1);
+        let inner = [addr!(rust::panic_outer), addr!(rust::panic_inner)];
+        assert_eq!(path_calls(&snapshot, &inner), 1);
+        assert_eq!(calls(&snapshot, addr!(rust::mid)), 2);
+        assert_eq!(
+            path_calls(&snapshot, &[addr!(rust::run), addr!(rust::mid)]),
+            2
+        );
+    })
+    .join()
+    .unwrap();
+    fntrace::disable("profile").unwrap();
+}
+
+/// A C thread whose traced frames end in `pthread_exit`: they never
+/// return and are not counted (as uftrace shows them); the thread's block
+/// is folded at its exit all the same.
+#[test]
+fn a_thread_ending_in_pthread_exit_is_folded() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    fntrace::init().unwrap();
+    PROFILE_TRACER.reset();
+    fntrace::enable_with("profile", &fixture_filter()).unwrap();
+    assert_eq!(c_hazards::thread_exit(5), 15);
+    c_pie::run(1);
+    let snapshot = PROFILE_TRACER.snapshot();
+    fntrace::disable("profile").unwrap();
+    for address in c_hazards::thread_exit_addresses() {
+        assert_eq!(calls(&snapshot, address), 0);
+    }
+    assert!(
+        snapshot.functions.iter().all(|f| f.running == 0),
+        "{snapshot:?}"
+    );
+    assert_eq!(calls(&snapshot, c_pie::mid_address()), 1);
+    assert_eq!(snapshot.threads, 2, "the exited thread and this one");
 }

@@ -179,6 +179,8 @@ const _: () = {
     assert!(std::mem::size_of::<Node>() == 40);
     assert!(TABLE_SLOTS.is_power_of_two());
     assert!(CHUNKS < u16::MAX as usize);
+    // The budget the docs state: about 5.4 MiB of address space.
+    assert!(BLOCK_BYTES < 6 << 20);
 };
 
 /// Bytes of a block's mapping.
@@ -545,5 +547,18 @@ impl Block {
         // (it always was: chunks are zeroed before they are reused).
         group.store(number, Ordering::Release);
         number
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A function's chunks cover the whole histogram: the last bucket is
+    /// in the last group.
+    #[test]
+    fn groups_cover_every_bucket() {
+        assert_eq!(Histogram::bucket_of(u64::MAX) / CHUNK_BUCKETS, GROUPS - 1);
+        assert_eq!(Histogram::bucket_of(0), 0);
     }
 }
