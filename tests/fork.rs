@@ -8,7 +8,6 @@ mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use fntrace::Filter;
 use fntrace_fixtures::rust;
@@ -49,38 +48,8 @@ fn children_forked_during_toggles_can_use_fntrace() {
     });
     let mut forks = 0;
     while forks < 30 {
-        // SAFETY: the child runs child_work and leaves with _exit.
-        let pid = unsafe { libc::fork() };
-        assert!(pid >= 0, "fork failed");
-        if pid == 0 {
-            let code = child_work();
-            // SAFETY: _exit ends the child without running atexit handlers.
-            unsafe { libc::_exit(code) };
-        }
-        let started = Instant::now();
-        let mut status = 0;
-        loop {
-            // SAFETY: waitpid on our own child.
-            let done = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-            if done == pid {
-                break;
-            }
-            if started.elapsed() > Duration::from_secs(20) {
-                // SAFETY: killing our own hung child.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-                panic!("child {pid} hung after fork #{forks}");
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        assert!(
-            libc::WIFEXITED(status),
-            "child {pid} died: status {status:#x}"
-        );
-        assert_eq!(
-            libc::WEXITSTATUS(status),
-            0,
-            "child {pid} could not use fntrace"
-        );
+        let code = common::exit_code_of_forked(&format!("fork #{forks}"), child_work);
+        assert_eq!(code, 0, "the child of fork #{forks} could not use fntrace");
         forks += 1;
     }
     toggler.join().unwrap();

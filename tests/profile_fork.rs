@@ -5,8 +5,9 @@
 //! under its new thread id, and the child's calls add to it; the parent's
 //! profile is unchanged by the child's.
 
+mod common;
+
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
 
 use fntrace::analysis::ProfileSnapshot;
 use fntrace::{Filter, PROFILE_TRACER};
@@ -56,34 +57,9 @@ fn a_forked_child_folds_the_parents_other_threads() {
     });
     wait_ran.recv().unwrap();
     c_pie::run(2);
-    // SAFETY: the child runs fntrace and the traced C code, then _exit.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0, "fork failed");
-    if pid == 0 {
-        let code = child_checks();
-        // SAFETY: _exit ends the child without running atexit handlers.
-        unsafe { libc::_exit(code) };
-    }
-    let started = Instant::now();
-    let mut status = 0;
-    loop {
-        // SAFETY: waitpid on our own child.
-        let done = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-        if done == pid {
-            break;
-        }
-        if started.elapsed() > Duration::from_secs(20) {
-            // SAFETY: killing our own hung child.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            panic!("child {pid} hung");
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "child status {status:#x} (exit code {})",
-        libc::WEXITSTATUS(status)
-    );
+    // The child runs fntrace and the traced C code, then _exit.
+    let code = common::exit_code_of_forked("profile fork", child_checks);
+    assert_eq!(code, 0, "the child's checks failed (exit code {code})");
     release.send(()).unwrap();
     helper.join().unwrap();
     fntrace::disable("profile").unwrap();

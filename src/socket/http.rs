@@ -19,10 +19,10 @@
 
 use std::io::{ErrorKind, Read};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::time::Instant;
 
+use super::conn::{poll_ready, pollfd, send_some, wake_pipe, ServerThread};
 use super::ControlOptions;
 use crate::error::Error;
 use crate::record::spawn_running;
@@ -42,8 +42,7 @@ const PROMETHEUS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8"
 /// [`MetricsServer::stop`] does.
 pub struct MetricsServer {
     address: SocketAddr,
-    wake: OwnedFd,
-    thread: Option<JoinHandle<()>>,
+    thread: ServerThread,
 }
 
 impl MetricsServer {
@@ -55,22 +54,13 @@ impl MetricsServer {
 
     /// Stops serving: the thread ends and the port is closed.
     pub fn stop(mut self) {
-        self.finish();
-    }
-
-    fn finish(&mut self) {
-        let Some(thread) = self.thread.take() else {
-            return;
-        };
-        // SAFETY: writes one byte from a live buffer to our pipe's write end.
-        let _ = unsafe { libc::write(self.wake.as_raw_fd(), [1u8].as_ptr().cast(), 1) };
-        let _ = thread.join();
+        self.thread.stop();
     }
 }
 
 impl Drop for MetricsServer {
     fn drop(&mut self) {
-        self.finish();
+        self.thread.stop();
     }
 }
 
@@ -105,7 +95,7 @@ pub(crate) fn serve_metrics(
         .set_nonblocking(true)
         .map_err(io("setting it up"))?;
     let bound = listener.local_addr().map_err(io("setting it up"))?;
-    let (wake_read, wake_write) = super::wake_pipe().map_err(io("making its wake-up pipe"))?;
+    let (wake_read, wake_write) = wake_pipe().map_err(io("making its wake-up pipe"))?;
     let options = options.clone();
     let thread = spawn_running("fntrace-metrics", move || {
         run(listener, wake_read, &options)
@@ -113,8 +103,7 @@ pub(crate) fn serve_metrics(
     .map_err(io("starting its thread"))?;
     Ok(MetricsServer {
         address: bound,
-        wake: wake_write,
-        thread: Some(thread),
+        thread: ServerThread::new(wake_write, thread),
     })
 }
 
@@ -148,17 +137,7 @@ fn run(listener: TcpListener, wake: OwnedFd, options: &ControlOptions) {
             };
             fds.push(pollfd(client.stream.as_raw_fd(), events));
         }
-        let now = Instant::now();
-        let timeout = clients.iter().map(|c| c.deadline).min().map_or(-1, |d| {
-            let left = d.saturating_duration_since(now);
-            i32::try_from(left.as_micros().div_ceil(1000)).unwrap_or(i32::MAX)
-        });
-        // SAFETY: `fds` holds `fds.len()` initialised pollfd entries.
-        let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
-        if ready < 0 {
-            if std::io::Error::last_os_error().kind() != ErrorKind::Interrupted {
-                std::thread::sleep(Duration::from_millis(10));
-            }
+        if !poll_ready(&mut fds, clients.iter().map(|c| c.deadline)) {
             continue;
         }
         if fds[0].revents != 0 {
@@ -177,7 +156,7 @@ fn run(listener: TcpListener, wake: OwnedFd, options: &ControlOptions) {
             }
             if client.reply.is_none() {
                 let reply = response(408, "text/plain", b"no complete request in time\n", true);
-                if send_some(&client.stream, &reply) == Some(reply.len()) {
+                if send_some(client.stream.as_fd(), &reply) == Some(reply.len()) {
                     close_gently(&client.stream);
                 }
             }
@@ -186,14 +165,6 @@ fn run(listener: TcpListener, wake: OwnedFd, options: &ControlOptions) {
         if fds[1].revents != 0 {
             accept_all(&listener, &mut clients, max_clients, options);
         }
-    }
-}
-
-fn pollfd(fd: i32, events: libc::c_short) -> libc::pollfd {
-    libc::pollfd {
-        fd,
-        events,
-        revents: 0,
     }
 }
 
@@ -215,7 +186,7 @@ fn accept_all(
         }
         if clients.len() >= max_clients {
             let reply = response(503, "text/plain", b"busy; try again\n", true);
-            if send_some(&stream, &reply) == Some(reply.len()) {
+            if send_some(stream.as_fd(), &reply) == Some(reply.len()) {
                 close_gently(&stream);
             }
             continue;
@@ -263,7 +234,7 @@ fn serve_ready(client: &mut Client, options: &ControlOptions) -> bool {
     let Some(reply) = &mut client.reply else {
         return false;
     };
-    match send_some(&client.stream, reply) {
+    match send_some(client.stream.as_fd(), reply) {
         Some(n) if n < reply.len() => {
             reply.drain(..n);
             true
@@ -364,33 +335,6 @@ fn response(status: u16, content_type: &str, body: &[u8], with_body: bool) -> Ve
         out.extend_from_slice(body);
     }
     out
-}
-
-/// Sends as much of `bytes` as the socket takes now; `None` if the client
-/// is gone (`MSG_NOSIGNAL`: never a `SIGPIPE`).
-fn send_some(stream: &TcpStream, bytes: &[u8]) -> Option<usize> {
-    let mut sent = 0;
-    while sent < bytes.len() {
-        // SAFETY: sends from `bytes[sent..]`, live and that long.
-        let n = unsafe {
-            libc::send(
-                stream.as_raw_fd(),
-                bytes[sent..].as_ptr().cast(),
-                bytes.len() - sent,
-                libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
-            )
-        };
-        if n >= 0 {
-            sent += n as usize;
-            continue;
-        }
-        match std::io::Error::last_os_error().kind() {
-            ErrorKind::Interrupted => {}
-            ErrorKind::WouldBlock => return Some(sent),
-            _ => return None,
-        }
-    }
-    Some(sent)
 }
 
 #[cfg(test)]

@@ -63,21 +63,21 @@
 //! that thread. The socket is made mode 0600, and a peer whose uid
 //! (`SO_PEERCRED`) is neither the process's nor root's gets an error reply.
 
+mod conn;
 mod http;
 mod path;
 mod request;
 mod server;
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, Once, PoisonError};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::error::Error;
 use crate::record::spawn_running;
+use conn::{wake_pipe, ServerThread};
 
 pub(crate) use http::serve_metrics;
 pub use http::MetricsServer;
@@ -115,9 +115,7 @@ impl Default for ControlOptions {
 /// Dropping it stops it as [`ControlServer::stop`] does.
 pub struct ControlServer {
     path: PathBuf,
-    /// Written to wake the server thread when it must stop.
-    wake: OwnedFd,
-    thread: Option<JoinHandle<()>>,
+    thread: ServerThread,
 }
 
 /// The socket files of this process's running servers, removed at exit:
@@ -184,21 +182,8 @@ pub(crate) fn serve(
     remove_at_exit();
     Ok(ControlServer {
         path,
-        wake: wake_write,
-        thread: Some(thread),
+        thread: ServerThread::new(wake_write, thread),
     })
-}
-
-/// A pipe, both ends non-blocking and closed on exec.
-fn wake_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 writes two file descriptors into `fds`, which has room
-    // for them.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: both descriptors were just made and are owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
 /// Makes room for the socket at `path`: nothing there, or a socket no one
@@ -286,12 +271,9 @@ impl ControlServer {
     }
 
     fn finish(&mut self) {
-        let Some(thread) = self.thread.take() else {
+        if !self.thread.stop() {
             return;
-        };
-        // SAFETY: writes one byte from a live buffer to our pipe's write end.
-        let _ = unsafe { libc::write(self.wake.as_raw_fd(), [1u8].as_ptr().cast(), 1) };
-        let _ = thread.join();
+        }
         let mut live = LIVE_SOCKETS.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(at) = live.iter().position(|entry| entry.3 == self.path) {
             let (_, dev, ino, path) = live.swap_remove(at);

@@ -5,11 +5,12 @@
 //! raise `SIGPIPE` (replies go out with `send(MSG_NOSIGNAL)`).
 
 use std::io::{ErrorKind, Read};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use super::conn::{poll_ready, pollfd, send_some};
 use super::request::{parse, Reply, MAX_REQUEST_BYTES};
 use super::{ControlOptions, Handler};
 use crate::rt::thread::Untraced;
@@ -62,19 +63,7 @@ pub(super) fn run(
             };
             fds.push(pollfd(client.stream.as_raw_fd(), events));
         }
-        let timeout = clients
-            .iter()
-            .map(|c| c.deadline)
-            .min()
-            .map_or(-1, |deadline| poll_timeout(deadline, Instant::now()));
-        // SAFETY: `fds` holds `fds.len()` initialised pollfd entries.
-        let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
-        if ready < 0 {
-            // EINTR (the stop signal of a patch) or a transient failure:
-            // look again (after a pause if it was not EINTR, not to spin).
-            if std::io::Error::last_os_error().kind() != ErrorKind::Interrupted {
-                std::thread::sleep(Duration::from_millis(10));
-            }
+        if !poll_ready(&mut fds, clients.iter().map(|c| c.deadline)) {
             continue;
         }
         if fds[0].revents != 0 {
@@ -103,27 +92,13 @@ pub(super) fn run(
                 "no complete request line within {:?}; closing",
                 options.request_timeout
             );
-            send_some(&client.stream, &Reply::error(why).encode());
+            send_some(client.stream.as_fd(), &Reply::error(why).encode());
             false
         });
         if fds[1].revents != 0 {
             accept_all(&listener, &mut clients, max_clients, options);
         }
     }
-}
-
-fn pollfd(fd: i32, events: libc::c_short) -> libc::pollfd {
-    libc::pollfd {
-        fd,
-        events,
-        revents: 0,
-    }
-}
-
-/// Milliseconds from `now` to `deadline`, rounded up (at least 0).
-fn poll_timeout(deadline: Instant, now: Instant) -> i32 {
-    let left = deadline.saturating_duration_since(now);
-    i32::try_from(left.as_micros().div_ceil(1000)).unwrap_or(i32::MAX)
 }
 
 /// Connections accepted in one round of the loop: a flood of them does
@@ -151,7 +126,7 @@ fn accept_all(
             continue;
         }
         if let Err(why) = check_peer(&stream) {
-            send_some(&stream, &Reply::error(why).encode());
+            send_some(stream.as_fd(), &Reply::error(why).encode());
             continue;
         }
         if clients.len() >= max_clients {
@@ -159,7 +134,7 @@ fn accept_all(
                 "busy: {} clients are being served (at most {max_clients}); try again",
                 clients.len()
             );
-            send_some(&stream, &Reply::error(why).encode());
+            send_some(stream.as_fd(), &Reply::error(why).encode());
             continue;
         }
         clients.push(Client {
@@ -281,7 +256,7 @@ fn send_rest(client: &mut Client) -> bool {
     let Some(reply) = &mut client.reply else {
         return false;
     };
-    let sent = send_some(&client.stream, reply);
+    let sent = send_some(client.stream.as_fd(), reply);
     match sent {
         Some(n) if n < reply.len() => {
             reply.drain(..n);
@@ -289,46 +264,5 @@ fn send_rest(client: &mut Client) -> bool {
         }
         // All sent, or the client is gone: close.
         _ => false,
-    }
-}
-
-/// Sends as much of `bytes` as the socket takes now; `None` if the client
-/// is gone. `MSG_NOSIGNAL`: a closed peer is an error (EPIPE), not a
-/// `SIGPIPE` that would end the program.
-fn send_some(stream: &UnixStream, bytes: &[u8]) -> Option<usize> {
-    let mut sent = 0;
-    while sent < bytes.len() {
-        // SAFETY: sends from `bytes[sent..]`, live and that long.
-        let n = unsafe {
-            libc::send(
-                stream.as_raw_fd(),
-                bytes[sent..].as_ptr().cast(),
-                bytes.len() - sent,
-                libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
-            )
-        };
-        if n >= 0 {
-            sent += n as usize;
-            continue;
-        }
-        match std::io::Error::last_os_error().kind() {
-            ErrorKind::Interrupted => {}
-            ErrorKind::WouldBlock => return Some(sent),
-            _ => return None,
-        }
-    }
-    Some(sent)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn poll_waits_until_the_deadline_rounded_up() {
-        let now = Instant::now();
-        assert_eq!(poll_timeout(now, now + Duration::from_secs(1)), 0);
-        assert_eq!(poll_timeout(now + Duration::from_micros(1), now), 1);
-        assert_eq!(poll_timeout(now + Duration::from_millis(2000), now), 2000);
     }
 }

@@ -518,3 +518,40 @@ pub fn run_child_test(
         .collect();
     (stdout, lines)
 }
+
+/// Forks: the child runs `child` and leaves with `_exit` of what it
+/// returned; the parent waits for it (20 s at most, then kills it and
+/// panics naming `what`) and returns its exit code (panics if a signal
+/// ended it).
+pub fn exit_code_of_forked(what: &str, child: impl FnOnce() -> i32) -> i32 {
+    use std::time::{Duration, Instant};
+    // SAFETY: the child runs `child` (which only calls what is safe after
+    // fork in the callers' tests) and leaves with _exit.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let code = child();
+        // SAFETY: _exit ends the child without running atexit handlers.
+        unsafe { libc::_exit(code) };
+    }
+    let started = Instant::now();
+    let mut status = 0;
+    loop {
+        // SAFETY: waitpid on our own child.
+        let done = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if done == pid {
+            break;
+        }
+        if started.elapsed() > Duration::from_secs(20) {
+            // SAFETY: killing our own hung child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("{what}: child {pid} hung");
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(
+        libc::WIFEXITED(status),
+        "{what}: child {pid} died: status {status:#x}"
+    );
+    libc::WEXITSTATUS(status)
+}

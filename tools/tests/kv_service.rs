@@ -7,12 +7,18 @@
 //! latency table with counts equal to the requests answered while it was
 //! traced, read by `fntrace report` and by the real `uftrace report`.
 //!
+//! And its live profile: `fntrace ctl PID enable profile` on the running
+//! service, `fntrace top --once` lists its request handlers while kv-load
+//! drives it, and `fntrace ctl PID metrics` counts exactly the requests
+//! answered while the profile was on, in a text promtool accepts.
+//!
 //! Load comes from kv-load (many connections at once, every response
 //! checked) in phases; each phase ends when every response has arrived, so
 //! the moments tracing starts and stops are quiet and the counts are exact.
 
 mod common;
 mod instrumented;
+mod profile_program;
 
 use common::TempDir;
 use std::collections::HashMap;
@@ -69,7 +75,14 @@ impl Service {
     /// Starts the service on an ephemeral port of 127.0.0.1 with `env`,
     /// and waits for its `listening on` line.
     fn start(env: &[(&str, &str)]) -> Service {
-        let mut child = Command::new(release_dir().join("kv-service"))
+        let mut command = Command::new(release_dir().join("kv-service"));
+        // Only the variables asked for: none from the test's environment.
+        for (name, _) in std::env::vars() {
+            if name.starts_with("FNTRACE") {
+                command.env_remove(name);
+            }
+        }
+        let mut child = command
             .args(["--listen", "127.0.0.1:0", "--workers", "4"])
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
@@ -315,4 +328,56 @@ fn the_environment_records_the_whole_run() {
     // FNTRACE_OUTPUT is finished at exit.
     service.stop();
     check_counts(&data.0, 16 * 200 + 4 * 100);
+}
+
+/// The calls of each request handler in `metrics`: (handle_request,
+/// handle_get, handle_put, handle_delete).
+fn handler_calls(metrics: &str) -> [u64; 4] {
+    ["request", "get", "put", "delete"].map(|handler| {
+        let prefix = format!(
+            "fntrace_function_duration_seconds_count{{function=\"kv_service::handle_{handler}\"}} "
+        );
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(&prefix))
+            .map_or(0, |count| count.parse().unwrap())
+    })
+}
+
+#[test]
+fn kv_service_live_profile_under_kv_load() {
+    use profile_program::promtool_accepts;
+    let service = Service::start(&[("FNTRACE_CONTROL", "1")]);
+    // Not profiled: before `enable`.
+    service.load(4, 100);
+    service.ctl(&["enable", "profile"]);
+    // 8 × 500 requests: a quarter PUT, half GET, a quarter DEL.
+    service.load(8, 500);
+    let metrics = service.ctl(&["metrics"]);
+    promtool_accepts(&metrics);
+    assert_eq!(handler_calls(&metrics), [4000, 2000, 1000, 1000]);
+
+    // top while kv-load runs: the handlers are listed.
+    let frame = std::thread::scope(|scope| {
+        let load = scope.spawn(|| service.load(8, 20_000));
+        let pid = service.pid.to_string();
+        let frame = profile_program::fntrace(&["top", &pid, "--once", "--interval", "1s"]);
+        load.join().unwrap();
+        frame
+    });
+    let listed: Vec<&str> = frame
+        .lines()
+        .skip(2)
+        .filter_map(|line| line.split_whitespace().last())
+        .collect();
+    for handler in ["kv_service::handle_request", "kv_service::handle_get"] {
+        assert!(listed.contains(&handler), "top lacks {handler}:\n{frame}");
+    }
+
+    service.ctl(&["disable", "profile"]);
+    service.load(2, 100);
+    let metrics = service.ctl(&["metrics"]);
+    promtool_accepts(&metrics);
+    assert_eq!(handler_calls(&metrics), [164_000, 82_000, 41_000, 41_000]);
+    service.stop();
 }

@@ -2,34 +2,10 @@
 //! (Prometheus's linter, Debian package `prometheus`). The test fails, never
 //! skips, when promtool is missing.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+mod profile_program;
 
 use fntrace_tools::analysis::{openmetrics, FunctionProfile, Histogram, NotKept, ProfileSnapshot};
-
-/// What `promtool check metrics` says of `text`: its exit status and output.
-fn promtool_check(text: &str) -> (bool, String) {
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool (apt-get install prometheus) must be installed for this test");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.success(), said)
-}
+use profile_program::promtool_check;
 
 fn function(address: usize, name: &str, values: &[u64], running: u64) -> FunctionProfile {
     let mut durations = Histogram::new();
