@@ -279,3 +279,37 @@ pub fn untraced<R>(f: impl FnOnce() -> R) -> R {
 pub fn generic_entries_on_this_thread() -> u64 {
     thread_block().generic_entries.get()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `PreservedErrno` keeps errno's location in the thread's block: each
+    /// thread finds its own there (a location shared between threads would
+    /// restore another thread's errno), and restores its own value.
+    #[test]
+    fn errno_is_preserved_at_each_threads_own_location() {
+        let check = |value: i32| {
+            sys::set_errno(value);
+            {
+                let _saved = PreservedErrno::save();
+                sys::set_errno(value + 1);
+            }
+            assert_eq!(sys::last_errno(), value);
+            // SAFETY: `__errno_location` has no preconditions.
+            let own = unsafe { libc::__errno_location() };
+            assert_eq!(thread_block().errno.get(), own);
+        };
+        check(7);
+        let other = std::thread::spawn(move || {
+            check(11);
+            // SAFETY: as above.
+            unsafe { libc::__errno_location() as usize }
+        })
+        .join()
+        .unwrap();
+        // SAFETY: as above.
+        assert_ne!(other, unsafe { libc::__errno_location() as usize });
+        check(13);
+    }
+}
