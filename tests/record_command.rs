@@ -662,8 +662,17 @@ fn bad_arguments_fail_with_one_clear_line() {
             &["--lib", "/nonexistent/libfntrace.so", "true"],
             "is not a file",
         ),
-        (&["-o", "not-a-trace", "true"], "is not a trace directory"),
+        (
+            &["-o", "not-a-trace", "--force", "true"],
+            "is not a trace directory",
+        ),
         (&["/nonexistent/program"], "cannot run /nonexistent/program"),
+        // As uftrace, a program without call sites is refused before it
+        // runs: it could record nothing.
+        (
+            &["-o", "not-a-trace", "true"],
+            "has no instrumented functions",
+        ),
     ];
     for (args, says) in cases {
         let output = native::fntrace_record(&base, args);

@@ -164,8 +164,10 @@ fn an_output_directory_others_can_write_is_refused_before_the_program_runs() {
     std::fs::create_dir(&shared).unwrap();
     std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
     let marker = base.join("ran");
-    let output =
-        native::fntrace_record(&base, &["-o", "shared", "touch", marker.to_str().unwrap()]);
+    let output = native::fntrace_record(
+        &base,
+        &["-o", "shared", "--force", "touch", marker.to_str().unwrap()],
+    );
     let says = native::stderr_of(&output);
     assert_eq!(output.status.code(), Some(2), "{says}");
     assert!(
@@ -180,8 +182,10 @@ fn an_output_directory_others_can_write_is_refused_before_the_program_runs() {
         let theirs = base.join("theirs");
         std::fs::create_dir(&theirs).unwrap();
         std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
-        let output =
-            native::fntrace_record(&base, &["-o", "theirs", "touch", marker.to_str().unwrap()]);
+        let output = native::fntrace_record(
+            &base,
+            &["-o", "theirs", "--force", "touch", marker.to_str().unwrap()],
+        );
         let says = native::stderr_of(&output);
         assert_eq!(output.status.code(), Some(2), "{says}");
         assert!(says.contains("is owned by uid 65534"), "{says}");

@@ -6,7 +6,9 @@
 //! changed what is printed on purpose (recursive totals counted once, as
 //! uftrace's; `replay -D 1` the outermost level only; unfinished calls told
 //! apart as still running or unwound), each change checked against
-//! `uftrace report`/`replay` by `report_vs_uftrace.rs`.
+//! `uftrace report`/`replay` by `report_vs_uftrace.rs`; and where the graph
+//! began ordering paths and backtraces by time across threads (`random.graph`
+//! and `threads.graph-outer` are now uftrace's `graph` output, headers aside).
 //!
 //! The directories: `uftrace-threads`, a `uftrace record --no-sched` of a
 //! 3-thread C program built with `gcc -pg` that ends in `exit` (calls

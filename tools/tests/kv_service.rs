@@ -109,14 +109,26 @@ impl Service {
             String::from_utf8_lossy(&output.stderr)
         );
         let total = connections * requests;
+        let (sent, rate) = stdout.split_once('\n').expect("two lines");
         assert_eq!(
-            stdout,
+            sent,
             format!(
-                "kv-load: {total} requests on {connections} connections: {} PUT, {} GET, {} DEL\n",
+                "kv-load: {total} requests on {connections} connections: {} PUT, {} GET, {} DEL",
                 total / 4,
                 total / 2,
                 total / 4
             )
+        );
+        // `kv-load: N requests/s over T s; latency p50 …, p90 …, p99 …, max …`
+        let fields: Vec<&str> = rate.split_whitespace().collect();
+        assert!(
+            fields.len() == 19
+                && fields[1].parse::<f64>().is_ok_and(|r| r > 0.0)
+                && fields[2] == "requests/s"
+                && [8, 11, 14, 17]
+                    .iter()
+                    .all(|&i| fields[i].parse::<f64>().is_ok()),
+            "{rate:?}"
         );
     }
 

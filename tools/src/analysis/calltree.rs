@@ -6,6 +6,8 @@ use std::io::{self, Write};
 
 use std::cell::Cell;
 
+use rustc_hash::FxHashMap as HashMap;
+
 use super::pairing::{duration_ns, CallStep, Calls, Reading};
 use crate::glob;
 use crate::source::{infallible, EventSource};
@@ -27,51 +29,6 @@ pub struct CallNode {
     pub children: Vec<CallNode>,
     /// When the path was first taken: the earliest entry's timestamp.
     pub first_entry_ns: u64,
-}
-
-impl CallNode {
-    fn new(name: &str) -> Self {
-        CallNode {
-            name: name.to_string(),
-            ..CallNode::default()
-        }
-    }
-
-    /// Index of the child called `name`, entered at `time_ns`: added if
-    /// new, its first entry kept the earliest.
-    fn child(&mut self, name: &str, time_ns: u64) -> usize {
-        match self.children.iter().position(|child| child.name == name) {
-            Some(index) => {
-                let child = &mut self.children[index];
-                child.first_entry_ns = child.first_entry_ns.min(time_ns);
-                index
-            }
-            None => {
-                self.children.push(CallNode {
-                    first_entry_ns: time_ns,
-                    ..CallNode::new(name)
-                });
-                self.children.len() - 1
-            }
-        }
-    }
-
-    /// Orders every node's children by first entry. Threads are read one
-    /// after another, so a later thread's earlier path would otherwise come
-    /// after an earlier thread's later one; uftrace reads all threads
-    /// merged by time. The sort is stable: ties keep the reading order.
-    fn order_by_first_entry(&mut self) {
-        self.children.sort_by_key(|child| child.first_entry_ns);
-        for child in &mut self.children {
-            child.order_by_first_entry();
-        }
-    }
-
-    /// The node at `path` (child indexes from this node).
-    fn at(&mut self, path: &[usize]) -> &mut CallNode {
-        path.iter()
-            .fold(self, |node, &index| &mut node.children[index])
-    }
 }
 
 /// The chain of callers of the function a [`CallTree`] is rooted at.
@@ -123,21 +80,11 @@ pub fn call_tree_of<S: EventSource>(
     function: Option<&str>,
 ) -> Result<CallTree, S::Error> {
     let exe = source.exe().rsplit('/').next().unwrap_or_default();
-    let mut tree = CallTree {
-        root: CallNode::new(function.unwrap_or(exe)),
-        for_function: function.is_some(),
-        backtraces: Vec::new(),
-    };
+    let mut builder = TreeBuilder::new(function);
     for index in 0..source.threads().len() {
-        source.read_thread(index, |events| {
-            add_thread(&mut tree, source, function, events);
-        })?;
+        source.read_thread(index, |events| builder.add_thread(source, events))?;
     }
-    tree.root.order_by_first_entry();
-    // Newest first, all threads merged by time (stable: within a thread
-    // the reading order already is newest first).
-    tree.backtraces
-        .sort_by_key(|backtrace| std::cmp::Reverse(backtrace.first_seen_ns));
+    let mut tree = builder.finish(function.unwrap_or(exe));
     if !tree.for_function {
         tree.root.calls = 1;
         tree.root.total_ns = tree.root.children.iter().map(|child| child.total_ns).sum();
@@ -145,93 +92,270 @@ pub fn call_tree_of<S: EventSource>(
     Ok(tree)
 }
 
-/// Adds the calls of one thread's `events` to `tree`.
-fn add_thread<S: EventSource>(
-    tree: &mut CallTree,
-    source: &S,
-    function: Option<&str>,
-    events: &mut dyn Iterator<Item = GraphEvent>,
-) {
-    // The latest timestamp read: calls still open at the end count
-    // until there.
-    let last = Cell::new(0u64);
-    let events = events.inspect(|event| last.set(last.get().max(event.time_ns)));
-    // Per open call, outermost first: its node's path from the root
-    // (None: outside the tree, before the function was reached), and
-    // its name.
-    let mut open: Vec<(Option<Vec<usize>>, String)> = Vec::new();
-    // Which backtrace the open call of the function (the root) counts to.
-    let mut backtrace: Option<usize> = None;
-    for step in Calls::streaming(events, Vec::new(), Reading::Reports) {
-        let duration = match step {
-            CallStep::Entered { entry, .. } => {
-                let name = source.name_of(entry.function);
-                let parent = match open.last() {
-                    Some((path, _)) => path.clone(),
-                    // An outermost call: in the program's tree, or the
-                    // function's if it is the one.
-                    None if function.is_none() => Some(Vec::new()),
-                    None => None,
-                };
-                let path = if let Some(mut path) = parent {
-                    let node = tree.root.at(&path);
-                    let index = node.child(&name, entry.time_ns);
-                    node.children[index].calls += 1;
-                    path.push(index);
-                    Some(path)
-                } else if function.is_some_and(|glob_text| glob::matches(glob_text, &name)) {
-                    tree.root.calls += 1;
-                    let mut frames: Vec<String> =
-                        open.iter().map(|(_, name)| name.clone()).collect();
-                    frames.push(name.clone());
-                    backtrace = Some(backtrace_index(&mut tree.backtraces, frames, entry.time_ns));
-                    Some(Vec::new())
-                } else {
-                    None
-                };
-                open.push((path, name));
-                continue;
+/// Index of a node in [`TreeBuilder::nodes`]; the root is 0.
+type NodeIndex = u32;
+
+/// Index of a distinct function name in [`TreeBuilder::names`].
+type NameIndex = u32;
+
+/// A node while the tree is built: names and children by index, so an
+/// event costs hash lookups, not string copies and path walks.
+struct BuildNode {
+    name: NameIndex,
+    calls: u64,
+    total_ns: u64,
+    first_entry_ns: u64,
+    children: Vec<NodeIndex>,
+}
+
+/// A backtrace while the tree is built.
+struct BuildBacktrace {
+    frames: Vec<NameIndex>,
+    hits: u64,
+    total_ns: u64,
+    first_seen_ns: u64,
+}
+
+/// Builds a [`CallTree`] from the threads' events, one thread after
+/// another, then orders it as uftrace does (see [`TreeBuilder::finish`]).
+struct TreeBuilder<'a> {
+    /// The glob the tree is rooted at, if any.
+    function: Option<&'a str>,
+    nodes: Vec<BuildNode>,
+    /// (parent, name) → child.
+    child_of: HashMap<(NodeIndex, NameIndex), NodeIndex>,
+    names: Vec<String>,
+    name_of: HashMap<String, NameIndex>,
+    /// Function address → its name's index (addresses of one name share it).
+    function_name: HashMap<usize, NameIndex>,
+    /// Per name: whether it matches `function` (`None`: not yet asked).
+    matches: Vec<Option<bool>>,
+    backtraces: Vec<BuildBacktrace>,
+    backtrace_of: HashMap<Vec<NameIndex>, usize>,
+    root_calls: u64,
+    root_total_ns: u64,
+}
+
+impl<'a> TreeBuilder<'a> {
+    fn new(function: Option<&'a str>) -> Self {
+        TreeBuilder {
+            function,
+            nodes: vec![BuildNode {
+                name: 0,
+                calls: 0,
+                total_ns: 0,
+                first_entry_ns: 0,
+                children: Vec::new(),
+            }],
+            child_of: HashMap::default(),
+            names: Vec::new(),
+            name_of: HashMap::default(),
+            function_name: HashMap::default(),
+            matches: Vec::new(),
+            backtraces: Vec::new(),
+            backtrace_of: HashMap::default(),
+            root_calls: 0,
+            root_total_ns: 0,
+        }
+    }
+
+    /// The name index of `function` (an address), asked of `source` once.
+    fn name<S: EventSource>(&mut self, source: &S, function: usize) -> NameIndex {
+        if let Some(&name) = self.function_name.get(&function) {
+            return name;
+        }
+        let text = source.name_of(function);
+        let name = match self.name_of.get(&text) {
+            Some(&name) => name,
+            None => {
+                let name = self.names.len() as NameIndex;
+                self.name_of.insert(text.clone(), name);
+                self.names.push(text);
+                self.matches.push(None);
+                name
             }
-            CallStep::Returned { entry, exit, .. } => duration_ns(&entry, &exit),
-            CallStep::Unfinished { entry, unwound_by } => {
-                let end = unwound_by.map_or(last.get(), |event| event.time_ns);
-                end.saturating_sub(entry.time_ns)
-            }
-            CallStep::UnmatchedExit { .. } => continue,
         };
-        let (path, _) = open.pop().expect("a call ends only after it was entered");
-        if let Some(path) = path {
-            let node = tree.root.at(&path);
-            node.total_ns = node.total_ns.saturating_add(duration);
-            if path.is_empty() {
-                if let Some(index) = backtrace.take() {
-                    let trace = &mut tree.backtraces[index];
-                    trace.total_ns = trace.total_ns.saturating_add(duration);
+        self.function_name.insert(function, name);
+        name
+    }
+
+    /// Whether `name` is the function the tree is rooted at.
+    fn is_the_function(&mut self, name: NameIndex) -> bool {
+        let Some(glob_text) = self.function else {
+            return false;
+        };
+        *self.matches[name as usize]
+            .get_or_insert_with(|| glob::matches(glob_text, &self.names[name as usize]))
+    }
+
+    /// The child of `parent` called `name`, entered at `time_ns`: added if
+    /// new, its first entry kept the earliest; its calls counted.
+    fn enter_child(&mut self, parent: NodeIndex, name: NameIndex, time_ns: u64) -> NodeIndex {
+        let next = self.nodes.len() as NodeIndex;
+        let child = *self.child_of.entry((parent, name)).or_insert(next);
+        if child == next {
+            self.nodes.push(BuildNode {
+                name,
+                calls: 0,
+                total_ns: 0,
+                first_entry_ns: time_ns,
+                children: Vec::new(),
+            });
+            self.nodes[parent as usize].children.push(child);
+        }
+        let node = &mut self.nodes[child as usize];
+        node.first_entry_ns = node.first_entry_ns.min(time_ns);
+        node.calls += 1;
+        child
+    }
+
+    /// Counts a hit of the backtrace `frames`, seen at `time_ns`.
+    fn hit_backtrace(&mut self, frames: Vec<NameIndex>, time_ns: u64) -> usize {
+        let next = self.backtraces.len();
+        let index = *self.backtrace_of.entry(frames.clone()).or_insert(next);
+        if index == next {
+            self.backtraces.push(BuildBacktrace {
+                frames,
+                hits: 0,
+                total_ns: 0,
+                first_seen_ns: time_ns,
+            });
+        }
+        self.backtraces[index].hits += 1;
+        index
+    }
+
+    /// Adds the calls of one thread's `events`.
+    fn add_thread<S: EventSource>(
+        &mut self,
+        source: &S,
+        events: &mut dyn Iterator<Item = GraphEvent>,
+    ) {
+        // The latest timestamp read: calls still open at the end count
+        // until there.
+        let last = Cell::new(0u64);
+        let events = events.inspect(|event| last.set(last.get().max(event.time_ns)));
+        // Per open call, outermost first: its node (None: outside the
+        // tree, before the function was reached), and its name.
+        let mut open: Vec<(Option<NodeIndex>, NameIndex)> = Vec::new();
+        // Which backtrace the open call of the function (the root) counts to.
+        let mut backtrace: Option<usize> = None;
+        for step in Calls::streaming(events, Vec::new(), Reading::Reports) {
+            let duration = match step {
+                CallStep::Entered { entry, .. } => {
+                    let name = self.name(source, entry.function);
+                    let parent = match open.last() {
+                        Some(&(node, _)) => node,
+                        // An outermost call: in the program's tree, or the
+                        // function's if it is the one.
+                        None if self.function.is_none() => Some(0),
+                        None => None,
+                    };
+                    let node = if let Some(parent) = parent {
+                        Some(self.enter_child(parent, name, entry.time_ns))
+                    } else if self.is_the_function(name) {
+                        self.root_calls += 1;
+                        let mut frames: Vec<NameIndex> =
+                            open.iter().map(|&(_, name)| name).collect();
+                        frames.push(name);
+                        backtrace = Some(self.hit_backtrace(frames, entry.time_ns));
+                        Some(0)
+                    } else {
+                        None
+                    };
+                    open.push((node, name));
+                    continue;
                 }
+                CallStep::Returned { entry, exit, .. } => duration_ns(&entry, &exit),
+                CallStep::Unfinished { entry, unwound_by } => {
+                    let end = unwound_by.map_or(last.get(), |event| event.time_ns);
+                    end.saturating_sub(entry.time_ns)
+                }
+                CallStep::UnmatchedExit { .. } => continue,
+            };
+            let (node, _) = open.pop().expect("a call ends only after it was entered");
+            match node {
+                Some(0) => {
+                    self.root_total_ns = self.root_total_ns.saturating_add(duration);
+                    if let Some(index) = backtrace.take() {
+                        let trace = &mut self.backtraces[index];
+                        trace.total_ns = trace.total_ns.saturating_add(duration);
+                    }
+                }
+                Some(node) => {
+                    let node = &mut self.nodes[node as usize];
+                    node.total_ns = node.total_ns.saturating_add(duration);
+                }
+                None => {}
             }
         }
     }
-}
 
-/// Index in `backtraces` of the one with `frames` (added first if new, as
-/// uftrace lists the newest first, seen at `time_ns`), its hits counted.
-fn backtrace_index(backtraces: &mut Vec<Backtrace>, frames: Vec<String>, time_ns: u64) -> usize {
-    let index = match backtraces.iter().position(|b| b.frames == frames) {
-        Some(index) => index,
-        None => {
-            backtraces.insert(
-                0,
-                Backtrace {
-                    frames,
-                    first_seen_ns: time_ns,
-                    ..Backtrace::default()
-                },
-            );
-            0
+    /// The tree, its root named `root_name`. Children are ordered by first
+    /// entry and backtraces newest first: threads are read one after
+    /// another, and uftrace reads them merged by time. The sorts are
+    /// stable: ties keep the reading order.
+    fn finish(self, root_name: &str) -> CallTree {
+        let mut root = self.node(0);
+        root.name = root_name.to_string();
+        root.first_entry_ns = 0;
+        if self.function.is_some() {
+            root.calls = self.root_calls;
+            root.total_ns = self.root_total_ns;
         }
-    };
-    backtraces[index].hits += 1;
-    index
+        let mut order: Vec<usize> = (0..self.backtraces.len()).collect();
+        // Newest first; among backtraces first seen at the same time, the
+        // one added later first.
+        order.sort_by_key(|&index| {
+            (
+                std::cmp::Reverse(self.backtraces[index].first_seen_ns),
+                std::cmp::Reverse(index),
+            )
+        });
+        let backtraces = order
+            .into_iter()
+            .map(|index| {
+                let b = &self.backtraces[index];
+                Backtrace {
+                    frames: b
+                        .frames
+                        .iter()
+                        .map(|&name| self.names[name as usize].clone())
+                        .collect(),
+                    hits: b.hits,
+                    total_ns: b.total_ns,
+                    first_seen_ns: b.first_seen_ns,
+                }
+            })
+            .collect();
+        CallTree {
+            root,
+            for_function: self.function.is_some(),
+            backtraces,
+        }
+    }
+
+    /// The subtree at `index`, children ordered by first entry.
+    fn node(&self, index: NodeIndex) -> CallNode {
+        let node = &self.nodes[index as usize];
+        let mut children: Vec<CallNode> = node
+            .children
+            .iter()
+            .map(|&child| self.node(child))
+            .collect();
+        children.sort_by_key(|child| child.first_entry_ns);
+        CallNode {
+            name: self
+                .names
+                .get(node.name as usize)
+                .cloned()
+                .unwrap_or_default(),
+            calls: node.calls,
+            total_ns: node.total_ns,
+            children,
+            first_entry_ns: node.first_entry_ns,
+        }
+    }
 }
 
 impl CallTree {

@@ -221,6 +221,52 @@ impl Histogram {
         unreachable!("histogram counters add up to less than its count")
     }
 
+    /// Index of the bucket that holds `value` (see the layout above): what
+    /// a recorder that keeps its own counters (the runtime's `profile`
+    /// tracer) counts by, to hand over with [`Histogram::from_buckets`].
+    pub fn bucket_of(value: u64) -> usize {
+        bucket_index(value)
+    }
+
+    /// Lowest value and width of bucket `index` (`index <` 7424).
+    pub fn bucket_range(index: usize) -> (u64, u64) {
+        bucket_bounds(index)
+    }
+
+    /// The non-empty buckets, lowest first: `(bucket index, count)`.
+    pub fn buckets(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
+        self.counts
+            .iter()
+            .enumerate()
+            .filter(|&(_, &count)| count != 0)
+            .map(|(offset, &count)| (self.first_bucket + offset, count))
+    }
+
+    /// A histogram from counters kept elsewhere: `buckets` as
+    /// `(bucket index, count)` (any order, repeats add up), with the exact
+    /// sum, minimum and maximum of the values they stand for. The count is
+    /// the counters' total.
+    pub fn from_buckets(
+        buckets: impl IntoIterator<Item = (usize, u64)>,
+        sum: u64,
+        min: u64,
+        max: u64,
+    ) -> Histogram {
+        let mut histogram = Histogram::new();
+        for (index, count) in buckets {
+            if count != 0 && index < BUCKET_COUNT {
+                histogram.add_to_bucket(index, count);
+                histogram.count += count;
+            }
+        }
+        if histogram.count != 0 {
+            histogram.sum = sum;
+            histogram.min = min;
+            histogram.max = max;
+        }
+        histogram
+    }
+
     /// Adds `occurrences` to bucket `index`, widening the allocated span.
     fn add_to_bucket(&mut self, index: usize, occurrences: u64) {
         if self.counts.is_empty() {

@@ -3,7 +3,7 @@
 //! per function name as `uftrace report` shows them. See [`latency`] for
 //! what is measured and how recursion counts.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::fmt::Write as _;
 
 use super::histogram::Histogram;
@@ -153,14 +153,38 @@ impl FunctionDurations {
 
     /// The statistics of these calls, for `function` called `name`.
     fn stats(&self, function: usize, name: String) -> FunctionStats {
-        let durations = &self.inclusive;
+        FunctionStats::from_durations(
+            function,
+            name,
+            &self.inclusive,
+            self.total_ns,
+            self.self_ns,
+            self.unfinished,
+        )
+    }
+}
+
+impl FunctionStats {
+    /// The statistics of completed calls whose durations are `durations`:
+    /// `total_ns` and `self_ns` as defined on the fields, `unfinished` calls
+    /// without their exit. What a live profile
+    /// ([`ProfileSnapshot`](super::ProfileSnapshot)) hands to the same
+    /// tables as a recorded trace.
+    pub fn from_durations(
+        function: usize,
+        name: String,
+        durations: &Histogram,
+        total_ns: u64,
+        self_ns: u64,
+        unfinished: u64,
+    ) -> FunctionStats {
         FunctionStats {
             function,
             name,
             calls: durations.count(),
-            unfinished: self.unfinished,
-            total_ns: self.total_ns,
-            self_ns: self.self_ns,
+            unfinished,
+            total_ns,
+            self_ns,
             min_ns: durations.min(),
             max_ns: durations.max(),
             mean_ns: durations.mean(),
@@ -247,9 +271,9 @@ pub fn latency_of<S: EventSource>(source: &S) -> Result<LatencyReport, S::Error>
 /// [`latency_of`]) or by address.
 pub fn latency_of_with<S: EventSource>(source: &S, rows: Rows) -> Result<LatencyReport, S::Error> {
     let mut report = LatencyReport::default();
-    let mut merged: HashMap<usize, FunctionDurations> = HashMap::new();
+    let mut merged: HashMap<usize, FunctionDurations> = HashMap::default();
     for (index, thread) in source.threads().into_iter().enumerate() {
-        let mut functions: HashMap<usize, FunctionDurations> = HashMap::new();
+        let mut functions: HashMap<usize, FunctionDurations> = HashMap::default();
         let mut events = 0u64;
         let ((), lost) = source.read_thread(index, |thread_events| {
             let counted = thread_events.inspect(|_| events += 1);
@@ -306,6 +330,17 @@ pub fn latency_of_with<S: EventSource>(source: &S, rows: Rows) -> Result<Latency
     Ok(report)
 }
 
+/// Sorts rows as every latency table shows them: largest total first
+/// (ties: by name, then address).
+pub(crate) fn sort_rows(stats: &mut [FunctionStats]) {
+    stats.sort_by(|a, b| {
+        b.total_ns
+            .cmp(&a.total_ns)
+            .then_with(|| a.name.cmp(&b.name))
+            .then_with(|| a.function.cmp(&b.function))
+    });
+}
+
 /// Statistics of each function in `functions` (by address), made into
 /// `rows`, largest total first.
 fn sorted_stats<S: EventSource>(
@@ -320,7 +355,7 @@ fn sorted_stats<S: EventSource>(
             .collect(),
         Rows::ByName => {
             // Name → lowest address and the merged durations.
-            let mut by_name: HashMap<String, (usize, FunctionDurations)> = HashMap::new();
+            let mut by_name: HashMap<String, (usize, FunctionDurations)> = HashMap::default();
             for (&function, durations) in functions {
                 let row = by_name
                     .entry(source.name_of(function))
@@ -334,12 +369,7 @@ fn sorted_stats<S: EventSource>(
                 .collect()
         }
     };
-    stats.sort_by(|a, b| {
-        b.total_ns
-            .cmp(&a.total_ns)
-            .then_with(|| a.name.cmp(&b.name))
-            .then_with(|| a.function.cmp(&b.function))
-    });
+    sort_rows(&mut stats);
     stats
 }
 

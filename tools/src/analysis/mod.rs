@@ -72,6 +72,7 @@ mod calltree;
 mod histogram;
 mod latency;
 pub(crate) mod pairing;
+mod profile;
 mod select;
 
 pub use callgraph::{call_graph, write_call_graph, write_call_graph_of, ReadOrWrite};
@@ -81,6 +82,7 @@ pub use latency::{
     human_duration, latency, latency_of, latency_of_with, FunctionStats, LatencyReport, Rows,
     ThreadSummary,
 };
+pub use profile::{FunctionProfile, NotKept, PathProfile, ProfileSnapshot, ProfileTextError};
 pub use select::{select, Selected, Selection, Unmatched};
 
 #[cfg(test)]

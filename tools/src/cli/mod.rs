@@ -8,6 +8,7 @@
 mod args;
 mod cargo;
 mod ctl;
+mod instrumented;
 mod output;
 mod record;
 mod report;

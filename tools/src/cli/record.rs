@@ -13,6 +13,8 @@ use std::process::{Command, ExitCode};
 
 use clap::Args;
 
+use super::instrumented::{instrumentation_of, refusal, Instrumentation};
+
 /// The preloaded library's file name.
 const LIBRARY: &str = "libfntrace.so";
 
@@ -76,6 +78,11 @@ pub struct RecordArgs {
     /// event, rounded up to a power of two). Default 4M (262,144 events).
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
     pub buffer: Option<u64>,
+    /// Run the program even if its executable has no instrumented
+    /// functions (a library it loads may have some). Without it, such a
+    /// program is refused before it runs, as uftrace refuses it.
+    #[arg(long)]
+    pub force: bool,
     /// The libfntrace.so to preload.
     #[arg(long, value_name = "PATH")]
     pub lib: Option<PathBuf>,
@@ -107,16 +114,23 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
         .filter(|v| !v.is_empty())
         .map(PathBuf::from);
     let library = find_library(args.lib.as_deref().or(from_env.as_deref()))?;
+    let (program, program_args) = args
+        .command
+        .split_first()
+        .ok_or("no command to run: fntrace record [OPTIONS] -- CMD [ARGS]...")?;
+    // Before anything is moved: a refused program leaves the previous
+    // recording where it was.
+    if !args.force {
+        if let Instrumentation::None(path) = instrumentation_of(program)? {
+            return Err(refusal(&path));
+        }
+    }
     let dir =
         std::path::absolute(&args.output).map_err(|e| format!("{}: {e}", args.output.display()))?;
     make_room(&dir)?;
     // The same checks the recording process makes, said here once, before
     // the program runs (a refused directory would leave it untraced).
     fntrace_tools::export::prepare_output_dir(&dir).map_err(|e| e.to_string())?;
-    let (program, program_args) = args
-        .command
-        .split_first()
-        .ok_or("no command to run: fntrace record [OPTIONS] -- CMD [ARGS]...")?;
 
     let mut command = Command::new(program);
     command.args(program_args);

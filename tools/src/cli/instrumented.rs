@@ -1,0 +1,122 @@
+//! Whether a program `fntrace record` is asked to run can be traced at all:
+//! its executable must hold instrumented call sites, as uftrace refuses a
+//! program without its `mcount` symbol. Checked before the program runs,
+//! so a run that could record nothing is not made (`--force` runs it
+//! anyway: a plugin it loads may be instrumented).
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+
+use object::{Object, ObjectSection, ObjectSymbol};
+
+/// The instrumentation symbols a traceable executable references or
+/// defines: `mcount` (`gcc -pg`, `rustc -Zinstrument-mcount`; glibc's is
+/// `mcount`/`_mcount`) and `__fentry__` (`gcc -pg -mfentry`).
+const SITE_SYMBOLS: [&str; 3] = ["mcount", "_mcount", "__fentry__"];
+
+/// Sections that list call sites: `-mrecord-mcount` builds (the sites may
+/// call nothing when `-mnop-mcount` made them NOPs) and
+/// `-fpatchable-function-entry`.
+const SITE_SECTIONS: [&str; 2] = ["__mcount_loc", "__patchable_function_entries"];
+
+/// What the check found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Instrumentation {
+    /// Call sites of this kind (a symbol or section name).
+    Found(String),
+    /// An ELF file with none.
+    None(PathBuf),
+    /// Not an ELF file (a script, say): what it runs cannot be known here.
+    Unknown,
+}
+
+/// Looks for instrumentation in the executable `program` names (found on
+/// `PATH` when it has no `/`, as the shell would).
+pub fn instrumentation_of(program: &OsStr) -> Result<Instrumentation, String> {
+    let path = resolve(program).ok_or_else(|| {
+        format!(
+            "cannot run {}: no such file (nor on PATH)",
+            Path::new(program).display()
+        )
+    })?;
+    let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let Ok(file) = object::File::parse(&*bytes) else {
+        return Ok(Instrumentation::Unknown);
+    };
+    let symbols = file.symbols().chain(file.dynamic_symbols());
+    for symbol in symbols {
+        if let Some(name) = symbol.name().ok().filter(|n| SITE_SYMBOLS.contains(n)) {
+            return Ok(Instrumentation::Found(name.to_string()));
+        }
+    }
+    // Imports of a dynamic executable (an undefined `mcount`) are in its
+    // dynamic symbols, read above; a stripped static one keeps sections.
+    for section in file.sections() {
+        if let Some(name) = section.name().ok().filter(|n| SITE_SECTIONS.contains(n)) {
+            return Ok(Instrumentation::Found(name.to_string()));
+        }
+    }
+    Ok(Instrumentation::None(path))
+}
+
+/// The error `fntrace record` gives for a program without instrumentation.
+pub fn refusal(path: &Path) -> String {
+    format!(
+        "{} has no instrumented functions (no mcount or __fentry__ call sites, no patchable \
+         entries): nothing could be recorded. Rebuild it with `gcc -pg` (or `-pg -mfentry`, or \
+         `-fpatchable-function-entry=5`), `rustc -Zinstrument-mcount` (`fntrace cargo build`), \
+         or run it anyway with --force if a library it loads is instrumented",
+        path.display()
+    )
+}
+
+/// The file `program` names: itself when it holds a `/`, else the first
+/// executable regular file of that name on `PATH`.
+fn resolve(program: &OsStr) -> Option<PathBuf> {
+    let path = Path::new(program);
+    if program.as_encoded_bytes().contains(&b'/') {
+        return path.is_file().then(|| path.to_path_buf());
+    }
+    let search = std::env::var_os("PATH")?;
+    std::env::split_paths(&search)
+        .map(|dir| dir.join(program))
+        .find(|candidate| is_executable_file(candidate))
+}
+
+fn is_executable_file(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_system_program_has_no_instrumentation() {
+        // /bin/true is built without -pg on every distribution.
+        let found = instrumentation_of(OsStr::new("true")).unwrap();
+        let Instrumentation::None(path) = found else {
+            panic!("{found:?}");
+        };
+        assert!(path.ends_with("true"), "{}", path.display());
+        assert!(refusal(&path).contains("--force"));
+    }
+
+    #[test]
+    fn a_script_cannot_be_judged() {
+        let dir = std::env::temp_dir().join(format!("fntrace-instrumented-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = dir.join("run.sh");
+        std::fs::write(&script, "#!/bin/sh\nexec true\n").unwrap();
+        let found = instrumentation_of(script.as_os_str());
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(found, Ok(Instrumentation::Unknown));
+    }
+
+    #[test]
+    fn a_missing_program_is_named() {
+        let err = instrumentation_of(OsStr::new("fntrace-no-such-program")).unwrap_err();
+        assert!(err.contains("fntrace-no-such-program"), "{err}");
+    }
+}
