@@ -56,6 +56,11 @@ pub(crate) struct TextWrite {
     /// that knows where every thread is may write (see
     /// [`TextWrite::replaces_several_instructions`]).
     several: bool,
+    /// `old` is a function's first instructions, replaced by a `jmp` to
+    /// its run-time entry patch stub (`sites::entry_patch`): several
+    /// instructions too, but not NOPs, so a thread stopped inside them is
+    /// never moved past them (the write waits until none is inside).
+    entry_code: bool,
 }
 
 const _: () = assert!(std::mem::size_of::<TextWrite>() == 32);
@@ -98,6 +103,7 @@ impl TextWrite {
             old: [0; 8],
             new: [0; 8],
             several,
+            entry_code: false,
         };
         write.old[..new.len()].copy_from_slice(old);
         write.new[..new.len()].copy_from_slice(new);
@@ -148,7 +154,43 @@ impl TextWrite {
             old: keep(old),
             new: keep(new),
             several: false,
+            entry_code: false,
         }
+    }
+
+    /// The write of a run-time entry patch: `jmp` (`e9 rel32`, five
+    /// bytes, `new`) to its stub over the first bytes of a function
+    /// (`old`, any instructions; checked against the text like every
+    /// `old`). Only the stop-the-world protocol makes it (it replaces
+    /// several instructions), never while a stopped thread's program
+    /// counter lies inside. The breakpoint protocol never emulates it
+    /// ([`TextWrite::installs`] does not describe a jump): it hands any
+    /// batch holding one to stop-the-world.
+    pub(crate) fn entry_jump(addr: usize, old: &[u8], new: &[u8]) -> Result<TextWrite, Error> {
+        let invalid = |why: &'static str| Error::TextWrite {
+            addr,
+            source: io::Error::new(io::ErrorKind::InvalidInput, why),
+        };
+        if old.len() != 5 || new.len() != 5 || new[0] != 0xe9 {
+            return Err(invalid("an entry jump is `e9 rel32` over five bytes"));
+        }
+        let mut write = TextWrite {
+            addr,
+            len: 5,
+            old: [0; 8],
+            new: [0; 8],
+            several: true,
+            entry_code: true,
+        };
+        write.old[..5].copy_from_slice(old);
+        write.new[..5].copy_from_slice(new);
+        Ok(write)
+    }
+
+    /// Whether a thread stopped strictly inside the write's bytes may be
+    /// moved past them: only over a patchable entry's one-byte NOPs.
+    pub(crate) fn skippable(&self) -> bool {
+        self.several && !self.entry_code
     }
 
     /// Whether `old` is several instructions (five one-byte NOPs): a
