@@ -533,9 +533,9 @@ mod tests {
             plan(&[0x31, 0xc0, 0xc3, 0x90, 0x90, 0x90], AT).unwrap_err(),
             Refusal::EndsInEntry
         );
-        // A call before the fifth byte's instruction.
+        // A call that is not the last moved instruction: call *%rax.
         assert_eq!(
-            plan(&[0x90, 0xe8, 0, 0, 0, 0, 0xc3], AT).unwrap_err(),
+            plan(&[0xff, 0xd0, 0x90, 0x90, 0x90, 0xc3], AT).unwrap_err(),
             Refusal::CallInEntry
         );
         // A loop back to the second instruction: 1: nop; 2: dec %edi;
