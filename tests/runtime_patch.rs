@@ -23,7 +23,8 @@ use common::native::{self, repo};
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// `tests/c/NAME.c` built with `flags` into `dir/NAME-LABEL`.
 fn build_c(dir: &Path, name: &str, label: &str, flags: &[&str], link: &[&str]) -> PathBuf {
@@ -45,17 +46,34 @@ fn build_c(dir: &Path, name: &str, label: &str, flags: &[&str], link: &[&str]) -
     program
 }
 
+/// `fntrace record -o DIR -P GLOB PROGRAM` in `base`, killed after two
+/// minutes (a program whose registers the trampolines clobber can loop
+/// forever: gcc -O2 keeps main's loop counter in %rcx across `call w_top`).
 fn record(base: &Path, dir: &Path, program: &Path, glob: &str) -> Output {
-    let output = native::fntrace_record(
-        base,
-        &[
-            "-o",
-            dir.to_str().unwrap(),
-            "-P",
-            glob,
-            program.to_str().unwrap(),
-        ],
-    );
+    let mut child = Command::new(native::cli_with_library())
+        .arg("record")
+        .args(["-o", dir.to_str().unwrap(), "-P", glob])
+        .arg(program)
+        .current_dir(base)
+        .env_remove("FNTRACE_LIB")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let output = child.wait_with_output().unwrap();
+            panic!(
+                "fntrace record -P {glob} {}: still running after 2 minutes: {}",
+                program.display(),
+                native::stderr_of(&output)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().unwrap();
     assert!(
         output.status.success(),
         "fntrace record -P {glob} {}: {}",

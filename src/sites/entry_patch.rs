@@ -76,6 +76,9 @@ pub enum Refusal {
     /// `ret`, `jmp`, `int3`, `ud2`, `syscall`... among the moved
     /// instructions: the function leaves or traps within them.
     EndsInEntry,
+    /// Another symbol starts inside the moved bytes (an alias entry
+    /// point: a call to it would land in the middle of the jump).
+    SymbolInEntry,
     /// iced-x86 cannot re-encode the moved instructions at the stub (a
     /// RIP-relative operand out of ±2 GiB reach), or they do not fit a
     /// stub slot.
@@ -98,6 +101,7 @@ impl Refusal {
             Refusal::IndirectJump => "an indirect jump",
             Refusal::CallInEntry => "a call in its first bytes",
             Refusal::EndsInEntry => "returns, jumps or traps in its first bytes",
+            Refusal::SymbolInEntry => "another symbol starts in its first bytes",
             Refusal::NotRelocatable => "first instructions cannot be relocated",
             Refusal::NoStubMemory => "no stub memory within reach",
             Refusal::AlreadyTraced => "already has a call site",
@@ -340,8 +344,18 @@ pub(crate) fn prepare(
         .collect();
     let mut pages: Vec<OpenPage> = Vec::new();
     let mut pending = Vec::new();
+    // libfntrace.so itself: all of it is fntrace's code (the patcher runs
+    // it while it writes). Not an executable linked with libfntrace.a:
+    // there only fntrace's own functions are (by name, below).
+    let this = report as *const () as usize;
+    let executable = std::fs::read_link("/proc/self/exe").ok();
+    let own_object = |o: &symbols::LoadedObject| {
+        o.text.iter().any(|t| t.contains(&this))
+            && executable.as_deref() != Some(std::path::Path::new(&o.path))
+    };
     for object in index.objects.iter().filter(|o| listed(o)) {
-        for function in &object.functions {
+        let whole_object_is_own = own_object(object);
+        for (i, function) in object.functions.iter().enumerate() {
             let name = symbols::demangle(&function.name);
             if !filter.selects(&name) || state.done.contains(&function.start) {
                 continue;
@@ -349,7 +363,7 @@ pub(crate) fn prepare(
             state.done.insert(function.start);
             let refuse = |state: &mut State, why| state.report.refused.push((name.clone(), why));
             let own = exclusion_flag(&function.name);
-            if own != 0 {
+            if own != 0 || whole_object_is_own {
                 refuse(&mut state, Refusal::Own);
                 continue;
             }
@@ -368,6 +382,14 @@ pub(crate) fn prepare(
                     continue;
                 }
             };
+            if object
+                .functions
+                .get(i + 1)
+                .is_some_and(|next| next.start < plan.at + plan.len)
+            {
+                refuse(&mut state, Refusal::SymbolInEntry);
+                continue;
+            }
             let Some(stub) = slot_near(&mut pages, plan.at) else {
                 refuse(&mut state, Refusal::NoStubMemory);
                 continue;
