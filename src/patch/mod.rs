@@ -610,6 +610,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_entry_jump_is_several_instructions_never_skipped() {
+        let at = 0x40_1000;
+        // push %rbp; mov %rsp,%rbp; (mov %edi,-4(%rbp)'s first byte)
+        let old = [0x55, 0x48, 0x89, 0xe5, 0x89];
+        let jump = [0xe9, 0x00, 0x10, 0x00, 0x00];
+        let write = TextWrite::entry_jump(at, &old, &jump).unwrap();
+        assert!(write.replaces_several_instructions(), "stop-the-world only");
+        assert!(
+            !write.skippable(),
+            "a thread inside real instructions is not moved past them"
+        );
+        assert!(write.splits(at + 1) && write.splits(at + 4));
+        assert!(!write.splits(at) && !write.splits(at + 5));
+        assert_eq!(write.old_bytes(), &old);
+        assert_eq!(write.new_bytes(), &jump);
+        // Only `e9 rel32` over five bytes.
+        assert!(TextWrite::entry_jump(at, &old, &[0xe8, 0, 0x10, 0, 0]).is_err());
+        assert!(TextWrite::entry_jump(at, &old[..4], &jump[..4]).is_err());
+        // gcc's one-byte NOPs stay skippable.
+        let nops = TextWrite::new(at, &[0x90; 5], &[0xe8, 0, 0, 0, 0]).unwrap();
+        assert!(nops.replaces_several_instructions() && nops.skippable());
+    }
+
+    #[test]
     fn new_describes_what_each_write_installs() {
         let at = 0x4000;
         let call = [0xe8, 0x0b, 0, 0, 0];
