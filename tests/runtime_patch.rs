@@ -16,6 +16,8 @@
 //!   entries (`fntrace_patch_functions`) and toggles tracers (graph alone:
 //!   the fast entry; graph and function: the generic trampoline); exact
 //!   counts when quiescent, under both protocols.
+//! - `tests/c/runtime_patch_late.c`: functions patched while the graph
+//!   tracer is enabled are selected at once.
 
 mod common;
 
@@ -187,6 +189,35 @@ fn unsafe_functions_are_refused_with_their_reasons() {
     std::fs::remove_dir_all(&base).unwrap();
 }
 
+/// The static library and what it needs, for programs linked with it.
+fn link_static() -> Vec<String> {
+    let mut link = vec![native::static_lib().to_str().unwrap().to_string()];
+    link.extend(native::LINK_LIBS.iter().map(|s| s.to_string()));
+    link
+}
+
+#[test]
+fn patched_while_a_tracer_is_enabled_is_selected_at_once() {
+    let base = common::temp_dir("runtime-patch-late");
+    let link = link_static();
+    let link: Vec<&str> = link.iter().map(String::as_str).collect();
+    let include = repo().join("include");
+    let flags = ["-O2", "-I", include.to_str().unwrap()];
+    let program = build_c(&base, "runtime_patch_late", "o2", &flags, &link);
+    let dir = base.join("late.data");
+    let output = Command::new(&program).arg(&dir).output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "refused 0\ndump 0\n",
+        "{}",
+        native::stderr_of(&output)
+    );
+    let expected = counts(&[("w_leaf", 100)]);
+    assert_eq!(fntrace_calls(&dir), expected);
+    assert_eq!(common::uftrace_calls(&dir), expected);
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
 const THREADS: u64 = 16;
 const K: u64 = 1000;
 
@@ -244,8 +275,7 @@ fn stress_run(base: &Path, program: &Path, protocol: &str, toggles: u32, index: 
 
 fn stress(protocol: &str) {
     let base = common::temp_dir(&format!("runtime-patch-stress-{protocol}"));
-    let mut link = vec![native::static_lib().to_str().unwrap().to_string()];
-    link.extend(native::LINK_LIBS.iter().map(|s| s.to_string()));
+    let link = link_static();
     let link: Vec<&str> = link.iter().map(String::as_str).collect();
     let include = repo().join("include");
     let flags = ["-O2", "-fPIE", "-pie", "-I", include.to_str().unwrap()];
