@@ -24,6 +24,7 @@ mod common;
 use common::native::{self, repo};
 
 use std::collections::HashMap;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -48,9 +49,11 @@ fn build_c(dir: &Path, name: &str, label: &str, flags: &[&str], link: &[&str]) -
     program
 }
 
-/// `fntrace record -o DIR -P GLOB PROGRAM` in `base`, killed after two
-/// minutes (a program whose registers the trampolines clobber can loop
-/// forever: gcc -O2 keeps main's loop counter in %rcx across `call w_top`).
+/// `fntrace record -o DIR -P GLOB PROGRAM` in `base`, killed after one
+/// minute or once DIR holds 64 MiB (a program whose registers the
+/// trampolines clobber can loop forever, recording all the while: gcc -O2
+/// keeps main's loop counter in %rcx across `call w_top`; a healthy run
+/// writes well under 1 MiB in under a second).
 fn record(base: &Path, dir: &Path, program: &Path, glob: &str) -> Output {
     let mut child = Command::new(native::cli_with_library())
         .arg("record")
@@ -60,15 +63,18 @@ fn record(base: &Path, dir: &Path, program: &Path, glob: &str) -> Output {
         .env_remove("FNTRACE_LIB")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        // Its own process group: the traced program is killed with it.
+        .process_group(0)
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let deadline = Instant::now() + Duration::from_secs(60);
     while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
+        if Instant::now() > deadline || bytes_under(dir) > 64 << 20 {
+            // SAFETY: a plain kill(2) of the process group made above.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
             let output = child.wait_with_output().unwrap();
             panic!(
-                "fntrace record -P {glob} {}: still running after 2 minutes: {}",
+                "fntrace record -P {glob} {}: still running after a minute or 64 MiB: {}",
                 program.display(),
                 native::stderr_of(&output)
             );
@@ -83,6 +89,18 @@ fn record(base: &Path, dir: &Path, program: &Path, glob: &str) -> Output {
         native::stderr_of(&output)
     );
     output
+}
+
+/// Bytes of the files directly in `dir` (0 if it does not exist yet).
+fn bytes_under(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|entry| entry.ok()?.metadata().ok())
+                .map(|meta| meta.len())
+                .sum()
+        })
+        .unwrap_or(0)
 }
 
 /// Completed calls per function in fntrace's reading of `dir` (entries
