@@ -62,6 +62,16 @@ int fntrace_disable(const char *tracer);
 int fntrace_set_filter(const char *globs);
 
 /*
+ * Run-time entry patching (uftrace's -P): the functions built without
+ * instrumentation whose names match the comma-separated `globs` ("w_*")
+ * get a stub and a jump at their entry, and are traced like any other by
+ * the tracers enabled (now and later). Returns how many functions matched
+ * so far were refused as unsafe to patch (0: none; see
+ * docs/runtime-patching.md), or -errno.
+ */
+int fntrace_patch_functions(const char *globs);
+
+/*
  * Writes the graph tracer's events recorded so far into `dir`, a uftrace
  * data directory (`uftrace replay -d dir`, `fntrace report dir`), and
  * forgets them. `dir` must not exist or be empty: -ENOTEMPTY otherwise,

@@ -246,6 +246,32 @@ pub unsafe extern "C" fn fntrace_set_filter(globs: *const c_char) -> c_int {
     })
 }
 
+/// `int fntrace_patch_functions(const char *globs)`: run-time entry
+/// patching of the functions the comma-separated `globs` select (see
+/// [`crate::patch_functions`]); returns how many were refused (0: all
+/// patched), or `-errno`.
+///
+/// # Safety
+/// `globs` is null or a valid NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fntrace_patch_functions(globs: *const c_char) -> c_int {
+    let mut refused = 0;
+    let code = run("fntrace_patch_functions", || {
+        // SAFETY: the caller passes null or a valid C string.
+        let globs = unsafe { arg(globs, "globs") }?;
+        let globs = vars::parse_patch_functions(globs).map_err(|e| Failure(libc::EINVAL, e))?;
+        let globs: Vec<&str> = globs.iter().map(String::as_str).collect();
+        let report = control::patch_functions(&globs)?;
+        refused = report.refused.len();
+        Ok(())
+    });
+    if code == 0 {
+        c_int::try_from(refused).unwrap_or(c_int::MAX)
+    } else {
+        code
+    }
+}
+
 /// `int fntrace_dump(const char *dir)`: writes the graph tracer's events
 /// into a new uftrace data directory (see [`crate::dump`]).
 ///

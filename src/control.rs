@@ -17,6 +17,7 @@ use crate::error::Error;
 use crate::filter::Filter;
 use crate::patch::{self, reach, TextWrite};
 use crate::rt::{self, ops, shadow, thread::Untraced};
+use crate::sites::entry_patch::EntryPatchReport;
 use crate::sites::{
     self, flag, patchable, ScanReport, Site, SiteInfo, SiteKind, SitesInOrder, NOP_PENDING, SITES,
     UNRECOGNIZED,
@@ -271,6 +272,44 @@ pub fn disable(name: &str) -> Result<(), Error> {
     })
 }
 
+/// Run-time entry patching (uftrace's `-P`): gives every function of the
+/// executable and its loaded libraries whose demangled name matches one of
+/// `globs` (`*` and `?`, as in [`Filter::include`]) and that has no call
+/// site of its own a site fntrace makes: its first instructions are moved
+/// into a stub near it, whose NOP is an fentry site, and a `jmp` to the
+/// stub is written over its entry (once, by the stop-the-world protocol).
+/// The functions are then traced like any other by `enable`/`enable_with`
+/// (tracers already enabled select them through their filters at once).
+/// Functions that cannot be patched safely are refused with a reason; the
+/// report returned covers every call so far (see
+/// `docs/runtime-patching.md`). Functions looked at once (patched or
+/// refused) are not looked at again.
+pub fn patch_functions(globs: &[&str]) -> Result<EntryPatchReport, Error> {
+    let _untraced = Untraced::begin();
+    let _priority = priority::boost_for_text_change();
+    let mut state = control();
+    init_locked(&mut state)?;
+    let filter = globs
+        .iter()
+        .fold(Filter::new(), |filter, glob| filter.include(glob));
+    if !filter.has_name_rules() {
+        return Ok(sites::entry_patch::report());
+    }
+    let index = symbols::current();
+    let writes = sites::loader::hold(|loaded| {
+        sites::entry_patch::prepare(&index, |object| loaded.lists(object), &filter)
+    })?;
+    select_by_filters(&mut state, &index);
+    sync_text(&mut state.sites, |_| {})?;
+    sites::loader::hold(|_| sites::entry_patch::write_entries(&writes))?;
+    Ok(sites::entry_patch::report())
+}
+
+/// What [`patch_functions`] patched and refused so far.
+pub fn patch_report() -> EntryPatchReport {
+    sites::entry_patch::report()
+}
+
 /// Writes every pending change: NOPs for sites found by their first call
 /// since the last patch, and any revert an earlier failed `disable` left.
 pub fn flush() -> Result<(), Error> {
@@ -307,6 +346,12 @@ fn rescan_and_select(state: &mut Control, objects: &symbols::SymbolIndex) {
     if !rescan(state, objects) {
         return;
     }
+    select_by_filters(state, objects);
+}
+
+/// Selects each listed site for every enabled tracer whose filter takes
+/// it (sites found or made since the tracer was enabled).
+fn select_by_filters(state: &mut Control, objects: &symbols::SymbolIndex) {
     let enabled = tracer::enabled_mask();
     let ControlState { filters, sites, .. } = &mut **state;
     let sites = sites.current();

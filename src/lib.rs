@@ -56,8 +56,8 @@ mod tracers;
 pub use arch::x86_64::{SavedRegs, SiteForm};
 pub use capi::live::{serve_control, serve_control_with, serve_metrics};
 pub use control::{
-    disable, dump, dump_with_progress, enable, enable_with, flush, function_name, init, site_of,
-    sites, stats, DumpReport, Stats,
+    disable, dump, dump_with_progress, enable, enable_with, flush, function_name, init,
+    patch_functions, patch_report, site_of, sites, stats, DumpReport, Stats,
 };
 pub use error::Error;
 pub use filter::Filter;
@@ -65,6 +65,7 @@ pub use flight::{
     flight_record, FlightOptions, FlightRecorder, FlightReport, SnapshotReport, Trigger,
     TriggeredSnapshot, DEFAULT_SNAPSHOTS_PER_MINUTE, FLIGHT_EVENT_BYTES, TRIGGER_FILE,
 };
+pub use sites::entry_patch::{EntryPatchReport, Refusal};
 // The trace model, reports and exports live in the fntrace-tools crate (which
 // links no runtime); they stay reachable here under their old paths.
 pub use fntrace_tools::{analysis, export, EventKind, GraphEvent, ThreadTrace, Trace};

@@ -11,7 +11,9 @@
  * The convention (stricter than the SysV ABI): the callee preserves every
  * argument register (rdi rsi rdx rcx r8 r9), rax (vararg SSE count) and, as
  * uftrace does because of gcc's -fipa-ra, r10 and r11. Because Rust code runs
- * below us, xmm0-xmm7 (float arguments) are saved too, and %rsp is realigned
+ * below us, xmm0-xmm15 are saved too (xmm0-xmm7: float arguments;
+ * xmm8-xmm15: a caller built with -fipa-ra may keep values there across a
+ * call of a function patched at run time, docs/runtime-patching.md), and %rsp is realigned
  * to 16 bytes before calling into Rust. Flags are not preserved (no compiler
  * keeps flags live across a call).
  *
@@ -28,6 +30,7 @@
  *                    8(%rbp)  saved %r11
  *                    0(%rbp)  saved %rbp (F's frame pointer for mcount sites)
  *                             ... 0-15 bytes of alignment padding ...
+ *      %rsp + 192..319        xmm8 - xmm15 (not part of SavedRegs)
  *      %rsp + 64 ..191        xmm0 - xmm7 (16 bytes each, aligned)
  *      %rsp + 56              r10
  *      %rsp + 48              rax
@@ -48,7 +51,7 @@
 
 #include "layout.h"
 
-#define SAVE_AREA 192
+#define SAVE_AREA 320
 
 /* This thread's block: the recursion guard and the pointers the fast paths
  * (graph.S, return.S) need without calling into Rust. Initial-exec TLS:
@@ -115,6 +118,14 @@ fntrace_context_stacks:
         movaps  %xmm5, 144(%rsp)
         movaps  %xmm6, 160(%rsp)
         movaps  %xmm7, 176(%rsp)
+        movaps  %xmm8, 192(%rsp)
+        movaps  %xmm9, 208(%rsp)
+        movaps  %xmm10, 224(%rsp)
+        movaps  %xmm11, 240(%rsp)
+        movaps  %xmm12, 256(%rsp)
+        movaps  %xmm13, 272(%rsp)
+        movaps  %xmm14, 288(%rsp)
+        movaps  %xmm15, 304(%rsp)
 
         movq    16(%rbp), %rdi
 .if \fentry
@@ -142,6 +153,14 @@ fntrace_context_stacks:
         movaps  144(%rsp), %xmm5
         movaps  160(%rsp), %xmm6
         movaps  176(%rsp), %xmm7
+        movaps  192(%rsp), %xmm8
+        movaps  208(%rsp), %xmm9
+        movaps  224(%rsp), %xmm10
+        movaps  240(%rsp), %xmm11
+        movaps  256(%rsp), %xmm12
+        movaps  272(%rsp), %xmm13
+        movaps  288(%rsp), %xmm14
+        movaps  304(%rsp), %xmm15
 
         movq    %rbp, %rsp
         .cfi_def_cfa_register rsp

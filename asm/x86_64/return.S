@@ -12,33 +12,36 @@
  *      %st(0)    = long double return value (C); Rust code below never
  *                  touches the x87 stack, so it is left in place
  *
- * Everything else is dead at a return (caller-saved), except callee-saved
- * registers, which the Rust code below preserves by the ABI. The direction
- * flag is clear by the ABI.
+ * Registers: nothing but %rsp and the flags changes on the way through.
+ * The other caller-saved registers are dead at a return by the ABI, but
+ * not in code built with gcc -O2's -fipa-ra, which the run-time entry
+ * patches (`fntrace record -P`) trace: a caller may keep a value in %rcx
+ * across a call whose callees it knows leave %rcx alone (measured: gcc 12
+ * -O2 keeps main's loop counter in %rcx across `call w_top`; clobbering it
+ * looped forever). So rcx, rsi, rdi, r8-r11 are saved on every path, and
+ * xmm0-xmm15 on the slow one (the fast path touches no vector register);
+ * callee-saved registers are preserved by the Rust code by the ABI. The
+ * direction flag is clear by the ABI.
  *
- * Slow path, stack while calling into Rust:
+ * Stack, from the entry on (%rsp = slot + 8 on arrival):
  *
- *       8(%rbp)   the old slot: receives the real return address, then `ret`
- *       0(%rbp)   saved %rbp
- *                 ... 0-15 bytes of alignment padding ...
- *      48(%rsp)   saved guard byte (previous value of the guard byte)
- *      32(%rsp)   xmm1
- *      16(%rsp)   xmm0
- *       8(%rsp)   rdx
- *       0(%rsp)   rax             <- %rsp, 16-byte aligned
+ *      72(%rsp)   the old slot: receives the real return address
+ *      64(%rsp)   rax          56(%rsp) rdx     48(%rsp) rcx
+ *      40(%rsp)   rsi          32(%rsp) rdi     24(%rsp) r8
+ *      16(%rsp)   r9            8(%rsp) r10      0(%rsp) r11
+ *
+ * Slow path, while calling into Rust: %rbp holds the saved %rbp just below
+ * those (the slot at 80(%rbp)); then 0-15 bytes of alignment padding;
+ * then, from the 16-byte aligned %rsp, xmm0-xmm15 (0..255) and the saved
+ * guard byte (256).
  *
  * Fast path (first, no call): when the top shadow frame is this slot's,
  * was pushed for the graph tracer alone while its fast path is on
  * (exit-tracer mask == fntrace_graph_fast_bit, no marks), the frame is
  * popped and the exit event written right here (or, the ring being full,
  * counted as dropped in the ring's header; in lossless mode a ring at its
- * fast limit takes the slow path instead). Besides
- * rax/rdx (pushed around rdtsc, popped before leaving) only registers dead
- * at a return are used. Everything else takes the slow path below,
- * unchanged, with every register as the function left it:
- *
- *       8(%rsp)   rax, saved in the old slot itself (F's `ret` popped it)
- *       0(%rsp)   rdx                      <- %rsp after the two pushes
+ * fast limit takes the slow path instead). Everything else takes the slow
+ * path below. In the fast path:
  *
  *      r11 TLS offset of fntrace_thread   rcx shadow stack   rax ticks
  *      r8  depth    r9 the top frame      rsi ring    r10 ring head
@@ -46,14 +49,15 @@
  *
  * Rust side: extern "C" fn fntrace_exit_entry(slot: *mut usize, tsc: u64)
  *       -> usize
- *   %rdi = slot (8(%rbp)); %rsi = the TSC the fast path read before it
+ *   %rdi = slot (80(%rbp)); %rsi = the TSC the fast path read before it
  *   gave up (0: none), kept from the prologue on (nothing below writes
- *   rsi); returns the real return address in %rax.
+ *   rsi); returns the real return address in %rax, stored in the slot.
  *
- * The trampoline leaves with `jmp *%r11` (r11 is dead at a return), not
- * `ret`: the function's own `ret` into this trampoline already consumed the
- * return-stack-buffer entry of its call, and a second `ret` would be
- * mispredicted for every frame above (measured: ~10 ns per hooked call).
+ * Both paths leave through the slot, with `jmp *-8(%rsp)` once every
+ * register is back, not `ret`: the function's own `ret` into this
+ * trampoline already consumed the return-stack-buffer entry of its call,
+ * and a second `ret` would be mispredicted for every frame above
+ * (measured: ~10 ns per hooked call).
  *
  * The recursion guard is set while Rust runs (saving its previous value:
  * the guard may already be set, e.g. a hooked frame returning inside
@@ -63,7 +67,11 @@
 
 #include "layout.h"
 
-#define SAVE_AREA 64
+/* Offsets: the slot above the nine integer registers pushed; in the slow
+ * path, xmm0-xmm15 and the saved guard byte below %rbp. */
+#define SLOT 72
+#define SAVE_AREA 272
+#define GUARD_SAVE 256
 
         .text
         .p2align 4
@@ -82,13 +90,22 @@
         .hidden fntrace_return_trampoline
         .type   fntrace_return_trampoline, @function
 fntrace_return_trampoline:
-        /* Return values aside; the guard; then the timestamp, early (rdtsc
-         * is slow; the checks run while it completes) but under the guard,
-         * or a signal handler's events could be written before this older
-         * one. Below %rsp is free here: the caller's frame ends at %rsp and
-         * nothing of it lives lower. */
+        /* The slot re-occupied, every caller-saved integer register aside
+         * (see "Registers" above); the guard; then the timestamp, early
+         * (rdtsc is slow; the checks run while it completes) but under the
+         * guard, or a signal handler's events could be written before this
+         * older one. Below %rsp is free here: the caller's frame ends at
+         * %rsp and nothing of it lives lower. */
+        subq    $8, %rsp                /* the slot */
         pushq   %rax
         pushq   %rdx
+        pushq   %rcx
+        pushq   %rsi
+        pushq   %rdi
+        pushq   %r8
+        pushq   %r9
+        pushq   %r10
+        pushq   %r11
         movq    fntrace_thread@GOTTPOFF(%rip), %r11
         cmpb    $0, %fs:THREAD_IN_TRACER(%r11)
         jne     .Lslow_restore
@@ -104,7 +121,7 @@ fntrace_return_trampoline:
         jz      .Lslow_with_tsc
         imulq   $FRAME_SIZE, %r8, %r9
         leaq    SHADOW_FRAMES-FRAME_SIZE(%rcx,%r9), %r9
-        leaq    8(%rsp), %rdi           /* the slot: just above the two pushes */
+        leaq    SLOT(%rsp), %rdi        /* the slot */
         cmpq    %rdi, FRAME_SLOT(%r9)
         jne     .Lslow_with_tsc         /* deeper frames died (longjmp) */
         movq    fntrace_graph_fast_bit(%rip), %rdi
@@ -149,31 +166,38 @@ fntrace_return_trampoline:
 1:
         movq    FRAME_REAL_RETURN(%r9), %r9
         movb    $0, %fs:THREAD_IN_TRACER(%r11)
-        popq    %rdx
-        popq    %rax
-        jmp     *%r9
+        movq    %r9, SLOT(%rsp)
+        jmp     .Lleave
 
         /* Giving up after the timestamp: the slow path gets it (no second
          * read) and the guard stays set until its event is written, so no
          * signal handler's event can come between with a later time. */
 .Lslow_with_tsc:
         movq    %rax, %rsi
-        jmp     .Lslow_pop
+        jmp     .Lslow
 .Lslow_restore:
         xorl    %esi, %esi              /* no timestamp taken */
-.Lslow_pop:
-        popq    %rdx
-        popq    %rax
 .Lslow:
-        subq    $8, %rsp                /* re-occupy the slot */
         pushq   %rbp
         movq    %rsp, %rbp
         andq    $-16, %rsp
         subq    $SAVE_AREA, %rsp
-        movq    %rax,  0(%rsp)
-        movq    %rdx,  8(%rsp)
-        movaps  %xmm0, 16(%rsp)
-        movaps  %xmm1, 32(%rsp)
+        movaps  %xmm0,    0(%rsp)
+        movaps  %xmm1,   16(%rsp)
+        movaps  %xmm2,   32(%rsp)
+        movaps  %xmm3,   48(%rsp)
+        movaps  %xmm4,   64(%rsp)
+        movaps  %xmm5,   80(%rsp)
+        movaps  %xmm6,   96(%rsp)
+        movaps  %xmm7,  112(%rsp)
+        movaps  %xmm8,  128(%rsp)
+        movaps  %xmm9,  144(%rsp)
+        movaps  %xmm10, 160(%rsp)
+        movaps  %xmm11, 176(%rsp)
+        movaps  %xmm12, 192(%rsp)
+        movaps  %xmm13, 208(%rsp)
+        movaps  %xmm14, 224(%rsp)
+        movaps  %xmm15, 240(%rsp)
 
         movq    fntrace_thread@GOTTPOFF(%rip), %rcx
         movzbl  %fs:(%rcx), %eax
@@ -181,25 +205,54 @@ fntrace_return_trampoline:
         jz      2f
         xorl    %eax, %eax              /* the fast path set it: it was clear */
 2:
-        movq    %rax, 48(%rsp)
+        movq    %rax, GUARD_SAVE(%rsp)
         movb    $1, %fs:(%rcx)
 
-        leaq    8(%rbp), %rdi
+        leaq    SLOT+8(%rbp), %rdi      /* the slot, above the saved %rbp */
         call    fntrace_exit_entry@PLT
-        movq    %rax, %r11              /* the real return address */
+        movq    %rax, SLOT+8(%rbp)      /* the real return address */
 
         movq    fntrace_thread@GOTTPOFF(%rip), %rcx
-        movq    48(%rsp), %rax
+        movq    GUARD_SAVE(%rsp), %rax
         movb    %al, %fs:(%rcx)
 
-        movq     0(%rsp), %rax
-        movq     8(%rsp), %rdx
-        movaps  16(%rsp), %xmm0
-        movaps  32(%rsp), %xmm1
+        movaps    0(%rsp), %xmm0
+        movaps   16(%rsp), %xmm1
+        movaps   32(%rsp), %xmm2
+        movaps   48(%rsp), %xmm3
+        movaps   64(%rsp), %xmm4
+        movaps   80(%rsp), %xmm5
+        movaps   96(%rsp), %xmm6
+        movaps  112(%rsp), %xmm7
+        movaps  128(%rsp), %xmm8
+        movaps  144(%rsp), %xmm9
+        movaps  160(%rsp), %xmm10
+        movaps  176(%rsp), %xmm11
+        movaps  192(%rsp), %xmm12
+        movaps  208(%rsp), %xmm13
+        movaps  224(%rsp), %xmm14
+        movaps  240(%rsp), %xmm15
         movq    %rbp, %rsp
         popq    %rbp
-        addq    $8, %rsp                /* drop the slot, as `ret` would */
-        jmp     *%r11
+
+        /* The slot holds the real return address: every register back as
+         * the function left it, the slot dropped as `ret` would, and a jump
+         * through it (below %rsp now, but inside the 128-byte red zone the
+         * kernel leaves alone when it delivers a signal). An indirect jump,
+         * not `ret`: the function's own `ret` into this trampoline already
+         * consumed the return-stack-buffer entry of its call. */
+.Lleave:
+        popq    %r11
+        popq    %r10
+        popq    %r9
+        popq    %r8
+        popq    %rdi
+        popq    %rsi
+        popq    %rcx
+        popq    %rdx
+        popq    %rax
+        leaq    8(%rsp), %rsp
+        jmp     *-8(%rsp)
         .cfi_endproc
         .size   fntrace_return_trampoline, . - fntrace_return_trampoline
 

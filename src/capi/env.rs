@@ -6,6 +6,10 @@
 //! - `FNTRACE`: a comma list of tracers to enable (`graph`, `function`, or
 //!   registered names);
 //! - `FNTRACE_FILTER`: globs as for `fntrace_set_filter` (`handle_*,!log_*`);
+//! - `FNTRACE_PATCH_FUNCTIONS`: globs of functions built without
+//!   instrumentation whose entries are patched at start-up, before any
+//!   tracer is enabled (uftrace's `-P`; see `fntrace::patch_functions`);
+//!   what was refused is printed on stderr;
 //! - `FNTRACE_DEPTH`: the deepest call recorded (0: the outermost traced
 //!   calls);
 //! - `FNTRACE_OUTPUT`: a directory to stream to with the recorder (graph
@@ -74,6 +78,8 @@ pub(super) static START: extern "C" fn() = start;
 struct Settings {
     tracers: Vec<String>,
     filter: Filter,
+    /// `FNTRACE_PATCH_FUNCTIONS`.
+    patch: Vec<String>,
     output: Option<String>,
     flight: Option<FlightSettings>,
     append: bool,
@@ -116,6 +122,25 @@ extern "C" fn start() {
     eprintln!("fntrace: {message}; the program runs untraced");
 }
 
+/// Patches the entries of the functions `globs` select
+/// (`FNTRACE_PATCH_FUNCTIONS`) and says on stderr how many were patched
+/// and which were refused, and why.
+fn patch_functions(globs: &[String]) -> Result<(), String> {
+    let globs: Vec<&str> = globs.iter().map(String::as_str).collect();
+    let report = control::patch_functions(&globs)
+        .map_err(|e| format!("FNTRACE_PATCH_FUNCTIONS={}: {e}", globs.join(",")))?;
+    eprintln!(
+        "fntrace: -P {}: {} functions patched, {} refused",
+        globs.join(","),
+        report.patched.len(),
+        report.refused.len()
+    );
+    for (name, why) in &report.refused {
+        eprintln!("fntrace: -P: {name} not patched: {why}");
+    }
+    Ok(())
+}
+
 /// The settings, `None` when the environment asks for no tracing, or a
 /// line naming the first invalid variable. Every variable of the table
 /// that is set is checked, whether or not tracing is asked for.
@@ -131,6 +156,11 @@ fn settings() -> Result<Option<Settings>, String> {
             vars::parse_filter(&globs).map_err(|e| named("FNTRACE_FILTER", &globs, e))?
         }
         None => Filter::new(),
+    };
+    let patch = match var("FNTRACE_PATCH_FUNCTIONS")? {
+        Some(globs) => vars::parse_patch_functions(&globs)
+            .map_err(|e| named("FNTRACE_PATCH_FUNCTIONS", &globs, e))?,
+        None => Vec::new(),
     };
     if let Some(depth) = var("FNTRACE_DEPTH")? {
         let n = vars::parse_depth(&depth).map_err(|e| named("FNTRACE_DEPTH", &depth, e))?;
@@ -205,6 +235,7 @@ fn settings() -> Result<Option<Settings>, String> {
     Ok(Some(Settings {
         tracers,
         filter,
+        patch,
         output,
         flight: flight.map(|budget_bytes| FlightSettings {
             budget_bytes,
@@ -223,6 +254,9 @@ fn settings() -> Result<Option<Settings>, String> {
 fn apply(settings: Settings) -> Result<(), String> {
     let mut enabled: Vec<&str> = Vec::new();
     let result = (|| {
+        if !settings.patch.is_empty() {
+            patch_functions(&settings.patch)?;
+        }
         if let (Some(dir), Some(flight)) = (&settings.output, &settings.flight) {
             let start = super::flight::Start {
                 dir: dir.as_ref(),

@@ -65,6 +65,13 @@ pub(crate) const VARIABLES: &[Variable] = &[
         on_bad: OnBad::Untraced,
     },
     Variable {
+        name: "FNTRACE_PATCH_FUNCTIONS",
+        meaning: "globs of functions built without instrumentation to patch at run time (uftrace's -P): w_*,parse_*",
+        check: |v| ok(parse_patch_functions(v)),
+        passed_on: true,
+        on_bad: OnBad::Untraced,
+    },
+    Variable {
         name: "FNTRACE_DEPTH",
         meaning: "the deepest call recorded, 0 to 65535 (0: the outermost traced calls)",
         check: |v| ok(parse_depth(v)),
@@ -229,6 +236,20 @@ pub(crate) fn parse_tracers(value: &str) -> Result<Vec<String>, String> {
 /// `FNTRACE_FILTER`.
 pub(crate) fn parse_filter(value: &str) -> Result<Filter, String> {
     super::parse_globs(value).map_err(|e| e.to_string())
+}
+
+/// `FNTRACE_PATCH_FUNCTIONS`: comma-separated globs (`*`, `?`), none
+/// empty; no `!` (it selects functions to patch, it excludes nothing).
+pub(crate) fn parse_patch_functions(value: &str) -> Result<Vec<String>, String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .map(|glob| match glob {
+            "" => Err("an empty glob".to_string()),
+            _ if glob.starts_with('!') => Err(format!("{glob}: `!` excludes nothing here")),
+            _ => Ok(glob.to_string()),
+        })
+        .collect()
 }
 
 /// `FNTRACE_DEPTH`.
@@ -434,6 +455,8 @@ mod tests {
         let bad = [
             ("FNTRACE_FILTER", ",,"),
             ("FNTRACE_DEPTH", "deep"),
+            ("FNTRACE_PATCH_FUNCTIONS", "w_*,,x"),
+            ("FNTRACE_PATCH_FUNCTIONS", "!w_*"),
             ("FNTRACE_REPORT", "yes"),
             ("FNTRACE_APPEND", "2"),
             ("FNTRACE_FLIGHT", "64Q"),
@@ -460,6 +483,10 @@ mod tests {
             let err = (variable(name).unwrap().check)(value).unwrap_err();
             assert!(!err.contains('\n'), "{name}={value}: {err}");
         }
+        assert_eq!(
+            parse_patch_functions("w_*, parse_?"),
+            Ok(vec!["w_*".to_string(), "parse_?".to_string()])
+        );
         assert_eq!(parse_flight_budget("64M"), Ok(64 << 20));
         assert_eq!(
             parse_triggers("handle_*>5ms, other>20ms,panic,SIGUSR1"),

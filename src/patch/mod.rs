@@ -56,6 +56,11 @@ pub(crate) struct TextWrite {
     /// that knows where every thread is may write (see
     /// [`TextWrite::replaces_several_instructions`]).
     several: bool,
+    /// `old` is a function's first instructions, replaced by a `jmp` to
+    /// its run-time entry patch stub (`sites::entry_patch`): several
+    /// instructions too, but not NOPs, so a thread stopped inside them is
+    /// never moved past them (the write waits until none is inside).
+    entry_code: bool,
 }
 
 const _: () = assert!(std::mem::size_of::<TextWrite>() == 32);
@@ -98,6 +103,7 @@ impl TextWrite {
             old: [0; 8],
             new: [0; 8],
             several,
+            entry_code: false,
         };
         write.old[..new.len()].copy_from_slice(old);
         write.new[..new.len()].copy_from_slice(new);
@@ -148,7 +154,43 @@ impl TextWrite {
             old: keep(old),
             new: keep(new),
             several: false,
+            entry_code: false,
         }
+    }
+
+    /// The write of a run-time entry patch: `jmp` (`e9 rel32`, five
+    /// bytes, `new`) to its stub over the first bytes of a function
+    /// (`old`, any instructions; checked against the text like every
+    /// `old`). Only the stop-the-world protocol makes it (it replaces
+    /// several instructions), never while a stopped thread's program
+    /// counter lies inside. The breakpoint protocol never emulates it
+    /// ([`TextWrite::installs`] does not describe a jump): it hands any
+    /// batch holding one to stop-the-world.
+    pub(crate) fn entry_jump(addr: usize, old: &[u8], new: &[u8]) -> Result<TextWrite, Error> {
+        let invalid = |why: &'static str| Error::TextWrite {
+            addr,
+            source: io::Error::new(io::ErrorKind::InvalidInput, why),
+        };
+        if old.len() != 5 || new.len() != 5 || new[0] != 0xe9 {
+            return Err(invalid("an entry jump is `e9 rel32` over five bytes"));
+        }
+        let mut write = TextWrite {
+            addr,
+            len: 5,
+            old: [0; 8],
+            new: [0; 8],
+            several: true,
+            entry_code: true,
+        };
+        write.old[..5].copy_from_slice(old);
+        write.new[..5].copy_from_slice(new);
+        Ok(write)
+    }
+
+    /// Whether a thread stopped strictly inside the write's bytes may be
+    /// moved past them: only over a patchable entry's one-byte NOPs.
+    pub(crate) fn skippable(&self) -> bool {
+        self.several && !self.entry_code
     }
 
     /// Whether `old` is several instructions (five one-byte NOPs): a
@@ -566,6 +608,30 @@ pub(crate) fn serialize_instruction_fetch() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_entry_jump_is_several_instructions_never_skipped() {
+        let at = 0x40_1000;
+        // push %rbp; mov %rsp,%rbp; (mov %edi,-4(%rbp)'s first byte)
+        let old = [0x55, 0x48, 0x89, 0xe5, 0x89];
+        let jump = [0xe9, 0x00, 0x10, 0x00, 0x00];
+        let write = TextWrite::entry_jump(at, &old, &jump).unwrap();
+        assert!(write.replaces_several_instructions(), "stop-the-world only");
+        assert!(
+            !write.skippable(),
+            "a thread inside real instructions is not moved past them"
+        );
+        assert!(write.splits(at + 1) && write.splits(at + 4));
+        assert!(!write.splits(at) && !write.splits(at + 5));
+        assert_eq!(write.old_bytes(), &old);
+        assert_eq!(write.new_bytes(), &jump);
+        // Only `e9 rel32` over five bytes.
+        assert!(TextWrite::entry_jump(at, &old, &[0xe8, 0, 0x10, 0, 0]).is_err());
+        assert!(TextWrite::entry_jump(at, &old[..4], &jump[..4]).is_err());
+        // gcc's one-byte NOPs stay skippable.
+        let nops = TextWrite::new(at, &[0x90; 5], &[0xe8, 0, 0, 0, 0]).unwrap();
+        assert!(nops.replaces_several_instructions() && nops.skippable());
+    }
 
     #[test]
     fn new_describes_what_each_write_installs() {

@@ -73,6 +73,27 @@ fn target_near(next: usize, target: usize) -> Option<usize> {
 /// at the first free address tried, and makes it read-only executable
 /// before any site can call it.
 fn map_stub_near(near: usize, target: usize) -> Option<usize> {
+    let page = map_writable_page_near(near)?;
+    let mem = page as *mut libc::c_void;
+    let mut stub = [0u8; 14];
+    stub[..6].copy_from_slice(&JMP_RIP_INDIRECT);
+    stub[6..].copy_from_slice(&(target as u64).to_le_bytes());
+    // SAFETY: 14 bytes at the start of the writable page just mapped.
+    unsafe { std::ptr::copy_nonoverlapping(stub.as_ptr(), mem.cast::<u8>(), stub.len()) };
+    // SAFETY: the same page, now complete; no site calls it yet.
+    let sealed = unsafe { libc::mprotect(mem, PAGE, libc::PROT_READ | libc::PROT_EXEC) };
+    if sealed != 0 {
+        // SAFETY: as above: unused.
+        unsafe { libc::munmap(mem, PAGE) };
+        return None;
+    }
+    Some(page)
+}
+
+/// Maps a fresh read-write (not executable) page within ±1.9 GiB of
+/// `near`, at the first free address tried. Also used for run-time entry
+/// patches' stubs (`sites::entry_patch`), which seal it themselves.
+pub(crate) fn map_writable_page_near(near: usize) -> Option<usize> {
     const STEP: usize = 16 << 20;
     const STEPS: usize = 120; // 1.875 GiB: well inside a rel32's reach
     let near = near & !(PAGE - 1);
@@ -101,18 +122,6 @@ fn map_stub_near(near: usize, target: usize) -> Option<usize> {
             // SAFETY: the mapping just made, unused.
             unsafe { libc::munmap(mem, PAGE) };
             continue;
-        }
-        let mut stub = [0u8; 14];
-        stub[..6].copy_from_slice(&JMP_RIP_INDIRECT);
-        stub[6..].copy_from_slice(&(target as u64).to_le_bytes());
-        // SAFETY: 14 bytes at the start of the writable page above.
-        unsafe { std::ptr::copy_nonoverlapping(stub.as_ptr(), mem.cast::<u8>(), stub.len()) };
-        // SAFETY: the same page, now complete; no site calls it yet.
-        let sealed = unsafe { libc::mprotect(mem, PAGE, libc::PROT_READ | libc::PROT_EXEC) };
-        if sealed != 0 {
-            // SAFETY: as above: unused.
-            unsafe { libc::munmap(mem, PAGE) };
-            return None;
         }
         return Some(hint);
     }

@@ -48,7 +48,7 @@ use std::ops::Range;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{Site, SITES};
+use super::{flag, Site, SITES};
 use crate::symbols::LoadedObject;
 
 /// The objects the loader lists while [`hold`] runs its operation.
@@ -212,6 +212,18 @@ pub(crate) fn drop_gone(loaded: &Loaded, expected: impl Fn(&Site, &[u8]) -> bool
         };
         let addr = site.addr.load(Ordering::Relaxed);
         let len = form.instruction_len();
+        if site.has_flag(flag::ENTRY_STUB) {
+            // A run-time entry patch's stub lies on a page fntrace mapped
+            // and never unmaps; the site lives as long as its function's
+            // object (whose entry jumps to the stub).
+            let function = site.function.load(Ordering::Relaxed);
+            if !loaded.holds_text(function, 1) {
+                site.unload();
+                SITES.note_change();
+                unloaded += 1;
+            }
+            continue;
+        }
         let same = loaded.holds_text(addr, len) && {
             // SAFETY: the bytes lie in an executable PT_LOAD segment of an
             // object the loader lists, which stays mapped (readable) while

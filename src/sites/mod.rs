@@ -11,6 +11,7 @@
 //!   `__patchable_function_entries` section lists the NOPs of functions
 //!   built with `-fpatchable-function-entry` ([`patchable`]).
 
+pub(crate) mod entry_patch;
 pub(crate) mod loader;
 mod order;
 pub(crate) mod patchable;

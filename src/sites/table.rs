@@ -53,6 +53,7 @@ pub enum SiteKind {
 /// |      | its call made by fntrace, not the compiler                     |
 /// | 11   | the text still holds the compiler's five one-byte NOPs (`90`)  |
 /// | 12   | the text still holds the compiler's `0f 1f 44 00 XX`           |
+/// | 13   | the NOP of a run-time entry patch's stub ([`super::entry_patch`])|
 /// | 16-23| that `XX`                                                      |
 pub(crate) mod flag {
     pub const FORM_MASK: u32 = 0b11;
@@ -67,6 +68,7 @@ pub(crate) mod flag {
     pub const PATCHABLE: u32 = 1 << 10;
     pub const RAW_ONE_BYTE_NOPS: u32 = 1 << 11;
     pub const RAW_NOPL: u32 = 1 << 12;
+    pub const ENTRY_STUB: u32 = 1 << 13;
     /// Either raw state: no fntrace write reached the site yet.
     pub const RAW: u32 = RAW_ONE_BYTE_NOPS | RAW_NOPL;
     pub const RAW_NOPL_BYTE_SHIFT: u32 = 16;

@@ -152,9 +152,7 @@ impl Handshake {
         let writes = unsafe { std::slice::from_raw_parts(writes, len) };
         let after = writes.partition_point(|write| write.addr() < pc);
         match after.checked_sub(1).and_then(|i| writes.get(i)) {
-            Some(write) if write.replaces_several_instructions() && write.splits(pc) => {
-                write.addr() + write.len()
-            }
+            Some(write) if write.skippable() && write.splits(pc) => write.addr() + write.len(),
             _ => pc,
         }
     }

@@ -127,7 +127,8 @@ impl Iterator for Converted<'_> {
         let raw = self.raw.next()?;
         Some(GraphEvent {
             time_ns: self.scale.ns(raw.ticks),
-            function: raw.site(),
+            // A run-time entry patch's site returns into its stub.
+            function: crate::sites::entry_patch::function_of_address(raw.site()),
             depth: raw.depth(),
             kind: raw.kind(),
         })

@@ -3,7 +3,7 @@
 //! `rustc -Zinstrument-mcount`), not linked with fntrace, under the
 //! preloaded `libfntrace.so`, which streams its trace into a uftrace data
 //! directory. What the library does is set by environment variables
-//! (`FNTRACE_OUTPUT`, `FNTRACE_FILTER`, `FNTRACE_DEPTH`, `FNTRACE_FLIGHT`);
+//! (`FNTRACE_OUTPUT`, `FNTRACE_FILTER`, `FNTRACE_PATCH_FUNCTIONS`, `FNTRACE_DEPTH`, `FNTRACE_FLIGHT`);
 //! they pass to the processes the program forks and execs, which add their
 //! sessions to the same directory.
 
@@ -35,6 +35,7 @@ Examples:
   fntrace record ./server --port 8080          write fntrace.data
   fntrace record -o run1 -F 'handle_*' ./prog   only the handle_* functions
   fntrace record -N 'log_*' -D 3 -- ./prog -v   3 levels deep, without log_*
+  fntrace record -P 'w_*' ./prog                patch w_* (built without -pg)
   fntrace record --flight 64M ./prog            keep the last 64 MiB of events,
                                                 written at exit
 Then: fntrace report fntrace.data, or uftrace replay -d fntrace.data.";
@@ -60,6 +61,12 @@ pub struct RecordArgs {
     /// is still recorded (uftrace's -N leaves the callees out too).
     #[arg(short = 'N', long = "notrace", value_name = "GLOB")]
     pub notrace: Vec<String>,
+    /// Patch the entries of functions matching GLOB that were built
+    /// without instrumentation, at start-up, so that they are traced too
+    /// (repeatable; uftrace's -P, but a glob as for -F: `w_*`). Functions
+    /// that cannot be patched safely are listed with the reason.
+    #[arg(short = 'P', long = "patch", value_name = "GLOB")]
+    pub patch: Vec<String>,
     /// Record calls at most DEPTH levels deep (1: the outermost calls only).
     #[arg(short = 'D', long = "depth", value_name = "DEPTH", value_parser = clap::value_parser!(u16).range(1..))]
     pub depth: Option<u16>,
@@ -120,7 +127,8 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
         .ok_or("no command to run: fntrace record [OPTIONS] -- CMD [ARGS]...")?;
     // Before anything is moved: a refused program leaves the previous
     // recording where it was.
-    if !args.force {
+    // With -P the functions traced need no instrumentation.
+    if !args.force && args.patch.is_empty() {
         if let Instrumentation::None(path) = instrumentation_of(program)? {
             return Err(refusal(&path));
         }
@@ -148,6 +156,11 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
         command.env_remove("FNTRACE_FILTER");
     } else {
         command.env("FNTRACE_FILTER", globs.join(","));
+    }
+    if args.patch.is_empty() {
+        command.env_remove("FNTRACE_PATCH_FUNCTIONS");
+    } else {
+        command.env("FNTRACE_PATCH_FUNCTIONS", args.patch.join(","));
     }
     match args.depth {
         // uftrace's -D counts levels from 1; FNTRACE_DEPTH is the deepest

@@ -1,0 +1,605 @@
+//! Run-time entry patching of uninstrumented functions (uftrace's `-P`):
+//! a function built with no instrumentation at all gets a site fntrace
+//! makes itself. Its first whole instructions (at least five bytes, after
+//! an `endbr64`) are decoded with iced-x86, moved, re-encoded for their
+//! new address, into an out-of-line stub near the function:
+//!
+//! ```text
+//! stub:  nopl 0(%rax,%rax,1)     ; the site (an fentry site, key stub + 5)
+//!        <the moved instructions, relocated>
+//!        jmp  entry + moved      ; back into the function
+//! ```
+//!
+//! and a `jmp stub` (`e9 rel32`) is written once over the entry. The
+//! stub's NOP is then an ordinary fentry site whose function is the
+//! symbol's start: enabling a tracer writes a call to the `__fentry__`
+//! trampoline (or the graph tracer's fast entry) there, under either
+//! protocol; exits are hooked through the parent return address at
+//! `8(%rsp)`, as for every fentry site (nothing of the function ran yet).
+//!
+//! What is refused, and why, is [`Refusal`]; see `docs/runtime-patching.md`.
+//! Stubs live on pages mapped near the function (`patch::reach`), written
+//! while the page is read-write and not executable, made read-execute
+//! before the entry jump that reaches them is written, and never unmapped.
+//! The entry jump is written through the patch seam as a write over
+//! several instructions: only the stop-the-world protocol makes it, and it
+//! retries (until its acknowledgement timeout) while a stopped thread's
+//! program counter lies strictly inside the five bytes.
+
+use std::collections::{BTreeSet, HashSet};
+use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use iced_x86::{
+    BlockEncoder, BlockEncoderOptions, Decoder, DecoderOptions, FlowControl, Instruction,
+    InstructionBlock,
+};
+use parking_lot::Mutex;
+
+use super::table::{flag, Inserted, NewSite, SiteKind};
+use super::{exclusion_flag, patchable, SITES};
+use crate::arch::x86_64::{SiteForm, ENDBR64, NOP5};
+use crate::error::Error;
+use crate::filter::Filter;
+use crate::patch::{self, reach, TextWrite};
+use crate::symbols::{self, SymbolIndex};
+
+/// Bytes of the jump written at the entry.
+const JUMP_LEN: usize = 5;
+/// `jmp rel32`.
+const JMP_REL32: u8 = 0xe9;
+/// Bytes a stub may take (padded with `int3`).
+const SLOT: usize = 64;
+/// Size of a stub page.
+const PAGE: usize = 4096;
+
+/// Why a selected function was not patched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// Fewer than five bytes (after `endbr64`) by its ELF symbol size, or
+    /// no size: the jump would run past the function.
+    TooShort,
+    /// An instruction of the function does not decode (data in the text,
+    /// or an instruction iced-x86 does not know).
+    Undecodable,
+    /// A branch somewhere in the function targets the bytes to be moved
+    /// (or the entry itself: a loop back to it would count as a call).
+    BranchIntoEntry,
+    /// An indirect jump in the function (a switch table could target the
+    /// moved bytes; not proven otherwise).
+    IndirectJump,
+    /// A `call` among the moved instructions other than the last (its
+    /// return address, inside them, could be on a stack when the jump is
+    /// written).
+    CallInEntry,
+    /// `ret`, `jmp`, `int3`, `ud2`, `syscall`... among the moved
+    /// instructions: the function leaves or traps within them.
+    EndsInEntry,
+    /// Another symbol starts inside the moved bytes (an alias entry
+    /// point: a call to it would land in the middle of the jump).
+    SymbolInEntry,
+    /// iced-x86 cannot re-encode the moved instructions at the stub (a
+    /// RIP-relative operand out of ±2 GiB reach), or they do not fit a
+    /// stub slot.
+    NotRelocatable,
+    /// No page for a stub could be mapped within reach.
+    NoStubMemory,
+    /// The function already has a site (mcount, fentry, patchable entry).
+    AlreadyTraced,
+    /// fntrace's own code.
+    Own,
+}
+
+impl Refusal {
+    /// A short phrase for reports.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Refusal::TooShort => "shorter than 5 bytes",
+            Refusal::Undecodable => "an instruction does not decode",
+            Refusal::BranchIntoEntry => "a branch targets its first bytes",
+            Refusal::IndirectJump => "an indirect jump",
+            Refusal::CallInEntry => "a call in its first bytes",
+            Refusal::EndsInEntry => "returns, jumps or traps in its first bytes",
+            Refusal::SymbolInEntry => "another symbol starts in its first bytes",
+            Refusal::NotRelocatable => "first instructions cannot be relocated",
+            Refusal::NoStubMemory => "no stub memory within reach",
+            Refusal::AlreadyTraced => "already has a call site",
+            Refusal::Own => "fntrace's own code",
+        }
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.reason())
+    }
+}
+
+/// What [`crate::patch_functions`] did, cumulated over every call.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EntryPatchReport {
+    /// Functions given a stub and an entry jump (demangled names).
+    pub patched: Vec<String>,
+    /// Selected functions left alone, with the reason.
+    pub refused: Vec<(String, Refusal)>,
+}
+
+impl EntryPatchReport {
+    /// How many refusals of each reason, in [`Refusal`] order of first
+    /// appearance.
+    pub fn refusal_counts(&self) -> Vec<(Refusal, usize)> {
+        let mut counts: Vec<(Refusal, usize)> = Vec::new();
+        for (_, why) in &self.refused {
+            match counts.iter_mut().find(|(r, _)| r == why) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((*why, 1)),
+            }
+        }
+        counts
+    }
+}
+
+/// Everything patched or refused so far, and the functions already done
+/// (by start address: they are not looked at again).
+struct State {
+    report: EntryPatchReport,
+    done: BTreeSet<usize>,
+}
+
+static STATE: Mutex<State> = Mutex::new(State {
+    report: EntryPatchReport {
+        patched: Vec::new(),
+        refused: Vec::new(),
+    },
+    done: BTreeSet::new(),
+});
+
+/// The lowest stub page mapped, and how far above it the highest stub
+/// page ends (0: none): a quick test for [`function_of_address`].
+static STUBS_LOW: AtomicUsize = AtomicUsize::new(usize::MAX);
+static STUBS_SPAN: AtomicUsize = AtomicUsize::new(0);
+
+/// The address uftrace should resolve for an event at `site` (a site's
+/// return address): `site` itself, which lies in its function, except for
+/// a stub's site, whose return address is in the stub: then the
+/// function's start. Cheap (two loads and a compare) when `site` is
+/// outside every stub page.
+#[inline]
+pub(crate) fn function_of_address(site: usize) -> usize {
+    let low = STUBS_LOW.load(Ordering::Relaxed);
+    if site.wrapping_sub(low) >= STUBS_SPAN.load(Ordering::Relaxed) {
+        return site;
+    }
+    match super::function_of_site(site) {
+        0 => site,
+        function => function,
+    }
+}
+
+/// Widens the stub range to `page`. Under the control lock.
+fn note_stub_page(page: usize) {
+    let low = STUBS_LOW.load(Ordering::Relaxed).min(page);
+    let old_low = STUBS_LOW.load(Ordering::Relaxed);
+    let high = if old_low == usize::MAX {
+        page + PAGE
+    } else {
+        (old_low + STUBS_SPAN.load(Ordering::Relaxed)).max(page + PAGE)
+    };
+    // The span first, widened: a reader seeing the new low with the old
+    // span tests a range that still holds every older page... or not;
+    // either way a miss only names the stub's address, and the pages are
+    // sealed before any site in them is reached.
+    STUBS_SPAN.store(high - low, Ordering::Relaxed);
+    STUBS_LOW.store(low, Ordering::Relaxed);
+}
+
+/// The cumulated report.
+pub(crate) fn report() -> EntryPatchReport {
+    STATE.lock().report.clone()
+}
+
+/// Where and what to move out of one function.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    /// The patch point: the start, or right after its `endbr64`.
+    pub at: usize,
+    /// Bytes moved (whole instructions, at least [`JUMP_LEN`]).
+    pub len: usize,
+    /// The moved instructions, decoded at their original addresses.
+    moved: Vec<Instruction>,
+}
+
+/// Decides whether the function whose bytes (its ELF symbol size) are
+/// `code`, at `start`, can be patched, and what to move.
+pub(crate) fn plan(code: &[u8], start: usize) -> Result<Plan, Refusal> {
+    let skip = if code.starts_with(&ENDBR64) {
+        ENDBR64.len()
+    } else {
+        0
+    };
+    if code.len() < skip + JUMP_LEN {
+        return Err(Refusal::TooShort);
+    }
+    let at = start + skip;
+    let mut all = Vec::new();
+    let mut decoder = Decoder::with_ip(64, code, start as u64, DecoderOptions::NONE);
+    while decoder.can_decode() {
+        let instruction = decoder.decode();
+        if instruction.is_invalid() {
+            return Err(Refusal::Undecodable);
+        }
+        all.push(instruction);
+    }
+    let mut moved = Vec::new();
+    let mut end = at;
+    for instruction in all.iter().filter(|i| i.ip() as usize >= at) {
+        if end >= at + JUMP_LEN {
+            break;
+        }
+        match instruction.flow_control() {
+            // Conditional branches out of the moved bytes are re-aimed by
+            // the encoder; one into them is refused below.
+            FlowControl::Next | FlowControl::ConditionalBranch => {}
+            // A call whose return address is the end of the moved bytes
+            // (it is their last instruction): a thread inside the callee
+            // when the jump is written returns to original code. One
+            // earlier would return into the middle of the jump.
+            FlowControl::Call | FlowControl::IndirectCall
+                if instruction.next_ip() as usize >= at + JUMP_LEN => {}
+            FlowControl::Call | FlowControl::IndirectCall => return Err(Refusal::CallInEntry),
+            _ => return Err(Refusal::EndsInEntry),
+        }
+        moved.push(*instruction);
+        end = instruction.next_ip() as usize;
+    }
+    if end < at + JUMP_LEN {
+        return Err(Refusal::TooShort);
+    }
+    for instruction in &all {
+        let target = instruction.near_branch_target() as usize;
+        match instruction.flow_control() {
+            FlowControl::IndirectBranch => return Err(Refusal::IndirectJump),
+            // A call of the function's start is recursion: a real call.
+            FlowControl::Call if target > start && target < end => {
+                return Err(Refusal::BranchIntoEntry)
+            }
+            FlowControl::ConditionalBranch | FlowControl::UnconditionalBranch
+                if target >= start && target < end =>
+            {
+                return Err(Refusal::BranchIntoEntry)
+            }
+            _ => {}
+        }
+    }
+    Ok(Plan {
+        at,
+        len: end - at,
+        moved,
+    })
+}
+
+/// The stub of `plan` placed at `stub`: the site's NOP, the moved
+/// instructions re-encoded, the jump back; padded with `int3` to [`SLOT`].
+pub(crate) fn stub_bytes(plan: &Plan, stub: usize) -> Result<Vec<u8>, Refusal> {
+    let block = InstructionBlock::new(&plan.moved, (stub + NOP5.len()) as u64);
+    let encoded = BlockEncoder::encode(64, block, BlockEncoderOptions::NONE)
+        .map_err(|_| Refusal::NotRelocatable)?;
+    let mut bytes = NOP5.to_vec();
+    bytes.extend_from_slice(&encoded.code_buffer);
+    let back =
+        rel32(stub + bytes.len() + JUMP_LEN, plan.at + plan.len).ok_or(Refusal::NotRelocatable)?;
+    bytes.push(JMP_REL32);
+    bytes.extend_from_slice(&back.to_le_bytes());
+    if bytes.len() > SLOT {
+        return Err(Refusal::NotRelocatable);
+    }
+    bytes.resize(SLOT, 0xcc);
+    Ok(bytes)
+}
+
+fn rel32(next_instruction: usize, target: usize) -> Option<i32> {
+    (target as i128 - next_instruction as i128).try_into().ok()
+}
+
+/// `jmp rel32` at `from` to `to`.
+fn jump(from: usize, to: usize) -> Option<[u8; JUMP_LEN]> {
+    let rel = rel32(from + JUMP_LEN, to)?;
+    let mut bytes = [JMP_REL32, 0, 0, 0, 0];
+    bytes[1..].copy_from_slice(&rel.to_le_bytes());
+    Some(bytes)
+}
+
+/// A page being filled with stubs in this operation (read-write, not yet
+/// executable, not reachable from any text yet).
+struct OpenPage {
+    page: usize,
+    used: usize,
+}
+
+/// A stub written, its site and entry jump still to be made.
+struct Pending {
+    name: String,
+    start: usize,
+    stub: usize,
+    at: usize,
+    old: [u8; JUMP_LEN],
+    flags: u32,
+}
+
+/// Patches the entries of the functions of `index` (objects the loader
+/// lists) whose demangled names `filter` selects. Inside
+/// `loader::hold`, under the control lock. Returns the entry jumps to
+/// write (after the sites exist); refusals go to the report.
+pub(crate) fn prepare(
+    index: &SymbolIndex,
+    listed: impl Fn(&symbols::LoadedObject) -> bool,
+    filter: &Filter,
+) -> Result<Vec<TextWrite>, Error> {
+    let mut state = STATE.lock();
+    let traced: HashSet<usize> = SITES
+        .iter()
+        .filter(|site| !site.has_flag(flag::UNLOADED))
+        .map(|site| site.function.load(Ordering::Relaxed))
+        .collect();
+    let mut pages: Vec<OpenPage> = Vec::new();
+    let mut pending = Vec::new();
+    // libfntrace.so itself: all of it is fntrace's code (the patcher runs
+    // it while it writes). Not an executable linked with libfntrace.a:
+    // there only fntrace's own functions are (by name, below).
+    let this = report as *const () as usize;
+    let executable = std::fs::read_link("/proc/self/exe").ok();
+    let own_object = |o: &symbols::LoadedObject| {
+        o.text.iter().any(|t| t.contains(&this))
+            && executable.as_deref() != Some(std::path::Path::new(&o.path))
+    };
+    for object in index.objects.iter().filter(|o| listed(o)) {
+        let whole_object_is_own = own_object(object);
+        for (i, function) in object.functions.iter().enumerate() {
+            let name = symbols::demangle(&function.name);
+            if !filter.selects(&name) || state.done.contains(&function.start) {
+                continue;
+            }
+            state.done.insert(function.start);
+            let refuse = |state: &mut State, why| state.report.refused.push((name.clone(), why));
+            let own = exclusion_flag(&function.name);
+            if own != 0 || whole_object_is_own {
+                refuse(&mut state, Refusal::Own);
+                continue;
+            }
+            if traced.contains(&function.start) {
+                refuse(&mut state, Refusal::AlreadyTraced);
+                continue;
+            }
+            let Some(code) = patchable::text_of(object, function.start, function.size) else {
+                refuse(&mut state, Refusal::TooShort);
+                continue;
+            };
+            let plan = match plan(code, function.start) {
+                Ok(plan) => plan,
+                Err(why) => {
+                    refuse(&mut state, why);
+                    continue;
+                }
+            };
+            if object
+                .functions
+                .get(i + 1)
+                .is_some_and(|next| next.start < plan.at + plan.len)
+            {
+                refuse(&mut state, Refusal::SymbolInEntry);
+                continue;
+            }
+            let Some(stub) = slot_near(&mut pages, plan.at) else {
+                refuse(&mut state, Refusal::NoStubMemory);
+                continue;
+            };
+            let bytes = match stub_bytes(&plan, stub) {
+                Ok(bytes) => bytes,
+                Err(why) => {
+                    refuse(&mut state, why);
+                    continue;
+                }
+            };
+            if jump(plan.at, stub).is_none() {
+                refuse(&mut state, Refusal::NoStubMemory);
+                continue;
+            }
+            // SAFETY: `stub` is a free slot of a page this operation mapped
+            // read-write (not executable, not reachable from any text yet).
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), stub as *mut u8, SLOT) };
+            pages
+                .iter_mut()
+                .find(|p| p.page <= stub && stub < p.page + PAGE)
+                .expect("the slot's page")
+                .used += SLOT;
+            let mut old = [0u8; JUMP_LEN];
+            old.copy_from_slice(&code[plan.at - function.start..][..JUMP_LEN]);
+            pending.push(Pending {
+                name,
+                start: function.start,
+                stub,
+                at: plan.at,
+                old,
+                flags: own,
+            });
+        }
+    }
+    for page in &pages {
+        note_stub_page(page.page);
+        // SAFETY: a page this operation mapped, complete now; nothing
+        // jumps to it yet. No mapping is ever writable and executable.
+        let sealed = unsafe {
+            libc::mprotect(
+                page.page as *mut libc::c_void,
+                PAGE,
+                libc::PROT_READ | libc::PROT_EXEC,
+            )
+        };
+        if sealed != 0 {
+            for p in pending.drain(..) {
+                state.report.refused.push((p.name, Refusal::NoStubMemory));
+            }
+            return Ok(Vec::new());
+        }
+    }
+    let mut writes = Vec::new();
+    for p in pending {
+        let new = NewSite {
+            addr: p.stub,
+            function: p.start,
+            form: Some(SiteForm::CallRel32),
+            kind: SiteKind::Fentry,
+            original: patchable::direct_call(p.stub),
+            extra_flags: flag::PATCHABLE | flag::ENTRY_STUB | p.flags,
+            tracers: 0,
+        };
+        match SITES.insert(p.stub + NOP5.len(), &new) {
+            Some(Inserted::New(_)) => {}
+            _ => {
+                state.report.refused.push((p.name, Refusal::NoStubMemory));
+                continue;
+            }
+        }
+        let jump = jump(p.at, p.stub).expect("checked above");
+        writes.push(TextWrite::entry_jump(p.at, &p.old, &jump)?);
+        state.report.patched.push(p.name);
+    }
+    SITES.note_change();
+    writes.sort_by_key(TextWrite::addr);
+    Ok(writes)
+}
+
+/// A free stub slot within reach of `at` (both jumps and the moved
+/// instructions' RIP-relative operands; the encoder checks the latter):
+/// in a page opened by this operation, else in a new one.
+fn slot_near(pages: &mut Vec<OpenPage>, at: usize) -> Option<usize> {
+    const REACH: usize = 1 << 30;
+    let near = |page: usize| page.abs_diff(at) < REACH;
+    if let Some(open) = pages.iter().find(|p| near(p.page) && p.used + SLOT <= PAGE) {
+        return Some(open.page + open.used);
+    }
+    let page = reach::map_writable_page_near(at)?;
+    pages.push(OpenPage { page, used: 0 });
+    Some(page)
+}
+
+/// Applies the entry jumps `writes` (several instructions each: the
+/// stop-the-world protocol writes them).
+pub(crate) fn write_entries(writes: &[TextWrite]) -> Result<(), Error> {
+    if writes.is_empty() {
+        return Ok(());
+    }
+    patch::active().apply(writes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const AT: usize = 0x40_1000;
+
+    #[test]
+    fn moves_whole_instructions_of_at_least_five_bytes() {
+        // push %rbp; mov %rsp,%rbp; mov %edi,-4(%rbp); ... ; pop %rbp; ret
+        let code = [
+            0x55, 0x48, 0x89, 0xe5, 0x89, 0x7d, 0xfc, 0x8b, 0x45, 0xfc, 0x5d, 0xc3,
+        ];
+        let plan = plan(&code, AT).unwrap();
+        assert_eq!((plan.at, plan.len), (AT, 7));
+        // After endbr64.
+        let mut cet = ENDBR64.to_vec();
+        cet.extend_from_slice(&code);
+        let plan2 = super::plan(&cet, AT).unwrap();
+        assert_eq!((plan2.at, plan2.len), (AT + 4, 7));
+        let stub = 0x40_8000;
+        let bytes = stub_bytes(&plan, stub).unwrap();
+        assert_eq!(&bytes[..5], &NOP5);
+        assert_eq!(&bytes[5..12], &code[..7]);
+        assert_eq!(bytes[12], JMP_REL32);
+        let back = i32::from_le_bytes(bytes[13..17].try_into().unwrap());
+        assert_eq!((stub + 17).wrapping_add_signed(back as isize), AT + 7);
+        assert!(bytes[17..].iter().all(|&b| b == 0xcc));
+    }
+
+    #[test]
+    fn relocates_rip_relative_operands() {
+        // mov 0x100(%rip),%eax (6 bytes); ret
+        let code = [0x8b, 0x05, 0x00, 0x01, 0x00, 0x00, 0xc3];
+        let plan = plan(&code, AT).unwrap();
+        assert_eq!(plan.len, 6);
+        let stub = AT + 0x10_0000;
+        let bytes = stub_bytes(&plan, stub).unwrap();
+        let disp = i32::from_le_bytes(bytes[7..11].try_into().unwrap());
+        assert_eq!(
+            (stub + 11).wrapping_add_signed(disp as isize),
+            AT + 6 + 0x100,
+            "same operand address from the stub"
+        );
+        // Out of reach from a stub 3 GiB away.
+        assert_eq!(
+            stub_bytes(&plan, AT + (3 << 30)).unwrap_err(),
+            Refusal::NotRelocatable
+        );
+    }
+
+    #[test]
+    fn refuses_what_is_not_safe() {
+        // xor %eax,%eax; ret: 3 bytes.
+        assert_eq!(
+            plan(&[0x31, 0xc0, 0xc3], AT).unwrap_err(),
+            Refusal::TooShort
+        );
+        // ret in the first five bytes.
+        assert_eq!(
+            plan(&[0x31, 0xc0, 0xc3, 0x90, 0x90, 0x90], AT).unwrap_err(),
+            Refusal::EndsInEntry
+        );
+        // A call that is not the last moved instruction: call *%rax.
+        assert_eq!(
+            plan(&[0xff, 0xd0, 0x90, 0x90, 0x90, 0xc3], AT).unwrap_err(),
+            Refusal::CallInEntry
+        );
+        // A loop back to the second instruction: 1: nop; 2: dec %edi;
+        // jne 2b; ret.
+        let looped = [0x90, 0xff, 0xcf, 0x75, 0xfc, 0xc3];
+        assert_eq!(plan(&looped, AT).unwrap_err(), Refusal::BranchIntoEntry);
+        // A loop back to the entry itself.
+        let to_entry = [0xff, 0xcf, 0x0f, 0x1f, 0x00, 0x75, 0xf9, 0xc3];
+        assert_eq!(plan(&to_entry, AT).unwrap_err(), Refusal::BranchIntoEntry);
+        // jmp *%rax anywhere.
+        let indirect = [0x48, 0x89, 0xf8, 0x90, 0x90, 0xff, 0xe0];
+        assert_eq!(plan(&indirect, AT).unwrap_err(), Refusal::IndirectJump);
+        // Bytes that decode as nothing.
+        assert_eq!(
+            plan(&[0x48, 0x89, 0xf8, 0x90, 0x90, 0x06], AT).unwrap_err(),
+            Refusal::Undecodable
+        );
+        // A call ending the moved bytes moves (gcc -O2: `call w_leaf`
+        // first), re-aimed at its target from the stub.
+        let first = [0xe8, 0x10, 0, 0, 0, 0xc3];
+        let p = plan(&first, AT).unwrap();
+        assert_eq!(p.len, 5);
+        let bytes = stub_bytes(&p, AT + 0x1000).unwrap();
+        let call =
+            Decoder::with_ip(64, &bytes[5..], AT as u64 + 0x1005, DecoderOptions::NONE).decode();
+        assert_eq!(call.near_branch_target() as usize, AT + 0x15);
+        // A recursive call of the start is fine.
+        let recursive = [
+            0x55, 0x48, 0x89, 0xe5, 0x90, 0xe8, 0xf6, 0xff, 0xff, 0xff, 0x5d, 0xc3,
+        ];
+        assert!(plan(&recursive, AT).is_ok());
+        // A conditional branch out of the moved bytes is re-aimed.
+        let early = [0x85, 0xff, 0x74, 0x03, 0x90, 0x90, 0x90, 0xc3];
+        let p = plan(&early, AT).unwrap();
+        assert_eq!(p.len, 5);
+        let stub = AT + 0x1000;
+        let bytes = stub_bytes(&p, stub).unwrap();
+        let mut decoder = Decoder::with_ip(64, &bytes[5..], stub as u64 + 5, DecoderOptions::NONE);
+        let test = decoder.decode();
+        let branch = decoder.decode();
+        assert_eq!(test.len(), 2);
+        assert_eq!(branch.flow_control(), FlowControl::ConditionalBranch);
+        assert_eq!(branch.near_branch_target() as usize, AT + 7);
+    }
+}

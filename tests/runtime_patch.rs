@@ -1,0 +1,316 @@
+//! Run-time entry patching (`fntrace record -P`, uftrace's `-P`) of
+//! programs built with no instrumentation at all.
+//!
+//! - `tests/c/runtime_patch.c` (w_top -> w_mid -> 2 x w_leaf, 1000 times)
+//!   built with plain gcc at `-O0` and `-O2`, PIE and `-no-pie`: `fntrace
+//!   record -P 'w_*'` and `uftrace record -P 'w_.*'` (a regex for uftrace)
+//!   of the same binary, both directories read by `uftrace report`, give
+//!   the same calls per function, exactly; fntrace's reader agrees.
+//!   (At `-O2`, gcc's `-fipa-ra` keeps main's loop counter in `%rcx`
+//!   across `call w_top`: the return trampoline must preserve it.)
+//! - Refusals: `r_short` (3 bytes) and `r_spin` (its loop jumps back to its
+//!   first instruction) are reported with their reasons, not patched, and
+//!   the program still computes its result.
+//! - `tests/c/runtime_patch_stress.c`, `-O2`, linked with `libfntrace.a`:
+//!   16 busy threads call the w_* functions while main patches their
+//!   entries (`fntrace_patch_functions`) and toggles tracers (graph alone:
+//!   the fast entry; graph and function: the generic trampoline); exact
+//!   counts when quiescent, under both protocols.
+//! - `tests/c/runtime_patch_late.c`: functions patched while the graph
+//!   tracer is enabled are selected at once.
+
+mod common;
+
+use common::native::{self, repo};
+
+use std::collections::HashMap;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// `tests/c/NAME.c` built with `flags` into `dir/NAME-LABEL`.
+fn build_c(dir: &Path, name: &str, label: &str, flags: &[&str], link: &[&str]) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let program = dir.join(format!("{name}-{label}"));
+    let output = Command::new("gcc")
+        .args(flags)
+        .arg(repo().join(format!("tests/c/{name}.c")))
+        .arg("-o")
+        .arg(&program)
+        .args(link)
+        .output()
+        .expect("cannot run gcc; CI installs it (.ci/run)");
+    assert!(
+        output.status.success(),
+        "gcc {flags:?}: {}",
+        native::stderr_of(&output)
+    );
+    program
+}
+
+/// `fntrace record -o DIR -P GLOB PROGRAM` in `base`, killed after one
+/// minute or once DIR holds 64 MiB (a program whose registers the
+/// trampolines clobber can loop forever, recording all the while: gcc -O2
+/// keeps main's loop counter in %rcx across `call w_top`; a healthy run
+/// writes well under 1 MiB in under a second).
+fn record(base: &Path, dir: &Path, program: &Path, glob: &str) -> Output {
+    let mut child = Command::new(native::cli_with_library())
+        .arg("record")
+        .args(["-o", dir.to_str().unwrap(), "-P", glob])
+        .arg(program)
+        .current_dir(base)
+        .env_remove("FNTRACE_LIB")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own process group: the traced program is killed with it.
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline || bytes_under(dir) > 64 << 20 {
+            // SAFETY: a plain kill(2) of the process group made above.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            let output = child.wait_with_output().unwrap();
+            panic!(
+                "fntrace record -P {glob} {}: still running after a minute or 64 MiB: {}",
+                program.display(),
+                native::stderr_of(&output)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "fntrace record -P {glob} {}: {}",
+        program.display(),
+        native::stderr_of(&output)
+    );
+    output
+}
+
+/// Bytes of the files directly in `dir` (0 if it does not exist yet).
+fn bytes_under(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|entry| entry.ok()?.metadata().ok())
+                .map(|meta| meta.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// Completed calls per function in fntrace's reading of `dir` (entries
+/// and exits must pair up).
+fn fntrace_calls(dir: &Path) -> HashMap<String, u64> {
+    common::call_counts(&common::read_trace_dir(dir))
+        .into_iter()
+        .map(|(name, (entries, exits))| {
+            assert_eq!(entries, exits, "{name}: entries and exits");
+            (name, entries)
+        })
+        .collect()
+}
+
+fn counts(rows: &[(&str, u64)]) -> HashMap<String, u64> {
+    rows.iter()
+        .map(|(name, calls)| (name.to_string(), *calls))
+        .collect()
+}
+
+fn equals_uftrace(label: &str, flags: &[&str]) {
+    let base = common::temp_dir(&format!("runtime-patch-{label}"));
+    let program = build_c(&base, "runtime_patch", label, flags, &["-pthread"]);
+    let ours = base.join("fntrace.data");
+    let output = record(&base, &ours, &program, "w_*");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "2004000\n");
+    let stderr = native::stderr_of(&output);
+    assert!(
+        stderr.contains("-P w_*: 3 functions patched, 0 refused"),
+        "{stderr}"
+    );
+
+    let theirs = base.join("uftrace.data");
+    let status = Command::new("uftrace")
+        .args(["record", "--no-libcall", "--no-event", "--no-sched"])
+        .args(["-P", "w_.*", "-d"])
+        .arg(&theirs)
+        .arg(&program)
+        .current_dir(&base)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("cannot run uftrace; CI installs it (.ci/run)");
+    assert!(status.success(), "uftrace record -P 'w_.*'");
+
+    let uftrace_theirs = common::uftrace_calls(&theirs);
+    assert_eq!(
+        uftrace_theirs,
+        counts(&[("w_top", 1000), ("w_mid", 1000), ("w_leaf", 2000)]),
+        "uftrace's own recording"
+    );
+    assert_eq!(
+        common::uftrace_calls(&ours),
+        uftrace_theirs,
+        "uftrace report: fntrace's directory and uftrace's"
+    );
+    assert_eq!(
+        fntrace_calls(&ours),
+        uftrace_theirs,
+        "fntrace reading its own"
+    );
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+#[test]
+fn gcc_pie_o0_equals_uftrace() {
+    equals_uftrace("pie-o0", &["-O0", "-fPIE", "-pie"]);
+}
+
+#[test]
+fn gcc_pie_o2_equals_uftrace() {
+    equals_uftrace("pie-o2", &["-O2", "-fPIE", "-pie"]);
+}
+
+#[test]
+fn gcc_no_pie_o0_equals_uftrace() {
+    equals_uftrace("nopie-o0", &["-O0", "-fno-pie", "-no-pie"]);
+}
+
+#[test]
+fn gcc_no_pie_o2_equals_uftrace() {
+    equals_uftrace("nopie-o2", &["-O2", "-fno-pie", "-no-pie"]);
+}
+
+#[test]
+fn unsafe_functions_are_refused_with_their_reasons() {
+    let base = common::temp_dir("runtime-patch-refused");
+    let program = build_c(&base, "runtime_patch", "o2", &["-O2"], &["-pthread"]);
+    let ours = base.join("fntrace.data");
+    let output = record(&base, &ours, &program, "r_*");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "2004000\n",
+        "the refused functions still run as built"
+    );
+    let stderr = native::stderr_of(&output);
+    for line in [
+        "-P r_*: 0 functions patched, 2 refused",
+        "-P: r_short not patched: shorter than 5 bytes",
+        "-P: r_spin not patched: a branch targets its first bytes",
+    ] {
+        assert!(stderr.contains(line), "{line:?} in {stderr}");
+    }
+    assert_eq!(fntrace_calls(&ours), HashMap::new(), "nothing traced");
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+/// The static library and what it needs, for programs linked with it.
+fn link_static() -> Vec<String> {
+    let mut link = vec![native::static_lib().to_str().unwrap().to_string()];
+    link.extend(native::LINK_LIBS.iter().map(|s| s.to_string()));
+    link
+}
+
+#[test]
+fn patched_while_a_tracer_is_enabled_is_selected_at_once() {
+    let base = common::temp_dir("runtime-patch-late");
+    let link = link_static();
+    let link: Vec<&str> = link.iter().map(String::as_str).collect();
+    let include = repo().join("include");
+    let flags = ["-O2", "-I", include.to_str().unwrap()];
+    let program = build_c(&base, "runtime_patch_late", "o2", &flags, &link);
+    let dir = base.join("late.data");
+    let output = Command::new(&program).arg(&dir).output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "refused 0\ndump 0\n",
+        "{}",
+        native::stderr_of(&output)
+    );
+    let expected = counts(&[("w_leaf", 100)]);
+    assert_eq!(fntrace_calls(&dir), expected);
+    assert_eq!(common::uftrace_calls(&dir), expected);
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+const THREADS: u64 = 16;
+const K: u64 = 1000;
+
+/// One stress run with `toggles` toggles under `protocol`.
+fn stress_run(base: &Path, program: &Path, protocol: &str, toggles: u32, index: usize) {
+    let fast = base.join(format!("{protocol}-{index}-fast"));
+    let generic = base.join(format!("{protocol}-{index}-generic"));
+    let output = Command::new(program)
+        .arg(THREADS.to_string())
+        .arg(toggles.to_string())
+        .arg(K.to_string())
+        .arg(&fast)
+        .arg(&generic)
+        .env("FNTRACE_PATCH", protocol)
+        .current_dir(base)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.contains("done"),
+        "{protocol} run {index}: {:?}\n{stdout}\n{}",
+        output.status,
+        native::stderr_of(&output)
+    );
+    assert!(
+        stdout.contains("refused 1\n"),
+        "w_tiny alone refused: {stdout}"
+    );
+    let busy_calls: u64 = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("calls "))
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(busy_calls > 0, "the busy threads ran");
+    let expected = counts(&[
+        ("w_top", THREADS * K),
+        ("w_mid", THREADS * K),
+        ("w_leaf", 2 * THREADS * K),
+    ]);
+    for dir in [&fast, &generic] {
+        assert_eq!(
+            fntrace_calls(dir),
+            expected,
+            "fntrace reading {}",
+            dir.display()
+        );
+        assert_eq!(
+            common::uftrace_calls(dir),
+            expected,
+            "uftrace report -d {}",
+            dir.display()
+        );
+    }
+}
+
+fn stress(protocol: &str) {
+    let base = common::temp_dir(&format!("runtime-patch-stress-{protocol}"));
+    let link = link_static();
+    let link: Vec<&str> = link.iter().map(String::as_str).collect();
+    let include = repo().join("include");
+    let flags = ["-O2", "-fPIE", "-pie", "-I", include.to_str().unwrap()];
+    let program = build_c(&base, "runtime_patch_stress", "o2", &flags, &link);
+    for index in 0..4 {
+        stress_run(&base, &program, protocol, 3, index);
+    }
+    stress_run(&base, &program, protocol, 60, 4);
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+#[test]
+fn toggled_under_16_threads_stop_the_world() {
+    stress("stop");
+}
+
+#[test]
+fn toggled_under_16_threads_breakpoint() {
+    stress("breakpoint");
+}
