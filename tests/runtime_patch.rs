@@ -11,7 +11,7 @@
 //! - Refusals: `r_short` (3 bytes) and `r_spin` (its loop jumps back to its
 //!   first instruction) are reported with their reasons, not patched, and
 //!   the program still computes its result.
-//! - `tests/c/runtime_patch_stress.c`, `-O2`, linked with `libfntrace.a`:
+//! - `tests/c/patchable_stress.c` with `-DPATCH_AT_RUN_TIME`, `-O2`, linked with `libfntrace.a`:
 //!   16 busy threads call the w_* functions while main patches their
 //!   entries (`fntrace_patch_functions`) and toggles tracers (graph alone:
 //!   the fast entry; graph and function: the generic trampoline); exact
@@ -296,8 +296,15 @@ fn stress(protocol: &str) {
     let link = link_static();
     let link: Vec<&str> = link.iter().map(String::as_str).collect();
     let include = repo().join("include");
-    let flags = ["-O2", "-fPIE", "-pie", "-I", include.to_str().unwrap()];
-    let program = build_c(&base, "runtime_patch_stress", "o2", &flags, &link);
+    let flags = [
+        "-O2",
+        "-fPIE",
+        "-pie",
+        "-DPATCH_AT_RUN_TIME",
+        "-I",
+        include.to_str().unwrap(),
+    ];
+    let program = build_c(&base, "patchable_stress", "o2-run-time", &flags, &link);
     for index in 0..4 {
         stress_run(&base, &program, protocol, 3, index);
     }

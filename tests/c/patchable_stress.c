@@ -1,5 +1,10 @@
-/* Patchable entries toggled under load (tests/patchable_stress.rs), linked
- * with libfntrace.a and built with -fpatchable-function-entry=5, no -pg.
+/* Call sites toggled under load, linked with libfntrace.a, no -pg: built
+ * with -fpatchable-function-entry=5 (patchable entries,
+ * tests/patchable_stress.rs), or with no instrumentation at all and
+ * -DPATCH_AT_RUN_TIME (run-time entry patches, tests/runtime_patch.rs:
+ * main patches the w_* entries with fntrace_patch_functions while the
+ * threads run, prints "refused N", its result, and w_tiny, a bare `ret`,
+ * must be among the refused).
  *
  * usage: patchable_stress THREADS TOGGLES K DIR_FAST DIR_GENERIC
  *
@@ -103,6 +108,12 @@ int main(int argc, char **argv)
 	for (int i = 0; i < nthreads; i++)
 		pthread_create(&threads[i], NULL, busy, NULL);
 	usleep(20000);
+#ifdef PATCH_AT_RUN_TIME
+	int refused = fntrace_patch_functions("w_*");
+	if (refused < 0)
+		check(refused, "patch");
+	printf("refused %d\n", refused);
+#endif
 	for (int t = 0; t < toggles; t++) {
 		switch (t % 3) {
 		case 0:
