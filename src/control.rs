@@ -15,9 +15,9 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use crate::arch::x86_64::{decode_site_instruction, Instruction, SiteForm};
 use crate::error::Error;
 use crate::filter::Filter;
+use crate::patch::entry_patch::EntryPatchReport;
 use crate::patch::{self, reach, TextWrite};
 use crate::rt::{self, ops, shadow, thread::Untraced};
-use crate::sites::entry_patch::EntryPatchReport;
 use crate::sites::{
     self, flag, patchable, ScanReport, Site, SiteInfo, SiteKind, SitesInOrder, NOP_PENDING, SITES,
     UNRECOGNIZED,
@@ -293,21 +293,21 @@ pub fn patch_functions(globs: &[&str]) -> Result<EntryPatchReport, Error> {
         .iter()
         .fold(Filter::new(), |filter, glob| filter.include(glob));
     if !filter.has_name_rules() {
-        return Ok(sites::entry_patch::report());
+        return Ok(patch::entry_patch::report());
     }
     let index = symbols::current();
     let writes = sites::loader::hold(|loaded| {
-        sites::entry_patch::prepare(&index, |object| loaded.lists(object), &filter)
+        patch::entry_patch::prepare(&index, |object| loaded.lists(object), &filter)
     })?;
     select_by_filters(&mut state, &index);
     sync_text(&mut state.sites, |_| {})?;
-    sites::loader::hold(|_| sites::entry_patch::write_entries(&writes))?;
-    Ok(sites::entry_patch::report())
+    sites::loader::hold(|_| patch::entry_patch::write_entries(&writes))?;
+    Ok(patch::entry_patch::report())
 }
 
 /// What [`patch_functions`] patched and refused so far.
 pub fn patch_report() -> EntryPatchReport {
-    sites::entry_patch::report()
+    patch::entry_patch::report()
 }
 
 /// Writes every pending change: NOPs for sites found by their first call

@@ -65,7 +65,7 @@ pub use flight::{
     flight_record, FlightOptions, FlightRecorder, FlightReport, SnapshotReport, Trigger,
     TriggeredSnapshot, DEFAULT_SNAPSHOTS_PER_MINUTE, FLIGHT_EVENT_BYTES, TRIGGER_FILE,
 };
-pub use sites::entry_patch::{EntryPatchReport, Refusal};
+pub use patch::entry_patch::{EntryPatchReport, Refusal};
 // The trace model, reports and exports live in the fntrace-tools crate (which
 // links no runtime); they stay reachable here under their old paths.
 pub use fntrace_tools::{analysis, export, EventKind, GraphEvent, ThreadTrace, Trace};

@@ -11,7 +11,6 @@
 //!   `__patchable_function_entries` section lists the NOPs of functions
 //!   built with `-fpatchable-function-entry` ([`patchable`]).
 
-pub(crate) mod entry_patch;
 pub(crate) mod loader;
 mod order;
 pub(crate) mod patchable;
@@ -406,7 +405,7 @@ pub(crate) fn resolve_functions(index: &SymbolIndex) {
 }
 
 /// fntrace's own functions are never traced: it would only measure itself.
-fn exclusion_flag(mangled: &str) -> u32 {
+pub(crate) fn exclusion_flag(mangled: &str) -> u32 {
     let name = symbols::demangle(mangled);
     // Also generic code instantiated for fntrace's types (drop glue, ...),
     // and fntrace's wrappers of libgcc's unwinder entry points (libgcc's

@@ -144,7 +144,7 @@ enum Recorded {
 
 /// The text of `object` at `[addr, addr + len)`, if it lies in one of its
 /// executable segments.
-pub(super) fn text_of(object: &LoadedObject, addr: usize, len: usize) -> Option<&'static [u8]> {
+pub(crate) fn text_of(object: &LoadedObject, addr: usize, len: usize) -> Option<&'static [u8]> {
     let end = addr.checked_add(len)?;
     object
         .text
@@ -245,7 +245,7 @@ pub(super) fn only_nops_before(head: &[u8], offset: usize) -> bool {
 /// `e8 rel32` from `site` to the `__fentry__` trampoline, when in reach;
 /// else zero (control makes the call through a jump stub before the first
 /// write).
-pub(super) fn direct_call(site: usize) -> [u8; 8] {
+pub(crate) fn direct_call(site: usize) -> [u8; 8] {
     let target = trampoline(SiteKind::Fentry);
     let rel = (target as i128 - (site as i128 + 5)).try_into();
     let mut bytes = [0u8; 8];

@@ -53,7 +53,7 @@ pub enum SiteKind {
 /// |      | its call made by fntrace, not the compiler                     |
 /// | 11   | the text still holds the compiler's five one-byte NOPs (`90`)  |
 /// | 12   | the text still holds the compiler's `0f 1f 44 00 XX`           |
-/// | 13   | the NOP of a run-time entry patch's stub ([`super::entry_patch`])|
+/// | 13   | the NOP of a run-time entry patch's stub (`patch::entry_patch`)|
 /// | 16-23| that `XX`                                                      |
 pub(crate) mod flag {
     pub const FORM_MASK: u32 = 0b11;

@@ -128,7 +128,7 @@ impl Iterator for Converted<'_> {
         Some(GraphEvent {
             time_ns: self.scale.ns(raw.ticks),
             // A run-time entry patch's site returns into its stub.
-            function: crate::sites::entry_patch::function_of_address(raw.site()),
+            function: crate::patch::entry_patch::function_of_address(raw.site()),
             depth: raw.depth(),
             kind: raw.kind(),
         })

@@ -36,12 +36,11 @@ use iced_x86::{
 };
 use parking_lot::Mutex;
 
-use super::table::{flag, Inserted, NewSite, SiteKind};
-use super::{exclusion_flag, patchable, SITES};
+use super::{self as patch, reach, TextWrite};
 use crate::arch::x86_64::{SiteForm, ENDBR64, NOP5};
 use crate::error::Error;
 use crate::filter::Filter;
-use crate::patch::{self, reach, TextWrite};
+use crate::sites::{exclusion_flag, flag, patchable, Inserted, NewSite, SiteKind, SITES};
 use crate::symbols::{self, SymbolIndex};
 
 /// Bytes of the jump written at the entry.
@@ -171,7 +170,7 @@ pub(crate) fn function_of_address(site: usize) -> usize {
     if site.wrapping_sub(low) >= STUBS_SPAN.load(Ordering::Relaxed) {
         return site;
     }
-    match super::function_of_site(site) {
+    match crate::sites::function_of_site(site) {
         0 => site,
         function => function,
     }
