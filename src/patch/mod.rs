@@ -58,7 +58,7 @@ pub(crate) struct TextWrite {
     /// [`TextWrite::replaces_several_instructions`]).
     several: bool,
     /// `old` is a function's first instructions, replaced by a `jmp` to
-    /// its run-time entry patch stub (`sites::entry_patch`): several
+    /// its run-time entry patch stub (`entry_patch`): several
     /// instructions too, but not NOPs, so a thread stopped inside them is
     /// never moved past them (the write waits until none is inside).
     entry_code: bool,

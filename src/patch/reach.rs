@@ -92,7 +92,7 @@ fn map_stub_near(near: usize, target: usize) -> Option<usize> {
 
 /// Maps a fresh read-write (not executable) page within ±1.9 GiB of
 /// `near`, at the first free address tried. Also used for run-time entry
-/// patches' stubs (`sites::entry_patch`), which seal it themselves.
+/// patches' stubs (`super::entry_patch`), which seal it themselves.
 pub(crate) fn map_writable_page_near(near: usize) -> Option<usize> {
     const STEP: usize = 16 << 20;
     const STEPS: usize = 120; // 1.875 GiB: well inside a rel32's reach
