@@ -79,6 +79,9 @@ fn main() {
     GRAPH_TRACER.set_buffer_events(GRAPH_BUFFER_EVENTS);
     FUNCTION_TRACER.set_buffer_events(FUNCTION_BUFFER_EVENTS);
     let site_forms = check_untraced_state();
+    if let Ok(tracer) = std::env::var("FNTRACE_BENCH_LOOP") {
+        return loop_one_tracer(&tracer);
+    }
 
     println!("fntrace overhead benchmark");
     println!("machine:   {}", machine_description());
@@ -112,6 +115,45 @@ fn main() {
         "benchmark time: {:.1} s; load average after: {}",
         started.elapsed().as_secs_f64(),
         load_average()
+    );
+}
+
+/// `FNTRACE_BENCH_LOOP=graph|function|profile`: only that tracer's C run,
+/// `FNTRACE_BENCH_LOOP_RUNS` times (default 50), each figure printed: a
+/// steady loop to run under `perf record`, and a quick A/B figure.
+fn loop_one_tracer(tracer: &str) {
+    let runs: usize = std::env::var("FNTRACE_BENCH_LOOP_RUNS")
+        .ok()
+        .and_then(|runs| runs.parse().ok())
+        .unwrap_or(50);
+    let filter = Filter::new().include("pie_*");
+    fntrace::enable_with(tracer, &filter).expect("enabling the tracer");
+    let mut cpu: Vec<f64> = (0..runs)
+        .map(|_| {
+            let cost = match tracer {
+                "graph" => traced_c_run_checked_here(),
+                "function" => function_checked(|| {
+                    timed(TRACED_ITERATIONS, |n| {
+                        black_box(c_pie::run(n as i64));
+                    })
+                }),
+                "profile" => profile_checked(c_pie::mid_address(), || {
+                    timed(TRACED_ITERATIONS, |n| {
+                        black_box(c_pie::run(n as i64));
+                    })
+                }),
+                other => panic!("FNTRACE_BENCH_LOOP: unknown tracer {other}"),
+            };
+            cost.cpu
+        })
+        .collect();
+    fntrace::disable(tracer).expect("disabling the tracer");
+    cpu.sort_by(f64::total_cmp);
+    println!(
+        "{tracer}: {runs} runs, per call CPU: min {:.2} ns, median {:.2} ns, max {:.2} ns",
+        cpu[0],
+        cpu[runs / 2],
+        cpu[runs - 1]
     );
 }
 

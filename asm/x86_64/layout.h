@@ -15,7 +15,8 @@
 #define THREAD_STACK_LOW       32   /* [low, high): slots on one stack, as */
 #define THREAD_STACK_HIGH      40   /* the generic path last found them,  */
 #define THREAD_STACK_CONTEXTS  48   /* with this many context stacks noted */
-#define THREAD_BLOCK_SIZE      56
+#define THREAD_ERRNO           56   /* int *: this thread's errno (Rust) */
+#define THREAD_BLOCK_SIZE      64
 
 /* struct ShadowStack { len: usize, frames: [Frame; MAX_DEPTH] } */
 #define SHADOW_LEN              0

@@ -74,6 +74,18 @@ pub(crate) struct Frame {
     pub marks: u64,
 }
 
+impl Frame {
+    /// A frame of zeros (no slot), to be overwritten.
+    pub const EMPTY: Frame = Frame {
+        slot: 0,
+        real_return: 0,
+        site: 0,
+        entry_ticks: 0,
+        exit_tracers: 0,
+        marks: 0,
+    };
+}
+
 #[repr(C)]
 pub(crate) struct ShadowStack {
     len: usize,
@@ -249,6 +261,20 @@ impl ShadowStack {
         }
         self.len -= 1;
         Some(self.gone(top))
+    }
+
+    /// Pops the top frame into `out` if its slot is `slot` (the frame of
+    /// a function returning normally); its depth. `None` (and nothing
+    /// changed) otherwise: then ask [`Self::pop_toward`].
+    #[inline]
+    pub fn pop_top_if(&mut self, slot: usize, out: &mut Frame) -> Option<usize> {
+        let top = self.frames[..self.len].last()?;
+        if top.slot != slot {
+            return None;
+        }
+        *out = *top;
+        self.len -= 1;
+        Some(self.len)
     }
 
     /// Hooks the return address at `slot`. `real_return` is what the
