@@ -185,6 +185,35 @@ fn same_rows_as_the_report_with_tail_calls_and_longjmp() {
     });
 }
 
+/// `longjmp` on two threads at once, many times: every call counted
+/// exactly (the frames a jump leaves are given up when noticed, and
+/// counted then). Regression: the fixture's jump buffer was one for the
+/// whole process, so a thread's `longjmp` could land on the other
+/// thread's stack, which then aborted with "a hooked function returned,
+/// but its frame is not on the shadow stack" (or crashed, untraced).
+#[test]
+fn longjmp_on_two_threads_at_once() {
+    const JUMPS: u64 = 20_000;
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    fntrace::init().unwrap();
+    PROFILE_TRACER.reset();
+    fntrace::enable_with("profile", &fixture_filter()).unwrap();
+    std::thread::scope(|scope| {
+        for _ in 0..2 {
+            scope.spawn(|| {
+                for n in 0..JUMPS {
+                    assert_eq!(c_hazards::jump(n as i64), 42);
+                }
+            });
+        }
+    });
+    fntrace::disable("profile").unwrap();
+    let snapshot = PROFILE_TRACER.snapshot();
+    for address in c_hazards::jump_addresses() {
+        assert_eq!(calls(&snapshot, address), 2 * JUMPS, "{address:#x}");
+    }
+}
+
 /// Runs `work(first)` and `work(9)` on two threads under both tracers and
 /// compares the rows (at least `at_least` functions).
 fn same_rows_as_the_report(first: i64, at_least: usize, work: fn(i64)) {
