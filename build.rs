@@ -17,6 +17,7 @@ fn main() {
     let sources = [
         "asm/x86_64/entry.S",
         "asm/x86_64/graph.S",
+        "asm/x86_64/profile.S",
         "asm/x86_64/return.S",
     ];
     // Offsets of Rust structures, shared by the sources.

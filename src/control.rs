@@ -406,7 +406,7 @@ fn holds_its_text(site: &Site, text: &[u8]) -> bool {
         SiteText::Call => text == &site.original_bytes()[..text.len()],
         // Which stub it calls depends on the fast path's state: a call of
         // the site's length is all that can be checked here.
-        SiteText::Fast => matches!(
+        SiteText::Fast(_) => matches!(
             decode_site_instruction(text, site.addr.load(Ordering::Relaxed)),
             Some(Instruction::Call { .. })
         ),
@@ -426,9 +426,9 @@ enum SiteText {
     Nop,
     /// The original call, to the generic trampoline.
     Call,
-    /// A call to the fast entry of the tracer that offers one (see
-    /// `tracer::FastEntries`).
-    Fast,
+    /// A call to the fast entry of fast path `n`
+    /// (`tracer::GRAPH_FAST_PATH` or `tracer::PROFILE_FAST_PATH`).
+    Fast(usize),
 }
 
 impl SiteText {
@@ -441,7 +441,8 @@ impl SiteText {
         match self {
             SiteText::Nop => 0,
             SiteText::Call => flag::TEXT_IS_CALL,
-            SiteText::Fast => flag::TEXT_IS_CALL | flag::TEXT_IS_FAST,
+            SiteText::Fast(0) => flag::TEXT_IS_CALL | flag::TEXT_IS_FAST,
+            SiteText::Fast(_) => flag::TEXT_IS_CALL | flag::TEXT_IS_FAST | flag::TEXT_FAST_SECOND,
         }
     }
 
@@ -450,7 +451,7 @@ impl SiteText {
         if flags & flag::TEXT_IS_CALL == 0 {
             SiteText::Nop
         } else if flags & flag::TEXT_IS_FAST != 0 {
-            SiteText::Fast
+            SiteText::Fast(usize::from(flags & flag::TEXT_FAST_SECOND != 0))
         } else {
             SiteText::Call
         }
@@ -458,12 +459,12 @@ impl SiteText {
 
     /// The bytes of this text at `site`; `None` for a fast call out of reach
     /// (or with no fast path).
-    fn bytes(self, site: &Site, form: SiteForm, fast: Option<FastPathState>) -> Option<[u8; 8]> {
+    fn bytes(self, site: &Site, form: SiteForm, fast: &FastPathState) -> Option<[u8; 8]> {
         match self {
             SiteText::Nop => Some(site.nop_text(form)),
             SiteText::Call => Some(site.original_bytes()),
-            SiteText::Fast => {
-                let target = fast?.entries.for_kind(site.kind());
+            SiteText::Fast(path) => {
+                let target = fast.entry(path, site.kind())?;
                 reach::call_bytes(site.addr.load(Ordering::Relaxed), form, target)
             }
         }
@@ -518,7 +519,6 @@ fn sync_listed_text(
     // Before any site calls a fast entry, frames it pushes must carry the
     // right exit mask; after a disable, none may.
     let fast = tracer::refresh_fast_path();
-    let fast_mask = fast.map_or(0, |f| f.mask);
     // Kept from operation to operation (the caller holds the control
     // lock): at 100,000 sites, growing fresh vectors cost ≈ 5 MB of copies
     // and page faults per operation.
@@ -549,12 +549,13 @@ fn sync_listed_text(
         let mask = site.tracers.load(Ordering::Relaxed);
         // The fast entries take the return address from the usual slot,
         // which holds the saved r10 at a nested function's fentry site.
-        let fast_call = (mask != 0 && mask == fast_mask && flags & flag::R10_SAVED == 0)
-            .then(|| SiteText::Fast.bytes(site, form, fast))
-            .flatten();
+        let fast_call = (flags & flag::R10_SAVED == 0)
+            .then(|| fast.for_mask(mask))
+            .flatten()
+            .and_then(|path| Some((path, SiteText::Fast(path).bytes(site, form, &fast)?)));
         let wanted = match (mask, fast_call) {
             (0, _) => SiteText::Nop,
-            (_, Some(_)) => SiteText::Fast,
+            (_, Some((path, _))) => SiteText::Fast(path),
             _ => SiteText::Call,
         };
         if wanted == current {
@@ -569,12 +570,12 @@ fn sync_listed_text(
             }
             _ => {
                 let new = match wanted {
-                    SiteText::Fast => fast_call,
-                    _ => wanted.bytes(site, form, fast),
+                    SiteText::Fast(_) => fast_call.map(|(_, bytes)| bytes),
+                    _ => wanted.bytes(site, form, &fast),
                 };
                 // The current text's bytes: a fast call finds the same stub
                 // again.
-                let (Some(old), Some(new)) = (current.bytes(site, form, fast), new) else {
+                let (Some(old), Some(new)) = (current.bytes(site, form, &fast), new) else {
                     continue;
                 };
                 let len = form.instruction_len();

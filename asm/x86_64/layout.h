@@ -3,7 +3,7 @@
  * Each is asserted at compile time on the Rust side (const blocks next to
  * the structures: ThreadBlock in src/rt/thread.rs, ShadowStack and Frame in
  * src/rt/shadow.rs, Ring in src/rt/ring.rs, RawEvent in
- * src/tracers/graph/mod.rs), so the two sides cannot drift apart silently.
+ * src/tracers/graph/mod.rs, the profile Block in src/tracers/profile/block.rs), so the two sides cannot drift apart silently.
  */
 
 /* fntrace_thread: this thread's block (TLS), struct ThreadBlock. */
@@ -16,7 +16,8 @@
 #define THREAD_STACK_HIGH      40   /* the generic path last found them,  */
 #define THREAD_STACK_CONTEXTS  48   /* with this many context stacks noted */
 #define THREAD_ERRNO           56   /* int *: this thread's errno (Rust) */
-#define THREAD_BLOCK_SIZE      64
+#define THREAD_PROFILE_BLOCK   64   /* the profile tracer's block, or null */
+#define THREAD_BLOCK_SIZE      72
 
 /* struct ShadowStack { len: usize, frames: [Frame; MAX_DEPTH] } */
 #define SHADOW_LEN              0
@@ -58,3 +59,57 @@
         shlq    $EVENT_SIZE_SHIFT, \out
         addq    RING_SLOTS(\ring), \out
 .endm
+
+/* The profile tracer's per-thread block (src/tracers/profile/block.rs):
+ * struct Block { header: Header (one page), open, table, rows, nodes,
+ * chunks }. */
+#define PB_ERA                 24   /* u64: the era its open calls belong to */
+#define PB_OPEN                44   /* u32: open calls                      */
+#define PB_FIRST_ROOT          48   /* u32: first outermost node plus one   */
+#define PB_PATHS_NOT_KEPT      56   /* u64                                  */
+#define BLOCK_OPEN           4096   /* [Open; SHADOW_MAX_DEPTH]             */
+#define BLOCK_TABLE         36864   /* [TableSlot; PROFILE_TABLE_SLOTS]     */
+#define BLOCK_ROWS         167936   /* [Row; 4096]                          */
+#define BLOCK_NODES        856064   /* [Node; 16384]                        */
+#define BLOCK_CHUNKS      1511424   /* [[u64; CHUNK_BUCKETS]; 4096]         */
+
+/* struct Open (32 bytes): one call entered and not returned */
+#define OPEN_SIZE_SHIFT         5
+#define OPEN_SIZE              32
+#define OPEN_ROW                0   /* u32 */
+#define OPEN_NODE               4   /* u32 */
+#define OPEN_DEPTH              8   /* u32 */
+#define OPEN_ENTRY_TICKS       16
+#define OPEN_CHILDREN_NS       24
+
+/* struct TableSlot (16 bytes): site -> row, open addressing */
+#define TABLE_SLOT_SHIFT        4
+#define TABLE_SITE              0
+#define TABLE_ROW               8   /* u32 */
+#define PROFILE_TABLE_SLOTS  8192
+#define PROFILE_TABLE_BITS     13
+#define PROFILE_HASH_MULTIPLIER 0x9E3779B97F4A7C15
+
+/* struct Row (168 bytes): one function's counters */
+#define ROW_SIZE              168
+#define ROW_TOTAL               8
+#define ROW_SELF               16
+#define ROW_SUM                24
+#define ROW_MIN_INVERTED       32
+#define ROW_MAX                40
+#define ROW_ACTIVE             48   /* u32 */
+#define ROW_CHUNKS             52   /* [u16; 58]: chunk number plus one     */
+
+/* struct Node (40 bytes): a call-trie node */
+#define NODE_SIZE              40
+#define NODE_ROW                0   /* u32 */
+#define NODE_FIRST_CHILD        8   /* u32, plus one */
+#define NODE_NEXT_SIBLING      12   /* u32, plus one */
+#define NODE_CALLS             16
+#define NODE_TOTAL             24
+#define NODE_SELF              32
+
+/* Histogram chunks: 128 u64 counters (1024 bytes) each. */
+#define CHUNK_BUCKETS         128
+#define CHUNK_SHIFT            10
+#define PROFILE_NONE   0xffffffff   /* no row / no node */

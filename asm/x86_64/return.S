@@ -40,8 +40,12 @@
  * (exit-tracer mask == fntrace_graph_fast_bit, no marks), the frame is
  * popped and the exit event written right here (or, the ring being full,
  * counted as dropped in the ring's header; in lossless mode a ring at its
- * fast limit takes the slow path instead). Everything else takes the slow
- * path below. In the fast path:
+ * fast limit takes the slow path instead). A frame pushed for the profile
+ * tracer alone while its fast path is on (mask == fntrace_profile_fast_bit,
+ * no marks) goes on to fntrace_profile_exit (profile.S), with the registers
+ * below as they are at `.Lprofile` (r11, rcx, rax, r8, r9); it comes back
+ * to fntrace_return_leave, or gives up to fntrace_return_slow_with_tsc.
+ * Everything else takes the slow path below. In the fast path:
  *
  *      r11 TLS offset of fntrace_thread   rcx shadow stack   rax ticks
  *      r8  depth    r9 the top frame      rsi ring    r10 ring head
@@ -124,13 +128,15 @@ fntrace_return_trampoline:
         leaq    SLOT(%rsp), %rdi        /* the slot */
         cmpq    %rdi, FRAME_SLOT(%r9)
         jne     .Lslow_with_tsc         /* deeper frames died (longjmp) */
-        movq    fntrace_graph_fast_bit(%rip), %rdi
-        testq   %rdi, %rdi
-        jz      .Lslow_with_tsc
-        cmpq    %rdi, FRAME_EXIT_TRACERS(%r9)
-        jne     .Lslow_with_tsc
         cmpq    $0, FRAME_MARKS(%r9)
         jne     .Lslow_with_tsc
+        movq    FRAME_EXIT_TRACERS(%r9), %rdi
+        cmpq    fntrace_profile_fast_bit(%rip), %rdi
+        je      .Lprofile               /* the profile tracer's frame */
+        cmpq    fntrace_graph_fast_bit(%rip), %rdi
+        jne     .Lslow_with_tsc
+        testq   %rdi, %rdi              /* a bit 0 is "off" (exit mask 0) */
+        jz      .Lslow_with_tsc
         movq    %fs:THREAD_FAST_TRACER_SLOT(%r11), %rsi
         testq   %rsi, %rsi
         jz      .Lslow_with_tsc
@@ -169,9 +175,20 @@ fntrace_return_trampoline:
         movq    %r9, SLOT(%rsp)
         jmp     .Lleave
 
+        /* The profile tracer's exit (profile.S), unless its bit is 0. */
+.Lprofile:
+        testq   %rdi, %rdi
+        jz      .Lslow_with_tsc
+        jmp     fntrace_profile_exit
+
         /* Giving up after the timestamp: the slow path gets it (no second
          * read) and the guard stays set until its event is written, so no
-         * signal handler's event can come between with a later time. */
+         * signal handler's event can come between with a later time.
+         * fntrace_profile_exit comes back here when it gives up, with the
+         * ticks in %rax and the stack as it found it. */
+        .globl  fntrace_return_slow_with_tsc
+        .hidden fntrace_return_slow_with_tsc
+fntrace_return_slow_with_tsc:
 .Lslow_with_tsc:
         movq    %rax, %rsi
         jmp     .Lslow
@@ -241,6 +258,9 @@ fntrace_return_trampoline:
          * kernel leaves alone when it delivers a signal). An indirect jump,
          * not `ret`: the function's own `ret` into this trampoline already
          * consumed the return-stack-buffer entry of its call. */
+        .globl  fntrace_return_leave
+        .hidden fntrace_return_leave
+fntrace_return_leave:                   /* fntrace_profile_exit ends here too */
 .Lleave:
         popq    %r11
         popq    %r10

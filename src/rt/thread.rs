@@ -50,6 +50,11 @@ pub(crate) struct ThreadBlock {
     /// The address of this thread's `errno`, null until first asked for
     /// ([`PreservedErrno`]): saves a call into libc per tracer run.
     pub errno: Cell<*mut libc::c_int>,
+    /// The profile tracer's block for this thread (null until its first
+    /// profiled call): here, not in a Rust thread-local, so that the
+    /// profile tracer's fast paths (`asm/x86_64/profile.S`) reach it with
+    /// one `%fs`-relative load.
+    pub profile_block: Cell<*const libc::c_void>,
 }
 
 const _: () = {
@@ -62,7 +67,8 @@ const _: () = {
     assert!(std::mem::offset_of!(ThreadBlock, stack_high) == 40);
     assert!(std::mem::offset_of!(ThreadBlock, stack_contexts) == 48);
     assert!(std::mem::offset_of!(ThreadBlock, errno) == 56);
-    assert!(std::mem::size_of::<ThreadBlock>() == 64);
+    assert!(std::mem::offset_of!(ThreadBlock, profile_block) == 64);
+    assert!(std::mem::size_of::<ThreadBlock>() == 72);
 };
 
 /// The calling thread's block.

@@ -473,7 +473,8 @@ impl SiteInfo {
             original: site.original_bytes()[..len].to_vec(),
             enabled_tracers: site.tracers.load(Ordering::Relaxed).count_ones(),
             patched: site.has_flag(flag::TEXT_IS_CALL),
-            graph_fast_path: site.has_flag(flag::TEXT_IS_FAST),
+            graph_fast_path: site.has_flag(flag::TEXT_IS_FAST)
+                && !site.has_flag(flag::TEXT_FAST_SECOND),
             lazily_found: site.has_flag(flag::LAZY),
             excluded: site.has_flag(flag::EXCLUDED),
             patchable_entry: site.has_flag(flag::PATCHABLE),

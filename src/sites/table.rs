@@ -54,6 +54,8 @@ pub enum SiteKind {
 /// | 11   | the text still holds the compiler's five one-byte NOPs (`90`)  |
 /// | 12   | the text still holds the compiler's `0f 1f 44 00 XX`           |
 /// | 13   | the NOP of a run-time entry patch's stub (`patch::entry_patch`)|
+/// | 14   | with bit 6: the fast entry is fast path 1's (the profile       |
+/// |      | tracer's, `tracer::PROFILE_FAST_PATH`), not path 0's (graph's) |
 /// | 16-23| that `XX`                                                      |
 pub(crate) mod flag {
     pub const FORM_MASK: u32 = 0b11;
@@ -69,6 +71,7 @@ pub(crate) mod flag {
     pub const RAW_ONE_BYTE_NOPS: u32 = 1 << 11;
     pub const RAW_NOPL: u32 = 1 << 12;
     pub const ENTRY_STUB: u32 = 1 << 13;
+    pub const TEXT_FAST_SECOND: u32 = 1 << 14;
     /// Either raw state: no fntrace write reached the site yet.
     pub const RAW: u32 = RAW_ONE_BYTE_NOPS | RAW_NOPL;
     pub const RAW_NOPL_BYTE_SHIFT: u32 = 16;

@@ -79,6 +79,13 @@ impl TickScale {
         }
     }
 
+    /// `[base_ticks, base_ns, ns_per_tick_fp32]`: for code that converts
+    /// the same way without calling this (the profile tracer's fast exit,
+    /// `asm/x86_64/profile.S`).
+    pub(crate) fn parts(&self) -> [u64; 3] {
+        [self.base_ticks, self.base_ns, self.ns_per_tick_fp32]
+    }
+
     /// `ticks` in nanoseconds, as [`ticks_to_ns`] gives them.
     #[inline(always)]
     pub fn ns(&self, ticks: u64) -> u64 {

@@ -17,7 +17,8 @@ mod registry;
 
 pub(crate) use registry::{
     enabled_mask, exit_mask, find, offer_fast_path, refresh_fast_path, set_enabled,
-    switch_off_after_panic, take_panicked, tracer_at, TRACER_PANICS,
+    switch_off_after_panic, take_panicked, tracer_at, GRAPH_FAST_PATH, MAX_FAST_PATHS,
+    PROFILE_FAST_PATH, TRACER_PANICS,
 };
 pub use registry::{register, tracer_names, MAX_TRACERS};
 
@@ -30,8 +31,9 @@ use crate::sys::clock;
 /// points of the tracer's own assembly, which do its work without the
 /// generic trampoline's register save area, site-table probe and Rust
 /// dispatch (and fall back to the generic trampoline for anything unusual).
-/// The tracer that offers them owns `fast_tracer_slot` in every thread's
-/// block (`rt::thread::ThreadBlock`).
+/// Each such tracer keeps what its entries need in every thread's block
+/// (`rt::thread::ThreadBlock`): the graph tracer its ring in
+/// `fast_tracer_slot`, the profile tracer its block in `profile_block`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct FastEntries {
     /// For `mcount` sites.
@@ -62,15 +64,34 @@ pub(crate) trait FastPath: Sync {
     fn refresh(&self) -> bool;
 }
 
-/// The fast path as a control operation finds it (see
+/// The fast paths as a control operation finds them (see
 /// [`refresh_fast_path`]).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct FastPathState {
-    /// The tracer mask of the sites that may call the entries now: the
-    /// offering tracer's bit, or 0 while they may not.
-    pub mask: u64,
-    /// The entries.
-    pub entries: FastEntries,
+    /// Per fast path ([`GRAPH_FAST_PATH`], [`PROFILE_FAST_PATH`]; `None`:
+    /// not offered yet):
+    /// the tracer mask of the sites that may call its entries now (the
+    /// offering tracer's bit, or 0 while they may not), and the entries.
+    pub paths: [Option<(u64, FastEntries)>; MAX_FAST_PATHS],
+}
+
+impl FastPathState {
+    /// The fast path that sites with tracer mask `mask` may call now.
+    pub fn for_mask(&self, mask: u64) -> Option<usize> {
+        if mask == 0 {
+            return None;
+        }
+        self.paths
+            .iter()
+            .position(|path| path.is_some_and(|(m, _)| m == mask))
+    }
+
+    /// Fast path `path`'s entry for sites of `kind` (whether or not sites
+    /// may call it now: the text of a site that still does).
+    pub fn entry(&self, path: usize, kind: SiteKind) -> Option<usize> {
+        let (_, entries) = (*self.paths.get(path)?)?;
+        Some(entries.for_kind(kind))
+    }
 }
 
 /// A traced function call, as seen at the function's entry.

@@ -101,24 +101,41 @@ pub(crate) fn set_enabled(index: usize, on: bool) {
     }
 }
 
-/// The one tracer whose fast entries sites may call, and its index.
-static FAST_PATH: OnceCell<(usize, &'static dyn FastPath)> = OnceCell::new();
+/// How many tracers may offer fast entries (the graph and the profile
+/// tracers).
+pub(crate) const MAX_FAST_PATHS: usize = 2;
 
-/// Offers the fast entries of the tracer at `index` (see [`FastEntries`]).
-/// One tracer may: the first offer stands.
-pub(crate) fn offer_fast_path(index: usize, fast: &'static dyn FastPath) {
-    let _ = FAST_PATH.set((index, fast));
+/// The graph tracer's fast path (see [`offer_fast_path`]).
+pub(crate) const GRAPH_FAST_PATH: usize = 0;
+/// The profile tracer's fast path.
+pub(crate) const PROFILE_FAST_PATH: usize = 1;
+
+/// The tracers whose fast entries sites may call, and their indexes, by
+/// fast path (a site's text flags name the path by its number).
+static FAST_PATHS: [OnceCell<(usize, &'static dyn FastPath)>; MAX_FAST_PATHS] =
+    [const { OnceCell::new() }; MAX_FAST_PATHS];
+
+/// Offers the fast entries of the tracer at `index` (see [`FastEntries`])
+/// as fast path `path` ([`GRAPH_FAST_PATH`] or [`PROFILE_FAST_PATH`]).
+/// The first offer for a path stands.
+pub(crate) fn offer_fast_path(path: usize, index: usize, fast: &'static dyn FastPath) {
+    if let Some(cell) = FAST_PATHS.get(path) {
+        let _ = cell.set((index, fast));
+    }
 }
 
-/// Brings the fast path's state up to date (see [`FastPath::refresh`]);
-/// `None` if no tracer offered one.
-pub(crate) fn refresh_fast_path() -> Option<FastPathState> {
-    let &(index, fast) = FAST_PATH.get()?;
-    let mask = if fast.refresh() { 1 << index } else { 0 };
-    Some(FastPathState {
-        mask,
-        entries: fast.entries(),
-    })
+/// Brings every fast path's state up to date (see [`FastPath::refresh`]).
+pub(crate) fn refresh_fast_path() -> FastPathState {
+    let mut state = FastPathState {
+        paths: [None; MAX_FAST_PATHS],
+    };
+    for (cell, path) in FAST_PATHS.iter().zip(&mut state.paths) {
+        if let Some(&(index, fast)) = cell.get() {
+            let mask = if fast.refresh() { 1 << index } else { 0 };
+            *path = Some((mask, fast.entries()));
+        }
+    }
+    state
 }
 
 /// Names of all registered tracers, in registration order.

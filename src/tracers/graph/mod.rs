@@ -517,7 +517,7 @@ impl Tracer for GraphTracer {
         self.min_duration_ns.store(min, Ordering::Relaxed);
         let index = tracer::find("graph").unwrap_or(0);
         self.mark.store(1 << index, Ordering::Relaxed);
-        tracer::offer_fast_path(index, &GRAPH_TRACER);
+        tracer::offer_fast_path(tracer::GRAPH_FAST_PATH, index, &GRAPH_TRACER);
     }
 
     fn wants_exit(&self) -> bool {

@@ -183,6 +183,55 @@ const _: () = {
     assert!(BLOCK_BYTES < 6 << 20);
 };
 
+// The profile tracer's fast paths in asm/x86_64/profile.S use these
+// (layout.h: PB_*, BLOCK_*, OPEN_*, TABLE_*, ROW_*, NODE_*, CHUNK_*).
+const _: () = {
+    use std::mem::{offset_of, size_of};
+    assert!(offset_of!(Header, era) == 24);
+    assert!(offset_of!(Header, open) == 44);
+    assert!(offset_of!(Header, first_root) == 48);
+    assert!(offset_of!(Header, paths_not_kept) == 56);
+    assert!(offset_of!(Block, open) == 4096);
+    assert!(offset_of!(Block, table) == 36864);
+    assert!(offset_of!(Block, rows) == 167936);
+    assert!(offset_of!(Block, nodes) == 856064);
+    assert!(offset_of!(Block, chunks) == 1511424);
+    assert!(size_of::<Open>() == 1 << 5);
+    assert!(offset_of!(Open, row) == 0);
+    assert!(offset_of!(Open, node) == 4);
+    assert!(offset_of!(Open, depth) == 8);
+    assert!(offset_of!(Open, entry_ticks) == 16);
+    assert!(offset_of!(Open, children_ns) == 24);
+    assert!(size_of::<TableSlot>() == 1 << 4);
+    assert!(offset_of!(TableSlot, site) == 0);
+    assert!(offset_of!(TableSlot, row) == 8);
+    assert!(TABLE_SLOTS == 8192 && TABLE_SLOTS == 1 << 13);
+    assert!(offset_of!(Row, total) == 8);
+    assert!(offset_of!(Row, self_ns) == 16);
+    assert!(offset_of!(Row, sum) == 24);
+    assert!(offset_of!(Row, min_inverted) == 32);
+    assert!(offset_of!(Row, max) == 40);
+    assert!(offset_of!(Row, active) == 48);
+    assert!(offset_of!(Row, chunks) == 52);
+    assert!(offset_of!(Node, row) == 0);
+    assert!(offset_of!(Node, first_child) == 8);
+    assert!(offset_of!(Node, next_sibling) == 12);
+    assert!(offset_of!(Node, calls) == 16);
+    assert!(offset_of!(Node, total) == 24);
+    assert!(offset_of!(Node, self_ns) == 32);
+    assert!(CHUNK_BUCKETS == 128);
+    assert!(size_of::<[AtomicU64; CHUNK_BUCKETS]>() == 1 << 10);
+    assert!(NONE == 0xffff_ffff);
+    // The hash multiplier of `hash` is PROFILE_HASH_MULTIPLIER.
+    assert!(HASH_MULTIPLIER == 0x9E37_79B9_7F4A_7C15);
+    // Histogram::bucket_of, which the fast exit computes: 128 buckets per
+    // power of two (and 256 exact ones below 256).
+    assert!(fntrace_tools::analysis::SUB_BUCKETS == CHUNK_BUCKETS);
+};
+
+/// The site table's hash multiplier (PROFILE_HASH_MULTIPLIER in layout.h).
+const HASH_MULTIPLIER: u64 = 0x9E37_79B9_7F4A_7C15;
+
 /// Bytes of a block's mapping.
 pub(crate) const BLOCK_BYTES: usize = std::mem::size_of::<Block>().next_multiple_of(PAGE);
 
@@ -208,8 +257,7 @@ fn set(word: &AtomicU32, value: u32) {
 /// The site table's first slot for `site`.
 #[inline(always)]
 fn hash(site: usize) -> usize {
-    ((site as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - TABLE_SLOTS.trailing_zeros()))
-        as usize
+    ((site as u64).wrapping_mul(HASH_MULTIPLIER) >> (64 - TABLE_SLOTS.trailing_zeros())) as usize
 }
 
 impl Block {

@@ -34,7 +34,6 @@
 //! reset zeroes its counters. Calls that span an enable or a reset are not
 //! counted.
 
-use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
@@ -42,12 +41,13 @@ use parking_lot::Mutex;
 use crate::filter::Filter;
 use crate::rt::ops;
 use crate::rt::ring::{self, ForkReset};
-use crate::rt::thread::{current_tid, Untraced};
+use crate::rt::thread::{current_tid, thread_block, Untraced};
 use crate::sys::{self, clock};
-use crate::tracer::{self, Call, Return, Tracer};
+use crate::tracer::{self, Call, FastEntries, FastPath, Return, Tracer};
 use fntrace_tools::analysis::ProfileSnapshot;
 
 pub(crate) mod block;
+mod fast;
 mod merge;
 
 use block::{Block, CLAIMING, FREE, ORPHANED, OWNED};
@@ -64,8 +64,6 @@ pub struct ProfileTracer {
     retired: Mutex<Option<Aggregate>>,
     /// The current reset epoch (from 1).
     epoch: AtomicU64,
-    /// The current era: changes at every enable and reset.
-    era: AtomicU64,
     /// Calls of threads that could have no block (no memory).
     unblocked: AtomicU64,
     /// The thread-exit key plus one (0: none yet).
@@ -80,7 +78,6 @@ pub static PROFILE_TRACER: ProfileTracer = ProfileTracer {
     made: AtomicUsize::new(0),
     retired: Mutex::new(None),
     epoch: AtomicU64::new(1),
-    era: AtomicU64::new(1),
     unblocked: AtomicU64::new(0),
     exit_key: AtomicUsize::new(0),
     bit: AtomicU64::new(0),
@@ -88,10 +85,16 @@ pub static PROFILE_TRACER: ProfileTracer = ProfileTracer {
 
 crate::register_tracer!("profile", &PROFILE_TRACER);
 
-thread_local! {
-    /// This thread's block (null until its first traced call). A
-    /// const-initialised Cell without Drop: a plain TLS slot.
-    static BLOCK: Cell<*const Block> = const { Cell::new(std::ptr::null()) };
+/// This thread's block (null until its first traced call), kept in the
+/// thread's block of the runtime, where the fast paths find it.
+#[inline(always)]
+fn this_threads_block() -> *const Block {
+    thread_block().profile_block.get().cast()
+}
+
+/// Sets (or clears, with null) this thread's block.
+fn set_this_threads_block(block: *const Block) {
+    thread_block().profile_block.set(block.cast());
 }
 
 impl ProfileTracer {
@@ -113,7 +116,7 @@ impl ProfileTracer {
         self.reap_orphans();
         let mut merged = self.retired.lock().clone().unwrap_or_default();
         let epoch = self.epoch.load(Ordering::Acquire);
-        let era = self.era.load(Ordering::Acquire);
+        let era = fast::era().load(Ordering::Acquire);
         let on = self.is_enabled();
         for block in self.blocks() {
             if block.header.state.load(Ordering::Acquire) != OWNED {
@@ -135,7 +138,7 @@ impl ProfileTracer {
         *self.retired.lock() = None;
         self.unblocked.store(0, Ordering::Relaxed);
         self.epoch.fetch_add(1, Ordering::AcqRel);
-        self.era.fetch_add(1, Ordering::Release);
+        fast::era().fetch_add(1, Ordering::Release);
     }
 
     /// Blocks mapped so far: at most one per thread alive at a time (the
@@ -148,6 +151,18 @@ impl ProfileTracer {
     /// the module docs); only pages touched are memory.
     pub fn block_bytes(&self) -> usize {
         block::BLOCK_BYTES
+    }
+
+    /// The mask a site selected by this tracer alone has when it may call
+    /// the fast entries (`asm/x86_64/profile.S`): this tracer's bit while
+    /// it is enabled and timestamps come from the TSC; else 0.
+    fn fast_path_bit(&self) -> u64 {
+        let bit = self.bit.load(Ordering::Relaxed);
+        if self.is_enabled() && clock::uses_tsc() {
+            bit
+        } else {
+            0
+        }
     }
 
     fn is_enabled(&self) -> bool {
@@ -170,7 +185,7 @@ impl ProfileTracer {
     /// memory could be had. Async-signal-safe.
     #[inline]
     fn block(&self) -> Option<&'static Block> {
-        let block = BLOCK.get();
+        let block = this_threads_block();
         if !block.is_null() {
             // SAFETY: blocks are never unmapped; this thread claimed it.
             return Some(unsafe { &*block });
@@ -223,7 +238,7 @@ impl ProfileTracer {
             .store(self.epoch.load(Ordering::Acquire), Ordering::Relaxed);
         block.header.era.store(0, Ordering::Relaxed);
         block.header.state.store(OWNED, Ordering::Release);
-        BLOCK.set(block);
+        set_this_threads_block(block);
         let key = self.exit_key.load(Ordering::Acquire);
         if key != 0 {
             // SAFETY: the key was made by `prepare_exit_key` and is never
@@ -290,7 +305,7 @@ unsafe extern "C" fn retire(value: *mut libc::c_void) {
     // Never ended: the thread is exiting, and a later destructor's traced
     // calls must not write the block once freed.
     std::mem::forget(Untraced::begin());
-    BLOCK.set(std::ptr::null());
+    set_this_threads_block(std::ptr::null());
     // SAFETY: the value is the block this thread claimed (`claim`);
     // blocks are never unmapped.
     let block = unsafe { &*(value as *const Block) };
@@ -319,15 +334,28 @@ impl ForkReset for ProfileTracer {
     }
 }
 
+impl FastPath for ProfileTracer {
+    fn entries(&self) -> FastEntries {
+        fast::entries()
+    }
+
+    /// Tells the fast paths whether they may run (see `fast_path_bit`),
+    /// with the tick scale in force.
+    fn refresh(&self) -> bool {
+        fast::set(self.fast_path_bit(), clock::TickScale::current())
+    }
+}
+
 impl Tracer for ProfileTracer {
     fn on_enable(&self, _filter: &Filter) {
         self.prepare_exit_key();
         ring::reset_in_fork_children(&PROFILE_TRACER);
         let index = tracer::find("profile").unwrap_or(0);
         self.bit.store(1 << index, Ordering::Relaxed);
+        tracer::offer_fast_path(tracer::PROFILE_FAST_PATH, index, &PROFILE_TRACER);
         // Calls open when the tracer was last switched off never report
         // their exits: each thread forgets them at its next call.
-        self.era.fetch_add(1, Ordering::Release);
+        fast::era().fetch_add(1, Ordering::Release);
     }
 
     fn wants_exit(&self) -> bool {
@@ -342,7 +370,7 @@ impl Tracer for ProfileTracer {
         let Some(block) = self.block() else {
             return;
         };
-        let era = self.era.load(Ordering::Acquire);
+        let era = fast::era().load(Ordering::Acquire);
         if block.header.era.load(Ordering::Relaxed) != era {
             block.catch_up(era, self.epoch.load(Ordering::Acquire));
         }
@@ -351,13 +379,13 @@ impl Tracer for ProfileTracer {
 
     #[inline]
     fn exit(&self, ret: &Return) {
-        let block = BLOCK.get();
+        let block = this_threads_block();
         if block.is_null() {
             return;
         }
         // SAFETY: blocks are never unmapped; this thread claimed it.
         let block = unsafe { &*block };
-        let era = self.era.load(Ordering::Acquire);
+        let era = fast::era().load(Ordering::Acquire);
         if block.header.era.load(Ordering::Relaxed) != era {
             // Its entry belongs to an earlier era: forgotten.
             return block.catch_up(era, self.epoch.load(Ordering::Acquire));
