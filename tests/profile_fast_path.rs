@@ -93,10 +93,7 @@ fn called_by(function: usize) -> Option<String> {
     fntrace::function_name(target)
 }
 
-fn row<'a>(
-    snapshot: &'a ProfileSnapshot,
-    address: usize,
-) -> &'a fntrace::analysis::FunctionProfile {
+fn row(snapshot: &ProfileSnapshot, address: usize) -> &fntrace::analysis::FunctionProfile {
     snapshot
         .functions
         .iter()
@@ -272,4 +269,63 @@ fn fast_path_counts_exactly_on_four_threads() {
     });
     fntrace::disable("profile").unwrap();
     check(&PROFILE_TRACER.snapshot(), variant, 4 * RUNS, N);
+}
+
+/// Tail calls on the fast path: `tc_caller` ends in a `jmp` to
+/// `tc_callee`, whose frame nests in the caller's (same slot, the
+/// trampoline already in it), as on the generic path; every call counted,
+/// the callee's time in the caller's, and no call takes the generic path
+/// after a warm-up.
+#[test]
+fn tail_calls_nest_on_the_fast_path() {
+    const RUNS: u64 = 100;
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    fntrace::init().unwrap();
+    fntrace::enable_with("profile", &Filter::new().include("tail_*")).unwrap();
+    for build in &fntrace_fixtures::c_tail::BUILDS {
+        PROFILE_TRACER.reset();
+        assert_eq!(build.tc_main(2), 7);
+        let mut generic = 0;
+        for _ in 1..RUNS {
+            let before = fntrace::generic_entries_on_this_thread();
+            assert_eq!(build.tc_main(2), 7);
+            generic = fntrace::generic_entries_on_this_thread() - before;
+        }
+        assert_eq!(generic, 0, "{}", build.flags);
+        let snapshot = PROFILE_TRACER.snapshot();
+        assert_eq!(snapshot.not_kept, Default::default(), "{}", build.flags);
+        let names = ["tc_main", "tc_caller", "tc_callee", "tc_leaf"];
+        let index = |name: &str| {
+            let full = format!("{}{name}", build.prefix);
+            snapshot
+                .functions
+                .iter()
+                .position(|f| f.name == full)
+                .unwrap_or_else(|| panic!("{}: no row for {full}", build.flags))
+        };
+        let mut parent = None;
+        let mut nodes = Vec::new();
+        for name in names {
+            let f = &snapshot.functions[index(name)];
+            assert_eq!(f.durations.count(), RUNS, "{}: {name}", build.flags);
+            let node = snapshot
+                .paths
+                .iter()
+                .position(|p| p.parent == parent && p.function == index(name))
+                .unwrap_or_else(|| panic!("{}: no path to {name}", build.flags));
+            assert_eq!(snapshot.paths[node].calls, RUNS, "{}: {name}", build.flags);
+            parent = Some(node);
+            nodes.push(node);
+        }
+        let p = &snapshot.paths;
+        for pair in nodes.windows(2) {
+            assert_eq!(
+                p[pair[0]].self_ns + p[pair[1]].total_ns,
+                p[pair[0]].total_ns,
+                "{}",
+                build.flags
+            );
+        }
+    }
+    fntrace::disable("profile").unwrap();
 }

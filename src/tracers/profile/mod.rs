@@ -15,10 +15,16 @@
 //! Each thread writes a block of its own ([`block`]), claimed at its first
 //! traced call (a free block left by an exited thread, else a new
 //! `mmap`: the one system call, once per thread) and found through a
-//! thread-local pointer; then loads and stores only: no lock, no
-//! allocation, no system call. Memory is bounded per thread (see
+//! pointer in the runtime's thread block; then loads and stores only: no
+//! lock, no allocation, no system call. Memory is bounded per thread (see
 //! [`block`] for the budget); what does not fit is counted in
 //! [`NotKept`](fntrace_tools::analysis::NotKept).
+//!
+//! A site selected by this tracer alone calls its fast path ([`fast`],
+//! `asm/x86_64/profile.S`), which does the common case of
+//! [`block::Block::enter`] and [`block::Block::exit`] in assembly, with
+//! the shadow stack, as the graph tracer's does; the rest falls back to
+//! the generic path and the Rust code here.
 //!
 //! # Threads that exit
 //! A `pthread` key's destructor folds the thread's counters into the
