@@ -329,3 +329,61 @@ fn tail_calls_nest_on_the_fast_path() {
     }
     fntrace::disable("profile").unwrap();
 }
+
+/// Both fast paths at once, nested: `graph` alone on `run` and `leaf`,
+/// `profile` alone on `mid` (run → mid → 4 × leaf). Each site calls its
+/// own tracer's fast entry (the site's text flags tell the two apart); the
+/// shadow frames of both share one stack, so the graph events have the
+/// generic path's depths, and the return trampoline's fast path sends
+/// each frame to its own tracer's exit; no call takes the generic path.
+#[test]
+fn graph_and_profile_fast_paths_nest() {
+    const N: i64 = 3;
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    fntrace::init().unwrap();
+    let [run, mid, leaf] = [
+        c_pie::run_address(),
+        c_pie::mid_address(),
+        c_pie::leaf_address(),
+    ];
+    let name = |address: usize| fntrace::function_name(address).expect("a name");
+    let graph = Filter::new().include(&name(run)).include(&name(leaf));
+    let profile = Filter::new().include(&name(mid));
+    PROFILE_TRACER.reset();
+    let _ = fntrace::GRAPH_TRACER.take_trace();
+    fntrace::enable_with("graph", &graph).unwrap();
+    fntrace::enable_with("profile", &profile).unwrap();
+    assert_eq!(called_by(run).as_deref(), Some("fntrace_graph_mcount"));
+    assert_eq!(called_by(leaf).as_deref(), Some("fntrace_graph_mcount"));
+    assert_eq!(called_by(mid).as_deref(), Some("fntrace_profile_mcount"));
+    assert!(fntrace::site_of(run).unwrap().graph_fast_path);
+    assert!(!fntrace::site_of(mid).unwrap().graph_fast_path);
+    c_pie::run(N); // rows, nodes, chunks and the ring made
+    PROFILE_TRACER.reset();
+    c_pie::run(N); // the profile's era caught up
+    let _ = fntrace::GRAPH_TRACER.take_trace();
+    let before = fntrace::generic_entries_on_this_thread();
+    c_pie::run(N);
+    let generic = fntrace::generic_entries_on_this_thread() - before;
+    fntrace::disable("profile").unwrap();
+    fntrace::disable("graph").unwrap();
+    assert_eq!(generic, 0);
+    let trace = fntrace::GRAPH_TRACER.take_trace();
+    let events = common::thread_events(&trace, fntrace::current_tid());
+    let mut expected = vec![('E', run, 0)];
+    for _ in 0..N {
+        for _ in 0..4 {
+            expected.extend([('E', leaf, 2), ('X', leaf, 2)]);
+        }
+    }
+    expected.push(('X', run, 0));
+    assert_eq!(common::shape(&events), expected);
+    let snapshot = PROFILE_TRACER.snapshot();
+    let mid_row = row(&snapshot, mid);
+    // The run before the last one's calls, and the last one's.
+    assert_eq!(mid_row.durations.count(), 2 * N as u64);
+    assert_eq!(mid_row.running, 0);
+    // Its only direct children (leaf) are not profiled: self = total.
+    assert_eq!(mid_row.self_ns, mid_row.durations.sum());
+    assert_eq!(snapshot.not_kept, Default::default());
+}
