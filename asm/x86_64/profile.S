@@ -117,7 +117,8 @@ fntrace_profile_scale:
  *   rsi this thread's profile block     rdi the slot
  *   r8  real return address             r10 shadow depth (the new frame's
  *                                           index, the call's depth)
- *   r9  open calls in the block         rbx the function's row
+ *   r9  open calls in the block (scratch while a node moves to the
+ *       front of its list; loaded again after)  rbx the function's row
  *   rcx shadow stack; then the link that points at the node being looked at
  *   rbp the list head of the parent's children
  *   rdx scratch: context count, top slot, the site, then the node number
