@@ -4,6 +4,8 @@
 
 #![allow(dead_code)] // each bench uses its own subset
 
+pub mod programs;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::thread;
@@ -104,14 +106,15 @@ pub fn profile_dir() -> PathBuf {
         .to_path_buf()
 }
 
-/// Runs `command` and panics with its stderr if it fails.
-fn run_ok(command: &mut Command) {
+/// Runs `command` and panics with its output if it fails.
+pub fn run_ok(command: &mut Command) {
     let output = command
         .output()
         .unwrap_or_else(|e| panic!("running {command:?}: {e}"));
     assert!(
         output.status.success(),
-        "{command:?}: {}",
+        "{command:?}: {}{}",
+        String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
 }

@@ -50,6 +50,14 @@ pub trait EventSource {
         index: usize,
         read: impl FnOnce(&mut dyn Iterator<Item = GraphEvent>) -> R,
     ) -> Result<(R, u64), Self::Error>;
+
+    /// How much there is to read of thread `index`, in any unit common to
+    /// the source's threads (0 if unknown): readers that read threads side
+    /// by side start with the largest.
+    fn size_hint(&self, index: usize) -> u64 {
+        let _ = index;
+        0
+    }
 }
 
 impl EventSource for Trace {
@@ -85,6 +93,10 @@ impl EventSource for Trace {
         let thread = &self.threads[index];
         Ok((read(&mut thread.events.iter().copied()), thread.lost))
     }
+
+    fn size_hint(&self, index: usize) -> u64 {
+        self.threads[index].events.len() as u64
+    }
 }
 
 impl<S: EventSource> EventSource for &S {
@@ -112,6 +124,10 @@ impl<S: EventSource> EventSource for &S {
         read: impl FnOnce(&mut dyn Iterator<Item = GraphEvent>) -> R,
     ) -> Result<(R, u64), S::Error> {
         (*self).read_thread(index, read)
+    }
+
+    fn size_hint(&self, index: usize) -> u64 {
+        (*self).size_hint(index)
     }
 }
 

@@ -1,8 +1,9 @@
 //! A text call graph in the style of Linux ftrace's `function_graph` tracer;
 //! see [`call_graph`] for the format.
 
-use std::fmt;
 use std::io::{self, BufWriter, Write};
+
+use rustc_hash::FxHashMap as HashMap;
 
 use super::pairing::{duration_ns, CallStep, Calls, Reading};
 use crate::source::{EventSource, ThreadInfo};
@@ -83,24 +84,38 @@ pub enum ReadOrWrite<E> {
 
 /// [`write_call_graph`] of any [`EventSource`], read thread by thread, each
 /// twice (the thread's line states its lost events before its calls).
-/// Memory is one entry per open call.
+/// Memory is one entry per open call and one name per function. (For the
+/// first reads side by side, see
+/// [`parallel::write_call_graph_of`](super::parallel::write_call_graph_of).)
 pub fn write_call_graph_of<S: EventSource>(
     source: &S,
+    max_lines: Option<usize>,
+    out: impl Write,
+) -> Result<(), ReadOrWrite<S::Error>> {
+    let counts = super::parallel::map_threads_here(source, |_, events| events.count())
+        .map_err(ReadOrWrite::Read)?;
+    write_call_graph_counted(source, &counts, max_lines, out)
+}
+
+/// [`write_call_graph_of`] once each thread's events and lost events were
+/// counted (`counts`, in thread order).
+pub(super) fn write_call_graph_counted<S: EventSource>(
+    source: &S,
+    counts: &[(usize, u64)],
     max_lines: Option<usize>,
     out: impl Write,
 ) -> Result<(), ReadOrWrite<S::Error>> {
     let name_of = |function| source.name_of(function);
     let mut graph = GraphWriter {
         name_of: &name_of,
-        out: BufWriter::new(out),
+        names: HashMap::default(),
+        line: Vec::new(),
+        out: BufWriter::with_capacity(1 << 20, out),
         lines_left: max_lines,
         max_lines: max_lines.unwrap_or(usize::MAX),
         truncated: false,
     };
-    for (index, thread) in source.threads().iter().enumerate() {
-        let (events, lost) = source
-            .read_thread(index, |events| events.count())
-            .map_err(ReadOrWrite::Read)?;
+    for ((index, thread), &(events, lost)) in source.threads().iter().enumerate().zip(counts) {
         let (written, _) = source
             .read_thread(index, |thread_events| {
                 graph.write_thread(thread, lost, events > 0, thread_events, index == 0)
@@ -118,6 +133,10 @@ pub fn write_call_graph_of<S: EventSource>(
 struct GraphWriter<'t, W: Write> {
     /// Function names.
     name_of: &'t dyn Fn(usize) -> String,
+    /// The names asked of `name_of` so far.
+    names: HashMap<usize, String>,
+    /// The line being written.
+    line: Vec<u8>,
     /// Where the lines go.
     out: BufWriter<W>,
     /// Event lines that may still be written; `None`: no limit.
@@ -174,11 +193,11 @@ impl<W: Write> GraphWriter<'_, W> {
                     },
                 ) if waiting_index == entry_index => {
                     let duration = Some(duration_ns(&entry, &exit));
-                    self.line(tid, duration, &entry, format_args!("();"))?;
+                    self.line(tid, duration, &entry, "();")?;
                 }
                 (waiting, step) => {
                     if let Some((_, entry)) = waiting {
-                        self.line(tid, None, &entry, format_args!("() {{"))?;
+                        self.line(tid, None, &entry, "() {")?;
                     }
                     match step {
                         CallStep::Entered { entry_index, entry } => {
@@ -214,13 +233,7 @@ impl<W: Write> GraphWriter<'_, W> {
         event: &GraphEvent,
         note: &str,
     ) -> io::Result<()> {
-        let name = (self.name_of)(event.function);
-        self.line_text(
-            tid,
-            duration_ns,
-            event.depth,
-            format_args!("}}  /* {name}{note} */"),
-        )
+        self.line_text(tid, duration_ns, event, ["}  /* ", note, " */"])
     }
 
     /// Writes the line of `event`: its function's name followed by `suffix`.
@@ -229,38 +242,52 @@ impl<W: Write> GraphWriter<'_, W> {
         tid: u32,
         duration_ns: Option<u64>,
         event: &GraphEvent,
-        suffix: fmt::Arguments<'_>,
+        suffix: &str,
     ) -> io::Result<()> {
-        let name = (self.name_of)(event.function);
-        self.line_text(
-            tid,
-            duration_ns,
-            event.depth,
-            format_args!("{name}{suffix}"),
-        )
+        self.line_text(tid, duration_ns, event, ["", suffix, ""])
     }
 
-    /// Writes one event line, or, once the budget is spent, the truncation
-    /// note (once).
+    /// Writes one event line, `parts[0]`, the function's name, `parts[1]`
+    /// and `parts[2]` after the columns, or, once the budget is spent, the
+    /// truncation note (once). Built byte by byte: a replay writes hundreds
+    /// of millions of lines, and `format!`'s padding writes one character
+    /// at a time.
     fn line_text(
         &mut self,
         tid: u32,
         duration_ns: Option<u64>,
-        depth: u16,
-        text: fmt::Arguments<'_>,
+        event: &GraphEvent,
+        parts: [&str; 3],
     ) -> io::Result<()> {
         match &mut self.lines_left {
             Some(0) => return self.truncate(),
             Some(lines_left) => *lines_left -= 1,
             None => {}
         }
-        let duration = duration_ns.map(graph_duration).unwrap_or_default();
-        let indent = usize::from(depth) * 2;
-        writeln!(
-            self.out,
-            "{tid:>TID_WIDTH$} {duration:>DURATION_WIDTH$}   {:indent$}{text}",
-            ""
-        )
+        let name_of = self.name_of;
+        let name = self
+            .names
+            .entry(event.function)
+            .or_insert_with(|| name_of(event.function));
+        let line = &mut self.line;
+        line.clear();
+        write!(line, "{tid:>TID_WIDTH$} ")?;
+        match duration_ns {
+            Some(ns) => {
+                let (whole, thousandths, unit) = graph_duration_parts(ns);
+                let width = decimal_digits(whole) + 7;
+                pad(line, DURATION_WIDTH.saturating_sub(width));
+                write!(line, "{whole}.{thousandths:03} {unit}")?;
+            }
+            None => pad(line, DURATION_WIDTH),
+        }
+        pad(line, 3 + usize::from(event.depth) * 2);
+        line.extend_from_slice(parts[0].as_bytes());
+        line.extend_from_slice(name.as_bytes());
+        line.extend_from_slice(parts[1].as_bytes());
+        line.extend_from_slice(parts[2].as_bytes());
+        line.push(b'\n');
+        self.out.write_all(line)
     }
 
     /// Writes the line saying that event lines were left out, once.
@@ -276,16 +303,34 @@ impl<W: Write> GraphWriter<'_, W> {
 /// `ns` as ftrace shows durations: three decimals of the largest unit among
 /// us, ms and s that keeps the integer part below 1000 (s: unbounded).
 /// Truncates, so the value shown never exceeds the real one.
-pub(crate) fn graph_duration(ns: u64) -> String {
+#[cfg(test)]
+fn graph_duration(ns: u64) -> String {
+    let (whole, thousandths, unit) = graph_duration_parts(ns);
+    format!("{whole}.{thousandths:03} {unit}")
+}
+
+/// [`graph_duration`]'s integer part, thousandths and unit (` s` padded to
+/// two characters).
+fn graph_duration_parts(ns: u64) -> (u64, u64, &'static str) {
     if ns < 1_000_000 {
-        format!("{}.{:03} us", ns / 1_000, ns % 1_000)
+        (ns / 1_000, ns % 1_000, "us")
     } else if ns < 1_000_000_000 {
         let us = ns / 1_000;
-        format!("{}.{:03} ms", us / 1_000, us % 1_000)
+        (us / 1_000, us % 1_000, "ms")
     } else {
         let ms = ns / 1_000_000;
-        format!("{}.{:03}  s", ms / 1_000, ms % 1_000)
+        (ms / 1_000, ms % 1_000, " s")
     }
+}
+
+/// Digits of `n` in decimal.
+fn decimal_digits(n: u64) -> usize {
+    n.checked_ilog10().map_or(1, |log| log as usize + 1)
+}
+
+/// Appends `count` spaces to `line`.
+fn pad(line: &mut Vec<u8>, count: usize) {
+    line.resize(line.len() + count, b' ');
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use std::cell::Cell;
 
 use rustc_hash::FxHashMap as HashMap;
 
+use super::latency::Shortfall;
 use super::pairing::{duration_ns, CallStep, Calls, Reading};
 use crate::glob;
 use crate::source::{infallible, EventSource};
@@ -56,6 +57,12 @@ pub struct CallTree {
     /// With a function: the distinct chains of callers it was reached by,
     /// most recently first seen first (uftrace's order).
     pub backtraces: Vec<Backtrace>,
+    /// What the trace lacks (lost events, calls without an exit), counted
+    /// on the same pass: said above the graph.
+    pub shortfall: Shortfall,
+    /// The names of every function entered, sorted: what a function glob
+    /// is matched against.
+    pub functions: Vec<String>,
 }
 
 /// The aggregated call graph of `trace`, all threads merged, as
@@ -73,23 +80,43 @@ pub fn call_tree(trace: &Trace, function: Option<&str>) -> CallTree {
     infallible(call_tree_of(trace, function))
 }
 
-/// [`call_tree`] of any [`EventSource`], read thread by thread, each once:
-/// memory is one node per distinct call path and one entry per open call.
+/// [`call_tree`] of any [`EventSource`], each thread read once into a tree
+/// of its own, merged in the trace's thread order into the tree one reading
+/// after another would build: memory is one node per distinct call path per
+/// thread and one entry per open call. (For threads read side by side, see
+/// [`parallel::call_tree_of`](super::parallel::call_tree_of).)
 pub fn call_tree_of<S: EventSource>(
     source: &S,
     function: Option<&str>,
 ) -> Result<CallTree, S::Error> {
+    let per_thread = super::parallel::map_threads_here(source, |_, events| {
+        TreeBuilder::of_thread(source, function, events)
+    })?;
+    Ok(call_tree_from(source, function, per_thread))
+}
+
+/// The tree of `source` whose threads' trees, in thread order, are
+/// `per_thread` (with each thread's lost events).
+pub(super) fn call_tree_from<S: EventSource>(
+    source: &S,
+    function: Option<&str>,
+    per_thread: Vec<(TreeBuilder<'_>, u64)>,
+) -> CallTree {
     let exe = source.exe().rsplit('/').next().unwrap_or_default();
     let mut builder = TreeBuilder::new(function);
-    for index in 0..source.threads().len() {
-        source.read_thread(index, |events| builder.add_thread(source, events))?;
+    for (thread, (other, lost)) in source.threads().into_iter().zip(per_thread) {
+        builder.merge(other);
+        if lost > 0 {
+            builder.shortfall.lost_events += lost;
+            builder.shortfall.lost_by_thread.push((thread.tid, lost));
+        }
     }
     let mut tree = builder.finish(function.unwrap_or(exe));
     if !tree.for_function {
         tree.root.calls = 1;
         tree.root.total_ns = tree.root.children.iter().map(|child| child.total_ns).sum();
     }
-    Ok(tree)
+    tree
 }
 
 /// Index of a node in [`TreeBuilder::nodes`]; the root is 0.
@@ -118,7 +145,7 @@ struct BuildBacktrace {
 
 /// Builds a [`CallTree`] from the threads' events, one thread after
 /// another, then orders it as uftrace does (see [`TreeBuilder::finish`]).
-struct TreeBuilder<'a> {
+pub(super) struct TreeBuilder<'a> {
     /// The glob the tree is rooted at, if any.
     function: Option<&'a str>,
     nodes: Vec<BuildNode>,
@@ -134,6 +161,11 @@ struct TreeBuilder<'a> {
     backtrace_of: HashMap<Vec<NameIndex>, usize>,
     root_calls: u64,
     root_total_ns: u64,
+    /// Lost events and calls without an exit (counted by name index in
+    /// `unfinished`).
+    shortfall: Shortfall,
+    /// Per name index, its calls without an exit.
+    unfinished: Vec<u64>,
 }
 
 impl<'a> TreeBuilder<'a> {
@@ -156,7 +188,20 @@ impl<'a> TreeBuilder<'a> {
             backtrace_of: HashMap::default(),
             root_calls: 0,
             root_total_ns: 0,
+            shortfall: Shortfall::default(),
+            unfinished: Vec::new(),
         }
+    }
+
+    /// The tree of one thread's `events`.
+    pub(super) fn of_thread<S: EventSource>(
+        source: &S,
+        function: Option<&'a str>,
+        events: &mut dyn Iterator<Item = GraphEvent>,
+    ) -> Self {
+        let mut builder = TreeBuilder::new(function);
+        builder.add_thread(source, events);
+        builder
     }
 
     /// The name index of `function` (an address), asked of `source` once.
@@ -172,6 +217,7 @@ impl<'a> TreeBuilder<'a> {
                 self.name_of.insert(text.clone(), name);
                 self.names.push(text);
                 self.matches.push(None);
+                self.unfinished.push(0);
                 name
             }
         };
@@ -268,12 +314,21 @@ impl<'a> TreeBuilder<'a> {
                 }
                 CallStep::Returned { entry, exit, .. } => duration_ns(&entry, &exit),
                 CallStep::Unfinished { entry, unwound_by } => {
+                    self.shortfall.unfinished_calls += 1;
+                    if unwound_by.is_some() {
+                        self.shortfall.unwound_calls += 1;
+                    } else {
+                        self.shortfall.still_running_calls += 1;
+                    }
                     let end = unwound_by.map_or(last.get(), |event| event.time_ns);
                     end.saturating_sub(entry.time_ns)
                 }
                 CallStep::UnmatchedExit { .. } => continue,
             };
-            let (node, _) = open.pop().expect("a call ends only after it was entered");
+            let (node, name) = open.pop().expect("a call ends only after it was entered");
+            if matches!(step, CallStep::Unfinished { .. }) {
+                self.unfinished[name as usize] += 1;
+            }
             match node {
                 Some(0) => {
                     self.root_total_ns = self.root_total_ns.saturating_add(duration);
@@ -289,6 +344,62 @@ impl<'a> TreeBuilder<'a> {
                 None => {}
             }
         }
+    }
+
+    /// Adds `other`'s calls (another thread's, read after this builder's),
+    /// as if its events had been read by this builder: nodes and backtraces
+    /// new here are appended in the order `other` made them, so ties in
+    /// the final sorts fall as they would reading one thread after another.
+    fn merge(&mut self, other: TreeBuilder<'_>) {
+        let name_map: Vec<NameIndex> = (other.names.iter().enumerate())
+            .map(|(index, text)| match self.name_of.get(text) {
+                Some(&name) => {
+                    self.unfinished[name as usize] += other.unfinished[index];
+                    name
+                }
+                None => {
+                    let name = self.names.len() as NameIndex;
+                    self.name_of.insert(text.clone(), name);
+                    self.names.push(text.clone());
+                    self.matches.push(other.matches[index]);
+                    self.unfinished.push(other.unfinished[index]);
+                    name
+                }
+            })
+            .collect();
+        // Every node is made after its parent: in `other`'s order, a
+        // node's parent is mapped before the node is.
+        let mut parent_of: Vec<NodeIndex> = vec![0; other.nodes.len()];
+        for (index, node) in other.nodes.iter().enumerate() {
+            for &child in &node.children {
+                parent_of[child as usize] = index as NodeIndex;
+            }
+        }
+        let mut node_map: Vec<NodeIndex> = vec![0; other.nodes.len()];
+        for (index, node) in other.nodes.iter().enumerate().skip(1) {
+            let parent = node_map[parent_of[index] as usize];
+            let mine = self.enter_child(parent, name_map[node.name as usize], node.first_entry_ns);
+            // enter_child counted one call: the node's calls replace it.
+            let merged = &mut self.nodes[mine as usize];
+            merged.calls += node.calls - 1;
+            merged.total_ns = merged.total_ns.saturating_add(node.total_ns);
+            node_map[index] = mine;
+        }
+        for backtrace in other.backtraces {
+            let frames = (backtrace.frames.iter())
+                .map(|&name| name_map[name as usize])
+                .collect();
+            let mine = self.hit_backtrace(frames, backtrace.first_seen_ns);
+            let merged = &mut self.backtraces[mine];
+            merged.hits += backtrace.hits - 1;
+            merged.total_ns = merged.total_ns.saturating_add(backtrace.total_ns);
+        }
+        self.root_calls += other.root_calls;
+        self.root_total_ns = self.root_total_ns.saturating_add(other.root_total_ns);
+        let (mine, theirs) = (&mut self.shortfall, other.shortfall);
+        mine.unfinished_calls += theirs.unfinished_calls;
+        mine.unwound_calls += theirs.unwound_calls;
+        mine.still_running_calls += theirs.still_running_calls;
     }
 
     /// The tree, its root named `root_name`. Children are ordered by first
@@ -328,10 +439,20 @@ impl<'a> TreeBuilder<'a> {
                 }
             })
             .collect();
+        let mut shortfall = self.shortfall;
+        shortfall.unfinished_by_function = (self.names.iter().zip(&self.unfinished))
+            .filter(|(_, &calls)| calls > 0)
+            .map(|(name, &calls)| (name.clone(), calls))
+            .collect();
+        shortfall.sort();
+        let mut functions = self.names;
+        functions.sort();
         CallTree {
             root,
             for_function: self.function.is_some(),
             backtraces,
+            shortfall,
+            functions,
         }
     }
 

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use super::histogram::Histogram;
 use super::pairing::{duration_ns, CallStep, Calls, Reading};
 use crate::source::{infallible, EventSource};
-use crate::trace::Trace;
+use crate::trace::{GraphEvent, Trace};
 
 /// Latency statistics of one function.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -79,6 +79,37 @@ pub struct LatencyReport {
     pub lost_events: u64,
     /// Each thread read, in the trace's order: its events and losses.
     pub threads: Vec<ThreadSummary>,
+}
+
+/// What a trace lacks, said above every report of it: events lost while
+/// recording, and calls without an exit ([`LatencyReport::shortfall`],
+/// [`CallTree::shortfall`](super::CallTree::shortfall)).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Shortfall {
+    /// Events lost while recording, all threads.
+    pub lost_events: u64,
+    /// The threads that lost events (thread id, events lost), in the
+    /// trace's order.
+    pub lost_by_thread: Vec<(u32, u64)>,
+    /// Calls whose exit was not recorded.
+    pub unfinished_calls: u64,
+    /// Of those, the calls still open when their thread's events ended.
+    pub still_running_calls: u64,
+    /// Of those, the calls left while their thread went on (unwound by a
+    /// panic or `longjmp`, or their exit lost).
+    pub unwound_calls: u64,
+    /// Per function name, its calls without an exit: most first, ties by
+    /// name.
+    pub unfinished_by_function: Vec<(String, u64)>,
+}
+
+impl Shortfall {
+    /// Sorts [`unfinished_by_function`](Self::unfinished_by_function) into
+    /// its order.
+    pub(crate) fn sort(&mut self) {
+        self.unfinished_by_function
+            .sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    }
 }
 
 /// What was read of one thread, for the lines above a report.
@@ -267,67 +298,101 @@ pub fn latency_of<S: EventSource>(source: &S) -> Result<LatencyReport, S::Error>
     latency_of_with(source, Rows::ByName)
 }
 
+/// What one thread's read adds to a [`LatencyReport`].
+#[derive(Default)]
+pub(super) struct ThreadDurations {
+    functions: HashMap<usize, FunctionDurations>,
+    events: u64,
+    unfinished_calls: u64,
+    unwound_calls: u64,
+    still_running_calls: u64,
+    unmatched_exits: u64,
+}
+
+impl ThreadDurations {
+    /// Pairs one thread's `events` and measures its calls.
+    pub(super) fn of(events: &mut dyn Iterator<Item = GraphEvent>) -> ThreadDurations {
+        let mut thread = ThreadDurations::default();
+        let mut count = 0u64;
+        let counted = events.inspect(|_| count += 1);
+        for step in Calls::streaming(counted, Vec::new(), Reading::Reports) {
+            match step {
+                CallStep::Entered { entry, .. } => {
+                    thread.functions.entry(entry.function).or_default().open += 1;
+                }
+                CallStep::Returned {
+                    entry,
+                    exit,
+                    children_ns,
+                    ..
+                } => {
+                    let inclusive_ns = duration_ns(&entry, &exit);
+                    let function = thread.functions.entry(entry.function).or_default();
+                    let nested = function.close();
+                    function.record(
+                        inclusive_ns,
+                        inclusive_ns.saturating_sub(children_ns),
+                        nested,
+                    );
+                }
+                CallStep::Unfinished { entry, unwound_by } => {
+                    let function = thread.functions.entry(entry.function).or_default();
+                    function.close();
+                    function.unfinished += 1;
+                    thread.unfinished_calls += 1;
+                    if unwound_by.is_some() {
+                        thread.unwound_calls += 1;
+                    } else {
+                        thread.still_running_calls += 1;
+                    }
+                }
+                CallStep::UnmatchedExit { .. } => thread.unmatched_exits += 1,
+            }
+        }
+        thread.events = count;
+        thread
+    }
+}
+
 /// [`latency_of`] with the functions made into `rows`: by name (as
-/// [`latency_of`]) or by address.
+/// [`latency_of`]) or by address. (For threads read side by side, see
+/// [`parallel::latency_of_with`](super::parallel::latency_of_with).)
 pub fn latency_of_with<S: EventSource>(source: &S, rows: Rows) -> Result<LatencyReport, S::Error> {
+    let per_thread =
+        super::parallel::map_threads_here(source, |_, events| ThreadDurations::of(events))?;
+    Ok(latency_from(source, rows, per_thread))
+}
+
+/// The report of `source` whose threads' calls, in thread order, are
+/// `per_thread` (with each thread's lost events).
+pub(super) fn latency_from<S: EventSource>(
+    source: &S,
+    rows: Rows,
+    per_thread: Vec<(ThreadDurations, u64)>,
+) -> LatencyReport {
     let mut report = LatencyReport::default();
     let mut merged: HashMap<usize, FunctionDurations> = HashMap::default();
-    for (index, thread) in source.threads().into_iter().enumerate() {
-        let mut functions: HashMap<usize, FunctionDurations> = HashMap::default();
-        let mut events = 0u64;
-        let ((), lost) = source.read_thread(index, |thread_events| {
-            let counted = thread_events.inspect(|_| events += 1);
-            for step in Calls::streaming(counted, Vec::new(), Reading::Reports) {
-                match step {
-                    CallStep::Entered { entry, .. } => {
-                        functions.entry(entry.function).or_default().open += 1;
-                    }
-                    CallStep::Returned {
-                        entry,
-                        exit,
-                        children_ns,
-                        ..
-                    } => {
-                        let inclusive_ns = duration_ns(&entry, &exit);
-                        let function = functions.entry(entry.function).or_default();
-                        let nested = function.close();
-                        function.record(
-                            inclusive_ns,
-                            inclusive_ns.saturating_sub(children_ns),
-                            nested,
-                        );
-                    }
-                    CallStep::Unfinished { entry, unwound_by } => {
-                        let function = functions.entry(entry.function).or_default();
-                        function.close();
-                        function.unfinished += 1;
-                        report.unfinished_calls += 1;
-                        if unwound_by.is_some() {
-                            report.unwound_calls += 1;
-                        } else {
-                            report.still_running_calls += 1;
-                        }
-                    }
-                    CallStep::UnmatchedExit { .. } => report.unmatched_exits += 1,
-                }
-            }
-        })?;
-        for (&function, durations) in &functions {
-            merged.entry(function).or_default().merge(durations);
+    for (thread, (durations, lost)) in source.threads().into_iter().zip(per_thread) {
+        for (&function, calls) in &durations.functions {
+            merged.entry(function).or_default().merge(calls);
         }
+        report.unfinished_calls += durations.unfinished_calls;
+        report.unwound_calls += durations.unwound_calls;
+        report.still_running_calls += durations.still_running_calls;
+        report.unmatched_exits += durations.unmatched_exits;
         report
             .per_thread
-            .push((thread.tid, sorted_stats(source, &functions, rows)));
+            .push((thread.tid, sorted_stats(source, &durations.functions, rows)));
         report.lost_events += lost;
         report.threads.push(ThreadSummary {
             tid: thread.tid,
             name: thread.name,
-            events,
+            events: durations.events,
             lost,
         });
     }
     report.functions = sorted_stats(source, &merged, rows);
-    Ok(report)
+    report
 }
 
 /// Sorts rows as every latency table shows them: largest total first
@@ -380,6 +445,29 @@ const TABLE_HEADERS: [&str; 10] = [
 ];
 
 impl LatencyReport {
+    /// What the trace lacks: lost events and calls without an exit.
+    pub fn shortfall(&self) -> Shortfall {
+        let mut unfinished = HashMap::<&str, u64>::default();
+        for stats in self.functions.iter().filter(|stats| stats.unfinished > 0) {
+            *unfinished.entry(&stats.name).or_default() += stats.unfinished;
+        }
+        let mut shortfall = Shortfall {
+            lost_events: self.lost_events,
+            lost_by_thread: (self.threads.iter())
+                .filter(|thread| thread.lost > 0)
+                .map(|thread| (thread.tid, thread.lost))
+                .collect(),
+            unfinished_calls: self.unfinished_calls,
+            still_running_calls: self.still_running_calls,
+            unwound_calls: self.unwound_calls,
+            unfinished_by_function: (unfinished.into_iter())
+                .map(|(name, calls)| (name.to_string(), calls))
+                .collect(),
+        };
+        shortfall.sort();
+        shortfall
+    }
+
     /// The merged statistics as an aligned text table, largest total first,
     /// at most `limit` function rows (`usize::MAX` for all).
     ///

@@ -73,6 +73,7 @@ mod histogram;
 mod latency;
 mod openmetrics;
 pub(crate) mod pairing;
+pub mod parallel;
 mod profile;
 mod select;
 
@@ -81,7 +82,7 @@ pub use calltree::{call_tree, call_tree_of, Backtrace, CallNode, CallTree};
 pub use histogram::{Histogram, MAX_RELATIVE_ERROR, SUB_BUCKETS};
 pub use latency::{
     human_duration, latency, latency_of, latency_of_with, FunctionStats, LatencyReport, Rows,
-    ThreadSummary,
+    Shortfall, ThreadSummary,
 };
 pub use openmetrics::{
     openmetrics, write_openmetrics, DURATION_BUCKETS_NS, OPENMETRICS_CONTENT_TYPE,

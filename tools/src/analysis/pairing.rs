@@ -165,6 +165,10 @@ impl<I: Iterator<Item = GraphEvent>> Calls<I> {
     /// Closes, as unfinished, the open calls from index `first` of the stack
     /// on, innermost first.
     fn close_as_unfinished_from(&mut self, first: usize, unwound_by: Option<GraphEvent>) {
+        // Nearly every event closes nothing: skip the queue's extend.
+        if first >= self.open.len() {
+            return;
+        }
         self.ready.extend(
             self.open
                 .drain(first..)
@@ -181,9 +185,13 @@ impl<I: Iterator<Item = GraphEvent>> Calls<I> {
     fn read_event(&mut self, index: usize, event: GraphEvent) {
         match event.kind {
             EventKind::Entry => {
-                let shallower_calls = self
-                    .open
-                    .partition_point(|call| call.entry.depth < event.depth);
+                // Nearly always the new call is deeper than every open one.
+                let shallower_calls = match self.open.last() {
+                    Some(top) if top.entry.depth >= event.depth => self
+                        .open
+                        .partition_point(|call| call.entry.depth < event.depth),
+                    _ => self.open.len(),
+                };
                 self.close_as_unfinished_from(shallower_calls, Some(event));
                 self.open.push(OpenCall {
                     entry_index: index,
@@ -201,9 +209,13 @@ impl<I: Iterator<Item = GraphEvent>> Calls<I> {
 
     /// Reads an exit event, queueing the steps it causes.
     fn read_exit(&mut self, exit: GraphEvent) {
-        let calls_not_deeper = self
-            .open
-            .partition_point(|call| call.entry.depth <= exit.depth);
+        // Nearly always the exit is the innermost open call's.
+        let calls_not_deeper = match self.open.last() {
+            Some(top) if top.entry.depth <= exit.depth => self.open.len(),
+            _ => self
+                .open
+                .partition_point(|call| call.entry.depth <= exit.depth),
+        };
         let has_call_at_depth =
             calls_not_deeper > 0 && self.open[calls_not_deeper - 1].entry.depth == exit.depth;
         if has_call_at_depth || self.reading.unmatched_exit_closes_deeper_calls() {

@@ -4,8 +4,8 @@
 //! every report and export applies a selection the same way by reading the
 //! smaller trace.
 
-use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
 
 use crate::glob::{closest, matches, matches_any};
 use crate::source::{infallible, EventSource, ThreadInfo};
@@ -95,7 +95,7 @@ pub struct Selected<'a, S> {
     threads: Vec<usize>,
     /// The functions entered in the events read so far, when the selection
     /// has globs (their names are needed then anyway).
-    seen: RefCell<HashSet<usize>>,
+    seen: Mutex<HashSet<usize>>,
 }
 
 /// A glob of a [`Selection`] that matched no function entered in the
@@ -125,7 +125,7 @@ impl<'a, S: EventSource> Selected<'a, S> {
             source,
             selection,
             threads,
-            seen: RefCell::new(HashSet::new()),
+            seen: Mutex::new(HashSet::new()),
         }
     }
 
@@ -136,7 +136,8 @@ impl<'a, S: EventSource> Selected<'a, S> {
         let names: Vec<String> = {
             let mut names: Vec<String> = self
                 .seen
-                .borrow()
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
                 .iter()
                 .map(|&function| self.source.name_of(function))
                 .collect();
@@ -180,7 +181,10 @@ impl<'a, S: EventSource> Selected<'a, S> {
             };
             let value = read(&mut selected);
             // The functions whose names were matched: every one entered.
-            self.seen.borrow_mut().extend(selected.matches.keys());
+            self.seen
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .extend(selected.matches.keys());
             value
         })
     }
@@ -215,6 +219,10 @@ impl<S: EventSource> EventSource for Selected<'_, S> {
         read: impl FnOnce(&mut dyn Iterator<Item = GraphEvent>) -> R,
     ) -> Result<(R, u64), S::Error> {
         self.read_thread_at(self.threads[index], read)
+    }
+
+    fn size_hint(&self, index: usize) -> u64 {
+        self.source.size_hint(self.threads[index])
     }
 }
 

@@ -110,23 +110,23 @@ fn run(cli: Cli) -> Result<(), Failure> {
             out.finish()
         }
         Command::Graph(args) => {
-            let (trace, bar) = open_trace(&args.dir, 2)?;
+            let (trace, bar) = open_trace(&args.dir, 1)?;
             let selection = selection(&trace, &args.dir, &args.select, None)?;
             let selected = Selected::new(&trace, &selection);
-            let report = analysis::latency_of(&selected).map_err(|e| e.to_string())?;
+            // One pass: the tree counts what the trace lacks as it goes.
+            let tree = analysis::parallel::call_tree_of(&selected, args.function.as_deref())
+                .map_err(|e| e.to_string())?;
             check_matched(&[(&args.dir, selected.unmatched())])?;
             if let Some(function) = &args.function {
                 // The functions called in the selection: the graph's nodes.
-                let names = report.functions.iter().map(|stats| stats.name.as_str());
+                let names = tree.functions.iter().map(String::as_str);
                 if !names.clone().any(|name| glob::matches(function, name)) {
                     return Err(no_match("FUNCTION", function, &args.dir, names).into());
                 }
             }
-            let tree = analysis::call_tree_of(&selected, args.function.as_deref())
-                .map_err(|e| e.to_string())?;
             drop(bar);
             let mut out = Output::new(cli.no_pager);
-            report::write_lost_and_unfinished(&report, &mut out).map_err(output_failure)?;
+            report::write_lost_and_unfinished(&tree.shortfall, &mut out).map_err(output_failure)?;
             tree.write_text(&mut out).map_err(output_failure)?;
             out.finish()
         }
@@ -142,7 +142,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let selection = selection(&trace, &args.dir, &args.select, args.depth)?;
             let mut out = Output::new(cli.no_pager);
             let selected = Selected::new(&trace, &selection);
-            match analysis::write_call_graph_of(&selected, None, &mut out) {
+            match analysis::parallel::write_call_graph_of(&selected, None, &mut out) {
                 Ok(()) => {}
                 Err(ReadOrWrite::Read(e)) => return Err(e.to_string().into()),
                 Err(ReadOrWrite::Write(e)) => return Err(output_failure(e)),

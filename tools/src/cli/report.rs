@@ -6,7 +6,7 @@ use std::cmp::Reverse;
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use fntrace_tools::analysis::{self, FunctionStats, LatencyReport, Rows};
+use fntrace_tools::analysis::{self, FunctionStats, LatencyReport, Rows, Shortfall};
 use fntrace_tools::export::ExportError;
 use fntrace_tools::EventSource;
 
@@ -26,76 +26,71 @@ pub struct TraceReport {
 
 impl TraceReport {
     /// Reads `source` once for its report, its functions made into `rows`.
-    pub fn of<S: EventSource<Error = ExportError>>(
+    pub fn of<S: EventSource<Error = ExportError> + Sync>(
         source: &S,
         rows: Rows,
     ) -> Result<TraceReport, String> {
         Ok(TraceReport {
             exe: source.exe().to_string(),
             pid: source.pid(),
-            latency: analysis::latency_of_with(source, rows).map_err(|e| e.to_string())?,
+            latency: analysis::parallel::latency_of_with(source, rows)
+                .map_err(|e| e.to_string())?,
         })
     }
 }
 
 /// Writes the lines that say what the trace lacks: events lost (per
 /// thread) and calls without an exit. Nothing when it lacks nothing.
-pub fn write_lost_and_unfinished(report: &LatencyReport, out: &mut Output) -> io::Result<()> {
-    if report.lost_events > 0 {
-        let threads: Vec<String> = report
-            .threads
-            .iter()
-            .filter(|thread| thread.lost > 0)
-            .map(|thread| format!("thread {} lost {}", thread.tid, thread.lost))
+pub fn write_lost_and_unfinished(shortfall: &Shortfall, out: &mut Output) -> io::Result<()> {
+    if shortfall.lost_events > 0 {
+        let threads: Vec<String> = (shortfall.lost_by_thread.iter())
+            .map(|(tid, lost)| format!("thread {tid} lost {lost}"))
             .collect();
         let line = format!(
             "# {} events were lost while recording (buffers full: {}); the numbers below lack them",
-            report.lost_events,
+            shortfall.lost_events,
             threads.join(", ")
         );
         writeln!(out, "{}", out.warn(&line))?;
     }
-    if report.unfinished_calls > 0 {
-        let mut unfinished: Vec<&FunctionStats> = report
-            .functions
-            .iter()
-            .filter(|stats| stats.unfinished > 0)
-            .collect();
-        unfinished.sort_by_key(|stats| Reverse(stats.unfinished));
-        let names: Vec<String> = unfinished
-            .iter()
-            .take(5)
-            .map(|stats| format!("{} ×{}", stats.name, stats.unfinished))
+    if shortfall.unfinished_calls > 0 {
+        let unfinished = &shortfall.unfinished_by_function;
+        let names: Vec<String> = (unfinished.iter().take(5))
+            .map(|(name, calls)| format!("{name} ×{calls}"))
             .collect();
         let more = if unfinished.len() > 5 { ", …" } else { "" };
-        let line = format!("# {}: {}{more}", no_exit_summary(report), names.join(", "));
+        let line = format!(
+            "# {}: {}{more}",
+            no_exit_summary(shortfall),
+            names.join(", ")
+        );
         writeln!(out, "{}", out.warn(&line))?;
     }
     Ok(())
 }
 
 /// `3 calls have no exit (1 still running when the trace ended, 2
-/// unwound)`, what the exits of `report`'s unfinished calls became; when
-/// events were lost, either kind may be a lost exit, and it says so.
-fn no_exit_summary(report: &LatencyReport) -> String {
-    let calls = match report.unfinished_calls {
+/// unwound)`, what the exits of the unfinished calls became; when events
+/// were lost, either kind may be a lost exit, and it says so.
+fn no_exit_summary(shortfall: &Shortfall) -> String {
+    let calls = match shortfall.unfinished_calls {
         1 => "1 call has".to_string(),
         n => format!("{n} calls have"),
     };
     let mut kinds = Vec::new();
-    if report.still_running_calls > 0 {
+    if shortfall.still_running_calls > 0 {
         kinds.push(format!(
             "{} still running when the trace ended",
-            report.still_running_calls
+            shortfall.still_running_calls
         ));
     }
-    if report.unwound_calls > 0 {
+    if shortfall.unwound_calls > 0 {
         kinds.push(format!(
             "{} unwound by a panic or longjmp",
-            report.unwound_calls
+            shortfall.unwound_calls
         ));
     }
-    let lost = if report.lost_events > 0 {
+    let lost = if shortfall.lost_events > 0 {
         "; or their exits were among the lost events"
     } else {
         ""
@@ -138,7 +133,7 @@ pub fn write_report(trace: TraceReport, args: &ReportArgs, out: &mut Output) -> 
         trace.pid,
         report.threads.len()
     )?;
-    write_lost_and_unfinished(&report, out)?;
+    write_lost_and_unfinished(&report.shortfall(), out)?;
     let top = args.top.unwrap_or(usize::MAX);
     if args.threads {
         for (tid, functions) in &report.per_thread {
@@ -305,7 +300,7 @@ pub fn write_diff(
             writeln!(out, "{}", out.warn(&line))?;
         }
         if trace.latency.unfinished_calls > 0 {
-            let line = format!("# {label}: {}", no_exit_summary(&trace.latency));
+            let line = format!("# {label}: {}", no_exit_summary(&trace.latency.shortfall()));
             writeln!(out, "{}", out.warn(&line))?;
         }
     }
@@ -411,11 +406,11 @@ mod tests {
 
     #[test]
     fn unfinished_calls_are_told_apart() {
-        let mut report = LatencyReport {
+        let mut report = Shortfall {
             unfinished_calls: 3,
             still_running_calls: 1,
             unwound_calls: 2,
-            ..LatencyReport::default()
+            ..Shortfall::default()
         };
         assert_eq!(
             no_exit_summary(&report),

@@ -2,10 +2,11 @@
 //! [`UftraceReader`] streams it thread by thread, record by record;
 //! [`read_uftrace_dir`] loads it whole into a [`Trace`] through it.
 
-use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{mpsc, Mutex};
 
 use super::super::ExportError;
 use super::format::{parse_info, FEAT_SYM_REL_ADDR};
@@ -14,12 +15,13 @@ use super::meta::{
     SymbolTable, Tasks, SPACE_SHIFT,
 };
 use super::records::ThreadRecords;
+use crate::analysis;
 use crate::names::demangle;
 use crate::source::{EventSource, ThreadInfo};
 use crate::trace::{GraphEvent, ThreadTrace, Trace};
 
 /// What [`UftraceReader::set_progress`] installs.
-type ProgressCallback = Box<dyn FnMut(u64)>;
+type ProgressCallback = Box<dyn FnMut(u64) + Send>;
 
 /// Bytes of records read between two calls of the progress callback.
 const PROGRESS_STEP: u64 = 4 << 20;
@@ -39,10 +41,12 @@ const PROGRESS_STEP: u64 = 4 << 20;
 /// readable, see [`uftrace_symbol_name`]); thread names come from
 /// `fntrace.txt` if any; the command line comes from `info`.
 ///
-/// Threads are read one at a time, each in its own time order: every
-/// report and export of this crate works thread by thread (the Chrome JSON
-/// and the Perfetto trace list one thread after another), so none needs
-/// the threads merged by time.
+/// Each thread is read in its own time order: every report and export of
+/// this crate works thread by thread (the Chrome JSON and the Perfetto
+/// trace list one thread after another), so none needs the threads merged
+/// by time. The reader is `Sync`: several threads of the trace can be read
+/// at once, from several threads of the reader's process
+/// ([`map_threads`](crate::analysis::parallel::map_threads)).
 ///
 /// [`uftrace_symbol_name`]: crate::uftrace_symbol_name
 /// [`write_uftrace_dir`]: crate::export::write_uftrace_dir
@@ -63,11 +67,13 @@ pub struct UftraceReader {
     /// Per thread, the sorted indices of the records fntrace added.
     added: HashMap<u32, Vec<usize>>,
     /// Demangled names asked for so far.
-    names: RefCell<HashMap<usize, String>>,
+    names: Mutex<HashMap<usize, String>>,
     /// Record bytes read so far, over every read.
-    bytes_read: Cell<u64>,
+    bytes_read: AtomicU64,
     /// Called with `bytes_read` as reading goes.
-    progress: RefCell<Option<ProgressCallback>>,
+    progress: Mutex<Option<ProgressCallback>>,
+    /// Reads of threads in progress, from any thread.
+    reading_now: AtomicUsize,
 }
 
 impl std::fmt::Debug for UftraceReader {
@@ -145,9 +151,10 @@ impl UftraceReader {
             spaces,
             thread_spaces,
             added: fntrace.added,
-            names: RefCell::new(HashMap::new()),
-            bytes_read: Cell::new(0),
-            progress: RefCell::new(None),
+            names: Mutex::new(HashMap::new()),
+            bytes_read: AtomicU64::new(0),
+            progress: Mutex::new(None),
+            reading_now: AtomicUsize::new(0),
         })
     }
 
@@ -170,13 +177,13 @@ impl UftraceReader {
 
     /// Record bytes read so far, over every read of a thread.
     pub fn bytes_read(&self) -> u64 {
-        self.bytes_read.get()
+        self.bytes_read.load(Ordering::Relaxed)
     }
 
     /// Has `progress` called with [`bytes_read`](Self::bytes_read) every few
     /// MiB of records read, and at the end of each thread's read.
-    pub fn set_progress(&self, progress: impl FnMut(u64) + 'static) {
-        *self.progress.borrow_mut() = Some(Box::new(progress));
+    pub fn set_progress(&self, progress: impl FnMut(u64) + Send + 'static) {
+        *lock(&self.progress) = Some(Box::new(progress));
     }
 
     /// The ELF symbol name (as the `.sym` file has it) of the symbol that
@@ -194,11 +201,10 @@ impl UftraceReader {
     /// Counts `bytes` more record bytes read, and tells the callback when a
     /// step is passed (or at once with `force`).
     fn count_read(&self, bytes: u64, force: bool) {
-        let before = self.bytes_read.get();
+        let before = self.bytes_read.fetch_add(bytes, Ordering::Relaxed);
         let after = before + bytes;
-        self.bytes_read.set(after);
         if force || after / PROGRESS_STEP != before / PROGRESS_STEP {
-            if let Some(progress) = self.progress.borrow_mut().as_mut() {
+            if let Some(progress) = lock(&self.progress).as_mut() {
                 progress(after);
             }
         }
@@ -221,14 +227,14 @@ impl EventSource for UftraceReader {
     }
 
     fn name_of(&self, function: usize) -> String {
-        if let Some(name) = self.names.borrow().get(&function) {
+        if let Some(name) = lock(&self.names).get(&function) {
             return name.clone();
         }
         let name = match self.symbol_name(function) {
             Some(symbol) => demangle(symbol),
             None => format!("{function:#x}"),
         };
-        self.names.borrow_mut().insert(function, name.clone());
+        lock(&self.names).insert(function, name.clone());
         name
     }
 
@@ -237,37 +243,221 @@ impl EventSource for UftraceReader {
         index: usize,
         read: impl FnOnce(&mut dyn Iterator<Item = GraphEvent>) -> R,
     ) -> Result<(R, u64), ExportError> {
+        let records = self.records_of(index)?;
+        let reading = ReadingNow::enter(&self.reading_now);
+        // A core left over: records are decoded on it while `read` runs
+        // here (a third of a report's time is decoding).
+        if reading.count < analysis::parallel::reading_threads(usize::MAX) {
+            self.read_pipelined(index, records, read)
+        } else {
+            self.read_here(index, records, read)
+        }
+    }
+
+    fn size_hint(&self, index: usize) -> u64 {
+        self.data_bytes[index]
+    }
+}
+
+/// Events decoded at a time by the decoding thread of a pipelined read.
+const BATCH_EVENTS: usize = 16 * 1024;
+
+/// Batches in flight between the decoding thread and the reading one.
+const BATCHES_IN_FLIGHT: usize = 4;
+
+impl UftraceReader {
+    /// Thread `index`'s record file, opened.
+    pub(super) fn records_of(&self, index: usize) -> Result<ThreadRecords<'_>, ExportError> {
         let tid = self.threads[index].tid;
-        let spaces = &self.thread_spaces[index];
         let added = self.added.get(&tid).map_or(&[][..], |v| &v[..]);
-        let mut records = ThreadRecords::open(&self.dir.join(format!("{tid}.dat")), added)?;
+        ThreadRecords::open(&self.dir.join(format!("{tid}.dat")), added)
+    }
+
+    /// [`EventSource::read_thread`] on the calling thread alone.
+    pub(super) fn read_here<R>(
+        &self,
+        index: usize,
+        mut records: ThreadRecords<'_>,
+        read: impl FnOnce(&mut dyn Iterator<Item = GraphEvent>) -> R,
+    ) -> Result<(R, u64), ExportError> {
+        let mut decoder = Decoder::new(self, index);
         let mut error = None;
-        let mut counted = 0;
         let mut events = std::iter::from_fn(|| {
-            let event = records.next_event().unwrap_or_else(|e| {
+            decoder.next(&mut records).unwrap_or_else(|e| {
                 error = Some(e);
                 None
-            })?;
-            // A step of progress every PROGRESS_STEP bytes.
-            if records.offset - counted >= PROGRESS_STEP {
-                self.count_read(records.offset - counted, false);
-                counted = records.offset;
-            }
-            let space = spaces
-                .iter()
-                .rev()
-                .find(|(since, _)| *since <= event.time_ns)
-                .or(spaces.first())
-                .map_or(0, |&(_, space)| space);
-            Some(self.spaces[space].function_of(event))
+            })
         });
         let value = read(&mut events);
-        self.count_read(records.offset - counted, true);
+        decoder.finish(&records);
         match error {
             Some(e) => Err(e),
             None => Ok((value, records.lost)),
         }
     }
+
+    /// [`EventSource::read_thread`] with the records decoded on a thread of
+    /// their own, handed over in batches; `read` runs on the calling
+    /// thread. Stops decoding when `read` returns.
+    pub(super) fn read_pipelined<R>(
+        &self,
+        index: usize,
+        mut records: ThreadRecords<'_>,
+        read: impl FnOnce(&mut dyn Iterator<Item = GraphEvent>) -> R,
+    ) -> Result<(R, u64), ExportError> {
+        let (full, full_rx) = mpsc::sync_channel::<Vec<GraphEvent>>(BATCHES_IN_FLIGHT);
+        let (empty, empty_rx) = mpsc::channel::<Vec<GraphEvent>>();
+        std::thread::scope(|scope| {
+            let decoding = scope.spawn(move || {
+                let mut decoder = Decoder::new(self, index);
+                let result = 'decode: loop {
+                    let mut batch = empty_rx
+                        .try_recv()
+                        .unwrap_or_else(|_| Vec::with_capacity(BATCH_EVENTS));
+                    batch.clear();
+                    while batch.len() < BATCH_EVENTS {
+                        match decoder.next(&mut records) {
+                            Ok(Some(event)) => batch.push(event),
+                            Ok(None) => break,
+                            Err(e) => {
+                                // The events before the error still go.
+                                let _ = full.send(batch);
+                                break 'decode Err(e);
+                            }
+                        }
+                    }
+                    let last = batch.len() < BATCH_EVENTS;
+                    // A closed channel: `read` is done with the events.
+                    if (!batch.is_empty() && full.send(batch).is_err()) || last {
+                        break Ok(());
+                    }
+                };
+                decoder.finish(&records);
+                result.map(|()| records.lost)
+            });
+            let mut batches = Batches {
+                full: full_rx,
+                empty,
+                batch: Vec::new(),
+                next: 0,
+            };
+            let value = read(&mut batches);
+            drop(batches);
+            match decoding.join() {
+                Ok(result) => result.map(|lost| (value, lost)),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        })
+    }
+}
+
+/// The events of a pipelined read, batch after batch; used batches go back
+/// to the decoding thread.
+struct Batches {
+    full: mpsc::Receiver<Vec<GraphEvent>>,
+    empty: mpsc::Sender<Vec<GraphEvent>>,
+    batch: Vec<GraphEvent>,
+    next: usize,
+}
+
+impl Iterator for Batches {
+    type Item = GraphEvent;
+
+    fn next(&mut self) -> Option<GraphEvent> {
+        while self.next == self.batch.len() {
+            let batch = self.full.recv().ok()?;
+            let used = std::mem::replace(&mut self.batch, batch);
+            // The decoder may be gone already: then the batch is freed.
+            let _ = self.empty.send(used);
+            self.next = 0;
+        }
+        let event = self.batch[self.next];
+        self.next += 1;
+        Some(event)
+    }
+}
+
+/// Turns one thread's records into events with their functions' addresses
+/// in the trace, telling the progress callback as it goes.
+struct Decoder<'r> {
+    reader: &'r UftraceReader,
+    /// The thread's address spaces, each from a time on.
+    spaces: &'r [(u64, usize)],
+    /// This read's own memo per address space: reads run side by side.
+    memos: Vec<Box<Memo>>,
+    /// Record bytes already counted as read.
+    counted: u64,
+}
+
+impl<'r> Decoder<'r> {
+    fn new(reader: &'r UftraceReader, index: usize) -> Self {
+        Decoder {
+            reader,
+            spaces: &reader.thread_spaces[index],
+            // Made here, on the heap: a 64 KiB array built in `next` would
+            // make every call probe its stack pages.
+            memos: (0..reader.spaces.len())
+                .map(|_| vec![(NO_ADDRESS, 0); MEMO_SLOTS].into_boxed_slice())
+                .collect(),
+            counted: 0,
+        }
+    }
+
+    /// The next event of `records`, if any.
+    fn next(&mut self, records: &mut ThreadRecords<'_>) -> Result<Option<GraphEvent>, ExportError> {
+        let Some(event) = records.next_event()? else {
+            return Ok(None);
+        };
+        // A step of progress every PROGRESS_STEP bytes.
+        if records.offset - self.counted >= PROGRESS_STEP {
+            self.reader.count_read(records.offset - self.counted, false);
+            self.counted = records.offset;
+        }
+        let space = self
+            .spaces
+            .iter()
+            .rev()
+            .find(|(since, _)| *since <= event.time_ns)
+            .or(self.spaces.first())
+            .map_or(0, |&(_, space)| space);
+        Ok(Some(
+            self.reader.spaces[space].function_of(event, &mut self.memos[space]),
+        ))
+    }
+
+    /// Counts the rest of what was read.
+    fn finish(&mut self, records: &ThreadRecords<'_>) {
+        self.reader.count_read(records.offset - self.counted, true);
+        self.counted = records.offset;
+    }
+}
+
+/// One read of a thread in progress, counted in the reader while it lasts.
+struct ReadingNow<'r> {
+    reads: &'r AtomicUsize,
+    /// The reads in progress, this one included, when it began.
+    count: usize,
+}
+
+impl<'r> ReadingNow<'r> {
+    fn enter(reads: &'r AtomicUsize) -> Self {
+        let count = reads.fetch_add(1, Ordering::Relaxed) + 1;
+        ReadingNow { reads, count }
+    }
+}
+
+impl Drop for ReadingNow<'_> {
+    fn drop(&mut self) {
+        self.reads.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// `mutex`'s value, even if a thread panicked while holding it (the maps
+/// it guards stay valid at every step).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// One address space of a recording: a session's map and symbols.
@@ -280,12 +470,14 @@ struct AddressSpace {
     /// name: a program exec'd again is one set of rows); the others get
     /// `start | k << SPACE_SHIFT`, above user space.
     canonical: Option<HashMap<usize, usize>>,
-    /// The last addresses looked up and their functions, direct-mapped by
-    /// address: a trace holds a few thousand distinct addresses in
-    /// hundreds of millions of records, and a binary search of the symbol
-    /// table for each record was a third of a report's time.
-    memo: RefCell<Box<[(usize, usize); MEMO_SLOTS]>>,
 }
+
+/// The last addresses looked up in a space and their functions,
+/// direct-mapped by address: a trace holds a few thousand distinct
+/// addresses in hundreds of millions of records, and a binary search of the
+/// symbol table for each record was a third of a report's time. Each read
+/// of a thread has its own.
+type Memo = [(usize, usize)];
 
 /// Entries of [`AddressSpace::memo`] (a power of two).
 const MEMO_SLOTS: usize = 4096;
@@ -336,7 +528,6 @@ impl AddressSpace {
                 maps,
                 symbols,
                 canonical,
-                memo: RefCell::new(Box::new([(NO_ADDRESS, 0); MEMO_SLOTS])),
             });
             space_of_session.push(k);
         }
@@ -344,11 +535,10 @@ impl AddressSpace {
     }
 
     /// `event` with its function's address in the trace.
-    fn function_of(&self, event: GraphEvent) -> GraphEvent {
+    fn function_of(&self, event: GraphEvent, memo: &mut Memo) -> GraphEvent {
         let address = event.function;
         // Fibonacci hashing: code addresses differ in their low bits.
         let slot = (address as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 52;
-        let mut memo = self.memo.borrow_mut();
         let entry = &mut memo[slot as usize % MEMO_SLOTS];
         if entry.0 != address {
             *entry = (address, self.lookup(address));
