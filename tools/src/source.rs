@@ -18,6 +18,18 @@ pub struct ThreadInfo {
     pub name: Option<String>,
 }
 
+/// Where a thread lost events: `count` events were lost after the first
+/// `after` of the events [`EventSource::read_thread`] gives (a gap in the
+/// events: calls open before it may end after it, and exits after it may
+/// belong to calls entered in it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gap {
+    /// Events read before the gap.
+    pub after: usize,
+    /// Events lost there.
+    pub count: u64,
+}
+
 /// A trace whose threads' events can be read, one thread at a time, as many
 /// times as a report needs.
 pub trait EventSource {
@@ -50,6 +62,14 @@ pub trait EventSource {
         index: usize,
         read: impl FnOnce(&mut dyn Iterator<Item = GraphEvent>) -> R,
     ) -> Result<(R, u64), Self::Error>;
+
+    /// Where thread `index` lost events, in order, if the source knows
+    /// (their counts add up to at most its lost count; the rest were lost
+    /// at places not known). The default: not known, none listed.
+    fn gaps(&self, index: usize) -> Vec<Gap> {
+        let _ = index;
+        Vec::new()
+    }
 }
 
 impl EventSource for Trace {
@@ -112,6 +132,10 @@ impl<S: EventSource> EventSource for &S {
         read: impl FnOnce(&mut dyn Iterator<Item = GraphEvent>) -> R,
     ) -> Result<(R, u64), S::Error> {
         (*self).read_thread(index, read)
+    }
+
+    fn gaps(&self, index: usize) -> Vec<Gap> {
+        (*self).gaps(index)
     }
 }
 
