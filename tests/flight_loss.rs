@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -24,34 +24,6 @@ const TYPE_ENTRY: u64 = 0;
 const TYPE_EXIT: u64 = 1;
 const TYPE_LOST: u64 = 2;
 const RECORD_MAGIC: u64 = 5;
-
-/// The records of a `.dat` file: (time, second word).
-fn dat_records(path: &Path) -> Vec<(u64, u64)> {
-    let bytes = std::fs::read(path).unwrap();
-    assert_eq!(bytes.len() % 16, 0, "{}", path.display());
-    bytes
-        .chunks_exact(16)
-        .map(|r| {
-            let word = |at: usize| u64::from_le_bytes(r[at..at + 8].try_into().unwrap());
-            (word(0), word(8))
-        })
-        .collect()
-}
-
-/// The threads' record files of a uftrace data directory (`TID.dat`).
-fn thread_files(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| {
-            let name = path.file_name().unwrap().to_str().unwrap();
-            name.strip_suffix(".dat")
-                .is_some_and(|tid| tid.bytes().all(|b| b.is_ascii_digit()))
-        })
-        .collect();
-    files.sort();
-    files
-}
 
 /// A snapshot of two threads each running the `-pg` fixture's `run(n)`
 /// (5n + 1 calls), with buffers of 4,096 events drained every 20 ms: they
@@ -75,25 +47,6 @@ fn lossy_snapshot(dir: &Path, n: i64) -> fntrace::SnapshotReport {
     assert!(snapshot.lost > 0, "{snapshot:?}");
     assert_eq!(snapshot.evicted, 0, "{snapshot:?}");
     snapshot
-}
-
-/// A `uftrace report` time (`730.509 ms`) in nanoseconds, and its last
-/// printed digit (uftrace cuts off the digits after it).
-fn report_ns(value: &str, unit: &str) -> (f64, f64) {
-    let scale = match unit {
-        "ns" => 1.0,
-        "us" => 1e3,
-        "ms" => 1e6,
-        "s" => 1e9,
-        "m" => 60e9,
-        "h" => 3600e9,
-        _ => panic!("not a time unit: {unit}"),
-    };
-    let decimals = value.split_once('.').map_or(0, |(_, d)| d.len());
-    let value: f64 = value
-        .parse()
-        .unwrap_or_else(|_| panic!("not a time: {value}"));
-    (value * scale, scale / 10f64.powi(decimals as i32))
 }
 
 /// The `fntrace` command, built.
@@ -124,8 +77,8 @@ fn uftrace_gives_fntrace_figures_on_a_snapshot_with_loss() {
     // call open at it (entries and exits balance since the previous one),
     // and some sit between records, where the gaps were.
     let (mut lost_records, mut inside, mut counted) = (0, 0, 0);
-    for file in thread_files(&dir) {
-        let records = dat_records(&file);
+    for file in common::thread_files(&dir) {
+        let records = common::dat_records(&file);
         let mut open = 0i64;
         for (index, &(time, word)) in records.iter().enumerate() {
             assert_eq!((word >> 3) & 7, RECORD_MAGIC);
@@ -168,35 +121,8 @@ fn uftrace_gives_fntrace_figures_on_a_snapshot_with_loss() {
     fntrace_cli(&["replay"], &dir);
 
     // uftrace's report: per function, the calls and the total and self
-    // times fntrace's report gives (to the digits uftrace prints), none
-    // longer than the test.
-    let out = uftrace(&["report", "--no-pager", "-f", "total,self,call"], &dir);
-    let mut rows = 0;
-    for line in out.lines().skip(2) {
-        let words: Vec<&str> = line.split_whitespace().collect();
-        let [total, total_unit, own, own_unit, calls, name] = words[..] else {
-            panic!("row {line:?} of\n{out}");
-        };
-        let row = ours
-            .functions
-            .iter()
-            .find(|f| f.name == name)
-            .unwrap_or_else(|| panic!("{name} is not in fntrace's report: {ours:?}"));
-        assert_eq!(calls.parse::<u64>().unwrap(), row.calls, "{name}:\n{out}");
-        for (value, unit, ns) in [
-            (total, total_unit, row.total_ns),
-            (own, own_unit, row.self_ns),
-        ] {
-            let (theirs, within) = report_ns(value, unit);
-            assert!(
-                (-0.5..within).contains(&(ns as f64 - theirs)),
-                "{name}: uftrace {value} {unit}, fntrace {ns} ns:\n{out}"
-            );
-            assert!(theirs <= wall_ns, "{name}: {value} {unit} in {wall_ns} ns");
-        }
-        rows += 1;
-    }
-    assert_eq!(rows, ours.functions.len(), "{out}");
+    // times fntrace's report gives, none longer than the test.
+    common::assert_uftrace_report_is(&dir, &ours, wall_ns);
 
     // uftrace's graph runs (it crashed with calls open at a lost record),
     // and counts the calls fntrace counts under pie_mid.
@@ -263,9 +189,9 @@ fn uftrace_lost_records() -> Vec<(u64, u64)> {
         .output()
         .unwrap();
     assert!(status.status.success(), "{status:?}");
-    let lost: Vec<(u64, u64)> = thread_files(&data)
+    let lost: Vec<(u64, u64)> = common::thread_files(&data)
         .iter()
-        .flat_map(|file| dat_records(file))
+        .flat_map(|file| common::dat_records(file))
         .filter(|&(_, word)| word & 3 == TYPE_LOST)
         .collect();
     let _ = std::fs::remove_dir_all(&work);
@@ -280,9 +206,9 @@ fn lost_records_are_laid_out_as_uftrace_writes_them() {
         let _turn = ONE_RECORDER.lock().unwrap_or_else(|e| e.into_inner());
         let dir = temp_dir("flight-loss-layout");
         lossy_snapshot(&dir, 20_000);
-        let lost = thread_files(&dir)
+        let lost = common::thread_files(&dir)
             .iter()
-            .flat_map(|file| dat_records(file))
+            .flat_map(|file| common::dat_records(file))
             .filter(|&(_, word)| word & 3 == TYPE_LOST)
             .collect();
         let _ = std::fs::remove_dir_all(&dir);
