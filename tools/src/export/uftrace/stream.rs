@@ -23,7 +23,15 @@
 //!   gap ends with one more lost record, counting those exits, at
 //!   [`UftraceStream::finish`] (see `StreamThread::end_gap`). `uftrace
 //!   replay` shows lost records outside every function only with
-//!   `--kernel-full`.
+//!   `--kernel-full`. Unlike [`write_uftrace_dir_of`](super::write_uftrace_dir_of)
+//!   (snapshots, dumps), a stream cannot give the calls running after a
+//!   gap their entries (their exits have not arrived): uftrace 0.13 then
+//!   keeps frames below the first record after the gap, named after the
+//!   calls it saw there before the gap, and takes later calls of those
+//!   functions for recursive ones, leaving them out of its total (not its
+//!   calls or self time): measured on a drop-mode recording of two threads
+//!   of `run(200000)` with 4,096-event buffers, `pie_mid` totalled 5.457 ms
+//!   in `uftrace report`, 5.560 ms in fntrace's.
 //! - Records are made consistent as they arrive, by one thread's open calls
 //!   (depth and function, a few words per call): an entry closes the open
 //!   calls at its depth or deeper (they were unwound) with an exit at its
