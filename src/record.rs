@@ -112,6 +112,11 @@ pub struct RecordReport {
     /// is a lost record in the thread's `.dat`), plus exits left out
     /// because their entry was lost.
     pub lost: u64,
+    /// Calls open where a thread lost events: each ended at the gap by an
+    /// exit record at the time of the last record before it (written, not
+    /// among `events`), so that uftrace and fntrace count the call up to
+    /// the gap alike.
+    pub closed_at_gaps: u64,
     /// Threads with events.
     pub threads: usize,
     /// Bytes of records written.
@@ -655,6 +660,7 @@ impl Recording {
             dir: self.dir.clone(),
             events: totals.events,
             lost: totals.lost + totals.left_out,
+            closed_at_gaps: totals.closed_at_gaps,
             threads: totals.threads,
             bytes: totals.bytes,
             duration: self.started.elapsed(),

@@ -39,13 +39,15 @@ fn events_lost_to_full_buffers_are_counted_and_shown() {
     assert!(report.lost > 0, "{report:?}");
     assert_eq!(report.events + report.lost, made, "{report:?}");
 
-    // Read back: every exit has its entry; the lost records hold what was
-    // dropped (exits left out because their entry was lost are in
+    // Read back: every exit has its entry; the events written, and the
+    // exits that ended the calls open at each gap; the lost records hold
+    // what was dropped (exits left out because their entry was lost are in
     // report.lost but in no lost record).
     let trace = read_trace_dir(&dir);
     let (counts, lost_records) = (call_counts(&trace), trace.lost());
     let written: u64 = counts.values().map(|(n, x)| n + x).sum();
-    assert_eq!(written, report.events);
+    assert!(report.closed_at_gaps > 0, "{report:?}");
+    assert_eq!(written, report.events + report.closed_at_gaps);
     assert!(lost_records > 0 && lost_records <= report.lost);
     for (function, (entries, exits)) in &counts {
         assert!(

@@ -6,7 +6,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet, VecDeque};
 use std::convert::Infallible;
 
-use fntrace_tools::{EventKind, EventSource, GraphEvent, ThreadInfo, Trace};
+use fntrace_tools::{EventKind, EventSource, Gap, GraphEvent, ThreadInfo, Trace};
 
 use crate::rt::shadow::MAX_HOOKED_DEPTH;
 
@@ -110,8 +110,9 @@ pub struct Summary {
 }
 
 /// The window as an [`EventSource`] for the uftrace writer: its threads'
-/// events read in place (lost markers counted, not read), with `header`'s
-/// process description and names.
+/// events read in place (lost markers counted, not read, and listed by
+/// [`EventSource::gaps`], so that each is a lost record where it is), with
+/// `header`'s process description and names.
 pub struct WindowEvents<'a> {
     pub window: &'a Window,
     pub header: Trace,
@@ -156,6 +157,22 @@ impl EventSource for WindowEvents<'_> {
             .filter(|packed| packed.lost_count().is_none())
             .map(Packed::unpack);
         Ok((read(&mut events), lost))
+    }
+
+    /// The lost markers, where they are among the events.
+    fn gaps(&self, index: usize) -> Vec<Gap> {
+        let mut gaps = Vec::new();
+        let mut events = 0;
+        for packed in &self.window.threads[index].events {
+            match packed.lost_count() {
+                Some(count) => gaps.push(Gap {
+                    after: events,
+                    count,
+                }),
+                None => events += 1,
+            }
+        }
+        gaps
     }
 }
 
@@ -338,6 +355,45 @@ impl Window {
 mod tests {
     use super::*;
 
+    /// A [`Trace`] with the places of its threads' losses: what the
+    /// whole-trace writer writes for a source that knows them.
+    struct TraceWithGaps<'a> {
+        trace: &'a Trace,
+        gaps: Vec<Vec<Gap>>,
+    }
+
+    impl EventSource for TraceWithGaps<'_> {
+        type Error = std::convert::Infallible;
+
+        fn pid(&self) -> u32 {
+            self.trace.pid
+        }
+
+        fn exe(&self) -> &str {
+            &self.trace.exe
+        }
+
+        fn threads(&self) -> Vec<ThreadInfo> {
+            self.trace.threads()
+        }
+
+        fn name_of(&self, function: usize) -> String {
+            self.trace.name_of(function)
+        }
+
+        fn read_thread<R>(
+            &self,
+            index: usize,
+            read: impl FnOnce(&mut dyn Iterator<Item = GraphEvent>) -> R,
+        ) -> Result<(R, u64), Self::Error> {
+            self.trace.read_thread(index, read)
+        }
+
+        fn gaps(&self, index: usize) -> Vec<Gap> {
+            self.gaps[index].clone()
+        }
+    }
+
     fn event(time_ns: u64, function: usize, depth: u16, kind: EventKind) -> GraphEvent {
         GraphEvent {
             time_ns,
@@ -391,8 +447,9 @@ mod tests {
         assert_eq!(read(1), (vec![event(50, 0x20, 0, EventKind::Exit)], 0));
 
         // Written in place, the window gives the files the whole-trace
-        // writer gives for a Trace of the same threads (what snapshots
-        // wrote from a copy of the window before).
+        // writer gives for a Trace of the same threads, with the lost
+        // marker where it is (what snapshots wrote from a copy of the
+        // window before, but for the marker's place).
         let threads = vec![
             fntrace_tools::ThreadTrace {
                 tid: 1,
@@ -425,7 +482,13 @@ mod tests {
         let _ = std::fs::remove_dir_all(&base);
         let (a, b) = (base.join("in-place"), base.join("whole"));
         fntrace_tools::export::write_uftrace_dir_of(&in_place.header, &in_place, &a, None).unwrap();
-        fntrace_tools::export::write_uftrace_dir(&whole, &b, None).unwrap();
+        let gaps: Vec<Vec<Gap>> = (0..2).map(|i| in_place.gaps(i)).collect();
+        assert_eq!(gaps, [vec![Gap { after: 2, count: 7 }], vec![]]);
+        let whole = TraceWithGaps {
+            trace: &whole,
+            gaps,
+        };
+        fntrace_tools::export::write_uftrace_dir_of(whole.trace, &whole, &b, None).unwrap();
         let files = |dir: &std::path::Path| -> Vec<(std::ffi::OsString, Vec<u8>)> {
             let mut files: Vec<_> = std::fs::read_dir(dir)
                 .unwrap()

@@ -555,3 +555,90 @@ pub fn exit_code_of_forked(what: &str, child: impl FnOnce() -> i32) -> i32 {
     );
     libc::WEXITSTATUS(status)
 }
+
+/// A `uftrace report` time (`730.509 ms`) in nanoseconds, and its last
+/// printed digit (uftrace cuts off the digits after it).
+fn uftrace_report_ns(value: &str, unit: &str) -> (f64, f64) {
+    let scale = match unit {
+        "ns" => 1.0,
+        "us" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        "m" => 60e9,
+        "h" => 3600e9,
+        _ => panic!("not a time unit: {unit}"),
+    };
+    let decimals = value.split_once('.').map_or(0, |(_, d)| d.len());
+    let value: f64 = value
+        .parse()
+        .unwrap_or_else(|_| panic!("not a time: {value}"));
+    (value * scale, scale / 10f64.powi(decimals as i32))
+}
+
+/// `uftrace report` of `dir` gives, function by function, the calls, total
+/// and self times of `ours` (fntrace's report of the same directory), to
+/// the digits uftrace prints, and no time above `limit_ns`.
+pub fn assert_uftrace_report_is(
+    dir: &std::path::Path,
+    ours: &fntrace::analysis::LatencyReport,
+    limit_ns: f64,
+) {
+    let out = uftrace(&["report", "--no-pager", "-f", "total,self,call"], dir);
+    let mut rows = 0;
+    for line in out.lines().skip(2) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let [total, total_unit, own, own_unit, calls, name] = words[..] else {
+            panic!("row {line:?} of\n{out}");
+        };
+        let row = ours
+            .functions
+            .iter()
+            .find(|f| f.name == name)
+            .unwrap_or_else(|| panic!("{name} is not in fntrace's report: {ours:?}"));
+        assert_eq!(calls.parse::<u64>().unwrap(), row.calls, "{name}:\n{out}");
+        for (value, unit, ns) in [
+            (total, total_unit, row.total_ns),
+            (own, own_unit, row.self_ns),
+        ] {
+            let (theirs, digit) = uftrace_report_ns(value, unit);
+            assert!(
+                (-0.5..digit).contains(&(ns as f64 - theirs)),
+                "{name}: uftrace {value} {unit}, fntrace {ns} ns:\n{out}"
+            );
+            assert!(
+                theirs <= limit_ns,
+                "{name}: {value} {unit} in {limit_ns} ns"
+            );
+        }
+        rows += 1;
+    }
+    assert_eq!(rows, ours.functions.len(), "{out}");
+}
+
+/// The records of a `.dat` file: (time, second word).
+pub fn dat_records(path: &std::path::Path) -> Vec<(u64, u64)> {
+    let bytes = std::fs::read(path).unwrap();
+    assert_eq!(bytes.len() % 16, 0, "{}", path.display());
+    bytes
+        .chunks_exact(16)
+        .map(|r| {
+            let word = |at: usize| u64::from_le_bytes(r[at..at + 8].try_into().unwrap());
+            (word(0), word(8))
+        })
+        .collect()
+}
+
+/// The threads' record files of a uftrace data directory (`TID.dat`).
+pub fn thread_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| {
+            let name = path.file_name().unwrap().to_str().unwrap();
+            name.strip_suffix(".dat")
+                .is_some_and(|tid| tid.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .collect();
+    files.sort();
+    files
+}

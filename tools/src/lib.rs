@@ -35,5 +35,5 @@ mod trace;
 pub mod units;
 
 pub use names::{demangle, uftrace_symbol_name};
-pub use source::{EventSource, ThreadInfo};
+pub use source::{EventSource, Gap, ThreadInfo};
 pub use trace::{EventKind, GraphEvent, ThreadTrace, Trace};

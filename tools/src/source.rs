@@ -18,6 +18,18 @@ pub struct ThreadInfo {
     pub name: Option<String>,
 }
 
+/// Where a thread lost events: `count` events were lost after the first
+/// `after` of the events [`EventSource::read_thread`] gives (a gap in the
+/// events: calls open before it may end after it, and exits after it may
+/// belong to calls entered in it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gap {
+    /// Events read before the gap.
+    pub after: usize,
+    /// Events lost there.
+    pub count: u64,
+}
+
 /// A trace whose threads' events can be read, one thread at a time, as many
 /// times as a report needs.
 pub trait EventSource {
@@ -57,6 +69,14 @@ pub trait EventSource {
     fn size_hint(&self, index: usize) -> u64 {
         let _ = index;
         0
+    }
+
+    /// Where thread `index` lost events, in order, if the source knows
+    /// (their counts add up to at most its lost count; the rest were lost
+    /// at places not known). The default: not known, none listed.
+    fn gaps(&self, index: usize) -> Vec<Gap> {
+        let _ = index;
+        Vec::new()
     }
 }
 
@@ -128,6 +148,10 @@ impl<S: EventSource> EventSource for &S {
 
     fn size_hint(&self, index: usize) -> u64 {
         (*self).size_hint(index)
+    }
+
+    fn gaps(&self, index: usize) -> Vec<Gap> {
+        (*self).gaps(index)
     }
 }
 

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use std::convert::Infallible;
 use std::sync::MutexGuard;
 
-use fntrace_tools::{EventSource, GraphEvent, ThreadInfo, ThreadTrace, Trace};
+use fntrace_tools::{EventSource, Gap, GraphEvent, ThreadInfo, ThreadTrace, Trace};
 
 use super::{describe_functions, GraphTracer, RawEvent};
 use crate::rt::ops;
@@ -197,6 +197,34 @@ impl EventSource for Recorded<'_> {
         );
         Ok((read(&mut events), thread.lost))
     }
+
+    /// A ring drops events only when it is full, that is after the events
+    /// it holds: its gap is after them. The retained events' losses (from
+    /// earlier collections, which add up the counts) are placed after the
+    /// retained events, where the last of them happened.
+    fn gaps(&self, index: usize) -> Vec<Gap> {
+        let thread = &self.threads[index];
+        let rings = self.peek.rings();
+        let mut gaps = Vec::new();
+        let mut after = 0;
+        if let Some(i) = thread.retained {
+            let retained = &self.retained[i];
+            after = retained.events.len();
+            gaps.push(Gap {
+                after,
+                count: retained.lost,
+            });
+        }
+        for &ring in &thread.rings {
+            after += rings[ring].len();
+            gaps.push(Gap {
+                after,
+                count: rings[ring].dropped,
+            });
+        }
+        gaps.retain(|gap| gap.count > 0);
+        gaps
+    }
 }
 
 #[cfg(test)]
@@ -204,8 +232,9 @@ mod tests {
     use std::collections::BTreeMap;
     use std::path::{Path, PathBuf};
 
-    use fntrace_tools::export::{write_uftrace_dir, write_uftrace_dir_of};
+    use fntrace_tools::export::write_uftrace_dir_of;
     use fntrace_tools::EventKind::{self, Entry, Exit};
+    use fntrace_tools::{EventSource, Gap, GraphEvent, ThreadInfo, Trace};
 
     use super::super::{GraphTracer, RawEvent, GRAPH_TRACER};
     use super::Untraced;
@@ -225,6 +254,45 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    /// A [`Trace`] with the places of its threads' losses: what the
+    /// whole-trace writer writes for a source that knows them.
+    struct TraceWithGaps<'a> {
+        trace: &'a Trace,
+        gaps: Vec<Vec<Gap>>,
+    }
+
+    impl EventSource for TraceWithGaps<'_> {
+        type Error = std::convert::Infallible;
+
+        fn pid(&self) -> u32 {
+            self.trace.pid
+        }
+
+        fn exe(&self) -> &str {
+            &self.trace.exe
+        }
+
+        fn threads(&self) -> Vec<ThreadInfo> {
+            self.trace.threads()
+        }
+
+        fn name_of(&self, function: usize) -> String {
+            self.trace.name_of(function)
+        }
+
+        fn read_thread<R>(
+            &self,
+            index: usize,
+            read: impl FnOnce(&mut dyn Iterator<Item = GraphEvent>) -> R,
+        ) -> Result<(R, u64), Self::Error> {
+            self.trace.read_thread(index, read)
+        }
+
+        fn gaps(&self, index: usize) -> Vec<Gap> {
+            self.gaps[index].clone()
+        }
     }
 
     fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
@@ -247,7 +315,8 @@ mod tests {
 
     /// The events read in place are written as `take_trace`'s Trace of
     /// them would be, byte for byte: retained and ring events of one
-    /// thread joined, threads in the same order, lost events counted.
+    /// thread joined, threads in the same order, lost events counted, and
+    /// placed after the events of the ring that dropped them.
     #[test]
     fn events_in_place_write_what_the_whole_trace_writes() {
         let _untraced = Untraced::begin();
@@ -270,6 +339,14 @@ mod tests {
         let (in_place, whole) = (temp("in-place"), temp("whole"));
         let recorded = tracer.recorded();
         let (threads, events, lost) = (recorded.thread_count(), recorded.events(), recorded.lost());
+        let gaps: Vec<Vec<Gap>> = (0..threads).map(|i| recorded.gaps(i)).collect();
+        assert_eq!(
+            gaps.iter().flatten().collect::<Vec<_>>(),
+            [&Gap {
+                after: 16,
+                count: 24
+            }]
+        );
         write_uftrace_dir_of(recorded.header(), &recorded, &in_place, None).unwrap();
         // The process's maps as the header read them: other tests map and
         // unmap memory meanwhile, and the events are what is compared.
@@ -277,7 +354,11 @@ mod tests {
         drop(recorded); // not forgotten: take_trace finds the same events
         let mut trace = tracer.take_trace();
         trace.maps = maps;
-        write_uftrace_dir(&trace, &whole, None).unwrap();
+        let trace_with_gaps = TraceWithGaps {
+            trace: &trace,
+            gaps,
+        };
+        write_uftrace_dir_of(&trace, &trace_with_gaps, &whole, None).unwrap();
         assert_eq!(threads, trace.threads.len());
         assert_eq!(events, trace.threads.iter().map(|t| t.events.len()).sum());
         assert_eq!((lost, trace.lost()), (24, 24));

@@ -204,6 +204,17 @@ pub(super) fn record(event: &GraphEvent) -> Option<[u8; RECORD_SIZE]> {
     Some(encode(event.time_ns, kind, event.depth, addr))
 }
 
+/// A lost record for `count` events, as uftrace 0.13's libmcount writes
+/// one (`get_new_shmem_buffer` in `libmcount/record.c`) at the start of
+/// the first buffer it gets after losing records: time 0, type lost, more
+/// 0, magic 5, the count in the address field (capped at 48 bits). uftrace
+/// leaves the depth field as the buffer had it (0 in a fresh buffer, the
+/// depth of an old record in a reused one); fntrace writes 0. uftrace's
+/// readers ignore a lost record's time and depth.
+pub(super) fn lost_record(count: u64) -> [u8; RECORD_SIZE] {
+    encode(0, TYPE_LOST, 0, count.min((1 << ADDR_BITS) - 1))
+}
+
 #[inline]
 pub(super) fn encode(time: u64, kind: u64, depth: u16, addr: u64) -> [u8; RECORD_SIZE] {
     let word = kind | (RECORD_MAGIC << 3) | (u64::from(depth) << 6) | (addr << 16);

@@ -10,7 +10,7 @@ use std::io::Write;
 use super::super::dirfd::TraceDir;
 use super::super::ExportError;
 use super::format::{
-    encode, record, ADDR_BITS, MAX_DEPTH, RECORD_SIZE, TYPE_ENTRY, TYPE_EXIT, TYPE_LOST,
+    encode, lost_record, record, ADDR_BITS, MAX_DEPTH, RECORD_SIZE, TYPE_ENTRY, TYPE_EXIT,
 };
 use super::stream::StreamTotals;
 use crate::trace::{EventKind, GraphEvent};
@@ -54,15 +54,19 @@ pub(super) struct StreamThread {
 
 impl StreamThread {
     /// Writes a lost record for `count` events into `out` at the gap, as
-    /// uftrace 0.13 reads one sanely: every open call first gets a made-up
-    /// exit at the time of the last record (listed in `added`, so fntrace's
-    /// reader skips it), and none stays open, so the exits after the gap of
-    /// calls entered before it are left out (counted). Measured on
-    /// hand-written `.dat` files: with any call open at a lost record,
+    /// uftrace 0.13 reads one sanely: every open call first gets an exit at
+    /// the time of the last record, and none stays open, so the exits after
+    /// the gap of calls entered before it are left out (counted). Measured
+    /// on hand-written `.dat` files: with any call open at a lost record,
     /// `uftrace graph` may crash (SIGSEGV), `uftrace report` counts the open
     /// calls erratically (some twice, some never), and the frames uftrace
-    /// keeps for them give self times of hours.
-    pub(super) fn write_gap(&mut self, count: u64, out: &mut Vec<u8>) {
+    /// keeps for them give self times of hours. The exits are not listed in
+    /// `added`: fntrace's reader, like uftrace's, counts these calls up to
+    /// the gap (the most that is known of them), so that both give the same
+    /// figures. The lost record is uftrace's own (see [`lost_record`]).
+    /// Returns how many calls it closed.
+    pub(super) fn write_gap(&mut self, count: u64, out: &mut Vec<u8>) -> u64 {
+        let mut closed = 0;
         while let Some((depth, function)) = self.open.pop() {
             let exit = GraphEvent {
                 time_ns: self.last_time,
@@ -73,14 +77,14 @@ impl StreamThread {
             // An entry that could not be written has no exit either.
             if let Some(bytes) = record(&exit) {
                 out.extend_from_slice(&bytes);
-                self.added.push(self.records);
                 self.records += 1;
+                closed += 1;
             }
         }
-        let count = count.min((1 << ADDR_BITS) - 1);
-        out.extend_from_slice(&encode(self.last_time, TYPE_LOST, 0, count));
+        out.extend_from_slice(&lost_record(count));
         self.records_at_gap = Some(self.records);
         self.left_out_since_gap = 0;
+        closed
     }
 
     /// Ends a thread that wrote records after a gap (see
@@ -91,16 +95,16 @@ impl StreamThread {
     /// gap once more at the end of the file, each under the name of the
     /// last call it saw at that depth before the gap. Returns whether it
     /// wrote anything.
-    pub(super) fn end_gap(&mut self, out: &mut Vec<u8>) -> bool {
+    /// Returns how many calls it closed, `None` if it wrote nothing.
+    pub(super) fn end_gap(&mut self, out: &mut Vec<u8>) -> Option<u64> {
         if self
             .records_at_gap
             .is_none_or(|at_gap| at_gap == self.records)
         {
-            return false;
+            return None;
         }
         let count = self.left_out_since_gap;
-        self.write_gap(count, out);
-        true
+        Some(self.write_gap(count, out))
     }
 }
 
@@ -422,13 +426,14 @@ mod tests {
         events
     }
 
-    /// At a gap every open call gets a made-up exit (listed as added) at the
-    /// last record's time before the lost record, and nothing stays open;
+    /// At a gap every open call gets an exit (not listed as added) at the
+    /// last record's time before the lost record (uftrace's: time 0, depth
+    /// 0, the count as address), and nothing stays open;
     /// a thread ends with one more lost record only if records followed
     /// the gap, counting the exits left out since.
     #[test]
     fn gaps_close_every_open_call_before_the_lost_record() {
-        use super::super::format::decode;
+        use super::super::format::{decode, TYPE_LOST};
         let (mut thread, mut out) = (thread(), Vec::new());
         let mut totals = StreamTotals::default();
         let event = |time_ns, depth, kind| GraphEvent {
@@ -447,8 +452,8 @@ mod tests {
                 &mut totals,
             );
         }
-        assert!(!thread.end_gap(&mut out), "no gap yet");
-        thread.write_gap(500, &mut out);
+        assert_eq!(thread.end_gap(&mut out), None, "no gap yet");
+        assert_eq!(thread.write_gap(500, &mut out), 3);
         let records: Vec<_> = out
             .as_chunks::<RECORD_SIZE>()
             .0
@@ -464,12 +469,12 @@ mod tests {
                 (12, TYPE_EXIT, 2, 0x40_1020),
                 (12, TYPE_EXIT, 1, 0x40_1010),
                 (12, TYPE_EXIT, 0, 0x40_1000),
-                (12, TYPE_LOST, 0, 500),
+                (0, TYPE_LOST, 0, 500),
             ]
         );
         assert!(thread.open.is_empty());
-        assert_eq!((thread.added.clone(), thread.records), (vec![3, 4, 5], 6));
-        assert!(!thread.end_gap(&mut out), "nothing after the gap");
+        assert_eq!((thread.added.clone(), thread.records), (vec![], 6));
+        assert_eq!(thread.end_gap(&mut out), None, "nothing after the gap");
 
         // After the gap: an exit whose entry was before it (left out), a
         // call at depth 2 still open at the end.
@@ -484,7 +489,7 @@ mod tests {
             encode_run(&mut thread, &mut after, RUN_MAX, &mut out, &mut totals);
         }
         thread.left_out_since_gap += totals.left_out - left_out_before;
-        assert!(thread.end_gap(&mut out));
+        assert_eq!(thread.end_gap(&mut out), Some(1));
         let records: Vec<_> = out
             .as_chunks::<RECORD_SIZE>()
             .0
@@ -496,14 +501,10 @@ mod tests {
             .collect();
         assert_eq!(
             records,
-            [
-                (610, TYPE_ENTRY, 2),
-                (610, TYPE_EXIT, 2),
-                (610, TYPE_LOST, 0)
-            ]
+            [(610, TYPE_ENTRY, 2), (610, TYPE_EXIT, 2), (0, TYPE_LOST, 0)]
         );
         assert_eq!(decode(&out.as_chunks::<RECORD_SIZE>().0[2]).addr, 1);
-        assert!(!thread.end_gap(&mut out), "ended once");
+        assert_eq!(thread.end_gap(&mut out), None, "ended once");
     }
 
     /// The short cut writes every byte the general way writes, and leaves

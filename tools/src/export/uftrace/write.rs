@@ -1,6 +1,7 @@
 //! Writing a uftrace data directory: the session files, one `.sym` file
 //! per module, and each thread's records, made consistent for uftrace.
 
+use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
 use std::io::{BufWriter, Write};
@@ -9,12 +10,12 @@ use std::path::Path;
 use super::super::dirfd::TraceDir;
 use super::super::ExportError;
 use super::format::{
-    basename, encode, info_bytes, one_line, parse_map_line, record, timestamp, ADDR_BITS,
-    FNTRACE_FILE, MAX_SYMBOL_SIZE, TYPE_LOST,
+    basename, info_bytes, lost_record, one_line, parse_map_line, record, timestamp, FNTRACE_FILE,
+    MAX_SYMBOL_SIZE,
 };
 use crate::analysis::pairing::{entries_of_calls_running_at_start, CallStep, Calls, Reading};
 use crate::names::uftrace_symbol_name;
-use crate::source::{EventSource, ThreadInfo};
+use crate::source::{EventSource, Gap, ThreadInfo};
 use crate::trace::{EventKind, GraphEvent, ThreadTrace, Trace};
 
 /// Name (and map-line path) of the pseudo-module holding functions outside
@@ -96,20 +97,36 @@ const PROGRESS_EVERY: usize = 1 << 16;
 ///   the record's depth, and an exit without an entry confuses it (its
 ///   `graph` command drops the rest of the thread). So each thread's records
 ///   are made consistent, by the rules of [`crate::export`]: calls running
-///   when tracing started get an entry at the thread's first timestamp;
+///   when tracing started (exits before the thread's first gap, if any,
+///   whose entries are missing) get an entry at the thread's first timestamp;
 ///   calls that were unwound get an exit just before the event that shows it
 ///   (same timestamp); other exits without an entry are left out. The
 ///   indices (among the entry and exit records of the `.dat`) of the added
 ///   records are listed in `fntrace.txt`, and [`read_uftrace_dir`] removes
 ///   them again, so that writing and reading gives back the events.
-/// - A thread's lost events ([`ThreadTrace::lost`]) are one lost record at
-///   the start of its `.dat`, timestamped like its first event. At the end,
-///   where it would belong if the buffer filled up, uftrace 0.13 mishandles
-///   it: `graph` misattributes the thread's remaining time, and crashes if
-///   the thread also has an exit without entry. Events deeper than 1023
-///   (uftrace's limit) are not written and count as lost. (`uftrace dump
-///   --chrome` prints an empty array element for a lost record, as it does
-///   on its own recordings: its output is not valid JSON then.)
+/// - Lost records are uftrace's own: time 0, depth 0, the number of events
+///   lost in the address field, as uftrace 0.13's libmcount writes one at
+///   the start of the first buffer it gets after losing records. Where the
+///   source knows where a thread lost events ([`EventSource::gaps`]: the
+///   flight recorder's window, a dump's buffers), a lost record sits at
+///   each gap: the calls open there are closed just before it by an exit at
+///   the time of the last record (not listed as added: fntrace's reader
+///   reads it too, so that fntrace and uftrace both count the call up to
+///   the gap, the most that is known of it, and give the same figures);
+///   uftrace 0.13 misreads a call open at a lost record (`graph` crashed,
+///   `report` gave totals of hours). After a gap, the calls whose exits
+///   follow it without their entries get entries just after the lost
+///   record, at the time of the first event after the gap (as uftrace's
+///   recorder writes the entries of the calls open after its gaps there,
+///   with their true times; not listed as added either): a call running
+///   across a gap is two calls then, the part before and the part after.
+///   No entry is made up at the thread's start for an exit after a gap.
+///   Lost events whose place is not known ([`ThreadTrace::lost`] of
+///   a [`Trace`]) are one lost record at the start of the thread's `.dat`.
+///   Events deeper than 1023 (uftrace's limit) are not written and count
+///   as lost there too. (`uftrace dump --chrome` prints an empty array
+///   element for a lost record, as it does on its own recordings: its
+///   output is not valid JSON then.)
 /// - Two threads with the same tid (the kernel reuses tids) are written as
 ///   one, in the order of their first events.
 /// - Modules are told apart by file name, as uftrace does: if two modules
@@ -156,9 +173,11 @@ where
         .collect();
     let mut scans = Vec::with_capacity(infos.len());
     for index in 0..infos.len() {
-        let (scan, lost) =
-            source.read_thread(index, |events| ThreadScan::of(events, &mut functions))?;
-        scans.push((scan, lost));
+        let gaps = placed_gaps(source.gaps(index));
+        let (scan, lost) = source.read_thread(index, |events| {
+            ThreadScan::of(events, &gaps, &mut functions)
+        })?;
+        scans.push((scan, lost, gaps));
     }
     let threads: Vec<ThreadTrace> = infos
         .iter()
@@ -171,7 +190,7 @@ where
         .collect();
     let first_time = scans
         .iter()
-        .filter_map(|(scan, _)| scan.first_time)
+        .filter_map(|(scan, _, _)| scan.first_time)
         .min()
         .unwrap_or(SESSION_LEAD_NS);
     let session_time = first_time.saturating_sub(SESSION_LEAD_NS);
@@ -200,11 +219,11 @@ where
         dir.write_new(&file, sym_text(header, module).as_bytes())?;
         written_syms.push(file);
     }
-    let total: usize = scans.iter().map(|(scan, _)| scan.events).sum();
+    let total: usize = scans.iter().map(|(scan, _, _)| scan.events).sum();
     let mut done = 0usize;
     let mut next_report = 0usize;
     let mut added: Vec<(u32, Vec<usize>)> = Vec::new();
-    for (index, (thread, (scan, lost))) in threads.iter().zip(scans).enumerate() {
+    for (index, (thread, (scan, lost, gaps))) in threads.iter().zip(scans).enumerate() {
         let name = format!("{}.dat", thread.tid);
         let path = dir.path().join(&name);
         let file = dir.create_new(&name)?;
@@ -216,19 +235,22 @@ where
             let made_up = scan.made_up_entries.clone();
             source
                 .read_thread(index, |events| {
-                    consistent_records(events, made_up, &mut |event, _| {
-                        unwritable += u64::from(record(&event).is_none());
+                    consistent_records(events, made_up, &gaps, &mut |step| {
+                        if let Step::Record { event, .. } = step {
+                            unwritable += u64::from(record(&event).is_none());
+                        }
                         Ok(())
                     })
                 })?
                 .0
                 .map_err(|e| ExportError::io(&path, "writing", e))?;
         }
-        let lost = lost.saturating_add(unwritable);
-        if lost > 0 {
-            let time = scan.first_time.unwrap_or(session_time);
-            let count = lost.min((1 << ADDR_BITS) - 1);
-            out.write_all(&encode(time, TYPE_LOST, 0, count))
+        // Events lost at places not known, and those that cannot be
+        // written: one lost record at the start.
+        let placed: u64 = gaps.iter().map(|gap| gap.count).sum();
+        let unplaced = lost.saturating_sub(placed).saturating_add(unwritable);
+        if unplaced > 0 {
+            out.write_all(&lost_record(unplaced))
                 .map_err(|e| ExportError::io(&path, "writing", e))?;
         }
 
@@ -237,15 +259,19 @@ where
         let mut added_here = Vec::new();
         source
             .read_thread(index, |events| {
-                consistent_records(events, scan.made_up_entries, &mut |event, synthetic| {
+                consistent_records(events, scan.made_up_entries, &gaps, &mut |step| {
+                    let (event, kind) = match step {
+                        Step::Record { event, kind } => (event, kind),
+                        Step::Lost(count) => return out.write_all(&lost_record(count)),
+                    };
                     if let Some(bytes) = record(&event) {
                         out.write_all(&bytes)?;
-                        if synthetic {
+                        if kind == RecordKind::Added {
                             added_here.push(record_index);
                         }
                         record_index += 1;
                     }
-                    if !synthetic {
+                    if kind == RecordKind::Recorded {
                         done += 1;
                         if done >= next_report {
                             if let Some(report) = progress.as_deref_mut() {
@@ -277,16 +303,25 @@ struct ThreadScan {
     first_time: Option<u64>,
     /// Its events.
     events: usize,
-    /// Entries for the calls running at its start (see [`Calls::streaming`]).
-    made_up_entries: Vec<GraphEvent>,
+    /// Entries for the calls running at its start (see [`Calls::streaming`]),
+    /// then for those running at the end of each of its gaps.
+    made_up_entries: Vec<Vec<GraphEvent>>,
     /// Whether an event cannot be written as a record (too deep, or an
     /// address beyond 48 bits); records made up from events can only then.
     has_unwritable: bool,
 }
 
 impl ThreadScan {
-    /// Reads `events` to their end, adding their functions to `functions`.
-    fn of(events: &mut dyn Iterator<Item = GraphEvent>, functions: &mut HashSet<usize>) -> Self {
+    /// Reads `events` to their end, adding their functions to `functions`;
+    /// the calls running at the start are found in the events before the
+    /// first of `gaps`, those running at the end of a gap in the events
+    /// between it and the next (an exit after a gap may end a call entered
+    /// in the gap, or before).
+    fn of(
+        events: &mut dyn Iterator<Item = GraphEvent>,
+        gaps: &[Gap],
+        functions: &mut HashSet<usize>,
+    ) -> Self {
         let mut scan = ThreadScan {
             first_time: None,
             events: 0,
@@ -304,8 +339,17 @@ impl ThreadScan {
                 functions.insert(event.function);
             }
         };
-        let made_up = entries_of_calls_running_at_start((&mut *events).inspect(&mut see));
-        events.for_each(|event| see(&event));
+        let mut read = 0;
+        let mut made_up = Vec::with_capacity(gaps.len() + 1);
+        for segment in 0..=gaps.len() {
+            let end = gaps.get(segment).map_or(usize::MAX, |gap| gap.after);
+            let mut part = (&mut *events).take(end - read);
+            made_up.push(entries_of_calls_running_at_start(
+                (&mut part).inspect(&mut see),
+            ));
+            part.for_each(|event| see(&event));
+            read = end;
+        }
         scan.made_up_entries = made_up;
         scan
     }
@@ -445,41 +489,168 @@ pub(super) fn fntrace_text(threads: &[ThreadTrace], added: &[(u32, Vec<usize>)])
     out
 }
 
-/// Passes the records to write for a thread's `events` to `emit`, with
-/// `true` for the records added to make them consistent (see [`write_uftrace_dir`],
-/// "Choices"); `made_up_entries` are those of the calls running at the
-/// thread's start ([`entries_of_calls_running_at_start`] of the same events).
+/// `gaps` as the writer places them: in order, those at the same place
+/// merged, empty ones dropped.
+fn placed_gaps(mut gaps: Vec<Gap>) -> Vec<Gap> {
+    gaps.retain(|gap| gap.count > 0);
+    gaps.sort_by_key(|gap| gap.after);
+    let mut placed: Vec<Gap> = Vec::with_capacity(gaps.len());
+    for gap in gaps {
+        match placed.last_mut() {
+            Some(last) if last.after == gap.after => {
+                last.count = last.count.saturating_add(gap.count);
+            }
+            _ => placed.push(gap),
+        }
+    }
+    placed
+}
+
+/// Why a record is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RecordKind {
+    /// An event of the thread.
+    Recorded,
+    /// Made up so that uftrace pairs the records: listed in `fntrace.txt`,
+    /// left out again by fntrace's reader.
+    Added,
+    /// The exit of a call open at a gap, at the time of the last record
+    /// before it: not listed, so that fntrace's reader, like uftrace's,
+    /// counts the call up to the gap.
+    ClosedAtGap,
+    /// The entry of a call running at the end of a gap, at the time of the
+    /// first event after it: not listed, as `ClosedAtGap`.
+    OpenedAtGap,
+}
+
+/// One record [`consistent_records`] passes on.
+enum Step {
+    /// An entry or exit.
+    Record { event: GraphEvent, kind: RecordKind },
+    /// A lost record for this many events.
+    Lost(u64),
+}
+
+/// Passes the records to write for a thread's `events` to `emit` (see
+/// [`write_uftrace_dir`], "Choices"); `made_up_entries` are those of the
+/// calls running at the thread's start ([`entries_of_calls_running_at_start`]
+/// of its events before the first gap), then of those running at the end
+/// of each gap (of its events up to the next gap); `gaps` where it lost
+/// events (see [`placed_gaps`]).
+///
+/// At a gap, every call still open is closed by an exit at the time of the
+/// last record before it, then a lost record follows: uftrace 0.13 misreads
+/// a call open at a lost record (its `graph` crashed, its `report` gave
+/// totals of hours). After a gap, the pairing starts afresh, from entries
+/// for the calls running then (exits after the gap without an entry after
+/// it) at the time of the first event after it, written just after the
+/// lost record, as uftrace's own recorder writes the entries of the calls
+/// open after its gaps (with their true times, which fntrace does not
+/// know): not listed as added, so that both readers count the part of the
+/// call after the gap. Without them uftrace 0.13 keeps, for the calls above
+/// the first record after a gap, frames named after the calls it last saw
+/// at their depths before the gap, and takes later calls of those functions
+/// for recursive ones (their time missing from its totals). No entry is
+/// made up at the thread's first timestamp for an exit after a gap. A
+/// thread whose records after its last gap start deeper than depth 0, or
+/// leave exits out, ends as at a gap: its open calls closed, a lost record
+/// counting the exits left out (without it, uftrace counts the frames it
+/// keeps below the first record after the gap once more at the end, each
+/// under the name of the last call it saw at that depth before the gap).
 fn consistent_records(
     events: &mut dyn Iterator<Item = GraphEvent>,
-    made_up_entries: Vec<GraphEvent>,
-    emit: &mut dyn FnMut(GraphEvent, bool) -> std::io::Result<()>,
+    made_up_entries: Vec<Vec<GraphEvent>>,
+    gaps: &[Gap],
+    emit: &mut dyn FnMut(Step) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
-    let pairing = Calls::streaming(events, made_up_entries, Reading::Exports);
-    let made_up_entries = pairing.made_up_entries();
-    for step in pairing {
-        match step {
-            CallStep::Entered { entry_index, entry } => {
-                emit(entry, entry_index < made_up_entries)?;
+    let mut made_up_entries = made_up_entries.into_iter();
+    let mut read = 0usize;
+    // Time of the last record passed on; whether one followed the last gap.
+    let last_time = Cell::new(None::<u64>);
+    // Depth of the first record after the last gap, if any.
+    let first_depth_since_gap = Cell::new(None::<u16>);
+    let mut left_out_since_gap = 0u64;
+    for segment in 0..=gaps.len() {
+        let end = gaps.get(segment).map_or(usize::MAX, |gap| gap.after);
+        let mut part = (&mut *events).take(end.saturating_sub(read));
+        let pairing = Calls::streaming(
+            &mut part,
+            made_up_entries.next().unwrap_or_default(),
+            Reading::Exports,
+        );
+        let made_up = pairing.made_up_entries();
+        let mut record = |event: GraphEvent, kind: RecordKind| {
+            last_time.set(Some(event.time_ns));
+            if first_depth_since_gap.get().is_none() {
+                first_depth_since_gap.set(Some(event.depth));
             }
-            CallStep::Returned { exit, .. } => emit(exit, false)?,
-            // Unwound: closed just before the event that shows it.
-            CallStep::Unfinished {
-                entry,
-                unwound_by: Some(event),
-            } => emit(
-                GraphEvent {
-                    time_ns: event.time_ns,
-                    kind: EventKind::Exit,
-                    ..entry
-                },
-                true,
-            )?,
-            // Still running when the events end: left without an exit, as
-            // recorded. An exit without entry, not explained: left out.
-            CallStep::Unfinished {
-                unwound_by: None, ..
+            emit(Step::Record { event, kind })
+        };
+        for step in pairing {
+            match step {
+                CallStep::Entered { entry_index, entry } => {
+                    let kind = match (entry_index < made_up, segment) {
+                        (false, _) => RecordKind::Recorded,
+                        (true, 0) => RecordKind::Added,
+                        (true, _) => RecordKind::OpenedAtGap,
+                    };
+                    record(entry, kind)?;
+                }
+                CallStep::Returned { exit, .. } => record(exit, RecordKind::Recorded)?,
+                // Unwound: closed just before the event that shows it.
+                CallStep::Unfinished {
+                    entry,
+                    unwound_by: Some(event),
+                } => record(
+                    GraphEvent {
+                        time_ns: event.time_ns,
+                        kind: EventKind::Exit,
+                        ..entry
+                    },
+                    RecordKind::Added,
+                )?,
+                // Open at a gap, or at the end of a thread with one: closed
+                // at the last record's time (see above).
+                // (Innermost first: the last record is the innermost
+                // call's entry or exit, or an exit closing one.)
+                CallStep::Unfinished {
+                    entry,
+                    unwound_by: None,
+                } if !gaps.is_empty() => record(
+                    GraphEvent {
+                        time_ns: last_time.get().unwrap_or(entry.time_ns),
+                        kind: EventKind::Exit,
+                        ..entry
+                    },
+                    RecordKind::ClosedAtGap,
+                )?,
+                // Still running when the events end, in a thread without
+                // a gap: left without an exit, as recorded.
+                CallStep::Unfinished {
+                    unwound_by: None, ..
+                } => {}
+                // An exit without entry: left out (after a gap, counted).
+                CallStep::UnmatchedExit { .. } => {
+                    if segment > 0 {
+                        left_out_since_gap += 1;
+                    }
+                }
             }
-            | CallStep::UnmatchedExit { .. } => {}
+        }
+        read = end;
+        match gaps.get(segment) {
+            Some(gap) => {
+                emit(Step::Lost(gap.count))?;
+                left_out_since_gap = 0;
+                first_depth_since_gap.set(None);
+            }
+            None if segment > 0
+                && (left_out_since_gap > 0
+                    || first_depth_since_gap.get().is_some_and(|d| d > 0)) =>
+            {
+                emit(Step::Lost(left_out_since_gap))?;
+            }
+            None => {}
         }
     }
     Ok(())
