@@ -399,7 +399,7 @@ fn start(tracer: &str, filter: &Filter, options: &FlightOptions) -> Result<Fligh
     let window = Window::new(options.budget_bytes);
     let writer = {
         let shared = Arc::clone(&shared);
-        crate::record::spawn_running("fntrace-flight", move || {
+        crate::sys::spawn::spawn_running("fntrace-flight", move || {
             let _ = shared.writer.set(std::thread::current().id());
             let _gone = WriterGone(&shared);
             Writer::new(window).run(&shared, interval);

@@ -34,6 +34,7 @@ use crate::filter::Filter;
 use crate::rt::ring::RoomStats;
 use crate::rt::thread::Untraced;
 use crate::sys::clock;
+use crate::sys::spawn::spawn_running;
 use crate::tracer;
 use crate::tracers::graph::{describe_process, GRAPH_TRACER};
 use writer::write_until_stopped;
@@ -566,29 +567,6 @@ fn stop_writer(writer: Writer) -> Result<StreamTotals, Error> {
             "the writer thread panicked (a bug)".to_string(),
         ))
     })
-}
-
-/// Spawns a thread named `name` running `f`, and returns once it runs:
-/// a thread being created has every signal blocked (glibc unblocks them
-/// just before `f`), and the breakpoint patch protocol avoids patching
-/// while any thread blocks SIGTRAP, so enabling right after a spawn would
-/// fall back to stopping the world.
-pub(crate) fn spawn_running<T: Send + 'static>(
-    name: &str,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> std::io::Result<JoinHandle<T>> {
-    let started = Arc::new(std::sync::Barrier::new(2));
-    let handle = {
-        let started = Arc::clone(&started);
-        std::thread::Builder::new()
-            .name(name.to_string())
-            .spawn(move || {
-                started.wait();
-                f()
-            })?
-    };
-    started.wait();
-    Ok(handle)
 }
 
 /// Switches off the tracer a recorder enabled, as its stop's first step

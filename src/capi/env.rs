@@ -341,7 +341,7 @@ extern "C" fn finish() {
     // every signal blocked, which would make a patch now fall back to
     // stopping the world.
     let finished =
-        crate::record::spawn_running("fntrace-exit", || catch_unwind(finish_on_this_thread));
+        crate::sys::spawn::spawn_running("fntrace-exit", || catch_unwind(finish_on_this_thread));
     match finished.map(|thread| thread.join()) {
         Ok(Ok(Ok(()))) => {}
         Ok(Ok(Err(_)) | Err(_)) => eprintln!("fntrace: finishing at exit panicked (a bug)"),

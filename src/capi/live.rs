@@ -19,7 +19,8 @@ use std::sync::{Once, OnceLock};
 use crate::control;
 use crate::error::Error;
 use crate::flight;
-use crate::record::{spawn_running, RECORDING};
+use crate::record::RECORDING;
+use crate::sys::spawn::spawn_running;
 use crate::socket::{
     self, ControlOptions, ControlServer, FlightRequest, MetricsServer, Reply, Request,
 };

@@ -76,7 +76,7 @@ use std::sync::{Mutex, Once, PoisonError};
 use std::time::Duration;
 
 use crate::error::Error;
-use crate::record::spawn_running;
+use crate::sys::spawn::spawn_running;
 use conn::{wake_pipe, ServerThread};
 
 pub(crate) use http::serve_metrics;
