@@ -23,7 +23,8 @@ use crate::sites::{
     UNRECOGNIZED,
 };
 use crate::symbols;
-use crate::sys::{clock, priority};
+use crate::patch::priority;
+use crate::sys::clock;
 use crate::tracer::{self, FastPathState};
 use crate::tracers::graph::GRAPH_TRACER;
 

@@ -79,7 +79,7 @@ pub use rt::shadow::MAX_HOOKED_DEPTH;
 pub use rt::thread::{current_tid, generic_entries_on_this_thread, untraced};
 pub use sites::{ScanReport, SiteInfo, SiteKind};
 pub use socket::{default_control_path, ControlOptions, ControlServer, MetricsServer};
-pub use sys::priority::{patch_priority, set_patch_priority, PatchBoost, PatchPriority};
+pub use patch::priority::{patch_priority, set_patch_priority, PatchBoost, PatchPriority};
 pub use tracer::{register, tracer_names, Call, Return, Tracer, MAX_TRACERS};
 pub use tracers::function::{FunctionEvent, FunctionTracer, FUNCTION_TRACER};
 pub use tracers::graph::{GraphTracer, GRAPH_TRACER};

@@ -11,7 +11,6 @@ pub(crate) mod clock;
 pub(crate) mod futex;
 pub(crate) mod maps;
 pub(crate) mod membarrier;
-pub(crate) mod priority;
 pub(crate) mod sched;
 pub(crate) mod signal;
 pub(crate) mod spawn;
