@@ -51,8 +51,11 @@ thread_local! {
 /// tracers enabled after it and for recordings.
 static FILTER: Mutex<Option<(String, Filter)>> = Mutex::new(None);
 
-/// The recording `fntrace_record_start` started.
-static RECORDING: Mutex<Option<Recording>> = Mutex::new(None);
+/// The recording `fntrace_record_start` or live control's `record`
+/// started (the handle that stops it), as opposed to
+/// [`RECORDER_RUNNING`](crate::record::RECORDER_RUNNING), which says
+/// whether any recorder (streaming or flight) holds the buffers.
+static STARTED_RECORDING: Mutex<Option<Recording>> = Mutex::new(None);
 
 /// A failure of a C call: its code (a negated errno) and message.
 pub(crate) struct Failure(pub(crate) c_int, pub(crate) String);
@@ -339,7 +342,7 @@ fn start_recording_with(
     filter: &Filter,
     options: &record::RecordOptions,
 ) -> Result<(), Failure> {
-    let mut slot = RECORDING.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut slot = STARTED_RECORDING.lock().unwrap_or_else(PoisonError::into_inner);
     if slot.is_some() {
         return Err(Failure(
             libc::EBUSY,
@@ -352,7 +355,7 @@ fn start_recording_with(
 
 /// The recording kept by `fntrace_record_start`, taken out.
 pub(crate) fn take_recording() -> Option<Recording> {
-    RECORDING
+    STARTED_RECORDING
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .take()
@@ -361,7 +364,7 @@ pub(crate) fn take_recording() -> Option<Recording> {
 /// Runs `look` on the recording kept by `fntrace_record_start`, if any.
 pub(crate) fn with_recording<R>(look: impl FnOnce(Option<&Recording>) -> R) -> R {
     look(
-        RECORDING
+        STARTED_RECORDING
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .as_ref(),

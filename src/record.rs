@@ -42,9 +42,9 @@ use writer::write_until_stopped;
 /// How often the writer drains the buffers by default.
 pub const DEFAULT_DRAIN_INTERVAL: Duration = Duration::from_millis(10);
 
-/// Whether a recording runs, streaming or flight (one at a time: they share
+/// Whether a recorder runs, streaming or flight (one at a time: they share
 /// the graph tracer's buffers).
-pub(crate) static RECORDING: AtomicBool = AtomicBool::new(false);
+pub(crate) static RECORDER_RUNNING: AtomicBool = AtomicBool::new(false);
 
 /// A running recording; see [`record`]. Dropping it stops it as
 /// [`Recording::stop`] does, ignoring errors.
@@ -287,7 +287,7 @@ pub(crate) fn exclusively<T>(
             "only the \"graph\" tracer can be recorded, not {tracer:?}"
         )));
     }
-    if RECORDING.swap(true, Ordering::AcqRel) {
+    if RECORDER_RUNNING.swap(true, Ordering::AcqRel) {
         return Err(Error::Recording(
             "a recording is running already (stop it first)".to_string(),
         ));
@@ -295,7 +295,7 @@ pub(crate) fn exclusively<T>(
     start().inspect_err(|_| {
         // No writer drains for a waiting thread.
         GRAPH_TRACER.set_lossless(false);
-        RECORDING.store(false, Ordering::Release);
+        RECORDER_RUNNING.store(false, Ordering::Release);
     })
 }
 
@@ -626,7 +626,7 @@ impl Recording {
         let room = GRAPH_TRACER.room_stats();
         GRAPH_TRACER.keep_buffers_ready(0);
         GRAPH_TRACER.release_memory();
-        RECORDING.store(false, Ordering::Release);
+        RECORDER_RUNNING.store(false, Ordering::Release);
         let totals = written?;
         disabled?;
         Ok(RecordReport {

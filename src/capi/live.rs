@@ -19,7 +19,7 @@ use std::sync::{Once, OnceLock};
 use crate::control;
 use crate::error::Error;
 use crate::flight;
-use crate::record::RECORDING;
+use crate::record::RECORDER_RUNNING;
 use crate::sys::spawn::spawn_running;
 use crate::socket::{
     self, ControlOptions, ControlServer, FlightRequest, MetricsServer, Reply, Request,
@@ -205,7 +205,7 @@ fn status() -> Reply {
         None if flight::flight_recorder_running() => {
             "a flight recorder (snapshot DIR writes its window)".to_string()
         }
-        None if RECORDING.load(Ordering::Acquire) => {
+        None if RECORDER_RUNNING.load(Ordering::Acquire) => {
             "one the program started (not controlled from here)".to_string()
         }
         None => "none".to_string(),
@@ -300,7 +300,7 @@ fn flight_request(request: FlightRequest) -> Reply {
 }
 
 fn enable(name: &str) -> Result<Reply, Error> {
-    if name == "graph" && RECORDING.load(Ordering::Acquire) {
+    if name == "graph" && RECORDER_RUNNING.load(Ordering::Acquire) {
         // Enabled already, with the filter the recording started with.
         return Ok(Reply::error(
             "the graph tracer is recording (it is enabled, with the filter the recording \
@@ -313,7 +313,7 @@ fn enable(name: &str) -> Result<Reply, Error> {
 }
 
 fn disable(name: &str) -> Result<Reply, Error> {
-    if name == "graph" && RECORDING.load(Ordering::Acquire) {
+    if name == "graph" && RECORDER_RUNNING.load(Ordering::Acquire) {
         return Ok(Reply::error(
             "the graph tracer is recording: `stop` ends the recording (and disables it)",
         ));
@@ -412,7 +412,7 @@ fn snapshot(dir: &Path) -> Result<Reply, Error> {
 /// A recorder drains the graph tracer's buffers: what `dump` and `report`
 /// would take is its.
 fn refuse_while_recording(command: &str) -> Option<Reply> {
-    RECORDING.load(Ordering::Acquire).then(|| {
+    RECORDER_RUNNING.load(Ordering::Acquire).then(|| {
         Reply::error(format!(
             "a recording is running and takes the graph tracer's events: `stop` it before `{command}`"
         ))
