@@ -93,6 +93,7 @@ const TOOLS_KNOWN_CYCLES: &[(&[&str], &str)] = &[
 /// The tools library's modules, bottom first (the CLI is not among them:
 /// it is a module of the binary).
 const TOOLS_LAYERS: &[&str] = &[
+    "control",
     "units", "glob", "names", "trace", "source", "analysis", "export",
 ];
 

@@ -414,8 +414,11 @@ fn socket_path(target: &str) -> Result<(PathBuf, Option<u32>), NoReply> {
         .find_map(|line| line.strip_prefix("Uid:"))
         .and_then(|ids| ids.split_whitespace().nth(1))
         .ok_or_else(|| NoReply(format!("/proc/{pid}/status has no Uid line")))?;
+    let uid: u32 = uid
+        .parse()
+        .map_err(|_| NoReply(format!("/proc/{pid}/status: bad Uid line")))?;
     Ok((
-        PathBuf::from(format!("/tmp/fntrace-{uid}/{pid}.sock")),
+        fntrace_tools::control::control_socket_path(uid, pid),
         Some(pid),
     ))
 }

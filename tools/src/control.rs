@@ -1,0 +1,46 @@
+//! Where a process's control socket is by default,
+//! `/tmp/fntrace-UID/PID.sock` (UID: the process's effective uid): the one
+//! definition that the runtime, which serves the socket
+//! (`FNTRACE_CONTROL=1`, `fntrace::default_control_path`), and
+//! `fntrace ctl PID`, which connects to it, both use.
+
+use std::path::PathBuf;
+
+/// The directory of the default control socket paths of the processes
+/// whose effective uid is `uid`.
+pub fn control_socket_dir(uid: u32) -> PathBuf {
+    PathBuf::from(format!("/tmp/fntrace-{uid}"))
+}
+
+/// The default control socket path of process `pid`, whose effective uid
+/// is `uid`.
+pub fn control_socket_path(uid: u32, pid: u32) -> PathBuf {
+    control_socket_dir(uid).join(format!("{pid}.sock"))
+}
+
+/// This process's default control socket path.
+pub fn own_control_socket_path() -> PathBuf {
+    control_socket_path(
+        rustix::process::geteuid().as_raw(),
+        std::process::id(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_path_is_per_user_and_per_process() {
+        assert_eq!(
+            control_socket_path(1000, 42),
+            PathBuf::from("/tmp/fntrace-1000/42.sock")
+        );
+        let own = own_control_socket_path();
+        assert_eq!(
+            own.file_name().unwrap().to_str().unwrap(),
+            format!("{}.sock", std::process::id())
+        );
+        assert!(own.starts_with("/tmp/fntrace-"));
+    }
+}
