@@ -1,7 +1,7 @@
 //! Control: `init`, `enable`, `disable`, and the state they share.
 //!
 //! Every change of program text happens here, under the operation lock
-//! (`rt::ops`), and goes through `patch::active`. The rule that keeps text
+//! (`rt::ops`), and goes through `patch::apply`. The rule that keeps text
 //! and state in step: a recognised site holds its call exactly when its
 //! tracer mask is non-zero; [`sync_text`] makes the text obey the masks.
 //! Sites found by their first call (the traced path only records them) get
@@ -594,7 +594,7 @@ fn sync_listed_text(
     if writes.is_empty() {
         return Ok(());
     }
-    if let Err(err) = patch::active().apply(writes) {
+    if let Err(err) = patch::apply(writes) {
         flip_back(changed);
         NOP_PENDING.store(true, Ordering::Release);
         return Err(err);

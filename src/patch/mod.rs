@@ -10,8 +10,9 @@
 //! batch ([`validate`], [`check_old_bytes`]), the write primitive
 //! ([`text::TextWriter`]) and [`serialize_instruction_fetch`].
 //!
-//! Protocols (one file or directory each, chosen in [`active`] from the
-//! process-wide [`PatchProtocol`] setting):
+//! Protocols (one file or directory each, chosen for each batch in
+//! [`for_batch`], and only there, from the process-wide [`PatchProtocol`]
+//! setting and what the breakpoint protocol can write now):
 //! - [`stop_world`]: stop every other thread with a signal, write, resume.
 //! - [`breakpoint`]: `int3` + `membarrier` (the Linux kernel's
 //!   text_poke_bp); no thread stops, a SIGTRAP handler emulates
@@ -404,12 +405,22 @@ pub(crate) fn protocol_from_env() {
     }
 }
 
-/// The protocol in use: the one place it is chosen.
-pub(crate) fn active() -> &'static dyn Patcher {
+/// The protocol that writes `writes`: the one place it is chosen. The
+/// protocol set ([`patch_protocol`]), except that a batch the breakpoint
+/// protocol cannot write safely now ([`breakpoint::can_write`]: no
+/// `membarrier`, a thread blocking SIGTRAP, a write over several
+/// instructions) goes to the stop-the-world protocol, which can.
+pub(crate) fn for_batch(writes: &[TextWrite]) -> &'static dyn Patcher {
     match patch_protocol() {
         PatchProtocol::StopTheWorld => &stop_world::STOP_THE_WORLD,
-        PatchProtocol::Breakpoint => &breakpoint::BREAKPOINT,
+        PatchProtocol::Breakpoint if breakpoint::can_write(writes) => &breakpoint::BREAKPOINT,
+        PatchProtocol::Breakpoint => &stop_world::STOP_THE_WORLD,
     }
+}
+
+/// Applies `writes` with the protocol [`for_batch`] chooses for them.
+pub(crate) fn apply(writes: &[TextWrite]) -> Result<(), Error> {
+    for_batch(writes).apply(writes)
 }
 
 /// Rejects lengths outside 1..=8, ranges that wrap, and overlapping writes

@@ -119,7 +119,7 @@ use crate::sys::futex::{futex_wait, WaitOutcome};
 use crate::sys::task::{ListingFailed, TaskDir, TaskStatus};
 use crate::sys::{getpid, gettid, tgkill};
 
-/// The protocol instance [`super::active`] hands out.
+/// The protocol instance [`super::for_batch`] hands out.
 pub(crate) static STOP_THE_WORLD: StopTheWorld = StopTheWorld {
     patch_lock: Mutex::new(PatcherState {
         last_epoch: 0,
