@@ -11,13 +11,11 @@
 //! message for [`fntrace_last_error`] (per thread). No panic crosses the C
 //! boundary: one is caught and reported as `-ENOTRECOVERABLE`.
 //!
-//! [`env`]: environment control (`FNTRACE=graph` ...), applied before
-//! `main`. [`live`]: the commands of the control socket, run over the same
-//! state (the filter, the recording).
-//!
-//! Also here: no-op `__monstartup` and `_mcleanup`, which replace glibc's
-//! gprof start-up and exit (`gcrt1.o` of a `gcc -pg` program calls them), so
-//! that a program traced by fntrace neither profiles nor writes `gmon.out`.
+//! Also here, below live control ([`crate::socket::live`]) and start-up
+//! ([`crate::preload`]), which use it: the process-wide state the C calls
+//! act on and those two share, the filter ([`set_filter`]), the recording
+//! ([`start_recording`], [`take_recording`]) and the flight recorder
+//! ([`flight`]).
 
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, CStr, CString};
@@ -32,15 +30,10 @@ use crate::filter::Filter;
 use crate::record::{self, Recording};
 use crate::tracer::{self, Tracer};
 use crate::tracers::{function::FUNCTION_TRACER, graph::GRAPH_TRACER, profile::PROFILE_TRACER};
+use crate::vars;
 
-mod env;
-mod exec;
-mod fatal;
-mod flight;
-pub(crate) mod live;
-mod next;
+pub(crate) mod flight;
 mod profile;
-mod vars;
 
 thread_local! {
     /// The message of this thread's last failed call.
@@ -161,44 +154,11 @@ pub(crate) fn current_globs() -> Option<String> {
 
 /// Sets the filter as `fntrace_set_filter` does.
 pub(crate) fn set_filter(globs: &str) -> Result<(), Error> {
-    let filter = parse_globs(globs)?;
+    let filter = vars::parse_globs(globs)?;
     *FILTER.lock().unwrap_or_else(PoisonError::into_inner) = Some((globs.to_string(), filter));
     Ok(())
 }
 
-/// Parses a comma-separated list of globs: `glob` includes, `!glob`
-/// excludes; spaces around items are ignored. An empty list selects every
-/// function.
-pub(crate) fn parse_globs(globs: &str) -> Result<Filter, Error> {
-    let mut filter = Filter::new();
-    if globs.trim().is_empty() {
-        return Ok(filter);
-    }
-    for (n, item) in globs.split(',').enumerate() {
-        let item = item.trim();
-        let (exclude, glob) = match item.strip_prefix('!') {
-            Some(glob) => (true, glob.trim()),
-            None => (false, item),
-        };
-        if glob.is_empty() {
-            return Err(Error::BadFilter(format!(
-                "item {} of {globs:?} is an empty glob",
-                n + 1
-            )));
-        }
-        if let Some(c) = glob.chars().find(|c| c.is_control() || c.is_whitespace()) {
-            return Err(Error::BadFilter(format!(
-                "glob {glob:?} contains {c:?}; function names have no spaces or control characters"
-            )));
-        }
-        filter = if exclude {
-            filter.exclude(glob)
-        } else {
-            filter.include(glob)
-        };
-    }
-    Ok(filter)
-}
 
 /// `int fntrace_init(void)`: finds every call site (see [`crate::init`]).
 #[unsafe(no_mangle)]
@@ -337,7 +297,7 @@ pub(crate) fn start_recording(
 }
 
 /// [`start_recording`] with options.
-fn start_recording_with(
+pub(crate) fn start_recording_with(
     dir: &str,
     filter: &Filter,
     options: &record::RecordOptions,
@@ -504,18 +464,3 @@ pub extern "C" fn fntrace_last_error() -> *const c_char {
     })
     .unwrap_or(EMPTY.as_ptr())
 }
-
-/// glibc's gprof start-up, called by `gcrt1.o` before `main` in a program
-/// built with `gcc -pg`: replaced by nothing (no profiling timer). Being
-/// always called, it also keeps the environment start-up's constructor in a
-/// program linked with `libfntrace.a` (the linker takes an archive's
-/// objects only for the symbols they define).
-#[unsafe(no_mangle)]
-pub extern "C" fn __monstartup(_low_pc: usize, _high_pc: usize) {
-    std::hint::black_box(&env::START);
-}
-
-/// glibc's gprof exit handler, which writes `gmon.out`: replaced by
-/// nothing.
-#[unsafe(no_mangle)]
-pub extern "C" fn _mcleanup() {}

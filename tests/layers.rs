@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 /// Bottom first. Each module may use only those before it (and itself).
 const LAYERS: &[&str] = &[
     "error", "filter", "arch", "sys", "symbols", "sites", "patch", "tracer", "rt", "tracers",
-    "control", "record", "flight", "socket", "capi",
+    "control", "record", "flight", "vars", "capi", "socket", "preload",
 ];
 
 /// Root items that are macros exported by a module (`#[macro_export]`
@@ -62,13 +62,6 @@ const KNOWN_CYCLES: &[(&[&str], &str)] = &[
          preserves errno (ring -> thread), and a thread marks its rings \
          exited when it ends (thread -> ring); it would break by giving \
          the exit hook a callback the rings register.",
-    ),
-    (
-        &["capi::env", "capi::live"],
-        "Start-up starts live control when FNTRACE_CONTROL is set \
-         (env -> live::serve_from_env) and live control's report uses env's \
-         REPORT_ROWS (live -> env). Breaks when live control moves beside the \
-         socket and the constant goes with the FNTRACE_* table (issue 27, item 2).",
     ),
 ];
 

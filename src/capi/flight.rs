@@ -17,7 +17,7 @@ use std::sync::{Mutex, Once, PoisonError};
 use crate::flight::{self, flight_record, FlightOptions, FlightRecorder, FlightReport};
 use crate::sys::spawn::spawn_running;
 
-use super::vars::TriggerSpec;
+use crate::vars::TriggerSpec;
 use super::Failure;
 
 /// The recorder started here.

@@ -61,12 +61,10 @@ use crate::tracers::graph::GRAPH_TRACER;
 use fntrace_tools::analysis::latency_of;
 use fntrace_tools::export::UftraceReader;
 
-use super::vars::{self, var, OnBad};
-use super::{register_builtins, start_recording_with, take_recording};
+use crate::capi::flight as slot;
+use crate::capi::{register_builtins, start_recording_with, take_recording};
 use crate::record::{RecordMode, RecordOptions};
-
-/// Rows of the latency table printed at exit.
-pub(super) const REPORT_ROWS: usize = 50;
+use crate::vars::{self, var, OnBad, REPORT_ROWS};
 
 /// Run before `main` (after the tracer registrations, which have a
 /// constructor priority).
@@ -100,8 +98,8 @@ struct FlightSettings {
 static APPLIED: std::sync::Mutex<Option<(bool, bool)>> = std::sync::Mutex::new(None);
 
 extern "C" fn start() {
-    super::live::serve_from_env(); // FNTRACE_CONTROL, whatever the others say
-    super::live::serve_metrics_from_env(); // FNTRACE_METRICS, likewise
+    crate::socket::live::serve_from_env(); // FNTRACE_CONTROL, whatever the others say
+    crate::socket::live::serve_metrics_from_env(); // FNTRACE_METRICS, likewise
     let outcome = catch_unwind(|| match settings() {
         Ok(Some(settings)) => apply(settings),
         Ok(None) => {
@@ -258,17 +256,17 @@ fn apply(settings: Settings) -> Result<(), String> {
             patch_functions(&settings.patch)?;
         }
         if let (Some(dir), Some(flight)) = (&settings.output, &settings.flight) {
-            let start = super::flight::Start {
+            let start = slot::Start {
                 dir: dir.as_ref(),
                 budget_bytes: flight.budget_bytes,
                 snapshots_per_minute: flight.rate,
                 snapshot_at_exit: flight.triggers.is_empty(),
                 filter: &settings.filter,
             };
-            super::flight::start(&start)
+            slot::start(&start)
                 .map_err(|f| format!("FNTRACE_FLIGHT with FNTRACE_OUTPUT={dir}: {}", f.1))?;
             for trigger in &flight.triggers {
-                super::flight::add_trigger(trigger)
+                slot::add_trigger(trigger)
                     .map_err(|f| format!("FNTRACE_FLIGHT_TRIGGER: {}", f.1))?;
             }
             // The programs this one runs are not recorded.
@@ -311,7 +309,7 @@ fn apply(settings: Settings) -> Result<(), String> {
         if let Some(recording) = take_recording() {
             let _ = recording.stop();
         }
-        if let Some(slot) = super::flight::take() {
+        if let Some(slot) = slot::take() {
             let _ = slot.recorder.stop();
         }
         return Err(message);
@@ -354,8 +352,8 @@ fn finish_on_this_thread() {
         return;
     };
     let mut dir = None;
-    if let Some(slot) = super::flight::take() {
-        dir = super::flight::finish(slot);
+    if let Some(slot) = slot::take() {
+        dir = slot::finish(slot);
     }
     if recorded && dir.is_none() {
         if let Some(recording) = take_recording() {

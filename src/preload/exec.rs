@@ -31,7 +31,7 @@ use crate::record;
 /// `LD_PRELOAD` and the table's variables marked `passed_on`.
 fn passed_on() -> impl Iterator<Item = &'static str> {
     std::iter::once("LD_PRELOAD").chain(
-        super::vars::VARIABLES
+        crate::vars::VARIABLES
             .iter()
             .filter(|v| v.passed_on)
             .map(|v| v.name),

@@ -1,7 +1,10 @@
 //! Live control of a running process through a Unix socket: the transport
-//! and the protocol. What each command does is the C ABI's business (the
-//! `capi` layer hands [`serve`] its handler), since it shares the C ABI's
-//! process-wide state (the filter, the recording).
+//! and the protocol (this module and [`server`], [`conn`], [`request`],
+//! [`path`], [`http`]), and what each command does ([`live`], which hands
+//! [`serve`] its handler). The commands act on the C ABI's process-wide
+//! state (the filter, the recording: `crate::capi`, the layer below), so
+//! that `filter` is `fntrace_set_filter` and `stop` ends what
+//! `fntrace_record_start` started.
 //!
 //! # Protocol
 //!
@@ -65,6 +68,7 @@
 
 mod conn;
 mod http;
+pub(crate) mod live;
 mod path;
 mod request;
 mod server;
