@@ -159,7 +159,6 @@ pub(crate) fn set_filter(globs: &str) -> Result<(), Error> {
     Ok(())
 }
 
-
 /// `int fntrace_init(void)`: finds every call site (see [`crate::init`]).
 #[unsafe(no_mangle)]
 pub extern "C" fn fntrace_init() -> c_int {
@@ -302,7 +301,9 @@ pub(crate) fn start_recording_with(
     filter: &Filter,
     options: &record::RecordOptions,
 ) -> Result<(), Failure> {
-    let mut slot = STARTED_RECORDING.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut slot = STARTED_RECORDING
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
     if slot.is_some() {
         return Err(Failure(
             libc::EBUSY,

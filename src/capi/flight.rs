@@ -17,8 +17,8 @@ use std::sync::{Mutex, Once, PoisonError};
 use crate::flight::{self, flight_record, FlightOptions, FlightRecorder, FlightReport};
 use crate::sys::spawn::spawn_running;
 
-use crate::vars::TriggerSpec;
 use super::Failure;
+use crate::vars::TriggerSpec;
 
 /// The recorder started here.
 pub(crate) struct Slot {
