@@ -16,6 +16,7 @@ use crate::arch::x86_64::{decode_site_instruction, Instruction, SiteForm};
 use crate::error::Error;
 use crate::filter::Filter;
 use crate::patch::entry_patch::EntryPatchReport;
+use crate::patch::priority;
 use crate::patch::{self, reach, TextWrite};
 use crate::rt::{self, ops, shadow, thread::Untraced};
 use crate::sites::{
@@ -23,7 +24,6 @@ use crate::sites::{
     UNRECOGNIZED,
 };
 use crate::symbols;
-use crate::patch::priority;
 use crate::sys::clock;
 use crate::tracer::{self, FastPathState};
 use crate::tracers::graph::GRAPH_TRACER;
@@ -384,7 +384,7 @@ fn rescan(state: &mut Control, index: &symbols::SymbolIndex) -> bool {
         // Objects were unloaded: their sites must not be written (their
         // text is gone, or is another object's now).
         sites::loader::drop_gone(loaded, holds_its_text);
-        sites::scan(index, |object| loaded.lists(object))
+        sites::scan(index, loaded)
     });
     state.scan.functions_scanned = found.functions_scanned;
     state.scan.sites_found += found.sites_found;
