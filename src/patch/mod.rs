@@ -607,15 +607,10 @@ pub(crate) fn ranges(writes: &[TextWrite]) -> impl Iterator<Item = (usize, usize
 /// Async-signal-safe.
 #[inline(always)]
 pub(crate) fn serialize_instruction_fetch() {
-    #[cfg(target_arch = "x86_64")]
-    {
-        // SAFETY: cpuid exists on every x86-64 CPU; leaf 0 only writes the
-        // four result registers the intrinsic declares.
-        #[allow(unused_unsafe)]
-        let _vendor_leaf = unsafe { std::arch::x86_64::__cpuid(0) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    std::sync::atomic::fence(Ordering::SeqCst);
+    // SAFETY: cpuid exists on every x86-64 CPU; leaf 0 only writes the
+    // four result registers the intrinsic declares.
+    #[allow(unused_unsafe)]
+    let _vendor_leaf = unsafe { std::arch::x86_64::__cpuid(0) };
 }
 
 #[cfg(test)]
