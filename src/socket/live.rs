@@ -155,7 +155,10 @@ fn handle(request: Request) -> Reply {
                 "filter {globs}: for the tracers enabled from now on, and recordings"
             ))
         }),
-        Request::Record(dir, mode) => Ok(record(&dir, mode)),
+        Request::Record(dir, mode) => Ok(match mode.as_deref().map(str::parse).transpose() {
+            Ok(mode) => record(&dir, mode.unwrap_or(crate::record::RecordMode::Drop)),
+            Err(e) => Reply::error(format!("record --mode: {e}")),
+        }),
         Request::Stop => stop(),
         Request::Snapshot(dir) => snapshot(&dir),
         Request::Dump(dir) => dump(&dir),

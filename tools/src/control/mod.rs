@@ -1,8 +1,10 @@
-//! Where a process's control socket is by default,
-//! `/tmp/fntrace-UID/PID.sock` (UID: the process's effective uid): the one
-//! definition that the runtime, which serves the socket
-//! (`FNTRACE_CONTROL=1`, `fntrace::default_control_path`), and
-//! `fntrace ctl PID`, which connects to it, both use.
+//! Live control's definitions shared by its two ends, the runtime, which
+//! serves the control socket (`FNTRACE_CONTROL`, `fntrace::serve_control`),
+//! and `fntrace ctl`, which connects to it: where the socket is by default,
+//! `/tmp/fntrace-UID/PID.sock` (UID: the process's effective uid), and the
+//! requests' words ([`request`]).
+
+pub mod request;
 
 use std::path::PathBuf;
 
@@ -20,10 +22,7 @@ pub fn control_socket_path(uid: u32, pid: u32) -> PathBuf {
 
 /// This process's default control socket path.
 pub fn own_control_socket_path() -> PathBuf {
-    control_socket_path(
-        rustix::process::geteuid().as_raw(),
-        std::process::id(),
-    )
+    control_socket_path(rustix::process::geteuid().as_raw(), std::process::id())
 }
 
 #[cfg(test)]
