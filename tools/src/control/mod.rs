@@ -28,6 +28,7 @@ pub fn own_control_socket_path() -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     #[test]
     fn the_default_path_is_per_user_and_per_process() {
@@ -40,6 +41,16 @@ mod tests {
             own.file_name().unwrap().to_str().unwrap(),
             format!("{}.sock", std::process::id())
         );
-        assert!(own.starts_with("/tmp/fntrace-"));
+        // The effective uid, as /proc says it (`Uid:` real, effective, ...).
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let euid = status
+            .lines()
+            .find_map(|line| line.strip_prefix("Uid:"))
+            .and_then(|ids| ids.split_whitespace().nth(1))
+            .unwrap();
+        assert_eq!(
+            own.parent().unwrap(),
+            Path::new(&format!("/tmp/fntrace-{euid}"))
+        );
     }
 }
