@@ -411,7 +411,12 @@ pub(crate) fn protocol_from_env() {
 /// `membarrier`, a thread blocking SIGTRAP, a write over several
 /// instructions) goes to the stop-the-world protocol, which can.
 pub(crate) fn for_batch(writes: &[TextWrite]) -> &'static dyn Patcher {
-    match patch_protocol() {
+    choose(patch_protocol(), writes)
+}
+
+/// [`for_batch`] with the protocol set being `protocol`.
+fn choose(protocol: PatchProtocol, writes: &[TextWrite]) -> &'static dyn Patcher {
+    match protocol {
         PatchProtocol::StopTheWorld => &stop_world::STOP_THE_WORLD,
         PatchProtocol::Breakpoint if breakpoint::can_write(writes) => &breakpoint::BREAKPOINT,
         PatchProtocol::Breakpoint => &stop_world::STOP_THE_WORLD,
