@@ -456,7 +456,8 @@ mod tests {
     use super::*;
 
     /// The `env` module's doc and `docs/environment.md` name every
-    /// variable of the table, and nothing else names a variable the table
+    /// variable of the table (the page with whether `exec` passes it on,
+    /// as the table says), and nothing else names a variable the table
     /// lacks.
     #[test]
     fn the_docs_list_every_variable() {
@@ -474,9 +475,22 @@ mod tests {
                 variable.name
             );
             let row = format!("| `{}` |", variable.name);
-            assert!(
-                docs.contains(&row),
-                "docs/environment.md lacks {}",
+            let line = docs
+                .lines()
+                .find(|line| line.starts_with(&row))
+                .unwrap_or_else(|| panic!("docs/environment.md lacks {}", variable.name));
+            // The last column says whether exec passes it on, as the
+            // table's flag, which the exec wrappers read, does.
+            let passed = line
+                .trim_end_matches('|')
+                .rsplit('|')
+                .next()
+                .unwrap()
+                .trim();
+            assert_eq!(
+                passed,
+                if variable.passed_on { "yes" } else { "no" },
+                "docs/environment.md: {}'s \"passed across exec\"",
                 variable.name
             );
             assert!(!variable.meaning.is_empty() && !variable.meaning.contains('\n'));
