@@ -1,8 +1,8 @@
 //! The `FNTRACE_*` variables the runtime reads: one table ([`VARIABLES`])
 //! of their names, meanings and parsers. Start-up
-//! ([`crate::preload::env`]) checks every variable of the table that is
+//! (`preload::env`) checks every variable of the table that is
 //! set, whatever the others say; the `exec` wrappers
-//! ([`crate::preload::exec`]) pass on those marked `passed_on`; the module
+//! (`preload::exec`) pass on those marked `passed_on`; the module
 //! doc of `preload::env` and `docs/environment.md` list each (a test
 //! checks).
 //!

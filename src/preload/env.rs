@@ -1,6 +1,6 @@
 //! Environment control: with fntrace linked, the program is traced with no
 //! code change. A constructor (`.init_array`, run before `main`) reads the
-//! variables of the table in [`super::vars`] (also in
+//! variables of the table in [`crate::vars`] (also in
 //! `docs/environment.md`):
 //!
 //! - `FNTRACE`: a comma list of tracers to enable (`graph`, `function`, or
@@ -33,10 +33,10 @@
 //!   recorded one) instead of requiring an empty directory. A process that
 //!   starts recording sets it, and `FNTRACE_OUTPUT` as an absolute path, in
 //!   its own environment, so that the programs it runs join its recording;
-//! - `FNTRACE_CONTROL`: live control (see [`super::live`]);
+//! - `FNTRACE_CONTROL`: live control (see [`crate::socket::live`]);
 //! - `FNTRACE_METRICS=HOST:PORT` (or a port alone, on the loopback
 //!   address): serve `GET /metrics`, the profile tracer's OpenMetrics text
-//!   (see [`super::live::serve_metrics`]);
+//!   (see [`crate::socket::live::serve_metrics`]);
 //!
 //! - `FNTRACE_MODE=lossless|drop`: with `FNTRACE_OUTPUT`, what a thread
 //!   whose buffer is full does (see [`RecordMode`]; `lossless` by default);

@@ -1,6 +1,6 @@
 //! What a program gets from fntrace without a code change, linked with
 //! `libfntrace.a` or preloaded as `libfntrace.so`: start-up from the
-//! environment ([`env`]: `FNTRACE=graph` ..., before `main`), and the C
+//! environment ([`env`](mod@env): `FNTRACE=graph` ..., before `main`), and the C
 //! library functions fntrace defines in glibc's place: the exec family and
 //! `_exit` ([`exec`]: a recording survives them), `sigaction` and `signal`
 //! ([`fatal`]: a recording survives a crash), looked up in glibc with
