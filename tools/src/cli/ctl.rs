@@ -408,20 +408,6 @@ fn socket_path(target: &str) -> Result<(PathBuf, Option<u32>), NoReply> {
     let pid: u32 = target
         .parse()
         .map_err(|_| NoReply(format!("{target}: not a pid")))?;
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .map_err(|_| NoReply(format!("no process with pid {pid}")))?;
-    // `Uid:` real, effective, saved, filesystem: the socket's directory
-    // is named after the effective uid.
-    let uid = status
-        .lines()
-        .find_map(|line| line.strip_prefix("Uid:"))
-        .and_then(|ids| ids.split_whitespace().nth(1))
-        .ok_or_else(|| NoReply(format!("/proc/{pid}/status has no Uid line")))?;
-    let uid: u32 = uid
-        .parse()
-        .map_err(|_| NoReply(format!("/proc/{pid}/status: bad Uid line")))?;
-    Ok((
-        fntrace_tools::control::control_socket_path(uid, pid),
-        Some(pid),
-    ))
+    let path = fntrace_tools::control::control_socket_path_of(pid).map_err(NoReply)?;
+    Ok((path, Some(pid)))
 }

@@ -20,6 +20,23 @@ pub fn control_socket_path(uid: u32, pid: u32) -> PathBuf {
     control_socket_dir(uid).join(format!("{pid}.sock"))
 }
 
+/// The default control socket path of process `pid`, named after its
+/// effective uid as `/proc/PID/status` gives it (what `fntrace ctl PID`
+/// connects to); the error says why there is none.
+pub fn control_socket_path_of(pid: u32) -> Result<PathBuf, String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .map_err(|_| format!("no process with pid {pid}"))?;
+    // `Uid:` real, effective, saved, filesystem: the socket's directory
+    // is named after the effective uid.
+    let uid = status
+        .lines()
+        .find_map(|line| line.strip_prefix("Uid:"))
+        .and_then(|ids| ids.split_whitespace().nth(1))
+        .and_then(|uid| uid.parse().ok())
+        .ok_or_else(|| format!("/proc/{pid}/status has no Uid line"))?;
+    Ok(control_socket_path(uid, pid))
+}
+
 /// This process's default control socket path.
 pub fn own_control_socket_path() -> PathBuf {
     control_socket_path(rustix::process::geteuid().as_raw(), std::process::id())
@@ -28,7 +45,6 @@ pub fn own_control_socket_path() -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path;
 
     #[test]
     fn the_default_path_is_per_user_and_per_process() {
@@ -41,16 +57,8 @@ mod tests {
             own.file_name().unwrap().to_str().unwrap(),
             format!("{}.sock", std::process::id())
         );
-        // The effective uid, as /proc says it (`Uid:` real, effective, ...).
-        let status = std::fs::read_to_string("/proc/self/status").unwrap();
-        let euid = status
-            .lines()
-            .find_map(|line| line.strip_prefix("Uid:"))
-            .and_then(|ids| ids.split_whitespace().nth(1))
-            .unwrap();
-        assert_eq!(
-            own.parent().unwrap(),
-            Path::new(&format!("/tmp/fntrace-{euid}"))
-        );
+        // geteuid and /proc say the same.
+        assert_eq!(control_socket_path_of(std::process::id()), Ok(own));
+        assert!(control_socket_path_of(u32::MAX).is_err());
     }
 }
