@@ -471,3 +471,24 @@ fn report() -> Reply {
     ))
     .with_lines(&table)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `record --mode=MODE`: the mode's words are the recorder's, checked
+    /// here (the shared parser carries the text); a bad one is refused
+    /// before anything starts.
+    #[test]
+    fn record_refuses_a_mode_that_is_none() {
+        let reply = handle(Request::Record(
+            "/nonexistent/fntrace".into(),
+            Some("sometimes".into()),
+        ));
+        let reply = String::from_utf8(reply.encode()).unwrap();
+        assert!(
+            reply.starts_with("error: record --mode: \"sometimes\" is not a recording mode"),
+            "{reply}"
+        );
+    }
+}
