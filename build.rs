@@ -32,7 +32,7 @@ fn main() {
     build.include("asm/x86_64");
     build.compile("fntrace_trampolines");
 
-    // execl, execlp, execle: variadic, so written in C (src/capi/exec.rs
+    // execl, execlp, execle: variadic, so written in C (src/preload/exec.rs
     // exports them).
     let exec_list = "shim/exec_list.c";
     println!("cargo:rerun-if-changed={exec_list}");

@@ -2,7 +2,7 @@
  * as a variadic list. glibc implements them with its internal execve,
  * which no wrapper sees, so fntrace defines them: each gathers the list
  * into an argv array and calls execv, execvp or execve, which are
- * fntrace's wrappers (src/capi/exec.rs: they finish this process's
+ * fntrace's wrappers (src/preload/exec.rs: they finish this process's
  * session of the recording first). The exported names are Rust functions
  * (rustc exports from libfntrace.so only what Rust defines) that jump
  * here, leaving the variadic call's registers as the caller set them.

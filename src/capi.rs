@@ -11,13 +11,11 @@
 //! message for [`fntrace_last_error`] (per thread). No panic crosses the C
 //! boundary: one is caught and reported as `-ENOTRECOVERABLE`.
 //!
-//! [`env`]: environment control (`FNTRACE=graph` ...), applied before
-//! `main`. [`live`]: the commands of the control socket, run over the same
-//! state (the filter, the recording).
-//!
-//! Also here: no-op `__monstartup` and `_mcleanup`, which replace glibc's
-//! gprof start-up and exit (`gcrt1.o` of a `gcc -pg` program calls them), so
-//! that a program traced by fntrace neither profiles nor writes `gmon.out`.
+//! Also here, below live control ([`crate::socket::live`]) and start-up
+//! ([`crate::preload`]), which use it: the process-wide state the C calls
+//! act on and those two share, the filter ([`set_filter`]), the recording
+//! ([`start_recording`], [`take_recording`]) and the flight recorder
+//! ([`flight`]).
 
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, CStr, CString};
@@ -32,15 +30,10 @@ use crate::filter::Filter;
 use crate::record::{self, Recording};
 use crate::tracer::{self, Tracer};
 use crate::tracers::{function::FUNCTION_TRACER, graph::GRAPH_TRACER, profile::PROFILE_TRACER};
+use crate::vars;
 
-mod env;
-mod exec;
-mod fatal;
-mod flight;
-pub(crate) mod live;
-mod next;
+pub(crate) mod flight;
 mod profile;
-mod vars;
 
 thread_local! {
     /// The message of this thread's last failed call.
@@ -51,8 +44,11 @@ thread_local! {
 /// tracers enabled after it and for recordings.
 static FILTER: Mutex<Option<(String, Filter)>> = Mutex::new(None);
 
-/// The recording `fntrace_record_start` started.
-static RECORDING: Mutex<Option<Recording>> = Mutex::new(None);
+/// The recording `fntrace_record_start` or live control's `record`
+/// started (the handle that stops it), as opposed to
+/// [`RECORDER_RUNNING`](crate::record::RECORDER_RUNNING), which says
+/// whether any recorder (streaming or flight) holds the buffers.
+static STARTED_RECORDING: Mutex<Option<Recording>> = Mutex::new(None);
 
 /// A failure of a C call: its code (a negated errno) and message.
 pub(crate) struct Failure(pub(crate) c_int, pub(crate) String);
@@ -158,43 +154,9 @@ pub(crate) fn current_globs() -> Option<String> {
 
 /// Sets the filter as `fntrace_set_filter` does.
 pub(crate) fn set_filter(globs: &str) -> Result<(), Error> {
-    let filter = parse_globs(globs)?;
+    let filter = vars::parse_globs(globs)?;
     *FILTER.lock().unwrap_or_else(PoisonError::into_inner) = Some((globs.to_string(), filter));
     Ok(())
-}
-
-/// Parses a comma-separated list of globs: `glob` includes, `!glob`
-/// excludes; spaces around items are ignored. An empty list selects every
-/// function.
-pub(crate) fn parse_globs(globs: &str) -> Result<Filter, Error> {
-    let mut filter = Filter::new();
-    if globs.trim().is_empty() {
-        return Ok(filter);
-    }
-    for (n, item) in globs.split(',').enumerate() {
-        let item = item.trim();
-        let (exclude, glob) = match item.strip_prefix('!') {
-            Some(glob) => (true, glob.trim()),
-            None => (false, item),
-        };
-        if glob.is_empty() {
-            return Err(Error::BadFilter(format!(
-                "item {} of {globs:?} is an empty glob",
-                n + 1
-            )));
-        }
-        if let Some(c) = glob.chars().find(|c| c.is_control() || c.is_whitespace()) {
-            return Err(Error::BadFilter(format!(
-                "glob {glob:?} contains {c:?}; function names have no spaces or control characters"
-            )));
-        }
-        filter = if exclude {
-            filter.exclude(glob)
-        } else {
-            filter.include(glob)
-        };
-    }
-    Ok(filter)
 }
 
 /// `int fntrace_init(void)`: finds every call site (see [`crate::init`]).
@@ -334,12 +296,14 @@ pub(crate) fn start_recording(
 }
 
 /// [`start_recording`] with options.
-fn start_recording_with(
+pub(crate) fn start_recording_with(
     dir: &str,
     filter: &Filter,
     options: &record::RecordOptions,
 ) -> Result<(), Failure> {
-    let mut slot = RECORDING.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut slot = STARTED_RECORDING
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
     if slot.is_some() {
         return Err(Failure(
             libc::EBUSY,
@@ -352,7 +316,7 @@ fn start_recording_with(
 
 /// The recording kept by `fntrace_record_start`, taken out.
 pub(crate) fn take_recording() -> Option<Recording> {
-    RECORDING
+    STARTED_RECORDING
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .take()
@@ -361,7 +325,7 @@ pub(crate) fn take_recording() -> Option<Recording> {
 /// Runs `look` on the recording kept by `fntrace_record_start`, if any.
 pub(crate) fn with_recording<R>(look: impl FnOnce(Option<&Recording>) -> R) -> R {
     look(
-        RECORDING
+        STARTED_RECORDING
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .as_ref(),
@@ -501,18 +465,3 @@ pub extern "C" fn fntrace_last_error() -> *const c_char {
     })
     .unwrap_or(EMPTY.as_ptr())
 }
-
-/// glibc's gprof start-up, called by `gcrt1.o` before `main` in a program
-/// built with `gcc -pg`: replaced by nothing (no profiling timer). Being
-/// always called, it also keeps the environment start-up's constructor in a
-/// program linked with `libfntrace.a` (the linker takes an archive's
-/// objects only for the symbols they define).
-#[unsafe(no_mangle)]
-pub extern "C" fn __monstartup(_low_pc: usize, _high_pc: usize) {
-    std::hint::black_box(&env::START);
-}
-
-/// glibc's gprof exit handler, which writes `gmon.out`: replaced by
-/// nothing.
-#[unsafe(no_mangle)]
-pub extern "C" fn _mcleanup() {}

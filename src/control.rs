@@ -1,7 +1,7 @@
 //! Control: `init`, `enable`, `disable`, and the state they share.
 //!
 //! Every change of program text happens here, under the operation lock
-//! (`rt::ops`), and goes through `patch::active`. The rule that keeps text
+//! (`rt::ops`), and goes through `patch::apply`. The rule that keeps text
 //! and state in step: a recognised site holds its call exactly when its
 //! tracer mask is non-zero; [`sync_text`] makes the text obey the masks.
 //! Sites found by their first call (the traced path only records them) get
@@ -16,6 +16,7 @@ use crate::arch::x86_64::{decode_site_instruction, Instruction, SiteForm};
 use crate::error::Error;
 use crate::filter::Filter;
 use crate::patch::entry_patch::EntryPatchReport;
+use crate::patch::priority;
 use crate::patch::{self, reach, TextWrite};
 use crate::rt::{self, ops, shadow, thread::Untraced};
 use crate::sites::{
@@ -23,7 +24,7 @@ use crate::sites::{
     UNRECOGNIZED,
 };
 use crate::symbols;
-use crate::sys::{clock, priority};
+use crate::sys::clock;
 use crate::tracer::{self, FastPathState};
 use crate::tracers::graph::GRAPH_TRACER;
 
@@ -383,7 +384,7 @@ fn rescan(state: &mut Control, index: &symbols::SymbolIndex) -> bool {
         // Objects were unloaded: their sites must not be written (their
         // text is gone, or is another object's now).
         sites::loader::drop_gone(loaded, holds_its_text);
-        sites::scan(index, |object| loaded.lists(object))
+        sites::scan(index, loaded)
     });
     state.scan.functions_scanned = found.functions_scanned;
     state.scan.sites_found += found.sites_found;
@@ -594,7 +595,7 @@ fn sync_listed_text(
     if writes.is_empty() {
         return Ok(());
     }
-    if let Err(err) = patch::active().apply(writes) {
+    if let Err(err) = patch::apply(writes) {
         flip_back(changed);
         NOP_PENDING.store(true, Ordering::Release);
         return Err(err);

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use crate::control;
 use crate::error::Error;
 use crate::filter::Filter;
-use crate::record::{DEFAULT_DRAIN_INTERVAL, DEFAULT_RECORD_BUFFER_EVENTS, RECORDING};
+use crate::record::{DEFAULT_DRAIN_INTERVAL, DEFAULT_RECORD_BUFFER_EVENTS, RECORDER_RUNNING};
 use crate::rt::thread::Untraced;
 use crate::tracers::graph::{describe_functions, GRAPH_TRACER};
 use fntrace_tools::analysis::human_duration;
@@ -399,7 +399,7 @@ fn start(tracer: &str, filter: &Filter, options: &FlightOptions) -> Result<Fligh
     let window = Window::new(options.budget_bytes);
     let writer = {
         let shared = Arc::clone(&shared);
-        crate::record::spawn_running("fntrace-flight", move || {
+        crate::sys::spawn::spawn_running("fntrace-flight", move || {
             let _ = shared.writer.set(std::thread::current().id());
             let _gone = WriterGone(&shared);
             Writer::new(window).run(&shared, interval);
@@ -605,7 +605,7 @@ impl FlightRecorder {
         };
         drop(state);
         GRAPH_TRACER.release_memory();
-        RECORDING.store(false, Ordering::Release);
+        RECORDER_RUNNING.store(false, Ordering::Release);
         if joined.is_err() {
             return Err(Error::Recording(
                 "the flight recorder's writer thread panicked (a bug)".to_string(),

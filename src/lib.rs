@@ -28,9 +28,12 @@
 //! trampolines call; it reaches tracers only through that interface) →
 //! `tracers` (the built-in `function`, `graph` and `profile` tracers) → `control`
 //! (init, enable, disable, dump) → `record` (the streaming recorder) →
-//! `flight` (the flight recorder) → `socket` (the control socket's
-//! transport and protocol) → `capi` (the C ABI of `include/fntrace.h`, the
-//! environment start-up, and what the control socket's commands do) → this
+//! `flight` (the flight recorder) → `vars` (the table of `FNTRACE_*`
+//! variables and their parsers) → `capi` (the C ABI of
+//! `include/fntrace.h`, and the process-wide state it shares with what is
+//! above) → `socket` (live control: the control socket's transport and
+//! protocol, and what its commands do) → `preload` (start-up from the
+//! environment, and the C library functions fntrace interposes) → this
 //! root (the public API). The trace
 //! model, analysis and exporters are the `fntrace-tools` crate.
 
@@ -44,6 +47,7 @@ mod error;
 mod filter;
 mod flight;
 mod patch;
+mod preload;
 mod record;
 mod rt;
 mod sites;
@@ -52,9 +56,9 @@ mod symbols;
 mod sys;
 mod tracer;
 mod tracers;
+mod vars;
 
 pub use arch::x86_64::{SavedRegs, SiteForm};
-pub use capi::live::{serve_control, serve_control_with, serve_metrics};
 pub use control::{
     disable, dump, dump_with_progress, enable, enable_with, flush, function_name, init,
     patch_functions, patch_report, site_of, sites, stats, DumpReport, Stats,
@@ -66,9 +70,11 @@ pub use flight::{
     TriggeredSnapshot, DEFAULT_SNAPSHOTS_PER_MINUTE, FLIGHT_EVENT_BYTES, TRIGGER_FILE,
 };
 pub use patch::entry_patch::{EntryPatchReport, Refusal};
+pub use socket::live::{serve_control, serve_control_with, serve_metrics};
 // The trace model, reports and exports live in the fntrace-tools crate (which
 // links no runtime); they stay reachable here under their old paths.
 pub use fntrace_tools::{analysis, export, EventKind, GraphEvent, ThreadTrace, Trace};
+pub use patch::priority::{patch_priority, set_patch_priority, PatchBoost, PatchPriority};
 pub use patch::stop_world::{set_ack_timeout, set_stop_signal};
 pub use patch::{patch_protocol, set_patch_protocol, PatchProtocol};
 pub use record::{
@@ -79,7 +85,6 @@ pub use rt::shadow::MAX_HOOKED_DEPTH;
 pub use rt::thread::{current_tid, generic_entries_on_this_thread, untraced};
 pub use sites::{ScanReport, SiteInfo, SiteKind};
 pub use socket::{default_control_path, ControlOptions, ControlServer, MetricsServer};
-pub use sys::priority::{patch_priority, set_patch_priority, PatchBoost, PatchPriority};
 pub use tracer::{register, tracer_names, Call, Return, Tracer, MAX_TRACERS};
 pub use tracers::function::{FunctionEvent, FunctionTracer, FUNCTION_TRACER};
 pub use tracers::graph::{GraphTracer, GRAPH_TRACER};

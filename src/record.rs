@@ -34,6 +34,7 @@ use crate::filter::Filter;
 use crate::rt::ring::RoomStats;
 use crate::rt::thread::Untraced;
 use crate::sys::clock;
+use crate::sys::spawn::spawn_running;
 use crate::tracer;
 use crate::tracers::graph::{describe_process, GRAPH_TRACER};
 use writer::write_until_stopped;
@@ -41,9 +42,9 @@ use writer::write_until_stopped;
 /// How often the writer drains the buffers by default.
 pub const DEFAULT_DRAIN_INTERVAL: Duration = Duration::from_millis(10);
 
-/// Whether a recording runs, streaming or flight (one at a time: they share
+/// Whether a recorder runs, streaming or flight (one at a time: they share
 /// the graph tracer's buffers).
-pub(crate) static RECORDING: AtomicBool = AtomicBool::new(false);
+pub(crate) static RECORDER_RUNNING: AtomicBool = AtomicBool::new(false);
 
 /// A running recording; see [`record`]. Dropping it stops it as
 /// [`Recording::stop`] does, ignoring errors.
@@ -291,7 +292,7 @@ pub(crate) fn exclusively<T>(
             "only the \"graph\" tracer can be recorded, not {tracer:?}"
         )));
     }
-    if RECORDING.swap(true, Ordering::AcqRel) {
+    if RECORDER_RUNNING.swap(true, Ordering::AcqRel) {
         return Err(Error::Recording(
             "a recording is running already (stop it first)".to_string(),
         ));
@@ -299,7 +300,7 @@ pub(crate) fn exclusively<T>(
     start().inspect_err(|_| {
         // No writer drains for a waiting thread.
         GRAPH_TRACER.set_lossless(false);
-        RECORDING.store(false, Ordering::Release);
+        RECORDER_RUNNING.store(false, Ordering::Release);
     })
 }
 
@@ -573,29 +574,6 @@ fn stop_writer(writer: Writer) -> Result<StreamTotals, Error> {
     })
 }
 
-/// Spawns a thread named `name` running `f`, and returns once it runs:
-/// a thread being created has every signal blocked (glibc unblocks them
-/// just before `f`), and the breakpoint patch protocol avoids patching
-/// while any thread blocks SIGTRAP, so enabling right after a spawn would
-/// fall back to stopping the world.
-pub(crate) fn spawn_running<T: Send + 'static>(
-    name: &str,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> std::io::Result<JoinHandle<T>> {
-    let started = Arc::new(std::sync::Barrier::new(2));
-    let handle = {
-        let started = Arc::clone(&started);
-        std::thread::Builder::new()
-            .name(name.to_string())
-            .spawn(move || {
-                started.wait();
-                f()
-            })?
-    };
-    started.wait();
-    Ok(handle)
-}
-
 /// Switches off the tracer a recorder enabled, as its stop's first step
 /// (the writer then drains what the buffers still hold).
 pub(crate) fn disable_recorded(tracer: &str) -> Result<(), Error> {
@@ -653,7 +631,7 @@ impl Recording {
         let room = GRAPH_TRACER.room_stats();
         GRAPH_TRACER.keep_buffers_ready(0);
         GRAPH_TRACER.release_memory();
-        RECORDING.store(false, Ordering::Release);
+        RECORDER_RUNNING.store(false, Ordering::Release);
         let totals = written?;
         disabled?;
         Ok(RecordReport {

@@ -19,6 +19,8 @@
 //! only), and the CLI reaches the library only as `fntrace_tools`.
 //!
 //! And no library source file (runtime or tools) is over 800 lines.
+//! And `asm/x86_64/layout.h`, the offsets the trampolines use, says what
+//! the Rust structures' compile-time layout assertions say.
 //!
 //! What is not seen: a path written without a leading `crate`/`super`/
 //! `self` (an item or child module already in scope, e.g. through `use
@@ -32,7 +34,7 @@ use std::path::{Path, PathBuf};
 /// Bottom first. Each module may use only those before it (and itself).
 const LAYERS: &[&str] = &[
     "error", "filter", "arch", "sys", "symbols", "sites", "patch", "tracer", "rt", "tracers",
-    "control", "record", "flight", "socket", "capi",
+    "control", "record", "flight", "vars", "capi", "socket", "preload",
 ];
 
 /// Root items that are macros exported by a module (`#[macro_export]`
@@ -47,10 +49,9 @@ const MACRO_ROOT_ITEMS: &[(&str, &str)] = &[("Tracer", "tracer"), ("register", "
 /// Module-level import cycles among the submodules of one top-level module
 /// that stand today. A cycle found is accepted if all its modules are in one
 /// entry (a cycle that shrank is progress); any other fails.
-const KNOWN_CYCLES: &[(&[&str], &str)] = &[
-    (
-        &["rt::thread", "rt::shadow", "rt::contexts", "rt::ring"],
-        "The thread block embeds the shadow stack (thread -> shadow), the shadow \
+const KNOWN_CYCLES: &[(&[&str], &str)] = &[(
+    &["rt::thread", "rt::shadow", "rt::contexts", "rt::ring"],
+    "The thread block embeds the shadow stack (thread -> shadow), the shadow \
          stack finds its thread block and saves errno with thread's \
          PreservedErrno (shadow -> thread), and checks the stack with \
          contexts::same_stack (shadow -> contexts), while contexts saves errno \
@@ -62,15 +63,7 @@ const KNOWN_CYCLES: &[(&[&str], &str)] = &[
          preserves errno (ring -> thread), and a thread marks its rings \
          exited when it ends (thread -> ring); it would break by giving \
          the exit hook a callback the rings register.",
-    ),
-    (
-        &["capi::env", "capi::live"],
-        "Start-up starts live control when FNTRACE_CONTROL is set \
-         (env -> live::serve_from_env) and live control's report uses env's \
-         REPORT_ROWS (live -> env). Breaks when live control moves beside the \
-         socket and the constant goes with the FNTRACE_* table (issue 27, item 2).",
-    ),
-];
+)];
 
 /// The same for the tools library.
 const TOOLS_KNOWN_CYCLES: &[(&[&str], &str)] = &[
@@ -93,7 +86,7 @@ const TOOLS_KNOWN_CYCLES: &[(&[&str], &str)] = &[
 /// The tools library's modules, bottom first (the CLI is not among them:
 /// it is a module of the binary).
 const TOOLS_LAYERS: &[&str] = &[
-    "units", "glob", "names", "trace", "source", "analysis", "export",
+    "control", "units", "glob", "names", "trace", "source", "analysis", "export",
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -817,4 +810,165 @@ fn the_runtime_pulls_in_no_cli_crate() {
     ] {
         assert!(!crates.contains(cli), "the runtime pulls in {cli}:\n{tree}");
     }
+}
+
+/// The structures the trampolines read, with the prefix their offsets
+/// have in `asm/x86_64/layout.h` (`THREAD_` + field name in capitals),
+/// the `#define` of their size, and the file that asserts their layout.
+const ASM_STRUCTURES: &[(&str, &str, &str, &str)] = &[
+    (
+        "ThreadBlock",
+        "THREAD",
+        "THREAD_BLOCK_SIZE",
+        "src/rt/thread.rs",
+    ),
+    ("ShadowStack", "SHADOW", "", "src/rt/shadow.rs"),
+    ("Frame", "FRAME", "FRAME_SIZE", "src/rt/shadow.rs"),
+    ("AnyRing", "RING", "", "src/rt/ring.rs"),
+    (
+        "RawEvent",
+        "EVENT",
+        "EVENT_SIZE",
+        "src/tracers/graph/mod.rs",
+    ),
+];
+
+/// Constants of `layout.h` that are Rust constants, not offsets: the
+/// `#define`, the file, the Rust `const`.
+const ASM_CONSTANTS: &[(&str, &str, &str)] = &[
+    ("SHADOW_MAX_DEPTH", "src/rt/shadow.rs", "MAX_HOOKED_DEPTH"),
+    ("EVENT_DEPTH_SHIFT", "src/tracers/graph/mod.rs", "SITE_BITS"),
+    ("EVENT_EXIT_BIT", "src/tracers/graph/mod.rs", "EXIT_BIT"),
+];
+
+/// A number as written in Rust or C: decimal, or `1 << N`.
+fn number(text: &str) -> Option<u64> {
+    let text = text.trim();
+    match text.split_once("<<") {
+        Some((one, shift)) if one.trim() == "1" => Some(1 << shift.trim().parse::<u32>().ok()?),
+        _ => text.parse().ok(),
+    }
+}
+
+/// The tokens of the `const _: () = { … };` blocks (compile-time
+/// assertions) among `t`.
+fn const_blocks(t: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < t.len() {
+        let opens = ["const", "_", ":", "(", ")", "=", "{"];
+        if t.len() - i >= opens.len() && t[i..i + opens.len()].iter().eq(opens.iter()) {
+            i += opens.len();
+            let mut depth = 1;
+            while i < t.len() && depth > 0 {
+                match t[i].as_str() {
+                    "{" => depth += 1,
+                    "}" => depth -= 1,
+                    _ => {}
+                }
+                out.push(t[i].clone());
+                i += 1;
+            }
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// What `layout.h` must hold, from the Rust side: each `offset_of!` and
+/// `size_of` a const block asserts, and each constant of
+/// [`ASM_CONSTANTS`] (an `EXIT_BIT` of `1 << 63` is the bit number 63).
+fn rust_layout(read: impl Fn(&str) -> String) -> BTreeMap<String, u64> {
+    let mut expected = BTreeMap::new();
+    for (ty, prefix, size_name, file) in ASM_STRUCTURES {
+        let t = const_blocks(&tokens(&strip_comments(&read(file))));
+        for (i, w) in t.windows(7).enumerate() {
+            // offset_of ! ( Ty , field ) == N
+            if w[0] == "offset_of" && w[1] == "!" && w[3] == *ty && w[4] == "," {
+                let (field, close, eq) = (&w[5], &w[6], t.get(i + 7).zip(t.get(i + 8)));
+                assert_eq!(close, ")", "{file}: offset_of!({ty}, {field}");
+                let value = match eq {
+                    Some((a, b)) if a == "=" && b == "=" => t[i + 9].parse().unwrap(),
+                    _ => panic!("{file}: offset_of!({ty}, {field}) not compared with =="),
+                };
+                expected.insert(format!("{prefix}_{}", field.to_uppercase()), value);
+            }
+            // size_of :: < Ty > ( ) == N
+            if w[0] == "size_of" && w[1] == "::" && w[2] == "<" && w[3] == *ty && w[4] == ">" {
+                assert!(
+                    !size_name.is_empty(),
+                    "{file}: size_of::<{ty}> has no #define"
+                );
+                let value: u64 = t[i + 9].parse().unwrap();
+                expected.insert(size_name.to_string(), value);
+            }
+        }
+    }
+    for (define, file, constant) in ASM_CONSTANTS {
+        let code = strip_comments(&read(file));
+        let at = code
+            .find(&format!("const {constant}:"))
+            .unwrap_or_else(|| panic!("{file}: no const {constant}"));
+        let value = &code[at..];
+        let value = &value[value.find('=').unwrap() + 1..value.find(';').unwrap()];
+        let value = number(value).unwrap_or_else(|| panic!("{file}: {constant} = {value}"));
+        let value = if constant.ends_with("_BIT") {
+            u64::from(value.trailing_zeros())
+        } else {
+            value
+        };
+        expected.insert(define.to_string(), value);
+    }
+    expected
+}
+
+/// `layout.h`'s `#define NAME NUMBER` lines (`EVENT_SIZE_SHIFT` read as
+/// `EVENT_SIZE`, the size it encodes).
+fn asm_layout(header: &str) -> BTreeMap<String, u64> {
+    header
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("#define"))
+        .filter_map(|rest| {
+            let mut words = rest.split_whitespace();
+            let (name, value) = (words.next()?, number(words.next()?)?);
+            Some(match name.strip_suffix("_SHIFT") {
+                Some(size) if size.ends_with("_SIZE") => (size.to_string(), 1 << value),
+                _ => (name.to_string(), value),
+            })
+        })
+        .collect()
+}
+
+/// The offsets the assembly reads (`layout.h`) are the ones the Rust
+/// structures have: every `#define` of it equals what a const block next
+/// to the structure asserts (which the compiler checks against the
+/// structure), and every such assertion has its `#define`.
+#[test]
+fn layout_h_says_what_the_rust_structures_are() {
+    let top = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let read = |file: &str| std::fs::read_to_string(top.join(file)).unwrap();
+    let rust = rust_layout(read);
+    let asm = asm_layout(&read("asm/x86_64/layout.h"));
+    assert!(rust.len() >= 25 && asm.len() >= 25, "{rust:?}\n{asm:?}");
+    assert_eq!(asm, rust, "layout.h (left) and the Rust structures (right)");
+
+    // And the comparison sees a difference.
+    let header = read("asm/x86_64/layout.h").replace(
+        "#define RING_SLOTS            176",
+        "#define RING_SLOTS            168",
+    );
+    assert_ne!(asm_layout(&header), rust);
+    let thread = read("src/rt/thread.rs").replace(
+        "offset_of!(ThreadBlock, stack_low) == 32",
+        "offset_of!(ThreadBlock, stack_low) == 40",
+    );
+    let changed = rust_layout(|file| {
+        if file == "src/rt/thread.rs" {
+            thread.clone()
+        } else {
+            read(file)
+        }
+    });
+    assert_ne!(asm, changed);
 }

@@ -1,9 +1,9 @@
 //! The flight recorder without code change: the one recorder started by
-//! `FNTRACE_FLIGHT` ([`super::env`]), `fntrace_flight_start` (C) or
+//! `FNTRACE_FLIGHT` ([`crate::preload`]), `fntrace_flight_start` (C) or
 //! `flight start` (the control socket), kept here with the directory its
 //! snapshots go to; and its triggers, set by `FNTRACE_FLIGHT_TRIGGER`,
 //! `fntrace_flight_trigger` or `flight trigger`, in one syntax
-//! (`GLOB>DURATION`, `panic`, `SIGNAME`; see [`super::vars`]).
+//! (`GLOB>DURATION`, `panic`, `SIGNAME`; see [`crate::vars`]).
 //!
 //! The directory is checked when the recorder starts, not when a snapshot
 //! is written: a recorder whose snapshots could not be written does not
@@ -15,10 +15,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, Once, PoisonError};
 
 use crate::flight::{self, flight_record, FlightOptions, FlightRecorder, FlightReport};
-use crate::record::spawn_running;
+use crate::sys::spawn::spawn_running;
 
-use super::vars::TriggerSpec;
 use super::Failure;
+use crate::vars::TriggerSpec;
 
 /// The recorder started here.
 pub(crate) struct Slot {

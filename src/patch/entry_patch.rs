@@ -489,7 +489,7 @@ pub(crate) fn write_entries(writes: &[TextWrite]) -> Result<(), Error> {
     if writes.is_empty() {
         return Ok(());
     }
-    patch::active().apply(writes)
+    patch::apply(writes)
 }
 
 #[cfg(test)]

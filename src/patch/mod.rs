@@ -10,8 +10,9 @@
 //! batch ([`validate`], [`check_old_bytes`]), the write primitive
 //! ([`text::TextWriter`]) and [`serialize_instruction_fetch`].
 //!
-//! Protocols (one file or directory each, chosen in [`active`] from the
-//! process-wide [`PatchProtocol`] setting):
+//! Protocols (one file or directory each, chosen for each batch in
+//! [`for_batch`], and only there, from the process-wide [`PatchProtocol`]
+//! setting and what the breakpoint protocol can write now):
 //! - [`stop_world`]: stop every other thread with a signal, write, resume.
 //! - [`breakpoint`]: `int3` + `membarrier` (the Linux kernel's
 //!   text_poke_bp); no thread stops, a SIGTRAP handler emulates
@@ -20,6 +21,7 @@
 pub(crate) mod alias;
 pub(crate) mod breakpoint;
 pub(crate) mod entry_patch;
+pub(crate) mod priority;
 mod proc_mem;
 pub(crate) mod reach;
 pub(crate) mod stop_world;
@@ -403,12 +405,27 @@ pub(crate) fn protocol_from_env() {
     }
 }
 
-/// The protocol in use: the one place it is chosen.
-pub(crate) fn active() -> &'static dyn Patcher {
-    match patch_protocol() {
+/// The protocol that writes `writes`: the one place it is chosen. The
+/// protocol set ([`patch_protocol`]), except that a batch the breakpoint
+/// protocol cannot write safely now ([`breakpoint::can_write`]: no
+/// `membarrier`, a thread blocking SIGTRAP, a write over several
+/// instructions) goes to the stop-the-world protocol, which can.
+pub(crate) fn for_batch(writes: &[TextWrite]) -> &'static dyn Patcher {
+    choose(patch_protocol(), writes)
+}
+
+/// [`for_batch`] with the protocol set being `protocol`.
+fn choose(protocol: PatchProtocol, writes: &[TextWrite]) -> &'static dyn Patcher {
+    match protocol {
         PatchProtocol::StopTheWorld => &stop_world::STOP_THE_WORLD,
-        PatchProtocol::Breakpoint => &breakpoint::BREAKPOINT,
+        PatchProtocol::Breakpoint if breakpoint::can_write(writes) => &breakpoint::BREAKPOINT,
+        PatchProtocol::Breakpoint => &stop_world::STOP_THE_WORLD,
     }
+}
+
+/// Applies `writes` with the protocol [`for_batch`] chooses for them.
+pub(crate) fn apply(writes: &[TextWrite]) -> Result<(), Error> {
+    for_batch(writes).apply(writes)
 }
 
 /// Rejects lengths outside 1..=8, ranges that wrap, and overlapping writes
@@ -595,15 +612,10 @@ pub(crate) fn ranges(writes: &[TextWrite]) -> impl Iterator<Item = (usize, usize
 /// Async-signal-safe.
 #[inline(always)]
 pub(crate) fn serialize_instruction_fetch() {
-    #[cfg(target_arch = "x86_64")]
-    {
-        // SAFETY: cpuid exists on every x86-64 CPU; leaf 0 only writes the
-        // four result registers the intrinsic declares.
-        #[allow(unused_unsafe)]
-        let _vendor_leaf = unsafe { std::arch::x86_64::__cpuid(0) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    std::sync::atomic::fence(Ordering::SeqCst);
+    // SAFETY: cpuid exists on every x86-64 CPU; leaf 0 only writes the
+    // four result registers the intrinsic declares.
+    #[allow(unused_unsafe)]
+    let _vendor_leaf = unsafe { std::arch::x86_64::__cpuid(0) };
 }
 
 #[cfg(test)]

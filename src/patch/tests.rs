@@ -212,3 +212,26 @@ fn protocols_round_trip_through_the_setting() {
     assert_eq!(patch_protocol(), PatchProtocol::Breakpoint);
     set_patch_protocol(DEFAULT_PROTOCOL).unwrap();
 }
+
+/// The protocol of a batch is chosen in one place: with the breakpoint
+/// protocol set, a write over several instructions goes to the
+/// stop-the-world protocol, and the breakpoint protocol, given it anyway,
+/// refuses it (it does not fall back by itself) before writing anything.
+#[test]
+fn a_batch_an_int3_cannot_guard_goes_to_stop_the_world() {
+    let is = |chosen: &'static dyn Patcher, protocol: &'static dyn Patcher| {
+        std::ptr::addr_eq(chosen as *const dyn Patcher, protocol as *const dyn Patcher)
+    };
+    let at = 0x40_1000;
+    let jump =
+        TextWrite::entry_jump(at, &[0x55, 0x48, 0x89, 0xe5, 0x89], &[0xe9, 0, 0x10, 0, 0]).unwrap();
+    let stop: &'static dyn Patcher = &stop_world::STOP_THE_WORLD;
+    assert!(is(choose(PatchProtocol::Breakpoint, &[jump]), stop));
+    assert!(is(choose(PatchProtocol::StopTheWorld, &[jump]), stop));
+    // Not mapped here: an error that says why, not a write attempted.
+    let refused = breakpoint::BREAKPOINT.apply(&[jump]).unwrap_err();
+    assert!(
+        refused.to_string().contains("several instructions"),
+        "{refused}"
+    );
+}

@@ -73,14 +73,9 @@ const TEXT_PREFETCH_AHEAD: usize = 1024;
 /// computes).
 #[inline(always)]
 fn prefetch_for_write(addr: usize) {
-    #[cfg(target_arch = "x86_64")]
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_ET0};
     // SAFETY: SSE is part of x86-64; a prefetch never faults.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_ET0};
-        _mm_prefetch::<_MM_HINT_ET0>(addr as *const i8);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = addr;
+    unsafe { _mm_prefetch::<_MM_HINT_ET0>(addr as *const i8) };
 }
 
 /// Where [`TextWriter::locate`] found a range.

@@ -314,8 +314,7 @@ impl ShadowStack {
         let trampoline = return_trampoline();
         let hooked = self.unhooked.min(self.len)..self.len;
         self.frames[hooked].iter().any(|frame| {
-            // SAFETY: slot is a return-address slot on this thread's stack
-            // that was live when hooked (as in `unhook_all`).
+            // SAFETY: as in `unhook_all` (read only).
             unsafe { (frame.slot as *const usize).read() == trampoline }
         })
     }
@@ -362,9 +361,20 @@ impl ShadowStack {
         self.walking = !forget;
         let trampoline = return_trampoline();
         for frame in self.frames[..self.len].iter().rev() {
-            // SAFETY: slot is a return-address slot on this thread's stack
-            // that was live when hooked; it is only written if it still
-            // holds the trampoline (the frame is still there).
+            // SAFETY: what is relied on, not checked: every frame of
+            // `frames[..len]` has its slot in a stack of this thread that
+            // is still mapped. `push` takes only slots the entry path
+            // reported on the stack the thread runs on; frames of a stack
+            // it left stay here until the next hooked call or return parks
+            // them (`switch`), and frames a `longjmp` left until one
+            // below them is seen; both lie in stacks the program still
+            // holds unless it freed one meanwhile (a finished coroutine's
+            // stack, unmapped before any hooked call or return on the
+            // stack it came back to): then this read faults. `switch`
+            // reads the slots of frames given up for dead with
+            // `process_vm_readv` for that reason. A slot is written only
+            // when it holds the trampoline: a slot reused since for other
+            // data is left alone.
             unsafe {
                 let slot = frame.slot as *mut usize;
                 if slot.read() == trampoline {
@@ -390,8 +400,9 @@ impl ShadowStack {
     fn hook_where_real(&mut self, frames: std::ops::Range<usize>) {
         let trampoline = return_trampoline();
         for frame in self.frames[frames].iter() {
-            // SAFETY: as in unhook_all; only slots still holding this frame's
-            // real return address are written.
+            // SAFETY: as in `unhook_all` (the frames here are a part of
+            // `frames[..len]`); a slot is written only when it holds this
+            // frame's real return address, which `unhook_all` put back.
             unsafe {
                 let slot = frame.slot as *mut usize;
                 if slot.read() == frame.real_return {

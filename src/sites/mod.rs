@@ -239,11 +239,12 @@ pub struct ScanReport {
     pub patchable_refused: usize,
 }
 
-/// Searches every function symbol of the objects `listed` accepts for its
-/// call site and records new ones. Called with the control lock held,
-/// inside [`loader::hold`], `listed` saying which objects of `index` the
-/// loader still lists (the others may be unmapped: not read).
-pub(crate) fn scan(index: &SymbolIndex, listed: impl Fn(&LoadedObject) -> bool) -> ScanReport {
+/// Searches every function symbol of the objects of `index` that `loaded`
+/// lists for its call site and records new ones (the others may be
+/// unmapped: not read). Called with the control lock held. `loaded` can
+/// only be had inside [`loader::hold`], while the loader maps and unmaps
+/// nothing: what it lists stays mapped for the whole scan.
+pub(crate) fn scan(index: &SymbolIndex, loaded: &loader::Loaded) -> ScanReport {
     let mut report = ScanReport::default();
     let foreign: Vec<usize> = index
         .objects
@@ -254,7 +255,7 @@ pub(crate) fn scan(index: &SymbolIndex, listed: impl Fn(&LoadedObject) -> bool) 
         .filter(|&addr| kind_of_target(addr).is_none())
         .collect();
 
-    for object in index.objects.iter().filter(|object| listed(object)) {
+    for object in index.objects.iter().filter(|object| loaded.lists(object)) {
         // Functions with a call site: a patchable entry of theirs is not
         // patched as well.
         let mut with_call_site = HashSet::new();
@@ -273,12 +274,15 @@ pub(crate) fn scan(index: &SymbolIndex, listed: impl Fn(&LoadedObject) -> bool) 
                 .find(|t| function.start >= t.start && function.start < t.end)
                 .map_or(0, |t| window.min(t.end - function.start));
             // SAFETY: [start, start + window) lies inside an executable
-            // PT_LOAD segment of an object the loader lists, which stays
-            // mapped readable while `loader::hold` runs this scan.
+            // PT_LOAD segment (checked above) of an object `loaded` lists
+            // with these very segments; a `Loaded` exists only inside
+            // `loader::hold`'s operation, during which the loader unmaps
+            // nothing, and `code` does not outlive this scan.
             let code = unsafe { std::slice::from_raw_parts(function.start as *const u8, window) };
             report.functions_scanned += 1;
             let load_slot = |slot: usize| {
-                // SAFETY: the slot lies inside a mapped segment of the object.
+                // SAFETY: `maps` checked that the slot lies inside a segment
+                // of the object, mapped for the scan (as for `code`).
                 object
                     .maps(slot, 8)
                     .then(|| unsafe { std::ptr::read_unaligned(slot as *const usize) })
@@ -370,7 +374,8 @@ fn through_plt(
         return target;
     }
     // SAFETY: [target, target + 16) lies inside an executable segment of
-    // the loaded object, which is mapped readable.
+    // `object` (checked above), which `scan`, the only caller, reads while
+    // the loader lists it (see the SAFETY line there).
     let head = unsafe { std::slice::from_raw_parts(target as *const u8, PLT_ENTRY_HEAD) };
     plt_slot(head, target).and_then(load_slot).unwrap_or(target)
 }

@@ -140,22 +140,17 @@ pub(crate) fn in_order(listed: &[Listed]) -> impl Iterator<Item = Listed> + '_ {
 /// what the program computes).
 #[inline(always)]
 fn prefetch(site: &Site) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let start = (site as *const Site).cast::<i8>();
-        let (first, last) = Site::CONTROL_FIELDS;
-        // SAFETY: SSE is part of x86-64; a prefetch never faults and
-        // changes nothing the program can observe, whatever the address.
-        // The lines of the fields control operations read (one, or two
-        // when they straddle a line).
-        unsafe {
-            _mm_prefetch::<_MM_HINT_T0>(start.wrapping_add(first));
-            _mm_prefetch::<_MM_HINT_T0>(start.wrapping_add(last - 1));
-        }
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    let start = (site as *const Site).cast::<i8>();
+    let (first, last) = Site::CONTROL_FIELDS;
+    // SAFETY: SSE is part of x86-64; a prefetch never faults and
+    // changes nothing the program can observe, whatever the address.
+    // The lines of the fields control operations read (one, or two
+    // when they straddle a line).
+    unsafe {
+        _mm_prefetch::<_MM_HINT_T0>(start.wrapping_add(first));
+        _mm_prefetch::<_MM_HINT_T0>(start.wrapping_add(last - 1));
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = site;
 }
 
 #[cfg(test)]

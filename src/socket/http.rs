@@ -25,8 +25,8 @@ use std::time::Instant;
 use super::conn::{poll_ready, pollfd, send_some, wake_pipe, ServerThread};
 use super::ControlOptions;
 use crate::error::Error;
-use crate::record::spawn_running;
 use crate::rt::thread::Untraced;
+use crate::sys::spawn::spawn_running;
 use crate::tracers::profile::PROFILE_TRACER;
 use fntrace_tools::analysis::{openmetrics, OPENMETRICS_CONTENT_TYPE};
 

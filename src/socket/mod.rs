@@ -1,7 +1,12 @@
 //! Live control of a running process through a Unix socket: the transport
-//! and the protocol. What each command does is the C ABI's business (the
-//! `capi` layer hands [`serve`] its handler), since it shares the C ABI's
-//! process-wide state (the filter, the recording).
+//! and the protocol (this module and [`server`], [`conn`], [`reply`],
+//! [`path`], [`http`]; the requests' words are
+//! `fntrace_tools::control::request`, shared with `fntrace ctl`), and what
+//! each command does ([`live`], which hands
+//! [`serve`] its handler). The commands act on the C ABI's process-wide
+//! state (the filter, the recording: `crate::capi`, the layer below), so
+//! that `filter` is `fntrace_set_filter` and `stop` ends what
+//! `fntrace_record_start` started.
 //!
 //! # Protocol
 //!
@@ -65,8 +70,9 @@
 
 mod conn;
 mod http;
+pub(crate) mod live;
 mod path;
-mod request;
+mod reply;
 mod server;
 
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
@@ -76,14 +82,15 @@ use std::sync::{Mutex, Once, PoisonError};
 use std::time::Duration;
 
 use crate::error::Error;
-use crate::record::spawn_running;
+use crate::sys::spawn::spawn_running;
 use conn::{wake_pipe, ServerThread};
 
+pub(crate) use fntrace_tools::control::request::{FlightRequest, Request};
 pub(crate) use http::serve_metrics;
 pub use http::MetricsServer;
 pub use path::default_control_path;
 pub(crate) use path::prepare_default_dir;
-pub(crate) use request::{FlightRequest, Reply, Request};
+pub(crate) use reply::Reply;
 
 /// What runs a request (on the server's thread) and says what happened.
 pub(crate) type Handler = fn(Request) -> Reply;

@@ -10,19 +10,13 @@ use crate::error::Error;
 /// The longest socket path (`sun_path` holds 108 bytes with the NUL).
 const MAX_SOCKET_PATH: usize = 107;
 
-/// The directory of the default socket paths of processes of `uid`.
-fn default_dir(uid: u32) -> PathBuf {
-    PathBuf::from(format!("/tmp/fntrace-{uid}"))
-}
-
 /// The control socket path `fntrace ctl PID` looks for:
-/// `/tmp/fntrace-UID/PID.sock`, UID being this process's effective uid.
+/// `/tmp/fntrace-UID/PID.sock`, UID being this process's effective uid
+/// (defined once, in `fntrace_tools::control`, for both).
 /// Serve it with [`serve_control`](crate::serve_control) (which makes the
 /// directory, mode 0700) or `FNTRACE_CONTROL=1`.
 pub fn default_control_path() -> PathBuf {
-    // SAFETY: geteuid takes no arguments and cannot fail.
-    let uid = unsafe { libc::geteuid() };
-    default_dir(uid).join(format!("{}.sock", std::process::id()))
+    fntrace_tools::control::own_control_socket_path()
 }
 
 /// Makes `path`'s directory if it is the default one: mode 0700, owned by
@@ -31,7 +25,7 @@ pub fn default_control_path() -> PathBuf {
 pub(crate) fn prepare_default_dir(path: &Path) -> Result<(), Error> {
     // SAFETY: geteuid takes no arguments and cannot fail.
     let uid = unsafe { libc::geteuid() };
-    let dir = default_dir(uid);
+    let dir = fntrace_tools::control::control_socket_dir(uid);
     if path.parent() == Some(dir.as_path()) {
         prepare_private_dir(&dir, uid)?;
     }

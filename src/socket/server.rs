@@ -11,9 +11,10 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
 use super::conn::{poll_ready, pollfd, send_some};
-use super::request::{parse, Reply, MAX_REQUEST_BYTES};
+use super::reply::Reply;
 use super::{ControlOptions, Handler};
 use crate::rt::thread::Untraced;
+use fntrace_tools::control::request::{parse, MAX_REQUEST_BYTES};
 
 /// A connected client.
 struct Client {

@@ -33,7 +33,6 @@ impl Function {
 
 /// One loaded ELF object.
 #[derive(Debug)]
-#[allow(dead_code)] // path and bias: read by the trace exporters
 pub(crate) struct LoadedObject {
     pub path: String,
     /// Difference between run-time and link-time addresses.

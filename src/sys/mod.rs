@@ -3,7 +3,7 @@
 //! and `/proc` files the patch protocols need. Sits just above `arch` and below
 //! everything else: it knows nothing about call sites, patches or tracers.
 //!
-//! Everything here except [`task::TaskDir::open`] and [`maps`] makes only
+//! Everything here except [`task::TaskDir::open`], [`maps`] and [`spawn`] makes only
 //! system calls, so it may run in a signal handler or while other threads
 //! are stopped at arbitrary points (possibly holding the malloc lock).
 
@@ -11,9 +11,9 @@ pub(crate) mod clock;
 pub(crate) mod futex;
 pub(crate) mod maps;
 pub(crate) mod membarrier;
-pub(crate) mod priority;
 pub(crate) mod sched;
 pub(crate) mod signal;
+pub(crate) mod spawn;
 pub(crate) mod task;
 
 /// The calling thread's `errno`. Async-signal-safe.

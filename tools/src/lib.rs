@@ -27,6 +27,7 @@
 #![forbid(unsafe_code)]
 
 pub mod analysis;
+pub mod control;
 pub mod export;
 pub mod glob;
 mod names;

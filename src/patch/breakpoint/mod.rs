@@ -5,10 +5,11 @@
 //!
 //! # Protocol of one [`Patcher::apply`]
 //! 1. Register for `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE)`
-//!    (once per process); without it, print one line saying so and use the
-//!    stop-the-world protocol for this batch. Likewise while a thread
-//!    blocks SIGTRAP (see Hazards). Take the protocol's lock (one batch at
-//!    a time).
+//!    (once per process); without it, print one line saying so: the batch
+//!    goes to the stop-the-world protocol. Likewise while a thread blocks
+//!    SIGTRAP (see Hazards), and for a write over several instructions.
+//!    [`can_write`] checks this; [`super::for_batch`] makes the choice.
+//!    Take the protocol's lock (one batch at a time).
 //! 2. Validate the batch, read the text it covers ([`TextWriter::load`]),
 //!    check every `old` while building the batch's table, install the
 //!    SIGTRAP handler ([`trap`]) and publish the table for it.
@@ -60,7 +61,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use parking_lot::Mutex;
 
 use self::trap::{Lingering, TrapSite, TrapTable, INT3};
-use super::stop_world::STOP_THE_WORLD;
 use super::text::{TextWriter, WriterMemory};
 use super::TextWrite;
 use super::{
@@ -71,7 +71,7 @@ use crate::sys::membarrier::{register_sync_core, sync_core};
 use crate::sys::task::{ListingFailed, TaskDir, TaskStatus};
 use crate::sys::{getpid, gettid};
 
-/// The protocol instance [`super::active`] hands out.
+/// The protocol instance [`super::for_batch`] hands out.
 pub(crate) static BREAKPOINT: Breakpoint = Breakpoint {
     lock: Mutex::new(State {
         lingering: Vec::new(),
@@ -115,32 +115,56 @@ pub(crate) fn supported() -> Result<(), Error> {
     })
 }
 
+/// Whether this protocol can write `writes` now (step 1 and the first
+/// hazard above); where it cannot, [`super::for_batch`] (the one place a
+/// batch's protocol is chosen) hands the batch to the stop-the-world
+/// protocol. Prints one line the first time membarrier is missing, and
+/// the first time a thread blocks SIGTRAP.
+pub(crate) fn can_write(writes: &[TextWrite]) -> bool {
+    if writes.is_empty() {
+        return true;
+    }
+    // A write over several instructions (a patchable entry's one-byte
+    // NOPs, the first time): an `int3` on the first cannot keep out a
+    // thread already past it, and nothing here knows where threads
+    // are. The stop-the-world protocol does (see `sites::patchable`).
+    if writes.iter().any(TextWrite::replaces_several_instructions) {
+        return false;
+    }
+    if let Err(error) = supported() {
+        if !WARNED.swap(true, Ordering::Relaxed) {
+            eprintln!("fntrace: {error}; patching with the stop-the-world protocol instead");
+        }
+        return false;
+    }
+    if let Some(tid) = thread_blocking_sigtrap() {
+        if !WARNED_BLOCKED.swap(true, Ordering::Relaxed) {
+            eprintln!(
+                "fntrace: thread {tid} blocks SIGTRAP, so an int3 would kill the process; \
+                 patching with the stop-the-world protocol while a thread does"
+            );
+        }
+        return false;
+    }
+    true
+}
+
 impl Patcher for Breakpoint {
+    /// Applies a batch [`can_write`] accepted; a write over several
+    /// instructions is refused (an error, nothing written), since an
+    /// `int3` cannot keep threads out of it.
     fn apply(&self, writes: &[TextWrite]) -> Result<(), Error> {
         if writes.is_empty() {
             return Ok(());
         }
-        // A write over several instructions (a patchable entry's one-byte
-        // NOPs, the first time): an `int3` on the first cannot keep out a
-        // thread already past it, and nothing here knows where threads
-        // are. The stop-the-world protocol does (see `sites::patchable`).
-        if writes.iter().any(TextWrite::replaces_several_instructions) {
-            return STOP_THE_WORLD.apply(writes);
-        }
-        if let Err(error) = supported() {
-            if !WARNED.swap(true, Ordering::Relaxed) {
-                eprintln!("fntrace: {error}; patching with the stop-the-world protocol instead");
-            }
-            return STOP_THE_WORLD.apply(writes);
-        }
-        if let Some(tid) = thread_blocking_sigtrap() {
-            if !WARNED_BLOCKED.swap(true, Ordering::Relaxed) {
-                eprintln!(
-                    "fntrace: thread {tid} blocks SIGTRAP, so an int3 would kill the process; \
-                     patching with the stop-the-world protocol while a thread does"
-                );
-            }
-            return STOP_THE_WORLD.apply(writes);
+        if let Some(write) = writes.iter().find(|w| w.replaces_several_instructions()) {
+            return Err(Error::TextWrite {
+                addr: write.addr,
+                source: io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "the breakpoint protocol cannot replace several instructions in one write",
+                ),
+            });
         }
         let mut guard = self.lock.lock();
         let state = &mut *guard;

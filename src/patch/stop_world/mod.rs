@@ -71,7 +71,7 @@
 //!
 //! Every wait of the patcher (acknowledgements, release, the pause
 //! between attempts) sleeps in the kernel (futex, `nanosleep`), never
-//! spins: a patcher running `SCHED_FIFO` (see [`crate::sys::priority`])
+//! spins: a patcher running `SCHED_FIFO` (see [`crate::patch::priority`])
 //! would keep a spinning CPU from the very threads it waits for. Under
 //! `SCHED_FIFO` each wake-up runs at once, so the ack timeout holds within
 //! about a millisecond with busy threads on every CPU.
@@ -119,7 +119,7 @@ use crate::sys::futex::{futex_wait, WaitOutcome};
 use crate::sys::task::{ListingFailed, TaskDir, TaskStatus};
 use crate::sys::{getpid, gettid, tgkill};
 
-/// The protocol instance [`super::active`] hands out.
+/// The protocol instance [`super::for_batch`] hands out.
 pub(crate) static STOP_THE_WORLD: StopTheWorld = StopTheWorld {
     patch_lock: Mutex::new(PatcherState {
         last_epoch: 0,
@@ -265,7 +265,7 @@ impl StopTheWorld {
                 // Woken at or after the deadline (with busy threads on
                 // every CPU, waking costs a `SCHED_OTHER` patcher a round
                 // of time slices; a `SCHED_FIFO` one, see
-                // `sys::priority`, runs at once): another attempt would
+                // `patch::priority`, runs at once): another attempt would
                 // only add its own time to the overshoot.
                 if Instant::now() < deadline {
                     continue;

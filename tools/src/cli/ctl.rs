@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use fntrace_tools::analysis::ProfileSnapshot;
+use fntrace_tools::control::request::{FlightRequest, Request};
 
 /// `fntrace ctl --help` after the arguments.
 pub const CTL_HELP: &str = "\
@@ -333,62 +334,64 @@ fn exchange(target: &str, timeout: Duration, request: &str) -> Result<(bool, Str
     Ok((true, text))
 }
 
-/// The request line for `command` (relative directories made absolute).
+/// The request line for `command` (relative directories made absolute),
+/// written by the protocol's one definition ([`Request::line`]).
 fn request_line(command: &CtlCommand) -> Result<String, NoReply> {
-    let dir = |dir: &Path| -> Result<String, NoReply> {
+    let dir = |dir: &Path| -> Result<PathBuf, NoReply> {
         let absolute =
             std::path::absolute(dir).map_err(|e| NoReply(format!("{}: {e}", dir.display())))?;
-        absolute
-            .to_str()
-            .map(String::from)
-            .ok_or_else(|| NoReply(format!("{}: not UTF-8 (the protocol is)", dir.display())))
+        match absolute.to_str() {
+            Some(_) => Ok(absolute),
+            None => Err(NoReply(format!(
+                "{}: not UTF-8 (the protocol is)",
+                dir.display()
+            ))),
+        }
     };
-    let line = match command {
-        CtlCommand::Status => "status".to_string(),
-        CtlCommand::Enable { tracer } => format!("enable {tracer}"),
-        CtlCommand::Disable { tracer } => format!("disable {tracer}"),
-        CtlCommand::Filter { globs } => format!("filter {globs}"),
+    let request = match command {
+        CtlCommand::Status => Request::Status,
+        CtlCommand::Enable { tracer } => Request::Enable(tracer.clone()),
+        CtlCommand::Disable { tracer } => Request::Disable(tracer.clone()),
+        CtlCommand::Filter { globs } => Request::Filter(globs.clone()),
         // Drop mode is the server's default: the plain form then.
-        CtlCommand::Record { mode, dir: d } if mode == "drop" => format!("record {}", dir(d)?),
-        CtlCommand::Record { mode, dir: d } => format!("record --mode={mode} {}", dir(d)?),
-        CtlCommand::Stop => "stop".to_string(),
-        CtlCommand::Snapshot { dir: d } => format!("snapshot {}", dir(d)?),
-        CtlCommand::Dump { dir: d } => format!("dump {}", dir(d)?),
-        CtlCommand::Report => "report".to_string(),
+        CtlCommand::Record { mode, dir: d } if mode == "drop" => Request::Record(dir(d)?, None),
+        CtlCommand::Record { mode, dir: d } => Request::Record(dir(d)?, Some(mode.clone())),
+        CtlCommand::Stop => Request::Stop,
+        CtlCommand::Snapshot { dir: d } => Request::Snapshot(dir(d)?),
+        CtlCommand::Dump { dir: d } => Request::Dump(dir(d)?),
+        CtlCommand::Report => Request::Report,
         CtlCommand::Profile(profile) => match profile.command {
-            Some(super::profile::ProfileCommand::Reset) => "profile reset".to_string(),
-            None => "profile".to_string(),
+            Some(super::profile::ProfileCommand::Reset) => Request::ProfileReset,
+            None => Request::Profile,
         },
-        CtlCommand::Metrics => "profile".to_string(),
-        CtlCommand::Flight(flight) => match flight {
+        CtlCommand::Metrics => Request::Profile,
+        CtlCommand::Flight(flight) => Request::Flight(match flight {
             FlightCommand::Start {
                 dir: d,
                 budget,
                 rate,
-            } => {
-                let mut line = "flight start".to_string();
-                if let Some(bytes) = budget {
-                    line += &format!(" --budget {}", fntrace_tools::units::format_size(*bytes));
-                }
-                if let Some(rate) = rate {
-                    line += &format!(" --rate {rate}");
-                }
-                format!("{line} {}", dir(d)?)
-            }
-            FlightCommand::Stop => "flight stop".to_string(),
+            } => FlightRequest::Start {
+                budget: budget.map(fntrace_tools::units::format_size),
+                rate: rate.map(|rate| rate.to_string()),
+                dir: dir(d)?,
+            },
+            FlightCommand::Stop => FlightRequest::Stop,
             FlightCommand::Trigger { what, duration } => match duration {
                 Some(duration) => {
                     fntrace_tools::units::parse_duration_ns(duration)
                         .map_err(|e| NoReply(format!("flight trigger: {e}")))?;
-                    format!("flight trigger {what}>{duration}")
+                    FlightRequest::Trigger(format!("{what}>{duration}"))
                 }
-                None => format!("flight trigger {what}"),
+                None => FlightRequest::Trigger(what.clone()),
             },
-            FlightCommand::Triggers => "flight triggers".to_string(),
-            FlightCommand::Untrigger { what: None } => "flight untrigger".to_string(),
-            FlightCommand::Untrigger { what: Some(what) } => format!("flight untrigger {what}"),
-        },
+            FlightCommand::Triggers => FlightRequest::Triggers,
+            FlightCommand::Untrigger { what } => FlightRequest::Untrigger(what.clone()),
+        }),
     };
+    // Every directory was checked to be UTF-8 above.
+    let line = request
+        .line()
+        .ok_or_else(|| NoReply("a directory is not UTF-8 (the protocol is)".to_string()))?;
     if line.contains(['\n', '\r']) {
         return Err(NoReply(format!(
             "{line:?}: an argument holds a line break; a request is one line"
@@ -405,17 +408,6 @@ fn socket_path(target: &str) -> Result<(PathBuf, Option<u32>), NoReply> {
     let pid: u32 = target
         .parse()
         .map_err(|_| NoReply(format!("{target}: not a pid")))?;
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .map_err(|_| NoReply(format!("no process with pid {pid}")))?;
-    // `Uid:` real, effective, saved, filesystem: the socket's directory
-    // is named after the effective uid.
-    let uid = status
-        .lines()
-        .find_map(|line| line.strip_prefix("Uid:"))
-        .and_then(|ids| ids.split_whitespace().nth(1))
-        .ok_or_else(|| NoReply(format!("/proc/{pid}/status has no Uid line")))?;
-    Ok((
-        PathBuf::from(format!("/tmp/fntrace-{uid}/{pid}.sock")),
-        Some(pid),
-    ))
+    let path = fntrace_tools::control::control_socket_path_of(pid).map_err(NoReply)?;
+    Ok((path, Some(pid)))
 }

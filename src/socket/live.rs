@@ -1,5 +1,5 @@
-//! Live control: what the control socket's commands do (the `socket` layer
-//! carries them; see it for the protocol), over the C ABI's process-wide
+//! Live control: what the control socket's commands do (the rest of
+//! `socket` carries them; see it for the protocol), over the C ABI's process-wide
 //! state: `filter` is `fntrace_set_filter`, `record`/`stop` are
 //! `fntrace_record_start`/`fntrace_record_stop` and share their recording,
 //! `enable` uses the filter as `fntrace_enable` does. A recording `record`
@@ -19,19 +19,21 @@ use std::sync::{Once, OnceLock};
 use crate::control;
 use crate::error::Error;
 use crate::flight;
-use crate::record::{spawn_running, RECORDING};
+use crate::record::RECORDER_RUNNING;
 use crate::socket::{
     self, ControlOptions, ControlServer, FlightRequest, MetricsServer, Reply, Request,
 };
+use crate::sys::spawn::spawn_running;
 use crate::tracer;
 use crate::tracers::graph::GRAPH_TRACER;
 use crate::tracers::profile::PROFILE_TRACER;
 
-use super::env::REPORT_ROWS;
-use super::{
+use crate::capi::flight as slot;
+use crate::capi::{
     current_filter, current_globs, register_builtins, set_filter, start_recording, take_recording,
     with_recording,
 };
+use crate::vars::{self, REPORT_ROWS};
 
 /// The server `FNTRACE_CONTROL` started, kept for the process's life (its
 /// socket file is removed at exit).
@@ -85,13 +87,13 @@ pub fn serve_metrics(address: &str) -> Result<MetricsServer, Error> {
 
 /// At start-up: serves what `FNTRACE_METRICS` asks for, or says in one
 /// line why not.
-pub(super) fn serve_metrics_from_env() {
+pub(crate) fn serve_metrics_from_env() {
     static FROM_ENV: OnceLock<MetricsServer> = OnceLock::new();
     let outcome = std::panic::catch_unwind(|| {
-        let Some(value) = super::vars::var("FNTRACE_METRICS")? else {
+        let Some(value) = vars::var("FNTRACE_METRICS")? else {
             return Ok(());
         };
-        let Some(address) = super::vars::parse_metrics(&value)? else {
+        let Some(address) = vars::parse_metrics(&value)? else {
             return Ok(());
         };
         let server =
@@ -113,12 +115,12 @@ pub(super) fn serve_metrics_from_env() {
 
 /// At start-up: serves what `FNTRACE_CONTROL` asks for, or says in one
 /// line why not.
-pub(super) fn serve_from_env() {
+pub(crate) fn serve_from_env() {
     let outcome = std::panic::catch_unwind(|| {
-        let Some(value) = super::vars::var("FNTRACE_CONTROL")? else {
+        let Some(value) = vars::var("FNTRACE_CONTROL")? else {
             return Ok(());
         };
-        let path = match super::vars::parse_control(&value) {
+        let path = match vars::parse_control(&value) {
             Ok(Some(path)) => path,
             Ok(None) => return Ok(()),
             Err(e) => return Err(format!("FNTRACE_CONTROL={value}: {e}")),
@@ -153,7 +155,10 @@ fn handle(request: Request) -> Reply {
                 "filter {globs}: for the tracers enabled from now on, and recordings"
             ))
         }),
-        Request::Record(dir, mode) => Ok(record(&dir, mode)),
+        Request::Record(dir, mode) => Ok(match mode.as_deref().map(str::parse).transpose() {
+            Ok(mode) => record(&dir, mode.unwrap_or(crate::record::RecordMode::Drop)),
+            Err(e) => Reply::error(format!("record --mode: {e}")),
+        }),
         Request::Stop => stop(),
         Request::Snapshot(dir) => snapshot(&dir),
         Request::Dump(dir) => dump(&dir),
@@ -204,7 +209,7 @@ fn status() -> Reply {
         None if flight::flight_recorder_running() => {
             "a flight recorder (snapshot DIR writes its window)".to_string()
         }
-        None if RECORDING.load(Ordering::Acquire) => {
+        None if RECORDER_RUNNING.load(Ordering::Acquire) => {
             "one the program started (not controlled from here)".to_string()
         }
         None => "none".to_string(),
@@ -219,8 +224,8 @@ fn status() -> Reply {
             "sites",
             format!("{} ({} patched)", stats.sites, stats.patched_sites),
         );
-    if let Some((written, skipped, dir)) = super::flight::status() {
-        let triggers = super::flight::triggers().unwrap_or_default();
+    if let Some((written, skipped, dir)) = slot::status() {
+        let triggers = slot::triggers().unwrap_or_default();
         let dir = dir.map_or("none (the program's own)".to_string(), |d| {
             d.display().to_string()
         });
@@ -241,18 +246,17 @@ fn status() -> Reply {
 
 /// `flight ...`.
 fn flight_request(request: FlightRequest) -> Reply {
-    use super::flight as slot;
     let result = match request {
         FlightRequest::Start { budget, rate, dir } => (|| {
             let budget_bytes = match &budget {
                 Some(text) => {
-                    super::vars::parse_flight_budget(text).map_err(|e| format!("--budget: {e}"))?
+                    vars::parse_flight_budget(text).map_err(|e| format!("--budget: {e}"))?
                 }
                 None => crate::flight::FlightOptions::default().budget_bytes,
             };
             let rate = match &rate {
                 Some(text) => {
-                    Some(super::vars::parse_rate(text).map_err(|e| format!("--rate {text}: {e}"))?)
+                    Some(vars::parse_rate(text).map_err(|e| format!("--rate {text}: {e}"))?)
                 }
                 None => None,
             };
@@ -279,7 +283,7 @@ fn flight_request(request: FlightRequest) -> Reply {
                 .with("trigger snapshots", report.triggered.len())
                 .with("skipped triggers", report.skipped_triggers)
         }),
-        FlightRequest::Trigger(text) => super::vars::parse_trigger(&text)
+        FlightRequest::Trigger(text) => vars::parse_trigger(&text)
             .map_err(|e| format!("flight trigger: {e}"))
             .and_then(|spec| slot::add_trigger(&spec).map_err(|f| f.1))
             .map(|()| Reply::ok(format!("trigger set: {text}"))),
@@ -299,7 +303,7 @@ fn flight_request(request: FlightRequest) -> Reply {
 }
 
 fn enable(name: &str) -> Result<Reply, Error> {
-    if name == "graph" && RECORDING.load(Ordering::Acquire) {
+    if name == "graph" && RECORDER_RUNNING.load(Ordering::Acquire) {
         // Enabled already, with the filter the recording started with.
         return Ok(Reply::error(
             "the graph tracer is recording (it is enabled, with the filter the recording \
@@ -312,7 +316,7 @@ fn enable(name: &str) -> Result<Reply, Error> {
 }
 
 fn disable(name: &str) -> Result<Reply, Error> {
-    if name == "graph" && RECORDING.load(Ordering::Acquire) {
+    if name == "graph" && RECORDER_RUNNING.load(Ordering::Acquire) {
         return Ok(Reply::error(
             "the graph tracer is recording: `stop` ends the recording (and disables it)",
         ));
@@ -411,7 +415,7 @@ fn snapshot(dir: &Path) -> Result<Reply, Error> {
 /// A recorder drains the graph tracer's buffers: what `dump` and `report`
 /// would take is its.
 fn refuse_while_recording(command: &str) -> Option<Reply> {
-    RECORDING.load(Ordering::Acquire).then(|| {
+    RECORDER_RUNNING.load(Ordering::Acquire).then(|| {
         Reply::error(format!(
             "a recording is running and takes the graph tracer's events: `stop` it before `{command}`"
         ))
@@ -466,4 +470,25 @@ fn report() -> Reply {
         "latency of the graph tracer's {events} events in memory"
     ))
     .with_lines(&table)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `record --mode=MODE`: the mode's words are the recorder's, checked
+    /// here (the shared parser carries the text); a bad one is refused
+    /// before anything starts.
+    #[test]
+    fn record_refuses_a_mode_that_is_none() {
+        let reply = handle(Request::Record(
+            "/nonexistent/fntrace".into(),
+            Some("sometimes".into()),
+        ));
+        let reply = String::from_utf8(reply.encode()).unwrap();
+        assert!(
+            reply.starts_with("error: record --mode: \"sometimes\" is not a recording mode"),
+            "{reply}"
+        );
+    }
 }

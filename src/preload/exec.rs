@@ -31,17 +31,14 @@ use crate::record;
 /// `LD_PRELOAD` and the table's variables marked `passed_on`.
 fn passed_on() -> impl Iterator<Item = &'static str> {
     std::iter::once("LD_PRELOAD").chain(
-        super::vars::VARIABLES
+        crate::vars::VARIABLES
             .iter()
             .filter(|v| v.passed_on)
             .map(|v| v.name),
     )
 }
 
-type ExecveFn =
-    unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
 type ExecvFn = unsafe extern "C" fn(*const c_char, *const *const c_char) -> c_int;
-type FexecveFn = unsafe extern "C" fn(c_int, *const *const c_char, *const *const c_char) -> c_int;
 
 /// glibc's definitions of the functions wrapped here, looked up before
 /// `main` by [`find_real_functions`].
@@ -145,18 +142,9 @@ pub unsafe extern "C" fn execve(
     argv: *const *const c_char,
     envp: *const *const c_char,
 ) -> c_int {
-    let real = REAL.get(c"execve");
-    if real.is_null() {
-        return unavailable();
-    }
-    // SAFETY: glibc's `execve` has this type.
-    let real: ExecveFn = unsafe { std::mem::transmute::<*mut libc::c_void, ExecveFn>(real) };
-    // SAFETY: the caller passes a valid `envp`, as `execve` requires.
-    let merged = unsafe { with_recording_environment(envp) };
-    around_exec(|| {
-        // SAFETY: the caller's arguments, as `execve` requires them.
-        with_envp(envp, merged, |envp| unsafe { real(path, argv, envp) })
-    })
+    // SAFETY: glibc's `execve` takes (path, argv, envp), valid as the
+    // caller of this `execve` must pass them.
+    unsafe { exec_with_envp(c"execve", path, argv, envp) }
 }
 
 /// `execvpe`, after finishing this process's session of the recording.
@@ -169,18 +157,9 @@ pub unsafe extern "C" fn execvpe(
     argv: *const *const c_char,
     envp: *const *const c_char,
 ) -> c_int {
-    let real = REAL.get(c"execvpe");
-    if real.is_null() {
-        return unavailable();
-    }
-    // SAFETY: glibc's `execvpe` has this type.
-    let real: ExecveFn = unsafe { std::mem::transmute::<*mut libc::c_void, ExecveFn>(real) };
-    // SAFETY: the caller passes a valid `envp`.
-    let merged = unsafe { with_recording_environment(envp) };
-    around_exec(|| {
-        // SAFETY: the caller's arguments, as `execvpe` requires them.
-        with_envp(envp, merged, |envp| unsafe { real(file, argv, envp) })
-    })
+    // SAFETY: glibc's `execvpe` takes (file, argv, envp), valid as the
+    // caller of this `execvpe` must pass them.
+    unsafe { exec_with_envp(c"execvpe", file, argv, envp) }
 }
 
 /// `fexecve`, after finishing this process's session of the recording.
@@ -193,17 +172,38 @@ pub unsafe extern "C" fn fexecve(
     argv: *const *const c_char,
     envp: *const *const c_char,
 ) -> c_int {
-    let real = REAL.get(c"fexecve");
+    // SAFETY: glibc's `fexecve` takes (fd, argv, envp), valid as the
+    // caller of this `fexecve` must pass them.
+    unsafe { exec_with_envp(c"fexecve", fd, argv, envp) }
+}
+
+/// The wrappers that take an environment (`execve`, `execvpe`,
+/// `fexecve`): glibc's function `name` called with `envp` completed by
+/// [`with_recording_environment`], after finishing this process's
+/// session of the recording.
+///
+/// # Safety
+/// glibc's `name` is `unsafe extern "C" fn(A, argv, envp) -> c_int`, and
+/// `first`, `argv` and `envp` are valid arguments for it.
+unsafe fn exec_with_envp<A: Copy>(
+    name: &CStr,
+    first: A,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    type Real<A> = unsafe extern "C" fn(A, *const *const c_char, *const *const c_char) -> c_int;
+    let real = REAL.get(name);
     if real.is_null() {
         return unavailable();
     }
-    // SAFETY: glibc's `fexecve` has this type.
-    let real: FexecveFn = unsafe { std::mem::transmute::<*mut libc::c_void, FexecveFn>(real) };
-    // SAFETY: the caller passes a valid `envp`.
+    // SAFETY: a non-null address of glibc's `name`, which has this type
+    // (the caller's contract).
+    let real = unsafe { std::mem::transmute::<*mut libc::c_void, Real<A>>(real) };
+    // SAFETY: `envp` is valid, as `name` requires (the caller's contract).
     let merged = unsafe { with_recording_environment(envp) };
     around_exec(|| {
-        // SAFETY: the caller's arguments, as `fexecve` requires them.
-        with_envp(envp, merged, |envp| unsafe { real(fd, argv, envp) })
+        // SAFETY: the caller's arguments, as `name` requires them.
+        with_envp(envp, merged, |envp| unsafe { real(first, argv, envp) })
     })
 }
 

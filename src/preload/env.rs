@@ -1,6 +1,6 @@
 //! Environment control: with fntrace linked, the program is traced with no
 //! code change. A constructor (`.init_array`, run before `main`) reads the
-//! variables of the table in [`super::vars`] (also in
+//! variables of the table in [`crate::vars`] (also in
 //! `docs/environment.md`):
 //!
 //! - `FNTRACE`: a comma list of tracers to enable (`graph`, `function`, or
@@ -33,10 +33,10 @@
 //!   recorded one) instead of requiring an empty directory. A process that
 //!   starts recording sets it, and `FNTRACE_OUTPUT` as an absolute path, in
 //!   its own environment, so that the programs it runs join its recording;
-//! - `FNTRACE_CONTROL`: live control (see [`super::live`]);
+//! - `FNTRACE_CONTROL`: live control (see [`crate::socket::live`]);
 //! - `FNTRACE_METRICS=HOST:PORT` (or a port alone, on the loopback
 //!   address): serve `GET /metrics`, the profile tracer's OpenMetrics text
-//!   (see [`super::live::serve_metrics`]);
+//!   (see [`crate::socket::live::serve_metrics`]);
 //!
 //! - `FNTRACE_MODE=lossless|drop`: with `FNTRACE_OUTPUT`, what a thread
 //!   whose buffer is full does (see [`RecordMode`]; `lossless` by default);
@@ -61,12 +61,10 @@ use crate::tracers::graph::GRAPH_TRACER;
 use fntrace_tools::analysis::latency_of;
 use fntrace_tools::export::UftraceReader;
 
-use super::vars::{self, var, OnBad};
-use super::{register_builtins, start_recording_with, take_recording};
+use crate::capi::flight as slot;
+use crate::capi::{register_builtins, start_recording_with, take_recording};
 use crate::record::{RecordMode, RecordOptions};
-
-/// Rows of the latency table printed at exit.
-pub(super) const REPORT_ROWS: usize = 50;
+use crate::vars::{self, var, OnBad, REPORT_ROWS};
 
 /// Run before `main` (after the tracer registrations, which have a
 /// constructor priority).
@@ -100,8 +98,8 @@ struct FlightSettings {
 static APPLIED: std::sync::Mutex<Option<(bool, bool)>> = std::sync::Mutex::new(None);
 
 extern "C" fn start() {
-    super::live::serve_from_env(); // FNTRACE_CONTROL, whatever the others say
-    super::live::serve_metrics_from_env(); // FNTRACE_METRICS, likewise
+    crate::socket::live::serve_from_env(); // FNTRACE_CONTROL, whatever the others say
+    crate::socket::live::serve_metrics_from_env(); // FNTRACE_METRICS, likewise
     let outcome = catch_unwind(|| match settings() {
         Ok(Some(settings)) => apply(settings),
         Ok(None) => {
@@ -258,17 +256,17 @@ fn apply(settings: Settings) -> Result<(), String> {
             patch_functions(&settings.patch)?;
         }
         if let (Some(dir), Some(flight)) = (&settings.output, &settings.flight) {
-            let start = super::flight::Start {
+            let start = slot::Start {
                 dir: dir.as_ref(),
                 budget_bytes: flight.budget_bytes,
                 snapshots_per_minute: flight.rate,
                 snapshot_at_exit: flight.triggers.is_empty(),
                 filter: &settings.filter,
             };
-            super::flight::start(&start)
+            slot::start(&start)
                 .map_err(|f| format!("FNTRACE_FLIGHT with FNTRACE_OUTPUT={dir}: {}", f.1))?;
             for trigger in &flight.triggers {
-                super::flight::add_trigger(trigger)
+                slot::add_trigger(trigger)
                     .map_err(|f| format!("FNTRACE_FLIGHT_TRIGGER: {}", f.1))?;
             }
             // The programs this one runs are not recorded.
@@ -311,7 +309,7 @@ fn apply(settings: Settings) -> Result<(), String> {
         if let Some(recording) = take_recording() {
             let _ = recording.stop();
         }
-        if let Some(slot) = super::flight::take() {
+        if let Some(slot) = slot::take() {
             let _ = slot.recorder.stop();
         }
         return Err(message);
@@ -341,7 +339,7 @@ extern "C" fn finish() {
     // every signal blocked, which would make a patch now fall back to
     // stopping the world.
     let finished =
-        crate::record::spawn_running("fntrace-exit", || catch_unwind(finish_on_this_thread));
+        crate::sys::spawn::spawn_running("fntrace-exit", || catch_unwind(finish_on_this_thread));
     match finished.map(|thread| thread.join()) {
         Ok(Ok(Ok(()))) => {}
         Ok(Ok(Err(_)) | Err(_)) => eprintln!("fntrace: finishing at exit panicked (a bug)"),
@@ -354,8 +352,8 @@ fn finish_on_this_thread() {
         return;
     };
     let mut dir = None;
-    if let Some(slot) = super::flight::take() {
-        dir = super::flight::finish(slot);
+    if let Some(slot) = slot::take() {
+        dir = slot::finish(slot);
     }
     if recorded && dir.is_none() {
         if let Some(recording) = take_recording() {

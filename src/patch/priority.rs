@@ -1,6 +1,6 @@
 //! The patch priority: whether a control operation that may write program
 //! text (`init`, `enable`, `enable_with`, `disable`, `flush`) runs its
-//! calling thread `SCHED_FIFO` for its duration (see [`super::sched`] for
+//! calling thread `SCHED_FIFO` for its duration (see [`crate::sys::sched`] for
 //! why), the user's choice of it ([`set_patch_priority`],
 //! `FNTRACE_PATCH_PRIORITY`), and what the last such operation got
 //! ([`PatchBoost`], shown in `Stats`).
@@ -8,7 +8,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Once;
 
-use super::sched::{raise_to_fifo, RaiseOutcome, Raised};
+use crate::sys::sched::{raise_to_fifo, RaiseOutcome, Raised};
 
 /// How the thread calling a control operation that writes program text is
 /// scheduled while the operation runs (chosen with [`set_patch_priority`]
@@ -124,7 +124,7 @@ fn priority_from_env() {
             set_patch_priority(PatchPriority::Realtime);
         }
         Some("normal") => set_patch_priority(PatchPriority::Normal),
-        _ if super::bad_setting_reported(PRIORITY_VARIABLE) => {}
+        _ if crate::sys::bad_setting_reported(PRIORITY_VARIABLE) => {}
         _ => eprintln!(
             "fntrace: {PRIORITY_VARIABLE}={} is not a patch priority \
              (use \"realtime\" or \"normal\"); keeping {:?}",

@@ -1,13 +1,15 @@
-//! The control protocol's messages: a request line parsed into a
-//! [`Request`], and a [`Reply`] encoded as lines (see the module above for
-//! the protocol).
+//! The control protocol's requests, defined once for both ends: the
+//! runtime parses a request line into a [`Request`] ([`parse`]), and
+//! `fntrace ctl` writes one with [`Request::line`]. A request is one line
+//! of UTF-8 text: a command and its arguments, separated by spaces; a
+//! directory is the rest of the line (it may hold spaces), an absolute
+//! path. The replies are the runtime's (`ok …` or `error: …`, lines, an
+//! empty line).
 
 use std::path::PathBuf;
 
-use crate::record::RecordMode;
-
 /// The longest request, its `\n` included.
-pub(crate) const MAX_REQUEST_BYTES: usize = 4096;
+pub const MAX_REQUEST_BYTES: usize = 4096;
 
 /// The commands, as the error for an unknown one lists them.
 const COMMANDS: &str = "status, enable TRACER, disable TRACER, filter GLOBS, record DIR, stop, \
@@ -18,9 +20,9 @@ const FLIGHT_COMMANDS: &str = "flight start [--budget SIZE] [--rate N] DIR, flig
                                flight trigger GLOB>DURATION|panic|SIGNAME, flight triggers, \
                                flight untrigger [GLOB|panic|SIGNAME]";
 
-/// A parsed request.
+/// A request.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Request {
+pub enum Request {
     /// `status`.
     Status,
     /// `enable TRACER`.
@@ -29,8 +31,9 @@ pub(crate) enum Request {
     Disable(String),
     /// `filter GLOBS`: the rest of the line.
     Filter(String),
-    /// `record [--mode=lossless|drop] DIR` (drop mode by default).
-    Record(PathBuf, RecordMode),
+    /// `record [--mode=MODE] DIR`: the mode's text (`lossless` or `drop`,
+    /// checked by the handler; none: drop), and the directory.
+    Record(PathBuf, Option<String>),
     /// `stop`.
     Stop,
     /// `snapshot DIR`.
@@ -49,7 +52,7 @@ pub(crate) enum Request {
 
 /// A `flight` request.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum FlightRequest {
+pub enum FlightRequest {
     /// `flight start [--budget SIZE] [--rate N] DIR`: the texts of the
     /// options, checked by the handler.
     Start {
@@ -143,7 +146,7 @@ fn parse_flight(rest: &str) -> Result<FlightRequest, String> {
 
 /// Parses one request line (without its `\n`; a `\r` before it is
 /// dropped). The error is the message of the reply.
-pub(crate) fn parse(line: &[u8]) -> Result<Request, String> {
+pub fn parse(line: &[u8]) -> Result<Request, String> {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     let line = std::str::from_utf8(line)
         .map_err(|e| format!("the request is not UTF-8 (byte {})", e.valid_up_to() + 1))?;
@@ -215,13 +218,12 @@ pub(crate) fn parse(line: &[u8]) -> Result<Request, String> {
         "record" => match rest.trim_start().strip_prefix("--mode=") {
             Some(with_mode) => {
                 let (mode, dir) = with_mode.split_once(' ').unwrap_or((with_mode, ""));
-                let mode = mode.parse().map_err(|e| format!("record --mode: {e}"))?;
                 match dir.trim() {
                     "" => Err("record needs a directory: record [--mode=MODE] DIR".to_string()),
-                    dir => Ok(Request::Record(dir.into(), mode)),
+                    dir => Ok(Request::Record(dir.into(), Some(mode.to_string()))),
                 }
             }
-            None => Ok(Request::Record(directory()?, RecordMode::Drop)),
+            None => Ok(Request::Record(directory()?, None)),
         },
         "snapshot" => Ok(Request::Snapshot(directory()?)),
         "dump" => Ok(Request::Dump(directory()?)),
@@ -233,73 +235,47 @@ pub(crate) fn parse(line: &[u8]) -> Result<Request, String> {
     }
 }
 
-/// A reply: `ok` with a summary and lines, or an error.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Reply {
-    ok: bool,
-    first: String,
-    lines: Vec<String>,
-}
-
-impl Reply {
-    /// `ok SUMMARY`.
-    pub(crate) fn ok(summary: impl Into<String>) -> Reply {
-        Reply {
-            ok: true,
-            first: summary.into(),
-            lines: Vec::new(),
-        }
-    }
-
-    /// `error: MESSAGE`.
-    pub(crate) fn error(message: impl Into<String>) -> Reply {
-        Reply {
-            ok: false,
-            first: message.into(),
-            lines: Vec::new(),
-        }
-    }
-
-    /// Adds `text`'s lines after the first.
-    pub(crate) fn with_lines(mut self, text: &str) -> Reply {
-        self.lines.extend(text.lines().map(String::from));
-        self
-    }
-
-    /// Adds a `key: value` line.
-    pub(crate) fn with(mut self, key: &str, value: impl std::fmt::Display) -> Reply {
-        self.lines.push(format!("{key}: {value}"));
-        self
-    }
-
-    /// The bytes sent: the first line, the others, then an empty line. No
-    /// line of a reply is empty (an empty one is sent as one space) and
-    /// none holds a control character, so the empty line always ends it.
-    pub(crate) fn encode(&self) -> Vec<u8> {
-        let clean = |line: &str| -> String {
-            let line: String = line
-                .chars()
-                .map(|c| if c.is_control() && c != '\t' { ' ' } else { c })
-                .collect();
-            if line.is_empty() {
-                " ".to_string()
-            } else {
-                line
-            }
-        };
-        let mut out = String::new();
-        match (self.ok, self.first.is_empty()) {
-            (true, true) => out.push_str("ok"),
-            (true, false) => out.push_str(&format!("ok {}", clean(&self.first))),
-            (false, _) => out.push_str(&format!("error: {}", clean(&self.first))),
-        }
-        out.push('\n');
-        for line in &self.lines {
-            out.push_str(&clean(line));
-            out.push('\n');
-        }
-        out.push('\n');
-        out.into_bytes()
+impl Request {
+    /// The request line, without its `\n`: what [`parse`] reads back as
+    /// this request. Directories are written as they are (the client makes
+    /// them absolute first); `None` if one is not UTF-8 (the protocol is).
+    pub fn line(&self) -> Option<String> {
+        let dir = |dir: &PathBuf| dir.to_str().map(String::from);
+        Some(match self {
+            Request::Status => "status".to_string(),
+            Request::Enable(tracer) => format!("enable {tracer}"),
+            Request::Disable(tracer) => format!("disable {tracer}"),
+            Request::Filter(globs) => format!("filter {globs}"),
+            Request::Record(d, None) => format!("record {}", dir(d)?),
+            Request::Record(d, Some(mode)) => format!("record --mode={mode} {}", dir(d)?),
+            Request::Stop => "stop".to_string(),
+            Request::Snapshot(d) => format!("snapshot {}", dir(d)?),
+            Request::Dump(d) => format!("dump {}", dir(d)?),
+            Request::Report => "report".to_string(),
+            Request::Profile => "profile".to_string(),
+            Request::ProfileReset => "profile reset".to_string(),
+            Request::Flight(flight) => match flight {
+                FlightRequest::Start {
+                    budget,
+                    rate,
+                    dir: d,
+                } => {
+                    let mut line = "flight start".to_string();
+                    if let Some(budget) = budget {
+                        line += &format!(" --budget {budget}");
+                    }
+                    if let Some(rate) = rate {
+                        line += &format!(" --rate {rate}");
+                    }
+                    format!("{line} {}", dir(d)?)
+                }
+                FlightRequest::Stop => "flight stop".to_string(),
+                FlightRequest::Trigger(spec) => format!("flight trigger {spec}"),
+                FlightRequest::Triggers => "flight triggers".to_string(),
+                FlightRequest::Untrigger(None) => "flight untrigger".to_string(),
+                FlightRequest::Untrigger(Some(which)) => format!("flight untrigger {which}"),
+            },
+        })
     }
 }
 
@@ -327,13 +303,12 @@ mod tests {
         );
         assert_eq!(
             parse(b"record /tmp/a b"),
-            Ok(Request::Record("/tmp/a b".into(), RecordMode::Drop))
+            Ok(Request::Record("/tmp/a b".into(), None))
         );
         assert_eq!(
             parse(b"record --mode=lossless /tmp/a b"),
-            Ok(Request::Record("/tmp/a b".into(), RecordMode::Lossless))
+            Ok(Request::Record("/tmp/a b".into(), Some("lossless".into())))
         );
-        assert!(parse(b"record --mode=sometimes /t").is_err());
         assert!(parse(b"record --mode=drop").is_err());
         assert_eq!(parse(b"snapshot /s"), Ok(Request::Snapshot("/s".into())));
         assert_eq!(parse(b"dump /d"), Ok(Request::Dump("/d".into())));
@@ -404,11 +379,44 @@ mod tests {
         }
     }
 
+    /// Every request the client can write is read back as itself: the
+    /// words are defined once, here, for both ends.
     #[test]
-    fn replies_end_with_an_empty_line_and_hold_none() {
-        let reply = Reply::ok("done").with("events", 3).with_lines("a\n\nb\x07");
-        assert_eq!(reply.encode(), b"ok done\nevents: 3\na\n \nb \n\n");
-        assert_eq!(Reply::ok("").encode(), b"ok\n\n");
-        assert_eq!(Reply::error("bad\nthing").encode(), b"error: bad thing\n\n");
+    fn every_request_line_parses_back_to_its_request() {
+        let flight = Request::Flight;
+        let requests = [
+            Request::Status,
+            Request::Enable("graph".into()),
+            Request::Disable("function".into()),
+            Request::Filter("handle_*,!log_*".into()),
+            Request::Record("/tmp/a b".into(), None),
+            Request::Record("/tmp/a".into(), Some("lossless".into())),
+            Request::Stop,
+            Request::Snapshot("/s p".into()),
+            Request::Dump("/d".into()),
+            Request::Report,
+            Request::Profile,
+            Request::ProfileReset,
+            flight(FlightRequest::Start {
+                budget: None,
+                rate: None,
+                dir: "/s".into(),
+            }),
+            flight(FlightRequest::Start {
+                budget: Some("64M".into()),
+                rate: Some("2".into()),
+                dir: "/s p".into(),
+            }),
+            flight(FlightRequest::Stop),
+            flight(FlightRequest::Trigger("handle_*>5ms".into())),
+            flight(FlightRequest::Triggers),
+            flight(FlightRequest::Untrigger(None)),
+            flight(FlightRequest::Untrigger(Some("SIGUSR1".into()))),
+        ];
+        for request in requests {
+            let line = request.line().unwrap();
+            assert!(line.len() < MAX_REQUEST_BYTES && !line.contains('\n'));
+            assert_eq!(parse(line.as_bytes()), Ok(request), "{line}");
+        }
     }
 }

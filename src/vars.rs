@@ -1,17 +1,22 @@
 //! The `FNTRACE_*` variables the runtime reads: one table ([`VARIABLES`])
-//! of their names, meanings and parsers. Start-up ([`super::env`]) checks
-//! every variable of the table that is set, whatever the others say; the
-//! `exec` wrappers ([`super::exec`]) pass on those marked `passed_on`; the
-//! module doc of `env` and `docs/environment.md` list each (a test checks).
+//! of their names, meanings and parsers. Start-up
+//! (`preload::env`) checks every variable of the table that is
+//! set, whatever the others say; the `exec` wrappers
+//! (`preload::exec`) pass on those marked `passed_on`; the module
+//! doc of `preload::env` and `docs/environment.md` list each (a test
+//! checks).
 //!
-//! Each parser is the only one of its variable: start-up and live control
-//! use it to read the value, and the table to check it.
+//! Each parser is the only one of its variable: start-up, the C ABI and
+//! live control use it to read the value, and the table to check it. It
+//! sits below all three (and above the recorders whose settings it
+//! parses).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use fntrace_tools::units::{parse_duration_ns, parse_size};
 
+use crate::error::Error;
 use crate::filter::Filter;
 
 /// A variable the runtime reads.
@@ -222,6 +227,44 @@ pub(crate) fn check_set(on_bad: OnBad) -> Result<(), String> {
     Ok(())
 }
 
+/// `FNTRACE_FILTER` and `fntrace_set_filter`: parses a comma-separated list of globs: `glob` includes, `!glob`
+/// excludes; spaces around items are ignored. An empty list selects every
+/// function.
+pub(crate) fn parse_globs(globs: &str) -> Result<Filter, Error> {
+    let mut filter = Filter::new();
+    if globs.trim().is_empty() {
+        return Ok(filter);
+    }
+    for (n, item) in globs.split(',').enumerate() {
+        let item = item.trim();
+        let (exclude, glob) = match item.strip_prefix('!') {
+            Some(glob) => (true, glob.trim()),
+            None => (false, item),
+        };
+        if glob.is_empty() {
+            return Err(Error::BadFilter(format!(
+                "item {} of {globs:?} is an empty glob",
+                n + 1
+            )));
+        }
+        if let Some(c) = glob.chars().find(|c| c.is_control() || c.is_whitespace()) {
+            return Err(Error::BadFilter(format!(
+                "glob {glob:?} contains {c:?}; function names have no spaces or control characters"
+            )));
+        }
+        filter = if exclude {
+            filter.exclude(glob)
+        } else {
+            filter.include(glob)
+        };
+    }
+    Ok(filter)
+}
+
+/// Rows of the latency table `FNTRACE_REPORT=1` prints at exit and live
+/// control's `report` sends.
+pub(crate) const REPORT_ROWS: usize = 50;
+
 /// `FNTRACE`: the tracer names (not checked against the registered ones:
 /// start-up does that once the tracers are registered).
 pub(crate) fn parse_tracers(value: &str) -> Result<Vec<String>, String> {
@@ -235,7 +278,7 @@ pub(crate) fn parse_tracers(value: &str) -> Result<Vec<String>, String> {
 
 /// `FNTRACE_FILTER`.
 pub(crate) fn parse_filter(value: &str) -> Result<Filter, String> {
-    super::parse_globs(value).map_err(|e| e.to_string())
+    parse_globs(value).map_err(|e| e.to_string())
 }
 
 /// `FNTRACE_PATCH_FUNCTIONS`: comma-separated globs (`*`, `?`), none
@@ -398,7 +441,7 @@ pub(crate) fn parse_metrics(value: &str) -> Result<Option<String>, String> {
 pub(crate) fn parse_control(value: &str) -> Result<Option<PathBuf>, String> {
     match value {
         "" | "0" => Ok(None),
-        "1" => Ok(Some(crate::socket::default_control_path())),
+        "1" => Ok(Some(fntrace_tools::control::own_control_socket_path())),
         path if path.starts_with('/') => Ok(Some(PathBuf::from(path))),
         _ => Err(
             "use 1 (the default socket, /tmp/fntrace-UID/PID.sock), an absolute path, \
@@ -413,16 +456,17 @@ mod tests {
     use super::*;
 
     /// The `env` module's doc and `docs/environment.md` name every
-    /// variable of the table, and nothing else names a variable the table
+    /// variable of the table (the page with whether `exec` passes it on,
+    /// as the table says), and nothing else names a variable the table
     /// lacks.
     #[test]
     fn the_docs_list_every_variable() {
-        let env_doc: String = include_str!("env.rs")
+        let env_doc: String = include_str!("preload/env.rs")
             .lines()
             .filter_map(|line| line.strip_prefix("//!"))
             .collect::<Vec<_>>()
             .join("\n");
-        let docs = include_str!("../../docs/environment.md");
+        let docs = include_str!("../docs/environment.md");
         for variable in VARIABLES {
             let named = format!("`{}", variable.name);
             assert!(
@@ -431,9 +475,22 @@ mod tests {
                 variable.name
             );
             let row = format!("| `{}` |", variable.name);
-            assert!(
-                docs.contains(&row),
-                "docs/environment.md lacks {}",
+            let line = docs
+                .lines()
+                .find(|line| line.starts_with(&row))
+                .unwrap_or_else(|| panic!("docs/environment.md lacks {}", variable.name));
+            // The last column says whether exec passes it on, as the
+            // table's flag, which the exec wrappers read, does.
+            let passed = line
+                .trim_end_matches('|')
+                .rsplit('|')
+                .next()
+                .unwrap()
+                .trim();
+            assert_eq!(
+                passed,
+                if variable.passed_on { "yes" } else { "no" },
+                "docs/environment.md: {}'s \"passed across exec\"",
                 variable.name
             );
             assert!(!variable.meaning.is_empty() && !variable.meaning.contains('\n'));

@@ -1,0 +1,29 @@
+//! Starting fntrace's own threads (the recorder's writer, the control
+//! socket's server, the flight recorder, the exit helpers) so that they
+//! never make a patch operation fall back to stopping the world.
+
+use std::sync::{Arc, Barrier};
+use std::thread::JoinHandle;
+
+/// Spawns a thread named `name` running `f`, and returns once it runs:
+/// a thread being created has every signal blocked (glibc unblocks them
+/// just before `f`), and the breakpoint patch protocol avoids patching
+/// while any thread blocks SIGTRAP, so enabling right after a spawn would
+/// fall back to stopping the world.
+pub(crate) fn spawn_running<T: Send + 'static>(
+    name: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::io::Result<JoinHandle<T>> {
+    let started = Arc::new(Barrier::new(2));
+    let handle = {
+        let started = Arc::clone(&started);
+        std::thread::Builder::new()
+            .name(name.to_string())
+            .spawn(move || {
+                started.wait();
+                f()
+            })?
+    };
+    started.wait();
+    Ok(handle)
+}
