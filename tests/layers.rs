@@ -831,7 +831,16 @@ const ASM_STRUCTURES: &[(&str, &str, &str, &str)] = &[
         "EVENT_SIZE",
         "src/tracers/graph/mod.rs",
     ),
+    ("Header", "PB", "", PROFILE_BLOCK),
+    ("Block", "BLOCK", "", PROFILE_BLOCK),
+    ("Open", "OPEN", "OPEN_SIZE", PROFILE_BLOCK),
+    ("TableSlot", "TABLE", "TABLE_SLOT_SIZE", PROFILE_BLOCK),
+    ("Row", "ROW", "ROW_SIZE", PROFILE_BLOCK),
+    ("Node", "NODE", "NODE_SIZE", PROFILE_BLOCK),
 ];
+
+/// Where the profile tracer's per-thread block is defined.
+const PROFILE_BLOCK: &str = "src/tracers/profile/block.rs";
 
 /// Constants of `layout.h` that are Rust constants, not offsets: the
 /// `#define`, the file, the Rust `const`.
@@ -839,6 +848,9 @@ const ASM_CONSTANTS: &[(&str, &str, &str)] = &[
     ("SHADOW_MAX_DEPTH", "src/rt/shadow.rs", "MAX_HOOKED_DEPTH"),
     ("EVENT_DEPTH_SHIFT", "src/tracers/graph/mod.rs", "SITE_BITS"),
     ("EVENT_EXIT_BIT", "src/tracers/graph/mod.rs", "EXIT_BIT"),
+    ("PROFILE_TABLE_BITS", PROFILE_BLOCK, "TABLE_BITS"),
+    ("CHUNK_SHIFT", PROFILE_BLOCK, "CHUNK_SHIFT"),
+    ("CHUNK_BUCKETS", PROFILE_BLOCK, "CHUNK_BUCKETS"),
 ];
 
 /// A number as written in Rust or C: decimal, or `1 << N`.
@@ -894,13 +906,26 @@ fn rust_layout(read: impl Fn(&str) -> String) -> BTreeMap<String, u64> {
                 };
                 expected.insert(format!("{prefix}_{}", field.to_uppercase()), value);
             }
-            // size_of :: < Ty > ( ) == N
-            if w[0] == "size_of" && w[1] == "::" && w[2] == "<" && w[3] == *ty && w[4] == ">" {
+            // size_of :: < Ty > ( ) == N (or 1 << N); other comparisons
+            // (`<= PAGE`) say nothing the assembly reads.
+            let compared = t.get(i + 7).zip(t.get(i + 8)) == Some((&"=".into(), &"=".into()));
+            if w[0] == "size_of"
+                && w[1] == "::"
+                && w[2] == "<"
+                && w[3] == *ty
+                && w[4] == ">"
+                && compared
+            {
                 assert!(
                     !size_name.is_empty(),
                     "{file}: size_of::<{ty}> has no #define"
                 );
-                let value: u64 = t[i + 9].parse().unwrap();
+                let shifted = t.get(i + 10).zip(t.get(i + 11)) == Some((&"<".into(), &"<".into()));
+                let value: u64 = if t[i + 9] == "1" && shifted {
+                    1 << t[i + 12].parse::<u32>().unwrap()
+                } else {
+                    t[i + 9].parse().unwrap()
+                };
                 expected.insert(size_name.to_string(), value);
             }
         }

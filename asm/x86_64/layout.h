@@ -68,7 +68,7 @@
 #define PB_FIRST_ROOT          48   /* u32: first outermost node plus one   */
 #define PB_PATHS_NOT_KEPT      56   /* u64                                  */
 #define BLOCK_OPEN           4096   /* [Open; SHADOW_MAX_DEPTH]             */
-#define BLOCK_TABLE         36864   /* [TableSlot; PROFILE_TABLE_SLOTS]     */
+#define BLOCK_TABLE         36864   /* [TableSlot; 1 << PROFILE_TABLE_BITS] */
 #define BLOCK_ROWS         167936   /* [Row; 4096]                          */
 #define BLOCK_NODES        856064   /* [Node; 16384]                        */
 #define BLOCK_CHUNKS      1511424   /* [[u64; CHUNK_BUCKETS]; 4096]         */
@@ -83,17 +83,16 @@
 #define OPEN_CHILDREN_NS       24
 
 /* struct TableSlot (16 bytes): site -> row, open addressing */
-#define TABLE_SLOT_SHIFT        4
+#define TABLE_SLOT_SIZE_SHIFT        4
 #define TABLE_SITE              0
 #define TABLE_ROW               8   /* u32 */
-#define PROFILE_TABLE_SLOTS  8192
 #define PROFILE_TABLE_BITS     13
 #define PROFILE_HASH_MULTIPLIER 0x9E3779B97F4A7C15
 
 /* struct Row (168 bytes): one function's counters */
 #define ROW_SIZE              168
 #define ROW_TOTAL               8
-#define ROW_SELF               16
+#define ROW_SELF_NS               16
 #define ROW_SUM                24
 #define ROW_MIN_INVERTED       32
 #define ROW_MAX                40
@@ -107,7 +106,7 @@
 #define NODE_NEXT_SIBLING      12   /* u32, plus one */
 #define NODE_CALLS             16
 #define NODE_TOTAL             24
-#define NODE_SELF              32
+#define NODE_SELF_NS              32
 
 /* Histogram chunks: 128 u64 counters (1024 bytes) each. */
 #define CHUNK_BUCKETS         128

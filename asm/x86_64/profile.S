@@ -248,15 +248,15 @@ fntrace_profile_scale:
         movabsq $PROFILE_HASH_MULTIPLIER, %r12
         imulq   %rdx, %r12
         shrq    $(64 - PROFILE_TABLE_BITS), %r12
-        shlq    $TABLE_SLOT_SHIFT, %r12
+        shlq    $TABLE_SLOT_SIZE_SHIFT, %r12
 8:
         movq    BLOCK_TABLE+TABLE_SITE(%rsi,%r12), %rbx
         cmpq    %rdx, %rbx
         je      9f
         testq   %rbx, %rbx
         jz      .Lbail_\@               /* a new function: Rust makes its row */
-        addq    $(1 << TABLE_SLOT_SHIFT), %r12
-        andq    $((PROFILE_TABLE_SLOTS << TABLE_SLOT_SHIFT) - 1), %r12
+        addq    $(1 << TABLE_SLOT_SIZE_SHIFT), %r12
+        andq    $((1 << (PROFILE_TABLE_BITS + TABLE_SLOT_SIZE_SHIFT)) - 1), %r12
         jmp     8b
 9:
         movl    BLOCK_TABLE+TABLE_ROW(%rsi,%r12), %ebx
@@ -477,7 +477,7 @@ fntrace_profile_exit:
         leaq    BLOCK_CHUNKS(%rsi,%rcx), %rcx
         incq    (%rcx,%rax,8)
         addq    %r13, ROW_SUM(%rbp)
-        addq    %rdx, ROW_SELF(%rbp)
+        addq    %rdx, ROW_SELF_NS(%rbp)
         testl   %r8d, %r8d
         jnz     6f
         addq    %r13, ROW_TOTAL(%rbp)   /* not nested in another of its calls */
@@ -502,7 +502,7 @@ fntrace_profile_exit:
         leaq    BLOCK_NODES(%rsi,%rax), %rax
         incq    NODE_CALLS(%rax)
         addq    %r13, NODE_TOTAL(%rax)
-        addq    %rdx, NODE_SELF(%rax)
+        addq    %rdx, NODE_SELF_NS(%rax)
 10:
         movq    FRAME_REAL_RETURN(%r9), %r9
         popq    %r13

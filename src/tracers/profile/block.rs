@@ -183,8 +183,16 @@ const _: () = {
     assert!(BLOCK_BYTES < 6 << 20);
 };
 
+/// log2 of [`TABLE_SLOTS`], for the assembly (layout.h's
+/// `PROFILE_TABLE_BITS`).
+const TABLE_BITS: u32 = 13;
+/// log2 of a histogram chunk's bytes, for the assembly (layout.h's
+/// `CHUNK_SHIFT`).
+const CHUNK_SHIFT: u32 = 10;
+
 // The profile tracer's fast paths in asm/x86_64/profile.S use these
-// (layout.h: PB_*, BLOCK_*, OPEN_*, TABLE_*, ROW_*, NODE_*, CHUNK_*).
+// (layout.h: PB_*, BLOCK_*, OPEN_*, TABLE_*, ROW_*, NODE_*, CHUNK_*;
+// tests/layers.rs compares the two).
 const _: () = {
     use std::mem::{offset_of, size_of};
     assert!(offset_of!(Header, era) == 24);
@@ -205,7 +213,7 @@ const _: () = {
     assert!(size_of::<TableSlot>() == 1 << 4);
     assert!(offset_of!(TableSlot, site) == 0);
     assert!(offset_of!(TableSlot, row) == 8);
-    assert!(TABLE_SLOTS == 1 << 13);
+    assert!(TABLE_SLOTS == 1 << TABLE_BITS);
     assert!(offset_of!(Row, total) == 8);
     assert!(offset_of!(Row, self_ns) == 16);
     assert!(offset_of!(Row, sum) == 24);
@@ -220,7 +228,7 @@ const _: () = {
     assert!(offset_of!(Node, total) == 24);
     assert!(offset_of!(Node, self_ns) == 32);
     assert!(CHUNK_BUCKETS == 128);
-    assert!(size_of::<[AtomicU64; CHUNK_BUCKETS]>() == 1 << 10);
+    assert!(size_of::<[AtomicU64; CHUNK_BUCKETS]>() == 1 << CHUNK_SHIFT);
     assert!(NONE == 0xffff_ffff);
     // The hash multiplier of `hash` is PROFILE_HASH_MULTIPLIER.
     assert!(HASH_MULTIPLIER == 0x9E37_79B9_7F4A_7C15);

@@ -92,7 +92,7 @@ pub fn write_call_graph_of<S: EventSource>(
     max_lines: Option<usize>,
     out: impl Write,
 ) -> Result<(), ReadOrWrite<S::Error>> {
-    let counts = super::parallel::map_threads_here(source, |_, events| events.count())
+    let counts = super::threads::map_threads_here(source, |_, events| events.count())
         .map_err(ReadOrWrite::Read)?;
     write_call_graph_counted(source, &counts, max_lines, out)
 }

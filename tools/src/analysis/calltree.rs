@@ -89,7 +89,7 @@ pub fn call_tree_of<S: EventSource>(
     source: &S,
     function: Option<&str>,
 ) -> Result<CallTree, S::Error> {
-    let per_thread = super::parallel::map_threads_here(source, |_, events| {
+    let per_thread = super::threads::map_threads_here(source, |_, events| {
         TreeBuilder::of_thread(source, function, events)
     })?;
     Ok(call_tree_from(source, function, per_thread))

@@ -359,7 +359,7 @@ impl ThreadDurations {
 /// [`parallel::latency_of_with`](super::parallel::latency_of_with).)
 pub fn latency_of_with<S: EventSource>(source: &S, rows: Rows) -> Result<LatencyReport, S::Error> {
     let per_thread =
-        super::parallel::map_threads_here(source, |_, events| ThreadDurations::of(events))?;
+        super::threads::map_threads_here(source, |_, events| ThreadDurations::of(events))?;
     Ok(latency_from(source, rows, per_thread))
 }
 

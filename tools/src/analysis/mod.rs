@@ -76,6 +76,7 @@ pub(crate) mod pairing;
 pub mod parallel;
 mod profile;
 mod select;
+mod threads;
 
 pub use callgraph::{call_graph, write_call_graph, write_call_graph_of, ReadOrWrite};
 pub use calltree::{call_tree, call_tree_of, Backtrace, CallNode, CallTree};
