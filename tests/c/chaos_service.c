@@ -29,9 +29,9 @@
  *             "called"
  *   exit      exits: 0 if nothing failed, 1 otherwise
  * Every failure is a line "chaos: ..." on stderr, and counted.
- * With CHAOS_NO_FUNCTION=1 in the environment the C API thread leaves the
- * `function` tracer alone (it still writes the profile): see
- * tests/common/chaos.rs, Config::function.
+ * With CHAOS_NO_FUNCTION=1 in the environment the C API thread toggles the
+ * `profile` tracer instead of `function`: see tests/common/chaos.rs,
+ * Config::function.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -293,19 +293,17 @@ static void *capi(void *unused)
 {
     (void)unused;
     const char *off = getenv("CHAOS_NO_FUNCTION");
-    int toggle = !(off && strcmp(off, "1") == 0);
+    const char *tracer = off && strcmp(off, "1") == 0 ? "profile" : "function";
     int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
     if (devnull < 0)
         fail("open /dev/null: %s", strerror(errno));
     long n = 0;
     while (!atomic_load(&stop)) {
-        if (toggle) {
-            int rc = n % 2 == 0 ? fntrace_enable("function") : fntrace_disable("function");
-            if (rc != 0)
-                fail("C API %s function: %s", n % 2 == 0 ? "enable" : "disable",
-                     fntrace_last_error());
-            atomic_fetch_add(&capi_toggles, 1);
-        }
+        int rc = n % 2 == 0 ? fntrace_enable(tracer) : fntrace_disable(tracer);
+        if (rc != 0)
+            fail("C API %s %s: %s", n % 2 == 0 ? "enable" : "disable", tracer,
+                 fntrace_last_error());
+        atomic_fetch_add(&capi_toggles, 1);
         if (n % 25 == 0 && devnull >= 0) {
             if (fntrace_profile_write(devnull) != 0)
                 fail("fntrace_profile_write: %s", fntrace_last_error());
@@ -314,8 +312,8 @@ static void *capi(void *unused)
         n++;
         pause_us(4000);
     }
-    if (fntrace_disable("function") != 0)
-        fail("C API disable function: %s", fntrace_last_error());
+    if (fntrace_disable(tracer) != 0)
+        fail("C API disable %s: %s", tracer, fntrace_last_error());
     if (devnull >= 0)
         close(devnull);
     return NULL;
