@@ -27,6 +27,8 @@ mod common;
 #[path = "../tests/common/native.rs"]
 mod native;
 
+// The test's check of one symbol-index rebuild is not used here.
+#[allow(dead_code)]
 #[path = "../tests/common/chaos.rs"]
 mod chaos;
 

@@ -587,6 +587,9 @@ struct Driver<'a> {
     next_dir: u64,
     function_on: bool,
     profile_on: bool,
+    /// Directories read, to be removed once no forked child can still be
+    /// writing to them (see [`Driver::read_and_remove`]).
+    to_remove: Vec<(Instant, PathBuf)>,
 }
 
 impl Driver<'_> {
@@ -622,10 +625,14 @@ impl Driver<'_> {
     }
 
     /// Reads the uftrace directory `dir` with fntrace's reader (it must
-    /// read), then removes it; the trace's events.
+    /// read), then has it removed 5 s later: a child forked during a
+    /// recording adds its part when it exits, after `stop` perhaps (and
+    /// gives up 2 s after its `_exit`); removed earlier, the child's
+    /// writer fails. The trace's events.
     fn read_and_remove(&mut self, what: &str, dir: &Path) -> Option<u64> {
         let read = fntrace::export::read_uftrace_dir(dir);
-        let _ = std::fs::remove_dir_all(dir);
+        self.to_remove.push((Instant::now(), dir.to_path_buf()));
+        self.remove_old(Duration::from_secs(5));
         match read {
             Ok(trace) => Some(trace.threads.iter().map(|t| t.events.len() as u64).sum()),
             Err(error) => {
@@ -714,6 +721,17 @@ impl Driver<'_> {
         }
     }
 
+    /// Removes the directories read more than `age` ago.
+    fn remove_old(&mut self, age: Duration) {
+        self.to_remove.retain(|(read, dir)| {
+            let old = read.elapsed() >= age;
+            if old {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+            !old
+        });
+    }
+
     fn dump(&mut self) {
         self.last_dump = Instant::now();
         let dir = self.fresh_dir("dump");
@@ -754,7 +772,7 @@ impl Driver<'_> {
         for snapshot in snapshots {
             self.read_and_remove("trigger snapshot", &snapshot);
         }
-        let _ = std::fs::remove_dir_all(dir);
+        self.to_remove.push((Instant::now(), dir.to_path_buf()));
     }
 
     /// One operation besides the graph tracer's.
@@ -931,6 +949,7 @@ pub fn run(built: &Built, protocol: &str, config: &Config, work: &Path) -> Repor
         next_dir: 0,
         function_on: false,
         profile_on: false,
+        to_remove: Vec::new(),
     };
     let pid = service.pid();
     let result = chaos_and_check(&mut service, &mut driver, config, pid);
@@ -938,6 +957,8 @@ pub fn run(built: &Built, protocol: &str, config: &Config, work: &Path) -> Repor
         driver.fail(error);
     }
     let (status, stderr) = service.finish();
+    // The service and its children are gone.
+    driver.remove_old(Duration::ZERO);
     let report = &mut driver.report;
     use std::os::unix::process::ExitStatusExt;
     if let Some(signal) = status.signal() {
