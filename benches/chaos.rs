@@ -41,7 +41,7 @@ fn main() {
     let seed = std::env::var("FNTRACE_CHAOS_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(0x5eed_c4a0_5);
+        .unwrap_or(0x5eed_c4a0);
     let scratch = chaos::Scratch::new("chaos-bench");
     let built = chaos::build(scratch.path());
     println!(

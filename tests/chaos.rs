@@ -36,7 +36,7 @@ fn chaos_under_both_protocols_at_once() {
     let config = chaos::Config {
         seconds,
         quiet_calls: 500,
-        seed: 0x5eed_c4a0_5,
+        seed: 0x5eed_c4a0,
         function: chaos::function_from_env(false),
     };
     let reports = chaos::run_both(&built, &config, scratch.path());
