@@ -224,6 +224,10 @@ pub struct Report {
     pub notes: BTreeMap<String, u64>,
     /// How the service or a forked child crashed, if it did.
     pub crashes: Vec<String>,
+    /// Whether the service hung (a request or a line of its output did
+    /// not come within a minute, and it did not exit when told), and then
+    /// its threads' stacks, taken before it was killed.
+    pub hung: Option<String>,
     /// `VmRSS` when the service was ready (fntrace initialised), KiB.
     pub rss_start_kib: u64,
     /// `VmRSS` once quiescent (chaos threads joined, tracers off), KiB.
@@ -267,6 +271,9 @@ impl Report {
         let mut short = Vec::new();
         if !self.crashes.is_empty() {
             short.push(format!("{}: crashes: {:?}", self.protocol, self.crashes));
+        }
+        if self.hung.is_some() {
+            short.push(format!("{}: the service hung (killed)", self.protocol));
         }
         if !self.failures.is_empty() {
             short.push(format!(
@@ -409,17 +416,19 @@ impl Service {
         self.child.try_wait().ok().flatten()
     }
 
-    /// Ends it (`exit`, or a kill if it does not go); its exit status and
-    /// its standard error.
-    fn finish(mut self) -> (std::process::ExitStatus, Vec<String>) {
+    /// Ends it (`exit`, or a kill if it does not go); its exit status,
+    /// whether it had to be killed, and its standard error.
+    fn finish(mut self) -> (std::process::ExitStatus, bool, Vec<String>) {
         let _ = writeln!(self.stdin, "exit");
         let deadline = Instant::now() + REPLY_TIMEOUT;
+        let mut killed = false;
         let status = loop {
             if let Some(status) = self.exited() {
                 break status;
             }
             if Instant::now() > deadline {
                 let _ = self.child.kill();
+                killed = true;
                 break self.child.wait().unwrap();
             }
             std::thread::sleep(Duration::from_millis(5));
@@ -428,7 +437,24 @@ impl Service {
             let _ = reader.join();
         }
         let stderr = std::mem::take(&mut *self.stderr.lock().unwrap());
-        (status, stderr)
+        (status, killed, stderr)
+    }
+}
+
+/// Every thread's stack of the live process `pid`, by gdb (if there is
+/// one): what a hung service was doing.
+fn stacks(pid: u32) -> String {
+    let output = Command::new("timeout")
+        .args(["120", "gdb", "-p", &pid.to_string(), "-batch"])
+        .args(["-ex", "thread apply all bt 40"])
+        .output();
+    match output {
+        Ok(output) => String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter(|line| line.starts_with('#') || line.starts_with("Thread "))
+            .map(|line| format!("{line}\n"))
+            .collect(),
+        Err(error) => format!("no stacks: cannot run gdb: {error}\n"),
     }
 }
 
@@ -922,7 +948,7 @@ pub fn rebuild_peak_growth_kib(built: &Built, work: &Path) -> Result<u64, String
         let (_, peak) = rss_kib(pid).ok_or("no /proc/PID/status")?;
         Ok(peak.saturating_sub(start))
     })();
-    let (status, stderr) = service.finish();
+    let (status, _, stderr) = service.finish();
     if !status.success() {
         return Err(format!("the service: {status}: {stderr:?}"));
     }
@@ -953,15 +979,24 @@ pub fn run(built: &Built, protocol: &str, config: &Config, work: &Path) -> Repor
     };
     let pid = service.pid();
     let result = chaos_and_check(&mut service, &mut driver, config, pid);
+    let mut stacks_if_hung = None;
     if let Err(error) = result {
+        if service.exited().is_none() && error.contains("within") {
+            stacks_if_hung = Some(stacks(pid));
+        }
         driver.fail(error);
     }
-    let (status, stderr) = service.finish();
+    let (status, killed, stderr) = service.finish();
+    if killed {
+        driver.report.hung = Some(stacks_if_hung.unwrap_or_default());
+    }
     // The service and its children are gone.
     driver.remove_old(Duration::ZERO);
     let report = &mut driver.report;
     use std::os::unix::process::ExitStatusExt;
-    if let Some(signal) = status.signal() {
+    if killed {
+        // Killed here: a hang, not a crash.
+    } else if let Some(signal) = status.signal() {
         report
             .crashes
             .push(format!("the service died of signal {signal} ({status})"));
@@ -1148,6 +1183,9 @@ pub fn table(reports: &[Report]) -> String {
         });
     }
     row("crashes", &|r| r.crashes.len().to_string());
+    row("hangs (killed after 60 s)", &|r| {
+        u8::from(r.hung.is_some()).to_string()
+    });
     row("failed operations", &|r| r.failures.len().to_string());
     row("failed: forked child's last drain (known bug)", &|r| {
         r.known.values().sum::<u64>().to_string()
@@ -1208,6 +1246,9 @@ pub fn details(reports: &[Report]) -> String {
     for report in reports {
         for crash in &report.crashes {
             let _ = writeln!(text, "{}: crash: {crash}", report.protocol);
+        }
+        if let Some(stacks) = &report.hung {
+            let _ = writeln!(text, "{}: hung; its threads:\n{stacks}", report.protocol);
         }
         for failure in &report.failures {
             let _ = writeln!(text, "{}: failed: {failure}", report.protocol);
