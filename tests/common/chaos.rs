@@ -441,21 +441,67 @@ impl Service {
     }
 }
 
-/// Every thread's stack of the live process `pid`, by gdb (if there is
-/// one): what a hung service was doing.
+/// What each thread of the live process `pid` is doing: its name, state,
+/// kernel wait channel and system call (`/proc/PID/task/TID/syscall`:
+/// number, arguments, stack pointer, program counter) and kernel stack,
+/// which never hang; then every thread's stack by gdb, if there is one,
+/// given 60 s (interrupted then, so that what it printed is kept).
 fn stacks(pid: u32) -> String {
+    let mut text = String::new();
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|entries| {
+            entries
+                .filter_map(|e| Some(e.ok()?.path()))
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    for task in tasks {
+        let read = |name: &str| {
+            std::fs::read_to_string(task.join(name))
+                .unwrap_or_default()
+                .trim()
+                .replace('\n', " | ")
+        };
+        let stat = read("stat");
+        let state = stat
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .unwrap_or("?")
+            .to_string();
+        let _ = writeln!(
+            text,
+            "task {} {:?} state {state} wchan {} syscall {} kernel stack {}",
+            task.file_name().unwrap_or_default().to_string_lossy(),
+            read("comm"),
+            read("wchan"),
+            read("syscall"),
+            read("stack"),
+        );
+    }
     let output = Command::new("timeout")
-        .args(["120", "gdb", "-p", &pid.to_string(), "-batch"])
-        .args(["-ex", "thread apply all bt 40"])
+        .args([
+            "-k",
+            "10",
+            "-s",
+            "INT",
+            "60",
+            "gdb",
+            "-p",
+            &pid.to_string(),
+            "-batch",
+        ])
+        .args(["-ex", "set pagination off", "-ex", "thread apply all bt 40"])
         .output();
     match output {
-        Ok(output) => String::from_utf8_lossy(&output.stdout)
-            .lines()
-            .filter(|line| line.starts_with('#') || line.starts_with("Thread "))
-            .map(|line| format!("{line}\n"))
-            .collect(),
-        Err(error) => format!("no stacks: cannot run gdb: {error}\n"),
+        Ok(output) => text.extend(
+            String::from_utf8_lossy(&output.stdout)
+                .lines()
+                .filter(|line| line.starts_with('#') || line.starts_with("Thread "))
+                .map(|line| format!("{line}\n")),
+        ),
+        Err(error) => text.push_str(&format!("no stacks: cannot run gdb: {error}\n")),
     }
+    text
 }
 
 /// `VmRSS` and `VmHWM` of `pid`, KiB.
