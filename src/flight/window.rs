@@ -355,45 +355,6 @@ impl Window {
 mod tests {
     use super::*;
 
-    /// A [`Trace`] with the places of its threads' losses: what the
-    /// whole-trace writer writes for a source that knows them.
-    struct TraceWithGaps<'a> {
-        trace: &'a Trace,
-        gaps: Vec<Vec<Gap>>,
-    }
-
-    impl EventSource for TraceWithGaps<'_> {
-        type Error = std::convert::Infallible;
-
-        fn pid(&self) -> u32 {
-            self.trace.pid
-        }
-
-        fn exe(&self) -> &str {
-            &self.trace.exe
-        }
-
-        fn threads(&self) -> Vec<ThreadInfo> {
-            self.trace.threads()
-        }
-
-        fn name_of(&self, function: usize) -> String {
-            self.trace.name_of(function)
-        }
-
-        fn read_thread<R>(
-            &self,
-            index: usize,
-            read: impl FnOnce(&mut dyn Iterator<Item = GraphEvent>) -> R,
-        ) -> Result<(R, u64), Self::Error> {
-            self.trace.read_thread(index, read)
-        }
-
-        fn gaps(&self, index: usize) -> Vec<Gap> {
-            self.gaps[index].clone()
-        }
-    }
-
     fn event(time_ns: u64, function: usize, depth: u16, kind: EventKind) -> GraphEvent {
         GraphEvent {
             time_ns,
@@ -484,11 +445,11 @@ mod tests {
         fntrace_tools::export::write_uftrace_dir_of(&in_place.header, &in_place, &a, None).unwrap();
         let gaps: Vec<Vec<Gap>> = (0..2).map(|i| in_place.gaps(i)).collect();
         assert_eq!(gaps, [vec![Gap { after: 2, count: 7 }], vec![]]);
-        let whole = TraceWithGaps {
-            trace: &whole,
+        let with_gaps = fntrace_tools::WithGaps {
+            source: &whole,
             gaps,
         };
-        fntrace_tools::export::write_uftrace_dir_of(whole.trace, &whole, &b, None).unwrap();
+        fntrace_tools::export::write_uftrace_dir_of(&whole, &with_gaps, &b, None).unwrap();
         let files = |dir: &std::path::Path| -> Vec<(std::ffi::OsString, Vec<u8>)> {
             let mut files: Vec<_> = std::fs::read_dir(dir)
                 .unwrap()

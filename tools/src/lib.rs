@@ -36,5 +36,5 @@ mod trace;
 pub mod units;
 
 pub use names::{demangle, uftrace_symbol_name};
-pub use source::{EventSource, Gap, ThreadInfo};
+pub use source::{EventSource, Gap, ThreadInfo, WithGaps};
 pub use trace::{EventKind, GraphEvent, ThreadTrace, Trace};

@@ -155,6 +155,53 @@ impl<S: EventSource> EventSource for &S {
     }
 }
 
+/// An [`EventSource`] whose threads' gaps are given ([`EventSource::gaps`]
+/// answers with them): for writing a trace, read from a source that does
+/// not know where it lost events, with the places learned elsewhere.
+#[derive(Debug)]
+pub struct WithGaps<'a, S> {
+    /// The events, threads and names.
+    pub source: &'a S,
+    /// Per thread, in the source's thread order, where it lost events.
+    pub gaps: Vec<Vec<Gap>>,
+}
+
+impl<S: EventSource> EventSource for WithGaps<'_, S> {
+    type Error = S::Error;
+
+    fn pid(&self) -> u32 {
+        self.source.pid()
+    }
+
+    fn exe(&self) -> &str {
+        self.source.exe()
+    }
+
+    fn threads(&self) -> Vec<ThreadInfo> {
+        self.source.threads()
+    }
+
+    fn name_of(&self, function: usize) -> String {
+        self.source.name_of(function)
+    }
+
+    fn read_thread<R>(
+        &self,
+        index: usize,
+        read: impl FnOnce(&mut dyn Iterator<Item = GraphEvent>) -> R,
+    ) -> Result<(R, u64), S::Error> {
+        self.source.read_thread(index, read)
+    }
+
+    fn size_hint(&self, index: usize) -> u64 {
+        self.source.size_hint(index)
+    }
+
+    fn gaps(&self, index: usize) -> Vec<Gap> {
+        self.gaps.get(index).cloned().unwrap_or_default()
+    }
+}
+
 /// The value of a computation that cannot fail (one over a [`Trace`] in
 /// memory).
 pub(crate) fn infallible<T>(result: Result<T, Infallible>) -> T {

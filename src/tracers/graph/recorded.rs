@@ -234,7 +234,7 @@ mod tests {
 
     use fntrace_tools::export::write_uftrace_dir_of;
     use fntrace_tools::EventKind::{self, Entry, Exit};
-    use fntrace_tools::{EventSource, Gap, GraphEvent, ThreadInfo, Trace};
+    use fntrace_tools::{EventSource, Gap};
 
     use super::super::{GraphTracer, RawEvent, GRAPH_TRACER};
     use super::Untraced;
@@ -254,45 +254,6 @@ mod tests {
         })
         .join()
         .unwrap();
-    }
-
-    /// A [`Trace`] with the places of its threads' losses: what the
-    /// whole-trace writer writes for a source that knows them.
-    struct TraceWithGaps<'a> {
-        trace: &'a Trace,
-        gaps: Vec<Vec<Gap>>,
-    }
-
-    impl EventSource for TraceWithGaps<'_> {
-        type Error = std::convert::Infallible;
-
-        fn pid(&self) -> u32 {
-            self.trace.pid
-        }
-
-        fn exe(&self) -> &str {
-            &self.trace.exe
-        }
-
-        fn threads(&self) -> Vec<ThreadInfo> {
-            self.trace.threads()
-        }
-
-        fn name_of(&self, function: usize) -> String {
-            self.trace.name_of(function)
-        }
-
-        fn read_thread<R>(
-            &self,
-            index: usize,
-            read: impl FnOnce(&mut dyn Iterator<Item = GraphEvent>) -> R,
-        ) -> Result<(R, u64), Self::Error> {
-            self.trace.read_thread(index, read)
-        }
-
-        fn gaps(&self, index: usize) -> Vec<Gap> {
-            self.gaps[index].clone()
-        }
     }
 
     fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
@@ -354,8 +315,8 @@ mod tests {
         drop(recorded); // not forgotten: take_trace finds the same events
         let mut trace = tracer.take_trace();
         trace.maps = maps;
-        let trace_with_gaps = TraceWithGaps {
-            trace: &trace,
+        let trace_with_gaps = fntrace_tools::WithGaps {
+            source: &trace,
             gaps,
         };
         write_uftrace_dir_of(&trace, &trace_with_gaps, &whole, None).unwrap();
