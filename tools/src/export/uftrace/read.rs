@@ -246,8 +246,11 @@ impl EventSource for UftraceReader {
         let records = self.records_of(index)?;
         let reading = ReadingNow::enter(&self.reading_now);
         // A core left over: records are decoded on it while `read` runs
-        // here (a third of a report's time is decoding).
-        if reading.count < analysis::parallel::reading_threads(usize::MAX) {
+        // here (a third of a report's time is decoding); not worth a
+        // thread for a small file (a trace of 10,000 short threads).
+        if reading.count < analysis::parallel::reading_threads(usize::MAX)
+            && self.data_bytes[index] >= PIPELINE_MIN_BYTES
+        {
             self.read_pipelined(index, records, read)
         } else {
             self.read_here(index, records, read)
@@ -258,6 +261,9 @@ impl EventSource for UftraceReader {
         self.data_bytes[index]
     }
 }
+
+/// Record bytes from which a thread's read is pipelined (64K records).
+const PIPELINE_MIN_BYTES: u64 = 1 << 20;
 
 /// Events decoded at a time by the decoding thread of a pipelined read.
 const BATCH_EVENTS: usize = 16 * 1024;
