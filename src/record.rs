@@ -317,9 +317,9 @@ fn start(
     GRAPH_TRACER.keep_buffers_ready(options.ready_buffers);
     let start_ns = now_ns();
     let stream = if options.append {
-        UftraceStream::join(dir, describe_process(), start_ns)?
+        UftraceStream::join(dir, describe_process(false), start_ns)?
     } else {
-        UftraceStream::create(dir, describe_process(), start_ns)?
+        UftraceStream::create(dir, describe_process(false), start_ns)?
     };
     follow_forks();
     // Before anything is traced (the writer turns it on as well, but its

@@ -558,6 +558,34 @@ fn underscore_exit_keeps_the_last_events() {
     std::fs::remove_dir_all(&base).unwrap();
 }
 
+/// A child forked while another thread held the loader's lock (inside a
+/// `dl_iterate_phdr` callback) inherits the lock held by a thread it does
+/// not have: its part of the recording must not wait for the loader (it
+/// hung there, and `_exit` gave up on its last drain after 2 s).
+#[test]
+fn a_child_forked_under_the_loader_lock_records_its_calls() {
+    let base = common::temp_dir("record-cmd-forklocked");
+    let program = build_family(&base, &["-pg", "-O0"]);
+    let dir = base.join("t.data");
+    let n = N.to_string();
+    let output = native::fntrace_record(
+        &base,
+        &[
+            "-o",
+            dir.to_str().unwrap(),
+            program.to_str().unwrap(),
+            "forklocked",
+            &n,
+        ],
+    );
+    let stderr = native::stderr_of(&output);
+    assert!(output.status.success(), "{stderr}");
+    assert!(!stderr.contains("did not finish"), "{stderr}");
+    let calls = fntrace_calls(&dir);
+    assert_eq!(calls.get("child_leaf"), Some(&N), "{calls:?}\n{stderr}");
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
 #[test]
 fn a_fatal_signal_keeps_the_last_events() {
     let base = common::temp_dir("record-cmd-fatal");

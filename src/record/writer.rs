@@ -129,9 +129,9 @@ impl Drainer<'_> {
             if stream.is_none() {
                 let joined = match forked_from {
                     Some(parent) => {
-                        UftraceStream::join_forked(dir, describe_process(), *start_ns, *parent)
+                        UftraceStream::join_forked(dir, describe_process(true), *start_ns, *parent)
                     }
-                    None => UftraceStream::join(dir, describe_process(), *start_ns),
+                    None => UftraceStream::join(dir, describe_process(false), *start_ns),
                 };
                 match joined {
                     Ok(joined) => *stream = Some(joined),

@@ -88,7 +88,6 @@ impl SymbolIndex {
 /// Returns the symbol index, rebuilding it only when objects were loaded or
 /// unloaded since the last call.
 pub(crate) fn current() -> Arc<SymbolIndex> {
-    static CACHE: Mutex<Option<Arc<SymbolIndex>>> = Mutex::new(None);
     let mut cache = CACHE.lock();
     let generation = load_generation();
     if let Some(index) = cache.as_ref() {
@@ -99,6 +98,26 @@ pub(crate) fn current() -> Arc<SymbolIndex> {
     let index = Arc::new(build(generation));
     *cache = Some(Arc::clone(&index));
     index
+}
+
+/// The last index [`current`] built.
+static CACHE: Mutex<Option<Arc<SymbolIndex>>> = Mutex::new(None);
+
+/// The last index built, without asking the loader whether objects changed:
+/// for a forked child, whose objects are its parent's at the fork, and which
+/// may not call `dl_iterate_phdr` (the loader's lock may have been held by a
+/// parent thread the child does not have: it would wait for ever). An empty
+/// index if none was built, or if a parent thread held the cache at the
+/// fork.
+pub(crate) fn inherited() -> Arc<SymbolIndex> {
+    match CACHE.try_lock().as_deref() {
+        Some(Some(index)) => Arc::clone(index),
+        _ => Arc::new(SymbolIndex {
+            generation: 0,
+            objects: Vec::new(),
+            unreadable: Vec::new(),
+        }),
+    }
 }
 
 /// Readable names for filters, reports and errors: the same demangling as

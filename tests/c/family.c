@@ -17,7 +17,14 @@
  *   family segv N     calls leaf() N times, then dereferences NULL inside
  *                     crash() (SIGSEGV).
  *   family abort N    calls leaf() N times, then abort() inside crash().
+ *   family forklocked N
+ *                     forks while another thread is inside a
+ *                     dl_iterate_phdr callback (holding the loader's lock,
+ *                     which the child inherits held); the child calls
+ *                     child_leaf() N times and _exit(0)s.
  */
+#define _GNU_SOURCE
+#include <link.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -47,6 +54,24 @@ __attribute__((noinline)) void crash(int how) {
 __attribute__((noinline)) void *worker(void *arg) {
     (void)arg;
     run(leaf, n);
+    return NULL;
+}
+
+static volatile int in_callback;
+
+/* Holds the loader's lock (the callback runs under it) for half a second. */
+static int hold_loader_lock(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)info;
+    (void)size;
+    (void)data;
+    in_callback = 1;
+    usleep(500 * 1000);
+    return 1;
+}
+
+static void *loader_lock_holder(void *arg) {
+    (void)arg;
+    dl_iterate_phdr(hold_loader_lock, NULL);
     return NULL;
 }
 
@@ -93,6 +118,21 @@ int main(int argc, char **argv) {
         }
         leaf(0);
         return 0;
+    }
+    if (strcmp(argv[1], "forklocked") == 0) {
+        pthread_t holder;
+        pthread_create(&holder, NULL, loader_lock_holder, NULL);
+        while (!in_callback)
+            usleep(1000);
+        pid_t child = fork();
+        if (child == 0) {
+            run(child_leaf, n);
+            _exit(0);
+        }
+        int status = 0;
+        waitpid(child, &status, 0);
+        pthread_join(holder, NULL);
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
     }
     if (strcmp(argv[1], "status") == 0) {
         leaf(0);

@@ -440,19 +440,35 @@ pub(crate) fn describe(threads: Vec<ThreadTrace>) -> Trace {
 
 /// A [`Trace`] with no events that describes the process and names every
 /// function with a known call site: the header of a streamed recording.
-pub(crate) fn describe_process() -> Trace {
+/// In a forked child (`forked`), the functions are named from the index
+/// inherited from the parent, without asking the loader
+/// ([`symbols::inherited`]).
+pub(crate) fn describe_process(forked: bool) -> Trace {
     let functions = crate::sites::SITES
         .iter()
         .map(|site| site.function.load(Ordering::Relaxed))
         .filter(|&function| function != 0)
         .collect();
-    describe_functions(Vec::new(), functions)
+    let index = if forked {
+        symbols::inherited()
+    } else {
+        symbols::current()
+    };
+    describe_functions_with(&index, Vec::new(), functions)
 }
 
 /// Names `functions` and adds the process's description: a [`Trace`] of
 /// `threads`.
 pub(crate) fn describe_functions(threads: Vec<ThreadTrace>, functions: HashSet<usize>) -> Trace {
-    let index = symbols::current();
+    describe_functions_with(&symbols::current(), threads, functions)
+}
+
+/// [`describe_functions`] with the names from `index`.
+fn describe_functions_with(
+    index: &symbols::SymbolIndex,
+    threads: Vec<ThreadTrace>,
+    functions: HashSet<usize>,
+) -> Trace {
     // Both forms: readable names for fntrace's reports, ELF names for
     // uftrace's `.sym` files (uftrace demangles them itself).
     let mut names = HashMap::with_capacity(functions.len());
