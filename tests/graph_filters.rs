@@ -120,8 +120,16 @@ fn min_duration_records_only_slow_calls_with_their_callers() {
 #[test]
 fn a_full_buffer_drops_and_counts_events() {
     let _serial = serial();
+    let filter = Filter::new().include("fixture_rust_workload::*");
+    // A thread that recorded into a large buffer and exited: once drained,
+    // its buffer is free, and is not the one a thread starting after the
+    // size changed gets (CI once saw 102 events here, not 64).
+    fntrace::enable_with("graph", &filter).unwrap();
+    std::thread::spawn(|| rust::run(1)).join().unwrap();
+    fntrace::disable("graph").unwrap();
+    GRAPH_TRACER.take_trace();
     GRAPH_TRACER.set_buffer_events(64); // for threads that record from now on
-    fntrace::enable_with("graph", &Filter::new().include("fixture_rust_workload::*")).unwrap();
+    fntrace::enable_with("graph", &filter).unwrap();
     let tid = std::thread::spawn(|| {
         rust::run(10); // 51 calls: 102 events
         fntrace::current_tid()

@@ -417,9 +417,11 @@ impl<T: Copy + Send + 'static> RingPool<T> {
         }
     }
 
-    /// Events per ring for rings made from now on (rounded up to a power of
-    /// two: a mask, not a division, finds the slot). Free rings of another
-    /// size are still reused.
+    /// Events per ring for threads that claim a ring from now on (rounded
+    /// up to a power of two: a mask, not a division, finds the slot). Free
+    /// rings of another size are not claimed: a recording that asked for
+    /// larger buffers gets them (their pages are given back by
+    /// [`RingPool::release_memory`]; their address space stays mapped).
     pub fn set_ring_capacity(&self, events: usize) {
         self.capacity.store(
             events.clamp(16, 1 << 40).next_power_of_two(),
@@ -439,11 +441,13 @@ impl<T: Copy + Send + 'static> RingPool<T> {
     #[cold]
     pub fn claim(&self, tid: u32) -> Option<&Ring<T>> {
         let _errno = super::thread::PreservedErrno::save();
+        let capacity = self.capacity.load(Ordering::Relaxed);
         for ring in self.rings() {
-            let free = ring
-                .state
-                .compare_exchange(FREE, CLAIMING, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok();
+            let free = ring.capacity == capacity
+                && ring
+                    .state
+                    .compare_exchange(FREE, CLAIMING, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok();
             if free {
                 ring.take_over(tid);
                 ring.fast_limit

@@ -174,11 +174,13 @@ impl<T: Copy + Send + 'static> RingPool<T> {
             return;
         }
         let mut ready = 0;
+        let capacity = self.capacity.load(Ordering::Relaxed);
         for ring in self.rings() {
             if ready == wanted {
                 return;
             }
-            if ring.state.load(Ordering::Relaxed) == FREE {
+            // Only rings of the current size are claimed (see `claim`).
+            if ring.state.load(Ordering::Relaxed) == FREE && ring.capacity == capacity {
                 // Free rings of exited threads: their pages were touched,
                 // or are made present here.
                 if !self.cannot_prefault.load(Ordering::Relaxed)
@@ -219,12 +221,17 @@ impl<T: Copy + Send + 'static> RingPool<T> {
             .load(Ordering::Relaxed)
             .max(WARM_FREE_RINGS);
         let mut free = 0;
+        let capacity = self.capacity.load(Ordering::Relaxed);
         for ring in self.rings() {
             if ring.state.load(Ordering::Relaxed) != FREE {
                 continue;
             }
-            free += 1;
-            if free <= keep || !ring.may_hold_pages() {
+            // Rings of another size are not claimed (see `claim`): none
+            // is kept warm.
+            if ring.capacity == capacity {
+                free += 1;
+            }
+            if (free <= keep && ring.capacity == capacity) || !ring.may_hold_pages() {
                 continue;
             }
             // Reserved while released, as in `release_memory`.
