@@ -402,6 +402,9 @@ fn start(tracer: &str, filter: &Filter, options: &FlightOptions) -> Result<Fligh
         crate::sys::spawn::spawn_running("fntrace-flight", move || {
             let _ = shared.writer.set(std::thread::current().id());
             let _gone = WriterGone(&shared);
+            // It drains every few milliseconds: threads that exit while
+            // many exited threads' buffers wait for it may wait for it.
+            let _periodic = GRAPH_TRACER.periodic_reader();
             Writer::new(window).run(&shared, interval);
         })
         .map_err(|source| Error::Io {

@@ -86,6 +86,8 @@ pub use rt::thread::{current_tid, generic_entries_on_this_thread, untraced};
 pub use sites::{ScanReport, SiteInfo, SiteKind};
 pub use socket::{default_control_path, ControlOptions, ControlServer, MetricsServer};
 pub use tracer::{register, tracer_names, Call, Return, Tracer, MAX_TRACERS};
-pub use tracers::function::{FunctionEvent, FunctionTracer, FUNCTION_TRACER};
+pub use tracers::function::{
+    FunctionEvent, FunctionTracer, DEFAULT_FUNCTION_BUFFER_EVENTS, FUNCTION_TRACER,
+};
 pub use tracers::graph::{GraphTracer, GRAPH_TRACER};
 pub use tracers::profile::{ProfileTracer, PROFILE_TRACER};

@@ -27,7 +27,7 @@ pub(super) fn write_until_stopped(
     let _untraced = Untraced::begin();
     // Threads that exit while many exited threads' buffers wait for this
     // writer wait for it to catch up (see `ring::wait_for_reader`).
-    let _periodic = crate::rt::ring::PeriodicReader::begin();
+    let _periodic = crate::tracers::graph::GRAPH_TRACER.periodic_reader();
     let (stream, start_ns, forked_from) = match stream {
         Ok(stream) => (Some(stream), 0, None),
         Err((start_ns, forked_from)) => (None, start_ns, forked_from),

@@ -12,7 +12,11 @@
 //! found by the reader: idle across two drains, and `tgkill` says the
 //! thread is gone.) After each drain, free rings beyond the few kept warm
 //! for the next threads give their pages back, so that thread churn
-//! costs the rings live threads use, not one ring's pages per thread. Rings form a list that only
+//! costs the rings live threads use, not one ring's pages per thread. A
+//! pool no reader drains periodically keeps at most 64 exited threads'
+//! rings undrained: past that, a thread that needs a ring takes one of
+//! them, its events counted lost (a tracer enabled where nothing reads
+//! it must not hold a ring per thread that ever lived). Rings form a list that only
 //! grows and are never unmapped, so a pointer to one stays valid for the
 //! life of the process; there is no cap on threads. [`RingPool::release_memory`]
 //! gives the pages of free rings back to the kernel, and those of live
@@ -42,10 +46,13 @@ use std::sync::Mutex;
 
 use crate::sys;
 
+mod exits;
 mod memory;
 mod peek;
 mod room;
 
+use exits::{free_drained, Exits, MAX_EXITED_KEPT};
+pub(crate) use exits::{mark_exited, wait_for_reader, PeriodicReader, RingState};
 pub use memory::Released;
 use memory::PREFAULT_MIN;
 pub use peek::Peek;
@@ -76,86 +83,6 @@ const EXITED: u32 = 4;
 /// the other free rings go back to the kernel after each drain.
 const WARM_FREE_RINGS: usize = 2;
 
-/// Tells the reader that the owner of the ring whose state is `state`
-/// exited: called by the owner's thread-exit hook (`rt::thread`), after
-/// its last write (tracing is off on the thread by then). A ring the
-/// thread no longer owns is left alone. Async-signal-safe.
-pub(crate) fn mark_exited(state: &AtomicU32) {
-    // Release: the reader that sees EXITED sees every event written.
-    if state
-        .compare_exchange(OWNED, EXITED, Ordering::Release, Ordering::Relaxed)
-        .is_ok()
-    {
-        EXITED_UNDRAINED.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-/// Rings marked [`EXITED`] that no reader has freed yet (all pools).
-static EXITED_UNDRAINED: AtomicUsize = AtomicUsize::new(0);
-
-/// Readers that drain periodically (a recording's writer), see
-/// [`PeriodicReader`].
-static PERIODIC_READERS: AtomicUsize = AtomicUsize::new(0);
-
-/// While alive, a reader drains the pools periodically (a recording's
-/// writer thread holds one): threads that exit may wait for it
-/// ([`wait_for_reader`]).
-pub(crate) struct PeriodicReader(());
-
-impl PeriodicReader {
-    /// A periodic reader starts.
-    pub(crate) fn begin() -> PeriodicReader {
-        PERIODIC_READERS.fetch_add(1, Ordering::Relaxed);
-        PeriodicReader(())
-    }
-}
-
-impl Drop for PeriodicReader {
-    fn drop(&mut self) {
-        PERIODIC_READERS.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// Exited threads' rings a reader may have left to drain before a thread
-/// that exits waits for it ([`wait_for_reader`]).
-const MAX_EXITED_UNDRAINED: usize = 32;
-
-/// How long a thread that exits waits for the reader at most, in
-/// milliseconds.
-const EXIT_WAIT_MS: u64 = 2000;
-
-/// Frees a ring a reader drained whose owner is gone,
-/// counting it off [`EXITED_UNDRAINED`] if its owner had said so.
-fn free_drained(ring_state: &AtomicU32) {
-    if ring_state.swap(FREE, Ordering::Release) == EXITED {
-        EXITED_UNDRAINED.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// Called by a thread that exits, after it marked its rings: when more
-/// than [`MAX_EXITED_UNDRAINED`] rings of exited threads wait for a reader
-/// that drains periodically (a recording's writer, [`PeriodicReader`]),
-/// waits for it to catch up, up to [`EXIT_WAIT_MS`]. Thread churn (thousands of short-lived threads)
-/// could otherwise outrun a writer that shares the CPUs with them, each
-/// exited thread keeping a ring and its pages until drained; the wait
-/// holds back only a thread that is done with its own work. No lock is
-/// held; async-signal-safe (`nanosleep`).
-pub(crate) fn wait_for_reader() {
-    for _ in 0..EXIT_WAIT_MS {
-        if EXITED_UNDRAINED.load(Ordering::Relaxed) <= MAX_EXITED_UNDRAINED
-            || PERIODIC_READERS.load(Ordering::Relaxed) == 0
-        {
-            return;
-        }
-        let pause = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 1_000_000,
-        };
-        // SAFETY: a valid timespec; no remainder wanted.
-        unsafe { libc::nanosleep(&pause, ptr::null_mut()) };
-    }
-}
-
 /// One thread's ring.
 #[repr(C)]
 pub struct Ring<T: Copy> {
@@ -170,8 +97,6 @@ pub struct Ring<T: Copy> {
     /// How many of `dropped` the reader has reported. Reader only.
     dropped_reported: AtomicU64,
     tid: AtomicU32,
-    /// [`FREE`], [`CLAIMING`], [`OWNED`], [`EXITED`] or [`RESERVED`].
-    state: AtomicU32,
     /// The owner's name when it claimed the ring (`PR_GET_NAME`, NUL-padded).
     name: [AtomicU64; 2],
     capacity: usize,
@@ -183,6 +108,9 @@ pub struct Ring<T: Copy> {
     fast_limit: AtomicUsize,
     /// The ring made before this one (the pool's list).
     next: *const Ring<T>,
+    /// [`FREE`], [`CLAIMING`], [`OWNED`], [`EXITED`] or [`RESERVED`]
+    /// (after the fields the fast paths use, whose offsets are fixed).
+    state: RingState,
     /// The writer's head at the reader's previous drain: a ring whose head
     /// did not move is checked for a dead owner. Reader only.
     head_at_last_drain: AtomicUsize,
@@ -386,6 +314,11 @@ pub struct RingPool<T: Copy + 'static> {
     cannot_prefault: AtomicBool,
     /// Lossless mode and its waits (see `room`).
     room: Room,
+    /// Exited threads' rings and periodic readers (see [`Exits`]).
+    exits: &'static Exits,
+    /// Events of exited threads dropped, unread, when their ring was
+    /// taken for a new thread (see [`MAX_EXITED_KEPT`]).
+    discarded: AtomicU64,
     _marker: PhantomData<T>,
 }
 
@@ -413,6 +346,12 @@ impl<T: Copy + Send + 'static> RingPool<T> {
             ready_wanted: AtomicUsize::new(0),
             cannot_prefault: AtomicBool::new(false),
             room: Room::new(),
+            // One small allocation per pool, never freed: rings point to it.
+            exits: Box::leak(Box::new(Exits {
+                undrained: AtomicUsize::new(0),
+                periodic_readers: AtomicUsize::new(0),
+            })),
+            discarded: AtomicU64::new(0),
             _marker: PhantomData,
         }
     }
@@ -442,20 +381,26 @@ impl<T: Copy + Send + 'static> RingPool<T> {
     pub fn claim(&self, tid: u32) -> Option<&Ring<T>> {
         let _errno = super::thread::PreservedErrno::save();
         let capacity = self.capacity.load(Ordering::Relaxed);
+        let (mut exited, mut oldest_exited) = (0, None);
         for ring in self.rings() {
-            let free = ring.capacity == capacity
-                && ring
-                    .state
-                    .compare_exchange(FREE, CLAIMING, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok();
-            if free {
-                ring.take_over(tid);
-                ring.fast_limit
-                    .store(self.room.fast_limit(ring.capacity), Ordering::Relaxed);
-                // Release: a reader that sees OWNED sees the new owner's id.
-                ring.state.store(OWNED, Ordering::Release);
-                super::thread::mark_at_exit(&ring.state);
-                return Some(ring);
+            if ring.capacity != capacity {
+                continue;
+            }
+            if ring
+                .state
+                .compare_exchange(FREE, CLAIMING, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                return Some(self.make_owned(ring, tid));
+            }
+            if ring.state.load(Ordering::Relaxed) == EXITED {
+                exited += 1;
+                oldest_exited = Some(ring);
+            }
+        }
+        if exited > MAX_EXITED_KEPT && self.exits.periodic_readers.load(Ordering::Relaxed) == 0 {
+            if let Some(ring) = oldest_exited.and_then(|ring| self.take_exited(ring)) {
+                return Some(self.make_owned(ring, tid));
             }
         }
         let ring = self.map_ring(Some(tid))?;
@@ -463,6 +408,42 @@ impl<T: Copy + Send + 'static> RingPool<T> {
         // SAFETY: the ring was just initialised and is never unmapped.
         let ring = unsafe { &*ring };
         super::thread::mark_at_exit(&ring.state);
+        Some(ring)
+    }
+
+    /// Makes `ring`, held [`CLAIMING`] by the caller, the calling thread's.
+    fn make_owned<'a>(&self, ring: &'a Ring<T>, tid: u32) -> &'a Ring<T> {
+        ring.take_over(tid);
+        ring.fast_limit
+            .store(self.room.fast_limit(ring.capacity), Ordering::Relaxed);
+        // Release: a reader that sees OWNED sees the new owner's id.
+        ring.state.store(OWNED, Ordering::Release);
+        super::thread::mark_at_exit(&ring.state);
+        ring
+    }
+
+    /// Takes the ring of an exited thread that no reader drained, its
+    /// unread events dropped and counted in [`RingPool::lost`]; returns it
+    /// [`CLAIMING`]. Only without a reader at work: readers hold the reader
+    /// lock while they read a ring (a [`Peek`] for its whole life), and
+    /// this only tries it (never waits: called on the traced path, maybe
+    /// in a signal handler; a reader thread runs untraced, so it never
+    /// gets here holding the lock itself).
+    fn take_exited<'a>(&self, ring: &'a Ring<T>) -> Option<&'a Ring<T>> {
+        let _reader = self.reader.try_lock().ok()?;
+        ring.state
+            .compare_exchange(EXITED, CLAIMING, Ordering::Acquire, Ordering::Relaxed)
+            .ok()?;
+        self.exits.undrained.fetch_sub(1, Ordering::Relaxed);
+        let head = ring.head.0.load(Ordering::Acquire);
+        let unread = head.wrapping_sub(ring.tail.0.load(Ordering::Relaxed));
+        self.discarded.fetch_add(unread as u64, Ordering::Relaxed);
+        ring.tail.0.store(head, Ordering::Release);
+        ring.head_at_last_drain.store(head, Ordering::Relaxed);
+        // The old owner's drops stay in `dropped` (counted in `lost`), and
+        // are not reported as the new owner's.
+        ring.dropped_reported
+            .store(ring.dropped.load(Ordering::Relaxed), Ordering::Relaxed);
         Some(ring)
     }
 
@@ -499,7 +480,10 @@ impl<T: Copy + Send + 'static> RingPool<T> {
                 dropped: AtomicU64::new(0),
                 dropped_reported: AtomicU64::new(0),
                 tid: AtomicU32::new(0),
-                state: AtomicU32::new(if owner.is_some() { OWNED } else { FREE }),
+                state: RingState {
+                    word: AtomicU32::new(if owner.is_some() { OWNED } else { FREE }),
+                    exits: self.exits,
+                },
                 name: [AtomicU64::new(0), AtomicU64::new(0)],
                 capacity,
                 slots: (mem as *mut u8).add(header) as *mut UnsafeCell<T>,
@@ -679,9 +663,19 @@ impl<T: Copy + Send + 'static> RingPool<T> {
         self.room.wake_reader()
     }
 
-    /// Events lost so far: rings full, plus events with no ring at all.
+    /// Registers a reader that drains this pool periodically until the
+    /// returned guard is dropped (see [`wait_for_reader`]).
+    pub(crate) fn periodic_reader(&self) -> PeriodicReader {
+        self.exits.periodic_readers.fetch_add(1, Ordering::Relaxed);
+        PeriodicReader(self.exits)
+    }
+
+    /// Events lost so far: rings full, events with no ring at all, and
+    /// unread events of exited threads whose rings went to new threads.
     pub fn lost(&self) -> u64 {
-        self.rings().map(Ring::dropped).sum::<u64>() + self.unbuffered.load(Ordering::Relaxed)
+        self.rings().map(Ring::dropped).sum::<u64>()
+            + self.unbuffered.load(Ordering::Relaxed)
+            + self.discarded.load(Ordering::Relaxed)
     }
 
     /// In the child of `fork`: the rings hold the parent's events, and all
@@ -705,8 +699,8 @@ impl<T: Copy + Send + 'static> RingPool<T> {
         }
         // No other thread, and no reader: a recording's writer starts
         // again in the child (its own fork handler, after this one).
-        EXITED_UNDRAINED.store(0, Ordering::Relaxed);
-        PERIODIC_READERS.store(0, Ordering::Relaxed);
+        self.exits.undrained.store(0, Ordering::Relaxed);
+        self.exits.periodic_readers.store(0, Ordering::Relaxed);
     }
 }
 

@@ -11,7 +11,7 @@
 //! a little for the writer to catch up (`ring::wait_for_reader`).
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::sys;
 
@@ -170,7 +170,7 @@ static EXIT_KEY: AtomicUsize = AtomicUsize::new(0);
 const RINGS_PER_THREAD: usize = 4;
 
 thread_local! {
-    /// The state words of the rings this thread claimed (0: none).
+    /// The states of the rings this thread claimed (addresses; 0: none).
     /// Const-initialised, no `Drop`: a plain TLS slot, usable from the
     /// traced path.
     static OWNED_RINGS: [Cell<usize>; RINGS_PER_THREAD] =
@@ -205,12 +205,12 @@ pub(crate) fn prepare_exit_hook() {
 /// of one of the first 32 keys (`PTHREAD_KEY_2NDLEVEL_SIZE`) only stores
 /// into the thread's descriptor (a program that made 30 keys before
 /// fntrace's would make it allocate, once per thread).
-pub(crate) fn mark_at_exit(state: &AtomicU32) {
+pub(crate) fn mark_at_exit(state: &super::ring::RingState) {
     let key = EXIT_KEY.load(Ordering::Acquire);
     if key == 0 {
         return;
     }
-    let address = state as *const AtomicU32 as usize;
+    let address = state as *const super::ring::RingState as usize;
     let noted = OWNED_RINGS.with(|slots| {
         slots
             .iter()
@@ -234,17 +234,21 @@ unsafe extern "C" fn at_thread_exit(_value: *mut libc::c_void) {
     // SAFETY: only writes this thread's guard byte; never restored (the
     // thread is exiting).
     unsafe { fntrace_guard_swap(1) };
+    let mut pools = [None; RINGS_PER_THREAD];
     OWNED_RINGS.with(|slots| {
-        for slot in slots {
+        for (slot, pool) in slots.iter().zip(&mut pools) {
             let address = slot.replace(0);
             if address != 0 {
-                // SAFETY: the address of a ring's state word, noted by
+                // SAFETY: the address of a ring's state, noted by
                 // `mark_at_exit`; rings are never unmapped.
-                super::ring::mark_exited(unsafe { &*(address as *const AtomicU32) });
+                let state = unsafe { &*(address as *const super::ring::RingState) };
+                *pool = super::ring::mark_exited(state);
             }
         }
     });
-    super::ring::wait_for_reader();
+    for exits in pools.into_iter().flatten() {
+        super::ring::wait_for_reader(exits);
+    }
 }
 
 /// While alive, calls made by this thread are not traced: the same

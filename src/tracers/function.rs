@@ -33,9 +33,19 @@ thread_local! {
     static RING: Cell<*const Ring<FunctionEvent>> = const { Cell::new(std::ptr::null()) };
 }
 
+/// Events each thread's buffer holds unless [`FunctionTracer::set_buffer_events`]
+/// says otherwise: 2 MiB a thread. Only Rust code reads this tracer
+/// ([`FunctionTracer::take_events`]); enabled from C or over the socket,
+/// its buffers are never read, and a thread's stays full at this size.
+pub const DEFAULT_FUNCTION_BUFFER_EVENTS: usize = 1 << 16;
+
 /// The process's function tracer.
 pub static FUNCTION_TRACER: FunctionTracer = FunctionTracer {
-    pool: Lazy::new(RingPool::new),
+    pool: Lazy::new(|| {
+        let pool = RingPool::new();
+        pool.set_ring_capacity(DEFAULT_FUNCTION_BUFFER_EVENTS);
+        pool
+    }),
 };
 
 crate::register_tracer!("function", &FUNCTION_TRACER);
@@ -56,12 +66,15 @@ impl FunctionTracer {
             .collect()
     }
 
-    /// Events lost because a thread's buffer was full.
+    /// Events lost: a thread's buffer was full, or, with no reader taking
+    /// events, the buffer of an exited thread was given to a new thread
+    /// unread (more than 64 exited threads' buffers were waiting).
     pub fn lost_events(&self) -> u64 {
         self.pool.lost()
     }
 
-    /// Events each thread's buffer holds, for buffers created from now on.
+    /// Events each thread's buffer holds, for threads that take a buffer
+    /// from now on.
     pub fn set_buffer_events(&self, events: usize) {
         self.pool.set_ring_capacity(events);
     }

@@ -189,7 +189,7 @@ impl GraphTracer {
     }
 
     /// Events each thread's buffer holds (rounded up to a power of two), for
-    /// buffers created from now on.
+    /// threads that take a buffer from now on.
     pub fn set_buffer_events(&self, events: usize) {
         self.pool.set_ring_capacity(events);
     }
@@ -210,6 +210,13 @@ impl GraphTracer {
     /// The reader's sleep between drains (see [`RingPool::reader_sleep`]).
     pub(crate) fn reader_sleep(&self, interval: std::time::Duration) {
         self.pool.reader_sleep(interval)
+    }
+
+    /// Registers the calling thread as a reader that drains this tracer's
+    /// buffers periodically, until the guard is dropped (threads that exit
+    /// may wait for it: see `rt::ring::wait_for_reader`).
+    pub(crate) fn periodic_reader(&self) -> ring::PeriodicReader {
+        self.pool.periodic_reader()
     }
 
     /// Ends the reader's sleep now.
