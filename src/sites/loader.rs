@@ -93,6 +93,7 @@ struct Call<F, R> {
 /// callback), with the list of objects as it is meanwhile. A panic in
 /// `operation` is carried out of the callback and resumed here.
 pub(crate) fn hold<F: FnOnce(&Loaded) -> R, R>(operation: F) -> R {
+    prepare_thread();
     let mut call = Call {
         operation: Some(operation),
         result: None,
@@ -119,6 +120,41 @@ pub(crate) fn hold<F: FnOnce(&Loaded) -> R, R>(operation: F) -> R {
             })
         }
     }
+}
+
+/// Sets up, outside the loader's lock, what the calling thread would
+/// otherwise set up inside the callback on first use: parking_lot's
+/// per-thread wait state, made the first time a thread waits for a
+/// parking_lot lock. Making it registers its destructor
+/// (`__cxa_thread_atexit_impl`), which takes the loader's `dl_load_lock`;
+/// a thread inside `dlopen` holds that lock while it waits for the
+/// `dl_load_write_lock` the callback holds. A control operation on a
+/// thread that had never waited for such a lock, meeting one taken
+/// inside the callback, deadlocked with a concurrent `dlopen` (found by
+/// the chaos benchmark: the service hung, its control thread in
+/// `__cxa_thread_atexit_impl` under `dl_iterate_phdr`).
+fn prepare_thread() {
+    thread_local! {
+        static PREPARED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+    if PREPARED.get() {
+        return;
+    }
+    let key = &PREPARED as *const _ as usize;
+    // SAFETY: `validate` refuses, so `park` returns at once (Invalid)
+    // after making this thread's wait state; no callback touches
+    // anything, and no thread is unparked with the key.
+    unsafe {
+        parking_lot_core::park(
+            key,
+            || false,
+            || {},
+            |_, _| {},
+            parking_lot_core::DEFAULT_PARK_TOKEN,
+            None,
+        );
+    }
+    PREPARED.set(true);
 }
 
 /// The callback of [`hold`]: at the first object, lists them all (the
@@ -239,4 +275,80 @@ pub(crate) fn drop_gone(loaded: &Loaded, expected: impl Fn(&Site, &[u8]) -> bool
     }
     CHECKED_SUBS.store(loaded.subs, Ordering::Relaxed);
     unloaded
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hold;
+    use std::ffi::CString;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    /// A library of glibc's that this process has not loaded: its `dlopen`
+    /// adds an object, so it takes `dl_load_write_lock` under
+    /// `dl_load_lock`.
+    fn library_not_loaded() -> CString {
+        [
+            "libresolv.so.2",
+            "libanl.so.1",
+            "libBrokenLocale.so.1",
+            "libutil.so.1",
+        ]
+        .into_iter()
+        .map(|name| CString::new(name).unwrap())
+        .find(|name| {
+            // SAFETY: a valid C string; RTLD_NOLOAD loads nothing.
+            let handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+            if !handle.is_null() {
+                // SAFETY: the handle just returned (one reference).
+                unsafe { libc::dlclose(handle) };
+            }
+            handle.is_null()
+        })
+        .expect("a glibc library not loaded yet")
+    }
+
+    /// The chaos benchmark's hang: a thread that had never waited for a
+    /// parking_lot lock waited for one inside `hold` while another thread
+    /// was in `dlopen`: making its wait state took `dl_load_lock`, which
+    /// the `dlopen` held while it waited for the lock `hold` holds.
+    #[test]
+    fn a_first_wait_for_a_lock_inside_hold_does_not_deadlock_with_dlopen() {
+        static CONTENDED: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+        let library = library_not_loaded();
+        let held = CONTENDED.lock();
+        let (inside, inside_rx) = mpsc::channel();
+        let (done, done_rx) = mpsc::channel();
+        // A new thread: it has never waited for a parking_lot lock.
+        std::thread::spawn(move || {
+            hold(|_| {
+                inside.send(()).unwrap();
+                // Meanwhile the other thread enters dlopen and waits for
+                // the loader's list lock, holding dl_load_lock.
+                std::thread::sleep(Duration::from_millis(200));
+                drop(CONTENDED.lock());
+            });
+            done.send(()).unwrap();
+        });
+        inside_rx.recv().unwrap();
+        let opener = std::thread::spawn(move || {
+            // SAFETY: a valid C string; the library is closed again.
+            unsafe {
+                let handle = libc::dlopen(library.as_ptr(), libc::RTLD_NOW);
+                assert!(!handle.is_null());
+                libc::dlclose(handle);
+            }
+        });
+        // Released once the hold's thread waits for it.
+        std::thread::sleep(Duration::from_millis(500));
+        drop(held);
+        if done_rx.recv_timeout(Duration::from_secs(20)).is_err() {
+            // Not a panic: its backtrace would wait for the loader's locks
+            // the deadlocked threads hold.
+            eprintln!("deadlock: the operation inside hold never finished");
+            // SAFETY: ends the process at once; nothing is left to run.
+            unsafe { libc::_exit(1) };
+        }
+        opener.join().unwrap();
+    }
 }
