@@ -34,10 +34,12 @@ thread_local! {
 }
 
 /// Events each thread's buffer holds unless [`FunctionTracer::set_buffer_events`]
-/// says otherwise: 2 MiB a thread. Only Rust code reads this tracer
-/// ([`FunctionTracer::take_events`]); enabled from C or over the socket,
-/// its buffers are never read, and a thread's stays full at this size.
-pub const DEFAULT_FUNCTION_BUFFER_EVENTS: usize = 1 << 16;
+/// says otherwise: 512 KiB a thread. Only Rust code reads this tracer
+/// ([`FunctionTracer::take_events`], which a program calls often enough,
+/// or sets a larger buffer); enabled from C or over the socket, its
+/// buffers are never read, and each live thread's stays full at this
+/// size.
+pub const DEFAULT_FUNCTION_BUFFER_EVENTS: usize = 1 << 14;
 
 /// The process's function tracer.
 pub static FUNCTION_TRACER: FunctionTracer = FunctionTracer {
