@@ -152,8 +152,13 @@ pub(crate) fn on_unknown_site(return_address: usize, kind: SiteKind) -> Option<&
     };
     let site = match SITES.insert(return_address, &new)? {
         Inserted::Existing(site) if site.has_flag(flag::UNLOADED) => {
-            site.revive(&new);
-            SITES.note_change();
+            if site.revive(&new) {
+                SITES.note_change();
+            } else if site.has_flag(flag::UNLOADED) {
+                // A control operation is describing it right now: this
+                // call goes untraced.
+                return None;
+            }
             site
         }
         Inserted::New(site) | Inserted::Existing(site) => site,
@@ -340,11 +345,13 @@ pub(crate) fn scan(index: &SymbolIndex, loaded: &loader::Loaded) -> ScanReport {
                 with_call_site.insert(function.start);
                 match SITES.insert(addr + len, &new) {
                     Some(Inserted::New(_)) => report.sites_found += 1,
-                    Some(Inserted::Existing(site)) if site.has_flag(flag::UNLOADED) => {
-                        site.revive(&new);
+                    Some(Inserted::Existing(site)) if site.revive(&new) => {
                         SITES.note_change();
                         report.sites_found += 1;
                     }
+                    // Being revived by the lazy hook (it makes the next
+                    // operation NOP it): left to it.
+                    Some(Inserted::Existing(site)) if site.has_flag(flag::UNLOADED) => {}
                     Some(Inserted::Existing(site)) => complete_lazy_site(site, &new),
                     None => {}
                 }

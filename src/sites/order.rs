@@ -233,7 +233,7 @@ mod tests {
             extra_flags: 0,
             tracers: 0,
         };
-        gone.revive(&new);
+        assert!(gone.revive(&new));
         SITES.note_change();
         assert_eq!(
             listed(&mut order, base),

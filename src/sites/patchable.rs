@@ -193,8 +193,7 @@ fn record(object: &LoadedObject, value: usize, with_call_site: &HashSet<usize>) 
     };
     match SITES.insert(key, &new) {
         Some(Inserted::New(_)) => Recorded::New,
-        Some(Inserted::Existing(site)) if site.has_flag(flag::UNLOADED) => {
-            site.revive(&new);
+        Some(Inserted::Existing(site)) if site.revive(&new) => {
             SITES.note_change();
             Recorded::New
         }

@@ -56,6 +56,7 @@ pub enum SiteKind {
 /// | 13   | the NOP of a run-time entry patch's stub (`patch::entry_patch`)|
 /// | 14   | with bit 6: the fast entry is fast path 1's (the profile       |
 /// |      | tracer's, `tracer::PROFILE_FAST_PATH`), not path 0's (graph's) |
+/// | 15   | with bit 8: a thread is describing the entry anew ([`Site::revive`]) |
 /// | 16-23| that `XX`                                                      |
 pub(crate) mod flag {
     pub const FORM_MASK: u32 = 0b11;
@@ -72,6 +73,7 @@ pub(crate) mod flag {
     pub const RAW_NOPL: u32 = 1 << 12;
     pub const ENTRY_STUB: u32 = 1 << 13;
     pub const TEXT_FAST_SECOND: u32 = 1 << 14;
+    pub const REVIVING: u32 = 1 << 15;
     /// Either raw state: no fntrace write reached the site yet.
     pub const RAW: u32 = RAW_ONE_BYTE_NOPS | RAW_NOPL;
     pub const RAW_NOPL_BYTE_SHIFT: u32 = 16;
@@ -208,8 +210,32 @@ impl Site {
     }
 
     /// Describes an unloaded entry's key anew: another object's site has
-    /// the same return address.
-    pub fn revive(&self, new: &NewSite) {
+    /// the same return address. Returns whether it did: `false`, changing
+    /// nothing, if the entry is not unloaded (any more) or another thread
+    /// is describing it. Two threads may try at once: the lazy hook, on a
+    /// traced thread that ran the site's call, and a control operation's
+    /// scan. Without the claim, a lazy hook that read the entry unloaded,
+    /// then ran after the operation had revived the site and written its
+    /// NOP, stored "the text holds the call" over the NOP's flags: the next
+    /// operation found a NOP where it expected the call, and refused
+    /// (found by the chaos benchmark, a plugin loaded again at the same
+    /// address).
+    pub fn revive(&self, new: &NewSite) -> bool {
+        let flags = self.flags.load(Ordering::Acquire);
+        let claimed = flags & flag::UNLOADED != 0
+            && flags & flag::REVIVING == 0
+            && self
+                .flags
+                .compare_exchange(
+                    flags,
+                    flags | flag::REVIVING,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                )
+                .is_ok();
+        if !claimed {
+            return false;
+        }
         self.addr.store(new.addr, Ordering::Relaxed);
         self.function.store(new.function, Ordering::Relaxed);
         self.original
@@ -218,6 +244,7 @@ impl Site {
         // Release: a control operation that sees it no longer unloaded
         // (and lists it) sees the fields above.
         self.flags.store(new_flags(new), Ordering::Release);
+        true
     }
 
     /// Re-describes a site whose text still holds the original call (used
@@ -550,6 +577,51 @@ fn segment_find_or_insert<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_late_reviver_leaves_a_site_revived_and_written_since_alone() {
+        let table = SiteTable::new();
+        let ret = 0x30_0000;
+        let Some(Inserted::New(site)) = table.insert(ret, &new_site(ret - 5)) else {
+            panic!("a new entry");
+        };
+        site.unload();
+        // The lazy hook finds the entry unloaded; before it revives it, a
+        // control operation's scan does, and writes the site's NOP.
+        let scanned = NewSite {
+            extra_flags: flag::TEXT_IS_CALL,
+            ..new_site(ret - 5)
+        };
+        assert!(site.revive(&scanned));
+        site.set_flag(flag::TEXT_IS_CALL, false);
+        // Then the lazy hook's revive: too late, it changes nothing.
+        let lazy = NewSite {
+            extra_flags: flag::LAZY | flag::TEXT_IS_CALL,
+            tracers: 1,
+            ..new_site(ret - 5)
+        };
+        assert!(!site.revive(&lazy));
+        assert!(
+            !site.has_flag(flag::TEXT_IS_CALL),
+            "the NOP is what the text holds"
+        );
+        assert!(!site.has_flag(flag::LAZY));
+        assert_eq!(site.tracers.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn an_entry_being_revived_is_not_revived_by_another_thread() {
+        let table = SiteTable::new();
+        let ret = 0x31_0000;
+        let Some(Inserted::New(site)) = table.insert(ret, &new_site(ret - 5)) else {
+            panic!("a new entry");
+        };
+        site.unload();
+        site.set_flag(flag::REVIVING, true);
+        let flags = site.flags.load(Ordering::Relaxed);
+        assert!(!site.revive(&new_site(ret - 5)));
+        assert_eq!(site.flags.load(Ordering::Relaxed), flags);
+    }
 
     fn new_site(addr: usize) -> NewSite {
         NewSite {
