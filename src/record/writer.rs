@@ -11,6 +11,7 @@ use fntrace_tools::export::{StreamTotals, UftraceStream};
 use super::{directory_write, Shared, DRAINS_IN_PROCESS};
 use crate::error::Error;
 use crate::rt::thread::Untraced;
+use crate::symbols::opened;
 use crate::sys;
 use crate::tracers::graph::{describe_process, GRAPH_TRACER};
 
@@ -39,6 +40,12 @@ pub(super) fn write_until_stopped(
         forked_from,
         failure: None,
         discarded: 0,
+        // A forked child's parent added the libraries it saw.
+        libraries_seen: if forked_from.is_some() {
+            opened::newest_seq()
+        } else {
+            0
+        },
     };
     // Lossless while this thread drains: a thread whose buffer is full
     // waits for it. Turned off before it stops, with one more drain for
@@ -94,6 +101,34 @@ pub(super) fn write_until_stopped(
     }
 }
 
+/// Adds to `stream` the libraries loaded (and perhaps unloaded) since the
+/// last call (see [`UftraceStream::add_library`]): uftrace and fntrace's
+/// reader name their functions from what it writes. `list`: the loader's
+/// objects may be listed (not in a forked child, see
+/// `symbols::inherited`; its own `dlclose`s are seen all the same).
+fn add_libraries(stream: &mut UftraceStream, list: bool, seen: &mut u64) -> Result<(), Error> {
+    if list {
+        opened::refresh();
+    }
+    for object in opened::seen_since(*seen) {
+        *seen = object.seq;
+        stream.add_library(
+            object.loaded_after_ns,
+            object.bias as u64,
+            &object.path,
+            object.end() as u64,
+            || {
+                object
+                    .functions()
+                    .iter()
+                    .map(|f| (f.start, f.name.to_string()))
+                    .collect()
+            },
+        )?;
+    }
+    Ok(())
+}
+
 /// The writer thread's state from one drain to the next.
 struct Drainer<'a> {
     /// None until a forked child's first events (see `write_until_stopped`).
@@ -104,6 +139,8 @@ struct Drainer<'a> {
     failure: Option<Error>,
     /// Events drained but not written (the directory could not be).
     discarded: u64,
+    /// The newest object of `symbols::opened` added to the stream.
+    libraries_seen: u64,
 }
 
 impl Drainer<'_> {
@@ -116,6 +153,7 @@ impl Drainer<'_> {
             forked_from,
             failure,
             discarded,
+            libraries_seen,
         } = self;
         let writing = directory_write();
         GRAPH_TRACER.stream_converted(&mut |batch| {
@@ -156,6 +194,13 @@ impl Drainer<'_> {
                 *failure = Some(err.into());
             }
         });
+        if failure.is_none() {
+            if let Some(stream) = stream.as_mut() {
+                if let Err(err) = add_libraries(stream, forked_from.is_none(), libraries_seen) {
+                    *failure = Some(err);
+                }
+            }
+        }
         if failure.is_none() {
             if let Some(Err(err)) = stream.as_mut().map(UftraceStream::flush) {
                 *failure = Some(err.into());

@@ -106,6 +106,9 @@ pub struct UftraceStream {
     /// What the recorder says of this session (see
     /// [`UftraceStream::set_recorder_note`]).
     recorder_note: Option<String>,
+    /// `DLOP` lines of the libraries loaded after the session's map was
+    /// written (see [`UftraceStream::add_library`]).
+    dlopens: Vec<String>,
 }
 
 impl UftraceStream {
@@ -185,6 +188,7 @@ impl UftraceStream {
             joined,
             forked_from,
             recorder_note: None,
+            dlopens: Vec::new(),
         };
         stream.write_modules()?;
         stream.write_session_files()?;
@@ -274,13 +278,104 @@ impl UftraceStream {
                     )
                 }
                 None => task_txt(&self.header, &threads, &self.sid, self.session_time),
-            },
+            } + &self.dlopens.concat(),
             notes: match &self.recorder_note {
                 Some(note) => format!("{}{RECORDER_NOTE}{note}\n", fntrace_text(&threads, &added)),
                 None => fntrace_text(&threads, &added),
             },
         };
         write_session(&self.dir, &self.sid, &fragment)
+    }
+
+    /// Adds a library loaded after the session began (with `dlopen`; it
+    /// may be unloaded by now), as uftrace's recorder does: a `DLOP` line
+    /// in `task.txt` (`DLOP timestamp=T tid=PID sid=SID base=BIAS
+    /// libname="PATH"`: from `T` on, addresses of the session that no
+    /// module of its map holds are looked up in that library, loaded at
+    /// `BIAS`) and the library's `.sym` file (the start address and ELF
+    /// name of each function that `functions` gives, relative to `bias`;
+    /// the file stays whatever becomes of the library, and `functions` is
+    /// called only if it is to be written). Nothing for a library the
+    /// session's map holds already (by file name, as uftrace's recorder
+    /// tells them apart: the loader may name a file through a link).
+    /// `loaded_after_ns` is a time the loading came after (the line's time
+    /// is the session's start if that is later). A forked child's line
+    /// names its parent's session, which it runs in. Written with the
+    /// session files, at the next [`UftraceStream::flush`].
+    pub fn add_library(
+        &mut self,
+        loaded_after_ns: u64,
+        bias: u64,
+        path: &str,
+        end: u64,
+        functions: impl FnOnce() -> Vec<(usize, String)>,
+    ) -> Result<(), ExportError> {
+        let in_map = self
+            .header
+            .maps
+            .lines()
+            .filter_map(super::format::parse_map_line)
+            .any(|line| basename(line.path) == basename(path));
+        if in_map || path.is_empty() {
+            return Ok(());
+        }
+        let sid = match self.forked_from {
+            Some(parent) => match self.session_of(parent)? {
+                Some(sid) => sid,
+                None => return Ok(()),
+            },
+            None => self.sid.clone(),
+        };
+        let line = format!(
+            "DLOP timestamp={} tid={} sid={sid} base={bias:x} libname=\"{}\"\n",
+            timestamp(loaded_after_ns.max(self.session_time)),
+            self.header.pid,
+            super::format::one_line(path),
+        );
+        if self.dlopens.contains(&line) {
+            return Ok(());
+        }
+        let file = format!("{}.sym", basename(path));
+        let functions = if self.dir.exists(&file) {
+            Vec::new()
+        } else {
+            functions()
+        };
+        if !functions.is_empty() {
+            let mut starts: Vec<usize> = functions.iter().map(|&(start, _)| start).collect();
+            starts.sort_unstable();
+            starts.dedup();
+            let module = super::write::Module {
+                path: path.to_string(),
+                base: bias,
+                end: end.max(bias),
+                functions: starts,
+            };
+            let names = Trace {
+                symbols: functions.iter().cloned().collect(),
+                ..Trace::default()
+            };
+            self.dir
+                .replace(&file, sym_text(&names, &module).as_bytes())?;
+        }
+        self.dlopens.push(line);
+        self.session_files_stale = true;
+        Ok(())
+    }
+
+    /// The session id of process `pid`'s newest session in the directory's
+    /// `task.txt` (its `SESS` line), if any.
+    fn session_of(&self, pid: u32) -> Result<Option<String>, ExportError> {
+        let Some(bytes) = self.dir.read("task.txt")? else {
+            return Ok(None);
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        Ok(text
+            .lines()
+            .rev()
+            .filter(|line| line.starts_with("SESS ") && line.contains(&format!(" pid={pid} ")))
+            .find_map(|line| line.split_whitespace().find_map(|w| w.strip_prefix("sid=")))
+            .map(str::to_string))
     }
 
     /// Appends thread `tid`'s next `events` (oldest first, as recorded),
