@@ -120,6 +120,23 @@ pub(crate) extern "C" fn forget_after_fork() {
     TID.set(0);
 }
 
+/// In the child of a `fork`: the thread that called it (the child's only
+/// thread, its tid the child's pid), which continues the calls its parent
+/// had running; 0 in a process that was not forked.
+static FORKED_THREAD: AtomicU32 = AtomicU32::new(0);
+
+/// Notes, in the child's fork handler, that `tid` continues its parent's
+/// calls (see [`forked_thread`]).
+pub(crate) fn note_forked_thread(tid: u32) {
+    FORKED_THREAD.store(tid, Ordering::Relaxed);
+}
+
+/// The thread of this process that continues calls of its parent's (the
+/// one that called `fork`, in a forked child), if any.
+pub(crate) fn forked_thread() -> Option<u32> {
+    Some(FORKED_THREAD.load(Ordering::Relaxed)).filter(|&tid| tid != 0)
+}
+
 /// Restores `errno` when dropped: around tracers and the rare paths of the
 /// traced-call path that make system calls (the traced code must not see
 /// their errno). The location is kept in the thread's block: no call of

@@ -495,6 +495,8 @@ impl UftraceStream {
             file: None,
             appended: false,
             entry_floor: u16::MAX,
+            min_depth: u16::MAX,
+            inherited_exit: false,
             records_at_gap: None,
             left_out_since_gap: 0,
         };
@@ -578,10 +580,71 @@ impl UftraceStream {
                 self.session_files_stale = true;
             }
         }
+        if self.forked_from.is_some() {
+            self.rebase_inherited()?;
+        }
         self.write_session_files()?;
         Ok(self.totals())
     }
+
+    /// In a forked child's session, at the end: the records of a thread
+    /// that never returned into the calls it inherited from its parent
+    /// (it left with `_exit`, or is still running) are moved up to depth
+    /// 0, its shallowest. Read as they were written (starting below the
+    /// parent's frames), uftrace takes the frames above the first record
+    /// for calls of the child's, with no address, and `uftrace report`
+    /// shows them as a `<0>` row (a call of no function, as long as the
+    /// child ran). uftrace's own recordings escape it through the
+    /// scheduler events it records with each task (its reader starts a
+    /// task's frames at the first, at depth 0), which fntrace does not
+    /// record. `uftrace replay` shows such a child from depth 0 either
+    /// way. A thread that returned into an inherited call (its exit was
+    /// written, see [`push_forked`]) keeps its depths: uftrace pairs that
+    /// exit with the frame. So does a thread with a lost record.
+    fn rebase_inherited(&mut self) -> Result<(), ExportError> {
+        for &tid in &self.order {
+            let thread = self.threads.get_mut(&tid).expect("ordered threads exist");
+            let shift = thread.min_depth;
+            if thread.inherited_exit
+                || shift == 0
+                || shift == u16::MAX
+                || thread.records_at_gap.is_some()
+            {
+                continue;
+            }
+            let name = format!("{tid}.dat");
+            let Some(mut bytes) = self.dir.read(&name)? else {
+                continue;
+            };
+            rebase_records(&mut bytes, shift);
+            thread.file = None;
+            self.dir.replace(&name, &bytes)?;
+        }
+        Ok(())
+    }
 }
+
+/// Lowers the depth of every entry and exit record of `bytes` (a `.dat`
+/// file's) by `shift` (records shallower than it stay at 0).
+fn rebase_records(bytes: &mut [u8], shift: u16) {
+    for chunk in bytes.chunks_exact_mut(RECORD_SIZE) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(&chunk[8..]);
+        let word = u64::from_le_bytes(word);
+        let kind = word & 3;
+        if kind != TYPE_ENTRY && kind != TYPE_EXIT {
+            continue;
+        }
+        let depth = (word >> DEPTH_SHIFT) & DEPTH_MASK;
+        let depth = depth.saturating_sub(u64::from(shift));
+        let word = (word & !(DEPTH_MASK << DEPTH_SHIFT)) | (depth << DEPTH_SHIFT);
+        chunk[8..].copy_from_slice(&word.to_le_bytes());
+    }
+}
+
+/// Where a record's depth lies in its second word (bits 6-15).
+const DEPTH_SHIFT: u32 = 6;
+const DEPTH_MASK: u64 = 0x3ff;
 
 /// How a recorder's note starts in `fntrace.txt`.
 const RECORDER_NOTE: &str = "recorder ";
