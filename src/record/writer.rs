@@ -101,15 +101,10 @@ pub(super) fn write_until_stopped(
     }
 }
 
-/// Adds to `stream` the libraries loaded (and perhaps unloaded) since the
-/// last call (see [`UftraceStream::add_library`]): uftrace and fntrace's
-/// reader name their functions from what it writes. `list`: the loader's
-/// objects may be listed (not in a forked child, see
-/// `symbols::inherited`; its own `dlclose`s are seen all the same).
-fn add_libraries(stream: &mut UftraceStream, list: bool, seen: &mut u64) -> Result<(), Error> {
-    if list {
-        opened::refresh();
-    }
+/// Adds to `stream` the libraries seen loaded (and perhaps unloaded)
+/// since the last call (see [`UftraceStream::add_library`]): uftrace and
+/// fntrace's reader name their functions from what it writes.
+fn add_libraries(stream: &mut UftraceStream, seen: &mut u64) -> Result<(), Error> {
     for object in opened::seen_since(*seen) {
         *seen = object.seq;
         stream.add_library(
@@ -155,6 +150,13 @@ impl Drainer<'_> {
             discarded,
             libraries_seen,
         } = self;
+        // The loader's objects are listed (under its lock) before the
+        // directory's lock is taken, never inside it. Not in a forked
+        // child (see `symbols::inherited`; its own `dlclose`s are seen all
+        // the same).
+        if forked_from.is_none() {
+            opened::refresh();
+        }
         let writing = directory_write();
         GRAPH_TRACER.stream_converted(&mut |batch| {
             let count = batch.events.len() as u64 + batch.dropped_after;
@@ -196,7 +198,7 @@ impl Drainer<'_> {
         });
         if failure.is_none() {
             if let Some(stream) = stream.as_mut() {
-                if let Err(err) = add_libraries(stream, forked_from.is_none(), libraries_seen) {
+                if let Err(err) = add_libraries(stream, libraries_seen) {
                     *failure = Some(err);
                 }
             }

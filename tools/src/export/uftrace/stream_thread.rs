@@ -378,6 +378,8 @@ mod tests {
             file: None,
             appended: false,
             entry_floor: u16::MAX,
+            min_depth: u16::MAX,
+            inherited_exit: false,
             records_at_gap: None,
             left_out_since_gap: 0,
         }
