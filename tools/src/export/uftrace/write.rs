@@ -101,6 +101,13 @@ const PROGRESS_EVERY: usize = 1 << 16;
 ///   whose entries are missing) get an entry at the thread's first timestamp;
 ///   calls that were unwound get an exit just before the event that shows it
 ///   (same timestamp); other exits without an entry are left out. The
+///   thread of a forked child that continues its parent's calls
+///   ([`EventSource::continues_parent_frames`]) is written as uftrace
+///   records one: the calls running at its start get no entry and their
+///   exits are written as they are; if it has none (it left with `_exit`)
+///   and no gap, its depths are lowered to start at 0 (uftrace's report
+///   would show the parent's frames above its first record as a `<0>`
+///   row). The
 ///   indices (among the entry and exit records of the `.dat`) of the added
 ///   records are listed in `fntrace.txt`, and [`read_uftrace_dir`] removes
 ///   them again, so that writing and reading gives back the events.
