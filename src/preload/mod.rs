@@ -3,13 +3,15 @@
 //! environment ([`env`](mod@env): `FNTRACE=graph` ..., before `main`), and the C
 //! library functions fntrace defines in glibc's place: the exec family and
 //! `_exit` ([`exec`]: a recording survives them), `sigaction` and `signal`
-//! ([`fatal`]: a recording survives a crash), looked up in glibc with
+//! ([`fatal`]: a recording survives a crash), `dlclose` ([`dlclose`]: a
+//! library's functions keep their names after it), looked up in glibc with
 //! [`next`]; and glibc's gprof start-up and exit, replaced by nothing.
 //!
 //! The top layer: start-up uses the C ABI's process-wide state (the
 //! filter, the recording, the flight recorder), live control and the
 //! table of `FNTRACE_*` variables ([`crate::vars`]).
 
+mod dlclose;
 mod env;
 mod exec;
 mod fatal;

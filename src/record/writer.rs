@@ -11,6 +11,7 @@ use fntrace_tools::export::{StreamTotals, UftraceStream};
 use super::{directory_write, Shared, DRAINS_IN_PROCESS};
 use crate::error::Error;
 use crate::rt::thread::Untraced;
+use crate::symbols::opened;
 use crate::sys;
 use crate::tracers::graph::{describe_process, GRAPH_TRACER};
 
@@ -39,6 +40,12 @@ pub(super) fn write_until_stopped(
         forked_from,
         failure: None,
         discarded: 0,
+        // A forked child's parent added the libraries it saw.
+        libraries_seen: if forked_from.is_some() {
+            opened::newest_seq()
+        } else {
+            0
+        },
     };
     // Lossless while this thread drains: a thread whose buffer is full
     // waits for it. Turned off before it stops, with one more drain for
@@ -94,6 +101,29 @@ pub(super) fn write_until_stopped(
     }
 }
 
+/// Adds to `stream` the libraries seen loaded (and perhaps unloaded)
+/// since the last call (see [`UftraceStream::add_library`]): uftrace and
+/// fntrace's reader name their functions from what it writes.
+fn add_libraries(stream: &mut UftraceStream, seen: &mut u64) -> Result<(), Error> {
+    for object in opened::seen_since(*seen) {
+        *seen = object.seq;
+        stream.add_library(
+            object.loaded_after_ns,
+            object.bias as u64,
+            &object.path,
+            object.end() as u64,
+            || {
+                object
+                    .functions()
+                    .iter()
+                    .map(|f| (f.start, f.name.to_string()))
+                    .collect()
+            },
+        )?;
+    }
+    Ok(())
+}
+
 /// The writer thread's state from one drain to the next.
 struct Drainer<'a> {
     /// None until a forked child's first events (see `write_until_stopped`).
@@ -104,6 +134,8 @@ struct Drainer<'a> {
     failure: Option<Error>,
     /// Events drained but not written (the directory could not be).
     discarded: u64,
+    /// The newest object of `symbols::opened` added to the stream.
+    libraries_seen: u64,
 }
 
 impl Drainer<'_> {
@@ -116,7 +148,15 @@ impl Drainer<'_> {
             forked_from,
             failure,
             discarded,
+            libraries_seen,
         } = self;
+        // The loader's objects are listed (under its lock) before the
+        // directory's lock is taken, never inside it. Not in a forked
+        // child (see `symbols::inherited`; its own `dlclose`s are seen all
+        // the same).
+        if forked_from.is_none() {
+            opened::refresh();
+        }
         let writing = directory_write();
         GRAPH_TRACER.stream_converted(&mut |batch| {
             let count = batch.events.len() as u64 + batch.dropped_after;
@@ -156,6 +196,13 @@ impl Drainer<'_> {
                 *failure = Some(err.into());
             }
         });
+        if failure.is_none() {
+            if let Some(stream) = stream.as_mut() {
+                if let Err(err) = add_libraries(stream, libraries_seen) {
+                    *failure = Some(err);
+                }
+            }
+        }
         if failure.is_none() {
             if let Some(Err(err)) = stream.as_mut().map(UftraceStream::flush) {
                 *failure = Some(err.into());

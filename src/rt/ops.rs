@@ -20,7 +20,7 @@ use std::sync::{Mutex, MutexGuard, Once, PoisonError};
 use crate::sites::SITES;
 
 use super::ring::reset_pools_in_fork_child;
-use super::thread::{current_tid, forget_after_fork, Untraced};
+use super::thread::{current_tid, forget_after_fork, note_forked_thread, Untraced};
 use crate::sys;
 
 static OPERATIONS: Mutex<()> = Mutex::new(());
@@ -72,7 +72,9 @@ extern "C" fn after_fork_in_parent() {
 extern "C" fn after_fork_in_child() {
     // The cached id is still the parent's: the rings know the thread by it.
     let parent_tid = current_tid();
-    reset_pools_in_fork_child(parent_tid, sys::gettid() as u32);
+    let child_tid = sys::gettid() as u32;
+    reset_pools_in_fork_child(parent_tid, child_tid);
     forget_after_fork();
+    note_forked_thread(child_tid);
     after_fork_in_parent();
 }

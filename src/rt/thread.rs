@@ -11,7 +11,7 @@
 //! a little for the writer to catch up (`ring::wait_for_reader`).
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 use crate::sys;
 
@@ -118,6 +118,23 @@ pub fn current_tid() -> u32 {
 /// Forgets the cached id; the child of `fork` has a new one.
 pub(crate) extern "C" fn forget_after_fork() {
     TID.set(0);
+}
+
+/// In the child of a `fork`: the thread that called it (the child's only
+/// thread, its tid the child's pid), which continues the calls its parent
+/// had running; 0 in a process that was not forked.
+static FORKED_THREAD: AtomicU32 = AtomicU32::new(0);
+
+/// Notes, in the child's fork handler, that `tid` continues its parent's
+/// calls (see [`forked_thread`]).
+pub(crate) fn note_forked_thread(tid: u32) {
+    FORKED_THREAD.store(tid, Ordering::Relaxed);
+}
+
+/// The thread of this process that continues calls of its parent's (the
+/// one that called `fork`, in a forked child), if any.
+pub(crate) fn forked_thread() -> Option<u32> {
+    Some(FORKED_THREAD.load(Ordering::Relaxed)).filter(|&tid| tid != 0)
 }
 
 /// Restores `errno` when dropped: around tracers and the rare paths of the

@@ -16,6 +16,8 @@ use parking_lot::Mutex;
 
 use crate::error::Error;
 
+pub(crate) mod opened;
+
 /// A function symbol, at its run-time address.
 #[derive(Clone, Debug)]
 pub(crate) struct Function {
@@ -83,6 +85,18 @@ impl SymbolIndex {
     pub fn function_at(&self, addr: usize) -> Option<&Function> {
         self.object_at(addr)?.function_at(addr)
     }
+}
+
+/// The ELF name of the function containing `addr`: from `index`, or else,
+/// if no object of `index` maps `addr`, from an object seen loaded there
+/// before and unloaded since (see [`opened`]).
+pub(crate) fn function_name_at(index: &SymbolIndex, addr: usize) -> Option<Box<str>> {
+    if let Some(object) = index.object_at(addr) {
+        return object.function_at(addr).map(|f| f.name.clone());
+    }
+    opened::object_at(addr)?
+        .function_at(addr)
+        .map(|f| f.name.clone())
 }
 
 /// Returns the symbol index, rebuilding it only when objects were loaded or
@@ -212,7 +226,8 @@ unsafe extern "C" fn collect_callback(
     0
 }
 
-fn build(generation: u64) -> SymbolIndex {
+/// The loader's objects now, in its order (the executable first).
+fn list_objects() -> Vec<PhdrInfo> {
     let mut infos: Vec<PhdrInfo> = Vec::new();
     // SAFETY: collect_callback matches dl_iterate_phdr's callback contract and
     // only pushes into the Vec passed as data.
@@ -222,6 +237,14 @@ fn build(generation: u64) -> SymbolIndex {
             &mut infos as *mut Vec<PhdrInfo> as *mut _,
         );
     }
+    infos
+}
+
+fn build(generation: u64) -> SymbolIndex {
+    let began = opened::now_ns();
+    let infos = list_objects();
+    // Kept past their unloading (see `opened`).
+    opened::confirm(&infos, began);
     let mut objects = Vec::new();
     let mut unreadable = Vec::new();
     for (i, info) in infos.into_iter().enumerate() {

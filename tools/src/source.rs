@@ -78,6 +78,20 @@ pub trait EventSource {
         let _ = index;
         Vec::new()
     }
+
+    /// Whether thread `index` is the thread of a forked child that
+    /// continues its parent's calls (the thread that called `fork`, in a
+    /// process whose parent was tracing): the exits at its start whose
+    /// entries it lacks end calls its parent entered. A uftrace directory
+    /// written from it continues in the parent's frames as uftrace's own
+    /// recordings of a child do, instead of giving those calls entries of
+    /// the child's (see [`write_uftrace_dir_of`]). The default: no.
+    ///
+    /// [`write_uftrace_dir_of`]: crate::export::write_uftrace_dir_of
+    fn continues_parent_frames(&self, index: usize) -> bool {
+        let _ = index;
+        false
+    }
 }
 
 impl EventSource for Trace {
@@ -153,6 +167,10 @@ impl<S: EventSource> EventSource for &S {
     fn gaps(&self, index: usize) -> Vec<Gap> {
         (*self).gaps(index)
     }
+
+    fn continues_parent_frames(&self, index: usize) -> bool {
+        (*self).continues_parent_frames(index)
+    }
 }
 
 /// An [`EventSource`] whose threads' gaps are given ([`EventSource::gaps`]
@@ -199,6 +217,10 @@ impl<S: EventSource> EventSource for WithGaps<'_, S> {
 
     fn gaps(&self, index: usize) -> Vec<Gap> {
         self.gaps.get(index).cloned().unwrap_or_default()
+    }
+
+    fn continues_parent_frames(&self, index: usize) -> bool {
+        self.source.continues_parent_frames(index)
     }
 }
 

@@ -481,9 +481,10 @@ fn describe_functions_with(
     let mut names = HashMap::with_capacity(functions.len());
     let mut raw = HashMap::with_capacity(functions.len());
     for f in functions {
-        if let Some(function) = index.function_at(f) {
-            names.insert(f, symbols::demangle(&function.name));
-            raw.insert(f, function.name.to_string());
+        // A library unloaded since is named too (`symbols::opened`).
+        if let Some(name) = symbols::function_name_at(index, f) {
+            names.insert(f, symbols::demangle(&name));
+            raw.insert(f, name.into_string());
         }
     }
     Trace {

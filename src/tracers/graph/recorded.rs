@@ -174,6 +174,13 @@ impl EventSource for Recorded<'_> {
         self.header.name_of(function)
     }
 
+    /// The thread that forked this process, in a forked child: its calls
+    /// running at the fork are its parent's (a dump continues them, as
+    /// uftrace and the streaming recorder do).
+    fn continues_parent_frames(&self, index: usize) -> bool {
+        crate::rt::thread::forked_thread() == Some(self.threads[index].tid)
+    }
+
     fn read_thread<R>(
         &self,
         index: usize,

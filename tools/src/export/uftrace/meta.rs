@@ -51,6 +51,18 @@ pub(super) struct Tasks {
     pub(super) parents: HashMap<u32, u32>,
     /// Thread ids in order of first appearance.
     pub(super) tids: Vec<u32>,
+    /// Libraries loaded after their session's map was written (`DLOP`
+    /// lines), in the order of the file.
+    pub(super) dlopens: Vec<Dlopen>,
+}
+
+/// One `DLOP` line of `task.txt`: a library loaded (with `dlopen`) at
+/// `base` (its load bias) in session `sid`. (Its time is not kept: the
+/// reader names addresses whatever the time, see `load_symbols`.)
+pub(super) struct Dlopen {
+    pub(super) sid: String,
+    pub(super) base: u64,
+    pub(super) path: String,
 }
 
 impl Tasks {
@@ -91,6 +103,7 @@ pub(super) fn parse_task_txt(path: &Path, text: &str) -> Result<Tasks, ExportErr
         task_lines: HashMap::new(),
         parents: HashMap::new(),
         tids: Vec::new(),
+        dlopens: Vec::new(),
     };
     for (n, line) in text.lines().enumerate() {
         let line_no = n + 1;
@@ -151,7 +164,20 @@ pub(super) fn parse_task_txt(path: &Path, text: &str) -> Result<Tasks, ExportErr
                 }
                 lines.push((pid, time));
             }
-            "EXEC" | "DLOP" => {}
+            "DLOP" => {
+                let sid = fields.get("sid").ok_or_else(|| bad("no sid="))?;
+                let base = fields
+                    .get("base")
+                    .and_then(|b| u64::from_str_radix(b, 16).ok())
+                    .ok_or_else(|| bad("missing or bad base="))?;
+                let path = fields.get("libname").ok_or_else(|| bad("no libname="))?;
+                tasks.dlopens.push(Dlopen {
+                    sid: sid.to_string(),
+                    base,
+                    path: path.to_string(),
+                });
+            }
+            "EXEC" => {}
             _ => return Err(bad("not a SESS, TASK, FORK, EXEC or DLOP line")),
         }
     }
@@ -217,6 +243,10 @@ pub(super) fn session_modules(maps: &str) -> Vec<(String, u64, u64)> {
     modules
 }
 
+/// How far past its base a `DLOP` library's last function may end when
+/// its `.sym` file has no end marker after it.
+const MAX_LIBRARY_SPAN: u64 = 1 << 32;
+
 pub(super) struct Symbol {
     pub(super) start: usize,
     pub(super) end: usize,
@@ -239,28 +269,56 @@ impl SymbolTable {
     }
 }
 
+/// The symbols of a session: those of the `.sym` file of each module of
+/// its map (`modules`, from [`session_modules`]), at the module's base if
+/// `relative`, and those of each library it loaded later (`dlopened`:
+/// path and load bias, from its `DLOP` lines), at the bias, where no
+/// module of the map has them. A file shared by several modules (one
+/// name) is read for the first only, as uftrace does; a library loaded
+/// at several places is read for each.
 pub(super) fn load_symbols(
     dir: &Path,
     modules: &[(String, u64, u64)],
+    dlopened: &[(&str, u64)],
     relative: bool,
 ) -> Result<SymbolTable, ExportError> {
     let mut symbols = Vec::new();
     let mut seen: Vec<&str> = Vec::new();
-    for (path, base, end) in modules {
+    let mapped = modules.iter().map(|(path, base, end)| {
+        let offset = if relative { *base } else { 0 };
+        (path.as_str(), offset, *end, false)
+    });
+    // uftrace takes a `DLOP` library's addresses relative to its base
+    // whatever the feature bits say. Its functions' sizes come from the
+    // file's end markers.
+    let opened = dlopened
+        .iter()
+        .map(|&(path, base)| (path, base, base.saturating_add(MAX_LIBRARY_SPAN), true));
+    let mut libraries_read: Vec<(&str, u64)> = Vec::new();
+    for (path, offset, end, is_library) in mapped.chain(opened) {
         let file = basename(path);
-        if seen.contains(&file) {
-            continue;
+        if is_library {
+            if modules.iter().any(|(mapped, _, _)| mapped == path)
+                || libraries_read.contains(&(file, offset))
+            {
+                continue;
+            }
+            libraries_read.push((file, offset));
+        } else {
+            if seen.contains(&file) {
+                continue;
+            }
+            seen.push(file);
         }
-        seen.push(file);
         let sym_path = dir.join(format!("{file}.sym"));
         let Some(data) = read_file_if_any(&sym_path)? else {
             continue;
         };
-        let offset = if relative { *base } else { 0 };
+        let (offset, end) = (&offset, &end);
         parse_sym(
             &sym_path,
             &String::from_utf8_lossy(&data),
-            offset,
+            *offset,
             *end,
             &mut symbols,
         )?;

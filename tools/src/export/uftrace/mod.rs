@@ -18,6 +18,8 @@ mod write;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_dlopen;
+#[cfg(test)]
 mod tests_gaps;
 #[cfg(test)]
 mod tests_golden;

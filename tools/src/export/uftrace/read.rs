@@ -509,7 +509,13 @@ impl AddressSpace {
                 space_of_session.push(known);
                 continue;
             }
-            let symbols = load_symbols(dir, &session_modules(&maps), relative)?;
+            let dlopened: Vec<(&str, u64)> = tasks
+                .dlopens
+                .iter()
+                .filter(|d| d.sid == session.sid)
+                .map(|d| (d.path.as_str(), d.base))
+                .collect();
+            let symbols = load_symbols(dir, &session_modules(&maps), &dlopened, relative)?;
             let k = spaces.len();
             let canonical = if k == 0 {
                 for symbol in symbols.iter() {

@@ -110,6 +110,9 @@ pub struct UftraceStream {
     /// When the session files were last written, and how many times.
     listed_at: Instant,
     session_writes: u64,
+    /// `DLOP` lines of the libraries loaded after the session's map was
+    /// written (see [`UftraceStream::add_library`]).
+    dlopens: Vec<String>,
 }
 
 /// New threads wait this long at most to be listed (their records held
@@ -197,6 +200,7 @@ impl UftraceStream {
             joined,
             forked_from,
             recorder_note: None,
+            dlopens: Vec::new(),
         };
         stream.write_modules()?;
         stream.write_session_files()?;
@@ -286,13 +290,104 @@ impl UftraceStream {
                     )
                 }
                 None => task_txt(&self.header, &threads, &self.sid, self.session_time),
-            },
+            } + &self.dlopens.concat(),
             notes: match &self.recorder_note {
                 Some(note) => format!("{}{RECORDER_NOTE}{note}\n", fntrace_text(&threads, &added)),
                 None => fntrace_text(&threads, &added),
             },
         };
         write_session(&self.dir, &self.sid, &fragment)
+    }
+
+    /// Adds a library loaded after the session began (with `dlopen`; it
+    /// may be unloaded by now), as uftrace's recorder does: a `DLOP` line
+    /// in `task.txt` (`DLOP timestamp=T tid=PID sid=SID base=BIAS
+    /// libname="PATH"`: from `T` on, addresses of the session that no
+    /// module of its map holds are looked up in that library, loaded at
+    /// `BIAS`) and the library's `.sym` file (the start address and ELF
+    /// name of each function that `functions` gives, relative to `bias`;
+    /// the file stays whatever becomes of the library, and `functions` is
+    /// called only if it is to be written). Nothing for a library the
+    /// session's map holds already (by file name, as uftrace's recorder
+    /// tells them apart: the loader may name a file through a link).
+    /// `loaded_after_ns` is a time the loading came after (the line's time
+    /// is the session's start if that is later). A forked child's line
+    /// names its parent's session, which it runs in. Written with the
+    /// session files, at the next [`UftraceStream::flush`].
+    pub fn add_library(
+        &mut self,
+        loaded_after_ns: u64,
+        bias: u64,
+        path: &str,
+        end: u64,
+        functions: impl FnOnce() -> Vec<(usize, String)>,
+    ) -> Result<(), ExportError> {
+        let in_map = self
+            .header
+            .maps
+            .lines()
+            .filter_map(super::format::parse_map_line)
+            .any(|line| basename(line.path) == basename(path));
+        if in_map || path.is_empty() {
+            return Ok(());
+        }
+        let sid = match self.forked_from {
+            Some(parent) => match self.session_of(parent)? {
+                Some(sid) => sid,
+                None => return Ok(()),
+            },
+            None => self.sid.clone(),
+        };
+        let line = format!(
+            "DLOP timestamp={} tid={} sid={sid} base={bias:x} libname=\"{}\"\n",
+            timestamp(loaded_after_ns.max(self.session_time)),
+            self.header.pid,
+            super::format::one_line(path),
+        );
+        if self.dlopens.contains(&line) {
+            return Ok(());
+        }
+        let file = format!("{}.sym", basename(path));
+        let functions = if self.dir.exists(&file) {
+            Vec::new()
+        } else {
+            functions()
+        };
+        if !functions.is_empty() {
+            let mut starts: Vec<usize> = functions.iter().map(|&(start, _)| start).collect();
+            starts.sort_unstable();
+            starts.dedup();
+            let module = super::write::Module {
+                path: path.to_string(),
+                base: bias,
+                end: end.max(bias),
+                functions: starts,
+            };
+            let names = Trace {
+                symbols: functions.iter().cloned().collect(),
+                ..Trace::default()
+            };
+            self.dir
+                .replace(&file, sym_text(&names, &module).as_bytes())?;
+        }
+        self.dlopens.push(line);
+        self.session_files_stale = true;
+        Ok(())
+    }
+
+    /// The session id of process `pid`'s newest session in the directory's
+    /// `task.txt` (its `SESS` line), if any.
+    fn session_of(&self, pid: u32) -> Result<Option<String>, ExportError> {
+        let Some(bytes) = self.dir.read("task.txt")? else {
+            return Ok(None);
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        Ok(text
+            .lines()
+            .rev()
+            .filter(|line| line.starts_with("SESS ") && line.contains(&format!(" pid={pid} ")))
+            .find_map(|line| line.split_whitespace().find_map(|w| w.strip_prefix("sid=")))
+            .map(str::to_string))
     }
 
     /// Appends thread `tid`'s next `events` (oldest first, as recorded),
@@ -412,6 +507,8 @@ impl UftraceStream {
             file: None,
             appended: false,
             entry_floor: u16::MAX,
+            min_depth: u16::MAX,
+            inherited_exit: false,
             records_at_gap: None,
             left_out_since_gap: 0,
         };
@@ -537,10 +634,71 @@ impl UftraceStream {
                 self.session_files_stale = true;
             }
         }
+        if self.forked_from.is_some() {
+            self.rebase_inherited()?;
+        }
         self.write_session_files()?;
         Ok(self.totals())
     }
+
+    /// In a forked child's session, at the end: the records of a thread
+    /// that never returned into the calls it inherited from its parent
+    /// (it left with `_exit`, or is still running) are moved up to depth
+    /// 0, its shallowest. Read as they were written (starting below the
+    /// parent's frames), uftrace takes the frames above the first record
+    /// for calls of the child's, with no address, and `uftrace report`
+    /// shows them as a `<0>` row (a call of no function, as long as the
+    /// child ran). uftrace's own recordings escape it through the
+    /// scheduler events it records with each task (its reader starts a
+    /// task's frames at the first, at depth 0), which fntrace does not
+    /// record. `uftrace replay` shows such a child from depth 0 either
+    /// way. A thread that returned into an inherited call (its exit was
+    /// written, see [`push_forked`]) keeps its depths: uftrace pairs that
+    /// exit with the frame. So does a thread with a lost record.
+    fn rebase_inherited(&mut self) -> Result<(), ExportError> {
+        for &tid in &self.order {
+            let thread = self.threads.get_mut(&tid).expect("ordered threads exist");
+            let shift = thread.min_depth;
+            if thread.inherited_exit
+                || shift == 0
+                || shift == u16::MAX
+                || thread.records_at_gap.is_some()
+            {
+                continue;
+            }
+            let name = format!("{tid}.dat");
+            let Some(mut bytes) = self.dir.read(&name)? else {
+                continue;
+            };
+            rebase_records(&mut bytes, shift);
+            thread.file = None;
+            self.dir.replace(&name, &bytes)?;
+        }
+        Ok(())
+    }
 }
+
+/// Lowers the depth of every entry and exit record of `bytes` (a `.dat`
+/// file's) by `shift` (records shallower than it stay at 0).
+fn rebase_records(bytes: &mut [u8], shift: u16) {
+    for chunk in bytes.chunks_exact_mut(RECORD_SIZE) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(&chunk[8..]);
+        let word = u64::from_le_bytes(word);
+        let kind = word & 3;
+        if kind != TYPE_ENTRY && kind != TYPE_EXIT {
+            continue;
+        }
+        let depth = (word >> DEPTH_SHIFT) & DEPTH_MASK;
+        let depth = depth.saturating_sub(u64::from(shift));
+        let word = (word & !(DEPTH_MASK << DEPTH_SHIFT)) | (depth << DEPTH_SHIFT);
+        chunk[8..].copy_from_slice(&word.to_le_bytes());
+    }
+}
+
+/// Where a record's depth lies in its second word (bits 6-15).
+const DEPTH_SHIFT: u32 = 6;
+const DEPTH_MASK: u64 = 0x3ff;
 
 /// How a recorder's note starts in `fntrace.txt`.
 const RECORDER_NOTE: &str = "recorder ";

@@ -40,6 +40,11 @@ pub(super) struct StreamThread {
     /// inherited from its parent (returning through the parent's frames,
     /// `fork` first): written as it is, as uftrace does.
     pub(super) entry_floor: u16,
+    /// In a forked child's session: the smallest depth of a record
+    /// written, and whether an exit of an inherited call was (see
+    /// `UftraceStream::finish`).
+    pub(super) min_depth: u16,
+    pub(super) inherited_exit: bool,
     /// Entry and exit records written before the last lost record, if any:
     /// when records follow it, uftrace holds frames for the calls above
     /// the first of them (entered before the gap, their exits left out),
@@ -268,11 +273,13 @@ pub(super) fn push_forked(
     out: &mut Vec<u8>,
     totals: &mut StreamTotals,
 ) {
+    thread.min_depth = thread.min_depth.min(event.depth);
     if event.kind == EventKind::Entry {
         thread.entry_floor = thread.entry_floor.min(event.depth);
     } else if event.depth < thread.entry_floor
         && !thread.open.iter().any(|&(depth, _)| depth == event.depth)
     {
+        thread.inherited_exit = true;
         if let Some(bytes) = record(event) {
             out.extend_from_slice(&bytes);
             thread.records += 1;
@@ -371,6 +378,8 @@ mod tests {
             file: None,
             appended: false,
             entry_floor: u16::MAX,
+            min_depth: u16::MAX,
+            inherited_exit: false,
             records_at_gap: None,
             left_out_since_gap: 0,
         }

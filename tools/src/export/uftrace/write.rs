@@ -101,6 +101,13 @@ const PROGRESS_EVERY: usize = 1 << 16;
 ///   whose entries are missing) get an entry at the thread's first timestamp;
 ///   calls that were unwound get an exit just before the event that shows it
 ///   (same timestamp); other exits without an entry are left out. The
+///   thread of a forked child that continues its parent's calls
+///   ([`EventSource::continues_parent_frames`]) is written as uftrace
+///   records one: the calls running at its start get no entry and their
+///   exits are written as they are; if it has none (it left with `_exit`)
+///   and no gap, its depths are lowered to start at 0 (uftrace's report
+///   would show the parent's frames above its first record as a `<0>`
+///   row). The
 ///   indices (among the entry and exit records of the `.dat`) of the added
 ///   records are listed in `fntrace.txt`, and [`read_uftrace_dir`] removes
 ///   them again, so that writing and reading gives back the events.
@@ -174,9 +181,12 @@ where
     let mut scans = Vec::with_capacity(infos.len());
     for index in 0..infos.len() {
         let gaps = placed_gaps(source.gaps(index));
-        let (scan, lost) = source.read_thread(index, |events| {
+        let (mut scan, lost) = source.read_thread(index, |events| {
             ThreadScan::of(events, &gaps, &mut functions)
         })?;
+        if source.continues_parent_frames(index) {
+            scan.continue_parent_frames(gaps.is_empty());
+        }
         scans.push((scan, lost, gaps));
     }
     let threads: Vec<ThreadTrace> = infos
@@ -231,11 +241,13 @@ where
 
         // Second pass, only if some record cannot be written: how many.
         let mut unwritable = 0u64;
+        let (inherited, shift) = (scan.inherited, scan.shift);
         if scan.has_unwritable {
             let made_up = scan.made_up_entries.clone();
             source
                 .read_thread(index, |events| {
-                    consistent_records(events, made_up, &gaps, &mut |step| {
+                    let events = &mut shifted(events, shift);
+                    consistent_records(events, made_up, &gaps, inherited, &mut |step| {
                         if let Step::Record { event, .. } = step {
                             unwritable += u64::from(record(&event).is_none());
                         }
@@ -259,29 +271,36 @@ where
         let mut added_here = Vec::new();
         source
             .read_thread(index, |events| {
-                consistent_records(events, scan.made_up_entries, &gaps, &mut |step| {
-                    let (event, kind) = match step {
-                        Step::Record { event, kind } => (event, kind),
-                        Step::Lost(count) => return out.write_all(&lost_record(count)),
-                    };
-                    if let Some(bytes) = record(&event) {
-                        out.write_all(&bytes)?;
-                        if kind == RecordKind::Added {
-                            added_here.push(record_index);
-                        }
-                        record_index += 1;
-                    }
-                    if kind == RecordKind::Recorded {
-                        done += 1;
-                        if done >= next_report {
-                            if let Some(report) = progress.as_deref_mut() {
-                                report(done, total);
+                let events = &mut shifted(events, shift);
+                consistent_records(
+                    events,
+                    scan.made_up_entries,
+                    &gaps,
+                    inherited,
+                    &mut |step| {
+                        let (event, kind) = match step {
+                            Step::Record { event, kind } => (event, kind),
+                            Step::Lost(count) => return out.write_all(&lost_record(count)),
+                        };
+                        if let Some(bytes) = record(&event) {
+                            out.write_all(&bytes)?;
+                            if kind == RecordKind::Added {
+                                added_here.push(record_index);
                             }
-                            next_report = done + PROGRESS_EVERY;
+                            record_index += 1;
                         }
-                    }
-                    Ok(())
-                })
+                        if kind == RecordKind::Recorded {
+                            done += 1;
+                            if done >= next_report {
+                                if let Some(report) = progress.as_deref_mut() {
+                                    report(done, total);
+                                }
+                                next_report = done + PROGRESS_EVERY;
+                            }
+                        }
+                        Ok(())
+                    },
+                )
             })?
             .0
             .and_then(|()| out.flush())
@@ -297,6 +316,17 @@ where
     Ok(())
 }
 
+/// `events` with every depth lowered by `shift`.
+fn shifted(
+    events: &mut dyn Iterator<Item = GraphEvent>,
+    shift: u16,
+) -> impl Iterator<Item = GraphEvent> + '_ {
+    events.map(move |event| GraphEvent {
+        depth: event.depth - shift,
+        ..event
+    })
+}
+
 /// What the first pass over a thread's events finds.
 struct ThreadScan {
     /// Time of its first event.
@@ -309,6 +339,13 @@ struct ThreadScan {
     /// Whether an event cannot be written as a record (too deep, or an
     /// address beyond 48 bits); records made up from events can only then.
     has_unwritable: bool,
+    /// The smallest depth of its events.
+    min_depth: u16,
+    /// Whether the exits of calls running at its start are written as
+    /// they are (see [`ThreadScan::continue_parent_frames`]).
+    inherited: bool,
+    /// How much every depth is lowered by.
+    shift: u16,
 }
 
 impl ThreadScan {
@@ -327,6 +364,9 @@ impl ThreadScan {
             events: 0,
             made_up_entries: Vec::new(),
             has_unwritable: false,
+            min_depth: u16::MAX,
+            inherited: false,
+            shift: 0,
         };
         // Events repeat few functions: skip runs of the same one cheaply.
         let mut last_function = None;
@@ -334,6 +374,7 @@ impl ThreadScan {
             scan.first_time.get_or_insert(event.time_ns);
             scan.events += 1;
             scan.has_unwritable |= record(event).is_none();
+            scan.min_depth = scan.min_depth.min(event.depth);
             if last_function != Some(event.function) {
                 last_function = Some(event.function);
                 functions.insert(event.function);
@@ -352,6 +393,23 @@ impl ThreadScan {
         }
         scan.made_up_entries = made_up;
         scan
+    }
+
+    /// For the thread of a forked child that continues its parent's calls
+    /// ([`EventSource::continues_parent_frames`]), as the streaming
+    /// recorder writes one: the calls running at its start get no entry
+    /// (their exits are written as they are: uftrace pairs them with the
+    /// parent's frames); and if there are none (the child left with
+    /// `_exit`) and `no_gaps`, its depths are lowered to start at 0, as
+    /// `UftraceStream::finish` does and for the same reason (uftrace would
+    /// show the parent's frames above the first record as a `<0>` row).
+    fn continue_parent_frames(&mut self, no_gaps: bool) {
+        self.inherited = true;
+        let running = self.made_up_entries.first_mut().map(std::mem::take);
+        if running.is_none_or(|entries| entries.is_empty()) && no_gaps && self.min_depth != u16::MAX
+        {
+            self.shift = self.min_depth;
+        }
     }
 }
 
@@ -561,6 +619,7 @@ fn consistent_records(
     events: &mut dyn Iterator<Item = GraphEvent>,
     made_up_entries: Vec<Vec<GraphEvent>>,
     gaps: &[Gap],
+    inherited: bool,
     emit: &mut dyn FnMut(Step) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
     let mut made_up_entries = made_up_entries.into_iter();
@@ -629,6 +688,11 @@ fn consistent_records(
                 CallStep::Unfinished {
                     unwound_by: None, ..
                 } => {}
+                // Before any gap, in a forked child continuing its
+                // parent's calls: the exit of one of those, as it is.
+                CallStep::UnmatchedExit { exit } if inherited && segment == 0 => {
+                    record(exit, RecordKind::Recorded)?
+                }
                 // An exit without entry: left out (after a gap, counted).
                 CallStep::UnmatchedExit { .. } => {
                     if segment > 0 {
