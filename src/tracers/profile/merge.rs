@@ -118,6 +118,23 @@ fn read(block: &Block, epoch: u64, running: bool) -> Option<Read> {
             groups,
         });
     }
+    // The call the fast exit left pending (block.rs: "The pending
+    // sample"): loaded after every bucket, counted in its bucket here.
+    fence(Ordering::Acquire);
+    if let Some((row, duration)) = block.pending_sample() {
+        if let Some(r) = read.rows.get_mut(row) {
+            let bucket = Histogram::bucket_of(duration);
+            let group = bucket / CHUNK_BUCKETS;
+            let at = match r.groups.iter().position(|(g, _)| *g == group) {
+                Some(at) => at,
+                None => {
+                    r.groups.push((group, Box::new([0; CHUNK_BUCKETS])));
+                    r.groups.len() - 1
+                }
+            };
+            r.groups[at].1[bucket % CHUNK_BUCKETS] += 1;
+        }
+    }
     let nodes = (h.nodes.load(Ordering::Acquire) as usize).min(PATHS);
     read.nodes.reserve(nodes);
     for node in &block.nodes[..nodes] {
