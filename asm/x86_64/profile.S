@@ -371,10 +371,6 @@ PROFILE_ENTRY fntrace_profile_fentry, fntrace_generic_fentry, 1
  *   rdx the duration (ns)   rcx the bucket's power of two (shift count),
  *       then its chunk, then scratch
  *
- * The duration is one conversion of the ticks between entry and exit
- * ((exit - entry) * ns_per_tick >> 32, saturating at 0), as the generic
- * path computes it (ProfileTracer::exit).
- *
  * Leaves to fntrace_return_leave with the real return address in the
  * slot and the guard clear, or bails (nothing written) to
  * fntrace_return_slow_with_tsc with the exit ticks in %rax and the stack
@@ -453,16 +449,27 @@ fntrace_profile_exit:
         addq    %rsi, %rcx
         leaq    BLOCK_CHUNKS-(1 << CHUNK_SHIFT)(%rcx,%rax,8), %rcx
 2:
-        /* The duration: (exit - entry) ticks, saturating at 0, times the
-         * 32.32 ns per tick; 2^48 ns or more is not left pending (Rust
-         * counts it). */
+        /* The duration: ns(exit) - ns(entry), each as TickScale::ns
+         * computes it (base_ns + ((ticks - base_ticks) as i64 as i128 *
+         * ns_per_tick) >> 32, wrapping), saturating at 0, as the generic
+         * path and `fntrace report` compute it. ns(entry) waits in the red
+         * zone (no register is free; nothing below %rsp is live here).
+         * 2^48 ns or more is not left pending (Rust counts it). */
+        movq    FRAME_ENTRY_TICKS(%r9), %rax
+        subq    SCALE_BASE_TICKS, %rax
+        imulq   SCALE_NS_PER_TICK       /* rdx:rax, signed */
+        shrdq   $32, %rdx, %rax
+        addq    SCALE_BASE_NS, %rax
+        movq    %rax, -8(%rsp)
         movq    %r8, %rax
-        subq    FRAME_ENTRY_TICKS(%r9), %rax
+        subq    SCALE_BASE_TICKS, %rax
+        imulq   SCALE_NS_PER_TICK
+        shrdq   $32, %rdx, %rax
+        addq    SCALE_BASE_NS, %rax
+        subq    -8(%rsp), %rax
         jae     3f
         xorl    %eax, %eax
 3:
-        mulq    SCALE_NS_PER_TICK       /* rdx:rax, unsigned */
-        shrdq   $32, %rdx, %rax
         movq    %rax, %rdx
         shrq    $PENDING_ROW_SHIFT, %rax
         jnz     .Lexit_bail_ticks

@@ -396,26 +396,10 @@ impl Tracer for ProfileTracer {
             // Its entry belongs to an earlier era: forgotten.
             return block.catch_up(era, self.epoch.load(Ordering::Acquire));
         }
-        let duration = duration_ns(
-            clock::TickScale::current(),
-            ret.entry_ticks,
-            ret.exit_ticks,
-        );
+        let scale = clock::TickScale::current();
+        let duration = scale
+            .ns(ret.exit_ticks)
+            .saturating_sub(scale.ns(ret.entry_ticks));
         block.exit(ret.depth() as u32, ret.entry_ticks, duration);
-    }
-}
-
-/// A call's duration in nanoseconds from its entry and exit ticks: the
-/// ticks between them (0 if the exit reads earlier), converted once, as
-/// the fast exit (`asm/x86_64/profile.S`) computes it. One multiply
-/// instead of converting both timestamps (`TickScale::ns`) and
-/// subtracting: within 1 ns of that, and cheaper on the traced path.
-#[inline(always)]
-fn duration_ns(scale: clock::TickScale, entry_ticks: u64, exit_ticks: u64) -> u64 {
-    let ticks = exit_ticks.saturating_sub(entry_ticks);
-    match scale.parts()[2] {
-        // Ticks are nanoseconds.
-        0 => ticks,
-        ns_per_tick_fp32 => ((ticks as u128 * ns_per_tick_fp32 as u128) >> 32) as u64,
     }
 }
