@@ -20,9 +20,11 @@
  *
  * The exit (Block::exit): the open call must be the shadow frame's (same
  * depth and entry time); then the duration in nanoseconds (the TickScale
- * copied below, the same arithmetic as TickScale::ns), its bucket in the
- * log-linear histogram (Histogram::bucket_of), and the row's, the node's
- * and the parent call's counters updated.
+ * copied below, the same arithmetic as TickScale::ns), and the row's, the
+ * node's and the parent call's counters updated. Its bucket in the
+ * log-linear histogram (Histogram::bucket_of) is counted one exit later:
+ * the call is left in the block's pending word, and the previous pending
+ * call counted now (block.rs, "The pending sample").
  *
  * Anything the Rust code would do beyond that bails before anything is
  * written, to the generic path, which stays the reference behaviour: no
