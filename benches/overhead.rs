@@ -929,8 +929,8 @@ fn report(figures: &InProcess, uftrace: &UftraceFigures) {
         figures.c_function.median().minus(c_nopped),
     ));
 
-    // The profile tracer (generic path: no fast entry of its own), beside
-    // the graph tracer's cost on the same calls.
+    // The profile tracer (its own fast path, asm/x86_64/profile.S), beside
+    // the graph tracer's cost on the same calls (issue 25's target).
     let c_profile = figures.c_profile.median().minus(c_nopped);
     lines.push(Line::measured("  C, profile tracer on", &figures.c_profile));
     lines.push(
@@ -944,12 +944,19 @@ fn report(figures: &InProcess, uftrace: &UftraceFigures) {
         "  Rust, profile tracer on",
         &figures.rust_profile,
     ));
+    let rust_nopped = figures.rust_nopped.median();
+    let rust_profile = figures.rust_profile.median().minus(rust_nopped);
     lines.push(Line::nanoseconds(
         "  profile cost, Rust: traced - NOPed",
-        figures
-            .rust_profile
-            .median()
-            .minus(figures.rust_nopped.median()),
+        rust_profile,
+    ));
+    lines.push(Line::ratio(
+        "  ratio of costs, profile / graph, C",
+        c_profile.ratio(c_graph),
+    ));
+    lines.push(Line::ratio(
+        "  ratio of costs, profile / graph, Rust",
+        rust_profile.ratio(figures.rust_graph.median().minus(rust_nopped)),
     ));
 
     // 5. Threads: the tracing cost (traced - NOPed, both measured with the

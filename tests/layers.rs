@@ -851,6 +851,7 @@ const ASM_CONSTANTS: &[(&str, &str, &str)] = &[
     ("PROFILE_TABLE_BITS", PROFILE_BLOCK, "TABLE_BITS"),
     ("CHUNK_SHIFT", PROFILE_BLOCK, "CHUNK_SHIFT"),
     ("CHUNK_BUCKETS", PROFILE_BLOCK, "CHUNK_BUCKETS"),
+    ("PENDING_ROW_SHIFT", PROFILE_BLOCK, "PENDING_ROW_SHIFT"),
 ];
 
 /// A number as written in Rust or C: decimal, or `1 << N`.

@@ -67,6 +67,8 @@
 #define PB_OPEN                44   /* u32: open calls                      */
 #define PB_FIRST_ROOT          48   /* u32: first outermost node plus one   */
 #define PB_PATHS_NOT_KEPT      56   /* u64                                  */
+#define PB_PENDING             72   /* u64: (row + 1) << 48 | duration ns   */
+#define PENDING_ROW_SHIFT      48
 #define BLOCK_OPEN           4096   /* [Open; SHADOW_MAX_DEPTH]             */
 #define BLOCK_TABLE         36864   /* [TableSlot; 1 << PROFILE_TABLE_BITS] */
 #define BLOCK_ROWS         167936   /* [Row; 4096]                          */

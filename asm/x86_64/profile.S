@@ -20,9 +20,11 @@
  *
  * The exit (Block::exit): the open call must be the shadow frame's (same
  * depth and entry time); then the duration in nanoseconds (the TickScale
- * copied below, the same arithmetic as TickScale::ns), its bucket in the
- * log-linear histogram (Histogram::bucket_of), and the row's, the node's
- * and the parent call's counters updated.
+ * copied below, the same arithmetic as TickScale::ns), and the row's, the
+ * node's and the parent call's counters updated. Its bucket in the
+ * log-linear histogram (Histogram::bucket_of) is counted one exit later:
+ * the call is left in the block's pending word, and the previous pending
+ * call counted now (block.rs, "The pending sample").
  *
  * Anything the Rust code would do beyond that bails before anything is
  * written, to the generic path, which stays the reference behaviour: no
@@ -92,48 +94,47 @@ fntrace_profile_scale:
 .endm
 
 /*
- * The entries. Stack after the pushes (addresses grow upwards):
+ * The entries. They save the same eight registers as graph.S's and no
+ * more: every extra push and pop is a store and a load on each traced
+ * call, and the profile tracer's cost per call is judged against graph's
+ * (issue 25). Values the checks found and the lookups do not need (the
+ * slot, the real return address, the depth) are loaded again once the
+ * lookups are done instead of being kept in registers of their own.
  *
- *      fentry only: 104(%rsp)  F's return address into its parent (the slot)
- *      96(%rsp)   our return address: the end of the call site in F
- *      88(%rsp)   r11
- *      80(%rsp)   rax
- *      72(%rsp)   rcx
- *      64(%rsp)   rdx
- *      56(%rsp)   rsi
- *      48(%rsp)   rdi
- *      40(%rsp)   r8
- *      32(%rsp)   r9
- *      24(%rsp)   r10
- *      16(%rsp)   rbx
- *       8(%rsp)   rbp
- *       0(%rsp)   r12          <- %rsp
+ * Stack after the pushes (addresses grow upwards):
  *
- *   mcount sites: F has run its prologue, so the slot is 8(%rbp) (read
- *   before %rbp is used as a scratch register).
+ *      fentry only: 72(%rsp)  F's return address into its parent (the slot)
+ *      64(%rsp)   our return address: the end of the call site in F
+ *      56(%rsp)   r11
+ *      48(%rsp)   rax
+ *      40(%rsp)   rcx
+ *      32(%rsp)   rdx
+ *      24(%rsp)   rsi
+ *      16(%rsp)   rdi
+ *       8(%rsp)   r8
+ *       0(%rsp)   r10          <- %rsp
+ *
+ *   mcount sites: F has run its prologue, so the slot is 8(%rbp).
  *
  * Registers while working:
  *   r11 TLS offset of fntrace_thread    rax ticks (rdtsc: with rdx)
- *   rsi this thread's profile block     rdi the slot
- *   r8  real return address             r10 shadow depth (the new frame's
- *                                           index, the call's depth)
- *   r9  open calls in the block (scratch while a node moves to the
- *       front of its list; loaded again after)  rbx the function's row
- *   rcx shadow stack; then the link that points at the node being looked at
- *   rbp the list head of the parent's children
- *   rdx scratch: context count, top slot, the site, then the node number
- *   r12 scratch: the table index, then node and frame offsets
+ *   rsi this thread's profile block
+ *   checks (as graph.S): rcx shadow stack, rdi the slot, r8 the real
+ *       return address, r10 shadow depth (the new frame's index, the
+ *       call's depth), rdx scratch
+ *   lookups: rdx the list head of the parent's children; rdi the site,
+ *       then the node number; rcx the table index, then the link that
+ *       points at the node being looked at; r8 the function's row;
+ *       r10 the node's offset
+ *   stores: rcx the open call, then the frame; rdx the shadow stack;
+ *       r10 the depth; rdi the slot; r8 scratch
  */
 
-#define SAVED 12                        /* registers pushed, r11 included */
+#define SAVED 8                         /* registers pushed, r11 included */
 #define SITE_RETURN (8 * SAVED)         /* offset of our return address  */
 
 .macro RESTORE_SAVED
-        POP     %r12
-        POP     %rbp
-        POP     %rbx
         POP     %r10
-        POP     %r9
         POP     %r8
         POP     %rdi
         POP     %rsi
@@ -141,6 +142,14 @@ fntrace_profile_scale:
         POP     %rcx
         POP     %rax
         POP     %r11
+.endm
+
+.macro SLOT_ADDRESS fentry, out
+.if \fentry
+        leaq    SITE_RETURN+8(%rsp), \out
+.else
+        leaq    8(%rbp), \out
+.endif
 .endm
 
 .macro PROFILE_ENTRY name, generic, fentry
@@ -161,11 +170,7 @@ fntrace_profile_scale:
         PUSH    %rsi
         PUSH    %rdi
         PUSH    %r8
-        PUSH    %r9
         PUSH    %r10
-        PUSH    %rbx
-        PUSH    %rbp
-        PUSH    %r12
 
         /* The timestamp first: rdtsc is slow (microcoded), and the checks
          * below can run while its result is on the way. */
@@ -181,11 +186,7 @@ fntrace_profile_scale:
         movq    %fs:THREAD_PROFILE_BLOCK(%r11), %rsi
         testq   %rsi, %rsi
         jz      .Lbail_\@
-.if \fentry
-        leaq    SITE_RETURN+8(%rsp), %rdi
-.else
-        leaq    8(%rbp), %rdi
-.endif
+        SLOT_ADDRESS \fentry, %rdi
         movq    (%rdi), %r8
         movq    SHADOW_LEN(%rcx), %r10
         cmpq    $SHADOW_MAX_DEPTH, %r10
@@ -224,102 +225,109 @@ fntrace_profile_scale:
         movq    PB_ERA(%rsi), %rdx
         cmpq    fntrace_profile_era(%rip), %rdx
         jne     .Lbail_\@
-        movl    PB_OPEN(%rsi), %r9d
-        testl   %r9d, %r9d
+        movl    PB_OPEN(%rsi), %edx
+        testl   %edx, %edx
         jz      6f
-        cmpl    $SHADOW_MAX_DEPTH, %r9d
+        cmpl    $SHADOW_MAX_DEPTH, %edx
         jae     .Lbail_\@
-        movq    %r9, %r12
-        shlq    $OPEN_SIZE_SHIFT, %r12
-        cmpl    %r10d, BLOCK_OPEN-OPEN_SIZE+OPEN_DEPTH(%rsi,%r12)
+        shlq    $OPEN_SIZE_SHIFT, %rdx
+        cmpl    %r10d, BLOCK_OPEN-OPEN_SIZE+OPEN_DEPTH(%rsi,%rdx)
         jae     .Lbail_\@
         /* The parent call's node: its children's list. */
-        movl    BLOCK_OPEN-OPEN_SIZE+OPEN_NODE(%rsi,%r12), %ebp
-        cmpl    $PROFILE_NONE, %ebp
+        movl    BLOCK_OPEN-OPEN_SIZE+OPEN_NODE(%rsi,%rdx), %edx
+        cmpl    $PROFILE_NONE, %edx
         je      .Lbail_\@               /* no node: the generic path counts it */
-        imulq   $NODE_SIZE, %rbp, %rbp
-        leaq    BLOCK_NODES+NODE_FIRST_CHILD(%rsi,%rbp), %rbp
+        imulq   $NODE_SIZE, %rdx, %rdx
+        leaq    BLOCK_NODES+NODE_FIRST_CHILD(%rsi,%rdx), %rdx
         jmp     7f
 6:
-        leaq    PB_FIRST_ROOT(%rsi), %rbp
+        leaq    PB_FIRST_ROOT(%rsi), %rdx
 7:
-        /* The row: the site table, probed from the site's hash on. */
-        movq    SITE_RETURN(%rsp), %rdx
-        movabsq $PROFILE_HASH_MULTIPLIER, %r12
-        imulq   %rdx, %r12
-        shrq    $(64 - PROFILE_TABLE_BITS), %r12
-        shlq    $TABLE_SLOT_SIZE_SHIFT, %r12
+        /* The row: the site table, probed from the site's hash on. From
+         * here the slot, the real return and the depth are not in
+         * registers (loaded again below). */
+        movq    SITE_RETURN(%rsp), %rdi
+        movabsq $PROFILE_HASH_MULTIPLIER, %rcx
+        imulq   %rdi, %rcx
+        shrq    $(64 - PROFILE_TABLE_BITS), %rcx
+        shlq    $TABLE_SLOT_SIZE_SHIFT, %rcx
 8:
-        movq    BLOCK_TABLE+TABLE_SITE(%rsi,%r12), %rbx
-        cmpq    %rdx, %rbx
+        movq    BLOCK_TABLE+TABLE_SITE(%rsi,%rcx), %r8
+        cmpq    %rdi, %r8
         je      9f
-        testq   %rbx, %rbx
+        testq   %r8, %r8
         jz      .Lbail_\@               /* a new function: Rust makes its row */
-        addq    $(1 << TABLE_SLOT_SIZE_SHIFT), %r12
-        andq    $((1 << (PROFILE_TABLE_BITS + TABLE_SLOT_SIZE_SHIFT)) - 1), %r12
+        addq    $(1 << TABLE_SLOT_SIZE_SHIFT), %rcx
+        andq    $((1 << (PROFILE_TABLE_BITS + TABLE_SLOT_SIZE_SHIFT)) - 1), %rcx
         jmp     8b
 9:
-        movl    BLOCK_TABLE+TABLE_ROW(%rsi,%r12), %ebx
+        movl    BLOCK_TABLE+TABLE_ROW(%rsi,%rcx), %r8d
         /* The node: the parent's child with this row. %rcx points at the
          * link to the node looked at (the head first). */
-        movq    %rbp, %rcx
+        movq    %rdx, %rcx
 10:
-        movl    (%rcx), %edx
-        testl   %edx, %edx
+        movl    (%rcx), %edi
+        testl   %edi, %edi
         jz      .Lbail_\@               /* a new path: Rust makes its node */
-        decl    %edx
-        imulq   $NODE_SIZE, %rdx, %r12
-        cmpl    %ebx, BLOCK_NODES+NODE_ROW(%rsi,%r12)
+        decl    %edi
+        imulq   $NODE_SIZE, %rdi, %r10
+        cmpl    %r8d, BLOCK_NODES+NODE_ROW(%rsi,%r10)
         je      11f
-        leaq    BLOCK_NODES+NODE_NEXT_SIBLING(%rsi,%r12), %rcx
+        leaq    BLOCK_NODES+NODE_NEXT_SIBLING(%rsi,%r10), %rcx
         jmp     10b
 11:
-        /* Found (node number in %rdx): to the front of the list, unless it
-         * is there (readers never follow the links). Nothing bails below. */
-        cmpq    %rbp, %rcx
+        /* Found (node number in %rdi): to the front of the list, unless it
+         * is there (readers never follow the links); %rax lent as the
+         * scratch register meanwhile. Nothing bails below. */
+        cmpq    %rdx, %rcx
         je      12f
-        movl    BLOCK_NODES+NODE_NEXT_SIBLING(%rsi,%r12), %r9d
-        movl    %r9d, (%rcx)
-        movl    (%rbp), %r9d
-        movl    %r9d, BLOCK_NODES+NODE_NEXT_SIBLING(%rsi,%r12)
-        leal    1(%edx), %r9d
-        movl    %r9d, (%rbp)
+        PUSH    %rax
+        movl    BLOCK_NODES+NODE_NEXT_SIBLING(%rsi,%r10), %eax
+        movl    %eax, (%rcx)
+        movl    (%rdx), %eax
+        movl    %eax, BLOCK_NODES+NODE_NEXT_SIBLING(%rsi,%r10)
+        leal    1(%edi), %eax
+        movl    %eax, (%rdx)
+        POP     %rax
 12:
+        /* The call: opened (Block::enter; row and node in one store), its
+         * row active once more. */
+        movl    PB_OPEN(%rsi), %ecx
+        shlq    $OPEN_SIZE_SHIFT, %rcx
+        leaq    BLOCK_OPEN(%rsi,%rcx), %rcx
+        shlq    $32, %rdi
+        orq     %r8, %rdi
+        movq    %rdi, OPEN_ROW(%rcx)    /* OPEN_NODE is OPEN_ROW + 4 */
+        movq    %fs:THREAD_SHADOW(%r11), %rdx
+        movq    SHADOW_LEN(%rdx), %r10
+        movl    %r10d, OPEN_DEPTH(%rcx)
+        movq    %rax, OPEN_ENTRY_TICKS(%rcx)
+        movq    $0, OPEN_CHILDREN_NS(%rcx)
+        incl    PB_OPEN(%rsi)
+        imulq   $ROW_SIZE, %r8, %r8
+        incl    BLOCK_ROWS+ROW_ACTIVE(%rsi,%r8)
+
         /* The frame: complete before the depth counts it. Its exit mask is
          * the fast bit read again: if a disable cleared it meanwhile, the
          * exit goes the generic way and is not reported, as for any frame
          * hooked before a disable. */
-        movq    %fs:THREAD_SHADOW(%r11), %rcx
-        imulq   $FRAME_SIZE, %r10, %r12
-        leaq    SHADOW_FRAMES(%rcx,%r12), %r12
-        movq    %rdi, FRAME_SLOT(%r12)
-        movq    %r8, FRAME_REAL_RETURN(%r12)
+        SLOT_ADDRESS \fentry, %rdi
+        imulq   $FRAME_SIZE, %r10, %rcx
+        leaq    SHADOW_FRAMES(%rdx,%rcx), %rcx
+        movq    %rdi, FRAME_SLOT(%rcx)
+        movq    (%rdi), %r8
+        movq    %r8, FRAME_REAL_RETURN(%rcx)
         movq    fntrace_profile_fast_bit(%rip), %r8
-        movq    %r8, FRAME_EXIT_TRACERS(%r12)
+        movq    %r8, FRAME_EXIT_TRACERS(%rcx)
         movq    SITE_RETURN(%rsp), %r8
-        movq    %r8, FRAME_SITE(%r12)
-        movq    %rax, FRAME_ENTRY_TICKS(%r12)
-        movq    $0, FRAME_MARKS(%r12)
-        leaq    1(%r10), %r8
-        movq    %r8, SHADOW_LEN(%rcx)
+        movq    %r8, FRAME_SITE(%rcx)
+        movq    %rax, FRAME_ENTRY_TICKS(%rcx)
+        movq    $0, FRAME_MARKS(%rcx)
+        incq    %r10
+        movq    %r10, SHADOW_LEN(%rdx)
 
-        /* The call: its row active once more, and opened (Block::enter). */
-        imulq   $ROW_SIZE, %rbx, %r12
-        incl    BLOCK_ROWS+ROW_ACTIVE(%rsi,%r12)
-        movl    PB_OPEN(%rsi), %r9d
-        movq    %r9, %r12
-        shlq    $OPEN_SIZE_SHIFT, %r12
-        leaq    BLOCK_OPEN(%rsi,%r12), %r12
-        movl    %ebx, OPEN_ROW(%r12)
-        movl    %edx, OPEN_NODE(%r12)
-        movl    %r10d, OPEN_DEPTH(%r12)
-        movq    %rax, OPEN_ENTRY_TICKS(%r12)
-        movq    $0, OPEN_CHILDREN_NS(%r12)
-        incl    %r9d
-        movl    %r9d, PB_OPEN(%rsi)
-
-        leaq    fntrace_return_trampoline(%rip), %rdx
-        movq    %rdx, (%rdi)
+        leaq    fntrace_return_trampoline(%rip), %r8
+        movq    %r8, (%rdi)
 
         movb    $0, %fs:THREAD_IN_TRACER(%r11)
         RESTORE_SAVED
@@ -353,20 +361,17 @@ PROFILE_ENTRY fntrace_profile_fentry, fntrace_generic_fentry, 1
  *      r8  shadow depth (the top frame's index + 1)
  *      r9  the top frame (its slot is the returning one)
  *
- * Stack while working (four more pushed, so the slot is at 104(%rsp)):
- *
- *      104(%rsp)  the slot        72(%rsp)..32(%rsp) return.S's nine
- *       24(%rsp)  rbx             16(%rsp) rbp
- *        8(%rsp)  r12              0(%rsp) r13       <- %rsp
+ * Nothing more is pushed: the nine registers return.S saved are enough
+ * (the shadow stack is loaded again to pop the frame; the depth is the
+ * open call's, checked equal).
  *
  * Registers while working:
- *   r11 TLS offset     r9 the top frame    r12 exit ticks
- *   rsi this thread's profile block       rdi the frame's depth
- *   r10 open calls in the block           rbx the open call (the top one)
- *   rbp the function's row                r13 the duration (ns)
- *   rax, rdx: the tick conversion, then the bucket and the self time
- *   rcx: the bucket's power of two (shift count), then its chunk
- *   r8: the row's active count
+ *   r11 TLS offset     r9 the top frame    rsi this thread's profile block
+ *   rdi the open call (the top one)        r10 the function's row
+ *   r8  the exit ticks (for a bail) until nothing bails, then scratch
+ *   rax the duration's bucket, then the self time
+ *   rdx the duration (ns)   rcx the bucket's power of two (shift count),
+ *       then its chunk, then scratch
  *
  * Leaves to fntrace_return_leave with the real return address in the
  * slot and the guard clear, or bails (nothing written) to
@@ -374,7 +379,7 @@ PROFILE_ENTRY fntrace_profile_fentry, fntrace_generic_fentry, 1
  * as on arrival.
  */
 
-#define EXIT_SLOT (72 + 32)
+#define EXIT_SLOT 72
 
         .p2align 4
         .globl  fntrace_profile_exit
@@ -384,11 +389,6 @@ fntrace_profile_exit:
         .cfi_startproc
         /* As in return.S: no caller an unwinder could describe. */
         .cfi_undefined rip
-        pushq   %rbx
-        pushq   %rbp
-        pushq   %r12
-        pushq   %r13
-        movq    %rax, %r12
         movq    %fs:THREAD_PROFILE_BLOCK(%r11), %rsi
         testq   %rsi, %rsi
         jz      .Lexit_bail
@@ -397,128 +397,152 @@ fntrace_profile_exit:
         jne     .Lexit_bail
         /* The open call on top must be this frame's: same depth, same
          * entry time (else Block::exit forgets or ignores calls). */
-        movl    PB_OPEN(%rsi), %r10d
-        testl   %r10d, %r10d
+        movl    PB_OPEN(%rsi), %edi
+        testl   %edi, %edi
         jz      .Lexit_bail
-        leaq    -1(%r8), %rdi
-        movq    %r10, %rbx
-        shlq    $OPEN_SIZE_SHIFT, %rbx
-        leaq    BLOCK_OPEN-OPEN_SIZE(%rsi,%rbx), %rbx
-        cmpl    %edi, OPEN_DEPTH(%rbx)
+        shlq    $OPEN_SIZE_SHIFT, %rdi
+        leaq    BLOCK_OPEN-OPEN_SIZE(%rsi,%rdi), %rdi
+        leaq    -1(%r8), %rdx
+        cmpl    %edx, OPEN_DEPTH(%rdi)
         jne     .Lexit_bail
-        movq    FRAME_ENTRY_TICKS(%r9), %rax
-        cmpq    %rax, OPEN_ENTRY_TICKS(%rbx)
+        movq    FRAME_ENTRY_TICKS(%r9), %rdx
+        cmpq    %rdx, OPEN_ENTRY_TICKS(%rdi)
         jne     .Lexit_bail
-        movl    OPEN_ROW(%rbx), %ebp
-        cmpl    $PROFILE_NONE, %ebp
+        movl    OPEN_ROW(%rdi), %r10d
+        cmpl    $PROFILE_NONE, %r10d
         je      .Lexit_bail             /* counted as not kept by Rust */
-        imulq   $ROW_SIZE, %rbp, %rbp
-        leaq    BLOCK_ROWS(%rsi,%rbp), %rbp
+        imulq   $ROW_SIZE, %r10, %r10
+        leaq    BLOCK_ROWS(%rsi,%r10), %r10
 
-        /* The duration: ns(exit) - ns(entry), each as TickScale::ns
-         * computes it (base_ns + ((ticks - base_ticks) as i64 as i128 *
-         * ns_per_tick) >> 32, wrapping), saturating at 0. */
-        subq    SCALE_BASE_TICKS, %rax
-        imulq   SCALE_NS_PER_TICK       /* rdx:rax, signed */
-        shrdq   $32, %rdx, %rax
-        addq    SCALE_BASE_NS, %rax
-        movq    %rax, %r13
-        movq    %r12, %rax
-        subq    SCALE_BASE_TICKS, %rax
-        imulq   SCALE_NS_PER_TICK
-        shrdq   $32, %rdx, %rax
-        addq    SCALE_BASE_NS, %rax
-        subq    %r13, %rax
-        jae     1f
-        xorl    %eax, %eax
-1:
-        movq    %rax, %r13
+        movq    %rax, %r8
 
-        /* Its bucket (Histogram::bucket_of): the value itself below 256,
-         * else (e - 7) * 128 + (value >> (e - 7)), e = its top bit. */
+        /* The pending call (the last fast exit's: block.rs, "The pending
+         * sample"): the counter of its bucket (Histogram::bucket_of: the
+         * value itself below 256, else (e - 7) * 128 + (value >> (e - 7)),
+         * e = its top bit) in the chunk of its power of two (a new chunk
+         * is Rust's to take). This chain starts from a load, not from the
+         * timestamp just read: it runs while rdtsc completes. %rcx: the
+         * counter's address, or 0 for none. */
+        movq    PB_PENDING(%rsi), %rax
+        xorl    %ecx, %ecx
+        testq   %rax, %rax
+        jz      2f
+        movq    %rax, %rdx
+        shrq    $PENDING_ROW_SHIFT, %rdx
+        imulq   $ROW_SIZE, %rdx, %rdx
+        addq    %rsi, %rdx              /* its row, plus ROW_SIZE */
+        shlq    $(64 - PENDING_ROW_SHIFT), %rax
+        shrq    $(64 - PENDING_ROW_SHIFT), %rax
         cmpq    $256, %rax
-        jb      2f
-        bsrq    %r13, %rcx
+        jb      1f
+        bsrq    %rax, %rcx
         subl    $7, %ecx
         shrq    %cl, %rax
         shll    $7, %ecx
         addq    %rcx, %rax
-2:
-        /* The chunk of its power of two (a new one is Rust's to take). */
+1:
         movq    %rax, %rcx
         shrq    $7, %rcx
-        movzwl  ROW_CHUNKS(%rbp,%rcx,2), %ecx
+        movzwl  BLOCK_ROWS-ROW_SIZE+ROW_CHUNKS(%rdx,%rcx,2), %ecx
         testl   %ecx, %ecx
-        jz      .Lexit_bail
-
-        /* Nothing bails from here on. The frame popped, the call closed,
-         * its duration added to its parent call's children. */
-        movq    %fs:THREAD_SHADOW(%r11), %rdx
-        movq    %rdi, SHADOW_LEN(%rdx)  /* popped; its memory stays intact */
-        decl    %r10d
-        movl    %r10d, PB_OPEN(%rsi)
-        jz      3f
-        addq    %r13, OPEN_CHILDREN_NS-OPEN_SIZE(%rbx)
-3:
-        movq    %r13, %rdx
-        subq    OPEN_CHILDREN_NS(%rbx), %rdx
-        jae     4f
-        xorl    %edx, %edx              /* self time, saturating */
-4:
-        movl    ROW_ACTIVE(%rbp), %r8d
-        subl    $1, %r8d
-        jae     5f
-        xorl    %r8d, %r8d              /* active, saturating */
-5:
-        movl    %r8d, ROW_ACTIVE(%rbp)
+        jz      .Lexit_bail_ticks
         andl    $(CHUNK_BUCKETS - 1), %eax
-        decl    %ecx
-        shlq    $CHUNK_SHIFT, %rcx
-        leaq    BLOCK_CHUNKS(%rsi,%rcx), %rcx
-        incq    (%rcx,%rax,8)
-        addq    %r13, ROW_SUM(%rbp)
-        addq    %rdx, ROW_SELF_NS(%rbp)
-        testl   %r8d, %r8d
+        shll    $CHUNK_SHIFT, %ecx      /* (chunk number + 1) << 10 */
+        addq    %rsi, %rcx
+        leaq    BLOCK_CHUNKS-(1 << CHUNK_SHIFT)(%rcx,%rax,8), %rcx
+2:
+        /* The duration: ns(exit) - ns(entry), each as TickScale::ns
+         * computes it (base_ns + ((ticks - base_ticks) as i64 as i128 *
+         * ns_per_tick) >> 32, wrapping), saturating at 0, as the generic
+         * path and `fntrace report` compute it. ns(entry) waits in the red
+         * zone (no register is free; nothing below %rsp is live here).
+         * 2^48 ns or more is not left pending (Rust counts it). */
+        movq    FRAME_ENTRY_TICKS(%r9), %rax
+        subq    SCALE_BASE_TICKS, %rax
+        imulq   SCALE_NS_PER_TICK       /* rdx:rax, signed */
+        shrdq   $32, %rdx, %rax
+        addq    SCALE_BASE_NS, %rax
+        movq    %rax, -8(%rsp)
+        movq    %r8, %rax
+        subq    SCALE_BASE_TICKS, %rax
+        imulq   SCALE_NS_PER_TICK
+        shrdq   $32, %rdx, %rax
+        addq    SCALE_BASE_NS, %rax
+        subq    -8(%rsp), %rax
+        jae     3f
+        xorl    %eax, %eax
+3:
+        movq    %rax, %rdx
+        shrq    $PENDING_ROW_SHIFT, %rax
+        jnz     .Lexit_bail_ticks
+
+        /* Nothing bails from here on. This call pending in its place, then
+         * the pending call counted in its bucket (in that order: a reader
+         * loads the buckets, then the pending word), the frame popped,
+         * the call closed, its duration added to its parent call's
+         * children. */
+        movl    OPEN_ROW(%rdi), %eax
+        incl    %eax
+        shlq    $PENDING_ROW_SHIFT, %rax
+        orq     %rdx, %rax
+        movq    %rax, PB_PENDING(%rsi)
+        testq   %rcx, %rcx
+        jz      2f
+        incq    (%rcx)
+2:
+        movl    OPEN_DEPTH(%rdi), %r8d
+        movq    %fs:THREAD_SHADOW(%r11), %rcx
+        movq    %r8, SHADOW_LEN(%rcx)   /* popped; its memory stays intact */
+        decl    PB_OPEN(%rsi)
+        jz      3f
+        addq    %rdx, OPEN_CHILDREN_NS-OPEN_SIZE(%rdi)
+3:
+        movq    %rdx, %rax
+        subq    OPEN_CHILDREN_NS(%rdi), %rax
+        jae     4f
+        xorl    %eax, %eax              /* self time, saturating */
+4:
+        movl    ROW_ACTIVE(%r10), %ecx
+        subl    $1, %ecx
+        jae     5f
+        xorl    %ecx, %ecx              /* active, saturating */
+5:
+        movl    %ecx, ROW_ACTIVE(%r10)
+        addq    %rdx, ROW_SUM(%r10)
+        addq    %rax, ROW_SELF_NS(%r10)
+        testl   %ecx, %ecx
         jnz     6f
-        addq    %r13, ROW_TOTAL(%rbp)   /* not nested in another of its calls */
+        addq    %rdx, ROW_TOTAL(%r10)   /* not nested in another of its calls */
 6:
-        movq    %r13, %rax
-        notq    %rax
-        cmpq    ROW_MIN_INVERTED(%rbp), %rax
+        movq    %rdx, %rcx
+        notq    %rcx
+        cmpq    ROW_MIN_INVERTED(%r10), %rcx
         jbe     7f
-        movq    %rax, ROW_MIN_INVERTED(%rbp)
+        movq    %rcx, ROW_MIN_INVERTED(%r10)
 7:
-        cmpq    ROW_MAX(%rbp), %r13
+        cmpq    ROW_MAX(%r10), %rdx
         jbe     8f
-        movq    %r13, ROW_MAX(%rbp)
+        movq    %rdx, ROW_MAX(%r10)
 8:
-        movl    OPEN_NODE(%rbx), %eax
-        cmpl    $PROFILE_NONE, %eax
+        movl    OPEN_NODE(%rdi), %ecx
+        cmpl    $PROFILE_NONE, %ecx
         jne     9f
         incq    PB_PATHS_NOT_KEPT(%rsi)
         jmp     10f
 9:
-        imulq   $NODE_SIZE, %rax, %rax
-        leaq    BLOCK_NODES(%rsi,%rax), %rax
-        incq    NODE_CALLS(%rax)
-        addq    %r13, NODE_TOTAL(%rax)
-        addq    %rdx, NODE_SELF_NS(%rax)
+        imulq   $NODE_SIZE, %rcx, %rcx
+        incq    BLOCK_NODES+NODE_CALLS(%rsi,%rcx)
+        addq    %rdx, BLOCK_NODES+NODE_TOTAL(%rsi,%rcx)
+        addq    %rax, BLOCK_NODES+NODE_SELF_NS(%rsi,%rcx)
 10:
         movq    FRAME_REAL_RETURN(%r9), %r9
-        popq    %r13
-        popq    %r12
-        popq    %rbp
-        popq    %rbx
         movb    $0, %fs:THREAD_IN_TRACER(%r11)
-        movq    %r9, 72(%rsp)           /* the slot */
+        movq    %r9, EXIT_SLOT(%rsp)
         jmp     fntrace_return_leave
 
+.Lexit_bail_ticks:
+        movq    %r8, %rax
 .Lexit_bail:
-        movq    %r12, %rax
-        popq    %r13
-        popq    %r12
-        popq    %rbp
-        popq    %rbx
         jmp     fntrace_return_slow_with_tsc
         .cfi_endproc
         .size   fntrace_profile_exit, . - fntrace_profile_exit

@@ -22,6 +22,27 @@
 //! path has no node (the trie is full, or its parent call had none) still
 //! counts in its function's row and in `paths`.
 //!
+//! # The pending sample
+//!
+//! The fast exit (`asm/x86_64/profile.S`) counts a call everywhere but in
+//! its histogram bucket, and leaves the call in the header's `pending`
+//! word instead; the next exit of the thread (fast or generic) counts it
+//! in its bucket first. Why: the bucket of a duration is a chain of
+//! dependent steps (the duration, its top bit, the chunk number, the
+//! counter) that starts at the exit's TSC read, and on this host `rdtsc`
+//! does not complete before the instructions ahead of it have: the whole
+//! chain would be waited for at the next timestamp. Deferred, it starts
+//! from a load and overlaps the next exit's own TSC read.
+//!
+//! A reader adds the pending call to its bucket (see
+//! [`Block::pending_sample`]): a quiescent snapshot is exact. The owner
+//! replaces the pending word before it counts the replaced call in its
+//! bucket, and a reader loads the buckets before the pending word, so a
+//! live reader counts a call in its bucket at most once (never ahead).
+//! A call whose bucket needs a chunk no longer to be had when it is
+//! counted from `pending` is counted in `functions_not_kept`; its
+//! duration stays in its row's sum, total and self time and its path's.
+//!
 //! # Readers
 //!
 //! Every field is an atomic; the owner writes with plain stores (one
@@ -156,6 +177,10 @@ pub(crate) struct Header {
     pub paths_not_kept: AtomicU64,
     /// Completed calls not counted at all.
     pub functions_not_kept: AtomicU64,
+    /// The last call the fast exit completed whose histogram bucket is
+    /// not counted yet: `(row + 1) << PENDING_ROW_SHIFT | duration_ns`
+    /// (0: none). See "The pending sample" in the module docs.
+    pub pending: AtomicU64,
 }
 
 /// One thread's profile (see the module docs).
@@ -199,6 +224,9 @@ const _: () = {
     assert!(offset_of!(Header, open) == 44);
     assert!(offset_of!(Header, first_root) == 48);
     assert!(offset_of!(Header, paths_not_kept) == 56);
+    assert!(offset_of!(Header, pending) == 72);
+    // The pending word holds a row plus one above the duration's bits.
+    assert!(FUNCTIONS < 1 << (64 - PENDING_ROW_SHIFT));
     assert!(offset_of!(Block, open) == 4096);
     assert!(offset_of!(Block, table) == 36864);
     assert!(offset_of!(Block, rows) == 167936);
@@ -236,6 +264,10 @@ const _: () = {
     // power of two (and 256 exact ones below 256).
     assert!(fntrace_tools::analysis::SUB_BUCKETS == CHUNK_BUCKETS);
 };
+
+/// Bits of a pending sample's duration; the row plus one is above them.
+/// A longer duration (over three days) is not left pending.
+pub(crate) const PENDING_ROW_SHIFT: u32 = 48;
 
 /// The site table's hash multiplier (PROFILE_HASH_MULTIPLIER in layout.h).
 const HASH_MULTIPLIER: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -318,7 +350,13 @@ impl Block {
         for word in [&h.rows, &h.nodes, &h.chunks, &h.open, &h.first_root] {
             set(word, 0);
         }
-        for word in [&h.epoch, &h.era, &h.paths_not_kept, &h.functions_not_kept] {
+        for word in [
+            &h.epoch,
+            &h.era,
+            &h.paths_not_kept,
+            &h.functions_not_kept,
+            &h.pending,
+        ] {
             word.store(0, Ordering::Relaxed);
         }
     }
@@ -376,6 +414,7 @@ impl Block {
         }
         h.paths_not_kept.store(0, Ordering::Relaxed);
         h.functions_not_kept.store(0, Ordering::Relaxed);
+        h.pending.store(0, Ordering::Relaxed);
     }
 
     /// Brings the block to the current era (owner, on the traced path, the
@@ -393,6 +432,7 @@ impl Block {
             self.zero();
             h.epoch.store(epoch, Ordering::Release);
         } else {
+            self.count_pending();
             let rows = (load(&h.rows) as usize).min(FUNCTIONS);
             for row in &self.rows[..rows] {
                 set(&row.active, 0);
@@ -532,6 +572,7 @@ impl Block {
     /// before the tracer's era).
     #[inline]
     pub(crate) fn exit(&self, depth: u32, entry_ticks: u64, duration_ns: u64) {
+        self.count_pending();
         let h = &self.header;
         let mut open = load(&h.open) as usize;
         while open > 0 && load(&self.open[open - 1].depth) > depth {
@@ -558,16 +599,9 @@ impl Block {
         let r = &self.rows[row as usize];
         let active = load(&r.active).saturating_sub(1);
         set(&r.active, active);
-        let bucket = Histogram::bucket_of(duration_ns);
-        let group = &r.chunks[bucket / CHUNK_BUCKETS];
-        let mut chunk = group.load(Ordering::Relaxed);
-        if chunk == 0 {
-            chunk = self.new_chunk(group);
-            if chunk == 0 {
-                return add(&h.functions_not_kept, 1);
-            }
+        if !self.count_in_bucket(r, duration_ns) {
+            return add(&h.functions_not_kept, 1);
         }
-        add(&self.chunks[chunk as usize - 1][bucket % CHUNK_BUCKETS], 1);
         add(&r.sum, duration_ns);
         add(&r.self_ns, self_ns);
         if active == 0 {
@@ -588,6 +622,60 @@ impl Block {
                 add(&n.self_ns, self_ns);
             }
         }
+    }
+
+    /// Counts a call of `row` that took `duration_ns` in its histogram
+    /// bucket; false if its bucket has no chunk and none is left.
+    #[inline]
+    fn count_in_bucket(&self, row: &Row, duration_ns: u64) -> bool {
+        let bucket = Histogram::bucket_of(duration_ns);
+        let group = &row.chunks[bucket / CHUNK_BUCKETS];
+        let mut chunk = group.load(Ordering::Relaxed);
+        if chunk == 0 {
+            chunk = self.new_chunk(group);
+            if chunk == 0 {
+                return false;
+            }
+        }
+        add(&self.chunks[chunk as usize - 1][bucket % CHUNK_BUCKETS], 1);
+        true
+    }
+
+    /// Counts the pending call (the fast exit's last: see the module
+    /// docs) in its bucket, and clears it (owner only).
+    #[inline]
+    pub(crate) fn count_pending(&self) {
+        let h = &self.header;
+        let pending = h.pending.load(Ordering::Relaxed);
+        if pending == 0 {
+            return;
+        }
+        // Cleared before its bucket counts it: a reader that sees the
+        // bucket's new count sees the pending word cleared (it loads the
+        // buckets first), so it never counts the call twice.
+        h.pending.store(0, Ordering::Relaxed);
+        fence(Ordering::Release);
+        let Some((row, duration_ns)) = Self::decode_pending(pending) else {
+            return;
+        };
+        if row >= (load(&h.rows) as usize).min(FUNCTIONS)
+            || !self.count_in_bucket(&self.rows[row], duration_ns)
+        {
+            add(&h.functions_not_kept, 1);
+        }
+    }
+
+    /// The pending call, for a reader: its row and duration. Load it after
+    /// the buckets (with an acquire fence between): then a call is in its
+    /// bucket or here, never in both.
+    pub(crate) fn pending_sample(&self) -> Option<(usize, u64)> {
+        Self::decode_pending(self.header.pending.load(Ordering::Relaxed))
+    }
+
+    fn decode_pending(pending: u64) -> Option<(usize, u64)> {
+        let row = (pending >> PENDING_ROW_SHIFT) as usize;
+        let duration_ns = pending & ((1 << PENDING_ROW_SHIFT) - 1);
+        row.checked_sub(1).map(|row| (row, duration_ns))
     }
 
     /// A new (zeroed) chunk for `group`, its number plus one; 0 if none.
