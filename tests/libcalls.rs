@@ -13,8 +13,10 @@
 //!   under their callers at the same depth.
 //! - The same program built plainly at `-O2`, its `l_*` functions patched
 //!   with `-P` (uftrace: `-P 'l_.*'`).
-//! - `-F`/`-N` select library calls by name; a program linked with
-//!   `libfntrace.a` is refused with a message and runs untraced.
+//! - `-F`/`-N` select library calls by name; a program with no
+//!   instrumentation at all is recorded with `--libcall` alone; a program
+//!   linked with `libfntrace.a` is refused with a message and runs
+//!   untraced.
 
 mod common;
 
@@ -301,6 +303,30 @@ fn filters_select_library_calls_by_name() {
     assert_eq!(calls.get("getppid"), None, "{calls:?}");
     assert_eq!(calls.get("l_ppid"), Some(&1), "{calls:?}");
     assert_eq!(calls.get("l_text"), Some(&50), "{calls:?}");
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+#[test]
+fn library_calls_of_a_program_with_no_instrumentation() {
+    // Plain gcc -O2: no -pg, no -P. `fntrace record` runs it with
+    // --libcall alone (it refuses a program with nothing to trace), and
+    // the trace holds the library calls only.
+    let base = common::temp_dir("libcalls-uninstrumented");
+    let program = build(&base, "o2-plain", &["-O2"], &[]);
+    let dir = base.join("fntrace.data");
+    record(&base, &dir, &program, &["--libcall"]);
+    let expected = counts(&[
+        ("getppid", 300),
+        ("snprintf", 50),
+        ("strtol", 50),
+        ("strtoul", 50),
+        ("malloc", 20),
+        ("free", 20),
+        // No __cxa_atexit: that one is gcrt1's (`atexit(_mcleanup)`), -pg only.
+        ("printf", 1),
+    ]);
+    assert_eq!(fntrace_calls(&dir), expected, "fntrace reading its own");
+    assert_eq!(common::uftrace_calls(&dir), expected, "uftrace report");
     std::fs::remove_dir_all(&base).unwrap();
 }
 
