@@ -306,6 +306,31 @@ pub fn patch_functions(globs: &[&str]) -> Result<EntryPatchReport, Error> {
     Ok(patch::entry_patch::report())
 }
 
+/// Library calls (uftrace's default libcall tracing): the executable's
+/// calls into shared libraries through its PLT become sites named after
+/// the imported functions, selected by the enabled tracers' filters like
+/// any (see `patch::libcall`). Once per process; the error says why
+/// nothing was hooked (a program linked with `libfntrace.a`).
+pub(crate) fn trace_library_calls() -> Result<patch::libcall::LibcallReport, String> {
+    let _untraced = Untraced::begin();
+    let _priority = priority::boost_for_text_change();
+    let mut state = control();
+    init_locked(&mut state).map_err(|e| e.to_string())?;
+    let index = symbols::current();
+    let report = patch::libcall::hook(&index)?;
+    if report.bound_profiling != 0 {
+        // The objects are the same, but `mcount@plt`'s slot is bound now:
+        // scanned again, the executable's `-pg` sites are found (lazy
+        // binding left them to their first call, too late to be named in
+        // a recording's header).
+        state.scanned_generation = index.generation.wrapping_add(1);
+        rescan(&mut state, &index);
+    }
+    select_by_filters(&mut state, &index);
+    sync_text(&mut state.sites, |_| {}).map_err(|e| e.to_string())?;
+    Ok(report)
+}
+
 /// What [`patch_functions`] patched and refused so far.
 pub fn patch_report() -> EntryPatchReport {
     patch::entry_patch::report()

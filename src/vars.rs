@@ -77,6 +77,14 @@ pub(crate) const VARIABLES: &[Variable] = &[
         on_bad: OnBad::Untraced,
     },
     Variable {
+        name: "FNTRACE_LIBCALL",
+        meaning: "1: trace the executable's calls into shared libraries through its PLT \
+                  (uftrace's libcalls); 0 or empty: not",
+        check: |v| ok(parse_flag(v)),
+        passed_on: true,
+        on_bad: OnBad::Untraced,
+    },
+    Variable {
         name: "FNTRACE_DEPTH",
         meaning: "the deepest call recorded, 0 to 65535 (0: the outermost traced calls)",
         check: |v| ok(parse_depth(v)),

@@ -176,8 +176,9 @@ pub(crate) fn function_of_address(site: usize) -> usize {
     }
 }
 
-/// Widens the stub range to `page`. Under the control lock.
-fn note_stub_page(page: usize) {
+/// Widens the stub range to `page` (also for `patch::libcall`'s stub
+/// pages). Under the control lock.
+pub(crate) fn note_stub_page(page: usize) {
     let low = STUBS_LOW.load(Ordering::Relaxed).min(page);
     let old_low = STUBS_LOW.load(Ordering::Relaxed);
     let high = if old_low == usize::MAX {

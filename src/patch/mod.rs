@@ -21,6 +21,7 @@
 pub(crate) mod alias;
 pub(crate) mod breakpoint;
 pub(crate) mod entry_patch;
+pub(crate) mod libcall;
 pub(crate) mod priority;
 mod proc_mem;
 pub(crate) mod reach;

@@ -10,6 +10,9 @@
 //!   instrumentation whose entries are patched at start-up, before any
 //!   tracer is enabled (uftrace's `-P`; see `fntrace::patch_functions`);
 //!   what was refused is printed on stderr;
+//! - `FNTRACE_LIBCALL=1`: the executable's calls into shared libraries
+//!   through its PLT are traced (uftrace's library calls; see
+//!   `patch::libcall`), hooked at start-up after the patched functions;
 //! - `FNTRACE_DEPTH`: the deepest call recorded (0: the outermost traced
 //!   calls);
 //! - `FNTRACE_OUTPUT`: a directory to stream to with the recorder (graph
@@ -78,6 +81,8 @@ struct Settings {
     filter: Filter,
     /// `FNTRACE_PATCH_FUNCTIONS`.
     patch: Vec<String>,
+    /// `FNTRACE_LIBCALL`.
+    libcall: bool,
     output: Option<String>,
     flight: Option<FlightSettings>,
     append: bool,
@@ -139,6 +144,21 @@ fn patch_functions(globs: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// Hooks the executable's library calls (`FNTRACE_LIBCALL=1`) and says
+/// on stderr how many, and which imports were left alone, and why.
+fn trace_library_calls() -> Result<(), String> {
+    let report = control::trace_library_calls().map_err(|e| format!("FNTRACE_LIBCALL=1: {e}"))?;
+    eprintln!(
+        "fntrace: --libcall: {} library functions hooked, {} left alone",
+        report.hooked.len(),
+        report.skipped.len()
+    );
+    for (name, why) in &report.skipped {
+        eprintln!("fntrace: --libcall: {name} not hooked: {why}");
+    }
+    Ok(())
+}
+
 /// The settings, `None` when the environment asks for no tracing, or a
 /// line naming the first invalid variable. Every variable of the table
 /// that is set is checked, whether or not tracing is asked for.
@@ -159,6 +179,10 @@ fn settings() -> Result<Option<Settings>, String> {
         Some(globs) => vars::parse_patch_functions(&globs)
             .map_err(|e| named("FNTRACE_PATCH_FUNCTIONS", &globs, e))?,
         None => Vec::new(),
+    };
+    let libcall = match var("FNTRACE_LIBCALL")? {
+        Some(v) => vars::parse_flag(&v).map_err(|e| named("FNTRACE_LIBCALL", &v, e))?,
+        None => false,
     };
     if let Some(depth) = var("FNTRACE_DEPTH")? {
         let n = vars::parse_depth(&depth).map_err(|e| named("FNTRACE_DEPTH", &depth, e))?;
@@ -234,6 +258,7 @@ fn settings() -> Result<Option<Settings>, String> {
         tracers,
         filter,
         patch,
+        libcall,
         output,
         flight: flight.map(|budget_bytes| FlightSettings {
             budget_bytes,
@@ -254,6 +279,9 @@ fn apply(settings: Settings) -> Result<(), String> {
     let result = (|| {
         if !settings.patch.is_empty() {
             patch_functions(&settings.patch)?;
+        }
+        if settings.libcall {
+            trace_library_calls()?;
         }
         if let (Some(dir), Some(flight)) = (&settings.output, &settings.flight) {
             let start = slot::Start {

@@ -93,7 +93,7 @@ pub(crate) fn on_unknown_site(return_address: usize, kind: SiteKind) -> Option<&
     let mut decoded = None;
     if code[1] == CALL_REL32 {
         decoded = decode_call(&code[1..], return_address - 5, |_| None)
-            .filter(|c| c.target == tramp)
+            .filter(|c| c.target == tramp || plt_entry_leads_to(c.target, tramp))
             .map(|c| (return_address - 5, c.form));
     }
     if decoded.is_none() && code[..2] == CALL_RIP_INDIRECT {
@@ -167,6 +167,44 @@ pub(crate) fn on_unknown_site(return_address: usize, kind: SiteKind) -> Option<&
         NOP_PENDING.store(true, Ordering::Release);
     }
     Some(site)
+}
+
+/// Whether `target` is a PLT entry (`jmp *slot(%rip)`) whose GOT slot now
+/// holds `tramp`: a `-pg` executable built without PIE calls `mcount@plt`,
+/// and with lazy binding the loader binds the slot at the first call, after
+/// the ELF scan (which resolves only bound slots, see `through_plt`) and
+/// before this lazy hook runs. `target` is only a guess here (the bytes
+/// before a return address that merely look like `e8 rel32`): both reads
+/// go through `process_vm_readv`, which fails on unmapped memory instead
+/// of faulting, and allocates nothing.
+fn plt_entry_leads_to(target: usize, tramp: usize) -> bool {
+    const PLT_ENTRY_HEAD: usize = 16;
+    let mut head = [0u8; PLT_ENTRY_HEAD];
+    if !read_own_memory(target, &mut head) {
+        return false;
+    }
+    let Some(slot) = plt_slot(&head, target) else {
+        return false;
+    };
+    let mut value = [0u8; 8];
+    read_own_memory(slot, &mut value) && usize::from_le_bytes(value) == tramp
+}
+
+/// Reads `out.len()` bytes of this process at `addr`; false if any is
+/// unmapped or unreadable.
+fn read_own_memory(addr: usize, out: &mut [u8]) -> bool {
+    let local = libc::iovec {
+        iov_base: out.as_mut_ptr().cast(),
+        iov_len: out.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: out.len(),
+    };
+    // SAFETY: `local` describes `out`, writable for its length; the kernel
+    // checks `remote` and returns an error (EFAULT) for unmapped memory.
+    let read = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    read == out.len() as isize
 }
 
 /// The entry of the function whose site (a `kind` call at `addr`) was found

@@ -83,7 +83,12 @@ impl SymbolIndex {
 
     /// The function containing `addr`.
     pub fn function_at(&self, addr: usize) -> Option<&Function> {
-        self.object_at(addr)?.function_at(addr)
+        let object = self.object_at(addr)?;
+        // A PLT entry whose library calls are traced has no symbol of its
+        // own: named after its import (`patch::libcall`).
+        object
+            .function_at(addr)
+            .or_else(|| crate::patch::libcall::plt_function_at(addr))
     }
 }
 
@@ -293,13 +298,13 @@ type FileSymbols = (Vec<Function>, Vec<Range<usize>>);
 /// rebuild of the index: after every `dlopen` or `dlclose` followed by an
 /// operation (a 52 MB `-g` executable: peaks of +52 MiB, in
 /// `tests/chaos.rs`).
-struct MappedFile {
+pub(crate) struct MappedFile {
     start: *mut libc::c_void,
     len: usize,
 }
 
 impl MappedFile {
-    fn open(path: &str) -> Result<MappedFile, String> {
+    pub(crate) fn open(path: &str) -> Result<MappedFile, String> {
         use std::os::fd::AsRawFd as _;
         let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
         let metadata = file.metadata().map_err(|e| e.to_string())?;
@@ -326,7 +331,7 @@ impl MappedFile {
         Ok(MappedFile { start, len })
     }
 
-    fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         // SAFETY: `len` readable bytes at `start`, mapped until `self` is
         // dropped. (A file truncated meanwhile would fault on access; these
         // are the files of loaded objects, whose own text is mapped from

@@ -36,6 +36,7 @@ Examples:
   fntrace record -o run1 -F 'handle_*' ./prog   only the handle_* functions
   fntrace record -N 'log_*' -D 3 -- ./prog -v   3 levels deep, without log_*
   fntrace record -P 'w_*' ./prog                patch w_* (built without -pg)
+  fntrace record --libcall ./prog               also trace calls into libraries (malloc...)
   fntrace record --flight 64M ./prog            keep the last 64 MiB of events,
                                                 written at exit
 Then: fntrace report fntrace.data, or uftrace replay -d fntrace.data.";
@@ -67,6 +68,12 @@ pub struct RecordArgs {
     /// that cannot be patched safely are listed with the reason.
     #[arg(short = 'P', long = "patch", value_name = "GLOB")]
     pub patch: Vec<String>,
+    /// Trace the program's calls into shared libraries (malloc, write,
+    /// getppid...) through its PLT, named after the library functions
+    /// (uftrace's library calls, on by default there; here opt-in). The
+    /// executable's calls only; -F/-N select them by name like functions.
+    #[arg(long)]
+    pub libcall: bool,
     /// Record calls at most DEPTH levels deep (1: the outermost calls only).
     #[arg(short = 'D', long = "depth", value_name = "DEPTH", value_parser = clap::value_parser!(u16).range(1..))]
     pub depth: Option<u16>,
@@ -127,8 +134,8 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
         .ok_or("no command to run: fntrace record [OPTIONS] -- CMD [ARGS]...")?;
     // Before anything is moved: a refused program leaves the previous
     // recording where it was.
-    // With -P the functions traced need no instrumentation.
-    if !args.force && args.patch.is_empty() {
+    // With -P (or --libcall) the functions traced need no instrumentation.
+    if !args.force && args.patch.is_empty() && !args.libcall {
         if let Instrumentation::None(path) = instrumentation_of(program)? {
             return Err(refusal(&path));
         }
@@ -161,6 +168,11 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
         command.env_remove("FNTRACE_PATCH_FUNCTIONS");
     } else {
         command.env("FNTRACE_PATCH_FUNCTIONS", args.patch.join(","));
+    }
+    if args.libcall {
+        command.env("FNTRACE_LIBCALL", "1");
+    } else {
+        command.env_remove("FNTRACE_LIBCALL");
     }
     match args.depth {
         // uftrace's -D counts levels from 1; FNTRACE_DEPTH is the deepest

@@ -1,0 +1,356 @@
+//! Library calls (`fntrace record --libcall`, uftrace's default library
+//! call tracing): calls from the executable into shared libraries through
+//! its PLT are traced, named after the library functions, by swapping
+//! GOT slots (`src/patch/libcall.rs`).
+//!
+//! - `tests/c/libcall.c` (l_main -> l_ppid -> 300 x getppid, 50 x l_text
+//!   -> snprintf/strtol/strtoul, 20 x l_mem -> malloc/free) built with
+//!   `gcc -pg`, PIE and `-no-pie`, lazy binding and `-Wl,-z,now` (the GOT
+//!   read-only after relocation: RELRO): `fntrace record --libcall` and
+//!   `uftrace record` (library calls by default) of the same binary, both
+//!   directories read by `uftrace report` and `uftrace replay`, give the
+//!   same calls per function and the same call tree, library calls nested
+//!   under their callers at the same depth.
+//! - The same program built plainly at `-O2`, its `l_*` functions patched
+//!   with `-P` (uftrace: `-P 'l_.*'`).
+//! - `-F`/`-N` select library calls by name; a program with no
+//!   instrumentation at all is recorded with `--libcall` alone; a program
+//!   linked with `libfntrace.a` is refused with a message and runs
+//!   untraced.
+
+mod common;
+
+use common::native::{self, repo};
+
+use std::collections::HashMap;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The program's output: l_main's result.
+const RESULT: &str = "2940\n";
+
+/// `tests/c/libcall.c` built with `flags` into `dir/libcall-LABEL`.
+fn build(dir: &Path, label: &str, flags: &[&str], link: &[&str]) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let program = dir.join(format!("libcall-{label}"));
+    let output = Command::new("gcc")
+        .args(flags)
+        .arg(repo().join("tests/c/libcall.c"))
+        .arg("-o")
+        .arg(&program)
+        .args(link)
+        .output()
+        .expect("cannot run gcc; CI installs it (.ci/run)");
+    assert!(
+        output.status.success(),
+        "gcc {flags:?}: {}",
+        native::stderr_of(&output)
+    );
+    program
+}
+
+/// Kills `child`'s process group after 60 s or once `dir` holds 64 MiB (a
+/// healthy run writes a few KiB in well under a second); its output.
+fn bounded(mut child: std::process::Child, dir: &Path, what: &str) -> Output {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline || bytes_under(dir) > 64 << 20 {
+            // SAFETY: a plain kill(2) of the process group the child leads.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            let output = child.wait_with_output().unwrap();
+            panic!(
+                "{what}: still running after a minute or 64 MiB: {}",
+                native::stderr_of(&output)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// Bytes of the files directly in `dir` (0 if it does not exist yet).
+fn bytes_under(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|entry| entry.ok()?.metadata().ok())
+                .map(|meta| meta.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// `fntrace record -o DIR ARGS PROGRAM` in `base`, bounded.
+fn record(base: &Path, dir: &Path, program: &Path, args: &[&str]) -> Output {
+    let child = Command::new(native::cli_with_library())
+        .arg("record")
+        .args(["-o", dir.to_str().unwrap()])
+        .args(args)
+        .arg(program)
+        .current_dir(base)
+        .env_remove("FNTRACE_LIB")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let what = format!("fntrace record {args:?} {}", program.display());
+    let output = bounded(child, dir, &what);
+    assert!(
+        output.status.success(),
+        "{what}: {}",
+        native::stderr_of(&output)
+    );
+    assert_eq!(String::from_utf8_lossy(&output.stdout), RESULT, "{what}");
+    output
+}
+
+/// `uftrace record ARGS PROGRAM` (library calls by default) in `base`.
+fn uftrace_record(base: &Path, dir: &Path, program: &Path, args: &[&str]) {
+    let child = Command::new("uftrace")
+        .args(["record", "--no-event", "--no-sched"])
+        .args(args)
+        .arg("-d")
+        .arg(dir)
+        .arg(program)
+        .current_dir(base)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("cannot run uftrace; CI installs it (.ci/run)");
+    let what = format!("uftrace record {args:?} {}", program.display());
+    let output = bounded(child, dir, &what);
+    assert!(
+        output.status.success(),
+        "{what}: {}",
+        native::stderr_of(&output)
+    );
+    assert_eq!(String::from_utf8_lossy(&output.stdout), RESULT, "{what}");
+}
+
+/// Completed calls per function in fntrace's reading of `dir` (entries
+/// and exits must pair up).
+fn fntrace_calls(dir: &Path) -> HashMap<String, u64> {
+    common::call_counts(&common::read_trace_dir(dir))
+        .into_iter()
+        .map(|(name, (entries, exits))| {
+            assert_eq!(entries, exits, "{name}: entries and exits");
+            (name, entries)
+        })
+        .collect()
+}
+
+fn counts(rows: &[(&str, u64)]) -> HashMap<String, u64> {
+    rows.iter()
+        .map(|(name, calls)| (name.to_string(), *calls))
+        .collect()
+}
+
+/// The calls of the program's own functions and of its library calls,
+/// whatever the build (what both recorders must find).
+fn program_calls() -> HashMap<String, u64> {
+    counts(&[
+        ("l_main", 1),
+        ("l_ppid", 1),
+        ("getppid", 300),
+        ("l_text", 50),
+        ("snprintf", 50),
+        ("strtol", 50),
+        ("strtoul", 50),
+        ("l_mem", 20),
+        ("malloc", 20),
+        ("free", 20),
+        ("printf", 1),
+    ])
+}
+
+/// The indentation (uftrace replay's depth, 2 spaces a level) of the
+/// first line of `replay` that is `line` once trimmed, and the line of
+/// the call it is nested in.
+fn nesting<'a>(replay: &'a str, line: &str) -> (usize, &'a str) {
+    let lines: Vec<&str> = replay.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.trim() == line)
+        .unwrap_or_else(|| panic!("no {line:?} in\n{replay}"));
+    let indent = lines[at].len() - lines[at].trim_start().len();
+    let parent = lines[..at]
+        .iter()
+        .rev()
+        .find(|l| l.len() - l.trim_start().len() < indent)
+        .map_or("", |l| l.trim());
+    (indent, parent)
+}
+
+/// Records `program` with fntrace (`ours`) and uftrace (`theirs`) and
+/// compares what `uftrace report` and `uftrace replay` read in both.
+fn equals_uftrace(label: &str, flags: &[&str], fntrace_args: &[&str], uftrace_args: &[&str]) {
+    let base = common::temp_dir(&format!("libcalls-{label}"));
+    let program = build(&base, label, flags, &[]);
+    let ours = base.join("fntrace.data");
+    let output = record(&base, &ours, &program, fntrace_args);
+    let stderr = native::stderr_of(&output);
+    assert!(
+        stderr.contains("library functions hooked"),
+        "the hook's report: {stderr}"
+    );
+    let theirs = base.join("uftrace.data");
+    uftrace_record(&base, &theirs, &program, uftrace_args);
+
+    let uftrace_theirs = common::uftrace_calls(&theirs);
+    let expected = program_calls();
+    for (name, calls) in &expected {
+        assert_eq!(
+            uftrace_theirs.get(name),
+            Some(calls),
+            "{name} in uftrace's own recording: {uftrace_theirs:?}"
+        );
+    }
+    assert_eq!(
+        common::uftrace_calls(&ours),
+        uftrace_theirs,
+        "uftrace report: fntrace's directory and uftrace's"
+    );
+    assert_eq!(
+        fntrace_calls(&ours),
+        uftrace_theirs,
+        "fntrace reading its own"
+    );
+    let replay_ours = common::uftrace_replay(&ours, None);
+    let replay_theirs = common::uftrace_replay(&theirs, None);
+    for line in ["getppid();", "snprintf();", "malloc();"] {
+        let (indent, parent) = nesting(&replay_ours, line);
+        assert_eq!(
+            (indent, parent),
+            nesting(&replay_theirs, line),
+            "{line} nested the same way in both"
+        );
+        assert!(parent.starts_with("l_"), "{line} under {parent}");
+    }
+    assert_eq!(replay_ours, replay_theirs, "uftrace replay of both");
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+const LIBCALL: &[&str] = &["--libcall"];
+
+#[test]
+fn pg_pie_lazy_equals_uftrace() {
+    equals_uftrace("pg-pie", &["-pg", "-O0", "-fPIE", "-pie"], LIBCALL, &[]);
+}
+
+#[test]
+fn pg_pie_bind_now_equals_uftrace() {
+    let flags = ["-pg", "-O0", "-fPIE", "-pie", "-Wl,-z,now"];
+    equals_uftrace("pg-pie-now", &flags, LIBCALL, &[]);
+}
+
+#[test]
+fn pg_no_pie_lazy_equals_uftrace() {
+    equals_uftrace(
+        "pg-nopie",
+        &["-pg", "-O0", "-fno-pie", "-no-pie"],
+        LIBCALL,
+        &[],
+    );
+}
+
+#[test]
+fn pg_no_pie_bind_now_equals_uftrace() {
+    let flags = ["-pg", "-O0", "-fno-pie", "-no-pie", "-Wl,-z,now"];
+    equals_uftrace("pg-nopie-now", &flags, LIBCALL, &[]);
+}
+
+#[test]
+fn o2_patched_at_run_time_equals_uftrace() {
+    let fntrace_args = ["--libcall", "-P", "l_*"];
+    equals_uftrace("o2-pie", &["-O2"], &fntrace_args, &["-P", "l_.*"]);
+    let flags = ["-O2", "-fno-pie", "-no-pie", "-Wl,-z,now"];
+    equals_uftrace("o2-nopie-now", &flags, &fntrace_args, &["-P", "l_.*"]);
+}
+
+#[test]
+fn filters_select_library_calls_by_name() {
+    let base = common::temp_dir("libcalls-filters");
+    // Not PIE, lazy binding: `call mcount@plt`, whose slot the loader
+    // binds at the first call (the lazy hook must follow the PLT entry).
+    let program = build(&base, "pg", &["-pg", "-O0", "-fno-pie", "-no-pie"], &[]);
+    let only = base.join("only.data");
+    record(&base, &only, &program, &["--libcall", "-F", "getppid"]);
+    assert_eq!(fntrace_calls(&only), counts(&[("getppid", 300)]));
+    assert_eq!(common::uftrace_calls(&only), counts(&[("getppid", 300)]));
+
+    let without = base.join("without.data");
+    record(&base, &without, &program, &["--libcall", "-N", "getppid"]);
+    let mut expected = fntrace_calls(&without);
+    assert_eq!(expected.remove("getppid"), None, "getppid left out");
+    assert_eq!(
+        expected.get("malloc"),
+        Some(&20),
+        "other library calls kept"
+    );
+    assert_eq!(expected.get("l_ppid"), Some(&1));
+
+    // Without --libcall: the program's functions only, each found at its
+    // first call (`mcount@plt` is bound then). Read by uftrace, which
+    // names them from the executable (the recording's header, written
+    // before those calls, names none of them).
+    let plain = base.join("plain.data");
+    record(&base, &plain, &program, &[]);
+    let calls = common::uftrace_calls(&plain);
+    assert_eq!(calls.get("getppid"), None, "{calls:?}");
+    assert_eq!(calls.get("l_ppid"), Some(&1), "{calls:?}");
+    assert_eq!(calls.get("l_text"), Some(&50), "{calls:?}");
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+#[test]
+fn library_calls_of_a_program_with_no_instrumentation() {
+    // Plain gcc -O2: no -pg, no -P. `fntrace record` runs it with
+    // --libcall alone (it refuses a program with nothing to trace), and
+    // the trace holds the library calls only.
+    let base = common::temp_dir("libcalls-uninstrumented");
+    let program = build(&base, "o2-plain", &["-O2"], &[]);
+    let dir = base.join("fntrace.data");
+    record(&base, &dir, &program, &["--libcall"]);
+    let expected = counts(&[
+        ("getppid", 300),
+        ("snprintf", 50),
+        ("strtol", 50),
+        ("strtoul", 50),
+        ("malloc", 20),
+        ("free", 20),
+        // No __cxa_atexit: that one is gcrt1's (`atexit(_mcleanup)`), -pg only.
+        ("printf", 1),
+    ]);
+    assert_eq!(fntrace_calls(&dir), expected, "fntrace reading its own");
+    assert_eq!(common::uftrace_calls(&dir), expected, "uftrace report");
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+#[test]
+fn refused_in_a_program_linked_with_the_static_library() {
+    let base = common::temp_dir("libcalls-static");
+    let mut link = vec![native::static_lib().to_str().unwrap().to_string()];
+    link.extend(native::LINK_LIBS.iter().map(|s| s.to_string()));
+    let link: Vec<&str> = link.iter().map(String::as_str).collect();
+    let program = build(&base, "static", &["-pg", "-O0"], &link);
+    let output = Command::new(&program)
+        .env("FNTRACE", "graph")
+        .env("FNTRACE_LIBCALL", "1")
+        .current_dir(&base)
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    assert_eq!(String::from_utf8_lossy(&output.stdout), RESULT);
+    let stderr = native::stderr_of(&output);
+    assert!(
+        stderr.contains("FNTRACE_LIBCALL=1:")
+            && stderr.contains("is linked with libfntrace.a")
+            && stderr.contains("the program runs untraced"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&base).unwrap();
+}
