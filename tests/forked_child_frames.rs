@@ -95,6 +95,9 @@ fn report_rows(dir: &Path, args: &[&str]) -> HashMap<String, u64> {
     let out = common::uftrace(&all, dir);
     out.lines()
         .skip(2)
+        // Scheduler rows, some named in two words ("linux:schedule
+        // (pre-empted)").
+        .filter(|line| !line.contains(" linux:"))
         .map(|line| {
             let fields: Vec<&str> = line.split_whitespace().collect();
             let [.., calls, name] = fields[..] else {
@@ -105,7 +108,6 @@ fn report_rows(dir: &Path, args: &[&str]) -> HashMap<String, u64> {
                 .unwrap_or_else(|_| panic!("row {line:?} of\n{out}"));
             (name.to_string(), calls)
         })
-        .filter(|(name, _)| !name.starts_with("linux:"))
         .collect()
 }
 

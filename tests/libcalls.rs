@@ -56,7 +56,7 @@ fn build(dir: &Path, label: &str, flags: &[&str], link: &[&str]) -> PathBuf {
 fn bounded(mut child: std::process::Child, dir: &Path, what: &str) -> Output {
     let deadline = Instant::now() + Duration::from_secs(60);
     while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline || bytes_under(dir) > 64 << 20 {
+        if Instant::now() > deadline || common::bytes_under(dir) > 64 << 20 {
             // SAFETY: a plain kill(2) of the process group the child leads.
             unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
             let output = child.wait_with_output().unwrap();
@@ -68,18 +68,6 @@ fn bounded(mut child: std::process::Child, dir: &Path, what: &str) -> Output {
         std::thread::sleep(Duration::from_millis(20));
     }
     child.wait_with_output().unwrap()
-}
-
-/// Bytes of the files directly in `dir` (0 if it does not exist yet).
-fn bytes_under(dir: &Path) -> u64 {
-    std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .filter_map(|entry| entry.ok()?.metadata().ok())
-                .map(|meta| meta.len())
-                .sum()
-        })
-        .unwrap_or(0)
 }
 
 /// `fntrace record -o DIR ARGS PROGRAM` in `base`, bounded.
@@ -131,28 +119,10 @@ fn uftrace_record(base: &Path, dir: &Path, program: &Path, args: &[&str]) {
     assert_eq!(String::from_utf8_lossy(&output.stdout), RESULT, "{what}");
 }
 
-/// Completed calls per function in fntrace's reading of `dir` (entries
-/// and exits must pair up).
-fn fntrace_calls(dir: &Path) -> HashMap<String, u64> {
-    common::call_counts(&common::read_trace_dir(dir))
-        .into_iter()
-        .map(|(name, (entries, exits))| {
-            assert_eq!(entries, exits, "{name}: entries and exits");
-            (name, entries)
-        })
-        .collect()
-}
-
-fn counts(rows: &[(&str, u64)]) -> HashMap<String, u64> {
-    rows.iter()
-        .map(|(name, calls)| (name.to_string(), *calls))
-        .collect()
-}
-
 /// The calls of the program's own functions and of its library calls,
 /// whatever the build (what both recorders must find).
 fn program_calls() -> HashMap<String, u64> {
-    counts(&[
+    common::call_table(&[
         ("l_main", 1),
         ("l_ppid", 1),
         ("getppid", 300),
@@ -215,7 +185,7 @@ fn equals_uftrace(label: &str, flags: &[&str], fntrace_args: &[&str], uftrace_ar
         "uftrace report: fntrace's directory and uftrace's"
     );
     assert_eq!(
-        fntrace_calls(&ours),
+        common::completed_calls(&ours),
         uftrace_theirs,
         "fntrace reading its own"
     );
@@ -279,12 +249,18 @@ fn filters_select_library_calls_by_name() {
     let program = build(&base, "pg", &["-pg", "-O0", "-fno-pie", "-no-pie"], &[]);
     let only = base.join("only.data");
     record(&base, &only, &program, &["--libcall", "-F", "getppid"]);
-    assert_eq!(fntrace_calls(&only), counts(&[("getppid", 300)]));
-    assert_eq!(common::uftrace_calls(&only), counts(&[("getppid", 300)]));
+    assert_eq!(
+        common::completed_calls(&only),
+        common::call_table(&[("getppid", 300)])
+    );
+    assert_eq!(
+        common::uftrace_calls(&only),
+        common::call_table(&[("getppid", 300)])
+    );
 
     let without = base.join("without.data");
     record(&base, &without, &program, &["--libcall", "-N", "getppid"]);
-    let mut expected = fntrace_calls(&without);
+    let mut expected = common::completed_calls(&without);
     assert_eq!(expected.remove("getppid"), None, "getppid left out");
     assert_eq!(
         expected.get("malloc"),
@@ -315,7 +291,7 @@ fn library_calls_of_a_program_with_no_instrumentation() {
     let program = build(&base, "o2-plain", &["-O2"], &[]);
     let dir = base.join("fntrace.data");
     record(&base, &dir, &program, &["--libcall"]);
-    let expected = counts(&[
+    let expected = common::call_table(&[
         ("getppid", 300),
         ("snprintf", 50),
         ("strtol", 50),
@@ -325,7 +301,11 @@ fn library_calls_of_a_program_with_no_instrumentation() {
         // No __cxa_atexit: that one is gcrt1's (`atexit(_mcleanup)`), -pg only.
         ("printf", 1),
     ]);
-    assert_eq!(fntrace_calls(&dir), expected, "fntrace reading its own");
+    assert_eq!(
+        common::completed_calls(&dir),
+        expected,
+        "fntrace reading its own"
+    );
     assert_eq!(common::uftrace_calls(&dir), expected, "uftrace report");
     std::fs::remove_dir_all(&base).unwrap();
 }

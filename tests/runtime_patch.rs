@@ -69,7 +69,7 @@ fn record(base: &Path, dir: &Path, program: &Path, glob: &str) -> Output {
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline || bytes_under(dir) > 64 << 20 {
+        if Instant::now() > deadline || common::bytes_under(dir) > 64 << 20 {
             // SAFETY: a plain kill(2) of the process group made above.
             unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
             let output = child.wait_with_output().unwrap();
@@ -89,36 +89,6 @@ fn record(base: &Path, dir: &Path, program: &Path, glob: &str) -> Output {
         native::stderr_of(&output)
     );
     output
-}
-
-/// Bytes of the files directly in `dir` (0 if it does not exist yet).
-fn bytes_under(dir: &Path) -> u64 {
-    std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .filter_map(|entry| entry.ok()?.metadata().ok())
-                .map(|meta| meta.len())
-                .sum()
-        })
-        .unwrap_or(0)
-}
-
-/// Completed calls per function in fntrace's reading of `dir` (entries
-/// and exits must pair up).
-fn fntrace_calls(dir: &Path) -> HashMap<String, u64> {
-    common::call_counts(&common::read_trace_dir(dir))
-        .into_iter()
-        .map(|(name, (entries, exits))| {
-            assert_eq!(entries, exits, "{name}: entries and exits");
-            (name, entries)
-        })
-        .collect()
-}
-
-fn counts(rows: &[(&str, u64)]) -> HashMap<String, u64> {
-    rows.iter()
-        .map(|(name, calls)| (name.to_string(), *calls))
-        .collect()
 }
 
 fn equals_uftrace(label: &str, flags: &[&str]) {
@@ -148,7 +118,7 @@ fn equals_uftrace(label: &str, flags: &[&str]) {
     let uftrace_theirs = common::uftrace_calls(&theirs);
     assert_eq!(
         uftrace_theirs,
-        counts(&[("w_top", 1000), ("w_mid", 1000), ("w_leaf", 2000)]),
+        common::call_table(&[("w_top", 1000), ("w_mid", 1000), ("w_leaf", 2000)]),
         "uftrace's own recording"
     );
     assert_eq!(
@@ -157,7 +127,7 @@ fn equals_uftrace(label: &str, flags: &[&str]) {
         "uftrace report: fntrace's directory and uftrace's"
     );
     assert_eq!(
-        fntrace_calls(&ours),
+        common::completed_calls(&ours),
         uftrace_theirs,
         "fntrace reading its own"
     );
@@ -203,7 +173,11 @@ fn unsafe_functions_are_refused_with_their_reasons() {
     ] {
         assert!(stderr.contains(line), "{line:?} in {stderr}");
     }
-    assert_eq!(fntrace_calls(&ours), HashMap::new(), "nothing traced");
+    assert_eq!(
+        common::completed_calls(&ours),
+        HashMap::new(),
+        "nothing traced"
+    );
     std::fs::remove_dir_all(&base).unwrap();
 }
 
@@ -230,8 +204,8 @@ fn patched_while_a_tracer_is_enabled_is_selected_at_once() {
         "{}",
         native::stderr_of(&output)
     );
-    let expected = counts(&[("w_leaf", 100)]);
-    assert_eq!(fntrace_calls(&dir), expected);
+    let expected = common::call_table(&[("w_leaf", 100)]);
+    assert_eq!(common::completed_calls(&dir), expected);
     assert_eq!(common::uftrace_calls(&dir), expected);
     std::fs::remove_dir_all(&base).unwrap();
 }
@@ -270,14 +244,14 @@ fn stress_run(base: &Path, program: &Path, protocol: &str, toggles: u32, index: 
         .and_then(|n| n.parse().ok())
         .unwrap();
     assert!(busy_calls > 0, "the busy threads ran");
-    let expected = counts(&[
+    let expected = common::call_table(&[
         ("w_top", THREADS * K),
         ("w_mid", THREADS * K),
         ("w_leaf", 2 * THREADS * K),
     ]);
     for dir in [&fast, &generic] {
         assert_eq!(
-            fntrace_calls(dir),
+            common::completed_calls(dir),
             expected,
             "fntrace reading {}",
             dir.display()

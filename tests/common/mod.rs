@@ -642,3 +642,34 @@ pub fn thread_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     files.sort();
     files
 }
+
+/// Bytes of the files directly in `dir` (0 if it cannot be read).
+pub fn bytes_under(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|entry| entry.ok()?.metadata().ok())
+                .map(|meta| meta.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// Completed calls per function in fntrace's reading of `dir` (entries
+/// and exits must pair up).
+pub fn completed_calls(dir: &std::path::Path) -> std::collections::HashMap<String, u64> {
+    call_counts(&read_trace_dir(dir))
+        .into_iter()
+        .map(|(name, (entries, exits))| {
+            assert_eq!(entries, exits, "{name}: entries and exits");
+            (name, entries)
+        })
+        .collect()
+}
+
+/// `(function, calls)` rows as a map, to compare with [`completed_calls`].
+pub fn call_table(rows: &[(&str, u64)]) -> std::collections::HashMap<String, u64> {
+    rows.iter()
+        .map(|(name, calls)| (name.to_string(), *calls))
+        .collect()
+}
