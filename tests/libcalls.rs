@@ -20,36 +20,16 @@
 
 mod common;
 
-use common::native::{self, repo};
+use common::native;
 
 use std::collections::HashMap;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// The program's output: l_main's result.
 const RESULT: &str = "2940\n";
-
-/// `tests/c/libcall.c` built with `flags` into `dir/libcall-LABEL`.
-fn build(dir: &Path, label: &str, flags: &[&str], link: &[&str]) -> PathBuf {
-    std::fs::create_dir_all(dir).unwrap();
-    let program = dir.join(format!("libcall-{label}"));
-    let output = Command::new("gcc")
-        .args(flags)
-        .arg(repo().join("tests/c/libcall.c"))
-        .arg("-o")
-        .arg(&program)
-        .args(link)
-        .output()
-        .expect("cannot run gcc; CI installs it (.ci/run)");
-    assert!(
-        output.status.success(),
-        "gcc {flags:?}: {}",
-        native::stderr_of(&output)
-    );
-    program
-}
 
 /// Kills `child`'s process group after 60 s or once `dir` holds 64 MiB (a
 /// healthy run writes a few KiB in well under a second); its output.
@@ -159,7 +139,7 @@ fn nesting<'a>(replay: &'a str, line: &str) -> (usize, &'a str) {
 /// compares what `uftrace report` and `uftrace replay` read in both.
 fn equals_uftrace(label: &str, flags: &[&str], fntrace_args: &[&str], uftrace_args: &[&str]) {
     let base = common::temp_dir(&format!("libcalls-{label}"));
-    let program = build(&base, label, flags, &[]);
+    let program = native::build_c(&base, "libcall", label, flags, &[]);
     let ours = base.join("fntrace.data");
     let output = record(&base, &ours, &program, fntrace_args);
     let stderr = native::stderr_of(&output);
@@ -246,7 +226,13 @@ fn filters_select_library_calls_by_name() {
     let base = common::temp_dir("libcalls-filters");
     // Not PIE, lazy binding: `call mcount@plt`, whose slot the loader
     // binds at the first call (the lazy hook must follow the PLT entry).
-    let program = build(&base, "pg", &["-pg", "-O0", "-fno-pie", "-no-pie"], &[]);
+    let program = native::build_c(
+        &base,
+        "libcall",
+        "pg",
+        &["-pg", "-O0", "-fno-pie", "-no-pie"],
+        &[],
+    );
     let only = base.join("only.data");
     record(&base, &only, &program, &["--libcall", "-F", "getppid"]);
     assert_eq!(
@@ -288,7 +274,7 @@ fn library_calls_of_a_program_with_no_instrumentation() {
     // --libcall alone (it refuses a program with nothing to trace), and
     // the trace holds the library calls only.
     let base = common::temp_dir("libcalls-uninstrumented");
-    let program = build(&base, "o2-plain", &["-O2"], &[]);
+    let program = native::build_c(&base, "libcall", "o2-plain", &["-O2"], &[]);
     let dir = base.join("fntrace.data");
     record(&base, &dir, &program, &["--libcall"]);
     let expected = common::call_table(&[
@@ -316,7 +302,7 @@ fn refused_in_a_program_linked_with_the_static_library() {
     let mut link = vec![native::static_lib().to_str().unwrap().to_string()];
     link.extend(native::LINK_LIBS.iter().map(|s| s.to_string()));
     let link: Vec<&str> = link.iter().map(String::as_str).collect();
-    let program = build(&base, "static", &["-pg", "-O0"], &link);
+    let program = native::build_c(&base, "libcall", "static", &["-pg", "-O0"], &link);
     let output = Command::new(&program)
         .env("FNTRACE", "graph")
         .env("FNTRACE_LIBCALL", "1")

@@ -25,29 +25,9 @@ use common::native::{self, repo};
 
 use std::collections::HashMap;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-/// `tests/c/NAME.c` built with `flags` into `dir/NAME-LABEL`.
-fn build_c(dir: &Path, name: &str, label: &str, flags: &[&str], link: &[&str]) -> PathBuf {
-    std::fs::create_dir_all(dir).unwrap();
-    let program = dir.join(format!("{name}-{label}"));
-    let output = Command::new("gcc")
-        .args(flags)
-        .arg(repo().join(format!("tests/c/{name}.c")))
-        .arg("-o")
-        .arg(&program)
-        .args(link)
-        .output()
-        .expect("cannot run gcc; CI installs it (.ci/run)");
-    assert!(
-        output.status.success(),
-        "gcc {flags:?}: {}",
-        native::stderr_of(&output)
-    );
-    program
-}
 
 /// `fntrace record -o DIR -P GLOB PROGRAM` in `base`, killed after one
 /// minute or once DIR holds 64 MiB (a program whose registers the
@@ -93,7 +73,7 @@ fn record(base: &Path, dir: &Path, program: &Path, glob: &str) -> Output {
 
 fn equals_uftrace(label: &str, flags: &[&str]) {
     let base = common::temp_dir(&format!("runtime-patch-{label}"));
-    let program = build_c(&base, "runtime_patch", label, flags, &["-pthread"]);
+    let program = native::build_c(&base, "runtime_patch", label, flags, &["-pthread"]);
     let ours = base.join("fntrace.data");
     let output = record(&base, &ours, &program, "w_*");
     assert_eq!(String::from_utf8_lossy(&output.stdout), "2004000\n");
@@ -157,7 +137,7 @@ fn gcc_no_pie_o2_equals_uftrace() {
 #[test]
 fn unsafe_functions_are_refused_with_their_reasons() {
     let base = common::temp_dir("runtime-patch-refused");
-    let program = build_c(&base, "runtime_patch", "o2", &["-O2"], &["-pthread"]);
+    let program = native::build_c(&base, "runtime_patch", "o2", &["-O2"], &["-pthread"]);
     let ours = base.join("fntrace.data");
     let output = record(&base, &ours, &program, "r_*");
     assert_eq!(
@@ -195,7 +175,7 @@ fn patched_while_a_tracer_is_enabled_is_selected_at_once() {
     let link: Vec<&str> = link.iter().map(String::as_str).collect();
     let include = repo().join("include");
     let flags = ["-O2", "-I", include.to_str().unwrap()];
-    let program = build_c(&base, "runtime_patch_late", "o2", &flags, &link);
+    let program = native::build_c(&base, "runtime_patch_late", "o2", &flags, &link);
     let dir = base.join("late.data");
     let output = Command::new(&program).arg(&dir).output().unwrap();
     assert_eq!(
@@ -278,7 +258,7 @@ fn stress(protocol: &str) {
         "-I",
         include.to_str().unwrap(),
     ];
-    let program = build_c(&base, "patchable_stress", "o2-run-time", &flags, &link);
+    let program = native::build_c(&base, "patchable_stress", "o2-run-time", &flags, &link);
     for index in 0..4 {
         stress_run(&base, &program, protocol, 3, index);
     }

@@ -96,8 +96,9 @@ impl SymbolIndex {
 /// if no object of `index` maps `addr`, from an object seen loaded there
 /// before and unloaded since (see [`opened`]).
 pub(crate) fn function_name_at(index: &SymbolIndex, addr: usize) -> Option<Box<str>> {
-    if let Some(object) = index.object_at(addr) {
-        return object.function_at(addr).map(|f| f.name.clone());
+    if index.object_at(addr).is_some() {
+        // Through the index: PLT entries of traced library calls too.
+        return index.function_at(addr).map(|f| f.name.clone());
     }
     opened::object_at(addr)?
         .function_at(addr)

@@ -123,3 +123,25 @@ pub fn fntrace_record(cwd: &std::path::Path, args: &[&str]) -> std::process::Out
 pub fn stderr_of(output: &std::process::Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
+
+/// `tests/c/NAME.c` built by gcc with `flags` (and `link` after the
+/// source) into `dir/NAME-LABEL`, not linked with fntrace (for `fntrace
+/// record`; [`build_c_program`] links `libfntrace.a`).
+pub fn build_c(dir: &Path, name: &str, label: &str, flags: &[&str], link: &[&str]) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let program = dir.join(format!("{name}-{label}"));
+    let output = Command::new("gcc")
+        .args(flags)
+        .arg(repo().join(format!("tests/c/{name}.c")))
+        .arg("-o")
+        .arg(&program)
+        .args(link)
+        .output()
+        .expect("cannot run gcc; CI installs it (.ci/run)");
+    assert!(
+        output.status.success(),
+        "gcc {flags:?}: {}",
+        stderr_of(&output)
+    );
+    program
+}
