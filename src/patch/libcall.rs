@@ -20,7 +20,7 @@
 //! an fentry site's frame, so the `__fentry__` trampoline, the graph fast
 //! entry and the return hooking work unchanged. The site's function is the
 //! PLT entry's address (`.plt.sec` entry with IBT, else `.plt`), named by
-//! [`plt_function_at`] (`SymbolIndex::function_at` falls back to it), as
+//! `symbols::plt` (`SymbolIndex::function_at` falls back to it), as
 //! uftrace names it; PLT entries are kept apart from the objects' function
 //! lists, so that nothing scans or patches them as functions.
 //!
@@ -39,7 +39,6 @@
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::ops::Range;
-use std::sync::OnceLock;
 
 use object::elf;
 use object::read::elf::{ElfFile64, ProgramHeader as _, Rela as _, SectionHeader as _};
@@ -118,19 +117,6 @@ const PROFILING: &[&str] = &["mcount", "_mcount", "__fentry__"];
 
 /// The report of the one [`hook`] that ran (it runs once).
 static DONE: Mutex<Option<LibcallReport>> = Mutex::new(None);
-
-/// The executable's PLT entries named after their imports, by address
-/// (set once, by [`hook`]).
-static PLT: OnceLock<Vec<Function>> = OnceLock::new();
-
-/// The PLT entry of a hooked import containing `addr`, named after the
-/// imported function (as uftrace names it).
-pub(crate) fn plt_function_at(addr: usize) -> Option<&'static Function> {
-    let entries = PLT.get()?;
-    let idx = entries.partition_point(|f| f.start <= addr);
-    let candidate = entries.get(idx.checked_sub(1)?)?;
-    candidate.contains(addr).then_some(candidate)
-}
 
 /// One `R_X86_64_JUMP_SLOT` of the executable, at run-time addresses.
 #[derive(Debug, PartialEq, Eq)]
@@ -400,7 +386,7 @@ pub(crate) fn hook(index: &SymbolIndex) -> Result<LibcallReport, String> {
     SITES.note_change();
     names.sort_by_key(|f| f.start);
     // Named before any call can reach a site.
-    let _ = PLT.set(names);
+    crate::symbols::plt::set_names(names);
     // What lazy binding would store at the first call, stored now.
     store_slots(&binds, imports.relro.as_ref())?;
     report.bound_profiling = binds.len();

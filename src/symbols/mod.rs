@@ -17,6 +17,7 @@ use parking_lot::Mutex;
 use crate::error::Error;
 
 pub(crate) mod opened;
+pub(crate) mod plt;
 
 /// A function symbol, at its run-time address.
 #[derive(Clone, Debug)]
@@ -85,10 +86,8 @@ impl SymbolIndex {
     pub fn function_at(&self, addr: usize) -> Option<&Function> {
         let object = self.object_at(addr)?;
         // A PLT entry whose library calls are traced has no symbol of its
-        // own: named after its import (`patch::libcall`).
-        object
-            .function_at(addr)
-            .or_else(|| crate::patch::libcall::plt_function_at(addr))
+        // own: named after its import (see [`plt`]).
+        object.function_at(addr).or_else(|| plt::function_at(addr))
     }
 }
 

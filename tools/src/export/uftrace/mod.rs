@@ -8,6 +8,7 @@
 
 mod format;
 mod meta;
+mod modules;
 mod read;
 mod records;
 mod sessions;

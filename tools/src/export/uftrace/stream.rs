@@ -51,9 +51,10 @@ use std::time::{Duration, Instant};
 use super::super::dirfd::TraceDir;
 use super::super::ExportError;
 use super::format::{basename, decode, timestamp, RECORD_SIZE, TYPE_ENTRY, TYPE_EXIT};
+use super::modules::{sym_text, ModuleLayout};
 use super::sessions::{is_shared_recording, write_session, Fragment};
 use super::stream_thread::{encode_run, push_forked, StreamThread, CHUNK_EVENTS, RUN_MAX};
-use super::write::{fntrace_text, prepare_dir, session_id, sym_text, task_txt, ModuleLayout};
+use super::write::{fntrace_text, prepare_dir, session_id, task_txt};
 use crate::trace::{GraphEvent, ThreadTrace, Trace};
 
 /// What a finished stream holds.
@@ -357,7 +358,7 @@ impl UftraceStream {
             let mut starts: Vec<usize> = functions.iter().map(|&(start, _)| start).collect();
             starts.sort_unstable();
             starts.dedup();
-            let module = super::write::Module {
+            let module = super::modules::Module {
                 path: path.to_string(),
                 base: bias,
                 end: end.max(bias),

@@ -9,7 +9,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::format::FNTRACE_FILE;
-use super::write::{sym_text, Module};
+use super::modules::{sym_text, Module};
 use super::{read_uftrace_dir, write_uftrace_dir};
 use crate::export::ExportError;
 use crate::trace::{EventKind, ThreadTrace, Trace};
