@@ -530,9 +530,11 @@ fn filter_notrace_and_depth_as_uftrace_options() {
     );
 }
 
-#[test]
-fn underscore_exit_keeps_the_last_events() {
-    let base = common::temp_dir("record-cmd-exit");
+/// `fntrace record` of the `-pg` family program in MODE with N, in a new
+/// temporary directory named after `tag`: that directory, the trace
+/// directory, and the recorder's stderr (the run must succeed).
+fn record_family_mode(tag: &str, mode: &str) -> (PathBuf, PathBuf, String) {
+    let base = common::temp_dir(tag);
     let program = build_family(&base, &["-pg", "-O0"]);
     let dir = base.join("t.data");
     let n = N.to_string();
@@ -542,11 +544,18 @@ fn underscore_exit_keeps_the_last_events() {
             "-o",
             dir.to_str().unwrap(),
             program.to_str().unwrap(),
-            "_exit",
+            mode,
             &n,
         ],
     );
-    assert!(output.status.success(), "{}", native::stderr_of(&output));
+    let stderr = native::stderr_of(&output);
+    assert!(output.status.success(), "{stderr}");
+    (base, dir, stderr)
+}
+
+#[test]
+fn underscore_exit_keeps_the_last_events() {
+    let (base, dir, _) = record_family_mode("record-cmd-exit", "_exit");
     let expected: HashMap<String, u64> = [("main", 1), ("run", 1), ("leaf", N)]
         .into_iter()
         .map(|(f, n)| (f.to_string(), n))
@@ -564,22 +573,7 @@ fn underscore_exit_keeps_the_last_events() {
 /// hung there, and `_exit` gave up on its last drain after 2 s).
 #[test]
 fn a_child_forked_under_the_loader_lock_records_its_calls() {
-    let base = common::temp_dir("record-cmd-forklocked");
-    let program = build_family(&base, &["-pg", "-O0"]);
-    let dir = base.join("t.data");
-    let n = N.to_string();
-    let output = native::fntrace_record(
-        &base,
-        &[
-            "-o",
-            dir.to_str().unwrap(),
-            program.to_str().unwrap(),
-            "forklocked",
-            &n,
-        ],
-    );
-    let stderr = native::stderr_of(&output);
-    assert!(output.status.success(), "{stderr}");
+    let (base, dir, stderr) = record_family_mode("record-cmd-forklocked", "forklocked");
     assert!(!stderr.contains("did not finish"), "{stderr}");
     let calls = fntrace_calls(&dir);
     assert_eq!(calls.get("child_leaf"), Some(&N), "{calls:?}\n{stderr}");
