@@ -32,6 +32,11 @@ fn profile_soak_short() {
         slope_kib_per_min: None,
     });
     assert!(shortfalls.is_empty(), "{shortfalls:#?}");
+    assert!(
+        report.samples.iter().all(|s| s.hwm_kib >= s.rss_kib),
+        "{:?}",
+        report.samples
+    );
     // The run did what it says (a driver that did nothing would pass).
     assert!(report.scrapes >= seconds - 2, "{} scrapes", report.scrapes);
     assert!(report.profiles > 0 && report.resets > 1 && report.toggles > 0);

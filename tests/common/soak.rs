@@ -125,6 +125,14 @@ pub struct Report {
     pub not_kept: (u64, u64),
     /// What went wrong (a failed request, a bad scrape, a line on stderr).
     pub failures: Vec<String>,
+    /// Lines fntrace printed that are explained (a thread being created
+    /// blocks every signal for a moment, SIGTRAP too: that `enable`
+    /// patched stopping the world, and says so), by text.
+    pub notes: BTreeMap<String, u64>,
+    /// The mappings whose resident size changed most from the warm-up's
+    /// end to the last second of the run (threads still running), KiB:
+    /// `(mapping, before, after)`.
+    pub grown: Vec<(String, u64, u64)>,
 }
 
 /// The bounds a run is held to.
@@ -270,6 +278,22 @@ impl Report {
             "not kept (lost, pathless): {} {}",
             self.not_kept.0, self.not_kept.1
         );
+        for (note, times) in &self.notes {
+            let _ = writeln!(out, "note ({times}×): {note}");
+        }
+        if !self.grown.is_empty() {
+            let _ = writeln!(
+                out,
+                "resident KiB per mapping, warm-up's end -> last second (largest changes):"
+            );
+            for (mapping, before, after) in &self.grown {
+                let _ = writeln!(
+                    out,
+                    "  {before:>6} -> {after:>6} ({:+}) {mapping}",
+                    *after as i64 - *before as i64
+                );
+            }
+        }
         out
     }
 }
@@ -353,6 +377,63 @@ fn status_kib(pid: u32, field: &str) -> Option<u64> {
         .lines()
         .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|value| value.trim().trim_end_matches(" kB").parse().ok())
+}
+
+/// Resident KiB per mapping of `/proc/PID/smaps` (key: address range,
+/// and the path or `[heap]`-like name if any).
+fn smaps(pid: u32) -> BTreeMap<String, u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
+    let mut out = BTreeMap::new();
+    let mut current = None;
+    for line in text.lines() {
+        let first = line.split_whitespace().next().unwrap_or("");
+        if first.contains('-') && first.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (start, end) = first.split_once('-').unwrap();
+            let size = (u64::from_str_radix(end, 16).unwrap_or(0)
+                - u64::from_str_radix(start, 16).unwrap_or(0))
+                / 1024;
+            current = Some(format!(
+                "{first} ({size} KiB) {}",
+                fields.get(5).copied().unwrap_or("")
+            ));
+        } else if let (Some(key), Some(rss)) = (&current, line.strip_prefix("Rss:")) {
+            let kib = rss
+                .trim()
+                .trim_end_matches(" kB")
+                .trim()
+                .parse()
+                .unwrap_or(0);
+            out.insert(key.clone(), kib);
+        }
+    }
+    out
+}
+
+/// The mappings whose resident size differs most between `before` and
+/// `after` (at most `n`, changes of at least 16 KiB).
+fn grown(
+    before: &BTreeMap<String, u64>,
+    after: &BTreeMap<String, u64>,
+    n: usize,
+) -> Vec<(String, u64, u64)> {
+    let mut changes: Vec<(String, u64, u64)> = before
+        .keys()
+        .chain(after.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .map(|key| {
+            (
+                key.clone(),
+                before.get(key).copied().unwrap_or(0),
+                after.get(key).copied().unwrap_or(0),
+            )
+        })
+        .filter(|(_, b, a)| b.abs_diff(*a) >= 16)
+        .collect();
+    changes.sort_by_key(|(_, b, a)| std::cmp::Reverse(b.abs_diff(*a)));
+    changes.truncate(n);
+    changes
 }
 
 /// The running service: its stdin, its stdout lines, its stderr lines.
@@ -555,6 +636,7 @@ pub fn run(
     let exact_from = config.seconds - config.exact;
     let mut before_reset: Option<BTreeMap<String, u64>> = None;
     let mut enabled = true;
+    let mut at_warmup = BTreeMap::new();
     for tick in 1..=config.seconds {
         // Once a second, on the second.
         let due = started + Duration::from_secs(tick);
@@ -580,6 +662,7 @@ pub fn run(
             report.warmup_at = at;
             // "5" resets VmHWM to the current resident size.
             report.hwm_reset = std::fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok();
+            at_warmup = smaps(pid);
         }
         let scraping = Instant::now();
         match service.scrape() {
@@ -592,6 +675,7 @@ pub fn run(
             Err(e) => report.failures.push(format!("at {at:.1} s: {e}")),
         }
         if tick == config.seconds {
+            report.grown = grown(&at_warmup, &smaps(pid), 12);
             break;
         }
         if tick == exact_from {
@@ -683,7 +767,26 @@ pub fn run(
             .push(format!("the service exited: {status}"));
     }
     for line in service.stderr.lock().unwrap().iter() {
-        report.failures.push(format!("service stderr: {line}"));
+        if line.starts_with("fntrace:") && line.contains("blocks SIGTRAP") {
+            let note = line
+                .split_once(" (")
+                .map_or(line.as_str(), |(head, _)| head);
+            // The thread id varies; the rest is the note.
+            let note = note
+                .split(' ')
+                .map(|word| {
+                    if word.parse::<u32>().is_ok() {
+                        "N"
+                    } else {
+                        word
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" ");
+            *report.notes.entry(note).or_default() += 1;
+        } else {
+            report.failures.push(format!("service stderr: {line}"));
+        }
     }
     report
 }
