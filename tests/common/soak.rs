@@ -100,6 +100,9 @@ pub struct Report {
     pub hwm_reset: bool,
     /// The least-squares slope of `VmRSS` after the warm-up, KiB/min.
     pub slope_kib_per_min: f64,
+    /// The same over the second half of the run (after a leak, still the
+    /// leak's rate; after a warm-up ramp, about 0), KiB/min.
+    pub late_slope_kib_per_min: f64,
     /// Scrapes of `/metrics` answered `200` with a whole text.
     pub scrapes: u64,
     /// The longest scrape, ms.
@@ -140,7 +143,9 @@ pub struct Report {
 pub struct Bounds {
     /// Growth after the warm-up (largest sample, end, and `VmHWM`), KiB.
     pub growth_kib: u64,
-    /// The slope's magnitude, KiB/min (`None`: not checked).
+    /// The magnitude of the slope over the second half of the run,
+    /// KiB/min (`None`: not checked). The whole run's line must also rise
+    /// less than `growth_kib` from the warm-up's end to the end.
     pub slope_kib_per_min: Option<f64>,
 }
 
@@ -171,10 +176,19 @@ impl Report {
             ));
         }
         if let Some(slope) = bounds.slope_kib_per_min {
-            if self.slope_kib_per_min.abs() > slope {
+            if self.late_slope_kib_per_min.abs() > slope {
                 out.push(format!(
-                    "VmRSS slope {:.1} KiB/min, beyond ±{slope} KiB/min",
-                    self.slope_kib_per_min
+                    "VmRSS slope over the second half {:.1} KiB/min, beyond ±{slope} KiB/min",
+                    self.late_slope_kib_per_min
+                ));
+            }
+            let minutes = (self.seconds - self.warmup_at) / 60.0;
+            let rise = self.slope_kib_per_min * minutes;
+            if rise.abs() > bounds.growth_kib as f64 {
+                out.push(format!(
+                    "the least-squares line of VmRSS rises {rise:.0} KiB over the run, \
+                     beyond {} KiB",
+                    bounds.growth_kib
                 ));
             }
         }
@@ -255,6 +269,11 @@ impl Report {
                 .iter()
                 .filter(|s| s.at >= self.warmup_at)
                 .count()
+        );
+        let _ = writeln!(
+            out,
+            "VmRSS slope, 2nd half: {:+.2} KiB/min",
+            self.late_slope_kib_per_min
         );
         let _ = writeln!(
             out,
@@ -379,12 +398,13 @@ fn status_kib(pid: u32, field: &str) -> Option<u64> {
         .and_then(|value| value.trim().trim_end_matches(" kB").parse().ok())
 }
 
-/// Resident KiB per mapping of `/proc/PID/smaps` (key: address range,
-/// and the path or `[heap]`-like name if any).
-fn smaps(pid: u32) -> BTreeMap<String, u64> {
+/// Resident KiB per mapping of `/proc/PID/smaps`, by start address (a
+/// heap that grows keeps its start), with its size and path or name (such
+/// as `[heap]`).
+fn smaps(pid: u32) -> BTreeMap<String, (String, u64)> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
     let mut out = BTreeMap::new();
-    let mut current = None;
+    let mut current: Option<(String, String)> = None;
     for line in text.lines() {
         let first = line.split_whitespace().next().unwrap_or("");
         if first.contains('-') && first.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
@@ -393,18 +413,18 @@ fn smaps(pid: u32) -> BTreeMap<String, u64> {
             let size = (u64::from_str_radix(end, 16).unwrap_or(0)
                 - u64::from_str_radix(start, 16).unwrap_or(0))
                 / 1024;
-            current = Some(format!(
-                "{first} ({size} KiB) {}",
-                fields.get(5).copied().unwrap_or("")
-            ));
-        } else if let (Some(key), Some(rss)) = (&current, line.strip_prefix("Rss:")) {
+            let description = format!("({size} KiB) {}", fields.get(5).copied().unwrap_or(""));
+            current = Some((start.to_string(), description));
+        } else if let (Some((start, description)), Some(rss)) =
+            (&current, line.strip_prefix("Rss:"))
+        {
             let kib = rss
                 .trim()
                 .trim_end_matches(" kB")
                 .trim()
                 .parse()
                 .unwrap_or(0);
-            out.insert(key.clone(), kib);
+            out.insert(start.clone(), (description.clone(), kib));
         }
     }
     out
@@ -413,8 +433,8 @@ fn smaps(pid: u32) -> BTreeMap<String, u64> {
 /// The mappings whose resident size differs most between `before` and
 /// `after` (at most `n`, changes of at least 16 KiB).
 fn grown(
-    before: &BTreeMap<String, u64>,
-    after: &BTreeMap<String, u64>,
+    before: &BTreeMap<String, (String, u64)>,
+    after: &BTreeMap<String, (String, u64)>,
     n: usize,
 ) -> Vec<(String, u64, u64)> {
     let mut changes: Vec<(String, u64, u64)> = before
@@ -423,10 +443,12 @@ fn grown(
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .map(|key| {
+            let (b, a) = (before.get(key), after.get(key));
+            let description = a.or(b).map_or("", |(d, _)| d.as_str());
             (
-                key.clone(),
-                before.get(key).copied().unwrap_or(0),
-                after.get(key).copied().unwrap_or(0),
+                format!("{key} {description}"),
+                b.map_or(0, |(_, kib)| *kib),
+                a.map_or(0, |(_, kib)| *kib),
             )
         })
         .filter(|(_, b, a)| b.abs_diff(*a) >= 16)
@@ -759,6 +781,9 @@ pub fn run(
         .collect();
     report.max_kib = after.iter().map(|p| p.1 as u64).max().unwrap_or(0);
     report.slope_kib_per_min = slope(&after);
+    let half = report.seconds / 2.0 / 60.0;
+    let late: Vec<(f64, f64)> = after.iter().copied().filter(|p| p.0 >= half).collect();
+    report.late_slope_kib_per_min = slope(&late);
     writeln!(service.stdin, "exit").unwrap();
     let status = service.child.wait().unwrap();
     if !status.success() {
