@@ -47,7 +47,7 @@ fn main() {
     let report = soak::run(&built, &config, scratch.path(), &mut |sample| {
         // A line every 10 s, so that a long run shows it is alive.
         let at = sample.at.round() as u64;
-        if at % 10 == 0 {
+        if at.is_multiple_of(10) {
             println!(
                 "  {at:>4} s: VmRSS {} KiB, VmHWM {} KiB",
                 sample.rss_kib, sample.hwm_kib

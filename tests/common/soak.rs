@@ -716,7 +716,7 @@ pub fn run(
             continue;
         }
         if tick > exact_from {
-            if tick % config.profile_every == 0 {
+            if tick.is_multiple_of(config.profile_every) {
                 let r = service.ctl(&["profile"]);
                 if fail(&mut report, r).is_some() {
                     report.profiles += 1;
@@ -724,13 +724,13 @@ pub fn run(
             }
             continue;
         }
-        if tick % config.profile_every == 0 {
+        if tick.is_multiple_of(config.profile_every) {
             let r = service.ctl(&["profile"]);
             if fail(&mut report, r).is_some() {
                 report.profiles += 1;
             }
         }
-        if tick % config.reset_every == 0 {
+        if tick.is_multiple_of(config.reset_every) {
             let r = service.ctl(&["profile", "reset"]);
             if fail(&mut report, r).is_some() {
                 report.resets += 1;
