@@ -1,0 +1,257 @@
+//! Run-time entry patching (`fntrace record -P`) of a normally built Rust
+//! program: `tests/rust/runtime_patch.rs` built with plain `rustc` at
+//! `opt-level` 0 and 2 and by `cargo build --release` of a one-file crate
+//! (no `-Zinstrument-mcount`, no patchable entries), its own crate's
+//! functions selected as a user types them, `-P 'rp::*'` (the crate is
+//! `rp`; uftrace takes the regex `rp::.*`).
+//!
+//! Each build is traced by `fntrace record -P 'rp::*'` and by `uftrace
+//! record -P 'rp::.*'`; both directories read by `uftrace report` give
+//! the same calls per function, exactly, and fntrace's reader agrees. At
+//! `opt-level` 2 and 3 the counts are the program's own (its functions
+//! stay out of line); at 0 LLVM leaves more functions (the iterator
+//! closures of `sum_all`, `format!` helpers) and the comparison with
+//! uftrace is the check.
+//!
+//! Names: legacy Rust symbols (rustc 1.95's default for a crate built on
+//! stable) demangled without their hash, `rp::calls::top`; both instances
+//! of the generic `sum_all` are `rp::sum_all` (legacy names carry no
+//! generic arguments) and both closures `rp::main::{{closure}}`, which
+//! uftrace 0.13 shows as `rp::main::_{{closure}}` (it keeps the `_` that
+//! separates a length from an escape in the mangled name).
+
+mod common;
+
+use common::native::{self, repo};
+
+use std::collections::HashMap;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// `tests/rust/runtime_patch.rs` built by plain `rustc` (crate `rp`) with
+/// `flags` into `dir/rp-LABEL`.
+fn build_rustc(dir: &Path, label: &str, flags: &[&str]) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let program = dir.join(format!("rp-{label}"));
+    let output = Command::new("rustc")
+        .args(["--edition", "2021", "--crate-name", "rp"])
+        .args(flags)
+        .arg(repo().join("tests/rust/runtime_patch.rs"))
+        .arg("-o")
+        .arg(&program)
+        .output()
+        .expect("cannot run rustc");
+    assert!(
+        output.status.success(),
+        "rustc {flags:?}: {}",
+        native::stderr_of(&output)
+    );
+    program
+}
+
+/// `tests/rust/runtime_patch.rs` as the binary of a crate `rp` of its own
+/// in `dir`, built by `cargo build --release` (the release profile as
+/// cargo has it: `opt-level` 3, 16 codegen units, no debug information).
+fn build_cargo_release(dir: &Path) -> PathBuf {
+    let krate = dir.join("rp-crate");
+    std::fs::create_dir_all(&krate).unwrap();
+    std::fs::write(
+        krate.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"rp\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+             [[bin]]\nname = \"rp\"\npath = {:?}\n\n[workspace]\n",
+            repo().join("tests/rust/runtime_patch.rs")
+        ),
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO"))
+        .args(["build", "--release", "--offline", "--quiet"])
+        .current_dir(&krate)
+        .env("CARGO_TARGET_DIR", krate.join("target"))
+        // This test's own build settings are not the user's.
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("CARGO_PROFILE_RELEASE_DEBUG")
+        .output()
+        .expect("cannot run cargo");
+    assert!(
+        output.status.success(),
+        "cargo build --release: {}",
+        native::stderr_of(&output)
+    );
+    krate.join("target/release/rp")
+}
+
+/// `fntrace record -o DIR -P GLOB PROGRAM` in `base`, killed after one
+/// minute or once DIR holds 64 MiB (a program whose registers a
+/// trampoline clobbers can loop for ever, recording all the while).
+fn record(base: &Path, dir: &Path, program: &Path, glob: &str) -> Output {
+    let mut child = Command::new(native::cli_with_library())
+        .arg("record")
+        .args(["-o", dir.to_str().unwrap(), "-P", glob])
+        .arg(program)
+        .current_dir(base)
+        .env_remove("FNTRACE_LIB")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own process group: the traced program is killed with it.
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline || common::bytes_under(dir) > 64 << 20 {
+            // SAFETY: a plain kill(2) of the process group made above.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            let output = child.wait_with_output().unwrap();
+            panic!(
+                "fntrace record -P {glob} {}: still running after a minute or 64 MiB: {}",
+                program.display(),
+                native::stderr_of(&output)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "fntrace record -P {glob} {}: {}",
+        program.display(),
+        native::stderr_of(&output)
+    );
+    output
+}
+
+/// `uftrace record -P REGEX PROGRAM` into `dir` (library calls, events
+/// and scheduler rows left out, as fntrace records none of them here).
+fn uftrace_record(base: &Path, dir: &Path, program: &Path, regex: &str) -> String {
+    let output = Command::new("uftrace")
+        .args(["record", "--no-libcall", "--no-event", "--no-sched"])
+        .args(["-P", regex, "-d"])
+        .arg(dir)
+        .arg(program)
+        .current_dir(base)
+        .output()
+        .expect("cannot run uftrace; CI installs it (.ci/run)");
+    assert!(
+        output.status.success(),
+        "uftrace record -P {regex}: {}",
+        native::stderr_of(&output)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// uftrace 0.13's demangled names as fntrace writes them (rustc-demangle's
+/// form): a closure `rp::main::_{{closure}}` is `rp::main::{{closure}}`,
+/// and a path inside generic arguments, `drop_in_place<rp..main..{{closure}}>`,
+/// is `drop_in_place<rp::main::{{closure}}>` (uftrace leaves the `..`
+/// escape of `::` there).
+fn names_as_fntrace(counts: HashMap<String, u64>) -> HashMap<String, u64> {
+    counts
+        .into_iter()
+        .map(|(name, calls)| (name.replace("..", "::").replace("::_{{", "::{{"), calls))
+        .collect()
+}
+
+/// fntrace's glob `rp::*` as a uftrace regex. fntrace's glob selects a
+/// path wherever one starts in a name (`rp::main`, and the generic
+/// instances `core::ptr::drop_in_place<rp::...>` that rustc emits at
+/// `opt-level` 0); uftrace's regex is unanchored and its demangler writes
+/// `rp..main` inside `<...>`.
+const UFTRACE_RP: &str = "(^|[<,( &])rp(::|\\.\\.)";
+
+/// What the program prints (its result and its count of parse errors).
+const PRINTED: &str = "11088043124647886622 10\n";
+
+/// The program's own calls, when LLVM keeps each function out of line and
+/// adds none (`opt-level` 2 and 3).
+fn own_counts() -> HashMap<String, u64> {
+    common::call_table(&[
+        ("rp::main", 1),
+        ("rp::calls::top", 1000),
+        ("rp::calls::mid", 1000),
+        ("rp::calls::leaf", 2000),
+        ("rp::depth", 130),
+        ("rp::parse", 40),
+        ("rp::sum_all", 40),
+        ("rp::Meter::bump", 30),
+        ("rp::apply", 25),
+        ("rp::main::{{closure}}", 25),
+    ])
+}
+
+/// Traces `program` both ways and compares; returns fntrace's stderr
+/// (the patching report) and fntrace's calls per function.
+fn equals_uftrace(base: &Path, program: &Path) -> (String, HashMap<String, u64>) {
+    let ours = base.join("fntrace.data");
+    let output = record(base, &ours, program, "rp::*");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), PRINTED);
+    let theirs = base.join("uftrace.data");
+    assert_eq!(uftrace_record(base, &theirs, program, UFTRACE_RP), PRINTED);
+
+    let uftrace_theirs = names_as_fntrace(common::uftrace_calls(&theirs));
+    let uftrace_ours = common::uftrace_calls(&ours);
+    assert_eq!(
+        uftrace_ours, uftrace_theirs,
+        "uftrace report: fntrace's directory and uftrace's"
+    );
+    let read = common::completed_calls(&ours);
+    assert_eq!(read, uftrace_ours, "fntrace reading its own");
+    (native::stderr_of(&output), read)
+}
+
+#[test]
+fn rustc_opt_level_2_equals_uftrace_and_the_program() {
+    let base = common::temp_dir("runtime-patch-rust-o2");
+    let program = build_rustc(&base, "o2", &["-C", "opt-level=2"]);
+    let (stderr, calls) = equals_uftrace(&base, &program);
+    assert_eq!(calls, own_counts());
+    assert!(
+        stderr.contains("-P rp::*: 12 functions patched, 0 refused"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+#[test]
+fn cargo_release_equals_uftrace_and_the_program() {
+    let base = common::temp_dir("runtime-patch-rust-release");
+    let program = build_cargo_release(&base);
+    let (stderr, calls) = equals_uftrace(&base, &program);
+    assert_eq!(calls, own_counts());
+    assert!(
+        stderr.contains("-P rp::*: 12 functions patched, 0 refused"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+#[test]
+fn rustc_opt_level_0_equals_uftrace() {
+    let base = common::temp_dir("runtime-patch-rust-o0");
+    let program = build_rustc(&base, "o0", &["-C", "opt-level=0"]);
+    let (stderr, calls) = equals_uftrace(&base, &program);
+    for (name, count) in own_counts() {
+        if name != "rp::main::{{closure}}" {
+            assert_eq!(calls.get(&name), Some(&count), "{name}: {calls:?}");
+        }
+    }
+    // The closures of `main` include `(0..16).map(|v| v * 1000)`'s at
+    // `opt-level` 0 (16 calls), and `sum_all`'s `map` closure is a function.
+    assert_eq!(calls.get("rp::main::{{closure}}"), Some(&(25 + 16)));
+    assert_eq!(calls.get("rp::sum_all::{{closure}}"), Some(&(2 * 20 * 16)));
+    // Three `drop_in_place<...rp::main::{{closure}}...>` instances, once each.
+    let drops: Vec<u64> = calls
+        .iter()
+        .filter(|(name, _)| name.starts_with("core::ptr::drop_in_place<"))
+        .map(|(_, calls)| *calls)
+        .collect();
+    assert_eq!(drops, [1, 1, 1], "{calls:?}");
+    assert!(
+        stderr.contains("-P rp::*: 19 functions patched, 0 refused"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&base).unwrap();
+}
