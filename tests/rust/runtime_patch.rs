@@ -12,7 +12,15 @@
 //! - `Meter::bump`, a method: 30 calls;
 //! - `apply`, taking a closure (`&dyn Fn`, so each closure's body is a
 //!   function of its own): 25 calls, 13 of `main::{closure#0}` and 12 of
-//!   `main::{closure#1}`.
+//!   `main::{closure#1}`;
+//! - `release`, which ends in a tail call through the GOT (`jmp
+//!   *__rust_dealloc@GOTPCREL(%rip)`: rustc calls what is outside the
+//!   crate without a PLT): 20 calls;
+//! - `classify`, a `match` compiled to a jump table: 20 calls;
+//! - `area_of`, a virtual tail call (`jmp *%rax` through a vtable): 10
+//!   calls, 5 of `<Square as Shape>::area` and 5 of `<Rect as
+//!   Shape>::area`, each through the trait's default method
+//!   `Shape::scaled` (10 calls).
 //!
 //! The result is printed so that nothing is optimised away; an argument
 //! (the number of `top` calls) comes from the command line so that no
@@ -78,6 +86,58 @@ fn apply(f: &dyn Fn(u64) -> u64, x: u64) -> u64 {
     black_box(f(x))
 }
 
+/// Drops `values` and ends in a tail call of `__rust_dealloc`.
+#[inline(never)]
+fn release(values: Vec<u64>) {
+    drop(values)
+}
+
+#[inline(never)]
+fn classify(x: u64) -> u64 {
+    match x % 8 {
+        0 => black_box(10) + x,
+        1 => black_box(x * 3),
+        2 => black_box(x ^ 7) - 1,
+        3 => black_box(x.rotate_left(3)),
+        4 => black_box(x / 3) * 5,
+        5 => black_box(x + 99),
+        6 => black_box(x << 2) + 1,
+        _ => black_box(x >> 1) | 1,
+    }
+}
+
+trait Shape {
+    fn area(&self) -> u64;
+
+    fn scaled(&self, k: u64) -> u64 {
+        black_box(self.area() * k)
+    }
+}
+
+struct Square(u64);
+
+struct Rect(u64, u64);
+
+impl Shape for Square {
+    #[inline(never)]
+    fn area(&self) -> u64 {
+        black_box(self.0 * self.0)
+    }
+}
+
+impl Shape for Rect {
+    #[inline(never)]
+    fn area(&self) -> u64 {
+        black_box(self.0 * self.1)
+    }
+}
+
+/// A virtual call in tail position: `jmp *%rax` at `opt-level` 2.
+#[inline(never)]
+fn area_of(shape: &dyn Shape, k: u64) -> u64 {
+    shape.scaled(k.wrapping_mul(1_000_003))
+}
+
 const DEPTH: u64 = 12;
 
 fn main() {
@@ -122,6 +182,14 @@ fn main() {
     let closures: [&dyn Fn(u64) -> u64; 2] = black_box([&add, &scale]);
     for i in 0..25u64 {
         sum = sum.wrapping_add(apply(closures[i as usize % 2], i));
+    }
+    for i in 0..20 {
+        release(black_box(vec![i; 4]));
+        sum = sum.wrapping_add(classify(i));
+    }
+    let shapes: [&dyn Shape; 2] = black_box([&Square(3), &Rect(2, 5)]);
+    for i in 0..10u64 {
+        sum = sum.wrapping_add(area_of(shapes[i as usize % 2], i));
     }
     println!("{sum} {errors}");
 }

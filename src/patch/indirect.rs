@@ -1,0 +1,182 @@
+//! Where an indirect jump of a function can go, for run-time entry
+//! patching (`patch::entry_patch`): a function is patched only if no
+//! branch of it targets the bytes moved out of its entry, and an indirect
+//! jump was refused outright. Two forms are read instead, because the
+//! memory that decides their targets cannot change:
+//!
+//! - **A tail call through a GOT slot**, `jmp *foo@GOTPCREL(%rip)`
+//!   (`ff 25 disp32`): rustc compiles calls to functions outside the
+//!   crate without a PLT (a `cargo build --release` binary of the tests
+//!   has 113 functions whose only indirect jumps are these, most of them
+//!   `drop_in_place` instances ending in `jmp *__rust_dealloc@GOTPCREL`),
+//!   and so does gcc `-fno-plt`. The target is the slot's value.
+//! - **A switch's jump table**, LLVM's and gcc's position-independent
+//!   form, four consecutive instructions:
+//!
+//!   ```text
+//!   lea    T(%rip),%rA
+//!   movslq (%rA,%rI,4),%rB
+//!   add    %rA,%rB
+//!   jmp    *%rB
+//!   ```
+//!
+//!   and gcc's `-fno-pie` form `jmp *T(,%rI,8)`. The targets are the
+//!   table's entries (`T + entry`, or the entry itself). The table's
+//!   length is not known (the bound check precedes it somewhere): entries
+//!   are read while they lie in read-only memory and target executable
+//!   memory. Every real entry targets code (the function, or its `.cold`
+//!   part), so the real table is read whole; what follows it is read too
+//!   until a value does not target code (a zero entry targets the table
+//!   itself), which can only refuse more.
+//!
+//! Both are trusted only when the slot or the table lies in memory that is
+//! mapped read-only when the function is patched (the GOT after RELRO,
+//! `.rodata`): a writable slot (lazy binding, a function pointer in
+//! `.data`) could later hold anything. Other indirect jumps (`jmp *%rax`
+//! after a vtable load: a virtual tail call) stay refused.
+
+use std::ops::Range;
+
+use iced_x86::{Code, Instruction, OpKind, Register};
+
+use crate::sys::maps;
+
+/// Most entries read from one jump table; a longer run refuses the
+/// function.
+const MAX_ENTRIES: usize = 1 << 16;
+
+/// The process's memory that does not change while it is read here:
+/// mappings readable and not writable, and the executable ones among them.
+#[derive(Debug, Default)]
+pub(crate) struct FixedMemory {
+    read_only: Vec<Range<usize>>,
+    text: Vec<Range<usize>>,
+}
+
+impl FixedMemory {
+    /// The calling process's, from `/proc/thread-self/maps` (none if it
+    /// cannot be read: every indirect jump is then refused).
+    pub(crate) fn of_process() -> FixedMemory {
+        let mut memory = FixedMemory::default();
+        for mapping in maps::thread_self().unwrap_or_default() {
+            if !mapping.read || mapping.write || mapping.shared {
+                continue;
+            }
+            memory.read_only.push(mapping.start..mapping.end);
+            if mapping.execute {
+                memory.text.push(mapping.start..mapping.end);
+            }
+        }
+        memory
+    }
+
+    /// `read_only` ranges, the executable ones also in `text` (tests).
+    #[cfg(test)]
+    pub(crate) fn with(read_only: Vec<Range<usize>>, text: Vec<Range<usize>>) -> FixedMemory {
+        FixedMemory { read_only, text }
+    }
+
+    /// The `N` bytes at `addr`, if they lie in one read-only mapping.
+    fn read<const N: usize>(&self, addr: usize) -> Option<[u8; N]> {
+        let end = addr.checked_add(N)?;
+        self.read_only
+            .iter()
+            .any(|r| r.start <= addr && end <= r.end)
+            .then(|| {
+                // SAFETY: `[addr, addr + N)` lies inside a readable mapping
+                // (checked above), which this process does not unmap while
+                // it patches (the loader's lock is held: no `dlclose`).
+                unsafe { std::ptr::read_unaligned(addr as *const [u8; N]) }
+            })
+    }
+
+    fn is_text(&self, addr: usize) -> bool {
+        self.text.iter().any(|r| r.contains(&addr))
+    }
+}
+
+/// The targets of the indirect jump `all[at]` (the function's instructions,
+/// in order), or `None` if they cannot be known.
+pub(crate) fn targets(all: &[Instruction], at: usize, memory: &FixedMemory) -> Option<Vec<usize>> {
+    let jump = &all[at];
+    match jump.code() {
+        Code::Jmp_rm64 if jump.op0_kind() == OpKind::Memory => {
+            if jump.is_ip_rel_memory_operand() {
+                // jmp *slot(%rip): a tail call through the GOT.
+                let slot = jump.ip_rel_memory_address() as usize;
+                return Some(vec![u64::from_le_bytes(memory.read(slot)?) as usize]);
+            }
+            // jmp *T(,%rI,8): gcc's absolute table (-fno-pie).
+            if jump.memory_base() == Register::None
+                && jump.memory_index() != Register::None
+                && jump.memory_index_scale() == 8
+            {
+                let table = jump.memory_displacement64() as usize;
+                return read_table(memory, table, 8, |bytes| {
+                    u64::from_le_bytes(bytes.try_into().unwrap()) as usize
+                });
+            }
+            None
+        }
+        Code::Jmp_rm64 if jump.op0_kind() == OpKind::Register => {
+            let [lea, load, add] = all.get(at.checked_sub(3)?..at)? else {
+                return None;
+            };
+            let base = lea.op0_register();
+            let entry = load.op0_register();
+            // `add %rA,%rB` (LLVM, gcc) or `add %rB,%rA`; the jump goes
+            // through the sum.
+            let (sum, addend) = (add.op0_register(), add.op1_register());
+            let is_table = lea.code() == Code::Lea_r64_m
+                && lea.is_ip_rel_memory_operand()
+                && load.code() == Code::Movsxd_r64_rm32
+                && load.op1_kind() == OpKind::Memory
+                && load.memory_base() == base
+                && load.memory_index_scale() == 4
+                && load.memory_displacement64() == 0
+                && entry != base
+                && matches!(add.code(), Code::Add_rm64_r64 | Code::Add_r64_rm64)
+                && add.op0_kind() == OpKind::Register
+                && add.op1_kind() == OpKind::Register
+                && ((sum, addend) == (entry, base) || (sum, addend) == (base, entry))
+                && jump.op0_register() == sum;
+            // A branch into the middle of the four could arrive with other
+            // registers: the caller checks that no branch targets
+            // `load`, `add` or `jump` (see `entry_patch::plan`).
+            if !is_table {
+                return None;
+            }
+            let table = lea.ip_rel_memory_address() as usize;
+            read_table(memory, table, 4, |bytes| {
+                table.wrapping_add_signed(i32::from_le_bytes(bytes.try_into().unwrap()) as isize)
+            })
+        }
+        _ => None,
+    }
+}
+
+/// The addresses a jump table at `table` holds: entries of `size` bytes
+/// decoded by `target`, read while they lie in read-only memory and target
+/// executable memory.
+fn read_table(
+    memory: &FixedMemory,
+    table: usize,
+    size: usize,
+    target: impl Fn(&[u8]) -> usize,
+) -> Option<Vec<usize>> {
+    let mut targets = Vec::new();
+    for k in 0..MAX_ENTRIES {
+        let addr = table.checked_add(k * size)?;
+        let value = match size {
+            4 => memory.read::<4>(addr).map(|b| target(&b)),
+            _ => memory.read::<8>(addr).map(|b| target(&b)),
+        };
+        match value {
+            Some(to) if memory.is_text(to) => targets.push(to),
+            // The first entry must be code: else this is no table.
+            _ if targets.is_empty() => return None,
+            _ => return Some(targets),
+        }
+    }
+    None
+}
