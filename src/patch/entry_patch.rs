@@ -640,7 +640,7 @@ mod tests {
     fn tail_calls_through_a_read_only_slot_are_followed() {
         // push %rbx; mov %rdi,%rbx; pop %rbx; jmp *slot(%rip): rustc's
         // `jmp *__rust_dealloc@GOTPCREL(%rip)` at the end of a function.
-        let slot = vec![0u64; 1];
+        let slot = std::cell::Cell::new(0u64);
         let slot_at = slot.as_ptr() as usize;
         let start = slot_at - 0x1000;
         let disp = (slot_at as i64 - (start + 11) as i64) as i32;
@@ -648,8 +648,7 @@ mod tests {
         code.extend_from_slice(&disp.to_le_bytes());
         let fixed = FixedMemory::with(vec![span(slot_at, 8)], vec![]);
         let with_target = |target: usize| {
-            // SAFETY: the Vec's one element, written before it is read.
-            unsafe { (slot.as_ptr() as *mut u64).write(target as u64) };
+            slot.set(target as u64);
             plan(&code, start, &fixed)
         };
         assert_eq!(with_target(0x7000_0000).unwrap().len, 5);
@@ -679,7 +678,7 @@ mod tests {
 
     #[test]
     fn jump_tables_are_read_to_their_end() {
-        let mut table = vec![0i32; 4];
+        let table: [std::cell::Cell<i32>; 4] = Default::default();
         let table_at = table.as_ptr() as usize;
         let start = table_at - 0x10000;
         let code = switch(start, table_at);
@@ -688,9 +687,9 @@ mod tests {
             vec![span(start, code.len())],
         );
         let entry = |to: usize| (to as i64 - table_at as i64) as i32;
-        let mut with_entries = |entries: [usize; 3]| {
-            for (slot, to) in table.iter_mut().zip(entries) {
-                *slot = entry(to);
+        let with_entries = |entries: [usize; 3]| {
+            for (slot, to) in table.iter().zip(entries) {
+                slot.set(entry(to));
             }
             // The fourth stays 0: it targets the table, not code (the end).
             plan(&code, start, &fixed)
@@ -713,5 +712,47 @@ mod tests {
         );
         // No read-only table: refused as any indirect jump.
         assert_eq!(plan_of(&code, start).unwrap_err(), Refusal::IndirectJump);
+    }
+
+    #[test]
+    fn absolute_jump_tables_are_read_too() {
+        // gcc -fno-pie: `jmp *T(,%rax,8)`, T a 32-bit absolute address: a
+        // table in a page mapped low, at a free address.
+        const LOW: usize = 0x3f00_0000;
+        // SAFETY: a new private anonymous page; MAP_FIXED_NOREPLACE fails
+        // rather than replace a mapping. Unmapped below.
+        let page = unsafe {
+            libc::mmap(
+                LOW as *mut libc::c_void,
+                PAGE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+                -1,
+                0,
+            )
+        };
+        assert_eq!(page as usize, LOW, "a free page at {LOW:#x}");
+        let start = LOW + 0x100;
+        // nop5; jmp *LOW(,%rax,8); ret; ret
+        let mut code = NOP5.to_vec();
+        code.extend_from_slice(&[0xff, 0x24, 0xc5]);
+        code.extend_from_slice(&(LOW as u32).to_le_bytes());
+        code.extend_from_slice(&[0xc3, 0xc3]);
+        let fixed = FixedMemory::with(vec![span(LOW, PAGE)], vec![span(start, code.len())]);
+        let with_entries = |entries: &[usize]| {
+            for (k, to) in entries.iter().enumerate() {
+                // SAFETY: inside the page mapped read-write above.
+                unsafe { ((LOW + 8 * k) as *mut u64).write(*to as u64) };
+            }
+            plan(&code, start, &fixed)
+        };
+        // Two cases, then a zero entry (not code): the end of the table.
+        assert!(with_entries(&[start + 12, start + 13, 0]).is_ok());
+        assert_eq!(
+            with_entries(&[start + 12, start + 1, 0]).unwrap_err(),
+            Refusal::BranchIntoEntry
+        );
+        // SAFETY: the page mapped above; nothing refers to it any more.
+        unsafe { libc::munmap(page, PAGE) };
     }
 }
