@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use iced_x86::{
     BlockEncoder, BlockEncoderOptions, Decoder, DecoderOptions, FlowControl, Instruction,
-    InstructionBlock, OpKind,
+    InstructionBlock,
 };
 use parking_lot::Mutex;
 
@@ -258,8 +258,8 @@ pub(crate) fn plan(code: &[u8], start: usize, memory: &FixedMemory) -> Result<Pl
     if end < at + JUMP_LEN {
         return Err(Refusal::TooShort);
     }
-    // Every known branch target, and the instructions after the first of
-    // a jump table's four (no branch may land there: see `indirect`).
+    // Every known branch target, and the instructions after a jump table's
+    // `lea` (no branch may land there: see `indirect`).
     let mut targets = Vec::new();
     let mut table_tails = Vec::new();
     for (index, instruction) in all.iter().enumerate() {
@@ -268,10 +268,8 @@ pub(crate) fn plan(code: &[u8], start: usize, memory: &FixedMemory) -> Result<Pl
             FlowControl::IndirectBranch => {
                 let reached =
                     indirect::targets(&all, index, memory).ok_or(Refusal::IndirectJump)?;
-                if instruction.op0_kind() == OpKind::Register {
-                    table_tails.push(all[index - 2].ip() as usize..instruction.next_ip() as usize);
-                }
-                targets.extend(reached);
+                table_tails.extend(reached.tail);
+                targets.extend(reached.targets);
             }
             // A call of the function's start is recursion: a real call.
             FlowControl::Call if target > start && target < end => {
@@ -754,5 +752,30 @@ mod tests {
         );
         // SAFETY: the page mapped above; nothing refers to it any more.
         unsafe { libc::munmap(page, PAGE) };
+    }
+
+    #[test]
+    fn a_table_lea_may_stand_a_little_before_its_load() {
+        // gcc: lea T(%rip),%rcx; mov %edx,%eax; movslq ...; add; jmp *%rax.
+        let table: [std::cell::Cell<i32>; 2] = Default::default();
+        let table_at = table.as_ptr() as usize;
+        let start = table_at - 0x10000;
+        let between = |extra: &[u8]| {
+            let mut code = switch(start, table_at);
+            // The lea's displacement counts from its own end: unchanged.
+            code.splice(12..12, extra.iter().copied());
+            code
+        };
+        let fixed =
+            |code: &[u8]| FixedMemory::with(vec![span(table_at, 8)], vec![span(start, code.len())]);
+        let gcc = between(&[0x89, 0xd0]);
+        table[0].set((start + 23) as i32 - table_at as i32);
+        assert!(plan(&gcc, start, &fixed(&gcc)).is_ok());
+        // `mov %edx,%ecx` overwrites the table's address: not a table.
+        let clobbered = between(&[0x89, 0xd1]);
+        assert_eq!(
+            plan(&clobbered, start, &fixed(&clobbered)).unwrap_err(),
+            Refusal::IndirectJump
+        );
     }
 }

@@ -11,7 +11,7 @@
 //!   `drop_in_place` instances ending in `jmp *__rust_dealloc@GOTPCREL`),
 //!   and so does gcc `-fno-plt`. The target is the slot's value.
 //! - **A switch's jump table**, LLVM's and gcc's position-independent
-//!   form, four consecutive instructions:
+//!   form, four instructions:
 //!
 //!   ```text
 //!   lea    T(%rip),%rA
@@ -20,6 +20,8 @@
 //!   jmp    *%rB
 //!   ```
 //!
+//!   (up to three instructions that neither branch nor write `%rA` may
+//!   stand between the `lea` and the `movslq`: gcc's `mov %edx,%eax`),
 //!   and gcc's `-fno-pie` form `jmp *T(,%rI,8)`. The targets are the
 //!   table's entries (`T + entry`, or the entry itself). The table's
 //!   length is not known (the bound check precedes it somewhere): entries
@@ -37,7 +39,9 @@
 
 use std::ops::Range;
 
-use iced_x86::{Code, Instruction, OpKind, Register};
+use iced_x86::{
+    Code, FlowControl, Instruction, InstructionInfoFactory, OpAccess, OpKind, Register,
+};
 
 use crate::sys::maps;
 
@@ -95,43 +99,59 @@ impl FixedMemory {
     }
 }
 
-/// The targets of the indirect jump `all[at]` (the function's instructions,
-/// in order), or `None` if they cannot be known.
-pub(crate) fn targets(all: &[Instruction], at: usize, memory: &FixedMemory) -> Option<Vec<usize>> {
+/// Instructions allowed between a jump table's `lea` and its `movslq`
+/// (gcc puts the index's zero extension there, `mov %edx,%eax`).
+const MAX_BETWEEN: usize = 3;
+
+/// Where the indirect jump `all[at]` (the function's instructions, in
+/// order) can go, or `None` if that cannot be known.
+pub(crate) struct Reached {
+    /// Its targets.
+    pub targets: Vec<usize>,
+    /// For a jump table, the instructions after the `lea` up to the jump
+    /// (their addresses): a branch landing there could arrive with another
+    /// table address in the register, so none may (the caller checks).
+    pub tail: Option<Range<usize>>,
+}
+
+/// See [`Reached`].
+pub(crate) fn targets(all: &[Instruction], at: usize, memory: &FixedMemory) -> Option<Reached> {
     let jump = &all[at];
     match jump.code() {
         Code::Jmp_rm64 if jump.op0_kind() == OpKind::Memory => {
-            if jump.is_ip_rel_memory_operand() {
+            let targets = if jump.is_ip_rel_memory_operand() {
                 // jmp *slot(%rip): a tail call through the GOT.
                 let slot = jump.ip_rel_memory_address() as usize;
-                return Some(vec![u64::from_le_bytes(memory.read(slot)?) as usize]);
-            }
-            // jmp *T(,%rI,8): gcc's absolute table (-fno-pie).
-            if jump.memory_base() == Register::None
+                vec![u64::from_le_bytes(memory.read(slot)?) as usize]
+            } else if jump.memory_base() == Register::None
                 && jump.memory_index() != Register::None
                 && jump.memory_index_scale() == 8
             {
+                // jmp *T(,%rI,8): gcc's absolute table (-fno-pie).
                 let table = jump.memory_displacement64() as usize;
-                return read_table(memory, table, 8, |bytes| {
+                read_table(memory, table, 8, |bytes| {
                     u64::from_le_bytes(bytes.try_into().unwrap()) as usize
-                });
-            }
-            None
-        }
-        Code::Jmp_rm64 if jump.op0_kind() == OpKind::Register => {
-            let [lea, load, add] = all.get(at.checked_sub(3)?..at)? else {
+                })?
+            } else {
                 return None;
             };
-            let base = lea.op0_register();
+            Some(Reached {
+                targets,
+                tail: None,
+            })
+        }
+        Code::Jmp_rm64 if jump.op0_kind() == OpKind::Register => {
+            let [load, add] = all.get(at.checked_sub(2)?..at)? else {
+                return None;
+            };
+            let base = load.memory_base();
             let entry = load.op0_register();
             // `add %rA,%rB` (LLVM, gcc) or `add %rB,%rA`; the jump goes
             // through the sum.
             let (sum, addend) = (add.op0_register(), add.op1_register());
-            let is_table = lea.code() == Code::Lea_r64_m
-                && lea.is_ip_rel_memory_operand()
-                && load.code() == Code::Movsxd_r64_rm32
+            let is_table = load.code() == Code::Movsxd_r64_rm32
                 && load.op1_kind() == OpKind::Memory
-                && load.memory_base() == base
+                && base != Register::None
                 && load.memory_index_scale() == 4
                 && load.memory_displacement64() == 0
                 && entry != base
@@ -140,19 +160,46 @@ pub(crate) fn targets(all: &[Instruction], at: usize, memory: &FixedMemory) -> O
                 && add.op1_kind() == OpKind::Register
                 && ((sum, addend) == (entry, base) || (sum, addend) == (base, entry))
                 && jump.op0_register() == sum;
-            // A branch into the middle of the four could arrive with other
-            // registers: the caller checks that no branch targets
-            // `load`, `add` or `jump` (see `entry_patch::plan`).
             if !is_table {
                 return None;
             }
+            let lea = table_lea(all, at - 2, base)?;
             let table = lea.ip_rel_memory_address() as usize;
-            read_table(memory, table, 4, |bytes| {
+            let targets = read_table(memory, table, 4, |bytes| {
                 table.wrapping_add_signed(i32::from_le_bytes(bytes.try_into().unwrap()) as isize)
+            })?;
+            Some(Reached {
+                targets,
+                tail: Some(lea.next_ip() as usize..jump.next_ip() as usize),
             })
         }
         _ => None,
     }
+}
+
+/// The `lea T(%rip),%base` at most [`MAX_BETWEEN`] instructions before
+/// `all[load]`, with nothing between that writes `base` or branches.
+fn table_lea(all: &[Instruction], load: usize, base: Register) -> Option<&Instruction> {
+    let mut info = InstructionInfoFactory::new();
+    for index in (load.saturating_sub(MAX_BETWEEN + 1)..load).rev() {
+        let instruction = &all[index];
+        if instruction.code() == Code::Lea_r64_m && instruction.op0_register() == base {
+            return instruction
+                .is_ip_rel_memory_operand()
+                .then_some(instruction);
+        }
+        if instruction.flow_control() != FlowControl::Next {
+            return None;
+        }
+        let writes_base = info.info(instruction).used_registers().iter().any(|used| {
+            used.register().full_register() == base.full_register()
+                && !matches!(used.access(), OpAccess::Read | OpAccess::CondRead)
+        });
+        if writes_base {
+            return None;
+        }
+    }
+    None
 }
 
 /// The addresses a jump table at `table` holds: entries of `size` bytes
