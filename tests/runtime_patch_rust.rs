@@ -299,3 +299,83 @@ fn rustc_opt_level_0_equals_uftrace() {
     );
     std::fs::remove_dir_all(&base).unwrap();
 }
+
+/// `fntrace ctl SOCKET ARGS`: its reply, which must be a success.
+fn ctl(socket: &Path, args: &[&str]) -> String {
+    let output = Command::new(native::cli())
+        .arg("ctl")
+        .arg(socket)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "fntrace ctl {args:?}: {}",
+        native::stderr_of(&output)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn patched_functions_toggle_under_ctl() {
+    // The `opt-level` 2 build with libfntrace.so preloaded: `rp::*`
+    // patched at start-up (`FNTRACE_PATCH_FUNCTIONS`, what `-P` sets) and
+    // the graph tracer enabled on `rp::calls::*` (the preloaded library
+    // patches only when a tracer or an output is asked for), phase 1
+    // traced; disabled for phase 2 (the stubs' calls back to NOPs),
+    // enabled again for phase 3: the dump holds phases 1 and 3.
+    use std::io::{BufRead, BufReader, Write};
+    let base = common::temp_dir("runtime-patch-rust-ctl");
+    let program = build_rustc(&base, "o2", &["-C", "opt-level=2"]);
+    native::build_libraries();
+    let socket = base.join("ctl.sock");
+    let mut child = Command::new(&program)
+        .args(["100", "phases"])
+        .env("LD_PRELOAD", native::profile_dir().join("libfntrace.so"))
+        .env("FNTRACE_PATCH_FUNCTIONS", "rp::*")
+        .env("FNTRACE_CONTROL", &socket)
+        .env("FNTRACE", "graph")
+        .env("FNTRACE_FILTER", "rp::calls::*")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let mut output = BufReader::new(child.stdout.take().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !socket.exists() {
+        assert!(Instant::now() < deadline, "no control socket");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut phase = || {
+        writeln!(input, "go").unwrap();
+        let mut line = String::new();
+        output.read_line(&mut line).unwrap();
+        assert!(line.starts_with("phase "), "{line:?}");
+    };
+    phase();
+    ctl(&socket, &["disable", "graph"]);
+    phase();
+    ctl(&socket, &["enable", "graph"]);
+    phase();
+    let dump = base.join("dump.data");
+    ctl(&socket, &["dump", dump.to_str().unwrap()]);
+    drop(input);
+    let status = child.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "{stderr}");
+    assert!(
+        stderr.contains("-P rp::*: 18 functions patched, 1 refused"),
+        "{stderr}"
+    );
+    let expected = common::call_table(&[
+        ("rp::calls::top", 200),
+        ("rp::calls::mid", 200),
+        ("rp::calls::leaf", 400),
+    ]);
+    assert_eq!(common::completed_calls(&dump), expected, "fntrace's reader");
+    assert_eq!(common::uftrace_calls(&dump), expected, "uftrace report");
+    std::fs::remove_dir_all(&base).unwrap();
+}

@@ -24,7 +24,8 @@
 //!
 //! The result is printed so that nothing is optimised away; an argument
 //! (the number of `top` calls) comes from the command line so that no
-//! call is folded at compile time.
+//! call is folded at compile time. `rp N phases` runs only the `top` loop,
+//! once per line of its input (a test toggles tracing between phases).
 
 use std::hint::black_box;
 use std::num::ParseIntError;
@@ -145,6 +146,19 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(1000);
+    if std::env::args().nth(2).as_deref() == Some("phases") {
+        // For toggling from outside: one phase of `n` calls of
+        // `calls::top` per line read, `phase` printed after each; stops
+        // at the end of the input.
+        for _ in std::io::stdin().lines() {
+            let mut sum = 0u64;
+            for i in 0..n {
+                sum = sum.wrapping_add(calls::top(black_box(i)));
+            }
+            println!("phase {sum}");
+        }
+        return;
+    }
     let mut sum = 0u64;
     for i in 0..n {
         sum = sum.wrapping_add(calls::top(black_box(i)));
