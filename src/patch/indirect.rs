@@ -49,8 +49,9 @@ use crate::sys::maps;
 /// function.
 const MAX_ENTRIES: usize = 1 << 16;
 
-/// The process's memory that does not change while it is read here:
-/// mappings readable and not writable, and the executable ones among them.
+/// The process's memory that does not change while it is read here
+/// (private mappings readable and not writable), and its code (every
+/// executable mapping).
 #[derive(Debug, Default)]
 pub(crate) struct FixedMemory {
     read_only: Vec<Range<usize>>,
@@ -63,12 +64,15 @@ impl FixedMemory {
     pub(crate) fn of_process() -> FixedMemory {
         let mut memory = FixedMemory::default();
         for mapping in maps::thread_self().unwrap_or_default() {
-            if !mapping.read || mapping.write || mapping.shared {
-                continue;
-            }
-            memory.read_only.push(mapping.start..mapping.end);
+            // Text already patched is a shared R-X mapping of a memfd
+            // (`patch::alias`): still code. Its bytes change through the
+            // alias's writable view, so a shared mapping is never taken
+            // for memory whose contents are fixed.
             if mapping.execute {
                 memory.text.push(mapping.start..mapping.end);
+            }
+            if mapping.read && !mapping.write && !mapping.shared {
+                memory.read_only.push(mapping.start..mapping.end);
             }
         }
         memory
@@ -226,4 +230,45 @@ fn read_table(
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patched_text_is_still_code() {
+        // Text fntrace has written is a shared R-X mapping of a memfd
+        // (`patch::alias`). Before, only private mappings were looked at:
+        // a jump table's targets there were taken for no code, and every
+        // function with a switch on a page already written was refused.
+        const LEN: usize = 4096;
+        // SAFETY: a new memfd of our own, sized, mapped shared R-X at an
+        // address the kernel picks, unmapped and closed below.
+        let (fd, page) = unsafe {
+            let fd = libc::memfd_create(c"fntrace-indirect-test".as_ptr(), 0);
+            assert!(fd >= 0, "memfd_create");
+            assert_eq!(libc::ftruncate(fd, LEN as libc::off_t), 0);
+            let page = libc::mmap(
+                std::ptr::null_mut(),
+                LEN,
+                libc::PROT_READ | libc::PROT_EXEC,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            );
+            assert_ne!(page, libc::MAP_FAILED, "a shared R-X mapping");
+            (fd, page as usize)
+        };
+        let memory = FixedMemory::of_process();
+        assert!(memory.is_text(page + 16), "shared text is code");
+        // Its bytes can change (through the alias's writable view): never
+        // read as a GOT slot or a table.
+        assert_eq!(memory.read::<8>(page + 16), None);
+        // SAFETY: the mapping and descriptor made above; nothing uses them.
+        unsafe {
+            libc::munmap(page as *mut libc::c_void, LEN);
+            libc::close(fd);
+        }
+    }
 }
