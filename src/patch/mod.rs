@@ -21,6 +21,7 @@
 pub(crate) mod alias;
 pub(crate) mod breakpoint;
 pub(crate) mod entry_patch;
+mod indirect;
 pub(crate) mod libcall;
 pub(crate) mod priority;
 mod proc_mem;
