@@ -161,6 +161,33 @@ fn unsafe_functions_are_refused_with_their_reasons() {
     std::fs::remove_dir_all(&base).unwrap();
 }
 
+/// `FNTRACE_PATCH_FUNCTIONS` and `FNTRACE_LIBCALL` with no tracer and no
+/// output (a service that patches at start-up and is traced later through
+/// `fntrace ctl`): the entries are patched and the imports hooked all the
+/// same, their sites NOPs, and the program computes its result. (They
+/// were ignored, silently, unless `FNTRACE` or `FNTRACE_OUTPUT` was set.)
+#[test]
+fn patched_at_start_up_with_no_tracer_asked_for() {
+    let base = common::temp_dir("runtime-patch-no-tracer");
+    let program = native::build_c(&base, "runtime_patch", "o2", &["-O2"], &["-pthread"]);
+    native::build_libraries();
+    let output = Command::new(&program)
+        .env("LD_PRELOAD", native::profile_dir().join("libfntrace.so"))
+        .env("FNTRACE_PATCH_FUNCTIONS", "w_*")
+        .env("FNTRACE_LIBCALL", "1")
+        .env_remove("FNTRACE")
+        .env_remove("FNTRACE_OUTPUT")
+        .output()
+        .unwrap();
+    let stderr = native::stderr_of(&output);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "2004000\n");
+    for line in ["-P w_*: 3 functions patched, 0 refused", "--libcall: "] {
+        assert!(stderr.contains(line), "{line:?} in {stderr}");
+    }
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
 /// The static library and what it needs, for programs linked with it.
 fn link_static() -> Vec<String> {
     let mut link = vec![native::static_lib().to_str().unwrap().to_string()];

@@ -320,8 +320,7 @@ fn ctl(socket: &Path, args: &[&str]) -> String {
 fn patched_functions_toggle_under_ctl() {
     // The `opt-level` 2 build with libfntrace.so preloaded: `rp::*`
     // patched at start-up (`FNTRACE_PATCH_FUNCTIONS`, what `-P` sets) and
-    // the graph tracer enabled on `rp::calls::*` (the preloaded library
-    // patches only when a tracer or an output is asked for), phase 1
+    // the graph tracer enabled on `rp::calls::*` from the start, phase 1
     // traced; disabled for phase 2 (the stubs' calls back to NOPs),
     // enabled again for phase 3: the dump holds phases 1 and 3.
     use std::io::{BufRead, BufReader, Write};

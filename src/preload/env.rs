@@ -233,7 +233,10 @@ fn settings() -> Result<Option<Settings>, String> {
                 .to_string(),
         );
     }
-    if tracers.is_empty() && output.is_none() {
+    // Patching and library-call hooking are done whenever asked: with no
+    // tracer yet, the sites they make wait as NOPs for `fntrace ctl` (or
+    // the C API) to enable one.
+    if tracers.is_empty() && output.is_none() && patch.is_empty() && !libcall {
         return Ok(None);
     }
     register_builtins();
