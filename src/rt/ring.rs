@@ -10,7 +10,10 @@
 //! last events and frees them at once, for the next thread to reuse. (A
 //! ring whose owner died without the hook, or claimed one after it, is
 //! found by the reader: idle across two drains, and `tgkill` says the
-//! thread is gone.) After each drain, free rings beyond the few kept warm
+//! thread is gone.) A freed ring's next owner starts writing at its first
+//! slot, so that a ring reused by thread after thread keeps the pages of
+//! its busiest owner, not one more stretch of pages per owner. After each
+//! drain (and each [`Peek`] consumed), free rings beyond the few kept warm
 //! for the next threads give their pages back, so that thread churn
 //! costs the rings live threads use, not one ring's pages per thread. A
 //! pool no reader drains periodically keeps at most 64 exited threads'
@@ -440,6 +443,8 @@ impl<T: Copy + Send + 'static> RingPool<T> {
         self.discarded.fetch_add(unread as u64, Ordering::Relaxed);
         ring.tail.0.store(head, Ordering::Release);
         ring.head_at_last_drain.store(head, Ordering::Relaxed);
+        // The reader lock is held: as a reader would free it.
+        ring.start_over();
         // The old owner's drops stay in `dropped` (counted in `lost`), and
         // are not reported as the new owner's.
         ring.dropped_reported
@@ -617,7 +622,7 @@ impl<T: Copy + Send + 'static> RingPool<T> {
                 });
             }
             if owner_exited {
-                free_drained(&ring.state);
+                ring.free_for_next_owner();
             } else if prefault {
                 // Twice what the owner wrote since the last drain, at
                 // least PREFAULT_MIN: it reaches those slots before the

@@ -75,6 +75,12 @@ impl FunctionTracer {
         self.pool.lost()
     }
 
+    /// For each buffer, its owner's kernel thread id (0: none) and the
+    /// bytes of its event pages in memory (a diagnostic).
+    pub fn resident_buffer_bytes(&self) -> Vec<(u32, usize)> {
+        self.pool.resident_bytes()
+    }
+
     /// Events each thread's buffer holds, for threads that take a buffer
     /// from now on.
     pub fn set_buffer_events(&self, events: usize) {

@@ -116,6 +116,48 @@ impl<T: Copy> Ring<T> {
                 != self.prefaulted_from.load(Ordering::Relaxed)
     }
 
+    /// Makes the next owner start writing at the ring's first slot: head
+    /// and tail (equal: nothing unread) move on to the next multiple of the
+    /// capacity. For a ring whose owner is gone, before it is given to
+    /// another thread, by a reader or with the reader lock held.
+    ///
+    /// Each owner otherwise went on where the previous one stopped, so a
+    /// ring reused by thread after thread touched page after page until all
+    /// of it was in memory (4 MiB at the recorder's size): with threads
+    /// churned by the thousand, the free rings kept tens of MiB (the chaos
+    /// benchmark: 10-18 MiB in free rings at its peaks). Starting each
+    /// owner at slot 0 keeps a reused ring's pages to what its busiest
+    /// owner wrote.
+    pub(super) fn start_over(&self) {
+        let head = self.head.0.load(Ordering::Relaxed);
+        if head != self.tail.0.load(Ordering::Relaxed) {
+            return; // events unread: never the case when a ring is freed
+        }
+        let Some(start) = head.checked_next_multiple_of(self.capacity) else {
+            return; // 2^64 events: never
+        };
+        if start == head {
+            return;
+        }
+        // Pages in memory stay so (the reader's prefaulted ones included):
+        // a trim still gives them back.
+        let touched = self.may_hold_pages();
+        self.forget_prefaulted();
+        self.head_at_give_back
+            .store(if touched { head } else { start }, Ordering::Relaxed);
+        self.head_at_last_drain.store(start, Ordering::Relaxed);
+        self.tail.0.store(start, Ordering::Relaxed);
+        self.head.0.store(start, Ordering::Relaxed);
+    }
+
+    /// Frees this ring, drained, whose owner is gone (see
+    /// [`free_drained`](super::free_drained)), for its next owner to start
+    /// at its first slot ([`Ring::start_over`]). Reader only.
+    pub(super) fn free_for_next_owner(&self) {
+        self.start_over();
+        super::free_drained(&self.state);
+    }
+
     /// Forgets what was prefaulted (the pages were given back).
     pub(super) fn forget_prefaulted(&self) {
         self.prefaulted_from.store(0, Ordering::Relaxed);
@@ -278,7 +320,7 @@ impl<T: Copy + Send + 'static> RingPool<T> {
             if ring.state.load(Ordering::Acquire) == EXITED
                 && ring.head.0.load(Ordering::Acquire) == ring.tail.0.load(Ordering::Relaxed)
             {
-                super::free_drained(&ring.state);
+                ring.free_for_next_owner();
             }
             // Reserved while released: a thread that wants a ring meanwhile
             // takes another or maps one, never writes into this one.

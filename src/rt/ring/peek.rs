@@ -8,7 +8,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
 
-use super::{free_drained, Ring, RingPool, EXITED, OWNED};
+use super::{Ring, RingPool, EXITED, OWNED};
 use crate::sys;
 
 /// The unread part of one ring, as [`RingPool::peek`] found it.
@@ -58,15 +58,17 @@ impl<T: Copy> PeekedRing<'_, T> {
 
 /// Every owned ring's unread events, held: other readers of the pool wait
 /// until this is dropped (nothing consumed) or consumed.
-pub struct Peek<'a, T: Copy> {
+pub struct Peek<'a, T: Copy + 'static> {
     _reader: MutexGuard<'a, ()>,
+    /// The pool, whose free rings' pages are given back on consuming.
+    pool: &'a RingPool<T>,
     rings: Vec<PeekedRing<'a, T>>,
     /// Rings with nothing to read whose owner had exited: freed on
     /// consuming, as a drain frees them.
     exited_empty: Vec<&'a Ring<T>>,
 }
 
-impl<'a, T: Copy> Peek<'a, T> {
+impl<'a, T: Copy + Send + 'static> Peek<'a, T> {
     /// The rings with unread events or unreported drops, in the order
     /// [`RingPool::drain_each`] passes them.
     pub fn rings(&self) -> &[PeekedRing<'a, T>] {
@@ -76,10 +78,12 @@ impl<'a, T: Copy> Peek<'a, T> {
     /// Frees the slots of the events read and marks the drops reported, as
     /// a drain of those events would have (events written since `peek`
     /// stay for the next reader); frees the rings of owners that had
-    /// exited.
+    /// exited, and gives back the pages of free rings beyond the few kept
+    /// warm, as a drain does (a pool read only by dumps kept every freed
+    /// ring's pages).
     pub fn consume(self) {
         for ring in &self.exited_empty {
-            free_drained(&ring.state);
+            ring.free_for_next_owner();
         }
         for peeked in &self.rings {
             peeked.ring.tail.0.store(peeked.head, Ordering::Release);
@@ -89,9 +93,11 @@ impl<'a, T: Copy> Peek<'a, T> {
                 .dropped_reported
                 .store(reported.wrapping_add(peeked.dropped), Ordering::Relaxed);
             if peeked.owner_exited {
-                free_drained(&peeked.ring.state);
+                peeked.ring.free_for_next_owner();
             }
         }
+        // Still under the reader lock (`_reader`).
+        self.pool.trim_free();
     }
 }
 
@@ -144,6 +150,7 @@ impl<T: Copy + Send + 'static> RingPool<T> {
         }
         Peek {
             _reader: reader,
+            pool: self,
             rings,
             exited_empty,
         }
