@@ -316,6 +316,60 @@ fn ctl(socket: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+/// The fixture run in `phases` mode with `libfntrace.so` preloaded, a
+/// control socket and `env`: each [`Phases::step`] runs the top loop once.
+struct Phases {
+    child: std::process::Child,
+    input: std::process::ChildStdin,
+    output: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Phases {
+    fn start(program: &Path, socket: &Path, env: &[(&str, &str)]) -> Phases {
+        native::build_libraries();
+        let mut child = Command::new(program)
+            .args(["100", "phases"])
+            .env("LD_PRELOAD", native::profile_dir().join("libfntrace.so"))
+            .env("FNTRACE_CONTROL", socket)
+            .envs(env.iter().copied())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let input = child.stdin.take().unwrap();
+        let output = std::io::BufReader::new(child.stdout.take().unwrap());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !socket.exists() {
+            assert!(Instant::now() < deadline, "no control socket");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Phases {
+            child,
+            input,
+            output,
+        }
+    }
+
+    fn step(&mut self) {
+        use std::io::{BufRead, Write};
+        writeln!(self.input, "go").unwrap();
+        let mut line = String::new();
+        self.output.read_line(&mut line).unwrap();
+        assert!(line.starts_with("phase "), "{line:?}");
+    }
+
+    /// Ends the program; its stderr, once it exited successfully.
+    fn finish(mut self) -> String {
+        drop(self.input);
+        let status = self.child.wait().unwrap();
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut self.child.stderr.take().unwrap(), &mut stderr).unwrap();
+        assert!(status.success(), "{stderr}");
+        stderr
+    }
+}
+
 #[test]
 fn patched_functions_toggle_under_ctl() {
     // The `opt-level` 2 build with libfntrace.so preloaded: `rp::*`
@@ -323,48 +377,26 @@ fn patched_functions_toggle_under_ctl() {
     // the graph tracer enabled on `rp::calls::*` from the start, phase 1
     // traced; disabled for phase 2 (the stubs' calls back to NOPs),
     // enabled again for phase 3: the dump holds phases 1 and 3.
-    use std::io::{BufRead, BufReader, Write};
     let base = common::temp_dir("runtime-patch-rust-ctl");
     let program = build_rustc(&base, "o2", &["-C", "opt-level=2"]);
-    native::build_libraries();
     let socket = base.join("ctl.sock");
-    let mut child = Command::new(&program)
-        .args(["100", "phases"])
-        .env("LD_PRELOAD", native::profile_dir().join("libfntrace.so"))
-        .env("FNTRACE_PATCH_FUNCTIONS", "rp::*")
-        .env("FNTRACE_CONTROL", &socket)
-        .env("FNTRACE", "graph")
-        .env("FNTRACE_FILTER", "rp::calls::*")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    let mut output = BufReader::new(child.stdout.take().unwrap());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !socket.exists() {
-        assert!(Instant::now() < deadline, "no control socket");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let mut phase = || {
-        writeln!(input, "go").unwrap();
-        let mut line = String::new();
-        output.read_line(&mut line).unwrap();
-        assert!(line.starts_with("phase "), "{line:?}");
-    };
-    phase();
+    let mut phases = Phases::start(
+        &program,
+        &socket,
+        &[
+            ("FNTRACE_PATCH_FUNCTIONS", "rp::*"),
+            ("FNTRACE", "graph"),
+            ("FNTRACE_FILTER", "rp::calls::*"),
+        ],
+    );
+    phases.step();
     ctl(&socket, &["disable", "graph"]);
-    phase();
+    phases.step();
     ctl(&socket, &["enable", "graph"]);
-    phase();
+    phases.step();
     let dump = base.join("dump.data");
     ctl(&socket, &["dump", dump.to_str().unwrap()]);
-    drop(input);
-    let status = child.wait().unwrap();
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
-    assert!(status.success(), "{stderr}");
+    let stderr = phases.finish();
     assert!(
         stderr.contains("-P rp::*: 18 functions patched, 1 refused"),
         "{stderr}"
@@ -373,6 +405,41 @@ fn patched_functions_toggle_under_ctl() {
         ("rp::calls::top", 200),
         ("rp::calls::mid", 200),
         ("rp::calls::leaf", 400),
+    ]);
+    assert_eq!(common::completed_calls(&dump), expected, "fntrace's reader");
+    assert_eq!(common::uftrace_calls(&dump), expected, "uftrace report");
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+#[test]
+fn functions_patched_by_a_ctl_request_are_traced_from_then_on() {
+    let base = common::temp_dir("runtime-patch-rust-ctl-patch");
+    let program = build_rustc(&base, "o2", &["-C", "opt-level=2"]);
+    let socket = base.join("ctl.sock");
+    let mut phases = Phases::start(
+        &program,
+        &socket,
+        &[("FNTRACE", "graph"), ("FNTRACE_FILTER", "rp::calls::*")],
+    );
+    phases.step();
+    let reply = ctl(&socket, &["patch", "rp::calls::*"]);
+    assert!(
+        reply.contains("patch rp::calls::*: 3 functions patched, 0 refused"),
+        "{reply}"
+    );
+    phases.step();
+    let again = ctl(&socket, &["patch", "rp::calls::*"]);
+    assert!(
+        again.contains("patch rp::calls::*: 0 functions patched, 0 refused"),
+        "{again}"
+    );
+    let dump = base.join("dump.data");
+    ctl(&socket, &["dump", dump.to_str().unwrap()]);
+    phases.finish();
+    let expected = common::call_table(&[
+        ("rp::calls::top", 100),
+        ("rp::calls::mid", 100),
+        ("rp::calls::leaf", 200),
     ]);
     assert_eq!(common::completed_calls(&dump), expected, "fntrace's reader");
     assert_eq!(common::uftrace_calls(&dump), expected, "uftrace report");

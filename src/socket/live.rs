@@ -155,6 +155,7 @@ fn handle(request: Request) -> Reply {
                 "filter {globs}: for the tracers enabled from now on, and recordings"
             ))
         }),
+        Request::Patch(globs) => patch(&globs),
         Request::Record(dir, mode) => Ok(match mode.as_deref().map(str::parse).transpose() {
             Ok(mode) => record(&dir, mode.unwrap_or(crate::record::RecordMode::Drop)),
             Err(e) => Reply::error(format!("record --mode: {e}")),
@@ -300,6 +301,32 @@ fn flight_request(request: FlightRequest) -> Reply {
             }),
     };
     result.unwrap_or_else(Reply::error)
+}
+
+/// `patch GLOBS`: what `FNTRACE_PATCH_FUNCTIONS` does at start-up, now;
+/// the reply counts this request's functions (a function is looked at
+/// once: those patched or refused before are not counted again) and lists
+/// its refusals with their reasons.
+fn patch(globs: &str) -> Result<Reply, Error> {
+    let globs = match vars::parse_patch_functions(globs) {
+        Ok(globs) => globs,
+        Err(e) => return Ok(Reply::error(format!("patch {globs}: {e}"))),
+    };
+    let before = control::patch_report();
+    let globs: Vec<&str> = globs.iter().map(String::as_str).collect();
+    let after = control::patch_functions(&globs)?;
+    let patched = after.patched.len() - before.patched.len();
+    let refused = &after.refused[before.refused.len()..];
+    let reasons: String = refused
+        .iter()
+        .map(|(name, why)| format!("{name} not patched: {why}\n"))
+        .collect();
+    Ok(Reply::ok(format!(
+        "patch {}: {patched} functions patched, {} refused",
+        globs.join(","),
+        refused.len()
+    ))
+    .with_lines(&reasons))
 }
 
 fn enable(name: &str) -> Result<Reply, Error> {

@@ -91,6 +91,13 @@ pub enum CtlCommand {
         /// Comma-separated globs, `!glob` to exclude: 'handle_*,!log_*'.
         globs: String,
     },
+    /// Patch the entries of functions built without instrumentation
+    /// (uftrace's -P), so that tracers enabled from now on trace them; the
+    /// reply lists what was refused and why
+    Patch {
+        /// Comma-separated globs of demangled names: 'w_*,parse_*'.
+        globs: String,
+    },
     /// Start streaming the graph tracer into DIR (a new or empty directory).
     Record {
         /// What a thread whose buffer is full does: `drop` (the default
@@ -353,6 +360,7 @@ fn request_line(command: &CtlCommand) -> Result<String, NoReply> {
         CtlCommand::Enable { tracer } => Request::Enable(tracer.clone()),
         CtlCommand::Disable { tracer } => Request::Disable(tracer.clone()),
         CtlCommand::Filter { globs } => Request::Filter(globs.clone()),
+        CtlCommand::Patch { globs } => Request::Patch(globs.clone()),
         // Drop mode is the server's default: the plain form then.
         CtlCommand::Record { mode, dir: d } if mode == "drop" => Request::Record(dir(d)?, None),
         CtlCommand::Record { mode, dir: d } => Request::Record(dir(d)?, Some(mode.clone())),

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 pub const MAX_REQUEST_BYTES: usize = 4096;
 
 /// The commands, as the error for an unknown one lists them.
-const COMMANDS: &str = "status, enable TRACER, disable TRACER, filter GLOBS, record DIR, stop, \
+const COMMANDS: &str = "status, enable TRACER, disable TRACER, filter GLOBS, patch GLOBS, record DIR, stop, \
                         snapshot DIR, dump DIR, report, profile [reset], flight start|stop|trigger|triggers|untrigger";
 
 /// The `flight` subcommands, as the error for an unknown one lists them.
@@ -31,6 +31,10 @@ pub enum Request {
     Disable(String),
     /// `filter GLOBS`: the rest of the line.
     Filter(String),
+    /// `patch GLOBS`: the rest of the line, comma-separated globs of
+    /// functions built without instrumentation whose entries to patch
+    /// (uftrace's `-P`; checked by the handler).
+    Patch(String),
     /// `record [--mode=MODE] DIR`: the mode's text (`lossless` or `drop`,
     /// checked by the handler; none: drop), and the directory.
     Record(PathBuf, Option<String>),
@@ -215,6 +219,10 @@ pub fn parse(line: &[u8]) -> Result<Request, String> {
             ),
             globs => Ok(Request::Filter(globs.to_string())),
         },
+        "patch" => match rest.trim() {
+            "" => Err("patch needs globs: patch GLOBS (such as w_*,parse_*)".to_string()),
+            globs => Ok(Request::Patch(globs.to_string())),
+        },
         "record" => match rest.trim_start().strip_prefix("--mode=") {
             Some(with_mode) => {
                 let (mode, dir) = with_mode.split_once(' ').unwrap_or((with_mode, ""));
@@ -246,6 +254,7 @@ impl Request {
             Request::Enable(tracer) => format!("enable {tracer}"),
             Request::Disable(tracer) => format!("disable {tracer}"),
             Request::Filter(globs) => format!("filter {globs}"),
+            Request::Patch(globs) => format!("patch {globs}"),
             Request::Record(d, None) => format!("record {}", dir(d)?),
             Request::Record(d, Some(mode)) => format!("record --mode={mode} {}", dir(d)?),
             Request::Stop => "stop".to_string(),
@@ -389,6 +398,7 @@ mod tests {
             Request::Enable("graph".into()),
             Request::Disable("function".into()),
             Request::Filter("handle_*,!log_*".into()),
+            Request::Patch("w_*,parse_*".into()),
             Request::Record("/tmp/a b".into(), None),
             Request::Record("/tmp/a".into(), Some("lossless".into())),
             Request::Stop,
