@@ -417,7 +417,7 @@ fn gcc_pg_mfentry_program_is_controlled_by_its_pid() {
 /// Bad requests, each with the start of its one-line error reply.
 fn bad_requests(base: &Path) -> Vec<(Vec<u8>, String)> {
     let commands = "the commands are: status, enable TRACER, disable TRACER, filter GLOBS, \
-                    record DIR, stop, snapshot DIR, dump DIR, report";
+                    patch GLOBS, record DIR, stop, snapshot DIR, dump DIR, report";
     let other = base.join("other.data");
     let other = other.to_str().unwrap();
     let cases: Vec<(Vec<u8>, String)> =
@@ -425,6 +425,8 @@ fn bad_requests(base: &Path) -> Vec<(Vec<u8>, String)> {
         (b"bogus\n".to_vec(), format!("unknown command \"bogus\"; {commands}")),
         (b"\n".to_vec(), format!("empty request; {commands}")),
         (b"status now\n".to_vec(), "status takes no argument (got \"now\")".into()),
+        (b"patch\n".to_vec(), "patch needs globs: patch GLOBS".into()),
+        (b"patch w_*,!x\n".to_vec(), "patch w_*,!x: !x: `!` excludes nothing here".into()),
         (b"stop now\n".to_vec(), "stop takes no argument".into()),
         (b"report all\n".to_vec(), "report takes no argument".into()),
         (b"enable\n".to_vec(), "enable needs TRACER: enable TRACER".into()),

@@ -24,58 +24,14 @@ mod common;
 use common::native::{self, repo};
 
 use std::collections::HashMap;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
-
-/// `fntrace record -o DIR -P GLOB PROGRAM` in `base`, killed after one
-/// minute or once DIR holds 64 MiB (a program whose registers the
-/// trampolines clobber can loop forever, recording all the while: gcc -O2
-/// keeps main's loop counter in %rcx across `call w_top`; a healthy run
-/// writes well under 1 MiB in under a second).
-fn record(base: &Path, dir: &Path, program: &Path, glob: &str) -> Output {
-    let mut child = Command::new(native::cli_with_library())
-        .arg("record")
-        .args(["-o", dir.to_str().unwrap(), "-P", glob])
-        .arg(program)
-        .current_dir(base)
-        .env_remove("FNTRACE_LIB")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // Its own process group: the traced program is killed with it.
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline || common::bytes_under(dir) > 64 << 20 {
-            // SAFETY: a plain kill(2) of the process group made above.
-            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-            let output = child.wait_with_output().unwrap();
-            panic!(
-                "fntrace record -P {glob} {}: still running after a minute or 64 MiB: {}",
-                program.display(),
-                native::stderr_of(&output)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let output = child.wait_with_output().unwrap();
-    assert!(
-        output.status.success(),
-        "fntrace record -P {glob} {}: {}",
-        program.display(),
-        native::stderr_of(&output)
-    );
-    output
-}
+use std::process::Command;
 
 fn equals_uftrace(label: &str, flags: &[&str]) {
     let base = common::temp_dir(&format!("runtime-patch-{label}"));
     let program = native::build_c(&base, "runtime_patch", label, flags, &["-pthread"]);
     let ours = base.join("fntrace.data");
-    let output = record(&base, &ours, &program, "w_*");
+    let output = common::record_patched(&base, &ours, &program, "w_*");
     assert_eq!(String::from_utf8_lossy(&output.stdout), "2004000\n");
     let stderr = native::stderr_of(&output);
     assert!(
@@ -139,7 +95,7 @@ fn unsafe_functions_are_refused_with_their_reasons() {
     let base = common::temp_dir("runtime-patch-refused");
     let program = native::build_c(&base, "runtime_patch", "o2", &["-O2"], &["-pthread"]);
     let ours = base.join("fntrace.data");
-    let output = record(&base, &ours, &program, "r_*");
+    let output = common::record_patched(&base, &ours, &program, "r_*");
     assert_eq!(
         String::from_utf8_lossy(&output.stdout),
         "2004000\n",

@@ -32,9 +32,8 @@ mod common;
 use common::native::{self, repo};
 
 use std::collections::HashMap;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// `tests/rust/runtime_patch.rs` built by plain `rustc` (crate `rp`) with
@@ -89,46 +88,6 @@ fn build_cargo_release(dir: &Path) -> PathBuf {
         native::stderr_of(&output)
     );
     krate.join("target/release/rp")
-}
-
-/// `fntrace record -o DIR -P GLOB PROGRAM` in `base`, killed after one
-/// minute or once DIR holds 64 MiB (a program whose registers a
-/// trampoline clobbers can loop for ever, recording all the while).
-fn record(base: &Path, dir: &Path, program: &Path, glob: &str) -> Output {
-    let mut child = Command::new(native::cli_with_library())
-        .arg("record")
-        .args(["-o", dir.to_str().unwrap(), "-P", glob])
-        .arg(program)
-        .current_dir(base)
-        .env_remove("FNTRACE_LIB")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // Its own process group: the traced program is killed with it.
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline || common::bytes_under(dir) > 64 << 20 {
-            // SAFETY: a plain kill(2) of the process group made above.
-            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-            let output = child.wait_with_output().unwrap();
-            panic!(
-                "fntrace record -P {glob} {}: still running after a minute or 64 MiB: {}",
-                program.display(),
-                native::stderr_of(&output)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let output = child.wait_with_output().unwrap();
-    assert!(
-        output.status.success(),
-        "fntrace record -P {glob} {}: {}",
-        program.display(),
-        native::stderr_of(&output)
-    );
-    output
 }
 
 /// `uftrace record -P REGEX PROGRAM` into `dir` (library calls, events
@@ -214,7 +173,7 @@ fn equals_uftrace(
     refused: &[(&str, u64)],
 ) -> (String, HashMap<String, u64>) {
     let ours = base.join("fntrace.data");
-    let output = record(base, &ours, program, "rp::*");
+    let output = common::record_patched(base, &ours, program, "rp::*");
     assert_eq!(String::from_utf8_lossy(&output.stdout), PRINTED);
     let theirs = base.join("uftrace.data");
     assert_eq!(uftrace_record(base, &theirs, program, UFTRACE_RP), PRINTED);

@@ -37,6 +37,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+pub use crate::native::Scratch;
 use crate::native::{build_c_program, repo};
 
 /// The filter of the quiescent check: the service's and the plugins'
@@ -87,30 +88,6 @@ pub fn function_from_env(default: bool) -> bool {
 /// loader lock, taken in the parent by another thread (a `dlopen`, or
 /// fntrace's own scan) when the fork happened.
 pub const KNOWN_FORK_DRAIN: &str = "_exit: the recording's last drain did not finish in time";
-
-/// A directory removed when dropped.
-pub struct Scratch(PathBuf);
-
-impl Scratch {
-    /// A fresh directory under the temporary directory.
-    pub fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("fntrace-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-
-    /// Its path.
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// The service and its two plugins, built.
 pub struct Built {

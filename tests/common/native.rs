@@ -145,3 +145,27 @@ pub fn build_c(dir: &Path, name: &str, label: &str, flags: &[&str], link: &[&str
     );
     program
 }
+
+/// A directory removed when dropped.
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    /// A fresh directory under the temporary directory.
+    pub fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("fntrace-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

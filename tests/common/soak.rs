@@ -28,6 +28,7 @@ use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+pub use crate::native::Scratch;
 use crate::native::{build_libraries, cli, profile_dir, repo};
 
 /// The functions the profile selects: the service's own.
@@ -331,30 +332,6 @@ pub fn slope(points: &[(f64, f64)]) -> f64 {
         0.0
     } else {
         sxy / sxx
-    }
-}
-
-/// A directory removed when dropped.
-pub struct Scratch(PathBuf);
-
-impl Scratch {
-    /// A fresh directory under the temporary directory.
-    pub fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("fntrace-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-
-    /// Its path.
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
