@@ -26,52 +26,20 @@ use std::collections::HashMap;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
 
 /// The program's output: l_main's result.
 const RESULT: &str = "2940\n";
 
-/// Kills `child`'s process group after 60 s or once `dir` holds 64 MiB (a
-/// healthy run writes a few KiB in well under a second); its output.
-fn bounded(mut child: std::process::Child, dir: &Path, what: &str) -> Output {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline || common::bytes_under(dir) > 64 << 20 {
-            // SAFETY: a plain kill(2) of the process group the child leads.
-            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-            let output = child.wait_with_output().unwrap();
-            panic!(
-                "{what}: still running after a minute or 64 MiB: {}",
-                native::stderr_of(&output)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
-}
-
-/// `fntrace record -o DIR ARGS PROGRAM` in `base`, bounded.
+/// `fntrace record -o DIR ARGS PROGRAM` in `base`, bounded; the program
+/// printed its result.
 fn record(base: &Path, dir: &Path, program: &Path, args: &[&str]) -> Output {
-    let child = Command::new(native::cli_with_library())
-        .arg("record")
-        .args(["-o", dir.to_str().unwrap()])
-        .args(args)
-        .arg(program)
-        .current_dir(base)
-        .env_remove("FNTRACE_LIB")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    let what = format!("fntrace record {args:?} {}", program.display());
-    let output = bounded(child, dir, &what);
-    assert!(
-        output.status.success(),
-        "{what}: {}",
-        native::stderr_of(&output)
+    let output = common::record_bounded(base, dir, program, args);
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        RESULT,
+        "fntrace record {args:?} {}",
+        program.display()
     );
-    assert_eq!(String::from_utf8_lossy(&output.stdout), RESULT, "{what}");
     output
 }
 
@@ -90,7 +58,7 @@ fn uftrace_record(base: &Path, dir: &Path, program: &Path, args: &[&str]) {
         .spawn()
         .expect("cannot run uftrace; CI installs it (.ci/run)");
     let what = format!("uftrace record {args:?} {}", program.display());
-    let output = bounded(child, dir, &what);
+    let output = common::bounded(child, dir, &what);
     assert!(
         output.status.success(),
         "{what}: {}",

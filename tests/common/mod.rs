@@ -674,21 +674,44 @@ pub fn call_table(rows: &[(&str, u64)]) -> std::collections::HashMap<String, u64
         .collect()
 }
 
-/// `fntrace record -o DIR -P GLOB PROGRAM` in `base`, killed after one
-/// minute or once DIR holds 64 MiB (a program whose registers the
-/// trampolines clobber can loop forever, recording all the while: gcc -O2
-/// keeps main's loop counter in %rcx across `call w_top`; a healthy run
-/// writes well under 1 MiB in under a second).
-pub fn record_patched(
+/// Waits for `child` (the leader of its own process group), killing the
+/// group after 60 s or once `dir` holds 64 MiB (a program whose registers
+/// a trampoline clobbers can loop for ever, recording all the while; a
+/// healthy run writes well under 1 MiB in under a second); its output.
+pub fn bounded(
+    mut child: std::process::Child,
+    dir: &std::path::Path,
+    what: &str,
+) -> std::process::Output {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline || bytes_under(dir) > 64 << 20 {
+            // SAFETY: a plain kill(2) of the process group the child leads.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            let output = child.wait_with_output().unwrap();
+            panic!(
+                "{what}: still running after a minute or 64 MiB: {}",
+                native::stderr_of(&output)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// `fntrace record -o DIR ARGS PROGRAM` in `base`, [`bounded`]; its
+/// output, once it succeeded.
+pub fn record_bounded(
     base: &std::path::Path,
     dir: &std::path::Path,
     program: &std::path::Path,
-    glob: &str,
+    args: &[&str],
 ) -> std::process::Output {
     use std::os::unix::process::CommandExt;
-    let mut child = std::process::Command::new(native::cli_with_library())
+    let child = std::process::Command::new(native::cli_with_library())
         .arg("record")
-        .args(["-o", dir.to_str().unwrap(), "-P", glob])
+        .args(["-o", dir.to_str().unwrap()])
+        .args(args)
         .arg(program)
         .current_dir(base)
         .env_remove("FNTRACE_LIB")
@@ -698,26 +721,22 @@ pub fn record_patched(
         .process_group(0)
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while child.try_wait().unwrap().is_none() {
-        if std::time::Instant::now() > deadline || bytes_under(dir) > 64 << 20 {
-            // SAFETY: a plain kill(2) of the process group made above.
-            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-            let output = child.wait_with_output().unwrap();
-            panic!(
-                "fntrace record -P {glob} {}: still running after a minute or 64 MiB: {}",
-                program.display(),
-                native::stderr_of(&output)
-            );
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let output = child.wait_with_output().unwrap();
+    let what = format!("fntrace record {args:?} {}", program.display());
+    let output = bounded(child, dir, &what);
     assert!(
         output.status.success(),
-        "fntrace record -P {glob} {}: {}",
-        program.display(),
+        "{what}: {}",
         native::stderr_of(&output)
     );
     output
+}
+
+/// `fntrace record -o DIR -P GLOB PROGRAM` in `base` ([`record_bounded`]).
+pub fn record_patched(
+    base: &std::path::Path,
+    dir: &std::path::Path,
+    program: &std::path::Path,
+    glob: &str,
+) -> std::process::Output {
+    record_bounded(base, dir, program, &["-P", glob])
 }
