@@ -34,18 +34,13 @@ const SOURCE: &str = "tests/c/forked_child.c";
 fn build(base: &Path) -> (PathBuf, PathBuf) {
     std::fs::create_dir_all(base).unwrap();
     let plain = base.join("forked_child");
-    let output = Command::new("gcc")
-        .args(["-pg", "-O0"])
-        .arg(repo().join(SOURCE))
-        .arg("-o")
-        .arg(&plain)
-        .output()
-        .expect("cannot run gcc; CI installs it (.ci/run)");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    native::gcc(&[
+        "-pg".as_ref(),
+        "-O0".as_ref(),
+        repo().join(SOURCE).as_os_str(),
+        "-o".as_ref(),
+        plain.as_os_str(),
+    ]);
     let linked = base.join("forked_child_linked");
     native::build_c_program(&repo().join(SOURCE), &["-pg", "-DWITH_FNTRACE"], &linked);
     (plain, linked)

@@ -13,9 +13,8 @@ mod common;
 
 use std::ffi::CString;
 use std::path::Path;
-use std::process::Command;
 
-use common::{native::repo, Counter, NOP5};
+use common::{native, native::repo, Counter, NOP5};
 use fntrace::{Filter, PatchProtocol, SiteForm, SiteKind};
 
 static COUNTER: Counter = Counter::new();
@@ -26,18 +25,16 @@ fntrace::register_tracer!("patchable-counter", &COUNTER);
 fn open(dir: &Path, names: &[&str]) -> Vec<usize> {
     std::fs::create_dir_all(dir).unwrap();
     let library = dir.join("libpatchable.so");
-    let output = Command::new("gcc")
-        .args(["-O2", "-fPIC", "-shared", "-fpatchable-function-entry=5"])
-        .arg(repo().join("tests/c/patchable_lib.c"))
-        .arg("-o")
-        .arg(&library)
-        .output()
-        .expect("cannot run gcc; CI installs it (.ci/run)");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let source = repo().join("tests/c/patchable_lib.c");
+    native::gcc(&[
+        "-O2".as_ref(),
+        "-fPIC".as_ref(),
+        "-shared".as_ref(),
+        "-fpatchable-function-entry=5".as_ref(),
+        source.as_os_str(),
+        "-o".as_ref(),
+        library.as_os_str(),
+    ]);
     let path = CString::new(library.to_str().unwrap()).unwrap();
     // SAFETY: dlopen/dlsym of a plain C library built just above.
     unsafe {

@@ -13,7 +13,6 @@ use common::native;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// `tests/c/family.c`'s sibling `tests/c/ctl_prog.c` would do as well; a
 /// short `-pg` program of its own keeps this test quick.
@@ -26,17 +25,13 @@ fn build_program(dir: &Path) -> PathBuf {
     )
     .unwrap();
     let program = dir.join("prog");
-    let output = Command::new("gcc")
-        .args(["-pg", "-O0", "-o"])
-        .arg(&program)
-        .arg(&source)
-        .output()
-        .expect("cannot run gcc; CI installs it (.ci/run)");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    native::gcc(&[
+        "-pg".as_ref(),
+        "-O0".as_ref(),
+        "-o".as_ref(),
+        program.as_os_str(),
+        source.as_os_str(),
+    ]);
     program
 }
 

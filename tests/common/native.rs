@@ -77,6 +77,22 @@ pub fn cli() -> PathBuf {
     profile_dir().join("fntrace")
 }
 
+/// Runs `gcc ARGS`, which must succeed (its stderr in the failure).
+pub fn gcc<S: AsRef<std::ffi::OsStr>>(args: &[S]) {
+    let output = Command::new("gcc")
+        .args(args)
+        .output()
+        .expect("cannot run gcc; CI installs it (.ci/run)");
+    assert!(
+        output.status.success(),
+        "gcc {:?}: {}",
+        args.iter()
+            .map(|a| a.as_ref().to_owned())
+            .collect::<Vec<_>>(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 /// Builds the C program `source` with `flags` (PIE) into `out`, linked
 /// with `libfntrace.a` as the README says.
 pub fn build_c_program(source: &Path, flags: &[&str], out: &Path) {
