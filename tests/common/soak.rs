@@ -366,13 +366,21 @@ pub fn build(dir: &Path) -> Built {
     }
 }
 
-/// A `/proc/PID/status` field, in KiB (None once the process is gone).
-fn status_kib(pid: u32, field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|value| value.trim().trim_end_matches(" kB").parse().ok())
+/// `VmRSS` and `VmHWM` of `/proc/PID/status`, in KiB, from one read (0
+/// once the process is gone). One read: the kernel raises its high-water
+/// mark lazily (when memory is unmapped) and prints it as at least the
+/// current RSS, so an RSS read before a drop could exceed a peak read
+/// after it.
+fn rss_and_hwm_kib(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|value| value.trim().trim_end_matches(" kB").parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmRSS"), field("VmHWM"))
 }
 
 /// Resident KiB per mapping of `/proc/PID/smaps`, by start address (a
@@ -643,10 +651,11 @@ pub fn run(
             std::thread::sleep(wait);
         }
         let at = started.elapsed().as_secs_f64();
+        let (rss_kib, hwm_kib) = rss_and_hwm_kib(pid);
         let sample = Sample {
             at,
-            rss_kib: status_kib(pid, "VmRSS").unwrap_or(0),
-            hwm_kib: status_kib(pid, "VmHWM").unwrap_or(0),
+            rss_kib,
+            hwm_kib,
         };
         if sample.rss_kib == 0 {
             report
@@ -748,8 +757,7 @@ pub fn run(
     report.threads = made.get("soak_churn_thread").copied().unwrap_or(0)
         + made.get("soak_worker").copied().unwrap_or(0)
         + made.get("soak_churner").copied().unwrap_or(0);
-    report.end_kib = status_kib(pid, "VmRSS").unwrap_or(0);
-    report.hwm_kib = status_kib(pid, "VmHWM").unwrap_or(0);
+    (report.end_kib, report.hwm_kib) = rss_and_hwm_kib(pid);
     let after: Vec<(f64, f64)> = report
         .samples
         .iter()
