@@ -16,6 +16,7 @@ use crate::arch::x86_64::{decode_site_instruction, Instruction, SiteForm};
 use crate::error::Error;
 use crate::filter::Filter;
 use crate::patch::entry_patch::EntryPatchReport;
+pub(crate) use crate::patch::libcall::LibcallScope;
 use crate::patch::priority;
 use crate::patch::{self, reach, TextWrite};
 use crate::rt::{self, ops, shadow, thread::Untraced};
@@ -311,13 +312,15 @@ pub fn patch_functions(globs: &[&str]) -> Result<EntryPatchReport, Error> {
 /// the imported functions, selected by the enabled tracers' filters like
 /// any (see `patch::libcall`). Once per process; the error says why
 /// nothing was hooked (a program linked with `libfntrace.a`).
-pub(crate) fn trace_library_calls() -> Result<patch::libcall::LibcallReport, String> {
+pub(crate) fn trace_library_calls(
+    scope: LibcallScope,
+) -> Result<patch::libcall::LibcallReport, String> {
     let _untraced = Untraced::begin();
     let _priority = priority::boost_for_text_change();
     let mut state = control();
     init_locked(&mut state).map_err(|e| e.to_string())?;
     let index = symbols::current();
-    let report = patch::libcall::hook(&index)?;
+    let report = patch::libcall::hook(&index, scope)?;
     if report.bound_profiling != 0 {
         // The objects are the same, but `mcount@plt`'s slot is bound now:
         // scanned again, the executable's `-pg` sites are found (lazy

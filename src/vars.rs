@@ -79,8 +79,9 @@ pub(crate) const VARIABLES: &[Variable] = &[
     Variable {
         name: "FNTRACE_LIBCALL",
         meaning: "1: trace the executable's calls into shared libraries through its PLT \
-                  (uftrace's libcalls); 0 or empty: not",
-        check: |v| ok(parse_flag(v)),
+                  (uftrace's libcalls); nested: also the libraries' calls into other \
+                  libraries (uftrace's --nest-libcall); 0 or empty: not",
+        check: |v| ok(parse_libcall(v)),
         passed_on: true,
         on_bad: OnBad::Untraced,
     },
@@ -317,6 +318,17 @@ pub(crate) fn parse_flag(value: &str) -> Result<bool, String> {
         "" | "0" => Ok(false),
         "1" => Ok(true),
         _ => Err("use 1 (or 0)".to_string()),
+    }
+}
+
+/// `FNTRACE_LIBCALL`: `1` the executable's library calls, `nested` the
+/// libraries' too; `0` or empty none.
+pub(crate) fn parse_libcall(value: &str) -> Result<Option<crate::control::LibcallScope>, String> {
+    match value {
+        "" | "0" => Ok(None),
+        "1" => Ok(Some(crate::control::LibcallScope::Executable)),
+        "nested" => Ok(Some(crate::control::LibcallScope::Nested)),
+        _ => Err("use 1, nested (or 0)".to_string()),
     }
 }
 

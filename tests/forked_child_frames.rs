@@ -70,9 +70,17 @@ fn uftrace_recording(plain: &Path, how: &str, dir: &Path, events: bool) {
         assert!(common::uftrace_record(dir, plain, &[how]));
         return;
     }
+    uftrace_recording_with(plain, how, dir, &["--no-libcall"]);
+}
+
+/// `uftrace record ARGS` of the plain program (scheduler events
+/// recorded), the child leaving by `how`, into `dir`.
+fn uftrace_recording_with(plain: &Path, how: &str, dir: &Path, args: &[&str]) {
     let _ = std::fs::remove_dir_all(dir);
     let status = Command::new("uftrace")
-        .args(["record", "--no-libcall", "-d"])
+        .arg("record")
+        .args(args)
+        .arg("-d")
         .arg(dir)
         .arg(plain)
         .arg(how)
@@ -176,22 +184,33 @@ fn a_child_that_leaves_with_exit_adds_no_phantom_row_to_uftrace_report() {
     assert_eq!(expected, expected_rows(), "uftrace's own recording");
 
     let by_command = base.join("fntrace-record.data");
-    let output = native::fntrace_record(
-        &base,
-        &[
-            "-o",
-            by_command.to_str().unwrap(),
-            "--",
-            plain.to_str().unwrap(),
-            "_exit",
-        ],
-    );
-    assert!(output.status.success(), "{}", native::stderr_of(&output));
+    let record = |dir: &Path, args: &[&str]| {
+        let mut all = vec!["-o", dir.to_str().unwrap()];
+        all.extend(args);
+        all.extend(["--", plain.to_str().unwrap(), "_exit"]);
+        let output = native::fntrace_record(&base, &all);
+        assert!(output.status.success(), "{}", native::stderr_of(&output));
+    };
+    record(&by_command, &["--no-libcall"]);
     let by_api = base.join("api-record.data");
     trace_itself(&linked, "record", "_exit", &by_api);
     for ours in [&by_command, &by_api] {
         assert_eq!(report_rows(ours, &[]), expected, "{}", ours.display());
     }
+
+    // Library calls recorded (both recorders' default): the child's first
+    // record is the exit of `fork`, a call it inherited; still no <0> row.
+    let theirs_libcalls = base.join("uftrace-libcalls.data");
+    uftrace_recording_with(&plain, "_exit", &theirs_libcalls, &[]);
+    let expected_libcalls = report_rows(&theirs_libcalls, &[]);
+    assert_eq!(
+        expected_libcalls.get("fork"),
+        Some(&2),
+        "{expected_libcalls:?}"
+    );
+    let ours_libcalls = base.join("fntrace-libcalls.data");
+    record(&ours_libcalls, &[]);
+    assert_eq!(report_rows(&ours_libcalls, &[]), expected_libcalls);
 
     // A dump per process: the child's is the child's thread of uftrace's.
     let dumped = base.join("dumps");

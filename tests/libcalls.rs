@@ -1,22 +1,25 @@
-//! Library calls (`fntrace record --libcall`, uftrace's default library
-//! call tracing): calls from the executable into shared libraries through
-//! its PLT are traced, named after the library functions, by swapping
-//! GOT slots (`src/patch/libcall.rs`).
+//! Library calls (recorded by `fntrace record` by default, as by
+//! uftrace): calls from the executable into shared libraries through its
+//! PLT are traced, named after the library functions, by swapping GOT
+//! slots (`src/patch/libcall.rs`).
 //!
 //! - `tests/c/libcall.c` (l_main -> l_ppid -> 300 x getppid, 50 x l_text
 //!   -> snprintf/strtol/strtoul, 20 x l_mem -> malloc/free) built with
 //!   `gcc -pg`, PIE and `-no-pie`, lazy binding and `-Wl,-z,now` (the GOT
-//!   read-only after relocation: RELRO): `fntrace record --libcall` and
-//!   `uftrace record` (library calls by default) of the same binary, both
+//!   read-only after relocation: RELRO): `fntrace record` and `uftrace
+//!   record` (library calls by default in both) of the same binary, both
 //!   directories read by `uftrace report` and `uftrace replay`, give the
 //!   same calls per function and the same call tree, library calls nested
 //!   under their callers at the same depth.
 //! - The same program built plainly at `-O2`, its `l_*` functions patched
 //!   with `-P` (uftrace: `-P 'l_.*'`).
-//! - `-F`/`-N` select library calls by name; a program with no
-//!   instrumentation at all is recorded with `--libcall` alone; a program
-//!   linked with `libfntrace.a` is refused with a message and runs
-//!   untraced.
+//! - `-F`/`-N` select library calls by name; `--no-libcall` leaves them
+//!   out; a program with no instrumentation at all is recorded with
+//!   `--libcall` alone; a program linked with `libfntrace.a` is refused
+//!   with a message and runs untraced.
+//! - `--nest-libcall`: a plainly built library's calls into the C library
+//!   (`tests/c/nest_lib.c`) are recorded too, as uftrace's
+//!   `--nest-libcall` records them.
 
 mod common;
 
@@ -152,7 +155,9 @@ fn equals_uftrace(label: &str, flags: &[&str], fntrace_args: &[&str], uftrace_ar
     std::fs::remove_dir_all(&base).unwrap();
 }
 
-const LIBCALL: &[&str] = &["--libcall"];
+/// `fntrace record`'s options for the `-pg` builds: none (library calls
+/// are recorded by default, as by uftrace).
+const LIBCALL: &[&str] = &[];
 
 #[test]
 fn pg_pie_lazy_equals_uftrace() {
@@ -223,12 +228,12 @@ fn filters_select_library_calls_by_name() {
     );
     assert_eq!(expected.get("l_ppid"), Some(&1));
 
-    // Without --libcall: the program's functions only, each found at its
+    // With --no-libcall: the program's functions only, each found at its
     // first call (`mcount@plt` is bound then). Read by uftrace, which
     // names them from the executable (the recording's header, written
     // before those calls, names none of them).
     let plain = base.join("plain.data");
-    record(&base, &plain, &program, &[]);
+    record(&base, &plain, &program, &["--no-libcall"]);
     let calls = common::uftrace_calls(&plain);
     assert_eq!(calls.get("getppid"), None, "{calls:?}");
     assert_eq!(calls.get("l_ppid"), Some(&1), "{calls:?}");
@@ -286,5 +291,114 @@ fn refused_in_a_program_linked_with_the_static_library() {
             && stderr.contains("the program runs untraced"),
         "{stderr}"
     );
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+/// `tests/c/nest_libcall.c` built with `gcc -pg` (PIE, lazy binding) and
+/// linked with `tests/c/nest_lib.c` built plainly as `libnest.so`.
+fn nest_program(base: &Path) -> std::path::PathBuf {
+    std::fs::create_dir_all(base).unwrap();
+    let library = base.join("libnest.so");
+    let source = native::repo().join("tests/c/nest_lib.c");
+    native::gcc(&[
+        "-O2",
+        "-fPIC",
+        "-shared",
+        "-o",
+        library.to_str().unwrap(),
+        source.to_str().unwrap(),
+    ]);
+    let dir = base.to_str().unwrap();
+    let rpath = format!("-Wl,-rpath,{dir}");
+    let link = ["-L", dir, "-lnest", rpath.as_str()];
+    native::build_c(base, "nest_libcall", "pg", &["-pg", "-O0"], &link)
+}
+
+/// The nested program's result.
+const NEST_RESULT: &str = "517\n";
+
+/// `fntrace record ARGS` and `uftrace record ARGS` of the nested program:
+/// the calls per function uftrace reads in each directory, and fntrace's
+/// reading of its own, must be equal (and are returned), and so must
+/// `uftrace replay`'s call trees.
+fn nest_equals_uftrace(
+    base: &Path,
+    program: &Path,
+    label: &str,
+    args: &[&str],
+) -> HashMap<String, u64> {
+    let ours = base.join(format!("{label}-fntrace.data"));
+    let output = common::record_bounded(base, &ours, program, args);
+    assert_eq!(String::from_utf8_lossy(&output.stdout), NEST_RESULT);
+    let theirs = base.join(format!("{label}-uftrace.data"));
+    let child = Command::new("uftrace")
+        .args(["record", "--no-event", "--no-sched"])
+        .args(args)
+        .arg("-d")
+        .arg(&theirs)
+        .arg(program)
+        .current_dir(base)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("cannot run uftrace; CI installs it (.ci/run)");
+    let uftrace = common::bounded(child, &theirs, &format!("uftrace record {args:?}"));
+    assert!(uftrace.status.success(), "{}", native::stderr_of(&uftrace));
+    let calls = common::uftrace_calls(&theirs);
+    assert_eq!(
+        common::uftrace_calls(&ours),
+        calls,
+        "uftrace report, {label}"
+    );
+    assert_eq!(
+        common::completed_calls(&ours),
+        calls,
+        "fntrace reading its own, {label}"
+    );
+    assert_eq!(
+        common::uftrace_replay(&ours, None),
+        common::uftrace_replay(&theirs, None),
+        "uftrace replay, {label}"
+    );
+    calls
+}
+
+#[test]
+fn library_calls_are_recorded_by_default_and_nested_ones_when_asked() {
+    let base = common::temp_dir("libcalls-nested");
+    let program = nest_program(&base);
+    // Default, as uftrace's: the executable's library calls only.
+    let default = nest_equals_uftrace(&base, &program, "default", &[]);
+    assert_eq!(
+        default,
+        common::call_table(&[
+            ("main", 1),
+            ("n_main", 1),
+            ("getppid", 7),
+            ("n_lib_ppid", 10),
+            ("n_lib_parse", 5),
+            ("printf", 1),
+        ])
+    );
+    // --nest-libcall: the library's calls into the C library too, nested
+    // under the library functions making them.
+    let nested = nest_equals_uftrace(&base, &program, "nested", &["--nest-libcall"]);
+    assert_eq!(
+        nested,
+        common::call_table(&[
+            ("main", 1),
+            ("n_main", 1),
+            ("getppid", 307),
+            ("n_lib_ppid", 10),
+            ("n_lib_parse", 5),
+            ("strtol", 5),
+            ("strtoul", 5),
+            ("printf", 1),
+        ])
+    );
+    // --no-libcall: the program's own functions alone.
+    let plain = nest_equals_uftrace(&base, &program, "none", &["--no-libcall"]);
+    assert_eq!(plain, common::call_table(&[("main", 1), ("n_main", 1)]));
     std::fs::remove_dir_all(&base).unwrap();
 }

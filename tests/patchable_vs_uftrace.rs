@@ -38,11 +38,17 @@ fn build_c(dir: &Path, name: &str, flags: &[&str]) -> PathBuf {
     program
 }
 
-/// `fntrace record -o DIR PROGRAM` in `base`; the program's output.
+/// `fntrace record --no-libcall -o DIR PROGRAM` in `base` (uftrace's
+/// side is recorded with `--no-libcall` too); the program's output.
 fn fntrace_record(base: &Path, dir: &Path, program: &Path) -> String {
     let output = native::fntrace_record(
         base,
-        &["-o", dir.to_str().unwrap(), program.to_str().unwrap()],
+        &[
+            "--no-libcall",
+            "-o",
+            dir.to_str().unwrap(),
+            program.to_str().unwrap(),
+        ],
     );
     assert!(
         output.status.success(),
@@ -220,7 +226,12 @@ fn fewer_than_five_nops_at_the_entry_are_left_alone() {
     let ours = base.join("fntrace.data");
     let output = native::fntrace_record(
         &base,
-        &["-o", ours.to_str().unwrap(), program.to_str().unwrap()],
+        &[
+            "--no-libcall",
+            "-o",
+            ours.to_str().unwrap(),
+            program.to_str().unwrap(),
+        ],
     );
     assert!(output.status.success(), "{}", native::stderr_of(&output));
     assert_eq!(String::from_utf8_lossy(&output.stdout), "2004000\n");

@@ -20,6 +20,15 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// `fntrace record --no-libcall ARGS` in `cwd`: these tests compare with
+/// `uftrace record --no-libcall` (library calls, on by default in both,
+/// are compared in `tests/libcalls.rs` and `tests/forked_child_frames.rs`).
+fn fntrace_record(cwd: &Path, args: &[&str]) -> std::process::Output {
+    let mut all = vec!["--no-libcall"];
+    all.extend(args);
+    native::fntrace_record(cwd, &all)
+}
+
 const N: u64 = 2000;
 
 /// `tests/c/family.c` built with `flags` into `dir/family`.
@@ -104,7 +113,7 @@ fn family_equals_uftrace_options(
         "family",
         &n,
     ]);
-    let output = native::fntrace_record(&base, &args);
+    let output = fntrace_record(&base, &args);
     assert!(
         output.status.success(),
         "fntrace record: {}",
@@ -197,7 +206,7 @@ fn record_both(base: &Path, program: &Path, args: &[&str], label: &str) -> BothR
     let ours = base.join(format!("fntrace-{label}.data"));
     let mut record_args = vec!["-o", ours.to_str().unwrap(), program.to_str().unwrap()];
     record_args.extend(args);
-    let ours_run = native::fntrace_record(base, &record_args);
+    let ours_run = fntrace_record(base, &record_args);
     let theirs = base.join(format!("uftrace-{label}.data"));
     let theirs_run = Command::new("uftrace")
         .args(["record", "--no-libcall", "--no-event", "--no-sched", "-d"])
@@ -538,7 +547,7 @@ fn record_family_mode(tag: &str, mode: &str) -> (PathBuf, PathBuf, String) {
     let program = build_family(&base, &["-pg", "-O0"]);
     let dir = base.join("t.data");
     let n = N.to_string();
-    let output = native::fntrace_record(
+    let output = fntrace_record(
         &base,
         &[
             "-o",
@@ -587,7 +596,7 @@ fn a_fatal_signal_keeps_the_last_events() {
     let n = N.to_string();
     for (mode, signal) in [("segv", libc::SIGSEGV), ("abort", libc::SIGABRT)] {
         let dir = base.join(format!("{mode}.data"));
-        let output = native::fntrace_record(
+        let output = fntrace_record(
             &base,
             &[
                 "-o",
@@ -620,7 +629,7 @@ fn flight_mode_writes_the_last_events_of_the_program_at_exit() {
     let program = build_family(&base, &["-pg", "-O0"]);
     let dir = base.join("flight.data");
     let n = N.to_string();
-    let output = native::fntrace_record(
+    let output = fntrace_record(
         &base,
         &[
             "--flight",
@@ -647,7 +656,7 @@ fn flight_mode_writes_the_last_events_of_the_program_at_exit() {
 fn the_programs_exit_status_comes_back() {
     let base = common::temp_dir("record-cmd-status");
     let program = build_family(&base, &["-pg", "-O0"]);
-    let output = native::fntrace_record(&base, &[program.to_str().unwrap(), "status", "3"]);
+    let output = fntrace_record(&base, &[program.to_str().unwrap(), "status", "3"]);
     assert_eq!(
         output.status.code(),
         Some(3),
@@ -660,7 +669,7 @@ fn the_programs_exit_status_comes_back() {
         Some(&1)
     );
     // Again: the old trace becomes fntrace.data.old.
-    let output = native::fntrace_record(&base, &[program.to_str().unwrap(), "status", "0"]);
+    let output = fntrace_record(&base, &[program.to_str().unwrap(), "status", "0"]);
     assert_eq!(
         output.status.code(),
         Some(0),
@@ -697,7 +706,7 @@ fn bad_arguments_fail_with_one_clear_line() {
         ),
     ];
     for (args, says) in cases {
-        let output = native::fntrace_record(&base, args);
+        let output = fntrace_record(&base, args);
         assert_eq!(
             output.status.code(),
             Some(2),
@@ -730,7 +739,7 @@ fn program_equals_uftrace(
     let ours = base.join("fntrace.data");
     let mut record_args = vec!["-o", ours.to_str().unwrap(), program.to_str().unwrap()];
     record_args.extend(args);
-    let output = native::fntrace_record(base, &record_args);
+    let output = fntrace_record(base, &record_args);
     assert!(output.status.success(), "{}", native::stderr_of(&output));
     let theirs = base.join("uftrace.data");
     assert!(common::uftrace_record(&theirs, program, args));
@@ -813,7 +822,7 @@ fn a_rust_program_crashes_as_without_fntrace_and_keeps_its_last_calls() {
     for (mode, signal) in [("segv", libc::SIGSEGV), ("overflow", libc::SIGABRT)] {
         let plain = Command::new(&program).arg(mode).output().unwrap();
         let dir = base.join(format!("{mode}.data"));
-        let output = native::fntrace_record(
+        let output = fntrace_record(
             &base,
             &["-o", dir.to_str().unwrap(), program.to_str().unwrap(), mode],
         );

@@ -138,7 +138,7 @@ fn patched_at_start_up_with_no_tracer_asked_for() {
     let stderr = native::stderr_of(&output);
     assert!(output.status.success(), "{stderr}");
     assert_eq!(String::from_utf8_lossy(&output.stdout), "2004000\n");
-    for line in ["-P w_*: 3 functions patched, 0 refused", "--libcall: "] {
+    for line in ["-P w_*: 3 functions patched, 0 refused", "library calls: "] {
         assert!(stderr.contains(line), "{line:?} in {stderr}");
     }
     std::fs::remove_dir_all(&base).unwrap();

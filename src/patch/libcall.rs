@@ -96,15 +96,68 @@ const SKIPPED: &[(&str, &str)] = &[
     ("__assert_fail", "never returns"),
 ];
 
+/// Whose library calls [`hook`] traces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LibcallScope {
+    /// The executable's (uftrace's default).
+    Executable,
+    /// The executable's and every loaded library's, but the base system
+    /// libraries' ([`BASE_LIBRARIES`]; uftrace's `--nest-libcall`).
+    Nested,
+}
+
+/// Libraries whose own library calls `--nest-libcall` leaves alone, as
+/// uftrace does: the C runtime's (their calls into each other are the
+/// implementation of the calls traced, and the loader's would run before
+/// and under fntrace's own work).
+const BASE_LIBRARIES: &[&str] = &[
+    "libc.so.6",
+    "libm.so.6",
+    "libgcc_s.so.1",
+    "libpthread.so.0",
+    "libdl.so.2",
+    "librt.so.1",
+    "ld-linux-x86-64.so.2",
+];
+
+/// Why an import was not hooked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Skipped {
+    pub why: &'static str,
+    /// Left alone by rule (`exit`, `setjmp`...), not for want of a way.
+    pub on_purpose: bool,
+}
+
+impl Skipped {
+    /// Whether it was left alone by rule.
+    pub fn on_purpose(&self) -> bool {
+        self.on_purpose
+    }
+
+    fn failed(why: &'static str) -> Skipped {
+        Skipped {
+            why,
+            on_purpose: false,
+        }
+    }
+}
+
+impl std::fmt::Display for Skipped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.why)
+    }
+}
+
 /// What [`hook`] did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct LibcallReport {
-    /// The executable's path.
-    pub path: String,
-    /// Imported functions whose calls are now sites.
+    /// The objects whose calls were hooked (the executable first).
+    pub objects: usize,
+    /// Imported functions whose calls are now sites (one entry per object
+    /// importing it).
     pub hooked: Vec<String>,
     /// Imported functions left alone, with the reason.
-    pub skipped: Vec<(String, &'static str)>,
+    pub skipped: Vec<(String, Skipped)>,
     /// Profiling entry points (`mcount@plt`: `-pg` without PIE) whose
     /// lazily bound slots were bound now: the ELF scan, which follows only
     /// bound slots, finds their call sites if run again.
@@ -248,59 +301,86 @@ pub(crate) fn stub_bytes(target: usize) -> [u8; SLOT] {
 /// Where a stub's site is.
 const SITE_OFFSET: usize = ENDBR64.len();
 
-/// Hooks the executable's library calls (once: later calls return the
-/// first report). Under the control lock, before the program's threads
-/// call into the slots it writes (at start-up), or with them running: each
-/// slot is changed by one aligned store, and its stub and site exist
-/// before it.
-pub(crate) fn hook(index: &SymbolIndex) -> Result<LibcallReport, String> {
+/// Hooks the library calls of the executable, and with
+/// [`LibcallScope::Nested`] of every loaded library but the base system
+/// ones (once: later calls return the first report). Under the control
+/// lock, before the program's threads call into the slots it writes (at
+/// start-up), or with them running: each slot is changed by one aligned
+/// store, and its stub and site exist before it.
+pub(crate) fn hook(index: &SymbolIndex, scope: LibcallScope) -> Result<LibcallReport, String> {
     let mut done = DONE.lock();
     if let Some(report) = done.as_ref() {
         return Ok(report.clone());
     }
     let executable = std::fs::read_link("/proc/self/exe").map_err(|e| e.to_string())?;
     let executable = executable.to_string_lossy().into_owned();
-    let Some(object) = index.objects.iter().find(|o| o.path == executable) else {
+    let Some(main) = index.objects.iter().find(|o| o.path == executable) else {
         return Err(format!("{executable}: not among the loaded objects"));
     };
     let this = hook as *const () as usize;
-    if object.text.iter().any(|t| t.contains(&this)) {
+    if main.text.iter().any(|t| t.contains(&this)) {
         return Err(format!(
             "{executable} is linked with libfntrace.a: its library calls and fntrace's own \
              go through the same GOT; library calls are traced only with libfntrace.so \
              (fntrace record, LD_PRELOAD)"
         ));
     }
-    let mapped = MappedFile::open(&executable)?;
-    let imports = read_imports(mapped.bytes(), object.bias)?;
-    drop(mapped);
-    let mut report = LibcallReport {
-        path: executable,
-        ..LibcallReport::default()
-    };
+    let mut objects = vec![main];
+    if scope == LibcallScope::Nested {
+        objects.extend(index.objects.iter().filter(|object| {
+            let name = object.path.rsplit('/').next().unwrap_or_default();
+            object.path != executable
+                // fntrace's own calls: never traced.
+                && !object.text.iter().any(|t| t.contains(&this))
+                && !BASE_LIBRARIES.contains(&name)
+        }));
+    }
+    let mut report = LibcallReport::default();
+    let mut names = Vec::new();
+    for object in objects {
+        let mapped = MappedFile::open(&object.path)?;
+        let imports = read_imports(mapped.bytes(), object.bias)?;
+        drop(mapped);
+        hook_object(imports, &mut report, &mut names)?;
+        report.objects += 1;
+    }
+    *done = Some(report.clone());
+    Ok(report)
+}
+
+/// Hooks one object's `imports`, adding to `report` and to the PLT
+/// entries' `names`, which are set once every object's are in.
+fn hook_object(
+    imports: Imports,
+    report: &mut LibcallReport,
+    names: &mut Vec<Function>,
+) -> Result<(), String> {
     let mut planned = Vec::new();
     let mut binds = Vec::new();
     for slot in imports.slots {
-        // SAFETY: the GOT slot of a JUMP_SLOT relocation of the
-        // executable: 8 aligned, readable bytes of its data segment.
+        // SAFETY: the GOT slot of a JUMP_SLOT relocation of a loaded
+        // object: 8 aligned, readable bytes of its data segment.
         let bound = unsafe { std::ptr::read_volatile(slot.got as *const usize) };
         let unbound = imports.plt.iter().any(|r| r.contains(&bound));
-        if let Some((_, why)) = SKIPPED.iter().find(|(name, _)| *name == slot.name) {
+        if let Some(&(_, why)) = SKIPPED.iter().find(|(name, _)| *name == slot.name) {
             if unbound && PROFILING.contains(&slot.name.as_str()) {
                 if let Some(target) = resolve(&slot) {
                     binds.push((slot.got, target));
                 }
             }
-            report.skipped.push((slot.name, why));
+            let skipped = Skipped {
+                why,
+                on_purpose: true,
+            };
+            report.skipped.push((slot.name, skipped));
             continue;
         }
         let target = if unbound {
             match resolve(&slot) {
                 Some(target) => target,
                 None => {
-                    report
-                        .skipped
-                        .push((slot.name, "not defined by any loaded object"));
+                    let skipped = Skipped::failed("not defined by any loaded object");
+                    report.skipped.push((slot.name, skipped));
                     continue;
                 }
             }
@@ -323,9 +403,8 @@ pub(crate) fn hook(index: &SymbolIndex) -> Result<LibcallReport, String> {
                     page
                 }
                 None => {
-                    report
-                        .skipped
-                        .push((slot.name, "no stub memory within reach"));
+                    let skipped = Skipped::failed("no stub memory within reach");
+                    report.skipped.push((slot.name, skipped));
                     continue;
                 }
             },
@@ -355,7 +434,6 @@ pub(crate) fn hook(index: &SymbolIndex) -> Result<LibcallReport, String> {
             ));
         }
     }
-    let mut names = Vec::new();
     let mut stores = Vec::new();
     for (slot, stub) in stubs {
         let site = stub + SITE_OFFSET;
@@ -371,7 +449,8 @@ pub(crate) fn hook(index: &SymbolIndex) -> Result<LibcallReport, String> {
         match SITES.insert(site + NOP5.len(), &new) {
             Some(Inserted::New(_)) => {}
             _ => {
-                report.skipped.push((slot.name, "the site table is full"));
+                let skipped = Skipped::failed("the site table is full");
+                report.skipped.push((slot.name, skipped));
                 continue;
             }
         }
@@ -385,14 +464,15 @@ pub(crate) fn hook(index: &SymbolIndex) -> Result<LibcallReport, String> {
     }
     SITES.note_change();
     names.sort_by_key(|f| f.start);
-    // Named before any call can reach a site.
-    crate::symbols::plt::set_names(names);
+    // Named before any call can reach a site: every object's names so
+    // far (only the first setting counts, see `plt::set_names`, so they
+    // are replaced as a whole).
+    crate::symbols::plt::set_names(names.clone());
     // What lazy binding would store at the first call, stored now.
     store_slots(&binds, imports.relro.as_ref())?;
-    report.bound_profiling = binds.len();
+    report.bound_profiling += binds.len();
     store_slots(&stores, imports.relro.as_ref())?;
-    *done = Some(report.clone());
-    Ok(report)
+    Ok(())
 }
 
 /// What the loader would bind `slot` to now. `dlvsym` alone is not it:

@@ -82,7 +82,7 @@ struct Settings {
     /// `FNTRACE_PATCH_FUNCTIONS`.
     patch: Vec<String>,
     /// `FNTRACE_LIBCALL`.
-    libcall: bool,
+    libcall: Option<crate::control::LibcallScope>,
     output: Option<String>,
     flight: Option<FlightSettings>,
     append: bool,
@@ -144,17 +144,24 @@ fn patch_functions(globs: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// Hooks the executable's library calls (`FNTRACE_LIBCALL=1`) and says
-/// on stderr how many, and which imports were left alone, and why.
-fn trace_library_calls() -> Result<(), String> {
-    let report = control::trace_library_calls().map_err(|e| format!("FNTRACE_LIBCALL=1: {e}"))?;
+/// Hooks the library calls `FNTRACE_LIBCALL` asks for and says on stderr
+/// how many, and which imports could not be hooked, and why (those left
+/// alone on purpose, `exit` or `setjmp`, only counted).
+fn trace_library_calls(scope: crate::control::LibcallScope) -> Result<(), String> {
+    let value = match scope {
+        crate::control::LibcallScope::Executable => "1",
+        crate::control::LibcallScope::Nested => "nested",
+    };
+    let report =
+        control::trace_library_calls(scope).map_err(|e| format!("FNTRACE_LIBCALL={value}: {e}"))?;
     eprintln!(
-        "fntrace: --libcall: {} library functions hooked, {} left alone",
+        "fntrace: library calls: {} library functions hooked in {} object(s), {} left alone",
         report.hooked.len(),
+        report.objects,
         report.skipped.len()
     );
-    for (name, why) in &report.skipped {
-        eprintln!("fntrace: --libcall: {name} not hooked: {why}");
+    for (name, why) in report.skipped.iter().filter(|(_, why)| !why.on_purpose()) {
+        eprintln!("fntrace: library calls: {name} not hooked: {why}");
     }
     Ok(())
 }
@@ -181,8 +188,8 @@ fn settings() -> Result<Option<Settings>, String> {
         None => Vec::new(),
     };
     let libcall = match var("FNTRACE_LIBCALL")? {
-        Some(v) => vars::parse_flag(&v).map_err(|e| named("FNTRACE_LIBCALL", &v, e))?,
-        None => false,
+        Some(v) => vars::parse_libcall(&v).map_err(|e| named("FNTRACE_LIBCALL", &v, e))?,
+        None => None,
     };
     if let Some(depth) = var("FNTRACE_DEPTH")? {
         let n = vars::parse_depth(&depth).map_err(|e| named("FNTRACE_DEPTH", &depth, e))?;
@@ -236,7 +243,7 @@ fn settings() -> Result<Option<Settings>, String> {
     // Patching and library-call hooking are done whenever asked: with no
     // tracer yet, the sites they make wait as NOPs for `fntrace ctl` (or
     // the C API) to enable one.
-    if tracers.is_empty() && output.is_none() && patch.is_empty() && !libcall {
+    if tracers.is_empty() && output.is_none() && patch.is_empty() && libcall.is_none() {
         return Ok(None);
     }
     register_builtins();
@@ -283,8 +290,8 @@ fn apply(settings: Settings) -> Result<(), String> {
         if !settings.patch.is_empty() {
             patch_functions(&settings.patch)?;
         }
-        if settings.libcall {
-            trace_library_calls()?;
+        if let Some(scope) = settings.libcall {
+            trace_library_calls(scope)?;
         }
         if let (Some(dir), Some(flight)) = (&settings.output, &settings.flight) {
             let start = slot::Start {

@@ -731,12 +731,13 @@ pub fn record_bounded(
     output
 }
 
-/// `fntrace record -o DIR -P GLOB PROGRAM` in `base` ([`record_bounded`]).
+/// `fntrace record -o DIR --no-libcall -P GLOB PROGRAM` in `base`
+/// ([`record_bounded`]; compared with `uftrace record --no-libcall -P`).
 pub fn record_patched(
     base: &std::path::Path,
     dir: &std::path::Path,
     program: &std::path::Path,
     glob: &str,
 ) -> std::process::Output {
-    record_bounded(base, dir, program, &["-P", glob])
+    record_bounded(base, dir, program, &["--no-libcall", "-P", glob])
 }

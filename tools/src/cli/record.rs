@@ -36,7 +36,8 @@ Examples:
   fntrace record -o run1 -F 'handle_*' ./prog   only the handle_* functions
   fntrace record -N 'log_*' -D 3 -- ./prog -v   3 levels deep, without log_*
   fntrace record -P 'w_*' ./prog                patch w_* (built without -pg)
-  fntrace record --libcall ./prog               also trace calls into libraries (malloc...)
+  fntrace record --no-libcall ./prog            without the calls into libraries (malloc...)
+  fntrace record --nest-libcall ./prog          also libraries' calls into other libraries
   fntrace record --flight 64M ./prog            keep the last 64 MiB of events,
                                                 written at exit
 Then: fntrace report fntrace.data, or uftrace replay -d fntrace.data.";
@@ -68,12 +69,22 @@ pub struct RecordArgs {
     /// that cannot be patched safely are listed with the reason.
     #[arg(short = 'P', long = "patch", value_name = "GLOB")]
     pub patch: Vec<String>,
-    /// Trace the program's calls into shared libraries (malloc, write,
-    /// getppid...) through its PLT, named after the library functions
-    /// (uftrace's library calls, on by default there; here opt-in). The
-    /// executable's calls only; -F/-N select them by name like functions.
+    /// Leave out the program's calls into shared libraries (malloc,
+    /// write, getppid...), which are recorded by default, as uftrace does:
+    /// the executable's calls through its PLT, named after the library
+    /// functions; -F/-N select them by name like functions.
+    #[arg(long, conflicts_with_all = ["libcall", "nest_libcall"])]
+    pub no_libcall: bool,
+    /// Library calls are enough: run a program built without
+    /// instrumentation (refused otherwise) and record its library calls
+    /// (and the functions -P patches).
     #[arg(long)]
     pub libcall: bool,
+    /// Also record the calls shared libraries make into other libraries
+    /// through their own PLTs (uftrace's --nest-libcall), except those of
+    /// the C library, libm, libgcc_s, libpthread, libdl and the loader.
+    #[arg(long)]
+    pub nest_libcall: bool,
     /// Record calls at most DEPTH levels deep (1: the outermost calls only).
     #[arg(short = 'D', long = "depth", value_name = "DEPTH", value_parser = clap::value_parser!(u16).range(1..))]
     pub depth: Option<u16>,
@@ -169,11 +180,14 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
     } else {
         command.env("FNTRACE_PATCH_FUNCTIONS", args.patch.join(","));
     }
-    if args.libcall {
-        command.env("FNTRACE_LIBCALL", "1");
+    let libcall = if args.no_libcall {
+        "0"
+    } else if args.nest_libcall {
+        "nested"
     } else {
-        command.env_remove("FNTRACE_LIBCALL");
-    }
+        "1"
+    };
+    command.env("FNTRACE_LIBCALL", libcall);
     match args.depth {
         // uftrace's -D counts levels from 1; FNTRACE_DEPTH is the deepest
         // depth recorded, from 0.

@@ -509,7 +509,6 @@ impl UftraceStream {
             appended: false,
             entry_floor: u16::MAX,
             min_depth: u16::MAX,
-            inherited_exit: false,
             records_at_gap: None,
             left_out_since_gap: 0,
         };
@@ -643,9 +642,9 @@ impl UftraceStream {
     }
 
     /// In a forked child's session, at the end: the records of a thread
-    /// that never returned into the calls it inherited from its parent
-    /// (it left with `_exit`, or is still running) are moved up to depth
-    /// 0, its shallowest. Read as they were written (starting below the
+    /// that never returned into the outermost call it inherited from its
+    /// parent (it left with `_exit`, or is still running) are moved up so
+    /// that its shallowest is at depth 0. Read as they were written (starting below the
     /// parent's frames), uftrace takes the frames above the first record
     /// for calls of the child's, with no address, and `uftrace report`
     /// shows them as a `<0>` row (a call of no function, as long as the
@@ -653,18 +652,16 @@ impl UftraceStream {
     /// scheduler events it records with each task (its reader starts a
     /// task's frames at the first, at depth 0), which fntrace does not
     /// record. `uftrace replay` shows such a child from depth 0 either
-    /// way. A thread that returned into an inherited call (its exit was
-    /// written, see [`push_forked`]) keeps its depths: uftrace pairs that
-    /// exit with the frame. So does a thread with a lost record.
+    /// way. The exits of inherited calls it returned from (`fork`'s
+    /// own, a library call, always: see [`push_forked`]) move up with the
+    /// rest: uftrace's reader takes such an exit at depth 0 as it takes
+    /// the same exit in its own recording, under the task's first
+    /// scheduler event. A thread with a lost record keeps its depths.
     fn rebase_inherited(&mut self) -> Result<(), ExportError> {
         for &tid in &self.order {
             let thread = self.threads.get_mut(&tid).expect("ordered threads exist");
             let shift = thread.min_depth;
-            if thread.inherited_exit
-                || shift == 0
-                || shift == u16::MAX
-                || thread.records_at_gap.is_some()
-            {
+            if shift == 0 || shift == u16::MAX || thread.records_at_gap.is_some() {
                 continue;
             }
             let name = format!("{tid}.dat");

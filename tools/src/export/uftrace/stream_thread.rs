@@ -41,10 +41,8 @@ pub(super) struct StreamThread {
     /// `fork` first): written as it is, as uftrace does.
     pub(super) entry_floor: u16,
     /// In a forked child's session: the smallest depth of a record
-    /// written, and whether an exit of an inherited call was (see
-    /// `UftraceStream::finish`).
+    /// written (see `UftraceStream::finish`).
     pub(super) min_depth: u16,
-    pub(super) inherited_exit: bool,
     /// Entry and exit records written before the last lost record, if any:
     /// when records follow it, uftrace holds frames for the calls above
     /// the first of them (entered before the gap, their exits left out),
@@ -279,7 +277,6 @@ pub(super) fn push_forked(
     } else if event.depth < thread.entry_floor
         && !thread.open.iter().any(|&(depth, _)| depth == event.depth)
     {
-        thread.inherited_exit = true;
         if let Some(bytes) = record(event) {
             out.extend_from_slice(&bytes);
             thread.records += 1;
@@ -379,7 +376,6 @@ mod tests {
             appended: false,
             entry_floor: u16::MAX,
             min_depth: u16::MAX,
-            inherited_exit: false,
             records_at_gap: None,
             left_out_since_gap: 0,
         }
