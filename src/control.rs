@@ -153,6 +153,9 @@ pub fn enable_with(name: &str, filter: &Filter) -> Result<(), Error> {
     init_locked(&mut state)?;
     let index = tracer::find(name).ok_or_else(|| Error::UnknownTracer(name.to_string()))?;
     filter.min_duration_ns()?;
+    // Functions built without instrumentation get their sites first, so
+    // that the selection below sees them.
+    patch_locked(&mut state, filter.get_patch())?;
     let bit = 1u64 << index;
     absorb_panics(&mut state);
     state.panicked_unreported &= !bit;
@@ -291,20 +294,26 @@ pub fn patch_functions(globs: &[&str]) -> Result<EntryPatchReport, Error> {
     let _priority = priority::boost_for_text_change();
     let mut state = control();
     init_locked(&mut state)?;
+    patch_locked(&mut state, globs)?;
+    Ok(patch::entry_patch::report())
+}
+
+/// [`patch_functions`]'s work, under the control lock.
+fn patch_locked(state: &mut Control, globs: &[impl AsRef<str>]) -> Result<(), Error> {
     let filter = globs
         .iter()
-        .fold(Filter::new(), |filter, glob| filter.include(glob));
+        .fold(Filter::new(), |filter, glob| filter.include(glob.as_ref()));
     if !filter.has_name_rules() {
-        return Ok(patch::entry_patch::report());
+        return Ok(());
     }
     let index = symbols::current();
     let writes = sites::loader::hold(|loaded| {
         patch::entry_patch::prepare(&index, |object| loaded.lists(object), &filter)
     })?;
-    select_by_filters(&mut state, &index);
+    select_by_filters(state, &index);
     sync_text(&mut state.sites, |_| {})?;
     sites::loader::hold(|_| patch::entry_patch::write_entries(&writes))?;
-    Ok(patch::entry_patch::report())
+    Ok(())
 }
 
 /// Library calls (uftrace's default libcall tracing): the executable's

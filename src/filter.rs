@@ -23,6 +23,7 @@ pub struct Filter {
     exclude: Vec<String>,
     max_depth: Option<u16>,
     min_duration: Option<Duration>,
+    patch: Vec<String>,
 }
 
 impl Filter {
@@ -63,6 +64,30 @@ impl Filter {
     pub fn min_duration(mut self, duration: Duration) -> Filter {
         self.min_duration = Some(duration);
         self
+    }
+
+    /// Before the tracer is enabled, patch the entries of the functions
+    /// matching `glob` that were built without instrumentation, so that
+    /// they have sites too (uftrace's `-P`; see [`crate::patch_functions`],
+    /// which this calls, and `docs/runtime-patching.md`). They are then
+    /// selected like any function: by the include and exclude globs, if
+    /// any. Functions that cannot be patched safely are left as built and
+    /// listed, with the reason, by [`crate::patch_report`].
+    ///
+    /// ```no_run
+    /// // Trace `parse_*`, built without -pg, with the graph tracer.
+    /// let filter = fntrace::Filter::new().patch("parse_*");
+    /// fntrace::enable_with("graph", &filter)?;
+    /// # Ok::<(), fntrace::Error>(())
+    /// ```
+    pub fn patch(mut self, glob: &str) -> Filter {
+        self.patch.push(glob.to_string());
+        self
+    }
+
+    /// The globs set with [`Filter::patch`].
+    pub fn get_patch(&self) -> &[String] {
+        &self.patch
     }
 
     /// The depth limit set with [`Filter::max_depth`], if any.
