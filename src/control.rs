@@ -15,8 +15,6 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use crate::arch::x86_64::{decode_site_instruction, Instruction, SiteForm};
 use crate::error::Error;
 use crate::filter::Filter;
-use crate::patch::entry_patch::EntryPatchReport;
-pub(crate) use crate::patch::libcall::LibcallScope;
 use crate::patch::priority;
 use crate::patch::{self, reach, TextWrite};
 use crate::rt::{self, ops, shadow, thread::Untraced};
@@ -28,6 +26,11 @@ use crate::symbols;
 use crate::sys::clock;
 use crate::tracer::{self, FastPathState};
 use crate::tracers::graph::GRAPH_TRACER;
+
+mod uninstrumented;
+pub use uninstrumented::{patch_functions, patch_report};
+pub(crate) use uninstrumented::{trace_library_calls, LibcallScope};
+use uninstrumented::patch_locked;
 
 struct ControlState {
     initialized: bool,
@@ -275,77 +278,6 @@ pub fn disable(name: &str) -> Result<(), Error> {
             site.tracers.store(tracers & !bit, Ordering::Relaxed);
         }
     })
-}
-
-/// Run-time entry patching (uftrace's `-P`): gives every function of the
-/// executable and its loaded libraries whose demangled name matches one of
-/// `globs` (`*` and `?`, as in [`Filter::include`]) and that has no call
-/// site of its own a site fntrace makes: its first instructions are moved
-/// into a stub near it, whose NOP is an fentry site, and a `jmp` to the
-/// stub is written over its entry (once, by the stop-the-world protocol).
-/// The functions are then traced like any other by `enable`/`enable_with`
-/// (tracers already enabled select them through their filters at once).
-/// Functions that cannot be patched safely are refused with a reason; the
-/// report returned covers every call so far (see
-/// `docs/runtime-patching.md`). Functions looked at once (patched or
-/// refused) are not looked at again.
-pub fn patch_functions(globs: &[&str]) -> Result<EntryPatchReport, Error> {
-    let _untraced = Untraced::begin();
-    let _priority = priority::boost_for_text_change();
-    let mut state = control();
-    init_locked(&mut state)?;
-    patch_locked(&mut state, globs)?;
-    Ok(patch::entry_patch::report())
-}
-
-/// [`patch_functions`]'s work, under the control lock.
-fn patch_locked(state: &mut Control, globs: &[impl AsRef<str>]) -> Result<(), Error> {
-    let filter = globs
-        .iter()
-        .fold(Filter::new(), |filter, glob| filter.include(glob.as_ref()));
-    if !filter.has_name_rules() {
-        return Ok(());
-    }
-    let index = symbols::current();
-    let writes = sites::loader::hold(|loaded| {
-        patch::entry_patch::prepare(&index, |object| loaded.lists(object), &filter)
-    })?;
-    select_by_filters(state, &index);
-    sync_text(&mut state.sites, |_| {})?;
-    sites::loader::hold(|_| patch::entry_patch::write_entries(&writes))?;
-    Ok(())
-}
-
-/// Library calls (uftrace's default libcall tracing): the executable's
-/// calls into shared libraries through its PLT become sites named after
-/// the imported functions, selected by the enabled tracers' filters like
-/// any (see `patch::libcall`). Once per process; the error says why
-/// nothing was hooked (a program linked with `libfntrace.a`).
-pub(crate) fn trace_library_calls(
-    scope: LibcallScope,
-) -> Result<patch::libcall::LibcallReport, String> {
-    let _untraced = Untraced::begin();
-    let _priority = priority::boost_for_text_change();
-    let mut state = control();
-    init_locked(&mut state).map_err(|e| e.to_string())?;
-    let index = symbols::current();
-    let report = patch::libcall::hook(&index, scope)?;
-    if report.bound_profiling != 0 {
-        // The objects are the same, but `mcount@plt`'s slot is bound now:
-        // scanned again, the executable's `-pg` sites are found (lazy
-        // binding left them to their first call, too late to be named in
-        // a recording's header).
-        state.scanned_generation = index.generation.wrapping_add(1);
-        rescan(&mut state, &index);
-    }
-    select_by_filters(&mut state, &index);
-    sync_text(&mut state.sites, |_| {}).map_err(|e| e.to_string())?;
-    Ok(report)
-}
-
-/// What [`patch_functions`] patched and refused so far.
-pub fn patch_report() -> EntryPatchReport {
-    patch::entry_patch::report()
 }
 
 /// Writes every pending change: NOPs for sites found by their first call

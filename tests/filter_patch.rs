@@ -8,29 +8,9 @@
 #[macro_use]
 mod common;
 
-use common::{check_nesting, shape, thread_events};
+use common::{check_nesting, expected_run, shape, thread_events};
 use fntrace::{Filter, GRAPH_TRACER};
 use fntrace_fixtures::c_plain;
-
-/// (E/X, function, depth) of `run(n)`'s calls: run, n × (mid, 4 × leaf).
-fn expected_run(n: usize) -> Vec<(char, usize, u16)> {
-    let (run, mid, leaf) = (
-        c_plain::run_address(),
-        c_plain::mid_address(),
-        c_plain::leaf_address(),
-    );
-    let mut out = vec![('E', run, 0)];
-    for _ in 0..n {
-        out.push(('E', mid, 1));
-        for _ in 0..4 {
-            out.push(('E', leaf, 2));
-            out.push(('X', leaf, 2));
-        }
-        out.push(('X', mid, 1));
-    }
-    out.push(('X', run, 0));
-    out
-}
 
 #[test]
 fn a_filter_that_patches_traces_functions_built_without_instrumentation() {
@@ -68,7 +48,12 @@ fn a_filter_that_patches_traces_functions_built_without_instrumentation() {
     let trace = GRAPH_TRACER.take_trace();
     assert_eq!(trace.lost(), 0);
     let events = thread_events(&trace, tid);
-    assert_eq!(shape(&events), expected_run(3));
+    let (run, mid, leaf) = (
+        c_plain::run_address(),
+        c_plain::mid_address(),
+        c_plain::leaf_address(),
+    );
+    assert_eq!(shape(&events), expected_run(3, run, mid, leaf));
     let (calls, open) = check_nesting(&events);
     assert_eq!((calls.len(), open), (16, 0));
     assert_eq!(trace.name_of(c_plain::mid_address()), "plain_mid");

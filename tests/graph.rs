@@ -9,7 +9,7 @@ mod common;
 use std::sync::mpsc;
 use std::sync::Mutex;
 
-use common::{check_nesting, shape, thread_events};
+use common::{check_nesting, expected_run, shape, thread_events};
 use fntrace::{Filter, GRAPH_TRACER};
 use fntrace_fixtures::{c_fentry, c_hazards, c_pie, rust};
 
@@ -20,21 +20,6 @@ fn fixture_filter() -> Filter {
         .include("fentry_*")
         .include("hz_*")
         .exclude("fentry_nopie_*")
-}
-
-/// (E/X, function, depth) of `run(n)`'s calls: run, n × (mid, 4 × leaf).
-fn expected_run(n: usize, run: usize, mid: usize, leaf: usize) -> Vec<(char, usize, u16)> {
-    let mut out = vec![('E', run, 0)];
-    for _ in 0..n {
-        out.push(('E', mid, 1));
-        for _ in 0..4 {
-            out.push(('E', leaf, 2));
-            out.push(('X', leaf, 2));
-        }
-        out.push(('X', mid, 1));
-    }
-    out.push(('X', run, 0));
-    out
 }
 
 static SERIAL: Mutex<()> = Mutex::new(());

@@ -124,16 +124,12 @@ fn run_and_count_generic(variant: &Variant) -> u64 {
     let generic = fntrace::generic_entries_on_this_thread() - before;
     let events = thread_events(&GRAPH_TRACER.take_trace(), fntrace::current_tid());
     let [run, mid, leaf] = variant.functions;
-    let mut expected = vec![('E', run, 0)];
-    for _ in 0..3 {
-        expected.push(('E', mid, 1));
-        for _ in 0..4 {
-            expected.extend([('E', leaf, 2), ('X', leaf, 2)]);
-        }
-        expected.push(('X', mid, 1));
-    }
-    expected.push(('X', run, 0));
-    assert_eq!(shape(&events), expected, "{}", variant.name);
+    assert_eq!(
+        shape(&events),
+        common::expected_run(3, run, mid, leaf),
+        "{}",
+        variant.name
+    );
     let (calls, unfinished) = check_nesting(&events);
     assert_eq!((calls.len(), unfinished), (16, 0), "{}", variant.name);
     generic

@@ -46,8 +46,9 @@ fn record(base: &Path, dir: &Path, program: &Path, args: &[&str]) -> Output {
     output
 }
 
-/// `uftrace record ARGS PROGRAM` (library calls by default) in `base`.
-fn uftrace_record(base: &Path, dir: &Path, program: &Path, args: &[&str]) {
+/// `uftrace record ARGS PROGRAM` (library calls by default) in `base`;
+/// the program printed `result`.
+fn uftrace_record(base: &Path, dir: &Path, program: &Path, args: &[&str], result: &str) {
     let child = Command::new("uftrace")
         .args(["record", "--no-event", "--no-sched"])
         .args(args)
@@ -67,7 +68,25 @@ fn uftrace_record(base: &Path, dir: &Path, program: &Path, args: &[&str]) {
         "{what}: {}",
         native::stderr_of(&output)
     );
-    assert_eq!(String::from_utf8_lossy(&output.stdout), RESULT, "{what}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), result, "{what}");
+}
+
+/// The calls per function `uftrace report` reads in uftrace's directory
+/// `theirs`, which it must read in fntrace's `ours` too, and fntrace's
+/// reader in `ours` (`label` names the case).
+fn same_calls(ours: &Path, theirs: &Path, label: &str) -> HashMap<String, u64> {
+    let calls = common::uftrace_calls(theirs);
+    assert_eq!(
+        common::uftrace_calls(ours),
+        calls,
+        "uftrace report: fntrace's directory and uftrace's, {label}"
+    );
+    assert_eq!(
+        common::completed_calls(ours),
+        calls,
+        "fntrace reading its own, {label}"
+    );
+    calls
 }
 
 /// The calls of the program's own functions and of its library calls,
@@ -119,9 +138,9 @@ fn equals_uftrace(label: &str, flags: &[&str], fntrace_args: &[&str], uftrace_ar
         "the hook's report: {stderr}"
     );
     let theirs = base.join("uftrace.data");
-    uftrace_record(&base, &theirs, &program, uftrace_args);
+    uftrace_record(&base, &theirs, &program, uftrace_args, RESULT);
 
-    let uftrace_theirs = common::uftrace_calls(&theirs);
+    let uftrace_theirs = same_calls(&ours, &theirs, label);
     let expected = program_calls();
     for (name, calls) in &expected {
         assert_eq!(
@@ -130,16 +149,6 @@ fn equals_uftrace(label: &str, flags: &[&str], fntrace_args: &[&str], uftrace_ar
             "{name} in uftrace's own recording: {uftrace_theirs:?}"
         );
     }
-    assert_eq!(
-        common::uftrace_calls(&ours),
-        uftrace_theirs,
-        "uftrace report: fntrace's directory and uftrace's"
-    );
-    assert_eq!(
-        common::completed_calls(&ours),
-        uftrace_theirs,
-        "fntrace reading its own"
-    );
     let replay_ours = common::uftrace_replay(&ours, None);
     let replay_theirs = common::uftrace_replay(&theirs, None);
     for line in ["getppid();", "snprintf();", "malloc();"] {
@@ -331,31 +340,8 @@ fn nest_equals_uftrace(
     let output = common::record_bounded(base, &ours, program, args);
     assert_eq!(String::from_utf8_lossy(&output.stdout), NEST_RESULT);
     let theirs = base.join(format!("{label}-uftrace.data"));
-    let child = Command::new("uftrace")
-        .args(["record", "--no-event", "--no-sched"])
-        .args(args)
-        .arg("-d")
-        .arg(&theirs)
-        .arg(program)
-        .current_dir(base)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .expect("cannot run uftrace; CI installs it (.ci/run)");
-    let uftrace = common::bounded(child, &theirs, &format!("uftrace record {args:?}"));
-    assert!(uftrace.status.success(), "{}", native::stderr_of(&uftrace));
-    let calls = common::uftrace_calls(&theirs);
-    assert_eq!(
-        common::uftrace_calls(&ours),
-        calls,
-        "uftrace report, {label}"
-    );
-    assert_eq!(
-        common::completed_calls(&ours),
-        calls,
-        "fntrace reading its own, {label}"
-    );
+    uftrace_record(base, &theirs, program, args, NEST_RESULT);
+    let calls = same_calls(&ours, &theirs, label);
     assert_eq!(
         common::uftrace_replay(&ours, None),
         common::uftrace_replay(&theirs, None),

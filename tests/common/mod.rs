@@ -170,6 +170,22 @@ pub fn thread_events(trace: &fntrace::Trace, tid: u32) -> Vec<fntrace::GraphEven
         .collect()
 }
 
+/// [`shape`] of the events of the fixtures' `run(n)` (`workload.c` and
+/// `workload.rs`): run, then n × (mid, 4 × leaf), given their addresses.
+#[allow(dead_code)]
+pub fn expected_run(n: usize, run: usize, mid: usize, leaf: usize) -> Vec<(char, usize, u16)> {
+    let mut out = vec![('E', run, 0)];
+    for _ in 0..n {
+        out.push(('E', mid, 1));
+        for _ in 0..4 {
+            out.extend([('E', leaf, 2), ('X', leaf, 2)]);
+        }
+        out.push(('X', mid, 1));
+    }
+    out.push(('X', run, 0));
+    out
+}
+
 /// (kind, function, depth) of each event: for exact comparisons.
 pub fn shape(events: &[fntrace::GraphEvent]) -> Vec<(char, usize, u16)> {
     events
