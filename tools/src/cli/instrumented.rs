@@ -39,8 +39,13 @@ pub fn instrumentation_of(program: &OsStr) -> Result<Instrumentation, String> {
             Path::new(program).display()
         )
     })?;
-    let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let Ok(file) = object::File::parse(&*bytes) else {
+    // Read as the parser asks (headers, symbol and string tables), not
+    // whole: a large executable's text and debug information would cost
+    // tens of milliseconds before the program even starts.
+    let opened =
+        std::fs::File::open(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let cache = object::ReadCache::new(opened);
+    let Ok(file) = object::File::parse(&cache) else {
         return Ok(Instrumentation::Unknown);
     };
     let symbols = file.symbols().chain(file.dynamic_symbols());
