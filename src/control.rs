@@ -28,9 +28,9 @@ use crate::tracer::{self, FastPathState};
 use crate::tracers::graph::GRAPH_TRACER;
 
 mod uninstrumented;
+use uninstrumented::patch_locked;
 pub use uninstrumented::{patch_functions, patch_report};
 pub(crate) use uninstrumented::{trace_library_calls, LibcallScope};
-use uninstrumented::patch_locked;
 
 struct ControlState {
     initialized: bool,

@@ -388,3 +388,38 @@ fn library_calls_are_recorded_by_default_and_nested_ones_when_asked() {
     assert_eq!(plain, common::call_table(&[("main", 1), ("n_main", 1)]));
     std::fs::remove_dir_all(&base).unwrap();
 }
+
+#[test]
+fn nested_library_calls_of_a_cpp_program_equal_uftraces() {
+    // `tests/c/shapes.cpp` (g++ -pg, 2 threads): libstdc++'s own calls
+    // into the C library (operator new's malloc, the threads' creation)
+    // are nested library calls.
+    let base = common::temp_dir("libcalls-nested-cpp");
+    std::fs::create_dir_all(&base).unwrap();
+    let program = base.join("shapes");
+    let source = native::repo().join("tests/c/shapes.cpp");
+    let status = Command::new("g++")
+        .args(["-pg", "-O0", "-pthread", "-o"])
+        .arg(&program)
+        .arg(&source)
+        .status()
+        .unwrap();
+    assert!(status.success(), "g++ {}", source.display());
+    let ours = base.join("fntrace.data");
+    let output = common::record_bounded(&base, &ours, &program, &["--nest-libcall"]);
+    let theirs = base.join("uftrace.data");
+    let printed = String::from_utf8_lossy(&output.stdout).into_owned();
+    uftrace_record(&base, &theirs, &program, &["--nest-libcall"], &printed);
+    // Read by uftrace (fntrace's reader names C++ functions with their
+    // parameters: tests/record_command.rs compares those).
+    let calls = common::uftrace_calls(&theirs);
+    assert_eq!(
+        common::uftrace_calls(&ours),
+        calls,
+        "uftrace report of both"
+    );
+    assert_eq!(calls.get("shapes::Square::area"), Some(&2000), "{calls:?}");
+    assert_eq!(calls.get("operator new"), Some(&7), "{calls:?}");
+    assert_eq!(calls.get("malloc"), Some(&4), "{calls:?}");
+    std::fs::remove_dir_all(&base).unwrap();
+}

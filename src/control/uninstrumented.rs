@@ -82,4 +82,3 @@ pub(crate) fn trace_library_calls(
 pub fn patch_report() -> EntryPatchReport {
     patch::entry_patch::report()
 }
-
