@@ -179,7 +179,13 @@ impl<T: Copy> Ring<T> {
             if room.is_lossless() && room.budget.is_set() {
                 if self.take_room(room, head) {
                     used = 0;
+                } else if room.is_lossless() {
+                    // The wait gave up: past what the ring holds, the
+                    // event would land where the reader gives pages back.
+                    used = self.capacity;
                 }
+                // (Else the pool left lossless mode meanwhile: as in drop
+                // mode, the event goes in if the ring has room.)
             } else {
                 room.ask_reader();
                 // Asked once: the fast paths go on up to the capacity (the

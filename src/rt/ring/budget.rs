@@ -216,7 +216,7 @@ impl<T: Copy> Ring<T> {
     /// the budget if the ring is in its last half chunk; if the ring is
     /// full and the budget has no chunk left, waits for the reader.
     /// Returns whether the event may be written (`false`: the pool left
-    /// lossless mode, or the wait gave up; the event is dropped).
+    /// lossless mode, or the wait gave up).
     #[cold]
     pub(super) fn take_room(&self, room: &Room, head: usize) -> bool {
         let budget = &room.budget;
