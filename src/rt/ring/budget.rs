@@ -311,19 +311,20 @@ impl<T: Copy> Ring<T> {
         let count = new_tail.wrapping_sub(from);
         let start = from & mask;
         let first = count.min(self.capacity - start);
+        let unit = self.give_back_unit;
         for (slot, len) in [(start, first), (0, count - first)] {
             if len == 0 {
                 continue;
             }
-            // Whole pages inside the run: the pages at its ends also hold
+            // Whole units inside the run: the units at its ends also hold
             // slots the owner may write (or the ring's header), except
             // past the end of the slots, where the page holds no slot.
-            let begin = (slots + slot * size).next_multiple_of(PAGE);
+            let begin = (slots + slot * size).next_multiple_of(unit);
             let end = slots + (slot + len) * size;
             let end = if end == end_of_slots {
                 end.next_multiple_of(PAGE)
             } else {
-                end & !(PAGE - 1)
+                end & !(unit - 1)
             };
             if end > begin {
                 // SAFETY: whole pages of this ring's mapping (never
@@ -334,9 +335,9 @@ impl<T: Copy> Ring<T> {
                 };
             }
         }
-        // From the first slot of the page holding `new_tail`'s, next time.
+        // From the first slot of the unit holding `new_tail`'s, next time.
         let at = slots + (new_tail & mask) * size;
-        let page = (at & !(PAGE - 1)).max(slots);
+        let page = (at & !(unit - 1)).max(slots);
         let given_back_to = new_tail.wrapping_sub((at - page) / size);
         self.given_back_to.store(given_back_to, Ordering::Relaxed);
         // Pages prefaulted before that point are gone.
