@@ -150,7 +150,7 @@ fn a_burst_that_fits_the_budget_never_waits_and_one_buffer_waits() {
     );
     let peak = note_sum(&data, "memory_peak");
     assert!(
-        peak >= 64 << 10 && peak <= 64 << 20,
+        ((64 << 10)..=(64 << 20)).contains(&peak),
         "the budget's peak use, {peak} bytes: at least a buffer, at most the budget"
     );
     assert!(said.contains("MB budget (--memory)"), "{said}");
