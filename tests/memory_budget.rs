@@ -290,9 +290,11 @@ fn check_resident(BUFFER_EVENTS: usize, MEMORY: usize, RUN: i64) {
     );
     // Without the pages given back, each thread's buffer would keep what
     // it wrote (up to its capacity, the budget).
+    // (The bound grows with what the threads held: a writer starved of
+    // CPU lets them hold most of the budget.)
     let kept_without = THREADS * (written / THREADS).min(MEMORY);
     assert!(
-        kept_without > 4 * bound,
+        kept_without > bound,
         "the test would not tell: {kept_without} bytes, bound {bound}"
     );
     assert!(most <= bound, "{most} bytes resident, bound {bound}");
