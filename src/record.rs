@@ -344,7 +344,12 @@ fn start(
             GRAPH_TRACER.set_buffer_events(total);
             GRAPH_TRACER.set_memory_budget(total, buffer);
         }
-        None => GRAPH_TRACER.set_buffer_events(options.buffer_events),
+        None => {
+            GRAPH_TRACER.set_buffer_events(options.buffer_events);
+            // Drop mode has no budget: buffers made from now on are of
+            // `buffer_events`, on ordinary pages.
+            GRAPH_TRACER.set_memory_budget(0, 0);
+        }
     }
     GRAPH_TRACER.keep_buffers_ready(options.ready_buffers);
     let start_ns = now_ns();
