@@ -33,7 +33,9 @@
 //!
 //! The writer appends at `head`, the reader consumes at `tail`; when the
 //! ring is full the event is dropped and counted, never blocking the traced
-//! thread. Drops are counted by the writer alone (a plain increment, also
+//! thread (drop mode); in lossless mode the ring takes more of the pool's
+//! memory budget, and its owner waits for the reader only when none is
+//! left (`budget`, `room`). Drops are counted by the writer alone (a plain increment, also
 //! from asm) and the reader remembers how many it has reported.
 //!
 //! Orderings: the writer's Release store of `head` pairs with the reader's
@@ -109,9 +111,11 @@ pub struct Ring<T: Copy> {
     capacity: usize,
     slots: *mut UnsafeCell<T>,
     /// Events at which the fast paths (asm) hand events to the generic path
-    /// ([`Ring::push`]): half the capacity while the pool is lossless, so
-    /// that the reader is asked for a drain before the ring is full; never
-    /// otherwise (see `room`). Set by the pool.
+    /// ([`Ring::push`]): while the pool is lossless, half a chunk short of
+    /// what the ring holds of the memory budget (see `budget`; half the
+    /// capacity without a budget), so that the ring takes more, and the
+    /// reader is asked for a drain, before it is full; never otherwise
+    /// (see `room`). Set by the pool and the owner.
     fast_limit: AtomicUsize,
     /// The ring made before this one (the pool's list).
     next: *const Ring<T>,
