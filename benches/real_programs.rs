@@ -100,8 +100,13 @@ struct Figures {
     /// (library calls through the PLT).
     theirs_library_events: u64,
     /// Entries and exits fntrace recorded of functions not in the program
-    /// (none expected).
+    /// (library calls too: both record them by default).
     ours_other_events: u64,
+    /// Library functions uftrace recorded calls of.
+    library_functions: usize,
+    /// (name, fntrace's calls, uftrace's calls) of the library functions
+    /// whose calls differ.
+    library_mismatches: Vec<(String, u64, u64)>,
     /// Calls of the program's functions uftrace recorded.
     program_calls: u64,
     /// uftrace's calls per function of the program.
@@ -306,20 +311,42 @@ fn program_functions(binary: &Path) -> HashMap<String, String> {
 }
 
 /// Calls per function of the program (library calls left out), aliases
-/// folded; and the events of the functions left out.
+/// folded; calls per function left out (library calls); and those
+/// functions' events.
 fn program_calls(
     recorded: &Recorded,
     functions: &HashMap<String, String>,
-) -> (BTreeMap<String, u64>, u64) {
+) -> (BTreeMap<String, u64>, BTreeMap<String, u64>, u64) {
     let mut calls = BTreeMap::new();
+    let mut library = BTreeMap::new();
     let mut others = 0;
     for (name, (entries, exits)) in &recorded.counts {
         match functions.get(name) {
             Some(canonical) => *calls.entry(canonical.clone()).or_default() += entries,
-            None => others += entries + exits,
+            None => {
+                *library.entry(name.clone()).or_default() += entries;
+                others += entries + exits;
+            }
         }
     }
-    (calls, others)
+    (calls, library, others)
+}
+
+/// The functions whose calls differ between `ours` and `theirs`: (name,
+/// ours, theirs).
+fn mismatches(
+    ours: &BTreeMap<String, u64>,
+    theirs: &BTreeMap<String, u64>,
+) -> Vec<(String, u64, u64)> {
+    let count = |calls: &BTreeMap<String, u64>, name: &str| calls.get(name).copied().unwrap_or(0);
+    theirs
+        .keys()
+        .chain(ours.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .filter(|name| count(ours, name) != count(theirs, name))
+        .map(|name| (name.clone(), count(ours, name), count(theirs, name)))
+        .collect()
 }
 
 /// One program, untraced, under `fntrace record` and under `uftrace
@@ -367,8 +394,8 @@ fn measure(program: &Program, cli: &Path, scratch: &Path) -> Figures {
         std::fs::remove_dir_all(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     }
     let functions = program_functions(&program.binary);
-    let (ours_calls, ours_other_events) = program_calls(&ours, &functions);
-    let (theirs_calls, theirs_library_events) = program_calls(&theirs, &functions);
+    let (ours_calls, ours_library, ours_other_events) = program_calls(&ours, &functions);
+    let (theirs_calls, theirs_library, theirs_library_events) = program_calls(&theirs, &functions);
     let mut ranked: Vec<(&String, &u64)> = theirs_calls.iter().collect();
     ranked.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
     let count = |calls: &BTreeMap<String, u64>, name: &str| calls.get(name).copied().unwrap_or(0);
@@ -378,20 +405,8 @@ fn measure(program: &Program, cli: &Path, scratch: &Path) -> Figures {
         .filter(|(name, n)| count(&ours_calls, name) != **n)
         .map(|(name, n)| ((*name).clone(), count(&ours_calls, name), **n))
         .collect();
-    let all_mismatches = theirs_calls
-        .keys()
-        .chain(ours_calls.keys())
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .filter(|name| count(&ours_calls, name) != count(&theirs_calls, name))
-        .map(|name| {
-            (
-                name.clone(),
-                count(&ours_calls, name),
-                count(&theirs_calls, name),
-            )
-        })
-        .collect();
+    let all_mismatches = mismatches(&ours_calls, &theirs_calls);
+    let library_mismatches = mismatches(&ours_library, &theirs_library);
     Figures {
         untraced,
         fntrace,
@@ -405,6 +420,8 @@ fn measure(program: &Program, cli: &Path, scratch: &Path) -> Figures {
         theirs_calls,
         top_mismatches,
         all_mismatches,
+        library_functions: theirs_library.len(),
+        library_mismatches,
     }
 }
 
@@ -434,20 +451,25 @@ fn print_figures(f: &Figures) {
         println!("    fntrace said: {line}");
     }
     println!(
-        "  the program's calls (uftrace, lost none: {}): {} of {} functions; uftrace also recorded {} events of library calls, which fntrace does not trace; fntrace recorded {} events of functions not in the program",
+        "  the program's calls (uftrace, lost none: {}): {} of {} functions; library calls: uftrace {} events of {} functions, fntrace {} events; {} library functions differ",
         f.theirs.lost == 0,
         f.program_calls,
         f.program_functions,
         f.theirs_library_events,
-        f.ours_other_events
+        f.library_functions,
+        f.ours_other_events,
+        f.library_mismatches.len()
     );
+    for (name, ours, theirs) in &f.library_mismatches {
+        println!("    library call {name}: fntrace {ours}, uftrace {theirs}");
+    }
     // Every call the program made is an entry and an exit, written or
     // counted lost: what fntrace accounted for against uftrace's count.
     let accounted = f.ours.events() + f.ours.lost;
+    let expected = 2 * f.program_calls + f.theirs_library_events;
     println!(
-        "  fntrace's events written + lost: {accounted}, the program's calls × 2: {} (difference {})",
-        2 * f.program_calls,
-        accounted as i64 - 2 * f.program_calls as i64
+        "  fntrace's events written + lost: {accounted}, the program's calls × 2 + uftrace's library-call events: {expected} (difference {})",
+        accounted as i64 - expected as i64
     );
     println!(
         "  top {TOP} by calls, fntrace against uftrace: {} of {TOP} equal; all functions: {} differ",
