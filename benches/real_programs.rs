@@ -20,8 +20,8 @@
 //! Each program runs untraced (built without instrumentation), under
 //! `fntrace record -o DIR -- CMD` (the CLI of `tools/` and `libfntrace.so`,
 //! release builds, default options) and under `uftrace record -d DIR CMD`
-//! (uftrace's defaults: it also records calls into shared libraries through
-//! the PLT, which fntrace does not trace). Per run: wall time; CPU (user +
+//! (uftrace's defaults; both record calls into shared libraries through
+//! the PLT, compared per function too). Per run: wall time; CPU (user +
 //! system of the whole process tree, from `getrusage(RUSAGE_CHILDREN)`);
 //! events written and lost, and bytes of `.dat` files per recorded call,
 //! both directories read by the same reader (fntrace's
