@@ -383,6 +383,9 @@ fn start(tracer: &str, filter: &Filter, options: &FlightOptions) -> Result<Fligh
     control::init()?;
     GRAPH_TRACER.retain_buffered();
     GRAPH_TRACER.set_buffer_events(options.buffer_events);
+    // No budget: buffers made from now on are of `buffer_events`, on
+    // ordinary pages (see `rt::ring::budget`).
+    GRAPH_TRACER.set_memory_budget(0, 0);
     let shared = Arc::new(Shared {
         state: Mutex::new(State::default()),
         wake: Condvar::new(),

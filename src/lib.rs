@@ -79,7 +79,8 @@ pub use patch::stop_world::{set_ack_timeout, set_stop_signal};
 pub use patch::{patch_protocol, set_patch_protocol, PatchProtocol};
 pub use record::{
     record, record_with, RecordMode, RecordOptions, RecordReport, Recording,
-    DEFAULT_DRAIN_INTERVAL, DEFAULT_RECORD_BUFFER_EVENTS, RECORD_EVENT_BYTES,
+    DEFAULT_DRAIN_INTERVAL, DEFAULT_RECORD_BUFFER_EVENTS, DEFAULT_RECORD_MEMORY_BYTES,
+    RECORD_EVENT_BYTES,
 };
 pub use rt::shadow::MAX_HOOKED_DEPTH;
 pub use rt::thread::{current_tid, generic_entries_on_this_thread, untraced};

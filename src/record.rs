@@ -129,6 +129,9 @@ pub struct RecordReport {
     pub waits: u64,
     /// Lossless mode: how long those waits took in all.
     pub wait_time: Duration,
+    /// Lossless mode: the most bytes the threads' buffers held at once
+    /// (out of [`RecordOptions::memory_bytes`]; 0 in drop mode).
+    pub memory_peak: u64,
     /// The CPU time of the writer thread (draining, encoding, writing).
     pub writer_cpu: Duration,
 }
@@ -159,6 +162,18 @@ pub struct RecordOptions {
     /// `drain_interval`, so they need to hold only that long's events:
     /// smaller buffers stay in the caches and take less memory.
     pub buffer_events: usize,
+    /// Lossless mode: bytes the threads' buffers may hold together
+    /// ([`DEFAULT_RECORD_MEMORY_BYTES`]): a thread whose buffer is full
+    /// takes more of this budget, half a buffer at a time, and waits for
+    /// the writer only when none is left. Each thread holds one buffer
+    /// whatever is left; what a thread holds beyond that goes back to the
+    /// budget as the writer drains it. At least one buffer
+    /// (`buffer_events` × [`RECORD_EVENT_BYTES`]): equal to it, each thread
+    /// has its buffer only, and waits when it is full. The address space of
+    /// the whole budget is reserved per thread (pages are used only as
+    /// events need them, and given back once written). Not used in drop
+    /// mode.
+    pub memory_bytes: usize,
     /// Add this process as a new session of the recording already at `dir`
     /// (made by this process before an `exec`, or by a parent) instead of
     /// requiring an empty directory. The environment variable
@@ -237,11 +252,19 @@ pub const RECORD_EVENT_BYTES: usize = 16;
 /// 320 ms of a thread making 400k traced calls a second.
 pub const DEFAULT_RECORD_BUFFER_EVENTS: usize = 1 << 18;
 
+/// The memory budget of a lossless recording's buffers, by default: 256
+/// MiB (64 buffers of the default size), 16.7M events: what a CPU-bound
+/// thread making an event every 5-10 ns writes in 85-170 ms, so that
+/// bursts of that length cost no wait even while the writer does nothing
+/// else, and a fraction of any machine's memory that runs such programs.
+pub const DEFAULT_RECORD_MEMORY_BYTES: usize = 256 << 20;
+
 impl Default for RecordOptions {
     fn default() -> Self {
         RecordOptions {
             drain_interval: DEFAULT_DRAIN_INTERVAL,
             buffer_events: DEFAULT_RECORD_BUFFER_EVENTS,
+            memory_bytes: DEFAULT_RECORD_MEMORY_BYTES,
             append: false,
             mode: RecordMode::Lossless,
             ready_buffers: READY_BUFFERS,
@@ -311,9 +334,23 @@ fn start(
     options: &RecordOptions,
 ) -> Result<Recording, Error> {
     filter.min_duration_ns()?;
+    let budget = memory_budget(options)?;
     control::init()?;
     GRAPH_TRACER.retain_buffered();
-    GRAPH_TRACER.set_buffer_events(options.buffer_events);
+    match budget {
+        Some((total, buffer)) => {
+            // Each buffer reserves the whole budget's address space (see
+            // `rt::ring::budget`).
+            GRAPH_TRACER.set_buffer_events(total);
+            GRAPH_TRACER.set_memory_budget(total, buffer);
+        }
+        None => {
+            GRAPH_TRACER.set_buffer_events(options.buffer_events);
+            // Drop mode has no budget: buffers made from now on are of
+            // `buffer_events`, on ordinary pages.
+            GRAPH_TRACER.set_memory_budget(0, 0);
+        }
+    }
     GRAPH_TRACER.keep_buffers_ready(options.ready_buffers);
     let start_ns = now_ns();
     let stream = if options.append {
@@ -339,6 +376,33 @@ fn start(
     // recording is stopped by its drop (the directory stays, empty).
     control::enable_with(tracer, filter)?;
     Ok(recording)
+}
+
+/// In lossless mode, the memory budget and the buffer in events, `(total,
+/// buffer)` (the buffer rounded up to a power of two, as the rings are);
+/// an error if the budget is smaller than one buffer.
+fn memory_budget(options: &RecordOptions) -> Result<Option<(usize, usize)>, Error> {
+    if options.mode != RecordMode::Lossless {
+        return Ok(None);
+    }
+    let buffer = options.buffer_events.clamp(16, 1 << 40).next_power_of_two();
+    let total = options.memory_bytes / RECORD_EVENT_BYTES;
+    if total < buffer {
+        return Err(Error::Recording(memory_below_buffer(
+            options.memory_bytes as u64,
+            (buffer * RECORD_EVENT_BYTES) as u64,
+        )));
+    }
+    Ok(Some((total, buffer)))
+}
+
+/// The error of a memory budget (`--memory`) smaller than a buffer.
+pub(crate) fn memory_below_buffer(memory: u64, buffer: u64) -> String {
+    format!(
+        "the memory budget ({memory} bytes, --memory/FNTRACE_MEMORY) is smaller than one \
+         thread's buffer ({buffer} bytes, --buffer/FNTRACE_BUFFER, rounded up to a power of \
+         two): each thread needs a buffer; raise --memory or lower --buffer"
+    )
 }
 
 /// Starts a writer thread streaming into `dir`: into `stream`, or, given a
@@ -626,6 +690,7 @@ impl Recording {
             ));
         };
         let disabled = disable_recorded(&writer.tracer);
+        let lossless = writer.mode == RecordMode::Lossless;
         let shared = Arc::clone(&writer.shared);
         let written = stop_writer(writer);
         let room = GRAPH_TRACER.room_stats();
@@ -644,6 +709,11 @@ impl Recording {
             duration: self.started.elapsed(),
             waits: room.waits - self.room_at_start.waits,
             wait_time: Duration::from_nanos(room.wait_ns - self.room_at_start.wait_ns),
+            memory_peak: if lossless {
+                room.memory_peak_events * RECORD_EVENT_BYTES as u64
+            } else {
+                0
+            },
             writer_cpu: Duration::from_nanos(shared.writer_cpu_ns.load(Ordering::Relaxed)),
         })
     }

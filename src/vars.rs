@@ -131,6 +131,15 @@ pub(crate) const VARIABLES: &[Variable] = &[
         on_bad: OnBad::Untraced,
     },
     Variable {
+        name: "FNTRACE_MEMORY",
+        meaning: "lossless recording: what the threads' buffers may hold together, a size \
+                  (256M, the default; at least FNTRACE_BUFFER): a thread whose buffer is full \
+                  takes more of it, and waits for the writer only when none is left",
+        check: |v| ok(parse_memory_bytes(v)),
+        passed_on: true,
+        on_bad: OnBad::Untraced,
+    },
+    Variable {
         name: "FNTRACE_FLIGHT",
         meaning: "a size (64M, 1G, bytes): run the flight recorder keeping that much of \
                   the most recent events; needs FNTRACE_OUTPUT",
@@ -345,6 +354,17 @@ pub(crate) fn parse_buffer_events(value: &str) -> Result<usize, String> {
         return Err("at most 64G".to_string());
     }
     Ok((bytes / event) as usize)
+}
+
+/// `FNTRACE_MEMORY`: the lossless buffers' memory budget in bytes (16
+/// bytes to 1 TiB; whether it holds a buffer is checked when the
+/// recording starts, against `FNTRACE_BUFFER`).
+pub(crate) fn parse_memory_bytes(value: &str) -> Result<usize, String> {
+    let bytes = parse_size(value, crate::record::RECORD_EVENT_BYTES as u64)?;
+    if bytes > 1 << 40 {
+        return Err("at most 1T".to_string());
+    }
+    Ok(bytes as usize)
 }
 
 /// `FNTRACE_FLIGHT`: the window's budget in bytes (at least 16).

@@ -69,10 +69,13 @@ fn lossless_mode_waits_instead_of_losing() {
     const N: i64 = 200_000; // run(N): 1,000,001 calls, 2,000,002 events
     let dir = temp_dir("loss-none");
     // The buffers of the test above, which lose most events in drop mode;
-    // a drain interval far longer than the thread needs to fill one.
+    // a drain interval far longer than the thread needs to fill one; no
+    // memory budget beyond one buffer (with more, the thread would take
+    // more of it instead of waiting: tests/memory_budget.rs).
     let options = RecordOptions {
         drain_interval: Duration::from_millis(200),
         buffer_events: 4096,
+        memory_bytes: 4096 * 16,
         ..RecordOptions::default()
     };
     assert_eq!(options.mode, RecordMode::Lossless);

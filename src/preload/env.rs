@@ -45,6 +45,9 @@
 //!   whose buffer is full does (see [`RecordMode`]; `lossless` by default);
 //! - `FNTRACE_BUFFER=SIZE`: with `FNTRACE_OUTPUT`, each thread's buffer
 //!   (`4M`, bytes; 16 bytes an event, rounded up to a power of two);
+//! - `FNTRACE_MEMORY=SIZE`: with `FNTRACE_OUTPUT`, lossless mode, what the
+//!   threads' buffers may hold together (`256M`; at least a buffer); see
+//!   [`RecordOptions::memory_bytes`];
 //!
 //! and `FNTRACE_PATCH`, `FNTRACE_PATCH_PRIORITY` and `FNTRACE_TEXT_WRITES`
 //! as always (read by the patcher at its first operation). Every variable
@@ -90,6 +93,8 @@ struct Settings {
     mode: RecordMode,
     /// Events per thread buffer (`FNTRACE_BUFFER`), if set.
     buffer_events: Option<usize>,
+    /// The lossless buffers' memory budget (`FNTRACE_MEMORY`), if set.
+    memory_bytes: Option<usize>,
 }
 
 /// What `FNTRACE_FLIGHT` and the variables after it ask for.
@@ -264,6 +269,10 @@ fn settings() -> Result<Option<Settings>, String> {
         Some(v) => Some(vars::parse_buffer_events(&v).map_err(|e| named("FNTRACE_BUFFER", &v, e))?),
         None => None,
     };
+    let memory_bytes = match var("FNTRACE_MEMORY")? {
+        Some(v) => Some(vars::parse_memory_bytes(&v).map_err(|e| named("FNTRACE_MEMORY", &v, e))?),
+        None => None,
+    };
     Ok(Some(Settings {
         tracers,
         filter,
@@ -279,6 +288,7 @@ fn settings() -> Result<Option<Settings>, String> {
         report,
         mode,
         buffer_events,
+        memory_bytes,
     }))
 }
 
@@ -323,6 +333,7 @@ fn apply(settings: Settings) -> Result<(), String> {
                 append: settings.append,
                 mode: settings.mode,
                 buffer_events: settings.buffer_events.unwrap_or(defaults.buffer_events),
+                memory_bytes: settings.memory_bytes.unwrap_or(defaults.memory_bytes),
                 ..defaults
             };
             start_recording_with(dir, &settings.filter, &options)

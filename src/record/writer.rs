@@ -86,8 +86,21 @@ pub(super) fn write_until_stopped(
         Some(mut stream) => {
             let room = GRAPH_TRACER.room_stats();
             let totals = stream.totals();
+            // The budget's peak is since the recording set it (lossless
+            // only): in a forked child, it includes the parent's threads
+            // until they were freed.
+            let memory = if shared.lossless {
+                let event = crate::record::RECORD_EVENT_BYTES as u64;
+                format!(
+                    " memory={} memory_peak={}",
+                    room.memory_events * event,
+                    room.memory_peak_events * event
+                )
+            } else {
+                String::new()
+            };
             stream.set_recorder_note(&format!(
-                "mode={} events={} lost={} waits={} wait_ns={} writer_cpu_ns={writer_cpu_ns}",
+                "mode={} events={} lost={} waits={} wait_ns={} writer_cpu_ns={writer_cpu_ns}{memory}",
                 if shared.lossless { "lossless" } else { "drop" },
                 totals.events,
                 totals.lost + totals.left_out,

@@ -33,7 +33,9 @@
 //!
 //! The writer appends at `head`, the reader consumes at `tail`; when the
 //! ring is full the event is dropped and counted, never blocking the traced
-//! thread. Drops are counted by the writer alone (a plain increment, also
+//! thread (drop mode); in lossless mode the ring takes more of the pool's
+//! memory budget, and its owner waits for the reader only when none is
+//! left (`budget`, `room`). Drops are counted by the writer alone (a plain increment, also
 //! from asm) and the reader remembers how many it has reported.
 //!
 //! Orderings: the writer's Release store of `head` pairs with the reader's
@@ -49,6 +51,7 @@ use std::sync::Mutex;
 
 use crate::sys;
 
+mod budget;
 mod exits;
 mod memory;
 mod peek;
@@ -81,6 +84,9 @@ const CLAIMING: u32 = 3;
 /// write): the reader drains it and frees it.
 const EXITED: u32 = 4;
 
+/// A transparent huge page (x86-64).
+const HUGE_PAGE: usize = 2 << 20;
+
 /// Free rings whose pages the reader keeps (at least; or as many as it
 /// keeps ready): the next threads to start take them warm. The pages of
 /// the other free rings go back to the kernel after each drain.
@@ -105,9 +111,11 @@ pub struct Ring<T: Copy> {
     capacity: usize,
     slots: *mut UnsafeCell<T>,
     /// Events at which the fast paths (asm) hand events to the generic path
-    /// ([`Ring::push`]): half the capacity while the pool is lossless, so
-    /// that the reader is asked for a drain before the ring is full; never
-    /// otherwise (see `room`). Set by the pool.
+    /// ([`Ring::push`]): while the pool is lossless, half a chunk short of
+    /// what the ring holds of the memory budget (see `budget`; half the
+    /// capacity without a budget), so that the ring takes more, and the
+    /// reader is asked for a drain, before it is full; never otherwise
+    /// (see `room`). Set by the pool and the owner.
     fast_limit: AtomicUsize,
     /// The ring made before this one (the pool's list).
     next: *const Ring<T>,
@@ -130,6 +138,23 @@ pub struct Ring<T: Copy> {
     /// the ring made): the owner has touched pages since when head moved.
     /// Reader only.
     head_at_give_back: AtomicUsize,
+    /// Events of the memory budget this ring holds: its owner may run
+    /// ahead of the reader by that many in lossless mode (see `budget`).
+    /// Raised by the owner, lowered by the reader.
+    held: AtomicUsize,
+    /// The most this ring may hold: its capacity, less a window for a
+    /// ring whose pages behind the tail are given back.
+    max_held: usize,
+    /// Events consumed before the drain gives their pages back (0: never,
+    /// a ring of a buffer's size, which wraps soon).
+    window: usize,
+    /// The unit of memory given back: 2 MiB for a ring whose window is at
+    /// least that (its slots are backed by transparent huge pages where
+    /// the kernel has them), else a page.
+    give_back_unit: usize,
+    /// Events before this index had their slots' pages given back after a
+    /// drain (all but the page holding this one's slot). Reader only.
+    given_back_to: AtomicUsize,
 }
 
 #[repr(align(64))]
@@ -149,9 +174,10 @@ const _: () = {
 };
 
 impl<T: Copy> Ring<T> {
-    /// Appends `event`. When the ring is full, a lossless pool's `room`
-    /// waits for the reader to make some (see `room`); otherwise, the event
-    /// is dropped and counted.
+    /// Appends `event`. When the ring holds its fast limit of events, a
+    /// lossless pool's `room` takes more of the memory budget for it, or
+    /// waits for the reader to make some (see `budget` and `room`);
+    /// otherwise, a full ring drops the event and counts it.
     ///
     /// # Safety
     /// Only the ring's owner (the thread that claimed it) calls this: the
@@ -161,12 +187,24 @@ impl<T: Copy> Ring<T> {
         let head = self.head.0.load(Ordering::Relaxed);
         let mut used = head.wrapping_sub(self.tail.0.load(Ordering::Acquire));
         if used >= self.fast_limit.load(Ordering::Relaxed) {
-            room.ask_reader();
-            // Asked once: the fast paths go on up to the capacity (the
-            // reader lowers the limit again when it drains this ring).
-            self.fast_limit.store(self.capacity, Ordering::Relaxed);
-            if used >= self.capacity && room.is_lossless() && room.wait_for_room(self, head) {
-                used = 0;
+            if room.is_lossless() && room.budget.is_set() {
+                if self.take_room(room, head) {
+                    used = 0;
+                } else if room.is_lossless() {
+                    // The wait gave up: past what the ring holds, the
+                    // event would land where the reader gives pages back.
+                    used = self.capacity;
+                }
+                // (Else the pool left lossless mode meanwhile: as in drop
+                // mode, the event goes in if the ring has room.)
+            } else {
+                room.ask_reader();
+                // Asked once: the fast paths go on up to the capacity (the
+                // reader lowers the limit again when it drains this ring).
+                self.fast_limit.store(self.capacity, Ordering::Relaxed);
+                if used >= self.capacity && room.is_lossless() && room.wait_for_room(self, head) {
+                    used = 0;
+                }
             }
         }
         if used >= self.capacity {
@@ -233,7 +271,9 @@ impl<T: Copy> Ring<T> {
     /// serialise readers.
     /// Returns the events and the drops reported with them (a full ring's,
     /// read before its slots are freed).
-    fn drain_to(&self, head: usize, out: &mut dyn FnMut(&[T])) -> (usize, u64) {
+    /// With `give_back`, the pages of the slots consumed go back to the
+    /// kernel (see `budget`), before the tail moves.
+    fn drain_to(&self, head: usize, give_back: bool, out: &mut dyn FnMut(&[T])) -> (usize, u64) {
         let tail = self.tail.0.load(Ordering::Relaxed);
         let available = head.wrapping_sub(tail);
         let start = tail & (self.capacity - 1);
@@ -258,6 +298,9 @@ impl<T: Copy> Ring<T> {
         } else {
             0
         };
+        if give_back {
+            self.give_back_consumed(tail, head);
+        }
         self.tail.0.store(head, Ordering::Release);
         (available, drops)
     }
@@ -371,6 +414,16 @@ impl<T: Copy + Send + 'static> RingPool<T> {
         );
     }
 
+    /// The memory budget of lossless mode (see `budget`): the rings may
+    /// hold `total` events together, each at least `base` (one buffer)
+    /// whatever the budget has left, taking `base / 2` at a time beyond
+    /// that. Rings made from now on with a capacity of at least four
+    /// buffers give back the pages of what the reader consumed. What
+    /// rings hold already stays theirs. `base` 0 removes the budget.
+    pub fn set_memory_budget(&self, total: usize, base: usize) {
+        self.room.budget.configure(total, base);
+    }
+
     /// Rings mapped so far: at most one per thread alive at the same time,
     /// plus those [`RingPool::keep_ready`] keeps.
     pub fn rings_made(&self) -> usize {
@@ -417,8 +470,7 @@ impl<T: Copy + Send + 'static> RingPool<T> {
     /// Makes `ring`, held [`CLAIMING`] by the caller, the calling thread's.
     fn make_owned<'a>(&self, ring: &'a Ring<T>, tid: u32) -> &'a Ring<T> {
         ring.take_over(tid);
-        ring.fast_limit
-            .store(self.room.fast_limit(ring.capacity), Ordering::Relaxed);
+        ring.set_fast_limit(&self.room);
         // Release: a reader that sees OWNED sees the new owner's id.
         ring.state.store(OWNED, Ordering::Release);
         super::thread::mark_at_exit(&ring.state);
@@ -444,6 +496,7 @@ impl<T: Copy + Send + 'static> RingPool<T> {
         ring.tail.0.store(head, Ordering::Release);
         ring.head_at_last_drain.store(head, Ordering::Relaxed);
         // The reader lock is held: as a reader would free it.
+        ring.return_held(&self.room.budget);
         ring.start_over();
         // The old owner's drops stay in `dropped` (counted in `lost`), and
         // are not reported as the new owner's.
@@ -458,6 +511,15 @@ impl<T: Copy + Send + 'static> RingPool<T> {
     fn map_ring(&self, owner: Option<u32>) -> Option<*mut Ring<T>> {
         let capacity = self.capacity.load(Ordering::Relaxed);
         let bytes = std::mem::size_of::<Ring<T>>() + capacity * std::mem::size_of::<T>();
+        // A ring reserved for a budget of many buffers gives back the pages
+        // of what the reader consumed, a buffer's worth at a time, and never
+        // holds more than its capacity less that (see `budget`).
+        let base = self.room.budget.base();
+        let window = if base != 0 && capacity >= 4 * base {
+            base
+        } else {
+            0
+        };
         // SAFETY: anonymous private mapping, result checked.
         let mem = unsafe {
             libc::mmap(
@@ -472,6 +534,18 @@ impl<T: Copy + Send + 'static> RingPool<T> {
         if mem == libc::MAP_FAILED {
             return None;
         }
+        // A ring that sweeps the whole budget's address space faults in
+        // every page it reaches, once per lap: 4 KiB pages cost a fault per
+        // 256 events (≈ 2 µs each here, 10 ns an event); huge pages, one
+        // per 131,072. Given back 2 MiB at a time, so they stay whole.
+        let give_back_unit = if window * std::mem::size_of::<T>() >= HUGE_PAGE {
+            // SAFETY: advice on this mapping just made; failure (no THP)
+            // leaves it on 4 KiB pages, which work the same.
+            unsafe { libc::madvise(mem, bytes, libc::MADV_HUGEPAGE) };
+            HUGE_PAGE
+        } else {
+            memory::PAGE
+        };
         let ring = mem as *mut Ring<T>;
         let header = std::mem::size_of::<Ring<T>>().next_multiple_of(std::mem::align_of::<T>());
         debug_assert!(header == std::mem::size_of::<Ring<T>>());
@@ -492,14 +566,21 @@ impl<T: Copy + Send + 'static> RingPool<T> {
                 name: [AtomicU64::new(0), AtomicU64::new(0)],
                 capacity,
                 slots: (mem as *mut u8).add(header) as *mut UnsafeCell<T>,
-                fast_limit: AtomicUsize::new(self.room.fast_limit(capacity)),
+                // Set below, once the ring is whole.
+                fast_limit: AtomicUsize::new(0),
                 next: ptr::null(),
                 head_at_last_drain: AtomicUsize::new(0),
                 owner_block: AtomicUsize::new(0),
                 prefaulted_from: AtomicUsize::new(0),
                 prefaulted_to: AtomicUsize::new(0),
                 head_at_give_back: AtomicUsize::new(0),
+                held: AtomicUsize::new(0),
+                max_held: capacity - window,
+                window,
+                give_back_unit,
+                given_back_to: AtomicUsize::new(0),
             });
+            (*ring).set_fast_limit(&self.room);
             if let Some(tid) = owner {
                 (*ring).take_over(tid);
             }
@@ -575,6 +656,10 @@ impl<T: Copy + Send + 'static> RingPool<T> {
         let _reader = self.reader.lock().unwrap_or_else(|e| e.into_inner());
         let prefault = self.ready_wanted.load(Ordering::Relaxed) != 0
             && !self.cannot_prefault.load(Ordering::Relaxed);
+        // Lossless with a budget: rings hold parts of it, and give back
+        // the pages of what this drain consumes (see `budget`). Only this
+        // reader turns lossless mode off, so it holds for the whole drain.
+        let lossless = self.room.is_lossless() && self.room.budget.is_set();
         let pid = sys::getpid();
         for (index, ring) in self.rings().enumerate() {
             let state = ring.state.load(Ordering::Acquire);
@@ -597,7 +682,7 @@ impl<T: Copy + Send + 'static> RingPool<T> {
             // (read before, a new owner of a reused ring could be missed).
             let (tid, name) = (ring.tid(), ring.name());
             let name = name.as_str();
-            let (_, drops_at_head) = ring.drain_to(head, &mut |events| {
+            let (_, drops_at_head) = ring.drain_to(head, lossless, &mut |events| {
                 out(&Batch {
                     ring: index,
                     tid,
@@ -609,9 +694,16 @@ impl<T: Copy + Send + 'static> RingPool<T> {
             // Drops of a ring that was not full: made since its tail moved
             // (a few nanoseconds ago, unless this thread was preempted).
             let dropped_after = drops_at_head + ring.take_unreported_drops();
+            // The budget the ring no longer needs, before the waiting
+            // threads are woken: one may be waiting for it.
+            if owner_exited {
+                ring.return_held(&self.room.budget);
+            } else if lossless {
+                let unread = ring.head.0.load(Ordering::Acquire).wrapping_sub(head);
+                ring.return_spare(&self.room.budget, unread);
+            }
             self.room.drained();
-            ring.fast_limit
-                .store(self.room.fast_limit(ring.capacity), Ordering::Relaxed);
+            ring.set_fast_limit(&self.room);
             if dropped_after != 0 {
                 out(&Batch {
                     ring: index,
@@ -622,12 +714,18 @@ impl<T: Copy + Send + 'static> RingPool<T> {
                 });
             }
             if owner_exited {
-                ring.free_for_next_owner();
+                ring.free_for_next_owner(&self.room.budget);
             } else if prefault {
                 // Twice what the owner wrote since the last drain, at
                 // least PREFAULT_MIN: it reaches those slots before the
-                // next drain, most likely.
-                let ahead = (2 * head.wrapping_sub(previous)).max(PREFAULT_MIN);
+                // next drain, most likely. With a budget, no further than
+                // it may write before it takes more (so that the pages in
+                // memory are those of what the ring holds).
+                let mut ahead = (2 * head.wrapping_sub(previous)).max(PREFAULT_MIN);
+                if lossless {
+                    let held = ring.held.load(Ordering::Relaxed).min(ring.max_held);
+                    ahead = ahead.min(held.max(PREFAULT_MIN));
+                }
                 if !ring.prefault_ahead(head, ahead) {
                     self.cannot_prefault.store(true, Ordering::Relaxed);
                 }
@@ -642,8 +740,7 @@ impl<T: Copy + Send + 'static> RingPool<T> {
     pub fn set_lossless(&self, lossless: bool) {
         self.room.set_lossless(lossless);
         for ring in self.rings() {
-            ring.fast_limit
-                .store(self.room.fast_limit(ring.capacity), Ordering::Relaxed);
+            ring.set_fast_limit(&self.room);
         }
     }
 
@@ -699,6 +796,8 @@ impl<T: Copy + Send + 'static> RingPool<T> {
             if ring.state.load(Ordering::Relaxed) == OWNED && ring.tid() == parent_tid {
                 ring.tid.store(child_tid, Ordering::Relaxed);
             } else {
+                // The threads that held the rest of the budget are not here.
+                ring.return_held(&self.room.budget);
                 ring.state.store(FREE, Ordering::Release);
             }
         }

@@ -416,6 +416,7 @@ fn stop() -> Result<Reply, Error> {
             .with("lost", done.lost)
             .with("waits", done.waits)
             .with("wait_ms", done.wait_time.as_millis())
+            .with("memory_peak", done.memory_peak)
             .with("threads", done.threads)
             .with("bytes", done.bytes),
     )

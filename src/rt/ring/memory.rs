@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 
 use crate::sys;
 
+use super::budget::Budget;
 use super::{Ring, RingPool, EXITED, FREE, OWNED, RESERVED, WARM_FREE_RINGS};
 
 /// The page size (x86-64 Linux, the only target).
@@ -146,14 +147,17 @@ impl<T: Copy> Ring<T> {
         self.head_at_give_back
             .store(if touched { head } else { start }, Ordering::Relaxed);
         self.head_at_last_drain.store(start, Ordering::Relaxed);
+        self.given_back_to.store(start, Ordering::Relaxed);
         self.tail.0.store(start, Ordering::Relaxed);
         self.head.0.store(start, Ordering::Relaxed);
     }
 
     /// Frees this ring, drained, whose owner is gone (see
     /// [`free_drained`](super::free_drained)), for its next owner to start
-    /// at its first slot ([`Ring::start_over`]). Reader only.
-    pub(super) fn free_for_next_owner(&self) {
+    /// at its first slot ([`Ring::start_over`]), giving what it holds of
+    /// the memory budget back. Reader only.
+    pub(super) fn free_for_next_owner(&self, budget: &Budget) {
+        self.return_held(budget);
         self.start_over();
         super::free_drained(&self.state);
     }
@@ -169,8 +173,10 @@ impl<T: Copy> Ring<T> {
     pub(super) fn give_back_pages(&self) -> usize {
         let (start, bytes) = self.slot_pages();
         self.forget_prefaulted();
-        self.head_at_give_back
-            .store(self.head.0.load(Ordering::Relaxed), Ordering::Relaxed);
+        let head = self.head.0.load(Ordering::Relaxed);
+        self.head_at_give_back.store(head, Ordering::Relaxed);
+        // Nothing behind the head is in memory now.
+        self.given_back_to.store(head, Ordering::Relaxed);
         if bytes == 0 {
             return 0;
         }
@@ -320,7 +326,7 @@ impl<T: Copy + Send + 'static> RingPool<T> {
             if ring.state.load(Ordering::Acquire) == EXITED
                 && ring.head.0.load(Ordering::Acquire) == ring.tail.0.load(Ordering::Relaxed)
             {
-                ring.free_for_next_owner();
+                ring.free_for_next_owner(&self.room.budget);
             }
             // Reserved while released: a thread that wants a ring meanwhile
             // takes another or maps one, never writes into this one.

@@ -83,7 +83,7 @@ impl<'a, T: Copy + Send + 'static> Peek<'a, T> {
     /// ring's pages).
     pub fn consume(self) {
         for ring in &self.exited_empty {
-            ring.free_for_next_owner();
+            ring.free_for_next_owner(&self.pool.room.budget);
         }
         for peeked in &self.rings {
             peeked.ring.tail.0.store(peeked.head, Ordering::Release);
@@ -93,7 +93,7 @@ impl<'a, T: Copy + Send + 'static> Peek<'a, T> {
                 .dropped_reported
                 .store(reported.wrapping_add(peeked.dropped), Ordering::Relaxed);
             if peeked.owner_exited {
-                peeked.ring.free_for_next_owner();
+                peeked.ring.free_for_next_owner(&self.pool.room.budget);
             }
         }
         // Still under the reader lock (`_reader`).

@@ -4,7 +4,10 @@
 //! A pool is in one of two modes ([`RingPool::set_lossless`]):
 //! - **drop** (the default): a full ring counts the event as dropped, at
 //!   the fast path's cost; the reader reports the count as lost.
-//! - **lossless** (what `fntrace record` runs by default): each ring's
+//! - **lossless** (what `fntrace record` runs by default): with a memory
+//!   budget (what a recording sets), a ring whose owner reaches its fast
+//!   limit takes more of the budget, and its owner waits for the reader
+//!   only when none is left (see `budget`). Without one, each ring's
 //!   *fast limit* is half its capacity after each drain. The fast paths
 //!   (asm) hand an event to the generic path once a ring holds that many;
 //!   the generic path ([`Ring::push`]) wakes the reader (a flag says it was
@@ -29,6 +32,7 @@ use std::time::Duration;
 
 use crate::sys::futex::{futex_wait, futex_wake};
 
+use super::budget::Budget;
 use super::Ring;
 
 /// How long a waiting thread goes on waiting while no drain happens.
@@ -51,6 +55,11 @@ pub struct RoomStats {
     pub wait_ns: u64,
     /// Events dropped after waiting [`GIVE_UP_AFTER`] with no drain.
     pub gave_up: u64,
+    /// The most events the rings held at once since the memory budget was
+    /// last set (their bases included; see `budget`).
+    pub memory_peak_events: u64,
+    /// The memory budget, in events (0: none set).
+    pub memory_events: u64,
 }
 
 /// The pool's side of lossless mode: the mode, the reader's wake-up word,
@@ -70,6 +79,8 @@ pub struct Room {
     waits: AtomicU64,
     wait_ns: AtomicU64,
     gave_up: AtomicU64,
+    /// The memory budget the rings share in lossless mode.
+    pub(super) budget: Budget,
 }
 
 impl Room {
@@ -83,6 +94,7 @@ impl Room {
             waits: AtomicU64::new(0),
             wait_ns: AtomicU64::new(0),
             gave_up: AtomicU64::new(0),
+            budget: Budget::new(),
         }
     }
 
@@ -90,12 +102,15 @@ impl Room {
         self.lossless.load(Ordering::Acquire)
     }
 
-    /// A ring's fast limit in the current mode.
-    pub(super) fn fast_limit(&self, capacity: usize) -> usize {
-        if self.is_lossless() {
-            capacity / 2
-        } else {
+    /// A ring's fast limit in the current mode: see
+    /// [`Ring::set_fast_limit`].
+    pub(super) fn fast_limit<T: Copy>(&self, ring: &Ring<T>) -> usize {
+        if !self.is_lossless() {
             NO_FAST_LIMIT
+        } else if self.budget.is_set() {
+            ring.ask_limit(ring.held.load(Ordering::SeqCst), self.budget.chunk())
+        } else {
+            ring.capacity / 2
         }
     }
 
@@ -112,6 +127,14 @@ impl Room {
     /// some now (else the pool left lossless mode, or the wait gave up).
     #[cold]
     pub(super) fn wait_for_room<T: Copy>(&self, ring: &Ring<T>, head: usize) -> bool {
+        self.wait_for(&|| head.wrapping_sub(ring.tail.0.load(Ordering::Acquire)) < ring.capacity)
+    }
+
+    /// Waits until `has_room` (checked after each drain, and every
+    /// [`WAIT_SLICE`]): returns whether it holds now (else the pool left
+    /// lossless mode, or the wait gave up). Counted and timed.
+    #[cold]
+    pub(super) fn wait_for(&self, has_room: &dyn Fn() -> bool) -> bool {
         let started = std::time::Instant::now();
         let mut last_drain = (self.drains.load(Ordering::SeqCst), started);
         self.waiting.fetch_add(1, Ordering::SeqCst);
@@ -120,7 +143,7 @@ impl Room {
             // SeqCst, as the reader's bump in `drained`: either it sees this
             // thread waiting, or this thread sees its drain.
             let drains = self.drains.load(Ordering::SeqCst);
-            if head.wrapping_sub(ring.tail.0.load(Ordering::Acquire)) < ring.capacity {
+            if has_room() {
                 break true;
             }
             if !self.is_lossless() {
@@ -179,10 +202,13 @@ impl Room {
     }
 
     pub(super) fn stats(&self) -> RoomStats {
+        let (memory_peak, memory) = self.budget.usage();
         RoomStats {
             waits: self.waits.load(Ordering::Relaxed),
             wait_ns: self.wait_ns.load(Ordering::Relaxed),
             gave_up: self.gave_up.load(Ordering::Relaxed),
+            memory_peak_events: memory_peak,
+            memory_events: memory,
         }
     }
 }

@@ -194,6 +194,13 @@ impl GraphTracer {
         self.pool.set_ring_capacity(events);
     }
 
+    /// The memory budget of lossless mode: the buffers may hold `total`
+    /// events together, each at least `buffer`, taking more half a buffer
+    /// at a time (see `rt::ring::budget`).
+    pub(crate) fn set_memory_budget(&self, total: usize, buffer: usize) {
+        self.pool.set_memory_budget(total, buffer);
+    }
+
     /// Lossless mode on or off: a thread whose buffer is full waits for
     /// the reader instead of dropping the event (see `rt::ring::room`).
     /// Only a reader that drains until it turns it off again may turn it

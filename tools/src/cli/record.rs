@@ -103,6 +103,13 @@ pub struct RecordArgs {
     /// event, rounded up to a power of two). Default 4M (262,144 events).
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
     pub buffer: Option<u64>,
+    /// Lossless mode: what the threads' buffers may hold together (suffix
+    /// K, M or G; at least one --buffer). A thread whose buffer is full
+    /// takes more of it, half a buffer at a time, and waits for the writer
+    /// only when none is left; what it holds beyond its buffer goes back
+    /// as the writer catches up. Default 256M.
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    pub memory: Option<u64>,
     /// Run the program even if its executable has no instrumented
     /// functions (a library it loads may have some). Without it, such a
     /// program is refused before it runs, as uftrace refuses it.
@@ -135,6 +142,7 @@ pub fn main(args: &RecordArgs) -> ExitCode {
 }
 
 fn record(args: &RecordArgs) -> Result<ExitCode, String> {
+    check_memory(args)?;
     let from_env = std::env::var_os("FNTRACE_LIB")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from);
@@ -203,12 +211,43 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
         Some(bytes) => command.env("FNTRACE_BUFFER", bytes.to_string()),
         None => command.env_remove("FNTRACE_BUFFER"),
     };
+    match args.memory {
+        Some(bytes) => command.env("FNTRACE_MEMORY", bytes.to_string()),
+        None => command.env_remove("FNTRACE_MEMORY"),
+    };
 
     let status = command
         .status()
         .map_err(|e| format!("cannot run {}: {e}", Path::new(program).display()))?;
     summarize(&dir);
     Ok(exit_code_of(status))
+}
+
+/// The default of `--buffer` and `--memory` (the runtime's
+/// `DEFAULT_RECORD_BUFFER_EVENTS` and `DEFAULT_RECORD_MEMORY_BYTES`).
+const DEFAULT_BUFFER: u64 = 4 << 20;
+const DEFAULT_MEMORY: u64 = 256 << 20;
+
+/// Refuses a `--memory` smaller than one buffer (`--buffer`, rounded up
+/// to a power of two of 16-byte events as the runtime does) in lossless
+/// mode, before anything runs: the recording would refuse it.
+fn check_memory(args: &RecordArgs) -> Result<(), String> {
+    if args.mode != "lossless" || args.flight.is_some() {
+        return Ok(());
+    }
+    let buffer = (args.buffer.unwrap_or(DEFAULT_BUFFER) / 16)
+        .clamp(16, 1 << 40)
+        .next_power_of_two()
+        * 16;
+    let memory = args.memory.unwrap_or(DEFAULT_MEMORY);
+    if memory < buffer {
+        return Err(format!(
+            "--memory {memory} is smaller than one thread's buffer ({buffer} bytes: --buffer, \
+             rounded up to a power of two of 16-byte events): each thread needs a buffer; \
+             raise --memory or lower --buffer"
+        ));
+    }
+    Ok(())
 }
 
 /// `libfntrace.so`: `--lib`/`$FNTRACE_LIB`, or next to this executable.
@@ -426,6 +465,17 @@ fn summarize(dir: &Path) {
     };
     let (events, lost, waits) = (sum("events"), sum("lost"), sum("waits"));
     let (wait_ns, writer_ns) = (sum("wait_ns"), sum("writer_cpu_ns"));
+    // The most any one session's buffers held (sessions are processes,
+    // each with its own budget).
+    let most = |key: &str| -> Option<u64> {
+        notes
+            .iter()
+            .flat_map(|note| note.iter())
+            .filter(|(k, _)| k == key)
+            .filter_map(|(_, value)| value.parse::<u64>().ok())
+            .max()
+    };
+    let (memory, memory_peak) = (most("memory"), most("memory_peak"));
     if lost > 0 {
         eprintln!(
             "fntrace record: {lost} events LOST ({:.1} % of {}): the buffers were full; \
@@ -452,8 +502,18 @@ fn summarize(dir: &Path) {
     if waits > 0 {
         eprintln!(
             "fntrace record: threads waited for the writer {waits} times, {:.3} s in all \
-             (lossless: the program ran at the writer's pace then)",
+             (lossless: the buffers held all of --memory; the program ran at the writer's pace \
+             then)",
             wait_ns as f64 / 1e9
+        );
+    } else if !notes.is_empty() {
+        eprintln!("fntrace record: threads waited for the writer 0 times");
+    }
+    if let (Some(memory), Some(peak)) = (memory, memory_peak) {
+        eprintln!(
+            "fntrace record: the buffers held at most {:.1} MB of the {:.1} MB budget (--memory)",
+            peak as f64 / 1e6,
+            memory as f64 / 1e6
         );
     }
     if writer_ns > 0 && events > 0 {
