@@ -520,6 +520,8 @@ impl<T: Copy + Send + 'static> RingPool<T> {
         let head = ring.head.0.load(Ordering::Acquire);
         let unread = head.wrapping_sub(ring.tail.0.load(Ordering::Relaxed));
         self.discarded.fetch_add(unread as u64, Ordering::Relaxed);
+        // A plain store: the owner exited (EXITED), so no early wrap (see
+        // `budget`) moves the tail meanwhile.
         ring.tail.0.store(head, Ordering::Release);
         ring.head_at_last_drain.store(head, Ordering::Relaxed);
         // The reader lock is held: as a reader would free it.
@@ -823,6 +825,7 @@ impl<T: Copy + Send + 'static> RingPool<T> {
     pub fn reset_in_fork_child(&self, parent_tid: u32, child_tid: u32) {
         for ring in self.rings() {
             let head = ring.head.0.load(Ordering::Relaxed);
+            // No other thread in the child: no owner wraps meanwhile.
             ring.tail.0.store(head, Ordering::Release);
             ring.head_at_last_drain.store(head, Ordering::Relaxed);
             ring.dropped_reported

@@ -33,9 +33,9 @@
 //! asks for transparent huge pages (`MADV_HUGEPAGE`) and gives back 2 MiB
 //! at a time (its *unit*; else 4 KiB), a fault per 131,072 events instead
 //! of per 256 (1.66 GB recorded: 408k faults with 4 KiB pages, 4.6k with
-//! huge ones). Resident memory of a ring is then at most one window, two
-//! units, [`PREFAULT_MIN`](super::PREFAULT_MIN) events and its header's
-//! page, plus what it holds, or held at the previous drain (pages made
+//! huge ones). Resident memory of a ring is then at most two windows (one
+//! its home, below), two units, [`PREFAULT_MIN`](super::PREFAULT_MIN)
+//! events and its header's page, plus what it holds, or held at the previous drain (pages made
 //! present for that stay until written); all rings together, at most
 //! twice `max(budget, threads × buffer)` plus that much per thread, and
 //! about once when the reader keeps up.
