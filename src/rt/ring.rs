@@ -155,6 +155,12 @@ pub struct Ring<T: Copy> {
     /// Events before this index had their slots' pages given back after a
     /// drain (all but the page holding this one's slot). Reader only.
     given_back_to: AtomicUsize,
+    /// The reader asks the owner to wrap early: at its next event, if the
+    /// ring is empty, the owner moves head and tail on to the next lap's
+    /// first slot (see `budget`). Set by the reader (which also lowers the
+    /// fast limit to 0, so that the next event takes the generic path),
+    /// cleared by the owner.
+    wrap_wanted: AtomicBool,
 }
 
 #[repr(align(64))]
@@ -184,8 +190,14 @@ impl<T: Copy> Ring<T> {
     /// ring has a single writer.
     #[inline]
     pub unsafe fn push(&self, event: T, room: &Room) {
-        let head = self.head.0.load(Ordering::Relaxed);
+        let mut head = self.head.0.load(Ordering::Relaxed);
         let mut used = head.wrapping_sub(self.tail.0.load(Ordering::Acquire));
+        if used >= self.fast_limit.load(Ordering::Relaxed)
+            && self.wrap_wanted.load(Ordering::Relaxed)
+        {
+            head = self.wrap_if_empty(room, head);
+            used = head.wrapping_sub(self.tail.0.load(Ordering::Acquire));
+        }
         if used >= self.fast_limit.load(Ordering::Relaxed) {
             if room.is_lossless() && room.budget.is_set() {
                 if self.take_room(room, head) {
@@ -274,8 +286,15 @@ impl<T: Copy> Ring<T> {
     /// With `give_back`, the pages of the slots consumed go back to the
     /// kernel (see `budget`), before the tail moves.
     fn drain_to(&self, head: usize, give_back: bool, out: &mut dyn FnMut(&[T])) -> (usize, u64) {
-        let tail = self.tail.0.load(Ordering::Relaxed);
+        // Acquire: the owner's early wrap moves the tail too (see `budget`).
+        let tail = self.tail.0.load(Ordering::Acquire);
         let available = head.wrapping_sub(tail);
+        if available == 0 || available > self.capacity {
+            // Nothing to read; or the owner is wrapping its empty ring (it
+            // moved the tail on to the next lap, not yet its head: read
+            // before the wrap, `head` is behind the tail).
+            return (0, 0);
+        }
         let start = tail & (self.capacity - 1);
         let first = available.min(self.capacity - start);
         for (from, len) in [(start, first), (0, available - first)] {
@@ -301,7 +320,15 @@ impl<T: Copy> Ring<T> {
         if give_back {
             self.give_back_consumed(tail, head);
         }
-        self.tail.0.store(head, Ordering::Release);
+        // The owner moves the tail only when it equals the owner's head
+        // (an empty ring), and the owner's head is at least `head`, past
+        // `tail`: this cannot fail, the ring holding `[tail, head)`. A
+        // compare-and-swap all the same, so that it never undoes a wrap.
+        let moved = self
+            .tail
+            .0
+            .compare_exchange(tail, head, Ordering::AcqRel, Ordering::Relaxed);
+        debug_assert!(moved.is_ok(), "the tail moved under the reader");
         (available, drops)
     }
 
@@ -493,6 +520,8 @@ impl<T: Copy + Send + 'static> RingPool<T> {
         let head = ring.head.0.load(Ordering::Acquire);
         let unread = head.wrapping_sub(ring.tail.0.load(Ordering::Relaxed));
         self.discarded.fetch_add(unread as u64, Ordering::Relaxed);
+        // A plain store: the owner exited (EXITED), so no early wrap (see
+        // `budget`) moves the tail meanwhile.
         ring.tail.0.store(head, Ordering::Release);
         ring.head_at_last_drain.store(head, Ordering::Relaxed);
         // The reader lock is held: as a reader would free it.
@@ -579,6 +608,7 @@ impl<T: Copy + Send + 'static> RingPool<T> {
                 window,
                 give_back_unit,
                 given_back_to: AtomicUsize::new(0),
+                wrap_wanted: AtomicBool::new(false),
             });
             (*ring).set_fast_limit(&self.room);
             if let Some(tid) = owner {
@@ -699,11 +729,17 @@ impl<T: Copy + Send + 'static> RingPool<T> {
             if owner_exited {
                 ring.return_held(&self.room.budget);
             } else if lossless {
-                let unread = ring.head.0.load(Ordering::Acquire).wrapping_sub(head);
-                ring.return_spare(&self.room.budget, unread);
+                // What the owner wrote since (it may have wrapped since:
+                // then its head is past the tail, not past `head`).
+                let now = ring.head.0.load(Ordering::Acquire);
+                let unread = now.wrapping_sub(ring.tail.0.load(Ordering::Acquire));
+                ring.return_spare(&self.room.budget, unread.min(ring.capacity));
             }
             self.room.drained();
             ring.set_fast_limit(&self.room);
+            // A budget ring past the first half of its first buffer: its
+            // owner wraps early if it finds it empty (see `budget`).
+            let wrap = lossless && !owner_exited && ring.ask_wrap();
             if dropped_after != 0 {
                 out(&Batch {
                     ring: index,
@@ -715,7 +751,7 @@ impl<T: Copy + Send + 'static> RingPool<T> {
             }
             if owner_exited {
                 ring.free_for_next_owner(&self.room.budget);
-            } else if prefault {
+            } else if prefault && !wrap {
                 // Twice what the owner wrote since the last drain, at
                 // least PREFAULT_MIN: it reaches those slots before the
                 // next drain, most likely. With a budget, no further than
@@ -789,6 +825,7 @@ impl<T: Copy + Send + 'static> RingPool<T> {
     pub fn reset_in_fork_child(&self, parent_tid: u32, child_tid: u32) {
         for ring in self.rings() {
             let head = ring.head.0.load(Ordering::Relaxed);
+            // No other thread in the child: no owner wraps meanwhile.
             ring.tail.0.store(head, Ordering::Release);
             ring.head_at_last_drain.store(head, Ordering::Relaxed);
             ring.dropped_reported

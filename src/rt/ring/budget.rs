@@ -33,12 +33,31 @@
 //! asks for transparent huge pages (`MADV_HUGEPAGE`) and gives back 2 MiB
 //! at a time (its *unit*; else 4 KiB), a fault per 131,072 events instead
 //! of per 256 (1.66 GB recorded: 408k faults with 4 KiB pages, 4.6k with
-//! huge ones). Resident memory of a ring is then at most one window, two
-//! units, [`PREFAULT_MIN`](super::PREFAULT_MIN) events and its header's
-//! page, plus what it holds, or held at the previous drain (pages made
+//! huge ones). Resident memory of a ring is then at most two windows (one
+//! its home, below), two units, [`PREFAULT_MIN`](super::PREFAULT_MIN)
+//! events and its header's page, plus what it holds, or held at the previous drain (pages made
 //! present for that stay until written); all rings together, at most
 //! twice `max(budget, threads × buffer)` plus that much per thread, and
 //! about once when the reader keeps up.
+//!
+//! Early wrap: a ring whose writer keeps up would still sweep the whole
+//! reservation, a fresh page (zeroed by the kernel) at a time, since its
+//! consumed pages go back. So the first buffer of the reservation (its
+//! *home*, a window) is never given back by a drain, and a drain that
+//! finds the owner's head past the first half of its lap asks the owner
+//! to wrap early (`wrap_wanted`, and a fast limit of 0 so that its next
+//! event takes the generic path): the owner, finding its ring empty
+//! (`tail == head`: everything consumed), moves the tail from its head to
+//! the next lap's first slot with a compare-and-swap, then its head
+//! there too, and writes on in its home, whose pages are present. Only
+//! the owner writes head, and it moves the tail only while it equals its
+//! head; a reader moves the tail only from a value below the head it
+//! read (a drain or [`Peek`](super::Peek) with events; its
+//! compare-and-swap cannot fail then: the owner's head is at least that
+//! head, past the tail, so the owner's cannot succeed meanwhile), and
+//! takes a head behind the tail (read before a wrap, the tail after it)
+//! as nothing to read. A writer that never lets its ring empty (the
+//! writer behind it all along) still sweeps.
 //!
 //! Giving pages back is safe with the owner writing: a lossless ring holds
 //! at most its capacity less a window, so its owner never writes within a
@@ -287,6 +306,53 @@ impl<T: Copy> Ring<T> {
         self.publish_limit(|held| self.ask_limit(held, chunk));
     }
 
+    /// The reader, after draining a ring reserved for the budget (one that
+    /// gives pages back) whose owner's head is past the first half of its
+    /// lap: asks the owner to wrap early (see the module doc). Returns
+    /// whether the ring was empty (then the owner's next event most likely
+    /// goes to the ring's home, whose pages are present).
+    pub(super) fn ask_wrap(&self) -> bool {
+        if self.window == 0 {
+            return false;
+        }
+        let head = self.head.0.load(Ordering::Acquire);
+        if head & (self.capacity - 1) < self.window / 2 {
+            return false;
+        }
+        self.wrap_wanted.store(true, Ordering::SeqCst);
+        self.fast_limit.store(0, Ordering::SeqCst);
+        head == self.tail.0.load(Ordering::Acquire)
+    }
+
+    /// The owner, about to write event `head` with a wrap asked for: if
+    /// the ring is empty (the tail at `head`), moves the tail, then the
+    /// head, on to the first slot of the next lap, and returns that;
+    /// restores the fast limit either way. Returns the head to write at.
+    #[cold]
+    pub(super) fn wrap_if_empty(&self, room: &Room, head: usize) -> usize {
+        self.wrap_wanted.store(false, Ordering::Relaxed);
+        let mut at = head;
+        if room.is_lossless() && room.budget.is_set() && self.window != 0 {
+            if let Some(start) = head.checked_next_multiple_of(self.capacity) {
+                // The tail first: a reader that loads the old head and the
+                // new tail finds the head behind it and reads nothing; one
+                // that loads the new head (Acquire) sees the new tail.
+                if start != head
+                    && self
+                        .tail
+                        .0
+                        .compare_exchange(head, start, Ordering::AcqRel, Ordering::Relaxed)
+                        .is_ok()
+                {
+                    self.head.0.store(start, Ordering::Release);
+                    at = start;
+                }
+            }
+        }
+        self.set_fast_limit(room);
+        at
+    }
+
     /// Gives back to the budget all the ring holds: its owner is gone
     /// (the ring is being freed, or taken for another thread).
     pub(super) fn return_held(&self, budget: &Budget) {
@@ -318,6 +384,9 @@ impl<T: Copy> Ring<T> {
         let start = from & mask;
         let first = count.min(self.capacity - start);
         let unit = self.give_back_unit;
+        // The home (the first window of slots) stays: an owner that wraps
+        // early writes there again (see the module doc).
+        let home_end = (slots + self.window * size).next_multiple_of(unit);
         for (slot, len) in [(start, first), (0, count - first)] {
             if len == 0 {
                 continue;
@@ -325,7 +394,7 @@ impl<T: Copy> Ring<T> {
             // Whole units inside the run: the units at its ends also hold
             // slots the owner may write (or the ring's header), except
             // past the end of the slots, where the page holds no slot.
-            let begin = (slots + slot * size).next_multiple_of(unit);
+            let begin = (slots + slot * size).next_multiple_of(unit).max(home_end);
             let end = slots + (slot + len) * size;
             let end = if end == end_of_slots {
                 end.next_multiple_of(PAGE)
@@ -359,5 +428,150 @@ impl<T: Copy> Ring<T> {
             };
             self.prefaulted_from.store(pre_from, Ordering::Relaxed);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use super::super::RingPool;
+    use crate::sys;
+
+    type Event = [u64; 2];
+
+    /// A lossless pool of rings of `capacity` events; with `base` non-zero,
+    /// a budget of `capacity` events, rings holding `base` at least.
+    fn lossless_pool(capacity: usize, base: usize) -> RingPool<Event> {
+        let pool = RingPool::new();
+        pool.set_ring_capacity(capacity);
+        pool.set_memory_budget(if base == 0 { 0 } else { capacity }, base);
+        pool.set_lossless(true);
+        pool
+    }
+
+    /// Drains `pool` and checks that its events go on from `seen` one by
+    /// one (each event holds its number); returns the next number.
+    fn drain_in_order(pool: &RingPool<Event>, mut seen: u64) -> u64 {
+        for drained in pool.drain() {
+            assert_eq!(drained.dropped, 0);
+            for event in drained.events {
+                assert_eq!(event[0], seen, "events out of order or lost");
+                seen += 1;
+            }
+        }
+        seen
+    }
+
+    /// A ring reserved for a budget of 16 buffers whose reader drains it
+    /// after every 40 events (its owner never more than 40 ahead): the
+    /// owner wraps early each time it finds the ring empty, so it writes
+    /// only the first 40 slots of its 1,024, lap after lap (without the
+    /// early wrap it swept all 1,024, a fresh page at a time once the
+    /// consumed ones went back). Every event is read, in order.
+    #[test]
+    fn an_owner_whose_reader_keeps_up_wraps_early() {
+        const BASE: usize = 64;
+        let pool = lossless_pool(16 * BASE, BASE);
+        let ring = pool.claim(sys::gettid() as u32).unwrap();
+        let mask = ring.capacity - 1;
+        assert_eq!(ring.window, BASE, "the ring gives pages back");
+        let (mut next, mut seen, mut furthest) = (0u64, 0u64, 0usize);
+        for _ in 0..500 {
+            for _ in 0..40 {
+                // SAFETY: this thread claimed the ring: its only writer.
+                unsafe { ring.push([next, 0], pool.room()) };
+                next += 1;
+                furthest = furthest.max(ring.head.0.load(Ordering::Relaxed) & mask);
+            }
+            seen = drain_in_order(&pool, seen);
+        }
+        assert_eq!(seen, next);
+        assert!(next as usize > 16 * ring.capacity, "{next} events");
+        assert!(
+            furthest <= 40,
+            "the owner reached slot {furthest} of {}",
+            ring.capacity
+        );
+        assert_eq!(pool.room_stats().waits, 0);
+    }
+
+    /// A ring whose reader lags (40 events left unread at each drain, so
+    /// that its owner, asked to wrap each time, never finds it empty)
+    /// keeps every event, in order, lap after lap, its pages given back
+    /// behind the reader; once the reader catches up, the owner wraps.
+    #[test]
+    fn an_owner_asked_to_wrap_with_events_unread_goes_on() {
+        const BASE: usize = 64;
+        let pool = lossless_pool(16 * BASE, BASE);
+        let ring = pool.claim(sys::gettid() as u32).unwrap();
+        let mask = ring.capacity - 1;
+        let mut next = 0u64;
+        let mut push = |count: usize| {
+            for _ in 0..count {
+                // SAFETY: this thread claimed the ring: its only writer.
+                unsafe { ring.push([next, 0], pool.room()) };
+                next += 1;
+            }
+        };
+        push(40);
+        let mut seen = 0u64;
+        for _ in 0..100 {
+            push(40);
+            // The reader's part of a drain, up to 40 events short of the
+            // owner's head, as if the owner wrote those meanwhile.
+            let head = ring.head.0.load(Ordering::Acquire) - 40;
+            ring.drain_to(head, true, &mut |events| {
+                for event in events {
+                    assert_eq!(event[0], seen, "events out of order or lost");
+                    seen += 1;
+                }
+            });
+            ring.ask_wrap();
+        }
+        let head = ring.head.0.load(Ordering::Relaxed);
+        assert!(head > 3 * ring.capacity, "the ring went round: {head}");
+        seen = drain_in_order(&pool, seen);
+        push(1);
+        assert_eq!(
+            ring.head.0.load(Ordering::Relaxed) & mask,
+            1,
+            "empty, the ring wraps"
+        );
+        seen = drain_in_order(&pool, seen);
+        assert_eq!(seen, next);
+        assert_eq!(pool.room_stats().waits, 0);
+    }
+
+    /// Without a budget (`--memory` equal to `--buffer`), a lossless ring
+    /// behaves as before the budget existed: it asks the reader once half
+    /// full, and goes on to full before its owner waits: 64 events in a
+    /// ring of 64 make no wait; the 65th waits for a drain.
+    #[test]
+    fn a_ring_without_a_budget_fills_before_it_waits() {
+        const CAPACITY: usize = 64;
+        let pool = lossless_pool(CAPACITY, 0);
+        std::thread::scope(|scope| {
+            let ring = pool.claim(sys::gettid() as u32).unwrap();
+            assert_eq!(ring.fast_limit.load(Ordering::Relaxed), CAPACITY / 2);
+            for n in 0..CAPACITY as u64 {
+                // SAFETY: this thread claimed the ring: its only writer.
+                unsafe { ring.push([n, 0], pool.room()) };
+            }
+            assert_eq!(pool.room_stats().waits, 0, "full, not yet past it");
+            assert!(
+                pool.room.reader_asked.load(Ordering::Relaxed),
+                "the reader was asked at half"
+            );
+            let reader = scope.spawn(|| {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                drain_in_order(&pool, 0)
+            });
+            // SAFETY: as above.
+            unsafe { ring.push([CAPACITY as u64, 0], pool.room()) };
+            assert_eq!(reader.join().unwrap(), CAPACITY as u64);
+            assert_eq!(pool.room_stats().waits, 1);
+            assert_eq!(drain_in_order(&pool, CAPACITY as u64), CAPACITY as u64 + 1);
+        });
     }
 }

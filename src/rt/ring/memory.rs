@@ -148,6 +148,8 @@ impl<T: Copy> Ring<T> {
             .store(if touched { head } else { start }, Ordering::Relaxed);
         self.head_at_last_drain.store(start, Ordering::Relaxed);
         self.given_back_to.store(start, Ordering::Relaxed);
+        self.wrap_wanted.store(false, Ordering::Relaxed);
+        // The owner is gone: no early wrap moves the tail meanwhile.
         self.tail.0.store(start, Ordering::Relaxed);
         self.head.0.store(start, Ordering::Relaxed);
     }

@@ -86,7 +86,15 @@ impl<'a, T: Copy + Send + 'static> Peek<'a, T> {
             ring.free_for_next_owner(&self.pool.room.budget);
         }
         for peeked in &self.rings {
-            peeked.ring.tail.0.store(peeked.head, Ordering::Release);
+            // As in drain_to: the owner moves the tail only from its head,
+            // past `peeked.tail` while events are held; with none held, a
+            // failed exchange leaves the owner's wrap in place.
+            let _ = peeked.ring.tail.0.compare_exchange(
+                peeked.tail,
+                peeked.head,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            );
             let reported = peeked.ring.dropped_reported.load(Ordering::Relaxed);
             peeked
                 .ring
@@ -124,7 +132,14 @@ impl<T: Copy + Send + 'static> RingPool<T> {
             if owner_exited {
                 head = ring.head.0.load(Ordering::Acquire);
             }
-            let tail = ring.tail.0.load(Ordering::Relaxed);
+            // Acquire, and a head behind the tail read as nothing to read,
+            // as in drain_to (the owner may be wrapping early: `budget`).
+            let tail = ring.tail.0.load(Ordering::Acquire);
+            let head = if head.wrapping_sub(tail) > ring.capacity {
+                tail
+            } else {
+                head
+            };
             // After the Acquire load of head, as in drain_each: the events up
             // to head are this owner's.
             let (tid, name) = (ring.tid(), ring.name());

@@ -71,7 +71,7 @@ pub struct Room {
     reader_wake: AtomicU32,
     /// Set by the first thread that asks for a drain since the reader last
     /// started one: later ones need not make the system call.
-    reader_asked: AtomicBool,
+    pub(super) reader_asked: AtomicBool,
     /// Bumped after every drain; waiting threads sleep on it.
     drains: AtomicU32,
     /// Threads waiting now (the reader wakes them only if there are any).

@@ -509,7 +509,9 @@ fn summarize(dir: &Path) {
     } else if !notes.is_empty() {
         eprintln!("fntrace record: threads waited for the writer 0 times");
     }
-    if let (Some(memory), Some(peak)) = (memory, memory_peak) {
+    // A budget of one buffer is none (each thread its buffer, as before
+    // the budget existed): the notes say memory=0.
+    if let (Some(memory @ 1..), Some(peak)) = (memory, memory_peak) {
         eprintln!(
             "fntrace record: the buffers held at most {:.1} MB of the {:.1} MB budget (--memory)",
             peak as f64 / 1e6,
