@@ -162,8 +162,10 @@ pub struct RecordOptions {
     /// `drain_interval`, so they need to hold only that long's events:
     /// smaller buffers stay in the caches and take less memory.
     pub buffer_events: usize,
-    /// Lossless mode: bytes the threads' buffers may hold together
-    /// ([`DEFAULT_RECORD_MEMORY_BYTES`]): a thread whose buffer is full
+    /// Lossless mode: bytes the threads' buffers may hold together, or 0
+    /// for no budget beyond each thread's buffer (the default,
+    /// [`DEFAULT_RECORD_MEMORY_BYTES`]: see there why). With a budget, a
+    /// thread whose buffer is full
     /// takes more of this budget, half a buffer at a time, and waits for
     /// the writer only when none is left. Each thread holds one buffer
     /// whatever is left; what a thread holds beyond that goes back to the
@@ -252,12 +254,15 @@ pub const RECORD_EVENT_BYTES: usize = 16;
 /// 320 ms of a thread making 400k traced calls a second.
 pub const DEFAULT_RECORD_BUFFER_EVENTS: usize = 1 << 18;
 
-/// The memory budget of a lossless recording's buffers, by default: 256
-/// MiB (64 buffers of the default size), 16.7M events: what a CPU-bound
-/// thread making an event every 5-10 ns writes in 85-170 ms, so that
-/// bursts of that length cost no wait even while the writer does nothing
-/// else, and a fraction of any machine's memory that runs such programs.
-pub const DEFAULT_RECORD_MEMORY_BYTES: usize = 256 << 20;
+/// The memory budget of a lossless recording's buffers, by default: none
+/// (0), each thread its buffer. A budget (256 MiB: 64 buffers of the
+/// default size, 16.7M events, what a CPU-bound thread making an event
+/// every 5-10 ns writes in 85-170 ms) spares bursts every wait, but a
+/// thread that writes without pause, faster than the writer, moves through
+/// fresh pages the kernel zeroes: ripgrep took 10-20 % more wall time
+/// (`docs/memory-budget-2026-11-26.md`), and such runs are what lossless
+/// recording is judged on.
+pub const DEFAULT_RECORD_MEMORY_BYTES: usize = 0;
 
 impl Default for RecordOptions {
     fn default() -> Self {
@@ -383,7 +388,7 @@ fn start(
 /// power of two, as the rings are); `None` in drop mode or with no more
 /// than a buffer; an error if the budget is smaller than one buffer.
 fn memory_budget(options: &RecordOptions) -> Result<Option<(usize, usize)>, Error> {
-    if options.mode != RecordMode::Lossless {
+    if options.mode != RecordMode::Lossless || options.memory_bytes == 0 {
         return Ok(None);
     }
     let buffer = options.buffer_events.clamp(16, 1 << 40).next_power_of_two();

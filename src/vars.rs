@@ -133,7 +133,7 @@ pub(crate) const VARIABLES: &[Variable] = &[
     Variable {
         name: "FNTRACE_MEMORY",
         meaning: "lossless recording: what the threads' buffers may hold together, a size \
-                  (256M, the default; at least FNTRACE_BUFFER): a thread whose buffer is full \
+                  (at least FNTRACE_BUFFER; unset: no budget, each thread its buffer): a thread whose buffer is full \
                   takes more of it, and waits for the writer only when none is left",
         check: |v| ok(parse_memory_bytes(v)),
         passed_on: true,

@@ -46,7 +46,8 @@
 //! - `FNTRACE_BUFFER=SIZE`: with `FNTRACE_OUTPUT`, each thread's buffer
 //!   (`4M`, bytes; 16 bytes an event, rounded up to a power of two);
 //! - `FNTRACE_MEMORY=SIZE`: with `FNTRACE_OUTPUT`, lossless mode, what the
-//!   threads' buffers may hold together (`256M`; at least a buffer); see
+//!   threads' buffers may hold together (`256M`; at least a buffer; unset:
+//!   no budget, each thread its buffer); see
 //!   [`RecordOptions::memory_bytes`];
 //!
 //! and `FNTRACE_PATCH`, `FNTRACE_PATCH_PRIORITY` and `FNTRACE_TEXT_WRITES`

@@ -107,7 +107,10 @@ pub struct RecordArgs {
     /// K, M or G; at least one --buffer). A thread whose buffer is full
     /// takes more of it, half a buffer at a time, and waits for the writer
     /// only when none is left; what it holds beyond its buffer goes back
-    /// as the writer catches up. Default 256M.
+    /// as the writer catches up. Default: no budget, each thread its
+    /// buffer (a budget spares bursts every wait, but a program writing
+    /// without pause, faster than the writer, runs 10-20 % slower with
+    /// one: docs/memory-budget-2026-11-26.md).
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
     pub memory: Option<u64>,
     /// Run the program even if its executable has no instrumented
@@ -223,10 +226,8 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
     Ok(exit_code_of(status))
 }
 
-/// The default of `--buffer` and `--memory` (the runtime's
-/// `DEFAULT_RECORD_BUFFER_EVENTS` and `DEFAULT_RECORD_MEMORY_BYTES`).
+/// The default of `--buffer` (the runtime's `DEFAULT_RECORD_BUFFER_EVENTS`).
 const DEFAULT_BUFFER: u64 = 4 << 20;
-const DEFAULT_MEMORY: u64 = 256 << 20;
 
 /// Refuses a `--memory` smaller than one buffer (`--buffer`, rounded up
 /// to a power of two of 16-byte events as the runtime does) in lossless
@@ -239,7 +240,9 @@ fn check_memory(args: &RecordArgs) -> Result<(), String> {
         .clamp(16, 1 << 40)
         .next_power_of_two()
         * 16;
-    let memory = args.memory.unwrap_or(DEFAULT_MEMORY);
+    let Some(memory) = args.memory else {
+        return Ok(());
+    };
     if memory < buffer {
         return Err(format!(
             "--memory {memory} is smaller than one thread's buffer ({buffer} bytes: --buffer, \
