@@ -88,7 +88,15 @@ const N: u64 = 100_000;
 /// recorder noted and its summary.
 fn record_burst(fntrace: &Path, program: &Path, data: &Path, memory: &str) -> (u64, String) {
     let output = Command::new(fntrace)
-        .args(["record", "--no-libcall", "--buffer", "64K", "--memory", memory, "-o"])
+        .args([
+            "record",
+            "--no-libcall",
+            "--buffer",
+            "64K",
+            "--memory",
+            memory,
+            "-o",
+        ])
         .arg(data)
         .arg("--")
         .arg(program)

@@ -72,8 +72,7 @@
 
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 
-use super::memory::PAGE;
-use super::{Ring, Room};
+use super::{Ring, Room, PAGE};
 
 /// The budget's counters (in events; bytes are events × the event size).
 pub(super) struct Budget {

@@ -8,10 +8,7 @@ use std::sync::atomic::Ordering;
 use crate::sys;
 
 use super::budget::Budget;
-use super::{Ring, RingPool, EXITED, FREE, OWNED, RESERVED, WARM_FREE_RINGS};
-
-/// The page size (x86-64 Linux, the only target).
-pub(super) const PAGE: usize = 4096;
+use super::{Ring, RingPool, EXITED, FREE, OWNED, PAGE, RESERVED, WARM_FREE_RINGS};
 
 /// Events whose slots the reader makes present ahead of an owner's head
 /// at least, after each drain (64 KiB of 16-byte events).
