@@ -17,8 +17,6 @@ use std::process::Command;
 use std::time::Instant;
 
 use common::native::{self, repo};
-use fntrace_tools::export::UftraceReader;
-use fntrace_tools::{EventKind, EventSource};
 
 /// Worker threads, and `lossless_top` calls each makes: 2 × 2M × 13 + 3
 /// calls, ≥ 50M as issue 22 asks, in about a second untraced.
@@ -53,36 +51,6 @@ fn build_program(dir: &Path) -> PathBuf {
     program
 }
 
-/// Entries and exits per function of the directory, and the events its
-/// lost records say were lost, over all threads.
-fn counts(dir: &Path) -> (BTreeMap<String, (u64, u64)>, u64) {
-    let reader =
-        UftraceReader::open(dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
-    let mut by_address: BTreeMap<usize, (u64, u64)> = BTreeMap::new();
-    let mut lost = 0;
-    for index in 0..reader.threads().len() {
-        let ((), thread_lost) = reader
-            .read_thread(index, |events| {
-                for event in events {
-                    let count = by_address.entry(event.function).or_default();
-                    match event.kind {
-                        EventKind::Entry => count.0 += 1,
-                        EventKind::Exit => count.1 += 1,
-                    }
-                }
-            })
-            .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
-        lost += thread_lost;
-    }
-    let mut by_name: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    for (function, (entries, exits)) in by_address {
-        let count = by_name.entry(reader.name_of(function)).or_default();
-        count.0 += entries;
-        count.1 += exits;
-    }
-    (by_name, lost)
-}
-
 #[test]
 fn cpu_bound_threads_lose_no_call_by_default() {
     native::build_libraries();
@@ -115,7 +83,7 @@ fn cpu_bound_threads_lose_no_call_by_default() {
     );
 
     let start = Instant::now();
-    let (counts, lost) = counts(&data);
+    let (counts, lost) = common::streamed_counts(&data);
     eprintln!(
         "recorded in {recorded_in:.1?}, read in {:.1?}; fntrace record said: {}",
         start.elapsed(),

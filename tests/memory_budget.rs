@@ -24,8 +24,7 @@ use std::sync::{Arc, Mutex};
 
 use common::native::{self, repo};
 use fntrace::{Filter, RecordOptions, GRAPH_TRACER};
-use fntrace_tools::export::{recorder_notes, UftraceReader};
-use fntrace_tools::{EventKind, EventSource};
+use fntrace_tools::export::recorder_notes;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -36,36 +35,6 @@ impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
-}
-
-/// Entries and exits per function of the directory, and the events its
-/// lost records say were lost, read thread by thread (streaming).
-fn counts(dir: &Path) -> (BTreeMap<String, (u64, u64)>, u64) {
-    let reader =
-        UftraceReader::open(dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
-    let mut by_address: BTreeMap<usize, (u64, u64)> = BTreeMap::new();
-    let mut lost = 0;
-    for index in 0..reader.threads().len() {
-        let ((), thread_lost) = reader
-            .read_thread(index, |events| {
-                for event in events {
-                    let count = by_address.entry(event.function).or_default();
-                    match event.kind {
-                        EventKind::Entry => count.0 += 1,
-                        EventKind::Exit => count.1 += 1,
-                    }
-                }
-            })
-            .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
-        lost += thread_lost;
-    }
-    let mut by_name: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    for (function, (entries, exits)) in by_address {
-        let count = by_name.entry(reader.name_of(function)).or_default();
-        count.0 += entries;
-        count.1 += exits;
-    }
-    (by_name, lost)
 }
 
 /// The sum of `key` over the directory's recorder notes (one per session).
@@ -113,7 +82,7 @@ fn record_burst(fntrace: &Path, program: &Path, data: &Path, memory: &str) -> (u
         format!("calls {calls}"),
         "the program's own count"
     );
-    let (counts, lost) = counts(data);
+    let (counts, lost) = common::streamed_counts(data);
     assert_eq!(lost, 0, "--memory {memory}: {stderr}");
     assert_eq!(note_sum(data, "lost"), 0, "--memory {memory}: {stderr}");
     let expected: BTreeMap<String, (u64, u64)> = [
@@ -262,7 +231,7 @@ fn check_resident(BUFFER_EVENTS: usize, MEMORY: usize, RUN: i64) {
 
     let calls = THREADS as u64 * ROUNDS as u64 * (1 + 5 * RUN as u64);
     assert_eq!((report.events, report.lost), (2 * calls, 0), "{report:?}");
-    let (counts, lost) = counts(&dir.0);
+    let (counts, lost) = common::streamed_counts(&dir.0);
     assert_eq!(lost, 0);
     let runs = THREADS as u64 * ROUNDS as u64;
     assert_eq!(counts["pie_run"], (runs, runs));
@@ -376,7 +345,7 @@ fn buffers_whose_writer_keeps_up_stay_in_their_first_pages() {
 
     let calls = THREADS as u64 * ROUNDS as u64 * (1 + 5 * RUN as u64);
     assert_eq!((report.events, report.lost), (2 * calls, 0), "{report:?}");
-    let (counts, lost) = counts(&dir.0);
+    let (counts, lost) = common::streamed_counts(&dir.0);
     assert_eq!(lost, 0);
     let runs = THREADS as u64 * ROUNDS as u64;
     assert_eq!(counts["pie_run"], (runs, runs));

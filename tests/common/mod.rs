@@ -757,3 +757,39 @@ pub fn record_patched(
 ) -> std::process::Output {
     record_bounded(base, dir, program, &["--no-libcall", "-P", glob])
 }
+
+/// Entries and exits per function of the recording `dir`, and the events
+/// its lost records say were lost, read thread by thread with
+/// [`fntrace_tools::export::UftraceReader`] (streaming: recordings of 100M
+/// events and more).
+#[allow(dead_code)]
+pub fn streamed_counts(
+    dir: &std::path::Path,
+) -> (std::collections::BTreeMap<String, (u64, u64)>, u64) {
+    use fntrace_tools::{EventKind, EventSource};
+    let reader = fntrace_tools::export::UftraceReader::open(dir)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
+    let mut by_address: std::collections::BTreeMap<usize, (u64, u64)> = Default::default();
+    let mut lost = 0;
+    for index in 0..reader.threads().len() {
+        let ((), thread_lost) = reader
+            .read_thread(index, |events| {
+                for event in events {
+                    let count = by_address.entry(event.function).or_default();
+                    match event.kind {
+                        EventKind::Entry => count.0 += 1,
+                        EventKind::Exit => count.1 += 1,
+                    }
+                }
+            })
+            .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
+        lost += thread_lost;
+    }
+    let mut by_name: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+    for (function, (entries, exits)) in by_address {
+        let count = by_name.entry(reader.name_of(function)).or_default();
+        count.0 += entries;
+        count.1 += exits;
+    }
+    (by_name, lost)
+}
