@@ -229,17 +229,7 @@ fn check_resident(BUFFER_EVENTS: usize, MEMORY: usize, RUN: i64) {
     sampler.join().unwrap();
     let report = recording.stop().unwrap();
 
-    let calls = THREADS as u64 * ROUNDS as u64 * (1 + 5 * RUN as u64);
-    assert_eq!((report.events, report.lost), (2 * calls, 0), "{report:?}");
-    let (counts, lost) = common::streamed_counts(&dir.0);
-    assert_eq!(lost, 0);
-    let runs = THREADS as u64 * ROUNDS as u64;
-    assert_eq!(counts["pie_run"], (runs, runs));
-    assert_eq!(counts["pie_mid"], (runs * RUN as u64, runs * RUN as u64));
-    assert_eq!(
-        counts["pie_leaf"],
-        (4 * runs * RUN as u64, 4 * runs * RUN as u64)
-    );
+    let calls = assert_paced_runs_recorded(&report, &dir.0, (THREADS, ROUNDS, RUN));
 
     // Per thread: what it held (twice its peak: pages made present ahead
     // for what it held at the previous drain stay until written), one
@@ -343,17 +333,7 @@ fn buffers_whose_writer_keeps_up_stay_in_their_first_pages() {
     sampler.join().unwrap();
     let report = recording.stop().unwrap();
 
-    let calls = THREADS as u64 * ROUNDS as u64 * (1 + 5 * RUN as u64);
-    assert_eq!((report.events, report.lost), (2 * calls, 0), "{report:?}");
-    let (counts, lost) = common::streamed_counts(&dir.0);
-    assert_eq!(lost, 0);
-    let runs = THREADS as u64 * ROUNDS as u64;
-    assert_eq!(counts["pie_run"], (runs, runs));
-    assert_eq!(counts["pie_mid"], (runs * RUN as u64, runs * RUN as u64));
-    assert_eq!(
-        counts["pie_leaf"],
-        (4 * runs * RUN as u64, 4 * runs * RUN as u64)
-    );
+    let calls = assert_paced_runs_recorded(&report, &dir.0, (THREADS, ROUNDS, RUN));
 
     let buffer = BUFFER_EVENTS * 16;
     let written = 2 * calls as usize * 16;
@@ -382,4 +362,26 @@ fn buffers_whose_writer_keeps_up_stay_in_their_first_pages() {
         faults < (pages_written / 4) as i64,
         "{faults} minor faults for {pages_written} pages written"
     );
+}
+
+/// The calls of `common::paced_c_runs(threads, rounds, run)`, each
+/// recorded exactly: `report`'s events, and the functions' entries and
+/// exits read back from `dir`; 0 lost. Returns the calls.
+fn assert_paced_runs_recorded(
+    report: &fntrace::RecordReport,
+    dir: &Path,
+    (threads, rounds, run): (usize, i64, i64),
+) -> u64 {
+    let calls = threads as u64 * rounds as u64 * (1 + 5 * run as u64);
+    assert_eq!((report.events, report.lost), (2 * calls, 0), "{report:?}");
+    let (counts, lost) = common::streamed_counts(dir);
+    assert_eq!(lost, 0);
+    let runs = threads as u64 * rounds as u64;
+    assert_eq!(counts["pie_run"], (runs, runs));
+    assert_eq!(counts["pie_mid"], (runs * run as u64, runs * run as u64));
+    assert_eq!(
+        counts["pie_leaf"],
+        (4 * runs * run as u64, 4 * runs * run as u64)
+    );
+    calls
 }
