@@ -456,6 +456,13 @@ pub(crate) fn resolve_functions(index: &SymbolIndex) {
 
 /// fntrace's own functions are never traced: it would only measure itself.
 pub(crate) fn exclusion_flag(mangled: &str) -> u32 {
+    // Every mangling (Rust legacy and v0, C++) spells a path's identifiers
+    // out at least once, so a name without `fntrace` or `_Unwind_` is not
+    // fntrace's: most functions are settled without demangling (which cost
+    // a large program's start-up tens of milliseconds).
+    if !mangled.contains("fntrace") && !mangled.contains("_Unwind_") {
+        return 0;
+    }
     let name = symbols::demangle(mangled);
     // Also generic code instantiated for fntrace's types (drop glue, ...),
     // and fntrace's wrappers of libgcc's unwinder entry points (libgcc's
@@ -528,6 +535,34 @@ impl SiteInfo {
             lazily_found: site.has_flag(flag::LAZY),
             excluded: site.has_flag(flag::EXCLUDED),
             patchable_entry: site.has_flag(flag::PATCHABLE),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{exclusion_flag, flag};
+
+    #[test]
+    fn fntrace_s_own_functions_are_excluded_whatever_their_mangling() {
+        for own in [
+            "_ZN7fntrace6record11exclusively17h12fa65fb4b612cf3E",
+            // Generic code instantiated for fntrace's types.
+            "_ZN4core3ptr104drop_in_place$LT$alloc..vec..Vec$LT$alloc..sync..Arc$LT$fntrace..\
+             symbols..opened..SeenObject$GT$$GT$$GT$17h3ec53485162561f5E",
+            "_RNvNtCs1234_7fntrace6record5start",
+            "fntrace_graph_mcount",
+            "_Unwind_RaiseException",
+        ] {
+            assert_eq!(exclusion_flag(own), flag::EXCLUDED, "{own}");
+        }
+        for other in [
+            "_ZN4core3fmt5write17h0123456789abcdefE",
+            "_RNvNtCs1234_5serde2de5visit",
+            "my_fntrace_helper",
+            "main",
+        ] {
+            assert_eq!(exclusion_flag(other), 0, "{other}");
         }
     }
 }

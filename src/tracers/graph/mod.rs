@@ -452,11 +452,13 @@ pub(crate) fn describe(threads: Vec<ThreadTrace>) -> Trace {
     describe_functions(threads, functions)
 }
 
-/// A [`Trace`] with no events that describes the process and names every
-/// function with a known call site: the header of a streamed recording.
-/// In a forked child (`forked`), the functions are named from the index
-/// inherited from the parent, without asking the loader
-/// ([`symbols::inherited`]).
+/// A [`Trace`] with no events that describes the process and gives every
+/// function with a known call site its ELF name: the header of a streamed
+/// recording, which writes ELF names alone (its `.sym` files), so none is
+/// demangled here (a large Rust program's start-up spent tens of
+/// milliseconds on it). In a forked child (`forked`), the functions are
+/// named from the index inherited from the parent, without asking the
+/// loader ([`symbols::inherited`]).
 pub(crate) fn describe_process(forked: bool) -> Trace {
     let functions = crate::sites::SITES
         .iter()
@@ -468,29 +470,33 @@ pub(crate) fn describe_process(forked: bool) -> Trace {
     } else {
         symbols::current()
     };
-    describe_functions_with(&index, Vec::new(), functions)
+    describe_functions_with(&index, Vec::new(), functions, false)
 }
 
 /// Names `functions` and adds the process's description: a [`Trace`] of
 /// `threads`.
 pub(crate) fn describe_functions(threads: Vec<ThreadTrace>, functions: HashSet<usize>) -> Trace {
-    describe_functions_with(&symbols::current(), threads, functions)
+    describe_functions_with(&symbols::current(), threads, functions, true)
 }
 
-/// [`describe_functions`] with the names from `index`.
+/// [`describe_functions`] with the names from `index`; the readable ones
+/// only if `readable`.
 fn describe_functions_with(
     index: &symbols::SymbolIndex,
     threads: Vec<ThreadTrace>,
     functions: HashSet<usize>,
+    readable: bool,
 ) -> Trace {
     // Both forms: readable names for fntrace's reports, ELF names for
     // uftrace's `.sym` files (uftrace demangles them itself).
-    let mut names = HashMap::with_capacity(functions.len());
+    let mut names = HashMap::with_capacity(if readable { functions.len() } else { 0 });
     let mut raw = HashMap::with_capacity(functions.len());
     for f in functions {
         // A library unloaded since is named too (`symbols::opened`).
         if let Some(name) = symbols::function_name_at(index, f) {
-            names.insert(f, symbols::demangle(&name));
+            if readable {
+                names.insert(f, symbols::demangle(&name));
+            }
             raw.insert(f, name.into_string());
         }
     }

@@ -48,18 +48,21 @@ pub fn instrumentation_of(program: &OsStr) -> Result<Instrumentation, String> {
     let Ok(file) = object::File::parse(&cache) else {
         return Ok(Instrumentation::Unknown);
     };
-    let symbols = file.symbols().chain(file.dynamic_symbols());
-    for symbol in symbols {
-        if let Some(name) = symbol.name().ok().filter(|n| SITE_SYMBOLS.contains(n)) {
-            return Ok(Instrumentation::Found(name.to_string()));
-        }
-    }
-    // Imports of a dynamic executable (an undefined `mcount`) are in its
-    // dynamic symbols, read above; a stripped static one keeps sections.
-    for section in file.sections() {
-        if let Some(name) = section.name().ok().filter(|n| SITE_SECTIONS.contains(n)) {
-            return Ok(Instrumentation::Found(name.to_string()));
-        }
+    // Cheapest first: a dynamic executable imports `mcount` (its dynamic
+    // symbols, a few hundred), a `-mrecord-mcount` or patchable build has
+    // a section; only then the full symbol table (tens of thousands of
+    // names in a large program, each a read here), for static ones.
+    let named = |name: Result<&str, object::Error>, among: &[&str]| {
+        name.ok()
+            .filter(|n| among.contains(n))
+            .map(|n| Instrumentation::Found(n.to_string()))
+    };
+    let found = (file.dynamic_symbols())
+        .find_map(|symbol| named(symbol.name(), &SITE_SYMBOLS))
+        .or_else(|| (file.sections()).find_map(|section| named(section.name(), &SITE_SECTIONS)))
+        .or_else(|| (file.symbols()).find_map(|symbol| named(symbol.name(), &SITE_SYMBOLS)));
+    if let Some(found) = found {
+        return Ok(found);
     }
     Ok(Instrumentation::None(path))
 }

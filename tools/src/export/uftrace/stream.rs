@@ -101,6 +101,11 @@ pub struct UftraceStream {
     open_files: Vec<u32>,
     /// Whether `fntrace.txt` misses records added for consistency.
     session_files_stale: bool,
+    /// Whether the map and `.sym` files are still to be written (at the
+    /// first flush: naming every function of a large program takes tens of
+    /// milliseconds, which a recorder's writer thread spends, not the
+    /// program's start-up).
+    modules_pending: bool,
     /// Whether this session joined a directory other sessions write.
     joined: bool,
     /// The parent process, if this session is a forked child's.
@@ -127,7 +132,9 @@ impl UftraceStream {
     /// be writable by this user only, as for
     /// [`write_uftrace_dir`](super::write_uftrace_dir)) for the process
     /// `header` describes; `start_ns` is the session's start
-    /// (no event may be older). Writes every file but the threads' records.
+    /// (no event may be older). Writes the session files (`info`,
+    /// `task.txt`); the map and `.sym` files come with the first
+    /// [`UftraceStream::flush`].
     pub fn create(dir: &Path, header: Trace, start_ns: u64) -> Result<Self, ExportError> {
         let dir = prepare_dir(dir)?;
         Self::start_session(dir, header, start_ns, false, None)
@@ -196,6 +203,7 @@ impl UftraceStream {
             unlisted: Vec::new(),
             open_files: Vec::new(),
             session_files_stale: false,
+            modules_pending: true,
             listed_at: Instant::now(),
             session_writes: 0,
             joined,
@@ -203,16 +211,15 @@ impl UftraceStream {
             recorder_note: None,
             dlopens: Vec::new(),
         };
-        stream.write_modules()?;
         stream.write_session_files()?;
         Ok(stream)
     }
 
     /// The map file and a `.sym` file per module, for every function of
-    /// the header; none for a forked child, which runs in its parent's
-    /// session.
-    fn write_modules(&self) -> Result<(), ExportError> {
-        if self.forked_from.is_some() {
+    /// the header, once; none for a forked child, which runs in its
+    /// parent's session.
+    fn write_modules(&mut self) -> Result<(), ExportError> {
+        if !std::mem::take(&mut self.modules_pending) || self.forked_from.is_some() {
             return Ok(());
         }
         let mut functions: Vec<usize> = self
@@ -516,11 +523,13 @@ impl UftraceStream {
         Ok(())
     }
 
-    /// Lists the threads that appeared since the last call (rewriting the
+    /// Writes the map and `.sym` files the first time; lists the threads
+    /// that appeared since the last call (rewriting the
     /// session files), then writes their held records; closes the files of
     /// threads that did not append since the previous call. Call after each
     /// batch of [`UftraceStream::append`]s.
     pub fn flush(&mut self) -> Result<(), ExportError> {
+        self.write_modules()?;
         // A thread that appended since the last flush keeps its file open
         // for the next batch (a busy thread's file is not opened again 100
         // times a second); the others' files are closed, and all of them
