@@ -100,7 +100,8 @@ pub struct RecordArgs {
     #[arg(long, value_name = "MODE", default_value = "lossless", value_parser = ["lossless", "drop"])]
     pub mode: String,
     /// Each thread's buffer, in bytes (suffix K, M or G; 16 bytes an
-    /// event, rounded up to a power of two). Default 4M (262,144 events).
+    /// event, rounded up to a power of two). Default 16M (1,048,576
+    /// events; a linked service's recordings default to 4M).
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
     pub buffer: Option<u64>,
     /// Lossless mode: what the threads' buffers may hold together (suffix
@@ -210,9 +211,10 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
         None => command.env_remove("FNTRACE_FLIGHT"),
     };
     command.env("FNTRACE_MODE", &args.mode);
-    match args.buffer {
-        Some(bytes) => command.env("FNTRACE_BUFFER", bytes.to_string()),
-        None => command.env_remove("FNTRACE_BUFFER"),
+    match (args.buffer, &args.flight) {
+        (Some(bytes), _) => command.env("FNTRACE_BUFFER", bytes.to_string()),
+        (None, None) => command.env("FNTRACE_BUFFER", DEFAULT_BUFFER.to_string()),
+        (None, Some(_)) => command.env_remove("FNTRACE_BUFFER"),
     };
     match args.memory {
         Some(bytes) => command.env("FNTRACE_MEMORY", bytes.to_string()),
@@ -226,8 +228,14 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
     Ok(exit_code_of(status))
 }
 
-/// The default of `--buffer` (the runtime's `DEFAULT_RECORD_BUFFER_EVENTS`).
-const DEFAULT_BUFFER: u64 = 4 << 20;
+/// The default of `--buffer`: four times the runtime's default
+/// (`DEFAULT_RECORD_BUFFER_EVENTS`), for a program run to be recorded
+/// whole rather than a service's threads. A CPU-bound thread fills 4 MiB
+/// in 6 ms, about what the writer takes to drain half of it, and waited
+/// for it every few drains: recorded with 16 MiB, Lua's `work.lua` took
+/// 3.6-4.0 s against 4.2 s (8 MiB: 4.0-4.2 s; 32 MiB: 3.9-4.0 s, 64 MiB:
+/// 4.2-4.3 s, each thread's buffer then no longer in the caches).
+const DEFAULT_BUFFER: u64 = 16 << 20;
 
 /// Refuses a `--memory` smaller than one buffer (`--buffer`, rounded up
 /// to a power of two of 16-byte events as the runtime does) in lossless
@@ -503,10 +511,13 @@ fn summarize(dir: &Path) {
         bytes as f64 / 1e6
     );
     if waits > 0 {
+        let full = match memory {
+            Some(1..) => "the buffers held all of --memory",
+            _ => "a thread's buffer (--buffer) was full",
+        };
         eprintln!(
             "fntrace record: threads waited for the writer {waits} times, {:.3} s in all \
-             (lossless: the buffers held all of --memory; the program ran at the writer's pace \
-             then)",
+             (lossless: {full}; the program ran at the writer's pace then)",
             wait_ns as f64 / 1e9
         );
     } else if !notes.is_empty() {
