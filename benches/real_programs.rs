@@ -6,7 +6,8 @@
 //! - the Lua 5.4 interpreter (the sources of the crates.io package
 //!   `lua-src`, with `benches/lua/main.c` for its `lua.c`, which the package
 //!   does not ship), built `gcc -O2 -pg` and `gcc -O2 -pg -mfentry`
-//!   (`-DLUA_USE_LINUX`, `-Dluai_makeseed(L)=0u`: a fixed string-hash seed),
+//!   (`-DLUA_USE_LINUX`, `-Dluai_makeseed(L)=0u`: a fixed string-hash seed;
+//!   `-DSTRCACHE_N=1 -DSTRCACHE_M=1`: a string cache not indexed by address),
 //!   running `benches/lua/work.lua` (recursion, closures, a table sort with
 //!   a comparator, `string.format`, `gsub`, `gmatch`), all under
 //!   `setarch -R` (no address randomisation: tables keyed by address hash
