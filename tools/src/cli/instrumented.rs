@@ -122,6 +122,42 @@ mod tests {
         assert_eq!(found, Ok(Instrumentation::Unknown));
     }
 
+    /// Both places `mcount` is found: a dynamic `-pg` executable's imports
+    /// (its dynamic symbols, read first) and, in a static one, the full
+    /// symbol table (read last).
+    #[test]
+    fn mcount_is_found_in_dynamic_and_static_executables() {
+        let dir = std::env::temp_dir().join(format!("fntrace-mcount-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let source = dir.join("f.c");
+        std::fs::write(
+            &source,
+            "int f(int x) { return x + 1; }\nint main(void) { return f(-1); }\n",
+        )
+        .unwrap();
+        let found = |flags: &[&str], name: &str| {
+            let binary = dir.join(name);
+            let status = std::process::Command::new("gcc")
+                .arg("-pg")
+                .args(flags)
+                .arg(&source)
+                .arg("-o")
+                .arg(&binary)
+                .status()
+                .expect("running gcc");
+            assert!(status.success(), "gcc -pg {flags:?}");
+            instrumentation_of(binary.as_os_str()).unwrap()
+        };
+        let dynamic = found(&[], "dynamic");
+        let fully_static = found(&["-static"], "static");
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(dynamic, Instrumentation::Found("mcount".into()));
+        let Instrumentation::Found(name) = fully_static else {
+            panic!("{fully_static:?}");
+        };
+        assert!(SITE_SYMBOLS.contains(&name.as_str()), "{name}");
+    }
+
     #[test]
     fn a_missing_program_is_named() {
         let err = instrumentation_of(OsStr::new("fntrace-no-such-program")).unwrap_err();
