@@ -618,8 +618,10 @@ enum Slot {
     Idle,
     Graph,
     Recording(Instant),
-    /// Until when, and the directory of its trigger snapshots.
-    Flight(Instant, PathBuf),
+    /// Until when, the directory of its trigger snapshots, and whether a
+    /// snapshot was taken (one is before it stops, however slowly the
+    /// requests came back: CI once saw a run take none).
+    Flight(Instant, PathBuf, bool),
 }
 
 /// The driver of one service.
@@ -737,7 +739,7 @@ impl Driver<'_> {
                     match started {
                         Some(_) => {
                             self.request("flight trigger", "flight trigger chaos_slow>2ms");
-                            Slot::Flight(until, dir)
+                            Slot::Flight(until, dir, false)
                         }
                         None => Slot::Idle,
                     }
@@ -771,11 +773,11 @@ impl Driver<'_> {
                 self.stop_recording();
                 Slot::Idle
             }
-            Slot::Flight(until, dir) if now >= until => {
+            Slot::Flight(until, dir, true) if now >= until => {
                 self.stop_flight(&dir);
                 Slot::Idle
             }
-            Slot::Flight(until, flight_dir) => {
+            Slot::Flight(until, flight_dir, _) => {
                 let dir = self.fresh_dir("snapshot");
                 if self
                     .request("snapshot", &format!("snapshot {}", dir.display()))
@@ -783,7 +785,7 @@ impl Driver<'_> {
                 {
                     self.read_and_remove("snapshot", &dir);
                 }
-                Slot::Flight(until, flight_dir)
+                Slot::Flight(until, flight_dir, true)
             }
             recording => recording,
         }
@@ -917,7 +919,7 @@ impl Driver<'_> {
     fn settle(&mut self, slot: Slot) {
         match slot {
             Slot::Recording(_) => self.stop_recording(),
-            Slot::Flight(_, dir) => self.stop_flight(&dir),
+            Slot::Flight(_, dir, _) => self.stop_flight(&dir),
             Slot::Graph => {
                 self.request("disable graph", "disable graph");
             }
