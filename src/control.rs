@@ -518,8 +518,9 @@ fn sync_listed_text(
         let current = SiteText::from_flags(flags);
         let mask = site.tracers.load(Ordering::Relaxed);
         // The fast entries take the return address from the usual slot,
-        // which holds the saved r10 at a nested function's fentry site.
-        let fast_call = (flags & flag::R10_SAVED == 0)
+        // which holds the saved r10 at a nested function's fentry site;
+        // and hook it, which a call that returns twice must not have.
+        let fast_call = (flags & (flag::R10_SAVED | flag::RETURNS_TWICE) == 0)
             .then(|| fast.for_mask(mask))
             .flatten()
             .and_then(|path| Some((path, SiteText::Fast(path).bytes(site, form, &fast)?)));

@@ -27,7 +27,7 @@ use common::native;
 
 use std::collections::HashMap;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 /// The program's output: l_main's result.
@@ -421,5 +421,108 @@ fn nested_library_calls_of_a_cpp_program_equal_uftraces() {
     assert_eq!(calls.get("shapes::Square::area"), Some(&2000), "{calls:?}");
     assert_eq!(calls.get("operator new"), Some(&7), "{calls:?}");
     assert_eq!(calls.get("malloc"), Some(&4), "{calls:?}");
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+/// `tests/c/setjmp.c` (gcc -pg) run with `args` under `fntrace record`
+/// and `uftrace record` (library calls on in both) in `base`: the
+/// program printed `result` each time; both directories.
+fn record_setjmp(base: &Path, args: &[&str], result: &str) -> (PathBuf, PathBuf) {
+    let program = base.join("setjmp");
+    if !program.exists() {
+        let source = native::repo().join("tests/c/setjmp.c");
+        let status = Command::new("gcc")
+            .args(["-pg", "-O1", "-o"])
+            .arg(&program)
+            .arg(&source)
+            .status()
+            .unwrap();
+        assert!(status.success(), "gcc {}", source.display());
+    }
+    let ours = base.join(format!("fntrace-{}.data", args.join("-")));
+    let theirs = base.join(format!("uftrace-{}.data", args.join("-")));
+    let mut fntrace = Command::new(native::cli_with_library());
+    fntrace
+        .arg("record")
+        .arg("-o")
+        .arg(&ours)
+        .arg(&program)
+        .args(args)
+        .env_remove("FNTRACE_LIB");
+    let mut uftrace = Command::new("uftrace");
+    uftrace
+        .args(["record", "--no-event", "--no-sched", "-d"])
+        .arg(&theirs)
+        .arg(&program)
+        .args(args);
+    for (mut command, dir) in [(fntrace, &ours), (uftrace, &theirs)] {
+        let child = command
+            .current_dir(base)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let output = common::bounded(child, dir, "recording tests/c/setjmp.c");
+        assert!(output.status.success(), "{}", native::stderr_of(&output));
+        assert_eq!(String::from_utf8_lossy(&output.stdout), result);
+    }
+    (ours, theirs)
+}
+
+/// `setjmp` (glibc's `_setjmp`, through the PLT) is recorded, as uftrace
+/// records it: without `longjmp`, every function's calls equal uftrace's,
+/// `_setjmp` included (Lua's protected calls are such calls).
+#[test]
+fn setjmp_is_recorded_as_uftrace_records_it() {
+    let base = common::temp_dir("libcalls-setjmp");
+    std::fs::create_dir_all(&base).unwrap();
+    let (ours, theirs) = record_setjmp(&base, &["20", "0"], "210\n");
+    let calls = same_calls(&ours, &theirs, "setjmp without longjmp");
+    assert_eq!(
+        calls,
+        common::call_table(&[
+            ("__monstartup", 1),
+            ("__cxa_atexit", 1),
+            ("main", 1),
+            ("strtol", 2),
+            ("sj_protected", 20),
+            ("_setjmp", 20),
+            ("sj_work", 20),
+            ("printf", 1),
+        ])
+    );
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+/// With `longjmp`, `setjmp` returns a second time, to where it saved its
+/// return address: fntrace never hooks that return (the call is reported
+/// whole at its entry), so the program runs on as untraced. Each call is
+/// counted once; uftrace counts the second returns as calls too, and drops
+/// the frames `longjmp` left, which fntrace ends where the next return
+/// finds them gone (docs/limits.md).
+#[test]
+fn setjmp_that_returns_twice_runs_on() {
+    let base = common::temp_dir("libcalls-longjmp");
+    std::fs::create_dir_all(&base).unwrap();
+    // Rounds 5, 10, 15 and 20 leave through longjmp: 1..20 less twice those.
+    let (ours, theirs) = record_setjmp(&base, &["20", "5"], "110\n");
+    let ours = common::completed_calls(&ours);
+    assert_eq!(
+        ours,
+        common::call_table(&[
+            ("__monstartup", 1),
+            ("__cxa_atexit", 1),
+            ("main", 1),
+            ("strtol", 2),
+            ("sj_protected", 20),
+            ("_setjmp", 20),
+            ("sj_work", 20),
+            ("printf", 1),
+        ])
+    );
+    let theirs = common::uftrace_calls(&theirs);
+    assert_eq!(theirs.get("_setjmp"), Some(&24), "{theirs:?}");
+    assert_eq!(theirs.get("sj_protected"), Some(&20), "{theirs:?}");
     std::fs::remove_dir_all(&base).unwrap();
 }

@@ -60,9 +60,10 @@ const PLT_ENTRY: usize = 16;
 const JMP_RIP: [u8; 2] = [0xff, 0x25];
 
 /// Imports left alone, and why: the profiling entry points (their calls
-/// are how sites are found), what returns twice or never (a hooked return
-/// would be wrong or never taken), what unwinds through its caller, and
-/// what uftrace itself skips.
+/// are how sites are found), what returns twice on one stack or never (a
+/// hooked return would be wrong or never taken), what unwinds through its
+/// caller, and what uftrace itself skips. The `setjmp` family
+/// ([`RETURNS_TWICE`]) is traced, its return left alone.
 const SKIPPED: &[(&str, &str)] = &[
     ("mcount", "a profiling entry point"),
     ("_mcount", "a profiling entry point"),
@@ -78,10 +79,6 @@ const SKIPPED: &[(&str, &str)] = &[
     ("__cxa_begin_catch", "unwinds through its caller"),
     ("__cxa_end_catch", "unwinds through its caller"),
     ("_Unwind_Resume", "unwinds through its caller"),
-    ("setjmp", "returns twice"),
-    ("_setjmp", "returns twice"),
-    ("sigsetjmp", "returns twice"),
-    ("__sigsetjmp", "returns twice"),
     ("vfork", "returns twice on one stack"),
     ("longjmp", "never returns"),
     ("_longjmp", "never returns"),
@@ -95,6 +92,13 @@ const SKIPPED: &[(&str, &str)] = &[
     ("__stack_chk_fail", "never returns"),
     ("__assert_fail", "never returns"),
 ];
+
+/// Imports that return twice (a second time when `longjmp` comes back to
+/// them): their sites never hook the return (the saved return address,
+/// the trampoline's then, would have no frame the second time); each call
+/// is reported whole at its entry, as a call of no duration (uftrace
+/// records them, and times the first return).
+const RETURNS_TWICE: &[&str] = &["setjmp", "_setjmp", "sigsetjmp", "__sigsetjmp"];
 
 /// Whose library calls [`hook`] traces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -443,7 +447,13 @@ fn hook_object(
             form: Some(SiteForm::CallRel32),
             kind: SiteKind::Fentry,
             original: patchable::direct_call(site),
-            extra_flags: flag::PATCHABLE | flag::ENTRY_STUB,
+            extra_flags: flag::PATCHABLE
+                | flag::ENTRY_STUB
+                | if RETURNS_TWICE.contains(&slot.name.as_str()) {
+                    flag::RETURNS_TWICE
+                } else {
+                    0
+                },
             tracers: 0,
         };
         match SITES.insert(site + NOP5.len(), &new) {

@@ -58,6 +58,8 @@ pub enum SiteKind {
 /// |      | tracer's, `tracer::PROFILE_FAST_PATH`), not path 0's (graph's) |
 /// | 15   | with bit 8: a thread is describing the entry anew ([`Site::revive`]) |
 /// | 16-23| that `XX`                                                      |
+/// | 24   | returns twice (`setjmp`): its return is never hooked, its call  |
+/// |      | reported whole at its entry (see `rt::entry`)                   |
 pub(crate) mod flag {
     pub const FORM_MASK: u32 = 0b11;
     pub const FENTRY: u32 = 1 << 2;
@@ -77,6 +79,7 @@ pub(crate) mod flag {
     /// Either raw state: no fntrace write reached the site yet.
     pub const RAW: u32 = RAW_ONE_BYTE_NOPS | RAW_NOPL;
     pub const RAW_NOPL_BYTE_SHIFT: u32 = 16;
+    pub const RETURNS_TWICE: u32 = 1 << 24;
 }
 
 /// The flags of a site as `new` describes it.
