@@ -470,6 +470,21 @@ fn record_setjmp(base: &Path, args: &[&str], result: &str) -> (PathBuf, PathBuf)
     (ours, theirs)
 }
 
+/// What `tests/c/setjmp.c 20 N` calls, each call counted once (its two
+/// `atoi`s are `strtol`s).
+fn setjmp_program_calls() -> HashMap<String, u64> {
+    common::call_table(&[
+        ("__monstartup", 1),
+        ("__cxa_atexit", 1),
+        ("main", 1),
+        ("strtol", 2),
+        ("sj_protected", 20),
+        ("_setjmp", 20),
+        ("sj_work", 20),
+        ("printf", 1),
+    ])
+}
+
 /// `setjmp` (glibc's `_setjmp`, through the PLT) is recorded, as uftrace
 /// records it: without `longjmp`, every function's calls equal uftrace's,
 /// `_setjmp` included (Lua's protected calls are such calls).
@@ -479,19 +494,7 @@ fn setjmp_is_recorded_as_uftrace_records_it() {
     std::fs::create_dir_all(&base).unwrap();
     let (ours, theirs) = record_setjmp(&base, &["20", "0"], "210\n");
     let calls = same_calls(&ours, &theirs, "setjmp without longjmp");
-    assert_eq!(
-        calls,
-        common::call_table(&[
-            ("__monstartup", 1),
-            ("__cxa_atexit", 1),
-            ("main", 1),
-            ("strtol", 2),
-            ("sj_protected", 20),
-            ("_setjmp", 20),
-            ("sj_work", 20),
-            ("printf", 1),
-        ])
-    );
+    assert_eq!(calls, setjmp_program_calls());
     std::fs::remove_dir_all(&base).unwrap();
 }
 
@@ -500,7 +503,7 @@ fn setjmp_is_recorded_as_uftrace_records_it() {
 /// whole at its entry), so the program runs on as untraced. Each call is
 /// counted once; uftrace counts the second returns as calls too, and drops
 /// the frames `longjmp` left, which fntrace ends where the next return
-/// finds them gone (docs/limits.md).
+/// finds them gone (docs/runtime-patching.md).
 #[test]
 fn setjmp_that_returns_twice_runs_on() {
     let base = common::temp_dir("libcalls-longjmp");
@@ -508,19 +511,7 @@ fn setjmp_that_returns_twice_runs_on() {
     // Rounds 5, 10, 15 and 20 leave through longjmp: 1..20 less twice those.
     let (ours, theirs) = record_setjmp(&base, &["20", "5"], "110\n");
     let ours = common::completed_calls(&ours);
-    assert_eq!(
-        ours,
-        common::call_table(&[
-            ("__monstartup", 1),
-            ("__cxa_atexit", 1),
-            ("main", 1),
-            ("strtol", 2),
-            ("sj_protected", 20),
-            ("_setjmp", 20),
-            ("sj_work", 20),
-            ("printf", 1),
-        ])
-    );
+    assert_eq!(ours, setjmp_program_calls());
     let theirs = common::uftrace_calls(&theirs);
     assert_eq!(theirs.get("_setjmp"), Some(&24), "{theirs:?}");
     assert_eq!(theirs.get("sj_protected"), Some(&20), "{theirs:?}");

@@ -103,21 +103,11 @@ unsafe fn dispatch(site: &sites::Site, wanted: u64, parent_slot: *mut usize, reg
     let site_return = site.return_address();
     let slot = parent_slot as usize;
     let exit_tracers = wanted & tracer::exit_mask();
-    if site.has_flag(sites::flag::RETURNS_TWICE) {
-        // SAFETY: forwarded from this function's contract.
-        unsafe {
-            report_whole(
-                site_return,
-                function,
-                exit_tracers,
-                wanted,
-                parent_slot,
-                regs,
-                now,
-            )
-        };
-        return;
-    }
+    // A call that returns twice (`setjmp`: again when `longjmp` comes
+    // back to it) is reported whole here, and its return left alone:
+    // hooked, the return address `setjmp` saves would be the trampoline's,
+    // with no frame for the second return.
+    let returns_twice = site.has_flag(sites::flag::RETURNS_TWICE);
     // SAFETY: the trampoline passes the slot holding the traced function's
     // return address, on this thread's stack.
     let real_return = unsafe { *parent_slot };
@@ -137,6 +127,14 @@ unsafe fn dispatch(site: &sites::Site, wanted: u64, parent_slot: *mut usize, reg
     // `Option<Result<..>>` had it copied as words over a byte store (the
     // `bool`), a failed store-to-load forwarding that cost ≈ 5 % of a
     // profiled call.
+    let frame = Frame {
+        slot,
+        real_return,
+        site: site_return,
+        entry_ticks: now,
+        exit_tracers,
+        marks: 0,
+    };
     let mut depth = 0usize;
     let mut hooked = false;
     let mut tail_called_by: Option<usize> = None;
@@ -153,15 +151,7 @@ unsafe fn dispatch(site: &sites::Site, wanted: u64, parent_slot: *mut usize, reg
         }
         depth = stack.depth();
         tail_called_by = caller;
-        let frame = Frame {
-            slot,
-            real_return,
-            site: site_return,
-            entry_ticks: now,
-            exit_tracers,
-            marks: 0,
-        };
-        hooked = exit_tracers != 0 && stack.push(frame);
+        hooked = exit_tracers != 0 && !returns_twice && stack.push(frame);
         None
     };
     let mut outcome = if exit_tracers != 0 {
@@ -196,70 +186,18 @@ unsafe fn dispatch(site: &sites::Site, wanted: u64, parent_slot: *mut usize, reg
         site_return,
         depth,
         time_ticks: now,
-        exit_hooked: hooked,
+        // A call that returns twice has its exit reported below.
+        exit_hooked: hooked || (returns_twice && exit_tracers != 0),
         // SAFETY: the save area lives on the trampoline's frame for this call.
         regs: unsafe { &*regs },
     };
     for_each_tracer(wanted, |tracer| tracer.entry(&call));
-}
-
-/// A call that returns twice (`setjmp`: again when `longjmp` comes back
-/// to it) is reported whole at its entry, and its return is left alone: hooked, the return address `setjmp` saves
-/// would be the trampoline's, with no frame for the second return. Its
-/// depth is the caller's plus one, as for any call; nothing is pushed.
-///
-/// # Safety
-/// As [`dispatch`].
-unsafe fn report_whole(
-    site_return: usize,
-    function: usize,
-    exit_tracers: u64,
-    wanted: u64,
-    parent_slot: *mut usize,
-    regs: *mut SavedRegs,
-    now: u64,
-) {
-    // Frames below this call's are gone (longjmp), as for any entry.
-    let slot = parent_slot as usize;
-    let mut depth = 0;
-    let mut step = |stack: &mut ShadowStack| -> Option<Gone> {
-        stack.leave_other_stacks(slot);
-        let gone = stack.pop_dead_below(slot);
-        depth = stack.depth();
-        gone
-    };
-    let mut outcome = shadow::with_stack(&mut step);
-    while let Some(Some(gone)) = outcome {
-        report_gone(&gone, now);
-        outcome = shadow::with_stack(&mut step);
+    if returns_twice {
+        // Its exit when the entry's recording is done: a duration of
+        // fntrace's own work (tens of nanoseconds, as long as `setjmp`
+        // itself takes), not none, which uftrace's report shows blank.
+        report_exit(&frame, depth, clock::now_ticks(), false);
     }
-    // SAFETY: the slot holding the traced function's return address, on
-    // this thread's stack (the trampoline's contract).
-    let real_return = unsafe { *parent_slot };
-    let call = Call {
-        function,
-        parent: real_return,
-        site_return,
-        depth,
-        time_ticks: now,
-        // The exit is reported: tracers that record exits record the entry.
-        exit_hooked: exit_tracers != 0,
-        // SAFETY: the save area lives on the trampoline's frame for this call.
-        regs: unsafe { &*regs },
-    };
-    for_each_tracer(wanted, |tracer| tracer.entry(&call));
-    let frame = Frame {
-        slot,
-        real_return,
-        site: site_return,
-        entry_ticks: now,
-        exit_tracers,
-        marks: 0,
-    };
-    // The exit when the entry's recording is done: a duration of
-    // fntrace's own work (tens of nanoseconds, as long as `setjmp` itself
-    // takes), not none, which uftrace's report would show as a blank.
-    report_exit(&frame, depth, clock::now_ticks(), false);
 }
 
 /// Runs `f` for each tracer in `mask`; a panicking tracer is switched off.
