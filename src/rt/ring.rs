@@ -52,6 +52,7 @@ use std::sync::Mutex;
 use crate::sys;
 
 mod budget;
+mod drain;
 mod exits;
 mod making;
 mod memory;
@@ -278,69 +279,6 @@ impl<T: Copy> Ring<T> {
         // Before any event: the reader sees it once it sees the events
         // (they are published by a Release store of head).
         self.tid.store(tid, Ordering::Relaxed);
-    }
-
-    /// Copies the events before `head` (a value of `head` loaded with
-    /// Acquire) to `out`, a slice at a time (at most two: up to the end of
-    /// the ring, then from its start), then frees their slots. Callers
-    /// serialise readers.
-    /// Returns the events and the drops reported with them (a full ring's,
-    /// read before its slots are freed).
-    /// With `give_back`, the pages of the slots consumed go back to the
-    /// kernel (see `budget`), before the tail moves.
-    fn drain_to(&self, head: usize, give_back: bool, out: &mut dyn FnMut(&[T])) -> (usize, u64) {
-        // Acquire: the owner's early wrap moves the tail too (see `budget`).
-        let tail = self.tail.0.load(Ordering::Acquire);
-        let available = head.wrapping_sub(tail);
-        if available == 0 || available > self.capacity {
-            // Nothing to read; or the owner is wrapping its empty ring (it
-            // moved the tail on to the next lap, not yet its head: read
-            // before the wrap, `head` is behind the tail).
-            return (0, 0);
-        }
-        let start = tail & (self.capacity - 1);
-        let first = available.min(self.capacity - start);
-        for (from, len) in [(start, first), (0, available - first)] {
-            if len == 0 {
-                continue;
-            }
-            // SAFETY: slots in [tail, head) were published by the writer's
-            // Release store of head, and it will not overwrite them until
-            // tail moves past them; `from + len` stays inside the ring.
-            // UnsafeCell<T> has T's layout.
-            let run = unsafe { std::slice::from_raw_parts(self.slots.add(from).cast::<T>(), len) };
-            out(run);
-        }
-        // A ring full at `head` stays full (its head frozen there) until
-        // the tail moves: every drop counted now happened right after
-        // these events. Read once the tail has moved, a drop could come
-        // from a refill (a reader preempted between the two).
-        let drops = if available >= self.capacity {
-            self.take_unreported_drops()
-        } else {
-            0
-        };
-        if give_back {
-            self.give_back_consumed(tail, head);
-        }
-        // The owner moves the tail only when it equals the owner's head
-        // (an empty ring), and the owner's head is at least `head`, past
-        // `tail`: this cannot fail, the ring holding `[tail, head)`. A
-        // compare-and-swap all the same, so that it never undoes a wrap.
-        let moved = self
-            .tail
-            .0
-            .compare_exchange(tail, head, Ordering::AcqRel, Ordering::Relaxed);
-        debug_assert!(moved.is_ok(), "the tail moved under the reader");
-        (available, drops)
-    }
-
-    /// Drops counted since the previous call (see `drain_to` for where
-    /// they happened).
-    fn take_unreported_drops(&self) -> u64 {
-        let dropped = self.dropped.load(Ordering::Relaxed);
-        let reported = self.dropped_reported.swap(dropped, Ordering::Relaxed);
-        dropped.wrapping_sub(reported)
     }
 }
 
@@ -611,15 +549,21 @@ impl<T: Copy + Send + 'static> RingPool<T> {
             // (read before, a new owner of a reused ring could be missed).
             let (tid, name) = (ring.tid(), ring.name());
             let name = name.as_str();
-            let (_, drops_at_head) = ring.drain_to(head, lossless, &mut |events| {
-                out(&Batch {
-                    ring: index,
-                    tid,
-                    name,
-                    events,
-                    dropped_after: 0,
-                })
-            });
+            let (_, drops_at_head) = ring.drain_to(
+                head,
+                lossless,
+                &mut |events| {
+                    out(&Batch {
+                        ring: index,
+                        tid,
+                        name,
+                        events,
+                        dropped_after: 0,
+                    })
+                },
+                // A thread waiting for room re-checks its ring.
+                &mut || self.room.wake_waiters(),
+            );
             // Drops of a ring that was not full: made since its tail moved
             // (a few nanoseconds ago, unless this thread was preempted).
             let dropped_after = drops_at_head + ring.take_unreported_drops();

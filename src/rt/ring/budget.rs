@@ -520,12 +520,17 @@ mod tests {
             // The reader's part of a drain, up to 40 events short of the
             // owner's head, as if the owner wrote those meanwhile.
             let head = ring.head.0.load(Ordering::Acquire) - 40;
-            ring.drain_to(head, true, &mut |events| {
-                for event in events {
-                    assert_eq!(event[0], seen, "events out of order or lost");
-                    seen += 1;
-                }
-            });
+            ring.drain_to(
+                head,
+                true,
+                &mut |events| {
+                    for event in events {
+                        assert_eq!(event[0], seen, "events out of order or lost");
+                        seen += 1;
+                    }
+                },
+                &mut || {},
+            );
             ring.ask_wrap();
         }
         let head = ring.head.0.load(Ordering::Relaxed);

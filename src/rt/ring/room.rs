@@ -182,6 +182,15 @@ impl Room {
         futex_wake(&self.reader_wake, i32::MAX);
     }
 
+    /// While a drain frees a ring's slots: wakes the threads waiting for
+    /// room, if any (a waiter re-checks its ring and sleeps again on the
+    /// new drain count).
+    pub(super) fn wake_waiters(&self) {
+        if self.waiting.load(Ordering::SeqCst) != 0 {
+            self.drained();
+        }
+    }
+
     /// After a drain: wakes the threads waiting for room.
     pub(super) fn drained(&self) {
         self.drains.fetch_add(1, Ordering::SeqCst);
