@@ -180,6 +180,37 @@ fn resident() -> usize {
         .sum()
 }
 
+/// The most [`resident`] gave, sampled every millisecond from another
+/// thread until stopped.
+struct ResidentSampler {
+    done: Arc<AtomicBool>,
+    most: Arc<AtomicUsize>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl ResidentSampler {
+    fn start() -> Self {
+        let done = Arc::new(AtomicBool::new(false));
+        let most = Arc::new(AtomicUsize::new(0));
+        let thread = {
+            let (done, most) = (Arc::clone(&done), Arc::clone(&most));
+            std::thread::spawn(move || {
+                while !done.load(Ordering::Relaxed) {
+                    most.fetch_max(resident(), Ordering::Relaxed);
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            })
+        };
+        ResidentSampler { done, most, thread }
+    }
+
+    fn stop(self) -> usize {
+        self.done.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap();
+        self.most.load(Ordering::Relaxed)
+    }
+}
+
 #[test]
 fn buffers_reserved_for_the_budget_keep_about_what_they_hold_in_memory() {
     // 64 KiB buffers: pages given back 4 KiB at a time.
@@ -211,22 +242,11 @@ fn check_resident(BUFFER_EVENTS: usize, MEMORY: usize, RUN: i64) {
     let recording =
         fntrace::record_with("graph", &Filter::new().include("pie_*"), &dir.0, &options).unwrap();
     // Sampled every millisecond while the threads run.
-    let done = Arc::new(AtomicBool::new(false));
-    let most = Arc::new(AtomicUsize::new(0));
-    let sampler = {
-        let (done, most) = (Arc::clone(&done), Arc::clone(&most));
-        std::thread::spawn(move || {
-            while !done.load(Ordering::Relaxed) {
-                most.fetch_max(resident(), Ordering::Relaxed);
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
-        })
-    };
+    let sampler = ResidentSampler::start();
     // Paced bursts (a 1 ms sleep after each run): the writer keeps up, and
     // the threads hold little of the budget.
     common::paced_c_runs(THREADS, ROUNDS, RUN);
-    done.store(true, Ordering::Relaxed);
-    sampler.join().unwrap();
+    let most = sampler.stop();
     let report = recording.stop().unwrap();
 
     let calls = assert_paced_runs_recorded(&report, &dir.0, (THREADS, ROUNDS, RUN));
@@ -243,7 +263,6 @@ fn check_resident(BUFFER_EVENTS: usize, MEMORY: usize, RUN: i64) {
         + THREADS * (buffer + (64 << 10) + 2 * unit + 4096)
         + 2 * (256 << 10).max(unit);
     let written = 2 * calls as usize * 16;
-    let most = most.load(Ordering::Relaxed);
     eprintln!(
         "buffer {} KiB: {} MiB written by {THREADS} threads; peak held {} KiB of {} MiB; most resident {} KiB, \
          bound {} KiB; waits {}",
@@ -301,17 +320,7 @@ fn buffers_whose_writer_keeps_up_stay_in_their_first_pages() {
     };
     let recording =
         fntrace::record_with("graph", &Filter::new().include("pie_*"), &dir.0, &options).unwrap();
-    let done = Arc::new(AtomicBool::new(false));
-    let most = Arc::new(AtomicUsize::new(0));
-    let sampler = {
-        let (done, most) = (Arc::clone(&done), Arc::clone(&most));
-        std::thread::spawn(move || {
-            while !done.load(Ordering::Relaxed) {
-                most.fetch_max(resident(), Ordering::Relaxed);
-                std::thread::sleep(std::time::Duration::from_millis(1));
-            }
-        })
-    };
+    let sampler = ResidentSampler::start();
     let faults_before = minor_faults();
     // A 3 ms pause after each burst (a burst is ≈ 0.1 ms of the writer's
     // work): the writer keeps up even on a loaded machine.
@@ -329,8 +338,7 @@ fn buffers_whose_writer_keeps_up_stay_in_their_first_pages() {
         worker.join().unwrap();
     }
     let faults = minor_faults() - faults_before;
-    done.store(true, Ordering::Relaxed);
-    sampler.join().unwrap();
+    let most = sampler.stop();
     let report = recording.stop().unwrap();
 
     let calls = assert_paced_runs_recorded(&report, &dir.0, (THREADS, ROUNDS, RUN));
@@ -338,7 +346,6 @@ fn buffers_whose_writer_keeps_up_stay_in_their_first_pages() {
     let buffer = BUFFER_EVENTS * 16;
     let written = 2 * calls as usize * 16;
     let pages_written = written / 4096;
-    let most = most.load(Ordering::Relaxed);
     // As in `check_resident`: what the threads held (twice), and per
     // thread its buffer (the home, never given back), the 64 KiB made
     // present ahead and the header's page; plus the 2 ready buffers'
