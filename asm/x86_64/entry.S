@@ -77,6 +77,19 @@ fntrace_thread:
 fntrace_context_stacks:
         .zero   8
 
+/* Nonzero once the first control operation started (control::init, which
+ * every enable runs first; src/rt/mod.rs). Until then nothing can be
+ * traced and the sites are not NOPs yet: the trampolines below return at
+ * once, so that a program that loaded fntrace and asked for nothing pays a
+ * call and a return per instrumented call, not a save area, a call into
+ * Rust and a site-table probe. */
+        .globl  fntrace_entries_open
+        .hidden fntrace_entries_open
+        .type   fntrace_entries_open, @object
+        .size   fntrace_entries_open, 8
+fntrace_entries_open:
+        .zero   8
+
         .text
 
 /* ENTRY_TRAMPOLINE name, rust_entry, parent_slot_code
@@ -86,6 +99,10 @@ fntrace_context_stacks:
         .type   \name, @function
 \name:
         .cfi_startproc
+        cmpq    $0, fntrace_entries_open(%rip)
+        jne     1f
+        ret                             /* before init: only the flags change */
+1:
         pushq   %r11
         .cfi_adjust_cfa_offset 8
         .cfi_rel_offset r11, 0
