@@ -197,6 +197,66 @@ fn table_calls(text: &str) -> HashMap<String, u64> {
         .collect()
 }
 
+/// Asserts that the first 32 bytes of `function` in the running process
+/// `pid` differ from the executable's (`program`, PIE) only where its
+/// mcount/fentry call is (`e8 rel32`, `67 e8 rel32` or `ff 15 disp32`),
+/// which holds a NOP of the same length.
+fn assert_nop_over_call(program: &Path, pid: u32, function: &str) {
+    use object::{Object, ObjectSegment, ObjectSymbol};
+    use std::os::unix::fs::FileExt;
+    const LEN: usize = 32;
+    let image = std::fs::read(program).unwrap();
+    let elf = object::File::parse(&*image).unwrap();
+    let address = elf
+        .symbols()
+        .find(|s| s.name() == Ok(function))
+        .unwrap_or_else(|| panic!("no symbol {function}"))
+        .address();
+    let offset = elf
+        .segments()
+        .find_map(|seg| {
+            let (file_offset, _) = seg.file_range();
+            (seg.address()..seg.address() + seg.size())
+                .contains(&address)
+                .then(|| file_offset + (address - seg.address()))
+        })
+        .unwrap() as usize;
+    let in_file = &image[offset..offset + LEN];
+    // The executable's first mapping (file offset 0) is where address 0 is.
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let base = maps
+        .lines()
+        .find(|line| line.ends_with(program.to_str().unwrap()))
+        .and_then(|line| line.split('-').next())
+        .map(|start| u64::from_str_radix(start, 16).unwrap())
+        .unwrap();
+    let mut in_memory = vec![0u8; LEN];
+    std::fs::File::open(format!("/proc/{pid}/mem"))
+        .unwrap()
+        .read_exact_at(&mut in_memory, base + address)
+        .unwrap();
+    let changed: Vec<usize> = (0..LEN).filter(|&i| in_file[i] != in_memory[i]).collect();
+    let (Some(&first), Some(&last)) = (changed.first(), changed.last()) else {
+        panic!("{function}: its text is as built, the call still there: {in_file:02x?}");
+    };
+    let call = &in_file[first..];
+    let len = match call {
+        [0xe8, ..] => 5,
+        [0x67, 0xe8, ..] | [0xff, 0x15, ..] => 6,
+        _ => panic!("{function}: no call where the text changed: {in_file:02x?} {in_memory:02x?}"),
+    };
+    let nop: &[u8] = if len == 5 {
+        &common::NOP5
+    } else {
+        &common::NOP6
+    };
+    assert!(
+        last < first + len,
+        "{function}: {in_file:02x?} {in_memory:02x?}"
+    );
+    assert_eq!(&in_memory[first..first + len], nop, "{function}");
+}
+
 /// Sends `request` as a client of its own and reads the reply to the end
 /// (the server closes the connection after it).
 fn ask(socket: &Path, request: &[u8]) -> String {
@@ -271,6 +331,10 @@ fn controlled_live(variant: &str, flags: &[&str], by_pid: bool) {
     assert_eq!(tracers.len(), 3, "{tracers:?}");
     assert!(tracers.contains(&"graph") && tracers.contains(&"function"));
     assert!(tracers.contains(&"profile"));
+    // fntrace found the sites at start-up: each is a NOP already, the only
+    // change to the text, before any tracer was enabled.
+    assert_eq!(status["sites"].split_once(" (").unwrap().1, "0 patched)");
+    assert_nop_over_call(&program, pid, "handle_get");
     p.work(N); // nothing traced
 
     assert_eq!(

@@ -36,7 +36,10 @@
 //!   recorded one) instead of requiring an empty directory. A process that
 //!   starts recording sets it, and `FNTRACE_OUTPUT` as an absolute path, in
 //!   its own environment, so that the programs it runs join its recording;
-//! - `FNTRACE_CONTROL`: live control (see [`crate::socket::live`]);
+//! - `FNTRACE_CONTROL`: live control (see [`crate::socket::live`]); with
+//!   it (or `FNTRACE_METRICS`) and no tracing asked, the call sites are
+//!   found and made NOPs before `main`: the program runs untraced at no
+//!   cost per call until a command enables a tracer;
 //! - `FNTRACE_METRICS=HOST:PORT` (or a port alone, on the loopback
 //!   address): serve `GET /metrics`, the profile tracer's OpenMetrics text
 //!   (see [`crate::socket::live::serve_metrics`]);
@@ -109,10 +112,17 @@ struct FlightSettings {
 static APPLIED: std::sync::Mutex<Option<(bool, bool)>> = std::sync::Mutex::new(None);
 
 extern "C" fn start() {
-    crate::socket::live::serve_from_env(); // FNTRACE_CONTROL, whatever the others say
-    crate::socket::live::serve_metrics_from_env(); // FNTRACE_METRICS, likewise
+    // FNTRACE_CONTROL and FNTRACE_METRICS, whatever the others say.
+    let controlled = crate::socket::live::serve_from_env();
+    let controlled = crate::socket::live::serve_metrics_from_env() || controlled;
     let outcome = catch_unwind(|| match settings() {
         Ok(Some(settings)) => apply(settings),
+        Ok(None) if controlled => {
+            // A program that waits for `fntrace ctl` (or a scrape that
+            // enables nothing) runs untraced until then: its sites are
+            // NOPs from the start, not calls that return at once.
+            control::init().map_err(|e| format!("finding the call sites: {e}"))
+        }
         Ok(None) => {
             // No patching starts now: the patcher, which reads these at its
             // first operation and reports a bad value then, may never run.

@@ -86,8 +86,8 @@ pub fn serve_metrics(address: &str) -> Result<MetricsServer, Error> {
 }
 
 /// At start-up: serves what `FNTRACE_METRICS` asks for, or says in one
-/// line why not.
-pub(crate) fn serve_metrics_from_env() {
+/// line why not. Returns whether it serves.
+pub(crate) fn serve_metrics_from_env() -> bool {
     static FROM_ENV: OnceLock<MetricsServer> = OnceLock::new();
     let outcome = std::panic::catch_unwind(|| {
         let Some(value) = vars::var("FNTRACE_METRICS")? else {
@@ -106,16 +106,17 @@ pub(crate) fn serve_metrics_from_env() {
         Ok(())
     });
     let message = match outcome {
-        Ok(Ok(())) => return,
+        Ok(Ok(())) => return FROM_ENV.get().is_some(),
         Ok(Err(message)) => message,
         Err(_) => "FNTRACE_METRICS: start-up panicked (a bug)".to_string(),
     };
     eprintln!("fntrace: {message}; the program runs on without a metrics endpoint");
+    false
 }
 
 /// At start-up: serves what `FNTRACE_CONTROL` asks for, or says in one
-/// line why not.
-pub(crate) fn serve_from_env() {
+/// line why not. Returns whether it serves.
+pub(crate) fn serve_from_env() -> bool {
     let outcome = std::panic::catch_unwind(|| {
         let Some(value) = vars::var("FNTRACE_CONTROL")? else {
             return Ok(());
@@ -137,11 +138,12 @@ pub(crate) fn serve_from_env() {
         Ok(())
     });
     let message = match outcome {
-        Ok(Ok(())) => return,
+        Ok(Ok(())) => return FROM_ENV.get().is_some(),
         Ok(Err(message)) => message,
         Err(_) => "FNTRACE_CONTROL: start-up panicked (a bug)".to_string(),
     };
     eprintln!("fntrace: {message}; the program runs on without live control");
+    false
 }
 
 /// Runs one request (on the control thread).

@@ -1,0 +1,158 @@
+# Writes shapes.S for main.c: see docs/return-prediction-2026-11-26.md.
+# Generates shapes.S: the same callers/callees instrumented three ways:
+#  N: no instrumentation
+#  A: fntrace's current shape: site `call entryA`, slot <- T_A, return via `jmp *`
+#  B: balanced return-stack: site `jmp thunk`, thunk calls entry, then `call` plants T
+K = 16
+out = []
+w = out.append
+w('.text')
+# shadow stack (single-threaded prototype)
+w('.bss\n.p2align 6\nshadow: .zero 16*4096\ndepth: .zero 8\nsink: .zero 8\n.text')
+
+def site(shape, name):
+    if shape == 'N':
+        return ''
+    if shape == 'A':
+        return '  call entryA\n'
+    return f'  jmp thunk_{name}\n{name}_body:\n'
+
+def thunk(name):
+    return f'''thunk_{name}:
+  call entryB
+  call 1f
+  jmp exitB
+1: add $8, %rsp
+  jmp {name}_body
+'''
+
+for shape in 'NAB':
+    fn = f'f_{shape}'
+    w(f'.globl {fn}\n.p2align 4\n{fn}:\n{site(shape, fn)}  mov $1, %eax\n  ret')
+    if shape == 'B': w(thunk(fn))
+    for k in range(K):
+        c = f'c{k}_{shape}'
+        w(f'.globl {c}\n.p2align 4\n{c}:\n{site(shape, c)}  sub $8, %rsp\n  call {fn}\n  add ${k}, %eax\n  add $8, %rsp\n  ret')
+        if shape == 'B': w(thunk(c))
+    # recursion: fib(rdi)
+    fb = f'fib_{shape}'
+    w(f'''.globl {fb}
+.p2align 4
+{fb}:
+{site(shape, fb)}  cmp $2, %rdi
+  jb 9f
+  push %rbx
+  push %rdi
+  dec %rdi
+  call {fb}
+  mov %rax, %rbx
+  pop %rdi
+  sub $2, %rdi
+  sub $8, %rsp
+  call {fb}
+  add $8, %rsp
+  add %rbx, %rax
+  pop %rbx
+  ret
+9: mov %rdi, %rax
+  ret''')
+    if shape == 'B': w(thunk(fb))
+
+# common: save rax rdx rcx; rdtsc; push shadow frame (slot addr content, tsc)
+w('''
+.p2align 4
+entryA:
+  push %rax
+  push %rdx
+  push %rcx
+  rdtsc
+  shl $32, %rdx
+  or %rdx, %rax
+  mov depth(%rip), %rcx
+  shl $4, %rcx
+  lea shadow(%rip), %rdx
+  add %rcx, %rdx
+  mov %rax, 8(%rdx)
+  mov 32(%rsp), %rax        /* the slot: A */
+  mov %rax, (%rdx)
+  incq depth(%rip)
+  lea T_A(%rip), %rax
+  mov %rax, 32(%rsp)
+  pop %rcx
+  pop %rdx
+  pop %rax
+  ret
+
+.p2align 4
+T_A:
+  sub $8, %rsp
+  push %rax
+  push %rdx
+  push %rcx
+  rdtsc
+  shl $32, %rdx
+  or %rdx, %rax
+  decq depth(%rip)
+  mov depth(%rip), %rcx
+  shl $4, %rcx
+  lea shadow(%rip), %rdx
+  add %rcx, %rdx
+  sub 8(%rdx), %rax
+  add %rax, sink(%rip)
+  mov (%rdx), %rax
+  mov %rax, 24(%rsp)
+  pop %rcx
+  pop %rdx
+  pop %rax
+  add $8, %rsp
+  jmp *-8(%rsp)
+
+.p2align 4
+entryB:
+  push %rax
+  push %rdx
+  push %rcx
+  rdtsc
+  shl $32, %rdx
+  or %rdx, %rax
+  mov depth(%rip), %rcx
+  shl $4, %rcx
+  lea shadow(%rip), %rdx
+  add %rcx, %rdx
+  mov %rax, 8(%rdx)
+  mov 32(%rsp), %rax        /* the slot: A */
+  mov %rax, (%rdx)
+  incq depth(%rip)
+  mov 24(%rsp), %rax        /* thunk+5: T = thunk+10 */
+  add $5, %rax
+  mov %rax, 32(%rsp)
+  pop %rcx
+  pop %rdx
+  pop %rax
+  ret
+
+.p2align 4
+exitB:
+  sub $8, %rsp
+  push %rax
+  push %rdx
+  push %rcx
+  rdtsc
+  shl $32, %rdx
+  or %rdx, %rax
+  decq depth(%rip)
+  mov depth(%rip), %rcx
+  shl $4, %rcx
+  lea shadow(%rip), %rdx
+  add %rcx, %rdx
+  sub 8(%rdx), %rax
+  add %rax, sink(%rip)
+  mov (%rdx), %rax
+  mov %rax, 24(%rsp)
+  pop %rcx
+  pop %rdx
+  pop %rax
+  ret
+.section .note.GNU-stack,"",@progbits
+''')
+open('shapes.S', 'w').write('\n'.join(out) + '\n')
