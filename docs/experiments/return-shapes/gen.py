@@ -58,10 +58,12 @@ for shape in 'NAB':
   ret''')
     if shape == 'B': w(thunk(fb))
 
-# common: save rax rdx rcx; rdtsc; push shadow frame (slot addr content, tsc)
-w('''
+# The entry and exit work, the same for both shapes; only what the entry
+# writes in the slot and how the exit leaves differ.
+def entry(name, hook):
+    return f"""
 .p2align 4
-entryA:
+{name}:
   push %rax
   push %rdx
   push %rcx
@@ -73,18 +75,21 @@ entryA:
   lea shadow(%rip), %rdx
   add %rcx, %rdx
   mov %rax, 8(%rdx)
-  mov 32(%rsp), %rax        /* the slot: A */
+  mov 32(%rsp), %rax        /* the slot: the caller's return address */
   mov %rax, (%rdx)
   incq depth(%rip)
-  lea T_A(%rip), %rax
+{hook}
   mov %rax, 32(%rsp)
   pop %rcx
   pop %rdx
   pop %rax
   ret
+"""
 
+def exit(name, leave):
+    return f"""
 .p2align 4
-T_A:
+{name}:
   sub $8, %rsp
   push %rax
   push %rdx
@@ -104,55 +109,14 @@ T_A:
   pop %rcx
   pop %rdx
   pop %rax
-  add $8, %rsp
-  jmp *-8(%rsp)
+{leave}
+"""
 
-.p2align 4
-entryB:
-  push %rax
-  push %rdx
-  push %rcx
-  rdtsc
-  shl $32, %rdx
-  or %rdx, %rax
-  mov depth(%rip), %rcx
-  shl $4, %rcx
-  lea shadow(%rip), %rdx
-  add %rcx, %rdx
-  mov %rax, 8(%rdx)
-  mov 32(%rsp), %rax        /* the slot: A */
-  mov %rax, (%rdx)
-  incq depth(%rip)
-  mov 24(%rsp), %rax        /* thunk+5: T = thunk+10 */
-  add $5, %rax
-  mov %rax, 32(%rsp)
-  pop %rcx
-  pop %rdx
-  pop %rax
-  ret
-
-.p2align 4
-exitB:
-  sub $8, %rsp
-  push %rax
-  push %rdx
-  push %rcx
-  rdtsc
-  shl $32, %rdx
-  or %rdx, %rax
-  decq depth(%rip)
-  mov depth(%rip), %rcx
-  shl $4, %rcx
-  lea shadow(%rip), %rdx
-  add %rcx, %rdx
-  sub 8(%rdx), %rax
-  add %rax, sink(%rip)
-  mov (%rdx), %rax
-  mov %rax, 24(%rsp)
-  pop %rcx
-  pop %rdx
-  pop %rax
-  ret
-.section .note.GNU-stack,"",@progbits
-''')
+# A: the slot gets the one return trampoline, left with an indirect jump.
+w(entry('entryA', '  lea T_A(%rip), %rax'))
+w(exit('T_A', '  add $8, %rsp\n  jmp *-8(%rsp)'))
+# B: the slot gets the stub's own T (its return address + 5), left with ret.
+w(entry('entryB', '  mov 24(%rsp), %rax\n  add $5, %rax'))
+w(exit('exitB', '  ret'))
+w('.section .note.GNU-stack,"",@progbits')
 open('shapes.S', 'w').write('\n'.join(out) + '\n')
