@@ -106,12 +106,13 @@ fn control() -> Control {
 ///
 /// Reads the ELF symbol tables of the executable and of every loaded shared
 /// object, records the call site of each instrumented function (also those
-/// that never ran), adds the sites found by their first call meanwhile,
-/// and writes their NOPs in one patch. Idempotent: later calls return
-/// `Ok(())` at once. [`enable`] calls it when needed. Until it starts, an
-/// instrumented call returns from fntrace's `mcount`/`__fentry__` at once
-/// (nothing is recorded: no site, no call). A program started with
-/// `FNTRACE_CONTROL` or `FNTRACE_METRICS` runs it before `main`.
+/// that never ran), adds the sites found by their first call, and writes
+/// their NOPs in one patch. Idempotent: later calls return
+/// `Ok(())` at once. [`enable`] calls it when needed. While no tracer is
+/// enabled, an instrumented call that still reaches fntrace's
+/// `mcount`/`__fentry__` returns at once (nothing recorded). A program
+/// started with `FNTRACE_CONTROL` or `FNTRACE_METRICS` runs it before
+/// `main`.
 pub fn init() -> Result<(), Error> {
     let _untraced = Untraced::begin();
     let _priority = priority::boost_for_text_change();

@@ -1,7 +1,7 @@
-//! A program that loaded fntrace and asked for nothing yet: until the first
-//! control operation (`init`, which every enable runs first) nothing can be
-//! traced and no site is a NOP, so an instrumented call returns from
-//! fntrace's entry at once (no call into Rust, no site recorded: before
+//! A program that loaded fntrace and traces nothing: while no tracer is
+//! enabled, an instrumented call that reaches fntrace's entry (a site not
+//! yet a NOP: before the first control operation, or in a library opened
+//! since) returns at once: no call into Rust, no site recorded (before
 //! this, each such call saved every register and probed the site table,
 //! 10-14 ns a call). From `init` on, every call site found is a NOP, and
 //! the calls a tracer is enabled for reach it, exactly.
@@ -20,7 +20,7 @@ fntrace::register_tracer!("idle-entries", &COUNTER);
 const LEAF_SITE_OFFSET: usize = 4;
 
 #[test]
-fn before_init_calls_return_at_once_and_from_init_on_the_sites_are_nops() {
+fn untraced_calls_return_at_once_and_from_init_on_the_sites_are_nops() {
     let site = c_pie::leaf_address() + LEAF_SITE_OFFSET;
     let built = text(site, 6);
     assert_eq!(
@@ -56,6 +56,23 @@ fn before_init_calls_return_at_once_and_from_init_on_the_sites_are_nops() {
     assert_eq!(COUNTER.count(c_pie::mid_address()), 1000);
     assert_eq!(COUNTER.count(c_pie::leaf_address()), 4000);
     assert_eq!(text(site, 6), NOP6);
+
+    // A library opened now keeps its calls until the next operation: they
+    // return at once too.
+    let path = std::ffi::CString::new(fntrace_fixtures::DLOPEN_LIBRARY).unwrap();
+    // SAFETY: dlopen/dlsym of a plain C library built by the fixtures;
+    // dl_run has the C signature long(long).
+    let dl_run = unsafe {
+        let handle = libc::dlopen(path.as_ptr(), libc::RTLD_NOW);
+        assert!(!handle.is_null());
+        let address = libc::dlsym(handle, c"dl_run".as_ptr());
+        assert!(!address.is_null());
+        std::mem::transmute::<*mut libc::c_void, extern "C" fn(i64) -> i64>(address)
+    };
+    let generic_before = fntrace::generic_entries_on_this_thread();
+    assert_eq!(dl_run(1000), expected_run(1000));
+    assert_eq!(fntrace::generic_entries_on_this_thread(), generic_before);
+    assert_eq!(fntrace::stats().lazily_found, 0);
 }
 
 /// `run(n)` of `tests/fixtures/c/workload.c`: the sum of `mid(i)`.

@@ -1,20 +1,30 @@
 //! The traced path never patches text: a site found by its first call (a
-//! `-pg` library opened with `dlopen` after `init`) is only recorded there
-//! and keeps its call; the next control operation (`flush`) writes its NOP.
-//! (Until this was so, the discovering thread wrote the NOP itself, inside
-//! the traced function's prologue: it could block there for the whole stop
-//! protocol, and deadlock when the first call came from a signal handler
-//! that had interrupted `malloc`.)
+//! `-pg` library opened with `dlopen` after `init`, called while a tracer
+//! is enabled) is only recorded there and keeps its call; the next control
+//! operation (`flush`) writes its NOP. (Until this was so, the discovering
+//! thread wrote the NOP itself, inside the traced function's prologue: it
+//! could block there for the whole stop protocol, and deadlock when the
+//! first call came from a signal handler that had interrupted `malloc`.)
+//! While no tracer is enabled, such a call returns at once and finds
+//! nothing: the next operation's scan finds the library.
 
 mod common;
 
 use std::ffi::CString;
 
-use common::text;
+use common::{text, Counter};
+use fntrace::Filter;
+
+static COUNTER: Counter = Counter::new();
+fntrace::register_tracer!("lazy-sites", &COUNTER);
 
 #[test]
 fn a_site_found_by_its_first_call_keeps_its_call_until_the_next_operation() {
     fntrace::init().unwrap();
+    // Enabled for none of the library's functions (a filter selects sites
+    // at control operations only): its calls reach the runtime, which
+    // records their sites, and no tracer takes them.
+    fntrace::enable_with("lazy-sites", &Filter::new().include("no_such_function")).unwrap();
     let path = CString::new(fntrace_fixtures::DLOPEN_LIBRARY).unwrap();
     // SAFETY: dlopen/dlsym of a plain C library built by the fixtures; dl_run
     // has the C signature long(long).
@@ -63,4 +73,6 @@ fn a_site_found_by_its_first_call_keeps_its_call_until_the_next_operation() {
         assert!(!site.patched, "{site:?}");
         assert_eq!(text(site.address, 6), [0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00]);
     }
+    fntrace::disable("lazy-sites").unwrap();
+    assert_eq!(COUNTER.all.load(std::sync::atomic::Ordering::Relaxed), 0);
 }

@@ -1,11 +1,13 @@
 //! A call into the mcount trampoline whose bytes are no known site form
-//! (`call *%rax`) is counted as unrecognised, recorded once, and its bytes
-//! are never written, also across enable/disable.
+//! (`call *%rax`), made while a tracer is enabled (else it returns at
+//! once), is counted as unrecognised, recorded once, and its bytes are
+//! never written, also across enable/disable.
 
 #[macro_use]
 mod common;
 
 use common::Counter;
+use fntrace::Filter;
 use fntrace_fixtures::c_hazards;
 
 static COUNTER: Counter = Counter::new();
@@ -15,6 +17,12 @@ fntrace::register_tracer!("unknown-form", &COUNTER);
 fn unknown_call_forms_are_counted_and_never_written() {
     fntrace::init().unwrap();
     assert_eq!(fntrace::stats().unrecognized_sites, 0);
+    // Nothing enabled: the call returns from the trampoline at once.
+    c_hazards::register_call_to_mcount();
+    assert_eq!(fntrace::stats().unrecognized_sites, 0);
+    // Enabled for no function: the call reaches the runtime.
+    let none = Filter::new().include("no_such_function");
+    fntrace::enable_with("unknown-form", &none).unwrap();
     c_hazards::register_call_to_mcount();
     assert_eq!(fntrace::stats().unrecognized_sites, 1);
     let unknown: Vec<_> = fntrace::sites()
@@ -32,6 +40,7 @@ fn unknown_call_forms_are_counted_and_never_written() {
     // Recorded once: the second call finds it in the table.
     c_hazards::register_call_to_mcount();
     assert_eq!(fntrace::stats().unrecognized_sites, 1);
+    fntrace::disable("unknown-form").unwrap();
     fntrace::enable("unknown-form").unwrap();
     c_hazards::register_call_to_mcount();
     fntrace::disable("unknown-form").unwrap();

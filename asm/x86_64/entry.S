@@ -77,17 +77,18 @@ fntrace_thread:
 fntrace_context_stacks:
         .zero   8
 
-/* Nonzero once the first control operation started (control::init, which
- * every enable runs first; src/rt/mod.rs). Until then nothing can be
- * traced and the sites are not NOPs yet: the trampolines below return at
- * once, so that a program that loaded fntrace and asked for nothing pays a
- * call and a return per instrumented call, not a save area, a call into
- * Rust and a site-table probe. */
-        .globl  fntrace_entries_open
-        .hidden fntrace_entries_open
-        .type   fntrace_entries_open, @object
-        .size   fntrace_entries_open, 8
-fntrace_entries_open:
+/* Bit i set: tracer i is enabled (src/tracer/registry.rs keeps it; the
+ * Rust side reads this one mask too). With none, the trampolines below
+ * return at once: a site still calling mcount while nothing is traced
+ * (before the first control operation writes the NOPs, or in a library
+ * opened since) costs a call and a return, not a save area, a call into
+ * Rust and a site-table probe. Such a site is found by the next
+ * operation's scan, or by its first call while a tracer is enabled. */
+        .globl  fntrace_enabled_tracers
+        .hidden fntrace_enabled_tracers
+        .type   fntrace_enabled_tracers, @object
+        .size   fntrace_enabled_tracers, 8
+fntrace_enabled_tracers:
         .zero   8
 
         .text
@@ -99,9 +100,9 @@ fntrace_entries_open:
         .type   \name, @function
 \name:
         .cfi_startproc
-        cmpq    $0, fntrace_entries_open(%rip)
+        cmpq    $0, fntrace_enabled_tracers(%rip)
         jne     1f
-        ret                             /* before init: only the flags change */
+        ret                             /* nothing enabled: flags only change */
 1:
         pushq   %r11
         .cfi_adjust_cfa_offset 8

@@ -5,8 +5,6 @@
 //! the traced path; the operation lock ([`ops`]) is for control and
 //! draining only.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 pub(crate) mod contexts;
 mod entry;
 mod exported;
@@ -29,21 +27,4 @@ pub(crate) fn prepare() {
     crate::patch::alias::install_fork_handlers();
     ops::prepare_for_fork();
     crate::sys::clock::calibrate(std::time::Duration::from_millis(10));
-    open_entries();
-}
-
-extern "C" {
-    /// Nonzero once [`prepare`] ran: until then the generic trampolines
-    /// (`asm/x86_64/entry.S`) return at once.
-    static fntrace_entries_open: AtomicU64;
-}
-
-/// Lets the generic trampolines call into Rust from now on: sites found by
-/// their first call are recorded for the next operation's NOPs, and the
-/// tracers enabled next see their calls. Before, a program that loaded
-/// fntrace but asked for nothing runs its instrumented calls at the cost
-/// of a call and a return.
-fn open_entries() {
-    // SAFETY: a plain atomic defined in entry.S, valid for the whole process.
-    unsafe { fntrace_entries_open.store(1, Ordering::Release) };
 }

@@ -22,8 +22,18 @@ struct Registered {
 
 static SLOTS: [OnceCell<Registered>; MAX_TRACERS] = [const { OnceCell::new() }; MAX_TRACERS];
 static REGISTERING: Mutex<usize> = Mutex::new(0);
-/// Bit `i` set: tracer `i` is enabled.
-static ENABLED: AtomicU64 = AtomicU64::new(0);
+extern "C" {
+    /// Bit `i` set: tracer `i` is enabled. Defined in `asm/x86_64/entry.S`,
+    /// whose generic entries return at once while it is 0.
+    static fntrace_enabled_tracers: AtomicU64;
+}
+
+/// The mask of enabled tracers.
+#[inline]
+fn enabled() -> &'static AtomicU64 {
+    // SAFETY: a plain atomic defined in entry.S, valid for the whole process.
+    unsafe { &fntrace_enabled_tracers }
+}
 /// Bit `i` set: tracer `i` is enabled and wants exits.
 static EXITS: AtomicU64 = AtomicU64::new(0);
 /// Panics caught in tracer code (each switches its tracer off).
@@ -64,7 +74,7 @@ pub(crate) fn tracer_at(index: usize) -> Option<&'static dyn Tracer> {
 /// Mask of enabled tracers.
 #[inline]
 pub(crate) fn enabled_mask() -> u64 {
-    ENABLED.load(Ordering::Relaxed)
+    enabled().load(Ordering::Relaxed)
 }
 
 /// Mask of enabled tracers that want exits.
@@ -94,9 +104,9 @@ pub(crate) fn set_enabled(index: usize, on: bool) {
         if wants_exit {
             EXITS.fetch_or(1 << index, Ordering::Relaxed);
         }
-        ENABLED.fetch_or(1 << index, Ordering::Relaxed);
+        enabled().fetch_or(1 << index, Ordering::Relaxed);
     } else {
-        ENABLED.fetch_and(!(1 << index), Ordering::Relaxed);
+        enabled().fetch_and(!(1 << index), Ordering::Relaxed);
         EXITS.fetch_and(!(1 << index), Ordering::Relaxed);
     }
 }
