@@ -37,9 +37,10 @@
 //!   starts recording sets it, and `FNTRACE_OUTPUT` as an absolute path, in
 //!   its own environment, so that the programs it runs join its recording;
 //! - `FNTRACE_CONTROL`: live control (see [`crate::socket::live`]); with
-//!   it (or `FNTRACE_METRICS`) and no tracing asked, the call sites are
-//!   found and made NOPs before `main`: the program runs untraced at no
-//!   cost per call until a command enables a tracer;
+//!   it (or `FNTRACE_METRICS`) and no tracing asked, the call sites of an
+//!   instrumented executable are found and made NOPs before `main`: the
+//!   program runs untraced at no cost per call until a command enables a
+//!   tracer;
 //! - `FNTRACE_METRICS=HOST:PORT` (or a port alone, on the loopback
 //!   address): serve `GET /metrics`, the profile tracer's OpenMetrics text
 //!   (see [`crate::socket::live::serve_metrics`]);
@@ -117,10 +118,12 @@ extern "C" fn start() {
     let controlled = crate::socket::live::serve_metrics_from_env() || controlled;
     let outcome = catch_unwind(|| match settings() {
         Ok(Some(settings)) => apply(settings),
-        Ok(None) if controlled => {
+        Ok(None) if controlled && crate::symbols::executable_instrumentation().is_some() => {
             // A program that waits for `fntrace ctl` (or a scrape that
             // enables nothing) runs untraced until then: its sites are
-            // NOPs from the start, not calls that return at once.
+            // NOPs from the start, not calls that return at once. (Not in
+            // one with no sites, a shell that inherited FNTRACE_CONTROL=1,
+            // say: its start-up is not made to wait for a scan.)
             control::init().map_err(|e| format!("finding the call sites: {e}"))
         }
         Ok(None) => {

@@ -225,7 +225,12 @@ fn status() -> Reply {
         .with("recording", recording)
         .with(
             "sites",
-            format!("{} ({} patched)", stats.sites, stats.patched_sites),
+            match stats.initialized {
+                true => format!("{} ({} patched)", stats.sites, stats.patched_sites),
+                false => {
+                    "not looked for yet (the first enable, record or patch finds them)".to_string()
+                }
+            },
         );
     if let Some((written, skipped, dir)) = slot::status() {
         let triggers = slot::triggers().unwrap_or_default();

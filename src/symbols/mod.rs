@@ -291,6 +291,15 @@ fn build(generation: u64) -> SymbolIndex {
 /// of its `__patchable_function_entries` sections.
 type FileSymbols = (Vec<Function>, Vec<Range<usize>>);
 
+/// Whether this process's executable has instrumented call sites
+/// (`fntrace_tools::elf`): a symbol or section name, or `None`, also when
+/// it cannot be read.
+pub(crate) fn executable_instrumentation() -> Option<&'static str> {
+    let mapped = MappedFile::open("/proc/self/exe").ok()?;
+    let file = object::File::parse(mapped.bytes()).ok()?;
+    fntrace_tools::elf::instrumentation_in(&file)
+}
+
 /// An ELF file mapped read-only while it is parsed: the parser touches
 /// its headers and symbol and string tables, and only those pages are
 /// read. Reading the file whole (as this did) made the process's RSS grow

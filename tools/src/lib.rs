@@ -28,6 +28,8 @@
 
 pub mod analysis;
 pub mod control;
+#[cfg(feature = "elf")]
+pub mod elf;
 pub mod export;
 pub mod glob;
 mod names;

@@ -7,17 +7,7 @@
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
-use object::{Object, ObjectSection, ObjectSymbol};
-
-/// The instrumentation symbols a traceable executable references or
-/// defines: `mcount` (`gcc -pg`, `rustc -Zinstrument-mcount`; glibc's is
-/// `mcount`/`_mcount`) and `__fentry__` (`gcc -pg -mfentry`).
-const SITE_SYMBOLS: [&str; 3] = ["mcount", "_mcount", "__fentry__"];
-
-/// Sections that list call sites: `-mrecord-mcount` builds (the sites may
-/// call nothing when `-mnop-mcount` made them NOPs) and
-/// `-fpatchable-function-entry`.
-const SITE_SECTIONS: [&str; 2] = ["__mcount_loc", "__patchable_function_entries"];
+use fntrace_tools::elf::instrumentation_in;
 
 /// What the check found.
 #[derive(Debug, PartialEq, Eq)]
@@ -48,21 +38,8 @@ pub fn instrumentation_of(program: &OsStr) -> Result<Instrumentation, String> {
     let Ok(file) = object::File::parse(&cache) else {
         return Ok(Instrumentation::Unknown);
     };
-    // Cheapest first: a dynamic executable imports `mcount` (its dynamic
-    // symbols, a few hundred), a `-mrecord-mcount` or patchable build has
-    // a section; only then the full symbol table (tens of thousands of
-    // names in a large program, each a read here), for static ones.
-    let named = |name: Result<&str, object::Error>, among: &[&str]| {
-        name.ok()
-            .filter(|n| among.contains(n))
-            .map(|n| Instrumentation::Found(n.to_string()))
-    };
-    let found = (file.dynamic_symbols())
-        .find_map(|symbol| named(symbol.name(), &SITE_SYMBOLS))
-        .or_else(|| (file.sections()).find_map(|section| named(section.name(), &SITE_SECTIONS)))
-        .or_else(|| (file.symbols()).find_map(|symbol| named(symbol.name(), &SITE_SYMBOLS)));
-    if let Some(found) = found {
-        return Ok(found);
+    if let Some(found) = instrumentation_in(&file) {
+        return Ok(Instrumentation::Found(found.to_string()));
     }
     Ok(Instrumentation::None(path))
 }
@@ -155,7 +132,10 @@ mod tests {
         let Instrumentation::Found(name) = fully_static else {
             panic!("{fully_static:?}");
         };
-        assert!(SITE_SYMBOLS.contains(&name.as_str()), "{name}");
+        assert!(
+            fntrace_tools::elf::SITE_SYMBOLS.contains(&name.as_str()),
+            "{name}"
+        );
     }
 
     #[test]
