@@ -86,7 +86,7 @@ const TOOLS_KNOWN_CYCLES: &[(&[&str], &str)] = &[
 /// The tools library's modules, bottom first (the CLI is not among them:
 /// it is a module of the binary).
 const TOOLS_LAYERS: &[&str] = &[
-    "control", "units", "glob", "names", "trace", "source", "analysis", "export",
+    "elf", "control", "units", "glob", "names", "trace", "source", "analysis", "export",
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
