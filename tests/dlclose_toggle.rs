@@ -21,9 +21,8 @@
 mod common;
 
 use std::ffi::CString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 
 use common::native::{build_c_program, repo};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -200,16 +199,12 @@ fn dlopen_dlclose_during_toggles_stop_the_world() {
     runs("stop");
 }
 
-/// The C program, built once.
-fn c_program() -> &'static PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let dir = common::temp_dir("dlclose-toggle-c");
-        std::fs::create_dir_all(&dir).unwrap();
-        let out = dir.join("dlclose_toggle");
-        build_c_program(&repo().join("tests/c/dlclose_toggle.c"), &["-pg"], &out);
-        out
-    })
+/// The C program, built into `dir` (made; the caller removes it).
+fn c_program(dir: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let out = dir.join("dlclose_toggle");
+    build_c_program(&repo().join("tests/c/dlclose_toggle.c"), &["-pg"], &out);
+    out
 }
 
 /// Runs the C program `FNTRACE_DLCLOSE_RUNS` times (default 6) under
@@ -218,10 +213,11 @@ fn c_program() -> &'static PathBuf {
 /// with the breakpoint protocol, and failed a toggle once in 16 with
 /// stop-the-world: 6 runs of 1 s under each catch that most times.
 fn c_runs(protocol: &str) {
-    let program = c_program();
+    let built = common::temp_dir(&format!("dlclose-toggle-c-{protocol}"));
+    let program = c_program(&built);
     for run in 0..run_count(6) {
         let dir = common::temp_dir(&format!("dlclose-toggle-c-{protocol}-{run}"));
-        let output = Command::new(program)
+        let output = Command::new(&program)
             .arg(fntrace_fixtures::DLOPEN_LIBRARY)
             .arg(seconds().to_string())
             .arg(&dir)
@@ -253,6 +249,7 @@ fn c_runs(protocol: &str) {
         let _ = std::fs::remove_dir_all(&dir);
         let _ = std::fs::remove_dir_all(dir.with_extension("during"));
     }
+    std::fs::remove_dir_all(&built).unwrap();
 }
 
 #[test]

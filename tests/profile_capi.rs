@@ -84,6 +84,7 @@ fn c_program_writes_and_resets_its_profile() {
         "{after:?}"
     );
     assert_eq!(parts[2].trim(), (-libc::EBADF).to_string());
+    std::fs::remove_dir_all(&base).unwrap();
 }
 
 /// Sends `request` and reads the reply to the end of the connection.
@@ -178,4 +179,5 @@ fn preloaded_program_is_profiled_through_its_socket() {
     assert!(ask(&socket, "profile twice").starts_with("error: profile takes"));
     drop(stdin);
     assert!(child.wait().unwrap().success());
+    std::fs::remove_dir_all(&base).unwrap();
 }

@@ -199,4 +199,5 @@ fn preloaded_program_serves_metrics_from_the_environment() {
     promtool_accepts(&body);
     drop(stdin);
     assert!(child.wait().unwrap().success());
+    std::fs::remove_dir_all(&base).unwrap();
 }
