@@ -97,14 +97,15 @@ fn rust_panic_through_traced_frames_is_caught_with_a_correct_backtrace() {
     // panic_inner, then panic_outer, then the closure given to catch_unwind
     // (in this test function), in that order: no frame lost or replaced.
     // (Closure names differ between symbol manglings, so only the test
-    // function's name is looked for after panic_outer.)
+    // function's name is looked for after panic_outer; an optimized build
+    // inlines the closure into the `FnOnce::call_once` that runs it.)
     let inner = backtrace.find("fixture_rust_workload::panic_inner");
     let outer = backtrace.find("fixture_rust_workload::panic_outer");
-    let caller = outer.and_then(|outer| {
-        backtrace[outer..]
-            .find("rust_panic_through_traced_frames_is_caught_with_a_correct_backtrace")
-            .map(|at| outer + at)
-    });
+    let caller_name = match cfg!(debug_assertions) {
+        true => "rust_panic_through_traced_frames_is_caught_with_a_correct_backtrace",
+        false => "core::ops::function::FnOnce::call_once",
+    };
+    let caller = outer.and_then(|outer| backtrace[outer..].find(caller_name).map(|at| outer + at));
     assert!(
         inner.is_some() && outer.is_some() && caller.is_some() && inner < outer,
         "backtrace lost frames:\n{backtrace}"
