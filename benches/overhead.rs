@@ -13,6 +13,9 @@
 //! 5. the graph tracer's cost on two threads at once against one (each
 //!    less the NOPed run with the same threads);
 //! 6. `uftrace record` on a standalone `gcc -pg` build of the same call tree;
+//!    and, for reference, that build run alone (glibc's `mcount`), with
+//!    `libfntrace.so` preloaded and nothing asked, and with
+//!    `FNTRACE_CONTROL` too (its sites NOPs from start-up);
 //!
 //! and, for reference, what one TSC read costs here (the graph tracer takes
 //! two timestamps per call).
@@ -43,7 +46,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{
-    build_standalone, children_cpu_ns, load_average, machine_description, thread_cpu_ns, TempDir,
+    build_standalone, children_cpu_ns, fntrace_cli, load_average, machine_description,
+    thread_cpu_ns, TempDir,
 };
 use fntrace::{Filter, FUNCTION_TRACER, GRAPH_TRACER, PROFILE_TRACER};
 use fntrace_fixtures::{c_fentry_nopie, c_nopmcount, c_pie, c_plain, rust};
@@ -618,6 +622,12 @@ struct UftraceFigures {
     /// The `-pg` build run without uftrace (glibc's `mcount`), added cost
     /// per call, for reference.
     glibc_mcount: Cost,
+    /// The `-pg` build with `libfntrace.so` preloaded and nothing asked
+    /// (its sites call fntrace's `mcount`, which returns at once), added
+    /// cost per call.
+    preloaded_idle: Cost,
+    /// The same with `FNTRACE_CONTROL` (its sites NOPs from start-up).
+    preloaded_control: Cost,
     calls: u64,
 }
 
@@ -645,6 +655,20 @@ fn measure_uftrace(tools: &Toolchain) -> UftraceFigures {
     let dir = TempDir::new("fntrace-bench-uftrace");
     let plain = build_standalone(dir.path(), "workload_plain", &[]);
     let instrumented = build_standalone(dir.path(), "workload_pg", &["-pg"]);
+    let library = fntrace_cli().with_file_name("libfntrace.so");
+    let preloaded = |control: bool| {
+        let mut command = Command::new(&instrumented);
+        command.env("LD_PRELOAD", &library);
+        for (name, _) in std::env::vars_os() {
+            if name.to_string_lossy().starts_with("FNTRACE") {
+                command.env_remove(name);
+            }
+        }
+        if control {
+            command.env("FNTRACE_CONTROL", dir.path().join("ctl.sock"));
+        }
+        command
+    };
     let data = dir.path().join("uftrace.data");
     // main + run + 5 per iteration.
     let calls = 1 + calls_of(TRACED_ITERATIONS);
@@ -663,6 +687,8 @@ fn measure_uftrace(tools: &Toolchain) -> UftraceFigures {
     };
     let mut plain_work = Series::default();
     let mut glibc_work = Series::default();
+    let mut idle_work = Series::default();
+    let mut control_work = Series::default();
     let mut uftrace_work = Series::default();
     let mut uftrace_fixed = Series::default();
     for _ in 0..UFTRACE_ROUNDS {
@@ -670,6 +696,10 @@ fn measure_uftrace(tools: &Toolchain) -> UftraceFigures {
         let plain_empty = time(0, Command::new(&plain));
         let glibc_full = time(TRACED_ITERATIONS, Command::new(&instrumented));
         let glibc_empty = time(0, Command::new(&instrumented));
+        let idle_full = time(TRACED_ITERATIONS, preloaded(false));
+        let idle_empty = time(0, preloaded(false));
+        let control_full = time(TRACED_ITERATIONS, preloaded(true));
+        let control_empty = time(0, preloaded(true));
         let uftrace_full = time(TRACED_ITERATIONS, uftrace_record());
         check_uftrace_data(&data, calls);
         std::fs::remove_dir_all(&data).expect("removing uftrace data");
@@ -678,6 +708,8 @@ fn measure_uftrace(tools: &Toolchain) -> UftraceFigures {
 
         plain_work.push(plain_full.minus(plain_empty));
         glibc_work.push(glibc_full.minus(glibc_empty));
+        idle_work.push(idle_full.minus(idle_empty));
+        control_work.push(control_full.minus(control_empty));
         uftrace_work.push(uftrace_full.minus(uftrace_empty));
         uftrace_fixed.push(uftrace_empty.minus(plain_empty));
     }
@@ -693,6 +725,8 @@ fn measure_uftrace(tools: &Toolchain) -> UftraceFigures {
             wall: fixed.wall / 1e6,
         },
         glibc_mcount: per_call(glibc_work.median().minus(plain_work.median())),
+        preloaded_idle: per_call(idle_work.median().minus(plain_work.median())),
+        preloaded_control: per_call(control_work.median().minus(plain_work.median())),
         calls,
     }
 }
@@ -1024,6 +1058,14 @@ fn report(figures: &InProcess, uftrace: &UftraceFigures) {
     lines.push(Line::nanoseconds(
         "  -pg with glibc's mcount, cost (ref.)",
         uftrace.glibc_mcount,
+    ));
+    lines.push(Line::nanoseconds(
+        "  -pg, libfntrace.so preloaded, idle (ref.)",
+        uftrace.preloaded_idle,
+    ));
+    lines.push(Line::nanoseconds(
+        "  same with FNTRACE_CONTROL: NOPs (ref.)",
+        uftrace.preloaded_control,
     ));
     lines.push(Line {
         label: "  uftrace / fntrace graph (C) cost",
