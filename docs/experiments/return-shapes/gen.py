@@ -59,18 +59,21 @@ for shape in 'NAB':
     if shape == 'B': w(thunk(fb))
 
 # The entry and exit work, the same for both shapes; only what the entry
-# writes in the slot and how the exit leaves differ.
-def entry(name, hook):
-    return f"""
-.p2align 4
-{name}:
-  push %rax
+# writes in the slot and how the exit leaves differ. Both start by saving
+# three registers and reading the TSC into %rax.
+SAVE_AND_READ_TSC = '''  push %rax
   push %rdx
   push %rcx
   rdtsc
   shl $32, %rdx
   or %rdx, %rax
-  mov depth(%rip), %rcx
+'''
+
+def entry(name, hook):
+    return f"""
+.p2align 4
+{name}:
+{SAVE_AND_READ_TSC}  mov depth(%rip), %rcx
   shl $4, %rcx
   lea shadow(%rip), %rdx
   add %rcx, %rdx
@@ -91,13 +94,7 @@ def exit(name, leave):
 .p2align 4
 {name}:
   sub $8, %rsp
-  push %rax
-  push %rdx
-  push %rcx
-  rdtsc
-  shl $32, %rdx
-  or %rdx, %rax
-  decq depth(%rip)
+{SAVE_AND_READ_TSC}  decq depth(%rip)
   mov depth(%rip), %rcx
   shl $4, %rcx
   lea shadow(%rip), %rdx
