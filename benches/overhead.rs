@@ -69,6 +69,9 @@ const GRAPH_BUFFER_EVENTS: usize = 2 * 2 * calls_of(TRACED_ITERATIONS) as usize;
 const FUNCTION_BUFFER_EVENTS: usize = 2 * calls_of(TRACED_ITERATIONS) as usize;
 /// Rounds of the standalone programs (uftrace comparison).
 const UFTRACE_ROUNDS: usize = 5;
+/// The graph tracer's cost target per call, in TSC reads' costs: two reads
+/// (entry and exit) and 15 % more (issue 22, item 3).
+const GRAPH_COST_PER_TWO_TSC_READS: f64 = 1.15;
 /// Bytes uftrace writes per traced call (an entry and an exit record).
 const UFTRACE_BYTES_PER_CALL: u64 = 32;
 const UFTRACE: &str = "uftrace";
@@ -806,7 +809,7 @@ struct Line {
     cpu: String,
     spread: String,
     wall: String,
-    target: &'static str,
+    target: String,
     verdict: &'static str,
 }
 
@@ -841,9 +844,9 @@ impl Line {
         }
     }
 
-    fn with_target(self, target: &'static str, pass: bool, tally: &mut Tally) -> Line {
+    fn with_target(self, target: impl Into<String>, pass: bool, tally: &mut Tally) -> Line {
         Line {
-            target,
+            target: target.into(),
             verdict: tally.verdict(pass),
             ..self
         }
@@ -869,13 +872,22 @@ impl Tally {
 }
 
 /// The graph cost lines (judged median, quiet-phase reference) of a traced
-/// series against its NOPed one.
-fn push_graph_cost(lines: &mut Vec<Line>, tally: &mut Tally, traced: &Series, nopped: &Series) {
+/// series against its NOPed one. The target is issue 22's: at most 1.15
+/// times the cost of the two TSC reads a traced call makes (`tsc_read`,
+/// measured in the same rounds).
+fn push_graph_cost(
+    lines: &mut Vec<Line>,
+    tally: &mut Tally,
+    traced: &Series,
+    nopped: &Series,
+    tsc_read: Cost,
+) {
     let cost = traced.median().minus(nopped.median());
+    let limit = GRAPH_COST_PER_TWO_TSC_READS * 2.0 * tsc_read.cpu;
     lines.push(
         Line::nanoseconds("  graph cost: traced - NOPed", cost).with_target(
-            "<= 25 ns",
-            cost.cpu <= 25.0,
+            format!("<= {limit:.1} ns"),
+            cost.cpu <= limit,
             tally,
         ),
     );
@@ -929,7 +941,14 @@ fn report(figures: &InProcess, uftrace: &UftraceFigures) {
     // 2, 3. Graph tracer.
     let c_graph = figures.c_graph.median().minus(c_nopped);
     lines.push(Line::measured("2 C, graph tracer on", &figures.c_graph));
-    push_graph_cost(&mut lines, &mut tally, &figures.c_graph, &figures.c_nopped);
+    let tsc_read = figures.tsc_read.median();
+    push_graph_cost(
+        &mut lines,
+        &mut tally,
+        &figures.c_graph,
+        &figures.c_nopped,
+        tsc_read,
+    );
     lines.push(Line::measured(
         "3 Rust -Zinstrument-mcount, NOPed",
         &figures.rust_nopped,
@@ -943,6 +962,7 @@ fn report(figures: &InProcess, uftrace: &UftraceFigures) {
         &mut tally,
         &figures.rust_graph,
         &figures.rust_nopped,
+        tsc_read,
     );
 
     // For reference: the graph tracer reads the TSC at entry and at exit.
@@ -950,7 +970,7 @@ fn report(figures: &InProcess, uftrace: &UftraceFigures) {
     // inside the tracer its latency overlaps other work).
     lines.push(Line::nanoseconds(
         "  one TSC read, back to back (ref.)",
-        figures.tsc_read.median(),
+        tsc_read,
     ));
 
     // 4. Function tracer.
@@ -1042,8 +1062,7 @@ fn report(figures: &InProcess, uftrace: &UftraceFigures) {
             .ratio(figures.nopped_one_thread.median()),
     ));
 
-    // 6. uftrace. Its CPU column counts its recorder too; the target is
-    // judged on the smaller of the two ratios.
+    // 6. uftrace. Its CPU column counts its recorder too.
     let speedup = uftrace.record.ratio(c_graph);
     lines.push(Line::nanoseconds(
         "6 uftrace record, cost per call",
@@ -1067,33 +1086,33 @@ fn report(figures: &InProcess, uftrace: &UftraceFigures) {
         "  same with FNTRACE_CONTROL: NOPs (ref.)",
         uftrace.preloaded_control,
     ));
+    // (Issue 9's ">= 5x" was withdrawn: the clock bounds fntrace's cost,
+    // so the targets are stated against the TSC reads; a reference here.)
     lines.push(Line {
-        label: "  uftrace / fntrace graph (C) cost",
+        label: "  uftrace / fntrace graph (C) cost (ref.)",
         cpu: format!("{:.1}x", speedup.cpu),
         wall: format!("{:.1}x", speedup.wall),
-        target: ">= 5x",
-        verdict: tally.verdict(speedup.cpu.min(speedup.wall) >= 5.0),
         ..Line::default()
     });
 
     println!(
-        "{:<44} {:>11} {:>13} {:>11}  {:>8}  result",
+        "{:<44} {:>11} {:>13} {:>11}  {:>10}  result",
         "per call", "CPU median", "CPU min..max", "wall median", "target"
     );
     for line in &lines {
         println!(
-            "{:<44} {:>11} {:>13} {:>11}  {:>8}  {}",
+            "{:<44} {:>11} {:>13} {:>11}  {:>10}  {}",
             line.label, line.cpu, line.spread, line.wall, line.target, line.verdict
         );
     }
     println!();
     println!(
-        "Targets are judged on the CPU column (the running thread's CPU time), except 6: on the"
+        "Targets are judged on the CPU column (the running thread's CPU time); the graph cost's is"
     );
     println!(
-        "smaller of its two ratios (uftrace's CPU column counts the traced program and uftrace's"
+        "{GRAPH_COST_PER_TWO_TSC_READS} x two TSC reads (issue 22). In 6, uftrace's CPU column counts the traced"
     );
-    println!("recorder). Per call = run time / calls (1 + 5n). Targets use medians; the lower");
+    println!("program and uftrace's recorder. Per call = run time / calls (1 + 5n). Targets use medians; the lower");
     println!("quartiles show the host's quiet phases (its phases switch within milliseconds).");
     println!(
         "uftrace: {} calls of a standalone gcc -O2 -pg build; (run under `uftrace record` - run",
