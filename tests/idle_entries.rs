@@ -59,16 +59,7 @@ fn untraced_calls_return_at_once_and_from_init_on_the_sites_are_nops() {
 
     // A library opened now keeps its calls until the next operation: they
     // return at once too.
-    let path = std::ffi::CString::new(fntrace_fixtures::DLOPEN_LIBRARY).unwrap();
-    // SAFETY: dlopen/dlsym of a plain C library built by the fixtures;
-    // dl_run has the C signature long(long).
-    let dl_run = unsafe {
-        let handle = libc::dlopen(path.as_ptr(), libc::RTLD_NOW);
-        assert!(!handle.is_null());
-        let address = libc::dlsym(handle, c"dl_run".as_ptr());
-        assert!(!address.is_null());
-        std::mem::transmute::<*mut libc::c_void, extern "C" fn(i64) -> i64>(address)
-    };
+    let dl_run = common::dlopen_dl_run();
     let generic_before = fntrace::generic_entries_on_this_thread();
     assert_eq!(dl_run(1000), expected_run(1000));
     assert_eq!(fntrace::generic_entries_on_this_thread(), generic_before);

@@ -87,7 +87,7 @@ fn sites_found_and_nopped_while_threads_run_through_them() {
         &Filter::new().include("no_such_function"),
     )
     .unwrap();
-    let run = dlopen_run();
+    let run = common::dlopen_dl_run();
     let start = Arc::new(std::sync::Barrier::new(4));
     let racers: Vec<_> = (0..4)
         .map(|_| {
@@ -109,18 +109,4 @@ fn sites_found_and_nopped_while_threads_run_through_them() {
     let site = fntrace::site_of(run as usize).expect("dl_run's site");
     assert!(site.lazily_found && !site.patched, "{site:?}");
     assert_eq!(text(site.address, 6), NOP6);
-}
-
-/// `dl_run` of the fixtures' `-pg` library, opened with `dlopen`.
-fn dlopen_run() -> extern "C" fn(i64) -> i64 {
-    let path = std::ffi::CString::new(fntrace_fixtures::DLOPEN_LIBRARY).unwrap();
-    // SAFETY: dlopen/dlsym of a plain C library built by the fixtures;
-    // dl_run has the C signature long(long).
-    unsafe {
-        let handle = libc::dlopen(path.as_ptr(), libc::RTLD_NOW);
-        assert!(!handle.is_null());
-        let address = libc::dlsym(handle, c"dl_run".as_ptr());
-        assert!(!address.is_null());
-        std::mem::transmute::<*mut libc::c_void, extern "C" fn(i64) -> i64>(address)
-    }
 }

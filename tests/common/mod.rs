@@ -793,3 +793,18 @@ pub fn streamed_counts(
     }
     (by_name, lost)
 }
+
+/// `dl_run(n)` of the fixtures' `-pg` library (`dl_run` → `dl_mid` → 4 ×
+/// `dl_leaf`, as the C workload's `run`), opened with `dlopen`.
+pub fn dlopen_dl_run() -> extern "C" fn(i64) -> i64 {
+    let path = std::ffi::CString::new(fntrace_fixtures::DLOPEN_LIBRARY).unwrap();
+    // SAFETY: dlopen/dlsym of a plain C library built by the fixtures;
+    // dl_run has the C signature long(long).
+    unsafe {
+        let handle = libc::dlopen(path.as_ptr(), libc::RTLD_NOW);
+        assert!(!handle.is_null(), "dlopen {path:?}");
+        let address = libc::dlsym(handle, c"dl_run".as_ptr());
+        assert!(!address.is_null());
+        std::mem::transmute::<*mut libc::c_void, extern "C" fn(i64) -> i64>(address)
+    }
+}
