@@ -16,7 +16,7 @@ use crate::arch::x86_64::{decode_site_instruction, Instruction, SiteForm};
 use crate::error::Error;
 use crate::filter::Filter;
 use crate::patch::priority;
-use crate::patch::{self, reach, TextWrite};
+use crate::patch::{self, reach, return_stubs, TextWrite};
 use crate::rt::{self, ops, shadow, thread::Untraced};
 use crate::sites::{
     self, flag, patchable, ScanReport, Site, SiteInfo, SiteKind, SitesInOrder, NOP_PENDING, SITES,
@@ -378,11 +378,12 @@ fn holds_its_text(site: &Site, text: &[u8]) -> bool {
     match SiteText::of(site) {
         SiteText::Nop => text == &site.nop_text(form)[..text.len()],
         SiteText::Call => text == &site.original_bytes()[..text.len()],
-        // Which stub it calls depends on the fast path's state: a call of
-        // the site's length is all that can be checked here.
+        // Which entry or stub it leads to depends on the fast path's
+        // state: a call or a jump of the site's length is all that can be
+        // checked here.
         SiteText::Fast(_) => matches!(
             decode_site_instruction(text, site.addr.load(Ordering::Relaxed)),
-            Some(Instruction::Call { .. })
+            Some(Instruction::Call { .. } | Instruction::Jump { .. })
         ),
     }
 }
@@ -400,8 +401,9 @@ enum SiteText {
     Nop,
     /// The original call, to the generic trampoline.
     Call,
-    /// A call to the fast entry of fast path `n`
-    /// (`tracer::GRAPH_FAST_PATH` or `tracer::PROFILE_FAST_PATH`).
+    /// A jump to the site's return stub for fast path `n`
+    /// (`tracer::GRAPH_FAST_PATH` or `tracer::PROFILE_FAST_PATH`), or a
+    /// call of its fast entry where no stub could be placed.
     Fast(usize),
 }
 
@@ -432,14 +434,18 @@ impl SiteText {
     }
 
     /// The bytes of this text at `site`; `None` for a fast call out of reach
-    /// (or with no fast path).
+    /// (or with no fast path). A fast path is reached through the site's
+    /// return stub (the same one every time), else, where no stub can be
+    /// placed, called directly.
     fn bytes(self, site: &Site, form: SiteForm, fast: &FastPathState) -> Option<[u8; 8]> {
         match self {
             SiteText::Nop => Some(site.nop_text(form)),
             SiteText::Call => Some(site.original_bytes()),
             SiteText::Fast(path) => {
-                let target = fast.entry(path, site.kind())?;
-                reach::call_bytes(site.addr.load(Ordering::Relaxed), form, target)
+                let addr = site.addr.load(Ordering::Relaxed);
+                let stubbed = fast.stubbed_entry(path, site.kind())?;
+                return_stubs::jump_bytes(addr, form, stubbed)
+                    .or_else(|| reach::call_bytes(addr, form, fast.entry(path, site.kind())?))
             }
         }
     }
@@ -524,10 +530,17 @@ fn sync_listed_text(
         // The fast entries take the return address from the usual slot,
         // which holds the saved r10 at a nested function's fentry site;
         // and hook it, which a call that returns twice must not have.
+        // A site already on its fast path keeps its text: its bytes (a
+        // stub looked up) are wanted only for a change.
         let fast_call = (flags & (flag::R10_SAVED | flag::RETURNS_TWICE) == 0)
             .then(|| fast.for_mask(mask))
             .flatten()
-            .and_then(|path| Some((path, SiteText::Fast(path).bytes(site, form, &fast)?)));
+            .and_then(|path| {
+                if current == SiteText::Fast(path) {
+                    return Some((path, None));
+                }
+                Some((path, Some(SiteText::Fast(path).bytes(site, form, &fast)?)))
+            });
         let wanted = match (mask, fast_call) {
             (0, _) => SiteText::Nop,
             (_, Some((path, _))) => SiteText::Fast(path),
@@ -545,7 +558,7 @@ fn sync_listed_text(
             }
             _ => {
                 let new = match wanted {
-                    SiteText::Fast(_) => fast_call.map(|(_, bytes)| bytes),
+                    SiteText::Fast(_) => fast_call.and_then(|(_, bytes)| bytes),
                     _ => wanted.bytes(site, form, &fast),
                 };
                 // The current text's bytes: a fast call finds the same stub
@@ -569,7 +582,8 @@ fn sync_listed_text(
     if writes.is_empty() {
         return Ok(());
     }
-    if let Err(err) = patch::apply(writes) {
+    // The return stubs the batch's jumps go to, executable first.
+    if let Err(err) = return_stubs::seal().and_then(|()| patch::apply(writes)) {
         flip_back(changed);
         NOP_PENDING.store(true, Ordering::Release);
         return Err(err);

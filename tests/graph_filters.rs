@@ -33,11 +33,10 @@ fn excluded_functions_keep_their_nop() {
         NOP6,
         "an excluded site is not patched"
     );
-    // Selected by `graph` alone: a direct call to its fast entry, same
-    // length and form as gcc's `67 e8` (tests/graph_fast_path.rs checks
-    // the target).
+    // Selected by `graph` alone: a jump to its return stub, the same
+    // length as gcc's `67 e8` (tests/graph_fast_path.rs checks the stub).
     assert!(mid.patched && mid.graph_fast_path);
-    assert_eq!(text(mid.address, 2), [0x67, 0xe8]);
+    assert_eq!(text(mid.address, 2), [0x2e, 0xe9]);
     assert_ne!(text(mid.address, 6), mid.original);
     c_pie::run(2);
     fntrace::disable("graph").unwrap();

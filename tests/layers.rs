@@ -852,7 +852,16 @@ const ASM_CONSTANTS: &[(&str, &str, &str)] = &[
     ("CHUNK_SHIFT", PROFILE_BLOCK, "CHUNK_SHIFT"),
     ("CHUNK_BUCKETS", PROFILE_BLOCK, "CHUNK_BUCKETS"),
     ("PENDING_ROW_SHIFT", PROFILE_BLOCK, "PENDING_ROW_SHIFT"),
+    ("STUB_ARENAS", RETURN_STUBS, "ARENAS"),
+    ("STUB_HOOK_IN_LINE", RETURN_STUBS, "HOOK_AT"),
+    ("STUB_HOOK_FROM_RETURN", RETURN_STUBS, "HOOK_FROM_RETURN"),
+    (
+        "STUB_SITE_END_FROM_RETURN",
+        RETURN_STUBS,
+        "SITE_END_FROM_RETURN",
+    ),
 ];
+const RETURN_STUBS: &str = "src/patch/return_stubs.rs";
 
 /// A number as written in Rust or C: decimal, or `1 << N`.
 fn number(text: &str) -> Option<u64> {

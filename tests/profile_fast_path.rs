@@ -80,17 +80,10 @@ fn filter() -> Filter {
         .exclude("fentry_nopie_*")
 }
 
-/// The function a site's direct call (`e8`, or `67 e8`) goes to, by name.
+/// The fast entry a site's return stub calls, by name.
 fn called_by(function: usize) -> Option<String> {
     let site = fntrace::site_of(function).expect("a site");
-    let len = site.original.len();
-    let bytes = text(site.address, len);
-    if bytes[len - 5] != 0xe8 {
-        return None;
-    }
-    let rel = i32::from_le_bytes(bytes[len - 4..].try_into().unwrap());
-    let target = (site.address as i64 + len as i64 + rel as i64) as usize;
-    fntrace::function_name(target)
+    fntrace::function_name(common::stubbed_entry_of(&site, "profile"))
 }
 
 fn row(snapshot: &ProfileSnapshot, address: usize) -> &fntrace::analysis::FunctionProfile {
@@ -186,8 +179,8 @@ fn profile_alone_calls_its_fast_entry_and_counts_exactly() {
     fntrace::enable_with("profile", &filter()).unwrap();
     for variant in variants() {
         let fast_entry = match variant.kind {
-            SiteKind::Mcount => "fntrace_profile_mcount",
-            SiteKind::Fentry => "fntrace_profile_fentry",
+            SiteKind::Mcount => "fntrace_profile_mcount_stubbed",
+            SiteKind::Fentry => "fntrace_profile_fentry_stubbed",
         };
         for &function in &variant.functions {
             assert_eq!(
@@ -353,9 +346,18 @@ fn graph_and_profile_fast_paths_nest() {
     let _ = fntrace::GRAPH_TRACER.take_trace();
     fntrace::enable_with("graph", &graph).unwrap();
     fntrace::enable_with("profile", &profile).unwrap();
-    assert_eq!(called_by(run).as_deref(), Some("fntrace_graph_mcount"));
-    assert_eq!(called_by(leaf).as_deref(), Some("fntrace_graph_mcount"));
-    assert_eq!(called_by(mid).as_deref(), Some("fntrace_profile_mcount"));
+    assert_eq!(
+        called_by(run).as_deref(),
+        Some("fntrace_graph_mcount_stubbed")
+    );
+    assert_eq!(
+        called_by(leaf).as_deref(),
+        Some("fntrace_graph_mcount_stubbed")
+    );
+    assert_eq!(
+        called_by(mid).as_deref(),
+        Some("fntrace_profile_mcount_stubbed")
+    );
     assert!(fntrace::site_of(run).unwrap().graph_fast_path);
     assert!(!fntrace::site_of(mid).unwrap().graph_fast_path);
     c_pie::run(N); // rows, nodes, chunks and the ring made

@@ -53,9 +53,11 @@ fn check_site_bytes(when: &str, cycle: usize) {
         let ok = if !site.patched {
             bytes == nop
         } else if site.graph_fast_path {
+            // A jump to the site's return stub (tests/graph_fast_path.rs
+            // checks the stub).
             match len {
-                5 => bytes[0] == 0xe8,
-                _ => bytes[..2] == [0x67, 0xe8],
+                5 => bytes[0] == 0xe9,
+                _ => bytes[..2] == [0x2e, 0xe9],
             }
         } else {
             bytes == site.original

@@ -12,6 +12,16 @@
  *   3. replace F's return address with fntrace_return_trampoline, whose own
  *      fast path (return.S) writes the exit event.
  *
+ * The *_stubbed entries are the same, called from a site's return stub
+ * (src/patch/return_stubs.rs) instead of the site: their return address is
+ * in the stub, which holds the site's end (the frame's site, and what a
+ * bail hands the generic path as its return address), and F's return
+ * address becomes the stub's hook (layout.h: HOOK_ADDRESS, SITE_END),
+ * which ends in fntrace_return_balanced. Each frame records the hook it
+ * wrote (FRAME_HOOK): a tail call is recognised by its slot holding the
+ * top frame's hook, and a slot holding any hook (the trampoline or one in
+ * a stub arena) whose frame is not on top makes the entry bail.
+ *
  * A full ring does not bail in drop mode: the frame is still hooked (its
  * exit keeps the depths right) and the entry is counted as dropped in the
  * ring's header, at the fast path's cost, for the reader to report as lost.
@@ -63,6 +73,9 @@
 
 #define SAVED 8                         /* registers pushed, r11 included */
 #define SITE_RETURN (8 * SAVED)         /* offset of our return address  */
+        .if SITE_RETURN - 64            /* layout.h's macros assume it */
+        .error "SITE_RETURN is not 64"
+        .endif
 
 /* The graph tracer's bit while its exits may take the fast path, else 0.
  * Frames pushed here carry it as their exit-tracer mask. Written by Rust
@@ -106,7 +119,7 @@ fntrace_graph_max_depth:
         POP     %r11
 .endm
 
-.macro GRAPH_ENTRY name, generic, fentry
+.macro GRAPH_ENTRY name, generic, fentry, stubbed
         .p2align 4
         .globl  \name
         .hidden \name
@@ -168,17 +181,19 @@ fntrace_graph_max_depth:
         ja      4f                      /* top frame above ours: the caller's */
         jb      .Lbail_\@               /* top frame below ours: it died */
         /* The top frame has our slot: a tail call (the caller jumped here,
-         * its frame reused, the slot still holding the trampoline) nests
-         * in it - this frame's real return is the trampoline, which ends
-         * the caller next; without the trampoline, the top frame died. */
-        leaq    fntrace_return_trampoline(%rip), %rdx
-        cmpq    %rdx, %r8
+         * its frame reused, the slot still holding the caller's hook) nests
+         * in it - this frame's real return is that hook, which ends the
+         * caller next; without the hook, the top frame died. */
+        imulq   $FRAME_SIZE, %r10, %rdx
+        cmpq    SHADOW_FRAMES-FRAME_SIZE+FRAME_HOOK(%rcx,%rdx), %r8
         jne     .Lbail_\@
         jmp     5f
 4:
+        /* A hook in a slot whose frame is not on top. */
         leaq    fntrace_return_trampoline(%rip), %rdx
         cmpq    %rdx, %r8
-        je      .Lbail_\@               /* the trampoline, its frame not on top */
+        je      .Lbail_\@
+        JUMP_IF_STUB_HOOK %r8, %rdx, .Lbail_\@
 5:
         /* Lossless recording: a ring holding its fast limit of events (half
          * its capacity then; never reached otherwise) sends the call to the
@@ -197,9 +212,11 @@ fntrace_graph_max_depth:
         leaq    SHADOW_FRAMES(%rcx,%rdx), %rdx
         movq    %rdi, FRAME_SLOT(%rdx)
         movq    %r8, FRAME_REAL_RETURN(%rdx)
+        HOOK_ADDRESS \stubbed, %r8
+        movq    %r8, FRAME_HOOK(%rdx)
         movq    fntrace_graph_fast_bit(%rip), %r8
         movq    %r8, FRAME_EXIT_TRACERS(%rdx)
-        movq    SITE_RETURN(%rsp), %r8
+        SITE_END \stubbed, %r8
         movq    %r8, FRAME_SITE(%rdx)
         movq    %rax, FRAME_ENTRY_TICKS(%rdx)
         movq    $0, FRAME_MARKS(%rdx)
@@ -228,7 +245,7 @@ fntrace_graph_max_depth:
         incq    RING_DROPPED(%rsi)      /* the owner alone writes it */
 2:
 
-        leaq    fntrace_return_trampoline(%rip), %rdx
+        HOOK_ADDRESS \stubbed, %rdx
         movq    %rdx, (%rdi)
 
         movb    $0, %fs:THREAD_IN_TRACER(%r11)
@@ -238,18 +255,32 @@ fntrace_graph_max_depth:
 .Lbail_\@:
         .cfi_adjust_cfa_offset 8 * SAVED
         movb    $0, %fs:THREAD_IN_TRACER(%r11)
+.if \stubbed
+        /* The generic path is to see the site's own call. */
+        SITE_END 1, %rdx
+        movq    %rdx, SITE_RETURN(%rsp)
+.endif
         RESTORE_SAVED
         jmp     \generic
 
 .Lguarded_\@:
         .cfi_adjust_cfa_offset 8
+.if \stubbed
+        /* Back to the function, past the stub's hooking. */
+        movq    8(%rsp), %r11
+        movq    STUB_SITE_END_FROM_RETURN(%r11), %r11
+        movq    %r11, 8(%rsp)
+.endif
         POP     %r11
         ret
         .cfi_endproc
         .size   \name, . - \name
 .endm
 
-GRAPH_ENTRY fntrace_graph_mcount, fntrace_generic_mcount, 0
-GRAPH_ENTRY fntrace_graph_fentry, fntrace_generic_fentry, 1
+GRAPH_ENTRY fntrace_graph_mcount, fntrace_generic_mcount, 0, 0
+GRAPH_ENTRY fntrace_graph_fentry, fntrace_generic_fentry, 1, 0
+/* The same, called from a site's return stub (src/patch/return_stubs.rs). */
+GRAPH_ENTRY fntrace_graph_mcount_stubbed, fntrace_generic_mcount, 0, 1
+GRAPH_ENTRY fntrace_graph_fentry_stubbed, fntrace_generic_fentry, 1, 1
 
         .section .note.GNU-stack,"",@progbits

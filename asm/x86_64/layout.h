@@ -24,14 +24,67 @@
 #define SHADOW_FRAMES           8
 #define SHADOW_MAX_DEPTH     1024
 
-/* struct Frame (48 bytes) */
-#define FRAME_SIZE             48
+/* struct Frame (56 bytes) */
+#define FRAME_SIZE             56
 #define FRAME_SLOT              0   /* where the return address lives      */
 #define FRAME_REAL_RETURN       8   /* the address the trampoline replaced */
 #define FRAME_SITE             16   /* the site's return address           */
 #define FRAME_ENTRY_TICKS      24
 #define FRAME_EXIT_TRACERS     32
 #define FRAME_MARKS            40
+#define FRAME_HOOK             48   /* what was written into the slot: the */
+                                    /* trampoline, or a return stub's hook */
+
+/* A return stub (src/patch/return_stubs.rs: the layout is drawn there), as
+ * the fast entry it calls sees it from its return address R = stub + 6:
+ * the hook the function is to return to (the stub's own exit path), and
+ * the word holding the end of the site's instruction (where the function
+ * goes on). Every hook lies at STUB_HOOK_IN_LINE in a 64-byte line of a
+ * stub arena (fntrace_return_stub_arenas, return.S). */
+#define STUB_HOOK_FROM_RETURN       5
+#define STUB_SITE_END_FROM_RETURN  50
+#define STUB_HOOK_IN_LINE          11
+#define STUB_ARENAS                 4
+
+/* JUMP_IF_STUB_HOOK value, scratch, label: to label when `value` is some
+ * return stub's hook (at STUB_HOOK_IN_LINE of a line in an arena). An
+ * arena not in use is (0, 0) and holds nothing. */
+.macro JUMP_IF_STUB_HOOK value, scratch, label
+        movq    \value, \scratch
+        andq    $63, \scratch
+        cmpq    $STUB_HOOK_IN_LINE, \scratch
+        jne     .Lnot_stub_hook_\@
+        .irp    arena, 0, 1, 2, 3
+        movq    \value, \scratch
+        subq    fntrace_return_stub_arenas+16*\arena(%rip), \scratch
+        cmpq    fntrace_return_stub_arenas+16*\arena+8(%rip), \scratch
+        jb      \label
+        .endr
+.Lnot_stub_hook_\@:
+.endm
+
+/* For the fast entries (graph.S, profile.S): 64(%rsp) is their return
+ * address once their eight registers are saved (their SITE_RETURN).
+ *
+ * HOOK_ADDRESS stubbed, out: what the slot gets, the trampoline or, for
+ * an entry called from a return stub, the stub's hook. */
+.macro HOOK_ADDRESS stubbed, out
+.if \stubbed
+        movq    64(%rsp), \out
+        addq    $STUB_HOOK_FROM_RETURN, \out
+.else
+        leaq    fntrace_return_trampoline(%rip), \out
+.endif
+.endm
+
+/* SITE_END stubbed, out: the end of the site's instruction (its return
+ * address), read from the return stub for an entry called from one. */
+.macro SITE_END stubbed, out
+        movq    64(%rsp), \out
+.if \stubbed
+        movq    STUB_SITE_END_FROM_RETURN(\out), \out
+.endif
+.endm
 
 /* struct Ring<RawEvent> (header; the writer owns head, the reader tail) */
 #define RING_HEAD               0

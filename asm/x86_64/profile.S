@@ -18,6 +18,9 @@
  *   3. replace F's return address with fntrace_return_trampoline, whose
  *      fast path, seeing this tracer's bit, jumps to fntrace_profile_exit.
  *
+ * The *_stubbed entries are called from a site's return stub and hook F's
+ * return with the stub's, as graph.S's are and do.
+ *
  * The exit (Block::exit): the open call must be the shadow frame's (same
  * depth and entry time); then the duration in nanoseconds (the TickScale
  * copied below, the same arithmetic as TickScale::ns), and the row's, the
@@ -132,6 +135,9 @@ fntrace_profile_scale:
 
 #define SAVED 8                         /* registers pushed, r11 included */
 #define SITE_RETURN (8 * SAVED)         /* offset of our return address  */
+        .if SITE_RETURN - 64            /* layout.h's macros assume it */
+        .error "SITE_RETURN is not 64"
+        .endif
 
 .macro RESTORE_SAVED
         POP     %r10
@@ -152,7 +158,7 @@ fntrace_profile_scale:
 .endif
 .endm
 
-.macro PROFILE_ENTRY name, generic, fentry
+.macro PROFILE_ENTRY name, generic, fentry, stubbed
         .p2align 4
         .globl  \name
         .hidden \name
@@ -209,16 +215,18 @@ fntrace_profile_scale:
         ja      4f                      /* top frame above ours: the caller's */
         jb      .Lbail_\@               /* top frame below ours: it died */
         /* The top frame has our slot: a tail call nests in it (its real
-         * return is the trampoline, which ends the caller next); without
-         * the trampoline, the top frame died. */
-        leaq    fntrace_return_trampoline(%rip), %rdx
-        cmpq    %rdx, %r8
+         * return is the caller's hook, which ends the caller next);
+         * without that hook, the top frame died. */
+        imulq   $FRAME_SIZE, %r10, %rdx
+        cmpq    SHADOW_FRAMES-FRAME_SIZE+FRAME_HOOK(%rcx,%rdx), %r8
         jne     .Lbail_\@
         jmp     5f
 4:
+        /* A hook in a slot whose frame is not on top. */
         leaq    fntrace_return_trampoline(%rip), %rdx
         cmpq    %rdx, %r8
-        je      .Lbail_\@               /* the trampoline, its frame not on top */
+        je      .Lbail_\@
+        JUMP_IF_STUB_HOOK %r8, %rdx, .Lbail_\@
 5:
         /* The block: in the current era, and no open call at this depth or
          * deeper (their exits were not seen: Block::enter forgets them). */
@@ -246,7 +254,7 @@ fntrace_profile_scale:
         /* The row: the site table, probed from the site's hash on. From
          * here the slot, the real return and the depth are not in
          * registers (loaded again below). */
-        movq    SITE_RETURN(%rsp), %rdi
+        SITE_END \stubbed, %rdi
         movabsq $PROFILE_HASH_MULTIPLIER, %rcx
         imulq   %rdi, %rcx
         shrq    $(64 - PROFILE_TABLE_BITS), %rcx
@@ -317,16 +325,18 @@ fntrace_profile_scale:
         movq    %rdi, FRAME_SLOT(%rcx)
         movq    (%rdi), %r8
         movq    %r8, FRAME_REAL_RETURN(%rcx)
+        HOOK_ADDRESS \stubbed, %r8
+        movq    %r8, FRAME_HOOK(%rcx)
         movq    fntrace_profile_fast_bit(%rip), %r8
         movq    %r8, FRAME_EXIT_TRACERS(%rcx)
-        movq    SITE_RETURN(%rsp), %r8
+        SITE_END \stubbed, %r8
         movq    %r8, FRAME_SITE(%rcx)
         movq    %rax, FRAME_ENTRY_TICKS(%rcx)
         movq    $0, FRAME_MARKS(%rcx)
         incq    %r10
         movq    %r10, SHADOW_LEN(%rdx)
 
-        leaq    fntrace_return_trampoline(%rip), %r8
+        HOOK_ADDRESS \stubbed, %r8
         movq    %r8, (%rdi)
 
         movb    $0, %fs:THREAD_IN_TRACER(%r11)
@@ -336,22 +346,38 @@ fntrace_profile_scale:
 .Lbail_\@:
         .cfi_adjust_cfa_offset 8 * SAVED
         movb    $0, %fs:THREAD_IN_TRACER(%r11)
+.if \stubbed
+        /* The generic path is to see the site's own call. */
+        SITE_END 1, %rdx
+        movq    %rdx, SITE_RETURN(%rsp)
+.endif
         RESTORE_SAVED
         jmp     \generic
 
 .Lguarded_\@:
         .cfi_adjust_cfa_offset 8
+.if \stubbed
+        /* Back to the function, past the stub's hooking. */
+        movq    8(%rsp), %r11
+        movq    STUB_SITE_END_FROM_RETURN(%r11), %r11
+        movq    %r11, 8(%rsp)
+.endif
         POP     %r11
         ret
         .cfi_endproc
         .size   \name, . - \name
 .endm
 
-PROFILE_ENTRY fntrace_profile_mcount, fntrace_generic_mcount, 0
-PROFILE_ENTRY fntrace_profile_fentry, fntrace_generic_fentry, 1
+PROFILE_ENTRY fntrace_profile_mcount, fntrace_generic_mcount, 0, 0
+PROFILE_ENTRY fntrace_profile_fentry, fntrace_generic_fentry, 1, 0
+/* The same, called from a site's return stub (src/patch/return_stubs.rs). */
+PROFILE_ENTRY fntrace_profile_mcount_stubbed, fntrace_generic_mcount, 0, 1
+PROFILE_ENTRY fntrace_profile_fentry_stubbed, fntrace_generic_fentry, 1, 1
 
 /*
- * fntrace_profile_exit: the rest of the return trampoline's fast path for
+ * fntrace_profile_exit (fntrace_profile_exit_balanced: the same for
+ * fntrace_return_balanced, with the slot at 80(%rsp) and its own leave and
+ * slow path): the rest of the return trampoline's fast path for
  * a frame whose exit mask is fntrace_profile_fast_bit (return.S jumps here
  * with the guard set and the exit timestamp taken). On arrival:
  *
@@ -379,38 +405,37 @@ PROFILE_ENTRY fntrace_profile_fentry, fntrace_generic_fentry, 1
  * as on arrival.
  */
 
-#define EXIT_SLOT 72
-
+.macro PROFILE_EXIT name, slot, leave, slow
         .p2align 4
-        .globl  fntrace_profile_exit
-        .hidden fntrace_profile_exit
-        .type   fntrace_profile_exit, @function
-fntrace_profile_exit:
+        .globl  \name
+        .hidden \name
+        .type   \name, @function
+\name:
         .cfi_startproc
         /* As in return.S: no caller an unwinder could describe. */
         .cfi_undefined rip
         movq    %fs:THREAD_PROFILE_BLOCK(%r11), %rsi
         testq   %rsi, %rsi
-        jz      .Lexit_bail
+        jz      .Lexit_bail_\@
         movq    PB_ERA(%rsi), %rdx
         cmpq    fntrace_profile_era(%rip), %rdx
-        jne     .Lexit_bail
+        jne     .Lexit_bail_\@
         /* The open call on top must be this frame's: same depth, same
          * entry time (else Block::exit forgets or ignores calls). */
         movl    PB_OPEN(%rsi), %edi
         testl   %edi, %edi
-        jz      .Lexit_bail
+        jz      .Lexit_bail_\@
         shlq    $OPEN_SIZE_SHIFT, %rdi
         leaq    BLOCK_OPEN-OPEN_SIZE(%rsi,%rdi), %rdi
         leaq    -1(%r8), %rdx
         cmpl    %edx, OPEN_DEPTH(%rdi)
-        jne     .Lexit_bail
+        jne     .Lexit_bail_\@
         movq    FRAME_ENTRY_TICKS(%r9), %rdx
         cmpq    %rdx, OPEN_ENTRY_TICKS(%rdi)
-        jne     .Lexit_bail
+        jne     .Lexit_bail_\@
         movl    OPEN_ROW(%rdi), %r10d
         cmpl    $PROFILE_NONE, %r10d
-        je      .Lexit_bail             /* counted as not kept by Rust */
+        je      .Lexit_bail_\@          /* counted as not kept by Rust */
         imulq   $ROW_SIZE, %r10, %r10
         leaq    BLOCK_ROWS(%rsi,%r10), %r10
 
@@ -445,7 +470,7 @@ fntrace_profile_exit:
         shrq    $7, %rcx
         movzwl  BLOCK_ROWS-ROW_SIZE+ROW_CHUNKS(%rdx,%rcx,2), %ecx
         testl   %ecx, %ecx
-        jz      .Lexit_bail_ticks
+        jz      .Lexit_bail_ticks_\@
         andl    $(CHUNK_BUCKETS - 1), %eax
         shll    $CHUNK_SHIFT, %ecx      /* (chunk number + 1) << 10 */
         addq    %rsi, %rcx
@@ -474,7 +499,7 @@ fntrace_profile_exit:
 3:
         movq    %rax, %rdx
         shrq    $PENDING_ROW_SHIFT, %rax
-        jnz     .Lexit_bail_ticks
+        jnz     .Lexit_bail_ticks_\@
 
         /* Nothing bails from here on. This call pending in its place, then
          * the pending call counted in its bucket (in that order: a reader
@@ -537,14 +562,20 @@ fntrace_profile_exit:
 10:
         movq    FRAME_REAL_RETURN(%r9), %r9
         movb    $0, %fs:THREAD_IN_TRACER(%r11)
-        movq    %r9, EXIT_SLOT(%rsp)
-        jmp     fntrace_return_leave
+        movq    %r9, \slot(%rsp)
+        jmp     \leave
 
-.Lexit_bail_ticks:
+.Lexit_bail_ticks_\@:
         movq    %r8, %rax
-.Lexit_bail:
-        jmp     fntrace_return_slow_with_tsc
+.Lexit_bail_\@:
+        jmp     \slow
         .cfi_endproc
-        .size   fntrace_profile_exit, . - fntrace_profile_exit
+        .size   \name, . - \name
+.endm
+
+PROFILE_EXIT fntrace_profile_exit, 72, fntrace_return_leave, fntrace_return_slow_with_tsc
+/* For the return stubs' trampoline (return.S): the slot 8 bytes higher,
+ * above the stub's own return address. */
+PROFILE_EXIT fntrace_profile_exit_balanced, 80, fntrace_return_balanced_leave, fntrace_return_balanced_slow_with_tsc
 
         .section .note.GNU-stack,"",@progbits

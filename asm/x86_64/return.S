@@ -1,5 +1,7 @@
 /*
- * fntrace_return_trampoline: where a hooked function returns to.
+ * fntrace_return_trampoline: where a hooked function returns to; and its
+ * variant fntrace_return_balanced, for frames hooked through a site's
+ * return stub (src/patch/return_stubs.rs).
  *
  * When a tracer wants a function's exit, the entry hook saves the function's
  * return address on this thread's shadow stack and writes the address of
@@ -69,14 +71,40 @@
  * not traced.
  */
 
+/*
+ * fntrace_return_balanced is the same code (RETURN_TRAMPOLINE below, with
+ * balanced = 1) for a function that returned into its stub's hook, which
+ * made room and called here: on arrival %rsp = slot - 8, holding the
+ * stub's return address (S+22, a `ret`), and the slot above it is free.
+ * So no `subq $8`: the slot is 80(%rsp) after the nine pushes (72(%rsp)
+ * the stub's return address); and every path leaves with `ret`, into the
+ * stub, which returns through the slot to the real caller: both returns
+ * match the return-stack buffer's entries (the stub's two calls). The
+ * profile tracer's exit has a variant for it (fntrace_profile_exit_balanced).
+ */
+
 #include "layout.h"
 
 /* Offsets: the slot above the nine integer registers pushed; in the slow
  * path, xmm0-xmm15 and the saved guard byte below %rbp. */
-#define SLOT 72
+#define SLOT (72 + 8 * \balanced)   /* inside RETURN_TRAMPOLINE */
 #define SAVE_AREA 272
 #define GUARD_SAVE 256
 
+/* The return stubs' arenas (src/patch/return_stubs.rs): STUB_ARENAS
+ * pairs (first byte, length), (0, 0) while unused. Written under the
+ * control lock before any site jumps into an arena, read by the fast
+ * entries' JUMP_IF_STUB_HOOK (layout.h). */
+        .data
+        .p2align 6
+        .globl  fntrace_return_stub_arenas
+        .hidden fntrace_return_stub_arenas
+        .type   fntrace_return_stub_arenas, @object
+        .size   fntrace_return_stub_arenas, 16 * STUB_ARENAS
+fntrace_return_stub_arenas:
+        .zero   16 * STUB_ARENAS
+
+.macro RETURN_TRAMPOLINE name, balanced, slow, leave, profile_exit
         .text
         .p2align 4
         .cfi_startproc
@@ -90,17 +118,19 @@
         .cfi_undefined rip
         nop
         .p2align 4, 0x90                /* the entry stays aligned */
-        .globl  fntrace_return_trampoline
-        .hidden fntrace_return_trampoline
-        .type   fntrace_return_trampoline, @function
-fntrace_return_trampoline:
+        .globl  \name
+        .hidden \name
+        .type   \name, @function
+\name:
         /* The slot re-occupied, every caller-saved integer register aside
          * (see "Registers" above); the guard; then the timestamp, early
          * (rdtsc is slow; the checks run while it completes) but under the
          * guard, or a signal handler's events could be written before this
          * older one. Below %rsp is free here: the caller's frame ends at
          * %rsp and nothing of it lives lower. */
+.if \balanced == 0
         subq    $8, %rsp                /* the slot */
+.endif
         pushq   %rax
         pushq   %rdx
         pushq   %rcx
@@ -112,34 +142,34 @@ fntrace_return_trampoline:
         pushq   %r11
         movq    fntrace_thread@GOTTPOFF(%rip), %r11
         cmpb    $0, %fs:THREAD_IN_TRACER(%r11)
-        jne     .Lslow_restore
+        jne     .Lslow_restore\@
         movb    $1, %fs:THREAD_IN_TRACER(%r11)
         rdtsc
         shlq    $32, %rdx
         orq     %rdx, %rax
         movq    %fs:THREAD_SHADOW(%r11), %rcx
         testq   %rcx, %rcx
-        jz      .Lslow_with_tsc
+        jz      .Lslow_with_tsc\@
         movq    SHADOW_LEN(%rcx), %r8
         testq   %r8, %r8
-        jz      .Lslow_with_tsc
+        jz      .Lslow_with_tsc\@
         imulq   $FRAME_SIZE, %r8, %r9
         leaq    SHADOW_FRAMES-FRAME_SIZE(%rcx,%r9), %r9
         leaq    SLOT(%rsp), %rdi        /* the slot */
         cmpq    %rdi, FRAME_SLOT(%r9)
-        jne     .Lslow_with_tsc         /* deeper frames died (longjmp) */
+        jne     .Lslow_with_tsc\@         /* deeper frames died (longjmp) */
         cmpq    $0, FRAME_MARKS(%r9)
-        jne     .Lslow_with_tsc
+        jne     .Lslow_with_tsc\@
         movq    FRAME_EXIT_TRACERS(%r9), %rdi
         cmpq    fntrace_profile_fast_bit(%rip), %rdi
-        je      .Lprofile               /* the profile tracer's frame */
+        je      .Lprofile\@               /* the profile tracer's frame */
         cmpq    fntrace_graph_fast_bit(%rip), %rdi
-        jne     .Lslow_with_tsc
+        jne     .Lslow_with_tsc\@
         testq   %rdi, %rdi              /* a bit 0 is "off" (exit mask 0) */
-        jz      .Lslow_with_tsc
+        jz      .Lslow_with_tsc\@
         movq    %fs:THREAD_FAST_TRACER_SLOT(%r11), %rsi
         testq   %rsi, %rsi
-        jz      .Lslow_with_tsc
+        jz      .Lslow_with_tsc\@
 
         /* Lossless recording: from its fast limit on (half the capacity
          * then; never reached otherwise) the ring's events go the slow way,
@@ -147,7 +177,7 @@ fntrace_return_trampoline:
         movq    RING_HEAD(%rsi), %r10
         subq    RING_TAIL(%rsi), %r10
         cmpq    RING_FAST_LIMIT(%rsi), %r10
-        jae     .Lslow_with_tsc
+        jae     .Lslow_with_tsc\@
 
         decq    %r8
         movq    %r8, SHADOW_LEN(%rcx)   /* popped; its memory stays intact */
@@ -173,28 +203,28 @@ fntrace_return_trampoline:
         movq    FRAME_REAL_RETURN(%r9), %r9
         movb    $0, %fs:THREAD_IN_TRACER(%r11)
         movq    %r9, SLOT(%rsp)
-        jmp     .Lleave
+        jmp     .Lleave\@
 
         /* The profile tracer's exit (profile.S), unless its bit is 0. */
-.Lprofile:
+.Lprofile\@:
         testq   %rdi, %rdi
-        jz      .Lslow_with_tsc
-        jmp     fntrace_profile_exit
+        jz      .Lslow_with_tsc\@
+        jmp     \profile_exit
 
         /* Giving up after the timestamp: the slow path gets it (no second
          * read) and the guard stays set until its event is written, so no
          * signal handler's event can come between with a later time.
          * fntrace_profile_exit comes back here when it gives up, with the
          * ticks in %rax and the stack as it found it. */
-        .globl  fntrace_return_slow_with_tsc
-        .hidden fntrace_return_slow_with_tsc
-fntrace_return_slow_with_tsc:
-.Lslow_with_tsc:
+        .globl  \slow
+        .hidden \slow
+\slow:
+.Lslow_with_tsc\@:
         movq    %rax, %rsi
-        jmp     .Lslow
-.Lslow_restore:
+        jmp     .Lslow\@
+.Lslow_restore\@:
         xorl    %esi, %esi              /* no timestamp taken */
-.Lslow:
+.Lslow\@:
         pushq   %rbp
         movq    %rsp, %rbp
         andq    $-16, %rsp
@@ -258,10 +288,10 @@ fntrace_return_slow_with_tsc:
          * kernel leaves alone when it delivers a signal). An indirect jump,
          * not `ret`: the function's own `ret` into this trampoline already
          * consumed the return-stack-buffer entry of its call. */
-        .globl  fntrace_return_leave
-        .hidden fntrace_return_leave
-fntrace_return_leave:                   /* fntrace_profile_exit ends here too */
-.Lleave:
+        .globl  \leave
+        .hidden \leave
+\leave:                                 /* the profile exit ends here too */
+.Lleave\@:
         popq    %r11
         popq    %r10
         popq    %r9
@@ -271,9 +301,17 @@ fntrace_return_leave:                   /* fntrace_profile_exit ends here too */
         popq    %rcx
         popq    %rdx
         popq    %rax
+.if \balanced
+        ret                             /* into the stub, which returns */
+.else
         leaq    8(%rsp), %rsp
         jmp     *-8(%rsp)
+.endif
         .cfi_endproc
-        .size   fntrace_return_trampoline, . - fntrace_return_trampoline
+        .size   \name, . - \name
+.endm
+
+RETURN_TRAMPOLINE fntrace_return_trampoline, 0, fntrace_return_slow_with_tsc, fntrace_return_leave, fntrace_profile_exit
+RETURN_TRAMPOLINE fntrace_return_balanced, 1, fntrace_return_balanced_slow_with_tsc, fntrace_return_balanced_leave, fntrace_profile_exit_balanced
 
         .section .note.GNU-stack,"",@progbits

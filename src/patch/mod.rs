@@ -26,6 +26,7 @@ pub(crate) mod libcall;
 pub(crate) mod priority;
 mod proc_mem;
 pub(crate) mod reach;
+pub(crate) mod return_stubs;
 pub(crate) mod stop_world;
 pub(crate) mod text;
 
@@ -34,7 +35,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 pub(crate) use crate::arch::x86_64::Instruction;
 use crate::arch::x86_64::{
-    decode_site_instruction, SiteForm, ADDR32_PREFIX, CALL_REL32, NOP5, NOP6,
+    decode_site_instruction, SiteForm, ADDR32_PREFIX, CALL_REL32, CS_PREFIX, JMP_REL32, NOP5, NOP6,
 };
 use crate::error::Error;
 use crate::sites::patchable::{entry_nops, EntryNops};
@@ -247,6 +248,8 @@ impl TextWrite {
             [CALL_REL32, ..] => Instruction::Call { target: after(5) },
             [ADDR32_PREFIX, CALL_REL32, ..] => Instruction::Call { target: after(6) },
             [0xff, 0x15, ..] => Instruction::CallIndirect { slot: after(6) },
+            [JMP_REL32, ..] => Instruction::Jump { target: after(5) },
+            [CS_PREFIX, JMP_REL32, ..] => Instruction::Jump { target: after(6) },
             _ => Instruction::Nop,
         }
     }

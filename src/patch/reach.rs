@@ -94,6 +94,13 @@ fn map_stub_near(near: usize, target: usize) -> Option<usize> {
 /// `near`, at the first free address tried. Also used for run-time entry
 /// patches' stubs (`super::entry_patch`), which seal it themselves.
 pub(crate) fn map_writable_page_near(near: usize) -> Option<usize> {
+    map_near(near, PAGE, libc::PROT_READ | libc::PROT_WRITE)
+}
+
+/// Maps `len` bytes (a multiple of the page size) of fresh anonymous
+/// memory with `prot` within ±1.9 GiB of `near` (the whole range), at the
+/// first free address tried.
+pub(crate) fn map_near(near: usize, len: usize, prot: i32) -> Option<usize> {
     const STEP: usize = 16 << 20;
     const STEPS: usize = 120; // 1.875 GiB: well inside a rel32's reach
     let near = near & !(PAGE - 1);
@@ -107,9 +114,12 @@ pub(crate) fn map_writable_page_near(near: usize) -> Option<usize> {
         let mem = unsafe {
             libc::mmap(
                 hint as *mut libc::c_void,
-                PAGE,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+                len,
+                prot,
+                libc::MAP_PRIVATE
+                    | libc::MAP_ANONYMOUS
+                    | libc::MAP_FIXED_NOREPLACE
+                    | libc::MAP_NORESERVE,
                 -1,
                 0,
             )
@@ -120,7 +130,7 @@ pub(crate) fn map_writable_page_near(near: usize) -> Option<usize> {
         if mem as usize != hint {
             // A kernel without MAP_FIXED_NOREPLACE took it as a hint only.
             // SAFETY: the mapping just made, unused.
-            unsafe { libc::munmap(mem, PAGE) };
+            unsafe { libc::munmap(mem, len) };
             continue;
         }
         return Some(hint);

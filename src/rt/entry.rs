@@ -134,15 +134,17 @@ unsafe fn dispatch(site: &sites::Site, wanted: u64, parent_slot: *mut usize, reg
         entry_ticks: now,
         exit_tracers,
         marks: 0,
+        hook: return_trampoline(),
     };
     let mut depth = 0usize;
     let mut hooked = false;
     let mut tail_called_by: Option<usize> = None;
     let mut step = |stack: &mut ShadowStack| -> Option<Gone> {
         stack.leave_other_stacks(slot);
-        let caller = (real_return == return_trampoline())
-            .then(|| stack.frames().last().filter(|top| top.slot == slot))
-            .flatten()
+        let caller = stack
+            .frames()
+            .last()
+            .filter(|top| top.slot == slot && top.hook == real_return)
             .map(|caller| caller.real_return);
         if caller.is_none() {
             if let Some(gone) = stack.pop_dead_below(slot) {

@@ -72,6 +72,9 @@ pub(crate) struct Frame {
     /// Per-tracer bits for tracers' own use (the graph tracer marks entries
     /// it has written).
     pub marks: u64,
+    /// What the entry wrote into the slot: the return trampoline, or the
+    /// hook of the site's return stub (`patch::return_stubs`).
+    pub hook: usize,
 }
 
 impl Frame {
@@ -83,6 +86,7 @@ impl Frame {
         entry_ticks: 0,
         exit_tracers: 0,
         marks: 0,
+        hook: 0,
     };
 }
 
@@ -106,13 +110,14 @@ const _: () = {
     assert!(std::mem::offset_of!(ShadowStack, len) == 0);
     assert!(std::mem::offset_of!(ShadowStack, frames) == 8);
     assert!(MAX_HOOKED_DEPTH == 1024);
-    assert!(std::mem::size_of::<Frame>() == 48);
+    assert!(std::mem::size_of::<Frame>() == 56);
     assert!(std::mem::offset_of!(Frame, slot) == 0);
     assert!(std::mem::offset_of!(Frame, real_return) == 8);
     assert!(std::mem::offset_of!(Frame, site) == 16);
     assert!(std::mem::offset_of!(Frame, entry_ticks) == 24);
     assert!(std::mem::offset_of!(Frame, exit_tracers) == 32);
     assert!(std::mem::offset_of!(Frame, marks) == 40);
+    assert!(std::mem::offset_of!(Frame, hook) == 48);
 };
 
 /// Frames not hooked because the shadow stack was full.
@@ -305,17 +310,16 @@ impl ShadowStack {
         }
     }
 
-    /// Whether a frame not unhooked for an unwind still has the trampoline
-    /// in its slot (an unwinder walking the stack now would find it).
+    /// Whether a frame not unhooked for an unwind still has its hook in
+    /// its slot (an unwinder walking the stack now would find it).
     pub fn any_frame_hooked(&self) -> bool {
         if self.walking {
             return false;
         }
-        let trampoline = return_trampoline();
         let hooked = self.unhooked.min(self.len)..self.len;
         self.frames[hooked].iter().any(|frame| {
             // SAFETY: as in `unhook_all` (read only).
-            unsafe { (frame.slot as *const usize).read() == trampoline }
+            unsafe { (frame.slot as *const usize).read() == frame.hook }
         })
     }
 
@@ -355,11 +359,10 @@ impl ShadowStack {
     }
 
     /// Writes every hooked frame's real return address back into its slot
-    /// (where the slot still holds the trampoline). With `forget`, the frames
-    /// are dropped: their exits will not be seen.
+    /// (where the slot still holds the frame's hook). With `forget`, the
+    /// frames are dropped: their exits will not be seen.
     pub fn unhook_all(&mut self, forget: bool) {
         self.walking = !forget;
-        let trampoline = return_trampoline();
         for frame in self.frames[..self.len].iter().rev() {
             // SAFETY: what is relied on, not checked: every frame of
             // `frames[..len]` has its slot in a stack of this thread that
@@ -373,11 +376,11 @@ impl ShadowStack {
             // stack it came back to): then this read faults. `switch`
             // reads the slots of frames given up for dead with
             // `process_vm_readv` for that reason. A slot is written only
-            // when it holds the trampoline: a slot reused since for other
+            // when it holds the frame's hook: a slot reused since for other
             // data is left alone.
             unsafe {
                 let slot = frame.slot as *mut usize;
-                if slot.read() == trampoline {
+                if slot.read() == frame.hook {
                     slot.write(frame.real_return);
                 }
             }
@@ -389,7 +392,7 @@ impl ShadowStack {
         }
     }
 
-    /// Puts the trampoline back into every hooked frame's slot that still
+    /// Puts its hook back into every hooked frame's slot that still
     /// holds the frame's real return address (after [`Self::unhook_all`]
     /// without forgetting). Frames unhooked for an unwind stay so.
     pub fn rehook_all(&mut self) {
@@ -398,7 +401,6 @@ impl ShadowStack {
     }
 
     fn hook_where_real(&mut self, frames: std::ops::Range<usize>) {
-        let trampoline = return_trampoline();
         for frame in self.frames[frames].iter() {
             // SAFETY: as in `unhook_all` (the frames here are a part of
             // `frames[..len]`); a slot is written only when it holds this
@@ -406,7 +408,7 @@ impl ShadowStack {
             unsafe {
                 let slot = frame.slot as *mut usize;
                 if slot.read() == frame.real_return {
-                    slot.write(trampoline);
+                    slot.write(frame.hook);
                 }
             }
         }

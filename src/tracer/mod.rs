@@ -40,6 +40,11 @@ pub(crate) struct FastEntries {
     pub mcount: usize,
     /// For `__fentry__` sites.
     pub fentry: usize,
+    /// For `mcount` sites, called from their return stubs
+    /// (`patch::return_stubs`).
+    pub mcount_stubbed: usize,
+    /// For `__fentry__` sites, called from their return stubs.
+    pub fentry_stubbed: usize,
 }
 
 impl FastEntries {
@@ -48,6 +53,14 @@ impl FastEntries {
         match kind {
             SiteKind::Mcount => self.mcount,
             SiteKind::Fentry => self.fentry,
+        }
+    }
+
+    /// The entry for sites of `kind` that jump to their return stubs.
+    pub fn stubbed_for_kind(&self, kind: SiteKind) -> usize {
+        match kind {
+            SiteKind::Mcount => self.mcount_stubbed,
+            SiteKind::Fentry => self.fentry_stubbed,
         }
     }
 }
@@ -91,6 +104,12 @@ impl FastPathState {
     pub fn entry(&self, path: usize, kind: SiteKind) -> Option<usize> {
         let (_, entries) = (*self.paths.get(path)?)?;
         Some(entries.for_kind(kind))
+    }
+
+    /// The same for a site that jumps to its return stub.
+    pub fn stubbed_entry(&self, path: usize, kind: SiteKind) -> Option<usize> {
+        let (_, entries) = (*self.paths.get(path)?)?;
+        Some(entries.stubbed_for_kind(kind))
     }
 }
 

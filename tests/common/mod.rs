@@ -76,6 +76,47 @@ pub fn text(address: usize, len: usize) -> Vec<u8> {
     unsafe { std::slice::from_raw_parts(address as *const u8, len) }.to_vec()
 }
 
+/// The entry a fast site leads to: it jumps (`e9 rel32`, `2e e9 rel32`
+/// over six bytes) to its return stub, checked byte by byte, which calls
+/// the entry, hooks the return with `fntrace_return_balanced` and jumps
+/// back to the end of the site.
+pub fn stubbed_entry_of(site: &fntrace::SiteInfo, name: &str) -> usize {
+    let len = site.original.len();
+    let bytes = text(site.address, len);
+    if len == 6 {
+        assert_eq!(bytes[0], 0x2e, "{name}: {site:?} {bytes:x?}");
+    }
+    assert_eq!(bytes[len - 5], 0xe9, "{name}: {site:?}");
+    let rel = i32::from_le_bytes(bytes[len - 4..].try_into().unwrap());
+    let site_end = site.address + len;
+    let stub = (site_end as i64 + rel as i64) as usize;
+    assert_eq!(stub % 64, 0, "{name}: {site:?}");
+    let code = text(stub, 64);
+    let word = |at: usize| u64::from_le_bytes(code[at..at + 8].try_into().unwrap()) as usize;
+    assert_eq!(
+        code[..11],
+        [0xff, 0x15, 34, 0, 0, 0, 0xe8, 12, 0, 0, 0],
+        "{name}"
+    );
+    assert_eq!(
+        code[11..23],
+        [0x48, 0x8d, 0x64, 0x24, 0xf8, 0xff, 0x15, 26, 0, 0, 0, 0xc3]
+    );
+    assert_eq!(code[23..29], [0x48, 0x8d, 0x64, 0x24, 0x08, 0xe9], "{name}");
+    let back = i32::from_le_bytes(code[29..33].try_into().unwrap());
+    assert_eq!(
+        (stub as i64 + 33 + back as i64) as usize,
+        site_end,
+        "{name}"
+    );
+    assert_eq!(word(56), site_end, "{name}");
+    assert_eq!(
+        fntrace::function_name(word(48)).as_deref(),
+        Some("fntrace_return_balanced")
+    );
+    word(40)
+}
+
 pub const NOP5: [u8; 5] = [0x0f, 0x1f, 0x44, 0x00, 0x00];
 pub const NOP6: [u8; 6] = [0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00];
 

@@ -18,6 +18,13 @@
 pub(crate) const CALL_REL32: u8 = 0xe8;
 /// The address-size prefix the linker puts before a relaxed `call`.
 pub(crate) const ADDR32_PREFIX: u8 = 0x67;
+/// `jmp rel32`'s opcode: a site sent to its return stub
+/// (`patch::return_stubs`).
+pub(crate) const JMP_REL32: u8 = 0xe9;
+/// The CS segment prefix, which pads a six-byte site's `jmp rel32` (a
+/// prefix the CPU ignores on a direct jump; the assembler pads branches
+/// with it too).
+pub(crate) const CS_PREFIX: u8 = 0x2e;
 /// Opcode and ModRM of `call *rel32(%rip)`.
 pub(crate) const CALL_RIP_INDIRECT: [u8; 2] = [0xff, 0x15];
 /// `nopl 0x0(%rax,%rax,1)`: the 5-byte NOP.
@@ -168,6 +175,11 @@ pub(crate) enum Instruction {
         /// The absolute address of the pointer slot.
         slot: usize,
     },
+    /// `e9 rel32` or `2e e9 rel32`: jumps to `target` (a return stub).
+    Jump {
+        /// The absolute address jumped to.
+        target: usize,
+    },
 }
 
 /// Decodes `code` as exactly one instruction of the kinds fntrace writes at
@@ -189,6 +201,12 @@ pub(crate) fn decode_site_instruction(code: &[u8], addr: usize) -> Option<Instru
         }),
         [0xff, 0x15, rel @ ..] if rel.len() == 4 => Some(Instruction::CallIndirect {
             slot: after(6, rel)?,
+        }),
+        [JMP_REL32, rel @ ..] if rel.len() == 4 => Some(Instruction::Jump {
+            target: after(5, rel)?,
+        }),
+        [CS_PREFIX, JMP_REL32, rel @ ..] if rel.len() == 4 => Some(Instruction::Jump {
+            target: after(6, rel)?,
         }),
         _ => None,
     }

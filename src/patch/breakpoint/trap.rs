@@ -55,13 +55,14 @@ use crate::sys::{last_errno, set_errno, signal};
 pub(super) const INT3: u8 = 0xcc;
 
 /// The first bytes of the instructions a site holds between batches
-/// (NOP5, NOP6, `e8`, `67 e8`, `ff 15`).
-const SITE_FIRST_BYTES: [u8; 5] = [0x0f, 0x66, 0xe8, 0x67, 0xff];
+/// (NOP5, NOP6, `e8`, `67 e8`, `ff 15`, `e9`, `2e e9`).
+const SITE_FIRST_BYTES: [u8; 7] = [0x0f, 0x66, 0xe8, 0x67, 0xff, 0xe9, 0x2e];
 
 /// What [`TrapSite::kind`] holds.
 const KIND_NOP: usize = 0;
 const KIND_CALL: usize = 1;
 const KIND_CALL_INDIRECT: usize = 2;
+const KIND_JUMP: usize = 3;
 
 /// One site of the batch in flight, as the assembly reads it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,9 +72,10 @@ pub(super) struct TrapSite {
     addr: usize,
     /// Its length.
     len: usize,
-    /// `KIND_NOP`, `KIND_CALL` or `KIND_CALL_INDIRECT`.
+    /// `KIND_NOP`, `KIND_CALL`, `KIND_CALL_INDIRECT` or `KIND_JUMP`.
     kind: usize,
-    /// The call's target, or the pointer slot an indirect call reads.
+    /// The call's or jump's target, or the pointer slot an indirect call
+    /// reads.
     target: usize,
 }
 
@@ -84,6 +86,7 @@ impl TrapSite {
             Instruction::Nop => (KIND_NOP, 0),
             Instruction::Call { target } => (KIND_CALL, target),
             Instruction::CallIndirect { slot } => (KIND_CALL_INDIRECT, slot),
+            Instruction::Jump { target } => (KIND_JUMP, target),
         };
         TrapSite {
             addr: write.addr(),
@@ -234,6 +237,11 @@ std::arch::global_asm!(
     "movq %rax, 168(%rdx)",         // NOP: resume after it
     "ret",
     "4:",
+    "cmpq $3, %rcx",
+    "jne 6f",
+    "movq %r11, 168(%rdx)",         // jmp: RIP at the target, no push
+    "ret",
+    "6:",
     "cmpq $2, %rcx",
     "jne 5f",
     "movq (%r11), %r11",            // ff 15: the target is in the slot
@@ -457,9 +465,9 @@ mod tests {
         assert_eq!(memory.as_ptr(), reused);
     }
 
-    /// Fake text: four "sites" 8 bytes apart (only the last is read).
-    static FAKE_TEXT: [u8; 32] = {
-        let mut text = [0xcc; 32];
+    /// Fake text: five "sites" 8 bytes apart (only the fourth is read).
+    static FAKE_TEXT: [u8; 40] = {
+        let mut text = [0xcc; 40];
         text[24] = 0x0f; // a finished batch left NOP5 at the fourth
         text
     };
@@ -513,6 +521,7 @@ mod tests {
                 KIND_CALL_INDIRECT,
                 &SLOT as *const usize as usize,
             ),
+            site(base + 32, 6, KIND_JUMP, 0x2345_6789),
         ]
         .into_boxed_slice();
         let len = sites.len();
@@ -522,7 +531,7 @@ mod tests {
             capacity: len,
         };
         // Covers the fourth site too, as an earlier batch would have.
-        PATCHED_HIGH.fetch_max(base + 32, Ordering::SeqCst);
+        PATCHED_HIGH.fetch_max(base + 40, Ordering::SeqCst);
         let published = publish(table);
 
         let mut stack = [0usize; 8];
@@ -537,9 +546,13 @@ mod tests {
         assert_eq!(stack[3], base + 16 + 6);
         // Not in the table, but a finished batch's site: run it again.
         assert_eq!(trap_at(base + 24, rsp), (base + 24, rsp));
+        // A jump to a return stub: RIP at the target, nothing pushed.
+        stack[3] = 0;
+        assert_eq!(trap_at(base + 32, rsp), (0x2345_6789, rsp));
+        assert_eq!(stack, [0; 8]);
 
         let lingering = published.withdraw();
-        assert_eq!(lingering.try_free().ok().map(|sites| sites.len()), Some(3));
+        assert_eq!(lingering.try_free().ok().map(|sites| sites.len()), Some(4));
         assert_eq!(HANDLERS_RUNNING.load(Ordering::SeqCst), 0);
     }
 }

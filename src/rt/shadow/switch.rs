@@ -71,6 +71,7 @@ struct Parked {
 struct Remembered {
     slot: usize,
     real_return: usize,
+    hook: usize,
 }
 
 /// The parked frames and the limbo of one thread. All zeroes is empty (the
@@ -170,6 +171,7 @@ impl ShadowStack {
         parking.limbo[parking.remembered % LIMBO_SIZE] = Remembered {
             slot: frame.slot,
             real_return: frame.real_return,
+            hook: frame.hook,
         };
         parking.remembered = parking.remembered.wrapping_add(1);
     }
@@ -183,7 +185,7 @@ impl ShadowStack {
             || self.parking.frames[..self.parking.len]
                 .iter()
                 .any(|p| p.frame.slot == slot);
-        if owned || read_word(slot) != Some(super::return_trampoline()) {
+        if owned || read_word(slot) != Some(forgotten.hook) {
             return;
         }
         if write_word(slot, forgotten.real_return) {
@@ -399,6 +401,7 @@ mod tests {
             entry_ticks: 0,
             exit_tracers: 1,
             marks: 0,
+            hook: super::super::return_trampoline(),
         }
     }
 

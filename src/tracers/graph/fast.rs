@@ -16,6 +16,8 @@ use crate::tracer::FastEntries;
 extern "C" {
     fn fntrace_graph_mcount();
     fn fntrace_graph_fentry();
+    fn fntrace_graph_mcount_stubbed();
+    fn fntrace_graph_fentry_stubbed();
     /// The graph tracer's bit while exits may take the fast path, else 0.
     static fntrace_graph_fast_bit: AtomicU64;
     /// The graph tracer's depth limit for the fast paths.
@@ -27,6 +29,8 @@ pub(crate) fn entries() -> FastEntries {
     FastEntries {
         mcount: fntrace_graph_mcount as *const () as usize,
         fentry: fntrace_graph_fentry as *const () as usize,
+        mcount_stubbed: fntrace_graph_mcount_stubbed as *const () as usize,
+        fentry_stubbed: fntrace_graph_fentry_stubbed as *const () as usize,
     }
 }
 

@@ -20,6 +20,8 @@ use crate::tracer::FastEntries;
 extern "C" {
     fn fntrace_profile_mcount();
     fn fntrace_profile_fentry();
+    fn fntrace_profile_mcount_stubbed();
+    fn fntrace_profile_fentry_stubbed();
     /// The profile tracer's bit while its fast paths may run, else 0.
     static fntrace_profile_fast_bit: AtomicU64;
     /// The profile tracer's era (see the module docs of `profile`).
@@ -33,6 +35,8 @@ pub(super) fn entries() -> FastEntries {
     FastEntries {
         mcount: fntrace_profile_mcount as *const () as usize,
         fentry: fntrace_profile_fentry as *const () as usize,
+        mcount_stubbed: fntrace_profile_mcount_stubbed as *const () as usize,
+        fentry_stubbed: fntrace_profile_fentry_stubbed as *const () as usize,
     }
 }
 
