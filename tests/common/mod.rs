@@ -415,15 +415,19 @@ pub fn uftrace_calls(dir: &std::path::Path) -> std::collections::HashMap<String,
 }
 
 /// Runs `threads` threads, each calling the C fixture's `run(n)` (PIE
-/// `-pg`) `rounds` times with a 1 ms sleep after each, and waits for them:
-/// a paced load that a recorder's writer drains many times.
+/// `-pg`) `rounds` times with a sleep after each, and waits for them: a
+/// paced load that a recorder's writer drains many times. The sleep is
+/// 1 ms per 2,000 of `n` (10,000 calls, about 0.3 ms traced), at least
+/// 1 ms: threads whose calls are traced faster than the writer writes
+/// them on 2 vCPUs do not run it out of a budget.
 pub fn paced_c_runs(threads: usize, rounds: i64, n: i64) {
+    let pause = std::time::Duration::from_millis(n.max(2_000) as u64 / 2_000);
     let workers: Vec<_> = (0..threads)
         .map(|_| {
             std::thread::spawn(move || {
                 for _ in 0..rounds {
                     std::hint::black_box(fntrace_fixtures::c_pie::run(n));
-                    std::thread::sleep(std::time::Duration::from_millis(1));
+                    std::thread::sleep(pause);
                 }
             })
         })
