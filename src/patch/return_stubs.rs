@@ -35,11 +35,13 @@
 //! fast entries tell a stub's hook from other return addresses with a few
 //! compares (`JUMP_IF_STUB_HOOK`, asm/x86_64/layout.h). A page of stubs is
 //! written while it is not executable and sealed (read-execute) by
-//! [`seal`] before any site jumps into it; a sealed page is never written
-//! again, nor is a stub or an arena ever unmapped (hooked frames may
-//! return into one until the process ends). A stub is found again for the
-//! same site, length and entry. Only control operations, under the
-//! operation lock, come here.
+//! [`seal`] before any site jumps into it. The rest of a sealed page is
+//! filled later through `/proc/self/mem` (the page stays read-execute;
+//! no thread runs the bytes written, as no site jumps there yet), or, where
+//! that is refused, left unused. No stub or arena is ever unmapped (hooked
+//! frames may return into one until the process ends). A stub is found
+//! again for the same site, length and entry. Only control operations,
+//! under the operation lock, come here.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -78,8 +80,8 @@ extern "C" {
     fn fntrace_return_balanced();
 }
 
-/// One reserved arena: stubs at `base..base + used`, pages from `sealed`
-/// on still writable (not executable).
+/// One reserved arena: stubs at `base..base + used`; pages below
+/// `base + sealed` read-execute, the others (from `used` on) writable.
 struct Arena {
     base: usize,
     used: usize,
@@ -147,7 +149,23 @@ fn make_stub(arenas: &mut Vec<Arena>, addr: usize, len: usize, entry: usize) -> 
         None => reserve_arena(arenas, site_end, in_reach)?,
     };
     let arena = &mut arenas[index];
+    if arena.used < arena.sealed {
+        // The rest of a sealed page.
+        let stub = arena.base + arena.used;
+        let code = stub_code(stub, site_end, entry)?;
+        let written = super::proc_mem::open_proc_mem()
+            .is_some_and(|mem| super::proc_mem::pwrite_all(&mem, stub, &code).is_ok());
+        if written {
+            arena.used += STUB_SIZE;
+            return Some(stub);
+        }
+        arena.used = arena.sealed;
+    }
+    if arena.used >= ARENA_SIZE {
+        return None;
+    }
     let stub = arena.base + arena.used;
+    let code = stub_code(stub, site_end, entry)?;
     if arena.used.is_multiple_of(PAGE) {
         // SAFETY: a page of the arena reserved by `reserve_arena`, past
         // every stub written so far: no site jumps into it yet.
@@ -162,7 +180,6 @@ fn make_stub(arenas: &mut Vec<Arena>, addr: usize, len: usize, entry: usize) -> 
             return None;
         }
     }
-    let code = stub_code(stub, site_end, entry)?;
     // SAFETY: 64 bytes of a page of the arena made writable above (or by
     // an earlier stub of this batch: `seal` has not run since), which no
     // site jumps to until `seal` made it executable.
@@ -224,7 +241,7 @@ fn reserve_arena(
 }
 
 /// Makes every page of stubs written since the last call read-execute,
-/// before any site jumps into them; the next stub starts on a new page.
+/// before any site jumps into them.
 pub(crate) fn seal() -> Result<(), Error> {
     let mut guard = STUBS.lock();
     let Some(stubs) = guard.as_mut() else {
@@ -232,7 +249,7 @@ pub(crate) fn seal() -> Result<(), Error> {
     };
     for arena in &mut stubs.arenas {
         let end = arena.used.next_multiple_of(PAGE);
-        if end > arena.sealed {
+        if end > arena.sealed && arena.used > arena.sealed {
             let from = arena.base + arena.sealed;
             // SAFETY: pages of the arena holding complete stubs, written
             // since the last seal; nothing executes them yet.
@@ -250,8 +267,7 @@ pub(crate) fn seal() -> Result<(), Error> {
                 });
             }
         }
-        arena.used = end;
-        arena.sealed = end;
+        arena.sealed = arena.sealed.max(end);
     }
     Ok(())
 }
@@ -298,7 +314,8 @@ mod tests {
                 hook.wrapping_sub(base) < size
             }));
         }
-        // Another entry, another stub.
+        // Another entry, another stub, written after the seal: into the
+        // sealed page through /proc/self/mem, which stays read-execute.
         let other = jump_bytes(site, SiteForm::CallRel32, entry + 1).unwrap();
         let first = jump_bytes(site, SiteForm::CallRel32, entry).unwrap();
         let target = |bytes: [u8; 8]| match decode_site_instruction(&bytes[..5], site) {
@@ -306,5 +323,15 @@ mod tests {
             _ => unreachable!(),
         };
         assert_ne!(target(other), target(first));
+        // (No other unit test makes stubs: the first ones lie in this page.)
+        assert_eq!(
+            target(other) / PAGE,
+            target(first) / PAGE,
+            "the sealed page filled on"
+        );
+        seal().unwrap();
+        // SAFETY: the stub's page is mapped readable once sealed.
+        let code = unsafe { std::slice::from_raw_parts(target(other) as *const u8, STUB_SIZE) };
+        assert_eq!(code[40..48], (entry as u64 + 1).to_le_bytes());
     }
 }
