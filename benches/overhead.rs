@@ -15,7 +15,11 @@
 //! 6. `uftrace record` on a standalone `gcc -pg` build of the same call tree;
 //!    and, for reference, that build run alone (glibc's `mcount`), with
 //!    `libfntrace.so` preloaded and nothing asked, and with
-//!    `FNTRACE_CONTROL` too (its sites NOPs from start-up);
+//!    `FNTRACE_CONTROL` too (its sites NOPs from start-up); and the graph
+//!    tracer's cost per call where each traced leaf returns to one of 16
+//!    callers in a random order (`benches/c/callers.c` under `fntrace
+//!    record --flight`: the traced thread alone, no writer), which the
+//!    return stubs are for (`src/patch/return_stubs.rs`);
 //!
 //! and, for reference, what one TSC read costs here (the graph tracer takes
 //! two timestamps per call).
@@ -46,8 +50,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{
-    build_standalone, children_cpu_ns, fntrace_cli, load_average, machine_description,
-    thread_cpu_ns, TempDir,
+    build_bench_c, build_standalone, children_cpu_ns, fntrace_cli, load_average,
+    machine_description, thread_cpu_ns, TempDir,
 };
 use fntrace::{Filter, FUNCTION_TRACER, GRAPH_TRACER, PROFILE_TRACER};
 use fntrace_fixtures::{c_fentry_nopie, c_nopmcount, c_pie, c_plain, rust};
@@ -69,6 +73,8 @@ const GRAPH_BUFFER_EVENTS: usize = 2 * 2 * calls_of(TRACED_ITERATIONS) as usize;
 const FUNCTION_BUFFER_EVENTS: usize = 2 * calls_of(TRACED_ITERATIONS) as usize;
 /// Rounds of the standalone programs (uftrace comparison).
 const UFTRACE_ROUNDS: usize = 5;
+/// Iterations of `benches/c/callers.c`: 2 traced calls each.
+const CALLERS_ITERATIONS: u64 = 2_000_000;
 /// The graph tracer's cost target per call, in TSC reads' costs: two reads
 /// (entry and exit) and 15 % more (issue 22, item 3).
 const GRAPH_COST_PER_TWO_TSC_READS: f64 = 1.15;
@@ -631,6 +637,9 @@ struct UftraceFigures {
     preloaded_idle: Cost,
     /// The same with `FNTRACE_CONTROL` (its sites NOPs from start-up).
     preloaded_control: Cost,
+    /// Graph cost per traced call of `callers.c` under `fntrace record
+    /// --flight` (16 callers of a leaf, in a random order).
+    callers_graph: Cost,
     calls: u64,
 }
 
@@ -658,6 +667,18 @@ fn measure_uftrace(tools: &Toolchain) -> UftraceFigures {
     let dir = TempDir::new("fntrace-bench-uftrace");
     let plain = build_standalone(dir.path(), "workload_plain", &[]);
     let instrumented = build_standalone(dir.path(), "workload_pg", &["-pg"]);
+    let callers_plain = build_bench_c(dir.path(), "callers.c", "callers_plain", &[]);
+    let callers_pg = build_bench_c(dir.path(), "callers.c", "callers_pg", &["-pg"]);
+    let flight = dir.path().join("flight.data");
+    let callers_recorded = || {
+        let mut command = Command::new(fntrace_cli());
+        command
+            .args(["record", "--flight", "1M", "-o"])
+            .arg(&flight)
+            .arg("--")
+            .arg(&callers_pg);
+        command
+    };
     let library = fntrace_cli().with_file_name("libfntrace.so");
     let preloaded = |control: bool| {
         let mut command = Command::new(&instrumented);
@@ -694,7 +715,18 @@ fn measure_uftrace(tools: &Toolchain) -> UftraceFigures {
     let mut control_work = Series::default();
     let mut uftrace_work = Series::default();
     let mut uftrace_fixed = Series::default();
+    let mut callers_plain_work = Series::default();
+    let mut callers_work = Series::default();
     for _ in 0..UFTRACE_ROUNDS {
+        let callers_full = time(CALLERS_ITERATIONS, callers_recorded());
+        std::fs::remove_dir_all(&flight).expect("removing the flight recording");
+        let callers_empty = time(0, callers_recorded());
+        std::fs::remove_dir_all(&flight).expect("removing the flight recording");
+        callers_work.push(callers_full.minus(callers_empty));
+        callers_plain_work.push(
+            time(CALLERS_ITERATIONS, Command::new(&callers_plain))
+                .minus(time(0, Command::new(&callers_plain))),
+        );
         let plain_full = time(TRACED_ITERATIONS, Command::new(&plain));
         let plain_empty = time(0, Command::new(&plain));
         let glibc_full = time(TRACED_ITERATIONS, Command::new(&instrumented));
@@ -730,6 +762,14 @@ fn measure_uftrace(tools: &Toolchain) -> UftraceFigures {
         glibc_mcount: per_call(glibc_work.median().minus(plain_work.median())),
         preloaded_idle: per_call(idle_work.median().minus(plain_work.median())),
         preloaded_control: per_call(control_work.median().minus(plain_work.median())),
+        callers_graph: {
+            let work = callers_work.median().minus(callers_plain_work.median());
+            let traced_calls = 2.0 * CALLERS_ITERATIONS as f64;
+            Cost {
+                cpu: work.cpu / traced_calls,
+                wall: work.wall / traced_calls,
+            }
+        },
         calls,
     }
 }
@@ -1085,6 +1125,10 @@ fn report(figures: &InProcess, uftrace: &UftraceFigures) {
     lines.push(Line::nanoseconds(
         "  same with FNTRACE_CONTROL: NOPs (ref.)",
         uftrace.preloaded_control,
+    ));
+    lines.push(Line::nanoseconds(
+        "  graph, 16 callers in random order (ref.)",
+        uftrace.callers_graph,
     ));
     // (Issue 9's ">= 5x" was withdrawn: the clock bounds fntrace's cost,
     // so the targets are stated against the TSC reads; a reference here.)

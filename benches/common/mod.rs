@@ -36,6 +36,11 @@ pub fn children_cpu_ns() -> u64 {
 
 /// Builds `benches/c/uftrace_workload.c` with `gcc -O2 FLAGS` as `dir/name`.
 pub fn build_standalone(dir: &Path, name: &str, flags: &[&str]) -> PathBuf {
+    build_bench_c(dir, "uftrace_workload.c", name, flags)
+}
+
+/// Builds `benches/c/SOURCE` with `gcc -O2 FLAGS` into `dir/NAME`.
+pub fn build_bench_c(dir: &Path, source: &str, name: &str, flags: &[&str]) -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     let output = dir.join(name);
     let status = Command::new("gcc")
@@ -43,11 +48,11 @@ pub fn build_standalone(dir: &Path, name: &str, flags: &[&str]) -> PathBuf {
         .args(flags)
         .arg("-I")
         .arg(manifest.join("tests/fixtures/c"))
-        .arg(manifest.join("benches/c/uftrace_workload.c"))
+        .arg(manifest.join("benches/c").join(source))
         .arg("-o")
         .arg(&output)
         .status()
-        .expect("running gcc for the standalone workload");
+        .expect("running gcc for a bench program");
     assert!(status.success(), "gcc failed to build {name}");
     output
 }
