@@ -140,6 +140,9 @@ fn loop_one_tracer(tracer: &str) {
         .and_then(|runs| runs.parse().ok())
         .unwrap_or(50);
     let filter = Filter::new().include("pie_*");
+    if let Some((first, second)) = tracer.split_once('/') {
+        return loop_two_tracers(first, second, runs, &filter);
+    }
     fntrace::enable_with(tracer, &filter).expect("enabling the tracer");
     let mut cpu: Vec<f64> = (0..runs)
         .map(|_| {
@@ -168,6 +171,42 @@ fn loop_one_tracer(tracer: &str) {
         cpu[runs / 2],
         cpu[runs - 1]
     );
+}
+
+/// `FNTRACE_BENCH_LOOP=profile/graph`: the two tracers' C runs in turn,
+/// `runs` pairs, each enabled alone for its run: the median of the pairs'
+/// ratios drifts less with the host than two separate loops' medians.
+fn loop_two_tracers(first: &str, second: &str, runs: usize, filter: &Filter) {
+    let one_run = |tracer: &str| -> f64 {
+        fntrace::enable_with(tracer, filter).expect("enabling the tracer");
+        let cost = match tracer {
+            "graph" => traced_c_run_checked_here(),
+            "profile" => profile_checked(c_pie::mid_address(), || {
+                timed(TRACED_ITERATIONS, |n| {
+                    black_box(c_pie::run(n as i64));
+                })
+            }),
+            other => panic!("FNTRACE_BENCH_LOOP: {other}: graph or profile in a pair"),
+        };
+        fntrace::disable(tracer).expect("disabling the tracer");
+        cost.cpu
+    };
+    let mut pairs: Vec<(f64, f64)> = (0..runs)
+        .map(|_| (one_run(first), one_run(second)))
+        .collect();
+    let median = |mut values: Vec<f64>| {
+        values.sort_by(f64::total_cmp);
+        values[values.len() / 2]
+    };
+    let ratios = pairs.iter().map(|(a, b)| a / b).collect();
+    println!(
+        "{first}/{second}: {runs} pairs, per call CPU median {:.2} / {:.2} ns, \
+         median of the pairs' ratios {:.4}",
+        median(pairs.iter().map(|p| p.0).collect()),
+        median(pairs.iter().map(|p| p.1).collect()),
+        median(ratios)
+    );
+    pairs.clear();
 }
 
 // ---------------------------------------------------------------------------
