@@ -22,8 +22,9 @@
  * return with the stub's, as graph.S's are and do.
  *
  * The exit (Block::exit): the open call must be the shadow frame's (same
- * depth and entry time); then the duration in nanoseconds (the TickScale
- * copied below, the same arithmetic as TickScale::ns), and the row's, the
+ * depth and entry time); then the duration in nanoseconds (the factor
+ * copied below, the same arithmetic as TickScale::duration_ns), and the
+ * row's, the
  * node's and the parent call's counters updated. Its bucket in the
  * log-linear histogram (Histogram::bucket_of) is counted one exit later:
  * the call is left in the block's pending word, and the previous pending
@@ -71,19 +72,15 @@ fntrace_profile_fast_bit:
         .size   fntrace_profile_era, 8
 fntrace_profile_era:
         .quad   1
-/* sys::clock::TickScale while the fast bit is set: base ticks, base ns,
- * ns per tick (32.32 fixed point, below 2^63). */
-        .globl  fntrace_profile_scale
-        .hidden fntrace_profile_scale
-        .type   fntrace_profile_scale, @object
-        .size   fntrace_profile_scale, 24
-fntrace_profile_scale:
-        .zero   24
-        .zero   16                      /* rest of the line */
-
-#define SCALE_BASE_TICKS  fntrace_profile_scale+0(%rip)
-#define SCALE_BASE_NS     fntrace_profile_scale+8(%rip)
-#define SCALE_NS_PER_TICK fntrace_profile_scale+16(%rip)
+/* sys::clock::TickScale's factor while the fast bit is set: ns per tick,
+ * a 0.64 fixed-point fraction. */
+        .globl  fntrace_profile_ns_per_tick
+        .hidden fntrace_profile_ns_per_tick
+        .type   fntrace_profile_ns_per_tick, @object
+        .size   fntrace_profile_ns_per_tick, 8
+fntrace_profile_ns_per_tick:
+        .quad   0
+        .zero   40                      /* rest of the line */
 
         .text
 
@@ -476,23 +473,19 @@ PROFILE_ENTRY fntrace_profile_fentry_stubbed, fntrace_generic_fentry, 1, 1
         addq    %rsi, %rcx
         leaq    BLOCK_CHUNKS-(1 << CHUNK_SHIFT)(%rcx,%rax,8), %rcx
 2:
-        /* The duration: ns(exit) - ns(entry), each as TickScale::ns
-         * computes it (base_ns + ((ticks - base_ticks) as i64 as i128 *
-         * ns_per_tick) >> 32, wrapping), saturating at 0, as the generic
-         * path and `fntrace report` compute it. ns(entry) waits in the red
-         * zone (no register is free; nothing below %rsp is live here).
-         * 2^48 ns or more is not left pending (Rust counts it). */
+        /* The duration as TickScale::duration_ns computes it: the high
+         * halves of ticks * factor at exit and at entry (the clock's offset
+         * cancels out), subtracted, saturating at 0: the difference of the
+         * two timestamps' nanoseconds, as `fntrace report` computes it.
+         * The entry's waits in the red zone (no register is free; nothing
+         * below %rsp is live here). 2^48 ns or more is not left pending
+         * (Rust counts it). */
         movq    FRAME_ENTRY_TICKS(%r9), %rax
-        subq    SCALE_BASE_TICKS, %rax
-        imulq   SCALE_NS_PER_TICK       /* rdx:rax, signed */
-        shrdq   $32, %rdx, %rax
-        addq    SCALE_BASE_NS, %rax
-        movq    %rax, -8(%rsp)
+        mulq    fntrace_profile_ns_per_tick(%rip)   /* rdx:rax */
+        movq    %rdx, -8(%rsp)
         movq    %r8, %rax
-        subq    SCALE_BASE_TICKS, %rax
-        imulq   SCALE_NS_PER_TICK
-        shrdq   $32, %rdx, %rax
-        addq    SCALE_BASE_NS, %rax
+        mulq    fntrace_profile_ns_per_tick(%rip)
+        movq    %rdx, %rax
         subq    -8(%rsp), %rax
         jae     3f
         xorl    %eax, %eax

@@ -26,8 +26,8 @@ extern "C" {
     static fntrace_profile_fast_bit: AtomicU64;
     /// The profile tracer's era (see the module docs of `profile`).
     static fntrace_profile_era: AtomicU64;
-    /// `TickScale::parts` while the fast bit is set.
-    static fntrace_profile_scale: [AtomicU64; 3];
+    /// `TickScale::ns_per_tick_fp64` while the fast bit is set.
+    static fntrace_profile_ns_per_tick: AtomicU64;
 }
 
 /// The fast entries, for sites of each kind.
@@ -49,23 +49,16 @@ pub(super) fn era() -> &'static AtomicU64 {
 
 /// Turns the fast paths on with `bit` (frames the fast entry pushes carry
 /// it; the fast exit requires it) and `scale`, or off with a `bit` of 0.
-/// Returns whether they are on: not with a scale the asm cannot apply
-/// (a factor of 2^63 or more, for its signed multiply). The scale is
-/// stored before the bit: no fast exit runs with the new bit and an old
-/// scale. Called under the control lock.
+/// Returns whether they are on: not while timestamps are not TSC ticks
+/// (a factor of 0). The factor is stored before the bit: no fast exit
+/// runs with the new bit and an old factor. Called under the control lock.
 pub(super) fn set(bit: u64, scale: TickScale) -> bool {
-    let parts = scale.parts();
-    let bit = if parts[2] == 0 || parts[2] >= 1 << 63 {
-        0
-    } else {
-        bit
-    };
+    let factor = scale.ns_per_tick_fp64();
+    let bit = if factor == 0 { 0 } else { bit };
     // SAFETY: plain atomics defined in profile.S, valid for the process.
     unsafe {
         if bit != 0 {
-            for (word, part) in fntrace_profile_scale.iter().zip(parts) {
-                word.store(part, Ordering::Relaxed);
-            }
+            fntrace_profile_ns_per_tick.store(factor, Ordering::Relaxed);
         }
         fntrace_profile_fast_bit.store(bit, Ordering::Release);
     }

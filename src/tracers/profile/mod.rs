@@ -397,9 +397,7 @@ impl Tracer for ProfileTracer {
             return block.catch_up(era, self.epoch.load(Ordering::Acquire));
         }
         let scale = clock::TickScale::current();
-        let duration = scale
-            .ns(ret.exit_ticks)
-            .saturating_sub(scale.ns(ret.entry_ticks));
+        let duration = scale.duration_ns(ret.entry_ticks, ret.exit_ticks);
         block.exit(ret.depth() as u32, ret.entry_ticks, duration);
     }
 }
