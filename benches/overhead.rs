@@ -134,6 +134,7 @@ fn main() {
 /// `FNTRACE_BENCH_LOOP=graph|function|profile`: only that tracer's C run,
 /// `FNTRACE_BENCH_LOOP_RUNS` times (default 50), each figure printed: a
 /// steady loop to run under `perf record`, and a quick A/B figure.
+/// `FNTRACE_BENCH_LOOP=profile/graph`: the two in turn (`loop_two_tracers`).
 fn loop_one_tracer(tracer: &str) {
     let runs: usize = std::env::var("FNTRACE_BENCH_LOOP_RUNS")
         .ok()
