@@ -22,7 +22,8 @@
 //! `fntrace record -o DIR -- CMD` (the CLI of `tools/` and `libfntrace.so`,
 //! release builds, default options) and under `uftrace record -d DIR CMD`
 //! (uftrace's defaults; both record calls into shared libraries through
-//! the PLT, compared per function too). Per run: wall time; CPU (user +
+//! the PLT, compared per function too; fntrace first in odd runs, uftrace
+//! first in even ones). Per run: wall time; CPU (user +
 //! system of the whole process tree, from `getrusage(RUSAGE_CHILDREN)`);
 //! events written and lost, and bytes of `.dat` files per recorded call,
 //! both directories read by the same reader (fntrace's
@@ -149,12 +150,18 @@ fn main() {
     let mut table = Vec::new();
     for run in 1..=runs {
         for program in &programs {
+            // Odd runs record with fntrace first, even runs with uftrace
+            // first: whatever the first recording of a run pays (a fresh
+            // VM backs its first gigabytes of page cache slowly: the
+            // first pass of docs/performance-2026-11-27.md) falls on each.
+            let uftrace_first = run % 2 == 0;
             println!(
-                "\nrun {run}: {} (load average {})",
+                "\nrun {run}: {} (load average {}; {} records first)",
                 program.name,
-                load_average()
+                load_average(),
+                if uftrace_first { "uftrace" } else { "fntrace" }
             );
-            let figures = measure(program, &cli, scratch.path());
+            let figures = measure(program, &cli, scratch.path(), uftrace_first);
             print_figures(&figures);
             // Whether the program itself makes the same calls every run:
             // uftrace's counts against its first run's.
@@ -351,8 +358,9 @@ fn mismatches(
 }
 
 /// One program, untraced, under `fntrace record` and under `uftrace
-/// record`; the directories read and removed.
-fn measure(program: &Program, cli: &Path, scratch: &Path) -> Figures {
+/// record` (in that order, or uftrace's first); the directories read and
+/// removed.
+fn measure(program: &Program, cli: &Path, scratch: &Path, uftrace_first: bool) -> Figures {
     let outputs =
         ["untraced", "fntrace", "uftrace"].map(|mode| scratch.join(format!("{mode}.out")));
     let ours_dir = scratch.join("fntrace.data");
@@ -369,7 +377,7 @@ fn measure(program: &Program, cli: &Path, scratch: &Path) -> Figures {
         "--".to_string(),
     ];
     argv.extend(program.traced.iter().cloned());
-    let fntrace = timed(&argv, program.no_aslr, &outputs[1]);
+    let ours_argv = argv;
     let mut argv = vec![
         "uftrace".to_string(),
         "record".to_string(),
@@ -377,7 +385,14 @@ fn measure(program: &Program, cli: &Path, scratch: &Path) -> Figures {
         theirs_dir.display().to_string(),
     ];
     argv.extend(program.traced.iter().cloned());
-    let uftrace = timed(&argv, program.no_aslr, &outputs[2]);
+    let theirs_argv = argv;
+    let (fntrace, uftrace) = if uftrace_first {
+        let uftrace = timed(&theirs_argv, program.no_aslr, &outputs[2]);
+        (timed(&ours_argv, program.no_aslr, &outputs[1]), uftrace)
+    } else {
+        let fntrace = timed(&ours_argv, program.no_aslr, &outputs[1]);
+        (fntrace, timed(&theirs_argv, program.no_aslr, &outputs[2]))
+    };
     let read =
         |path: &Path| std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let expected = read(&outputs[0]);
