@@ -24,8 +24,7 @@
  * The exit (Block::exit): the open call must be the shadow frame's (same
  * depth and entry time); then the duration in nanoseconds (the factor
  * copied below, the same arithmetic as TickScale::duration_ns), and the
- * row's, the
- * node's and the parent call's counters updated. Its bucket in the
+ * row's, the node's and the parent call's counters updated. Its bucket in the
  * log-linear histogram (Histogram::bucket_of) is counted one exit later:
  * the call is left in the block's pending word, and the previous pending
  * call counted now (block.rs, "The pending sample").
@@ -477,7 +476,7 @@ PROFILE_ENTRY fntrace_profile_fentry_stubbed, fntrace_generic_fentry, 1, 1
          * halves of ticks * factor at exit and at entry (the clock's offset
          * cancels out), subtracted, saturating at 0: the difference of the
          * two timestamps' nanoseconds, as `fntrace report` computes it.
-         * The entry's waits in the red zone (no register is free; nothing
+         * The entry's half waits in the red zone (no register is free; nothing
          * below %rsp is live here). 2^48 ns or more is not left pending
          * (Rust counts it). */
         movq    FRAME_ENTRY_TICKS(%r9), %rax
