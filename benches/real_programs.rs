@@ -214,6 +214,15 @@ fn timed(argv: &[String], no_aslr: bool, stdout: &Path) -> Run {
         .stdout(File::create(stdout).unwrap_or_else(|e| panic!("{}: {e}", stdout.display())))
         .stderr(Stdio::piped())
         .env_remove("FNTRACE_LIB");
+    // Every run starts with no dirty page cache: a recording made right
+    // after another's 2.5 GB, still being written back, took 1.5-2 x the
+    // wall time (the writer's CPU per event twice) whichever tool it was
+    // (docs/performance-2026-11-27.md).
+    let synced = Command::new("sync").status();
+    assert!(
+        synced.as_ref().is_ok_and(|status| status.success()),
+        "sync: {synced:?}"
+    );
     let cpu_before = children_cpu_ns();
     let start = Instant::now();
     let output = command
