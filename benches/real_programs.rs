@@ -198,9 +198,6 @@ fn main() {
     print_table(&table);
 }
 
-/// The pause before every timed run (see `timed`).
-const SETTLE: Duration = Duration::from_secs(10);
-
 /// Runs `argv` (under `setarch -R` if asked), its output into `stdout`, to
 /// success: wall time, CPU of the process tree, stderr.
 fn timed(argv: &[String], no_aslr: bool, stdout: &Path) -> Run {
@@ -217,20 +214,13 @@ fn timed(argv: &[String], no_aslr: bool, stdout: &Path) -> Run {
         .stdout(File::create(stdout).unwrap_or_else(|e| panic!("{}: {e}", stdout.display())))
         .stderr(Stdio::piped())
         .env_remove("FNTRACE_LIB");
-    // Every run starts in the same state: no dirty page cache, and memory
-    // freed by the runs before handed back to the host. This VM reports
-    // free memory to its hypervisor (virtio-balloon free page reporting,
-    // `page_reporting_order=11`) a moment after it is freed; a page-cache
-    // write into reported memory faults in the host. Without the pause,
-    // a recording made right after a run that freed gigabytes found them
-    // still backed and the next one found them reported: the second tool
-    // of a run took up to 3 x its time (docs/performance-2026-11-27.md).
+    // Every run starts with no dirty page cache. (Which tool records
+    // first in a run still matters here: docs/performance-2026-11-27.md.)
     let synced = Command::new("sync").status();
     assert!(
         synced.as_ref().is_ok_and(|status| status.success()),
         "sync: {synced:?}"
     );
-    std::thread::sleep(SETTLE);
     let cpu_before = children_cpu_ns();
     let start = Instant::now();
     let output = command
