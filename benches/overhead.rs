@@ -145,25 +145,7 @@ fn loop_one_tracer(tracer: &str) {
         return loop_two_tracers(first, second, runs, &filter);
     }
     fntrace::enable_with(tracer, &filter).expect("enabling the tracer");
-    let mut cpu: Vec<f64> = (0..runs)
-        .map(|_| {
-            let cost = match tracer {
-                "graph" => traced_c_run_checked_here(),
-                "function" => function_checked(|| {
-                    timed(TRACED_ITERATIONS, |n| {
-                        black_box(c_pie::run(n as i64));
-                    })
-                }),
-                "profile" => profile_checked(c_pie::mid_address(), || {
-                    timed(TRACED_ITERATIONS, |n| {
-                        black_box(c_pie::run(n as i64));
-                    })
-                }),
-                other => panic!("FNTRACE_BENCH_LOOP: unknown tracer {other}"),
-            };
-            cost.cpu
-        })
-        .collect();
+    let mut cpu: Vec<f64> = (0..runs).map(|_| checked_c_run(tracer).cpu).collect();
     fntrace::disable(tracer).expect("disabling the tracer");
     cpu.sort_by(f64::total_cmp);
     println!(
@@ -180,19 +162,11 @@ fn loop_one_tracer(tracer: &str) {
 fn loop_two_tracers(first: &str, second: &str, runs: usize, filter: &Filter) {
     let one_run = |tracer: &str| -> f64 {
         fntrace::enable_with(tracer, filter).expect("enabling the tracer");
-        let cost = match tracer {
-            "graph" => traced_c_run_checked_here(),
-            "profile" => profile_checked(c_pie::mid_address(), || {
-                timed(TRACED_ITERATIONS, |n| {
-                    black_box(c_pie::run(n as i64));
-                })
-            }),
-            other => panic!("FNTRACE_BENCH_LOOP: {other}: graph or profile in a pair"),
-        };
+        let cost = checked_c_run(tracer);
         fntrace::disable(tracer).expect("disabling the tracer");
         cost.cpu
     };
-    let mut pairs: Vec<(f64, f64)> = (0..runs)
+    let pairs: Vec<(f64, f64)> = (0..runs)
         .map(|_| (one_run(first), one_run(second)))
         .collect();
     let median = |mut values: Vec<f64>| {
@@ -207,7 +181,22 @@ fn loop_two_tracers(first: &str, second: &str, runs: usize, filter: &Filter) {
         median(pairs.iter().map(|p| p.1).collect()),
         median(ratios)
     );
-    pairs.clear();
+}
+
+/// One traced C run of [`TRACED_ITERATIONS`] on this thread under
+/// `tracer` (already enabled), its events or counts checked.
+fn checked_c_run(tracer: &str) -> Cost {
+    let run = || {
+        timed(TRACED_ITERATIONS, |n| {
+            black_box(c_pie::run(n as i64));
+        })
+    };
+    match tracer {
+        "graph" => traced_c_run_checked_here(),
+        "function" => function_checked(run),
+        "profile" => profile_checked(c_pie::mid_address(), run),
+        other => panic!("FNTRACE_BENCH_LOOP: unknown tracer {other}"),
+    }
 }
 
 // ---------------------------------------------------------------------------

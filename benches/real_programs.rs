@@ -151,9 +151,9 @@ fn main() {
     for run in 1..=runs {
         for program in &programs {
             // Odd runs record with fntrace first, even runs with uftrace
-            // first: whatever the first recording of a run pays (a fresh
-            // VM backs its first gigabytes of page cache slowly: the
-            // first pass of docs/performance-2026-11-27.md) falls on each.
+            // first: the second recording of a run pays more where the VM
+            // hands freed memory back to its host (free page reporting:
+            // docs/performance-2026-11-27.md), and that falls on each.
             let uftrace_first = run % 2 == 0;
             println!(
                 "\nrun {run}: {} (load average {}; {} records first)",
