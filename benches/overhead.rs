@@ -1081,6 +1081,20 @@ fn report(figures: &InProcess, uftrace: &UftraceFigures) {
         "  ratio of costs, profile / graph, Rust",
         rust_profile.ratio(figures.rust_graph.median().minus(rust_nopped)),
     ));
+    // Both tracers are bounded by the clock (two TSC reads a call), so
+    // the profile's cost is also shown against that bound.
+    let two_tsc_reads = Cost {
+        cpu: 2.0 * tsc_read.cpu,
+        wall: 2.0 * tsc_read.wall,
+    };
+    lines.push(Line::ratio(
+        "  profile cost / two TSC reads, C (ref.)",
+        c_profile.ratio(two_tsc_reads),
+    ));
+    lines.push(Line::ratio(
+        "  profile cost / two TSC reads, Rust (ref.)",
+        rust_profile.ratio(two_tsc_reads),
+    ));
 
     // 5. Threads: the tracing cost (traced - NOPed, both measured with the
     // same number of threads) of two threads at once against one. The
