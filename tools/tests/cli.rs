@@ -316,3 +316,84 @@ fn pager_and_colour_only_on_a_terminal() {
     );
     assert!(!piped.contains('\x1b'), "{piped}");
 }
+
+#[test]
+fn exports_without_o_go_to_standard_output_but_not_to_a_terminal() {
+    let dir = TempDir::unmade("stdout-exports");
+    // 100,000 calls: the JSON and the protobuf are far beyond a pipe's buffer.
+    write_uftrace_dir(&outer_inner_calls(50_000), &dir.0, None).expect("writing the trace");
+    let files = TempDir::new("stdout-exports-files");
+    let exports: [(&[&str], &str); 4] = [
+        (&["flame"], "f.svg"),
+        (&["flame", "--folded"], "f.txt"),
+        (&["chrome"], "t.json"),
+        (&["perfetto"], "t.perfetto-trace"),
+    ];
+    for (args, file) in exports {
+        let path = files.0.join(file);
+        let to_file = Command::new(CLI)
+            .args(args)
+            .arg("-o")
+            .arg(&path)
+            .arg(&dir.0)
+            .output()
+            .unwrap();
+        assert!(to_file.status.success(), "{args:?} -o: {to_file:?}");
+        let in_file = std::fs::read(&path).expect("reading the export");
+        assert!(in_file.len() >= 64, "{args:?}: {} bytes", in_file.len());
+
+        // No -o, and -o -: the same bytes on stdout, nothing on stderr.
+        for dash in [false, true] {
+            let mut command = Command::new(CLI);
+            command.args(args);
+            if dash {
+                command.args(["-o", "-"]);
+            }
+            let output = command.arg(&dir.0).output().unwrap();
+            assert!(output.status.success(), "{args:?} dash {dash}: {output:?}");
+            assert!(
+                output.stdout == in_file,
+                "{args:?} dash {dash}: {} bytes on stdout, {} in the file",
+                output.stdout.len(),
+                in_file.len()
+            );
+            assert_eq!(
+                String::from_utf8_lossy(&output.stderr),
+                "",
+                "{args:?} dash {dash}"
+            );
+        }
+
+        // A reader that stops early: a quiet end, as `| head -c 16`.
+        let mut child = Command::new(CLI)
+            .args(args)
+            .arg(&dir.0)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = [0u8; 16];
+        std::io::Read::read_exact(&mut child.stdout.take().unwrap(), &mut first)
+            .expect("reading the first bytes");
+        assert_eq!(first[..], in_file[..16], "{args:?}");
+        let output = child.wait_with_output().unwrap();
+        assert!(output.status.success(), "{args:?} closed early: {output:?}");
+        assert_eq!(String::from_utf8_lossy(&output.stderr), "", "{args:?}");
+
+        // On a terminal: refused, with what to do instead.
+        let command = format!("{CLI} {} {}", args.join(" "), dir.0.display());
+        let output = Command::new("script")
+            .args(["-qec", &command, "/dev/null"])
+            .output()
+            .expect("cannot run script (util-linux; CI has it)");
+        let text = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {text}");
+        assert!(
+            text.contains(
+                "is not for a terminal: name a file with -o FILE, or redirect the output"
+            ),
+            "{args:?}: {text}"
+        );
+        assert!(text.len() < 200, "{args:?} wrote to the terminal: {text}");
+    }
+}

@@ -134,14 +134,16 @@ Examples:
 
 const CHROME_HELP: &str = "\
 The trace is read as it is written, in memory bounded by the call depth (a
-scratch file of 40 bytes per call goes next to FILE and is removed). The
+scratch file of 40 bytes per call goes next to FILE, or into the temporary
+directory when writing to standard output, and is removed). The
 size of the JSON is known before it is written: above 100 MB, which the
 Chrome and Perfetto UIs do not open, a warning says so.
 
 Examples:
   fntrace chrome trace-dir -o trace.json
   fntrace chrome trace-dir -o trace.json --from 1s --to 1.2s --tid 4242
-  fntrace chrome trace-dir -o trace.json --min-duration 100us";
+  fntrace chrome trace-dir -o trace.json --min-duration 100us
+  fntrace chrome trace-dir | gzip > trace.json.gz   no -o: standard output";
 
 const PERFETTO_HELP: &str = "\
 One track per thread, one slice per call, names interned and timestamps
@@ -166,7 +168,8 @@ Examples:
   fntrace flame trace-dir -o flame.svg
   fntrace flame now.profile -o live.svg         a snapshot (ctl PID profile --save)
   fntrace flame trace-dir --tid 4242 -o worker.svg
-  fntrace flame trace-dir --folded -o stacks.txt";
+  fntrace flame trace-dir --folded -o stacks.txt
+  fntrace flame trace-dir > flame.svg           no -o: standard output";
 
 const COMPLETIONS_HELP: &str = "\
 Examples:
@@ -306,9 +309,9 @@ pub struct DiffArgs {
 pub struct ChromeArgs {
     /// The trace directory.
     pub dir: PathBuf,
-    /// The file to write.
+    /// The file to write; `-`, or no -o: standard output (not a terminal).
     #[arg(short, long, value_name = "FILE")]
-    pub output: PathBuf,
+    pub output: Option<PathBuf>,
     /// Only calls entered at or after TIME since the trace's start
     /// (`1.5s`, `200ms`); --time-range FROM~ says the same.
     #[arg(long, value_name = "TIME", conflicts_with = "time_range")]
@@ -332,9 +335,10 @@ pub struct FlameArgs {
     /// PID profile --save FILE`, or written by the C API).
     #[arg(value_name = "DIR|SNAPSHOT")]
     pub dir: PathBuf,
-    /// The SVG (or, with --folded, text) file to write.
+    /// The SVG (or, with --folded, text) file to write; `-`, or no -o:
+    /// standard output (not a terminal).
     #[arg(short, long, value_name = "FILE")]
-    pub output: PathBuf,
+    pub output: Option<PathBuf>,
     /// Write folded stacks (`a;b;c NANOSECONDS` lines) instead of SVG.
     #[arg(long)]
     pub folded: bool,

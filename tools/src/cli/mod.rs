@@ -15,8 +15,7 @@ mod record;
 mod report;
 mod top;
 
-use std::fs::File;
-use std::io::{BufWriter, IsTerminal, Write};
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -27,7 +26,7 @@ use fntrace_tools::{glob, EventSource};
 
 use args::{ChromeArgs, Cli, Command, SelectArgs};
 pub use cargo::run_as_rustc_wrapper;
-use output::{open_trace, output_failure, Failure, Output, ProgressBar};
+use output::{open_trace, output_failure, Destination, Failure, Output, ProgressBar};
 use report::TraceReport;
 
 /// Size above which `fntrace chrome` warns that viewers will struggle.
@@ -153,21 +152,22 @@ fn run(cli: Cli) -> Result<(), Failure> {
             check_matched(&[(&args.dir, selected.unmatched())])
         }
         Command::Chrome(args) => {
-            let spooled = spool_calls(&args)?;
-            warn_incomplete(&spooled.incomplete(), &args.output);
+            let destination = Destination::of(args.output.as_deref(), "Chrome trace JSON")?;
+            let spooled = spool_calls(&args, &destination)?;
+            warn_incomplete(&spooled.incomplete(), &destination);
             let size = spooled.chrome_json_bytes();
             if size > BIG_JSON_BYTES {
                 eprintln!(
                     "fntrace: warning: {} will be {} MB ({} calls); the Chrome and Perfetto UIs \
                      do not open files over ~100 MB: narrow it with --from/--to, --tid, \
                      --min-duration, -F or -N (or write `fntrace perfetto`, far smaller)",
-                    args.output.display(),
+                    destination.name(),
                     size >> 20,
                     spooled.calls()
                 );
             }
-            let bar = ProgressBar::writing(&args.output, spooled.calls());
-            write_file(&args.output, |out| {
+            let bar = ProgressBar::writing(&destination, spooled.calls());
+            destination.write(|out| {
                 let written = spooled
                     .write_chrome_json_with_progress(out, &mut |done| bar.set_position(done))
                     .map_err(|e| e.to_string());
@@ -176,10 +176,11 @@ fn run(cli: Cli) -> Result<(), Failure> {
             })
         }
         Command::Perfetto(args) => {
-            let spooled = spool_calls(&args)?;
-            warn_incomplete(&spooled.incomplete(), &args.output);
-            let bar = ProgressBar::writing(&args.output, spooled.calls());
-            write_file(&args.output, |out| {
+            let destination = Destination::of(args.output.as_deref(), "a Perfetto trace")?;
+            let spooled = spool_calls(&args, &destination)?;
+            warn_incomplete(&spooled.incomplete(), &destination);
+            let bar = ProgressBar::writing(&destination, spooled.calls());
+            destination.write(|out| {
                 let written = spooled
                     .write_perfetto_with_progress(out, &mut |done| bar.set_position(done))
                     .map_err(|e| e.to_string());
@@ -189,6 +190,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Flame(args) if profile::is_snapshot_file(&args.dir) => profile::flame(&args),
         Command::Flame(args) => {
+            let destination = flame_destination(&args)?;
             let (trace, bar) = open_trace(&args.dir, 2)?;
             let selection = selection(&trace, &args.dir, &args.select, None)?;
             let selected = Selected::new(&trace, &selection);
@@ -196,8 +198,8 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 .map_err(|e| e.to_string())?;
             drop(bar);
             check_matched(&[(&args.dir, selected.unmatched())])?;
-            warn_incomplete(&incomplete, &args.output);
-            write_file(&args.output, |out| {
+            warn_incomplete(&incomplete, &destination);
+            destination.write(|out| {
                 if args.folded {
                     out.write_all(folded.as_bytes()).map_err(|e| e.to_string())
                 } else {
@@ -218,9 +220,22 @@ fn run(cli: Cli) -> Result<(), Failure> {
     }
 }
 
+/// Where `fntrace flame` writes.
+fn flame_destination(args: &args::FlameArgs) -> Result<Destination, Failure> {
+    let what = if args.folded {
+        "folded stacks"
+    } else {
+        "a flame graph (SVG)"
+    };
+    Destination::of(args.output.as_deref(), what)
+}
+
 /// The calls `fntrace chrome` or `fntrace perfetto` writes, spooled (a
 /// scratch file next to the output).
-fn spool_calls(args: &ChromeArgs) -> Result<export::SpooledCalls, Failure> {
+fn spool_calls(
+    args: &ChromeArgs,
+    destination: &Destination,
+) -> Result<export::SpooledCalls, Failure> {
     let (trace, _bar) = open_trace(&args.dir, 2)?;
     let mut select = args.select.clone();
     if args.from.is_some() || args.to.is_some() {
@@ -239,13 +254,9 @@ fn spool_calls(args: &ChromeArgs) -> Result<export::SpooledCalls, Failure> {
         })?,
         None => 0,
     };
-    let scratch_dir = match args.output.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
     let options = export::CallExportOptions {
         min_duration_ns,
-        scratch_dir: Some(scratch_dir),
+        scratch_dir: Some(destination.scratch_dir()),
     };
     let selected = Selected::new(&trace, &selection);
     let spooled = export::SpooledCalls::new(&selected, &options).map_err(|e| e.to_string())?;
@@ -299,26 +310,12 @@ fn no_match<'a>(
     )
 }
 
-/// Says on stderr, in one line before `output` is written, what the trace
-/// lacks and the output makes up (nothing when it lacks nothing).
-fn warn_incomplete(incomplete: &export::Incomplete, output: &Path) {
+/// Says on stderr, in one line before `destination` is written, what the
+/// trace lacks and the output makes up (nothing when it lacks nothing).
+fn warn_incomplete(incomplete: &export::Incomplete, destination: &Destination) {
     if let Some(missing) = incomplete.describe() {
-        eprintln!("fntrace: warning: {}: {missing}", output.display());
+        eprintln!("fntrace: warning: {}: {missing}", destination.name());
     }
-}
-
-/// Writes a file with `write`, and says so on stderr.
-fn write_file(
-    path: &Path,
-    write: impl FnOnce(&mut dyn Write) -> Result<(), String>,
-) -> Result<(), Failure> {
-    let file = File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-    let mut out = BufWriter::new(file);
-    write(&mut out)?;
-    out.flush()
-        .map_err(|e| format!("writing {}: {e}", path.display()))?;
-    eprintln!("fntrace: wrote {}", path.display());
-    Ok(())
 }
 
 /// The calls `select` (and `-D`, uftrace's: levels shown) keep of the

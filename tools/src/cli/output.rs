@@ -4,7 +4,7 @@
 //! directory is read.
 
 use std::io::{self, IsTerminal, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -107,6 +107,111 @@ impl Write for Output {
     }
 }
 
+/// Where an export (`flame`, `chrome`, `perfetto`) goes: the file `-o`
+/// names, or standard output (`-o -`, or no `-o`) when that is not a
+/// terminal (an SVG, JSON or protobuf is not for reading on a screen).
+pub enum Destination {
+    /// A file, created or truncated.
+    File(PathBuf),
+    /// Standard output: a pipe or a redirection.
+    Stdout,
+}
+
+impl Destination {
+    /// The destination `-o` asks for; `what` names the output in the
+    /// error a terminal gets.
+    pub fn of(output: Option<&Path>, what: &str) -> Result<Destination, Failure> {
+        match output {
+            Some(path) if path != Path::new("-") => Ok(Destination::File(path.to_path_buf())),
+            _ if io::stdout().is_terminal() => Err(format!(
+                "{what} is not for a terminal: name a file with -o FILE, or redirect the output"
+            )
+            .into()),
+            _ => Ok(Destination::Stdout),
+        }
+    }
+
+    /// How messages name it.
+    pub fn name(&self) -> String {
+        match self {
+            Destination::File(path) => path.display().to_string(),
+            Destination::Stdout => "standard output".to_string(),
+        }
+    }
+
+    /// A directory for scratch files while it is written: beside the file
+    /// (its file system has room for it), else the temporary directory.
+    pub fn scratch_dir(&self) -> PathBuf {
+        match self {
+            Destination::File(path) => match path.parent() {
+                Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+                _ => PathBuf::from("."),
+            },
+            Destination::Stdout => std::env::temp_dir(),
+        }
+    }
+
+    /// Writes it with `write`; a file written is said on stderr, a reader
+    /// that closes standard output early ends the command quietly.
+    pub fn write(
+        &self,
+        write: impl FnOnce(&mut dyn Write) -> Result<(), String>,
+    ) -> Result<(), Failure> {
+        match self {
+            Destination::File(path) => {
+                let file = std::fs::File::create(path)
+                    .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+                let mut out = io::BufWriter::new(file);
+                write(&mut out)?;
+                out.flush()
+                    .map_err(|e| format!("writing {}: {e}", path.display()))?;
+                eprintln!("fntrace: wrote {}", path.display());
+                Ok(())
+            }
+            Destination::Stdout => {
+                let mut out = PipeWatch {
+                    inner: io::BufWriter::new(io::stdout().lock()),
+                    closed: false,
+                };
+                let written = write(&mut out).and_then(|()| out.flush().map_err(|e| e.to_string()));
+                match written {
+                    Err(_) if out.closed => Err(Failure::StdoutClosed),
+                    Err(why) => Err(format!("writing to standard output: {why}").into()),
+                    Ok(()) => Ok(()),
+                }
+            }
+        }
+    }
+}
+
+/// A writer that notes whether its reader went away (a broken pipe), which
+/// the exporters' errors, made text, no longer say.
+struct PipeWatch<W> {
+    inner: W,
+    closed: bool,
+}
+
+impl<W: Write> PipeWatch<W> {
+    fn noted<T>(&mut self, result: io::Result<T>) -> io::Result<T> {
+        if let Err(e) = &result {
+            self.closed |= e.kind() == io::ErrorKind::BrokenPipe;
+        }
+        result
+    }
+}
+
+impl<W: Write> Write for PipeWatch<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let result = self.inner.write(buf);
+        self.noted(result)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        let result = self.inner.flush();
+        self.noted(result)
+    }
+}
+
 /// Starts the pager with a pipe to its stdin; `None` if it cannot run (then
 /// the text goes to stdout).
 fn spawn_pager() -> Option<(Child, ChildStdin)> {
@@ -168,11 +273,11 @@ const PROGRESS_DELAY: Duration = Duration::from_millis(300);
 pub struct ProgressBar(indicatif::ProgressBar);
 
 impl ProgressBar {
-    /// A bar of `total` calls written to `path`, shown as the reading bar
-    /// is.
-    pub fn writing(path: &Path, total: u64) -> ProgressBar {
+    /// A bar of `total` calls written to `destination`, shown as the
+    /// reading bar is.
+    pub fn writing(destination: &Destination, total: u64) -> ProgressBar {
         ProgressBar::with_template(
-            format!("{}", path.display()),
+            destination.name(),
             total,
             "{spinner} writing {msg} {wide_bar} {human_pos}/{human_len} calls {elapsed}",
         )

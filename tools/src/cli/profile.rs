@@ -289,6 +289,7 @@ pub fn is_snapshot_file(path: &std::path::Path) -> bool {
 /// glob down (paths through none are left out); `-N`: paths through a
 /// matching function left out.
 pub fn flame(args: &FlameArgs) -> Result<(), Failure> {
+    let destination = super::flame_destination(args)?;
     let shown = args.dir.display();
     if !args.select.tid.is_empty() || args.select.time_range.is_some() {
         return Err(format!(
@@ -325,7 +326,7 @@ pub fn flame(args: &FlameArgs) -> Result<(), Failure> {
     for line in not_kept_lines(&snapshot) {
         eprintln!("fntrace: warning: {}", line.trim_start_matches("# "));
     }
-    super::write_file(&args.output, |out| {
+    destination.write(|out| {
         if args.folded {
             out.write_all(folded.as_bytes()).map_err(|e| e.to_string())
         } else {
