@@ -117,6 +117,33 @@ fn unsafe_functions_are_refused_with_their_reasons() {
     std::fs::remove_dir_all(&base).unwrap();
 }
 
+/// A glob that selects none of the program's functions is said so, in one
+/// line: fntrace's own functions (`fntrace_*` matches the C API's in the
+/// preloaded `libfntrace.so`) are not the program's, and are neither
+/// patched nor listed as refused.
+#[test]
+fn a_glob_that_selects_no_function_of_the_program_is_said_so() {
+    let base = common::temp_dir("runtime-patch-no-match");
+    let program = native::build_c(&base, "runtime_patch", "o2", &["-O2"], &["-pthread"]);
+    for glob in ["fntrace_*", "no_such_function_*"] {
+        let ours = base.join(format!("fntrace-{}.data", glob.len()));
+        let output = common::record_patched(&base, &ours, &program, glob);
+        assert_eq!(String::from_utf8_lossy(&output.stdout), "2004000\n");
+        let stderr = native::stderr_of(&output);
+        let lines: Vec<&str> = stderr.lines().filter(|l| l.contains("-P")).collect();
+        assert_eq!(
+            lines,
+            [format!(
+                "fntrace: -P {glob}: no function of the program matches (an inlined \
+                 function has no entry of its own)"
+            )],
+            "{stderr}"
+        );
+        assert_eq!(common::completed_calls(&ours), HashMap::new(), "{glob}");
+    }
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
 /// `FNTRACE_PATCH_FUNCTIONS` and `FNTRACE_LIBCALL` with no tracer and no
 /// output (a service that patches at start-up and is traced later through
 /// `fntrace ctl`): the entries are patched and the imports hooked all the

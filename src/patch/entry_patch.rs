@@ -87,8 +87,6 @@ pub enum Refusal {
     NoStubMemory,
     /// The function already has a site (mcount, fentry, patchable entry).
     AlreadyTraced,
-    /// fntrace's own code.
-    Own,
 }
 
 impl Refusal {
@@ -105,7 +103,6 @@ impl Refusal {
             Refusal::NotRelocatable => "first instructions cannot be relocated",
             Refusal::NoStubMemory => "no stub memory within reach",
             Refusal::AlreadyTraced => "already has a call site",
-            Refusal::Own => "fntrace's own code",
         }
     }
 }
@@ -341,7 +338,6 @@ struct Pending {
     stub: usize,
     at: usize,
     old: [u8; JUMP_LEN],
-    flags: u32,
 }
 
 /// Patches the entries of the functions of `index` (objects the loader
@@ -380,9 +376,10 @@ pub(crate) fn prepare(
             }
             state.done.insert(function.start);
             let refuse = |state: &mut State, why| state.report.refused.push((name.clone(), why));
-            let own = exclusion_flag(&function.name);
-            if own != 0 || whole_object_is_own {
-                refuse(&mut state, Refusal::Own);
+            // fntrace's own code would trace itself, and the patcher runs
+            // it while it writes: never patched, and not reported either
+            // (not the program's: `-P '*'` would list thousands).
+            if exclusion_flag(&function.name) != 0 || whole_object_is_own {
                 continue;
             }
             if traced.contains(&function.start) {
@@ -439,7 +436,6 @@ pub(crate) fn prepare(
                 stub,
                 at: plan.at,
                 old,
-                flags: own,
             });
         }
     }
@@ -469,7 +465,7 @@ pub(crate) fn prepare(
             form: Some(SiteForm::CallRel32),
             kind: SiteKind::Fentry,
             original: patchable::direct_call(p.stub),
-            extra_flags: flag::PATCHABLE | flag::ENTRY_STUB | p.flags,
+            extra_flags: flag::PATCHABLE | flag::ENTRY_STUB,
             tracers: 0,
         };
         match SITES.insert(p.stub + NOP5.len(), &new) {

@@ -151,6 +151,14 @@ fn patch_functions(globs: &[String]) -> Result<(), String> {
     let globs: Vec<&str> = globs.iter().map(String::as_str).collect();
     let report = control::patch_functions(&globs)
         .map_err(|e| format!("FNTRACE_PATCH_FUNCTIONS={}: {e}", globs.join(",")))?;
+    if report.patched.is_empty() && report.refused.is_empty() {
+        eprintln!(
+            "fntrace: -P {}: no function of the program matches (an inlined function has no \
+             entry of its own)",
+            globs.join(",")
+        );
+        return Ok(());
+    }
     eprintln!(
         "fntrace: -P {}: {} functions patched, {} refused",
         globs.join(","),
