@@ -50,12 +50,11 @@ fn build_family(dir: &Path, flags: &[&str]) -> PathBuf {
     program
 }
 
-/// Per-function calls `uftrace report --demangle=full` shows (C++ names
-/// with their parameters, as fntrace shows them), without its `<ADDR>`
-/// rows (uftrace names an unknown parent frame so; see the README's
-/// differences).
+/// Per-function calls `uftrace report` shows (C++ names in its default,
+/// simple form, as fntrace shows them), without its `<ADDR>` rows (uftrace
+/// names an unknown parent frame so; see the README's differences).
 fn named_calls(dir: &Path) -> HashMap<String, u64> {
-    common::uftrace(&["report", "--no-pager", "--demangle=full"], dir)
+    common::uftrace(&["report", "--no-pager"], dir)
         .lines()
         .filter_map(|line| {
             let fields: Vec<&str> = line.split_whitespace().collect();

@@ -7,7 +7,8 @@
 //!
 //! Names are demangled ([`demangle`](crate::demangle)): `crate::module::fn`,
 //! `<Type as Trait>::method`, `core::ptr::drop_in_place::<demo::Foo>`, C++
-//! `ns::f(int)`, C `f`.
+//! `ns::Class::f` (uftrace's form: no template arguments, no parameters),
+//! C `f`.
 //!
 //! - `*` matches any run of characters (`::` included), `?` any one
 //!   character; everything else matches itself.
@@ -25,7 +26,7 @@
 //!   matches the last segment of a path: `sleeper` selects
 //!   `acc_graph::sleeper` and `ns::sleeper`, `fmt` selects
 //!   `<demo::Token as core::fmt::Display>::fmt`, `bar` selects the C++
-//!   `foo::bar(int)`. The last segment is what follows the last `::` outside
+//!   `foo::bar`. The last segment is what follows the last `::` outside
 //!   `<…>`, `(…)`, `[…]` and `{…}`, without a trailing C++ parameter list or
 //!   generic arguments (`drop_in_place` for
 //!   `core::ptr::drop_in_place::<demo::Foo>`).

@@ -37,6 +37,6 @@ mod source;
 mod trace;
 pub mod units;
 
-pub use names::{demangle, uftrace_symbol_name};
+pub use names::{demangle, demangle_full, uftrace_symbol_name};
 pub use source::{EventSource, Gap, ThreadInfo, WithGaps};
 pub use trace::{EventKind, GraphEvent, ThreadTrace, Trace};

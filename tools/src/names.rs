@@ -5,22 +5,61 @@
 //! reports, its filters and what it reads back from a data directory agree.
 
 /// Demangles Rust (legacy `_ZN…E` and v0 `_R…`, without the hash) and C++
-/// (Itanium `_Z…`, with its parameter list) names; other names (C) are
-/// returned as they are.
+/// (Itanium `_Z…`) names; other names (C) are returned as they are.
+///
+/// C++ names take uftrace's default ("simple") form: the path to the
+/// function without template arguments, parameter lists or return type
+/// (`std::vector::emplace_back`, `ns::Point::operator<`), as `uftrace
+/// report` shows them and its `-F` takes them; overloads and template
+/// instances share it. [`demangle_full`] keeps everything.
 pub fn demangle(name: &str) -> String {
+    if name.starts_with("_Z") && rustc_demangle::try_demangle(name).is_err() {
+        if let Some(full) = demangle_cpp(name) {
+            let simple = simple_cpp_name(&full);
+            return if inherits_constructor(name) {
+                // `Derived::Base` in full (the base class's constructor it
+                // inherits); uftrace names it `Derived::Derived`.
+                own_constructor_name(&simple).unwrap_or(simple)
+            } else {
+                simple
+            };
+        }
+    }
+    demangle_full(name)
+}
+
+/// [`demangle`], but C++ names in full: template arguments, parameter
+/// list, qualifiers and, for template functions, the return type
+/// (`void ns::sort<int*>(int*, int*)`).
+pub fn demangle_full(name: &str) -> String {
     if let Ok(demangled) = rustc_demangle::try_demangle(name) {
         // `{:#}` leaves the hash out: it tells apart crate versions, not
         // functions, and no one types it in a filter.
         return format!("{demangled:#}");
     }
     if name.starts_with("_Z") {
-        if let Ok(symbol) = cpp_demangle::Symbol::new(name) {
-            if let Ok(demangled) = symbol.demangle() {
-                return demangled;
-            }
+        if let Some(full) = demangle_cpp(name) {
+            return full;
         }
     }
     name.to_string()
+}
+
+/// Whether the mangled `name` is an inheriting constructor (`CI1`/`CI2`
+/// then the base class).
+fn inherits_constructor(name: &str) -> bool {
+    name.contains("CI1") || name.contains("CI2")
+}
+
+/// `a::B::C` → `a::B::B`; `None` for a name of one segment.
+fn own_constructor_name(simple: &str) -> Option<String> {
+    let (scope, _) = simple.rsplit_once("::")?;
+    let class = scope.rsplit("::").next()?;
+    Some(format!("{scope}::{class}"))
+}
+
+fn demangle_cpp(name: &str) -> Option<String> {
+    cpp_demangle::Symbol::new(name).ok()?.demangle().ok()
 }
 
 /// What a function's symbol `raw` (its ELF name) becomes in a uftrace `.sym`
@@ -44,9 +83,227 @@ pub fn uftrace_symbol_name(raw: &str) -> String {
     }
 }
 
+/// uftrace's simple form of a demangled C++ name (`full`, as
+/// `cpp_demangle` writes it): bracketed groups (`<…>`, `(…)`) dropped,
+/// and what stands before the name (a return type) or after it
+/// (` const`, `&&`); `(anonymous namespace)` spelled `_GLOBAL__N_1`,
+/// the `N`th lambda of a scope `$_{N-1}`, a conversion operator
+/// `operator(cast)`, as uftrace 0.13 spells them.
+fn simple_cpp_name(full: &str) -> String {
+    let chars: Vec<char> = full.chars().collect();
+    let parameters = parameter_list(&chars);
+    let mut out = String::new();
+    let mut i = 0;
+    while i < chars.len() {
+        if let Some((text, used)) = special_at(&chars, i) {
+            out.push_str(&text);
+            i += used;
+            continue;
+        }
+        match chars[i] {
+            open @ ('<' | '(' | '[' | '{') => match group_end(&chars, i, open) {
+                Some(end) => i = end,
+                None => return full.to_string(),
+            },
+            // Before the parameter list, a space ends a return type (`void`,
+            // `unsigned long const&`); after it, the name is complete
+            // (` const`, ` &&`, ` [clone .cold]` follow).
+            ' ' if parameters.is_some_and(|at| i < at) => {
+                out.clear();
+                i += 1;
+            }
+            ' ' => break,
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    if out.is_empty() {
+        full.to_string()
+    } else {
+        out
+    }
+}
+
+/// What uftrace writes for the text at `chars[at..]`, and how many
+/// characters that takes, where the text is spelled differently from
+/// the full name: an operator's name, the anonymous namespace, a lambda.
+fn special_at(chars: &[char], at: usize) -> Option<(String, usize)> {
+    if starts_operator(chars, at) {
+        let (text, used) = operator_name(&chars[at + 8..].iter().collect::<String>());
+        return Some((format!("operator{text}"), 8 + used));
+    }
+    const ANONYMOUS: &str = "(anonymous namespace)";
+    if starts_with_text(chars, at, ANONYMOUS) {
+        return Some(("_GLOBAL__N_1".to_string(), ANONYMOUS.len()));
+    }
+    if starts_with_text(chars, at, "{lambda(") {
+        let end = group_end(chars, at, '{')?;
+        let inner: String = chars[at..end].iter().collect();
+        let number = inner
+            .rsplit_once('#')
+            .and_then(|(_, n)| n.trim_end_matches('}').parse::<u32>().ok())
+            .unwrap_or(1);
+        return Some((format!("$_{}", number.saturating_sub(1)), end - at));
+    }
+    None
+}
+
+/// Whether an operator's name (`operator<`, `operator new`, `operator
+/// bool`) starts at `chars[at]`: the word `operator` at the start of a
+/// name segment.
+fn starts_operator(chars: &[char], at: usize) -> bool {
+    starts_with_text(chars, at, "operator")
+        && (at == 0 || matches!(chars[at - 1], ':' | ' '))
+        && !chars
+            .get(at + 8)
+            .is_some_and(|c| c.is_alphanumeric() || *c == '_')
+}
+
+/// Whether `chars[at..]` starts with the ASCII `text`.
+fn starts_with_text(chars: &[char], at: usize, text: &str) -> bool {
+    chars.len() >= at + text.len() && text.chars().zip(&chars[at..]).all(|(a, b)| a == *b)
+}
+
+/// Where the function's parameter list opens: the last `(` outside
+/// brackets (earlier ones close the parameter lists of the functions a
+/// local name lives in, or stand in a return type).
+fn parameter_list(chars: &[char]) -> Option<usize> {
+    let mut last = None;
+    let mut i = 0;
+    while i < chars.len() {
+        if let Some((_, used)) = special_at(chars, i) {
+            i += used;
+            continue;
+        }
+        match chars[i] {
+            open @ ('<' | '(' | '[' | '{') => {
+                if open == '(' {
+                    last = Some(i);
+                }
+                i = group_end(chars, i, open)?;
+            }
+            _ => i += 1,
+        }
+    }
+    last
+}
+
+/// What follows `operator` in a C++ name, as uftrace shows it, and how
+/// many characters of `rest` it takes: a symbol (`<<=`, `()`, `->*`; the
+/// space of `operator< <T>` taken too), ` new`/` delete` (with `[]`), or
+/// a conversion's target type (shown as `(cast)`).
+fn operator_name(rest: &str) -> (String, usize) {
+    const WORDS: [&str; 4] = [" new[]", " delete[]", " new", " delete"];
+    const SYMBOLS: [&str; 42] = [
+        "()",
+        "[]",
+        "->*",
+        "->",
+        "<=>",
+        "<<=",
+        ">>=",
+        "<<",
+        ">>",
+        "<=",
+        ">=",
+        "==",
+        "!=",
+        "&&",
+        "||",
+        "++",
+        "--",
+        "+=",
+        "-=",
+        "*=",
+        "/=",
+        "%=",
+        "^=",
+        "&=",
+        "|=",
+        "+",
+        "-",
+        "*",
+        "/",
+        "%",
+        "^",
+        "&",
+        "|",
+        "~",
+        "!",
+        "=",
+        "<",
+        ">",
+        ",",
+        "\"\"",
+        "co_await",
+        " co_await",
+    ];
+    for word in WORDS {
+        if rest.starts_with(word) {
+            return (word.to_string(), word.len());
+        }
+    }
+    if let Some(symbol) = SYMBOLS.iter().find(|symbol| rest.starts_with(**symbol)) {
+        let spaced = rest[symbol.len()..].starts_with(" <");
+        return (symbol.to_string(), symbol.len() + usize::from(spaced));
+    }
+    // A conversion operator: ` TYPE` up to its parameter list.
+    let chars: Vec<char> = rest.chars().collect();
+    let mut depth = 0i32;
+    let mut used = 0;
+    while used < chars.len() {
+        match chars[used] {
+            '<' => depth += 1,
+            '>' => depth -= 1,
+            '(' if depth == 0 => break,
+            _ => {}
+        }
+        used += 1;
+    }
+    ("(cast)".to_string(), used)
+}
+
+/// The index just past the group that opens with `open` at
+/// `chars[start]`, counting nested groups of the same kind, skipping
+/// parenthesised text inside other groups and operators' names (where
+/// `<` and `>` are not brackets); `None` when it does not close.
+fn group_end(chars: &[char], start: usize, open: char) -> Option<usize> {
+    let close = match open {
+        '<' => '>',
+        '(' => ')',
+        '[' => ']',
+        _ => '}',
+    };
+    let mut depth = 0usize;
+    let mut i = start;
+    while i < chars.len() {
+        let c = chars[i];
+        if starts_operator(chars, i) {
+            let (_, used) = operator_name(&chars[i + 8..].iter().collect::<String>());
+            i += 8 + used;
+            continue;
+        }
+        if c == open {
+            depth += 1;
+        } else if c == close {
+            depth -= 1;
+            if depth == 0 {
+                return Some(i + 1);
+            }
+        } else if open != '(' && c == '(' {
+            i = group_end(chars, i, '(')?;
+            continue;
+        }
+        i += 1;
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{demangle, uftrace_symbol_name};
+    use super::{demangle, demangle_full, uftrace_symbol_name};
 
     #[test]
     fn demangles_rust_and_cpp() {
@@ -58,14 +315,60 @@ mod tests {
             demangle("_RNvCs2dGlcl3A6Of_21fixture_rust_workload4leaf"),
             "fixture_rust_workload::leaf"
         );
-        assert_eq!(demangle("_Z11cxx_throwerl"), "cxx_thrower(long)");
-        assert_eq!(demangle("_ZN3foo3barEv"), "foo::bar()");
+        assert_eq!(demangle("_Z11cxx_throwerl"), "cxx_thrower");
+        assert_eq!(demangle_full("_Z11cxx_throwerl"), "cxx_thrower(long)");
+        assert_eq!(demangle("_ZN3foo3barEv"), "foo::bar");
+        assert_eq!(demangle_full("_ZN3foo3barEv"), "foo::bar()");
         assert_eq!(demangle("pie_leaf"), "pie_leaf");
         // Already readable: unchanged.
         assert_eq!(
             demangle("<T as core::fmt::Debug>::fmt"),
             "<T as core::fmt::Debug>::fmt"
         );
+    }
+
+    /// C++ names as `uftrace report` 0.13 shows them (symbols of g++ 12's
+    /// build of `tools/tests/cpp_names/names.cpp`).
+    #[test]
+    fn cpp_names_take_uftraces_simple_form() {
+        for (symbol, simple) in [
+            ("_ZNK6shapes5PointltERKS0_", "shapes::Point::operator<"),
+            ("_ZNK6shapes5PointclEi", "shapes::Point::operator()"),
+            ("_ZNK6shapes5PointcvbEv", "shapes::Point::operator(cast)"),
+            ("_ZnwmPv", "operator new"),
+            ("_ZN6shapes12_GLOBAL__N_16hiddenEi", "shapes::_GLOBAL__N_1::hidden"),
+            ("_ZZ3runvENKUliE_clEi", "run::$_0::operator()"),
+            ("_ZZ3runvENKUliE0_clEi", "run::$_1::operator()"),
+            ("_ZNKSt8functionIFiiEEclEi", "std::function::operator()"),
+            // Return types before the name, `operator< <T>` with its space.
+            ("_ZSt3maxImERKT_S2_S2_", "std::max"),
+            (
+                "_ZStltIcSt11char_traitsIcESaIcEEbRKNSt7__cxx1112basic_stringIT_T0_T1_EESA_",
+                "std::operator<",
+            ),
+            (
+                "_ZN9__gnu_cxxmiIPN6shapes5PointESt6vectorIS2_SaIS2_EEEENS_17__normal_iteratorIT_T0_E15difference_typeERKSA_SD_",
+                "__gnu_cxx::operator-",
+            ),
+            (
+                "_ZSt3getILm0EJONSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEEEERNSt13tuple_elementIXT_ESt5tupleIJDpT0_EEE4typeERSB_",
+                "std::get",
+            ),
+            // A class local to a member function template.
+            (
+                "_ZZNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEE12_M_constructIPKcEEvT_S8_St20forward_iterator_tagEN6_GuardD1Ev",
+                "std::__cxx11::basic_string::_M_construct::_Guard::~_Guard",
+            ),
+            // An inheriting constructor: named after its own class.
+            (
+                "_ZNSt15__uniq_ptr_dataIN6shapes4BaseESt14default_deleteIS1_ELb1ELb1EECI1St15__uniq_ptr_implIS1_S3_EEPS1_",
+                "std::__uniq_ptr_data::__uniq_ptr_data",
+            ),
+            // A GCC clone: the suffix dropped, as uftrace does.
+            ("_ZN1nL5scaleEii.constprop.0", "n::scale"),
+        ] {
+            assert_eq!(demangle(symbol), simple, "{symbol}");
+        }
     }
 
     #[test]

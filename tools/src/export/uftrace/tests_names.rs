@@ -63,7 +63,7 @@ fn mixed_trace() -> Trace {
 #[test]
 fn sym_files_hold_cxx_symbols_mangled_and_rust_ones_readable() {
     let trace = mixed_trace();
-    assert_eq!(trace.names[&BAR], "ns::ns1::foo::bar(int)");
+    assert_eq!(trace.names[&BAR], "ns::ns1::foo::bar");
     let dir = written(&trace, "names-sym");
     let sym = fs::read_to_string(dir.0.join("fntrace-unmapped.sym")).unwrap();
     assert_eq!(
