@@ -4,8 +4,9 @@
 //! standard containers' functions) and `-O2`, recorded by the real
 //! `uftrace record`. `fntrace report` of that directory names every
 //! function as `uftrace report` does (uftrace's default "simple"
-//! demangling), with the same calls. g++ and uftrace are required (CI
-//! installs them): a missing one fails the test.
+//! demangling), with the same calls; `--demangle full` keeps overloads
+//! apart. g++ and uftrace are required (CI installs them): a missing one
+//! fails the test.
 
 mod common;
 
@@ -43,7 +44,36 @@ fn cpp_names_and_calls_equal_uftraces_at_o0_and_o2() {
             "{level}: uftrace shows {} functions: {theirs:?}",
             theirs.len()
         );
-        assert_eq!(fntrace_calls(&dir), theirs, "{level}");
+        let ours = fntrace_calls(&dir, &[]);
+        assert_eq!(ours, theirs, "{level}");
+
+        // --demangle full: overloads apart, the same calls in all.
+        let full = fntrace_calls(&dir, &["--demangle", "full"]);
+        assert_eq!(
+            full.values().sum::<u64>(),
+            ours.values().sum::<u64>(),
+            "{level}"
+        );
+        if level == "-O0" {
+            assert_eq!(ours["shapes::overloaded"], 3);
+            for overload in [
+                "shapes::overloaded(int)",
+                "shapes::overloaded(double)",
+                "shapes::overloaded(std::__cxx11::basic_string<char, std::char_traits<char>, \
+                 std::allocator<char> > const&)",
+            ] {
+                assert_eq!(full.get(overload), Some(&1), "{overload} in {full:?}");
+            }
+            // -F takes the full name then.
+            let selected = fntrace_calls(
+                &dir,
+                &["--demangle", "full", "-F", "shapes::overloaded(double)"],
+            );
+            assert_eq!(
+                selected,
+                BTreeMap::from([("shapes::overloaded(double)".to_string(), 1)])
+            );
+        }
     }
 }
 
@@ -68,11 +98,13 @@ fn uftrace_calls(dir: &Path) -> BTreeMap<String, u64> {
         .collect()
 }
 
-/// Calls per function name, as `fntrace report` shows them: the names
-/// start where the header's `function` does (columns are padded by
-/// characters).
-fn fntrace_calls(dir: &Path) -> BTreeMap<String, u64> {
-    let report = fntrace_ok(&["report", "--no-pager"], dir);
+/// Calls per function name, as `fntrace report DIR OPTIONS` shows them:
+/// the names start where the header's `function` does (columns are
+/// padded by characters).
+fn fntrace_calls(dir: &Path, options: &[&str]) -> BTreeMap<String, u64> {
+    let mut args = vec!["report", "--no-pager"];
+    args.extend(options);
+    let report = fntrace_ok(&args, dir);
     let mut lines = report.lines().skip_while(|line| !line.starts_with("calls"));
     let header = lines.next().expect("the table's header");
     let column = header.find("function").expect("a function column");

@@ -168,4 +168,18 @@ fn report_prints_a_snapshot_file_as_a_table() {
     let output = fntrace(&["report", "--threads"], &file);
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("keeps no threads apart"));
+    // The snapshot holds the names the program gave: no full C++ names.
+    let full: [&[&str]; 2] = [
+        &["report", "--demangle", "full"],
+        &["flame", "--demangle", "full", "-o", "-"],
+    ];
+    for args in full {
+        let output = fntrace(args, &file);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {output:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("--demangle full applies to trace directories"),
+            "{args:?}: {stderr}"
+        );
+    }
 }

@@ -196,6 +196,22 @@ pub struct SelectArgs {
     /// (`51234.000100~51234.000200`); either end may be left out.
     #[arg(long, value_name = "A~B")]
     pub time_range: Option<String>,
+    /// How C++ functions are named (shown, and matched by -F/-N): `simple`,
+    /// as uftrace shows them (`ns::Class::method`), or `full` (template
+    /// arguments, parameters and return type: overloads apart).
+    #[arg(long, value_name = "MODE", value_enum, default_value_t = Demangle::Simple)]
+    pub demangle: Demangle,
+}
+
+/// `--demangle`: how C++ functions are named.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Demangle {
+    /// `ns::Class::method`: no template arguments, parameters or return
+    /// type (uftrace's default; overloads and instances share a name).
+    #[default]
+    Simple,
+    /// Everything the symbol says: `void ns::sort<int*>(int*, int*)`.
+    Full,
 }
 
 /// `fntrace report`.

@@ -24,7 +24,7 @@ use fntrace_tools::analysis::{self, ReadOrWrite, Rows, Selected, Selection, Unma
 use fntrace_tools::export::{self, UftraceReader};
 use fntrace_tools::{glob, EventSource};
 
-use args::{ChromeArgs, Cli, Command, SelectArgs};
+use args::{ChromeArgs, Cli, Command, Demangle, SelectArgs};
 pub use cargo::run_as_rustc_wrapper;
 use output::{open_trace, output_failure, Destination, Failure, Output, ProgressBar};
 use report::TraceReport;
@@ -326,6 +326,7 @@ fn selection(
     select: &SelectArgs,
     depth: Option<u16>,
 ) -> Result<Selection, Failure> {
+    trace.set_full_cpp_names(select.demangle == Demangle::Full);
     let threads = trace.threads();
     for tid in &select.tid {
         if !threads.iter().any(|thread| thread.tid == *tid) {

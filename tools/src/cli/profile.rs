@@ -13,7 +13,7 @@ use clap::{Args, Subcommand};
 use fntrace_tools::analysis::{openmetrics, FunctionStats, ProfileSnapshot, Rows};
 use fntrace_tools::glob;
 
-use super::args::{FlameArgs, ReportArgs, SortKey};
+use super::args::{Demangle, FlameArgs, ReportArgs, SelectArgs, SortKey};
 use super::output::{Failure, Output};
 use super::report::write_rows;
 
@@ -190,6 +190,7 @@ impl ProfileArgs {
 /// `fntrace report SNAPSHOT`: the table of a saved snapshot.
 pub fn report(args: &ReportArgs, no_pager: bool) -> Result<(), Failure> {
     let shown = args.dir.display();
+    refuse_full_names(&args.select, &shown.to_string())?;
     if args.threads || !args.select.tid.is_empty() || args.select.time_range.is_some() {
         return Err(format!(
             "{shown} is a live profile's snapshot: it keeps no threads apart and no times \
@@ -284,6 +285,20 @@ pub fn is_snapshot_file(path: &std::path::Path) -> bool {
         .is_ok_and(|()| &start == b"fntrace-profile ")
 }
 
+/// A snapshot holds the names the program gave its functions (C++ ones in
+/// uftrace's simple form): `--demangle full` cannot apply.
+fn refuse_full_names(select: &SelectArgs, shown: &str) -> Result<(), Failure> {
+    if select.demangle == Demangle::Full {
+        return Err(format!(
+            "{shown} is a live profile's snapshot: it holds each function's name as the \
+             program showed it (C++ names in the simple form); --demangle full applies to \
+             trace directories"
+        )
+        .into());
+    }
+    Ok(())
+}
+
 /// `fntrace flame SNAPSHOT`: the flame graph of the snapshot's call tree,
 /// widths self time. `-F`: each path from its first function matching a
 /// glob down (paths through none are left out); `-N`: paths through a
@@ -291,6 +306,7 @@ pub fn is_snapshot_file(path: &std::path::Path) -> bool {
 pub fn flame(args: &FlameArgs) -> Result<(), Failure> {
     let destination = super::flame_destination(args)?;
     let shown = args.dir.display();
+    refuse_full_names(&args.select, &shown.to_string())?;
     if !args.select.tid.is_empty() || args.select.time_range.is_some() {
         return Err(format!(
             "{shown} is a live profile: it keeps no threads apart and no times (--tid, \

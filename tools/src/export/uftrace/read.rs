@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Mutex};
 
 use super::super::ExportError;
@@ -16,7 +16,7 @@ use super::meta::{
 };
 use super::records::ThreadRecords;
 use crate::analysis;
-use crate::names::demangle;
+use crate::names::{demangle, demangle_full};
 use crate::source::{EventSource, ThreadInfo};
 use crate::trace::{GraphEvent, ThreadTrace, Trace};
 
@@ -68,6 +68,9 @@ pub struct UftraceReader {
     added: HashMap<u32, Vec<usize>>,
     /// Demangled names asked for so far.
     names: Mutex<HashMap<usize, String>>,
+    /// C++ names in full ([`demangle_full`]) rather than uftrace's simple
+    /// form ([`demangle`]).
+    full_cpp_names: AtomicBool,
     /// Record bytes read so far, over every read.
     bytes_read: AtomicU64,
     /// Called with `bytes_read` as reading goes.
@@ -87,6 +90,14 @@ impl std::fmt::Debug for UftraceReader {
 }
 
 impl UftraceReader {
+    /// Names C++ functions in full from now on (template arguments,
+    /// parameters, return type: overloads and instances apart), or, by
+    /// default, in uftrace's simple form. Set it before asking for names.
+    pub fn set_full_cpp_names(&self, full: bool) {
+        self.full_cpp_names.store(full, Ordering::Relaxed);
+        lock(&self.names).clear();
+    }
+
     /// Opens the directory `dir`, reading everything but the records.
     pub fn open(dir: &Path) -> Result<UftraceReader, ExportError> {
         let meta = fs::metadata(dir)
@@ -152,6 +163,7 @@ impl UftraceReader {
             thread_spaces,
             added: fntrace.added,
             names: Mutex::new(HashMap::new()),
+            full_cpp_names: AtomicBool::new(false),
             bytes_read: AtomicU64::new(0),
             progress: Mutex::new(None),
             reading_now: AtomicUsize::new(0),
@@ -231,6 +243,7 @@ impl EventSource for UftraceReader {
             return name.clone();
         }
         let name = match self.symbol_name(function) {
+            Some(symbol) if self.full_cpp_names.load(Ordering::Relaxed) => demangle_full(symbol),
             Some(symbol) => demangle(symbol),
             None => format!("{function:#x}"),
         };
