@@ -124,6 +124,9 @@ pub struct RecordReport {
     pub bytes: u64,
     /// How long the recording ran.
     pub duration: Duration,
+    /// What a thread whose buffer was full did: waited (lossless) or
+    /// dropped its event.
+    pub mode: RecordMode,
     /// Lossless mode: times a thread found its buffer full and waited for
     /// the writer.
     pub waits: u64,
@@ -721,6 +724,11 @@ impl Recording {
             threads: totals.threads,
             bytes: totals.bytes,
             duration: self.started.elapsed(),
+            mode: if lossless {
+                RecordMode::Lossless
+            } else {
+                RecordMode::Drop
+            },
             waits: room.waits - self.room_at_start.waits,
             wait_time: Duration::from_nanos(room.wait_ns - self.room_at_start.wait_ns),
             memory_peak: if lossless {

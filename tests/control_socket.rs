@@ -376,8 +376,14 @@ fn controlled_live(variant: &str, flags: &[&str], by_pid: bool) {
     assert_eq!(stopped["lost"], "0");
     assert_eq!(stopped["threads"], THREADS.to_string());
     check_counts(&recorded, N);
-    // A live service's recording drops rather than waits, by default.
+    // A live service's recording drops rather than waits, by default: the
+    // reply says so, and has no waits or buffer peak to report.
     assert_eq!(recorder_mode(&recorded), "drop");
+    assert_eq!(stopped["mode"], "drop");
+    assert!(
+        !stopped.contains_key("waits") && !stopped.contains_key("memory_peak"),
+        "{stopped:?}"
+    );
     let status = fields(&ctl_ok(&["status"]));
     assert_eq!(status["recording"], "none");
     assert!(!status["tracers"].contains("enabled"), "{status:?}");
@@ -443,6 +449,19 @@ fn controlled_live(variant: &str, flags: &[&str], by_pid: bool) {
     );
     check_counts(&dumped, N);
     assert!(ctl_ok(&["report"]).starts_with("latency of the graph tracer's 0 events in memory\n"));
+
+    // Stopped, a lossless recording says how often threads waited.
+    let waited = base.join("waited.data");
+    ctl_ok(&["record", "--mode", "lossless", waited.to_str().unwrap()]);
+    p.work(N);
+    let stopped = fields(&ctl_ok(&["stop"]));
+    assert_eq!(stopped["mode"], "lossless");
+    assert_eq!(stopped["lost"], "0");
+    assert!(
+        stopped.contains_key("waits") && stopped.contains_key("memory_peak"),
+        "{stopped:?}"
+    );
+    check_counts(&waited, N);
 
     // A recording running at exit is finished then; lossless when asked.
     let at_exit = base.join("at-exit.data");

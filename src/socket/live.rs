@@ -417,16 +417,24 @@ fn stop() -> Result<Reply, Error> {
         ));
     };
     let done = recording.stop()?;
-    Ok(
-        Reply::ok(format!("stopped recording to {}", done.dir.display()))
-            .with("events", done.events)
-            .with("lost", done.lost)
+    let mode = done.mode;
+    let reply = Reply::ok(format!("stopped recording to {}", done.dir.display()))
+        .with("mode", mode.name())
+        .with("events", done.events)
+        .with("lost", done.lost);
+    // Waits and the buffers' peak exist in lossless mode only (a
+    // dropping recording never waits; its figures would read 0).
+    let reply = if mode == crate::record::RecordMode::Lossless {
+        reply
             .with("waits", done.waits)
             .with("wait_ms", done.wait_time.as_millis())
             .with("memory_peak", done.memory_peak)
-            .with("threads", done.threads)
-            .with("bytes", done.bytes),
-    )
+    } else {
+        reply
+    };
+    Ok(reply
+        .with("threads", done.threads)
+        .with("bytes", done.bytes))
 }
 
 fn snapshot(dir: &Path) -> Result<Reply, Error> {
