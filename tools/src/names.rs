@@ -131,8 +131,9 @@ fn simple_cpp_name(full: &str) -> String {
 /// the full name: an operator's name, the anonymous namespace, a lambda.
 fn special_at(chars: &[char], at: usize) -> Option<(String, usize)> {
     if starts_operator(chars, at) {
-        let (text, used) = operator_name(&chars[at + 8..].iter().collect::<String>());
-        return Some((format!("operator{text}"), 8 + used));
+        let after = at + OPERATOR.len();
+        let (text, used) = operator_name(&chars[after..].iter().collect::<String>());
+        return Some((format!("{OPERATOR}{text}"), OPERATOR.len() + used));
     }
     const ANONYMOUS: &str = "(anonymous namespace)";
     if starts_with_text(chars, at, ANONYMOUS) {
@@ -150,14 +151,16 @@ fn special_at(chars: &[char], at: usize) -> Option<(String, usize)> {
     None
 }
 
+const OPERATOR: &str = "operator";
+
 /// Whether an operator's name (`operator<`, `operator new`, `operator
 /// bool`) starts at `chars[at]`: the word `operator` at the start of a
 /// name segment.
 fn starts_operator(chars: &[char], at: usize) -> bool {
-    starts_with_text(chars, at, "operator")
+    starts_with_text(chars, at, OPERATOR)
         && (at == 0 || matches!(chars[at - 1], ':' | ' '))
         && !chars
-            .get(at + 8)
+            .get(at + OPERATOR.len())
             .is_some_and(|c| c.is_alphanumeric() || *c == '_')
 }
 
@@ -281,8 +284,9 @@ fn group_end(chars: &[char], start: usize, open: char) -> Option<usize> {
     while i < chars.len() {
         let c = chars[i];
         if starts_operator(chars, i) {
-            let (_, used) = operator_name(&chars[i + 8..].iter().collect::<String>());
-            i += 8 + used;
+            let after = i + OPERATOR.len();
+            let (_, used) = operator_name(&chars[after..].iter().collect::<String>());
+            i = after + used;
             continue;
         }
         if c == open {
