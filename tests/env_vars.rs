@@ -470,3 +470,78 @@ fn the_c_abi_starts_the_flight_recorder_and_sets_its_triggers() {
     assert_eq!(common::uftrace_calls(&dirs[0]).get("slow_path"), Some(&1));
     std::fs::remove_dir_all(&base).unwrap();
 }
+
+/// A program started through a wrapper (`timeout`, `env`, `nice`, `setsid`,
+/// `sh -c`, as scripts, units and container entrypoints start services)
+/// records as if started directly: the wrapper, with no call site, loads
+/// the library too but stays silent and leaves the environment to the
+/// program. Once the wrapper took the flight recorder's start-up (and its
+/// variables) and the program wrote no snapshot.
+#[test]
+fn a_wrapper_leaves_the_start_up_to_the_program_it_starts() {
+    let base = common::temp_dir("env-wrapper");
+    let program = build_service(&base);
+    let program_str = program.to_str().unwrap().to_string();
+    let wrappers: Vec<Vec<String>> = vec![
+        vec!["timeout".into(), "60".into(), program_str.clone()],
+        vec!["env".into(), program_str.clone()],
+        vec!["nice".into(), program_str.clone()],
+        vec!["setsid".into(), "-w".into(), program_str.clone()],
+        vec![
+            "sh".into(),
+            "-c".into(),
+            format!("{program_str} \"$@\"; exit $?"),
+            "sh".into(),
+        ],
+        vec![
+            "sh".into(),
+            "-c".into(),
+            format!("exec {program_str} \"$@\""),
+            "sh".into(),
+        ],
+    ];
+    for (i, wrapper) in wrappers.iter().enumerate() {
+        let out = base.join(format!("snap{i}"));
+        let mut command = Command::new(&wrapper[0]);
+        command
+            .args(&wrapper[1..])
+            .args(["2", "300"])
+            .current_dir(&base);
+        for (name, _) in std::env::vars() {
+            if name.starts_with("FNTRACE") {
+                command.env_remove(name);
+            }
+        }
+        let output = command
+            .env("LD_PRELOAD", library())
+            .env("FNTRACE_FLIGHT", "1M")
+            .env("FNTRACE_OUTPUT", &out)
+            .env("FNTRACE_FILTER", "handle_request")
+            .output()
+            .unwrap();
+        let stderr = stderr(&output);
+        assert!(output.status.success(), "{wrapper:?}: {stderr}");
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout),
+            "handled 600\n",
+            "{wrapper:?}: {stderr}"
+        );
+        assert!(
+            !stderr.contains("no instrumented function"),
+            "{wrapper:?}: the wrapper spoke: {stderr}"
+        );
+        assert_eq!(
+            stderr.matches("flight recorder:").count(),
+            1,
+            "{wrapper:?}: one recorder, the program's: {stderr}"
+        );
+        let trace = common::read_trace_dir(&out);
+        let counts = common::call_counts(&trace);
+        assert_eq!(
+            counts.get("handle_request"),
+            Some(&(600, 600)),
+            "{wrapper:?}: {stderr}"
+        );
+    }
+    std::fs::remove_dir_all(&base).unwrap();
+}

@@ -146,18 +146,21 @@ extern "C" fn start() {
 
 /// Patches the entries of the functions `globs` select
 /// (`FNTRACE_PATCH_FUNCTIONS`) and says on stderr how many were patched
-/// and which were refused, and why.
-fn patch_functions(globs: &[String]) -> Result<(), String> {
+/// and which were refused, and why. Returns whether any function matched;
+/// `quiet`: say nothing when none does (a wrapper, see `apply`).
+fn patch_functions(globs: &[String], quiet: bool) -> Result<bool, String> {
     let globs: Vec<&str> = globs.iter().map(String::as_str).collect();
     let report = control::patch_functions(&globs)
         .map_err(|e| format!("FNTRACE_PATCH_FUNCTIONS={}: {e}", globs.join(",")))?;
     if report.patched.is_empty() && report.refused.is_empty() {
-        eprintln!(
-            "fntrace: -P {}: no function of the program matches (an inlined function has no \
-             entry of its own)",
-            globs.join(",")
-        );
-        return Ok(());
+        if !quiet {
+            eprintln!(
+                "fntrace: -P {}: no function of the program matches (an inlined function has \
+                 no entry of its own)",
+                globs.join(",")
+            );
+        }
+        return Ok(false);
     }
     eprintln!(
         "fntrace: -P {}: {} functions patched, {} refused",
@@ -168,7 +171,7 @@ fn patch_functions(globs: &[String]) -> Result<(), String> {
     for (name, why) in &report.refused {
         eprintln!("fntrace: -P: {name} not patched: {why}");
     }
-    Ok(())
+    Ok(true)
 }
 
 /// Hooks the library calls `FNTRACE_LIBCALL` asks for and says on stderr
@@ -315,13 +318,25 @@ fn settings() -> Result<Option<Settings>, String> {
 }
 
 /// Enables what `settings` asks for, all or nothing, and registers the
-/// exit handler.
+/// exit handler. A process with nothing to trace (no call sites in any
+/// object loaded at start-up, no function `-P` selects) is taken for a
+/// wrapper that starts the program meant (`timeout`, `sh -c`, `env`,
+/// `nice`, `setsid`, a script that execs): it stays silent and leaves the
+/// environment as it found it, for that program. (A program whose only
+/// instrumented code is a library it will `dlopen` is taken for one too:
+/// `docs/limits.md`.)
 fn apply(settings: Settings) -> Result<(), String> {
+    let has_sites = crate::symbols::process_has_call_sites();
     let mut enabled: Vec<&str> = Vec::new();
-    let result = (|| {
-        if !settings.patch.is_empty() {
-            patch_functions(&settings.patch)?;
+    if !settings.patch.is_empty() {
+        let matched = patch_functions(&settings.patch, !has_sites)?;
+        if !has_sites && !matched {
+            return Ok(());
         }
+    } else if !has_sites {
+        return Ok(());
+    }
+    let result = (|| {
         if let Some(scope) = settings.libcall {
             trace_library_calls(scope)?;
         }

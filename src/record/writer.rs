@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use fntrace_tools::export::{StreamTotals, UftraceStream};
+use fntrace_tools::export::{ExportError, StreamTotals, UftraceStream};
 
 use super::{directory_write, Shared, DRAINS_IN_PROCESS};
 use crate::error::Error;
@@ -40,6 +40,7 @@ pub(super) fn write_until_stopped(
         forked_from,
         failure: None,
         discarded: 0,
+        lost_unwritten: std::collections::BTreeMap::new(),
         // A forked child's parent added the libraries it saw.
         libraries_seen: if forked_from.is_some() {
             opened::newest_seq()
@@ -72,46 +73,85 @@ pub(super) fn write_until_stopped(
         stream,
         failure,
         discarded,
+        lost_unwritten,
         ..
     } = drainer;
-    if let Some(err) = failure {
-        return Err(Error::Recording(format!(
-            "writing {} failed, {discarded} events were not written: {err}",
-            dir.display()
-        )));
-    }
     let writer_cpu_ns = sys::thread_cpu_ns();
     shared.writer_cpu_ns.store(writer_cpu_ns, Ordering::Relaxed);
-    match stream {
-        Some(mut stream) => {
-            let room = GRAPH_TRACER.room_stats();
-            let totals = stream.totals();
-            // The budget's peak is since the recording set it (lossless
-            // only): in a forked child, it includes the parent's threads
-            // until they were freed.
-            let memory = if shared.lossless {
-                let event = crate::record::RECORD_EVENT_BYTES as u64;
-                format!(
-                    " memory={} memory_peak={}",
-                    room.memory_events * event,
-                    room.memory_peak_events * event
-                )
-            } else {
-                String::new()
-            };
-            stream.set_recorder_note(&format!(
-                "mode={} events={} lost={} waits={} wait_ns={} writer_cpu_ns={writer_cpu_ns}{memory}",
-                if shared.lossless { "lossless" } else { "drop" },
-                totals.events,
-                totals.lost + totals.left_out,
-                room.waits - room_at_start.waits,
-                room.wait_ns - room_at_start.wait_ns,
-            ));
-            let _writing = directory_write();
+    let Some(mut stream) = stream else {
+        return match failure {
+            Some(err) => Err(not_written(dir, discarded, &err, "")),
+            None => Ok(StreamTotals::default()),
+        };
+    };
+    let totals = stream.totals();
+    let mut note = recorder_note(
+        shared,
+        &room_at_start,
+        totals.events,
+        totals.lost + totals.left_out + discarded,
+        writer_cpu_ns,
+    );
+    let _writing = directory_write();
+    match failure {
+        None => {
+            stream.set_recorder_note(&note);
             Ok(stream.finish()?)
         }
-        None => Ok(StreamTotals::default()),
+        Some(err) => {
+            // The directory says what was lost where (lost records at the
+            // end of each thread's file, a note that `fntrace record`
+            // reads), with the space the stream kept for it.
+            note.push_str(" incomplete=write-failed");
+            stream.set_recorder_note(&note);
+            let lost: Vec<(u32, u64)> = lost_unwritten.into_iter().collect();
+            let marked = match stream.finish_incomplete(&lost) {
+                Ok(_) => " (counted as lost; the directory marks the gap)".to_string(),
+                Err(mark) => format!(" (the directory could not be marked either: {mark})"),
+            };
+            Err(not_written(dir, discarded, &err, &marked))
+        }
     }
+}
+
+/// What the recorder says of its session in the directory: mode, events,
+/// losses, waits, the writer's CPU, memory (see
+/// [`UftraceStream::set_recorder_note`]).
+fn recorder_note(
+    shared: &Shared,
+    room_at_start: &crate::rt::ring::RoomStats,
+    events: u64,
+    lost: u64,
+    writer_cpu_ns: u64,
+) -> String {
+    let room = GRAPH_TRACER.room_stats();
+    // The budget's peak is since the recording set it (lossless only): in
+    // a forked child, it includes the parent's threads until they were
+    // freed.
+    let memory = if shared.lossless {
+        let event = crate::record::RECORD_EVENT_BYTES as u64;
+        format!(
+            " memory={} memory_peak={}",
+            room.memory_events * event,
+            room.memory_peak_events * event
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "mode={} events={events} lost={lost} waits={} wait_ns={} writer_cpu_ns={writer_cpu_ns}{memory}",
+        if shared.lossless { "lossless" } else { "drop" },
+        room.waits - room_at_start.waits,
+        room.wait_ns - room_at_start.wait_ns,
+    )
+}
+
+/// The error a recording whose directory could not be written ends with.
+fn not_written(dir: &Path, discarded: u64, err: &Error, marked: &str) -> Error {
+    Error::Recording(format!(
+        "writing {} failed, {discarded} events were not written{marked}: {err}",
+        dir.display()
+    ))
 }
 
 /// Adds to `stream` the libraries seen loaded (and perhaps unloaded)
@@ -147,6 +187,8 @@ struct Drainer<'a> {
     failure: Option<Error>,
     /// Events drained but not written (the directory could not be).
     discarded: u64,
+    /// Those of each thread (its lost record at the end).
+    lost_unwritten: std::collections::BTreeMap<u32, u64>,
     /// The newest object of `symbols::opened` added to the stream.
     libraries_seen: u64,
 }
@@ -161,8 +203,10 @@ impl Drainer<'_> {
             forked_from,
             failure,
             discarded,
+            lost_unwritten,
             libraries_seen,
         } = self;
+        let failed_before = failure.is_some();
         // The loader's objects are listed (under its lock) before the
         // directory's lock is taken, never inside it. Not in a forked
         // child (see `symbols::inherited`; its own `dlclose`s are seen all
@@ -173,10 +217,14 @@ impl Drainer<'_> {
         let writing = directory_write();
         GRAPH_TRACER.stream_converted(&mut |batch| {
             let count = batch.events.len() as u64 + batch.dropped_after;
+            let mut lose = |count: u64| {
+                *discarded += count;
+                *lost_unwritten.entry(batch.tid).or_default() += count;
+            };
             if failure.is_some() {
                 // The directory cannot be written: keep draining, so the
                 // traced threads keep their fast path, and count.
-                *discarded += count;
+                lose(count);
                 return;
             }
             if stream.is_none() {
@@ -189,7 +237,7 @@ impl Drainer<'_> {
                 match joined {
                     Ok(joined) => *stream = Some(joined),
                     Err(err) => {
-                        *discarded += count;
+                        lose(count);
                         *failure = Some(err.into());
                         return;
                     }
@@ -205,7 +253,12 @@ impl Drainer<'_> {
                 batch.dropped_after,
             );
             if let Err(err) = appended {
-                *discarded += count;
+                // A full file system stops the append between two whole
+                // chunks: what it did not write is known exactly.
+                lose(match &err {
+                    ExportError::Full { unwritten, .. } => *unwritten,
+                    _ => count,
+                });
                 *failure = Some(err.into());
             }
         });
@@ -222,12 +275,21 @@ impl Drainer<'_> {
             }
         }
         drop(writing);
+        if let (false, Some(err)) = (failed_before, &failure) {
+            // Said when it happens, not only when the recording ends.
+            eprintln!(
+                "fntrace: the recording stopped writing {}: {err}; from now on its events are \
+                 counted as lost",
+                dir.display()
+            );
+        }
         if let Some(stream) = &stream {
             let totals = stream.totals();
             shared.written.store(totals.events, Ordering::Relaxed);
-            shared
-                .lost
-                .store(totals.lost + totals.left_out, Ordering::Relaxed);
+            shared.lost.store(
+                totals.lost + totals.left_out + *discarded,
+                Ordering::Relaxed,
+            );
         }
         shared.drains.fetch_add(1, Ordering::Release);
         DRAINS_IN_PROCESS.fetch_add(1, Ordering::Release);

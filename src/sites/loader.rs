@@ -98,6 +98,7 @@ pub(crate) fn hold<F: FnOnce(&Loaded) -> R, R>(operation: F) -> R {
         operation: Some(operation),
         result: None,
     };
+    let _listing = crate::symbols::loader_listing();
     // SAFETY: the callback matches dl_iterate_phdr's contract; `data` is
     // `call`, which outlives the call, and the callback is its only user.
     unsafe {

@@ -9,6 +9,7 @@
 
 use std::ffi::CStr;
 use std::ops::Range;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use object::{Object as _, ObjectSection as _, ObjectSymbol, SymbolKind};
@@ -160,7 +161,100 @@ struct PhdrInfo {
     text: Vec<Range<usize>>,
 }
 
+/// Held by fntrace's threads while they call `dl_iterate_phdr` (which holds
+/// the loader's `dl_load_write_lock` while its callback runs), and by a
+/// forking thread across `fork`. glibc 2.36 does not reset that lock in the
+/// child of a `fork`: a child forked while a writer thread listed the
+/// objects found it taken by a thread it does not have, and its own next
+/// listing (at `exit`, disabling the tracer) waited for ever, with its
+/// recording. Reentrant: an operation running inside the loader's callback
+/// ([`crate::sites::loader::hold`]) lists the objects again. A lock of its
+/// own (a futex word holding the owner's tid) rather than a library's: the
+/// child resets it, which a lock with a queue of waiters (parking_lot's)
+/// does not allow; unlocking one in the child hands it to a waiter of the
+/// parent's that the child does not have.
+static LISTING: ListingLock = ListingLock {
+    owner: AtomicU32::new(0),
+    depth: AtomicU32::new(0),
+};
+
+struct ListingLock {
+    /// The holder's tid, 0 when free.
+    owner: AtomicU32,
+    /// How many times the holder took it (only the holder changes it).
+    depth: AtomicU32,
+}
+
+/// [`LISTING`], held: released when dropped.
+pub(crate) struct Listing(());
+
+impl Drop for Listing {
+    fn drop(&mut self) {
+        LISTING.unlock();
+    }
+}
+
+impl ListingLock {
+    fn lock(&self) {
+        let me = crate::sys::gettid() as u32;
+        if self.owner.load(Ordering::Acquire) == me {
+            self.depth.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        loop {
+            match (self.owner).compare_exchange(0, me, Ordering::Acquire, Ordering::Acquire) {
+                Ok(_) => break,
+                Err(holder) => {
+                    crate::sys::futex::futex_wait(&self.owner, holder, None);
+                }
+            }
+        }
+        self.depth.store(1, Ordering::Relaxed);
+    }
+
+    fn unlock(&self) {
+        if self.depth.fetch_sub(1, Ordering::Relaxed) == 1 {
+            self.owner.store(0, Ordering::Release);
+            crate::sys::futex::futex_wake(&self.owner, 1);
+        }
+    }
+}
+
+/// Takes [`LISTING`]: call `dl_iterate_phdr` only while holding it.
+pub(crate) fn loader_listing() -> Listing {
+    static FORK_HANDLERS: std::sync::Once = std::sync::Once::new();
+    FORK_HANDLERS.call_once(|| {
+        // SAFETY: registering fork handlers has no preconditions; they take
+        // and release `LISTING` only.
+        unsafe {
+            libc::pthread_atfork(
+                Some(listing_before_fork),
+                Some(listing_after_fork_in_parent),
+                Some(listing_after_fork_in_child),
+            );
+        }
+    });
+    LISTING.lock();
+    Listing(())
+}
+
+extern "C" fn listing_before_fork() {
+    LISTING.lock();
+}
+
+extern "C" fn listing_after_fork_in_parent() {
+    LISTING.unlock();
+}
+
+extern "C" fn listing_after_fork_in_child() {
+    // The child has only the thread that forked (with a new tid): nobody
+    // else holds or waits for the lock.
+    LISTING.depth.store(0, Ordering::Relaxed);
+    LISTING.owner.store(0, Ordering::Release);
+}
+
 fn load_generation() -> u64 {
+    let _listing = loader_listing();
     let mut generation = 0u64;
     // SAFETY: the callback only reads the `dl_phdr_info` glibc passes, for the
     // duration of the call, and writes through the `&mut u64` we pass in.
@@ -233,6 +327,7 @@ unsafe extern "C" fn collect_callback(
 
 /// The loader's objects now, in its order (the executable first).
 fn list_objects() -> Vec<PhdrInfo> {
+    let _listing = loader_listing();
     let mut infos: Vec<PhdrInfo> = Vec::new();
     // SAFETY: collect_callback matches dl_iterate_phdr's callback contract and
     // only pushes into the Vec passed as data.
@@ -298,6 +393,29 @@ pub(crate) fn executable_instrumentation() -> Option<&'static str> {
     let mapped = MappedFile::open("/proc/self/exe").ok()?;
     let file = object::File::parse(mapped.bytes()).ok()?;
     fntrace_tools::elf::instrumentation_in(&file)
+}
+
+/// Whether any object loaded now has instrumented call sites: the
+/// executable ([`executable_instrumentation`]), or a shared object that
+/// imports `mcount`/`__fentry__` or lists its sites (fntrace's own
+/// library, which defines them, does not count). Reads only the ELF
+/// headers, dynamic symbols and section names of each object.
+pub(crate) fn process_has_call_sites() -> bool {
+    if executable_instrumentation().is_some() {
+        return true;
+    }
+    list_objects().iter().skip(1).any(|info| {
+        if info.text.is_empty() || info.name.is_empty() || info.name.starts_with("linux-vdso") {
+            return false;
+        }
+        let Ok(mapped) = MappedFile::open(&info.name) else {
+            return false;
+        };
+        object::File::parse(mapped.bytes())
+            .ok()
+            .and_then(|file| fntrace_tools::elf::library_instrumentation_in(&file))
+            .is_some()
+    })
 }
 
 /// An ELF file mapped read-only while it is parsed: the parser touches

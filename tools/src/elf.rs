@@ -33,3 +33,19 @@ pub fn instrumentation_in<'data, R: ReadRef<'data>>(
         .or_else(|| (file.sections()).find_map(|section| named(section.name(), &SITE_SECTIONS)))
         .or_else(|| (file.symbols()).find_map(|symbol| named(symbol.name(), &SITE_SYMBOLS)))
 }
+
+/// Whether the shared object `file` has instrumented call sites of its
+/// own: it imports `mcount` or `__fentry__` (an undefined dynamic symbol:
+/// glibc, which defines them, has none), or has a section listing sites.
+pub fn library_instrumentation_in<'data, R: ReadRef<'data>>(
+    file: &object::File<'data, R>,
+) -> Option<&'static str> {
+    let named = |name: Result<&str, object::Error>, among: &[&'static str]| {
+        name.ok()
+            .and_then(|n| among.iter().copied().find(|known| *known == n))
+    };
+    (file.dynamic_symbols())
+        .filter(|symbol| symbol.is_undefined())
+        .find_map(|symbol| named(symbol.name(), &SITE_SYMBOLS))
+        .or_else(|| (file.sections()).find_map(|section| named(section.name(), &SITE_SECTIONS)))
+}

@@ -21,7 +21,8 @@
 //! streaming recorder's writer thread) turns lossless off before it stops,
 //! and wakes every waiter. As a last defence against a reader that cannot
 //! run (e.g. it needs a lock a waiting thread holds), a wait that sees no
-//! drain for [`GIVE_UP_AFTER`] drops its event and counts it
+//! drain for [`GIVE_UP_AFTER`] of its own running time (a stopped process
+//! does not count) drops its event and counts it
 //! ([`RoomStats::gave_up`]), so a traced thread never waits forever.
 //!
 //! Everything here runs on the traced path (in the generic path's slow
@@ -41,6 +42,11 @@ pub const GIVE_UP_AFTER: Duration = Duration::from_secs(10);
 /// One wait's sleep at most: the thread re-checks its ring (and the mode)
 /// at least this often.
 const WAIT_SLICE: Duration = Duration::from_millis(5);
+
+/// The most one check of a waiting thread adds to its time without a
+/// drain: a few slices (a busy host may run it late), never a stop's
+/// length.
+const MAX_SEEN_PER_CHECK: Duration = Duration::from_millis(50);
 
 /// A ring's fast limit in drop mode: never reached (the fast paths count
 /// drops themselves when the ring is full).
@@ -136,7 +142,9 @@ impl Room {
     #[cold]
     pub(super) fn wait_for(&self, has_room: &dyn Fn() -> bool) -> bool {
         let started = std::time::Instant::now();
-        let mut last_drain = (self.drains.load(Ordering::SeqCst), started);
+        let mut last_drain = self.drains.load(Ordering::SeqCst);
+        let mut last_check = started;
+        let mut waited_without_drain = Duration::ZERO;
         self.waiting.fetch_add(1, Ordering::SeqCst);
         self.waits.fetch_add(1, Ordering::Relaxed);
         let room = loop {
@@ -150,11 +158,21 @@ impl Room {
                 break false;
             }
             let now = std::time::Instant::now();
-            if drains != last_drain.0 {
-                last_drain = (drains, now);
-            } else if now.duration_since(last_drain.1) > GIVE_UP_AFTER {
-                self.gave_up.fetch_add(1, Ordering::Relaxed);
-                break false;
+            // Only the time this thread was seen waiting counts towards
+            // giving up: a gap longer than a slice between two checks is a
+            // time the process did not run (SIGSTOP, Ctrl-Z, a debugger),
+            // when the reader did not run either.
+            let seen = now.duration_since(last_check).min(MAX_SEEN_PER_CHECK);
+            last_check = now;
+            if drains != last_drain {
+                last_drain = drains;
+                waited_without_drain = Duration::ZERO;
+            } else {
+                waited_without_drain += seen;
+                if waited_without_drain > GIVE_UP_AFTER {
+                    self.gave_up.fetch_add(1, Ordering::Relaxed);
+                    break false;
+                }
             }
             self.ask_reader();
             futex_wait(&self.drains, drains, Some(WAIT_SLICE));

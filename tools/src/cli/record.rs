@@ -224,9 +224,21 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
     let status = command
         .status()
         .map_err(|e| format!("cannot run {}: {e}", Path::new(program).display()))?;
-    summarize(&dir);
-    Ok(exit_code_of(status))
+    if let Err(err) = fntrace_tools::export::settle_recording(&dir) {
+        eprintln!("fntrace record: completing {}: {err}", dir.display());
+    }
+    let complete = summarize(&dir, &args.mode);
+    match exit_code_of(status) {
+        // The program succeeded, the recording did not: scripts must see it.
+        code if code == ExitCode::SUCCESS && !complete => Ok(ExitCode::from(INCOMPLETE)),
+        code => Ok(code),
+    }
 }
+
+/// `fntrace record`'s exit status when the program exited with 0 but the
+/// recording is incomplete (events lost in lossless mode, a session that
+/// did not finish, a directory that could not be written).
+const INCOMPLETE: u8 = 3;
 
 /// The default of `--buffer`: four times the runtime's default
 /// (`DEFAULT_RECORD_BUFFER_EVENTS`), for a program run to be recorded
@@ -424,7 +436,8 @@ fn remove_old_recording(old: &Path) -> Result<(), String> {
 
 /// Whether fntrace names a file of a recording so: `info`, `task.txt`,
 /// `fntrace.txt`, `sid-SID.map`, `NAME.sym`, `TID.dat`, the sessions'
-/// `fntrace-session-SID.txt` and `.fntrace.lock`, and the `.NAME.PID.new`
+/// `fntrace-session-SID.txt`, `.fntrace.lock`, `.fntrace.rebuild` and
+/// `.fntrace-reserve`, and the `.NAME.PID.new`
 /// temporary files a killed recording can leave.
 fn is_recording_file_name(name: &str) -> bool {
     let name = match name.strip_prefix('.').and_then(|n| n.strip_suffix(".new")) {
@@ -436,30 +449,44 @@ fn is_recording_file_name(name: &str) -> bool {
         None => name,
     };
     let tid = name.strip_suffix(".dat");
-    matches!(name, "info" | "task.txt" | "fntrace.txt" | ".fntrace.lock")
-        || (name.starts_with("sid-") && name.ends_with(".map"))
+    matches!(
+        name,
+        "info"
+            | "task.txt"
+            | "fntrace.txt"
+            | ".fntrace.lock"
+            | ".fntrace.rebuild"
+            | ".fntrace-reserve"
+    ) || (name.starts_with("sid-") && name.ends_with(".map"))
         || (name.starts_with("fntrace-session-") && name.ends_with(".txt"))
         || (name.ends_with(".sym") && !name.contains('/'))
         || tid.is_some_and(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// What the directory holds, on stderr: events, losses first, and the
-/// recorder's waits and CPU as its sessions noted them.
-fn summarize(dir: &Path) {
+/// recorder's waits and CPU as its sessions noted them. Returns whether
+/// the recording is complete: every session finished, nothing failed to be
+/// written, and nothing lost unless `mode` is `drop` (which the user chose
+/// to lose rather than wait).
+fn summarize(dir: &Path, mode: &str) -> bool {
     let Ok(entries) = std::fs::read_dir(dir) else {
         eprintln!(
             "fntrace record: nothing was recorded in {} (was the program built with -pg, \
              -pg -mfentry or -Zinstrument-mcount?)",
             dir.display()
         );
-        return;
+        return true;
     };
-    let (mut sessions, mut threads, mut bytes) = (0usize, 0usize, 0u64);
+    let (mut sessions, mut processes, mut threads, mut bytes) = (0usize, 0usize, 0usize, 0u64);
     for entry in entries.flatten() {
         let name = entry.file_name();
         let name = name.to_string_lossy();
         if name.starts_with("sid-") && name.ends_with(".map") {
             sessions += 1;
+        } else if name.starts_with("fntrace-session-") && name.ends_with(".txt") {
+            // Every process that recorded has one (a forked child runs in
+            // its parent's session, with no map of its own).
+            processes += 1;
         } else if name.ends_with(".dat") {
             threads += 1;
             bytes += entry.metadata().map_or(0, |m| m.len());
@@ -487,7 +514,18 @@ fn summarize(dir: &Path) {
             .max()
     };
     let (memory, memory_peak) = (most("memory"), most("memory_peak"));
-    if lost > 0 {
+    let failed = notes
+        .iter()
+        .filter(|note| note.iter().any(|(key, _)| key == "incomplete"))
+        .count();
+    if failed > 0 {
+        eprintln!(
+            "fntrace record: INCOMPLETE: {failed} session(s) could not write the directory (a \
+             full disk?): what they could not write is counted as lost below, and each \
+             thread's file ends with a lost record"
+        );
+    }
+    if lost > 0 && failed == 0 {
         eprintln!(
             "fntrace record: {lost} events LOST ({:.1} % of {}): the buffers were full; \
              a lost record marks each gap (--mode lossless loses none)",
@@ -495,12 +533,21 @@ fn summarize(dir: &Path) {
             events + lost
         );
     }
-    if notes.len() < sessions {
-        // A session that did not finish (killed) leaves no note.
+    if processes == 0 {
         eprintln!(
-            "fntrace record: {} of {sessions} session(s) did not finish (killed?): \
-             their records up to the last drain are kept",
-            sessions - notes.len()
+            "fntrace record: NOTHING was recorded in {} (see the lines above: the program ran \
+             untraced)",
+            dir.display()
+        );
+        return false;
+    }
+    let unfinished = processes.saturating_sub(notes.len());
+    if unfinished > 0 {
+        // A process that did not finish its part (killed) leaves no note.
+        eprintln!(
+            "fntrace record: INCOMPLETE: {unfinished} of {processes} process(es) did not finish \
+             their part (killed?): their records up to their last drain are kept, what they \
+             held after it is lost and not counted"
         );
     }
     eprintln!(
@@ -544,6 +591,7 @@ fn summarize(dir: &Path) {
         dir.display(),
         dir.display()
     );
+    failed == 0 && unfinished == 0 && (lost == 0 || mode == "drop")
 }
 
 /// The program's exit status as this process's.

@@ -47,7 +47,7 @@ pub fn write_lost_and_unfinished(shortfall: &Shortfall, out: &mut Output) -> io:
             .map(|(tid, lost)| format!("thread {tid} lost {lost}"))
             .collect();
         let line = format!(
-            "# {} events were lost while recording (buffers full: {}); the numbers below lack them",
+            "# {} events were lost while recording (buffers full, or a directory that could not be written: {}); the numbers below lack them",
             shortfall.lost_events,
             threads.join(", ")
         );

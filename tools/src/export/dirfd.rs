@@ -127,6 +127,15 @@ impl TraceDir {
         rfs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW).is_ok()
     }
 
+    /// Removes the file `name`: whether there was one.
+    pub(crate) fn remove(&self, name: &str) -> Result<bool, ExportError> {
+        match rfs::unlinkat(&self.fd, name, AtFlags::empty()) {
+            Ok(()) => Ok(true),
+            Err(Errno::NOENT) => Ok(false),
+            Err(e) => Err(ExportError::io(self.at(name), "removing", e.into())),
+        }
+    }
+
     /// Creates the file `name`, which must not exist (not even as a link).
     pub(crate) fn create_new(&self, name: &str) -> Result<File, ExportError> {
         let flags =

@@ -88,8 +88,9 @@ pub use flame::{
 pub use perfetto::write_perfetto;
 pub use spool::{CallExportOptions, SpooledCalls};
 pub use uftrace::{
-    read_uftrace_dir, read_uftrace_dir_with_progress, recorder_notes, write_uftrace_dir,
-    write_uftrace_dir_of, StreamTotals, UftraceReader, UftraceStream, MAX_SYMBOL_SIZE,
+    read_uftrace_dir, read_uftrace_dir_with_progress, recorder_notes, settle_recording,
+    write_uftrace_dir, write_uftrace_dir_of, StreamTotals, UftraceReader, UftraceStream,
+    MAX_SYMBOL_SIZE,
 };
 
 /// What can go wrong while exporting a trace or loading one back.
@@ -139,6 +140,19 @@ pub enum ExportError {
     /// The trace has nothing this output can show (e.g. a flame graph of a
     /// trace without any timed call); nothing was written.
     Empty(&'static str),
+    /// The file system is full (or the user's quota is spent). A
+    /// [`UftraceStream`] finished the write it was making with the space
+    /// it keeps in reserve, then stopped: `unwritten` events of the
+    /// append that met the error were not written (none of a later one
+    /// will be: [`UftraceStream::finish_incomplete`] marks the gap).
+    Full {
+        /// The file being written.
+        path: PathBuf,
+        /// Events of the append that were not written.
+        unwritten: u64,
+        /// The OS error (`ENOSPC` or `EDQUOT`).
+        source: io::Error,
+    },
 }
 
 impl fmt::Display for ExportError {
@@ -166,6 +180,9 @@ impl fmt::Display for ExportError {
             ),
             ExportError::Refused { path, why } => write!(f, "{} {why}", path.display()),
             ExportError::Empty(why) => write!(f, "nothing to export: {why}"),
+            ExportError::Full { path, source, .. } => {
+                write!(f, "writing {}: {source}", path.display())
+            }
         }
     }
 }
@@ -173,7 +190,9 @@ impl fmt::Display for ExportError {
 impl std::error::Error for ExportError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            ExportError::Io { source, .. } | ExportError::Output { source, .. } => Some(source),
+            ExportError::Io { source, .. }
+            | ExportError::Output { source, .. }
+            | ExportError::Full { source, .. } => Some(source),
             _ => None,
         }
     }

@@ -12,11 +12,17 @@
 //! - `fntrace.txt` has every session's thread names and added records.
 //!
 //! Each session keeps its part in a fragment file of its own,
-//! `fntrace-session-SID.txt` (which uftrace ignores), and rebuilds the shared
-//! files from all fragments, under an exclusive lock on `.fntrace.lock`
-//! so that two processes never drop each other's part. Every file is
-//! written whole and renamed into place ([`TraceDir::replace`]): a reader
-//! never sees half of one.
+//! `fntrace-session-SID.txt` (which uftrace ignores), and the shared files
+//! are rebuilt from all fragments, under an exclusive lock on
+//! `.fntrace.lock` so that two processes never drop each other's part.
+//! A session that finds the lock taken does not wait for it: it leaves a
+//! request (`.fntrace.rebuild`, made after its fragment) that the holder
+//! finds when it is done, and rebuilds for it. Two hundred forked children
+//! ending at once made one rebuild each, one after the other, each reading
+//! every fragment: the last waited seconds, and a child leaving with
+//! `_exit` gave up on its last drain. Every file is written whole and
+//! renamed into place ([`TraceDir::replace`]): a reader never sees half of
+//! one.
 //!
 //! A fragment:
 //!
@@ -46,6 +52,9 @@ const FRAGMENT_SUFFIX: &str = ".txt";
 /// The lock file the sessions of a directory take to rebuild the shared
 /// files.
 const LOCK_FILE: &str = ".fntrace.lock";
+/// Present while a fragment written since the last rebuild began is not in
+/// the shared files.
+const REBUILD_ASKED: &str = ".fntrace.rebuild";
 
 /// One session's part of the shared files.
 pub(super) struct Fragment {
@@ -153,11 +162,47 @@ pub(super) fn write_session(
         &format!("{FRAGMENT_PREFIX}{sid}{FRAGMENT_SUFFIX}"),
         fragment.text().as_bytes(),
     )?;
+    // After the fragment: a rebuild that begins after the request is seen
+    // reads the fragment.
+    dir.open_lock(REBUILD_ASKED)?;
+    let lock_path = dir.path().join(LOCK_FILE);
+    let lock = dir.open_lock(LOCK_FILE)?;
+    loop {
+        match lock.try_lock() {
+            Ok(()) => {}
+            // The holder checks for requests after it unlocks.
+            Err(std::fs::TryLockError::WouldBlock) => return Ok(()),
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(ExportError::io(&lock_path, "locking", e))
+            }
+        }
+        dir.remove(REBUILD_ASKED)?;
+        let rebuilt = rebuild_shared_files(dir);
+        // Released explicitly, not by closing: a child forked meanwhile
+        // would hold the open file (and so the lock) for as long as it
+        // runs.
+        lock.unlock()
+            .map_err(|e| ExportError::io(&lock_path, "unlocking", e))?;
+        rebuilt?;
+        if !dir.exists(REBUILD_ASKED) {
+            return Ok(());
+        }
+    }
+}
+
+/// Rebuilds the shared files of the recording at `dir` if a session asked
+/// for it and none did it (the session holding the lock was killed before
+/// it saw the request): `fntrace record` calls it once the program and its
+/// children have ended. Waits for the lock.
+pub(super) fn settle_shared_files(dir: &TraceDir) -> Result<(), ExportError> {
+    if !dir.exists(REBUILD_ASKED) {
+        return Ok(());
+    }
     let lock_path = dir.path().join(LOCK_FILE);
     let lock = dir.open_lock(LOCK_FILE)?;
     lock.lock()
         .map_err(|e| ExportError::io(&lock_path, "locking", e))?;
-    // Closing the file (the drop at the end) releases the lock.
+    dir.remove(REBUILD_ASKED)?;
     rebuild_shared_files(dir)
 }
 

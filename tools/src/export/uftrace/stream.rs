@@ -52,8 +52,11 @@ use super::super::dirfd::TraceDir;
 use super::super::ExportError;
 use super::format::{basename, decode, timestamp, RECORD_SIZE, TYPE_ENTRY, TYPE_EXIT};
 use super::modules::{sym_text, ModuleLayout};
-use super::sessions::{is_shared_recording, write_session, Fragment};
-use super::stream_thread::{encode_run, push_forked, StreamThread, CHUNK_EVENTS, RUN_MAX};
+use super::sessions::{is_shared_recording, settle_shared_files, write_session, Fragment};
+use super::stream_thread::{
+    encode_run, free_reserve, push_forked, StreamThread, CHUNK_EVENTS, RESERVE_BYTES, RESERVE_FILE,
+    RUN_MAX,
+};
 use super::write::{fntrace_text, prepare_dir, session_id, task_txt};
 use crate::trace::{GraphEvent, ThreadTrace, Trace};
 
@@ -191,6 +194,13 @@ impl UftraceStream {
         forked_from: Option<u32>,
     ) -> Result<Self, ExportError> {
         let sid = session_id(&header, start_ns);
+        // The space that finishes the recording if the file system fills
+        // (see `RESERVE_FILE`): a forked child shares its parent's.
+        if forked_from.is_none() && !dir.exists(RESERVE_FILE) {
+            // Another session may make it at the same moment; a file
+            // system too full for it leaves a shorter one.
+            let _ = dir.write_new(RESERVE_FILE, &vec![0; RESERVE_BYTES]);
+        }
         let stream = UftraceStream {
             dir,
             header,
@@ -469,8 +479,15 @@ impl UftraceStream {
             }
             if listed {
                 written += out.len() as u64;
-                thread.write(path, tid, out)?;
+                let result = thread.write(path, tid, out);
                 out.clear();
+                // A full file system: the records cut off, the events not
+                // encoded yet and the lost ones after them are not written.
+                result.map_err(|err| {
+                    let cut = cut_records(&err);
+                    totals.events = totals.events.saturating_sub(cut);
+                    with_unwritten(err, cut + events.len() as u64 + lost_after)
+                })?;
             }
         }
         thread.left_out_since_gap += totals.left_out - left_out_before;
@@ -518,6 +535,7 @@ impl UftraceStream {
             min_depth: u16::MAX,
             records_at_gap: None,
             left_out_since_gap: 0,
+            cut: false,
         };
         self.threads.insert(tid, thread);
         Ok(())
@@ -596,8 +614,15 @@ impl UftraceStream {
             let thread = self.threads.get_mut(&tid).expect("listed threads exist");
             thread.unlisted = false;
             let held = std::mem::take(&mut thread.held);
-            thread.write(&self.dir, tid, &held)?;
+            let written = thread.write(&self.dir, tid, &held);
             thread.file = None;
+            if let Err(err) = written {
+                // Records cut off by a full file system: lost, not written.
+                let cut = cut_records(&err);
+                self.totals.events = self.totals.events.saturating_sub(cut);
+                self.totals.lost += cut;
+                return Err(err);
+            }
         }
         Ok(())
     }
@@ -629,6 +654,55 @@ impl UftraceStream {
     pub fn finish(mut self) -> Result<StreamTotals, ExportError> {
         self.flush()?;
         self.list_new_threads()?;
+        self.end_threads()?;
+        if self.forked_from.is_some() {
+            self.rebase_inherited()?;
+        } else {
+            free_reserve(&self.dir);
+        }
+        self.write_session_files()?;
+        Ok(self.totals())
+    }
+
+    /// Ends a stream whose writing failed (an append or a flush returned
+    /// an error: the file system is full, say) so that readers see the
+    /// loss: with the reserve's space (see `RESERVE_FILE`), each thread of
+    /// `lost` (tid, events not written since) gets a lost record with its
+    /// count at the end of its file, its open calls closed just before it
+    /// (as at any gap), and the session files are written with the
+    /// recorder's note (which should say what failed). uftrace's `replay`
+    /// and `report` and fntrace's show the lost records. Threads of `lost`
+    /// that never reached the stream have no file to mark: only the note
+    /// counts them.
+    pub fn finish_incomplete(mut self, lost: &[(u32, u64)]) -> Result<StreamTotals, ExportError> {
+        free_reserve(&self.dir);
+        // Held records of new threads may not fit: the gaps and the note
+        // matter more.
+        let listed = self.list_new_threads();
+        let mut out = Vec::new();
+        for &(tid, count) in lost {
+            let Some(thread) = self.threads.get_mut(&tid) else {
+                continue;
+            };
+            if thread.cut {
+                // Its file ends where the file system filled, its last
+                // calls open: a lost record would not close them.
+                continue;
+            }
+            out.clear();
+            self.totals.closed_at_gaps += thread.write_gap(count, &mut out);
+            self.totals.lost += count;
+            thread.write(&self.dir, tid, &out)?;
+            thread.file = None;
+        }
+        self.end_threads()?;
+        self.write_session_files()?;
+        listed?;
+        Ok(self.totals())
+    }
+
+    /// The end of each thread's records, at the stream's end.
+    fn end_threads(&mut self) -> Result<(), ExportError> {
         // Threads that wrote records after a gap end with a lost record
         // (see `StreamThread::end_gap`).
         let mut out = Vec::new();
@@ -643,11 +717,7 @@ impl UftraceStream {
                 self.session_files_stale = true;
             }
         }
-        if self.forked_from.is_some() {
-            self.rebase_inherited()?;
-        }
-        self.write_session_files()?;
-        Ok(self.totals())
+        Ok(())
     }
 
     /// In a forked child's session, at the end: the records of a thread
@@ -685,6 +755,27 @@ impl UftraceStream {
     }
 }
 
+/// Records a full file system cut off (0 for any other error).
+fn cut_records(err: &ExportError) -> u64 {
+    match err {
+        ExportError::Full { unwritten, .. } => *unwritten,
+        _ => 0,
+    }
+}
+
+/// `err`, if the file system was full, with the events of the append that
+/// were not written.
+fn with_unwritten(err: ExportError, unwritten: u64) -> ExportError {
+    match err {
+        ExportError::Full { path, source, .. } => ExportError::Full {
+            path,
+            unwritten,
+            source,
+        },
+        other => other,
+    }
+}
+
 /// Lowers the depth of every entry and exit record of `bytes` (a `.dat`
 /// file's) by `shift` (records shallower than it stay at 0).
 fn rebase_records(bytes: &mut [u8], shift: u16) {
@@ -706,6 +797,17 @@ fn rebase_records(bytes: &mut [u8], shift: u16) {
 /// Where a record's depth lies in its second word (bits 6-15).
 const DEPTH_SHIFT: u32 = 6;
 const DEPTH_MASK: u64 = 0x3ff;
+
+/// Completes the shared files (`info`, `task.txt`, `fntrace.txt`) of the
+/// recording at `dir` once every process recording into it has ended: a
+/// session that ended while another rebuilt them left its part to that
+/// one, which may have been killed before it did. `fntrace record` calls
+/// it after the program's end.
+pub fn settle_recording(dir: &Path) -> Result<(), ExportError> {
+    let dir = TraceDir::open_output(dir)?;
+    free_reserve(&dir);
+    settle_shared_files(&dir)
+}
 
 /// How a recorder's note starts in `fntrace.txt`.
 const RECORDER_NOTE: &str = "recorder ";

@@ -5,7 +5,9 @@
 //! low; and the thread's file.
 
 use std::fs::File;
-use std::io::Write;
+use std::io::{self, Write};
+
+use rustix::io::Errno;
 
 use super::super::dirfd::TraceDir;
 use super::super::ExportError;
@@ -53,6 +55,10 @@ pub(super) struct StreamThread {
     /// counted by the lost record that ends the thread (see
     /// [`StreamThread::end_gap`]).
     pub(super) left_out_since_gap: u64,
+    /// Whether a full file system cut off records this thread had made
+    /// (its open calls are not those of its file any more: no lost record
+    /// can close them).
+    pub(super) cut: bool,
 }
 
 impl StreamThread {
@@ -134,9 +140,83 @@ impl StreamThread {
             Some(file) => file,
             None => self.file.insert(dir.append_open(&format!("{tid}.dat"))?),
         };
-        file.write_all(bytes)
-            .map_err(|e| ExportError::io(path(), "writing", e))
+        // In pieces of a chunk at most: when the file system fills, the
+        // reserve's space finishes the piece being written (whole records),
+        // and nothing after it is written.
+        for (index, piece) in bytes.chunks(WRITE_PIECE).enumerate() {
+            let mut rest = piece;
+            let mut full = None;
+            while !rest.is_empty() {
+                match file.write(rest) {
+                    Ok(0) => {
+                        let e = io::ErrorKind::WriteZero.into();
+                        return Err(ExportError::io(path(), "writing", e));
+                    }
+                    Ok(written) => rest = &rest[written..],
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) if is_full(&e) && full.is_none() && free_reserve(dir) => full = Some(e),
+                    Err(e) => {
+                        // Whole records only: what this piece wrote of a
+                        // record is cut off again.
+                        let written = piece.len() - rest.len();
+                        let kept = written - written % RECORD_SIZE;
+                        let cut = (bytes.len() - index * WRITE_PIECE - kept) / RECORD_SIZE;
+                        if let Ok(len) = file.metadata().map(|m| m.len()) {
+                            let _ = file.set_len(len - (written - kept) as u64);
+                        }
+                        self.cut = cut != 0;
+                        return Err(if is_full(&e) {
+                            ExportError::Full {
+                                path: path(),
+                                unwritten: cut as u64,
+                                source: e,
+                            }
+                        } else {
+                            ExportError::io(path(), "writing", e)
+                        });
+                    }
+                }
+            }
+            if let Some(source) = full {
+                let done = ((index + 1) * WRITE_PIECE).min(bytes.len());
+                let cut = (bytes.len() - done) / RECORD_SIZE;
+                self.cut = cut != 0;
+                return Err(ExportError::Full {
+                    path: path(),
+                    unwritten: cut as u64,
+                    source,
+                });
+            }
+        }
+        Ok(())
     }
+}
+
+/// The most one `write` of a thread's records hands to the kernel: what
+/// the reserve finishes when the file system fills (see [`RESERVE_FILE`]).
+const WRITE_PIECE: usize = CHUNK_EVENTS * RECORD_SIZE;
+
+/// A file the first session of a recording fills with [`RESERVE_BYTES`],
+/// removed when the file system is full: with its space the stream finishes
+/// the write it was making, and then marks the gap, its note and the
+/// session files (see [`UftraceStream::finish_incomplete`]).
+///
+/// [`UftraceStream::finish_incomplete`]: super::UftraceStream::finish_incomplete
+pub(super) const RESERVE_FILE: &str = ".fntrace-reserve";
+/// The reserve's size: a chunk of records (128 KiB) and the files that
+/// finish a session, many times over.
+pub(super) const RESERVE_BYTES: usize = 1 << 20;
+
+/// Whether `error` says the file system (or the quota) is full.
+pub(super) fn is_full(error: &io::Error) -> bool {
+    let code = error.raw_os_error();
+    code == Some(Errno::NOSPC.raw_os_error()) || code == Some(Errno::DQUOT.raw_os_error())
+}
+
+/// Removes the recording's reserve: whether it was there (another session
+/// of the recording may have taken it).
+pub(super) fn free_reserve(dir: &TraceDir) -> bool {
+    dir.remove(RESERVE_FILE).unwrap_or(false)
 }
 
 /// Events an [`encode_run`] takes at most.
@@ -378,6 +458,7 @@ mod tests {
             min_depth: u16::MAX,
             records_at_gap: None,
             left_out_since_gap: 0,
+            cut: false,
         }
     }
 
