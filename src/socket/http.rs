@@ -27,9 +27,9 @@
 //! most) is closed with `503` to make room, once what it sent meanwhile
 //! has been read (a head that has come is answered instead): a scraper
 //! sends its head right after connecting, so clients that hold
-//! connections without a request only push out each other. Only when every connection is
-//! being answered is the new one turned away (`503`). Replies are sent
-//! with `MSG_NOSIGNAL`. Only `GET` (and `HEAD`) of `/metrics` is served:
+//! connections without a request only push out each other. Only when
+//! every connection is being answered is the new one turned away
+//! (`503`). Replies are sent with `MSG_NOSIGNAL`. Only `GET` (and `HEAD`) of `/metrics` is served:
 //! another path is `404`, another method `405`, a head that is not HTTP
 //! `400`.
 
