@@ -70,7 +70,7 @@ pub use flight::{
     TriggeredSnapshot, DEFAULT_SNAPSHOTS_PER_MINUTE, FLIGHT_EVENT_BYTES, TRIGGER_FILE,
 };
 pub use patch::entry_patch::{EntryPatchReport, Refusal};
-pub use socket::live::{serve_control, serve_control_with, serve_metrics};
+pub use socket::live::{serve_control, serve_control_with, serve_metrics, serve_metrics_with};
 // The trace model, reports and exports live in the fntrace-tools crate (which
 // links no runtime); they stay reachable here under their old paths.
 pub use fntrace_tools::{analysis, export, EventKind, GraphEvent, ThreadTrace, Trace};
@@ -85,7 +85,9 @@ pub use record::{
 pub use rt::shadow::MAX_HOOKED_DEPTH;
 pub use rt::thread::{current_tid, generic_entries_on_this_thread, untraced};
 pub use sites::{ScanReport, SiteInfo, SiteKind};
-pub use socket::{default_control_path, ControlOptions, ControlServer, MetricsServer};
+pub use socket::{
+    default_control_path, ControlOptions, ControlServer, MetricsOptions, MetricsServer,
+};
 pub use tracer::{register, tracer_names, Call, Return, Tracer, MAX_TRACERS};
 pub use tracers::function::{
     FunctionEvent, FunctionTracer, DEFAULT_FUNCTION_BUFFER_EVENTS, FUNCTION_TRACER,

@@ -19,6 +19,11 @@ use fntrace_tools::units::{parse_duration_ns, parse_size};
 use crate::error::Error;
 use crate::filter::Filter;
 
+mod metrics;
+pub(crate) use metrics::{
+    parse_max_functions, parse_metrics, parse_token, parse_token_file, read_token_file,
+};
+
 /// A variable the runtime reads.
 pub(crate) struct Variable {
     /// Its name.
@@ -35,6 +40,8 @@ pub(crate) struct Variable {
     /// What a bad value does: stops tracing (the program runs untraced),
     /// or is reported and the default kept (read where it is used).
     pub on_bad: OnBad,
+    /// A secret (a token): a bad value is described, never printed.
+    pub secret: bool,
 }
 
 /// What a bad value of a variable does.
@@ -44,6 +51,8 @@ pub(crate) enum OnBad {
     Untraced,
     /// One line; the program runs without live control.
     NoControl,
+    /// One line; the program runs without the metrics endpoint.
+    NoMetrics,
     /// One line; the default is kept (the patch settings, read by the
     /// patcher at its first operation, which prints the line then).
     KeepDefault,
@@ -61,6 +70,7 @@ pub(crate) const VARIABLES: &[Variable] = &[
         check: |v| ok(parse_tracers(v)),
         passed_on: true,
         on_bad: OnBad::Untraced,
+        secret: false,
     },
     Variable {
         name: "FNTRACE_FILTER",
@@ -68,6 +78,7 @@ pub(crate) const VARIABLES: &[Variable] = &[
         check: |v| ok(parse_filter(v)),
         passed_on: true,
         on_bad: OnBad::Untraced,
+        secret: false,
     },
     Variable {
         name: "FNTRACE_PATCH_FUNCTIONS",
@@ -75,6 +86,7 @@ pub(crate) const VARIABLES: &[Variable] = &[
         check: |v| ok(parse_patch_functions(v)),
         passed_on: true,
         on_bad: OnBad::Untraced,
+        secret: false,
     },
     Variable {
         name: "FNTRACE_LIBCALL",
@@ -84,6 +96,7 @@ pub(crate) const VARIABLES: &[Variable] = &[
         check: |v| ok(parse_libcall(v)),
         passed_on: true,
         on_bad: OnBad::Untraced,
+        secret: false,
     },
     Variable {
         name: "FNTRACE_DEPTH",
@@ -91,6 +104,7 @@ pub(crate) const VARIABLES: &[Variable] = &[
         check: |v| ok(parse_depth(v)),
         passed_on: true,
         on_bad: OnBad::Untraced,
+        secret: false,
     },
     Variable {
         name: "FNTRACE_OUTPUT",
@@ -99,6 +113,7 @@ pub(crate) const VARIABLES: &[Variable] = &[
         check: |_| Ok(()),
         passed_on: true,
         on_bad: OnBad::Untraced,
+        secret: false,
     },
     Variable {
         name: "FNTRACE_REPORT",
@@ -106,6 +121,7 @@ pub(crate) const VARIABLES: &[Variable] = &[
         check: |v| ok(parse_flag(v)),
         passed_on: true,
         on_bad: OnBad::Untraced,
+        secret: false,
     },
     Variable {
         name: "FNTRACE_APPEND",
@@ -113,6 +129,7 @@ pub(crate) const VARIABLES: &[Variable] = &[
         check: |v| ok(parse_flag(v)),
         passed_on: true,
         on_bad: OnBad::Untraced,
+        secret: false,
     },
     Variable {
         name: "FNTRACE_MODE",
@@ -121,6 +138,7 @@ pub(crate) const VARIABLES: &[Variable] = &[
         check: |v| ok(parse_mode(v)),
         passed_on: true,
         on_bad: OnBad::Untraced,
+        secret: false,
     },
     Variable {
         name: "FNTRACE_BUFFER",
@@ -129,6 +147,7 @@ pub(crate) const VARIABLES: &[Variable] = &[
         check: |v| ok(parse_buffer_events(v)),
         passed_on: true,
         on_bad: OnBad::Untraced,
+        secret: false,
     },
     Variable {
         name: "FNTRACE_MEMORY",
@@ -138,6 +157,7 @@ pub(crate) const VARIABLES: &[Variable] = &[
         check: |v| ok(parse_memory_bytes(v)),
         passed_on: true,
         on_bad: OnBad::Untraced,
+        secret: false,
     },
     Variable {
         name: "FNTRACE_FLIGHT",
@@ -146,6 +166,7 @@ pub(crate) const VARIABLES: &[Variable] = &[
         check: |v| ok(parse_flight_budget(v)),
         passed_on: false,
         on_bad: OnBad::Untraced,
+        secret: false,
     },
     Variable {
         name: "FNTRACE_FLIGHT_TRIGGER",
@@ -154,6 +175,7 @@ pub(crate) const VARIABLES: &[Variable] = &[
         check: |v| ok(parse_triggers(v)),
         passed_on: false,
         on_bad: OnBad::Untraced,
+        secret: false,
     },
     Variable {
         name: "FNTRACE_FLIGHT_RATE",
@@ -162,6 +184,7 @@ pub(crate) const VARIABLES: &[Variable] = &[
         check: |v| ok(parse_rate(v)),
         passed_on: false,
         on_bad: OnBad::Untraced,
+        secret: false,
     },
     Variable {
         name: "FNTRACE_CONTROL",
@@ -170,14 +193,55 @@ pub(crate) const VARIABLES: &[Variable] = &[
         check: |v| ok(parse_control(v)),
         passed_on: false,
         on_bad: OnBad::NoControl,
+        secret: false,
     },
     Variable {
         name: "FNTRACE_METRICS",
-        meaning: "HOST:PORT, or a port alone (loopback): serve GET /metrics (the profile \
-                  tracer's OpenMetrics text) over HTTP; 0 or empty: none",
+        meaning: "HOST:PORT on a loopback address (127.0.0.1:9464, [::1]:9464, localhost:9464), \
+                  or :PORT or a port alone (127.0.0.1): serve GET /metrics (the profile \
+                  tracer's OpenMetrics text) over HTTP; another address needs \
+                  FNTRACE_METRICS_PUBLIC=1 and a token; 0 or empty: none",
         check: |v| ok(parse_metrics(v)),
         passed_on: false,
-        on_bad: OnBad::NoControl,
+        on_bad: OnBad::NoMetrics,
+        secret: false,
+    },
+    Variable {
+        name: "FNTRACE_METRICS_PUBLIC",
+        meaning: "1: FNTRACE_METRICS may be an address other hosts reach (0.0.0.0:9464), \
+                  with a token required; 0 or empty: such an address is refused",
+        check: |v| ok(parse_flag(v)),
+        passed_on: false,
+        on_bad: OnBad::NoMetrics,
+        secret: false,
+    },
+    Variable {
+        name: "FNTRACE_METRICS_TOKEN",
+        meaning: "a bearer token, 16 to 4096 characters of A-Z a-z 0-9 - . _ ~ + / (= at the \
+                  end): every request needs Authorization: Bearer TOKEN, else 401",
+        check: |v| ok(parse_token(v)),
+        passed_on: false,
+        on_bad: OnBad::NoMetrics,
+        secret: true,
+    },
+    Variable {
+        name: "FNTRACE_METRICS_TOKEN_FILE",
+        meaning: "an absolute path to a file holding the bearer token (its one line), \
+                  read at start-up, instead of FNTRACE_METRICS_TOKEN",
+        check: |v| ok(parse_token_file(v)),
+        passed_on: false,
+        on_bad: OnBad::NoMetrics,
+        secret: false,
+    },
+    Variable {
+        name: "FNTRACE_METRICS_MAX_FUNCTIONS",
+        meaning: "the most functions GET /metrics exports, 0 to 1000000 (500): those with \
+                  the most total time; the others are counted in \
+                  fntrace_metrics_functions_omitted",
+        check: |v| ok(parse_max_functions(v)),
+        passed_on: false,
+        on_bad: OnBad::NoMetrics,
+        secret: false,
     },
     Variable {
         name: "FNTRACE_PATCH",
@@ -185,6 +249,7 @@ pub(crate) const VARIABLES: &[Variable] = &[
         check: |v| words(v, &["breakpoint", "stop"]),
         passed_on: true,
         on_bad: OnBad::KeepDefault,
+        secret: false,
     },
     Variable {
         name: "FNTRACE_PATCH_PRIORITY",
@@ -192,6 +257,7 @@ pub(crate) const VARIABLES: &[Variable] = &[
         check: |v| words(v, &["realtime", "normal"]),
         passed_on: true,
         on_bad: OnBad::KeepDefault,
+        secret: false,
     },
     Variable {
         name: "FNTRACE_TEXT_WRITES",
@@ -199,6 +265,7 @@ pub(crate) const VARIABLES: &[Variable] = &[
         check: |v| words(v, &["alias", "proc-mem"]),
         passed_on: true,
         on_bad: OnBad::KeepDefault,
+        secret: false,
     },
 ];
 
@@ -228,6 +295,21 @@ pub(crate) fn var(name: &str) -> Result<Option<String>, String> {
     }
 }
 
+/// `NAME=VALUE` as an error line begins, the value echoed; a secret's
+/// value is described by its length, never printed (the line goes to a
+/// log others may read).
+pub(crate) fn shown(variable: &Variable, value: &str) -> String {
+    if variable.secret {
+        format!(
+            "{}=({} characters, not shown)",
+            variable.name,
+            value.chars().count()
+        )
+    } else {
+        format!("{}={value}", variable.name)
+    }
+}
+
 /// Checks every set variable of the table whose bad value has `on_bad`;
 /// the line for the first bad one (without `fntrace: `).
 pub(crate) fn check_set(on_bad: OnBad) -> Result<(), String> {
@@ -238,7 +320,7 @@ pub(crate) fn check_set(on_bad: OnBad) -> Result<(), String> {
                     // The patcher, reading it later, says nothing more.
                     crate::sys::note_bad_setting_reported(variable.name);
                 }
-                format!("{}={value}: {e}", variable.name)
+                format!("{}: {e}", shown(variable, &value))
             })?;
         }
     }
@@ -450,30 +532,6 @@ pub(crate) fn parse_triggers(value: &str) -> Result<Vec<TriggerSpec>, String> {
     Ok(triggers)
 }
 
-/// `FNTRACE_METRICS`: the address to serve `GET /metrics` on, `None` for
-/// none: `HOST:PORT`, or a port alone (bound on the loopback address).
-/// Whether the host resolves and the port is free is known when it is
-/// bound.
-pub(crate) fn parse_metrics(value: &str) -> Result<Option<String>, String> {
-    let value = value.trim();
-    if value.is_empty() || value == "0" {
-        return Ok(None);
-    }
-    if let Ok(port) = value.parse::<u16>() {
-        return Ok(Some(format!("127.0.0.1:{port}")));
-    }
-    match value.rsplit_once(':') {
-        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {
-            Ok(Some(value.to_string()))
-        }
-        _ => Err(
-            "use HOST:PORT (127.0.0.1:9464, 0.0.0.0:9464 for every interface), a port alone \
-             (loopback), or 0 (none)"
-                .to_string(),
-        ),
-    }
-}
-
 /// `FNTRACE_CONTROL`: the socket to serve, `None` for none. `1` is the
 /// default path; otherwise an absolute path (a relative one would be
 /// taken from whatever directory the program starts in, and a word such
@@ -571,7 +629,17 @@ mod tests {
             ("FNTRACE_CONTROL", "rel/x.sock"),
             ("FNTRACE_METRICS", "localhost"),
             ("FNTRACE_METRICS", "127.0.0.1:99999"),
-            ("FNTRACE_METRICS", ":9464"),
+            ("FNTRACE_METRICS", ":99999"),
+            ("FNTRACE_METRICS", "host:"),
+            ("FNTRACE_METRICS_PUBLIC", "yes"),
+            ("FNTRACE_METRICS_TOKEN", ""),
+            ("FNTRACE_METRICS_TOKEN", "short"),
+            ("FNTRACE_METRICS_TOKEN", "0123456789abcdef 0123"),
+            ("FNTRACE_METRICS_TOKEN", "0123456789abcdef=x"),
+            ("FNTRACE_METRICS_TOKEN_FILE", "token.txt"),
+            ("FNTRACE_METRICS_MAX_FUNCTIONS", "many"),
+            ("FNTRACE_METRICS_MAX_FUNCTIONS", "-1"),
+            ("FNTRACE_METRICS_MAX_FUNCTIONS", "1000001"),
             ("FNTRACE_PATCH", "fast"),
             ("FNTRACE_PATCH_PRIORITY", "high"),
             ("FNTRACE_TEXT_WRITES", "poke"),

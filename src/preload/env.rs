@@ -41,9 +41,13 @@
 //!   instrumented executable are found and made NOPs before `main`: the
 //!   program runs untraced at no cost per call until a command enables a
 //!   tracer;
-//! - `FNTRACE_METRICS=HOST:PORT` (or a port alone, on the loopback
-//!   address): serve `GET /metrics`, the profile tracer's OpenMetrics text
-//!   (see [`crate::socket::live::serve_metrics`]);
+//! - `FNTRACE_METRICS=HOST:PORT` on a loopback address (or `:PORT`, a
+//!   port alone: 127.0.0.1): serve `GET /metrics`, the profile tracer's
+//!   OpenMetrics text (see [`crate::socket::live::serve_metrics`]); with
+//!   `FNTRACE_METRICS_PUBLIC=1` an address other hosts reach, which needs
+//!   `FNTRACE_METRICS_TOKEN` (or `FNTRACE_METRICS_TOKEN_FILE`, a file
+//!   holding it): the bearer token every request must carry;
+//!   `FNTRACE_METRICS_MAX_FUNCTIONS`: the most functions exported (500);
 //!
 //! - `FNTRACE_MODE=lossless|drop`: with `FNTRACE_OUTPUT`, what a thread
 //!   whose buffer is full does (see [`RecordMode`]; `lossless` by default);

@@ -1,34 +1,50 @@
 //! The metrics endpoint: `GET /metrics` over HTTP/1.x on a TCP address,
 //! answered with the live profile in OpenMetrics text (the profile
-//! tracer's snapshot, encoded by `fntrace_tools::analysis::openmetrics`),
+//! tracer's snapshot, encoded by `fntrace_tools::analysis::openmetrics_top`),
 //! for Prometheus and other scrapers. Started by `FNTRACE_METRICS` or
-//! [`crate::serve_metrics`].
+//! [`crate::serve_metrics`] / [`crate::serve_metrics_with`].
+//!
+//! # Who may scrape
+//!
+//! The address must be a loopback address (127.0.0.0/8, `::1`) unless
+//! [`MetricsOptions::public`] says otherwise, and a public address needs
+//! a [`MetricsOptions::token`]: then every request must carry
+//! `Authorization: Bearer TOKEN` (else `401`), compared in a time that
+//! does not depend on where it differs.
+//!
+//! # Idle clients cannot keep a scrape out
 //!
 //! One thread (`fntrace-metrics`, untraced) serves every connection with
-//! one `poll` loop, with the control socket's defences: at most
-//! [`ControlOptions::max_clients`] connections at once (more get `503`
-//! and are closed), the request head (up to the empty line) must arrive
-//! within [`ControlOptions::request_timeout`] and hold at most
-//! [`MAX_HEAD_BYTES`] (else `408` / `431`), the reply must be taken
-//! within [`ControlOptions::reply_timeout`]; replies are sent with
-//! `MSG_NOSIGNAL`; each connection carries one request (`Connection:
-//! close`). Only `GET` (and `HEAD`) of `/metrics` is served: another path
-//! is `404`, another method `405`, a head that is not HTTP `400`. The
-//! address is the caller's choice: `FNTRACE_METRICS=PORT` binds the
-//! loopback address only.
+//! one `poll` loop. The request head (up to the empty line) must arrive
+//! within [`MetricsOptions::request_timeout`] of the connection and hold
+//! at most [`MAX_HEAD_BYTES`] (else `408` / `431`); the reply must be
+//! taken within [`MetricsOptions::reply_timeout`]; each connection
+//! carries one request (`Connection: close`). A connection that has not
+//! sent its head yet is *waiting*: when a new one comes from an address
+//! that holds [`MetricsOptions::max_clients_per_address`] connections
+//! already, or when [`MetricsOptions::max_clients`] are open, the oldest
+//! waiting connection (of that address; else of the address holding the
+//! most) is closed with `503` to make room, once what it sent meanwhile
+//! has been read (a head that has come is answered instead): a scraper
+//! sends its head right after connecting, so clients that hold
+//! connections without a request only push out each other. Only when
+//! every connection is being answered is the new one turned away
+//! (`503`). Replies are sent with `MSG_NOSIGNAL`. Only `GET` (and `HEAD`) of `/metrics` is served:
+//! another path is `404`, another method `405`, a head that is not HTTP
+//! `400`.
 
 use std::io::{ErrorKind, Read};
-use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::conn::{poll_ready, pollfd, send_some, wake_pipe, ServerThread};
-use super::ControlOptions;
 use crate::error::Error;
 use crate::rt::thread::Untraced;
 use crate::sys::spawn::spawn_running;
 use crate::tracers::profile::PROFILE_TRACER;
-use fntrace_tools::analysis::{openmetrics, OPENMETRICS_CONTENT_TYPE};
+use crate::vars;
+use fntrace_tools::analysis::{openmetrics_top, DEFAULT_MAX_FUNCTIONS, OPENMETRICS_CONTENT_TYPE};
 
 /// The longest request head accepted (request line and headers).
 pub(crate) const MAX_HEAD_BYTES: usize = 8192;
@@ -37,6 +53,68 @@ pub(crate) const MAX_HEAD_BYTES: usize = 8192;
 /// also is (see `fntrace_tools::analysis::openmetrics`), for scrapers that
 /// do not ask for OpenMetrics.
 const PROMETHEUS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Who may scrape the metrics endpoint, how it treats its clients and
+/// what it exports; see [`serve_metrics_with`](crate::serve_metrics_with).
+#[derive(Clone)]
+pub struct MetricsOptions {
+    /// Whether an address other hosts can reach (`0.0.0.0:9464`, a
+    /// non-loopback interface) may be served (false): such an address is
+    /// refused unless this is set, and then only with a [`token`].
+    /// (`FNTRACE_METRICS_PUBLIC=1`.)
+    ///
+    /// [`token`]: MetricsOptions::token
+    pub public: bool,
+    /// The bearer token every request must carry (`Authorization: Bearer
+    /// TOKEN`; without it, or with another, `401`): 16 to 4096 characters
+    /// of `A-Z a-z 0-9 - . _ ~ + /`, `=` at the end. Required with
+    /// [`public`](MetricsOptions::public). (`FNTRACE_METRICS_TOKEN`,
+    /// `FNTRACE_METRICS_TOKEN_FILE`.)
+    pub token: Option<String>,
+    /// The most functions exported (500): those with the most total time;
+    /// the others are counted in `fntrace_metrics_functions_omitted`.
+    /// (`FNTRACE_METRICS_MAX_FUNCTIONS`.)
+    pub max_functions: usize,
+    /// Connections open at once (64).
+    pub max_clients: usize,
+    /// Connections open at once from one address (8).
+    pub max_clients_per_address: usize,
+    /// How long a client has, from its connection, to send its request
+    /// head (1 s); then it gets `408` and is closed.
+    pub request_timeout: Duration,
+    /// How long a client has to take its reply (10 s, Prometheus's
+    /// default scrape timeout); then it is closed.
+    pub reply_timeout: Duration,
+}
+
+impl Default for MetricsOptions {
+    fn default() -> Self {
+        MetricsOptions {
+            public: false,
+            token: None,
+            max_functions: DEFAULT_MAX_FUNCTIONS,
+            max_clients: 64,
+            max_clients_per_address: 8,
+            request_timeout: Duration::from_secs(1),
+            reply_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl std::fmt::Debug for MetricsOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetricsOptions")
+            .field("public", &self.public)
+            // Never the token itself: options get logged.
+            .field("token", &self.token.as_ref().map(|_| "(set, not shown)"))
+            .field("max_functions", &self.max_functions)
+            .field("max_clients", &self.max_clients)
+            .field("max_clients_per_address", &self.max_clients_per_address)
+            .field("request_timeout", &self.request_timeout)
+            .field("reply_timeout", &self.reply_timeout)
+            .finish()
+    }
+}
 
 /// A running metrics endpoint; dropping it stops it as
 /// [`MetricsServer::stop`] does.
@@ -72,11 +150,50 @@ impl std::fmt::Debug for MetricsServer {
     }
 }
 
+/// Whether only this host reaches `address`: 127.0.0.0/8, `::1`, or an
+/// IPv4-mapped loopback address.
+fn is_loopback(address: &SocketAddr) -> bool {
+    match address.ip() {
+        IpAddr::V4(ip) => ip.is_loopback(),
+        IpAddr::V6(ip) => {
+            ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    }
+}
+
+/// Why `options` refuse `addresses` (what `address` resolved to), if
+/// they do.
+fn refusal(address: &str, addresses: &[SocketAddr], options: &MetricsOptions) -> Option<String> {
+    if let Some(token) = &options.token {
+        if let Err(e) = vars::parse_token(token) {
+            return Some(format!("the token is refused: {e}"));
+        }
+    }
+    let open = addresses.iter().find(|a| !is_loopback(a))?;
+    if !options.public {
+        let port = open.port();
+        return Some(format!(
+            "{open} is not a loopback address: other hosts could read the profile. Serve \
+             127.0.0.1:{port} (or :{port}, a port alone), or set FNTRACE_METRICS_PUBLIC=1 \
+             (MetricsOptions::public) with a bearer token, FNTRACE_METRICS_TOKEN or \
+             FNTRACE_METRICS_TOKEN_FILE (MetricsOptions::token)"
+        ));
+    }
+    if options.token.is_none() {
+        return Some(format!(
+            "{address} is public (FNTRACE_METRICS_PUBLIC=1) and no token is set: set \
+             FNTRACE_METRICS_TOKEN or FNTRACE_METRICS_TOKEN_FILE (MetricsOptions::token), \
+             which every scrape must then send"
+        ));
+    }
+    None
+}
+
 /// Serves `GET /metrics` on `address` (`HOST:PORT`; a port alone is on
 /// the loopback address) on a thread of its own.
 pub(crate) fn serve_metrics(
     address: &str,
-    options: &ControlOptions,
+    options: &MetricsOptions,
 ) -> Result<MetricsServer, Error> {
     let io = |what: &str| {
         let what = format!("metrics address {address}: {what}");
@@ -90,6 +207,12 @@ pub(crate) fn serve_metrics(
             .map_err(io("not HOST:PORT"))?
             .collect()
     };
+    if let Some(why) = refusal(address, &addresses, options) {
+        return Err(Error::Io {
+            what: format!("metrics address {address}"),
+            source: std::io::Error::new(ErrorKind::PermissionDenied, why),
+        });
+    }
     let listener = TcpListener::bind(&addresses[..]).map_err(io("binding"))?;
     listener
         .set_nonblocking(true)
@@ -110,6 +233,10 @@ pub(crate) fn serve_metrics(
 /// A connected scraper.
 struct Client {
     stream: TcpStream,
+    /// Its address (the port left out: the limits are per host).
+    peer: IpAddr,
+    /// When it connected.
+    since: Instant,
     /// The request head read so far.
     head: Vec<u8>,
     /// The reply bytes not sent yet, once there is a reply.
@@ -120,10 +247,9 @@ struct Client {
 }
 
 /// Serves until a byte arrives on `wake`.
-fn run(listener: TcpListener, wake: OwnedFd, options: &ControlOptions) {
+fn run(listener: TcpListener, wake: OwnedFd, options: &MetricsOptions) {
     // Nothing this thread runs is traced.
     let _untraced = Untraced::begin();
-    let max_clients = options.max_clients.max(1);
     let mut clients: Vec<Client> = Vec::new();
     let mut fds: Vec<libc::pollfd> = Vec::new();
     loop {
@@ -163,76 +289,140 @@ fn run(listener: TcpListener, wake: OwnedFd, options: &ControlOptions) {
             false
         });
         if fds[1].revents != 0 {
-            accept_all(&listener, &mut clients, max_clients, options);
+            accept_all(&listener, &mut clients, options);
         }
     }
 }
 
-/// Accepts the waiting connections (64 at most per round).
-fn accept_all(
-    listener: &TcpListener,
-    clients: &mut Vec<Client>,
-    max_clients: usize,
-    options: &ControlOptions,
-) {
+/// Accepts the waiting connections (64 at most per round), making room
+/// for each (see the module docs).
+fn accept_all(listener: &TcpListener, clients: &mut Vec<Client>, options: &MetricsOptions) {
     for _ in 0..64 {
-        let stream = match listener.accept() {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match listener.accept() {
+            Ok(accepted) => accepted,
             Err(err) if err.kind() == ErrorKind::Interrupted => continue,
             Err(_) => return,
         };
         if stream.set_nonblocking(true).is_err() {
             continue;
         }
-        if clients.len() >= max_clients {
-            let reply = response(503, "text/plain", b"busy; try again\n", true);
-            if send_some(stream.as_fd(), &reply) == Some(reply.len()) {
-                close_gently(&stream);
-            }
+        let peer = peer.ip();
+        if !make_room(clients, peer, options) {
+            refuse(
+                &stream,
+                b"busy: every connection is being answered; try again\n",
+            );
             continue;
         }
+        let now = Instant::now();
         clients.push(Client {
             stream,
+            peer,
+            since: now,
             head: Vec::new(),
             reply: None,
-            deadline: Instant::now() + options.request_timeout,
+            deadline: now + options.request_timeout,
         });
     }
 }
 
-/// Serves a client `poll` found ready; whether it stays connected.
-fn serve_ready(client: &mut Client, options: &ControlOptions) -> bool {
-    if client.reply.is_none() {
-        let mut chunk = [0u8; 1024];
-        loop {
-            let room = (MAX_HEAD_BYTES - client.head.len()).min(chunk.len());
-            if room == 0 {
-                client.reply = Some(response(
-                    431,
-                    "text/plain",
-                    b"request head too large\n",
-                    true,
-                ));
-                break;
-            }
-            match client.stream.read(&mut chunk[..room]) {
-                Ok(0) => return false,
-                Ok(n) => {
-                    client.head.extend_from_slice(&chunk[..n]);
-                    if let Some(end) = head_end(&client.head) {
-                        client.reply = Some(answer(&client.head[..end]));
-                        break;
-                    }
-                }
-                Err(err) if err.kind() == ErrorKind::Interrupted => {}
-                Err(err) if err.kind() == ErrorKind::WouldBlock => return true,
-                Err(_) => return false,
-            }
+/// Makes room for one more connection from `peer` if a limit is reached:
+/// closes the oldest waiting connection (no complete head) of `peer`
+/// when it holds its share, else of the address holding the most
+/// connections. What a candidate sent meanwhile is read first: one whose
+/// head has come (a scraper, just accepted) is answered, not closed, and
+/// the next is taken. False when no connection can be closed for it.
+fn make_room(clients: &mut Vec<Client>, peer: IpAddr, options: &MetricsOptions) -> bool {
+    loop {
+        let from = |ip: IpAddr| clients.iter().filter(|c| c.peer == ip).count();
+        let victim = if from(peer) >= options.max_clients_per_address.max(1) {
+            oldest(clients, |c| c.reply.is_none() && c.peer == peer)
+        } else if clients.len() >= options.max_clients.max(1) {
+            let most = clients
+                .iter()
+                .filter(|c| c.reply.is_none())
+                .map(|c| from(c.peer))
+                .max()
+                .unwrap_or(0);
+            oldest(clients, |c| c.reply.is_none() && from(c.peer) == most)
+        } else {
+            return true;
+        };
+        let Some(victim) = victim else {
+            return false;
+        };
+        let client = &mut clients[victim];
+        if read_head(client, options) && client.reply.is_some() {
+            continue; // a request: it is answered
         }
-        client.deadline = Instant::now() + options.reply_timeout;
+        // Gone, or still without a request: its place is taken.
+        let client = clients.swap_remove(victim);
+        refuse(
+            &client.stream,
+            b"closed for a newer connection: no request was sent on this one\n",
+        );
+        return true;
+    }
+}
+
+/// The index of the oldest client among those `which` selects.
+fn oldest(clients: &[Client], which: impl Fn(&Client) -> bool) -> Option<usize> {
+    clients
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| which(c))
+        .min_by_key(|(_, c)| c.since)
+        .map(|(index, _)| index)
+}
+
+/// Answers `503` with `why` (if the socket takes it now) and closes.
+fn refuse(stream: &TcpStream, why: &[u8]) {
+    let reply = response(503, "text/plain", why, true);
+    if send_some(stream.as_fd(), &reply) == Some(reply.len()) {
+        close_gently(stream);
+    }
+}
+
+/// Reads what a client with no reply yet has sent, without waiting; once
+/// its head is complete (or too large) its reply is made, and it has
+/// until the reply timeout to take it. False if it is gone.
+fn read_head(client: &mut Client, options: &MetricsOptions) -> bool {
+    let mut chunk = [0u8; 1024];
+    while client.reply.is_none() {
+        let room = (MAX_HEAD_BYTES - client.head.len()).min(chunk.len());
+        if room == 0 {
+            client.reply = Some(response(
+                431,
+                "text/plain",
+                b"request head too large\n",
+                true,
+            ));
+            break;
+        }
+        match client.stream.read(&mut chunk[..room]) {
+            Ok(0) => return false,
+            Ok(n) => {
+                client.head.extend_from_slice(&chunk[..n]);
+                if let Some(end) = head_end(&client.head) {
+                    client.reply = Some(answer(&client.head[..end], options));
+                }
+            }
+            Err(err) if err.kind() == ErrorKind::Interrupted => {}
+            Err(err) if err.kind() == ErrorKind::WouldBlock => return true,
+            Err(_) => return false,
+        }
+    }
+    client.deadline = Instant::now() + options.reply_timeout;
+    true
+}
+
+/// Serves a client `poll` found ready; whether it stays connected.
+fn serve_ready(client: &mut Client, options: &MetricsOptions) -> bool {
+    if client.reply.is_none() && !read_head(client, options) {
+        return false;
     }
     let Some(reply) = &mut client.reply else {
-        return false;
+        return true;
     };
     match send_some(client.stream.as_fd(), reply) {
         Some(n) if n < reply.len() => {
@@ -273,7 +463,7 @@ fn head_end(bytes: &[u8]) -> Option<usize> {
 }
 
 /// The reply to a request head.
-pub(crate) fn answer(head: &[u8]) -> Vec<u8> {
+pub(crate) fn answer(head: &[u8], options: &MetricsOptions) -> Vec<u8> {
     let Ok(head) = std::str::from_utf8(head) else {
         return response(400, "text/plain", b"the request is not text\n", true);
     };
@@ -286,6 +476,16 @@ pub(crate) fn answer(head: &[u8]) -> Vec<u8> {
     if !version.starts_with("HTTP/1.") {
         return response(400, "text/plain", b"HTTP/1.x only\n", true);
     }
+    let headers: Vec<(&str, &str)> = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim(), value.trim()))
+        .collect();
+    if let Some(token) = &options.token {
+        // Before anything else is said about the request.
+        if let Err(why) = authorized(&headers, token) {
+            return unauthorized(why);
+        }
+    }
     let path = target.split('?').next().unwrap_or("");
     if path != "/metrics" {
         return response(404, "text/plain", b"only /metrics is served here\n", true);
@@ -295,26 +495,92 @@ pub(crate) fn answer(head: &[u8]) -> Vec<u8> {
         "HEAD" => false,
         _ => return response(405, "text/plain", b"GET /metrics only\n", true),
     };
-    let wants_openmetrics = lines.any(|line| {
-        line.split_once(':').is_some_and(|(name, value)| {
-            name.trim().eq_ignore_ascii_case("accept")
-                && value.contains("application/openmetrics-text")
-        })
+    let wants_openmetrics = headers.iter().any(|(name, value)| {
+        name.eq_ignore_ascii_case("accept") && value.contains("application/openmetrics-text")
     });
     let content_type = if wants_openmetrics {
         OPENMETRICS_CONTENT_TYPE
     } else {
         PROMETHEUS_CONTENT_TYPE
     };
-    let body = openmetrics(&PROFILE_TRACER.snapshot());
+    let body = openmetrics_top(&PROFILE_TRACER.snapshot(), options.max_functions);
     response(200, content_type, body.as_bytes(), with_body)
+}
+
+/// Whether `headers` carry `Authorization: Bearer TOKEN` with `token`
+/// (one such header; the scheme's case does not matter), or why not:
+/// `invalid_token` (a token, not this one) or nothing to say (none sent).
+fn authorized(headers: &[(&str, &str)], token: &str) -> Result<(), Option<&'static str>> {
+    let mut given = headers
+        .iter()
+        .filter(|(name, _)| name.eq_ignore_ascii_case("authorization"))
+        .map(|(_, value)| value);
+    let (Some(value), None) = (given.next(), given.next()) else {
+        return Err(None);
+    };
+    let Some((scheme, credentials)) = value.split_once(' ') else {
+        return Err(None);
+    };
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return Err(None);
+    }
+    match same_token(credentials.trim().as_bytes(), token.as_bytes()) {
+        true => Ok(()),
+        false => Err(Some("invalid_token")),
+    }
+}
+
+/// Whether `given` is `expected`, in a time that depends on the length of
+/// `expected` alone: every byte is compared, whatever the first
+/// difference (a comparison that stops there would tell a client, by its
+/// time, how much of its guess is right).
+fn same_token(given: &[u8], expected: &[u8]) -> bool {
+    let mut differ = u8::from(given.len() != expected.len());
+    for (at, &byte) in expected.iter().enumerate() {
+        differ |= byte ^ given.get(at).copied().unwrap_or(0);
+    }
+    // Not folded into an early exit by the optimiser.
+    std::hint::black_box(differ) == 0
+}
+
+/// The `401` of a request without the token (`error`: RFC 6750's error
+/// code, when a wrong one was sent).
+fn unauthorized(error: Option<&str>) -> Vec<u8> {
+    let challenge = match error {
+        Some(error) => format!("Bearer realm=\"fntrace\", error=\"{error}\""),
+        None => "Bearer realm=\"fntrace\"".to_string(),
+    };
+    response_with(
+        401,
+        "text/plain",
+        b"a bearer token is required: Authorization: Bearer TOKEN\n",
+        true,
+        &format!("WWW-Authenticate: {challenge}\r\n"),
+    )
 }
 
 /// An HTTP/1.1 response that closes the connection.
 fn response(status: u16, content_type: &str, body: &[u8], with_body: bool) -> Vec<u8> {
+    let extra = if status == 405 {
+        "Allow: GET, HEAD\r\n"
+    } else {
+        ""
+    };
+    response_with(status, content_type, body, with_body, extra)
+}
+
+/// [`response`] with `extra` header lines (each ending in `\r\n`).
+fn response_with(
+    status: u16,
+    content_type: &str,
+    body: &[u8],
+    with_body: bool,
+    extra: &str,
+) -> Vec<u8> {
     let reason = match status {
         200 => "OK",
         400 => "Bad Request",
+        401 => "Unauthorized",
         404 => "Not Found",
         405 => "Method Not Allowed",
         408 => "Request Timeout",
@@ -326,9 +592,7 @@ fn response(status: u16, content_type: &str, body: &[u8], with_body: bool) -> Ve
          Connection: close\r\n",
         body.len()
     );
-    if status == 405 {
-        out.push_str("Allow: GET, HEAD\r\n");
-    }
+    out.push_str(extra);
     out.push_str("\r\n");
     let mut out = out.into_bytes();
     if with_body {
@@ -349,31 +613,140 @@ mod tests {
             .to_string()
     }
 
+    fn open(head: &[u8]) -> Vec<u8> {
+        answer(head, &MetricsOptions::default())
+    }
+
     #[test]
     fn answers_only_get_of_metrics() {
         assert_eq!(
-            status(&answer(b"GET /nope HTTP/1.1\r\n")),
+            status(&open(b"GET /nope HTTP/1.1\r\n")),
             "HTTP/1.1 404 Not Found"
         );
         assert_eq!(
-            status(&answer(b"POST /metrics HTTP/1.1\r\n")),
+            status(&open(b"POST /metrics HTTP/1.1\r\n")),
             "HTTP/1.1 405 Method Not Allowed"
         );
-        assert_eq!(status(&answer(b"hello")), "HTTP/1.1 400 Bad Request");
+        assert_eq!(status(&open(b"hello")), "HTTP/1.1 400 Bad Request");
         assert_eq!(
-            status(&answer(b"GET /metrics SPDY\r\n")),
+            status(&open(b"GET /metrics SPDY\r\n")),
             "HTTP/1.1 400 Bad Request"
         );
-        assert_eq!(status(&answer(&[0xff, 0xfe])), "HTTP/1.1 400 Bad Request");
-        let ok = answer(b"GET /metrics HTTP/1.1\r\nAccept: application/openmetrics-text\r\n");
+        assert_eq!(status(&open(&[0xff, 0xfe])), "HTTP/1.1 400 Bad Request");
+        let ok = open(b"GET /metrics HTTP/1.1\r\nAccept: application/openmetrics-text\r\n");
         let text = String::from_utf8(ok).unwrap();
         assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
         assert!(text.contains(OPENMETRICS_CONTENT_TYPE));
         assert!(text.ends_with("# EOF\n"), "{text}");
-        let plain = String::from_utf8(answer(b"HEAD /metrics?x=1 HTTP/1.0\r\n")).unwrap();
+        let plain = String::from_utf8(open(b"HEAD /metrics?x=1 HTTP/1.0\r\n")).unwrap();
         assert!(plain.contains(PROMETHEUS_CONTENT_TYPE) && plain.ends_with("\r\n\r\n"));
         assert_eq!(head_end(b"GET / HTTP/1.1\r\nA: b\r\n\r\nrest"), Some(20));
         assert_eq!(head_end(b"GET / HTTP/1.1\n\n"), Some(14));
         assert_eq!(head_end(b"GET / HTTP/1.1\r\n"), None);
+    }
+
+    #[test]
+    fn with_a_token_only_requests_carrying_it_are_answered() {
+        let token = "0123456789abcdef0123456789abcdef";
+        let options = MetricsOptions {
+            token: Some(token.into()),
+            ..MetricsOptions::default()
+        };
+        let ask = |head: String| String::from_utf8(answer(head.as_bytes(), &options)).unwrap();
+        for refused in [
+            "GET /metrics HTTP/1.1\r\n".to_string(),
+            // Not even which paths exist, without it.
+            "GET /other HTTP/1.1\r\n".to_string(),
+            format!("GET /metrics HTTP/1.1\r\nAuthorization: Basic {token}\r\n"),
+            format!("GET /metrics HTTP/1.1\r\nAuthorization: Bearer{token}\r\n"),
+            format!("GET /metrics HTTP/1.1\r\nAuthorization: Bearer {token}x\r\n"),
+            format!(
+                "GET /metrics HTTP/1.1\r\nAuthorization: Bearer {}\r\n",
+                &token[1..]
+            ),
+            "GET /metrics HTTP/1.1\r\nAuthorization: Bearer \r\n".to_string(),
+            // Two of them: which one counts is not guessed.
+            format!(
+                "GET /metrics HTTP/1.1\r\nAuthorization: Bearer {token}\r\n\
+                 Authorization: Bearer nope\r\n"
+            ),
+        ] {
+            let reply = ask(refused.clone());
+            assert!(
+                reply.starts_with("HTTP/1.1 401 Unauthorized\r\n"),
+                "{refused:?}: {reply}"
+            );
+            assert!(
+                reply.contains("WWW-Authenticate: Bearer realm=\"fntrace\""),
+                "{reply}"
+            );
+        }
+        let wrong = ask(format!(
+            "GET /metrics HTTP/1.1\r\nAuthorization: Bearer {token}x\r\n"
+        ));
+        assert!(wrong.contains("error=\"invalid_token\""), "{wrong}");
+        for accepted in [
+            format!("GET /metrics HTTP/1.1\r\nAuthorization: Bearer {token}\r\n"),
+            format!("GET /metrics HTTP/1.1\r\nauthorization:   bearer {token}  \r\n"),
+        ] {
+            let reply = ask(accepted.clone());
+            assert!(
+                reply.starts_with("HTTP/1.1 200 OK\r\n"),
+                "{accepted:?}: {reply}"
+            );
+        }
+        assert!(same_token(b"abc", b"abc"));
+        assert!(!same_token(b"abd", b"abc"));
+        assert!(!same_token(b"ab", b"abc"));
+        assert!(!same_token(b"abc\0", b"abc"));
+        assert!(!same_token(b"", b"abc"));
+    }
+
+    #[test]
+    fn an_address_other_hosts_reach_needs_the_opt_in_and_a_token() {
+        let refused = |address: &str, options: &MetricsOptions| {
+            let resolved: Vec<SocketAddr> = address.to_socket_addrs().unwrap().collect();
+            refusal(address, &resolved, options)
+        };
+        let loopback = MetricsOptions::default();
+        for address in [
+            "127.0.0.1:9464",
+            "127.1.2.3:9464",
+            "[::1]:9464",
+            "[::ffff:127.0.0.1]:1",
+        ] {
+            assert_eq!(refused(address, &loopback), None, "{address}");
+        }
+        for address in [
+            "0.0.0.0:9464",
+            "[::]:9464",
+            "192.0.2.1:9464",
+            "[::ffff:10.0.0.1]:1",
+        ] {
+            let why = refused(address, &loopback).expect(address);
+            assert!(why.contains("is not a loopback address"), "{why}");
+            assert!(why.contains("FNTRACE_METRICS_PUBLIC=1"), "{why}");
+        }
+        let public = MetricsOptions {
+            public: true,
+            ..MetricsOptions::default()
+        };
+        let why = refused("0.0.0.0:9464", &public).unwrap();
+        assert!(why.contains("no token is set"), "{why}");
+        let with_token = MetricsOptions {
+            token: Some("0123456789abcdef".into()),
+            ..public
+        };
+        assert_eq!(refused("0.0.0.0:9464", &with_token), None);
+        let weak = MetricsOptions {
+            token: Some("secret".into()),
+            ..MetricsOptions::default()
+        };
+        let why = refused("127.0.0.1:9464", &weak).unwrap();
+        assert!(
+            why.contains("too short") && !why.contains("secret"),
+            "{why}"
+        );
+        assert!(!format!("{with_token:?}").contains("0123456789abcdef"));
     }
 }

@@ -21,7 +21,8 @@ use crate::error::Error;
 use crate::flight;
 use crate::record::RECORDER_RUNNING;
 use crate::socket::{
-    self, ControlOptions, ControlServer, FlightRequest, MetricsServer, Reply, Request,
+    self, ControlOptions, ControlServer, FlightRequest, MetricsOptions, MetricsServer, Reply,
+    Request,
 };
 use crate::sys::spawn::spawn_running;
 use crate::tracer;
@@ -72,17 +73,76 @@ pub fn serve_control_with(
 }
 
 /// Serves `GET /metrics` (the profile tracer's snapshot as OpenMetrics
-/// text, for Prometheus) over HTTP on `address`: `HOST:PORT`
-/// (`127.0.0.1:9464`, `[::1]:9464`, `0.0.0.0:9464` for every interface),
-/// or a port alone for the loopback address; port 0 picks a free one
-/// ([`MetricsServer::local_addr`]). Served by a thread of its own with the
-/// control socket's defences against slow and bad clients (see
-/// [`ControlOptions`]). The profile tracer is not enabled by this: enable
+/// text, for Prometheus) over HTTP on `address`, a loopback address:
+/// `HOST:PORT` (`127.0.0.1:9464`, `[::1]:9464`, `localhost:9464`), or a
+/// port alone for 127.0.0.1; port 0 picks a free one
+/// ([`MetricsServer::local_addr`]). An address other hosts reach
+/// (`0.0.0.0:9464`) is refused: see [`serve_metrics_with`] and
+/// [`MetricsOptions::public`]. Served by a thread of its own, which
+/// clients that connect and send nothing cannot keep scrapes from (see
+/// [`MetricsOptions`]), with the default options: the 500 functions with
+/// the most total time. The profile tracer is not enabled by this: enable
 /// it (`enable("profile")`, `FNTRACE=profile`, `fntrace ctl PID enable
 /// profile`) for the metrics to count calls.
 pub fn serve_metrics(address: &str) -> Result<MetricsServer, Error> {
+    serve_metrics_with(address, &MetricsOptions::default())
+}
+
+/// [`serve_metrics`] with options: a public address with a bearer token,
+/// the ceiling on the functions exported, the limits on clients.
+///
+/// ```no_run
+/// let options = fntrace::MetricsOptions {
+///     public: true,
+///     token: Some(std::fs::read_to_string("/run/secrets/metrics")?.trim().to_string()),
+///     ..fntrace::MetricsOptions::default()
+/// };
+/// let server = fntrace::serve_metrics_with("0.0.0.0:9464", &options)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn serve_metrics_with(address: &str, options: &MetricsOptions) -> Result<MetricsServer, Error> {
     register_builtins();
-    socket::serve_metrics(address, &ControlOptions::default())
+    socket::serve_metrics(address, options)
+}
+
+/// The variables read with `FNTRACE_METRICS`, removed from the
+/// environment once it is served (the programs this one runs must not
+/// bind the port, nor hold the token).
+const METRICS_VARIABLES: [&str; 5] = [
+    "FNTRACE_METRICS",
+    "FNTRACE_METRICS_PUBLIC",
+    "FNTRACE_METRICS_TOKEN",
+    "FNTRACE_METRICS_TOKEN_FILE",
+    "FNTRACE_METRICS_MAX_FUNCTIONS",
+];
+
+/// The options `FNTRACE_METRICS_*` ask for (each checked already).
+fn metrics_options_from_env() -> Result<MetricsOptions, String> {
+    let mut options = MetricsOptions::default();
+    if let Some(value) = vars::var("FNTRACE_METRICS_PUBLIC")? {
+        options.public = vars::parse_flag(&value)?;
+    }
+    if let Some(value) = vars::var("FNTRACE_METRICS_MAX_FUNCTIONS")? {
+        options.max_functions = vars::parse_max_functions(&value)?;
+    }
+    let token = vars::var("FNTRACE_METRICS_TOKEN")?;
+    let file = vars::var("FNTRACE_METRICS_TOKEN_FILE")?;
+    options.token = match (token, file) {
+        (Some(_), Some(_)) => {
+            return Err(
+                "FNTRACE_METRICS_TOKEN and FNTRACE_METRICS_TOKEN_FILE are both set: \
+                        use one"
+                    .to_string(),
+            )
+        }
+        (Some(token), None) => Some(vars::parse_token(&token)?),
+        (None, Some(path)) => {
+            let read = vars::parse_token_file(&path).and_then(|p| vars::read_token_file(&p));
+            Some(read.map_err(|e| format!("FNTRACE_METRICS_TOKEN_FILE={path}: {e}"))?)
+        }
+        (None, None) => None,
+    };
+    Ok(options)
 }
 
 /// At start-up: serves what `FNTRACE_METRICS` asks for, or says in one
@@ -90,18 +150,23 @@ pub fn serve_metrics(address: &str) -> Result<MetricsServer, Error> {
 pub(crate) fn serve_metrics_from_env() -> bool {
     static FROM_ENV: OnceLock<MetricsServer> = OnceLock::new();
     let outcome = std::panic::catch_unwind(|| {
+        // Every one set is checked, whether or not FNTRACE_METRICS is.
+        vars::check_set(vars::OnBad::NoMetrics)?;
         let Some(value) = vars::var("FNTRACE_METRICS")? else {
             return Ok(());
         };
         let Some(address) = vars::parse_metrics(&value)? else {
             return Ok(());
         };
-        let server =
-            serve_metrics(&address).map_err(|e| format!("FNTRACE_METRICS={value}: {e}"))?;
+        let options = metrics_options_from_env()?;
+        let server = serve_metrics_with(&address, &options)
+            .map_err(|e| format!("FNTRACE_METRICS={value}: {e}"))?;
         // A port is this process's: the programs it runs must not all try
-        // to bind it. Before `main`, so no other thread reads the
-        // environment.
-        std::env::remove_var("FNTRACE_METRICS");
+        // to bind it, nor read its token. Before `main`, so no other
+        // thread reads the environment.
+        for name in METRICS_VARIABLES {
+            std::env::remove_var(name);
+        }
         let _ = FROM_ENV.set(server);
         Ok(())
     });

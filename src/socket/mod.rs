@@ -34,7 +34,9 @@
 //! | `profile` / `profile reset` | the profile tracer's snapshot (text form) / forget it |
 //!
 //! The metrics endpoint (`GET /metrics` over HTTP, [`http`]) is served
-//! apart, on a TCP address, by a thread of its own with the same defences.
+//! apart, on a TCP address (loopback unless asked otherwise, with a
+//! bearer token then), by a thread of its own with its own defences
+//! against idle clients ([`MetricsOptions`]).
 //!
 //! DIR is an absolute path (the rest of the line: it may hold spaces).
 //!
@@ -87,7 +89,7 @@ use conn::{wake_pipe, ServerThread};
 
 pub(crate) use fntrace_tools::control::request::{FlightRequest, Request};
 pub(crate) use http::serve_metrics;
-pub use http::MetricsServer;
+pub use http::{MetricsOptions, MetricsServer};
 pub use path::default_control_path;
 pub(crate) use path::prepare_default_dir;
 pub(crate) use reply::Reply;

@@ -86,7 +86,8 @@ pub use latency::{
     Shortfall, ThreadSummary,
 };
 pub use openmetrics::{
-    openmetrics, write_openmetrics, DURATION_BUCKETS_NS, OPENMETRICS_CONTENT_TYPE,
+    openmetrics, openmetrics_top, write_openmetrics, write_openmetrics_top, DEFAULT_MAX_FUNCTIONS,
+    DURATION_BUCKETS_NS, OPENMETRICS_CONTENT_TYPE,
 };
 pub use profile::{FunctionProfile, NotKept, PathProfile, ProfileSnapshot, ProfileTextError};
 pub use select::{select, Selected, Selection, Unmatched};

@@ -23,12 +23,25 @@
 //! | `fntrace_profile_threads` | gauge | | threads profiled |
 //! | `fntrace_profile_lost_calls` | gauge | | completed calls of functions with no row (counted nowhere) |
 //! | `fntrace_profile_pathless_calls` | gauge | | completed calls counted in their function's row whose call path found no room |
+//! | `fntrace_metrics_functions_omitted` | gauge | | functions left out by the ceiling ([`openmetrics_top`]) |
 //!
 //! Counts and sums run from when the profile was enabled or last reset.
 //! Functions that share a name (`static` functions of several C files,
 //! generic instances) are one series, as `fntrace report`'s rows by name.
 //! A name is the demangled name without hash; an unnamed function is shown
 //! by its address (`0x…`).
+//!
+//! # A ceiling on the series
+//!
+//! Each function is 37 series; a program with thousands of profiled
+//! functions would make a scrape of hundreds of thousands (5,000
+//! functions: 185,004 series, 14 MB). [`openmetrics_top`] exports the
+//! `N` functions (names) with the most total time and counts the others
+//! in `fntrace_metrics_functions_omitted`; the runtime's endpoint uses it
+//! with `FNTRACE_METRICS_MAX_FUNCTIONS` ([`DEFAULT_MAX_FUNCTIONS`] by
+//! default). Ranking costs one pass over the functions: only the
+//! exported ones' histograms are merged and written. [`openmetrics`]
+//! exports every function (`fntrace ctl TARGET metrics`).
 //!
 //! # Buckets
 //!
@@ -45,11 +58,13 @@
 //!
 //! [OpenMetrics 1.0]: https://github.com/OpenObservability/OpenMetrics/blob/main/specification/OpenMetrics.md
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
+use std::collections::HashMap;
 use std::fmt::{self, Write as _};
+use std::sync::LazyLock;
 
 use super::histogram::Histogram;
-use super::profile::ProfileSnapshot;
+use super::profile::{FunctionProfile, ProfileSnapshot};
 
 /// The HTTP content type of the text: OpenMetrics 1.0.
 pub const OPENMETRICS_CONTENT_TYPE: &str =
@@ -67,43 +82,119 @@ pub const DURATION_BUCKETS_NS: [u64; 31] = {
     bounds
 };
 
-/// One series' values: the functions of one name merged.
-#[derive(Default)]
-struct Series {
-    durations: Histogram,
-    self_ns: u64,
-    running: u64,
+/// The `le` values of [`DURATION_BUCKETS_NS`], rendered once.
+static BUCKET_LABELS: LazyLock<Vec<String>> = LazyLock::new(|| {
+    DURATION_BUCKETS_NS
+        .iter()
+        .map(|&ns| canonical_seconds(ns))
+        .collect()
+});
+
+/// The most functions (series names) the metrics endpoint exports by
+/// default (`FNTRACE_METRICS_MAX_FUNCTIONS`): each takes 37 series (32
+/// buckets, sum and count; the summary's sum and count; running calls),
+/// so 500 are 18,500 series, about 1.4 MB of text.
+pub const DEFAULT_MAX_FUNCTIONS: usize = 500;
+
+/// The functions of one name (one series), merged.
+struct Series<'a> {
+    /// Its label value, escaped.
+    name: String,
+    /// The functions of that name; one most of the time.
+    functions: Vec<&'a FunctionProfile>,
+    /// Their summed total time: what the ceiling ranks by.
+    total_ns: u64,
+}
+
+impl Series<'_> {
+    /// The merged durations: the one function's own when there is one
+    /// (no copy).
+    fn durations(&self) -> Cow<'_, Histogram> {
+        match self.functions[..] {
+            [one] => Cow::Borrowed(&one.durations),
+            _ => {
+                let mut merged = Histogram::new();
+                for function in &self.functions {
+                    merged.merge(&function.durations);
+                }
+                Cow::Owned(merged)
+            }
+        }
+    }
+
+    fn self_ns(&self) -> u64 {
+        self.functions
+            .iter()
+            .fold(0u64, |sum, f| sum.saturating_add(f.self_ns))
+    }
+
+    fn running(&self) -> u64 {
+        self.functions.iter().map(|f| f.running).sum()
+    }
 }
 
 /// The snapshot's metrics as OpenMetrics text (see the module docs),
-/// ending with `# EOF`.
+/// every function, ending with `# EOF`.
 pub fn openmetrics(snapshot: &ProfileSnapshot) -> String {
+    openmetrics_top(snapshot, usize::MAX)
+}
+
+/// [`openmetrics`] of the `max_functions` series names with the most
+/// total time (ties by name); the others are left out and counted in
+/// `fntrace_metrics_functions_omitted`.
+pub fn openmetrics_top(snapshot: &ProfileSnapshot, max_functions: usize) -> String {
     let mut text = String::new();
     // Writing into a String cannot fail.
-    let _ = write_openmetrics(snapshot, &mut text);
+    let _ = write_openmetrics_top(snapshot, max_functions, &mut text);
     text
 }
 
 /// [`openmetrics`] into any writer.
 pub fn write_openmetrics(snapshot: &ProfileSnapshot, out: &mut impl fmt::Write) -> fmt::Result {
-    // By name, in byte order: the same series in the same order on every
-    // scrape, which parsers that cache the last scrape prefer.
-    let mut series: BTreeMap<String, Series> = BTreeMap::new();
+    write_openmetrics_top(snapshot, usize::MAX, out)
+}
+
+/// The series of the snapshot by name, merged: the `max_functions` with
+/// the most total time, in name order, and how many were left out.
+fn top_series(snapshot: &ProfileSnapshot, max_functions: usize) -> (Vec<Series<'_>>, usize) {
+    let mut by_name: HashMap<Cow<'_, str>, Series<'_>> = HashMap::new();
     for function in &snapshot.functions {
         let name = if function.name.is_empty() {
-            format!("{:#x}", function.function)
+            Cow::Owned(format!("{:#x}", function.function))
         } else {
-            function.name.clone()
+            Cow::Borrowed(function.name.as_str())
         };
-        let row = series.entry(name).or_default();
-        row.durations.merge(&function.durations);
-        row.self_ns = row.self_ns.saturating_add(function.self_ns);
-        row.running += function.running;
+        let row = by_name.entry(name).or_insert_with_key(|name| Series {
+            name: escape(name),
+            functions: Vec::with_capacity(1),
+            total_ns: 0,
+        });
+        row.functions.push(function);
+        row.total_ns = row.total_ns.saturating_add(function.total_ns);
     }
-    let labels: Vec<(String, &Series)> = series
-        .iter()
-        .map(|(name, row)| (format!("function=\"{}\"", escape(name)), row))
-        .collect();
+    let mut series: Vec<(Cow<'_, str>, Series<'_>)> = by_name.into_iter().collect();
+    let omitted = series.len().saturating_sub(max_functions);
+    if omitted > 0 {
+        // The most total time first, ties by name: the same choice on
+        // every scrape of the same profile.
+        series.select_nth_unstable_by(max_functions, |(a_name, a), (b_name, b)| {
+            b.total_ns.cmp(&a.total_ns).then_with(|| a_name.cmp(b_name))
+        });
+        series.truncate(max_functions);
+    }
+    // By name, in byte order: the same series in the same order on every
+    // scrape, which parsers that cache the last scrape prefer.
+    series.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
+    (series.into_iter().map(|(_, row)| row).collect(), omitted)
+}
+
+/// [`openmetrics_top`] into any writer.
+pub fn write_openmetrics_top(
+    snapshot: &ProfileSnapshot,
+    max_functions: usize,
+    out: &mut impl fmt::Write,
+) -> fmt::Result {
+    let (series, omitted) = top_series(snapshot, max_functions);
 
     let family = "fntrace_function_duration_seconds";
     header(
@@ -113,23 +204,27 @@ pub fn write_openmetrics(snapshot: &ProfileSnapshot, out: &mut impl fmt::Write) 
         true,
         "Durations of the completed calls of each traced function, callees included.",
     )?;
-    for (label, row) in &labels {
-        let bounds = cumulative_counts(&row.durations);
-        for (&bound, count) in DURATION_BUCKETS_NS.iter().zip(bounds) {
+    for row in &series {
+        let label = &row.name;
+        let durations = row.durations();
+        let bounds = cumulative_counts(&durations);
+        for (bound, count) in BUCKET_LABELS.iter().zip(bounds) {
             writeln!(
                 out,
-                "{family}_bucket{{{label},le=\"{}\"}} {count}",
-                canonical_seconds(bound)
+                "{family}_bucket{{function=\"{label}\",le=\"{bound}\"}} {count}"
             )?;
         }
-        let calls = row.durations.count();
-        writeln!(out, "{family}_bucket{{{label},le=\"+Inf\"}} {calls}")?;
+        let calls = durations.count();
         writeln!(
             out,
-            "{family}_sum{{{label}}} {}",
-            seconds(row.durations.sum())
+            "{family}_bucket{{function=\"{label}\",le=\"+Inf\"}} {calls}"
         )?;
-        writeln!(out, "{family}_count{{{label}}} {calls}")?;
+        writeln!(
+            out,
+            "{family}_sum{{function=\"{label}\"}} {}",
+            seconds(durations.sum())
+        )?;
+        writeln!(out, "{family}_count{{function=\"{label}\"}} {calls}")?;
     }
 
     let family = "fntrace_function_self_seconds";
@@ -140,9 +235,15 @@ pub fn write_openmetrics(snapshot: &ProfileSnapshot, out: &mut impl fmt::Write) 
         true,
         "Self time of the completed calls of each traced function: their durations minus their direct callees'.",
     )?;
-    for (label, row) in &labels {
-        writeln!(out, "{family}_sum{{{label}}} {}", seconds(row.self_ns))?;
-        writeln!(out, "{family}_count{{{label}}} {}", row.durations.count())?;
+    for row in &series {
+        let label = &row.name;
+        writeln!(
+            out,
+            "{family}_sum{{function=\"{label}\"}} {}",
+            seconds(row.self_ns())
+        )?;
+        let calls: u64 = row.functions.iter().map(|f| f.durations.count()).sum();
+        writeln!(out, "{family}_count{{function=\"{label}\"}} {calls}")?;
     }
 
     let family = "fntrace_function_running_calls";
@@ -153,8 +254,13 @@ pub fn write_openmetrics(snapshot: &ProfileSnapshot, out: &mut impl fmt::Write) 
         false,
         "Calls of each traced function entered and not yet returned.",
     )?;
-    for (label, row) in &labels {
-        writeln!(out, "{family}{{{label}}} {}", row.running)?;
+    for row in &series {
+        writeln!(
+            out,
+            "{family}{{function=\"{}\"}} {}",
+            row.name,
+            row.running()
+        )?;
     }
 
     for (family, help, value) in [
@@ -172,6 +278,11 @@ pub fn write_openmetrics(snapshot: &ProfileSnapshot, out: &mut impl fmt::Write) 
             "fntrace_profile_pathless_calls",
             "Completed calls counted in their function's row whose call path found no room in the profile's call tree.",
             snapshot.not_kept.paths,
+        ),
+        (
+            "fntrace_metrics_functions_omitted",
+            "Traced functions left out of this text by the endpoint's ceiling (FNTRACE_METRICS_MAX_FUNCTIONS, 500 by default): only the functions with the most total time are exported.",
+            omitted as u64,
         ),
     ] {
         header(out, family, "gauge", false, help)?;
@@ -472,9 +583,65 @@ mod tests {
              # TYPE fntrace_profile_pathless_calls gauge\n\
              # HELP fntrace_profile_pathless_calls Completed calls counted in their function's row whose call path found no room in the profile's call tree.\n\
              fntrace_profile_pathless_calls 4\n\
+             # TYPE fntrace_metrics_functions_omitted gauge\n\
+             # HELP fntrace_metrics_functions_omitted Traced functions left out of this text by the endpoint's ceiling (FNTRACE_METRICS_MAX_FUNCTIONS, 500 by default): only the functions with the most total time are exported.\n\
+             fntrace_metrics_functions_omitted 0\n\
              # EOF\n"
         );
         assert_eq!(openmetrics(&snapshot), expected);
+    }
+
+    #[test]
+    fn the_ceiling_keeps_the_most_total_time_and_counts_the_rest() {
+        let function = |name: &str, total_ns: u64| FunctionProfile {
+            function: 0x1000 + total_ns as usize,
+            name: name.into(),
+            durations: durations(&[total_ns]),
+            total_ns,
+            ..FunctionProfile::default()
+        };
+        let snapshot = ProfileSnapshot {
+            functions: vec![
+                function("f1", 100),
+                function("f2", 200),
+                function("f3", 300),
+                // Two of one name: one series, ranked by their sum (50 + 260).
+                function("twice", 50),
+                function("twice", 260),
+                // A tie with f3, taken by name order.
+                function("e3", 300),
+                function("g0", 10),
+            ],
+            ..ProfileSnapshot::default()
+        };
+        let exported = |text: &str| -> Vec<String> {
+            text.lines()
+                .filter_map(|l| l.strip_prefix("fntrace_function_running_calls{function=\""))
+                .map(|l| l.split('"').next().unwrap().to_string())
+                .collect()
+        };
+        let text = openmetrics_top(&snapshot, 3);
+        assert_eq!(exported(&text), ["e3", "f3", "twice"], "{text}");
+        assert!(
+            text.contains("\nfntrace_metrics_functions_omitted 3\n"),
+            "{text}"
+        );
+        assert!(text.contains("fntrace_function_duration_seconds_count{function=\"twice\"} 2\n"));
+        // The bucket and sum lines of the exported ones only.
+        assert_eq!(
+            text.lines()
+                .filter(|l| l.contains("function=\"f1\""))
+                .count(),
+            0
+        );
+        let all = openmetrics(&snapshot);
+        assert_eq!(exported(&all).len(), 6);
+        assert!(all.contains("\nfntrace_metrics_functions_omitted 0\n"));
+        let none = openmetrics_top(&snapshot, 0);
+        assert!(exported(&none).is_empty());
+        assert!(none.contains("\nfntrace_metrics_functions_omitted 6\n"));
+        // The same text as the unlimited one when the ceiling is not reached.
+        assert_eq!(openmetrics_top(&snapshot, 6), all);
     }
 
     #[test]

@@ -1,0 +1,177 @@
+//! The `FNTRACE_METRICS*` variables' parsers: where the metrics endpoint
+//! listens, who may scrape it (the public opt-in's flag is the common
+//! `parse_flag`; the bearer token, from the variable or a file), and how
+//! many functions it exports. The errors about a token describe it
+//! (length, the first wrong character), never print it.
+
+use std::path::PathBuf;
+
+/// `FNTRACE_METRICS`: the address to serve `GET /metrics` on, `None` for
+/// none: `HOST:PORT`, or `:PORT` or a port alone (both on 127.0.0.1).
+/// Whether the host resolves, to a loopback address (or
+/// `FNTRACE_METRICS_PUBLIC` allows another), and the port is free is
+/// known when it is bound.
+pub(crate) fn parse_metrics(value: &str) -> Result<Option<String>, String> {
+    let value = value.trim();
+    if value.is_empty() || value == "0" {
+        return Ok(None);
+    }
+    let port = value.strip_prefix(':').unwrap_or(value);
+    if let Ok(port) = port.parse::<u16>() {
+        return Ok(Some(format!("127.0.0.1:{port}")));
+    }
+    match value.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {
+            Ok(Some(value.to_string()))
+        }
+        _ => Err(
+            "use HOST:PORT on a loopback address (127.0.0.1:9464, [::1]:9464), :PORT or a \
+             port alone (127.0.0.1), or 0 (none)"
+                .to_string(),
+        ),
+    }
+}
+
+/// The longest bearer token accepted (a request head holds at most 8 KiB).
+pub(crate) const MAX_TOKEN_BYTES: usize = 4096;
+
+/// The shortest bearer token accepted: 16 characters (96 bits and more
+/// when drawn at random, as `openssl rand -hex 16` gives 32).
+pub(crate) const MIN_TOKEN_BYTES: usize = 16;
+
+/// `FNTRACE_METRICS_TOKEN` (and the token file's line,
+/// `MetricsOptions::token`): a bearer token as RFC 6750 writes it
+/// (`b64token`: letters, digits, `-._~+/`, then `=` padding), at least
+/// [`MIN_TOKEN_BYTES`] long. The errors describe it without printing it.
+pub(crate) fn parse_token(value: &str) -> Result<String, String> {
+    let body = value.trim_end_matches('=');
+    if let Some((at, c)) = body.char_indices().find(|&(_, c)| {
+        !(c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~' | '+' | '/'))
+    }) {
+        let at = value[..at].chars().count() + 1;
+        let what = match c {
+            ' ' => "a space".to_string(),
+            c if c.is_control() => format!("a control character ({c:?})"),
+            _ => format!("{c:?}"),
+        };
+        return Err(format!(
+            "character {at} is {what}; a bearer token holds only A-Z a-z 0-9 - . _ ~ + / \
+             (= at the end)"
+        ));
+    }
+    if body.is_empty() || value.len() < MIN_TOKEN_BYTES {
+        return Err(format!(
+            "too short: at least {MIN_TOKEN_BYTES} characters (openssl rand -hex 32 makes one)"
+        ));
+    }
+    if value.len() > MAX_TOKEN_BYTES {
+        return Err(format!("too long: at most {MAX_TOKEN_BYTES} characters"));
+    }
+    Ok(value.to_string())
+}
+
+/// `FNTRACE_METRICS_TOKEN_FILE`: an absolute path (read at start-up,
+/// [`read_token_file`]).
+pub(crate) fn parse_token_file(value: &str) -> Result<PathBuf, String> {
+    match value {
+        path if path.starts_with('/') => Ok(PathBuf::from(path)),
+        _ => Err("use an absolute path to a file holding the token".to_string()),
+    }
+}
+
+/// The token in the file `FNTRACE_METRICS_TOKEN_FILE` names: its first
+/// line, without the line feed (and a `\r` before it); nothing may follow
+/// but empty lines. The errors never hold the file's text.
+pub(crate) fn read_token_file(path: &std::path::Path) -> Result<String, String> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|file| {
+            file.take(MAX_TOKEN_BYTES as u64 + 64)
+                .read_to_string(&mut text)
+        })
+        .map_err(|e| format!("cannot read it: {e}"))?;
+    let mut lines = text.lines();
+    let token = lines.next().unwrap_or("");
+    if lines.any(|line| !line.trim().is_empty()) {
+        return Err("the file holds more than one line; the token is its one line".to_string());
+    }
+    parse_token(token).map_err(|e| format!("its line is not a token: {e}"))
+}
+
+/// `FNTRACE_METRICS_MAX_FUNCTIONS`: 0 to 1,000,000.
+pub(crate) fn parse_max_functions(value: &str) -> Result<usize, String> {
+    value
+        .trim()
+        .parse()
+        .ok()
+        .filter(|&n| n <= 1_000_000)
+        .ok_or_else(|| "not a number of functions (a whole number from 0 to 1000000)".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{shown, variable};
+    use super::*;
+
+    #[test]
+    fn addresses_tokens_and_ceilings() {
+        assert_eq!(parse_metrics(":9464"), Ok(Some("127.0.0.1:9464".into())));
+        assert_eq!(parse_metrics("9464"), Ok(Some("127.0.0.1:9464".into())));
+        assert_eq!(parse_metrics("[::1]:9464"), Ok(Some("[::1]:9464".into())));
+        assert_eq!(parse_metrics("0"), Ok(None));
+        assert_eq!(parse_max_functions("500"), Ok(500));
+        assert_eq!(parse_max_functions("0"), Ok(0));
+        let token = "0123456789abcdefABCD-._~+/==";
+        assert_eq!(parse_token(token), Ok(token.to_string()));
+        assert!(parse_token(&"a".repeat(MAX_TOKEN_BYTES + 1))
+            .unwrap_err()
+            .contains("too long"));
+    }
+
+    #[test]
+    fn a_bad_token_is_described_never_printed() {
+        let secret = "s3cret-but with a space";
+        let line = check_line("FNTRACE_METRICS_TOKEN", secret);
+        assert!(!line.contains("s3cret"), "{line}");
+        assert!(line.contains("(23 characters, not shown)"), "{line}");
+        assert!(line.contains("character 11 is a space"), "{line}");
+        // Other variables echo their value.
+        let line = check_line("FNTRACE_METRICS_MAX_FUNCTIONS", "lots");
+        assert!(
+            line.starts_with("FNTRACE_METRICS_MAX_FUNCTIONS=lots: "),
+            "{line}"
+        );
+    }
+
+    /// The line a bad value of `name` prints (as `check_set` makes it).
+    fn check_line(name: &str, value: &str) -> String {
+        let variable = variable(name).unwrap();
+        let err = (variable.check)(value).unwrap_err();
+        format!("{}: {err}", shown(variable, value))
+    }
+
+    #[test]
+    fn the_token_file_is_its_one_line() {
+        let dir = std::env::temp_dir().join(format!("fntrace-vars-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("token");
+        std::fs::write(&file, "0123456789abcdef0123\n").unwrap();
+        assert_eq!(read_token_file(&file), Ok("0123456789abcdef0123".into()));
+        std::fs::write(&file, "0123456789abcdef0123\r\n\n").unwrap();
+        assert_eq!(read_token_file(&file), Ok("0123456789abcdef0123".into()));
+        std::fs::write(&file, "0123456789abcdef0123\nsecond\n").unwrap();
+        assert!(read_token_file(&file)
+            .unwrap_err()
+            .contains("more than one line"));
+        std::fs::write(&file, "hunter2\n").unwrap();
+        let err = read_token_file(&file).unwrap_err();
+        assert!(
+            err.contains("too short") && !err.contains("hunter2"),
+            "{err}"
+        );
+        let err = read_token_file(&dir.join("missing")).unwrap_err();
+        assert!(err.starts_with("cannot read it: "), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
