@@ -120,6 +120,7 @@
 #define PB_OPEN                44   /* u32: open calls                      */
 #define PB_PATHS_NOT_KEPT      48   /* u64                                  */
 #define PB_PENDING             64   /* u64: (row + 1) << 48 | duration ns   */
+#define PB_PATH_MASK           72   /* u64: path slots in use - 1, << 4     */
 #define PENDING_ROW_SHIFT      48
 #define BLOCK_OPEN           4096   /* [Open; SHADOW_MAX_DEPTH]             */
 #define BLOCK_TABLE         36864   /* [TableSlot; 1 << PROFILE_TABLE_BITS] */

@@ -260,6 +260,7 @@ fntrace_profile_ns_per_tick:
         imulq   %rdx, %rcx
         shrq    $(64 - PROFILE_PATH_TABLE_BITS), %rcx
         shlq    $PATH_SLOT_SIZE_SHIFT, %rcx
+        andq    PB_PATH_MASK(%rsi), %rcx        /* the slots in use */
 8:
         movq    BLOCK_PATHS+PATH_KEY(%rsi,%rcx), %rdi
         cmpq    %rdx, %rdi
@@ -267,7 +268,7 @@ fntrace_profile_ns_per_tick:
         testq   %rdi, %rdi
         jz      .Lbail_\@               /* a new path: Rust makes it */
         addq    $(1 << PATH_SLOT_SIZE_SHIFT), %rcx
-        andq    $((1 << (PROFILE_PATH_TABLE_BITS + PATH_SLOT_SIZE_SHIFT)) - 1), %rcx
+        andq    PB_PATH_MASK(%rsi), %rcx
         jmp     8b
 9:
         /* Found: nothing bails below. The node's line is fetched now, for

@@ -46,9 +46,16 @@
 //!
 //! One table for the block rather than a small one per node: a node's
 //! children number anything from none to thousands, which a per-node table
-//! would have to size (or grow: an allocation) for each; a shared table
-//! has one size, set once. It has twice as many slots as there are nodes
-//! ([`PATH_SLOTS`] = 2 × [`PATHS`]) and a slot is filled only when a node
+//! would have to size (or grow: an allocation) for each. Its room is twice
+//! the trie's nodes ([`PATH_SLOTS`] = 2 × [`PATHS`]), mapped with the
+//! block; in use are the fewest slots, a power of two, that keep it at
+//! most half full (the header's `path_mask`): a new node that would fill
+//! it past half first doubles the slots in use and enters every node
+//! again (in place: only the owner reads the table; at most 15 times per
+//! block, the last over 16,384 nodes). Spread over the whole room, a
+//! thousand paths would take a cache line and a page each (128 pages, for
+//! 8 in use at 2,048 slots), and with many callees the traced path's cost
+//! is mostly its cache and TLB misses. A slot is filled only when a node
 //! is made: the table is never more than half full, so a probe always
 //! ends at its key or at an empty slot, and it cannot run out of room
 //! before the trie does. The trie's running out of room stays the one
@@ -227,6 +234,10 @@ pub(crate) struct Header {
     /// not counted yet: `(row + 1) << PENDING_ROW_SHIFT | duration_ns`
     /// (0: none). See "The pending sample" in the module docs.
     pub pending: AtomicU64,
+    /// The path table's slots in use, minus one, times a slot's 16 bytes:
+    /// the mask of a slot's offset (0: one slot). See "Finding a call's
+    /// node".
+    pub path_mask: AtomicU64,
 }
 
 /// One thread's profile (see the module docs).
@@ -265,6 +276,9 @@ const TABLE_BITS: u32 = 13;
 /// log2 of [`PATH_SLOTS`], for the assembly (layout.h's
 /// `PROFILE_PATH_TABLE_BITS`).
 const PATH_TABLE_BITS: u32 = 15;
+/// log2 of a path-table slot's bytes (layout.h's `PATH_SLOT_SIZE_SHIFT`).
+const PATH_SLOT_SHIFT: u32 = 4;
+const _: () = assert!(std::mem::size_of::<PathSlot>() == 1 << PATH_SLOT_SHIFT);
 /// log2 of a histogram chunk's bytes, for the assembly (layout.h's
 /// `CHUNK_SHIFT`).
 const CHUNK_SHIFT: u32 = 10;
@@ -278,6 +292,7 @@ const _: () = {
     assert!(offset_of!(Header, open) == 44);
     assert!(offset_of!(Header, paths_not_kept) == 48);
     assert!(offset_of!(Header, pending) == 64);
+    assert!(offset_of!(Header, path_mask) == 72);
     // The pending word holds a row plus one above the duration's bits.
     assert!(FUNCTIONS < 1 << (64 - PENDING_ROW_SHIFT));
     assert!(offset_of!(Block, open) == 4096);
@@ -430,6 +445,7 @@ impl Block {
             &h.paths_not_kept,
             &h.functions_not_kept,
             &h.pending,
+            &h.path_mask,
         ] {
             word.store(0, Ordering::Relaxed);
         }
@@ -462,12 +478,11 @@ impl Block {
                 chunk.store(0, Ordering::Relaxed);
             }
         }
-        for slot in &self.paths {
-            if slot.key.load(Ordering::Relaxed) != 0 {
-                slot.key.store(0, Ordering::Relaxed);
-                slot.value.store(0, Ordering::Relaxed);
-            }
+        for slot in &self.paths[..self.path_slots()] {
+            slot.key.store(0, Ordering::Relaxed);
+            slot.value.store(0, Ordering::Relaxed);
         }
+        self.header.path_mask.store(0, Ordering::Relaxed);
         let nodes = (load(&self.header.nodes) as usize).min(PATHS);
         for node in &self.nodes[..nodes] {
             for word in [&node.row, &node.parent] {
@@ -550,54 +565,98 @@ impl Block {
         rows
     }
 
-    /// The row of the function whose call site returns to `site` and the
-    /// node of its call from `parent` (a node plus one, 0: none), each
-    /// made if new; [`NONE`] for what has no room (no row: no node). A
-    /// probe of the path table (see "Finding a call's node"), which ends:
-    /// it is never full.
+    /// The path table's slots in use (a power of two).
+    #[inline(always)]
+    fn path_slots(&self) -> usize {
+        (self.header.path_mask.load(Ordering::Relaxed) >> PATH_SLOT_SHIFT) as usize + 1
+    }
+
+    /// The slot holding `key`, or the empty slot its probe ends at (the
+    /// table is at most half full: it has one).
     #[inline]
-    fn path_of(&self, site: usize, parent: u32) -> (u32, u32) {
-        let Some(key) = path_key(site, parent) else {
-            return (self.row_of(site), NONE);
-        };
-        let mask = PATH_SLOTS - 1;
-        let mut at = path_hash(key);
+    fn path_slot(&self, key: u64) -> &PathSlot {
+        let mask = self.path_slots() - 1;
+        let mut at = path_hash(key) & mask;
         loop {
             let slot = &self.paths[at];
             let found = slot.key.load(Ordering::Relaxed);
-            if found == key {
-                let value = slot.value.load(Ordering::Relaxed);
-                return (value as u32, (value >> 32) as u32);
-            }
-            if found == 0 {
-                let row = self.row_of(site);
-                if row == NONE {
-                    return (NONE, NONE);
-                }
-                return (row, self.new_node(slot, key, parent, row));
+            if found == key || found == 0 {
+                return slot;
             }
             at = (at + 1) & mask;
         }
     }
 
-    /// A node for `row` called from `parent`, entered as `key` in the empty
-    /// `slot` its probe ended at; [`NONE`] (the slot left empty) when the
-    /// trie is full.
+    /// The row of the function whose call site returns to `site` and the
+    /// node of its call from `parent` (a node plus one, 0: none), each
+    /// made if new; [`NONE`] for what has no room (no row: no node). A
+    /// probe of the path table (see "Finding a call's node").
+    #[inline]
+    fn path_of(&self, site: usize, parent: u32) -> (u32, u32) {
+        let Some(key) = path_key(site, parent) else {
+            return (self.row_of(site), NONE);
+        };
+        let slot = self.path_slot(key);
+        if slot.key.load(Ordering::Relaxed) == key {
+            let value = slot.value.load(Ordering::Relaxed);
+            return (value as u32, (value >> 32) as u32);
+        }
+        let row = self.row_of(site);
+        if row == NONE {
+            return (NONE, NONE);
+        }
+        (row, self.new_node(key, parent, row))
+    }
+
+    /// A node for `row` called from `parent`, entered in the path table as
+    /// `key` (not in it yet); [`NONE`] when the trie is full.
     #[cold]
-    fn new_node(&self, slot: &PathSlot, key: u64, parent: u32, row: u32) -> u32 {
+    fn new_node(&self, key: u64, parent: u32, row: u32) -> u32 {
         let nodes = load(&self.header.nodes);
         if nodes as usize >= PATHS {
             return NONE;
         }
+        // At most half full with this node too (PATH_SLOTS = 2 × PATHS:
+        // the table never grows past its room).
+        while 2 * (nodes as usize + 1) > self.path_slots() {
+            self.grow_paths(nodes as usize);
+        }
         let node = &self.nodes[nodes as usize];
         set(&node.row, row);
         set(&node.parent, parent);
+        let slot = self.path_slot(key);
         slot.value
             .store(u64::from(row) | u64::from(nodes) << 32, Ordering::Relaxed);
         slot.key.store(key, Ordering::Relaxed);
         // Publishes the node's row and parent to readers.
         self.header.nodes.store(nodes + 1, Ordering::Release);
         nodes
+    }
+
+    /// Doubles the path table's slots in use and enters the first `nodes`
+    /// nodes again (owner only: readers never read the table).
+    #[cold]
+    fn grow_paths(&self, nodes: usize) {
+        let slots = 2 * self.path_slots();
+        for slot in &self.paths[..slots] {
+            slot.key.store(0, Ordering::Relaxed);
+            slot.value.store(0, Ordering::Relaxed);
+        }
+        self.header
+            .path_mask
+            .store(((slots - 1) << PATH_SLOT_SHIFT) as u64, Ordering::Relaxed);
+        for (number, node) in self.nodes[..nodes].iter().enumerate() {
+            let row = load(&node.row);
+            let site = self.rows[row as usize].site.load(Ordering::Relaxed);
+            // Every node was made with a key (`path_of`).
+            let Some(key) = path_key(site, load(&node.parent)) else {
+                continue;
+            };
+            let slot = self.path_slot(key);
+            slot.value
+                .store(u64::from(row) | (number as u64) << 32, Ordering::Relaxed);
+            slot.key.store(key, Ordering::Relaxed);
+        }
     }
 
     /// A call of the function whose site returns to `site` entered at
