@@ -25,7 +25,8 @@
 //!    `tests/fixtures/c/dispatch.c`, gcc `-pg`), in round robin and in a
 //!    seeded random order: the graph and profile tracers' costs per call
 //!    and their ratio, against issue 38's target (profile <= 1.2 x graph:
-//!    the profile's call-trie lookup must not grow with the callees).
+//!    the profile's call-trie lookup must not grow with the callees); and,
+//!    for reference, in round robin among its first 10 and 100 callees.
 //!    `FNTRACE_BENCH_DISPATCH=1` measures this part alone;
 //!
 //! and, for reference, what one TSC read costs here (the graph tracer takes
@@ -1260,27 +1261,43 @@ const DISPATCH_PROFILE_PER_GRAPH: f64 = 1.2;
 /// more than [`ROUNDS`], its runs being short and the ratio the figure.
 const DISPATCH_ROUNDS: usize = 31;
 
-/// The order in which the dispatcher calls its callees.
+/// The order in which the dispatcher calls its callees: in turn among
+/// the first N of them, or drawn at random among all.
 #[derive(Clone, Copy)]
 enum Order {
-    RoundRobin,
+    RoundRobin(usize),
     Random,
 }
 
 impl Order {
-    const BOTH: [Order; 2] = [Order::RoundRobin, Order::Random];
+    /// Judged: all callees in turn and at random; for reference, in turn
+    /// among 10 and 100 (the cost must not grow with the callees).
+    const ALL: [Order; 4] = [
+        Order::RoundRobin(10),
+        Order::RoundRobin(100),
+        Order::RoundRobin(c_dispatch::CALLEES),
+        Order::Random,
+    ];
 
-    fn name(self) -> &'static str {
+    fn name(self) -> String {
         match self {
-            Order::RoundRobin => "round robin",
-            Order::Random => "random order",
+            Order::RoundRobin(c_dispatch::CALLEES) => "round robin".into(),
+            Order::RoundRobin(among) => format!("round robin, {among}"),
+            Order::Random => "random order".into(),
         }
+    }
+
+    /// Whether the target applies (1,000 callees).
+    fn judged(self) -> bool {
+        !matches!(self, Order::RoundRobin(among) if among < c_dispatch::CALLEES)
     }
 
     /// One run: [`DISPATCH_CALLS`] + 1 traced calls.
     fn run(self, build: &c_dispatch::Build) {
         match self {
-            Order::RoundRobin => black_box(build.round_robin(DISPATCH_CALLS as i64)),
+            Order::RoundRobin(among) => {
+                black_box(build.round_robin_among(DISPATCH_CALLS as i64, among))
+            }
             Order::Random => black_box(build.random_order(DISPATCH_CALLS as i64, DISPATCH_SEED)),
         };
     }
@@ -1288,14 +1305,14 @@ impl Order {
     /// Calls of each callee in one run.
     fn counts(self) -> Vec<u64> {
         match self {
-            Order::RoundRobin => c_dispatch::round_robin_counts(DISPATCH_CALLS),
+            Order::RoundRobin(among) => c_dispatch::round_robin_among_counts(DISPATCH_CALLS, among),
             Order::Random => c_dispatch::random_counts(DISPATCH_CALLS, DISPATCH_SEED),
         }
     }
 
     fn dispatcher(self, build: &c_dispatch::Build) -> usize {
         match self {
-            Order::RoundRobin => build.round_robin_address(),
+            Order::RoundRobin(_) => build.round_robin_address(),
             Order::Random => build.random_order_address(),
         }
     }
@@ -1312,12 +1329,12 @@ struct DispatchSeries {
 /// Rounds as in [`measure_in_process`]: each runs both orders NOPed, under
 /// graph and under profile, one after the other on this thread (so a
 /// round's three runs share the host's phase), every traced run checked.
-fn measure_dispatch() -> [DispatchSeries; 2] {
+fn measure_dispatch() -> [DispatchSeries; 4] {
     let build = &c_dispatch::builds()[0];
     let filter = Filter::new().include("dsp_*");
     let calls = DISPATCH_CALLS + 1;
-    let mut figures: [DispatchSeries; 2] = Default::default();
-    let mut warm_up: [DispatchSeries; 2] = Default::default();
+    let mut figures: [DispatchSeries; 4] = Default::default();
+    let mut warm_up: [DispatchSeries; 4] = Default::default();
     for round in 0..WARM_UP_ROUNDS + DISPATCH_ROUNDS {
         if round == WARM_UP_ROUNDS {
             TIMED_PAGE_FAULTS.store(0, Ordering::Relaxed);
@@ -1327,7 +1344,7 @@ fn measure_dispatch() -> [DispatchSeries; 2] {
         } else {
             &mut figures
         };
-        for (order, series) in Order::BOTH.into_iter().zip(target.iter_mut()) {
+        for (order, series) in Order::ALL.into_iter().zip(target.iter_mut()) {
             series.nopped.push(timed_calls(calls, || order.run(build)));
 
             fntrace::enable_with("graph", &filter).expect("enabling the graph tracer");
@@ -1376,7 +1393,7 @@ fn dispatch_profile_checked(
         assert_eq!(calls_of(address), expected[i], "profile: calls of f{i:03}");
     }
     let dispatcher_calls = match order {
-        Order::RoundRobin => 2,
+        Order::RoundRobin(_) => 2,
         Order::Random => 1,
     };
     assert_eq!(
@@ -1393,7 +1410,7 @@ fn dispatch_profile_checked(
 /// MISS) as the median of the rounds' ratios (each round's three runs
 /// share the host's phase; the ratio of the medians mixes phases, shown
 /// for reference).
-fn report_dispatch(figures: &[DispatchSeries; 2]) {
+fn report_dispatch(figures: &[DispatchSeries; 4]) {
     println!(
         "7 dispatcher of {} callees (C -pg PIE, `c_dispatch`): {} callee calls + 1 per run, \
          median of {DISPATCH_ROUNDS} rounds after {WARM_UP_ROUNDS} warm-up rounds",
@@ -1402,16 +1419,18 @@ fn report_dispatch(figures: &[DispatchSeries; 2]) {
     );
     let mut lines = Vec::new();
     let mut verdicts = Vec::new();
-    for (order, series) in Order::BOTH.into_iter().zip(figures) {
+    for (order, series) in Order::ALL.into_iter().zip(figures) {
         let name = order.name();
         let label = |what: &str| format!("  {name}, {what}");
         let nopped = series.nopped.median();
         let graph = series.graph.median().minus(nopped);
         let profile = series.profile.median().minus(nopped);
         let ratio = profile.ratio(graph);
-        lines.push(Line::measured(label("NOPed"), &series.nopped));
-        lines.push(Line::measured(label("graph on"), &series.graph));
-        lines.push(Line::measured(label("profile on"), &series.profile));
+        if order.judged() {
+            lines.push(Line::measured(label("NOPed"), &series.nopped));
+            lines.push(Line::measured(label("graph on"), &series.graph));
+            lines.push(Line::measured(label("profile on"), &series.profile));
+        }
         lines.push(Line::nanoseconds(
             label("graph cost: traced - NOPed"),
             graph,
@@ -1432,6 +1451,13 @@ fn report_dispatch(figures: &[DispatchSeries; 2]) {
             cpu: round_ratios(|c| c.cpu),
             wall: round_ratios(|c| c.wall),
         };
+        if !order.judged() {
+            lines.push(Line::ratio(
+                label("profile / graph, rounds (ref.)"),
+                per_round,
+            ));
+            continue;
+        }
         lines.push(Line::ratio(label("profile / graph cost (ref.)"), ratio));
         let met = per_round.cpu <= DISPATCH_PROFILE_PER_GRAPH;
         verdicts.push(met);

@@ -224,7 +224,7 @@ fn longjmp_on_two_threads_at_once() {
 #[test]
 fn a_dispatcher_of_1000_callees_counted_exactly() {
     const CALLS: u64 = 5 * c_dispatch::CALLEES as u64 + 7;
-    const SEED: u64 = 0x5eed_0f_38;
+    const SEED: u64 = 0x5eed_0f38;
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     fntrace::init().unwrap();
     PROFILE_TRACER.reset();
