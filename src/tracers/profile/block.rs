@@ -102,6 +102,8 @@ use std::sync::atomic::{fence, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ord
 use crate::rt::shadow::MAX_HOOKED_DEPTH;
 use fntrace_tools::analysis::Histogram;
 
+mod paths;
+
 /// Function rows per thread.
 pub(crate) const FUNCTIONS: usize = 4096;
 /// Site-table slots per thread (twice the rows: probes stay short).
@@ -376,19 +378,6 @@ fn hash(site: usize) -> usize {
     ((site as u64).wrapping_mul(HASH_MULTIPLIER) >> (64 - TABLE_SLOTS.trailing_zeros())) as usize
 }
 
-/// The path-table key of the call of `site` from `parent` (a node plus
-/// one, 0: none); `None` for a site at or above 2^48.
-#[inline(always)]
-fn path_key(site: usize, parent: u32) -> Option<u64> {
-    (site >> 48 == 0).then_some(site as u64 | u64::from(parent) << 48)
-}
-
-/// The path table's first slot for `key`.
-#[inline(always)]
-fn path_hash(key: u64) -> usize {
-    (key.wrapping_mul(HASH_MULTIPLIER) >> (64 - PATH_TABLE_BITS)) as usize
-}
-
 impl Block {
     /// Maps a zeroed block; `None` if the kernel has no memory.
     pub(crate) fn map() -> Option<&'static Block> {
@@ -563,100 +552,6 @@ impl Block {
         // Publishes the row's site to readers.
         self.header.rows.store(rows + 1, Ordering::Release);
         rows
-    }
-
-    /// The path table's slots in use (a power of two).
-    #[inline(always)]
-    fn path_slots(&self) -> usize {
-        (self.header.path_mask.load(Ordering::Relaxed) >> PATH_SLOT_SHIFT) as usize + 1
-    }
-
-    /// The slot holding `key`, or the empty slot its probe ends at (the
-    /// table is at most half full: it has one).
-    #[inline]
-    fn path_slot(&self, key: u64) -> &PathSlot {
-        let mask = self.path_slots() - 1;
-        let mut at = path_hash(key) & mask;
-        loop {
-            let slot = &self.paths[at];
-            let found = slot.key.load(Ordering::Relaxed);
-            if found == key || found == 0 {
-                return slot;
-            }
-            at = (at + 1) & mask;
-        }
-    }
-
-    /// The row of the function whose call site returns to `site` and the
-    /// node of its call from `parent` (a node plus one, 0: none), each
-    /// made if new; [`NONE`] for what has no room (no row: no node). A
-    /// probe of the path table (see "Finding a call's node").
-    #[inline]
-    fn path_of(&self, site: usize, parent: u32) -> (u32, u32) {
-        let Some(key) = path_key(site, parent) else {
-            return (self.row_of(site), NONE);
-        };
-        let slot = self.path_slot(key);
-        if slot.key.load(Ordering::Relaxed) == key {
-            let value = slot.value.load(Ordering::Relaxed);
-            return (value as u32, (value >> 32) as u32);
-        }
-        let row = self.row_of(site);
-        if row == NONE {
-            return (NONE, NONE);
-        }
-        (row, self.new_node(key, parent, row))
-    }
-
-    /// A node for `row` called from `parent`, entered in the path table as
-    /// `key` (not in it yet); [`NONE`] when the trie is full.
-    #[cold]
-    fn new_node(&self, key: u64, parent: u32, row: u32) -> u32 {
-        let nodes = load(&self.header.nodes);
-        if nodes as usize >= PATHS {
-            return NONE;
-        }
-        // At most half full with this node too (PATH_SLOTS = 2 × PATHS:
-        // the table never grows past its room).
-        while 2 * (nodes as usize + 1) > self.path_slots() {
-            self.grow_paths(nodes as usize);
-        }
-        let node = &self.nodes[nodes as usize];
-        set(&node.row, row);
-        set(&node.parent, parent);
-        let slot = self.path_slot(key);
-        slot.value
-            .store(u64::from(row) | u64::from(nodes) << 32, Ordering::Relaxed);
-        slot.key.store(key, Ordering::Relaxed);
-        // Publishes the node's row and parent to readers.
-        self.header.nodes.store(nodes + 1, Ordering::Release);
-        nodes
-    }
-
-    /// Doubles the path table's slots in use and enters the first `nodes`
-    /// nodes again (owner only: readers never read the table).
-    #[cold]
-    fn grow_paths(&self, nodes: usize) {
-        let slots = 2 * self.path_slots();
-        for slot in &self.paths[..slots] {
-            slot.key.store(0, Ordering::Relaxed);
-            slot.value.store(0, Ordering::Relaxed);
-        }
-        self.header
-            .path_mask
-            .store(((slots - 1) << PATH_SLOT_SHIFT) as u64, Ordering::Relaxed);
-        for (number, node) in self.nodes[..nodes].iter().enumerate() {
-            let row = load(&node.row);
-            let site = self.rows[row as usize].site.load(Ordering::Relaxed);
-            // Every node was made with a key (`path_of`).
-            let Some(key) = path_key(site, load(&node.parent)) else {
-                continue;
-            };
-            let slot = self.path_slot(key);
-            slot.value
-                .store(u64::from(row) | (number as u64) << 32, Ordering::Relaxed);
-            slot.key.store(key, Ordering::Relaxed);
-        }
     }
 
     /// A call of the function whose site returns to `site` entered at
@@ -837,98 +732,4 @@ impl Block {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// One call of `site` at `depth` that took `duration_ns`, with no
-    /// children; `ticks` is its entry time, advanced.
-    fn leaf_call(block: &Block, site: usize, depth: u32, ticks: &mut u64, duration_ns: u64) {
-        *ticks += 1;
-        block.enter(site, depth, *ticks);
-        block.exit(depth, *ticks, duration_ns);
-    }
-
-    /// Completed calls of node `node`.
-    fn node_calls(block: &Block, node: usize) -> u64 {
-        block.nodes[node].calls.load(Ordering::Relaxed)
-    }
-
-    /// A caller of 3,000 distinct functions, three times over: each call
-    /// finds its path under the caller (made once, found after), counted
-    /// exactly. (Blocks are never unmapped; a test's is left mapped too.)
-    #[test]
-    fn every_child_of_a_node_of_many_is_found() {
-        let block = Block::map().expect("a block");
-        let (root, callee) = (0x10_0000, |i: usize| 0x20_0000 + 16 * i);
-        let mut ticks = 0;
-        for pass in 1..=3 {
-            ticks += 1;
-            let root_ticks = ticks;
-            block.enter(root, 0, root_ticks);
-            for i in 0..3000 {
-                leaf_call(block, callee(i), 1, &mut ticks, 5);
-            }
-            block.exit(0, root_ticks, 1_000_000);
-            assert_eq!(load(&block.header.nodes), 3001);
-            assert_eq!(node_calls(block, 0), pass);
-            for i in 0..3000 {
-                let node = &block.nodes[i + 1];
-                assert_eq!(load(&node.parent), 1, "the root's child");
-                assert_eq!(load(&node.row), i as u32 + 1);
-                assert_eq!(node_calls(block, i + 1), pass, "f{i}");
-            }
-        }
-        assert_eq!(block.header.paths_not_kept.load(Ordering::Relaxed), 0);
-        assert_eq!(block.header.functions_not_kept.load(Ordering::Relaxed), 0);
-    }
-
-    /// More call paths than the trie has nodes: the path table fills to
-    /// half, every lookup still ends, and the calls whose path has no node
-    /// are counted in `paths_not_kept` (and in their functions' rows),
-    /// each time they are made.
-    #[test]
-    fn a_full_trie_counts_the_paths_it_cannot_keep() {
-        const ROOTS: usize = 5;
-        const CALLEES: usize = 4000;
-        let block = Block::map().expect("a block");
-        let (root, callee) = (|j: usize| 0x10_0000 + 16 * j, |i: usize| 0x20_0000 + 16 * i);
-        let made = ROOTS * (1 + CALLEES);
-        let mut ticks = 0;
-        for pass in 1..=2u64 {
-            for j in 0..ROOTS {
-                ticks += 1;
-                let root_ticks = ticks;
-                block.enter(root(j), 0, root_ticks);
-                for i in 0..CALLEES {
-                    leaf_call(block, callee(i), 1, &mut ticks, 5);
-                }
-                block.exit(0, root_ticks, 1_000_000);
-            }
-            let h = &block.header;
-            assert_eq!(load(&h.nodes) as usize, PATHS);
-            let kept: u64 = (0..PATHS).map(|n| node_calls(block, n)).sum();
-            assert_eq!(kept, pass * PATHS as u64);
-            let not_kept = h.paths_not_kept.load(Ordering::Relaxed);
-            assert_eq!(not_kept, pass * (made - PATHS) as u64);
-            // Every call is in its function's row all the same.
-            assert_eq!(load(&h.rows) as usize, ROOTS + CALLEES);
-            let sums: u64 = block.rows[..ROOTS + CALLEES]
-                .iter()
-                .map(|r| r.sum.load(Ordering::Relaxed))
-                .sum();
-            assert_eq!(
-                sums,
-                pass * (ROOTS as u64 * 1_000_000 + (ROOTS * CALLEES) as u64 * 5)
-            );
-            assert_eq!(h.functions_not_kept.load(Ordering::Relaxed), 0);
-        }
-    }
-
-    /// A function's chunks cover the whole histogram: the last bucket is
-    /// in the last group.
-    #[test]
-    fn groups_cover_every_bucket() {
-        assert_eq!(Histogram::bucket_of(u64::MAX) / CHUNK_BUCKETS, GROUPS - 1);
-        assert_eq!(Histogram::bucket_of(0), 0);
-    }
-}
+mod tests;
