@@ -52,7 +52,8 @@
 //! most half full (the header's `path_mask`): a new node that would fill
 //! it past half first doubles the slots in use and enters every node
 //! again (in place: only the owner reads the table; at most 15 times per
-//! block, the last over 16,384 nodes). Spread over the whole room, a
+//! block, the last re-entering 8,192 nodes, bounded work on the traced
+//! path, without lock, allocation or system call). Spread over the whole room, a
 //! thousand paths would take a cache line and a page each (128 pages, for
 //! 8 in use at 2,048 slots), and with many callees the traced path's cost
 //! is mostly its cache and TLB misses. A slot is filled only when a node
