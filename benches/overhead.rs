@@ -21,6 +21,14 @@
 //!    record --flight`: the traced thread alone, no writer), which the
 //!    return stubs are for (`src/patch/return_stubs.rs`);
 //!
+//! 7. a dispatcher calling 1,000 distinct functions (`c_dispatch`:
+//!    `tests/fixtures/c/dispatch.c`, gcc `-pg`), in round robin and in a
+//!    seeded random order: the graph and profile tracers' costs per call
+//!    and their ratio, against issue 38's target (profile <= 1.2 x graph:
+//!    the profile's call-trie lookup must not grow with the callees); and,
+//!    for reference, in round robin among its first 10 and 100 callees.
+//!    `FNTRACE_BENCH_DISPATCH=1` measures this part alone;
+//!
 //! and, for reference, what one TSC read costs here (the graph tracer takes
 //! two timestamps per call).
 //!
@@ -54,7 +62,7 @@ use common::{
     machine_description, thread_cpu_ns, TempDir,
 };
 use fntrace::{Filter, FUNCTION_TRACER, GRAPH_TRACER, PROFILE_TRACER};
-use fntrace_fixtures::{c_fentry_nopie, c_nopmcount, c_pie, c_plain, rust};
+use fntrace_fixtures::{c_dispatch, c_fentry_nopie, c_nopmcount, c_pie, c_plain, rust};
 
 /// Rounds whose medians are reported, after [`WARM_UP_ROUNDS`] discarded
 /// ones (they fault in the trace buffers and warm the caches).
@@ -95,6 +103,7 @@ fn main() {
     if let Ok(tracer) = std::env::var("FNTRACE_BENCH_LOOP") {
         return loop_one_tracer(&tracer);
     }
+    let dispatch_only = std::env::var_os("FNTRACE_BENCH_DISPATCH").is_some();
 
     println!("fntrace overhead benchmark");
     println!("machine:   {}", machine_description());
@@ -108,21 +117,32 @@ fn main() {
         }
     );
     println!("sites:     {site_forms}");
-    println!(
-        "method:    median of {ROUNDS} rounds after {WARM_UP_ROUNDS} warm-up rounds; \
-         {} calls per untraced run, {} per traced run; load average before: {}",
-        calls_of(UNTRACED_ITERATIONS),
-        calls_of(TRACED_ITERATIONS),
-        load_average()
-    );
+    if dispatch_only {
+        println!(
+            "method:    part 7 alone; load average before: {}",
+            load_average()
+        );
+    } else {
+        println!(
+            "method:    median of {ROUNDS} rounds after {WARM_UP_ROUNDS} warm-up rounds; \
+             {} calls per untraced run, {} per traced run; load average before: {}",
+            calls_of(UNTRACED_ITERATIONS),
+            calls_of(TRACED_ITERATIONS),
+            load_average()
+        );
+    }
     println!();
 
     let started = Instant::now();
-    let in_process = measure_in_process();
-    let uftrace = measure_uftrace(&tools);
-    report(&in_process, &uftrace);
-    println!();
-    report_toggles();
+    if !dispatch_only {
+        let in_process = measure_in_process();
+        let uftrace = measure_uftrace(&tools);
+        report(&in_process, &uftrace);
+        println!();
+        report_toggles();
+        println!();
+    }
+    report_dispatch(&measure_dispatch());
     println!();
     println!(
         "benchmark time: {:.1} s; load average after: {}",
@@ -245,16 +265,21 @@ fn thread_page_faults() -> u64 {
 
 /// Runs `workload(iterations)` once on this thread; its cost per call.
 fn timed(iterations: u64, workload: impl Fn(u64)) -> Cost {
+    timed_calls(calls_of(iterations), || workload(black_box(iterations)))
+}
+
+/// Runs `workload` (which makes `calls` traced calls) once on this
+/// thread; its cost per call.
+fn timed_calls(calls: u64, workload: impl FnOnce()) -> Cost {
     let faults_before = thread_page_faults();
     let (wall_start, cpu_start) = (Instant::now(), thread_cpu_ns());
-    workload(black_box(iterations));
+    workload();
     let cpu = thread_cpu_ns() - cpu_start;
     let wall = wall_start.elapsed().as_nanos();
     TIMED_PAGE_FAULTS.fetch_add(thread_page_faults() - faults_before, Ordering::Relaxed);
-    let calls = calls_of(iterations) as f64;
     Cost {
-        cpu: cpu as f64 / calls,
-        wall: wall as f64 / calls,
+        cpu: cpu as f64 / calls as f64,
+        wall: wall as f64 / calls as f64,
     }
 }
 
@@ -520,6 +545,11 @@ fn c_runs_on(workers: &[Worker], iterations: u64) -> (Vec<u32>, Cost) {
 /// two events (entry, exit) per call for each of those threads, none from
 /// any other thread, none lost.
 fn graph_checked(traced_runs: impl FnOnce() -> (Vec<u32>, Cost)) -> Cost {
+    graph_checked_calls(calls_of(TRACED_ITERATIONS), traced_runs)
+}
+
+/// [`graph_checked`] for runs of `calls` traced calls each.
+fn graph_checked_calls(calls: u64, traced_runs: impl FnOnce() -> (Vec<u32>, Cost)) -> Cost {
     let (tids, cost) = traced_runs();
     let trace = GRAPH_TRACER.take_trace();
     assert_eq!(
@@ -527,7 +557,7 @@ fn graph_checked(traced_runs: impl FnOnce() -> (Vec<u32>, Cost)) -> Cost {
         0,
         "the graph tracer lost events (buffer of {GRAPH_BUFFER_EVENTS} events too small?)"
     );
-    let expected = 2 * calls_of(TRACED_ITERATIONS) as usize;
+    let expected = 2 * calls as usize;
     for tid in &tids {
         let events: usize = trace
             .threads
@@ -874,7 +904,7 @@ impl Toolchain {
 /// One line of the table.
 #[derive(Default)]
 struct Line {
-    label: &'static str,
+    label: String,
     cpu: String,
     spread: String,
     wall: String,
@@ -883,11 +913,11 @@ struct Line {
 }
 
 impl Line {
-    fn measured(label: &'static str, series: &Series) -> Line {
+    fn measured(label: impl Into<String>, series: &Series) -> Line {
         let median = series.median();
         let (low, high) = series.cpu_range();
         Line {
-            label,
+            label: label.into(),
             cpu: format!("{:.2} ns", median.cpu),
             spread: format!("{low:.1}..{high:.1}"),
             wall: format!("{:.2} ns", median.wall),
@@ -895,18 +925,18 @@ impl Line {
         }
     }
 
-    fn nanoseconds(label: &'static str, cost: Cost) -> Line {
+    fn nanoseconds(label: impl Into<String>, cost: Cost) -> Line {
         Line {
-            label,
+            label: label.into(),
             cpu: format!("{:.2} ns", cost.cpu),
             wall: format!("{:.2} ns", cost.wall),
             ..Line::default()
         }
     }
 
-    fn ratio(label: &'static str, ratio: Cost) -> Line {
+    fn ratio(label: impl Into<String>, ratio: Cost) -> Line {
         Line {
-            label,
+            label: label.into(),
             cpu: format!("{:.3}", ratio.cpu),
             wall: format!("{:.3}", ratio.wall),
             ..Line::default()
@@ -1152,7 +1182,7 @@ fn report(figures: &InProcess, uftrace: &UftraceFigures) {
         uftrace.record,
     ));
     lines.push(Line {
-        label: "  uftrace record, fixed cost per run",
+        label: "  uftrace record, fixed cost per run".into(),
         cpu: format!("{:.1} ms", uftrace.fixed_ms.cpu),
         wall: format!("{:.1} ms", uftrace.fixed_ms.wall),
         ..Line::default()
@@ -1176,22 +1206,13 @@ fn report(figures: &InProcess, uftrace: &UftraceFigures) {
     // (Issue 9's ">= 5x" was withdrawn: the clock bounds fntrace's cost,
     // so the targets are stated against the TSC reads; a reference here.)
     lines.push(Line {
-        label: "  uftrace / fntrace graph (C) cost (ref.)",
+        label: "  uftrace / fntrace graph (C) cost (ref.)".into(),
         cpu: format!("{:.1}x", speedup.cpu),
         wall: format!("{:.1}x", speedup.wall),
         ..Line::default()
     });
 
-    println!(
-        "{:<44} {:>11} {:>13} {:>11}  {:>10}  result",
-        "per call", "CPU median", "CPU min..max", "wall median", "target"
-    );
-    for line in &lines {
-        println!(
-            "{:<44} {:>11} {:>13} {:>11}  {:>10}  {}",
-            line.label, line.cpu, line.spread, line.wall, line.target, line.verdict
-        );
-    }
+    print_lines(&lines);
     println!();
     println!(
         "Targets are judged on the CPU column (the running thread's CPU time); the graph cost's is"
@@ -1213,6 +1234,271 @@ fn report(figures: &InProcess, uftrace: &UftraceFigures) {
         TIMED_PAGE_FAULTS.load(Ordering::Relaxed)
     );
     println!("targets met: {} of {}", tally.met, tally.targets);
+}
+
+/// The table's header and lines.
+fn print_lines(lines: &[Line]) {
+    println!(
+        "{:<44} {:>11} {:>13} {:>11}  {:>10}  result",
+        "per call", "CPU median", "CPU min..max", "wall median", "target"
+    );
+    for line in lines {
+        println!(
+            "{:<44} {:>11} {:>13} {:>11}  {:>10}  {}",
+            line.label, line.cpu, line.spread, line.wall, line.target, line.verdict
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// A dispatcher of 1,000 callees (issue 38, item 7): one caller whose calls
+// go to 1,000 distinct functions, as an interpreter's or a message loop's
+// do. The profile tracer finds each call's path under its caller's; its
+// cost per call must not grow with the caller's number of callees.
+
+/// Callee calls per dispatcher run (the dispatcher's own call besides):
+/// 2,000,002 graph events, within [`GRAPH_BUFFER_EVENTS`].
+const DISPATCH_CALLS: u64 = 1_000_000;
+/// The random order's seed (`c_dispatch::random_counts` computes it too).
+const DISPATCH_SEED: u64 = 0x3807;
+/// Issue 38's target: the profile's cost per call at most this times
+/// graph's, in both orders.
+const DISPATCH_PROFILE_PER_GRAPH: f64 = 1.2;
+/// Rounds of the dispatcher's measurements (after [`WARM_UP_ROUNDS`]):
+/// more than [`ROUNDS`], its runs being short and the ratio the figure.
+const DISPATCH_ROUNDS: usize = 31;
+
+/// The order in which the dispatcher calls its callees: in turn among
+/// the first N of them, or drawn at random among all.
+#[derive(Clone, Copy)]
+enum Order {
+    RoundRobin(usize),
+    Random,
+}
+
+impl Order {
+    /// Judged: all callees in turn and at random; for reference, in turn
+    /// among 10 and 100 (the cost must not grow with the callees).
+    const ALL: [Order; 4] = [
+        Order::RoundRobin(10),
+        Order::RoundRobin(100),
+        Order::RoundRobin(c_dispatch::CALLEES),
+        Order::Random,
+    ];
+
+    fn name(self) -> String {
+        match self {
+            Order::RoundRobin(c_dispatch::CALLEES) => "round robin".into(),
+            Order::RoundRobin(among) => format!("round robin, {among}"),
+            Order::Random => "random order".into(),
+        }
+    }
+
+    /// Whether the target applies (1,000 callees).
+    fn judged(self) -> bool {
+        !matches!(self, Order::RoundRobin(among) if among < c_dispatch::CALLEES)
+    }
+
+    /// One run: [`DISPATCH_CALLS`] + 1 traced calls.
+    fn run(self, build: &c_dispatch::Build) {
+        match self {
+            Order::RoundRobin(among) => {
+                black_box(build.round_robin_among(DISPATCH_CALLS as i64, among))
+            }
+            Order::Random => black_box(build.random_order(DISPATCH_CALLS as i64, DISPATCH_SEED)),
+        };
+    }
+
+    /// Calls of each callee in one run.
+    fn counts(self) -> Vec<u64> {
+        match self {
+            Order::RoundRobin(among) => c_dispatch::round_robin_among_counts(DISPATCH_CALLS, among),
+            Order::Random => c_dispatch::random_counts(DISPATCH_CALLS, DISPATCH_SEED),
+        }
+    }
+
+    fn dispatcher(self, build: &c_dispatch::Build) -> usize {
+        match self {
+            Order::RoundRobin(_) => build.round_robin_address(),
+            Order::Random => build.random_order_address(),
+        }
+    }
+}
+
+/// One order's runs: untraced (sites NOPed), under graph, under profile.
+#[derive(Default)]
+struct DispatchSeries {
+    nopped: Series,
+    graph: Series,
+    profile: Series,
+}
+
+/// Rounds as in [`measure_in_process`]: each runs both orders NOPed, under
+/// graph and under profile, one after the other on this thread (so a
+/// round's three runs share the host's phase), every traced run checked.
+fn measure_dispatch() -> [DispatchSeries; 4] {
+    let build = &c_dispatch::builds()[0];
+    let filter = Filter::new().include("dsp_*");
+    let calls = DISPATCH_CALLS + 1;
+    let mut figures: [DispatchSeries; 4] = Default::default();
+    let mut warm_up: [DispatchSeries; 4] = Default::default();
+    for round in 0..WARM_UP_ROUNDS + DISPATCH_ROUNDS {
+        if round == WARM_UP_ROUNDS {
+            TIMED_PAGE_FAULTS.store(0, Ordering::Relaxed);
+        }
+        let target = if round < WARM_UP_ROUNDS {
+            &mut warm_up
+        } else {
+            &mut figures
+        };
+        for (order, series) in Order::ALL.into_iter().zip(target.iter_mut()) {
+            series.nopped.push(timed_calls(calls, || order.run(build)));
+
+            fntrace::enable_with("graph", &filter).expect("enabling the graph tracer");
+            series.graph.push(graph_checked_calls(calls, || {
+                let cost = timed_calls(calls, || order.run(build));
+                (vec![fntrace::current_tid()], cost)
+            }));
+            fntrace::disable("graph").expect("disabling the graph tracer");
+
+            fntrace::enable_with("profile", &filter).expect("enabling the profile tracer");
+            series
+                .profile
+                .push(dispatch_profile_checked(build, order, || {
+                    timed_calls(calls, || order.run(build))
+                }));
+            fntrace::disable("profile").expect("disabling the profile tracer");
+        }
+    }
+    figures
+}
+
+/// Runs `traced_run` (one dispatcher run in `order` on this thread) with
+/// the profile reset before, and checks the profile: every callee's calls
+/// exactly, the dispatcher's, nothing left out.
+fn dispatch_profile_checked(
+    build: &c_dispatch::Build,
+    order: Order,
+    traced_run: impl FnOnce() -> Cost,
+) -> Cost {
+    PROFILE_TRACER.reset();
+    // The thread's block catches up with the reset (zeroes its counters)
+    // at its next traced call: this one, outside the timed run.
+    black_box(build.round_robin(0));
+    let cost = traced_run();
+    let snapshot = PROFILE_TRACER.snapshot();
+    let calls_of = |address: usize| -> u64 {
+        snapshot
+            .functions
+            .iter()
+            .filter(|f| f.function == address)
+            .map(|f| f.durations.count())
+            .sum()
+    };
+    let expected = order.counts();
+    for (i, address) in build.callee_addresses().into_iter().enumerate() {
+        assert_eq!(calls_of(address), expected[i], "profile: calls of f{i:03}");
+    }
+    let dispatcher_calls = match order {
+        Order::RoundRobin(_) => 2,
+        Order::Random => 1,
+    };
+    assert_eq!(
+        calls_of(order.dispatcher(build)),
+        dispatcher_calls,
+        "profile: calls of the dispatcher"
+    );
+    assert_eq!(snapshot.not_kept, Default::default(), "profile: not kept");
+    cost
+}
+
+/// The dispatcher's table: per order, the untraced run, each tracer's cost
+/// (traced - NOPed) and their ratio, judged against the target (MET or
+/// MISS) as the median of the rounds' ratios (each round's three runs
+/// share the host's phase; the ratio of the medians mixes phases, shown
+/// for reference).
+fn report_dispatch(figures: &[DispatchSeries; 4]) {
+    println!(
+        "7 dispatcher of {} callees (C -pg PIE, `c_dispatch`): {} callee calls + 1 per run, \
+         median of {DISPATCH_ROUNDS} rounds after {WARM_UP_ROUNDS} warm-up rounds",
+        c_dispatch::CALLEES,
+        DISPATCH_CALLS
+    );
+    let mut lines = Vec::new();
+    let mut verdicts = Vec::new();
+    for (order, series) in Order::ALL.into_iter().zip(figures) {
+        let name = order.name();
+        let label = |what: &str| format!("  {name}, {what}");
+        let nopped = series.nopped.median();
+        let graph = series.graph.median().minus(nopped);
+        let profile = series.profile.median().minus(nopped);
+        let ratio = profile.ratio(graph);
+        if order.judged() {
+            lines.push(Line::measured(label("NOPed"), &series.nopped));
+            lines.push(Line::measured(label("graph on"), &series.graph));
+            lines.push(Line::measured(label("profile on"), &series.profile));
+        }
+        lines.push(Line::nanoseconds(
+            label("graph cost: traced - NOPed"),
+            graph,
+        ));
+        lines.push(Line::nanoseconds(
+            label("profile cost: traced - NOPed"),
+            profile,
+        ));
+        let round_ratios = |cost: fn(&Cost) -> f64| {
+            median(
+                (series.nopped.0.iter())
+                    .zip(&series.graph.0)
+                    .zip(&series.profile.0)
+                    .map(|((n, g), p)| (cost(p) - cost(n)) / (cost(g) - cost(n))),
+            )
+        };
+        let per_round = Cost {
+            cpu: round_ratios(|c| c.cpu),
+            wall: round_ratios(|c| c.wall),
+        };
+        if !order.judged() {
+            lines.push(Line::ratio(
+                label("profile / graph, rounds (ref.)"),
+                per_round,
+            ));
+            continue;
+        }
+        lines.push(Line::ratio(label("profile / graph cost (ref.)"), ratio));
+        let met = per_round.cpu <= DISPATCH_PROFILE_PER_GRAPH;
+        verdicts.push(met);
+        lines.push(Line {
+            target: format!("<= {DISPATCH_PROFILE_PER_GRAPH}"),
+            verdict: if met { "MET" } else { "MISS" },
+            ..Line::ratio(label("same, median of rounds"), per_round)
+        });
+        lines.push(Line::ratio(
+            label("same, lower quartiles (ref.)"),
+            series
+                .profile
+                .lower_quartile()
+                .minus(series.nopped.lower_quartile())
+                .ratio(
+                    series
+                        .graph
+                        .lower_quartile()
+                        .minus(series.nopped.lower_quartile()),
+                ),
+        ));
+    }
+    print_lines(&lines);
+    println!(
+        "dispatcher target (profile cost <= {DISPATCH_PROFILE_PER_GRAPH} x graph's, median of \
+         the rounds' ratios, both orders): {}; \
+         page faults inside timed runs after warm-up: {}",
+        if verdicts.iter().all(|&met| met) {
+            "MET"
+        } else {
+            "MISS"
+        },
+        TIMED_PAGE_FAULTS.load(Ordering::Relaxed)
+    );
 }
 
 // ---------------------------------------------------------------------------

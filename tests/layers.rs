@@ -835,6 +835,7 @@ const ASM_STRUCTURES: &[(&str, &str, &str, &str)] = &[
     ("Block", "BLOCK", "", PROFILE_BLOCK),
     ("Open", "OPEN", "OPEN_SIZE", PROFILE_BLOCK),
     ("TableSlot", "TABLE", "TABLE_SLOT_SIZE", PROFILE_BLOCK),
+    ("PathSlot", "PATH", "PATH_SLOT_SIZE", PROFILE_BLOCK),
     ("Row", "ROW", "ROW_SIZE", PROFILE_BLOCK),
     ("Node", "NODE", "NODE_SIZE", PROFILE_BLOCK),
 ];
@@ -849,6 +850,7 @@ const ASM_CONSTANTS: &[(&str, &str, &str)] = &[
     ("EVENT_DEPTH_SHIFT", "src/tracers/graph/mod.rs", "SITE_BITS"),
     ("EVENT_EXIT_BIT", "src/tracers/graph/mod.rs", "EXIT_BIT"),
     ("PROFILE_TABLE_BITS", PROFILE_BLOCK, "TABLE_BITS"),
+    ("PROFILE_PATH_TABLE_BITS", PROFILE_BLOCK, "PATH_TABLE_BITS"),
     ("CHUNK_SHIFT", PROFILE_BLOCK, "CHUNK_SHIFT"),
     ("CHUNK_BUCKETS", PROFILE_BLOCK, "CHUNK_BUCKETS"),
     ("PENDING_ROW_SHIFT", PROFILE_BLOCK, "PENDING_ROW_SHIFT"),

@@ -2,7 +2,8 @@
 //! -Zinstrument-mcount): exact call counts per function and per call path
 //! once quiescent, total and self consistent, recursion counted once, the
 //! same numbers as `fntrace report` computes from the graph tracer's trace
-//! of the same calls, and reset.
+//! of the same calls, and reset; a dispatcher of 1,000 callees counted
+//! exactly.
 
 #[macro_use]
 mod common;
@@ -11,7 +12,7 @@ use std::sync::Mutex;
 
 use fntrace::analysis::{latency, ProfileSnapshot, Rows};
 use fntrace::{Filter, GRAPH_TRACER, PROFILE_TRACER};
-use fntrace_fixtures::{c_fentry, c_hazards, c_pie, c_tail, rust};
+use fntrace_fixtures::{c_dispatch, c_fentry, c_hazards, c_pie, c_tail, rust};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -214,6 +215,99 @@ fn longjmp_on_two_threads_at_once() {
     }
 }
 
+/// A dispatcher calling 1,000 distinct functions (one call-trie node with
+/// 1,000 children), in round robin and in a seeded random order, with
+/// mcount and with fentry sites (a thread each: one thread's 2,000
+/// functions could need more histogram chunks than its block has):
+/// every callee's calls counted exactly, in its row and in its path under
+/// the dispatcher that called it; nothing left out.
+#[test]
+fn a_dispatcher_of_1000_callees_counted_exactly() {
+    const CALLS: u64 = 5 * c_dispatch::CALLEES as u64 + 7;
+    const SEED: u64 = 0x5eed_0f38;
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    fntrace::init().unwrap();
+    PROFILE_TRACER.reset();
+    let filter = Filter::new().include("dsp_*").include("dspf_*");
+    fntrace::enable_with("profile", &filter).unwrap();
+    let builds = c_dispatch::builds();
+    std::thread::scope(|scope| {
+        for build in &builds {
+            scope.spawn(move || {
+                // Twice over: the second pass finds every path made by the
+                // first.
+                for _ in 0..2 {
+                    build.round_robin(CALLS as i64);
+                    build.random_order(CALLS as i64, SEED);
+                }
+            });
+        }
+    });
+    fntrace::disable("profile").unwrap();
+    let snapshot = PROFILE_TRACER.snapshot();
+    assert_eq!(snapshot.not_kept, Default::default());
+    let round_robin = c_dispatch::round_robin_counts(CALLS);
+    let random = c_dispatch::random_counts(CALLS, SEED);
+    // Not a round robin in disguise: some callees drawn more than others.
+    assert_ne!(random.iter().min(), random.iter().max());
+    for build in &builds {
+        let (rr, ro) = (build.round_robin_address(), build.random_order_address());
+        assert_eq!(calls(&snapshot, rr), 2, "{}round_robin", build.prefix);
+        assert_eq!(calls(&snapshot, ro), 2, "{}random_order", build.prefix);
+        let callees = build.callee_addresses();
+        assert_eq!(callees.len(), c_dispatch::CALLEES);
+        for (i, &callee) in callees.iter().enumerate() {
+            let what = format!("{}f{i:03}", build.prefix);
+            assert_eq!(
+                calls(&snapshot, callee),
+                2 * (round_robin[i] + random[i]),
+                "{what}"
+            );
+            assert_eq!(
+                path_calls(&snapshot, &[rr, callee]),
+                2 * round_robin[i],
+                "{what}"
+            );
+            if random[i] > 0 {
+                assert_eq!(
+                    path_calls(&snapshot, &[ro, callee]),
+                    2 * random[i],
+                    "{what}"
+                );
+            }
+        }
+    }
+    // Per build: two dispatchers, and each callee under each dispatcher
+    // that drew it.
+    let drawn = random.iter().filter(|&&n| n > 0).count();
+    assert_eq!(
+        snapshot.paths.len(),
+        builds.len() * (2 + c_dispatch::CALLEES + drawn)
+    );
+}
+
+/// The same rows as the graph tracer's report for the dispatcher: calls,
+/// total, self, minimum, maximum and percentiles of each of its callees
+/// (mcount sites).
+#[test]
+fn same_rows_as_the_report_with_1000_callees() {
+    same_rows_as_the_report(1500, c_dispatch::CALLEES, |n| {
+        let build = &c_dispatch::builds()[0];
+        build.round_robin(n);
+        build.random_order(n, 17 + n as u64);
+    });
+}
+
+/// The same with fentry sites.
+#[test]
+fn same_rows_as_the_report_with_1000_callees_fentry() {
+    same_rows_as_the_report(1500, c_dispatch::CALLEES, |n| {
+        let build = &c_dispatch::builds()[1];
+        build.round_robin(n);
+        build.random_order(n, 17 + n as u64);
+    });
+}
+
 /// Runs `work(first)` and `work(9)` on two threads under both tracers and
 /// compares the rows (at least `at_least` functions).
 fn same_rows_as_the_report(first: i64, at_least: usize, work: fn(i64)) {
@@ -221,7 +315,10 @@ fn same_rows_as_the_report(first: i64, at_least: usize, work: fn(i64)) {
     fntrace::init().unwrap();
     PROFILE_TRACER.reset();
     let _ = GRAPH_TRACER.take_trace();
-    let filter = fixture_filter().include("tail_*");
+    let filter = fixture_filter()
+        .include("tail_*")
+        .include("dsp_*")
+        .include("dspf_*");
     fntrace::enable_with("graph", &filter).unwrap();
     fntrace::enable_with("profile", &filter).unwrap();
     std::thread::scope(|scope| {

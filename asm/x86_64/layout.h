@@ -118,15 +118,16 @@
  * chunks }. */
 #define PB_ERA                 24   /* u64: the era its open calls belong to */
 #define PB_OPEN                44   /* u32: open calls                      */
-#define PB_FIRST_ROOT          48   /* u32: first outermost node plus one   */
-#define PB_PATHS_NOT_KEPT      56   /* u64                                  */
-#define PB_PENDING             72   /* u64: (row + 1) << 48 | duration ns   */
+#define PB_PATHS_NOT_KEPT      48   /* u64                                  */
+#define PB_PENDING             64   /* u64: (row + 1) << 48 | duration ns   */
+#define PB_PATH_MASK           72   /* u64: path slots in use - 1, << 4     */
 #define PENDING_ROW_SHIFT      48
 #define BLOCK_OPEN           4096   /* [Open; SHADOW_MAX_DEPTH]             */
 #define BLOCK_TABLE         36864   /* [TableSlot; 1 << PROFILE_TABLE_BITS] */
-#define BLOCK_ROWS         167936   /* [Row; 4096]                          */
-#define BLOCK_NODES        856064   /* [Node; 16384]                        */
-#define BLOCK_CHUNKS      1511424   /* [[u64; CHUNK_BUCKETS]; 4096]         */
+#define BLOCK_PATHS        167936   /* [PathSlot; 1 << PROFILE_PATH_TABLE_BITS] */
+#define BLOCK_ROWS         692224   /* [Row; 4096]                          */
+#define BLOCK_NODES       1478656   /* [Node; 16384]                        */
+#define BLOCK_CHUNKS      2002944   /* [[u64; CHUNK_BUCKETS]; 4096]         */
 
 /* struct Open (32 bytes): one call entered and not returned */
 #define OPEN_SIZE_SHIFT         5
@@ -144,8 +145,15 @@
 #define PROFILE_TABLE_BITS     13
 #define PROFILE_HASH_MULTIPLIER 0x9E3779B97F4A7C15
 
-/* struct Row (168 bytes): one function's counters */
-#define ROW_SIZE              168
+/* struct PathSlot (16 bytes): (site, parent node) -> (row, node), open
+ * addressing with the same multiplier */
+#define PATH_SLOT_SIZE_SHIFT    4
+#define PATH_KEY                0   /* site | (parent + 1) << 48; 0: empty */
+#define PATH_VALUE              8   /* row | node << 32                     */
+#define PROFILE_PATH_TABLE_BITS 15
+
+/* struct Row (192 bytes: three cache lines): one function's counters */
+#define ROW_SIZE              192
 #define ROW_TOTAL               8
 #define ROW_SELF_NS               16
 #define ROW_SUM                24
@@ -154,14 +162,12 @@
 #define ROW_ACTIVE             48   /* u32 */
 #define ROW_CHUNKS             52   /* [u16; 58]: chunk number plus one     */
 
-/* struct Node (40 bytes): a call-trie node */
-#define NODE_SIZE              40
+/* struct Node (32 bytes): a call-trie node */
+#define NODE_SIZE_SHIFT         5
 #define NODE_ROW                0   /* u32 */
-#define NODE_FIRST_CHILD        8   /* u32, plus one */
-#define NODE_NEXT_SIBLING      12   /* u32, plus one */
-#define NODE_CALLS             16
-#define NODE_TOTAL             24
-#define NODE_SELF_NS              32
+#define NODE_CALLS              8
+#define NODE_TOTAL             16
+#define NODE_SELF_NS           24
 
 /* Histogram chunks: 128 u64 counters (1024 bytes) each. */
 #define CHUNK_BUCKETS         128

@@ -11,10 +11,11 @@
  *
  *   1. push a frame on this thread's shadow stack (layout.h: Frame) whose
  *      exit mask is fntrace_profile_fast_bit,
- *   2. find the function's row in this thread's block (the site table:
- *      the same hash and linear probe as Block::row_of) and its call-trie
- *      node under the open call's (Block::child_of, found child moved to
- *      the front), count the row active and open the call (Block::enter),
+ *   2. find the function's row in this thread's block and its call-trie
+ *      node under the open call's: one probe of the path table, keyed by
+ *      site and parent node (the same hash and linear probe as
+ *      Block::path_of; its cost does not grow with the parent's number of
+ *      children), count the row active and open the call (Block::enter),
  *   3. replace F's return address with fntrace_return_trampoline, whose
  *      fast path, seeing this tracer's bit, jumps to fntrace_profile_exit.
  *
@@ -121,10 +122,10 @@ fntrace_profile_ns_per_tick:
  *   checks (as graph.S): rcx shadow stack, rdi the slot, r8 the real
  *       return address, r10 shadow depth (the new frame's index, the
  *       call's depth), rdx scratch
- *   lookups: rdx the list head of the parent's children; rdi the site,
- *       then the node number; rcx the table index, then the link that
- *       points at the node being looked at; r8 the function's row;
- *       r10 the node's offset
+ *   lookup: rdx the parent's node plus one, shifted into the path key's
+ *       top 16 bits, then the key; rdi the site, then a slot's key, then
+ *       the slot's value (row | node << 32); rcx the slot's offset; r8 the
+ *       function's row
  *   stores: rcx the open call, then the frame; rdx the shadow stack;
  *       r10 the depth; rdi the slot; r8 scratch
  */
@@ -237,70 +238,52 @@ fntrace_profile_ns_per_tick:
         shlq    $OPEN_SIZE_SHIFT, %rdx
         cmpl    %r10d, BLOCK_OPEN-OPEN_SIZE+OPEN_DEPTH(%rsi,%rdx)
         jae     .Lbail_\@
-        /* The parent call's node: its children's list. */
+        /* The parent call's node, plus one, in the path key's top 16 bits
+         * (Block::path_key); an outermost call's is 0, as %rdx is at 6
+         * (no open call). */
         movl    BLOCK_OPEN-OPEN_SIZE+OPEN_NODE(%rsi,%rdx), %edx
         cmpl    $PROFILE_NONE, %edx
         je      .Lbail_\@               /* no node: the generic path counts it */
-        imulq   $NODE_SIZE, %rdx, %rdx
-        leaq    BLOCK_NODES+NODE_FIRST_CHILD(%rsi,%rdx), %rdx
-        jmp     7f
+        incl    %edx
+        shlq    $48, %rdx
 6:
-        leaq    PB_FIRST_ROOT(%rsi), %rdx
-7:
-        /* The row: the site table, probed from the site's hash on. From
+        /* The row and node: the path table, probed from the key's hash on
+         * (Block::path_of). The table is never full: a probe ends. From
          * here the slot, the real return and the depth are not in
          * registers (loaded again below). */
         SITE_END \stubbed, %rdi
+        movq    %rdi, %rcx
+        shrq    $48, %rcx
+        jnz     .Lbail_\@               /* a site with no key: Rust's */
+        orq     %rdi, %rdx              /* the key: site | (parent + 1) << 48 */
         movabsq $PROFILE_HASH_MULTIPLIER, %rcx
-        imulq   %rdi, %rcx
-        shrq    $(64 - PROFILE_TABLE_BITS), %rcx
-        shlq    $TABLE_SLOT_SIZE_SHIFT, %rcx
+        imulq   %rdx, %rcx
+        shrq    $(64 - PROFILE_PATH_TABLE_BITS), %rcx
+        shlq    $PATH_SLOT_SIZE_SHIFT, %rcx
+        andq    PB_PATH_MASK(%rsi), %rcx        /* the slots in use */
 8:
-        movq    BLOCK_TABLE+TABLE_SITE(%rsi,%rcx), %r8
-        cmpq    %rdi, %r8
+        movq    BLOCK_PATHS+PATH_KEY(%rsi,%rcx), %rdi
+        cmpq    %rdx, %rdi
         je      9f
-        testq   %r8, %r8
-        jz      .Lbail_\@               /* a new function: Rust makes its row */
-        addq    $(1 << TABLE_SLOT_SIZE_SHIFT), %rcx
-        andq    $((1 << (PROFILE_TABLE_BITS + TABLE_SLOT_SIZE_SHIFT)) - 1), %rcx
+        testq   %rdi, %rdi
+        jz      .Lbail_\@               /* a new path: Rust makes it */
+        addq    $(1 << PATH_SLOT_SIZE_SHIFT), %rcx
+        andq    PB_PATH_MASK(%rsi), %rcx
         jmp     8b
 9:
-        movl    BLOCK_TABLE+TABLE_ROW(%rsi,%rcx), %r8d
-        /* The node: the parent's child with this row. %rcx points at the
-         * link to the node looked at (the head first). */
-        movq    %rdx, %rcx
-10:
-        movl    (%rcx), %edi
-        testl   %edi, %edi
-        jz      .Lbail_\@               /* a new path: Rust makes its node */
-        decl    %edi
-        imulq   $NODE_SIZE, %rdi, %r10
-        cmpl    %r8d, BLOCK_NODES+NODE_ROW(%rsi,%r10)
-        je      11f
-        leaq    BLOCK_NODES+NODE_NEXT_SIBLING(%rsi,%r10), %rcx
-        jmp     10b
-11:
-        /* Found (node number in %rdi): to the front of the list, unless it
-         * is there (readers never follow the links); %rax lent as the
-         * scratch register meanwhile. Nothing bails below. */
-        cmpq    %rdx, %rcx
-        je      12f
-        PUSH    %rax
-        movl    BLOCK_NODES+NODE_NEXT_SIBLING(%rsi,%r10), %eax
-        movl    %eax, (%rcx)
-        movl    (%rdx), %eax
-        movl    %eax, BLOCK_NODES+NODE_NEXT_SIBLING(%rsi,%r10)
-        leal    1(%edi), %eax
-        movl    %eax, (%rdx)
-        POP     %rax
-12:
+        /* Found: nothing bails below. The node's line is fetched now, for
+         * the exit, which writes it. */
+        movq    BLOCK_PATHS+PATH_VALUE(%rsi,%rcx), %rdi   /* row | node << 32 */
+        movl    %edi, %r8d
+        movq    %rdi, %rdx
+        shrq    $32, %rdx
+        shlq    $NODE_SIZE_SHIFT, %rdx
+        prefetcht0 BLOCK_NODES(%rsi,%rdx)
         /* The call: opened (Block::enter; row and node in one store), its
          * row active once more. */
         movl    PB_OPEN(%rsi), %ecx
         shlq    $OPEN_SIZE_SHIFT, %rcx
         leaq    BLOCK_OPEN(%rsi,%rcx), %rcx
-        shlq    $32, %rdi
-        orq     %r8, %rdi
         movq    %rdi, OPEN_ROW(%rcx)    /* OPEN_NODE is OPEN_ROW + 4 */
         movq    %fs:THREAD_SHADOW(%r11), %rdx
         movq    SHADOW_LEN(%rdx), %r10
@@ -547,7 +530,7 @@ PROFILE_ENTRY fntrace_profile_fentry_stubbed, fntrace_generic_fentry, 1, 1
         incq    PB_PATHS_NOT_KEPT(%rsi)
         jmp     10f
 9:
-        imulq   $NODE_SIZE, %rcx, %rcx
+        shlq    $NODE_SIZE_SHIFT, %rcx
         incq    BLOCK_NODES+NODE_CALLS(%rsi,%rcx)
         addq    %rdx, BLOCK_NODES+NODE_TOTAL(%rsi,%rcx)
         addq    %rax, BLOCK_NODES+NODE_SELF_NS(%rsi,%rcx)

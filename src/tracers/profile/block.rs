@@ -11,16 +11,60 @@
 //! |------|---------|------------|------|
 //! | open calls | [`MAX_HOOKED_DEPTH`] | 32 | the thread's calls entered and not returned |
 //! | site table | [`TABLE_SLOTS`] | 16 | call site → function row (open addressing) |
-//! | function rows | [`FUNCTIONS`] | 168 | count, total, self, sum, min, max, histogram chunk numbers |
-//! | call paths | [`PATHS`] | 40 | the call trie's nodes |
+//! | path table | [`PATH_SLOTS`] | 16 | (call site, parent node) → function row and node (open addressing) |
+//! | function rows | [`FUNCTIONS`] | 192 | count, total, self, sum, min, max, histogram chunk numbers |
+//! | call paths | [`PATHS`] | 32 | the call trie's nodes |
 //! | histogram chunks | [`CHUNKS`] | 1024 | 128 counters: one power of two of a function's [`Histogram`] |
 //!
-//! about 5.4 MiB of address space per thread, of which only the pages
+//! about 5.9 MiB of address space per thread, of which only the pages
 //! touched are memory. What does not fit is counted ([`NotKept`]): a call
 //! whose function has no row (rows full, or no chunk for its duration's
 //! power of two) is counted in `functions` and nowhere else; a call whose
 //! path has no node (the trie is full, or its parent call had none) still
 //! counts in its function's row and in `paths`.
+//!
+//! # Finding a call's node
+//!
+//! A call's node is the child of its parent call's node for the call's
+//! function. Children are found through one hash table per block, keyed
+//! by (call site, parent node), open addressing with linear probes, not by
+//! walking a list of each node's children: a dispatcher or interpreter
+//! loop calls hundreds of distinct functions from one caller, and the walk
+//! cost a step per child it passed (issue 38: 4.8 µs a call with 1,000
+//! callees, against 25-45 ns for the graph tracer). With the table a
+//! lookup costs the same whatever the number of siblings: one multiply
+//! and, the table at most half full, 1.5 probes on average for a path
+//! seen before.
+//!
+//! Keyed by the site rather than by the function's row, a slot gives the
+//! row with the node: a call seen before on its path costs one probe of
+//! this table and no probe of the site table (which only a new path
+//! needs). With many callees each probe is a cache miss, and the traced
+//! path's cost is mostly its misses; for the same reason a row is padded
+//! to three whole cache lines (its counters the exit writes in its
+//! first).
+//!
+//! One table for the block rather than a small one per node: a node's
+//! children number anything from none to thousands, which a per-node table
+//! would have to size (or grow: an allocation) for each. Its room is twice
+//! the trie's nodes ([`PATH_SLOTS`] = 2 × [`PATHS`]), mapped with the
+//! block; in use are the fewest slots, a power of two, that keep it at
+//! most half full (the header's `path_mask`): a new node that would fill
+//! it past half first doubles the slots in use and enters every node
+//! again (in place: only the owner reads the table; at most 15 times per
+//! block, the last re-entering 8,192 nodes, bounded work on the traced
+//! path, without lock, allocation or system call). Spread over the whole room, a
+//! thousand paths would take a cache line and a page each (128 pages, for
+//! 8 in use at 2,048 slots), and with many callees the traced path's cost
+//! is mostly its cache and TLB misses. A slot is filled only when a node
+//! is made: the table is never more than half full, so a probe always
+//! ends at its key or at an empty slot, and it cannot run out of room
+//! before the trie does. The trie's running out of room stays the one
+//! case: the path is not kept, counted in `paths` ([`NotKept`]), as before.
+//! A slot's key is `site | (parent + 1) << 48` (0: empty; a site at or
+//! above 2^48, which no 4-level page table maps, has no key: its calls'
+//! paths are not kept), its value `row | node << 32`, the layout of
+//! [`Open`]'s first word.
 //!
 //! # The pending sample
 //!
@@ -59,12 +103,17 @@ use std::sync::atomic::{fence, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ord
 use crate::rt::shadow::MAX_HOOKED_DEPTH;
 use fntrace_tools::analysis::Histogram;
 
+mod paths;
+
 /// Function rows per thread.
 pub(crate) const FUNCTIONS: usize = 4096;
 /// Site-table slots per thread (twice the rows: probes stay short).
 pub(crate) const TABLE_SLOTS: usize = 2 * FUNCTIONS;
 /// Call-trie nodes per thread.
 pub(crate) const PATHS: usize = 16384;
+/// Path-table slots per thread (twice the nodes: never more than half
+/// full, see "Finding a call's node").
+pub(crate) const PATH_SLOTS: usize = 2 * PATHS;
 /// Histogram chunks per thread.
 pub(crate) const CHUNKS: usize = 4096;
 /// Counters per chunk: the buckets of one power of two.
@@ -101,6 +150,15 @@ pub(crate) struct Open {
     pub children_ns: AtomicU64,
 }
 
+/// A path-table slot (see "Finding a call's node"; owner only).
+#[repr(C)]
+pub(crate) struct PathSlot {
+    /// `site | (parent node + 1) << 48` (0: empty).
+    pub key: AtomicU64,
+    /// `row | node << 32`.
+    pub value: AtomicU64,
+}
+
 /// A site-table slot.
 #[repr(C)]
 pub(crate) struct TableSlot {
@@ -129,19 +187,19 @@ pub(crate) struct Row {
     pub active: AtomicU32,
     /// Per power of two, the chunk holding its buckets, plus one (0: none).
     pub chunks: [AtomicU16; GROUPS],
+    /// To three cache lines: rows aligned to them (see "Finding a call's
+    /// node").
+    _pad: [u8; 24],
 }
 
-/// A call-trie node: a function called from a parent node.
+/// A call-trie node: a function called from a parent node (found through
+/// the path table: see "Finding a call's node").
 #[repr(C)]
 pub(crate) struct Node {
     /// Function row.
     pub row: AtomicU32,
     /// Parent node plus one (0: an outermost call).
     pub parent: AtomicU32,
-    /// First child plus one (owner only).
-    pub first_child: AtomicU32,
-    /// Next sibling plus one (owner only).
-    pub next_sibling: AtomicU32,
     /// Completed calls.
     pub calls: AtomicU64,
     /// Their durations (ns).
@@ -171,8 +229,6 @@ pub(crate) struct Header {
     pub chunks: AtomicU32,
     /// Open calls.
     pub open: AtomicU32,
-    /// First outermost node plus one (owner only).
-    pub first_root: AtomicU32,
     /// Completed calls not in the trie.
     pub paths_not_kept: AtomicU64,
     /// Completed calls not counted at all.
@@ -181,6 +237,10 @@ pub(crate) struct Header {
     /// not counted yet: `(row + 1) << PENDING_ROW_SHIFT | duration_ns`
     /// (0: none). See "The pending sample" in the module docs.
     pub pending: AtomicU64,
+    /// The path table's slots in use, minus one, times a slot's 16 bytes:
+    /// the mask of a slot's offset (0: one slot). See "Finding a call's
+    /// node".
+    pub path_mask: AtomicU64,
 }
 
 /// One thread's profile (see the module docs).
@@ -190,6 +250,8 @@ pub(crate) struct Block {
     _pad: [u8; PAGE - std::mem::size_of::<Header>()],
     pub open: [Open; MAX_HOOKED_DEPTH],
     pub table: [TableSlot; TABLE_SLOTS],
+    /// (site, parent node) → (row, node) (see "Finding a call's node").
+    pub paths: [PathSlot; PATH_SLOTS],
     pub rows: [Row; FUNCTIONS],
     pub nodes: [Node; PATHS],
     pub chunks: [[AtomicU64; CHUNK_BUCKETS]; CHUNKS],
@@ -200,17 +262,26 @@ const PAGE: usize = 4096;
 const _: () = {
     assert!(std::mem::size_of::<Header>() <= PAGE);
     assert!(std::mem::size_of::<Open>() == 32);
-    assert!(std::mem::size_of::<Row>() == 168);
-    assert!(std::mem::size_of::<Node>() == 40);
+    assert!(std::mem::size_of::<Row>() == 192);
+    assert!(std::mem::size_of::<Node>() == 32);
     assert!(TABLE_SLOTS.is_power_of_two());
+    assert!(PATH_SLOTS.is_power_of_two());
+    // A path-table key holds a node plus one in its top 16 bits.
+    assert!(PATHS < 1 << 16);
     assert!(CHUNKS < u16::MAX as usize);
-    // The budget the docs state: about 5.4 MiB of address space.
+    // The budget the docs state: about 5.9 MiB of address space.
     assert!(BLOCK_BYTES < 6 << 20);
 };
 
 /// log2 of [`TABLE_SLOTS`], for the assembly (layout.h's
 /// `PROFILE_TABLE_BITS`).
 const TABLE_BITS: u32 = 13;
+/// log2 of [`PATH_SLOTS`], for the assembly (layout.h's
+/// `PROFILE_PATH_TABLE_BITS`).
+const PATH_TABLE_BITS: u32 = 15;
+/// log2 of a path-table slot's bytes (layout.h's `PATH_SLOT_SIZE_SHIFT`).
+const PATH_SLOT_SHIFT: u32 = 4;
+const _: () = assert!(std::mem::size_of::<PathSlot>() == 1 << PATH_SLOT_SHIFT);
 /// log2 of a histogram chunk's bytes, for the assembly (layout.h's
 /// `CHUNK_SHIFT`).
 const CHUNK_SHIFT: u32 = 10;
@@ -222,16 +293,17 @@ const _: () = {
     use std::mem::{offset_of, size_of};
     assert!(offset_of!(Header, era) == 24);
     assert!(offset_of!(Header, open) == 44);
-    assert!(offset_of!(Header, first_root) == 48);
-    assert!(offset_of!(Header, paths_not_kept) == 56);
-    assert!(offset_of!(Header, pending) == 72);
+    assert!(offset_of!(Header, paths_not_kept) == 48);
+    assert!(offset_of!(Header, pending) == 64);
+    assert!(offset_of!(Header, path_mask) == 72);
     // The pending word holds a row plus one above the duration's bits.
     assert!(FUNCTIONS < 1 << (64 - PENDING_ROW_SHIFT));
     assert!(offset_of!(Block, open) == 4096);
     assert!(offset_of!(Block, table) == 36864);
-    assert!(offset_of!(Block, rows) == 167936);
-    assert!(offset_of!(Block, nodes) == 856064);
-    assert!(offset_of!(Block, chunks) == 1511424);
+    assert!(offset_of!(Block, paths) == 167936);
+    assert!(offset_of!(Block, rows) == 692224);
+    assert!(offset_of!(Block, nodes) == 1478656);
+    assert!(offset_of!(Block, chunks) == 2002944);
     assert!(size_of::<Open>() == 1 << 5);
     assert!(offset_of!(Open, row) == 0);
     assert!(offset_of!(Open, node) == 4);
@@ -242,6 +314,13 @@ const _: () = {
     assert!(offset_of!(TableSlot, site) == 0);
     assert!(offset_of!(TableSlot, row) == 8);
     assert!(TABLE_SLOTS == 1 << TABLE_BITS);
+    assert!(PATH_SLOTS == 1 << PATH_TABLE_BITS);
+    assert!(size_of::<PathSlot>() == 1 << 4);
+    assert!(offset_of!(PathSlot, key) == 0);
+    assert!(offset_of!(PathSlot, value) == 8);
+    // The value is an open call's first word: Open's row at 0, node at 4
+    // (above). Rows are on whole cache lines: 192 bytes each (above),
+    // from an offset that is a multiple of 64 (692224).
     assert!(offset_of!(Row, total) == 8);
     assert!(offset_of!(Row, self_ns) == 16);
     assert!(offset_of!(Row, sum) == 24);
@@ -249,16 +328,16 @@ const _: () = {
     assert!(offset_of!(Row, max) == 40);
     assert!(offset_of!(Row, active) == 48);
     assert!(offset_of!(Row, chunks) == 52);
+    assert!(size_of::<Node>() == 1 << 5);
     assert!(offset_of!(Node, row) == 0);
-    assert!(offset_of!(Node, first_child) == 8);
-    assert!(offset_of!(Node, next_sibling) == 12);
-    assert!(offset_of!(Node, calls) == 16);
-    assert!(offset_of!(Node, total) == 24);
-    assert!(offset_of!(Node, self_ns) == 32);
+    assert!(offset_of!(Node, calls) == 8);
+    assert!(offset_of!(Node, total) == 16);
+    assert!(offset_of!(Node, self_ns) == 24);
     assert!(CHUNK_BUCKETS == 128);
     assert!(size_of::<[AtomicU64; CHUNK_BUCKETS]>() == 1 << CHUNK_SHIFT);
     assert!(NONE == 0xffff_ffff);
-    // The hash multiplier of `hash` is PROFILE_HASH_MULTIPLIER.
+    // The hash multiplier of `hash` and `path_hash` is
+    // PROFILE_HASH_MULTIPLIER.
     assert!(HASH_MULTIPLIER == 0x9E37_79B9_7F4A_7C15);
     // Histogram::bucket_of, which the fast exit computes: 128 buckets per
     // power of two (and 256 exact ones below 256).
@@ -347,7 +426,7 @@ impl Block {
 
     fn clear_header(&self) {
         let h = &self.header;
-        for word in [&h.rows, &h.nodes, &h.chunks, &h.open, &h.first_root] {
+        for word in [&h.rows, &h.nodes, &h.chunks, &h.open] {
             set(word, 0);
         }
         for word in [
@@ -356,6 +435,7 @@ impl Block {
             &h.paths_not_kept,
             &h.functions_not_kept,
             &h.pending,
+            &h.path_mask,
         ] {
             word.store(0, Ordering::Relaxed);
         }
@@ -388,14 +468,14 @@ impl Block {
                 chunk.store(0, Ordering::Relaxed);
             }
         }
+        for slot in &self.paths[..self.path_slots()] {
+            slot.key.store(0, Ordering::Relaxed);
+            slot.value.store(0, Ordering::Relaxed);
+        }
+        self.header.path_mask.store(0, Ordering::Relaxed);
         let nodes = (load(&self.header.nodes) as usize).min(PATHS);
         for node in &self.nodes[..nodes] {
-            for word in [
-                &node.row,
-                &node.parent,
-                &node.first_child,
-                &node.next_sibling,
-            ] {
+            for word in [&node.row, &node.parent] {
                 set(word, 0);
             }
             for word in [&node.calls, &node.total, &node.self_ns] {
@@ -409,7 +489,7 @@ impl Block {
             }
         }
         let h = &self.header;
-        for word in [&h.rows, &h.nodes, &h.chunks, &h.open, &h.first_root] {
+        for word in [&h.rows, &h.nodes, &h.chunks, &h.open] {
             set(word, 0);
         }
         h.paths_not_kept.store(0, Ordering::Relaxed);
@@ -475,49 +555,6 @@ impl Block {
         rows
     }
 
-    /// The node of `row` called from `parent` (a node plus one, 0: none),
-    /// made if new; [`NONE`] when the trie is full. Found children move to
-    /// the front of their parent's list (readers never follow the links).
-    #[inline]
-    fn child_of(&self, parent: u32, row: u32) -> u32 {
-        let head = match parent {
-            0 => &self.header.first_root,
-            p => &self.nodes[p as usize - 1].first_child,
-        };
-        let mut previous: Option<&AtomicU32> = None;
-        let mut at = load(head);
-        while at != 0 {
-            let node = &self.nodes[at as usize - 1];
-            if load(&node.row) == row {
-                if let Some(previous) = previous {
-                    set(previous, load(&node.next_sibling));
-                    set(&node.next_sibling, load(head));
-                    set(head, at);
-                }
-                return at - 1;
-            }
-            previous = Some(&node.next_sibling);
-            at = load(&node.next_sibling);
-        }
-        self.new_node(head, parent, row)
-    }
-
-    #[cold]
-    fn new_node(&self, head: &AtomicU32, parent: u32, row: u32) -> u32 {
-        let nodes = load(&self.header.nodes);
-        if nodes as usize >= PATHS {
-            return NONE;
-        }
-        let node = &self.nodes[nodes as usize];
-        set(&node.row, row);
-        set(&node.parent, parent);
-        set(&node.next_sibling, load(head));
-        set(head, nodes + 1);
-        // Publishes the node's row and parent to readers.
-        self.header.nodes.store(nodes + 1, Ordering::Release);
-        nodes
-    }
-
     /// A call of the function whose site returns to `site` entered at
     /// `depth` (owner only, block in the current era).
     #[inline]
@@ -533,16 +570,17 @@ impl Block {
         if open >= MAX_HOOKED_DEPTH {
             return; // depths grow by one at least: not reached
         }
-        let row = self.row_of(site);
-        let node = if row == NONE {
-            NONE
-        } else if open == 0 {
-            self.child_of(0, row)
-        } else {
-            match load(&self.open[open - 1].node) {
+        // The parent call's node plus one (0: an outermost call).
+        let parent = match open {
+            0 => 0,
+            _ => match load(&self.open[open - 1].node) {
                 NONE => NONE,
-                parent => self.child_of(parent + 1, row),
-            }
+                node => node + 1,
+            },
+        };
+        let (row, node) = match parent {
+            NONE => (self.row_of(site), NONE),
+            parent => self.path_of(site, parent),
         };
         if row != NONE {
             let active = &self.rows[row as usize].active;
@@ -695,14 +733,4 @@ impl Block {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A function's chunks cover the whole histogram: the last bucket is
-    /// in the last group.
-    #[test]
-    fn groups_cover_every_bucket() {
-        assert_eq!(Histogram::bucket_of(u64::MAX) / CHUNK_BUCKETS, GROUPS - 1);
-        assert_eq!(Histogram::bucket_of(0), 0);
-    }
-}
+mod tests;
