@@ -545,10 +545,11 @@ fn check_making_in(shown: &Path, stat: &Stat) -> Result<(), ExportError> {
 
 /// A directory fntrace writes files into: the parent of an export or of a
 /// saved profile, or of the snapshot directories the flight recorder's
-/// triggers make. Opened as the [module's documentation](self) says (no
-/// link followed anywhere in its path); it must be fit to make things in
+/// triggers make. Opened one component at a time from `/` (or the
+/// current directory), no link followed anywhere in its path, no other
+/// user's open directory passed through; it must be fit to make things in
 /// (owned by this process's user or root; writable by no one else unless
-/// sticky).
+/// sticky). The rules: `docs/safe-writes.md`.
 #[derive(Debug)]
 pub struct OutputDir(TraceDir);
 
