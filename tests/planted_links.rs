@@ -277,8 +277,9 @@ const THEIRS: &str = "is owned by uid 65534";
 #[test]
 fn no_path_writes_through_a_link_or_into_another_users_directory() {
     // SAFETY: geteuid takes no arguments and cannot fail.
+    let euid = unsafe { libc::geteuid() };
     assert!(
-        unsafe { libc::geteuid() } == 0,
+        euid == 0,
         "this test plants links as another user and needs root (CI runs it as root); run it \
          with sudo"
     );
