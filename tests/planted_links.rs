@@ -12,7 +12,8 @@
 //! `libfntrace.so`: `fntrace record -o`, the flight recorder's snapshots
 //! (a trigger's, with its `trigger.txt`, and the one at exit, set by
 //! `FNTRACE_FLIGHT*`), `fntrace flame`, `chrome`, `perfetto -o`,
-//! `fntrace ctl PID profile --save` and `fntrace::dump`. Each must refuse
+//! `fntrace ctl PID profile --save`, `fntrace::dump` and the control
+//! socket (`FNTRACE_CONTROL=PATH`). Each must refuse
 //! with one line naming the path and why, and `root-only` must be exactly
 //! as it was (same names, same bytes). The same paths into places no one
 //! else can reach (and into `shared` itself, under a new name) still
@@ -283,7 +284,6 @@ fn run_preloaded(world: &World, vars: &[(&str, &Path)]) -> Output {
     }
     command
         .env("LD_PRELOAD", native::profile_dir().join("libfntrace.so"))
-        .env("FNTRACE_FLIGHT", "1M")
         .current_dir(&world.base)
         .stdin(Stdio::null());
     for (name, value) in vars {
@@ -359,6 +359,7 @@ fn no_path_writes_through_a_link_or_into_another_users_directory() {
             if let Some(trigger) = trigger {
                 vars.push(("FNTRACE_FLIGHT_TRIGGER", Path::new(trigger)));
             }
+            vars.push(("FNTRACE_FLIGHT", Path::new("1M")));
             let output = run_preloaded(&world, &vars);
             world.assert_says(&String::from_utf8_lossy(&output.stderr), &bad, why, &what);
             world.assert_untouched(&what);
@@ -370,6 +371,7 @@ fn no_path_writes_through_a_link_or_into_another_users_directory() {
         &world,
         &[
             ("FNTRACE_OUTPUT", &flights),
+            ("FNTRACE_FLIGHT", Path::new("1M")),
             ("FNTRACE_FLIGHT_TRIGGER", Path::new("slow_fn>5ms")),
         ],
     );
@@ -382,7 +384,13 @@ fn no_path_writes_through_a_link_or_into_another_users_directory() {
     assert!(trigger_txt.contains("slow_fn"), "{trigger_txt}");
     assert!(snapshots[0].join("info").is_file());
     let at_exit = world.shared.join("at-exit");
-    let output = run_preloaded(&world, &[("FNTRACE_OUTPUT", &at_exit)]);
+    let output = run_preloaded(
+        &world,
+        &[
+            ("FNTRACE_OUTPUT", &at_exit),
+            ("FNTRACE_FLIGHT", Path::new("1M")),
+        ],
+    );
     assert!(at_exit.join("info").is_file(), "{}", text(&output));
     world.assert_untouched("flight into new directories");
 
@@ -420,7 +428,23 @@ fn no_path_writes_through_a_link_or_into_another_users_directory() {
         );
     }
 
-    // fntrace ctl PID profile --save.
+    // The control socket (FNTRACE_CONTROL=PATH): made through its
+    // directory's descriptor, that directory checked as any other.
+    for (socket, bad, why) in [
+        (
+            world.shared.join("sub/ctl.sock"),
+            world.shared.join("sub"),
+            LINK,
+        ),
+        (world.theirs.join("ctl.sock"), world.theirs.clone(), THEIRS),
+    ] {
+        let what = format!("FNTRACE_CONTROL={}", socket.display());
+        let output = run_preloaded(&world, &[("FNTRACE_CONTROL", &socket)]);
+        world.assert_says(&String::from_utf8_lossy(&output.stderr), &bad, why, &what);
+        world.assert_untouched(&what);
+    }
+
+    // fntrace ctl PID profile --save (the socket in a directory of root's).
     save_profile(&world);
 
     // fntrace::dump (the C API's fntrace_dump is the same function).
