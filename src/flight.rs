@@ -29,6 +29,7 @@ use crate::record::{DEFAULT_DRAIN_INTERVAL, DEFAULT_RECORD_BUFFER_EVENTS, RECORD
 use crate::rt::thread::Untraced;
 use crate::tracers::graph::{describe_functions, GRAPH_TRACER};
 use fntrace_tools::analysis::human_duration;
+use fntrace_tools::export::TraceOutput;
 use hooks::SignalHandler;
 pub use window::FLIGHT_EVENT_BYTES;
 use window::{Window, WindowEvents};
@@ -630,21 +631,41 @@ impl Drop for FlightRecorder {
     }
 }
 
+/// Makes (as `mkdir -p`) and checks the directory a trigger's snapshots
+/// go under, as every output directory is checked
+/// ([`OutputDir`](fntrace_tools::export::OutputDir): no link followed on
+/// the way, refused if someone else could plant or swap names in it).
 fn create_dir(dir: &Path) -> Result<(), Error> {
-    std::fs::create_dir_all(dir).map_err(|source| Error::Io {
-        what: format!("creating {}", dir.display()),
-        source,
-    })
+    fntrace_tools::export::OutputDir::open_or_make(dir)?;
+    Ok(())
 }
 
-/// Writes the window as a uftrace directory at `dir`, reading it in place.
-fn write_snapshot(window: &Window, dir: &Path) -> Result<SnapshotReport, Error> {
+/// Where [`write_snapshot`] writes.
+enum SnapshotAt<'a> {
+    /// A path, opened as every trace directory is (made if missing; it
+    /// must be empty).
+    Path(&'a Path),
+    /// A directory the writer has just made and holds open.
+    Made(&'a TraceOutput),
+}
+
+/// Writes the window as a uftrace directory, reading it in place.
+fn write_snapshot(window: &Window, at: SnapshotAt<'_>) -> Result<SnapshotReport, Error> {
     let summary = window.summary();
     let source = WindowEvents {
         window,
         header: describe_functions(Vec::new(), window.functions()),
     };
-    fntrace_tools::export::write_uftrace_dir_of(&source.header, &source, dir, None)?;
+    let dir = match at {
+        SnapshotAt::Path(dir) => {
+            fntrace_tools::export::write_uftrace_dir_of(&source.header, &source, dir, None)?;
+            dir
+        }
+        SnapshotAt::Made(dir) => {
+            fntrace_tools::export::write_uftrace_dir_into(&source.header, &source, dir, None)?;
+            dir.path()
+        }
+    };
     Ok(SnapshotReport {
         dir: dir.to_path_buf(),
         events: summary.events,

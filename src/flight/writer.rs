@@ -125,7 +125,9 @@ impl Writer {
             }
             for (id, request) in requests {
                 let answer = match request {
-                    Request::Snapshot(dir) => Answer::Snapshot(write_snapshot(&self.window, &dir)),
+                    Request::Snapshot(dir) => {
+                        Answer::Snapshot(write_snapshot(&self.window, SnapshotAt::Path(&dir)))
+                    }
                     Request::Panic(message) => {
                         let dir = shared.state().panic_dir.clone();
                         if let Some(dir) = dir {
@@ -266,11 +268,12 @@ impl Writer {
         self.recent.push_back(now);
         let trigger = triggers.remove(0);
         let result = snapshot_dir(parent, &trigger).and_then(|dir| {
-            let report = write_snapshot(&self.window, &dir).map_err(|e| e.to_string())?;
+            let report =
+                write_snapshot(&self.window, SnapshotAt::Made(&dir)).map_err(|e| e.to_string())?;
             let skipped = shared.state().skipped_triggers;
             let text = trigger_text(&trigger, &triggers, &report, skipped);
-            std::fs::write(dir.join(TRIGGER_FILE), text)
-                .map_err(|e| format!("writing {}: {e}", dir.join(TRIGGER_FILE).display()))?;
+            dir.write_new(TRIGGER_FILE, text.as_bytes())
+                .map_err(|e| e.to_string())?;
             Ok(report)
         });
         shared.state().triggered.push(TriggeredSnapshot {
@@ -283,29 +286,32 @@ impl Writer {
 
 /// A new directory under `parent` for the snapshot `trigger` fired:
 /// `TIME-WHAT` (`20261125T231501.123-handle_get`), made here (`-2`, `-3`
-/// ... added if that name is taken).
-fn snapshot_dir(parent: &Path, trigger: &Trigger) -> Result<PathBuf, String> {
+/// ... added if that name is taken) and held open: the snapshot and its
+/// [`TRIGGER_FILE`] are written through its descriptor. `parent` is
+/// opened (made if missing) as every output directory is
+/// ([`OutputDir`](fntrace_tools::export::OutputDir): no link followed on
+/// the way, refused if someone else could plant or swap names in it).
+fn snapshot_dir(parent: &Path, trigger: &Trigger) -> Result<TraceOutput, String> {
     let what = match trigger {
         Trigger::SlowCall { function, .. } => file_name(function),
         Trigger::Panic(_) => "panic".to_string(),
         Trigger::Signal(signo) => crate::sys::signal::name(*signo).to_string(),
     };
-    std::fs::create_dir_all(parent).map_err(|e| format!("creating {}: {e}", parent.display()))?;
+    let parent =
+        fntrace_tools::export::OutputDir::open_or_make(parent).map_err(|e| e.to_string())?;
     let stem = format!("{}-{what}", utc_stamp(std::time::SystemTime::now()));
     for n in 1..1000 {
-        let dir = match n {
-            1 => parent.join(&stem),
-            n => parent.join(format!("{stem}-{n}")),
+        let name = match n {
+            1 => stem.clone(),
+            n => format!("{stem}-{n}"),
         };
-        match std::fs::create_dir(&dir) {
-            Ok(()) => return Ok(dir),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(format!("creating {}: {e}", dir.display())),
+        if let Some(dir) = parent.make_new_dir(&name).map_err(|e| e.to_string())? {
+            return Ok(dir);
         }
     }
     Err(format!(
         "{}: 999 snapshots of that name",
-        parent.join(stem).display()
+        parent.path().join(stem).display()
     ))
 }
 

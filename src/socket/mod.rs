@@ -77,6 +77,7 @@ mod path;
 mod reply;
 mod server;
 
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -151,25 +152,42 @@ pub(crate) fn serve(
         }
     };
     path::check_length(&path)?;
-    remove_stale_socket(&path)?;
-    let listener = UnixListener::bind(&path).map_err(io("binding"))?;
+    // The socket is made, checked and chmod-ed in its directory through
+    // that directory's descriptor (`/proc/self/fd/N/NAME`), the directory
+    // opened as every output directory is (`fntrace_tools::export`'s
+    // OutputDir: no link followed in any component, refused if someone else
+    // could plant or swap names in it): neither bind nor chmod goes through
+    // a link planted at a parent or swapped in meanwhile.
+    let (dir, name) = fntrace_tools::export::OutputDir::of_file(&path).map_err(|e| match e {
+        // As bind says it: the directory is missing.
+        fntrace_tools::export::ExportError::Io { source, .. }
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            io("binding")(source)
+        }
+        e => e.into(),
+    })?;
+    let at = PathBuf::from(format!("/proc/self/fd/{}/{name}", dir.as_fd().as_raw_fd()));
+    path::check_length(&at)?;
+    remove_stale_socket(&path, &at)?;
+    let listener = UnixListener::bind(&at).map_err(io("binding"))?;
     // A client may connect between bind and chmod: the peer check covers it.
     let made = (|| {
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+        std::fs::set_permissions(&at, std::fs::Permissions::from_mode(0o600))?;
         listener.set_nonblocking(true)?;
-        std::fs::symlink_metadata(&path)
+        std::fs::symlink_metadata(&at)
     })();
     let made = match made {
         Ok(made) => made,
         Err(source) => {
-            let _ = std::fs::remove_file(&path);
+            let _ = std::fs::remove_file(&at);
             return Err(io("setting it up")(source));
         }
     };
     let (wake_read, wake_write) = match wake_pipe() {
         Ok(pipe) => pipe,
         Err(source) => {
-            let _ = std::fs::remove_file(&path);
+            let _ = std::fs::remove_file(&at);
             return Err(io("making its wake-up pipe")(source));
         }
     };
@@ -180,10 +198,11 @@ pub(crate) fn serve(
     let thread = match thread {
         Ok(thread) => thread,
         Err(source) => {
-            let _ = std::fs::remove_file(&path);
+            let _ = std::fs::remove_file(&at);
             return Err(io("starting its thread")(source));
         }
     };
+    drop(dir);
     LIVE_SOCKETS
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
@@ -195,15 +214,16 @@ pub(crate) fn serve(
     })
 }
 
-/// Makes room for the socket at `path`: nothing there, or a socket no one
-/// listens on (left by a process that died), which is removed. Anything
-/// else is left alone and refused.
-fn remove_stale_socket(path: &Path) -> Result<(), Error> {
+/// Makes room for the socket at `path`, reached as `at` (through its
+/// directory's descriptor): nothing there, or a socket no one listens on
+/// (left by a process that died), which is removed. Anything else is left
+/// alone and refused.
+fn remove_stale_socket(path: &Path, at: &Path) -> Result<(), Error> {
     let refuse = |why: String| Error::Io {
         what: format!("control socket {}", path.display()),
         source: std::io::Error::new(std::io::ErrorKind::AlreadyExists, why),
     };
-    let metadata = match std::fs::symlink_metadata(path) {
+    let metadata = match std::fs::symlink_metadata(at) {
         Ok(metadata) => metadata,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(source) => {
@@ -218,16 +238,15 @@ fn remove_stale_socket(path: &Path) -> Result<(), Error> {
             "the path exists and is not a socket; it is left alone".to_string(),
         ));
     }
-    match UnixStream::connect(path) {
+    match UnixStream::connect(at) {
         Ok(_) => Err(refuse(
             "a running process serves this socket already".to_string(),
         )),
-        Err(err) if err.kind() == std::io::ErrorKind::ConnectionRefused => {
-            std::fs::remove_file(path).map_err(|source| Error::Io {
+        Err(err) if err.kind() == std::io::ErrorKind::ConnectionRefused => std::fs::remove_file(at)
+            .map_err(|source| Error::Io {
                 what: format!("removing the stale control socket {}", path.display()),
                 source,
-            })
-        }
+            }),
         Err(err) => Err(refuse(format!(
             "a socket is there and cannot be checked ({err}); it is left alone"
         ))),

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fntrace_tools::export::UftraceReader;
+use fntrace_tools::export::{OutputDir, UftraceReader};
 
 /// Why a command stopped early.
 pub enum Failure {
@@ -159,12 +159,7 @@ impl Destination {
     ) -> Result<(), Failure> {
         match self {
             Destination::File(path) => {
-                let file = std::fs::File::create(path)
-                    .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-                let mut out = io::BufWriter::new(file);
-                write(&mut out)?;
-                out.flush()
-                    .map_err(|e| format!("writing {}: {e}", path.display()))?;
+                save(path, |out| write(out))?;
                 eprintln!("fntrace: wrote {}", path.display());
                 Ok(())
             }
@@ -182,6 +177,29 @@ impl Destination {
             }
         }
     }
+}
+
+/// Writes the file `path` whole with `write`, as every file fntrace makes
+/// is written (`fntrace_tools::export::OutputDir`): its directory opened
+/// without following a link anywhere in the path and refused if someone
+/// else could plant names in it, a temporary file created exclusively
+/// there, renamed over `path` once complete. A link or another user's file
+/// at `path` is refused, never written through; on any failure nothing
+/// is left behind.
+pub fn save(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> Result<(), String>,
+) -> Result<(), String> {
+    let cannot =
+        |e: fntrace_tools::export::ExportError| format!("cannot write {}: {e}", path.display());
+    let (dir, name) = OutputDir::of_file(path).map_err(cannot)?;
+    let mut replacement = dir.replace(&name).map_err(cannot)?;
+    let mut out = io::BufWriter::new(replacement.file());
+    write(&mut out)?;
+    out.flush()
+        .map_err(|e| format!("writing {}: {e}", path.display()))?;
+    drop(out);
+    replacement.commit().map_err(cannot)
 }
 
 /// A writer that notes whether its reader went away (a broken pipe), which

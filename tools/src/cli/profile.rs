@@ -98,8 +98,10 @@ fn snapshot_text(reply: &str) -> &str {
 pub fn show(reply: &str, args: &ProfileArgs, target: &str, no_pager: bool) -> Result<(), String> {
     let snapshot = snapshot_of_reply(reply)?;
     if let Some(path) = &args.save {
-        std::fs::write(path, snapshot_text(reply))
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        super::output::save(path, |out| {
+            out.write_all(snapshot_text(reply).as_bytes())
+                .map_err(|e| format!("writing {}: {e}", path.display()))
+        })?;
         eprintln!("fntrace: wrote {}", path.display());
         return Ok(());
     }

@@ -7,11 +7,13 @@
 //! they pass to the processes the program forks and execs, which add their
 //! sessions to the same directory.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use clap::Args;
+use fntrace_tools::export::OutputDir;
 
 use super::instrumented::{instrumentation_of, refusal, Instrumentation};
 
@@ -312,42 +314,54 @@ fn find_library(given: Option<&Path>) -> Result<PathBuf, String> {
 /// does, and an existing `DIR.old` is removed first only if it is a
 /// recording fntrace wrote ([`remove_old_recording`]); anything else is an
 /// error. What was moved and removed is said on stderr.
+///
+/// `dir`'s parent is opened first as every output directory is
+/// ([`OutputDir`]: no link followed on the way, made if missing, refused if
+/// someone else could plant or swap names in it); everything after is done
+/// through its descriptor. Whatever `dir` itself is (a link, a file, another
+/// user's directory), the recording's own checks say it next.
 fn make_room(dir: &Path) -> Result<(), String> {
-    let empty = match std::fs::read_dir(dir) {
-        Ok(mut entries) => entries.next().is_none(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(format!("{}: {e}", dir.display())),
+    use rustix::fs::{openat, renameat_with, statat, AtFlags, Dir, Mode, OFlags, RenameFlags};
+    let Some(name) = dir.file_name() else {
+        return Ok(());
     };
+    let parent = dir.parent().unwrap_or(Path::new("/"));
+    let parent = OutputDir::open_or_make(parent).map_err(|e| e.to_string())?;
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let Ok(fd) = openat(&parent, name, flags, Mode::empty()) else {
+        return Ok(());
+    };
+    let mut entries = Dir::read_from(&fd).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let empty = entries
+        .by_ref()
+        .flatten()
+        .all(|e| matches!(e.file_name().to_bytes(), b"." | b".."));
     if empty {
         return Ok(());
     }
-    if !starts_with_magic(&dir.join("info")) {
+    if !starts_with_magic(&fd, "info") {
         return Err(format!(
             "{} exists and is not a trace directory: choose another with -o",
             dir.display()
         ));
     }
+    let mut old_name = name.to_owned();
+    old_name.push(".old");
     let mut old = dir.as_os_str().to_owned();
     old.push(".old");
     let old = PathBuf::from(old);
-    let replaced = match std::fs::symlink_metadata(&old) {
+    let replaced = match statat(&parent, &*old_name, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(_) => {
-            remove_old_recording(&old)?;
+            remove_old_recording(&parent, &old_name, &old)?;
             true
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(rustix::io::Errno::NOENT) => false,
         Err(e) => return Err(format!("{}: {e}", old.display())),
     };
     // NOREPLACE: rename(2) would replace an empty directory put there
     // meanwhile.
-    rustix::fs::renameat_with(
-        rustix::fs::CWD,
-        dir,
-        rustix::fs::CWD,
-        &old,
-        rustix::fs::RenameFlags::NOREPLACE,
-    )
-    .map_err(|e| format!("renaming {} to {}: {e}", dir.display(), old.display()))?;
+    renameat_with(&parent, name, &parent, &*old_name, RenameFlags::NOREPLACE)
+        .map_err(|e| format!("renaming {} to {}: {e}", dir.display(), old.display()))?;
     eprintln!(
         "fntrace record: moved the previous recording {} to {}{}",
         dir.display(),
@@ -361,14 +375,14 @@ fn make_room(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Whether `path` is a regular file (not a link) whose first bytes are
-/// uftrace's `info` magic, `Ftrace!\0`.
-fn starts_with_magic(path: &Path) -> bool {
-    use rustix::fs::{open, Mode, OFlags};
+/// Whether `name` in `dir` is a regular file (not a link) whose first
+/// bytes are uftrace's `info` magic, `Ftrace!\0`.
+fn starts_with_magic(dir: impl AsFd, name: &str) -> bool {
+    use rustix::fs::{openat, Mode, OFlags};
     use std::io::Read;
     // O_NONBLOCK: a FIFO there must not block the command.
     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let Ok(fd) = open(path, flags, Mode::empty()) else {
+    let Ok(fd) = openat(dir, name, flags, Mode::empty()) else {
         return false;
     };
     let mut file = std::fs::File::from(fd);
@@ -378,15 +392,15 @@ fn starts_with_magic(path: &Path) -> bool {
         && &magic == b"Ftrace!\0"
 }
 
-/// Removes `old`, an older recording, if it is one fntrace wrote: a
-/// directory (not a link) of this user, holding only regular files with
-/// the names fntrace gives a recording's files, `fntrace.txt` and an `info`
-/// with uftrace's magic among them. Anything else is left alone and
-/// refused, with why. The files are removed by name through the
-/// directory's descriptor, then the directory, which fails if a file
-/// appeared meanwhile.
-fn remove_old_recording(old: &Path) -> Result<(), String> {
-    use rustix::fs::{fstat, open, rmdir, statat, unlinkat, AtFlags, Dir, FileType, Mode, OFlags};
+/// Removes `old` (`name` in `parent`), an older recording, if it is one
+/// fntrace wrote: a directory (not a link) of this user, holding only
+/// regular files with the names fntrace gives a recording's files,
+/// `fntrace.txt` and an `info` with uftrace's magic among them. Anything
+/// else is left alone and refused, with why. The files are removed by name
+/// through the directory's descriptor, then the directory, which fails if
+/// a file appeared meanwhile.
+fn remove_old_recording(parent: &OutputDir, name: &OsStr, old: &Path) -> Result<(), String> {
+    use rustix::fs::{fstat, openat, statat, unlinkat, AtFlags, Dir, FileType, Mode, OFlags};
     let refuse = |why: &str| {
         format!(
             "{} exists and {why}: fntrace deletes nothing it did not write; move it away or \
@@ -395,7 +409,7 @@ fn remove_old_recording(old: &Path) -> Result<(), String> {
         )
     };
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let fd = open(old, flags, Mode::empty())
+    let fd = openat(parent, name, flags, Mode::empty())
         .map_err(|_| refuse("is not a directory (or is a link to one)"))?;
     let stat = fstat(&fd).map_err(|e| format!("{}: {e}", old.display()))?;
     if stat.st_uid != rustix::process::geteuid().as_raw() {
@@ -422,7 +436,7 @@ fn remove_old_recording(old: &Path) -> Result<(), String> {
         }
         names.push(name);
     }
-    if !names.iter().any(|n| n == "fntrace.txt") || !starts_with_magic(&old.join("info")) {
+    if !names.iter().any(|n| n == "fntrace.txt") || !starts_with_magic(&fd, "info") {
         return Err(refuse(
             "is not a recording fntrace wrote (no fntrace.txt, or no uftrace info file)",
         ));
@@ -431,7 +445,8 @@ fn remove_old_recording(old: &Path) -> Result<(), String> {
         unlinkat(&fd, &**name, AtFlags::empty())
             .map_err(|e| format!("removing {}: {e}", old.join(name).display()))?;
     }
-    rmdir(old).map_err(|e| format!("removing {}: {e}", old.display()))
+    unlinkat(parent, name, AtFlags::REMOVEDIR)
+        .map_err(|e| format!("removing {}: {e}", old.display()))
 }
 
 /// Whether fntrace names a file of a recording so: `info`, `task.txt`,

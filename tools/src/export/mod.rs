@@ -78,7 +78,7 @@ mod uftrace;
 
 pub use calls::Incomplete;
 pub use chrome::write_chrome_json;
-pub use dirfd::prepare_output_dir;
+pub use dirfd::{prepare_output_dir, OutputDir, Replacement, TraceOutput};
 #[cfg(feature = "exporters")]
 pub use flame::{
     folded_stacks, folded_stacks_by_thread, folded_stacks_of, folded_stacks_of_profile,
@@ -89,8 +89,8 @@ pub use perfetto::write_perfetto;
 pub use spool::{CallExportOptions, SpooledCalls};
 pub use uftrace::{
     read_uftrace_dir, read_uftrace_dir_with_progress, recorder_notes, settle_recording,
-    write_uftrace_dir, write_uftrace_dir_of, StreamTotals, UftraceReader, UftraceStream,
-    MAX_SYMBOL_SIZE,
+    write_uftrace_dir, write_uftrace_dir_into, write_uftrace_dir_of, StreamTotals, UftraceReader,
+    UftraceStream, MAX_SYMBOL_SIZE,
 };
 
 /// What can go wrong while exporting a trace or loading one back.

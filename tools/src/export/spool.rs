@@ -12,14 +12,14 @@
 //! buffer, one entry per open call and one name per function.
 
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::calls::{stream_calls, Began, Call, CallEvent, Ended, Incomplete};
 use super::chrome::{chrome_call_bytes, chrome_frame_bytes, json_string};
+use super::dirfd::OutputDir;
 use super::ExportError;
 use crate::analysis::pairing::entries_of_calls_running_at_start;
 use crate::source::{EventSource, ThreadInfo};
@@ -237,21 +237,10 @@ impl SpooledCalls {
 }
 
 /// A new scratch file in `dir`, unlinked at once: it goes when closed.
+/// `dir` is opened as every output directory is (no link followed on
+/// the way, fit to make files in), and the file made by its descriptor.
 fn scratch_file(dir: &Path) -> Result<File, ExportError> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let path = dir.join(format!(
-        ".fntrace-spool-{}-{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(&path)
-        .map_err(|e| ExportError::io(&path, "creating scratch file", e))?;
-    std::fs::remove_file(&path).map_err(|e| ExportError::io(&path, "removing", e))?;
-    Ok(file)
+    OutputDir::open(dir)?.scratch_file()
 }
 
 /// A file written at its end through a buffer, whose records can be

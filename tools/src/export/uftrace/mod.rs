@@ -32,4 +32,4 @@ mod tests_reader;
 pub use format::MAX_SYMBOL_SIZE;
 pub use read::{read_uftrace_dir, read_uftrace_dir_with_progress, UftraceReader};
 pub use stream::{recorder_notes, settle_recording, StreamTotals, UftraceStream};
-pub use write::{write_uftrace_dir, write_uftrace_dir_of};
+pub use write::{write_uftrace_dir, write_uftrace_dir_into, write_uftrace_dir_of};

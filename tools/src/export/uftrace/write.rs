@@ -7,7 +7,7 @@ use std::convert::Infallible;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
-use super::super::dirfd::TraceDir;
+use super::super::dirfd::{TraceDir, TraceOutput};
 use super::super::ExportError;
 use super::format::{basename, info_bytes, lost_record, one_line, record, timestamp, FNTRACE_FILE};
 use super::modules::{sym_text, ModuleLayout};
@@ -157,14 +157,45 @@ pub fn write_uftrace_dir_of<S>(
     header: &Trace,
     source: &S,
     dir: &Path,
+    progress: Option<&mut dyn FnMut(usize, usize)>,
+) -> Result<(), ExportError>
+where
+    S: EventSource,
+    ExportError: From<S::Error>,
+{
+    write_into(header, source, &prepare_dir(dir)?, progress)
+}
+
+/// [`write_uftrace_dir_of`] into a directory fntrace has just made and
+/// holds open ([`OutputDir::make_new_dir`]): the files are made through
+/// its descriptor, so nothing swapped at its path meanwhile is written
+/// through. It must be empty.
+///
+/// [`OutputDir::make_new_dir`]: crate::export::OutputDir::make_new_dir
+pub fn write_uftrace_dir_into<S>(
+    header: &Trace,
+    source: &S,
+    dir: &TraceOutput,
+    progress: Option<&mut dyn FnMut(usize, usize)>,
+) -> Result<(), ExportError>
+where
+    S: EventSource,
+    ExportError: From<S::Error>,
+{
+    dir.0.ensure_empty()?;
+    write_into(header, source, &dir.0, progress)
+}
+
+fn write_into<S>(
+    header: &Trace,
+    source: &S,
+    dir: &TraceDir,
     mut progress: Option<&mut dyn FnMut(usize, usize)>,
 ) -> Result<(), ExportError>
 where
     S: EventSource,
     ExportError: From<S::Error>,
 {
-    let dir = prepare_dir(dir)?;
-
     // First pass: what the session files need, and each thread's calls
     // running at its start.
     let infos = source.threads();
