@@ -29,7 +29,7 @@ use crate::tracers::graph::GRAPH_TRACER;
 
 mod attach;
 mod uninstrumented;
-pub(crate) use attach::{attach_sites, detach_text};
+pub(crate) use attach::{attach_sites, detach_text, prepare_attach};
 use uninstrumented::patch_locked;
 pub use uninstrumented::{patch_functions, patch_report};
 pub(crate) use uninstrumented::{trace_library_calls, LibcallScope};

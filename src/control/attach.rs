@@ -13,6 +13,19 @@ use crate::rt::thread::Untraced;
 use crate::sites::{self, flag};
 use crate::{symbols, tracer};
 
+/// What attach sets before anything else, on the thread `fntrace attach`
+/// borrowed (cheap: that thread is stopped meanwhile): the scans from now
+/// on adopt sites bound to glibc's `mcount`, and text is written through
+/// `/proc/self/mem` (the executable stays mapped from its file), whichever
+/// operation comes first, [`attach_sites`] or a client's `enable`.
+pub(crate) fn prepare_attach() {
+    sites::ADOPT_FOREIGN.store(true, Ordering::Relaxed);
+    let state = control();
+    if !state.initialized {
+        patch::alias::write_through_proc_mem();
+    }
+}
+
 /// Attach (`fntrace_attach_start`, in a process that loaded
 /// `libfntrace.so` with `dlopen`): finds the call sites of every loaded
 /// object, adopting those that call glibc's `mcount`/`__fentry__` (bound
@@ -22,10 +35,9 @@ use crate::{symbols, tracer};
 pub(crate) fn attach_sites() -> Result<(), Error> {
     let _untraced = Untraced::begin();
     let _priority = priority::boost_for_text_change();
-    sites::ADOPT_FOREIGN.store(true, Ordering::Relaxed);
+    prepare_attach();
     let mut state = control();
     if !state.initialized {
-        patch::alias::write_through_proc_mem();
         return init_locked(&mut state);
     }
     absorb_panics(&mut state);

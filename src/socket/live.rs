@@ -151,9 +151,10 @@ pub(crate) fn serve_from_env() -> bool {
 static ATTACHED: std::sync::Mutex<Option<ControlServer>> = std::sync::Mutex::new(None);
 
 /// Attach, in a process that loaded `libfntrace.so` with `dlopen` (run by
-/// `fntrace_attach_start` on a thread `fntrace attach` borrowed): finds
-/// the call sites of every loaded object and makes them NOPs
-/// ([`control::attach_sites`]), then serves the default control socket.
+/// `fntrace_attach_start` on a thread `fntrace attach` borrowed): serves
+/// the default control socket, and finds the call sites of every loaded
+/// object and makes them NOPs ([`control::attach_sites`]) on a thread of
+/// its own.
 /// A process that serves it already (started with `FNTRACE_CONTROL=1`, or
 /// attached before) keeps its server.
 pub(crate) fn attach() -> Result<(), Error> {
@@ -169,10 +170,23 @@ pub(crate) fn attach() -> Result<(), Error> {
     {
         return Ok(());
     }
-    control::attach_sites()?;
+    control::prepare_attach();
     // A server `detach` ended: its thread is gone; its socket file too.
     drop(attached.take());
     *attached = Some(serve_control(&path)?);
+    // The scan and the NOPs on a thread of fntrace's: the borrowed thread
+    // goes back to the program at once. A request meanwhile waits for the
+    // operation's lock (`status` too: `fntrace attach` returns once it
+    // answers).
+    spawn_running("fntrace-attach", || {
+        if let Err(err) = control::attach_sites() {
+            eprintln!("fntrace: attach: finding the call sites: {err}");
+        }
+    })
+    .map_err(|source| Error::Io {
+        what: "starting the fntrace-attach thread".to_string(),
+        source,
+    })?;
     Ok(())
 }
 

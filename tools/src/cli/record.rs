@@ -262,7 +262,7 @@ fn check_memory(args: &RecordArgs) -> Result<(), String> {
 }
 
 /// `libfntrace.so`: `--lib`/`$FNTRACE_LIB`, or next to this executable.
-fn find_library(given: Option<&Path>) -> Result<PathBuf, String> {
+pub(super) fn find_library(given: Option<&Path>) -> Result<PathBuf, String> {
     if let Some(path) = given {
         return if path.is_file() {
             std::path::absolute(path).map_err(|e| format!("{}: {e}", path.display()))

@@ -1,0 +1,439 @@
+//! `fntrace attach PID` and `fntrace detach PID` on real programs:
+//! `tests/c/attach_prog.c`, built with `gcc -pg` (PIE, -O2), not linked
+//! with fntrace and started with no fntrace variable, whose threads are
+//! blocked in `read`, `accept`, `epoll_wait`, `nanosleep` and
+//! `pthread_cond_wait` or loop over `malloc`/`free` (and `dlopen`/`dlclose`).
+//! Attached, it is driven with `fntrace ctl` (exact call counts, which
+//! the program reports itself); detached, its text is byte for byte what
+//! it was before, no call of it failed with `EINTR`, and it exits
+//! normally. Also: attach/detach cycles, and the refusals (a process
+//! under `strace -p`, a static executable). Every wait has a timeout; no
+//! process outlives its test.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Output, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::time::{Duration, Instant};
+
+use common::native::{build_c, cli_with_library, Scratch};
+
+/// `tests/c/attach_prog.c` built as the tests need it, into `dir`.
+fn build(dir: &Path) -> PathBuf {
+    build_c(
+        dir,
+        "attach_prog",
+        "pg",
+        &["-pg", "-O2", "-fPIE", "-pie"],
+        &["-lpthread", "-ldl"],
+    )
+}
+
+/// The running program, killed if still running when dropped.
+struct Program {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<String>,
+    stderr: Receiver<String>,
+}
+
+impl Program {
+    fn start(program: &Path, args: &[&str], cwd: &Path) -> Program {
+        let mut command = Command::new(program);
+        command
+            .args(args)
+            .current_dir(cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (name, _) in std::env::vars_os() {
+            if name.to_string_lossy().starts_with("FNTRACE") || name == "LD_PRELOAD" {
+                command.env_remove(name);
+            }
+        }
+        let mut child = command.spawn().unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let child_stderr = child.stderr.take().unwrap();
+        let (send, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                if send.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        let (send_err, stderr) = channel();
+        std::thread::spawn(move || {
+            let mut all = String::new();
+            for line in BufReader::new(child_stderr).lines() {
+                let Ok(line) = line else { break };
+                all += &line;
+                all.push('\n');
+            }
+            let _ = send_err.send(all);
+        });
+        let mut program = Program {
+            child,
+            stdin,
+            lines,
+            stderr,
+        };
+        assert_eq!(program.line(), "ready");
+        program
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The next line of its output (within 60 s).
+    fn line(&mut self) -> String {
+        self.lines
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the program printed nothing within 60 s")
+    }
+
+    /// `work n`: the calls of handle_request, parse_key and store_put it
+    /// reports.
+    fn work(&mut self, n: u64) -> (u64, u64, u64) {
+        writeln!(self.stdin, "work {n}").unwrap();
+        let line = self.line();
+        let counts: Vec<u64> = line
+            .strip_prefix("done ")
+            .unwrap_or_else(|| panic!("not a done line: {line:?}"))
+            .split(' ')
+            .map(|n| n.parse().unwrap())
+            .collect();
+        (counts[0], counts[1], counts[2])
+    }
+
+    /// Ends it: its EINTR report line and its standard error; it must exit
+    /// 0 within 60 s.
+    fn finish(mut self) -> (String, String) {
+        writeln!(self.stdin, "exit").unwrap();
+        let report = self.line();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "the program did not exit");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let stderr = self
+            .stderr
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_default();
+        assert!(status.success(), "exit status {status:?}; stderr: {stderr}");
+        (report, stderr)
+    }
+}
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `fntrace ARGS`, killed after `timeout` (then the test fails).
+fn fntrace(args: &[&str], timeout: Duration) -> Output {
+    let mut child = Command::new(cli_with_library())
+        .args(args)
+        .env_remove("FNTRACE_LIB")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + timeout;
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let output = child.wait_with_output().unwrap();
+            panic!(
+                "fntrace {args:?} did not end within {timeout:?} (a hang); stderr: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// `fntrace ARGS`, which must succeed: its standard output.
+fn fntrace_ok(args: &[&str]) -> String {
+    let output = fntrace(args, Duration::from_secs(60));
+    assert!(
+        output.status.success(),
+        "fntrace {args:?}: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The bytes of the executable's text (its r-x mapping) in process `pid`.
+fn text_of(pid: u32, program: &Path) -> Vec<u8> {
+    let program = program.canonicalize().unwrap();
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let (start, end) = maps
+        .lines()
+        .find_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            (fields.len() >= 6 && fields[1] == "r-xp" && Path::new(fields[5]) == program).then(
+                || {
+                    let (s, e) = fields[0].split_once('-').unwrap();
+                    (
+                        u64::from_str_radix(s, 16).unwrap(),
+                        u64::from_str_radix(e, 16).unwrap(),
+                    )
+                },
+            )
+        })
+        .unwrap_or_else(|| panic!("no r-x mapping of {} in {maps}", program.display()));
+    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).unwrap();
+    let mut text = vec![0u8; (end - start) as usize];
+    std::os::unix::fs::FileExt::read_exact_at(&mem, &mut text, start).unwrap();
+    text
+}
+
+/// The pause the attach line reports, in ms.
+fn pause_ms(attach_line: &str) -> f64 {
+    attach_line
+        .split(" paused ")
+        .nth(1)
+        .and_then(|rest| rest.split(" ms").next())
+        .and_then(|ms| ms.parse().ok())
+        .unwrap_or_else(|| panic!("no pause in {attach_line:?}"))
+}
+
+const NO_EINTR: &str = "eintr read=0 accept=0 epoll=0 nanosleep=0 cond=0 malloc=0 dl=0";
+
+#[test]
+fn attach_trace_and_detach_a_program_started_without_fntrace() {
+    let scratch = Scratch::new("attach");
+    let dir = scratch.path();
+    let program = build(dir);
+    let mut running = Program::start(&program, &[], dir);
+    let pid = running.pid().to_string();
+    let before = text_of(running.pid(), &program);
+
+    let attached = fntrace_ok(&["attach", &pid]);
+    assert!(attached.contains("libfntrace.so loaded"), "{attached}");
+    eprintln!("{}", attached.trim());
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    assert!(maps.contains("libfntrace.so"));
+    assert_ne!(
+        text_of(running.pid(), &program),
+        before,
+        "attached: the call sites are NOPs"
+    );
+    let status = fntrace_ok(&["ctl", &pid, "status"]);
+    assert!(status.contains("patched"), "{status}");
+
+    // A recording, with exact counts.
+    let trace = dir.join("trace");
+    fntrace_ok(&["ctl", &pid, "filter", "handle_*,parse_*,store_*"]);
+    fntrace_ok(&["ctl", &pid, "record", trace.to_str().unwrap()]);
+    assert_eq!(running.work(1000), (1000, 1000, 250));
+    let stopped = fntrace_ok(&["ctl", &pid, "stop"]);
+    assert!(stopped.contains("lost: 0"), "{stopped}");
+    let calls = common::completed_calls(&trace);
+    assert_eq!(
+        calls,
+        common::call_table(&[
+            ("handle_request", 1000),
+            ("parse_key", 1000),
+            ("store_put", 250)
+        ]),
+        "{stopped}"
+    );
+
+    // The graph tracer in memory, its report.
+    fntrace_ok(&["ctl", &pid, "enable", "graph"]);
+    assert_eq!(running.work(40), (40, 40, 10));
+    let report = fntrace_ok(&["ctl", &pid, "report"]);
+    let row = |name: &str| {
+        report
+            .lines()
+            .find(|line| line.trim_end().ends_with(name))
+            .unwrap_or_else(|| panic!("no {name} in {report}"))
+            .to_string()
+    };
+    assert!(row("handle_request").contains(" 40 "), "{report}");
+    assert!(row("store_put").contains(" 10 "), "{report}");
+
+    // A second attach reuses the server.
+    let again = fntrace_ok(&["attach", &pid]);
+    assert!(
+        again.contains("serves its control socket already"),
+        "{again}"
+    );
+
+    let detached = fntrace_ok(&["detach", &pid]);
+    assert!(detached.contains("detached"), "{detached}");
+    assert!(detached.contains("graph disabled"), "{detached}");
+    assert_eq!(
+        text_of(running.pid(), &program),
+        before,
+        "detached: the text is what it was before attach"
+    );
+    let gone = fntrace(&["ctl", &pid, "status"], Duration::from_secs(20));
+    assert_eq!(gone.status.code(), Some(2), "no socket after detach");
+    assert_eq!(running.work(10), (10, 10, 3));
+
+    // Attached again: the library is reused, not loaded twice.
+    let again = fntrace_ok(&["attach", &pid]);
+    assert!(again.contains("was loaded already"), "{again}");
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let loads = maps
+        .lines()
+        .filter(|l| l.ends_with("libfntrace.so") && l.contains(" r-xp "))
+        .count();
+    assert_eq!(loads, 1, "{maps}");
+    fntrace_ok(&["ctl", &pid, "enable", "graph"]);
+    assert_eq!(running.work(20), (20, 20, 5));
+    fntrace_ok(&["detach", &pid]);
+    assert_eq!(text_of(running.pid(), &program), before);
+
+    let (report, stderr) = running.finish();
+    assert!(report.starts_with(NO_EINTR), "{report}");
+    assert!(
+        !stderr.contains("fntrace"),
+        "the library said something: {stderr}"
+    );
+}
+
+#[test]
+fn attach_detach_cycles_under_malloc_and_dlopen_load() {
+    let cycles: usize = std::env::var("FNTRACE_ATTACH_CYCLES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(30);
+    let scratch = Scratch::new("attach-cycles");
+    let dir = scratch.path();
+    let program = build(dir);
+    let mut running = Program::start(&program, &["dl"], dir);
+    let pid = running.pid().to_string();
+    let before = text_of(running.pid(), &program);
+    let mut pauses = Vec::new();
+    let started = Instant::now();
+    for cycle in 0..cycles {
+        let attached = fntrace(&["attach", &pid], Duration::from_secs(60));
+        let out = String::from_utf8_lossy(&attached.stdout);
+        assert!(
+            attached.status.success(),
+            "cycle {cycle}: {out}{}",
+            String::from_utf8_lossy(&attached.stderr)
+        );
+        pauses.push(pause_ms(&out));
+        fntrace_ok(&["ctl", &pid, "enable", "graph"]);
+        assert_eq!(running.work(8), (8, 8, 2), "cycle {cycle}");
+        fntrace_ok(&["detach", &pid]);
+        assert_eq!(text_of(running.pid(), &program), before, "cycle {cycle}");
+    }
+    pauses.sort_by(f64::total_cmp);
+    eprintln!(
+        "{cycles} attach/detach cycles in {:.1} s; thread paused min {:.1} ms, median {:.1} ms, \
+         max {:.1} ms",
+        started.elapsed().as_secs_f64(),
+        pauses[0],
+        pauses[pauses.len() / 2],
+        pauses[pauses.len() - 1]
+    );
+    let (report, stderr) = running.finish();
+    assert!(report.starts_with(NO_EINTR), "{report}");
+    assert!(!stderr.contains("fntrace"), "{stderr}");
+}
+
+#[test]
+fn a_process_under_strace_is_refused_with_the_reason() {
+    let scratch = Scratch::new("attach-strace");
+    let dir = scratch.path();
+    let program = build(dir);
+    let running = Program::start(&program, &[], dir);
+    let pid = running.pid().to_string();
+    let mut strace = Command::new("strace")
+        .args(["-p", &pid, "-f", "-o", "/dev/null"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("strace is installed");
+    struct Kill(Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let strace_pid = strace.id();
+    let traced = |pid: &str| {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("TracerPid:"))
+            .map(|v| v.trim().to_string())
+            .unwrap()
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while traced(&pid) == "0" {
+        if let Some(status) = strace.try_wait().unwrap() {
+            panic!("strace exited: {status:?}");
+        }
+        assert!(Instant::now() < deadline, "strace did not attach");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let strace = Kill(strace);
+    let refused = fntrace(&["attach", &pid], Duration::from_secs(30));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("traced already, by process {strace_pid} (strace)")),
+        "{stderr}"
+    );
+    drop(strace);
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    assert!(!maps.contains("libfntrace.so"), "nothing was loaded");
+    let (report, _) = running.finish();
+    assert!(report.starts_with("eintr read=0"), "{report}");
+}
+
+#[test]
+fn a_static_executable_is_refused_with_the_reason() {
+    let scratch = Scratch::new("attach-static");
+    let dir = scratch.path();
+    let source = dir.join("sleeper.c");
+    std::fs::write(
+        &source,
+        "#include <unistd.h>\nint main(void) { for (;;) pause(); }\n",
+    )
+    .unwrap();
+    let program = dir.join("sleeper");
+    common::native::gcc(&[
+        "-static".as_ref(),
+        "-O2".as_ref(),
+        source.as_os_str(),
+        "-o".as_ref(),
+        program.as_os_str(),
+    ]);
+    let mut child = Command::new(&program).spawn().unwrap();
+    struct Kill<'a>(&'a mut Child);
+    impl Drop for Kill<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let pid = child.id().to_string();
+    let _kill = Kill(&mut child);
+    let refused = fntrace(&["attach", &pid], Duration::from_secs(30));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("statically linked"), "{stderr}");
+}
