@@ -352,6 +352,61 @@ fn attach_detach_cycles_under_malloc_and_dlopen_load() {
     assert!(!stderr.contains("fntrace"), "{stderr}");
 }
 
+/// The thread of process `pid` named `name`.
+fn thread_named(pid: u32, name: &str) -> u32 {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .find(|tid| {
+            std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+                .is_ok_and(|comm| comm.trim() == name)
+        })
+        .unwrap_or_else(|| panic!("no thread named {name}"))
+}
+
+/// Each blocked thread borrowed in turn (`--thread`): the call it was
+/// blocked in resumes with no EINTR (nanosleep's restart block included);
+/// the thread looping over malloc/free is taken only between two calls;
+/// the one waiting in a futex is never taken: refused after the bounded
+/// tries, nothing loaded.
+#[test]
+fn each_kind_of_blocked_thread_is_borrowed_without_eintr() {
+    let scratch = Scratch::new("attach-threads");
+    let dir = scratch.path();
+    let program = build(dir);
+    let mut running = Program::start(&program, &[], dir);
+    let pid = running.pid().to_string();
+    let before = text_of(running.pid(), &program);
+
+    let waiter = thread_named(running.pid(), "waiter").to_string();
+    let refused = fntrace(
+        &["attach", &pid, "--thread", &waiter],
+        Duration::from_secs(60),
+    );
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("safe point"), "{stderr}");
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    assert!(!maps.contains("libfntrace.so"), "nothing was loaded");
+
+    for name in ["sleeper", "reader", "acceptor", "epoller", "mallocer"] {
+        let tid = thread_named(running.pid(), name);
+        let attached = fntrace_ok(&["attach", &pid, "--thread", &tid.to_string()]);
+        assert!(
+            attached.contains(&format!("thread {tid} paused")),
+            "{attached}"
+        );
+        eprintln!("{name}: {}", attached.trim());
+        fntrace_ok(&["ctl", &pid, "enable", "graph"]);
+        assert_eq!(running.work(12), (12, 12, 3), "{name}");
+        fntrace_ok(&["detach", &pid]);
+        assert_eq!(text_of(running.pid(), &program), before, "{name}");
+    }
+    let (report, stderr) = running.finish();
+    assert!(report.starts_with(NO_EINTR), "{report}");
+    assert!(!stderr.contains("fntrace"), "{stderr}");
+}
+
 #[test]
 fn a_process_under_strace_is_refused_with_the_reason() {
     let scratch = Scratch::new("attach-strace");

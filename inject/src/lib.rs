@@ -36,6 +36,12 @@
 //! signal frame (`__restore_rt`'s bytes). A stale value found there only
 //! makes the search refuse a thread that was safe.
 //!
+//! `epoll_wait`, `epoll_pwait`, `rt_sigtimedwait` and `semop` fail with
+//! `EINTR` even when their thread is only stopped and resumed, with no
+//! signal handler: for a thread stopped in one of them with no signal
+//! passed to it meanwhile, `rax` is made `-ERESTARTNOHAND` before it goes
+//! on, and the call is restarted like the others.
+//!
 //! Threads are taken one at a time: `PTRACE_SEIZE` and `PTRACE_INTERRUPT`
 //! stop one thread, its registers are read, and if it is not at a safe
 //! point it is let go at once (`PTRACE_DETACH`: a system call it was in is
@@ -230,7 +236,10 @@ fn command_of(pid: u32) -> String {
 /// `pid` with `dlopen`, unless it is loaded there already, and calls its
 /// `fntrace_attach_start` on a thread borrowed at a safe point (see the
 /// module's comment). The error says why nothing, or what, was done.
-pub fn attach(pid: u32, library: &Path) -> Result<Attached, Refused> {
+///
+/// `only`: borrow that thread of the process and no other (it must come to
+/// a safe point within the same bounded tries).
+pub fn attach(pid: u32, library: &Path, only: Option<u32>) -> Result<Attached, Refused> {
     let tracer = tracer_of(pid)?;
     if tracer != 0 {
         return refused(format!(
@@ -322,7 +331,7 @@ pub fn attach(pid: u32, library: &Path) -> Result<Attached, Refused> {
             ours_file.display()
         ));
     }
-    let (mut thread, passed_over) = borrow_thread(pid, &safe)?;
+    let (mut thread, passed_over) = borrow_thread(pid, only, &mem, &safe)?;
     let result = (|| {
         let loaded = already.is_none();
         if loaded {
@@ -456,6 +465,38 @@ const SAFE_SYSCALLS: [u64; 17] = [
     288, // accept4
     441, // epoll_pwait2
 ];
+
+/// System calls that fail with `EINTR`, not a restart code, when their
+/// thread is merely stopped and resumed (signal(7)): `epoll_wait`,
+/// `epoll_pwait`, `epoll_pwait2`, `rt_sigtimedwait`, `semop`, `semtimedop`.
+const EINTR_AFTER_STOP: [u64; 6] = [232, 281, 441, 128, 65, 220];
+
+/// Rewrites the registers of a thread stopped by our interrupt (with no
+/// signal passed to it meanwhile) right after one of [`EINTR_AFTER_STOP`]
+/// failed with `EINTR` because of that stop: `rax` becomes
+/// `-ERESTARTNOHAND`, which the kernel (or [`Borrowed::release`])
+/// restarts, so the program never sees that `EINTR`. Whether it did.
+fn undo_eintr_of_stop(tid: u32, regs: &mut libc::user_regs_struct, mem: &File) -> bool {
+    let eintr = (regs.orig_rax as i64) >= 0
+        && regs.rax as i64 == -(libc::EINTR as i64)
+        && EINTR_AFTER_STOP.contains(&regs.orig_rax);
+    let mut code = [0u8; 2];
+    if !eintr
+        || mem
+            .read_exact_at(&mut code, regs.rip.wrapping_sub(2))
+            .is_err()
+        || code != [0x0f, 0x05]
+    {
+        return false;
+    }
+    let mut restarted = *regs;
+    restarted.rax = ERESTARTNOHAND as u64;
+    if set_regs(tid, &restarted).is_err() {
+        return false;
+    }
+    *regs = restarted;
+    true
+}
 
 fn interrupted_syscall(regs: &libc::user_regs_struct) -> bool {
     (regs.orig_rax as i64) >= 0
@@ -653,6 +694,8 @@ const ROUNDS: usize = 400;
 /// (`safe`), which stays stopped; the others are let go at once.
 fn borrow_thread(
     pid: u32,
+    only: Option<u32>,
+    mem: &File,
     safe: &dyn Fn(&libc::user_regs_struct) -> bool,
 ) -> Result<(Borrowed, usize), Refused> {
     let mut passed_over = 0;
@@ -661,7 +704,11 @@ fn borrow_thread(
             .map_err(|_| Refused(format!("no process with pid {pid}")))?;
         let mut tids: Vec<u32> = tasks
             .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .filter(|&tid| only.is_none_or(|only| only == tid))
             .collect();
+        if tids.is_empty() {
+            return refused(format!("process {pid} has no thread {}", only.unwrap_or(0)));
+        }
         tids.sort_unstable();
         for tid in tids {
             match ptrace(libc::PTRACE_SEIZE, tid, 0, 0) {
@@ -681,7 +728,12 @@ fn borrow_thread(
             }
             let stopped = stop_seized(tid);
             let regs = match stopped {
-                Ok(Some(regs)) => regs,
+                Ok(Some((mut regs, passed))) => {
+                    if !passed {
+                        undo_eintr_of_stop(tid, &mut regs, mem);
+                    }
+                    regs
+                }
                 Ok(None) => continue, // gone
                 Err(e) => {
                     let _ = ptrace(libc::PTRACE_DETACH, tid, 0, 0);
@@ -711,19 +763,22 @@ fn borrow_thread(
 }
 
 /// Interrupts a seized thread and waits for its stop; signals that arrive
-/// first are delivered (not lost). Its registers, or `None` if it is gone.
-fn stop_seized(tid: u32) -> Result<Option<libc::user_regs_struct>, Refused> {
+/// first are delivered (not lost). Its registers and whether a signal was
+/// passed on, or `None` if it is gone.
+fn stop_seized(tid: u32) -> Result<Option<(libc::user_regs_struct, bool)>, Refused> {
     if let Err(e) = ptrace(libc::PTRACE_INTERRUPT, tid, 0, 0) {
         if e.raw_os_error() == Some(libc::ESRCH) {
             return Ok(None);
         }
         return refused(format!("PTRACE_INTERRUPT of thread {tid}: {e}"));
     }
+    let mut passed = false;
     loop {
         match wait_stop(tid, Duration::from_secs(5))? {
             Stop::Gone => return Ok(None),
             Stop::Event => break,
             Stop::Signal(sig) => {
+                passed = true;
                 // Delivered as it would have been; the interrupt stays
                 // pending and stops the thread next.
                 if ptrace(libc::PTRACE_CONT, tid, 0, sig as u64).is_err() {
@@ -733,7 +788,7 @@ fn stop_seized(tid: u32) -> Result<Option<libc::user_regs_struct>, Refused> {
         }
     }
     match get_regs(tid) {
-        Ok(regs) => Ok(Some(regs)),
+        Ok(regs) => Ok(Some((regs, passed))),
         Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(None),
         Err(e) => refused(format!("PTRACE_GETREGS of thread {tid}: {e}")),
     }

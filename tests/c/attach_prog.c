@@ -4,10 +4,11 @@
  * attaches to it with `fntrace attach PID` while its threads are blocked
  * in system calls or busy in libc.
  *
- * Threads: one blocked in read (a pipe), one in accept (a Unix socket), one
+ * Threads (named as below, for the test to find each): one blocked in read (a pipe), one in accept (a Unix socket), one
  * in epoll_wait (an eventfd), one in nanosleep (a loop of 20 ms sleeps),
  * one in pthread_cond_wait (a futex), one looping malloc/free; with the
- * argument `dl`, one more looping dlopen/dlclose of a library. Each counts
+ * argument `dl`, one more looping dlopen/dlclose of a library. Named
+ * reader, acceptor, epoller, sleeper, waiter, mallocer, dlopener. Each counts
  * the calls that failed with EINTR and reports them at exit.
  *
  * It prints "ready" once every thread runs, then for each line read on
@@ -23,6 +24,7 @@
  * with moncontrol(0): its SIGPROF would land in the blocked calls and make
  * EINTR counts that are not the attach's.
  */
+#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -86,7 +88,8 @@ __attribute__((noinline)) void *alloc_round(long n) {
     return p;
 }
 
-static void started(void) {
+static void started(const char *name) {
+    pthread_setname_np(pthread_self(), name);
     pthread_mutex_lock(&mutex);
     ready_count++;
     pthread_cond_broadcast(&cond);
@@ -95,7 +98,7 @@ static void started(void) {
 
 static void *reader(void *arg) {
     (void)arg;
-    started();
+    started("reader");
     for (;;) {
         char c;
         ssize_t n = read(pipe_fds[0], &c, 1);
@@ -110,7 +113,7 @@ static void *reader(void *arg) {
 
 static void *acceptor(void *arg) {
     (void)arg;
-    started();
+    started("acceptor");
     for (;;) {
         int fd = accept(listen_fd, NULL, NULL);
         if (fd < 0 && errno == EINTR) {
@@ -128,7 +131,7 @@ static void *epoller(void *arg) {
     int ep = epoll_create1(0);
     struct epoll_event event = {.events = EPOLLIN};
     epoll_ctl(ep, EPOLL_CTL_ADD, event_fd, &event);
-    started();
+    started("epoller");
     for (;;) {
         struct epoll_event got;
         int n = epoll_wait(ep, &got, 1, -1);
@@ -143,7 +146,7 @@ static void *epoller(void *arg) {
 
 static void *sleeper(void *arg) {
     (void)arg;
-    started();
+    started("sleeper");
     while (!stop) {
         struct timespec t = {0, 20 * 1000 * 1000};
         if (nanosleep(&t, NULL) != 0 && errno == EINTR)
@@ -154,6 +157,7 @@ static void *sleeper(void *arg) {
 
 static void *waiter(void *arg) {
     (void)arg;
+    pthread_setname_np(pthread_self(), "waiter");
     pthread_mutex_lock(&mutex);
     ready_count++;
     pthread_cond_broadcast(&cond);
@@ -167,7 +171,7 @@ static void *waiter(void *arg) {
 
 static void *mallocer(void *arg) {
     (void)arg;
-    started();
+    started("mallocer");
     for (long i = 0; !stop; i++) {
         errno = 0;
         void *p = alloc_round(i);
@@ -181,7 +185,7 @@ static void *mallocer(void *arg) {
 
 static void *dlopener(void *arg) {
     (void)arg;
-    started();
+    started("dlopener");
     while (!stop) {
         void *h = dlopen("libutil.so.1", RTLD_NOW);
         if (h == NULL) {

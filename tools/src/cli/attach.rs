@@ -55,6 +55,10 @@ pub struct AttachArgs {
     /// The libfntrace.so to load (default: $FNTRACE_LIB, or next to fntrace).
     #[arg(long, value_name = "PATH")]
     pub lib: Option<PathBuf>,
+    /// Borrow this thread of the process for the load and no other
+    /// (default: the first found at a safe point).
+    #[arg(long, value_name = "TID")]
+    pub thread: Option<u32>,
 }
 
 /// `fntrace detach`.
@@ -73,7 +77,8 @@ pub fn main(args: &AttachArgs) -> ExitCode {
     let from_env = std::env::var_os("FNTRACE_LIB")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from);
-    match attach(args.pid, args.lib.as_deref().or(from_env.as_deref()), false) {
+    let lib = args.lib.as_deref().or(from_env.as_deref());
+    match attach(args.pid, lib, args.thread, false) {
         Ok(line) => {
             println!("{line}");
             ExitCode::SUCCESS
@@ -92,6 +97,7 @@ pub fn main(args: &AttachArgs) -> ExitCode {
 pub fn attach(
     pid: u32,
     lib: Option<&std::path::Path>,
+    thread: Option<u32>,
     quiet_if_served: bool,
 ) -> Result<String, String> {
     let timeout = Duration::from_secs(5);
@@ -102,7 +108,7 @@ pub fn attach(
         });
     }
     let library = super::record::find_library(lib)?;
-    let attached = fntrace_inject::attach(pid, &library).map_err(|e| e.to_string())?;
+    let attached = fntrace_inject::attach(pid, &library, thread).map_err(|e| e.to_string())?;
     // The server started before the call returned; it answers at once.
     let deadline = Instant::now() + Duration::from_secs(10);
     while !serves(pid, timeout) {
