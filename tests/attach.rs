@@ -407,6 +407,100 @@ fn each_kind_of_blocked_thread_is_borrowed_without_eintr() {
     assert!(!stderr.contains("fntrace"), "{stderr}");
 }
 
+/// `fntrace record -p PID --duration` and `fntrace top PID` on a process
+/// started without fntrace: each attaches first (one line on stderr) and
+/// detaches at the end, leaving the text as it was.
+#[test]
+fn record_p_and_top_attach_first_and_detach_at_the_end() {
+    let scratch = Scratch::new("attach-record");
+    let dir = scratch.path();
+    let program = build(dir);
+    let mut running = Program::start(&program, &[], dir);
+    let pid = running.pid().to_string();
+    let before = text_of(running.pid(), &program);
+    let trace = dir.join("recorded");
+
+    let mut record = Command::new(cli_with_library())
+        .args(["record", "-p", &pid, "-o", trace.to_str().unwrap()])
+        .args([
+            "--duration",
+            "4s",
+            "-F",
+            "handle_*",
+            "-F",
+            "parse_*",
+            "-F",
+            "store_*",
+        ])
+        .env_remove("FNTRACE_LIB")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Work once the recording runs.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = fntrace(&["ctl", &pid, "status"], Duration::from_secs(20));
+        if String::from_utf8_lossy(&status.stdout).contains(trace.to_str().unwrap()) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the recording did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(running.work(500), (500, 500, 125));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while record.try_wait().unwrap().is_none() {
+        if Instant::now() >= deadline {
+            let _ = record.kill();
+            panic!("fntrace record -p did not end");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = record.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "fntrace record: process {pid} serves no control socket: attached to it"
+        )),
+        "{stderr}"
+    );
+    assert_eq!(
+        common::completed_calls(&trace),
+        common::call_table(&[
+            ("handle_request", 500),
+            ("parse_key", 500),
+            ("store_put", 125)
+        ]),
+        "{stderr}"
+    );
+    assert_eq!(text_of(running.pid(), &program), before, "detached after");
+
+    let top = fntrace(
+        &["top", &pid, "--once", "--interval", "200ms"],
+        Duration::from_secs(60),
+    );
+    let stderr = String::from_utf8_lossy(&top.stderr);
+    assert!(top.status.success(), "{stderr}");
+    assert!(
+        String::from_utf8_lossy(&top.stdout).contains(&format!("fntrace top {pid}")),
+        "{}",
+        String::from_utf8_lossy(&top.stdout)
+    );
+    assert!(stderr.contains("attached to it"), "{stderr}");
+    assert_eq!(
+        text_of(running.pid(), &program),
+        before,
+        "detached after top"
+    );
+    let gone = fntrace(&["ctl", &pid, "status"], Duration::from_secs(20));
+    assert_eq!(gone.status.code(), Some(2));
+
+    let (report, stderr) = running.finish();
+    assert!(report.starts_with(NO_EINTR), "{report}");
+    assert!(!stderr.contains("fntrace"), "{stderr}");
+}
+
 #[test]
 fn a_process_under_strace_is_refused_with_the_reason() {
     let scratch = Scratch::new("attach-strace");

@@ -169,3 +169,36 @@ pub fn detach(args: &DetachArgs) -> ExitCode {
         }
     }
 }
+
+/// For `fntrace record -p PID` and `fntrace top PID`: makes process `pid`
+/// serve its control socket, attaching to it if it does not (one line on
+/// stderr says so). Whether this attached it (then the caller detaches it
+/// when done, leaving it as it found it).
+pub fn attach_for(pid: u32, command: &str, lib: Option<&std::path::Path>) -> Result<bool, String> {
+    if status(pid, Duration::from_secs(5)).is_some() {
+        return Ok(false);
+    }
+    let from_env = std::env::var_os("FNTRACE_LIB")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from);
+    let line = attach(pid, lib.or(from_env.as_deref()), None, true)?;
+    eprintln!(
+        "fntrace {command}: process {pid} serves no control socket: attached to it ({}); \
+         detached again at the end",
+        line.split_once(": ")
+            .map_or(line.as_str(), |(_, rest)| rest)
+            .split("; `")
+            .next()
+            .unwrap_or("")
+    );
+    Ok(true)
+}
+
+/// Detaches process `pid` (what [`attach_for`] attached); why not.
+pub fn detach_quietly(pid: u32) -> Result<(), String> {
+    match super::ctl::exchange_line(&pid.to_string(), Duration::from_secs(60), "detach\n") {
+        Ok((true, _)) => Ok(()),
+        Ok((false, message)) => Err(message),
+        Err(why) => Err(why),
+    }
+}
