@@ -203,6 +203,20 @@ fn text_of(pid: u32, program: &Path) -> Vec<u8> {
     text
 }
 
+/// The names of process `pid`'s threads that are fntrace's.
+fn fntrace_threads(pid: u32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|entry| {
+            let tid = entry.ok()?.file_name();
+            let comm =
+                std::fs::read_to_string(format!("/proc/{pid}/task/{}/comm", tid.to_string_lossy()))
+                    .ok()?;
+            comm.starts_with("fntrace").then(|| comm.trim().to_string())
+        })
+        .collect()
+}
+
 /// The pause the attach line reports, in ms.
 fn pause_ms(attach_line: &str) -> f64 {
     attach_line
@@ -286,6 +300,16 @@ fn attach_trace_and_detach_a_program_started_without_fntrace() {
     );
     let gone = fntrace(&["ctl", &pid, "status"], Duration::from_secs(20));
     assert_eq!(gone.status.code(), Some(2), "no socket after detach");
+    // fntrace's threads (control, attach, writer) have ended.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let ours = fntrace_threads(running.pid());
+        if ours.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still running: {ours:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert_eq!(running.work(10), (10, 10, 3));
 
     // Attached again: the library is reused, not loaded twice.
