@@ -31,6 +31,17 @@ fn build(dir: &Path) -> PathBuf {
     )
 }
 
+/// The same built with `-pg -mfentry`: its sites call glibc's `__fentry__`.
+fn build_fentry(dir: &Path) -> PathBuf {
+    build_c(
+        dir,
+        "attach_prog",
+        "fentry",
+        &["-pg", "-mfentry", "-O2", "-fPIE", "-pie"],
+        &["-lpthread", "-ldl"],
+    )
+}
+
 /// The running program, killed if still running when dropped.
 struct Program {
     child: Child,
@@ -334,6 +345,36 @@ fn attach_trace_and_detach_a_program_started_without_fntrace() {
     );
 }
 
+/// A `-pg -mfentry` build: the sites adopted are calls of glibc's
+/// `__fentry__`; recorded counts exact, text given back.
+#[test]
+fn attach_a_fentry_build() {
+    let scratch = Scratch::new("attach-fentry");
+    let dir = scratch.path();
+    let program = build_fentry(dir);
+    let mut running = Program::start(&program, &[], dir);
+    let pid = running.pid().to_string();
+    let before = text_of(running.pid(), &program);
+    fntrace_ok(&["attach", &pid]);
+    let trace = dir.join("trace");
+    fntrace_ok(&["ctl", &pid, "filter", "handle_*,parse_*,store_*"]);
+    fntrace_ok(&["ctl", &pid, "record", trace.to_str().unwrap()]);
+    assert_eq!(running.work(300), (300, 300, 75));
+    fntrace_ok(&["ctl", &pid, "stop"]);
+    assert_eq!(
+        common::completed_calls(&trace),
+        common::call_table(&[
+            ("handle_request", 300),
+            ("parse_key", 300),
+            ("store_put", 75)
+        ])
+    );
+    fntrace_ok(&["detach", &pid]);
+    assert_eq!(text_of(running.pid(), &program), before);
+    let (report, _) = running.finish();
+    assert!(report.starts_with(NO_EINTR), "{report}");
+}
+
 #[test]
 fn attach_detach_cycles_under_malloc_and_dlopen_load() {
     let cycles: usize = std::env::var("FNTRACE_ATTACH_CYCLES")
@@ -575,6 +616,48 @@ fn a_process_under_strace_is_refused_with_the_reason() {
     assert!(!maps.contains("libfntrace.so"), "nothing was loaded");
     let (report, _) = running.finish();
     assert!(report.starts_with("eintr read=0"), "{report}");
+}
+
+/// Another user may not attach: the refusal names ptrace's rule and the
+/// fix.
+#[test]
+fn another_user_is_refused_with_the_rule() {
+    let scratch = Scratch::new("attach-eperm");
+    let dir = scratch.path();
+    let program = build(dir);
+    let running = Program::start(&program, &[], dir);
+    let pid = running.pid().to_string();
+    if effective_uid() != 0 {
+        eprintln!("not root: the test needs to run fntrace as another user; skipped");
+        return;
+    }
+    let output = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(cli_with_library())
+        .args(["attach", &pid])
+        .env_remove("FNTRACE_LIB")
+        .output()
+        .expect("setpriv (util-linux) is installed");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("not permitted to trace process {pid}"))
+            && stderr.contains("CAP_SYS_PTRACE")
+            && stderr.contains("run fntrace as uid 0 or as root"),
+        "{stderr}"
+    );
+    let (report, _) = running.finish();
+    assert!(report.starts_with(NO_EINTR), "{report}");
+}
+
+/// This process's effective uid, from /proc (no unsafe code here).
+fn effective_uid() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|ids| ids.split_whitespace().nth(1)?.parse().ok())
+        .unwrap()
 }
 
 #[test]

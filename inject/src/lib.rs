@@ -125,8 +125,12 @@ struct Mapping {
 }
 
 fn read_maps(pid: u32) -> Result<Vec<Mapping>, Refused> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/maps"))
-        .map_err(|e| Refused(format!("reading /proc/{pid}/maps: {e}")))?;
+    let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).map_err(|e| {
+        Refused(match e.raw_os_error() {
+            Some(libc::EACCES | libc::EPERM) => permission_message(pid, e),
+            _ => format!("reading /proc/{pid}/maps: {e}"),
+        })
+    })?;
     Ok(text
         .lines()
         .filter_map(|line| {
@@ -419,19 +423,33 @@ fn path_in_target(pid: u32, library: &Path) -> Result<String, Refused> {
 }
 
 fn permission_message(pid: u32, e: std::io::Error) -> String {
-    if e.raw_os_error() == Some(libc::EPERM) || e.raw_os_error() == Some(libc::EACCES) {
-        let scope = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
-            .map(|s| format!("kernel.yama.ptrace_scope is {}", s.trim()))
-            .unwrap_or_else(|_| "no Yama module".to_string());
-        format!(
-            "not permitted to trace process {pid} ({e}): ptrace needs the same uid as the target \
-             (and a target that is not setuid or made undumpable) or CAP_SYS_PTRACE, and Yama's \
-             ptrace_scope at most 1 for a non-descendant ({scope}); run fntrace as the \
-             target's user with `sudo sysctl kernel.yama.ptrace_scope=0`, or as root"
-        )
-    } else {
-        format!("process {pid}: {e}")
+    if e.raw_os_error() != Some(libc::EPERM) && e.raw_os_error() != Some(libc::EACCES) {
+        return format!("process {pid}: {e}");
     }
+    let uid = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|ids| ids.split_whitespace().nth(1).map(String::from))
+        })
+        .unwrap_or_else(|| "?".to_string());
+    let scope = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok());
+    let yama = match scope {
+        None => "no Yama module here".to_string(),
+        Some(0) => "Yama's ptrace_scope is 0".to_string(),
+        Some(n) => format!(
+            "Yama's ptrace_scope is {n}, which allows only a parent (1), CAP_SYS_PTRACE (2) or \
+             no one (3): `sudo sysctl kernel.yama.ptrace_scope=0`, or run fntrace as root"
+        ),
+    };
+    format!(
+        "not permitted to trace process {pid} ({e}): ptrace needs the target's uid ({uid}; a \
+         setuid or undumpable program not even then) or CAP_SYS_PTRACE, and the Yama rule \
+         ({yama}); run fntrace as uid {uid} or as root"
+    )
 }
 
 /// `RTLD_NOW`.
