@@ -472,6 +472,61 @@ fn each_kind_of_blocked_thread_is_borrowed_without_eintr() {
     assert!(!stderr.contains("fntrace"), "{stderr}");
 }
 
+/// Real-time signals sent to the borrowed thread all along its attach
+/// (before, during and after the calls made in it) are all handled, once
+/// each: those that arrive while it is borrowed are kept and delivered
+/// after, in its own context; its read resumes with no EINTR.
+#[test]
+fn signals_sent_to_the_borrowed_thread_are_all_delivered() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let scratch = Scratch::new("attach-signals");
+    let dir = scratch.path();
+    let program = build(dir);
+    let mut running = Program::start(&program, &[], dir);
+    let pid = running.pid();
+    let reader = thread_named(pid, "reader");
+    let stop = Arc::new(AtomicBool::new(false));
+    let sender = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut sent = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                // SAFETY: tgkill takes plain integers; the thread is the
+                // test's child's, alive until `finish`.
+                let rc = unsafe {
+                    libc::syscall(
+                        libc::SYS_tgkill,
+                        pid as libc::c_long,
+                        reader as libc::c_long,
+                        (libc::SIGRTMIN() + 1) as libc::c_long,
+                    )
+                };
+                assert_eq!(rc, 0, "tgkill");
+                sent += 1;
+                std::thread::sleep(Duration::from_micros(50));
+            }
+            sent
+        })
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    let attached = fntrace_ok(&["attach", &pid.to_string(), "--thread", &reader.to_string()]);
+    eprintln!("{}", attached.trim());
+    fntrace_ok(&["ctl", &pid.to_string(), "enable", "graph"]);
+    assert_eq!(running.work(10), (10, 10, 3));
+    fntrace_ok(&["detach", &pid.to_string()]);
+    std::thread::sleep(Duration::from_millis(50));
+    stop.store(true, Ordering::Relaxed);
+    let sent = sender.join().unwrap();
+    let (report, _) = running.finish();
+    assert!(report.starts_with(NO_EINTR), "{report}");
+    assert!(
+        report.ends_with(&format!(" rt={sent}")),
+        "{sent} signals sent: {report}"
+    );
+    eprintln!("{sent} signals sent to the borrowed thread, all handled");
+}
+
 /// `fntrace record -p PID --duration` and `fntrace top PID` on a process
 /// started without fntrace: each attaches first (one line on stderr) and
 /// detaches at the end, leaving the text as it was.

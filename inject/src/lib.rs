@@ -60,10 +60,12 @@
 //! one fails) runs on the thread's own stack, below its red zone (rsp −
 //! 128 − 2 KiB, 16-byte aligned at the call), with return address 0: the
 //! return faults (`SIGSEGV` at rip 0), which the tracer sees and swallows.
-//! Any other signal that arrives meanwhile is kept and delivered after the
-//! registers are restored (the first when the thread is let go, the
-//! others by `tgkill`): none is lost, and handlers run in the thread's own
-//! context. If the thread was stopped inside a system call (`rax` one of
+//! Any other signal that arrives meanwhile is kept, with its siginfo, and
+//! delivered after the registers are restored (the first when the thread
+//! is let go, the others queued with `rt_tgsigqueueinfo`): no real-time
+//! signal is lost, a standard one pending twice is delivered once (as the
+//! kernel merges it for any thread that is not running), and handlers run
+//! in the thread's own context. If the thread was stopped inside a system call (`rax` one of
 //! `-ERESTARTSYS`, `-ERESTARTNOINTR`, `-ERESTARTNOHAND`,
 //! `-ERESTART_RESTARTBLOCK` with `orig_rax` ≥ 0), `orig_rax` is −1 while it
 //! runs the calls (so the kernel restarts nothing then), and at the end the
@@ -701,7 +703,9 @@ struct Borrowed {
     fpregs: libc::user_fpregs_struct,
     stopped_at: Instant,
     /// Signals that arrived while it was borrowed, to deliver after.
-    pending: Vec<i32>,
+    /// (A standard signal once: the kernel merges those too while a thread
+    /// is not running; each real-time one, with its siginfo.)
+    pending: Vec<libc::siginfo_t>,
     released: bool,
 }
 
@@ -835,6 +839,9 @@ fn set_regs(tid: u32, regs: &libc::user_regs_struct) -> Result<(), Refused> {
     .map_err(|e| Refused(format!("PTRACE_SETREGS of thread {tid}: {e}")))
 }
 
+/// The first real-time signal (the kernel's; glibc keeps two for itself).
+const SIGRTMIN: i32 = 32;
+
 /// `NT_X86_XSTATE`.
 const NT_X86_XSTATE: u64 = 0x202;
 
@@ -955,8 +962,20 @@ impl Borrowed {
                 }
                 Stop::Signal(sig) => {
                     // Kept for after the thread's registers are put back.
-                    if !self.pending.contains(&sig) {
-                        self.pending.push(sig);
+                    // SAFETY: all-zero is a valid siginfo_t.
+                    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+                    let got = ptrace(
+                        libc::PTRACE_GETSIGINFO,
+                        tid,
+                        0,
+                        &mut info as *mut libc::siginfo_t as u64,
+                    );
+                    if got.is_err() {
+                        info.si_signo = sig;
+                    }
+                    let merged = sig < SIGRTMIN && self.pending.iter().any(|p| p.si_signo == sig);
+                    if !merged {
+                        self.pending.push(info);
                     }
                     ptrace(libc::PTRACE_CONT, tid, 0, 0)
                         .map_err(|e| Refused(format!("PTRACE_CONT of thread {tid}: {e}")))?;
@@ -1012,19 +1031,45 @@ impl Borrowed {
             .map(drop)
             .map_err(|e| Refused(format!("restoring thread {tid}'s vector registers: {e}")))
         })();
-        let first = self.pending.first().copied().unwrap_or(0);
+        // The first signal replaces the SIGSEGV the thread is stopped
+        // for (with its own siginfo); the others are queued to it.
+        let first = match self.pending.first() {
+            Some(info) => {
+                let _ = ptrace(
+                    libc::PTRACE_SETSIGINFO,
+                    tid,
+                    0,
+                    info as *const libc::siginfo_t as u64,
+                );
+                info.si_signo
+            }
+            None => 0,
+        };
         let detached = ptrace(libc::PTRACE_DETACH, tid, 0, first as u64);
         let pause = self.stopped_at.elapsed();
-        for &sig in self.pending.iter().skip(1) {
-            // SAFETY: tgkill takes plain integers.
+        let tgid = thread_group(tid) as libc::c_long;
+        for info in self.pending.iter().skip(1) {
+            // SAFETY: rt_tgsigqueueinfo reads one siginfo_t from a live
+            // value; tgkill takes plain integers.
             unsafe {
-                libc::syscall(
-                    libc::SYS_tgkill,
-                    thread_group(tid) as libc::c_long,
+                let queued = libc::syscall(
+                    libc::SYS_rt_tgsigqueueinfo,
+                    tgid,
                     tid as libc::c_long,
-                    sig as libc::c_long,
-                )
-            };
+                    info.si_signo as libc::c_long,
+                    info as *const libc::siginfo_t,
+                );
+                // A siginfo the kernel would not let us forge (si_code of
+                // kill): sent plainly.
+                if queued != 0 {
+                    libc::syscall(
+                        libc::SYS_tgkill,
+                        tgid,
+                        tid as libc::c_long,
+                        info.si_signo as libc::c_long,
+                    );
+                }
+            }
         }
         restored?;
         detached.map_err(|e| Refused(format!("PTRACE_DETACH of thread {tid}: {e}")))?;

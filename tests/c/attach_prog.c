@@ -17,8 +17,11 @@
  *            store_put every 4th time), then prints "done H P S" (the
  *            calls of handle_request, parse_key and store_put it made)
  *   exit     stops the threads, prints "eintr read=R accept=A epoll=E
- *            nanosleep=N cond=C malloc=M dl=D loops=L" and exits 0 (also
+ *            nanosleep=N cond=C malloc=M dl=D loops=L rt=S" and exits 0 (also
  *            at the end of its input)
+ *
+ * S counts the SIGRTMIN+1 signals it handled (SA_RESTART; the test sends
+ * them to a thread while fntrace borrows it).
  *
  * gprof's profiling timer (started by gcc -pg's start-up) is switched off
  * with moncontrol(0): its SIGPROF would land in the blocked calls and make
@@ -28,6 +31,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +60,12 @@ static struct sockaddr_un address;
 static pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
 static int ready_count;
+static volatile sig_atomic_t rt_signals;
+
+static void on_rt_signal(int sig) {
+    (void)sig;
+    rt_signals++;
+}
 
 __attribute__((noinline)) long parse_key(long k) {
     calls_parse++;
@@ -200,6 +210,9 @@ static void *dlopener(void *arg) {
 int main(int argc, char **argv) {
     int with_dl = argc > 1 && strcmp(argv[1], "dl") == 0;
     moncontrol(0);
+    struct sigaction action = {.sa_handler = on_rt_signal, .sa_flags = SA_RESTART};
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGRTMIN + 1, &action, NULL);
     if (pipe(pipe_fds) != 0)
         return 2;
     event_fd = eventfd(0, 0);
@@ -255,8 +268,8 @@ int main(int argc, char **argv) {
         pthread_join(threads[i], NULL);
     close(client);
     printf("eintr read=%ld accept=%ld epoll=%ld nanosleep=%ld cond=%ld malloc=%ld dl=%ld "
-           "loops=%ld\n",
+           "loops=%ld rt=%ld\n",
            eintr_read, eintr_accept, eintr_epoll, eintr_nanosleep, cond_errors, eintr_malloc,
-           dl_errors, loops);
+           dl_errors, loops, (long)rt_signals);
     return 0;
 }
