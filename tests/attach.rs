@@ -53,8 +53,14 @@ struct Program {
 impl Program {
     fn start(program: &Path, args: &[&str], cwd: &Path) -> Program {
         let mut command = Command::new(program);
+        command.args(args);
+        Program::start_command(command, cwd)
+    }
+
+    /// [`Program::start`] with the command given (a wrapper that execs
+    /// the program).
+    fn start_command(mut command: Command, cwd: &Path) -> Program {
         command
-            .args(args)
             .current_dir(cwd)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -713,6 +719,70 @@ fn effective_uid() -> u32 {
         .find_map(|l| l.strip_prefix("Uid:"))
         .and_then(|ids| ids.split_whitespace().nth(1)?.parse().ok())
         .unwrap()
+}
+
+/// A process in another mount namespace that cannot see libfntrace.so
+/// (a tmpfs over its directory there) is refused with the reason and the
+/// fix; with a copy placed in its file system and passed as
+/// `--lib /proc/PID/root/PATH`, it is attached.
+#[test]
+fn another_mount_namespace_is_refused_or_given_a_copy() {
+    let scratch = Scratch::new("attach-mntns");
+    let dir = scratch.path();
+    let program = build(dir);
+    let library = common::native::profile_dir().join("libfntrace.so");
+    cli_with_library();
+    let hidden = common::native::profile_dir();
+    let wrapper = dir.join("in-namespace");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nmount -t tmpfs none '{}' && exec '{}'\n",
+            hidden.display(),
+            program.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let unshare = Command::new("unshare")
+        .args(["-m", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !unshare {
+        eprintln!("unshare -m is not permitted here: skipped");
+        return;
+    }
+    // `unshare -m` runs the wrapper, which execs the program: the same pid.
+    let mut running = {
+        let mut command = Command::new("unshare");
+        command.arg("-m").arg(&wrapper);
+        Program::start_command(command, dir)
+    };
+    let pid = running.pid().to_string();
+    let refused = fntrace(&["attach", &pid], Duration::from_secs(30));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("process {pid} cannot see {}", library.display()))
+            && stderr.contains("another mount namespace")
+            && stderr.contains(&format!("--lib /proc/{pid}/root/PATH")),
+        "{stderr}"
+    );
+    // A copy in its tmpfs, where it sees it.
+    let copy = PathBuf::from(format!("/proc/{pid}/root"))
+        .join(hidden.join("libfntrace.so").strip_prefix("/").unwrap());
+    std::fs::copy(&library, &copy).unwrap();
+    let attached = fntrace_ok(&["attach", &pid, "--lib", copy.to_str().unwrap()]);
+    assert!(attached.contains("libfntrace.so loaded"), "{attached}");
+    fntrace_ok(&["ctl", &pid, "enable", "graph"]);
+    assert_eq!(running.work(10), (10, 10, 3));
+    fntrace_ok(&["detach", &pid]);
+    let (report, _) = running.finish();
+    assert!(report.starts_with(NO_EINTR), "{report}");
 }
 
 #[test]

@@ -391,28 +391,42 @@ pub fn attach(pid: u32, library: &Path, only: Option<u32>) -> Result<Attached, R
 
 /// The path under which process `pid` sees `library`: the same path when
 /// it names the same file there (`/proc/PID/root` + path: another mount
-/// namespace or root may show another file, or none).
+/// namespace or root may show another file, or none); for a `library`
+/// given as `/proc/PID/root/PATH` (a copy placed in the process's own
+/// file system), PATH.
 fn path_in_target(pid: u32, library: &Path) -> Result<String, Refused> {
+    let fix = format!(
+        "copy libfntrace.so into its file system and pass --lib /proc/{pid}/root/PATH (PATH as \
+         the process sees it)"
+    );
+    let root = PathBuf::from(format!("/proc/{pid}/root"));
+    if let Ok(inside) = library.strip_prefix(&root) {
+        if !library.is_file() {
+            return refused(format!("{} is not a file", library.display()));
+        }
+        return Path::new("/")
+            .join(inside)
+            .to_str()
+            .map(String::from)
+            .ok_or_else(|| Refused(format!("{} is not UTF-8", library.display())));
+    }
     let library = library
         .canonicalize()
         .map_err(|e| Refused(format!("{}: {e}", library.display())))?;
     let ours =
         std::fs::metadata(&library).map_err(|e| Refused(format!("{}: {e}", library.display())))?;
-    let mut seen = PathBuf::from(format!("/proc/{pid}/root"));
-    seen.push(library.strip_prefix("/").unwrap_or(&library));
+    let seen = root.join(library.strip_prefix("/").unwrap_or(&library));
     match std::fs::metadata(&seen) {
         Ok(theirs) if theirs.dev() == ours.dev() && theirs.ino() == ours.ino() => {}
         Ok(_) => {
             return refused(format!(
-                "process {pid} sees another file at {} (another mount namespace or root): copy \
-                 libfntrace.so where it can see it and pass it with --lib",
+                "process {pid} sees another file at {} (another mount namespace or root): {fix}",
                 library.display()
             ))
         }
         Err(e) => {
             return refused(format!(
-                "process {pid} cannot see {} ({} : {e}; another mount namespace or root): copy \
-                 libfntrace.so where it can see it and pass it with --lib",
+                "process {pid} cannot see {} ({}: {e}; another mount namespace or root): {fix}",
                 library.display(),
                 seen.display()
             ))
