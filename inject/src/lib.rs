@@ -12,8 +12,10 @@
 //! borrowed only at a *safe point*, where it holds no C library or loader
 //! lock:
 //!
-//! - its user-space instruction pointer lies outside the text of libc and
-//!   of the dynamic loader (`ld-linux`): it runs the program's own code
+//! - its user-space instruction pointer lies outside the text of libc, of
+//!   the dynamic loader (`ld-linux`) and of a `libfntrace.so` loaded
+//!   already (whose operation lock `fntrace_attach_start` takes): it runs
+//!   the program's own code
 //!   (or another library's), and libc's and the loader's locks are taken
 //!   and released inside their own text, so it holds none of them; or
 //! - it is blocked in a system call made from libc's text, right after the
@@ -282,9 +284,14 @@ pub fn attach(pid: u32, library: &Path, only: Option<u32>) -> Result<Attached, R
         },
     };
     let dlerror = symbol_address(pid, &maps, &dlopen.1, "dlerror");
+    // libc's, the loader's, and fntrace's own (loaded already: a thread in
+    // it may hold its operation lock, which fntrace_attach_start takes).
     let unsafe_text: Vec<(u64, u64)> = maps
         .iter()
-        .filter(|m| m.executable && (is_libc(&m.path) || is_loader(&m.path)))
+        .filter(|m| {
+            m.executable
+                && (is_libc(&m.path) || is_loader(&m.path) || file_name(&m.path) == "libfntrace.so")
+        })
         .map(|m| (m.start, m.end))
         .collect();
     let libc_text: Vec<(u64, u64)> = maps
