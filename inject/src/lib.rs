@@ -35,8 +35,10 @@
 //! thread's stack (from rsp up, 512 KiB at most) is searched as well, and
 //! the thread is not taken if it holds a return address into the loader's
 //! text or into `dl_iterate_phdr` (the bytes before it a call), or a
-//! signal frame (`__restore_rt`'s bytes). A stale value found there only
-//! makes the search refuse a thread that was safe.
+//! signal frame (`__restore_rt`'s bytes); nor if its stack has less than
+//! 256 KiB below rsp (a coroutine's or a signal stack: the calls need tens
+//! of KiB). A stale value found there only makes the search refuse a
+//! thread that was safe.
 //!
 //! `epoll_wait`, `epoll_pwait`, `rt_sigtimedwait` and `semop` fail with
 //! `EINTR` even when their thread is only stopped and resumed, with no
@@ -316,7 +318,7 @@ pub fn attach(pid: u32, library: &Path, only: Option<u32>) -> Result<Attached, R
         stacks: maps
             .iter()
             .filter(|m| !m.executable)
-            .map(|m| (m.start, m.end))
+            .map(|m| (m.start, m.end, m.path == "[stack]"))
             .collect(),
     };
     let safe = |regs: &libc::user_regs_struct| -> bool {
@@ -575,8 +577,9 @@ struct LockFrames {
     loader_text: Vec<(u64, u64)>,
     libc_text: Vec<(u64, u64)>,
     dl_iterate_phdr: Option<(u64, u64)>,
-    /// The writable mappings: the one holding rsp is the stack.
-    stacks: Vec<(u64, u64)>,
+    /// The writable mappings: the one holding rsp is the stack (and
+    /// whether it is the main thread's, which grows as needed).
+    stacks: Vec<(u64, u64, bool)>,
 }
 
 /// `mov $15,%rax; syscall` (`rt_sigreturn`): glibc's `__restore_rt`, where
@@ -586,14 +589,24 @@ const RESTORE_RT: [u8; 9] = [0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x0
 /// How much of a stack above rsp is searched.
 const STACK_SCAN: u64 = 512 << 10;
 
+/// The room a borrowed thread needs below rsp for the calls (dlopen and
+/// fntrace's start-up use tens of KiB): a thread with less (a coroutine's
+/// small stack, a signal stack) is not taken.
+const STACK_ROOM: u64 = 256 << 10;
+
 impl LockFrames {
     /// Whether the stack above `rsp` holds one of those return addresses
-    /// (a value the bytes before which are a call, or a signal frame). A
-    /// stale value can refuse a thread that was safe, never the reverse.
+    /// (a value the bytes before which are a call, or a signal frame), or
+    /// the stack has too little room below rsp ([`STACK_ROOM`]). A stale
+    /// value can refuse a thread that was safe, never the reverse.
     fn on_stack(&self, rsp: u64, mem: &File) -> bool {
-        let Some(&(_, end)) = self.stacks.iter().find(|&&(s, e)| rsp >= s && rsp < e) else {
+        let Some(&(start, end, main)) = self.stacks.iter().find(|&&(s, e, _)| rsp >= s && rsp < e)
+        else {
             return true; // no stack found: not taken
         };
+        if !main && rsp - start < STACK_ROOM {
+            return true;
+        }
         let len = (end - rsp).min(STACK_SCAN) as usize;
         let mut stack = vec![0u8; len];
         if mem.read_exact_at(&mut stack, rsp).is_err() {
