@@ -65,8 +65,13 @@ impl Program {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        let set: Vec<std::ffi::OsString> = command
+            .get_envs()
+            .map(|(name, _)| name.to_owned())
+            .collect();
         for (name, _) in std::env::vars_os() {
-            if name.to_string_lossy().starts_with("FNTRACE") || name == "LD_PRELOAD" {
+            let ours = name.to_string_lossy().starts_with("FNTRACE") || name == "LD_PRELOAD";
+            if ours && !set.contains(&name) {
                 command.env_remove(name);
             }
         }
@@ -349,6 +354,49 @@ fn attach_trace_and_detach_a_program_started_without_fntrace() {
         !stderr.contains("fntrace"),
         "the library said something: {stderr}"
     );
+}
+
+/// A process that preloaded libfntrace.so with no FNTRACE_ variable (its
+/// sites call fntrace's `mcount`, which returns at once): attach reuses
+/// the library, and detach writes those calls back.
+#[test]
+fn attach_reuses_a_preloaded_library_and_detach_gives_its_calls_back() {
+    let scratch = Scratch::new("attach-preloaded");
+    let dir = scratch.path();
+    let program = build(dir);
+    let library = common::native::profile_dir().join("libfntrace.so");
+    cli_with_library();
+    let mut running = {
+        let mut command = Command::new(&program);
+        command.env("LD_PRELOAD", &library);
+        Program::start_command(command, dir)
+    };
+    let pid = running.pid().to_string();
+    let before = text_of(running.pid(), &program);
+    let attached = fntrace_ok(&["attach", &pid]);
+    assert!(attached.contains("was loaded already"), "{attached}");
+    assert_ne!(
+        text_of(running.pid(), &program),
+        before,
+        "NOPs while attached"
+    );
+    let trace = dir.join("trace");
+    fntrace_ok(&["ctl", &pid, "filter", "handle_*,parse_*,store_*"]);
+    fntrace_ok(&["ctl", &pid, "record", trace.to_str().unwrap()]);
+    assert_eq!(running.work(100), (100, 100, 25));
+    fntrace_ok(&["ctl", &pid, "stop"]);
+    assert_eq!(
+        common::completed_calls(&trace),
+        common::call_table(&[
+            ("handle_request", 100),
+            ("parse_key", 100),
+            ("store_put", 25)
+        ])
+    );
+    fntrace_ok(&["detach", &pid]);
+    assert_eq!(text_of(running.pid(), &program), before);
+    let (report, _) = running.finish();
+    assert!(report.starts_with(NO_EINTR), "{report}");
 }
 
 /// A `-pg -mfentry` build: the sites adopted are calls of glibc's

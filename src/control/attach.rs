@@ -38,7 +38,18 @@ pub(crate) fn attach_sites() -> Result<(), Error> {
     prepare_attach();
     let mut state = control();
     if !state.initialized {
-        return init_locked(&mut state);
+        init_locked(&mut state)?;
+        // In a process that had the library loaded already (preloaded
+        // without FNTRACE_CONTROL), the sites found now held their calls
+        // of fntrace's `mcount` until this made them NOPs: detach gives
+        // those back too.
+        for sites::Listed { site, .. } in sites::in_order(state.sites.current()) {
+            let flags = site.flags.load(Ordering::Relaxed);
+            if site.form().is_some() && flags & (flag::ADOPTED | flag::PATCHABLE) == 0 {
+                site.set_flag(flag::CALL_BEFORE_ATTACH, true);
+            }
+        }
+        return Ok(());
     }
     absorb_panics(&mut state);
     rescan_and_select(&mut state, &symbols::current());
@@ -46,7 +57,11 @@ pub(crate) fn attach_sites() -> Result<(), Error> {
 }
 
 /// Detach: writes back the text every adopted site held before attach
-/// (the compiler's call of glibc's `mcount`), once no tracer is enabled.
+/// (the compiler's call of glibc's `mcount`), and the call of a site that
+/// attach found holding its call of fntrace's `mcount` (a process that
+/// preloaded the library; such a site then holds its call with no tracer,
+/// which the next operation makes a NOP, as at start-up), once no tracer
+/// is enabled.
 /// Refused, changing nothing, while a tracer is enabled or when fntrace
 /// made entry patches (`patch`, `-P`) or hooked library calls, whose text
 /// this does not restore. Returns the number of sites written back.
@@ -85,34 +100,44 @@ pub(crate) fn detach_text() -> Result<usize, Error> {
                         .to_string(),
                 ));
             }
-            if flags & flag::ADOPTED == 0 || flags & flag::FOREIGN_TEXT != 0 {
+            // What the site held before attach: the foreign call of an
+            // adopted site, the call of fntrace's `mcount` of one found
+            // holding it at attach; else (NOP then too) nothing to do.
+            let (held, restores) = if flags & flag::ADOPTED != 0 {
+                if flags & flag::FOREIGN_TEXT != 0 {
+                    continue;
+                }
+                match sites::foreign_text(addr) {
+                    Some(held) => (held, flag::FOREIGN_TEXT),
+                    None => continue,
+                }
+            } else if flags & flag::CALL_BEFORE_ATTACH != 0 && flags & flag::TEXT_IS_CALL == 0 {
+                (site.original_bytes(), flag::TEXT_IS_CALL)
+            } else {
                 continue;
-            }
+            };
             if SiteText::from_flags(flags) != SiteText::Nop {
                 return Err(Error::Attach(format!(
                     "the site at {addr:#x} still holds a call of fntrace's"
                 )));
             }
-            let Some(held) = sites::foreign_text(addr) else {
-                continue;
-            };
             let len = form.instruction_len();
             writes.push(TextWrite::new(
                 addr,
                 &site.nop_text(form)[..len],
                 &held[..len],
             )?);
-            changed.push(site);
+            changed.push((site, restores));
         }
-        for site in &changed {
-            site.set_flag(flag::FOREIGN_TEXT, true);
+        for &(site, restores) in &changed {
+            site.set_flag(restores, true);
         }
         if writes.is_empty() {
             return Ok(0);
         }
         if let Err(err) = patch::apply(&writes) {
-            for site in &changed {
-                site.set_flag(flag::FOREIGN_TEXT, false);
+            for &(site, restores) in &changed {
+                site.set_flag(restores, false);
             }
             return Err(err);
         }

@@ -65,6 +65,9 @@ pub enum SiteKind {
 /// |      | call fntrace writes (to its own trampoline), made by control    |
 /// | 26   | with bit 25: the text still holds that foreign call (its bytes  |
 /// |      | in [`super::foreign_text`]), as before fntrace's first write   |
+/// | 27   | not adopted, but its call (of fntrace's `mcount`, in a process |
+/// |      | that preloaded the library) was there when attach made it a NOP:|
+/// |      | detach writes the call back                                      |
 pub(crate) mod flag {
     pub const FORM_MASK: u32 = 0b11;
     pub const FENTRY: u32 = 1 << 2;
@@ -87,6 +90,7 @@ pub(crate) mod flag {
     pub const RETURNS_TWICE: u32 = 1 << 24;
     pub const ADOPTED: u32 = 1 << 25;
     pub const FOREIGN_TEXT: u32 = 1 << 26;
+    pub const CALL_BEFORE_ATTACH: u32 = 1 << 27;
 }
 
 /// The flags of a site as `new` describes it.
