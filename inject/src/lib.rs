@@ -1128,3 +1128,40 @@ fn thread_group(tid: u32) -> u32 {
         })
         .unwrap_or(tid)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn knows_libc_and_the_loader_by_their_names() {
+        assert!(is_libc("/usr/lib/x86_64-linux-gnu/libc.so.6"));
+        assert!(is_libc("/lib64/libc-2.17.so"));
+        assert!(!is_libc("/usr/lib/libcurl.so.4"));
+        assert!(!is_libc("/work/libc.so.6.d/prog"));
+        assert!(is_loader("/lib64/ld-linux-x86-64.so.2"));
+        assert!(is_loader("/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"));
+        assert!(!is_loader("/usr/lib/libldap.so.2"));
+    }
+
+    #[test]
+    fn a_system_call_stopped_with_a_restart_code_is_restartable() {
+        // SAFETY: all-zero is a valid value of this plain C struct.
+        let mut regs: libc::user_regs_struct = unsafe { std::mem::zeroed() };
+        regs.orig_rax = 0; // read
+        for code in [
+            ERESTARTSYS,
+            ERESTARTNOINTR,
+            ERESTARTNOHAND,
+            ERESTART_RESTARTBLOCK,
+        ] {
+            regs.rax = code as u64;
+            assert!(interrupted_syscall(&regs), "{code}");
+        }
+        regs.rax = -(libc::EINTR as i64) as u64;
+        assert!(!interrupted_syscall(&regs), "EINTR is the program's");
+        regs.rax = ERESTARTSYS as u64;
+        regs.orig_rax = u64::MAX;
+        assert!(!interrupted_syscall(&regs), "not in a system call");
+    }
+}
