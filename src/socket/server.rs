@@ -112,6 +112,11 @@ pub(super) fn run(
             send_some(client.stream.as_fd(), &Reply::error(why).encode());
             false
         });
+        // A late request (one that arrived while a command ran) may have
+        // been the one that ends the server.
+        if STOP_AFTER_REPLY.with(|stop| stop.replace(false)) {
+            return;
+        }
         if fds[1].revents != 0 {
             accept_all(&listener, &mut clients, max_clients, options);
         }
