@@ -165,6 +165,16 @@ int fntrace_profile_reset(void);
  */
 const char *fntrace_last_error(void);
 
+/*
+ * Attach: what `fntrace attach PID` calls in a running process after
+ * loading libfntrace.so into it with dlopen. Finds the call sites of every
+ * loaded object (also those bound to glibc's mcount), makes them NOPs and
+ * serves the default control socket (/tmp/fntrace-UID/PID.sock), as
+ * FNTRACE_CONTROL=1 does at start-up. Again: changes nothing while the
+ * socket is served; after `fntrace detach PID`, attaches again.
+ */
+int fntrace_attach_start(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,7 +5,8 @@
 //! `fntrace_flight_untrigger`, `fntrace_flight_snapshot`,
 //! `fntrace_flight_stop`, the live profile's `fntrace_profile_write` and
 //! `fntrace_profile_reset`, and `fntrace_last_error`, over the Rust API. `libfntrace.a` and
-//! `libfntrace.so` export them.
+//! `libfntrace.so` export them (and `fntrace_attach_start`, which starts
+//! live control and so lives in `crate::preload`, above it).
 //!
 //! Each returns 0 or a negative errno-style code and, on failure, keeps a
 //! message for [`fntrace_last_error`] (per thread). No panic crosses the C
@@ -76,7 +77,7 @@ impl From<Error> for Failure {
 
 /// Runs `body` for a C caller: 0 on success; on failure (or panic) stores
 /// the message for [`fntrace_last_error`] and returns the negated code.
-fn run(what: &str, body: impl FnOnce() -> Result<(), Failure>) -> c_int {
+pub(crate) fn run(what: &str, body: impl FnOnce() -> Result<(), Failure>) -> c_int {
     let result = catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|_| {
         Err(Failure(
             libc::ENOTRECOVERABLE,

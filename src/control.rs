@@ -27,7 +27,9 @@ use crate::sys::clock;
 use crate::tracer::{self, FastPathState};
 use crate::tracers::graph::GRAPH_TRACER;
 
+mod attach;
 mod uninstrumented;
+pub(crate) use attach::{attach_sites, detach_text, prepare_attach};
 use uninstrumented::patch_locked;
 pub use uninstrumented::{patch_functions, patch_report};
 pub(crate) use uninstrumented::{trace_library_calls, LibcallScope};
@@ -375,6 +377,10 @@ fn holds_its_text(site: &Site, text: &[u8]) -> bool {
     let Some(form) = site.form() else {
         return false;
     };
+    if site.has_flag(flag::FOREIGN_TEXT) {
+        let addr = site.addr.load(Ordering::Relaxed);
+        return sites::foreign_text(addr).is_some_and(|held| text == &held[..text.len()]);
+    }
     match SiteText::of(site) {
         SiteText::Nop => text == &site.nop_text(form)[..text.len()],
         SiteText::Call => text == &site.original_bytes()[..text.len()],
@@ -521,6 +527,18 @@ fn sync_listed_text(
                 None => continue,
             }
         }
+        if flags & flag::ADOPTED != 0 && site.original.load(Ordering::Relaxed) == 0 {
+            // A site adopted at attach: its call goes to fntrace's own
+            // trampoline, through a jump stub when out of reach.
+            let trampoline = sites::own_entry(site.kind());
+            match reach::call_bytes(addr, form, trampoline) {
+                Some(call) => patchable::set_call(site, call),
+                None => continue,
+            }
+        }
+        // An adopted site still holding the compiler's foreign call: the
+        // first write replaces it (the NOP when nothing selects it).
+        let foreign = flags & flag::FOREIGN_TEXT;
         // The compiler's NOPs at a patchable entry no write reached yet:
         // the first write replaces them (whatever it writes), and the site
         // is toggled like any other from then on.
@@ -546,13 +564,15 @@ fn sync_listed_text(
             (_, Some((path, _))) => SiteText::Fast(path),
             _ => SiteText::Call,
         };
-        if wanted == current {
+        if wanted == current && foreign == 0 {
             continue;
         }
         let listed = match (current, wanted) {
             // Between the NOP and the original call: both bytes are the
             // site's own, recognised when the site was recorded.
-            (SiteText::Nop, SiteText::Call) | (SiteText::Call, SiteText::Nop) if raw == 0 => {
+            (SiteText::Nop, SiteText::Call) | (SiteText::Call, SiteText::Nop)
+                if raw == 0 && foreign == 0 =>
+            {
                 let to_call = wanted == SiteText::Call;
                 TextWrite::push_site_toggle(writes, addr, form, site.original_bytes(), to_call)
             }
@@ -563,7 +583,11 @@ fn sync_listed_text(
                 };
                 // The current text's bytes: a fast call finds the same stub
                 // again.
-                let (Some(old), Some(new)) = (current.bytes(site, form, &fast), new) else {
+                let old = match foreign {
+                    0 => current.bytes(site, form, &fast),
+                    _ => sites::foreign_text(addr),
+                };
+                let (Some(old), Some(new)) = (old, new) else {
                     continue;
                 };
                 let len = form.instruction_len();
@@ -575,7 +599,7 @@ fn sync_listed_text(
             NOP_PENDING.store(true, Ordering::Release);
             return Err(err);
         }
-        let flipped = current.flags() ^ wanted.flags() | raw;
+        let flipped = current.flags() ^ wanted.flags() | raw | foreign;
         site.flags.store(flags ^ flipped, Ordering::Relaxed);
         changed.push((site, flipped));
     }

@@ -76,6 +76,9 @@ pub enum Error {
     /// A recording could not start or stop (see `fntrace::record`); says
     /// why.
     Recording(String),
+    /// Attaching to or detaching from a running process (`fntrace attach`,
+    /// `fntrace detach`) was refused; says why.
+    Attach(String),
     /// Any other I/O failure, with what was being done.
     Io {
         /// What was being done.
@@ -134,6 +137,7 @@ impl fmt::Display for Error {
             Error::BadFilter(why) => write!(f, "bad filter: {why}"),
             Error::Export(err) => write!(f, "{err}"),
             Error::Recording(why) => write!(f, "recording: {why}"),
+            Error::Attach(why) => write!(f, "{why}"),
             Error::Io { what, source } => write!(f, "{what}: {source}"),
         }
     }

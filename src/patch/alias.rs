@@ -115,6 +115,14 @@ pub(crate) fn writes_from_env() {
     }
 }
 
+/// Writes text through `/proc/self/mem` from now on, as
+/// `FNTRACE_TEXT_WRITES=proc-mem` does: chosen by attach, before its first
+/// write, so that an attached process's text stays mapped from its files
+/// (debuggers, perf and uprobes keep finding it; detach leaves no memfd).
+pub(crate) fn write_through_proc_mem() {
+    ENABLED.store(false, Ordering::Relaxed);
+}
+
 /// The aliases, checked and made safe for this batch; see
 /// [`Batch::writable_view`]. Held for the whole batch.
 pub(crate) struct Batch {

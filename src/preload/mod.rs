@@ -5,12 +5,15 @@
 //! `_exit` ([`exec`]: a recording survives them), `sigaction` and `signal`
 //! ([`fatal`]: a recording survives a crash), `dlclose` ([`dlclose`]: a
 //! library's functions keep their names after it), looked up in glibc with
-//! [`next`]; and glibc's gprof start-up and exit, replaced by nothing.
+//! [`next`]; glibc's gprof start-up and exit, replaced by nothing; and
+//! [`attach`]'s `fntrace_attach_start`, which `fntrace attach` calls in a
+//! process that loaded the library with `dlopen`.
 //!
 //! The top layer: start-up uses the C ABI's process-wide state (the
 //! filter, the recording, the flight recorder), live control and the
 //! table of `FNTRACE_*` variables ([`crate::vars`]).
 
+mod attach;
 mod dlclose;
 mod env;
 mod exec;

@@ -10,13 +10,22 @@
 //!   functions that have not run yet can be traced later; and each object's
 //!   `__patchable_function_entries` section lists the NOPs of functions
 //!   built with `-fpatchable-function-entry` ([`patchable`]).
+//!
+//! In a process fntrace was attached to (`fntrace attach`, which loads
+//! `libfntrace.so` with `dlopen` and calls `fntrace_attach_start`), the
+//! compiler's calls go to glibc's `mcount`/`__fentry__`, bound before
+//! fntrace was there: with [`ADOPT_FOREIGN`] set, the scan *adopts* them
+//! (flag `ADOPTED`): the text they held is kept ([`foreign_text`]) for
+//! `detach` to put back, and the call fntrace writes there goes to its own
+//! trampoline.
 
 pub(crate) mod loader;
 mod order;
 pub(crate) mod patchable;
 mod table;
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::OnceLock;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -47,6 +56,22 @@ pub(crate) static SELECT_NEW: AtomicU64 = AtomicU64::new(0);
 /// are recorded (so they are not decoded again) and never written.
 pub(crate) static UNRECOGNIZED: AtomicU64 = AtomicU64::new(0);
 
+/// Set by attach: the scan adopts sites calling another object's
+/// `mcount`/`_mcount`/`__fentry__` (see the module's comment) instead of
+/// counting them as foreign and leaving them alone.
+pub(crate) static ADOPT_FOREIGN: AtomicBool = AtomicBool::new(false);
+
+/// The text each adopted site held when the scan found it (the compiler's
+/// call of the foreign `mcount`), by the site's address: what `detach`
+/// writes back. Written by the scan, under the control lock.
+static FOREIGN_TEXT: parking_lot::Mutex<BTreeMap<usize, [u8; 8]>> =
+    parking_lot::Mutex::new(BTreeMap::new());
+
+/// The text the adopted site at `addr` held before fntrace wrote it.
+pub(crate) fn foreign_text(addr: usize) -> Option<[u8; 8]> {
+    FOREIGN_TEXT.lock().get(&addr).copied()
+}
+
 /// How many bytes from a function's start are searched for its site.
 const SCAN_WINDOW: usize = 128;
 
@@ -54,6 +79,19 @@ extern "C" {
     fn mcount();
     fn _mcount();
     fn __fentry__();
+    // The trampolines under their hidden names (asm/x86_64/entry.S): always
+    // this object's, whatever the dynamic linker binds the public names to.
+    fn fntrace_generic_mcount();
+    fn fntrace_generic_fentry();
+}
+
+/// The entry of fntrace's own trampoline for `kind` (the hidden one the
+/// public `mcount`/`__fentry__` jump to): what adopted sites call.
+pub(crate) fn own_entry(kind: SiteKind) -> usize {
+    match kind {
+        SiteKind::Mcount => fntrace_generic_mcount as *const () as usize,
+        SiteKind::Fentry => fntrace_generic_fentry as *const () as usize,
+    }
 }
 
 /// Address of the trampoline that sites of `kind` call.
@@ -65,12 +103,67 @@ pub(crate) fn trampoline(kind: SiteKind) -> usize {
 }
 
 fn kind_of_target(target: usize) -> Option<SiteKind> {
-    if target == trampoline(SiteKind::Mcount) || target == _mcount as *const () as usize {
-        Some(SiteKind::Mcount)
-    } else if target == trampoline(SiteKind::Fentry) {
-        Some(SiteKind::Fentry)
-    } else {
-        None
+    own_targets()
+        .iter()
+        .find(|(addr, _)| *addr == target && target != 0)
+        .map(|&(_, kind)| kind)
+}
+
+/// The addresses that are fntrace's trampolines: the hidden entries, and
+/// the public `mcount`, `_mcount` and `__fentry__` as this object's
+/// references resolve them, if they are fntrace's one-jump stubs (0
+/// otherwise). In a `libfntrace.so` loaded with `dlopen` (attach), the
+/// public names resolve to glibc's, which loaded first: those are not
+/// fntrace's.
+fn own_targets() -> &'static [(usize, SiteKind); 5] {
+    static OWN: OnceLock<[(usize, SiteKind); 5]> = OnceLock::new();
+    OWN.get_or_init(|| {
+        let mcount_entry = own_entry(SiteKind::Mcount);
+        let fentry_entry = own_entry(SiteKind::Fentry);
+        let ours = |public: usize, entry: usize| match jumps_to(public, entry) {
+            true => public,
+            false => 0,
+        };
+        [
+            (mcount_entry, SiteKind::Mcount),
+            (fentry_entry, SiteKind::Fentry),
+            (
+                ours(trampoline(SiteKind::Mcount), mcount_entry),
+                SiteKind::Mcount,
+            ),
+            (
+                ours(_mcount as *const () as usize, mcount_entry),
+                SiteKind::Mcount,
+            ),
+            (
+                ours(trampoline(SiteKind::Fentry), fentry_entry),
+                SiteKind::Fentry,
+            ),
+        ]
+    })
+}
+
+/// Whether the function at `public` is a jump to `entry` (`jmp rel32` or
+/// `jmp rel8`, after an `endbr64` if any).
+fn jumps_to(public: usize, entry: usize) -> bool {
+    if public == entry {
+        return true;
+    }
+    let mut code = [0u8; 9];
+    if !read_own_memory(public, &mut code) {
+        return false;
+    }
+    let (at, code) = match code.starts_with(&ENDBR64) {
+        true => (public + 4, &code[4..]),
+        false => (public, &code[..]),
+    };
+    match code[0] {
+        0xe9 => {
+            let rel = i32::from_le_bytes([code[1], code[2], code[3], code[4]]);
+            (at as i64 + 5 + i64::from(rel)) as usize == entry
+        }
+        0xeb => (at as i64 + 2 + i64::from(code[1] as i8)) as usize == entry,
+        _ => false,
     }
 }
 
@@ -289,13 +382,17 @@ pub struct ScanReport {
 /// nothing: what it lists stays mapped for the whole scan.
 pub(crate) fn scan(index: &SymbolIndex, loaded: &loader::Loaded) -> ScanReport {
     let mut report = ScanReport::default();
-    let foreign: Vec<usize> = index
+    let adopt = ADOPT_FOREIGN.load(Ordering::Relaxed);
+    let foreign: Vec<(usize, SiteKind)> = index
         .objects
         .iter()
         .flat_map(|o| o.functions.iter())
-        .filter(|f| matches!(&*f.name, "mcount" | "_mcount" | "__fentry__"))
-        .map(|f| f.start)
-        .filter(|&addr| kind_of_target(addr).is_none())
+        .filter_map(|f| match &*f.name {
+            "mcount" | "_mcount" => Some((f.start, SiteKind::Mcount)),
+            "__fentry__" => Some((f.start, SiteKind::Fentry)),
+            _ => None,
+        })
+        .filter(|&(addr, _)| kind_of_target(addr).is_none())
         .collect();
 
     for object in index.objects.iter().filter(|object| loaded.lists(object)) {
@@ -338,11 +435,13 @@ pub(crate) fn scan(index: &SymbolIndex, loaded: &loader::Loaded) -> ScanReport {
                 if call.form != SiteForm::CallGotRip {
                     call.target = through_plt(object, call.target, load_slot);
                 }
-                if foreign.contains(&call.target) {
+                let adopted = foreign.iter().find(|(addr, _)| *addr == call.target);
+                if adopted.is_some() && !adopt {
                     report.foreign_sites += 1;
                     break;
                 }
-                let Some(kind) = kind_of_target(call.target) else {
+                let adopted = adopted.map(|&(_, kind)| kind);
+                let Some(kind) = adopted.or_else(|| kind_of_target(call.target)) else {
                     continue;
                 };
                 if call.form == SiteForm::Addr32CallRel32
@@ -369,21 +468,38 @@ pub(crate) fn scan(index: &SymbolIndex, loaded: &loader::Loaded) -> ScanReport {
                     },
                     SiteKind::Mcount => false,
                 };
+                let text = pack(&code[offset..offset + len]);
                 let new = NewSite {
                     addr,
                     function: function.start,
                     form: Some(call.form),
                     kind,
-                    original: pack(&code[offset..offset + len]),
-                    extra_flags: flag::TEXT_IS_CALL
-                        | exclusion_flag(&function.name)
+                    // An adopted site's call to fntrace is made by control
+                    // (through a jump stub when out of reach).
+                    original: match adopted {
+                        Some(_) => [0; 8],
+                        None => text,
+                    },
+                    extra_flags: match adopted {
+                        Some(_) => flag::ADOPTED | flag::FOREIGN_TEXT,
+                        None => flag::TEXT_IS_CALL,
+                    } | exclusion_flag(&function.name)
                         | if r10_saved { flag::R10_SAVED } else { 0 },
                     tracers: 0,
                 };
                 with_call_site.insert(function.start);
-                match SITES.insert(addr + len, &new) {
+                let inserted = SITES.insert(addr + len, &new);
+                let is_new = match inserted {
+                    Some(Inserted::New(_)) => true,
+                    Some(Inserted::Existing(site)) => site.revive(&new),
+                    None => false,
+                };
+                if is_new && adopted.is_some() {
+                    FOREIGN_TEXT.lock().insert(addr, text);
+                }
+                match inserted {
                     Some(Inserted::New(_)) => report.sites_found += 1,
-                    Some(Inserted::Existing(site)) if site.revive(&new) => {
+                    Some(Inserted::Existing(_)) if is_new => {
                         SITES.note_change();
                         report.sites_found += 1;
                     }

@@ -60,6 +60,14 @@ pub enum SiteKind {
 /// | 16-23| that `XX`                                                      |
 /// | 24   | returns twice (`setjmp`): its return is never hooked, its call  |
 /// |      | reported whole at its entry (see `rt::entry`)                   |
+/// | 25   | adopted: the compiler's call goes to another object's `mcount` |
+/// |      | (glibc's, in a process fntrace attached to); `original` is the |
+/// |      | call fntrace writes (to its own trampoline), made by control    |
+/// | 26   | with bit 25: the text still holds that foreign call (its bytes  |
+/// |      | in [`super::foreign_text`]), as before fntrace's first write   |
+/// | 27   | not adopted, but its call (of fntrace's `mcount`, in a process |
+/// |      | that preloaded the library) was there when attach made it a NOP:|
+/// |      | detach writes the call back                                      |
 pub(crate) mod flag {
     pub const FORM_MASK: u32 = 0b11;
     pub const FENTRY: u32 = 1 << 2;
@@ -80,6 +88,9 @@ pub(crate) mod flag {
     pub const RAW: u32 = RAW_ONE_BYTE_NOPS | RAW_NOPL;
     pub const RAW_NOPL_BYTE_SHIFT: u32 = 16;
     pub const RETURNS_TWICE: u32 = 1 << 24;
+    pub const ADOPTED: u32 = 1 << 25;
+    pub const FOREIGN_TEXT: u32 = 1 << 26;
+    pub const CALL_BEFORE_ATTACH: u32 = 1 << 27;
 }
 
 /// The flags of a site as `new` describes it.

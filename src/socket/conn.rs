@@ -13,6 +13,9 @@ pub(super) struct ServerThread {
     /// Written to wake the thread when it must stop.
     wake: OwnedFd,
     thread: Option<JoinHandle<()>>,
+    /// The pipe's read end, kept open here when the thread may end by
+    /// itself (`detach`): writing to a pipe nobody reads raises `SIGPIPE`.
+    _reader: Option<OwnedFd>,
 }
 
 impl ServerThread {
@@ -21,6 +24,16 @@ impl ServerThread {
         ServerThread {
             wake,
             thread: Some(thread),
+            _reader: None,
+        }
+    }
+
+    /// [`ServerThread::new`] for a thread that may end by itself: `reader`
+    /// (a duplicate of the pipe's read end) stays open as long as this.
+    pub fn keeping_reader(wake: OwnedFd, reader: OwnedFd, thread: JoinHandle<()>) -> ServerThread {
+        ServerThread {
+            _reader: Some(reader),
+            ..ServerThread::new(wake, thread)
         }
     }
 

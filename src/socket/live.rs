@@ -211,6 +211,108 @@ pub(crate) fn serve_from_env() -> bool {
     false
 }
 
+/// The server `fntrace attach` started (through `fntrace_attach_start`),
+/// until `detach` stops it; replaced by the next attach.
+static ATTACHED: std::sync::Mutex<Option<ControlServer>> = std::sync::Mutex::new(None);
+
+/// Attach, in a process that loaded `libfntrace.so` with `dlopen` (run by
+/// `fntrace_attach_start` on a thread `fntrace attach` borrowed): serves
+/// the default control socket, and finds the call sites of every loaded
+/// object and makes them NOPs ([`control::attach_sites`]) on a thread of
+/// its own.
+/// A process that serves it already (started with `FNTRACE_CONTROL=1`, or
+/// attached before) keeps its server.
+pub(crate) fn attach() -> Result<(), Error> {
+    register_builtins();
+    let mut attached = ATTACHED.lock().unwrap_or_else(|e| e.into_inner());
+    let path = socket::default_control_path();
+    if FROM_ENV.get().is_some_and(|server| server.path() == path) {
+        return Ok(());
+    }
+    if attached
+        .as_ref()
+        .is_some_and(|server| server_is_up(server.path()))
+    {
+        return Ok(());
+    }
+    control::prepare_attach();
+    // A server `detach` ended: its thread is gone; its socket file too.
+    drop(attached.take());
+    *attached = Some(serve_control(&path)?);
+    // The scan and the NOPs on a thread of fntrace's: the borrowed thread
+    // goes back to the program at once. A request meanwhile waits for the
+    // operation's lock (`status` too: `fntrace attach` returns once it
+    // answers).
+    spawn_running("fntrace-attach", || {
+        if let Err(err) = control::attach_sites() {
+            eprintln!("fntrace: attach: finding the call sites: {err}");
+        }
+    })
+    .map_err(|source| Error::Io {
+        what: "starting the fntrace-attach thread".to_string(),
+        source,
+    })?;
+    Ok(())
+}
+
+/// Whether a server answers at `path`.
+fn server_is_up(path: &Path) -> bool {
+    std::os::unix::net::UnixStream::connect(path).is_ok()
+}
+
+/// `detach`: only in a process `fntrace attach` made serve. Stops the
+/// recording and the flight recorder if they run, disables every tracer,
+/// gives the text fntrace wrote back (the adopted sites' calls of glibc's
+/// `mcount`), then stops this server once the reply is sent. The library
+/// stays loaded: frames hooked by the graph tracer may still return
+/// through its trampoline.
+fn detach() -> Result<Reply, Error> {
+    let path = {
+        let attached = ATTACHED.lock().unwrap_or_else(|e| e.into_inner());
+        match attached.as_ref() {
+            Some(server) => server.path().to_path_buf(),
+            None => {
+                return Ok(Reply::error(
+                    "this process was not attached (fntrace attach): detach is for those; \
+                     this one's live control came with it",
+                ))
+            }
+        }
+    };
+    RECORDED_BY.store(0, Ordering::Release);
+    let mut stopped = Vec::new();
+    if let Some(recording) = take_recording() {
+        let done = recording.stop()?;
+        stopped.push(format!("recording to {} stopped", done.dir.display()));
+    }
+    if flight::flight_recorder_running() && slot::stop().is_ok() {
+        stopped.push("flight recorder stopped".to_string());
+    }
+    for name in tracer::tracer_names() {
+        if is_enabled(name) {
+            control::disable(name)?;
+            stopped.push(format!("{name} disabled"));
+        }
+    }
+    let restored = control::detach_text()?;
+    let _ = std::fs::remove_file(&path);
+    socket::stop_after_reply();
+    Ok(Reply::ok(format!(
+        "detached: {restored} call sites hold their text from before attach again"
+    ))
+    .with(
+        "stopped",
+        match stopped.is_empty() {
+            true => "nothing was running".to_string(),
+            false => stopped.join(", "),
+        },
+    )
+    .with(
+        "library",
+        "stays loaded (hooked frames may still return through it); idle",
+    ))
+}
+
 /// Runs one request (on the control thread).
 fn handle(request: Request) -> Reply {
     let result = match request {
@@ -239,6 +341,7 @@ fn handle(request: Request) -> Reply {
             ))
         }
         Request::Flight(request) => Ok(flight_request(request)),
+        Request::Detach => detach(),
     };
     result.unwrap_or_else(|err| match err {
         Error::UnknownTracer(_) => Reply::error(format!(

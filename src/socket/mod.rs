@@ -32,6 +32,7 @@
 //! | `dump DIR` | as `fntrace_dump` |
 //! | `report` | the latency table of the graph tracer's events in memory |
 //! | `profile` / `profile reset` | the profile tracer's snapshot (text form) / forget it |
+//! | `detach` | (a process `fntrace attach` started serving) every tracer off, the text as before attach, the server stopped |
 //!
 //! The metrics endpoint (`GET /metrics` over HTTP, [`http`]) is served
 //! apart, on a TCP address (loopback unless asked otherwise, with a
@@ -94,6 +95,7 @@ pub use http::{MetricsOptions, MetricsServer};
 pub use path::default_control_path;
 pub(crate) use path::prepare_default_dir;
 pub(crate) use reply::Reply;
+pub(crate) use server::stop_after_reply;
 
 /// What runs a request (on the server's thread) and says what happened.
 pub(crate) type Handler = fn(Request) -> Reply;
@@ -191,6 +193,15 @@ pub(crate) fn serve(
             return Err(io("making its wake-up pipe")(source));
         }
     };
+    // Kept by the server's handle: the thread may end by itself (`detach`)
+    // before it is stopped.
+    let reader = match wake_read.try_clone() {
+        Ok(reader) => reader,
+        Err(source) => {
+            let _ = std::fs::remove_file(&path);
+            return Err(io("making its wake-up pipe")(source));
+        }
+    };
     let options = options.clone();
     let thread = spawn_running("fntrace-control", move || {
         server::run(listener, wake_read, &options, handler)
@@ -210,7 +221,7 @@ pub(crate) fn serve(
     remove_at_exit();
     Ok(ControlServer {
         path,
-        thread: ServerThread::new(wake_write, thread),
+        thread: ServerThread::keeping_reader(wake_write, reader, thread),
     })
 }
 

@@ -4,6 +4,7 @@
 //! handler on this thread. No client can block the loop, and none can
 //! raise `SIGPIPE` (replies go out with `send(MSG_NOSIGNAL)`).
 
+use std::cell::Cell;
 use std::io::{ErrorKind, Read};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -15,6 +16,18 @@ use super::reply::Reply;
 use super::{ControlOptions, Handler};
 use crate::rt::thread::Untraced;
 use fntrace_tools::control::request::{parse, MAX_REQUEST_BYTES};
+
+thread_local! {
+    /// Set by a handler (on the server's thread) whose command ends the
+    /// server: `detach`. Its reply is sent, then the loop ends.
+    static STOP_AFTER_REPLY: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Called by a handler: once this request's reply is sent, the server
+/// stops (its thread ends; its other clients are closed unanswered).
+pub(crate) fn stop_after_reply() {
+    STOP_AFTER_REPLY.with(|stop| stop.set(true));
+}
 
 /// A connected client.
 struct Client {
@@ -76,6 +89,9 @@ pub(super) fn run(
             index += 1;
             revents == 0 || serve_ready(client, handler, options)
         });
+        if STOP_AFTER_REPLY.with(|stop| stop.replace(false)) {
+            return;
+        }
         let now = Instant::now();
         clients.retain_mut(|client| {
             if now < client.deadline {
@@ -96,6 +112,11 @@ pub(super) fn run(
             send_some(client.stream.as_fd(), &Reply::error(why).encode());
             false
         });
+        // A late request (one that arrived while a command ran) may have
+        // been the one that ends the server.
+        if STOP_AFTER_REPLY.with(|stop| stop.replace(false)) {
+            return;
+        }
         if fds[1].revents != 0 {
             accept_all(&listener, &mut clients, max_clients, options);
         }
@@ -210,6 +231,16 @@ fn serve_ready(client: &mut Client, handler: Handler, options: &ControlOptions) 
     };
     client.reply = Some(reply.encode());
     client.deadline = Instant::now() + options.reply_timeout;
+    if STOP_AFTER_REPLY.with(Cell::get) {
+        // The server ends after this: the reply is sent now, waiting (at
+        // most the reply timeout) for the client to take it.
+        while send_rest(client) && Instant::now() < client.deadline {
+            let mut fd = pollfd(client.stream.as_raw_fd(), libc::POLLOUT);
+            // SAFETY: one initialised pollfd, a bounded timeout.
+            unsafe { libc::poll(&mut fd, 1, 100) };
+        }
+        return false;
+    }
     send_rest(client)
 }
 

@@ -219,7 +219,8 @@ fn missing_sockets_processes_and_bad_arguments_exit_2() {
         done.stderr,
         format!(
             "fntrace: ctl: no fntrace control socket for pid {pid} at \
-             /tmp/fntrace-{uid}/{pid}.sock: is the program running with FNTRACE_CONTROL=1?\n"
+             /tmp/fntrace-{uid}/{pid}.sock: is the program running with FNTRACE_CONTROL=1? \
+             (`fntrace attach {pid}` makes a running program serve it)\n"
         )
     );
     let done = ctl(&dir.0, &["4294967295", "status"]);

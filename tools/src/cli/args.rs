@@ -74,6 +74,13 @@ pub enum Command {
     /// second (its profile tracer), as top shows processes.
     #[command(after_help = super::top::TOP_HELP)]
     Top(super::top::TopArgs),
+    /// Make a running program (built with -pg, started without fntrace)
+    /// serve live control: loads libfntrace.so into it.
+    #[command(after_help = super::attach::ATTACH_HELP)]
+    Attach(super::attach::AttachArgs),
+    /// End what fntrace attach started: tracers off, text as before.
+    #[command(after_help = super::attach::DETACH_HELP)]
+    Detach(super::attach::DetachArgs),
     /// Cargo with the workspace's own crates instrumented for fntrace
     /// (-Zinstrument-mcount on stable): build, run, test or bench.
     Cargo(super::cargo::CargoArgs),

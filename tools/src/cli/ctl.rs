@@ -240,6 +240,16 @@ pub fn fetch_profile(target: &str, timeout: Duration) -> Result<(ProfileSnapshot
     }
 }
 
+/// [`exchange`] for `fntrace attach` and `detach`: the reply to one
+/// request line (with its line break), or why there was none.
+pub fn exchange_line(
+    target: &str,
+    timeout: Duration,
+    request: &str,
+) -> Result<(bool, String), String> {
+    exchange(target, timeout, request).map_err(|NoReply(why)| why)
+}
+
 /// Sends `request` (one line, ending with a line break) to the socket at
 /// `target`; whether the reply is `ok`, and the text after `ok ` or the
 /// error message.
@@ -249,7 +259,7 @@ fn exchange(target: &str, timeout: Duration, request: &str) -> Result<(bool, Str
         NoReply(match (pid, err.kind()) {
             (Some(pid), ErrorKind::NotFound | ErrorKind::ConnectionRefused) => format!(
                 "no fntrace control socket for pid {pid} at {}: is the program running with \
-             FNTRACE_CONTROL=1?",
+             FNTRACE_CONTROL=1? (`fntrace attach {pid}` makes a running program serve it)",
                 path.display()
             ),
             (None, ErrorKind::NotFound) => format!(

@@ -6,6 +6,7 @@
 //! (pager, colour, closed pipes); files are written where `-o` says.
 
 mod args;
+mod attach;
 mod cargo;
 mod ctl;
 mod instrumented;
@@ -44,6 +45,8 @@ pub fn main() -> ExitCode {
         Command::Record(args) => return record::main(args),
         // 2 when the program cannot be asked, as ctl.
         Command::Top(args) => return top::main(args),
+        Command::Attach(args) => return attach::main(args),
+        Command::Detach(args) => return attach::detach(args),
         _ => {}
     }
     match run(cli) {
@@ -208,8 +211,12 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 }
             })
         }
-        Command::Ctl(_) | Command::Record(_) | Command::Top(_) => {
-            unreachable!("main runs fntrace ctl, record and top")
+        Command::Ctl(_)
+        | Command::Record(_)
+        | Command::Top(_)
+        | Command::Attach(_)
+        | Command::Detach(_) => {
+            unreachable!("main runs fntrace ctl, record, top, attach and detach")
         }
         Command::Cargo(args) => cargo::run(&args),
         Command::Completions { shell } => {

@@ -42,6 +42,8 @@ Examples:
   fntrace record --nest-libcall ./prog          also libraries' calls into other libraries
   fntrace record --flight 64M ./prog            keep the last 64 MiB of events,
                                                 written at exit
+  fntrace record -p 4242 --duration 5s          a running process, for 5 s (attached
+                                                first if started without fntrace)
 Then: fntrace report fntrace.data, or uftrace replay -d fntrace.data.";
 
 /// `fntrace record`'s arguments.
@@ -124,8 +126,22 @@ pub struct RecordArgs {
     /// The libfntrace.so to preload.
     #[arg(long, value_name = "PATH")]
     pub lib: Option<PathBuf>,
+    /// Record the running process PID instead of starting a program (its
+    /// graph tracer, through its control socket, for --duration): a
+    /// process started without fntrace is attached to first (fntrace
+    /// attach) and detached at the end.
+    #[arg(short = 'p', long = "pid", value_name = "PID", conflicts_with_all = ["command", "patch", "libcall", "nest_libcall", "no_libcall", "depth", "flight", "buffer", "memory", "force"])]
+    pub pid: Option<u32>,
+    /// With -p: how long to record (`5s`, `500ms`); sooner if the process
+    /// exits.
+    #[arg(long, value_name = "DURATION", requires = "pid", value_parser = super::top::parse_interval)]
+    pub duration: Option<std::time::Duration>,
     /// The program and its arguments.
-    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
+    #[arg(
+        required_unless_present = "pid",
+        trailing_var_arg = true,
+        value_name = "CMD"
+    )]
     pub command: Vec<OsString>,
 }
 
@@ -148,6 +164,9 @@ pub fn main(args: &RecordArgs) -> ExitCode {
 }
 
 fn record(args: &RecordArgs) -> Result<ExitCode, String> {
+    if let Some(pid) = args.pid {
+        return record_running(args, pid);
+    }
     check_memory(args)?;
     let from_env = std::env::var_os("FNTRACE_LIB")
         .filter(|v| !v.is_empty())
@@ -275,8 +294,82 @@ fn check_memory(args: &RecordArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// `fntrace record -p PID --duration D`: the running process's graph
+/// tracer streamed to DIR for D (drop mode, as `fntrace ctl PID record`),
+/// attached to first if it serves no control socket, and detached at the
+/// end then. -F/-N become its filter (which stays after, if it was served
+/// already).
+fn record_running(args: &RecordArgs, pid: u32) -> Result<ExitCode, String> {
+    let duration = args
+        .duration
+        .ok_or("-p PID needs --duration (how long to record: 5s)")?;
+    let dir =
+        std::path::absolute(&args.output).map_err(|e| format!("{}: {e}", args.output.display()))?;
+    let dir_text = dir
+        .to_str()
+        .ok_or_else(|| format!("{} is not UTF-8", dir.display()))?
+        .to_string();
+    make_room(&dir)?;
+    let from_env = std::env::var_os("FNTRACE_LIB")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from);
+    let attached =
+        super::attach::attach_for(pid, "record", args.lib.as_deref().or(from_env.as_deref()))?;
+    let target = pid.to_string();
+    let ask = |line: String| -> Result<String, String> {
+        match super::ctl::exchange_line(&target, std::time::Duration::from_secs(60), &line) {
+            Ok((true, reply)) => Ok(reply),
+            Ok((false, message)) => Err(message),
+            Err(why) => Err(why),
+        }
+    };
+    let recorded = (|| {
+        let globs: Vec<String> = args
+            .filter
+            .iter()
+            .cloned()
+            .chain(args.notrace.iter().map(|glob| format!("!{glob}")))
+            .collect();
+        if !globs.is_empty() {
+            ask(format!("filter {}\n", globs.join(",")))?;
+        }
+        ask(format!("record --mode={} {dir_text}\n", args.mode))?;
+        let started = std::time::Instant::now();
+        while started.elapsed() < duration && std::path::Path::new(&format!("/proc/{pid}")).exists()
+        {
+            std::thread::sleep(
+                duration
+                    .saturating_sub(started.elapsed())
+                    .min(std::time::Duration::from_millis(100)),
+            );
+        }
+        ask("stop\n".to_string())
+    })();
+    if attached {
+        if let Err(why) = super::attach::detach_quietly(pid) {
+            eprintln!("fntrace record: detaching from process {pid}: {why}");
+        }
+    }
+    let reply = recorded?;
+    let field = |key: &str| {
+        reply
+            .lines()
+            .find_map(|line| line.strip_prefix(&format!("{key}: ")))
+            .unwrap_or("?")
+            .to_string()
+    };
+    eprintln!(
+        "fntrace record: process {pid} recorded into {}: {} events, {} lost, {} threads",
+        dir.display(),
+        field("events"),
+        field("lost"),
+        field("threads")
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `libfntrace.so`: `--lib`/`$FNTRACE_LIB`, or next to this executable.
-fn find_library(given: Option<&Path>) -> Result<PathBuf, String> {
+pub(super) fn find_library(given: Option<&Path>) -> Result<PathBuf, String> {
     if let Some(path) = given {
         return if path.is_file() {
             std::path::absolute(path).map_err(|e| format!("{}: {e}", path.display()))

@@ -99,7 +99,7 @@ impl TopSort {
 }
 
 /// `--interval`: a duration with a unit, at least 10 ms.
-fn parse_interval(text: &str) -> Result<Duration, String> {
+pub(super) fn parse_interval(text: &str) -> Result<Duration, String> {
     let ns = fntrace_tools::units::parse_duration_ns(text)?;
     if ns < 10_000_000 {
         return Err(format!("{text}: the interval is at least 10ms"));
@@ -348,7 +348,32 @@ pub fn frame_text(target: &str, interval: &Interval, view: &View) -> String {
 /// Runs `fntrace top`; its exit status (2 when the program cannot be
 /// asked, as `fntrace ctl`).
 pub fn main(args: &TopArgs) -> ExitCode {
+    // A pid that serves no control socket: attached first (and its
+    // profile tracer enabled), detached at the end.
+    let attached = match args.target.parse::<u32>() {
+        Ok(pid) => match super::attach::attach_for(pid, "top", None) {
+            Ok(true) => {
+                let enabled =
+                    super::ctl::exchange_line(&args.target, timeout(args), "enable profile\n");
+                if let Err(why) | Ok((false, why)) = enabled {
+                    eprintln!("fntrace: top: enable profile: {why}");
+                }
+                Some(pid)
+            }
+            Ok(false) => None,
+            Err(why) => {
+                eprintln!("fntrace: top: {why}");
+                return ExitCode::from(2);
+            }
+        },
+        Err(_) => None,
+    };
     let result = if args.once { once(args) } else { live(args) };
+    if let Some(pid) = attached {
+        if let Err(why) = super::attach::detach_quietly(pid) {
+            eprintln!("fntrace: top: detaching from process {pid}: {why}");
+        }
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(why) => {

@@ -13,7 +13,7 @@ pub const MAX_REQUEST_BYTES: usize = 4096;
 
 /// The commands, as the error for an unknown one lists them.
 const COMMANDS: &str = "status, enable TRACER, disable TRACER, filter GLOBS, patch GLOBS, record DIR, stop, \
-                        snapshot DIR, dump DIR, report, profile [reset], flight start|stop|trigger|triggers|untrigger";
+                        snapshot DIR, dump DIR, report, profile [reset], flight start|stop|trigger|triggers|untrigger, detach";
 
 /// The `flight` subcommands, as the error for an unknown one lists them.
 const FLIGHT_COMMANDS: &str = "flight start [--budget SIZE] [--rate N] DIR, flight stop, \
@@ -52,6 +52,9 @@ pub enum Request {
     ProfileReset,
     /// `flight ...`: the flight recorder.
     Flight(FlightRequest),
+    /// `detach`: in a process `fntrace attach` made serve, every tracer
+    /// off, the text fntrace wrote given back, the server stopped.
+    Detach,
 }
 
 /// A `flight` request.
@@ -201,6 +204,7 @@ pub fn parse(line: &[u8]) -> Result<Request, String> {
     match command {
         "status" => no_argument(Request::Status),
         "stop" => no_argument(Request::Stop),
+        "detach" => no_argument(Request::Detach),
         "report" => no_argument(Request::Report),
         "profile" => match rest.trim() {
             "" => Ok(Request::Profile),
@@ -258,6 +262,7 @@ impl Request {
             Request::Record(d, None) => format!("record {}", dir(d)?),
             Request::Record(d, Some(mode)) => format!("record --mode={mode} {}", dir(d)?),
             Request::Stop => "stop".to_string(),
+            Request::Detach => "detach".to_string(),
             Request::Snapshot(d) => format!("snapshot {}", dir(d)?),
             Request::Dump(d) => format!("dump {}", dir(d)?),
             Request::Report => "report".to_string(),
@@ -402,6 +407,7 @@ mod tests {
             Request::Record("/tmp/a b".into(), None),
             Request::Record("/tmp/a".into(), Some("lossless".into())),
             Request::Stop,
+            Request::Detach,
             Request::Snapshot("/s p".into()),
             Request::Dump("/d".into()),
             Request::Report,

@@ -1,0 +1,25 @@
+//! `fntrace_attach_start`: what `fntrace attach PID` calls in a running
+//! process after loading `libfntrace.so` into it with `dlopen` (on one of
+//! its threads, borrowed with ptrace). In such a process the library's
+//! constructor ran inside `dlopen` and, with no `FNTRACE_*` variable set,
+//! did nothing; this does what start-up does for `FNTRACE_CONTROL=1`:
+//! finds the call sites of every loaded object (adopting those bound to
+//! glibc's `mcount`, see `crate::sites`), makes them NOPs, and serves the
+//! default control socket (`/tmp/fntrace-UID/PID.sock`). Top layer: it
+//! uses live control.
+
+use std::ffi::c_int;
+
+use crate::capi::{run, Failure};
+
+/// `int fntrace_attach_start(void)`: attach (see the module's comment).
+/// 0, or a negative errno-style code with the message for
+/// `fntrace_last_error` (on the calling thread). Calling it again in a
+/// process that serves its control socket changes nothing; after a
+/// `detach` it attaches again.
+#[unsafe(no_mangle)]
+pub extern "C" fn fntrace_attach_start() -> c_int {
+    run("fntrace_attach_start", || {
+        crate::socket::live::attach().map_err(Failure::from)
+    })
+}
