@@ -44,6 +44,8 @@ thread_local! {
 pub(crate) fn prepare_for_fork() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
+        // First: its handler must run after this one before a fork.
+        crate::symbols::listing_follows_forks();
         // SAFETY: registering fork handlers has no preconditions; the
         // handlers only take and release fntrace's own locks and reset a
         // thread-local.

@@ -98,6 +98,9 @@ pub(crate) fn hold<F: FnOnce(&Loaded) -> R, R>(operation: F) -> R {
         operation: Some(operation),
         result: None,
     };
+    // Its callback may list the objects again (a reentrant take), and a
+    // thread that lists them meanwhile waits here rather than for the
+    // loader's lock with `LISTING` held.
     let _listing = crate::symbols::loader_listing();
     // SAFETY: the callback matches dl_iterate_phdr's contract; `data` is
     // `call`, which outlives the call, and the callback is its only user.

@@ -167,8 +167,10 @@ struct PhdrInfo {
 /// child of a `fork`: a child forked while a writer thread listed the
 /// objects found it taken by a thread it does not have, and its own next
 /// listing (at `exit`, disabling the tracer) waited for ever, with its
-/// recording. Reentrant: an operation running inside the loader's callback
-/// ([`crate::sites::loader::hold`]) lists the objects again. A lock of its
+/// recording. Taken after the operation lock, never before it: an
+/// operation holds it while it runs inside the loader's callback
+/// ([`crate::sites::loader::hold`]), where it may list the objects again
+/// (it is reentrant). A lock of its
 /// own (a futex word holding the owner's tid) rather than a library's: the
 /// child resets it, which a lock with a queue of waiters (parking_lot's)
 /// does not allow; unlocking one in the child hands it to a waiter of the
@@ -222,6 +224,17 @@ impl ListingLock {
 
 /// Takes [`LISTING`]: call `dl_iterate_phdr` only while holding it.
 pub(crate) fn loader_listing() -> Listing {
+    listing_follows_forks();
+    LISTING.lock();
+    Listing(())
+}
+
+/// Registers the fork handlers that hold [`LISTING`] across `fork` (once).
+/// Before every other fork handler of fntrace's (`rt::ops` calls this
+/// first): handlers registered earlier run later before a fork, so the
+/// forking thread takes `LISTING` last, after the operation lock, in the
+/// order every other thread takes them.
+pub(crate) fn listing_follows_forks() {
     static FORK_HANDLERS: std::sync::Once = std::sync::Once::new();
     FORK_HANDLERS.call_once(|| {
         // SAFETY: registering fork handlers has no preconditions; they take
@@ -234,8 +247,6 @@ pub(crate) fn loader_listing() -> Listing {
             );
         }
     });
-    LISTING.lock();
-    Listing(())
 }
 
 extern "C" fn listing_before_fork() {
