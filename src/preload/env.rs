@@ -121,7 +121,7 @@ extern "C" fn start() {
     let controlled = crate::socket::live::serve_from_env();
     let controlled = crate::socket::live::serve_metrics_from_env() || controlled;
     let outcome = catch_unwind(|| match settings() {
-        Ok(Some(settings)) => apply(settings),
+        Ok(Some(settings)) => apply(settings, controlled),
         Ok(None) if controlled && crate::symbols::executable_instrumentation().is_some() => {
             // A program that waits for `fntrace ctl` (or a scrape that
             // enables nothing) runs untraced until then: its sites are
@@ -150,21 +150,18 @@ extern "C" fn start() {
 
 /// Patches the entries of the functions `globs` select
 /// (`FNTRACE_PATCH_FUNCTIONS`) and says on stderr how many were patched
-/// and which were refused, and why. Returns whether any function matched;
-/// `quiet`: say nothing when none does (a wrapper, see `apply`).
-fn patch_functions(globs: &[String], quiet: bool) -> Result<bool, String> {
+/// and which were refused, and why.
+fn patch_functions(globs: &[String]) -> Result<(), String> {
     let globs: Vec<&str> = globs.iter().map(String::as_str).collect();
     let report = control::patch_functions(&globs)
         .map_err(|e| format!("FNTRACE_PATCH_FUNCTIONS={}: {e}", globs.join(",")))?;
     if report.patched.is_empty() && report.refused.is_empty() {
-        if !quiet {
-            eprintln!(
-                "fntrace: -P {}: no function of the program matches (an inlined function has \
-                 no entry of its own)",
-                globs.join(",")
-            );
-        }
-        return Ok(false);
+        eprintln!(
+            "fntrace: -P {}: no function of the program matches (an inlined function has no \
+             entry of its own)",
+            globs.join(",")
+        );
+        return Ok(());
     }
     eprintln!(
         "fntrace: -P {}: {} functions patched, {} refused",
@@ -175,7 +172,7 @@ fn patch_functions(globs: &[String], quiet: bool) -> Result<bool, String> {
     for (name, why) in &report.refused {
         eprintln!("fntrace: -P: {name} not patched: {why}");
     }
-    Ok(true)
+    Ok(())
 }
 
 /// Hooks the library calls `FNTRACE_LIBCALL` asks for and says on stderr
@@ -323,24 +320,24 @@ fn settings() -> Result<Option<Settings>, String> {
 
 /// Enables what `settings` asks for, all or nothing, and registers the
 /// exit handler. A process with nothing to trace (no call sites in any
-/// object loaded at start-up, no function `-P` selects) is taken for a
-/// wrapper that starts the program meant (`timeout`, `sh -c`, `env`,
+/// object loaded at start-up) and nothing asked by name (no `-P`, library
+/// calls or live control) is taken for a wrapper that starts the program meant (`timeout`, `sh -c`, `env`,
 /// `nice`, `setsid`, a script that execs): it stays silent and leaves the
 /// environment as it found it, for that program. (A program whose only
 /// instrumented code is a library it will `dlopen` is taken for one too:
 /// `docs/limits.md`.)
-fn apply(settings: Settings) -> Result<(), String> {
-    let has_sites = crate::symbols::process_has_call_sites();
-    let mut enabled: Vec<&str> = Vec::new();
-    if !settings.patch.is_empty() {
-        let matched = patch_functions(&settings.patch, !has_sites)?;
-        if !has_sites && !matched {
-            return Ok(());
-        }
-    } else if !has_sites {
+fn apply(settings: Settings, controlled: bool) -> Result<(), String> {
+    // Asked for by name (functions to patch, library calls, live control):
+    // never a wrapper's business.
+    let asked = !settings.patch.is_empty() || settings.libcall.is_some() || controlled;
+    if !asked && !crate::symbols::process_has_call_sites() {
         return Ok(());
     }
+    let mut enabled: Vec<&str> = Vec::new();
     let result = (|| {
+        if !settings.patch.is_empty() {
+            patch_functions(&settings.patch)?;
+        }
         if let Some(scope) = settings.libcall {
             trace_library_calls(scope)?;
         }

@@ -641,7 +641,7 @@ fn summarize(dir: &Path, mode: &str) -> bool {
             events + lost
         );
     }
-    if processes == 0 {
+    if processes == 0 && threads == 0 {
         eprintln!(
             "fntrace record: NOTHING was recorded in {} (see the lines above: the program ran \
              untraced)",
