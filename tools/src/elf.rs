@@ -24,14 +24,16 @@ pub const SITE_SECTIONS: [&str; 2] = ["__mcount_loc", "__patchable_function_entr
 pub fn instrumentation_in<'data, R: ReadRef<'data>>(
     file: &object::File<'data, R>,
 ) -> Option<&'static str> {
-    let named = |name: Result<&str, object::Error>, among: &[&'static str]| {
-        name.ok()
-            .and_then(|n| among.iter().copied().find(|known| *known == n))
-    };
     (file.dynamic_symbols())
         .find_map(|symbol| named(symbol.name(), &SITE_SYMBOLS))
         .or_else(|| (file.sections()).find_map(|section| named(section.name(), &SITE_SECTIONS)))
         .or_else(|| (file.symbols()).find_map(|symbol| named(symbol.name(), &SITE_SYMBOLS)))
+}
+
+/// `name`, if it is one of `among`.
+fn named(name: Result<&str, object::Error>, among: &[&'static str]) -> Option<&'static str> {
+    name.ok()
+        .and_then(|n| among.iter().copied().find(|known| *known == n))
 }
 
 /// Whether the shared object `file` has instrumented call sites of its
@@ -40,10 +42,6 @@ pub fn instrumentation_in<'data, R: ReadRef<'data>>(
 pub fn library_instrumentation_in<'data, R: ReadRef<'data>>(
     file: &object::File<'data, R>,
 ) -> Option<&'static str> {
-    let named = |name: Result<&str, object::Error>, among: &[&'static str]| {
-        name.ok()
-            .and_then(|n| among.iter().copied().find(|known| *known == n))
-    };
     (file.dynamic_symbols())
         .filter(|symbol| symbol.is_undefined())
         .find_map(|symbol| named(symbol.name(), &SITE_SYMBOLS))
