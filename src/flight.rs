@@ -45,9 +45,10 @@ pub const TRIGGER_FILE: &str = "trigger.txt";
 /// How a flight recorder runs; see [`flight_record`].
 #[derive(Clone, Debug)]
 pub struct FlightOptions {
-    /// Bytes of events the window keeps (64 MiB by default): at
-    /// [`FLIGHT_EVENT_BYTES`] (16) per event, the window holds
-    /// `budget_bytes / 16` events; older ones are evicted.
+    /// Bytes of events the recorder keeps (64 MiB by default), at
+    /// [`FLIGHT_EVENT_BYTES`] (16) per event: three quarters for the window
+    /// (`budget_bytes * 3 / 4 / 16` events; older ones are evicted), a
+    /// quarter for what comes in while a snapshot is written from it.
     pub budget_bytes: usize,
     /// How often the writer drains the threads' buffers (10 ms).
     pub drain_interval: Duration,
@@ -121,6 +122,10 @@ pub enum Trigger {
         tid: u32,
         /// When it started (monotonic nanoseconds, as the events').
         start_ns: u64,
+        /// Its thread's buffer dropped events before its end was seen: it
+        /// lasted at least `duration` (up to its last event kept), and an
+        /// exit after the gap could not be told to be its own.
+        at_least: bool,
     },
     /// A Rust panic: its message and where (`MESSAGE (at FILE:LINE:COL)`).
     Panic(String),
@@ -154,6 +159,11 @@ pub struct FlightReport {
     /// Triggers that fired after [`FlightOptions::max_trigger_snapshots`],
     /// or beyond [`FlightOptions::snapshots_per_minute`].
     pub skipped_triggers: u64,
+    /// Triggers that fired while the recorder waited after a snapshot that
+    /// could not be written (a full disk): 1 s after the first failure in
+    /// a row, doubling up to a minute. Failed snapshots are in
+    /// `triggered`, with their error, and count toward neither limit.
+    pub skipped_after_failure: u64,
     /// How long the recorder ran.
     pub duration: Duration,
 }
@@ -204,6 +214,7 @@ struct State {
     signals: Vec<(SignalHandler, PathBuf)>,
     triggered: Vec<TriggeredSnapshot>,
     skipped_triggers: u64,
+    skipped_after_failure: u64,
 }
 
 pub(crate) struct Shared {
@@ -400,7 +411,11 @@ fn start(tracer: &str, filter: &Filter, options: &FlightOptions) -> Result<Fligh
         snapshots_per_minute: options.snapshots_per_minute.max(1),
     });
     let interval = options.drain_interval.max(Duration::from_micros(100));
-    let window = Window::new(options.budget_bytes);
+    // A quarter of the budget holds what is drained while a snapshot is
+    // written (the window is read in place then).
+    let staging_bytes = options.budget_bytes / 4;
+    let window = Window::new(options.budget_bytes - staging_bytes);
+    let staging = Window::new(staging_bytes);
     let writer = {
         let shared = Arc::clone(&shared);
         crate::sys::spawn::spawn_running("fntrace-flight", move || {
@@ -409,7 +424,7 @@ fn start(tracer: &str, filter: &Filter, options: &FlightOptions) -> Result<Fligh
             // It drains every few milliseconds: threads that exit while
             // many exited threads' buffers wait for it may wait for it.
             let _periodic = GRAPH_TRACER.periodic_reader();
-            Writer::new(window).run(&shared, interval);
+            Writer::new(window, staging, interval).run(&shared);
         })
         .map_err(|source| Error::Io {
             what: "starting the flight recorder's writer thread".to_string(),
@@ -608,6 +623,7 @@ impl FlightRecorder {
             lost: self.shared.lost.load(Ordering::Acquire),
             triggered: std::mem::take(&mut state.triggered),
             skipped_triggers: state.skipped_triggers,
+            skipped_after_failure: state.skipped_after_failure,
             duration: self.started.elapsed(),
         };
         drop(state);
@@ -652,9 +668,20 @@ enum SnapshotAt<'a> {
 /// Writes the window as a uftrace directory, reading it in place.
 fn write_snapshot(window: &Window, at: SnapshotAt<'_>) -> Result<SnapshotReport, Error> {
     let summary = window.summary();
+    // What the window cannot show: the recorder's totals over its life
+    // (events evicted, and lost before the window began: `fntrace record
+    // --flight` and `fntrace report` say them beside the window's own).
+    let note = format!(
+        "flight=1 flight_events={} flight_lost={} flight_evicted={} window_lost={}",
+        window.appended(),
+        window.lost(),
+        window.evicted(),
+        summary.lost
+    );
     let source = WindowEvents {
         window,
         header: describe_functions(Vec::new(), window.functions()),
+        note: Some(note),
     };
     let dir = match at {
         SnapshotAt::Path(dir) => {

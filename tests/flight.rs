@@ -122,8 +122,10 @@ fn a_small_window_keeps_only_the_newest_calls_and_counts_evictions() {
     let snapshot = flight.snapshot(&dir).unwrap();
     let made = 2 * 2 * (OLD + 1 + ROUNDS * (1 + 5 * N)) as u64;
     assert_eq!(snapshot.lost, 0, "{snapshot:?}");
-    // Evicted down to the budget exactly (no lost markers take room).
-    assert_eq!(snapshot.events, BUDGET_EVENTS, "{snapshot:?}");
+    // Evicted down to the window's three quarters of the budget exactly
+    // (no lost markers take room; the last quarter holds what comes in
+    // while a snapshot is written).
+    assert_eq!(snapshot.events, BUDGET_EVENTS * 3 / 4, "{snapshot:?}");
     assert_eq!(snapshot.evicted, made - snapshot.events, "{snapshot:?}");
 
     let trace = read(&dir);

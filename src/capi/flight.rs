@@ -228,6 +228,7 @@ pub(crate) fn finish(slot: Slot) -> Option<PathBuf> {
     }
     let dir = slot.dir.display().to_string();
     let mut written = None;
+    let mut window_lost = None;
     if slot.snapshot_at_exit {
         match slot.recorder.snapshot(&slot.dir) {
             Ok(snapshot) => {
@@ -239,30 +240,57 @@ pub(crate) fn finish(slot: Slot) -> Option<PathBuf> {
                     snapshot.lost,
                     snapshot.evicted
                 );
+                window_lost = Some(snapshot.lost);
                 written = Some(snapshot.dir);
             }
             Err(err) => eprintln!("fntrace: flight recorder: writing the snapshot to {dir}: {err}"),
         }
     }
     match slot.recorder.stop() {
-        Ok(report) => {
-            let snapshots = report.triggered.iter().filter(|t| t.result.is_ok()).count();
-            if !slot.snapshot_at_exit || report.skipped_triggers > 0 {
-                eprintln!(
-                    "fntrace: flight recorder: {snapshots} trigger snapshot(s) in {dir}, {} \
-                     trigger(s) skipped (over the rate limit)",
-                    report.skipped_triggers
-                );
-            }
-            for failed in report
-                .triggered
-                .iter()
-                .filter_map(|t| t.result.as_ref().err())
-            {
-                eprintln!("fntrace: flight recorder: a trigger's snapshot failed: {failed}");
-            }
-        }
+        Ok(report) => say_report(&report, &dir, slot.snapshot_at_exit, window_lost),
         Err(err) => eprintln!("fntrace: flight recorder: stopping: {err}"),
     }
     written
+}
+
+/// What the recorder did over its life, said where it ends: the trigger
+/// snapshots written, failed and skipped, and the events its buffers
+/// dropped (`window_lost` of them in the exit snapshot, if written).
+fn say_report(report: &FlightReport, dir: &str, at_exit: bool, window_lost: Option<u64>) {
+    let snapshots = report.triggered.iter().filter(|t| t.result.is_ok()).count();
+    let failed = report.triggered.len() - snapshots;
+    if !at_exit || report.skipped_triggers > 0 || failed > 0 {
+        let failures = match failed {
+            0 => String::new(),
+            _ => format!(
+                "; {failed} could NOT be written, {} more skipped while waiting after a failed \
+                 write",
+                report.skipped_after_failure
+            ),
+        };
+        eprintln!(
+            "fntrace: flight recorder: {snapshots} trigger snapshot(s) in {dir}, {} trigger(s) \
+             skipped (over the rate limit){failures}",
+            report.skipped_triggers
+        );
+    }
+    for failed in report
+        .triggered
+        .iter()
+        .filter_map(|t| t.result.as_ref().err())
+    {
+        eprintln!("fntrace: flight recorder: a trigger's snapshot failed: {failed}");
+    }
+    if report.lost > 0 {
+        let in_window = match window_lost {
+            Some(lost) => format!("{lost} of them in the snapshot written at exit"),
+            None => "each snapshot says those in its window".to_string(),
+        };
+        eprintln!(
+            "fntrace: flight recorder: {} of {} events LOST over the run (the threads' buffers \
+             were full: the writer fell behind); {in_window}, a lost record marking each gap",
+            report.lost,
+            report.lost + report.events
+        );
+    }
 }

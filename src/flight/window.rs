@@ -116,6 +116,9 @@ pub struct Summary {
 pub struct WindowEvents<'a> {
     pub window: &'a Window,
     pub header: Trace,
+    /// The recorder's note for the directory (see
+    /// [`EventSource::recorder_note`]).
+    pub note: Option<String>,
 }
 
 impl EventSource for WindowEvents<'_> {
@@ -157,6 +160,10 @@ impl EventSource for WindowEvents<'_> {
             .filter(|packed| packed.lost_count().is_none())
             .map(Packed::unpack);
         Ok((read(&mut events), lost))
+    }
+
+    fn recorder_note(&self) -> Option<String> {
+        self.note.clone()
     }
 
     /// The lost markers, where they are among the events.
@@ -225,15 +232,20 @@ impl Window {
         self.lost += dropped_after;
     }
 
-    /// Calls `each(tid, event)` for every event the current drain appended.
-    pub fn for_each_new(&self, each: &mut dyn FnMut(u32, &GraphEvent)) {
+    /// Calls `each(tid, Ok(event))` for every event the current drain
+    /// appended, in order, and `each(tid, Err(time))` where the thread's
+    /// buffer began to drop events, `time` the time of the last event kept
+    /// before (an exit after the gap may end a call other than the one
+    /// open before it).
+    pub fn for_each_new(&self, each: &mut dyn FnMut(u32, Result<&GraphEvent, u64>)) {
         for thread in &self.threads {
             for packed in thread
                 .events
                 .range(thread.new_from.min(thread.events.len())..)
             {
-                if packed.lost_count().is_none() {
-                    each(thread.tid, &packed.unpack());
+                match packed.lost_count() {
+                    None => each(thread.tid, Ok(&packed.unpack())),
+                    Some(_) => each(thread.tid, Err(packed.time_ns)),
                 }
             }
         }
@@ -276,6 +288,30 @@ impl Window {
                 thread.events.shrink_to(len * 2);
             }
         }
+    }
+
+    /// Whether it holds as many events as its budget allows, or more.
+    pub fn is_full(&self) -> bool {
+        self.held >= self.capacity
+    }
+
+    /// Whether it holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.held == 0
+    }
+
+    /// Moves every event of `other` to the end of its thread's here, as a
+    /// drain would append them, with `other`'s counts; `other` is left
+    /// empty.
+    pub fn take_all(&mut self, other: &mut Window) {
+        for mut theirs in other.threads.drain(..) {
+            let events = std::mem::take(&mut theirs.events);
+            self.held += events.len();
+            self.thread(theirs.tid, &theirs.name).events.extend(events);
+        }
+        self.appended += std::mem::take(&mut other.appended);
+        self.lost += std::mem::take(&mut other.lost);
+        other.held = 0;
     }
 
     /// What the window holds, in counts.
@@ -389,6 +425,7 @@ mod tests {
         let source = WindowEvents {
             window: &window,
             header: Trace::default(),
+            note: None,
         };
         let read = |index| {
             source
@@ -438,6 +475,7 @@ mod tests {
         let in_place = WindowEvents {
             window: &window,
             header,
+            note: None,
         };
         let base = std::env::temp_dir().join(format!("fntrace-window-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);

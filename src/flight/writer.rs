@@ -7,10 +7,11 @@
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
-use std::sync::PoisonError;
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::*;
+use fntrace_tools::export::OutputDir;
 
 /// Tells those waiting for an answer that the writer is gone, however it
 /// ends (a panic included).
@@ -32,12 +33,19 @@ struct PendingSlow {
     tid: u32,
     start_ns: u64,
     duration_ns: u64,
+    /// Its end was lost: it lasted at least `duration_ns`.
+    at_least: bool,
     due: u64,
 }
 
 /// The writer thread's own state.
 pub(super) struct Writer {
     window: Window,
+    /// What is drained while a snapshot is written from `window` (by a
+    /// thread of its own, reading it in place): appended to `window` once
+    /// the snapshot is written.
+    staging: Window,
+    interval: Duration,
     drains: u64,
     /// Per function: its name and which slow triggers match it (bit i for
     /// trigger i), for the triggers of generation `triggers_known`.
@@ -50,12 +58,21 @@ pub(super) struct Writer {
     trigger_snapshots: usize,
     /// When the trigger snapshots of the last minute were written.
     recent: VecDeque<Instant>,
+    /// After a trigger's snapshot could not be written, triggers are not
+    /// tried again before this (1 s after the first failure in a row,
+    /// doubling up to a minute; a snapshot written resets it).
+    retry_at: Option<Instant>,
+    failures_in_row: u32,
 }
 
 impl Writer {
-    pub(super) fn new(window: Window) -> Writer {
+    /// A writer keeping `window`, with `staging` for what comes in while a
+    /// snapshot is written, draining every `interval`.
+    pub(super) fn new(window: Window, staging: Window, interval: Duration) -> Writer {
         Writer {
             window,
+            staging,
+            interval,
             drains: 0,
             functions: HashMap::new(),
             triggers_known: 0,
@@ -63,10 +80,13 @@ impl Writer {
             pending: Vec::new(),
             trigger_snapshots: 0,
             recent: VecDeque::new(),
+            retry_at: None,
+            failures_in_row: 0,
         }
     }
 
-    pub(super) fn run(&mut self, shared: &Shared, interval: Duration) {
+    pub(super) fn run(&mut self, shared: &Shared) {
+        let interval = self.interval;
         // Nothing this thread calls is traced.
         let _untraced = Untraced::begin();
         loop {
@@ -108,6 +128,7 @@ impl Writer {
                         duration: Duration::from_nanos(slow.duration_ns),
                         tid: slow.tid,
                         start_ns: slow.start_ns,
+                        at_least: slow.at_least,
                     })
                     .collect();
                 self.write_triggered(shared, triggers, &dir);
@@ -126,7 +147,9 @@ impl Writer {
             for (id, request) in requests {
                 let answer = match request {
                     Request::Snapshot(dir) => {
-                        Answer::Snapshot(write_snapshot(&self.window, SnapshotAt::Path(&dir)))
+                        Answer::Snapshot(self.write_while_draining(shared, |window| {
+                            write_snapshot(window, SnapshotAt::Path(&dir))
+                        }))
                     }
                     Request::Panic(message) => {
                         let dir = shared.state().panic_dir.clone();
@@ -151,9 +174,13 @@ impl Writer {
     fn drain(&mut self, shared: &Shared, slow: &[SlowTrigger], generation: u64) {
         let window = &mut self.window;
         window.begin_drain();
-        GRAPH_TRACER.stream_events(&mut |batch| {
-            window.append(batch.tid, batch.name, batch.events, batch.dropped_after);
-        });
+        drain_into(window);
+        self.after_drain(shared, slow, generation);
+    }
+
+    /// Looks for slow calls among the events the last drain (or the
+    /// staging window) appended, and evicts what is over budget.
+    fn after_drain(&mut self, shared: &Shared, slow: &[SlowTrigger], generation: u64) {
         self.drains += 1;
         if !slow.is_empty() {
             self.find_slow_calls(slow, generation);
@@ -168,6 +195,62 @@ impl Writer {
         shared.lost.store(self.window.lost(), Ordering::Release);
     }
 
+    /// Runs `write` on the window from a thread of its own while this one
+    /// goes on draining every interval, into the staging window (until it
+    /// is full: the threads' buffers then hold what comes, and drop what
+    /// they cannot, counted); then appends what was staged to the window
+    /// (slow calls found in it, the oldest evicted). Writing a large
+    /// window takes long: without this, the threads' buffers would fill
+    /// and drop most of what they made meanwhile.
+    fn write_while_draining<T: Send>(
+        &mut self,
+        shared: &Shared,
+        write: impl FnOnce(&Window) -> T + Send,
+    ) -> T {
+        let (window, staging, interval) = (&self.window, &mut self.staging, self.interval);
+        // Taken by the thread, or here if there is none.
+        let write = Mutex::new(Some(write));
+        let take = || write.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let written = std::thread::scope(|scope| {
+            let writing = std::thread::Builder::new()
+                .name("fntrace-snapshot".to_string())
+                .spawn_scoped(scope, || {
+                    let _untraced = Untraced::begin();
+                    take().map(|write| write(window))
+                });
+            let writing = match writing {
+                Ok(writing) => writing,
+                // No thread to be had: written here, nothing drained.
+                Err(_) => return None,
+            };
+            while !writing.is_finished() {
+                std::thread::park_timeout(interval);
+                if !staging.is_full() {
+                    drain_into(staging);
+                }
+            }
+            Some(writing.join())
+        });
+        let result = match written {
+            Some(Ok(Some(result))) => result,
+            Some(Err(panic)) => std::panic::resume_unwind(panic),
+            Some(Ok(None)) | None => match take() {
+                Some(write) => write(&self.window),
+                None => unreachable!("the snapshot thread took the write and returned"),
+            },
+        };
+        if !self.staging.is_empty() {
+            self.window.begin_drain();
+            self.window.take_all(&mut self.staging);
+            let (slow, generation) = {
+                let state = shared.state();
+                (state.slow.clone(), state.slow_generation)
+            };
+            self.after_drain(shared, &slow, generation);
+        }
+        result
+    }
+
     fn find_slow_calls(&mut self, slow: &[SlowTrigger], generation: u64) {
         if self.triggers_known != generation {
             self.functions.clear();
@@ -177,6 +260,9 @@ impl Writer {
         // fntrace's operation lock).
         let mut unknown = Vec::new();
         self.window.for_each_new(&mut |_, event| {
+            let Ok(event) = event else {
+                return;
+            };
             if !self.functions.contains_key(&event.function) && !unknown.contains(&event.function) {
                 unknown.push(event.function);
             }
@@ -194,6 +280,22 @@ impl Writer {
         let (functions, open, pending) = (&self.functions, &mut self.open, &mut self.pending);
         let due = self.drains + 1;
         self.window.for_each_new(&mut |tid, event| {
+            let event = match event {
+                Ok(event) => event,
+                // Events lost: a call open before may have ended in the gap
+                // (and the next exit at its depth be another call's). It
+                // lasted at least up to the gap: slow if that is enough.
+                Err(gap_ns) => {
+                    for (_, entry_ns, function) in open.remove(&tid).unwrap_or_default() {
+                        if let Some((name, mask)) = functions.get(&function) {
+                            let at_least_ns = gap_ns.saturating_sub(entry_ns);
+                            let slow_call = (name, *mask, tid, entry_ns, at_least_ns, true);
+                            add_pending(slow, pending, slow_call, due);
+                        }
+                    }
+                    return;
+                }
+            };
             let Some((name, mask)) = functions.get(&event.function) else {
                 return;
             };
@@ -217,25 +319,8 @@ impl Writer {
                         return;
                     };
                     let duration_ns = event.time_ns.saturating_sub(entry_ns);
-                    // One listing per call and directory, however many of
-                    // its triggers it fired.
-                    let mut dirs: Vec<&PathBuf> = Vec::new();
-                    for (i, trigger) in slow.iter().enumerate().take(64) {
-                        if mask & 1 << i != 0
-                            && duration_ns >= trigger.threshold_ns
-                            && !dirs.contains(&&trigger.dir)
-                        {
-                            dirs.push(&trigger.dir);
-                            pending.push(PendingSlow {
-                                dir: trigger.dir.clone(),
-                                function: name.clone(),
-                                tid,
-                                start_ns: entry_ns,
-                                duration_ns,
-                                due,
-                            });
-                        }
-                    }
+                    let slow_call = (name, *mask, tid, entry_ns, duration_ns, false);
+                    add_pending(slow, pending, slow_call, due);
                 }
             }
         });
@@ -251,6 +336,10 @@ impl Writer {
             return;
         }
         let now = Instant::now();
+        if self.retry_at.is_some_and(|at| now < at) {
+            shared.state().skipped_after_failure += triggers.len() as u64;
+            return;
+        }
         while self
             .recent
             .front()
@@ -264,24 +353,96 @@ impl Writer {
             shared.state().skipped_triggers += triggers.len() as u64;
             return;
         }
-        self.trigger_snapshots += 1;
-        self.recent.push_back(now);
         let trigger = triggers.remove(0);
-        let result = snapshot_dir(parent, &trigger).and_then(|dir| {
-            let report =
-                write_snapshot(&self.window, SnapshotAt::Made(&dir)).map_err(|e| e.to_string())?;
-            let skipped = shared.state().skipped_triggers;
-            let text = trigger_text(&trigger, &triggers, &report, skipped);
-            dir.write_new(TRIGGER_FILE, text.as_bytes())
-                .map_err(|e| e.to_string())?;
-            Ok(report)
+        let skipped = shared.state().skipped_triggers;
+        let result = snapshot_dir(parent, &trigger).and_then(|(parent, name, dir)| {
+            let written = self.write_while_draining(shared, |window| {
+                let report =
+                    write_snapshot(window, SnapshotAt::Made(&dir)).map_err(|e| e.to_string())?;
+                let text = trigger_text(&trigger, &triggers, &report, skipped);
+                dir.write_new(TRIGGER_FILE, text.as_bytes())
+                    .map_err(|e| e.to_string())?;
+                Ok(report)
+            });
+            if let Err(why) = &written {
+                // Half a snapshot must not read as a whole one.
+                let path = dir.path().to_path_buf();
+                let removed = match parent.discard(&name, dir) {
+                    Ok(()) => "removed".to_string(),
+                    Err(e) => format!("NOT removed ({e}): do not read it"),
+                };
+                eprintln!(
+                    "fntrace: flight recorder: a trigger's snapshot could not be written ({why}); \
+                     {} {removed}; triggers wait {} before the next try",
+                    path.display(),
+                    human_duration(self.retry_delay().as_nanos() as u64)
+                );
+            }
+            written
         });
+        // A snapshot that was not written takes nothing from the limits:
+        // once the disk has room again, triggers write as before.
+        if result.is_ok() {
+            self.trigger_snapshots += 1;
+            self.recent.push_back(now);
+            self.failures_in_row = 0;
+            self.retry_at = None;
+        } else {
+            self.retry_at = Some(Instant::now() + self.retry_delay());
+            self.failures_in_row = self.failures_in_row.saturating_add(1);
+        }
         shared.state().triggered.push(TriggeredSnapshot {
             trigger,
             more: triggers,
             result,
         });
     }
+}
+
+impl Writer {
+    /// How long triggers wait after this failure (the next in a row).
+    fn retry_delay(&self) -> Duration {
+        Duration::from_secs(1 << self.failures_in_row.min(6)).min(Duration::from_secs(60))
+    }
+}
+
+/// Adds a snapshot due after drain `due` for each directory of the
+/// triggers in `slow` that `call` fires: (function's name, the triggers
+/// matching it as a mask, thread, start, duration, whether it lasted at
+/// least that, its end lost). One listing per call and directory, however
+/// many of its triggers it fired.
+fn add_pending(
+    slow: &[SlowTrigger],
+    pending: &mut Vec<PendingSlow>,
+    call: (&String, u64, u32, u64, u64, bool),
+    due: u64,
+) {
+    let (name, mask, tid, start_ns, duration_ns, at_least) = call;
+    let mut dirs: Vec<&PathBuf> = Vec::new();
+    for (i, trigger) in slow.iter().enumerate().take(64) {
+        if mask & 1 << i != 0
+            && duration_ns >= trigger.threshold_ns
+            && !dirs.contains(&&trigger.dir)
+        {
+            dirs.push(&trigger.dir);
+            pending.push(PendingSlow {
+                dir: trigger.dir.clone(),
+                function: name.clone(),
+                tid,
+                start_ns,
+                duration_ns,
+                at_least,
+                due,
+            });
+        }
+    }
+}
+
+/// Drains every thread's buffer into `window`.
+fn drain_into(window: &mut Window) {
+    GRAPH_TRACER.stream_events(&mut |batch| {
+        window.append(batch.tid, batch.name, batch.events, batch.dropped_after);
+    });
 }
 
 /// A new directory under `parent` for the snapshot `trigger` fired:
@@ -291,14 +452,16 @@ impl Writer {
 /// opened (made if missing) as every output directory is
 /// ([`OutputDir`](fntrace_tools::export::OutputDir): no link followed on
 /// the way, refused if someone else could plant or swap names in it).
-fn snapshot_dir(parent: &Path, trigger: &Trigger) -> Result<TraceOutput, String> {
+fn snapshot_dir(
+    parent: &Path,
+    trigger: &Trigger,
+) -> Result<(OutputDir, String, TraceOutput), String> {
     let what = match trigger {
         Trigger::SlowCall { function, .. } => file_name(function),
         Trigger::Panic(_) => "panic".to_string(),
         Trigger::Signal(signo) => crate::sys::signal::name(*signo).to_string(),
     };
-    let parent =
-        fntrace_tools::export::OutputDir::open_or_make(parent).map_err(|e| e.to_string())?;
+    let parent = OutputDir::open_or_make(parent).map_err(|e| e.to_string())?;
     let stem = format!("{}-{what}", utc_stamp(std::time::SystemTime::now()));
     for n in 1..1000 {
         let name = match n {
@@ -306,7 +469,7 @@ fn snapshot_dir(parent: &Path, trigger: &Trigger) -> Result<TraceOutput, String>
             n => format!("{stem}-{n}"),
         };
         if let Some(dir) = parent.make_new_dir(&name).map_err(|e| e.to_string())? {
-            return Ok(dir);
+            return Ok((parent, name, dir));
         }
     }
     Err(format!(
@@ -372,9 +535,14 @@ fn trigger_text(
                 duration,
                 tid,
                 start_ns,
+                at_least,
             } => format!(
-                "  slow call {function}: thread {tid}, start {}, duration {}",
+                "  slow call {function}: thread {tid}, start {}, duration {}{}",
                 timestamp(*start_ns),
+                match at_least {
+                    true => "at least ",
+                    false => "",
+                },
                 human_duration(u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX))
             ),
             Trigger::Panic(message) => format!("  panic: {message}"),

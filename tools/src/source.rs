@@ -92,6 +92,14 @@ pub trait EventSource {
         let _ = index;
         false
     }
+
+    /// What the recorder that made these events says of them, as
+    /// `key=value` words (a flight recorder's totals over its life): the
+    /// trace directory keeps it as a recorder note in `fntrace.txt`, which
+    /// `recorder_notes` reads back. The default: nothing.
+    fn recorder_note(&self) -> Option<String> {
+        None
+    }
 }
 
 impl EventSource for Trace {
@@ -171,6 +179,10 @@ impl<S: EventSource> EventSource for &S {
     fn continues_parent_frames(&self, index: usize) -> bool {
         (*self).continues_parent_frames(index)
     }
+
+    fn recorder_note(&self) -> Option<String> {
+        (*self).recorder_note()
+    }
 }
 
 /// An [`EventSource`] whose threads' gaps are given ([`EventSource::gaps`]
@@ -221,6 +233,10 @@ impl<S: EventSource> EventSource for WithGaps<'_, S> {
 
     fn continues_parent_frames(&self, index: usize) -> bool {
         self.source.continues_parent_frames(index)
+    }
+
+    fn recorder_note(&self) -> Option<String> {
+        self.source.recorder_note()
     }
 }
 

@@ -633,6 +633,22 @@ fn summarize(dir: &Path, mode: &str) -> bool {
              thread's file ends with a lost record"
         );
     }
+    // A flight recorder's window: its own gaps, and what it lost before.
+    let flight = notes.iter().flatten().any(|(key, _)| key == "flight");
+    let (flight_lost, window_lost) = (sum("flight_lost"), sum("window_lost"));
+    if flight_lost > 0 {
+        let made = sum("flight_events") + flight_lost;
+        eprintln!(
+            "fntrace record: the flight recorder LOST {flight_lost} of {made} events over the run \
+             ({:.1} %: its threads' buffers were full, the writer fell behind): {window_lost} in \
+             the window written here (a lost record marks each gap), the others before it",
+            100.0 * flight_lost as f64 / made as f64
+        );
+    }
+    let lost_said = match flight {
+        true => format!("{flight_lost} lost over the run ({window_lost} in the window)"),
+        false => format!("{lost} lost"),
+    };
     if lost > 0 && failed == 0 {
         eprintln!(
             "fntrace record: {lost} events LOST ({:.1} % of {}): the buffers were full; \
@@ -660,7 +676,7 @@ fn summarize(dir: &Path, mode: &str) -> bool {
     }
     eprintln!(
         "fntrace record: {} records of {threads} thread(s) in {sessions} session(s), \
-         {lost} lost, in {} ({:.1} MB)",
+         {lost_said}, in {} ({:.1} MB)",
         bytes / 16,
         dir.display(),
         bytes as f64 / 1e6

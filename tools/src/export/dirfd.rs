@@ -633,6 +633,22 @@ impl OutputDir {
         self.0.write_new(name, bytes)
     }
 
+    /// Removes `made`, the directory `name` it made ([`OutputDir::make_new_dir`])
+    /// and whatever files were written into it: a trace that could not be
+    /// written whole must not be read as one. Names are removed through
+    /// the descriptors (no link followed); a subdirectory someone made in
+    /// it meanwhile is left, and so is `made` then.
+    pub fn discard(&self, name: &str, made: TraceOutput) -> Result<(), ExportError> {
+        for entry in made.0.names()? {
+            if let Some(entry) = entry.to_str() {
+                made.0.remove(entry)?;
+            }
+        }
+        drop(made);
+        rfs::unlinkat(&self.0.fd, name, AtFlags::REMOVEDIR)
+            .map_err(|e| ExportError::io(self.0.at(name), "removing", e.into()))
+    }
+
     /// Starts replacing the file `name` whole: what is written to the
     /// returned [`Replacement`] goes to a temporary file, created
     /// exclusively, that [`Replacement::commit`] renames over `name`.

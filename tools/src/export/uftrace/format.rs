@@ -32,6 +32,9 @@ pub(super) const ADDR_BITS: u32 = 48;
 /// Where thread names and added records are listed.
 pub(super) const FNTRACE_FILE: &str = "fntrace.txt";
 
+/// How a recorder's note starts in `fntrace.txt`.
+pub(super) const RECORDER_NOTE: &str = "recorder ";
+
 pub(super) fn info_bytes(trace: &Trace, threads: &[ThreadTrace]) -> Vec<u8> {
     let mut out = Vec::with_capacity(256);
     out.extend_from_slice(MAGIC);

@@ -50,7 +50,9 @@ use std::time::{Duration, Instant};
 
 use super::super::dirfd::TraceDir;
 use super::super::ExportError;
-use super::format::{basename, decode, timestamp, RECORD_SIZE, TYPE_ENTRY, TYPE_EXIT};
+use super::format::{
+    basename, decode, timestamp, RECORDER_NOTE, RECORD_SIZE, TYPE_ENTRY, TYPE_EXIT,
+};
 use super::modules::{sym_text, ModuleLayout};
 use super::sessions::{is_shared_recording, write_session, Fragment};
 use super::stream_thread::{
@@ -668,9 +670,6 @@ impl UftraceStream {
         Ok(self.totals())
     }
 }
-
-/// How a recorder's note starts in `fntrace.txt`.
-const RECORDER_NOTE: &str = "recorder ";
 
 /// The recorder notes of every session of the recording at `dir` (see
 /// [`UftraceStream::set_recorder_note`]), each as `(key, value)` pairs, in

@@ -9,7 +9,9 @@ use std::path::Path;
 
 use super::super::dirfd::{TraceDir, TraceOutput};
 use super::super::ExportError;
-use super::format::{basename, info_bytes, lost_record, one_line, record, timestamp, FNTRACE_FILE};
+use super::format::{
+    basename, info_bytes, lost_record, one_line, record, timestamp, FNTRACE_FILE, RECORDER_NOTE,
+};
 use super::modules::{sym_text, ModuleLayout};
 use crate::analysis::pairing::{entries_of_calls_running_at_start, CallStep, Calls, Reading};
 use crate::source::{EventSource, Gap, ThreadInfo};
@@ -213,6 +215,8 @@ where
         })?;
         if source.continues_parent_frames(index) {
             scan.continue_parent_frames(gaps.is_empty());
+        } else {
+            scan.start_at_depth_zero();
         }
         scans.push((scan, lost, gaps));
     }
@@ -336,7 +340,11 @@ where
             added.push((thread.tid, added_here));
         }
     }
-    dir.write_new(FNTRACE_FILE, fntrace_text(&threads, &added).as_bytes())?;
+    let mut notes = fntrace_text(&threads, &added);
+    if let Some(note) = source.recorder_note() {
+        notes.push_str(&format!("{RECORDER_NOTE}{}\n", one_line(&note)));
+    }
+    dir.write_new(FNTRACE_FILE, notes.as_bytes())?;
     if let Some(report) = progress {
         report(total, total);
     }
@@ -420,6 +428,23 @@ impl ThreadScan {
         }
         scan.made_up_entries = made_up;
         scan
+    }
+
+    /// Lowers every depth so that the smallest is 0: a thread whose
+    /// events begin inside calls that never return in them (a flight
+    /// window whose oldest events were evicted, a recording started while
+    /// the thread ran) has no record at the depths above. uftrace fills
+    /// those with a frame of address 0 and closes it at each lost record,
+    /// as a `<0>` row hours long in `report`.
+    fn start_at_depth_zero(&mut self) {
+        if self.min_depth == u16::MAX || self.min_depth == 0 {
+            return;
+        }
+        self.shift = self.min_depth;
+        // Made-up entries are not read through `shifted`: lower them here.
+        for entry in self.made_up_entries.iter_mut().flatten() {
+            entry.depth -= self.shift;
+        }
     }
 
     /// For the thread of a forked child that continues its parent's calls
