@@ -7,7 +7,7 @@
 //! a loop, short-lived threads, forks, SIGUSR1 with a traced handler, the
 //! `function` tracer toggled through the C API (`FNTRACE_CHAOS_FUNCTION=0`:
 //! `profile` instead, and no `function` over the socket either; see
-//! docs/chaos-2026-11-26.md for why); meanwhile a driver thread
+//! docs/journal/chaos-2026-11-26.md for why); meanwhile a driver thread
 //! per service sends live-control requests over its socket: `graph`,
 //! `function` and `profile` toggled, recordings started and stopped (each
 //! read back), flight recorders started, snapshotted and stopped, dumps,

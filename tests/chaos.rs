@@ -13,7 +13,7 @@
 //!
 //! The `function` tracer is left out unless `FNTRACE_CHAOS_FUNCTION=1`
 //! (the bench toggles it): nothing drains its rings in a C service, so
-//! its memory grows with the threads it saw (docs/chaos-2026-11-26.md)
+//! its memory grows with the threads it saw (docs/journal/chaos-2026-11-26.md)
 //! and the RSS bound would fail at a rate set by the machine's speed.
 
 #[allow(dead_code)]
