@@ -1,4 +1,4 @@
-//! The chaos benchmark (issue 23, item 2): `cargo bench --bench chaos`.
+//! The chaos benchmark: `cargo bench --bench chaos`.
 //!
 //! Two real `gcc -pg` services (`tests/c/chaos_service.c`, linked with
 //! `libfntrace.a`), one under each patching protocol (`FNTRACE_PATCH=
@@ -18,7 +18,7 @@
 //!
 //! Prints a table (operations per kind, the service's own counts,
 //! failures, crashes, RSS, the quiescent counts) and every failure; exits
-//! non-zero if a run falls short of issue 23's targets: 0 crashes, 0
+//! non-zero if a run falls short of its targets: 0 crashes, 0
 //! failed operations, peak RSS growth ≤ 64 MiB, exact quiescent counts.
 
 mod common;

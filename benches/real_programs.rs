@@ -37,7 +37,7 @@
 //! fails the bench. Everything but the cached builds is written into a
 //! temporary directory, removed at the end.
 //!
-//! Targets of issue 22 (printed MET or MISS; a miss does not fail the run):
+//! Targets (printed MET or MISS; a miss does not fail the run):
 //! 0 lost under `fntrace record`; the top-30 counts equal to uftrace's;
 //! fntrace's wall time ≤ 1/3 of uftrace's.
 

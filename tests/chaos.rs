@@ -1,4 +1,4 @@
-//! The chaos benchmark's short version (issue 23, item 2; the long one is
+//! The chaos benchmark's short version (the long one is
 //! `cargo bench --bench chaos`, machinery in `tests/common/chaos.rs`): two
 //! real `gcc -pg` services, one under each patching protocol, both at once
 //! for `FNTRACE_CHAOS_SECONDS` (default 8), load and unload `-pg -mfentry`

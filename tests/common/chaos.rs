@@ -1,4 +1,4 @@
-//! The chaos benchmark's machinery (issue 23, item 2), shared by
+//! The chaos benchmark's machinery, shared by
 //! `benches/chaos.rs` (60 s) and `tests/chaos.rs` (a few seconds): a real
 //! C service (`tests/c/chaos_service.c`, `gcc -pg`, linked with
 //! `libfntrace.a`) runs everything at once (plugins, `-pg -mfentry` and
@@ -241,7 +241,7 @@ impl Report {
                 })
     }
 
-    /// Everything issue 23 asks of the run: no crash, no failed operation,
+    /// Everything the benchmark asks of the run: no crash, no failed operation,
     /// peak RSS growth ≤ 64 MiB, exact quiescent counts. The reasons it
     /// falls short.
     pub fn shortfalls(&self) -> Vec<String> {

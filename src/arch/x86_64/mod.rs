@@ -2,7 +2,7 @@
 //!
 //! A call site is the instruction a compiler places in each instrumented
 //! function to call `mcount` or `__fentry__`. The forms seen on this
-//! platform (see `field-notes.md` §1):
+//! platform (`tests/sites.rs` checks each one's bytes):
 //!
 //! | form              | bytes               | emitted by                                   |
 //! |-------------------|---------------------|----------------------------------------------|
