@@ -1,4 +1,4 @@
-//! The chaos benchmark (issue 23, item 2): `cargo bench --bench chaos`.
+//! The chaos benchmark: `cargo bench --bench chaos`.
 //!
 //! Two real `gcc -pg` services (`tests/c/chaos_service.c`, linked with
 //! `libfntrace.a`), one under each patching protocol (`FNTRACE_PATCH=
@@ -7,7 +7,7 @@
 //! a loop, short-lived threads, forks, SIGUSR1 with a traced handler, the
 //! `function` tracer toggled through the C API (`FNTRACE_CHAOS_FUNCTION=0`:
 //! `profile` instead, and no `function` over the socket either; see
-//! docs/chaos-2026-11-26.md for why); meanwhile a driver thread
+//! docs/journal/chaos-2026-11-26.md for why); meanwhile a driver thread
 //! per service sends live-control requests over its socket: `graph`,
 //! `function` and `profile` toggled, recordings started and stopped (each
 //! read back), flight recorders started, snapshotted and stopped, dumps,
@@ -18,7 +18,7 @@
 //!
 //! Prints a table (operations per kind, the service's own counts,
 //! failures, crashes, RSS, the quiescent counts) and every failure; exits
-//! non-zero if a run falls short of issue 23's targets: 0 crashes, 0
+//! non-zero if a run falls short of its targets: 0 crashes, 0
 //! failed operations, peak RSS growth ≤ 64 MiB, exact quiescent counts.
 
 mod common;

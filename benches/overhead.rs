@@ -24,7 +24,7 @@
 //! 7. a dispatcher calling 1,000 distinct functions (`c_dispatch`:
 //!    `tests/fixtures/c/dispatch.c`, gcc `-pg`), in round robin and in a
 //!    seeded random order: the graph and profile tracers' costs per call
-//!    and their ratio, against issue 38's target (profile <= 1.2 x graph:
+//!    and their ratio, against the target (profile <= 1.2 x graph:
 //!    the profile's call-trie lookup must not grow with the callees); and,
 //!    for reference, in round robin among its first 10 and 100 callees.
 //!    `FNTRACE_BENCH_DISPATCH=1` measures this part alone;
@@ -84,7 +84,7 @@ const UFTRACE_ROUNDS: usize = 5;
 /// Iterations of `benches/c/callers.c`: 2 traced calls each.
 const CALLERS_ITERATIONS: u64 = 2_000_000;
 /// The graph tracer's cost target per call, in TSC reads' costs: two reads
-/// (entry and exit) and 15 % more (issue 22, item 3).
+/// (entry and exit) and 15 % more: the clock is the floor, the rest is ours.
 const GRAPH_COST_PER_TWO_TSC_READS: f64 = 1.15;
 /// Bytes uftrace writes per traced call (an entry and an exit record).
 const UFTRACE_BYTES_PER_CALL: u64 = 32;
@@ -971,7 +971,7 @@ impl Tally {
 }
 
 /// The graph cost lines (judged median, quiet-phase reference) of a traced
-/// series against its NOPed one. The target is issue 22's: at most 1.15
+/// series against its NOPed one. The target: at most 1.15
 /// times the cost of the two TSC reads a traced call makes (`tsc_read`,
 /// measured in the same rounds).
 fn push_graph_cost(
@@ -1083,7 +1083,7 @@ fn report(figures: &InProcess, uftrace: &UftraceFigures) {
     ));
 
     // The profile tracer (its own fast path, asm/x86_64/profile.S), beside
-    // the graph tracer's cost on the same calls (issue 25's target).
+    // the graph tracer's cost on the same calls (its target: no more).
     let c_profile = figures.c_profile.median().minus(c_nopped);
     lines.push(Line::measured("  C, profile tracer on", &figures.c_profile));
     lines.push(
@@ -1203,8 +1203,8 @@ fn report(figures: &InProcess, uftrace: &UftraceFigures) {
         "  graph, 16 callers in random order (ref.)",
         uftrace.callers_graph,
     ));
-    // (Issue 9's ">= 5x" was withdrawn: the clock bounds fntrace's cost,
-    // so the targets are stated against the TSC reads; a reference here.)
+    // (No target against uftrace: the clock bounds fntrace's cost, so the
+    // targets are stated against the TSC reads; a reference here.)
     lines.push(Line {
         label: "  uftrace / fntrace graph (C) cost (ref.)".into(),
         cpu: format!("{:.1}x", speedup.cpu),
@@ -1251,7 +1251,7 @@ fn print_lines(lines: &[Line]) {
 }
 
 // ---------------------------------------------------------------------------
-// A dispatcher of 1,000 callees (issue 38, item 7): one caller whose calls
+// A dispatcher of 1,000 callees: one caller whose calls
 // go to 1,000 distinct functions, as an interpreter's or a message loop's
 // do. The profile tracer finds each call's path under its caller's; its
 // cost per call must not grow with the caller's number of callees.
@@ -1261,8 +1261,8 @@ fn print_lines(lines: &[Line]) {
 const DISPATCH_CALLS: u64 = 1_000_000;
 /// The random order's seed (`c_dispatch::random_counts` computes it too).
 const DISPATCH_SEED: u64 = 0x3807;
-/// Issue 38's target: the profile's cost per call at most this times
-/// graph's, in both orders.
+/// The target: the profile's cost per call at most this times graph's, in
+/// both orders (its call-trie lookup must not grow with the callees).
 const DISPATCH_PROFILE_PER_GRAPH: f64 = 1.2;
 /// Rounds of the dispatcher's measurements (after [`WARM_UP_ROUNDS`]):
 /// more than [`ROUNDS`], its runs being short and the ratio the figure.

@@ -1,4 +1,4 @@
-//! The profile soak (issue 25, "memory stays flat over a 10-minute run"):
+//! The profile soak (memory must stay flat over a 10-minute run):
 //! `cargo bench --bench profile_soak`, 10 minutes (`FNTRACE_SOAK_SECONDS`
 //! sets another length).
 //!

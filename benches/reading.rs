@@ -24,7 +24,7 @@
 //!
 //! Per command and run: wall time, CPU (user + system, from `wait4`) and
 //! peak RSS; then per command the ratio of uftrace's wall time to
-//! fntrace's (the target of issue 24: ≥ 2, printed MET or MISS; a miss
+//! fntrace's (the target: ≥ 2, printed MET or MISS; a miss
 //! does not fail the run). fntrace reads the threads of a trace on as many
 //! cores as there are (`FNTRACE_READERS`); a one-thread trace is read on
 //! one core, and the table says so. Everything is written into a temporary
@@ -45,7 +45,7 @@ use common::{fntrace_cli, load_average, machine_description, run_ok, TempDir};
 const LUA_SCALE: &str = "1";
 /// What ripgrep searches for in the registry's sources.
 const RIPGREP_REGEX: &str = r"\w+_\w+\(";
-/// uftrace's wall time over fntrace's that issue 24 asks for.
+/// uftrace's wall time over fntrace's that the bench asks for.
 const TARGET_RATIO: f64 = 2.0;
 
 /// One run of one command.

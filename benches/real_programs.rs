@@ -37,7 +37,7 @@
 //! fails the bench. Everything but the cached builds is written into a
 //! temporary directory, removed at the end.
 //!
-//! Targets of issue 22 (printed MET or MISS; a miss does not fail the run):
+//! Targets (printed MET or MISS; a miss does not fail the run):
 //! 0 lost under `fntrace record`; the top-30 counts equal to uftrace's;
 //! fntrace's wall time ≤ 1/3 of uftrace's.
 
@@ -153,7 +153,7 @@ fn main() {
             // Odd runs record with fntrace first, even runs with uftrace
             // first: the second recording of a run pays more where the VM
             // hands freed memory back to its host (free page reporting:
-            // docs/performance-2026-11-27.md), and that falls on each.
+            // docs/journal/performance-2026-11-27.md), and that falls on each.
             let uftrace_first = run % 2 == 0;
             println!(
                 "\nrun {run}: {} (load average {}; {} records first)",
@@ -215,7 +215,7 @@ fn timed(argv: &[String], no_aslr: bool, stdout: &Path) -> Run {
         .stderr(Stdio::piped())
         .env_remove("FNTRACE_LIB");
     // Every run starts with no dirty page cache. (Which tool records
-    // first in a run still matters here: docs/performance-2026-11-27.md.)
+    // first in a run still matters here: docs/journal/performance-2026-11-27.md.)
     let synced = Command::new("sync").status();
     assert!(
         synced.as_ref().is_ok_and(|status| status.success()),

@@ -266,7 +266,7 @@ pub const DEFAULT_RECORD_BUFFER_EVENTS: usize = 1 << 18;
 /// every 5-10 ns writes in 85-170 ms) spares bursts every wait, but a
 /// thread that writes without pause, faster than the writer, moves through
 /// fresh pages the kernel zeroes: ripgrep took 10-20 % more wall time
-/// (`docs/memory-budget-2026-11-26.md`), and such runs are what lossless
+/// (`docs/performance.md`), and such runs are what lossless
 /// recording is judged on.
 pub const DEFAULT_RECORD_MEMORY_BYTES: usize = 0;
 

@@ -1,4 +1,4 @@
-//! The chaos benchmark's short version (issue 23, item 2; the long one is
+//! The chaos benchmark's short version (the long one is
 //! `cargo bench --bench chaos`, machinery in `tests/common/chaos.rs`): two
 //! real `gcc -pg` services, one under each patching protocol, both at once
 //! for `FNTRACE_CHAOS_SECONDS` (default 8), load and unload `-pg -mfentry`
@@ -13,7 +13,7 @@
 //!
 //! The `function` tracer is left out unless `FNTRACE_CHAOS_FUNCTION=1`
 //! (the bench toggles it): nothing drains its rings in a C service, so
-//! its memory grows with the threads it saw (docs/chaos-2026-11-26.md)
+//! its memory grows with the threads it saw (docs/journal/chaos-2026-11-26.md)
 //! and the RSS bound would fail at a rate set by the machine's speed.
 
 #[allow(dead_code)]

@@ -1,4 +1,4 @@
-//! A control request whose client gave up is not run later (issue 23, G):
+//! A control request whose client gave up is not run later:
 //! `tests/c/ctl_prog.c` (`gcc -pg`, linked with `libfntrace.a`) serves its
 //! control socket; it is stopped with `SIGSTOP`; `fntrace ctl --timeout 1`
 //! asks it to enable the graph tracer and to set a filter, gets no reply

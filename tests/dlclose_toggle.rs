@@ -1,4 +1,4 @@
-//! Plugins loaded and unloaded while tracing is toggled (issue 23, A): two
+//! Plugins loaded and unloaded while tracing is toggled: two
 //! threads `dlopen` a `gcc -pg` shared object, call it 1000 times and
 //! `dlclose` it, in a loop; a third thread is busy in traced code of the
 //! program; the main thread switches `graph` on and off every 2 ms. The
@@ -8,7 +8,7 @@
 //! fail ("holds 00 00 … but fntrace expected …", "address is not
 //! mapped").
 //!
-//! Two programs, under each protocol: the issue's own, in C
+//! Two programs, under each protocol: the one above, in C
 //! (`tests/c/dlclose_toggle.c`, `gcc -pg`, linked with `libfntrace.a`,
 //! through the C API: its symbol index is quick to rebuild, so it toggles
 //! close to every 2 ms), and the same through the Rust API in a child
@@ -16,7 +16,7 @@
 //! after each load: fewer toggles). Each must exit 0 with no failed
 //! toggle, and once tracing is quiescent, a last round of the library
 //! counts exactly. `FNTRACE_DLCLOSE_SECONDS` and `FNTRACE_DLCLOSE_RUNS`
-//! lengthen the runs (the issue's 16 × 3 s).
+//! lengthen the runs (16 × 3 s: the length that showed the crashes).
 
 mod common;
 
@@ -65,7 +65,7 @@ fn seconds() -> f64 {
         .unwrap_or(1.0)
 }
 
-/// The child: the program of the issue, for `seconds()`, then an exact
+/// The child: the program above, for `seconds()`, then an exact
 /// round. Prints `summary: toggles N failed 0 loads M` and `done`.
 #[test]
 fn child() {

@@ -207,7 +207,7 @@ fn snapshots(dir: &Path) -> Vec<PathBuf> {
     dirs
 }
 
-/// Issue 28's "done when": a `-pg` program preloaded with
+/// A service traced with no code change: a `-pg` program preloaded with
 /// `libfntrace.so`, one request of 40,000 sleeping 20 ms, the flight
 /// recorder and a slow-call trigger set only from the environment: one
 /// snapshot, read by uftrace, holding that call and the other threads'

@@ -838,6 +838,12 @@ const ASM_STRUCTURES: &[(&str, &str, &str, &str)] = &[
     ("PathSlot", "PATH", "PATH_SLOT_SIZE", PROFILE_BLOCK),
     ("Row", "ROW", "ROW_SIZE", PROFILE_BLOCK),
     ("Node", "NODE", "NODE_SIZE", PROFILE_BLOCK),
+    (
+        "SavedRegs",
+        "SAVED",
+        "SAVED_REGS_SIZE",
+        "src/arch/x86_64/mod.rs",
+    ),
 ];
 
 /// Where the profile tracer's per-thread block is defined.

@@ -19,7 +19,7 @@ use std::time::Instant;
 use common::native::{self, repo};
 
 /// Worker threads, and `lossless_top` calls each makes: 2 × 2M × 13 + 3
-/// calls, ≥ 50M as issue 22 asks, in about a second untraced.
+/// calls, ≥ 50M (enough to outrun the writer), in about a second untraced.
 const THREADS: u64 = 2;
 const N: u64 = 2_000_000;
 

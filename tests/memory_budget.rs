@@ -1,4 +1,4 @@
-//! The memory budget of lossless recording (issue 22, item 2: `--memory`):
+//! The memory budget of lossless recording (`--memory`):
 //! a thread whose buffer is full takes more from a budget the threads
 //! share, and waits for the writer only when the budget has none left.
 //!

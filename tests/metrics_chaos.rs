@@ -1,5 +1,5 @@
-//! The metrics endpoint against hostile and careless clients (issue 38,
-//! item 6): real `gcc -pg` programs with `libfntrace.so` preloaded,
+//! The metrics endpoint against hostile and careless clients: real
+//! `gcc -pg` programs with `libfntrace.so` preloaded,
 //! `FNTRACE=profile FNTRACE_METRICS=…`, as a service runs it.
 //!
 //! - Who may scrape: an address other hosts reach (`0.0.0.0`, `[::]`) is

@@ -1,6 +1,6 @@
 //! Nothing fntrace writes goes through a link another user planted, or
-//! into a directory another user can swap (issue 38, item 4; the rules are
-//! in `docs/safe-writes.md`). Run as root, as a service would run: a
+//! into a directory another user can swap (the rules are in
+//! `docs/safe-writes.md`). Run as root, as a service would run: a
 //! mode-1777 directory `shared` (root's, like `/tmp`) and a directory
 //! `theirs` of `nobody` (mode 0777) get, planted by `nobody` itself
 //! (`runuser -u nobody -- ln -s`), links at every name and every parent

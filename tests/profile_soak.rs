@@ -1,4 +1,4 @@
-//! The profile soak's short version (issue 25; the 10-minute run is `cargo
+//! The profile soak's short version (the 10-minute run is `cargo
 //! bench --bench profile_soak`, machinery in `tests/common/soak.rs`): a
 //! real `gcc -pg` service with `libfntrace.so` preloaded serves paced
 //! requests on two threads and churns short-lived threads for

@@ -1,6 +1,6 @@
 //! `fntrace record -o DIR` deletes nothing it did not write and writes
-//! into no directory another user could plant files in (issue 23, C and
-//! D): an existing `DIR.old` that is not a recording fntrace wrote (a
+//! into no directory another user could plant files in
+//! (`docs/safe-writes.md`): an existing `DIR.old` that is not a recording fntrace wrote (a
 //! directory of the user's, a file, uftrace's own recording) is left
 //! byte for byte and the command refuses in one line; a recording in
 //! `DIR.old` is replaced, and each move is said on stderr; an output

@@ -1,5 +1,5 @@
-//! Buffers reused by short-lived threads (issue 23, item 2: the chaos
-//! benchmark's peak RSS growth). A thread that took the buffer of a thread
+//! Buffers reused by short-lived threads (found by the chaos benchmark's
+//! peak RSS growth). A thread that took the buffer of a thread
 //! that had exited went on writing where that one stopped, so a buffer
 //! reused by thread after thread touched page after page until all of it
 //! was in memory; and the pages of buffers freed by a dump (which reads

@@ -1,4 +1,4 @@
-//! Short-lived threads during a recording (issue 23, B and requirement 3):
+//! Short-lived threads during a recording:
 //! threads that each make 901 traced calls and exit, 20 at a time. A
 //! thread's buffer goes back to the pool at its exit and is reused by the
 //! next thread once the writer drained it; free buffers beyond a few give
@@ -12,8 +12,8 @@
 //! growth (`VmHWM`, reset before the recording) and what is left after
 //! `stop`, over the resident size before. The parent checks every
 //! thread's calls exactly, with fntrace's reader and with `uftrace
-//! report`, and the memory against the issue's bounds (64 MiB peak,
-//! 16 MiB after stop).
+//! report`, and the memory against fixed bounds, whatever the number of
+//! threads (64 MiB peak, 16 MiB after stop).
 //!
 //! `FNTRACE_CHURN_THREADS` (default 1,000) sets how many threads; the
 //! issue's figure is 10,000 (`uftrace report` then takes minutes).
@@ -189,7 +189,7 @@ fn short_lived_threads_reuse_buffers_and_every_call_is_recorded() {
         assert_eq!(uftrace.get(name), Some(&(n * calls)), "{uftrace:?}");
     }
 
-    // The issue's bounds, with margin to spare on the fixed code (see the
+    // The bounds, with margin to spare on the fixed code (see the
     // figures printed above).
     assert!(peak <= 64 * 1024, "peak growth {peak} KiB");
     assert!(after <= 16 * 1024, "after stop {after} KiB");

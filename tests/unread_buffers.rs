@@ -1,4 +1,4 @@
-//! Buffers nobody reads (issue 23, found by the chaos benchmark): the
+//! Buffers nobody reads (found by the chaos benchmark): the
 //! `function` tracer enabled where nothing takes its events (a C service,
 //! the control socket) kept every exited thread's buffer, and its pages,
 //! for ever; and while a recording ran, each thread that exited waited

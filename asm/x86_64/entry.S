@@ -41,7 +41,8 @@
  *      %rsp +  8              rsi
  *      %rsp +  0              rdi          <- %rsp, 16-byte aligned
  *
- * The save area is `SavedRegs` in src/arch/x86_64/mod.rs; keep both in step.
+ * The save area is `SavedRegs` in src/arch/x86_64/mod.rs; its offsets are
+ * layout.h's SAVED_*, which tests/layers.rs checks against the Rust struct.
  *
  * Rust side:  extern "C" fn fntrace_{mcount,fentry}_entry(
  *                 site_return: usize,        // %rdi: 16(%rbp)
@@ -51,7 +52,8 @@
 
 #include "layout.h"
 
-#define SAVE_AREA 320
+/* SavedRegs, then xmm8-xmm15 (16 bytes each) above it. */
+#define SAVE_AREA (SAVED_REGS_SIZE + 8 * 16)
 
 /* This thread's block: the recursion guard and the pointers the fast paths
  * (graph.S, return.S) need without calling into Rust. Initial-exec TLS:
@@ -120,30 +122,30 @@ fntrace_enabled_tracers:
         andq    $-16, %rsp
         subq    $SAVE_AREA, %rsp
 
-        movq    %rdi,  0(%rsp)
-        movq    %rsi,  8(%rsp)
-        movq    %rdx, 16(%rsp)
-        movq    %rcx, 24(%rsp)
-        movq    %r8,  32(%rsp)
-        movq    %r9,  40(%rsp)
-        movq    %rax, 48(%rsp)
-        movq    %r10, 56(%rsp)
-        movaps  %xmm0,  64(%rsp)
-        movaps  %xmm1,  80(%rsp)
-        movaps  %xmm2,  96(%rsp)
-        movaps  %xmm3, 112(%rsp)
-        movaps  %xmm4, 128(%rsp)
-        movaps  %xmm5, 144(%rsp)
-        movaps  %xmm6, 160(%rsp)
-        movaps  %xmm7, 176(%rsp)
-        movaps  %xmm8, 192(%rsp)
-        movaps  %xmm9, 208(%rsp)
-        movaps  %xmm10, 224(%rsp)
-        movaps  %xmm11, 240(%rsp)
-        movaps  %xmm12, 256(%rsp)
-        movaps  %xmm13, 272(%rsp)
-        movaps  %xmm14, 288(%rsp)
-        movaps  %xmm15, 304(%rsp)
+        movq    %rdi, SAVED_RDI(%rsp)
+        movq    %rsi, SAVED_RSI(%rsp)
+        movq    %rdx, SAVED_RDX(%rsp)
+        movq    %rcx, SAVED_RCX(%rsp)
+        movq    %r8, SAVED_R8(%rsp)
+        movq    %r9, SAVED_R9(%rsp)
+        movq    %rax, SAVED_RAX(%rsp)
+        movq    %r10, SAVED_R10(%rsp)
+        movaps  %xmm0, SAVED_XMM+16*0(%rsp)
+        movaps  %xmm1, SAVED_XMM+16*1(%rsp)
+        movaps  %xmm2, SAVED_XMM+16*2(%rsp)
+        movaps  %xmm3, SAVED_XMM+16*3(%rsp)
+        movaps  %xmm4, SAVED_XMM+16*4(%rsp)
+        movaps  %xmm5, SAVED_XMM+16*5(%rsp)
+        movaps  %xmm6, SAVED_XMM+16*6(%rsp)
+        movaps  %xmm7, SAVED_XMM+16*7(%rsp)
+        movaps  %xmm8, SAVED_REGS_SIZE+16*0(%rsp)
+        movaps  %xmm9, SAVED_REGS_SIZE+16*1(%rsp)
+        movaps  %xmm10, SAVED_REGS_SIZE+16*2(%rsp)
+        movaps  %xmm11, SAVED_REGS_SIZE+16*3(%rsp)
+        movaps  %xmm12, SAVED_REGS_SIZE+16*4(%rsp)
+        movaps  %xmm13, SAVED_REGS_SIZE+16*5(%rsp)
+        movaps  %xmm14, SAVED_REGS_SIZE+16*6(%rsp)
+        movaps  %xmm15, SAVED_REGS_SIZE+16*7(%rsp)
 
         movq    16(%rbp), %rdi
 .if \fentry
@@ -155,30 +157,30 @@ fntrace_enabled_tracers:
         movq    %rsp, %rdx
         call    \rust_entry@PLT
 
-        movq     0(%rsp), %rdi
-        movq     8(%rsp), %rsi
-        movq    16(%rsp), %rdx
-        movq    24(%rsp), %rcx
-        movq    32(%rsp), %r8
-        movq    40(%rsp), %r9
-        movq    48(%rsp), %rax
-        movq    56(%rsp), %r10
-        movaps   64(%rsp), %xmm0
-        movaps   80(%rsp), %xmm1
-        movaps   96(%rsp), %xmm2
-        movaps  112(%rsp), %xmm3
-        movaps  128(%rsp), %xmm4
-        movaps  144(%rsp), %xmm5
-        movaps  160(%rsp), %xmm6
-        movaps  176(%rsp), %xmm7
-        movaps  192(%rsp), %xmm8
-        movaps  208(%rsp), %xmm9
-        movaps  224(%rsp), %xmm10
-        movaps  240(%rsp), %xmm11
-        movaps  256(%rsp), %xmm12
-        movaps  272(%rsp), %xmm13
-        movaps  288(%rsp), %xmm14
-        movaps  304(%rsp), %xmm15
+        movq    SAVED_RDI(%rsp), %rdi
+        movq    SAVED_RSI(%rsp), %rsi
+        movq    SAVED_RDX(%rsp), %rdx
+        movq    SAVED_RCX(%rsp), %rcx
+        movq    SAVED_R8(%rsp), %r8
+        movq    SAVED_R9(%rsp), %r9
+        movq    SAVED_RAX(%rsp), %rax
+        movq    SAVED_R10(%rsp), %r10
+        movaps  SAVED_XMM+16*0(%rsp), %xmm0
+        movaps  SAVED_XMM+16*1(%rsp), %xmm1
+        movaps  SAVED_XMM+16*2(%rsp), %xmm2
+        movaps  SAVED_XMM+16*3(%rsp), %xmm3
+        movaps  SAVED_XMM+16*4(%rsp), %xmm4
+        movaps  SAVED_XMM+16*5(%rsp), %xmm5
+        movaps  SAVED_XMM+16*6(%rsp), %xmm6
+        movaps  SAVED_XMM+16*7(%rsp), %xmm7
+        movaps  SAVED_REGS_SIZE+16*0(%rsp), %xmm8
+        movaps  SAVED_REGS_SIZE+16*1(%rsp), %xmm9
+        movaps  SAVED_REGS_SIZE+16*2(%rsp), %xmm10
+        movaps  SAVED_REGS_SIZE+16*3(%rsp), %xmm11
+        movaps  SAVED_REGS_SIZE+16*4(%rsp), %xmm12
+        movaps  SAVED_REGS_SIZE+16*5(%rsp), %xmm13
+        movaps  SAVED_REGS_SIZE+16*6(%rsp), %xmm14
+        movaps  SAVED_REGS_SIZE+16*7(%rsp), %xmm15
 
         movq    %rbp, %rsp
         .cfi_def_cfa_register rsp

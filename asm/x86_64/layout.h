@@ -3,8 +3,23 @@
  * Each is asserted at compile time on the Rust side (const blocks next to
  * the structures: ThreadBlock in src/rt/thread.rs, ShadowStack and Frame in
  * src/rt/shadow.rs, Ring in src/rt/ring.rs, RawEvent in
- * src/tracers/graph/mod.rs, the profile Block in src/tracers/profile/block.rs), so the two sides cannot drift apart silently.
+ * src/tracers/graph/mod.rs, the profile Block in src/tracers/profile/block.rs,
+ * SavedRegs in src/arch/x86_64/mod.rs), so the two sides cannot drift apart
+ * silently.
  */
+
+/* struct SavedRegs (192 bytes, 16-byte aligned): the registers entry.S
+ * saves at %rsp before calling into Rust, which receives a pointer to it. */
+#define SAVED_RDI               0
+#define SAVED_RSI               8
+#define SAVED_RDX              16
+#define SAVED_RCX              24
+#define SAVED_R8               32
+#define SAVED_R9               40
+#define SAVED_RAX              48
+#define SAVED_R10              56
+#define SAVED_XMM              64   /* [u128; 8]: xmm0-xmm7, 16 bytes each */
+#define SAVED_REGS_SIZE       192
 
 /* fntrace_thread: this thread's block (TLS), struct ThreadBlock. */
 #define THREAD_IN_TRACER        0   /* u8: the recursion guard             */

@@ -96,8 +96,8 @@ fntrace_profile_ns_per_tick:
 /*
  * The entries. They save the same eight registers as graph.S's and no
  * more: every extra push and pop is a store and a load on each traced
- * call, and the profile tracer's cost per call is judged against graph's
- * (issue 25). Values the checks found and the lookups do not need (the
+ * call, and the profile tracer's cost per call is to be no more than
+ * graph's. Values the checks found and the lookups do not need (the
  * slot, the real return address, the depth) are loaded again once the
  * lookups are done instead of being kept in registers of their own.
  *

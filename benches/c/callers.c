@@ -1,7 +1,7 @@
 /*
  * 16 traced callers of one traced leaf, called through a table in a
  * pseudo-random order: every hooked return of the leaf goes back to one of
- * 16 callers (docs/return-prediction-2026-11-26.md, "Measured"; section 6
+ * 16 callers (docs/journal/return-prediction-2026-11-26.md, "Measured"; section 6
  * of benches/overhead.rs runs it).
  *
  *   gcc -O2 -pg -o callers callers.c

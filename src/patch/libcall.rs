@@ -1,5 +1,5 @@
 //! Library calls through the executable's PLT (uftrace's default libcall
-//! tracing; issue 26, item 3): calls from the executable into shared
+//! tracing): calls from the executable into shared
 //! libraries (`malloc`, `getppid`, `printf`...) become sites of their own,
 //! named after the imported function, without touching any text.
 //!

@@ -1,7 +1,7 @@
 //! Return stubs: a small piece of code per site and fast entry, which the
 //! site jumps to instead of calling the entry, so that the CPU predicts
 //! the hooked function's return and the trampoline's (see
-//! `docs/return-prediction-2026-11-26.md`).
+//! `docs/journal/return-prediction-2026-11-26.md`).
 //!
 //! A site that calls the fast entry and has its return address replaced by
 //! the one return trampoline costs two mispredicted branches a call: the

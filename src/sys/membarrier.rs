@@ -79,7 +79,7 @@ mod tests {
 
     #[test]
     fn registers_once_and_syncs() {
-        // Documented to work on this machine (field notes §2).
+        // Linux >= 4.16 has the command; tests/no_membarrier.rs runs without it.
         register_sync_core().unwrap();
         register_sync_core().unwrap();
         sync_core().unwrap();

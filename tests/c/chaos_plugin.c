@@ -13,7 +13,7 @@
 
 __attribute__((noinline)) long FN(leaf)(long x)
 {
-    /* Keeps gcc from folding the call away (field notes, 7). */
+    /* Keeps gcc from folding the call away: it cannot see through asm. */
     __asm__ volatile("" : "+r"(x));
     return x * 3 + 1;
 }

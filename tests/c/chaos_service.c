@@ -1,5 +1,5 @@
 /*
- * The service of the chaos benchmark (issue 23, item 2; driven by
+ * The service of the chaos benchmark (driven by
  * tests/common/chaos.rs for benches/chaos.rs and tests/chaos.rs). Built
  * with `gcc -pg` and linked with libfntrace.a; run with FNTRACE_CONTROL,
  * FNTRACE_METRICS and FNTRACE_PATCH; the driver sends control requests to

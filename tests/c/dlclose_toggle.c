@@ -1,4 +1,4 @@
-/* The program of issue 23, A: two threads dlopen a `gcc -pg` library, call
+/* Two threads dlopen a `gcc -pg` library, call
  * it 1000 times and dlclose it, in a loop; a third thread is busy in traced
  * code; main switches `graph` on and off every 2 ms for SECONDS. Then, with
  * tracing quiescent, one more round of the library is traced and dumped to

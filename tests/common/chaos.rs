@@ -1,4 +1,4 @@
-//! The chaos benchmark's machinery (issue 23, item 2), shared by
+//! The chaos benchmark's machinery, shared by
 //! `benches/chaos.rs` (60 s) and `tests/chaos.rs` (a few seconds): a real
 //! C service (`tests/c/chaos_service.c`, `gcc -pg`, linked with
 //! `libfntrace.a`) runs everything at once (plugins, `-pg -mfentry` and
@@ -72,7 +72,7 @@ pub struct Config {
     /// request drains them), so its rings are never drained: each live
     /// thread's fills up to 24 MiB and an exited thread's pages are never
     /// given back. False measures the rest's memory alone (see
-    /// docs/chaos-2026-11-26.md).
+    /// docs/journal/chaos-2026-11-26.md).
     pub function: bool,
 }
 
@@ -83,7 +83,7 @@ pub fn function_from_env(default: bool) -> bool {
 }
 
 /// What fntrace prints when a forked child's `_exit` gave up waiting for
-/// its recording's last drain: a known bug (docs/chaos-2026-11-26.md):
+/// its recording's last drain: a known bug (docs/journal/chaos-2026-11-26.md):
 /// the child's writer blocks for ever in `dl_iterate_phdr` on glibc's
 /// loader lock, taken in the parent by another thread (a `dlopen`, or
 /// fntrace's own scan) when the fork happened.
@@ -241,7 +241,7 @@ impl Report {
                 })
     }
 
-    /// Everything issue 23 asks of the run: no crash, no failed operation,
+    /// Everything the benchmark asks of the run: no crash, no failed operation,
     /// peak RSS growth ≤ 64 MiB, exact quiescent counts. The reasons it
     /// falls short.
     pub fn shortfalls(&self) -> Vec<String> {

@@ -2,8 +2,8 @@
 //! commands printed before them: every output of `fntrace` on the trace
 //! directories of `tests/data/` is compared byte for byte with
 //! `tests/data/golden/`, which the in-memory `fntrace` (commit 38dc1d4, the
-//! last before the streaming reader) wrote; blessed again where issue 24
-//! changed what is printed on purpose (recursive totals counted once, as
+//! last before the streaming reader) wrote; blessed again where a later
+//! change altered what is printed on purpose (recursive totals counted once, as
 //! uftrace's; `replay -D 1` the outermost level only; unfinished calls told
 //! apart as still running or unwound), each change checked against
 //! `uftrace report`/`replay` by `report_vs_uftrace.rs`; and where the graph

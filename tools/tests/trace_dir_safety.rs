@@ -1,5 +1,5 @@
 //! Writing and reading trace directories where other users can reach
-//! them (issue 23, C and F): a link planted at a name fntrace writes (a
+//! them (`docs/safe-writes.md`): a link planted at a name fntrace writes (a
 //! temporary `.NAME.PID.new` above all, or a thread's `.dat`) is never
 //! followed, a root-owned file it points to stays byte for byte as it was;
 //! a directory another user owns or every user can write is refused with

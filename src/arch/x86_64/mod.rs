@@ -2,7 +2,7 @@
 //!
 //! A call site is the instruction a compiler places in each instrumented
 //! function to call `mcount` or `__fentry__`. The forms seen on this
-//! platform (see `field-notes.md` §1):
+//! platform (`tests/sites.rs` checks each one's bytes):
 //!
 //! | form              | bytes               | emitted by                                   |
 //! |-------------------|---------------------|----------------------------------------------|
@@ -252,7 +252,8 @@ fn prologue_instruction_len(code: &[u8]) -> Option<usize> {
 }
 
 /// Registers saved by the entry trampolines, in the order
-/// `asm/x86_64/entry.S` stores them (offsets asserted below).
+/// `asm/x86_64/entry.S` stores them (offsets asserted below; the assembly
+/// names them `SAVED_*` in `asm/x86_64/layout.h`).
 #[repr(C, align(16))]
 #[derive(Debug)]
 pub struct SavedRegs {
@@ -278,7 +279,11 @@ pub struct SavedRegs {
 
 const _: () = {
     assert!(std::mem::offset_of!(SavedRegs, rdi) == 0);
+    assert!(std::mem::offset_of!(SavedRegs, rsi) == 8);
+    assert!(std::mem::offset_of!(SavedRegs, rdx) == 16);
     assert!(std::mem::offset_of!(SavedRegs, rcx) == 24);
+    assert!(std::mem::offset_of!(SavedRegs, r8) == 32);
+    assert!(std::mem::offset_of!(SavedRegs, r9) == 40);
     assert!(std::mem::offset_of!(SavedRegs, rax) == 48);
     assert!(std::mem::offset_of!(SavedRegs, r10) == 56);
     assert!(std::mem::offset_of!(SavedRegs, xmm) == 64);

@@ -115,7 +115,7 @@ pub struct RecordArgs {
     /// as the writer catches up. Default: no budget, each thread its
     /// buffer (a budget spares bursts every wait, but a program writing
     /// without pause, faster than the writer, runs 10-20 % slower with
-    /// one: docs/memory-budget-2026-11-26.md).
+    /// one: docs/performance.md).
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
     pub memory: Option<u64>,
     /// Run the program even if its executable has no instrumented

@@ -1,4 +1,4 @@
-/* Driver for shapes.S (made by gen.py): see docs/return-prediction-2026-11-26.md. */
+/* Driver for shapes.S (made by gen.py): see docs/journal/return-prediction-2026-11-26.md. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

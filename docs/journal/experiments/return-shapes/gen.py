@@ -1,4 +1,4 @@
-# Writes shapes.S for main.c: see docs/return-prediction-2026-11-26.md.
+# Writes shapes.S for main.c: see docs/journal/return-prediction-2026-11-26.md.
 # Generates shapes.S: the same callers/callees instrumented three ways:
 #  N: no instrumentation
 #  A: fntrace's current shape: site `call entryA`, slot <- T_A, return via `jmp *`
