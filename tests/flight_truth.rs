@@ -314,6 +314,20 @@ fn record_flight_says_what_the_recorder_lost_over_the_run() {
         !stderr.contains(" 0 lost"),
         "0 lost beside a loss: {stderr}"
     );
+    // And the directory says it to whoever reads it later.
+    let report = Command::new(native::cli())
+        .args(["report", "--no-pager"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&report.stdout);
+    assert!(
+        report.contains(&format!(
+            "over its run the recorder lost {lost} events ({} in this window)",
+            noted("window_lost")
+        )),
+        "{report}"
+    );
 }
 
 /// Calls of pie_leaf the pacing thread makes each tick (a sleep of 200 µs

@@ -98,6 +98,32 @@ fn no_exit_summary(shortfall: &Shortfall) -> String {
     format!("{calls} no exit ({}{lost})", kinds.join(", "))
 }
 
+/// A flight recorder's snapshot: what the recorder lost and evicted over
+/// its run, which its window alone does not show (from the recorder note
+/// in `fntrace.txt`). Nothing for other traces.
+fn write_flight_totals(dir: &std::path::Path, out: &mut Output) -> io::Result<()> {
+    let notes = fntrace_tools::export::recorder_notes(dir).unwrap_or_default();
+    for note in notes
+        .iter()
+        .filter(|n| n.iter().any(|(k, _)| k == "flight"))
+    {
+        let value = |key: &str| -> u64 {
+            (note.iter().find(|(k, _)| k == key)).map_or(0, |(_, v)| v.parse().unwrap_or(0))
+        };
+        let (lost, evicted) = (value("flight_lost"), value("flight_evicted"));
+        let line = format!(
+            "# a flight recorder's window: over its run the recorder lost {lost} events ({} in \
+             this window) and evicted {evicted} older ones",
+            value("window_lost")
+        );
+        match lost {
+            0 => writeln!(out, "{line}")?,
+            _ => writeln!(out, "{}", out.warn(&line))?,
+        }
+    }
+    Ok(())
+}
+
 /// `fntrace report`.
 pub fn write_report(trace: TraceReport, args: &ReportArgs, out: &mut Output) -> io::Result<()> {
     // A flight recorder's snapshot says what fired it: that comes first.
@@ -134,6 +160,7 @@ pub fn write_report(trace: TraceReport, args: &ReportArgs, out: &mut Output) -> 
         report.threads.len()
     )?;
     write_lost_and_unfinished(&report.shortfall(), out)?;
+    write_flight_totals(&args.dir, out)?;
     let top = args.top.unwrap_or(usize::MAX);
     if args.threads {
         for (tid, functions) in &report.per_thread {
