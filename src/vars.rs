@@ -261,7 +261,7 @@ pub(crate) const VARIABLES: &[Variable] = &[
     },
     Variable {
         name: "FNTRACE_TEXT_WRITES",
-        meaning: "how text is written: alias (default) or proc-mem",
+        meaning: "how text is written: proc-mem (default) or alias",
         check: |v| words(v, &["alias", "proc-mem"]),
         passed_on: true,
         on_bad: OnBad::KeepDefault,

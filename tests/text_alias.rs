@@ -1,7 +1,8 @@
-//! Text written through a writable alias (`src/patch/alias.rs`): the pages
-//! of `gcc -pg` code that hold sites map a memfd, written through a second,
-//! never executable view. Each case runs this test binary again as a child
-//! (fresh maps, its own environment):
+//! Text written through a writable alias (`src/patch/alias.rs`, chosen with
+//! `FNTRACE_TEXT_WRITES=alias`): the pages of `gcc -pg` code that hold
+//! sites map a memfd, written through a second, never executable view.
+//! Each case runs this test binary again as a child (fresh maps, its own
+//! environment):
 //! - after `fork`, parent and child each patch their own text only (exact
 //!   bytes and counts on both sides, and the parent's text moves to a new
 //!   memfd at its first operation after the fork);
@@ -9,9 +10,10 @@
 //!   own alias;
 //! - the trace's `maps` names the program's file, with the offsets the
 //!   file had, not the memfd;
-//! - `FNTRACE_TEXT_WRITES=proc-mem`, and a seccomp filter that refuses
-//!   `memfd_create`, both write through `/proc/self/mem` (the second with
-//!   one stderr line), with the same exact bytes and counts.
+//! - by default, with `FNTRACE_TEXT_WRITES=proc-mem`, with a value it does
+//!   not know (one stderr line), and with `alias` and a seccomp filter that
+//!   refuses `memfd_create` (one stderr line), text is written through
+//!   `/proc/self/mem`, with the same exact bytes and counts.
 
 #[macro_use]
 mod common;
@@ -334,28 +336,31 @@ fn run_child(case: &str, writes: Option<&str>) -> (String, Vec<String>) {
 
 #[test]
 fn parent_and_child_each_patch_their_own_text_after_fork() {
-    let (_, complaints) = run_child("fork", None);
+    let (_, complaints) = run_child("fork", Some("alias"));
     assert_eq!(complaints, Vec::<String>::new());
 }
 
 #[test]
 fn the_trace_names_the_file_not_the_memfd() {
-    let (_, complaints) = run_child("maps", None);
+    let (_, complaints) = run_child("maps", Some("alias"));
     assert_eq!(complaints, Vec::<String>::new());
 }
 
 #[test]
 fn a_library_loaded_after_an_aliased_one_was_unloaded_gets_its_own_alias() {
-    let (_, complaints) = run_child("dlclose", None);
+    let (_, complaints) = run_child("dlclose", Some("alias"));
     assert_eq!(complaints, Vec::<String>::new());
 }
 
 #[test]
-fn proc_mem_is_used_when_chosen_or_when_memfd_is_refused() {
+fn proc_mem_is_used_by_default_when_chosen_or_when_memfd_is_refused() {
+    let (_, complaints) = run_child("proc-mem", None);
+    assert_eq!(complaints, Vec::<String>::new());
+
     let (_, complaints) = run_child("proc-mem", Some("proc-mem"));
     assert_eq!(complaints, Vec::<String>::new());
 
-    let (_, complaints) = run_child("no-memfd", None);
+    let (_, complaints) = run_child("no-memfd", Some("alias"));
     assert_eq!(complaints.len(), 1, "{complaints:?}");
     assert!(
         complaints[0].contains("cannot alias program text")
@@ -364,7 +369,7 @@ fn proc_mem_is_used_when_chosen_or_when_memfd_is_refused() {
         complaints[0]
     );
 
-    let (_, complaints) = run_child("maps", Some("sometimes"));
+    let (_, complaints) = run_child("proc-mem", Some("sometimes"));
     assert_eq!(complaints.len(), 1, "{complaints:?}");
     assert!(
         complaints[0].contains("FNTRACE_TEXT_WRITES=sometimes"),

@@ -1,7 +1,8 @@
-//! A writable view of program text that is never executable: site writes
-//! become plain stores instead of `/proc/self/mem` copies (≈ 2 µs of
-//! kernel work per page per store), as the Linux kernel's `text_poke`
-//! writes its own text through a temporary alias.
+//! A writable view of program text that is never executable, chosen with
+//! `FNTRACE_TEXT_WRITES=alias`: site writes become plain stores instead of
+//! `/proc/self/mem` copies (≈ 2 µs of kernel work per page per store), as
+//! the Linux kernel's `text_poke` writes its own text through a temporary
+//! alias.
 //!
 //! The first time a batch writes to pages of a file mapping (an object's
 //! text, mapped private R-X), those pages are copied into a `memfd` (one
@@ -33,8 +34,12 @@
 //!   a site, as `/proc/self/mem` writes already made (copy-on-write).
 //! - **fallback:** when `memfd_create` or the mappings are refused
 //!   (seccomp, `vm.memfd_noexec`, an LSM), one stderr line and the
-//!   `/proc/self/mem` path from then on. `FNTRACE_TEXT_WRITES=proc-mem`
-//!   chooses that path from the start.
+//!   `/proc/self/mem` path from then on.
+//! - **other tools:** pages that map a memfd are no longer the file's:
+//!   perf shows their functions as addresses in `memfd:fntrace-text`, and
+//!   a uprobe set on the file never fires there. So the alias is used only
+//!   when `FNTRACE_TEXT_WRITES=alias` asks; by default text is written
+//!   through `/proc/self/mem`.
 //!
 //! Everything here runs in the patching thread under the registry's lock,
 //! before any thread is stopped or any `int3` written; the stores through
@@ -56,8 +61,11 @@ const MEMFD_NAME: &std::ffi::CStr = c"fntrace-text";
 /// The environment variable that chooses how text is written.
 pub(crate) const WRITES_VARIABLE: &str = "FNTRACE_TEXT_WRITES";
 
-/// Whether batches may alias text (cleared by the switch or a failure).
-static ENABLED: AtomicBool = AtomicBool::new(true);
+/// Whether batches may alias text: only when `FNTRACE_TEXT_WRITES=alias`
+/// asks (cleared again by a failure). Not by default: text that maps a
+/// memfd is no longer the file's, so perf cannot name its functions and
+/// uprobes set on the file never fire there.
+static ENABLED: AtomicBool = AtomicBool::new(false);
 /// Forks seen by the fork handlers (parent and child both count).
 static FORKS: AtomicU64 = AtomicU64::new(0);
 /// The aliases of this process.
@@ -100,17 +108,17 @@ impl Drop for Object {
     }
 }
 
-/// Chooses how text is written: through the alias (`alias`, the default)
-/// or `/proc/self/mem` (`proc-mem`), from `FNTRACE_TEXT_WRITES`; another
+/// Chooses how text is written: through `/proc/self/mem` (`proc-mem`, the
+/// default) or the alias (`alias`), from `FNTRACE_TEXT_WRITES`; another
 /// value prints one stderr line and keeps the default.
 pub(crate) fn writes_from_env() {
     match std::env::var(WRITES_VARIABLE).as_deref() {
-        Err(_) | Ok("alias") => {}
-        Ok("proc-mem") => ENABLED.store(false, Ordering::Relaxed),
+        Err(_) | Ok("proc-mem") => {}
+        Ok("alias") => ENABLED.store(true, Ordering::Relaxed),
         Ok(_) if crate::sys::bad_setting_reported(WRITES_VARIABLE) => {}
         Ok(other) => eprintln!(
             "fntrace: {WRITES_VARIABLE}={other} is not a way of writing text \
-             (use \"alias\" or \"proc-mem\"); keeping alias"
+             (use \"proc-mem\" or \"alias\"); keeping proc-mem"
         ),
     }
 }
