@@ -30,8 +30,7 @@ fn tracefs() -> PathBuf {
         // SAFETY: geteuid has no preconditions.
         let uid = unsafe { libc::geteuid() };
         assert_eq!(
-            uid,
-            0,
+            uid, 0,
             "this test sets a uprobe through tracefs: run it as root (CI does)"
         );
         let status = Command::new("mount")

@@ -8,6 +8,11 @@
 //!   the same calls per function, exactly; fntrace's reader agrees.
 //!   (At `-O2`, gcc's `-fipa-ra` keeps main's loop counter in `%rcx`
 //!   across `call w_top`: the return trampoline must preserve it.)
+//! - `tests/c/tail_entries.c` at `-O2`, PIE and not: functions made of a
+//!   tail call (`movslq %edx,%rdx; jmp f`, `jmp *hook(%rip)` through a
+//!   pointer set at run time), as SQLite's `sqlite3_bind_int` and
+//!   `sqlite3_free`, patched: exact counts in fntrace's and uftrace's
+//!   readings (uftrace 0.13's own `-P` leaves all but one unpatched).
 //! - Refusals: `r_short` (3 bytes) and `r_spin` (its loop jumps back to its
 //!   first instruction) are reported with their reasons, not patched, and
 //!   the program still computes its result.
@@ -27,47 +32,112 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
 
+/// A program patched with `-P` in the comparisons with uftrace.
+struct Patched {
+    /// Its source, `tests/c/NAME.c`.
+    name: &'static str,
+    /// fntrace's glob and uftrace's regex for the same functions.
+    glob: &'static str,
+    regex: &'static str,
+    /// What it prints, and the calls of each patched function.
+    stdout: &'static str,
+    calls: &'static [(&'static str, u64)],
+    /// Whether uftrace 0.13's own `-P` recording has every one of them.
+    uftrace_patches_all: bool,
+}
+
+/// w_top -> w_mid -> 2 x w_leaf, 1000 times.
+const WORK: Patched = Patched {
+    name: "runtime_patch",
+    glob: "w_*",
+    regex: "w_.*",
+    stdout: "2004000\n",
+    calls: &[("w_top", 1000), ("w_mid", 1000), ("w_leaf", 2000)],
+    uftrace_patches_all: true,
+};
+
 fn equals_uftrace(label: &str, flags: &[&str]) {
-    let base = common::temp_dir(&format!("runtime-patch-{label}"));
-    let program = native::build_c(&base, "runtime_patch", label, flags, &["-pthread"]);
+    patched_equals_uftrace(&WORK, label, flags);
+}
+
+fn patched_equals_uftrace(case: &Patched, label: &str, flags: &[&str]) {
+    let base = common::temp_dir(&format!("runtime-patch-{}-{label}", case.name));
+    let program = native::build_c(&base, case.name, label, flags, &["-pthread"]);
     let ours = base.join("fntrace.data");
-    let output = common::record_patched(&base, &ours, &program, "w_*");
-    assert_eq!(String::from_utf8_lossy(&output.stdout), "2004000\n");
+    let output = common::record_patched(&base, &ours, &program, case.glob);
+    assert_eq!(String::from_utf8_lossy(&output.stdout), case.stdout);
     let stderr = native::stderr_of(&output);
-    assert!(
-        stderr.contains("-P w_*: 3 functions patched, 0 refused"),
-        "{stderr}"
+    let patched = format!(
+        "-P {}: {} functions patched, 0 refused",
+        case.glob,
+        case.calls.len()
     );
+    assert!(stderr.contains(&patched), "{stderr}");
 
     let theirs = base.join("uftrace.data");
     let status = Command::new("uftrace")
         .args(["record", "--no-libcall", "--no-event", "--no-sched"])
-        .args(["-P", "w_.*", "-d"])
+        .args(["-P", case.regex, "-d"])
         .arg(&theirs)
         .arg(&program)
         .current_dir(&base)
         .stdout(std::process::Stdio::null())
         .status()
         .expect("cannot run uftrace; CI installs it (.ci/run)");
-    assert!(status.success(), "uftrace record -P 'w_.*'");
+    assert!(status.success(), "uftrace record -P '{}'", case.regex);
 
+    let expected = common::call_table(case.calls);
     let uftrace_theirs = common::uftrace_calls(&theirs);
-    assert_eq!(
-        uftrace_theirs,
-        common::call_table(&[("w_top", 1000), ("w_mid", 1000), ("w_leaf", 2000)]),
-        "uftrace's own recording"
-    );
+    if case.uftrace_patches_all {
+        assert_eq!(uftrace_theirs, expected, "uftrace's own recording");
+    } else {
+        assert!(
+            uftrace_theirs
+                .iter()
+                .all(|(f, n)| expected.get(f) == Some(n)),
+            "uftrace's own recording: {uftrace_theirs:?}"
+        );
+    }
     assert_eq!(
         common::uftrace_calls(&ours),
-        uftrace_theirs,
-        "uftrace report: fntrace's directory and uftrace's"
+        expected,
+        "uftrace report of fntrace's directory"
     );
     assert_eq!(
         common::completed_calls(&ours),
-        uftrace_theirs,
+        expected,
         "fntrace reading its own"
     );
     std::fs::remove_dir_all(&base).unwrap();
+}
+
+/// Functions made of a tail call, as SQLite's `sqlite3_bind_int` (`movslq;
+/// jmp`) and `sqlite3_free` (`jmp *hook(%rip)`) at -O2.
+const TAIL_CALLS: Patched = Patched {
+    name: "tail_entries",
+    glob: "tc_*",
+    regex: "tc_.*",
+    stdout: "21052500 0\n",
+    calls: &[
+        ("tc_bind_int", 1000),
+        ("tc_bind_int64", 1000),
+        ("tc_free", 1000),
+        ("tc_release", 1000),
+    ],
+    // uftrace 0.13 patches only tc_bind_int64 here (the others leave
+    // through a jump within their first bytes): its reading of fntrace's
+    // directory is the comparison then.
+    uftrace_patches_all: false,
+};
+
+#[test]
+fn functions_made_of_a_tail_call_equal_uftrace_pie_o2() {
+    patched_equals_uftrace(&TAIL_CALLS, "pie-o2", &["-O2", "-fPIE", "-pie"]);
+}
+
+#[test]
+fn functions_made_of_a_tail_call_equal_uftrace_no_pie_o2() {
+    patched_equals_uftrace(&TAIL_CALLS, "no-pie-o2", &["-O2", "-fno-pie", "-no-pie"]);
 }
 
 #[test]

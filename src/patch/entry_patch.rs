@@ -247,6 +247,11 @@ pub(crate) fn plan(code: &[u8], start: usize, memory: &FixedMemory) -> Result<Pl
             FlowControl::Call | FlowControl::IndirectCall
                 if instruction.next_ip() as usize >= at + JUMP_LEN => {}
             FlowControl::Call | FlowControl::IndirectCall => return Err(Refusal::CallInEntry),
+            // A jump that ends the moved bytes: a function made of a tail
+            // call (`movslq %edx,%rdx; jmp f`, `jmp *slot(%rip)`). The
+            // stub runs it from its new place; nothing comes back.
+            FlowControl::UnconditionalBranch | FlowControl::IndirectBranch
+                if instruction.next_ip() as usize >= at + JUMP_LEN => {}
             _ => return Err(Refusal::EndsInEntry),
         }
         moved.push(*instruction);
@@ -262,12 +267,18 @@ pub(crate) fn plan(code: &[u8], start: usize, memory: &FixedMemory) -> Result<Pl
     for (index, instruction) in all.iter().enumerate() {
         let target = instruction.near_branch_target() as usize;
         match instruction.flow_control() {
-            FlowControl::IndirectBranch => {
-                let reached =
-                    indirect::targets(&all, index, memory).ok_or(Refusal::IndirectJump)?;
-                table_tails.extend(reached.tail);
-                targets.extend(reached.targets);
-            }
+            FlowControl::IndirectBranch => match indirect::targets(&all, index, memory) {
+                Some(reached) => {
+                    table_tails.extend(reached.tail);
+                    targets.extend(reached.targets);
+                }
+                // A tail call through a pointer in writable memory (a
+                // configuration's hook, as SQLite's `sqlite3_free`): it
+                // leaves for some function's start, wherever the pointer
+                // is written from.
+                None if is_tail_call_through_a_slot(instruction) => {}
+                None => return Err(Refusal::IndirectJump),
+            },
             // A call of the function's start is recursion: a real call.
             FlowControl::Call if target > start && target < end => {
                 return Err(Refusal::BranchIntoEntry)
@@ -291,6 +302,17 @@ pub(crate) fn plan(code: &[u8], start: usize, memory: &FixedMemory) -> Result<Pl
         len: end - at,
         moved,
     })
+}
+
+/// Whether `jump` is `jmp *slot(%rip)`: a tail call through a function
+/// pointer. A switch table's jump indexes a table; this one cannot reach
+/// the middle of a function unless a pointer to it was stored there, which
+/// no compiler does (a pointer to the function's own start would make a
+/// tail call of itself count as a call, as uftrace counts it).
+fn is_tail_call_through_a_slot(jump: &Instruction) -> bool {
+    jump.code() == iced_x86::Code::Jmp_rm64
+        && jump.op0_kind() == iced_x86::OpKind::Memory
+        && jump.is_ip_rel_memory_operand()
 }
 
 /// The stub of `plan` placed at `stub`: the site's NOP, the moved
@@ -653,8 +675,36 @@ mod tests {
             Refusal::BranchIntoEntry
         );
         assert_eq!(with_target(start).unwrap_err(), Refusal::BranchIntoEntry);
-        // A slot that is not known read-only: it could hold anything later.
-        assert_eq!(plan_of(&code, start).unwrap_err(), Refusal::IndirectJump);
+        // A slot in writable memory (a hook set at run time): a tail call
+        // to whatever function it holds then.
+        assert_eq!(plan_of(&code, start).unwrap().len, 5);
+    }
+
+    #[test]
+    fn functions_made_of_a_tail_call_move_whole() {
+        // sqlite3_bind_int at -O2: movslq %edx,%rdx; jmp sqlite3_bind_int64.
+        let bind = [0x48, 0x63, 0xd2, 0xe9, 0x10, 0x00, 0x00, 0x00];
+        let p = plan_of(&bind, AT).unwrap();
+        assert_eq!(p.len, 8);
+        let stub = AT + 0x1000;
+        let bytes = stub_bytes(&p, stub).unwrap();
+        let mut decoder = Decoder::with_ip(64, &bytes[5..], stub as u64 + 5, DecoderOptions::NONE);
+        assert_eq!(decoder.decode().len(), 3);
+        let jump = decoder.decode();
+        assert_eq!(jump.flow_control(), FlowControl::UnconditionalBranch);
+        assert_eq!(jump.near_branch_target() as usize, AT + 8 + 0x10);
+        // sqlite3_free at -O2: jmp *hook(%rip), the hook in writable data.
+        let free = [0xff, 0x25, 0x00, 0x01, 0x00, 0x00];
+        let p = plan_of(&free, AT).unwrap();
+        assert_eq!(p.len, 6);
+        let bytes = stub_bytes(&p, stub).unwrap();
+        let jump =
+            Decoder::with_ip(64, &bytes[5..], stub as u64 + 5, DecoderOptions::NONE).decode();
+        assert_eq!(jump.flow_control(), FlowControl::IndirectBranch);
+        assert_eq!(jump.ip_rel_memory_address() as usize, AT + 6 + 0x100);
+        // A jump that ends before five bytes: what follows is not moved.
+        let short = [0xeb, 0x10, 0x90, 0x90, 0x90, 0xc3];
+        assert_eq!(plan_of(&short, AT).unwrap_err(), Refusal::EndsInEntry);
     }
 
     /// nop5; lea T(%rip),%rcx; movslq (%rcx,%rax,4),%rax; add %rcx,%rax;
