@@ -41,6 +41,9 @@ and self% (time in the function per second of wall time, callees included or
 not: 100% is one thread's whole time, so several threads can make more),
 avg and p99 of the calls returned, running (calls entered, not returned, now).
 
+A glob of -F or -N that matches no function with a call site is refused,
+naming the closest functions; so is a program with no call site at all.
+
 Keys: t, s, p, c sort by total, self, p99, calls; / filters by a function
 glob (Enter applies, Esc clears); q quits.
 
@@ -65,9 +68,14 @@ pub struct TopArgs {
     /// Sort by (keys t, s, p, c on the screen).
     #[arg(short, long, value_enum, default_value = "total")]
     pub sort: TopSort,
-    /// Only functions matching GLOB (`/` on the screen).
+    /// Only functions matching GLOB (`/` on the screen). A GLOB that
+    /// matches no function with a call site is refused, naming the
+    /// closest.
     #[arg(short = 'F', long = "filter", value_name = "GLOB")]
     pub filter: Option<String>,
+    /// Leave out functions matching GLOB; repeatable. Checked as -F.
+    #[arg(short = 'N', long = "notrace", value_name = "GLOB")]
+    pub notrace: Vec<String>,
     /// At most N rows (the screen shows what fits).
     #[arg(long, visible_alias = "limit", value_name = "N")]
     pub top: Option<usize>,
@@ -244,6 +252,8 @@ pub struct View<'a> {
     pub sort: TopSort,
     /// Function glob.
     pub filter: Option<&'a str>,
+    /// Globs of functions left out.
+    pub notrace: &'a [String],
     /// At most this many rows.
     pub limit: usize,
 }
@@ -264,6 +274,9 @@ pub fn header(target: &str, interval: &Interval, view: &View) -> String {
     );
     if let Some(filter) = view.filter {
         line += &format!(", functions {filter}");
+    }
+    if !view.notrace.is_empty() {
+        line += &format!(", not {}", view.notrace.join(","));
     }
     if interval.reset {
         line += " (profile reset in this interval)";
@@ -294,6 +307,7 @@ pub fn cells(interval: &Interval, view: &View) -> Vec<Vec<String>> {
         .filter(|row| {
             view.filter
                 .is_none_or(|glob| glob::matches(glob, &row.name))
+                && !glob::matches_any(view.notrace, &row.name)
         })
         .collect();
     let key = |row: &IntervalRow| match view.sort {
@@ -352,14 +366,7 @@ pub fn main(args: &TopArgs) -> ExitCode {
     // profile tracer enabled), detached at the end.
     let attached = match args.target.parse::<u32>() {
         Ok(pid) => match super::attach::attach_for(pid, "top", None) {
-            Ok(true) => {
-                let enabled =
-                    super::ctl::exchange_line(&args.target, timeout(args), "enable profile\n");
-                if let Err(why) | Ok((false, why)) = enabled {
-                    eprintln!("fntrace: top: enable profile: {why}");
-                }
-                Some(pid)
-            }
+            Ok(true) => Some(pid),
             Ok(false) => None,
             Err(why) => {
                 eprintln!("fntrace: top: {why}");
@@ -368,7 +375,20 @@ pub fn main(args: &TopArgs) -> ExitCode {
         },
         Err(_) => None,
     };
-    let result = if args.once { once(args) } else { live(args) };
+    let result = check_selection(args).and_then(|()| {
+        if attached.is_some() {
+            let enabled =
+                super::ctl::exchange_line(&args.target, timeout(args), "enable profile\n");
+            if let Err(why) | Ok((false, why)) = enabled {
+                eprintln!("fntrace: top: enable profile: {why}");
+            }
+        }
+        if args.once {
+            once(args)
+        } else {
+            live(args)
+        }
+    });
     if let Some(pid) = attached {
         if let Err(why) = super::attach::detach_quietly(pid) {
             eprintln!("fntrace: top: detaching from process {pid}: {why}");
@@ -381,6 +401,27 @@ pub fn main(args: &TopArgs) -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// Before the first snapshot: the program has call sites, and each glob
+/// of -F and -N selects some of their functions (a typo would show an
+/// empty screen). A runtime older than the `functions` request is not
+/// asked.
+fn check_selection(args: &TopArgs) -> Result<(), String> {
+    let ask = |line: String| super::ctl::exchange_line(&args.target, timeout(args), &line);
+    match ask("functions\n".to_string())? {
+        (true, _) => {}
+        (false, why) if why.starts_with("unknown command \"functions\"") => return Ok(()),
+        (false, why) => return Err(why),
+    }
+    let globs = (args.filter.iter().map(|glob| ("-F", glob)))
+        .chain(args.notrace.iter().map(|glob| ("-N", glob)));
+    for (option, glob) in globs {
+        if let (false, why) = ask(format!("functions {glob}\n"))? {
+            return Err(format!("{option} {why}"));
+        }
+    }
+    Ok(())
 }
 
 /// How long to wait for a reply: long enough for a busy program, short
@@ -410,6 +451,7 @@ fn once(args: &TopArgs) -> Result<(), String> {
     let view = View {
         sort: args.sort,
         filter: args.filter.as_deref(),
+        notrace: &args.notrace,
         limit: args.top.unwrap_or(usize::MAX),
     };
     let text = frame_text(&args.target, &between(&before, &after), &view);
@@ -454,6 +496,7 @@ fn screen(
         let view = View {
             sort,
             filter: filter.as_deref(),
+            notrace: &args.notrace,
             limit: args.top.unwrap_or(usize::MAX),
         };
         terminal
@@ -640,6 +683,7 @@ mod tests {
         let view = View {
             sort: TopSort::Calls,
             filter: None,
+            notrace: &[],
             limit: usize::MAX,
         };
         let p99 = human_duration(interval.rows[0].p99_ns);
@@ -657,6 +701,7 @@ mod tests {
         let view = View {
             sort: TopSort::Total,
             filter: Some("id*"),
+            notrace: &[],
             limit: 5,
         };
         let off = Interval {
