@@ -6,6 +6,9 @@
 //! - `FNTRACE`: a comma list of tracers to enable (`graph`, `function`, or
 //!   registered names);
 //! - `FNTRACE_FILTER`: globs as for `fntrace_set_filter` (`handle_*,!log_*`);
+//!   a glob of it (or of `FNTRACE_FLIGHT_TRIGGER`) that matches no function
+//!   with a call site is said on stderr at start-up, with the closest
+//!   names, and kept (a library loaded later may match it);
 //! - `FNTRACE_PATCH_FUNCTIONS`: globs of functions built without
 //!   instrumentation whose entries are patched at start-up, before any
 //!   tracer is enabled (uftrace's `-P`; see `fntrace::patch_functions`);
