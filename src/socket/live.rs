@@ -546,7 +546,7 @@ fn enable(name: &str, pending: bool) -> Result<Reply, Error> {
     control::enable_with(name, &current_filter())?;
     let filter = current_globs().unwrap_or_else(|| "every function".to_string());
     let reply = Reply::ok(format!("enabled {name} ({filter})"));
-    Ok(selection::add_pending(reply, &pending))
+    Ok(selection::with_pending(reply, &pending))
 }
 
 fn disable(name: &str) -> Result<Reply, Error> {
@@ -592,7 +592,7 @@ fn record(dir: &Path, mode: crate::record::RecordMode) -> Reply {
             eprintln!("fntrace: atexit failed: a recording running at exit is not finished");
         }
     });
-    selection::add_pending(Reply::ok(format!("recording to {dir}")), &pending)
+    selection::with_pending(Reply::ok(format!("recording to {dir}")), &pending)
 }
 
 /// At exit: finishes the recording `record` started, if it runs, on a

@@ -84,7 +84,7 @@ pub(super) fn filter(globs: &str, pending: bool) -> Result<Reply, Error> {
 }
 
 /// The reply with a `pending:` line per message.
-fn with_pending(reply: Reply, messages: &[String]) -> Reply {
+pub(super) fn with_pending(reply: Reply, messages: &[String]) -> Reply {
     messages
         .iter()
         .fold(reply, |reply, message| reply.with("pending", message))
@@ -102,10 +102,11 @@ pub(super) fn check_enable(
     let globs = current_globs().unwrap_or_default();
     let pending_ok = filter_is_pending();
     if names.is_empty() {
-        // Only `enable` is refused for this: a recording or a flight
-        // recorder with nothing to record says so itself.
+        // Only `enable` is refused for this (it has `--pending`); a
+        // recording starts, its reply saying why it will be empty.
         return Ok(match pending {
-            Some(false) => Err(Reply::error(no_sites(
+            // A filter set pending was meant for sites to come.
+            Some(false) if !pending_ok => Err(Reply::error(no_sites(
                 what,
                 &what.replacen("enable ", "enable --pending ", 1),
             ))),
@@ -135,11 +136,6 @@ pub(super) fn check_enable(
         "{what}: the filter matches nothing: {}; `filter` sets another, {pending_form}",
         messages.join("; ")
     ))))
-}
-
-/// The `pending:` lines of `enable`'s reply.
-pub(super) fn add_pending(reply: Reply, messages: &[String]) -> Reply {
-    with_pending(reply, messages)
 }
 
 /// The filter line of `status`: pending globs are said.
@@ -200,7 +196,7 @@ pub(super) fn check_patch(globs: &[String]) -> Option<Reply> {
 /// The message for a trigger's glob that matches no function with a
 /// call site now, if it does not (`None` for a panic or signal trigger,
 /// or before the sites are looked for).
-pub(crate) fn trigger_unmatched(spec: &vars::TriggerSpec) -> Result<Option<String>, Error> {
+pub(super) fn trigger_unmatched(spec: &vars::TriggerSpec) -> Result<Option<String>, Error> {
     let vars::TriggerSpec::Slow(glob, _) = spec else {
         return Ok(None);
     };
