@@ -6,7 +6,8 @@
 //! runs with `FNTRACE_CONTROL` and is driven with `fntrace ctl` and
 //! `fntrace top` while it runs (paced by its standard input). Each mistake
 //! gets its exact message; `--pending` keeps a selection for a library
-//! loaded later and says so; the environment's selections (which must
+//! loaded later and says so, and the library's functions are selected
+//! once it is loaded (`tests/c/plugin_host.c`); the environment's selections (which must
 //! never stop the program) are warned of once at start-up.
 
 mod common;
@@ -64,12 +65,17 @@ impl Program {
         }
     }
 
+    /// Sends `line`, and waits for the program's `answer` line.
+    fn ask(&mut self, line: &str, answer: &str) {
+        writeln!(self.stdin, "{line}").unwrap();
+        let mut got = String::new();
+        self.stdout.read_line(&mut got).unwrap();
+        assert_eq!(got, format!("{answer}\n"), "the program stopped working");
+    }
+
     /// `n` iterations on each of the program's 4 threads, waited for.
     fn work(&mut self, n: u64) {
-        writeln!(self.stdin, "work {n}").unwrap();
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).unwrap();
-        assert_eq!(line, "done\n", "the program stopped working");
+        self.ask(&format!("work {n}"), "done");
     }
 
     /// Ends the program, which must exit 0; its standard error.
@@ -485,6 +491,87 @@ fn a_process_with_no_call_site_says_how_to_get_some() {
     );
     assert_eq!(status_line(&base, target, "sites"), "3 (3 patched)");
     p.work(100);
+    assert_eq!(p.finish(), "");
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+/// A selection made before the library it names is loaded: refused as a
+/// typo would be, kept with `--pending` (said), and its functions traced
+/// once `dlopen` brought them (the next command's rescan selects them).
+#[test]
+fn a_pending_filter_selects_the_functions_of_a_library_loaded_later() {
+    let base = common::temp_dir("sel-dlopen");
+    std::fs::create_dir_all(&base).unwrap();
+    let program = base.join("plugin_host");
+    build_c_program(&repo().join("tests/c/plugin_host.c"), &["-pg"], &program);
+    let plugin = base.join("libplugin.so");
+    common::native::gcc(&[
+        "-pg".as_ref(),
+        "-O0".as_ref(),
+        "-fPIC".as_ref(),
+        "-shared".as_ref(),
+        repo().join("tests/c/dlclosed_plugin.c").as_os_str(),
+        "-o".as_ref(),
+        plugin.as_os_str(),
+    ]);
+    let socket = base.join("ctl.sock");
+    let mut p = Program::start(&program, &[("FNTRACE_CONTROL", socket.as_os_str())], &base);
+    let target = socket.to_str().unwrap();
+
+    assert_eq!(
+        ctl_refused(&base, target, &["filter", "plug_*"]),
+        format!(
+            "fntrace: filter plug_*: {AMONG} (closest: main); the filter is unchanged \
+             (`filter --pending GLOBS` keeps globs for the functions of a library loaded \
+             later)\n"
+        )
+    );
+    let pending = format!("pending: plug_*: {AMONG} (closest: main)\n");
+    assert_eq!(
+        ctl_ok(&base, target, &["filter", "--pending", "plug_*"]),
+        format!("filter plug_*: for the tracers enabled from now on, and recordings\n{pending}")
+    );
+    assert_eq!(
+        ctl_ok(&base, target, &["enable", "profile"]),
+        format!("enabled profile (plug_*)\n{pending}")
+    );
+
+    p.ask(&format!("load {}", plugin.display()), "loaded");
+    assert_eq!(
+        ctl_ok(&base, target, &["functions", "plug_*"]),
+        "3 functions with a call site in this process match plug_*\nplug_leaf\nplug_mid\n\
+         plug_run\n"
+    );
+    p.ask("run 10", "done");
+    let saved = base.join("plug.profile");
+    let saved_arg = saved.to_str().unwrap();
+    assert_eq!(
+        fntrace(&base, &["ctl", target, "profile", "--save", saved_arg]),
+        (0, String::new(), format!("fntrace: wrote {saved_arg}\n"))
+    );
+    let text = std::fs::read_to_string(&saved).unwrap();
+    // `function INDEX ADDRESS CALLS ... NAME`.
+    let mut calls: Vec<(String, u64)> = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("function "))
+        .map(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            (
+                fields[fields.len() - 1].to_string(),
+                fields[2].parse().unwrap(),
+            )
+        })
+        .collect();
+    calls.sort();
+    assert_eq!(
+        calls,
+        [
+            ("plug_leaf".to_string(), 20),
+            ("plug_mid".to_string(), 10),
+            ("plug_run".to_string(), 1)
+        ],
+        "{text}"
+    );
     assert_eq!(p.finish(), "");
     std::fs::remove_dir_all(&base).unwrap();
 }
