@@ -45,7 +45,8 @@ A glob of -F or -N that matches no function with a call site is refused,
 naming the closest functions; so is a program with no call site at all.
 
 Keys: t, s, p, c sort by total, self, p99, calls; / filters by a function
-glob (Enter applies, Esc clears); q quits.
+glob (Enter applies it, or says on the status line why not: it matches no
+function; Esc clears); q quits.
 
 Examples:
   fntrace top $(pidof kv-service)
@@ -417,11 +418,20 @@ fn check_selection(args: &TopArgs) -> Result<(), String> {
     let globs = (args.filter.iter().map(|glob| ("-F", glob)))
         .chain(args.notrace.iter().map(|glob| ("-N", glob)));
     for (option, glob) in globs {
-        if let (false, why) = ask(format!("functions {glob}\n"))? {
-            return Err(format!("{option} {why}"));
-        }
+        check_glob(args, glob).map_err(|why| format!("{option} {why}"))?;
     }
     Ok(())
+}
+
+/// Whether `glob` selects a function with a call site of the program
+/// (the `functions GLOB` request); why not, naming the closest. A runtime
+/// older than that request lets every glob through.
+fn check_glob(args: &TopArgs, glob: &str) -> Result<(), String> {
+    let line = format!("functions {glob}\n");
+    match super::ctl::exchange_line(&args.target, timeout(args), &line)? {
+        (false, why) if !why.starts_with("unknown command \"functions\"") => Err(why),
+        _ => Ok(()),
+    }
 }
 
 /// How long to wait for a reply: long enough for a busy program, short
@@ -480,6 +490,8 @@ fn screen(
     let mut typing: Option<String> = None;
     let mut shown: Option<Interval> = None;
     let mut problem: Option<String> = None;
+    // Why the glob typed last was not applied (it matched nothing).
+    let mut refused: Option<String> = None;
     let mut next = Instant::now() + args.interval;
     loop {
         if Instant::now() >= next {
@@ -512,10 +524,11 @@ fn screen(
                     None => format!("fntrace top {}: first interval…", args.target),
                 };
                 frame.render_widget(Paragraph::new(title), top);
-                let status_line = match (&typing, &problem) {
-                    (Some(glob), _) => format!("filter: {glob}▏ (Enter applies, Esc clears)"),
-                    (None, Some(why)) => format!("no snapshot: {why}"),
-                    (None, None) => {
+                let status_line = match (&typing, &problem, &refused) {
+                    (Some(glob), _, _) => format!("filter: {glob}▏ (Enter applies, Esc clears)"),
+                    (None, Some(why), _) => format!("no snapshot: {why}"),
+                    (None, None, Some(why)) => format!("/ not applied: {why}"),
+                    (None, None, None) => {
                         "keys: t total  s self  p p99  c calls  / filter  q quit".to_string()
                     }
                 };
@@ -555,12 +568,21 @@ fn screen(
         if let Some(glob) = typing.as_mut() {
             match key.code {
                 KeyCode::Enter => {
-                    filter = Some(glob.clone()).filter(|g| !g.is_empty());
+                    // Checked as -F is: a typo is said, not shown as an
+                    // empty table.
+                    refused = match glob.is_empty() {
+                        true => None,
+                        false => check_glob(args, glob).err(),
+                    };
+                    if refused.is_none() {
+                        filter = Some(glob.clone()).filter(|g| !g.is_empty());
+                    }
                     typing = None;
                 }
                 KeyCode::Esc => {
                     filter = None;
                     typing = None;
+                    refused = None;
                 }
                 KeyCode::Backspace => {
                     glob.pop();
