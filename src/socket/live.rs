@@ -437,6 +437,7 @@ fn flight_request(request: FlightRequest) -> Reply {
                 }
                 None => None,
             };
+            let pending = selection::check_enable("flight start", None)?;
             slot::start(&slot::Start {
                 dir: &dir,
                 budget_bytes,
@@ -445,12 +446,13 @@ fn flight_request(request: FlightRequest) -> Reply {
                 filter: &current_filter(),
             })
             .map_err(|f| f.1)?;
-            Ok(Reply::ok(format!(
+            let reply = Reply::ok(format!(
                 "flight recorder started: the last {} of events; snapshots (flight trigger, \
                  snapshot DIR) in {}",
                 fntrace_tools::units::format_size(budget_bytes as u64),
                 dir.display()
-            )))
+            ));
+            Ok(selection::with_pending(reply, &pending))
         })(),
         FlightRequest::Stop => slot::stop().map_err(|f| f.1).map(|report| {
             Reply::ok("flight recorder stopped")
@@ -539,9 +541,9 @@ fn enable(name: &str, pending: bool) -> Result<Reply, Error> {
         ));
     }
     tracer::find(name).ok_or_else(|| Error::UnknownTracer(name.to_string()))?;
-    let pending = match selection::check_enable(&format!("enable {name}"), Some(pending))? {
+    let pending = match selection::check_enable(&format!("enable {name}"), Some(pending)) {
         Ok(pending) => pending,
-        Err(refused) => return Ok(refused),
+        Err(refused) => return Ok(Reply::error(refused)),
     };
     control::enable_with(name, &current_filter())?;
     let filter = current_globs().unwrap_or_else(|| "every function".to_string());
@@ -576,9 +578,8 @@ fn record(dir: &Path, mode: crate::record::RecordMode) -> Reply {
         return Reply::error("the directory is not UTF-8");
     };
     let pending = match selection::check_enable(&format!("record {dir}"), None) {
-        Ok(Ok(pending)) => pending,
-        Ok(Err(refused)) => return refused,
-        Err(err) => return Reply::error(err.to_string()),
+        Ok(pending) => pending,
+        Err(refused) => return Reply::error(refused),
     };
     if let Err(failure) = start_recording(dir, &current_filter(), mode) {
         return Reply::error(failure.1);

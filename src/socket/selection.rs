@@ -91,37 +91,35 @@ pub(super) fn with_pending(reply: Reply, messages: &[String]) -> Reply {
 }
 
 /// Before `enable TRACER` (`pending`: `enable --pending`) or another
-/// command that applies the filter (`what`): the `pending:` messages to
-/// add to its reply, or its error reply.
-pub(super) fn check_enable(
-    what: &str,
-    pending: Option<bool>,
-) -> Result<Result<Vec<String>, Reply>, Error> {
-    let names = traced_names()?;
+/// command that applies the filter (`what`: `record DIR`, `flight
+/// start`): the `pending:` messages to add to its reply, or why it is
+/// refused.
+pub(super) fn check_enable(what: &str, pending: Option<bool>) -> Result<Vec<String>, String> {
+    let names = traced_names().map_err(|e| e.to_string())?;
     let filter = current_filter();
     let globs = current_globs().unwrap_or_default();
     let pending_ok = filter_is_pending();
     if names.is_empty() {
         // Only `enable` is refused for this (it has `--pending`); a
         // recording starts, its reply saying why it will be empty.
-        return Ok(match pending {
+        return match pending {
             // A filter set pending was meant for sites to come.
-            Some(false) if !pending_ok => Err(Reply::error(no_sites(
+            Some(false) if !pending_ok => Err(no_sites(
                 what,
                 &what.replacen("enable ", "enable --pending ", 1),
-            ))),
+            )),
             _ if filter.has_name_rules() => Ok(unselected(&filter, &globs, &names)),
             _ => Ok(vec![format!(
                 "no function of this process has a call site yet: {HOW_TO_GET_SITES}"
             )]),
-        });
+        };
     }
     if !filter.has_name_rules() {
-        return Ok(Ok(Vec::new()));
+        return Ok(Vec::new());
     }
     let messages = unselected(&filter, &globs, &names);
     if messages.is_empty() || pending_ok || pending == Some(true) {
-        return Ok(Ok(messages));
+        return Ok(messages);
     }
     let pending_form = match pending {
         Some(_) => format!(
@@ -132,10 +130,10 @@ pub(super) fn check_enable(
                  later"
             .to_string(),
     };
-    Ok(Err(Reply::error(format!(
+    Err(format!(
         "{what}: the filter matches nothing: {}; `filter` sets another, {pending_form}",
         messages.join("; ")
-    ))))
+    ))
 }
 
 /// The filter line of `status`: pending globs are said.
