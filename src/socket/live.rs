@@ -2,7 +2,9 @@
 //! `socket` carries them; see it for the protocol), over the C ABI's process-wide
 //! state: `filter` is `fntrace_set_filter`, `record`/`stop` are
 //! `fntrace_record_start`/`fntrace_record_stop` and share their recording,
-//! `enable` uses the filter as `fntrace_enable` does. A recording `record`
+//! `enable` uses the filter as `fntrace_enable` does; unlike the C ABI's,
+//! these selections are checked first ([`selection`]: a glob matching no
+//! function is refused with the closest names). A recording `record`
 //! started and no `stop` ended is finished at exit.
 //!
 //! Started by [`serve_control`] or by the environment:
