@@ -28,6 +28,7 @@ use crate::tracer::{self, FastPathState};
 use crate::tracers::graph::GRAPH_TRACER;
 
 mod attach;
+pub(crate) mod names;
 mod uninstrumented;
 pub(crate) use attach::{attach_sites, detach_text, prepare_attach};
 use uninstrumented::patch_locked;

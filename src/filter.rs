@@ -120,6 +120,12 @@ impl Filter {
         included && !self.exclude.iter().any(|g| glob_match(g, name))
     }
 
+    /// Its include globs, then its exclude globs (what a check for globs
+    /// that select nothing looks at).
+    pub(crate) fn name_globs(&self) -> impl Iterator<Item = &str> {
+        self.include.iter().chain(&self.exclude).map(String::as_str)
+    }
+
     /// Whether the filter looks at names at all.
     pub(crate) fn has_name_rules(&self) -> bool {
         !self.include.is_empty() || !self.exclude.is_empty()

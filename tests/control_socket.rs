@@ -22,7 +22,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
-use common::native::{build_c_program, build_libraries, cli, profile_dir, repo};
+use common::native::{build_c_program, cli, repo};
 
 const THREADS: u64 = 4;
 /// Iterations per thread of one `work` line.
@@ -499,8 +499,9 @@ fn gcc_pg_mfentry_program_is_controlled_by_its_pid() {
 
 /// Bad requests, each with the start of its one-line error reply.
 fn bad_requests(base: &Path) -> Vec<(Vec<u8>, String)> {
-    let commands = "the commands are: status, enable TRACER, disable TRACER, filter GLOBS, \
-                    patch GLOBS, record DIR, stop, snapshot DIR, dump DIR, report";
+    let commands = "the commands are: status, enable [--pending] TRACER, disable TRACER, \
+                    filter [--pending] GLOBS, functions [GLOB], patch GLOBS, record DIR, stop, \
+                    snapshot DIR, dump DIR, report";
     let other = base.join("other.data");
     let other = other.to_str().unwrap();
     let cases: Vec<(Vec<u8>, String)> =
@@ -699,52 +700,6 @@ fn hostile_clients_get_error_replies_and_change_nothing() {
     assert!(!base.join("other.data").exists());
     assert_eq!(p.finish(), "");
     assert!(!socket.exists());
-    std::fs::remove_dir_all(&base).unwrap();
-}
-
-/// The same program built without `-pg` and preloaded with
-/// `libfntrace.so`: no call site to find, so none is looked for before
-/// `main` (a shell that inherited `FNTRACE_CONTROL=1` starts as fast as
-/// without it); the first `enable` looks, and finds none.
-#[test]
-fn an_uninstrumented_program_is_not_scanned_until_a_command_needs_it() {
-    let base = common::temp_dir("ctl-plain");
-    std::fs::create_dir_all(&base).unwrap();
-    let program = base.join("ctl_prog");
-    let built = Command::new("gcc")
-        .args(["-O1", "-pthread"])
-        .arg(repo().join("tests/c/ctl_prog.c"))
-        .arg("-o")
-        .arg(&program)
-        .output()
-        .unwrap();
-    assert!(built.status.success(), "{built:?}");
-    let socket = base.join("ctl.sock");
-    build_libraries();
-    let library = profile_dir().join("libfntrace.so");
-    let mut p = Program::start(
-        &program,
-        &[
-            ("LD_PRELOAD", library.as_os_str()),
-            ("FNTRACE_CONTROL", socket.as_os_str()),
-        ],
-        &base,
-    );
-    let target = socket.to_str().unwrap();
-    let sites = |base: &Path| fields(&ctl_ok(base, target, &["status"]))["sites"].clone();
-    assert_eq!(
-        sites(&base),
-        "not looked for yet (the first enable, record or patch finds them)"
-    );
-    p.work(N);
-    assert_eq!(
-        ctl_ok(&base, target, &["enable", "function"]),
-        "enabled function (every function)\n"
-    );
-    assert_eq!(sites(&base), "0 (0 patched)");
-    ctl_ok(&base, target, &["disable", "function"]);
-    p.work(N);
-    assert_eq!(p.finish(), "");
     std::fs::remove_dir_all(&base).unwrap();
 }
 

@@ -6,6 +6,9 @@
 //! - `FNTRACE`: a comma list of tracers to enable (`graph`, `function`, or
 //!   registered names);
 //! - `FNTRACE_FILTER`: globs as for `fntrace_set_filter` (`handle_*,!log_*`);
+//!   a glob of it (or of `FNTRACE_FLIGHT_TRIGGER`) that matches no function
+//!   with a call site is said on stderr at start-up, with the closest
+//!   names, and kept (a library loaded later may match it);
 //! - `FNTRACE_PATCH_FUNCTIONS`: globs of functions built without
 //!   instrumentation whose entries are patched at start-up, before any
 //!   tracer is enabled (uftrace's `-P`; see `fntrace::patch_functions`);
@@ -401,6 +404,7 @@ fn apply(settings: Settings, controlled: bool) -> Result<(), String> {
         }
         return Err(message);
     }
+    warn_unmatched(&settings);
     *APPLIED.lock().unwrap_or_else(|e| e.into_inner()) =
         Some((settings.output.is_some(), settings.report));
     // SAFETY: `finish` is an `extern "C" fn()` that lives as long as the
@@ -409,6 +413,39 @@ fn apply(settings: Settings, controlled: bool) -> Result<(), String> {
         eprintln!("fntrace: atexit failed: the trace is not finished at exit");
     }
     Ok(())
+}
+
+/// Says on stderr, once, each glob of `FNTRACE_FILTER` and of
+/// `FNTRACE_FLIGHT_TRIGGER` that matches no function with a call site,
+/// with the closest names: a typo, most likely, but the program runs on
+/// and the glob is kept (a library it loads later may match it).
+fn warn_unmatched(settings: &Settings) {
+    use crate::control::names::{traced_names, unmatched, WITH_SITES};
+    let globs: Vec<&str> = settings.filter.name_globs().collect();
+    let triggers: Vec<&str> = settings
+        .flight
+        .iter()
+        .flat_map(|flight| &flight.triggers)
+        .filter_map(|trigger| match trigger {
+            vars::TriggerSpec::Slow(glob, _) => Some(glob.as_str()),
+            _ => None,
+        })
+        .collect();
+    if globs.is_empty() && triggers.is_empty() || !control::stats().initialized {
+        return;
+    }
+    let Ok(names) = traced_names() else {
+        return;
+    };
+    let kept = "kept (a library loaded later may match it)";
+    for (variable, globs) in [
+        ("FNTRACE_FILTER", globs),
+        ("FNTRACE_FLIGHT_TRIGGER", triggers),
+    ] {
+        for message in unmatched(globs, &names, WITH_SITES) {
+            eprintln!("fntrace: {variable}: {message}; {kept}");
+        }
+    }
 }
 
 /// Sets up this process's environment so that the programs it runs (which

@@ -2,7 +2,9 @@
 //! `socket` carries them; see it for the protocol), over the C ABI's process-wide
 //! state: `filter` is `fntrace_set_filter`, `record`/`stop` are
 //! `fntrace_record_start`/`fntrace_record_stop` and share their recording,
-//! `enable` uses the filter as `fntrace_enable` does. A recording `record`
+//! `enable` uses the filter as `fntrace_enable` does; unlike the C ABI's,
+//! these selections are checked first ([`selection`]: a glob matching no
+//! function is refused with the closest names). A recording `record`
 //! started and no `stop` ended is finished at exit.
 //!
 //! Started by [`serve_control`] or by the environment:
@@ -20,6 +22,7 @@ use crate::control;
 use crate::error::Error;
 use crate::flight;
 use crate::record::RECORDER_RUNNING;
+use crate::socket::selection;
 use crate::socket::{
     self, ControlOptions, ControlServer, FlightRequest, MetricsOptions, MetricsServer, Reply,
     Request,
@@ -31,7 +34,7 @@ use crate::tracers::profile::PROFILE_TRACER;
 
 use crate::capi::flight as slot;
 use crate::capi::{
-    current_filter, current_globs, register_builtins, set_filter, start_recording, take_recording,
+    current_filter, current_globs, register_builtins, start_recording, take_recording,
     with_recording,
 };
 use crate::vars::{self, REPORT_ROWS};
@@ -317,13 +320,12 @@ fn detach() -> Result<Reply, Error> {
 fn handle(request: Request) -> Reply {
     let result = match request {
         Request::Status => Ok(status()),
-        Request::Enable(name) => enable(&name),
+        Request::Enable(name) => enable(&name, false),
+        Request::EnablePending(name) => enable(&name, true),
         Request::Disable(name) => disable(&name),
-        Request::Filter(globs) => set_filter(&globs).map(|()| {
-            Reply::ok(format!(
-                "filter {globs}: for the tracers enabled from now on, and recordings"
-            ))
-        }),
+        Request::Filter(globs) => selection::filter(&globs, false),
+        Request::FilterPending(globs) => selection::filter(&globs, true),
+        Request::Functions(glob) => selection::functions(glob.as_deref()),
         Request::Patch(globs) => patch(&globs),
         Request::Record(dir, mode) => Ok(match mode.as_deref().map(str::parse).transpose() {
             Ok(mode) => record(&dir, mode.unwrap_or(crate::record::RecordMode::Drop)),
@@ -365,10 +367,7 @@ fn status() -> Reply {
             false => name.to_string(),
         })
         .collect();
-    let filter = match current_globs() {
-        Some(globs) => format!("{globs} (for tracers enabled from now on, and recordings)"),
-        None => "none (every function)".to_string(),
-    };
+    let filter = selection::status_filter();
     let recording = with_recording(|recording| match recording {
         Some(recording) => {
             let (written, lost) = recording.written_and_lost();
@@ -402,6 +401,7 @@ fn status() -> Reply {
         );
     if let Some((written, skipped, dir)) = slot::status() {
         let triggers = slot::triggers().unwrap_or_default();
+        let notes = selection::trigger_notes(&triggers);
         let dir = dir.map_or("none (the program's own)".to_string(), |d| {
             d.display().to_string()
         });
@@ -416,6 +416,9 @@ fn status() -> Reply {
                 }
             ),
         );
+        for note in notes {
+            reply = reply.with("flight trigger matches nothing", note);
+        }
     }
     reply
 }
@@ -436,6 +439,7 @@ fn flight_request(request: FlightRequest) -> Reply {
                 }
                 None => None,
             };
+            let pending = selection::check_enable("flight start", None)?;
             slot::start(&slot::Start {
                 dir: &dir,
                 budget_bytes,
@@ -444,12 +448,13 @@ fn flight_request(request: FlightRequest) -> Reply {
                 filter: &current_filter(),
             })
             .map_err(|f| f.1)?;
-            Ok(Reply::ok(format!(
+            let reply = Reply::ok(format!(
                 "flight recorder started: the last {} of events; snapshots (flight trigger, \
                  snapshot DIR) in {}",
                 fntrace_tools::units::format_size(budget_bytes as u64),
                 dir.display()
-            )))
+            ));
+            Ok(selection::with_pending(reply, &pending))
         })(),
         FlightRequest::Stop => slot::stop().map_err(|f| f.1).map(|report| {
             Reply::ok("flight recorder stopped")
@@ -459,10 +464,8 @@ fn flight_request(request: FlightRequest) -> Reply {
                 .with("trigger snapshots", report.triggered.len())
                 .with("skipped triggers", report.skipped_triggers)
         }),
-        FlightRequest::Trigger(text) => vars::parse_trigger(&text)
-            .map_err(|e| format!("flight trigger: {e}"))
-            .and_then(|spec| slot::add_trigger(&spec).map_err(|f| f.1))
-            .map(|()| Reply::ok(format!("trigger set: {text}"))),
+        FlightRequest::Trigger(text) => trigger(&text, false),
+        FlightRequest::TriggerPending(text) => trigger(&text, true),
         FlightRequest::Triggers => slot::triggers().map_err(|f| f.1).map(|triggers| {
             Reply::ok(format!("{} trigger(s)", triggers.len())).with_lines(&triggers.join("\n"))
         }),
@@ -478,6 +481,29 @@ fn flight_request(request: FlightRequest) -> Reply {
     result.unwrap_or_else(Reply::error)
 }
 
+/// `flight trigger [--pending] SPEC`: a glob matching no function with a
+/// call site is refused unless `pending`, and said then.
+fn trigger(text: &str, pending: bool) -> Result<Reply, String> {
+    let spec = vars::parse_trigger(text).map_err(|e| format!("flight trigger: {e}"))?;
+    let unmatched = match flight::flight_recorder_running() {
+        true => selection::trigger_unmatched(&spec).map_err(|e| e.to_string())?,
+        // `add_trigger` says why there is nothing to add it to.
+        false => None,
+    };
+    if let (Some(message), false) = (&unmatched, pending) {
+        return Err(format!(
+            "flight trigger {text}: {message}; no trigger set (`flight trigger --pending \
+             {text}` keeps it for the functions of a library loaded later)"
+        ));
+    }
+    slot::add_trigger(&spec).map_err(|f| f.1)?;
+    let reply = Reply::ok(format!("trigger set: {text}"));
+    Ok(match unmatched {
+        Some(message) => reply.with("pending", message),
+        None => reply,
+    })
+}
+
 /// `patch GLOBS`: what `FNTRACE_PATCH_FUNCTIONS` does at start-up, now;
 /// the reply counts this request's functions (a function is looked at
 /// once: those patched or refused before are not counted again) and lists
@@ -487,6 +513,9 @@ fn patch(globs: &str) -> Result<Reply, Error> {
         Ok(globs) => globs,
         Err(e) => return Ok(Reply::error(format!("patch {globs}: {e}"))),
     };
+    if let Some(refused) = selection::check_patch(&globs) {
+        return Ok(refused);
+    }
     let before = control::patch_report();
     let globs: Vec<&str> = globs.iter().map(String::as_str).collect();
     let after = control::patch_functions(&globs)?;
@@ -504,7 +533,8 @@ fn patch(globs: &str) -> Result<Reply, Error> {
     .with_lines(&reasons))
 }
 
-fn enable(name: &str) -> Result<Reply, Error> {
+/// `enable [--pending] TRACER`.
+fn enable(name: &str, pending: bool) -> Result<Reply, Error> {
     if name == "graph" && RECORDER_RUNNING.load(Ordering::Acquire) {
         // Enabled already, with the filter the recording started with.
         return Ok(Reply::error(
@@ -512,9 +542,15 @@ fn enable(name: &str) -> Result<Reply, Error> {
              started with): `stop` ends the recording; `filter` then `record` starts another",
         ));
     }
+    tracer::find(name).ok_or_else(|| Error::UnknownTracer(name.to_string()))?;
+    let pending = match selection::check_enable(&format!("enable {name}"), Some(pending)) {
+        Ok(pending) => pending,
+        Err(refused) => return Ok(Reply::error(refused)),
+    };
     control::enable_with(name, &current_filter())?;
     let filter = current_globs().unwrap_or_else(|| "every function".to_string());
-    Ok(Reply::ok(format!("enabled {name} ({filter})")))
+    let reply = Reply::ok(format!("enabled {name} ({filter})"));
+    Ok(selection::with_pending(reply, &pending))
 }
 
 fn disable(name: &str) -> Result<Reply, Error> {
@@ -543,6 +579,10 @@ fn record(dir: &Path, mode: crate::record::RecordMode) -> Reply {
     let Some(dir) = dir.to_str() else {
         return Reply::error("the directory is not UTF-8");
     };
+    let pending = match selection::check_enable(&format!("record {dir}"), None) {
+        Ok(pending) => pending,
+        Err(refused) => return Reply::error(refused),
+    };
     if let Err(failure) = start_recording(dir, &current_filter(), mode) {
         return Reply::error(failure.1);
     }
@@ -555,7 +595,7 @@ fn record(dir: &Path, mode: crate::record::RecordMode) -> Reply {
             eprintln!("fntrace: atexit failed: a recording running at exit is not finished");
         }
     });
-    Reply::ok(format!("recording to {dir}"))
+    selection::with_pending(Reply::ok(format!("recording to {dir}")), &pending)
 }
 
 /// At exit: finishes the recording `record` started, if it runs, on a

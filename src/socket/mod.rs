@@ -24,8 +24,9 @@
 //! | request | what it does |
 //! |---|---|
 //! | `status` | pid, tracers (enabled or not), filter, recording, sites |
-//! | `enable TRACER` / `disable TRACER` | as `fntrace_enable`/`fntrace_disable` |
-//! | `filter GLOBS` | as `fntrace_set_filter`: for tracers enabled after it, and recordings |
+//! | `enable [--pending] TRACER` / `disable TRACER` | as `fntrace_enable`/`fntrace_disable` (refused when nothing would be traced, unless `--pending`) |
+//! | `filter [--pending] GLOBS` | as `fntrace_set_filter`: for tracers enabled after it, and recordings (a glob matching no function is refused, unless `--pending`) |
+//! | `functions [GLOB]` | the functions with a call site (those GLOB selects; none: an error naming the closest) |
 //! | `record DIR` | as `fntrace_record_start` (the streaming recorder, graph tracer) |
 //! | `stop` | as `fntrace_record_stop`; replies with events, lost, threads |
 //! | `snapshot DIR` | a snapshot of the running flight recorder |
@@ -76,6 +77,7 @@ mod http;
 pub(crate) mod live;
 mod path;
 mod reply;
+mod selection;
 mod server;
 
 use std::os::fd::{AsFd, AsRawFd};

@@ -139,14 +139,18 @@ fn matching_open(text: &[char], open: char, close: char) -> Option<usize> {
 /// Up to `count` of `names` closest to `glob`, for a message saying that
 /// it matched nothing: first the names containing the glob's text (its
 /// characters other than `*` and `?`, ignoring case), then the others by
-/// edit distance to that text (the smaller of the distances to the whole
-/// name and to its [last segment](self#rules)); ties by name.
+/// edit distance to that text (the smallest of the distances to the whole
+/// name and to its [last segment](self#rules), and, for a glob ending in
+/// `*` (starting with `*`), to their beginnings (ends) as long as the
+/// text: `hadle_*` is closest to `handle_get`, not to `main`); ties by
+/// name.
 ///
 /// ```
 /// use fntrace_tools::glob::closest;
 /// let names = ["acc_graph::sleeper", "main", "acc_graph::work", "sleep"];
 /// assert_eq!(closest("sleepr", names, 2), ["acc_graph::sleeper", "sleep"]);
 /// assert_eq!(closest("*graph::w*", names, 1), ["acc_graph::work"]);
+/// assert_eq!(closest("wrk*", names, 1), ["acc_graph::work"]);
 /// ```
 pub fn closest<'a>(
     glob: &str,
@@ -164,8 +168,17 @@ pub fn closest<'a>(
         .map(|name| {
             let lower: Vec<char> = name.chars().flat_map(char::to_lowercase).collect();
             let contains = !text.is_empty() && lower.windows(text.len()).any(|w| w == text);
-            let distance =
-                edit_distance(&text, &lower).min(edit_distance(&text, last_segment(&lower)));
+            let distance = [&lower[..], last_segment(&lower)]
+                .into_iter()
+                .flat_map(|whole| {
+                    let cut = text.len().min(whole.len());
+                    let prefix = (glob.ends_with('*')).then(|| &whole[..cut]);
+                    let suffix = (glob.starts_with('*')).then(|| &whole[whole.len() - cut..]);
+                    [Some(whole), prefix, suffix].into_iter().flatten()
+                })
+                .map(|part| edit_distance(&text, part))
+                .min()
+                .unwrap_or(0);
             (!contains, distance, name)
         })
         .collect();
@@ -175,6 +188,40 @@ pub fn closest<'a>(
         .into_iter()
         .take(count)
         .map(|(_, _, name)| name)
+        .collect()
+}
+
+/// `GLOB: no function AMONG matches it (closest: a, b, c)`: the one
+/// wording of every selection that matched nothing, offline (`-F`/`-N` of
+/// the readers) and live (`fntrace ctl`'s filter, patch and triggers,
+/// `FNTRACE_FILTER`), naming the three of `names` [`closest`] to `glob`
+/// (no parenthesis when there are none). Callers put the option first.
+///
+/// ```
+/// use fntrace_tools::glob::no_match;
+/// let names = ["handle_get", "handle_put", "main"];
+/// assert_eq!(
+///     no_match("hadle_get", "called in t.data", names),
+///     "hadle_get: no function called in t.data matches it (closest: handle_get, handle_put, main)"
+/// );
+/// assert_eq!(no_match("x", "of the profile", []), "x: no function of the profile matches it");
+/// ```
+pub fn no_match<'a>(glob: &str, among: &str, names: impl IntoIterator<Item = &'a str>) -> String {
+    let closest = closest(glob, names, 3);
+    let closest = if closest.is_empty() {
+        String::new()
+    } else {
+        format!(" (closest: {})", closest.join(", "))
+    };
+    format!("{glob}: no function {among} matches it{closest}")
+}
+
+/// The globs of `globs` that select none of `names`, in order.
+pub fn unmatched<'g, S: AsRef<str>>(globs: &'g [S], names: &[&str]) -> Vec<&'g str> {
+    globs
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(|glob| !names.iter().any(|name| matches(glob, name)))
         .collect()
 }
 
@@ -315,6 +362,13 @@ mod tests {
         assert_eq!(closest("no_such_function", [], 3), Vec::<&str>::new());
         assert_eq!(closest("sleepr", names, 1), ["acc_graph::sleeper"]);
         assert_eq!(closest("fob", names, 2), ["fib", "main"]);
+        // A prefix glob is compared with the names' beginnings.
+        let handlers = ["handle_get", "handle_put", "main", "worker"];
+        assert_eq!(
+            closest("hadle_*", handlers, 2),
+            ["handle_get", "handle_put"]
+        );
+        assert_eq!(closest("*gte", handlers, 1), ["handle_get"]);
         let mut graph = closest("*GRAPH*", names, 2);
         graph.sort();
         assert_eq!(graph, names[..2]);

@@ -127,6 +127,55 @@ impl fmt::Display for ProfileTextError {
 impl std::error::Error for ProfileTextError {}
 
 impl ProfileSnapshot {
+    /// The snapshot of the functions `keep` selects by name (`fntrace ctl
+    /// PID profile -F GLOB --save FILE`): their rows, and the call tree
+    /// seen through them, each kept path hung from its nearest kept
+    /// ancestor (paths that end up alike are merged). What the left-out
+    /// functions did is gone: their rows, and their frames in the tree.
+    pub fn selected(&self, keep: impl Fn(&str) -> bool) -> ProfileSnapshot {
+        let mut index = vec![None; self.functions.len()];
+        let mut functions = Vec::new();
+        for (old, function) in self.functions.iter().enumerate() {
+            if keep(&function.name) {
+                index[old] = Some(functions.len());
+                functions.push(function.clone());
+            }
+        }
+        // For each old path, the new path standing for it: its own if its
+        // function is kept, else its nearest kept ancestor's (parents come
+        // first, so theirs is known).
+        let mut standing: Vec<Option<usize>> = Vec::with_capacity(self.paths.len());
+        let mut paths: Vec<PathProfile> = Vec::new();
+        let mut merged: HashMap<(Option<usize>, usize), usize> = HashMap::new();
+        for path in &self.paths {
+            let parent = path.parent.and_then(|p| standing.get(p).copied().flatten());
+            let Some(function) = index.get(path.function).copied().flatten() else {
+                standing.push(parent);
+                continue;
+            };
+            let at = *merged.entry((parent, function)).or_insert_with(|| {
+                paths.push(PathProfile {
+                    parent,
+                    function,
+                    ..PathProfile::default()
+                });
+                paths.len() - 1
+            });
+            let kept = &mut paths[at];
+            kept.calls += path.calls;
+            kept.total_ns = kept.total_ns.saturating_add(path.total_ns);
+            kept.self_ns = kept.self_ns.saturating_add(path.self_ns);
+            standing.push(Some(at));
+        }
+        ProfileSnapshot {
+            taken_ns: self.taken_ns,
+            threads: self.threads,
+            functions,
+            paths,
+            not_kept: self.not_kept,
+        }
+    }
+
     /// The per-function latency rows, as `fntrace report` shows a recorded
     /// trace's (same columns, sorts and filters apply): one row per name
     /// ([`Rows::ByName`]) or per address. Calls still running count as
@@ -494,6 +543,32 @@ mod tests {
             "{text}"
         );
         assert_eq!(ProfileSnapshot::from_text(&text), Ok(snapshot));
+    }
+
+    #[test]
+    fn a_selection_keeps_its_rows_and_the_tree_seen_through_them() {
+        let whole = snapshot();
+        let kept = whole.selected(|name| name != "work");
+        let names: Vec<&str> = kept.functions.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["main", "ns::leaf with space"]);
+        // leaf hangs from main now, `work` left out between them.
+        assert_eq!(
+            kept.paths,
+            [
+                whole.paths[0].clone(),
+                PathProfile {
+                    parent: Some(0),
+                    function: 1,
+                    ..whole.paths[2].clone()
+                },
+            ]
+        );
+        let text = kept.to_text();
+        assert_eq!(ProfileSnapshot::from_text(&text), Ok(kept));
+        let leaf = whole.selected(|name| name.ends_with("space"));
+        assert_eq!(leaf.paths.len(), 1);
+        assert_eq!(leaf.paths[0].parent, None);
+        assert_eq!(whole.selected(|_| true), whole);
     }
 
     #[test]

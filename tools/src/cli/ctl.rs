@@ -23,7 +23,11 @@ The program serves the socket when started with FNTRACE_CONTROL=1 (at
 /tmp/fntrace-UID/PID.sock, which `fntrace ctl PID` finds) or
 FNTRACE_CONTROL=PATH, with fntrace linked or preloaded; a Rust program calls
 fntrace::serve_control. Only the program's user and root may control it.
-A relative DIR is taken from the current directory.
+A relative DIR is taken from the current directory. A glob that matches no
+function with a call site (filter, the filter enable applies, patch, flight
+trigger) is refused, naming the closest functions, and so is enable in a
+process with no call site; --pending keeps it for the functions of a library
+the program loads later (dlopen).
 
 Exit status: 0 when the program answers ok, 1 when it answers with an error
 (printed on stderr), 2 when there is no answer (no such socket or process,
@@ -33,6 +37,7 @@ Examples:
   FNTRACE_CONTROL=1 ./server &
   fntrace ctl $! status                        tracers, filter, recording
   fntrace ctl $! filter 'handle_*,!log_*'      for what is enabled next
+  fntrace ctl $! functions 'handle_*'          the functions a glob selects
   fntrace ctl $! record trace.data             stream the graph tracer
   fntrace ctl $! stop                          events, lost, threads
   fntrace report trace.data
@@ -76,10 +81,15 @@ pub enum CtlCommand {
     /// Pid, tracers (enabled or not), filter, recording, call sites.
     Status,
     /// Enable a tracer (graph, function, or a registered name), with the
-    /// filter.
+    /// filter. Refused when it would trace nothing: the filter matches no
+    /// function with a call site, or the process has none.
     Enable {
         /// The tracer.
         tracer: String,
+        /// Enable it all the same: for the functions of a library the
+        /// program loads later (dlopen).
+        #[arg(long)]
+        pending: bool,
     },
     /// Disable a tracer.
     Disable {
@@ -87,9 +97,21 @@ pub enum CtlCommand {
         tracer: String,
     },
     /// Set the filter for the tracers enabled after it, and recordings.
+    /// A glob that matches no function with a call site is refused,
+    /// naming the closest functions.
     Filter {
         /// Comma-separated globs, `!glob` to exclude: 'handle_*,!log_*'.
         globs: String,
+        /// Keep globs that match nothing yet: for the functions of a
+        /// library the program loads later (dlopen).
+        #[arg(long)]
+        pending: bool,
+    },
+    /// The functions with a call site (those GLOB selects): what filter,
+    /// enable and top -F choose from.
+    Functions {
+        /// A function glob ('handle_*').
+        glob: Option<String>,
     },
     /// Patch the entries of functions built without instrumentation
     /// (uftrace's -P), so that tracers enabled from now on trace them; the
@@ -155,8 +177,13 @@ pub enum FlightCommand {
     Stop,
     /// Snapshot when a call of a function matching GLOB lasts DURATION or
     /// more (`handle_* 5ms`); or on a panic (`panic`) or a signal
-    /// (`SIGUSR1`). Several may be set.
+    /// (`SIGUSR1`). Several may be set. A GLOB matching no function with a
+    /// call site is refused, naming the closest functions.
     Trigger {
+        /// Keep a GLOB that matches nothing yet: for the functions of a
+        /// library the program loads later (dlopen).
+        #[arg(long)]
+        pending: bool,
         /// A function glob, or `panic`, or a signal name.
         what: String,
         /// With a glob: the shortest call that fires (500us, 5ms, 1s).
@@ -367,9 +394,24 @@ fn request_line(command: &CtlCommand) -> Result<String, NoReply> {
     };
     let request = match command {
         CtlCommand::Status => Request::Status,
-        CtlCommand::Enable { tracer } => Request::Enable(tracer.clone()),
+        CtlCommand::Enable {
+            tracer,
+            pending: false,
+        } => Request::Enable(tracer.clone()),
+        CtlCommand::Enable {
+            tracer,
+            pending: true,
+        } => Request::EnablePending(tracer.clone()),
+        CtlCommand::Functions { glob } => Request::Functions(glob.clone()),
         CtlCommand::Disable { tracer } => Request::Disable(tracer.clone()),
-        CtlCommand::Filter { globs } => Request::Filter(globs.clone()),
+        CtlCommand::Filter {
+            globs,
+            pending: false,
+        } => Request::Filter(globs.clone()),
+        CtlCommand::Filter {
+            globs,
+            pending: true,
+        } => Request::FilterPending(globs.clone()),
         CtlCommand::Patch { globs } => Request::Patch(globs.clone()),
         // Drop mode is the server's default: the plain form then.
         CtlCommand::Record { mode, dir: d } if mode == "drop" => Request::Record(dir(d)?, None),
@@ -394,14 +436,24 @@ fn request_line(command: &CtlCommand) -> Result<String, NoReply> {
                 dir: dir(d)?,
             },
             FlightCommand::Stop => FlightRequest::Stop,
-            FlightCommand::Trigger { what, duration } => match duration {
-                Some(duration) => {
-                    fntrace_tools::units::parse_duration_ns(duration)
-                        .map_err(|e| NoReply(format!("flight trigger: {e}")))?;
-                    FlightRequest::Trigger(format!("{what}>{duration}"))
+            FlightCommand::Trigger {
+                what,
+                duration,
+                pending,
+            } => {
+                let spec = match duration {
+                    Some(duration) => {
+                        fntrace_tools::units::parse_duration_ns(duration)
+                            .map_err(|e| NoReply(format!("flight trigger: {e}")))?;
+                        format!("{what}>{duration}")
+                    }
+                    None => what.clone(),
+                };
+                match pending {
+                    true => FlightRequest::TriggerPending(spec),
+                    false => FlightRequest::Trigger(spec),
                 }
-                None => FlightRequest::Trigger(what.clone()),
-            },
+            }
             FlightCommand::Triggers => FlightRequest::Triggers,
             FlightCommand::Untrigger { what } => FlightRequest::Untrigger(what.clone()),
         }),

@@ -297,24 +297,15 @@ fn check_matched(unmatched: &[(&PathBuf, Vec<Unmatched>)]) -> Result<(), Failure
 }
 
 /// `WHAT GLOB: no function called in DIR matches it (closest: a, b, c)`,
-/// the closest three of `names` (all of them when they are the closest
-/// already).
+/// the closest three of `names` ([`glob::no_match`]).
 fn no_match<'a>(
     what: &str,
     glob: &str,
     dir: &Path,
     names: impl IntoIterator<Item = &'a str>,
 ) -> String {
-    let closest = glob::closest(glob, names, 3);
-    let closest = if closest.is_empty() {
-        String::new()
-    } else {
-        format!(" (closest: {})", closest.join(", "))
-    };
-    format!(
-        "{what} {glob}: no function called in {} matches it{closest}",
-        dir.display()
-    )
+    let among = format!("called in {}", dir.display());
+    format!("{what} {}", glob::no_match(glob, &among, names))
 }
 
 /// Says on stderr, in one line before `destination` is written, what the

@@ -52,7 +52,8 @@ pub struct ProfileArgs {
     pub notrace: Vec<String>,
     /// Write the snapshot's text form to FILE instead of printing the
     /// table (`fntrace report FILE` prints it, `fntrace flame FILE` draws
-    /// it).
+    /// it); with -F/-N, only the functions they select (the call tree
+    /// seen through them).
     #[arg(long, value_name = "FILE")]
     pub save: Option<PathBuf>,
 }
@@ -98,8 +99,21 @@ fn snapshot_text(reply: &str) -> &str {
 pub fn show(reply: &str, args: &ProfileArgs, target: &str, no_pager: bool) -> Result<(), String> {
     let snapshot = snapshot_of_reply(reply)?;
     if let Some(path) = &args.save {
+        // `-F`/`-N` select what is saved, as what is shown: checked first
+        // (a glob matching nothing is refused, as for the table).
+        selected_rows(&snapshot, Rows::ByName, &args.filter, &args.notrace)?;
+        let selecting = !args.filter.is_empty() || !args.notrace.is_empty();
+        let text = match selecting {
+            true => snapshot
+                .selected(|name| {
+                    (args.filter.is_empty() || glob::matches_any(&args.filter, name))
+                        && !glob::matches_any(&args.notrace, name)
+                })
+                .to_text(),
+            false => snapshot_text(reply).to_string(),
+        };
         super::output::save(path, |out| {
-            out.write_all(snapshot_text(reply).as_bytes())
+            out.write_all(text.as_bytes())
                 .map_err(|e| format!("writing {}: {e}", path.display()))
         })?;
         eprintln!("fntrace: wrote {}", path.display());
@@ -143,15 +157,8 @@ pub fn selected_rows(
     for (option, globs) in [("-F", filter), ("-N", notrace)] {
         for pattern in globs {
             if !names().any(|name| glob::matches(pattern, name)) {
-                let closest = glob::closest(pattern, names(), 3);
-                let closest = if closest.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (closest: {})", closest.join(", "))
-                };
-                return Err(format!(
-                    "{option} {pattern}: no function of the profile matches it{closest}"
-                ));
+                let message = glob::no_match(pattern, "of the profile", names());
+                return Err(format!("{option} {message}"));
             }
         }
     }
@@ -322,11 +329,8 @@ pub fn flame(args: &FlameArgs) -> Result<(), Failure> {
     for (option, globs) in [("-F", filter), ("-N", notrace)] {
         for pattern in globs {
             if !names().any(|name| glob::matches(pattern, name)) {
-                let closest = glob::closest(pattern, names(), 3).join(", ");
-                return Err(format!(
-                    "{option} {pattern}: no function of {shown} matches it (closest: {closest})"
-                )
-                .into());
+                let message = glob::no_match(pattern, &format!("of {shown}"), names());
+                return Err(format!("{option} {message}").into());
             }
         }
     }

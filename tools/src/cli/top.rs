@@ -41,8 +41,12 @@ and self% (time in the function per second of wall time, callees included or
 not: 100% is one thread's whole time, so several threads can make more),
 avg and p99 of the calls returned, running (calls entered, not returned, now).
 
+A glob of -F or -N that matches no function with a call site is refused,
+naming the closest functions; so is a program with no call site at all.
+
 Keys: t, s, p, c sort by total, self, p99, calls; / filters by a function
-glob (Enter applies, Esc clears); q quits.
+glob (Enter applies it, or says on the status line why not: it matches no
+function; Esc clears); q quits.
 
 Examples:
   fntrace top $(pidof kv-service)
@@ -65,9 +69,14 @@ pub struct TopArgs {
     /// Sort by (keys t, s, p, c on the screen).
     #[arg(short, long, value_enum, default_value = "total")]
     pub sort: TopSort,
-    /// Only functions matching GLOB (`/` on the screen).
+    /// Only functions matching GLOB (`/` on the screen). A GLOB that
+    /// matches no function with a call site is refused, naming the
+    /// closest.
     #[arg(short = 'F', long = "filter", value_name = "GLOB")]
     pub filter: Option<String>,
+    /// Leave out functions matching GLOB; repeatable. Checked as -F.
+    #[arg(short = 'N', long = "notrace", value_name = "GLOB")]
+    pub notrace: Vec<String>,
     /// At most N rows (the screen shows what fits).
     #[arg(long, visible_alias = "limit", value_name = "N")]
     pub top: Option<usize>,
@@ -244,6 +253,8 @@ pub struct View<'a> {
     pub sort: TopSort,
     /// Function glob.
     pub filter: Option<&'a str>,
+    /// Globs of functions left out.
+    pub notrace: &'a [String],
     /// At most this many rows.
     pub limit: usize,
 }
@@ -264,6 +275,9 @@ pub fn header(target: &str, interval: &Interval, view: &View) -> String {
     );
     if let Some(filter) = view.filter {
         line += &format!(", functions {filter}");
+    }
+    if !view.notrace.is_empty() {
+        line += &format!(", not {}", view.notrace.join(","));
     }
     if interval.reset {
         line += " (profile reset in this interval)";
@@ -294,6 +308,7 @@ pub fn cells(interval: &Interval, view: &View) -> Vec<Vec<String>> {
         .filter(|row| {
             view.filter
                 .is_none_or(|glob| glob::matches(glob, &row.name))
+                && !glob::matches_any(view.notrace, &row.name)
         })
         .collect();
     let key = |row: &IntervalRow| match view.sort {
@@ -352,14 +367,7 @@ pub fn main(args: &TopArgs) -> ExitCode {
     // profile tracer enabled), detached at the end.
     let attached = match args.target.parse::<u32>() {
         Ok(pid) => match super::attach::attach_for(pid, "top", None) {
-            Ok(true) => {
-                let enabled =
-                    super::ctl::exchange_line(&args.target, timeout(args), "enable profile\n");
-                if let Err(why) | Ok((false, why)) = enabled {
-                    eprintln!("fntrace: top: enable profile: {why}");
-                }
-                Some(pid)
-            }
+            Ok(true) => Some(pid),
             Ok(false) => None,
             Err(why) => {
                 eprintln!("fntrace: top: {why}");
@@ -368,7 +376,20 @@ pub fn main(args: &TopArgs) -> ExitCode {
         },
         Err(_) => None,
     };
-    let result = if args.once { once(args) } else { live(args) };
+    let result = check_selection(args).and_then(|()| {
+        if attached.is_some() {
+            let enabled =
+                super::ctl::exchange_line(&args.target, timeout(args), "enable profile\n");
+            if let Err(why) | Ok((false, why)) = enabled {
+                eprintln!("fntrace: top: enable profile: {why}");
+            }
+        }
+        if args.once {
+            once(args)
+        } else {
+            live(args)
+        }
+    });
     if let Some(pid) = attached {
         if let Err(why) = super::attach::detach_quietly(pid) {
             eprintln!("fntrace: top: detaching from process {pid}: {why}");
@@ -380,6 +401,36 @@ pub fn main(args: &TopArgs) -> ExitCode {
             eprintln!("fntrace: top: {why}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// Before the first snapshot: the program has call sites, and each glob
+/// of -F and -N selects some of their functions (a typo would show an
+/// empty screen). A runtime older than the `functions` request is not
+/// asked.
+fn check_selection(args: &TopArgs) -> Result<(), String> {
+    let ask = |line: String| super::ctl::exchange_line(&args.target, timeout(args), &line);
+    match ask("functions\n".to_string())? {
+        (true, _) => {}
+        (false, why) if why.starts_with("unknown command \"functions\"") => return Ok(()),
+        (false, why) => return Err(why),
+    }
+    let globs = (args.filter.iter().map(|glob| ("-F", glob)))
+        .chain(args.notrace.iter().map(|glob| ("-N", glob)));
+    for (option, glob) in globs {
+        check_glob(args, glob).map_err(|why| format!("{option} {why}"))?;
+    }
+    Ok(())
+}
+
+/// Whether `glob` selects a function with a call site of the program
+/// (the `functions GLOB` request); why not, naming the closest. A runtime
+/// older than that request lets every glob through.
+fn check_glob(args: &TopArgs, glob: &str) -> Result<(), String> {
+    let line = format!("functions {glob}\n");
+    match super::ctl::exchange_line(&args.target, timeout(args), &line)? {
+        (false, why) if !why.starts_with("unknown command \"functions\"") => Err(why),
+        _ => Ok(()),
     }
 }
 
@@ -410,6 +461,7 @@ fn once(args: &TopArgs) -> Result<(), String> {
     let view = View {
         sort: args.sort,
         filter: args.filter.as_deref(),
+        notrace: &args.notrace,
         limit: args.top.unwrap_or(usize::MAX),
     };
     let text = frame_text(&args.target, &between(&before, &after), &view);
@@ -438,6 +490,8 @@ fn screen(
     let mut typing: Option<String> = None;
     let mut shown: Option<Interval> = None;
     let mut problem: Option<String> = None;
+    // Why the glob typed last was not applied (it matched nothing).
+    let mut refused: Option<String> = None;
     let mut next = Instant::now() + args.interval;
     loop {
         if Instant::now() >= next {
@@ -454,6 +508,7 @@ fn screen(
         let view = View {
             sort,
             filter: filter.as_deref(),
+            notrace: &args.notrace,
             limit: args.top.unwrap_or(usize::MAX),
         };
         terminal
@@ -469,10 +524,11 @@ fn screen(
                     None => format!("fntrace top {}: first interval…", args.target),
                 };
                 frame.render_widget(Paragraph::new(title), top);
-                let status_line = match (&typing, &problem) {
-                    (Some(glob), _) => format!("filter: {glob}▏ (Enter applies, Esc clears)"),
-                    (None, Some(why)) => format!("no snapshot: {why}"),
-                    (None, None) => {
+                let status_line = match (&typing, &problem, &refused) {
+                    (Some(glob), _, _) => format!("filter: {glob}▏ (Enter applies, Esc clears)"),
+                    (None, Some(why), _) => format!("no snapshot: {why}"),
+                    (None, None, Some(why)) => format!("/ not applied: {why}"),
+                    (None, None, None) => {
                         "keys: t total  s self  p p99  c calls  / filter  q quit".to_string()
                     }
                 };
@@ -512,12 +568,21 @@ fn screen(
         if let Some(glob) = typing.as_mut() {
             match key.code {
                 KeyCode::Enter => {
-                    filter = Some(glob.clone()).filter(|g| !g.is_empty());
+                    // Checked as -F is: a typo is said, not shown as an
+                    // empty table.
+                    refused = match glob.is_empty() {
+                        true => None,
+                        false => check_glob(args, glob).err(),
+                    };
+                    if refused.is_none() {
+                        filter = Some(glob.clone()).filter(|g| !g.is_empty());
+                    }
                     typing = None;
                 }
                 KeyCode::Esc => {
                     filter = None;
                     typing = None;
+                    refused = None;
                 }
                 KeyCode::Backspace => {
                     glob.pop();
@@ -640,6 +705,7 @@ mod tests {
         let view = View {
             sort: TopSort::Calls,
             filter: None,
+            notrace: &[],
             limit: usize::MAX,
         };
         let p99 = human_duration(interval.rows[0].p99_ns);
@@ -657,6 +723,7 @@ mod tests {
         let view = View {
             sort: TopSort::Total,
             filter: Some("id*"),
+            notrace: &[],
             limit: 5,
         };
         let off = Interval {

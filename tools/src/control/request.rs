@@ -12,12 +12,13 @@ use std::path::PathBuf;
 pub const MAX_REQUEST_BYTES: usize = 4096;
 
 /// The commands, as the error for an unknown one lists them.
-const COMMANDS: &str = "status, enable TRACER, disable TRACER, filter GLOBS, patch GLOBS, record DIR, stop, \
-                        snapshot DIR, dump DIR, report, profile [reset], flight start|stop|trigger|triggers|untrigger, detach";
+const COMMANDS: &str = "status, enable [--pending] TRACER, disable TRACER, filter [--pending] GLOBS, \
+                        functions [GLOB], patch GLOBS, record DIR, stop, snapshot DIR, dump DIR, report, \
+                        profile [reset], flight start|stop|trigger|triggers|untrigger, detach";
 
 /// The `flight` subcommands, as the error for an unknown one lists them.
 const FLIGHT_COMMANDS: &str = "flight start [--budget SIZE] [--rate N] DIR, flight stop, \
-                               flight trigger GLOB>DURATION|panic|SIGNAME, flight triggers, \
+                               flight trigger [--pending] GLOB>DURATION|panic|SIGNAME, flight triggers, \
                                flight untrigger [GLOB|panic|SIGNAME]";
 
 /// A request.
@@ -25,12 +26,24 @@ const FLIGHT_COMMANDS: &str = "flight start [--budget SIZE] [--rate N] DIR, flig
 pub enum Request {
     /// `status`.
     Status,
-    /// `enable TRACER`.
+    /// `enable TRACER`: refused when the filter selects no function with
+    /// a call site (or the process has none).
     Enable(String),
+    /// `enable --pending TRACER`: enabled all the same, for functions
+    /// with sites to come (a library loaded later with `dlopen`).
+    EnablePending(String),
     /// `disable TRACER`.
     Disable(String),
-    /// `filter GLOBS`: the rest of the line.
+    /// `filter GLOBS`: the rest of the line; refused when a glob matches
+    /// no function with a call site.
     Filter(String),
+    /// `filter --pending GLOBS`: set all the same, for functions with
+    /// sites to come (a library loaded later with `dlopen`).
+    FilterPending(String),
+    /// `functions [GLOB]`: the functions with a call site (those GLOB
+    /// selects), or an error naming the closest ones when it selects none
+    /// (or the process has none). What `fntrace top -F` checks first.
+    Functions(Option<String>),
     /// `patch GLOBS`: the rest of the line, comma-separated globs of
     /// functions built without instrumentation whose entries to patch
     /// (uftrace's `-P`; checked by the handler).
@@ -73,8 +86,12 @@ pub enum FlightRequest {
     /// `flight stop`.
     Stop,
     /// `flight trigger SPEC` (`GLOB>DURATION`, `panic`, `SIGNAME`),
-    /// checked by the handler.
+    /// checked by the handler (a GLOB matching no function with a call
+    /// site is refused).
     Trigger(String),
+    /// `flight trigger --pending SPEC`: a GLOB matching no function yet is
+    /// kept (a library loaded later with `dlopen`).
+    TriggerPending(String),
     /// `flight triggers`.
     Triggers,
     /// `flight untrigger [WHICH]`.
@@ -140,7 +157,13 @@ fn parse_flight(rest: &str) -> Result<FlightRequest, String> {
             "flight trigger needs a trigger: GLOB>DURATION (handle_*>5ms), panic or SIGNAME"
                 .to_string(),
         ),
-        "trigger" => Ok(FlightRequest::Trigger(rest_trimmed.to_string())),
+        "trigger" => match rest_trimmed.strip_prefix("--pending") {
+            Some(spec) if spec.starts_with([' ', '\t']) => {
+                Ok(FlightRequest::TriggerPending(spec.trim().to_string()))
+            }
+            Some("") => Err("flight trigger --pending needs a trigger: GLOB>DURATION".to_string()),
+            _ => Ok(FlightRequest::Trigger(rest_trimmed.to_string())),
+        },
         "untrigger" => Ok(FlightRequest::Untrigger(
             (!rest_trimmed.is_empty()).then(|| rest_trimmed.to_string()),
         )),
@@ -213,7 +236,19 @@ pub fn parse(line: &[u8]) -> Result<Request, String> {
                 "profile takes nothing or reset (got {other:?}): profile, profile reset"
             )),
         },
-        "enable" => Ok(Request::Enable(one_word("TRACER")?)),
+        "enable" => match rest.trim().strip_prefix("--pending") {
+            Some(tracer) if tracer.starts_with([' ', '\t']) => {
+                let tracer = tracer.trim();
+                match tracer.split_whitespace().count() {
+                    1 => Ok(Request::EnablePending(tracer.to_string())),
+                    _ => Err(format!(
+                        "enable --pending takes one TRACER (got {tracer:?})"
+                    )),
+                }
+            }
+            Some("") => Err("enable --pending needs TRACER: enable --pending TRACER".to_string()),
+            _ => Ok(Request::Enable(one_word("TRACER")?)),
+        },
         "disable" => Ok(Request::Disable(one_word("TRACER")?)),
         "filter" => match rest.trim() {
             "" => Err(
@@ -221,7 +256,17 @@ pub fn parse(line: &[u8]) -> Result<Request, String> {
                        * selects every function)"
                     .to_string(),
             ),
-            globs => Ok(Request::Filter(globs.to_string())),
+            globs => match globs.strip_prefix("--pending") {
+                Some(rest) if rest.starts_with([' ', '\t']) => {
+                    Ok(Request::FilterPending(rest.trim().to_string()))
+                }
+                Some("") => Err("filter --pending needs globs: filter --pending GLOBS".to_string()),
+                _ => Ok(Request::Filter(globs.to_string())),
+            },
+        },
+        "functions" => match rest.trim() {
+            "" => Ok(Request::Functions(None)),
+            _ => Ok(Request::Functions(Some(one_word("GLOB")?))),
         },
         "patch" => match rest.trim() {
             "" => Err("patch needs globs: patch GLOBS (such as w_*,parse_*)".to_string()),
@@ -256,6 +301,10 @@ impl Request {
         Some(match self {
             Request::Status => "status".to_string(),
             Request::Enable(tracer) => format!("enable {tracer}"),
+            Request::EnablePending(tracer) => format!("enable --pending {tracer}"),
+            Request::FilterPending(globs) => format!("filter --pending {globs}"),
+            Request::Functions(None) => "functions".to_string(),
+            Request::Functions(Some(glob)) => format!("functions {glob}"),
             Request::Disable(tracer) => format!("disable {tracer}"),
             Request::Filter(globs) => format!("filter {globs}"),
             Request::Patch(globs) => format!("patch {globs}"),
@@ -285,6 +334,7 @@ impl Request {
                 }
                 FlightRequest::Stop => "flight stop".to_string(),
                 FlightRequest::Trigger(spec) => format!("flight trigger {spec}"),
+                FlightRequest::TriggerPending(spec) => format!("flight trigger --pending {spec}"),
                 FlightRequest::Triggers => "flight triggers".to_string(),
                 FlightRequest::Untrigger(None) => "flight untrigger".to_string(),
                 FlightRequest::Untrigger(Some(which)) => format!("flight untrigger {which}"),
@@ -372,6 +422,10 @@ mod tests {
             (b"enable graph function", "takes one TRACER"),
             (b"disable", "disable needs TRACER"),
             (b"filter", "filter needs globs"),
+            (b"filter --pending", "filter --pending needs globs"),
+            (b"enable --pending", "enable --pending needs TRACER"),
+            (b"enable --pending a b", "takes one TRACER"),
+            (b"functions a b", "takes one GLOB"),
             (b"record", "record needs a directory"),
             (b"record rel/dir", "not an absolute path"),
             (b"dump ", "dump needs a directory"),
@@ -403,6 +457,10 @@ mod tests {
             Request::Enable("graph".into()),
             Request::Disable("function".into()),
             Request::Filter("handle_*,!log_*".into()),
+            Request::FilterPending("plugin_*".into()),
+            Request::EnablePending("profile".into()),
+            Request::Functions(None),
+            Request::Functions(Some("handle_*".into())),
             Request::Patch("w_*,parse_*".into()),
             Request::Record("/tmp/a b".into(), None),
             Request::Record("/tmp/a".into(), Some("lossless".into())),
@@ -425,6 +483,7 @@ mod tests {
             }),
             flight(FlightRequest::Stop),
             flight(FlightRequest::Trigger("handle_*>5ms".into())),
+            flight(FlightRequest::TriggerPending("plugin_*>5ms".into())),
             flight(FlightRequest::Triggers),
             flight(FlightRequest::Untrigger(None)),
             flight(FlightRequest::Untrigger(Some("SIGUSR1".into()))),
