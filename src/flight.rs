@@ -418,7 +418,7 @@ fn start(tracer: &str, filter: &Filter, options: &FlightOptions) -> Result<Fligh
     let staging = Window::new(staging_bytes);
     let writer = {
         let shared = Arc::clone(&shared);
-        crate::sys::spawn::spawn_running("fntrace-flight", move || {
+        crate::rt::spawn::spawn_running("fntrace-flight", move || {
             let _ = shared.writer.set(std::thread::current().id());
             let _gone = WriterGone(&shared);
             // It drains every few milliseconds: threads that exit while

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, Once, PoisonError};
 
 use crate::flight::{self, flight_record, FlightOptions, FlightRecorder, FlightReport};
-use crate::sys::spawn::spawn_running;
+use crate::rt::spawn::spawn_running;
 
 use super::Failure;
 use crate::vars::TriggerSpec;

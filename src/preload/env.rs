@@ -120,6 +120,10 @@ struct FlightSettings {
 static APPLIED: std::sync::Mutex<Option<(bool, bool)>> = std::sync::Mutex::new(None);
 
 extern "C" fn start() {
+    // Nothing fntrace does at start-up is the program's: with `-P '*'`,
+    // the C library's functions it calls (`setenv`, `pthread_create`) are
+    // patched too.
+    let _untraced = crate::rt::thread::Untraced::begin();
     // FNTRACE_CONTROL and FNTRACE_METRICS, whatever the others say.
     let controlled = crate::socket::live::serve_from_env();
     let controlled = crate::socket::live::serve_metrics_from_env() || controlled;
@@ -463,7 +467,7 @@ extern "C" fn finish() {
     // every signal blocked, which would make a patch now fall back to
     // stopping the world.
     let finished =
-        crate::sys::spawn::spawn_running("fntrace-exit", || catch_unwind(finish_on_this_thread));
+        crate::rt::spawn::spawn_running("fntrace-exit", || catch_unwind(finish_on_this_thread));
     match finished.map(|thread| thread.join()) {
         Ok(Ok(Ok(()))) => {}
         Ok(Ok(Err(_)) | Err(_)) => eprintln!("fntrace: finishing at exit panicked (a bug)"),

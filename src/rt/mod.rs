@@ -11,6 +11,7 @@ mod exported;
 pub(crate) mod ops;
 pub mod ring;
 pub(crate) mod shadow;
+pub(crate) mod spawn;
 pub(crate) mod thread;
 mod unwind;
 

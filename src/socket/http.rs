@@ -40,8 +40,8 @@ use std::time::{Duration, Instant};
 
 use super::conn::{poll_ready, pollfd, send_some, wake_pipe, ServerThread};
 use crate::error::Error;
+use crate::rt::spawn::spawn_running;
 use crate::rt::thread::Untraced;
-use crate::sys::spawn::spawn_running;
 use crate::tracers::profile::PROFILE_TRACER;
 use crate::vars;
 use fntrace_tools::analysis::{openmetrics_top, DEFAULT_MAX_FUNCTIONS, OPENMETRICS_CONTENT_TYPE};

@@ -22,12 +22,12 @@ use crate::control;
 use crate::error::Error;
 use crate::flight;
 use crate::record::RECORDER_RUNNING;
+use crate::rt::spawn::spawn_running;
 use crate::socket::selection;
 use crate::socket::{
     self, ControlOptions, ControlServer, FlightRequest, MetricsOptions, MetricsServer, Reply,
     Request,
 };
-use crate::sys::spawn::spawn_running;
 use crate::tracer;
 use crate::tracers::graph::GRAPH_TRACER;
 use crate::tracers::profile::PROFILE_TRACER;

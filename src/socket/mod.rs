@@ -88,7 +88,7 @@ use std::sync::{Mutex, Once, PoisonError};
 use std::time::Duration;
 
 use crate::error::Error;
-use crate::sys::spawn::spawn_running;
+use crate::rt::spawn::spawn_running;
 use conn::{wake_pipe, ServerThread};
 
 pub(crate) use fntrace_tools::control::request::{FlightRequest, Request};

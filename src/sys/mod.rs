@@ -3,7 +3,7 @@
 //! and `/proc` files the patch protocols need. Sits just above `arch` and below
 //! everything else: it knows nothing about call sites, patches or tracers.
 //!
-//! Everything here except [`task::TaskDir::open`], [`maps`] and [`spawn`] makes only
+//! Everything here except [`task::TaskDir::open`] and [`maps`] makes only
 //! system calls, so it may run in a signal handler or while other threads
 //! are stopped at arbitrary points (possibly holding the malloc lock).
 
@@ -13,7 +13,6 @@ pub(crate) mod maps;
 pub(crate) mod membarrier;
 pub(crate) mod sched;
 pub(crate) mod signal;
-pub(crate) mod spawn;
 pub(crate) mod task;
 
 /// The calling thread's `errno`. Async-signal-safe.

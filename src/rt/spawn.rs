@@ -1,9 +1,13 @@
 //! Starting fntrace's own threads (the recorder's writer, the control
 //! socket's server, the flight recorder, the exit helpers) so that they
-//! never make a patch operation fall back to stopping the world.
+//! never make a patch operation fall back to stopping the world, and are
+//! never traced: not even the C library's functions they call, which a
+//! program's `-P '*'` patches too.
 
 use std::sync::{Arc, Barrier};
 use std::thread::JoinHandle;
+
+use super::thread::Untraced;
 
 /// Spawns a thread named `name` running `f`, and returns once it runs:
 /// a thread being created has every signal blocked (glibc unblocks them
@@ -14,12 +18,16 @@ pub(crate) fn spawn_running<T: Send + 'static>(
     name: &str,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> std::io::Result<JoinHandle<T>> {
+    // The creating thread's own calls (`pthread_create`, `mmap`) are
+    // fntrace's too.
+    let _untraced = Untraced::begin();
     let started = Arc::new(Barrier::new(2));
     let handle = {
         let started = Arc::clone(&started);
         std::thread::Builder::new()
             .name(name.to_string())
             .spawn(move || {
+                let _untraced = Untraced::begin();
                 started.wait();
                 f()
             })?
