@@ -14,6 +14,7 @@ mod output;
 mod profile;
 mod record;
 mod report;
+mod selection;
 mod top;
 
 use std::io::{IsTerminal, Write};

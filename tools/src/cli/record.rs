@@ -94,7 +94,8 @@ pub struct RecordArgs {
     pub depth: Option<u16>,
     /// Flight recorder: keep only the most recent BYTES of events (suffix K,
     /// M or G, binary: 1K = 1024), written to DIR when the program exits.
-    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    /// At most 4G, as FNTRACE_FLIGHT.
+    #[arg(long, value_name = "BYTES", value_parser = parse_flight)]
     pub flight: Option<u64>,
     /// What a thread whose buffer is full does: `lossless` waits for the
     /// writer (nothing is lost; a program making events faster than they
@@ -119,8 +120,10 @@ pub struct RecordArgs {
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
     pub memory: Option<u64>,
     /// Run the program even if its executable has no instrumented
-    /// functions (a library it loads may have some). Without it, such a
-    /// program is refused before it runs, as uftrace refuses it.
+    /// functions, or a -F, -N or -P glob matches none of its functions (a
+    /// library it loads may have them). Without it, such a program is
+    /// refused before it runs, as uftrace refuses a program without
+    /// instrumentation.
     #[arg(long)]
     pub force: bool,
     /// The libfntrace.so to preload.
@@ -148,6 +151,22 @@ pub struct RecordArgs {
 /// A size in the one syntax of [`fntrace_tools::units`] (`64M`, `1G`, bytes).
 fn parse_bytes(text: &str) -> Result<u64, String> {
     fntrace_tools::units::parse_size(text, 16)
+}
+
+/// The largest `--flight`, the runtime's limit of `FNTRACE_FLIGHT`
+/// (`fntrace::MAX_FLIGHT_BUDGET_BYTES`: this crate does not link the
+/// runtime), refused here before the program runs.
+const MAX_FLIGHT_BYTES: u64 = 4 << 30;
+
+/// `--flight`: a size, at most [`MAX_FLIGHT_BYTES`].
+fn parse_flight(text: &str) -> Result<u64, String> {
+    let bytes = parse_bytes(text)?;
+    if bytes > MAX_FLIGHT_BYTES {
+        return Err(format!(
+            "{bytes} bytes is over the flight window's limit, 4G ({MAX_FLIGHT_BYTES} bytes)"
+        ));
+    }
+    Ok(bytes)
 }
 
 /// Runs the command, waits for it, and says what was recorded. Exits as
@@ -182,6 +201,17 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
     if !args.force && args.patch.is_empty() && !args.libcall {
         if let Instrumentation::None(path) = instrumentation_of(program)? {
             return Err(refusal(&path));
+        }
+    }
+    if !args.force {
+        if let Some(path) = super::instrumented::resolve(program) {
+            let globs = super::selection::Globs {
+                filter: &args.filter,
+                notrace: &args.notrace,
+                patch: &args.patch,
+                libcall: !args.no_libcall,
+            };
+            super::selection::check(&path, &globs)?;
         }
     }
     let dir =
