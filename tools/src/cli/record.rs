@@ -228,7 +228,6 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
         preload.push(":");
         preload.push(existing);
     }
-    command.env("LD_PRELOAD", preload);
     command.env("FNTRACE_OUTPUT", &dir);
     command.env_remove("FNTRACE_APPEND");
     let mut globs: Vec<String> = args.filter.clone();
@@ -272,9 +271,7 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
         None => command.env_remove("FNTRACE_MEMORY"),
     };
 
-    let status = command
-        .status()
-        .map_err(|e| format!("cannot run {}: {e}", Path::new(program).display()))?;
+    let status = super::supervise::run(&mut command, &preload)?;
     if let Err(err) = fntrace_tools::export::settle_recording(&dir) {
         eprintln!("fntrace record: completing {}: {err}", dir.display());
     }
@@ -574,9 +571,9 @@ fn remove_old_recording(parent: &OutputDir, name: &OsStr, old: &Path) -> Result<
 
 /// Whether fntrace names a file of a recording so: `info`, `task.txt`,
 /// `fntrace.txt`, `sid-SID.map`, `NAME.sym`, `TID.dat`, the sessions'
-/// `fntrace-session-SID.txt`, `.fntrace.lock`, `.fntrace.rebuild` and
-/// `.fntrace-reserve`, and the `.NAME.PID.new`
-/// temporary files a killed recording can leave.
+/// `fntrace-session-SID.txt`, `.fntrace.lock`, `.fntrace.rebuild`,
+/// `.fntrace-reserve` and the ledger of processes, `.fntrace-processes`,
+/// and the `.NAME.PID.new` temporary files a killed recording can leave.
 fn is_recording_file_name(name: &str) -> bool {
     let name = match name.strip_prefix('.').and_then(|n| n.strip_suffix(".new")) {
         // `.NAME.PID.new`: NAME must be one of the others.
@@ -595,6 +592,7 @@ fn is_recording_file_name(name: &str) -> bool {
             | ".fntrace.lock"
             | ".fntrace.rebuild"
             | ".fntrace-reserve"
+            | fntrace_tools::export::PROCESS_LEDGER
     ) || (name.starts_with("sid-") && name.ends_with(".map"))
         || (name.starts_with("fntrace-session-") && name.ends_with(".txt"))
         || (name.ends_with(".sym") && !name.contains('/'))
