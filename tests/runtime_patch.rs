@@ -128,8 +128,12 @@ fn a_glob_that_selects_no_function_of_the_program_is_said_so() {
     let program = native::build_c(&base, "runtime_patch", "o2", &["-O2"], &["-pthread"]);
     for glob in ["fntrace_*", "no_such_function_*"] {
         let ours = base.join(format!("fntrace-{}.data", glob.len()));
-        let output =
-            common::record_bounded(&base, &ours, &program, &["--force", "--no-libcall", "-P", glob]);
+        let output = common::record_bounded(
+            &base,
+            &ours,
+            &program,
+            &["--force", "--no-libcall", "-P", glob],
+        );
         assert_eq!(String::from_utf8_lossy(&output.stdout), "2004000\n");
         let stderr = native::stderr_of(&output);
         let lines: Vec<&str> = stderr.lines().filter(|l| l.contains("-P")).collect();
