@@ -274,6 +274,15 @@ pub fn open_trace(dir: &Path, passes: u64) -> Result<(UftraceReader, ProgressBar
         .into());
     }
     let reader = UftraceReader::open(dir).map_err(|e| e.to_string())?;
+    let unfinished = fntrace_tools::export::process_ledger(dir).unfinished();
+    if unfinished > 0 {
+        // Before the numbers they lack, as lost events are said.
+        eprintln!(
+            "fntrace: {shown}: {unfinished} process(es) did not finish their part of the \
+             recording (killed by SIGKILL?): what they held after their last drain is missing \
+             below, and cannot be counted"
+        );
+    }
     let bar = ProgressBar::new(shown.to_string(), reader.data_bytes() * passes);
     let shown_bar = bar.0.clone();
     let total = reader.data_bytes() * passes;

@@ -677,18 +677,32 @@ fn summarize(dir: &Path, mode: &str) -> bool {
         );
         return false;
     }
-    let unfinished = processes.saturating_sub(notes.len());
+    // Processes that started their part and never ended it (the runtime's
+    // ledger, `src/record/ledger.rs`): killed by SIGKILL, even before
+    // their first drain, which leaves no other trace; or, in a directory
+    // without a ledger, processes that joined it and left no note.
+    let ledger = fntrace_tools::export::process_ledger(dir);
+    let unfinished = processes
+        .saturating_sub(notes.len())
+        .max(ledger.unfinished());
+    let processes = processes.max(ledger.started);
     if unfinished > 0 {
-        // A process that did not finish its part (killed) leaves no note.
+        // A process that did not finish its part leaves no note: killed
+        // by SIGKILL (no handler runs), or its last drain gave up.
         eprintln!(
             "fntrace record: INCOMPLETE: {unfinished} of {processes} process(es) did not finish \
-             their part (killed?): their records up to their last drain are kept, what they \
-             held after it is lost and not counted"
+             their part (killed by SIGKILL?): their records up to their last drain are kept; \
+             what they held after it is lost, and cannot be counted"
         );
     }
+    // Never "0 lost" beside a loss no one could count.
+    let lost_said = match unfinished {
+        0 => format!("{lost} lost"),
+        _ => format!("{lost} lost and an unknown number in {unfinished} unfinished process(es)"),
+    };
     eprintln!(
         "fntrace record: {} records of {threads} thread(s) in {sessions} session(s), \
-         {lost} lost, in {} ({:.1} MB)",
+         {lost_said}, in {} ({:.1} MB)",
         bytes / 16,
         dir.display(),
         bytes as f64 / 1e6
