@@ -93,7 +93,7 @@ pub(super) fn writer_spawned(writer: libc::pthread_t) {
     if unsafe { libc::pthread_getcpuclockid(writer, &mut clock) } == 0 {
         WRITER_CLOCK.store(clock, Ordering::Release);
     }
-    WRITER_THREAD.store(writer as u64, Ordering::Release);
+    WRITER_THREAD.store(writer, Ordering::Release);
 }
 
 /// This process's writer thread: its process id (high half) and thread
@@ -134,7 +134,7 @@ pub(super) fn writer_finished() {
 /// hold a lock the writer needs, and then what was drained last stays.
 pub(crate) fn finish_from_signal_handler() {
     // SAFETY: pthread_self only reads this thread's pointer.
-    let this_thread = unsafe { libc::pthread_self() } as u64;
+    let this_thread = unsafe { libc::pthread_self() };
     if !writing_in_this_process() || this_thread == WRITER_THREAD.load(Ordering::Acquire) {
         return;
     }
