@@ -31,7 +31,13 @@ replaced only if it is a recording fntrace wrote: fntrace deletes nothing it did
 not write). DIR must be the user's own, writable by no other user.
 
 -F and -N select functions, not subtrees: a function left out keeps its NOP,
-so filtering is how to make tracing cheaper.
+so filtering is how to make tracing cheaper. A -F, -N or -P glob that matches
+no function of the program is refused before it runs, with the closest names
+(--force runs it anyway: a library it opens later may have the function).
+
+SIGTERM, SIGINT and SIGHUP sent to fntrace record are passed on to the
+program, which finishes its part of the recording before it ends; killed with
+SIGKILL, fntrace record takes the program with it.
 
 Examples:
   fntrace record ./server --port 8080          write fntrace.data
