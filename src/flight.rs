@@ -35,6 +35,16 @@ pub use window::FLIGHT_EVENT_BYTES;
 use window::{Window, WindowEvents};
 use writer::{duration_spec, Writer, WriterGone};
 
+/// The largest window a flight recorder keeps: 4 GiB, 268M events —
+/// minutes of a busy service's history, far more than the seconds before
+/// a trigger that a snapshot is for. The window is the process's own
+/// memory, and every snapshot writes all of it from the writer thread,
+/// which drains no buffer meanwhile: a window of tens of gigabytes would
+/// take minutes to write while every thread's buffer overflows. A fixed
+/// bound, not a share of the machine's memory: the same value is accepted
+/// everywhere, in a container's memory limit too.
+pub const MAX_FLIGHT_BUDGET_BYTES: usize = 4 << 30;
+
 /// The default of [`FlightOptions::snapshots_per_minute`].
 pub const DEFAULT_SNAPSHOTS_PER_MINUTE: u32 = 6;
 
@@ -48,7 +58,8 @@ pub struct FlightOptions {
     /// Bytes of events the recorder keeps (64 MiB by default), at
     /// [`FLIGHT_EVENT_BYTES`] (16) per event: three quarters for the window
     /// (`budget_bytes * 3 / 4 / 16` events; older ones are evicted), a
-    /// quarter for what comes in while a snapshot is written from it.
+    /// quarter for what comes in while a snapshot is written from it. At
+    /// most [`MAX_FLIGHT_BUDGET_BYTES`].
     pub budget_bytes: usize,
     /// How often the writer drains the threads' buffers (10 ms).
     pub drain_interval: Duration,
@@ -392,6 +403,12 @@ pub fn flight_record(
 
 fn start(tracer: &str, filter: &Filter, options: &FlightOptions) -> Result<FlightRecorder, Error> {
     filter.min_duration_ns()?;
+    if options.budget_bytes > MAX_FLIGHT_BUDGET_BYTES {
+        return Err(Error::Recording(format!(
+            "a flight window of {} bytes is over the limit, {MAX_FLIGHT_BUDGET_BYTES} (4G)",
+            options.budget_bytes
+        )));
+    }
     control::init()?;
     GRAPH_TRACER.retain_buffered();
     GRAPH_TRACER.set_buffer_events(options.buffer_events);

@@ -27,9 +27,10 @@ use std::time::{Duration, Instant};
 use fntrace_tools::export::{StreamTotals, UftraceStream};
 
 mod exit;
+mod ledger;
 mod writer;
 
-pub(crate) use exit::finish_before_exit;
+pub(crate) use exit::{finish_before_exit, finish_from_signal_handler};
 
 use crate::control;
 use crate::error::Error;
@@ -79,10 +80,6 @@ static WRITER: Mutex<Option<Writer>> = Mutex::new(None);
 /// lock: the child of a `vfork` shares this memory with its parent, and
 /// must leave the parent's writer alone.
 static WRITER_PID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-
-/// Drains completed by this process's writers: what a fatal signal's
-/// handler watches (an atomic, readable in a signal handler).
-pub(crate) static DRAINS_IN_PROCESS: AtomicU64 = AtomicU64::new(0);
 
 /// Whether this process has a writer running (`false` in a `vfork` child).
 pub(crate) fn writing_in_this_process() -> bool {
@@ -444,17 +441,23 @@ fn start_writer(
         lost: AtomicU64::new(0),
         writer_cpu_ns: AtomicU64::new(0),
     });
+    // Before the thread: a forked child killed at once is in the ledger.
+    ledger::started(dir, stream.is_ok());
     let handle = {
         let shared = Arc::clone(&shared);
         let dir = dir.to_path_buf();
         spawn_running("fntrace-writer", move || {
-            write_until_stopped(stream, &dir, &shared, interval)
+            let result = write_until_stopped(stream, &dir, &shared, interval);
+            exit::writer_finished();
+            result
         })
         .map_err(|source| Error::Io {
             what: "starting the recording's writer thread".to_string(),
             source,
         })?
     };
+    use std::os::unix::thread::JoinHandleExt as _;
+    exit::writer_spawned(handle.as_pthread_t());
     Ok(Writer {
         shared,
         handle,

@@ -449,10 +449,17 @@ pub(crate) fn parse_memory_bytes(value: &str) -> Result<usize, String> {
     Ok(bytes as usize)
 }
 
-/// `FNTRACE_FLIGHT`: the window's budget in bytes (at least 16).
+/// `FNTRACE_FLIGHT`: the window's budget in bytes (16 bytes to 4 GiB,
+/// [`MAX_FLIGHT_BUDGET_BYTES`](crate::flight::MAX_FLIGHT_BUDGET_BYTES)).
 pub(crate) fn parse_flight_budget(value: &str) -> Result<usize, String> {
     let bytes = parse_size(value, crate::flight::FLIGHT_EVENT_BYTES as u64)?;
-    Ok(usize::try_from(bytes).unwrap_or(usize::MAX))
+    let most = crate::flight::MAX_FLIGHT_BUDGET_BYTES;
+    match usize::try_from(bytes) {
+        Ok(bytes) if bytes <= most => Ok(bytes),
+        _ => Err(format!(
+            "{bytes} bytes is over the flight window's limit, 4G ({most} bytes)"
+        )),
+    }
 }
 
 /// `FNTRACE_FLIGHT_RATE`: snapshots per minute, at least 1.
@@ -616,6 +623,8 @@ mod tests {
             ("FNTRACE_APPEND", "2"),
             ("FNTRACE_FLIGHT", "64Q"),
             ("FNTRACE_FLIGHT", "8"),
+            ("FNTRACE_FLIGHT", "4097M"),
+            ("FNTRACE_FLIGHT", "1048576M"),
             ("FNTRACE_FLIGHT_TRIGGER", "handle_*"),
             ("FNTRACE_FLIGHT_TRIGGER", "handle_*>5"),
             ("FNTRACE_FLIGHT_TRIGGER", ">5ms"),
@@ -653,6 +662,11 @@ mod tests {
             Ok(vec!["w_*".to_string(), "parse_?".to_string()])
         );
         assert_eq!(parse_flight_budget("64M"), Ok(64 << 20));
+        assert_eq!(parse_flight_budget("4G"), Ok(4 << 30));
+        assert_eq!(
+            parse_flight_budget("5G"),
+            Err("5368709120 bytes is over the flight window's limit, 4G (4294967296 bytes)".into())
+        );
         assert_eq!(
             parse_triggers("handle_*>5ms, other>20ms,panic,SIGUSR1"),
             Ok(vec![

@@ -86,6 +86,12 @@ fn every_bad_value_is_one_line_whatever_else_is_set() {
         ("FNTRACE_REPORT", "yes", "use 1 (or 0)", untraced),
         ("FNTRACE_FLIGHT", "64M", "needs FNTRACE_OUTPUT", untraced),
         ("FNTRACE_FLIGHT", "64Q", "is not a size", untraced),
+        (
+            "FNTRACE_FLIGHT",
+            "5G",
+            "over the flight window's limit, 4G (4294967296 bytes)",
+            untraced,
+        ),
         ("FNTRACE_DEPTH", "deep", "not a depth", untraced),
         ("FNTRACE_FILTER", ",,", "empty glob", untraced),
         ("FNTRACE_APPEND", "2", "use 1 (or 0)", untraced),
@@ -194,6 +200,60 @@ fn flight_sizes_take_the_one_size_syntax() {
             "{size}: {counts:?}"
         );
     }
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+/// A flight window over its limit (4 GiB) is refused in one line that
+/// names the value and the limit, and the program runs on, untraced: its
+/// output directory is not even made. (Any size was taken, and the window
+/// grew with the program's events until memory ran out.)
+#[test]
+fn a_flight_window_over_the_limit_is_one_line_and_the_program_runs() {
+    let base = common::temp_dir("env-flight-limit");
+    let program = build_service(&base);
+    for (value, bytes) in [
+        ("5G", "5368709120"),
+        ("4097M", "4296015872"),
+        ("1048576M", "1099511627776"),
+    ] {
+        let out = base.join(format!("snap-{value}"));
+        let output = run(
+            &program,
+            &["2", "300"],
+            &[
+                ("FNTRACE_FLIGHT", value),
+                ("FNTRACE_OUTPUT", out.to_str().unwrap()),
+            ],
+            &base.join(format!("run-{value}")),
+        );
+        assert_eq!(
+            stderr(&output),
+            format!(
+                "fntrace: FNTRACE_FLIGHT={value}: {bytes} bytes is over the flight window's \
+                 limit, 4G (4294967296 bytes); the program runs untraced\n"
+            )
+        );
+        assert!(!out.exists(), "{value}");
+    }
+    // At the limit: taken (the window grows only as events come).
+    let out = base.join("snap-4G");
+    let output = run(
+        &program,
+        &["2", "300"],
+        &[
+            ("FNTRACE_FLIGHT", "4G"),
+            ("FNTRACE_OUTPUT", out.to_str().unwrap()),
+            ("FNTRACE_FILTER", "handle_request"),
+        ],
+        &base.join("run-4G"),
+    );
+    assert!(
+        stderr(&output).contains("flight recorder:"),
+        "{}",
+        stderr(&output)
+    );
+    let counts = common::call_counts(&common::read_trace_dir(&out));
+    assert_eq!(counts.get("handle_request"), Some(&(600, 600)));
     std::fs::remove_dir_all(&base).unwrap();
 }
 

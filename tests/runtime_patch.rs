@@ -188,16 +188,22 @@ fn unsafe_functions_are_refused_with_their_reasons() {
 }
 
 /// A glob that selects none of the program's functions is said so, in one
-/// line: fntrace's own functions (`fntrace_*` matches the C API's in the
-/// preloaded `libfntrace.so`) are not the program's, and are neither
-/// patched nor listed as refused.
+/// line, by the runtime (`fntrace record` refuses it before the program
+/// runs: `--force` runs it all the same): fntrace's own functions
+/// (`fntrace_*` matches the C API's in the preloaded `libfntrace.so`) are
+/// not the program's, and are neither patched nor listed as refused.
 #[test]
 fn a_glob_that_selects_no_function_of_the_program_is_said_so() {
     let base = common::temp_dir("runtime-patch-no-match");
     let program = native::build_c(&base, "runtime_patch", "o2", &["-O2"], &["-pthread"]);
     for glob in ["fntrace_*", "no_such_function_*"] {
         let ours = base.join(format!("fntrace-{}.data", glob.len()));
-        let output = common::record_patched(&base, &ours, &program, glob);
+        let output = common::record_bounded(
+            &base,
+            &ours,
+            &program,
+            &["--force", "--no-libcall", "-P", glob],
+        );
         assert_eq!(String::from_utf8_lossy(&output.stdout), "2004000\n");
         let stderr = native::stderr_of(&output);
         let lines: Vec<&str> = stderr.lines().filter(|l| l.contains("-P")).collect();

@@ -1,18 +1,22 @@
-//! A recording survives a crash: when a program recording from the
-//! environment is killed by a fatal signal (SIGSEGV, SIGBUS, SIGILL,
-//! SIGFPE, SIGABRT) whose action is the default, a handler first lets the
-//! recorder's writer drain the buffers — the crashing thread's last calls
-//! included — then restores the default action and raises the signal again
+//! A recording survives a crash or a request to end: when a program
+//! recording from the environment is killed by a fatal signal (SIGSEGV,
+//! SIGBUS, SIGILL, SIGFPE, SIGABRT) or asked to end by one (SIGTERM,
+//! SIGINT, SIGHUP: what `fntrace record` passes on when it is itself
+//! killed so, and what a terminal sends) whose action is the default, a
+//! handler first lets the recorder's writer drain the buffers — the
+//! crashing thread's last calls included — and finish the session (its
+//! note in the directory says what was written and lost, as at a normal
+//! exit), then restores the default action and raises the signal again
 //! (the core dump and exit status are the signal's, as without fntrace).
 //!
-//! The handler is async-signal-safe: it reads an atomic counter of drains,
-//! sleeps with `nanosleep`, and calls `sigaction` and `raise`. It waits for
-//! two drains (the second began after the crash), at most
-//! [`MAX_WAIT_MS`] (the crashing thread may hold a lock the writer needs:
-//! then what was drained before stays). Calls running at the crash stay
-//! open in the trace, as uftrace shows them. A handler the program
-//! installed is never replaced, and one it installs later replaces this
-//! (until it asks for the default action again).
+//! The handler is async-signal-safe: it asks the writer through an atomic,
+//! wakes it with a futex, and waits with `nanosleep` while the writer's
+//! CPU clock moves (see `record::finish_from_signal_handler`): the
+//! interrupted thread may hold a lock the writer needs, and then what was
+//! drained before stays. It calls `sigaction` and `raise` after. Calls
+//! running at the signal stay open in the trace, as uftrace shows them. A
+//! handler the program installed is never replaced, and one it installs
+//! later replaces this (until it asks for the default action again).
 //!
 //! The handler stands for the default action, and the program sees the
 //! default: fntrace's `sigaction` and `signal` (which the program calls
@@ -30,23 +34,26 @@ use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::next::NextSymbols;
-use crate::record::{writing_in_this_process, DRAINS_IN_PROCESS};
+use crate::record::finish_from_signal_handler;
 
-/// The signals whose default action ends the process with a core dump.
-const FATAL: [libc::c_int; 5] = [
+/// The signals whose default action ends the process (with a core dump
+/// for the first five) and that come to a process as a crash or as a
+/// request to end.
+const FATAL: [libc::c_int; 8] = [
     libc::SIGSEGV,
     libc::SIGBUS,
     libc::SIGILL,
     libc::SIGFPE,
     libc::SIGABRT,
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGHUP,
 ];
-
-/// The longest the handler waits for the writer.
-const MAX_WAIT_MS: u32 = 500;
 
 /// Whether the handler stands for the default action of `FATAL[i]`:
 /// installed by [`drain_on_fatal_signals`], from then on.
-static STANDS_FOR_DEFAULT: [AtomicBool; 5] = [const { AtomicBool::new(false) }; 5];
+static STANDS_FOR_DEFAULT: [AtomicBool; FATAL.len()] =
+    [const { AtomicBool::new(false) }; FATAL.len()];
 
 type SigactionFn =
     unsafe extern "C" fn(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int;
@@ -194,20 +201,7 @@ pub unsafe extern "C" fn signal(signo: c_int, handler: libc::sighandler_t) -> li
 }
 
 extern "C" fn drain_then_die(signo: libc::c_int) {
-    if writing_in_this_process() {
-        let start = DRAINS_IN_PROCESS.load(Ordering::Acquire);
-        let pause = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 1_000_000,
-        };
-        for _ in 0..MAX_WAIT_MS {
-            if DRAINS_IN_PROCESS.load(Ordering::Acquire) >= start + 2 {
-                break;
-            }
-            // SAFETY: nanosleep is async-signal-safe; `pause` is valid.
-            unsafe { libc::nanosleep(&pause, std::ptr::null_mut()) };
-        }
-    }
+    finish_from_signal_handler();
     // SA_RESETHAND restored the default action; the signal is blocked while
     // this handler runs, so it is delivered (with its default action) when
     // the handler returns.

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use fntrace_tools::export::{ExportError, StreamTotals, UftraceStream};
 
-use super::{directory_write, Shared, DRAINS_IN_PROCESS};
+use super::exit::FINISH_ASKED;
+use super::{directory_write, Shared};
 use crate::error::Error;
 use crate::rt::thread::Untraced;
 use crate::symbols::opened;
@@ -26,6 +27,7 @@ pub(super) fn write_until_stopped(
     // Nothing this thread calls is traced (its own events would feed the
     // stream it writes).
     let _untraced = Untraced::begin();
+    super::exit::writer_started();
     // Threads that exit while many exited threads' buffers wait for this
     // writer wait for it to catch up (see `ring::wait_for_reader`).
     let _periodic = crate::tracers::graph::GRAPH_TRACER.periodic_reader();
@@ -55,11 +57,14 @@ pub(super) fn write_until_stopped(
     if shared.lossless {
         GRAPH_TRACER.set_lossless(true);
     }
+    // Stopped as by `Recording::stop`, or by a signal's handler before the
+    // signal ends the process.
+    let stopped = || shared.stop.load(Ordering::Acquire) || FINISH_ASKED.load(Ordering::Acquire);
     loop {
-        if !shared.stop.load(Ordering::Acquire) {
+        if !stopped() {
             GRAPH_TRACER.reader_sleep(interval);
         }
-        let stop = shared.stop.load(Ordering::Acquire);
+        let stop = stopped();
         drainer.drain_once(shared);
         if stop {
             if shared.lossless {
@@ -292,6 +297,5 @@ impl Drainer<'_> {
             );
         }
         shared.drains.fetch_add(1, Ordering::Release);
-        DRAINS_IN_PROCESS.fetch_add(1, Ordering::Release);
     }
 }

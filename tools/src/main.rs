@@ -9,6 +9,10 @@ mod cli;
 
 fn main() -> std::process::ExitCode {
     // `fntrace cargo` makes this binary cargo's rustc wrapper.
+    // `fntrace record` starts its program through this executable.
+    if let Some(code) = cli::run_as_launcher() {
+        return code;
+    }
     if let Some(code) = cli::run_as_rustc_wrapper() {
         return code;
     }

@@ -3,8 +3,9 @@
 //! temporary `.NAME.PID.new` above all, or a thread's `.dat`) is never
 //! followed, a root-owned file it points to stays byte for byte as it was;
 //! a directory another user owns or every user can write is refused with
-//! one line saying why; a FIFO in place of a trace file makes every reader
-//! fail at once instead of blocking in `open`.
+//! one line saying why; a FIFO in place of a trace file, or given as the
+//! directory itself, makes every reader fail at once instead of blocking
+//! in `open`.
 //!
 //! The planting tests need root (to give a link to uid 65534 with
 //! `lchown`, and to own the victim); they say so and return otherwise.
@@ -295,38 +296,110 @@ fn a_fifo_in_a_recording_fails_every_reader_at_once() {
         // The CLI: every command reading the directory exits with the
         // error, promptly.
         for command in [&["report"][..], &["replay"], &["graph"]] {
-            let started = Instant::now();
-            let mut child = Command::new(CLI)
-                .args(command)
-                .arg(&dir.0)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap();
-            let status = loop {
-                if let Some(status) = child.try_wait().unwrap() {
-                    break status;
-                }
-                if started.elapsed() > Duration::from_secs(20) {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    panic!("fntrace {command:?} blocked on a FIFO as {file}");
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            };
-            let mut stderr = String::new();
-            child
-                .stderr
-                .take()
-                .unwrap()
-                .read_to_string(&mut stderr)
-                .unwrap();
+            let (status, stderr) = run_promptly(command, &dir.0, &[]);
             assert!(!status.success(), "{command:?} {file}: {stderr}");
             assert!(
                 stderr.contains("a FIFO, not a regular file"),
                 "{command:?} {file}: {stderr}"
             );
         }
+    }
+}
+
+/// `fntrace COMMAND PATH ARGS…`, killed if it has not ended after 20 s
+/// (a reader blocked in `open`); its status and stderr.
+fn run_promptly(
+    command: &[&str],
+    path: &Path,
+    args: &[&str],
+) -> (std::process::ExitStatus, String) {
+    let started = Instant::now();
+    let mut child = Command::new(CLI)
+        .args(command)
+        .arg(path)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("fntrace {command:?} {} blocked", path.display());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    (status, stderr)
+}
+
+/// A FIFO given where a trace directory (or a profile snapshot) is
+/// expected is refused at once by every command that reads one, saying
+/// what it is, and never read: the bytes waiting in it (a snapshot's
+/// first line, which a reader that opened it would take) are all still
+/// there after each command. It blocked `report` and `flame` in `open`.
+#[test]
+fn a_fifo_given_as_the_directory_is_refused_unread() {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = TempDir::new("fifo-as-dir");
+    let fifo = dir.0.join("trace.fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let trace = dir.0.join("trace");
+    write_uftrace_dir(&header(1), &trace, None).unwrap();
+    // Read-write and non-blocking: this test's own end, which neither
+    // waits for a reader nor blocks when the pipe is empty.
+    let mut end = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(&fifo)
+        .unwrap();
+    let waiting = b"fntrace-profile 1\n";
+    let svg = dir.0.join("out.svg");
+    let json = dir.0.join("out.json");
+    let svg = svg.to_str().unwrap();
+    let json = json.to_str().unwrap();
+    let commands: [(&[&str], &[&str]); 8] = [
+        (&["report"], &[]),
+        (&["replay"], &[]),
+        (&["graph"], &[]),
+        (&["flame"], &["-o", svg]),
+        (&["chrome"], &["-o", json]),
+        (&["perfetto"], &["-o", json]),
+        (&["diff"], &[trace.to_str().unwrap()]),
+        (&["diff", trace.to_str().unwrap()], &[]),
+    ];
+    for (command, args) in commands {
+        end.write_all(waiting).unwrap();
+        let (status, stderr) = run_promptly(command, &fifo, args);
+        assert_eq!(status.code(), Some(1), "{command:?}: {stderr}");
+        assert_eq!(
+            stderr,
+            format!(
+                "fntrace: {} is a FIFO (named pipe), not a directory (give a trace directory)\n",
+                fifo.display()
+            ),
+            "{command:?}"
+        );
+        let mut still = [0u8; 18];
+        end.read_exact(&mut still)
+            .unwrap_or_else(|e| panic!("{command:?} read the FIFO: {e}"));
+        assert_eq!(&still, waiting, "{command:?}");
     }
 }

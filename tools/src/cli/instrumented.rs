@@ -57,7 +57,7 @@ pub fn refusal(path: &Path) -> String {
 
 /// The file `program` names: itself when it holds a `/`, else the first
 /// executable regular file of that name on `PATH`.
-fn resolve(program: &OsStr) -> Option<PathBuf> {
+pub(super) fn resolve(program: &OsStr) -> Option<PathBuf> {
     let path = Path::new(program);
     if program.as_encoded_bytes().contains(&b'/') {
         return path.is_file().then(|| path.to_path_buf());

@@ -14,6 +14,8 @@ mod output;
 mod profile;
 mod record;
 mod report;
+mod selection;
+mod supervise;
 mod top;
 
 use std::io::{IsTerminal, Write};
@@ -29,6 +31,7 @@ use args::{ChromeArgs, Cli, Command, Demangle, SelectArgs};
 pub use cargo::run_as_rustc_wrapper;
 use output::{open_trace, output_failure, Destination, Failure, Output, ProgressBar};
 use report::TraceReport;
+pub use supervise::run_as_launcher;
 
 /// Size above which `fntrace chrome` warns that viewers will struggle.
 const BIG_JSON_BYTES: u64 = 100 << 20;

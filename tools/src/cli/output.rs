@@ -258,8 +258,11 @@ pub fn open_trace(dir: &Path, passes: u64) -> Result<(UftraceReader, ProgressBar
     if !dir.exists() {
         return Err(format!("{shown} does not exist").into());
     }
-    if !dir.is_dir() {
-        return Err(format!("{shown} is not a directory (give a trace directory)").into());
+    if let Some(kind) = std::fs::metadata(dir)
+        .ok()
+        .and_then(|m| not_a_directory(&m))
+    {
+        return Err(format!("{shown} is {kind}, not a directory (give a trace directory)").into());
     }
     // Only a missing `info` is said here: anything else there (a FIFO, a
     // link) the reader refuses with what it is.
@@ -271,6 +274,15 @@ pub fn open_trace(dir: &Path, passes: u64) -> Result<(UftraceReader, ProgressBar
         .into());
     }
     let reader = UftraceReader::open(dir).map_err(|e| e.to_string())?;
+    let unfinished = fntrace_tools::export::process_ledger(dir).unfinished();
+    if unfinished > 0 {
+        // Before the numbers they lack, as lost events are said.
+        eprintln!(
+            "fntrace: {shown}: {unfinished} process(es) did not finish their part of the \
+             recording (killed by SIGKILL?): what they held after their last drain is missing \
+             below, and cannot be counted"
+        );
+    }
     let bar = ProgressBar::new(shown.to_string(), reader.data_bytes() * passes);
     let shown_bar = bar.0.clone();
     let total = reader.data_bytes() * passes;
@@ -282,6 +294,26 @@ pub fn open_trace(dir: &Path, passes: u64) -> Result<(UftraceReader, ProgressBar
         }
     });
     Ok((reader, bar))
+}
+
+/// What a path that is not a directory is, for the error that says so
+/// (`None` for a directory).
+fn not_a_directory(metadata: &std::fs::Metadata) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    let kind = metadata.file_type();
+    Some(if kind.is_dir() {
+        return None;
+    } else if kind.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else {
+        "a regular file"
+    })
 }
 
 /// Wait before a progress bar shows: small directories read in no time.

@@ -285,11 +285,27 @@ pub fn not_kept_lines(snapshot: &ProfileSnapshot) -> Vec<String> {
 }
 
 /// Whether `path` holds a live profile's snapshot (its text form) rather
-/// than being a trace directory.
+/// than being a trace directory. Only a regular file is opened, and
+/// without blocking: a FIFO (or a device) named there must not hang the
+/// command in `open` or `read`; the trace's opening then says what it is.
 pub fn is_snapshot_file(path: &std::path::Path) -> bool {
     use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
     let mut start = [0; 16];
-    std::fs::File::open(path)
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+        .and_then(|file| {
+            // Swapped for something else since `metadata`: not read.
+            match file.metadata()?.is_file() {
+                true => Ok(file),
+                false => Err(std::io::ErrorKind::InvalidInput.into()),
+            }
+        })
         .and_then(|mut file| file.read_exact(&mut start))
         .is_ok_and(|()| &start == b"fntrace-profile ")
 }

@@ -31,7 +31,13 @@ replaced only if it is a recording fntrace wrote: fntrace deletes nothing it did
 not write). DIR must be the user's own, writable by no other user.
 
 -F and -N select functions, not subtrees: a function left out keeps its NOP,
-so filtering is how to make tracing cheaper.
+so filtering is how to make tracing cheaper. A -F, -N or -P glob that matches
+no function of the program is refused before it runs, with the closest names
+(--force runs it anyway: a library it opens later may have the function).
+
+SIGTERM, SIGINT and SIGHUP sent to fntrace record are passed on to the
+program, which finishes its part of the recording before it ends; killed with
+SIGKILL, fntrace record takes the program with it.
 
 Examples:
   fntrace record ./server --port 8080          write fntrace.data
@@ -94,7 +100,8 @@ pub struct RecordArgs {
     pub depth: Option<u16>,
     /// Flight recorder: keep only the most recent BYTES of events (suffix K,
     /// M or G, binary: 1K = 1024), written to DIR when the program exits.
-    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    /// At most 4G, as FNTRACE_FLIGHT.
+    #[arg(long, value_name = "BYTES", value_parser = parse_flight)]
     pub flight: Option<u64>,
     /// What a thread whose buffer is full does: `lossless` waits for the
     /// writer (nothing is lost; a program making events faster than they
@@ -119,8 +126,10 @@ pub struct RecordArgs {
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
     pub memory: Option<u64>,
     /// Run the program even if its executable has no instrumented
-    /// functions (a library it loads may have some). Without it, such a
-    /// program is refused before it runs, as uftrace refuses it.
+    /// functions, or a -F, -N or -P glob matches none of its functions (a
+    /// library it loads may have them). Without it, such a program is
+    /// refused before it runs, as uftrace refuses a program without
+    /// instrumentation.
     #[arg(long)]
     pub force: bool,
     /// The libfntrace.so to preload.
@@ -148,6 +157,22 @@ pub struct RecordArgs {
 /// A size in the one syntax of [`fntrace_tools::units`] (`64M`, `1G`, bytes).
 fn parse_bytes(text: &str) -> Result<u64, String> {
     fntrace_tools::units::parse_size(text, 16)
+}
+
+/// The largest `--flight`, the runtime's limit of `FNTRACE_FLIGHT`
+/// (`fntrace::MAX_FLIGHT_BUDGET_BYTES`: this crate does not link the
+/// runtime), refused here before the program runs.
+const MAX_FLIGHT_BYTES: u64 = 4 << 30;
+
+/// `--flight`: a size, at most [`MAX_FLIGHT_BYTES`].
+fn parse_flight(text: &str) -> Result<u64, String> {
+    let bytes = parse_bytes(text)?;
+    if bytes > MAX_FLIGHT_BYTES {
+        return Err(format!(
+            "{bytes} bytes is over the flight window's limit, 4G ({MAX_FLIGHT_BYTES} bytes)"
+        ));
+    }
+    Ok(bytes)
 }
 
 /// Runs the command, waits for it, and says what was recorded. Exits as
@@ -184,6 +209,17 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
             return Err(refusal(&path));
         }
     }
+    if !args.force {
+        if let Some(path) = super::instrumented::resolve(program) {
+            let globs = super::selection::Globs {
+                filter: &args.filter,
+                notrace: &args.notrace,
+                patch: &args.patch,
+                libcall: !args.no_libcall,
+            };
+            super::selection::check(&path, &globs)?;
+        }
+    }
     let dir =
         std::path::absolute(&args.output).map_err(|e| format!("{}: {e}", args.output.display()))?;
     make_room(&dir)?;
@@ -198,7 +234,6 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
         preload.push(":");
         preload.push(existing);
     }
-    command.env("LD_PRELOAD", preload);
     command.env("FNTRACE_OUTPUT", &dir);
     command.env_remove("FNTRACE_APPEND");
     let mut globs: Vec<String> = args.filter.clone();
@@ -242,9 +277,7 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
         None => command.env_remove("FNTRACE_MEMORY"),
     };
 
-    let status = command
-        .status()
-        .map_err(|e| format!("cannot run {}: {e}", Path::new(program).display()))?;
+    let status = super::supervise::run(&mut command, &preload)?;
     if let Err(err) = fntrace_tools::export::settle_recording(&dir) {
         eprintln!("fntrace record: completing {}: {err}", dir.display());
     }
@@ -544,9 +577,9 @@ fn remove_old_recording(parent: &OutputDir, name: &OsStr, old: &Path) -> Result<
 
 /// Whether fntrace names a file of a recording so: `info`, `task.txt`,
 /// `fntrace.txt`, `sid-SID.map`, `NAME.sym`, `TID.dat`, the sessions'
-/// `fntrace-session-SID.txt`, `.fntrace.lock`, `.fntrace.rebuild` and
-/// `.fntrace-reserve`, and the `.NAME.PID.new`
-/// temporary files a killed recording can leave.
+/// `fntrace-session-SID.txt`, `.fntrace.lock`, `.fntrace.rebuild`,
+/// `.fntrace-reserve` and the ledger of processes, `.fntrace-processes`,
+/// and the `.NAME.PID.new` temporary files a killed recording can leave.
 fn is_recording_file_name(name: &str) -> bool {
     let name = match name.strip_prefix('.').and_then(|n| n.strip_suffix(".new")) {
         // `.NAME.PID.new`: NAME must be one of the others.
@@ -565,6 +598,7 @@ fn is_recording_file_name(name: &str) -> bool {
             | ".fntrace.lock"
             | ".fntrace.rebuild"
             | ".fntrace-reserve"
+            | fntrace_tools::export::PROCESS_LEDGER
     ) || (name.starts_with("sid-") && name.ends_with(".map"))
         || (name.starts_with("fntrace-session-") && name.ends_with(".txt"))
         || (name.ends_with(".sym") && !name.contains('/'))
@@ -665,15 +699,29 @@ fn summarize(dir: &Path, mode: &str) -> bool {
         );
         return false;
     }
-    let unfinished = processes.saturating_sub(notes.len());
+    // Processes that started their part and never ended it (the runtime's
+    // ledger, `src/record/ledger.rs`): killed by SIGKILL, even before
+    // their first drain, which leaves no other trace; or, in a directory
+    // without a ledger, processes that joined it and left no note.
+    let ledger = fntrace_tools::export::process_ledger(dir);
+    let unfinished = processes
+        .saturating_sub(notes.len())
+        .max(ledger.unfinished());
+    let processes = processes.max(ledger.started);
     if unfinished > 0 {
-        // A process that did not finish its part (killed) leaves no note.
+        // A process that did not finish its part leaves no note: killed
+        // by SIGKILL (no handler runs), or its last drain gave up.
         eprintln!(
             "fntrace record: INCOMPLETE: {unfinished} of {processes} process(es) did not finish \
-             their part (killed?): their records up to their last drain are kept, what they \
-             held after it is lost and not counted"
+             their part (killed by SIGKILL?): their records up to their last drain are kept; \
+             what they held after it is lost, and cannot be counted"
         );
     }
+    // Never "0 lost" beside a loss no one could count.
+    let lost_said = match unfinished {
+        0 => format!("{lost} lost"),
+        _ => format!("{lost} lost and an unknown number in {unfinished} unfinished process(es)"),
+    };
     eprintln!(
         "fntrace record: {} records of {threads} thread(s) in {sessions} session(s), \
          {lost_said}, in {} ({:.1} MB)",

@@ -88,9 +88,9 @@ pub use flame::{
 pub use perfetto::write_perfetto;
 pub use spool::{CallExportOptions, SpooledCalls};
 pub use uftrace::{
-    read_uftrace_dir, read_uftrace_dir_with_progress, recorder_notes, settle_recording,
-    write_uftrace_dir, write_uftrace_dir_into, write_uftrace_dir_of, StreamTotals, UftraceReader,
-    UftraceStream, MAX_SYMBOL_SIZE,
+    process_ledger, read_uftrace_dir, read_uftrace_dir_with_progress, recorder_notes,
+    settle_recording, write_uftrace_dir, write_uftrace_dir_into, write_uftrace_dir_of,
+    ProcessLedger, StreamTotals, UftraceReader, UftraceStream, MAX_SYMBOL_SIZE, PROCESS_LEDGER,
 };
 
 /// What can go wrong while exporting a trace or loading one back.

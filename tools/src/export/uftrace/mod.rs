@@ -7,6 +7,7 @@
 //! files as events arrive (the streaming recorder).
 
 mod format;
+mod ledger;
 mod meta;
 mod modules;
 mod read;
@@ -30,6 +31,7 @@ mod tests_names;
 mod tests_reader;
 
 pub use format::MAX_SYMBOL_SIZE;
+pub use ledger::{process_ledger, ProcessLedger, PROCESS_LEDGER};
 pub use read::{read_uftrace_dir, read_uftrace_dir_with_progress, UftraceReader};
 pub use stream::{recorder_notes, settle_recording, StreamTotals, UftraceStream};
 pub use write::{write_uftrace_dir, write_uftrace_dir_into, write_uftrace_dir_of};
