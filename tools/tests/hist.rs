@@ -13,6 +13,9 @@
 //! the program times each call itself around it (the tracers' times lie
 //! within) and says how many a preemption pushed past their row's end: a
 //! round with any is done again.
+//!
+//! And the exact text of `--hist` on a hand-made trace and on the profile
+//! snapshot of the same calls, finer rows, and its wrong uses.
 mod common;
 mod profile_program;
 
@@ -393,5 +396,176 @@ fn offline_and_live_distributions_agree_on_the_same_calls() {
                 && stderr.contains("matches it (closest: wait_for"),
             "{args:?}: {stderr}"
         );
+    }
+}
+
+/// A trace of `work` (3 calls of 100 ns, one of 5 µs) and `worker` (2
+/// calls of 300 ns, one still running at the end), and the profile
+/// snapshot of the same calls.
+fn work_trace() -> (
+    fntrace_tools::Trace,
+    fntrace_tools::analysis::ProfileSnapshot,
+) {
+    use fntrace_tools::analysis::{FunctionProfile, Histogram, ProfileSnapshot};
+    use fntrace_tools::{EventKind, GraphEvent, ThreadTrace, Trace};
+    let (work, worker) = (0x10, 0x20);
+    let mut events = Vec::new();
+    let calls = [
+        (work, 0, 100),
+        (work, 200, 300),
+        (work, 400, 500),
+        (work, 600, 5_600),
+        (worker, 6_000, 6_300),
+        (worker, 7_000, 7_300),
+    ];
+    for (function, entry, exit) in calls {
+        for (time_ns, kind) in [(entry, EventKind::Entry), (exit, EventKind::Exit)] {
+            events.push(GraphEvent {
+                time_ns,
+                function,
+                depth: 0,
+                kind,
+            });
+        }
+    }
+    events.push(GraphEvent {
+        time_ns: 8_000,
+        function: worker,
+        depth: 0,
+        kind: EventKind::Entry,
+    });
+    let trace = Trace {
+        pid: 7,
+        exe: "/usr/bin/x".into(),
+        threads: vec![ThreadTrace {
+            tid: 7,
+            name: None,
+            events,
+            lost: 0,
+        }],
+        names: [(work, "work".to_string()), (worker, "worker".to_string())].into(),
+        ..Trace::default()
+    };
+    let profile = |function, name: &str, durations: &[u64], running| {
+        let mut histogram = Histogram::new();
+        durations.iter().for_each(|&d| histogram.record(d));
+        FunctionProfile {
+            function,
+            name: name.into(),
+            total_ns: histogram.sum(),
+            self_ns: histogram.sum(),
+            durations: histogram,
+            running,
+        }
+    };
+    let snapshot = ProfileSnapshot {
+        taken_ns: 9_000,
+        threads: 1,
+        functions: vec![
+            profile(work, "work", &[100, 100, 100, 5_000], 0),
+            profile(worker, "worker", &[300, 300], 1),
+        ],
+        ..ProfileSnapshot::default()
+    };
+    (trace, snapshot)
+}
+
+#[test]
+fn hist_of_a_trace_and_of_a_snapshot_exactly() {
+    let dir = TempDir::new("hist-exact");
+    let trace_dir = dir.0.join("trace");
+    let (trace, snapshot) = work_trace();
+    fntrace_tools::export::write_uftrace_dir(&trace, &trace_dir, None).unwrap();
+    let saved = dir.0.join("work.profile");
+    std::fs::write(&saved, snapshot.to_text()).unwrap();
+    let (trace_dir, saved) = (trace_dir.to_str().unwrap(), saved.to_str().unwrap());
+
+    let offline = fntrace(&["report", trace_dir, "--hist", "work*"]);
+    assert_eq!(
+        offline,
+        concat!(
+            "# /usr/bin/x (pid 7): 1 threads, 13 events\n",
+            "# 1 call has no exit (1 still running when the trace ended): worker ×1\n",
+            "\n",
+            "# work: 4 calls, p50 100 ns, p90 5.00 µs, p99 5.00 µs, max 5.00 µs\n",
+            "       nsecs : count  distribution\n",
+            "[  64,  128) : 3      |****************************************|\n",
+            "[ 128,  256) : 0      |                                        |\n",
+            "[ 256,  512) : 0      |                                        |\n",
+            "[ 512, 1024) : 0      |                                        |\n",
+            "[1024, 2048) : 0      |                                        |\n",
+            "[2048, 4096) : 0      |                                        |\n",
+            "[4096, 8192) : 1      |*************                           |\n",
+            "\n",
+            "# worker: 2 calls, p50 300 ns, p90 300 ns, p99 300 ns, max 300 ns \
+             (1 unfinished, not counted below)\n",
+            "     nsecs : count  distribution\n",
+            "[256, 512) : 2      |****************************************|\n",
+        )
+    );
+    // The snapshot of the same calls: the same rows.
+    let live = fntrace(&["report", saved, "--hist", "work*"]);
+    let rows = |text: &str| -> Vec<String> {
+        (text.lines())
+            .filter(|line| line.starts_with('[') || line.contains("nsecs"))
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(rows(&live), rows(&offline), "{live}");
+    assert!(
+        live.contains("max 300 ns (1 running, not counted below)\n"),
+        "{live}"
+    );
+
+    // Finer: 4 rows per power of two, the empty run as one row.
+    let fine = fntrace(&["report", trace_dir, "--hist", "work", "--hist-buckets", "4"]);
+    assert!(
+        fine.ends_with(concat!(
+            "# work: 4 calls, p50 100 ns, p90 5.00 µs, p99 5.00 µs, max 5.00 µs\n",
+            "       nsecs : count  distribution\n",
+            "[  96,  112) : 3      |****************************************|\n",
+            "[ 112, 4096) : 0      |                                        |\n",
+            "[4096, 5120) : 1      |*************                           |\n",
+        )),
+        "{fine}"
+    );
+    let fine_live = fntrace(&["report", saved, "--hist", "work", "--hist-buckets", "4"]);
+    assert_eq!(rows(&fine_live), rows(&fine));
+
+    // Wrong uses: named, nothing printed on stdout.
+    let run = |args: &[&str]| {
+        Command::new(profile_program::CLI)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    for place in [trace_dir, saved] {
+        let output = run(&["report", place, "--hist", "wrk"]);
+        assert_eq!(output.status.code(), Some(1));
+        assert!(output.stdout.is_empty());
+        assert_eq!(
+            String::from_utf8_lossy(&output.stderr),
+            format!(
+                "fntrace: --hist wrk: no function called in {}{place} matches it (closest: \
+                 work, worker)\n",
+                if place == saved { "profile " } else { "" }
+            )
+        );
+    }
+    for args in [
+        &["report", trace_dir, "--hist", "work", "--threads"][..],
+        &["report", trace_dir, "--hist-buckets", "4"],
+        &["report", trace_dir, "--hist", "work", "--hist-buckets", "3"],
+        &[
+            "report",
+            trace_dir,
+            "--hist",
+            "work",
+            "--hist-buckets",
+            "256",
+        ],
+    ] {
+        let output = run(args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {output:?}");
     }
 }

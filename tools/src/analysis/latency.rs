@@ -59,7 +59,7 @@ pub struct LatencyReport {
     /// The durations of each row of [`functions`](Self::functions)' calls,
     /// by its [`function`](FunctionStats::function) (unique per row): what
     /// its quantiles were taken from, for
-    /// [`distribution`](super::distribution).
+    /// [`distribution`](super::distribution()).
     pub durations: BTreeMap<usize, Histogram>,
     /// The same per thread: thread id and its functions in the same order,
     /// one element per [`ThreadTrace`](crate::ThreadTrace), in the

@@ -241,7 +241,7 @@ pub fn write_profile(
         Rows::ByName
     };
     let functions = selected_rows(snapshot, rows, args.filter, args.notrace)?;
-    // The distributions of the rows selected, their durations alone.
+    // --hist picks among the rows -F and -N kept.
     let hist = match &args.hist.hist {
         Some(pattern) => {
             let mut report = snapshot.latency_report(rows);
