@@ -6,7 +6,9 @@
 //! change altered what is printed on purpose (recursive totals counted once, as
 //! uftrace's; `replay -D 1` the outermost level only; unfinished calls told
 //! apart as still running or unwound), each change checked against
-//! `uftrace report`/`replay` by `report_vs_uftrace.rs`; and where the graph
+//! `uftrace report`/`replay` by `report_vs_uftrace.rs`; where the report's
+//! p50 and p90 columns came beside p99 (every other cell as it was); and
+//! where the graph
 //! began ordering paths and backtraces by time across threads (`random.graph`
 //! and `threads.graph-outer` are now uftrace's `graph` output, headers aside).
 //!

@@ -158,10 +158,10 @@ fn report_prints_a_snapshot_file_as_a_table() {
     assert_eq!(
         rows,
         [
-            row("calls running total self avg min p99 max function"),
-            row("2 0 200 ns 200 ns 100 ns 100 ns 100 ns 100 ns lex"),
-            row("2 0 500 ns 300 ns 250 ns 250 ns 250 ns 250 ns parse"),
-            row("1 0 1.10 µs 500 ns 1.10 µs 1.10 µs 1.10 µs 1.10 µs main"),
+            row("calls running total self avg min p50 p90 p99 max function"),
+            row("2 0 200 ns 200 ns 100 ns 100 ns 100 ns 100 ns 100 ns 100 ns lex"),
+            row("2 0 500 ns 300 ns 250 ns 250 ns 250 ns 250 ns 250 ns 250 ns parse"),
+            row("1 0 1.10 µs 500 ns 1.10 µs 1.10 µs 1.10 µs 1.10 µs 1.10 µs 1.10 µs main"),
         ],
         "{text}"
     );

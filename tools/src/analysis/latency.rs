@@ -4,6 +4,7 @@
 //! what is measured and how recursion counts.
 
 use rustc_hash::FxHashMap as HashMap;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::histogram::Histogram;
@@ -55,6 +56,11 @@ pub struct LatencyReport {
     /// [unfinished](FunctionStats::unfinished)), all threads merged,
     /// sorted by `total_ns`, largest first (ties: by name, then address).
     pub functions: Vec<FunctionStats>,
+    /// The durations of each row of [`functions`](Self::functions)' calls,
+    /// by its [`function`](FunctionStats::function) (unique per row): what
+    /// its quantiles were taken from, for
+    /// [`distribution`](super::distribution()).
+    pub durations: BTreeMap<usize, Histogram>,
     /// The same per thread: thread id and its functions in the same order,
     /// one element per [`ThreadTrace`](crate::ThreadTrace), in the
     /// trace's order.
@@ -380,9 +386,8 @@ pub(super) fn latency_from<S: EventSource>(
         report.unwound_calls += durations.unwound_calls;
         report.still_running_calls += durations.still_running_calls;
         report.unmatched_exits += durations.unmatched_exits;
-        report
-            .per_thread
-            .push((thread.tid, sorted_stats(source, &durations.functions, rows)));
+        let (stats, _) = sorted_stats(source, &durations.functions, rows);
+        report.per_thread.push((thread.tid, stats));
         report.lost_events += lost;
         report.threads.push(ThreadSummary {
             tid: thread.tid,
@@ -391,7 +396,7 @@ pub(super) fn latency_from<S: EventSource>(
             lost,
         });
     }
-    report.functions = sorted_stats(source, &merged, rows);
+    (report.functions, report.durations) = sorted_stats(source, &merged, rows);
     report
 }
 
@@ -407,17 +412,20 @@ pub(crate) fn sort_rows(stats: &mut [FunctionStats]) {
 }
 
 /// Statistics of each function in `functions` (by address), made into
-/// `rows`, largest total first.
+/// `rows`, largest total first, and each row's durations by its address.
 fn sorted_stats<S: EventSource>(
     source: &S,
     functions: &HashMap<usize, FunctionDurations>,
     rows: Rows,
-) -> Vec<FunctionStats> {
-    let mut stats: Vec<FunctionStats> = match rows {
+) -> (Vec<FunctionStats>, BTreeMap<usize, Histogram>) {
+    let (mut stats, durations): (Vec<FunctionStats>, BTreeMap<usize, Histogram>) = match rows {
         Rows::ByAddress => functions
             .iter()
-            .map(|(&function, durations)| durations.stats(function, source.name_of(function)))
-            .collect(),
+            .map(|(&function, durations)| {
+                let stats = durations.stats(function, source.name_of(function));
+                (stats, (function, durations.inclusive.clone()))
+            })
+            .unzip(),
         Rows::ByName => {
             // Name → lowest address and the merged durations.
             let mut by_name: HashMap<String, (usize, FunctionDurations)> = HashMap::default();
@@ -430,12 +438,15 @@ fn sorted_stats<S: EventSource>(
             }
             by_name
                 .into_iter()
-                .map(|(name, (function, durations))| durations.stats(function, name))
-                .collect()
+                .map(|(name, (function, durations))| {
+                    let stats = durations.stats(function, name);
+                    (stats, (function, durations.inclusive))
+                })
+                .unzip()
         }
     };
     sort_rows(&mut stats);
-    stats
+    (stats, durations)
 }
 
 /// Column headers of [`LatencyReport::table`]; all but the last are

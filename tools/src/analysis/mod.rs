@@ -69,6 +69,7 @@
 
 mod callgraph;
 mod calltree;
+mod distribution;
 mod histogram;
 mod latency;
 mod openmetrics;
@@ -80,6 +81,7 @@ mod threads;
 
 pub use callgraph::{call_graph, write_call_graph, write_call_graph_of, ReadOrWrite};
 pub use calltree::{call_tree, call_tree_of, Backtrace, CallNode, CallTree};
+pub use distribution::{distribution, distribution_text, DistributionRow};
 pub use histogram::{Histogram, MAX_RELATIVE_ERROR, SUB_BUCKETS};
 pub use latency::{
     human_duration, latency, latency_of, latency_of_with, FunctionStats, LatencyReport, Rows,

@@ -30,7 +30,7 @@
 //! parents come before their children. `end` closes a complete snapshot:
 //! text cut short is refused.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::{self, Write as _};
 
 use super::histogram::Histogram;
@@ -181,8 +181,12 @@ impl ProfileSnapshot {
     /// ([`Rows::ByName`]) or per address. Calls still running count as
     /// unfinished.
     pub fn latency_report(&self, rows: Rows) -> LatencyReport {
-        let mut merged: Vec<FunctionStats> = match rows {
-            Rows::ByAddress => self.functions.iter().map(row_of).collect(),
+        let (mut merged, durations): (Vec<FunctionStats>, BTreeMap<usize, Histogram>) = match rows {
+            Rows::ByAddress => self
+                .functions
+                .iter()
+                .map(|f| (row_of(f), (f.function, f.durations.clone())))
+                .unzip(),
             Rows::ByName => {
                 let mut by_name: HashMap<&str, FunctionProfile> = HashMap::new();
                 for function in &self.functions {
@@ -199,13 +203,17 @@ impl ProfileSnapshot {
                     row.self_ns = row.self_ns.saturating_add(function.self_ns);
                     row.running += function.running;
                 }
-                by_name.values().map(row_of).collect()
+                by_name
+                    .into_values()
+                    .map(|f| (row_of(&f), (f.function, f.durations)))
+                    .unzip()
             }
         };
         sort_rows(&mut merged);
         let running = self.functions.iter().map(|f| f.running).sum();
         LatencyReport {
             functions: merged,
+            durations,
             unfinished_calls: running,
             still_running_calls: running,
             ..LatencyReport::default()

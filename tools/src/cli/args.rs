@@ -97,8 +97,10 @@ Columns: calls (completed), unfinished (entered, exit not recorded: still
 running when the trace ended, or unwound), total (summed durations, callees
 included; a call nested in a call of the same function, as in recursion,
 adds nothing: its time is in the outer call's, as uftrace counts it), self
-(each call's duration minus its completed direct callees'), avg, min, p99
-(within 1%), max (of every call, nested ones included). One row per function
+(each call's duration minus its completed direct callees'), avg, min, p50,
+p90, p99 (nearest rank, within 0.4%: the live profile's histogram, so a trace
+and a profile of the same calls agree), max (of every call, nested ones
+included). One row per function
 name, as uftrace's (two static functions called `helper` are one row);
 --by-address splits them. Times in ns, µs, ms, s. Lost events and unfinished
 calls are stated above the table: the numbers below them are missing what was
@@ -112,7 +114,9 @@ Examples:
   fntrace report trace-dir                        sorted by total time
   fntrace report trace-dir -s self --top 10       the 10 largest self times
   fntrace report trace-dir -s calls -F 'demo::*'  inside demo's functions
-  fntrace report trace-dir --threads --tid 4242   one thread's table";
+  fntrace report trace-dir --threads --tid 4242   one thread's table
+  fntrace report trace-dir --hist 'demo::parse*'  its latency distribution
+  fntrace report trace-dir --hist parse --hist-buckets 8   8 rows per power of 2";
 
 const GRAPH_HELP: &str = "\
 Each line: total time, (calls) function, its callees below it; a function
@@ -239,7 +243,7 @@ pub struct ReportArgs {
     )]
     pub sort: Vec<SortKey>,
     /// One table per thread instead of one for the process.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "hist")]
     pub threads: bool,
     /// At most N rows (per table).
     #[arg(long, value_name = "N")]
@@ -248,6 +252,9 @@ pub struct ReportArgs {
     /// functions of several files, folded code) apart.
     #[arg(long)]
     pub by_address: bool,
+    /// The latency distribution of functions instead of the table.
+    #[command(flatten)]
+    pub hist: super::hist::HistArgs,
     /// Which calls.
     #[command(flatten)]
     pub select: SelectArgs,
@@ -270,6 +277,10 @@ pub enum SortKey {
     Min,
     /// Longest call.
     Max,
+    /// Median duration.
+    P50,
+    /// 90th percentile duration.
+    P90,
     /// 99th percentile duration.
     P99,
 }

@@ -9,6 +9,7 @@ mod args;
 mod attach;
 mod cargo;
 mod ctl;
+mod hist;
 mod instrumented;
 mod output;
 mod profile;
@@ -78,6 +79,10 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let report = TraceReport::of(&selected, rows)?;
             drop(bar);
             check_matched(&[(&args.dir, selected.unmatched())])?;
+            if let Some(pattern) = &args.hist.hist {
+                let place = args.dir.display().to_string();
+                hist::check(&report.latency, pattern, &place)?;
+            }
             let mut out = Output::new(cli.no_pager);
             report::write_report(report, &args, &mut out).map_err(output_failure)?;
             out.finish()
@@ -126,7 +131,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 // The functions called in the selection: the graph's nodes.
                 let names = tree.functions.iter().map(String::as_str);
                 if !names.clone().any(|name| glob::matches(function, name)) {
-                    return Err(no_match("FUNCTION", function, &args.dir, names).into());
+                    return Err(no_match("FUNCTION", function, args.dir.display(), names).into());
                 }
             }
             drop(bar);
@@ -286,7 +291,7 @@ fn check_matched(unmatched: &[(&PathBuf, Vec<Unmatched>)]) -> Result<(), Failure
                 no_match(
                     option,
                     &glob.glob,
-                    dir,
+                    dir.display(),
                     glob.closest.iter().map(String::as_str),
                 )
             })
@@ -304,10 +309,10 @@ fn check_matched(unmatched: &[(&PathBuf, Vec<Unmatched>)]) -> Result<(), Failure
 fn no_match<'a>(
     what: &str,
     glob: &str,
-    dir: &Path,
+    dir: impl std::fmt::Display,
     names: impl IntoIterator<Item = &'a str>,
 ) -> String {
-    let among = format!("called in {}", dir.display());
+    let among = format!("called in {dir}");
     format!("{what} {}", glob::no_match(glob, &among, names))
 }
 

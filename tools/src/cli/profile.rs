@@ -14,6 +14,7 @@ use fntrace_tools::analysis::{openmetrics, FunctionStats, ProfileSnapshot, Rows}
 use fntrace_tools::glob;
 
 use super::args::{Demangle, FlameArgs, ReportArgs, SelectArgs, SortKey};
+use super::hist::HistArgs;
 use super::output::{Failure, Output};
 use super::report::write_rows;
 
@@ -54,8 +55,11 @@ pub struct ProfileArgs {
     /// table (`fntrace report FILE` prints it, `fntrace flame FILE` draws
     /// it); with -F/-N, only the functions they select (the call tree
     /// seen through them).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "hist")]
     pub save: Option<PathBuf>,
+    /// The latency distribution of functions instead of the table.
+    #[command(flatten)]
+    pub hist: HistArgs,
 }
 
 /// `fntrace ctl TARGET profile reset`.
@@ -182,6 +186,8 @@ pub struct TableOptions<'a> {
     pub filter: &'a [String],
     /// `-N` globs (rows).
     pub notrace: &'a [String],
+    /// `--hist`: distributions instead of the table.
+    pub hist: &'a HistArgs,
 }
 
 impl ProfileArgs {
@@ -192,6 +198,7 @@ impl ProfileArgs {
             by_address: self.by_address,
             filter: &self.filter,
             notrace: &self.notrace,
+            hist: &self.hist,
         }
     }
 }
@@ -214,6 +221,7 @@ pub fn report(args: &ReportArgs, no_pager: bool) -> Result<(), Failure> {
         by_address: args.by_address,
         filter: &args.select.filter,
         notrace: &args.select.notrace,
+        hist: &args.hist,
     };
     let mut out = Output::new(no_pager);
     write_profile(&snapshot, &options, &format!("profile {shown}"), &mut out)?;
@@ -240,6 +248,16 @@ pub fn write_profile(
         Rows::ByName
     };
     let functions = selected_rows(snapshot, rows, args.filter, args.notrace)?;
+    // --hist picks among the rows -F and -N kept.
+    let hist = match &args.hist.hist {
+        Some(pattern) => {
+            let mut report = snapshot.latency_report(rows);
+            report.functions.clone_from(&functions);
+            super::hist::check(&report, pattern, what)?;
+            Some((report, pattern))
+        }
+        None => None,
+    };
     let io = |e: io::Error| format!("writing to stdout: {e}");
     let calls: u64 = snapshot.functions.iter().map(|f| f.durations.count()).sum();
     let running: u64 = snapshot.functions.iter().map(|f| f.running).sum();
@@ -261,6 +279,10 @@ pub fn write_profile(
         writeln!(out, "{}", out.warn(&line)).map_err(io)?;
     }
     writeln!(out).map_err(io)?;
+    if let Some((report, pattern)) = hist {
+        let buckets = args.hist.hist_buckets;
+        return super::hist::write(&report, pattern, buckets, "running", out).map_err(io);
+    }
     let top = args.top.unwrap_or(usize::MAX);
     write_rows(functions, args.sort, top, "running", out).map_err(io)
 }

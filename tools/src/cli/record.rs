@@ -679,7 +679,7 @@ fn summarize(dir: &Path, mode: &str) -> bool {
             100.0 * flight_lost as f64 / made as f64
         );
     }
-    let lost_said = match flight {
+    let counted = match flight {
         true => format!("{flight_lost} lost over the run ({window_lost} in the window)"),
         false => format!("{lost} lost"),
     };
@@ -719,8 +719,8 @@ fn summarize(dir: &Path, mode: &str) -> bool {
     }
     // Never "0 lost" beside a loss no one could count.
     let lost_said = match unfinished {
-        0 => format!("{lost} lost"),
-        _ => format!("{lost} lost and an unknown number in {unfinished} unfinished process(es)"),
+        0 => counted,
+        _ => format!("{counted} and an unknown number in {unfinished} unfinished process(es)"),
     };
     eprintln!(
         "fntrace record: {} records of {threads} thread(s) in {sessions} session(s), \

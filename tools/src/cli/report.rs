@@ -162,6 +162,10 @@ pub fn write_report(trace: TraceReport, args: &ReportArgs, out: &mut Output) -> 
     write_lost_and_unfinished(&report.shortfall(), out)?;
     write_flight_totals(&args.dir, out)?;
     let top = args.top.unwrap_or(usize::MAX);
+    if let Some(pattern) = &args.hist.hist {
+        writeln!(out)?;
+        return super::hist::write(&report, pattern, args.hist.hist_buckets, "unfinished", out);
+    }
     if args.threads {
         for (tid, functions) in &report.per_thread {
             let thread = report.threads.iter().find(|t| t.tid == *tid);
@@ -185,18 +189,22 @@ fn key_value(stats: &FunctionStats, key: SortKey) -> u64 {
         SortKey::Avg => stats.mean_ns,
         SortKey::Min => stats.min_ns,
         SortKey::Max => stats.max_ns,
+        SortKey::P50 => stats.p50_ns,
+        SortKey::P90 => stats.p90_ns,
         SortKey::P99 => stats.p99_ns,
     }
 }
 
 /// Column headers of the report table.
-const HEADERS: [&str; 9] = [
+const HEADERS: [&str; 11] = [
     "calls",
     "unfinished",
     "total",
     "self",
     "avg",
     "min",
+    "p50",
+    "p90",
     "p99",
     "max",
     "function",
@@ -249,6 +257,8 @@ pub fn write_rows(
                 time(s.self_ns),
                 time(s.mean_ns),
                 time(s.min_ns),
+                time(s.p50_ns),
+                time(s.p90_ns),
                 time(s.p99_ns),
                 time(s.max_ns),
                 s.name.clone(),

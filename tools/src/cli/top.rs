@@ -3,12 +3,13 @@
 //! `profile` tracer's snapshot over the control socket and shows, per
 //! function, what happened between the last two snapshots: calls per
 //! second, the share of a thread's time spent in it (total, self), the
-//! mean and 99th percentile of those calls, and the calls running now.
+//! mean, median, 90th and 99th percentiles of those calls, and the calls
+//! running now.
 //!
 //! The interval's figures are differences of two cumulative snapshots
 //! ([`interval`]): counts and sums subtract exactly, and the percentile
 //! comes from the difference of the two duration histograms, bucket by
-//! bucket (within the histogram's 1 %). A profile reset between the two
+//! bucket (within the histogram's 0.4 %). A profile reset between the two
 //! (a count went down) makes the later snapshot the interval's.
 //!
 //! The screen is drawn with `ratatui` (alternate screen, restored on exit
@@ -39,7 +40,8 @@ profile tracer: `fntrace ctl PID enable profile` (or FNTRACE=profile).
 Columns, over the last interval: calls/s (calls returned per second), total%
 and self% (time in the function per second of wall time, callees included or
 not: 100% is one thread's whole time, so several threads can make more),
-avg and p99 of the calls returned, running (calls entered, not returned, now).
+avg, p50, p90 and p99 of the calls returned, running (calls entered, not
+returned, now).
 
 A glob of -F or -N that matches no function with a call site is refused,
 naming the closest functions; so is a program with no call site at all.
@@ -129,6 +131,10 @@ pub struct IntervalRow {
     pub self_ns: u64,
     /// Their mean duration.
     pub avg_ns: u64,
+    /// Their median duration.
+    pub p50_ns: u64,
+    /// Their 90th percentile duration.
+    pub p90_ns: u64,
     /// Their 99th percentile duration.
     pub p99_ns: u64,
     /// Calls running at the end of the interval.
@@ -225,6 +231,8 @@ pub fn interval(before: &ProfileSnapshot, after: &ProfileSnapshot) -> Interval {
             total_ns: total_ns.saturating_sub(prior.1),
             self_ns: self_ns.saturating_sub(prior.2),
             avg_ns: delta.mean(),
+            p50_ns: delta.quantile(0.50),
+            p90_ns: delta.quantile(0.90),
             p99_ns: delta.quantile(0.99),
             running: *running,
         });
@@ -295,8 +303,8 @@ pub fn header(target: &str, interval: &Interval, view: &View) -> String {
 }
 
 /// Column headers of a frame.
-pub const COLUMNS: [&str; 7] = [
-    "calls/s", "total%", "self%", "avg", "p99", "running", "function",
+pub const COLUMNS: [&str; 9] = [
+    "calls/s", "total%", "self%", "avg", "p50", "p90", "p99", "running", "function",
 ];
 
 /// The frame's rows as cells, sorted by `view.sort` (largest first, then
@@ -340,6 +348,8 @@ pub fn cells(interval: &Interval, view: &View) -> Vec<Vec<String>> {
                 format!("{:.1}%", per_second(row.total_ns) / 1e9 * 100.0),
                 format!("{:.1}%", per_second(row.self_ns) / 1e9 * 100.0),
                 time(row.avg_ns),
+                time(row.p50_ns),
+                time(row.p90_ns),
                 time(row.p99_ns),
                 row.running.to_string(),
                 row.name.clone(),
@@ -547,6 +557,8 @@ fn screen(
                     Constraint::Length(7),
                     Constraint::Length(9),
                     Constraint::Length(9),
+                    Constraint::Length(9),
+                    Constraint::Length(9),
                     Constraint::Length(7),
                     Constraint::Min(10),
                 ];
@@ -678,7 +690,8 @@ mod tests {
             (100, 1_099_000, 500_000, 10_990)
         );
         // The 99th of 100 calls is a 1 µs one; the 1 ms one is the 100th.
-        assert!(get.p99_ns.abs_diff(1_000) <= 4, "{}", get.p99_ns);
+        // 1 µs lies in the bucket 1000..=1003: its middle.
+        assert_eq!((get.p50_ns, get.p90_ns, get.p99_ns), (1_001, 1_001, 1_001));
         // `put` had no call; `idle` has one running.
         let names: Vec<&str> = interval.rows.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, ["get", "idle"]);
@@ -708,17 +721,13 @@ mod tests {
             notrace: &[],
             limit: usize::MAX,
         };
-        let p99 = human_duration(interval.rows[0].p99_ns);
         assert_eq!(
             frame_text("4242", &interval, &view),
-            format!(
-                "fntrace top 4242: 1.00 s, 2 threads, 100 calls/s, sorted by calls; 2 calls \
-                 not counted (no row left in the profile's budget)\n\
-                 calls/s  total%  self%      avg  {:>7}  running  function\n\
-                 \x20   100    0.1%   0.1%  11.0 µs  {p99:>7}        0  get\n\
-                 \x20     0    0.0%   0.0%        -  {:>7}        1  idle\n",
-                "p99", "-"
-            )
+            "fntrace top 4242: 1.00 s, 2 threads, 100 calls/s, sorted by calls; 2 calls \
+             not counted (no row left in the profile's budget)\n\
+             calls/s  total%  self%      avg      p50      p90      p99  running  function\n\
+             \x20   100    0.1%   0.1%  11.0 µs  1.00 µs  1.00 µs  1.00 µs        0  get\n\
+             \x20     0    0.0%   0.0%        -        -        -        -        1  idle\n"
         );
         let view = View {
             sort: TopSort::Total,
