@@ -183,3 +183,32 @@ fn report_prints_a_snapshot_file_as_a_table() {
         );
     }
 }
+
+#[test]
+fn commands_that_read_trace_directories_name_the_ones_that_read_snapshots() {
+    let dir = TempDir::new("not-a-trace");
+    let file = dir.0.join("now.profile");
+    std::fs::write(&file, snapshot().to_text()).unwrap();
+    let out = dir.0.join("out");
+    let out = out.to_str().unwrap();
+    let shown = file.display();
+    let expected = format!(
+        "fntrace: {shown} is a live profile's snapshot, not a trace directory: only \
+         `fntrace report {shown}` and `fntrace flame {shown}` read snapshots\n"
+    );
+    let other = file.to_str().unwrap();
+    let commands: [&[&str]; 5] = [
+        &["graph"],
+        &["replay"],
+        &["chrome", "-o", out],
+        &["perfetto", "-o", out],
+        &["diff", other],
+    ];
+    for args in commands {
+        let output = fntrace(args, &file);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {output:?}");
+        assert_eq!(String::from_utf8_lossy(&output.stderr), expected, "{args:?}");
+        assert!(output.stdout.is_empty(), "{args:?}");
+        assert!(!dir.0.join("out").exists(), "{args:?}");
+    }
+}

@@ -258,6 +258,9 @@ pub fn open_trace(dir: &Path, passes: u64) -> Result<(UftraceReader, ProgressBar
     if !dir.exists() {
         return Err(format!("{shown} does not exist").into());
     }
+    if super::profile::is_snapshot_file(dir) {
+        return Err(super::profile::not_a_trace(dir).into());
+    }
     if let Some(kind) = std::fs::metadata(dir)
         .ok()
         .and_then(|m| not_a_directory(&m))

@@ -332,6 +332,16 @@ pub fn is_snapshot_file(path: &std::path::Path) -> bool {
         .is_ok_and(|()| &start == b"fntrace-profile ")
 }
 
+/// Why a command that reads trace directories cannot read the snapshot at
+/// `path`, and which commands can.
+pub fn not_a_trace(path: &std::path::Path) -> String {
+    let shown = path.display();
+    format!(
+        "{shown} is a live profile's snapshot, not a trace directory: only \
+         `fntrace report {shown}` and `fntrace flame {shown}` read snapshots"
+    )
+}
+
 /// A snapshot holds the names the program gave its functions (C++ ones in
 /// uftrace's simple form): `--demangle full` cannot apply.
 fn refuse_full_names(select: &SelectArgs, shown: &str) -> Result<(), Failure> {
