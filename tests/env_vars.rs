@@ -115,6 +115,13 @@ fn every_bad_value_is_one_line_whatever_else_is_set() {
             "the program runs on without live control",
         ),
         (
+            "FNTRACE_METRICS",
+            "localhost:abc",
+            "port \"abc\" of host localhost is not a number from 0 to 65535; expected \
+             HOST:PORT on a loopback address",
+            "the program runs on without a metrics endpoint",
+        ),
+        (
             "FNTRACE_PATCH",
             "fast",
             "\"breakpoint\" or \"stop\"",

@@ -20,16 +20,22 @@ pub(crate) fn parse_metrics(value: &str) -> Result<Option<String>, String> {
     if let Ok(port) = port.parse::<u16>() {
         return Ok(Some(format!("127.0.0.1:{port}")));
     }
-    match value.rsplit_once(':') {
-        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {
-            Ok(Some(value.to_string()))
+    let expected = "expected HOST:PORT on a loopback address (127.0.0.1:9464, [::1]:9464), \
+                    :PORT or a port alone (127.0.0.1), PORT from 0 to 65535, or 0 (none)";
+    let why = match value.rsplit_once(':') {
+        // A port alone, or `:PORT`, that is no port.
+        _ if value.bytes().all(|b| b.is_ascii_digit()) => {
+            format!("{value} is not a port (over 65535)")
         }
-        _ => Err(
-            "use HOST:PORT on a loopback address (127.0.0.1:9464, [::1]:9464), :PORT or a \
-             port alone (127.0.0.1), or 0 (none)"
-                .to_string(),
-        ),
-    }
+        None => format!("{value:?} has no port"),
+        Some((_, "")) => format!("{value:?} has no port after its ':'"),
+        Some(("", port)) => format!("port {port:?} is not a number from 0 to 65535"),
+        Some((host, port)) => match port.parse::<u16>() {
+            Ok(_) => return Ok(Some(value.to_string())),
+            Err(_) => format!("port {port:?} of host {host} is not a number from 0 to 65535"),
+        },
+    };
+    Err(format!("{why}; {expected}"))
 }
 
 /// The longest bearer token accepted (a request head holds at most 8 KiB).
@@ -142,6 +148,33 @@ mod tests {
             line.starts_with("FNTRACE_METRICS_MAX_FUNCTIONS=lots: "),
             "{line}"
         );
+    }
+
+    #[test]
+    fn a_bad_address_names_what_is_wrong_and_what_is_expected() {
+        let expected = "expected HOST:PORT on a loopback address (127.0.0.1:9464, \
+                        [::1]:9464), :PORT or a port alone (127.0.0.1), PORT from 0 to 65535, \
+                        or 0 (none)";
+        for (value, why) in [
+            (
+                "localhost:abc",
+                "port \"abc\" of host localhost is not a number from 0 to 65535",
+            ),
+            (
+                "localhost:-1",
+                "port \"-1\" of host localhost is not a number from 0 to 65535",
+            ),
+            (":", "\":\" has no port after its ':'"),
+            ("host:", "\"host:\" has no port after its ':'"),
+            ("99999", "99999 is not a port (over 65535)"),
+            (":99999", "port \"99999\" is not a number from 0 to 65535"),
+            ("localhost", "\"localhost\" has no port"),
+        ] {
+            assert_eq!(
+                check_line("FNTRACE_METRICS", value),
+                format!("FNTRACE_METRICS={value}: {why}; {expected}")
+            );
+        }
     }
 
     /// The line a bad value of `name` prints (as `check_set` makes it).
