@@ -207,7 +207,11 @@ fn commands_that_read_trace_directories_name_the_ones_that_read_snapshots() {
     for args in commands {
         let output = fntrace(args, &file);
         assert_eq!(output.status.code(), Some(1), "{args:?}: {output:?}");
-        assert_eq!(String::from_utf8_lossy(&output.stderr), expected, "{args:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&output.stderr),
+            expected,
+            "{args:?}"
+        );
         assert!(output.stdout.is_empty(), "{args:?}");
         assert!(!dir.0.join("out").exists(), "{args:?}");
     }
