@@ -115,10 +115,12 @@ int fntrace_flight_start(const char *dir, unsigned long long budget_bytes);
 /*
  * Adds a trigger to the running flight recorder, written as in
  * FNTRACE_FLIGHT_TRIGGER: "handle_*>5ms" (a call of a function matching
- * the glob lasting 5 ms or more; units ns, us, ms, s), "panic" (a Rust
- * panic), "SIGUSR1" (a signal). Several may be set. At most 6 trigger
- * snapshots a minute are written (FNTRACE_FLIGHT_RATE); the others are
- * counted. -EINVAL: not a trigger. -ESRCH: no flight recorder runs.
+ * the glob lasting 5 ms or more; units ns, us, ms, s; with
+ * "@trigger-thread" after it, its snapshot holds only the thread that made
+ * the call), "panic" (a Rust panic), "SIGUSR1" (a signal). Several may
+ * be set. At most 6 trigger snapshots a minute are written
+ * (FNTRACE_FLIGHT_RATE); the others are counted. -EINVAL: not a trigger.
+ * -ESRCH: no flight recorder runs.
  */
 int fntrace_flight_trigger(const char *trigger);
 

@@ -119,6 +119,19 @@ impl SnapshotReport {
     }
 }
 
+/// Which threads a slow-call trigger's snapshot holds; see
+/// [`FlightRecorder::trigger_on_slow_call_with`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SnapshotThreads {
+    /// Every thread's window (as panic and signal snapshots).
+    #[default]
+    All,
+    /// Only the threads that made the slow calls the snapshot is for
+    /// (`GLOB>DURATION@trigger-thread`): a fraction of the size when many
+    /// threads run.
+    Trigger,
+}
+
 /// Why a trigger wrote a snapshot.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Trigger {
@@ -208,6 +221,7 @@ struct SlowTrigger {
     pattern: Filter,
     threshold_ns: u64,
     dir: PathBuf,
+    threads: SnapshotThreads,
 }
 
 /// What the recorder's users and the writer share.
@@ -278,7 +292,13 @@ impl Shared {
         }
     }
 
-    fn add_slow(&self, pattern: &str, threshold: Duration, dir: &Path) -> Result<(), Error> {
+    fn add_slow(
+        &self,
+        pattern: &str,
+        threshold: Duration,
+        dir: &Path,
+        threads: SnapshotThreads,
+    ) -> Result<(), Error> {
         create_dir(dir)?;
         let mut state = self.state();
         if state.slow.len() >= 64 {
@@ -291,6 +311,7 @@ impl Shared {
             pattern: Filter::new().include(pattern),
             threshold_ns: u64::try_from(threshold.as_nanos()).unwrap_or(u64::MAX),
             dir: dir.to_path_buf(),
+            threads,
         });
         state.slow_generation += 1;
         Ok(())
@@ -320,8 +341,12 @@ impl Shared {
             .slow
             .iter()
             .map(|t| {
+                let only = match t.threads {
+                    SnapshotThreads::All => "",
+                    SnapshotThreads::Trigger => "@trigger-thread",
+                };
                 (
-                    format!("{}>{}", t.glob, duration_spec(t.threshold_ns)),
+                    format!("{}>{}{only}", t.glob, duration_spec(t.threshold_ns)),
                     t.dir.clone(),
                 )
             })
@@ -489,8 +514,9 @@ impl Running {
         pattern: &str,
         threshold: Duration,
         dir: &Path,
+        threads: SnapshotThreads,
     ) -> Result<(), Error> {
-        self.0.add_slow(pattern, threshold, dir)
+        self.0.add_slow(pattern, threshold, dir, threads)
     }
 
     /// As [`FlightRecorder::snapshot_on_panic`].
@@ -567,11 +593,27 @@ impl FlightRecorder {
         threshold: Duration,
         dir: impl AsRef<Path>,
     ) -> Result<(), Error> {
-        self.shared.add_slow(pattern, threshold, dir.as_ref())
+        self.trigger_on_slow_call_with(pattern, threshold, dir, SnapshotThreads::All)
+    }
+
+    /// As [`trigger_on_slow_call`](Self::trigger_on_slow_call), with the
+    /// snapshots holding the threads `threads` says: with
+    /// [`SnapshotThreads::Trigger`], only the threads of the slow calls
+    /// listed in its [`TRIGGER_FILE`] (which says so).
+    pub fn trigger_on_slow_call_with(
+        &self,
+        pattern: &str,
+        threshold: Duration,
+        dir: impl AsRef<Path>,
+        threads: SnapshotThreads,
+    ) -> Result<(), Error> {
+        self.shared
+            .add_slow(pattern, threshold, dir.as_ref(), threads)
     }
 
     /// The triggers set, each as its `FNTRACE_FLIGHT_TRIGGER` item
-    /// (`handle_*>5ms`, `panic`, `SIGUSR1`) with its directory.
+    /// (`handle_*>5ms`, `handle_*>5ms@trigger-thread`, `panic`, `SIGUSR1`)
+    /// with its directory.
     pub fn triggers(&self) -> Vec<(String, PathBuf)> {
         self.shared.triggers()
     }
@@ -682,9 +724,15 @@ enum SnapshotAt<'a> {
     Made(&'a TraceOutput),
 }
 
-/// Writes the window as a uftrace directory, reading it in place.
-fn write_snapshot(window: &Window, at: SnapshotAt<'_>) -> Result<SnapshotReport, Error> {
-    let summary = window.summary();
+/// Writes the window as a uftrace directory, reading it in place: the
+/// threads `tids` names, or every one (`None`).
+fn write_snapshot(
+    window: &Window,
+    at: SnapshotAt<'_>,
+    tids: Option<&[u32]>,
+) -> Result<SnapshotReport, Error> {
+    let indexes = window.indexes_of(tids);
+    let summary = window.summary(&indexes);
     // What the window cannot show: the recorder's totals over its life
     // (events evicted, and lost before the window began: `fntrace record
     // --flight` and `fntrace report` say them beside the window's own).
@@ -699,6 +747,7 @@ fn write_snapshot(window: &Window, at: SnapshotAt<'_>) -> Result<SnapshotReport,
         window,
         header: describe_functions(Vec::new(), window.functions()),
         note: Some(note),
+        indexes,
     };
     let dir = match at {
         SnapshotAt::Path(dir) => {

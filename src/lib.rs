@@ -66,9 +66,9 @@ pub use control::{
 pub use error::Error;
 pub use filter::Filter;
 pub use flight::{
-    flight_record, FlightOptions, FlightRecorder, FlightReport, SnapshotReport, Trigger,
-    TriggeredSnapshot, DEFAULT_SNAPSHOTS_PER_MINUTE, FLIGHT_EVENT_BYTES, MAX_FLIGHT_BUDGET_BYTES,
-    TRIGGER_FILE,
+    flight_record, FlightOptions, FlightRecorder, FlightReport, SnapshotReport, SnapshotThreads,
+    Trigger, TriggeredSnapshot, DEFAULT_SNAPSHOTS_PER_MINUTE, FLIGHT_EVENT_BYTES,
+    MAX_FLIGHT_BUDGET_BYTES, TRIGGER_FILE,
 };
 pub use patch::entry_patch::{EntryPatchReport, Refusal};
 pub use socket::live::{serve_control, serve_control_with, serve_metrics, serve_metrics_with};

@@ -474,15 +474,18 @@ pub(crate) fn parse_rate(value: &str) -> Result<u32, String> {
 /// What makes the flight recorder write a snapshot.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum TriggerSpec {
-    /// A call of a function matching the glob lasting at least this long.
-    Slow(String, Duration),
+    /// A call of a function matching the glob lasting at least this long;
+    /// its snapshot holds these threads (`@trigger-thread`: its own).
+    Slow(String, Duration, crate::flight::SnapshotThreads),
     /// A Rust panic.
     Panic,
     /// A signal, by number.
     Signal(i32),
 }
 
-/// One trigger: `GLOB>DURATION`, `panic` or a signal name (`SIGUSR1`).
+/// One trigger: `GLOB>DURATION` (`@trigger-thread` after it: its snapshot
+/// holds only the slow call's thread), `panic` or a signal name
+/// (`SIGUSR1`).
 pub(crate) fn parse_trigger(item: &str) -> Result<TriggerSpec, String> {
     let item = item.trim();
     if item == "panic" {
@@ -498,10 +501,23 @@ pub(crate) fn parse_trigger(item: &str) -> Result<TriggerSpec, String> {
                 "glob {glob:?} contains {c:?}; function names have no spaces or control characters"
             ));
         }
+        let (duration, threads) = match duration.split_once('@') {
+            None => (duration, crate::flight::SnapshotThreads::All),
+            Some((duration, "trigger-thread")) => {
+                (duration, crate::flight::SnapshotThreads::Trigger)
+            }
+            Some((_, other)) => {
+                return Err(format!(
+                    "{item:?}: @{other} is not a snapshot's threads (only @trigger-thread: the \
+                     slow call's thread alone; nothing: every thread)"
+                ))
+            }
+        };
         let ns = parse_duration_ns(duration.trim()).map_err(|e| format!("{item:?}: {e}"))?;
         return Ok(TriggerSpec::Slow(
             glob.to_string(),
             Duration::from_nanos(ns),
+            threads,
         ));
     }
     if item.starts_with("SIG") {
@@ -629,6 +645,8 @@ mod tests {
             ("FNTRACE_FLIGHT_TRIGGER", "handle_*>5"),
             ("FNTRACE_FLIGHT_TRIGGER", ">5ms"),
             ("FNTRACE_FLIGHT_TRIGGER", "a>5ms,,b>1ms"),
+            ("FNTRACE_FLIGHT_TRIGGER", "a>5ms@all"),
+            ("FNTRACE_FLIGHT_TRIGGER", "a>@trigger-thread"),
             ("FNTRACE_FLIGHT_TRIGGER", ""),
             ("FNTRACE_FLIGHT_TRIGGER", "SIGSEGV"),
             ("FNTRACE_FLIGHT_TRIGGER", "SIGUSR2"),
@@ -661,6 +679,7 @@ mod tests {
             parse_patch_functions("w_*, parse_?"),
             Ok(vec!["w_*".to_string(), "parse_?".to_string()])
         );
+        use crate::flight::SnapshotThreads::{All, Trigger};
         assert_eq!(parse_flight_budget("64M"), Ok(64 << 20));
         assert_eq!(parse_flight_budget("4G"), Ok(4 << 30));
         assert_eq!(
@@ -668,10 +687,10 @@ mod tests {
             Err("5368709120 bytes is over the flight window's limit, 4G (4294967296 bytes)".into())
         );
         assert_eq!(
-            parse_triggers("handle_*>5ms, other>20ms,panic,SIGUSR1"),
+            parse_triggers("handle_*>5ms, other>20ms@trigger-thread,panic,SIGUSR1"),
             Ok(vec![
-                TriggerSpec::Slow("handle_*".into(), Duration::from_millis(5)),
-                TriggerSpec::Slow("other".into(), Duration::from_millis(20)),
+                TriggerSpec::Slow("handle_*".into(), Duration::from_millis(5), All),
+                TriggerSpec::Slow("other".into(), Duration::from_millis(20), Trigger),
                 TriggerSpec::Panic,
                 TriggerSpec::Signal(libc::SIGUSR1),
             ])

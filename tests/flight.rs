@@ -2,7 +2,8 @@
 //! fixtures: a large window holds every call exactly; a small one only the
 //! newest, evictions counted exactly, exits without entries only for calls
 //! that enclose the window; a slow call, a panic and a signal each write
-//! one snapshot, read back by fntrace and by the real uftrace.
+//! one snapshot, read back by fntrace and by the real uftrace; a slow
+//! call's snapshot may hold its thread alone.
 
 mod common;
 
@@ -280,6 +281,90 @@ fn a_slow_call_writes_exactly_one_snapshot_holding_it() {
     assert!(counts["pie_run"].1 > 0);
     assert!(run_uftrace(&["replay", "--no-pager"], &snapshot.dir).contains("hz_call_back"));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_trigger_thread_snapshot_holds_only_the_slow_calls_thread() {
+    let _turn = turn();
+    let filter = pie_filter().include("hz_call_back");
+    let flight = fntrace::flight_record("graph", &filter, FlightOptions::default()).unwrap();
+    let dir = temp_dir("flight-trigger-thread");
+    flight
+        .trigger_on_slow_call_with(
+            "hz_call_*",
+            Duration::from_millis(30),
+            &dir,
+            fntrace::SnapshotThreads::Trigger,
+        )
+        .unwrap();
+    assert_eq!(
+        flight.triggers(),
+        [("hz_call_*>30ms@trigger-thread".to_string(), dir.clone())]
+    );
+    static DONE: AtomicBool = AtomicBool::new(false);
+    static RUNS: AtomicU64 = AtomicU64::new(0);
+    DONE.store(false, Ordering::Relaxed);
+    RUNS.store(0, Ordering::Relaxed);
+    let busy: Vec<_> = (0..2)
+        .map(|_| {
+            std::thread::spawn(|| {
+                while !DONE.load(Ordering::Relaxed) {
+                    std::hint::black_box(c_pie::run(10));
+                    RUNS.fetch_add(1, Ordering::Relaxed);
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            })
+        })
+        .collect();
+    // Both busy threads have run before the slow call (and during it).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while RUNS.load(Ordering::Relaxed) < 20 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(c_hazards::call_back(slow, 5), 7);
+    let triggered = wait_for_triggers(&flight, 1);
+    // The window itself holds all three threads.
+    let whole = temp_dir("flight-trigger-thread-whole");
+    let all = flight.snapshot(&whole).unwrap();
+    DONE.store(true, Ordering::Relaxed);
+    for thread in busy {
+        thread.join().unwrap();
+    }
+    flight.stop().unwrap();
+    assert_eq!(all.threads, 3, "{all:?}");
+    assert_eq!(triggered.len(), 1, "{triggered:?}");
+    let me = fntrace::current_tid();
+    let Trigger::SlowCall { tid, .. } = &triggered[0].trigger else {
+        panic!("{triggered:?}");
+    };
+    assert_eq!(*tid, me);
+    let snapshot = triggered[0].result.clone().unwrap();
+    assert_eq!(snapshot.threads, 1, "{snapshot:?}");
+    let trace = read(&snapshot.dir);
+    let tids: Vec<u32> = trace.threads.iter().map(|t| t.tid).collect();
+    assert_eq!(tids, [me]);
+    assert_eq!(counts(&trace)["hz_call_back"], (1, 1));
+    assert_eq!(counts(&trace).get("pie_run"), None);
+    let dat: Vec<String> = std::fs::read_dir(&snapshot.dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|name| name.ends_with(".dat"))
+        .collect();
+    assert_eq!(dat, [format!("{me}.dat")]);
+    let fired = std::fs::read_to_string(snapshot.dir.join(fntrace::TRIGGER_FILE)).unwrap();
+    assert!(
+        fired.contains(&format!(
+            ", 1 threads, {} events, 0 lost\nthreads: only {me}, the slow calls' \
+             (@trigger-thread); the others are left out\n",
+            snapshot.events
+        )),
+        "{fired}"
+    );
+    let report = run_uftrace(&["report", "--no-pager"], &snapshot.dir);
+    assert!(report.contains("hz_call_back"), "{report}");
+    assert!(!report.contains("pie_run"), "{report}");
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&whole);
 }
 
 #[test]

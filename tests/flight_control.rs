@@ -201,3 +201,71 @@ fn ctl_starts_the_flight_recorder_sets_triggers_and_stops_it() {
     assert_eq!(p.finish(), "");
     std::fs::remove_dir_all(&base).unwrap();
 }
+
+#[test]
+fn ctl_sets_a_trigger_whose_snapshots_hold_only_the_slow_calls_threads() {
+    let base = common::temp_dir("flight-ctl-threads");
+    std::fs::create_dir_all(&base).unwrap();
+    let program = base.join("ctl_prog");
+    build_c_program(&repo().join("tests/c/ctl_prog.c"), &["-pg"], &program);
+    let mut p = Program::start(&program, &base);
+    let pid = p.child.id();
+    let snaps = base.join("snaps");
+    ctl_ok(pid, &["flight", "start", snaps.to_str().unwrap()]);
+    ctl_ok(pid, &["filter", "handle_*"]);
+    let args = [
+        "flight",
+        "trigger",
+        "handle_put",
+        "0ns",
+        "--threads",
+        "trigger",
+    ];
+    ctl_ok(pid, &args);
+    // Only a slow-call trigger keeps some threads: refused by the client.
+    let (code, _, stderr) = ctl(
+        pid,
+        &["flight", "trigger", "SIGUSR1", "--threads", "trigger"],
+    );
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("only a slow-call trigger (GLOB DURATION) keeps some threads"),
+        "{stderr}"
+    );
+    assert_eq!(
+        ctl_ok(pid, &["flight", "triggers"]),
+        "1 trigger(s)\nhandle_put>0ns@trigger-thread\n"
+    );
+    p.work(1000);
+    ctl_ok(pid, &["flight", "stop"]);
+    let dirs = snapshots(&snaps);
+    assert!(!dirs.is_empty());
+    for dir in &dirs {
+        let fired = std::fs::read_to_string(dir.join("trigger.txt")).unwrap();
+        // The threads of the calls it lists, each once, sorted.
+        let mut listed: Vec<u32> = fired
+            .lines()
+            .filter_map(|l| l.strip_prefix("  slow call handle_put: thread "))
+            .map(|l| l.split(',').next().unwrap().parse().unwrap())
+            .collect();
+        listed.sort_unstable();
+        listed.dedup();
+        let names: Vec<String> = listed.iter().map(u32::to_string).collect();
+        let said = format!(
+            "\nthreads: only {}, the slow calls' (@trigger-thread); the others are left out\n",
+            names.join(", ")
+        );
+        assert!(fired.contains(&said), "{fired}");
+        let mut dat: Vec<u32> = std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(|e| {
+                let name = e.unwrap().file_name().into_string().unwrap();
+                name.strip_suffix(".dat").map(|tid| tid.parse().unwrap())
+            })
+            .collect();
+        dat.sort_unstable();
+        assert_eq!(dat, listed, "{fired}");
+    }
+    assert_eq!(p.finish(), "");
+    std::fs::remove_dir_all(&base).unwrap();
+}

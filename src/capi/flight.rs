@@ -131,8 +131,8 @@ pub(crate) fn add_trigger(spec: &TriggerSpec) -> Result<(), Failure> {
         ));
     };
     match spec {
-        TriggerSpec::Slow(glob, threshold) => {
-            running.trigger_on_slow_call(glob, *threshold, &dir)?
+        TriggerSpec::Slow(glob, threshold, threads) => {
+            running.trigger_on_slow_call(glob, *threshold, &dir, *threads)?
         }
         TriggerSpec::Panic => running.snapshot_on_panic(&dir),
         TriggerSpec::Signal(signo) => running.snapshot_on_signal(*signo, &dir)?,

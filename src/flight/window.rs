@@ -119,6 +119,8 @@ pub struct WindowEvents<'a> {
     /// The recorder's note for the directory (see
     /// [`EventSource::recorder_note`]).
     pub note: Option<String>,
+    /// The window's threads it shows, by index ([`Window::indexes_of`]).
+    pub indexes: Vec<usize>,
 }
 
 impl EventSource for WindowEvents<'_> {
@@ -133,9 +135,9 @@ impl EventSource for WindowEvents<'_> {
     }
 
     fn threads(&self) -> Vec<ThreadInfo> {
-        self.window
-            .threads
+        self.indexes
             .iter()
+            .map(|&index| &self.window.threads[index])
             .map(|thread| ThreadInfo {
                 tid: thread.tid,
                 name: (!thread.name.is_empty()).then(|| thread.name.clone()),
@@ -152,7 +154,7 @@ impl EventSource for WindowEvents<'_> {
         index: usize,
         read: impl FnOnce(&mut dyn Iterator<Item = GraphEvent>) -> R,
     ) -> Result<(R, u64), Infallible> {
-        let thread = &self.window.threads[index];
+        let thread = &self.window.threads[self.indexes[index]];
         let lost = thread.events.iter().filter_map(Packed::lost_count).sum();
         let mut events = thread
             .events
@@ -170,7 +172,7 @@ impl EventSource for WindowEvents<'_> {
     fn gaps(&self, index: usize) -> Vec<Gap> {
         let mut gaps = Vec::new();
         let mut events = 0;
-        for packed in &self.window.threads[index].events {
+        for packed in &self.window.threads[self.indexes[index]].events {
             match packed.lost_count() {
                 Some(count) => gaps.push(Gap {
                     after: events,
@@ -314,16 +316,24 @@ impl Window {
         other.held = 0;
     }
 
-    /// What the window holds, in counts.
-    pub fn summary(&self) -> Summary {
+    /// The indexes of its threads whose tid is in `tids`, or of all of
+    /// them (`None`).
+    pub fn indexes_of(&self, tids: Option<&[u32]>) -> Vec<usize> {
+        (0..self.threads.len())
+            .filter(|&i| tids.is_none_or(|tids| tids.contains(&self.threads[i].tid)))
+            .collect()
+    }
+
+    /// What the threads at `indexes` hold, in counts.
+    pub fn summary(&self, indexes: &[usize]) -> Summary {
         let mut summary = Summary {
-            threads: self.threads.len(),
+            threads: indexes.len(),
             events: 0,
             lost: 0,
             first_ns: None,
             last_ns: None,
         };
-        for thread in &self.threads {
+        for thread in indexes.iter().map(|&i| &self.threads[i]) {
             let mut events = thread.events.iter().filter(|p| p.lost_count().is_none());
             if let Some(first) = events.next() {
                 let last = events.next_back().unwrap_or(first);
@@ -419,13 +429,14 @@ mod tests {
         window.evict();
         assert_eq!(window.evicted(), 2);
         assert_eq!(window.held(), 4);
-        let summary = window.summary();
+        let summary = window.summary(&window.indexes_of(None));
         assert_eq!((summary.threads, summary.events, summary.lost), (2, 3, 7));
         assert_eq!((summary.first_ns, summary.last_ns), (Some(30), Some(50)));
         let source = WindowEvents {
             window: &window,
             header: Trace::default(),
             note: None,
+            indexes: window.indexes_of(None),
         };
         let read = |index| {
             source
@@ -476,6 +487,7 @@ mod tests {
             window: &window,
             header,
             note: None,
+            indexes: window.indexes_of(None),
         };
         let base = std::env::temp_dir().join(format!("fntrace-window-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);

@@ -36,6 +36,7 @@ struct PendingSlow {
     /// Its end was lost: it lasted at least `duration_ns`.
     at_least: bool,
     due: u64,
+    threads: SnapshotThreads,
 }
 
 /// The writer thread's own state.
@@ -109,18 +110,25 @@ impl Writer {
             };
             self.drain(shared, &slow, generation);
             // A directory with a call due gets one snapshot holding every
-            // slow call pending for it: they all ended before this drain,
-            // so the window holds each (their windows overlap).
+            // slow call pending for it (of triggers keeping the same
+            // threads): they all ended before this drain, so the window
+            // holds each (their windows overlap).
             loop {
                 let drains = self.drains;
                 let Some(first) = self.pending.iter().find(|p| stop || p.due <= drains) else {
                     break;
                 };
-                let dir = first.dir.clone();
+                let (dir, threads) = (first.dir.clone(), first.threads);
                 let (group, later) = std::mem::take(&mut self.pending)
                     .into_iter()
-                    .partition::<Vec<_>, _>(|p| p.dir == dir);
+                    .partition::<Vec<_>, _>(|p| p.dir == dir && p.threads == threads);
                 self.pending = later;
+                let tids = (threads == SnapshotThreads::Trigger).then(|| {
+                    let mut tids: Vec<u32> = group.iter().map(|slow| slow.tid).collect();
+                    tids.sort_unstable();
+                    tids.dedup();
+                    tids
+                });
                 let triggers = group
                     .into_iter()
                     .map(|slow| Trigger::SlowCall {
@@ -131,7 +139,7 @@ impl Writer {
                         at_least: slow.at_least,
                     })
                     .collect();
-                self.write_triggered(shared, triggers, &dir);
+                self.write_triggered(shared, triggers, &dir, tids);
             }
             let signals: Vec<(i32, PathBuf)> = shared
                 .state()
@@ -141,20 +149,20 @@ impl Writer {
                 .collect();
             for (signo, dir) in signals {
                 if hooks::take_raised(signo) {
-                    self.write_triggered(shared, vec![Trigger::Signal(signo)], &dir);
+                    self.write_triggered(shared, vec![Trigger::Signal(signo)], &dir, None);
                 }
             }
             for (id, request) in requests {
                 let answer = match request {
                     Request::Snapshot(dir) => {
                         Answer::Snapshot(self.write_while_draining(shared, |window| {
-                            write_snapshot(window, SnapshotAt::Path(&dir))
+                            write_snapshot(window, SnapshotAt::Path(&dir), None)
                         }))
                     }
                     Request::Panic(message) => {
                         let dir = shared.state().panic_dir.clone();
                         if let Some(dir) = dir {
-                            self.write_triggered(shared, vec![Trigger::Panic(message)], &dir);
+                            self.write_triggered(shared, vec![Trigger::Panic(message)], &dir, None);
                         }
                         Answer::Done
                     }
@@ -330,8 +338,15 @@ impl Writer {
     /// Writes the snapshot of `triggers` (at least one) in a new
     /// directory under `parent`, named by time and the first trigger, with
     /// the [`TRIGGER_FILE`] listing them (or counts them skipped, over the
-    /// limits), and records the outcome.
-    fn write_triggered(&mut self, shared: &Shared, mut triggers: Vec<Trigger>, parent: &Path) {
+    /// limits), and records the outcome. It holds the threads `tids`
+    /// names, or every one (`None`).
+    fn write_triggered(
+        &mut self,
+        shared: &Shared,
+        mut triggers: Vec<Trigger>,
+        parent: &Path,
+        tids: Option<Vec<u32>>,
+    ) {
         if triggers.is_empty() {
             return;
         }
@@ -357,9 +372,9 @@ impl Writer {
         let skipped = shared.state().skipped_triggers;
         let result = snapshot_dir(parent, &trigger).and_then(|(parent, name, dir)| {
             let written = self.write_while_draining(shared, |window| {
-                let report =
-                    write_snapshot(window, SnapshotAt::Made(&dir)).map_err(|e| e.to_string())?;
-                let text = trigger_text(&trigger, &triggers, &report, skipped);
+                let report = write_snapshot(window, SnapshotAt::Made(&dir), tids.as_deref())
+                    .map_err(|e| e.to_string())?;
+                let text = trigger_text(&trigger, &triggers, &report, tids.as_deref(), skipped);
                 dir.write_new(TRIGGER_FILE, text.as_bytes())
                     .map_err(|e| e.to_string())?;
                 Ok(report)
@@ -410,7 +425,7 @@ impl Writer {
 /// triggers in `slow` that `call` fires: (function's name, the triggers
 /// matching it as a mask, thread, start, duration, whether it lasted at
 /// least that, its end lost). One listing per call and directory, however
-/// many of its triggers it fired.
+/// many of its triggers it fired (and threads kept).
 fn add_pending(
     slow: &[SlowTrigger],
     pending: &mut Vec<PendingSlow>,
@@ -418,13 +433,11 @@ fn add_pending(
     due: u64,
 ) {
     let (name, mask, tid, start_ns, duration_ns, at_least) = call;
-    let mut dirs: Vec<&PathBuf> = Vec::new();
+    let mut dirs: Vec<(&PathBuf, SnapshotThreads)> = Vec::new();
     for (i, trigger) in slow.iter().enumerate().take(64) {
-        if mask & 1 << i != 0
-            && duration_ns >= trigger.threshold_ns
-            && !dirs.contains(&&trigger.dir)
-        {
-            dirs.push(&trigger.dir);
+        let to = (&trigger.dir, trigger.threads);
+        if mask & 1 << i != 0 && duration_ns >= trigger.threshold_ns && !dirs.contains(&to) {
+            dirs.push(to);
             pending.push(PendingSlow {
                 dir: trigger.dir.clone(),
                 function: name.clone(),
@@ -433,6 +446,7 @@ fn add_pending(
                 duration_ns,
                 at_least,
                 due,
+                threads: trigger.threads,
             });
         }
     }
@@ -520,11 +534,12 @@ fn timestamp(ns: u64) -> String {
 }
 
 /// The [`TRIGGER_FILE`] of a snapshot: what fired it, one line a trigger,
-/// then the window.
+/// then the window (and, if it holds only the threads `tids`, which).
 fn trigger_text(
     first: &Trigger,
     more: &[Trigger],
     report: &SnapshotReport,
+    tids: Option<&[u32]>,
     skipped: u64,
 ) -> String {
     let mut text = String::from("fired by:\n");
@@ -564,6 +579,13 @@ fn trigger_text(
         "window: {window}, {} threads, {} events, {} lost\n",
         report.threads, report.events, report.lost
     ));
+    if let Some(tids) = tids {
+        let tids: Vec<String> = tids.iter().map(u32::to_string).collect();
+        text.push_str(&format!(
+            "threads: only {}, the slow calls' (@trigger-thread); the others are left out\n",
+            tids.join(", ")
+        ));
+    }
     if skipped > 0 {
         text.push_str(&format!(
             "skipped: {skipped} triggers so far (over the snapshots-per-minute limit)\n"

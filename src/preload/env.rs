@@ -431,7 +431,7 @@ fn warn_unmatched(settings: &Settings) {
         .iter()
         .flat_map(|flight| &flight.triggers)
         .filter_map(|trigger| match trigger {
-            vars::TriggerSpec::Slow(glob, _) => Some(glob.as_str()),
+            vars::TriggerSpec::Slow(glob, ..) => Some(glob.as_str()),
             _ => None,
         })
         .collect();

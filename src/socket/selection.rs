@@ -195,7 +195,7 @@ pub(super) fn check_patch(globs: &[String]) -> Option<Reply> {
 /// call site now, if it does not (`None` for a panic or signal trigger,
 /// or before the sites are looked for).
 pub(super) fn trigger_unmatched(spec: &vars::TriggerSpec) -> Result<Option<String>, Error> {
-    let vars::TriggerSpec::Slow(glob, _) = spec else {
+    let vars::TriggerSpec::Slow(glob, ..) = spec else {
         return Ok(None);
     };
     let names = traced_names()?;
@@ -211,7 +211,7 @@ pub(super) fn trigger_notes(triggers: &[String]) -> Vec<String> {
     triggers
         .iter()
         .filter_map(|trigger| match vars::parse_trigger(trigger) {
-            Ok(vars::TriggerSpec::Slow(glob, _)) => {
+            Ok(vars::TriggerSpec::Slow(glob, ..)) => {
                 unmatched([glob.as_str()], &names, WITH_SITES).pop()
             }
             _ => None,

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, Subcommand};
+use clap::{Args, Subcommand, ValueEnum};
 use fntrace_tools::analysis::ProfileSnapshot;
 use fntrace_tools::control::request::{FlightRequest, Request};
 
@@ -184,6 +184,10 @@ pub enum FlightCommand {
         /// library the program loads later (dlopen).
         #[arg(long)]
         pending: bool,
+        /// Which threads a slow call's snapshot holds: `all` (the
+        /// default), or `trigger`, only the thread that made the call.
+        #[arg(long, value_enum, value_name = "WHICH")]
+        threads: Option<SnapshotThreads>,
         /// A function glob, or `panic`, or a signal name.
         what: String,
         /// With a glob: the shortest call that fires (500us, 5ms, 1s).
@@ -197,6 +201,15 @@ pub enum FlightCommand {
         /// The glob, `panic` or the signal name, as `triggers` lists it.
         what: Option<String>,
     },
+}
+
+/// `fntrace ctl TARGET flight trigger --threads`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SnapshotThreads {
+    /// Every thread's window.
+    All,
+    /// Only the thread that made the slow call.
+    Trigger,
 }
 
 /// `--budget`: a size in the one syntax (see `fntrace_tools::units`).
@@ -440,12 +453,23 @@ fn request_line(command: &CtlCommand) -> Result<String, NoReply> {
                 what,
                 duration,
                 pending,
+                threads,
             } => {
+                let only = match threads {
+                    Some(SnapshotThreads::Trigger) => "@trigger-thread",
+                    Some(SnapshotThreads::All) | None => "",
+                };
                 let spec = match duration {
                     Some(duration) => {
                         fntrace_tools::units::parse_duration_ns(duration)
                             .map_err(|e| NoReply(format!("flight trigger: {e}")))?;
-                        format!("{what}>{duration}")
+                        format!("{what}>{duration}{only}")
+                    }
+                    None if threads.is_some() => {
+                        return Err(NoReply(format!(
+                            "flight trigger {what} --threads: only a slow-call trigger (GLOB \
+                             DURATION) keeps some threads; panic and signal snapshots hold all"
+                        )))
                     }
                     None => what.clone(),
                 };
