@@ -410,6 +410,60 @@ fn one_slow_request_among_thousands_leaves_one_snapshot_from_the_environment() {
     std::fs::remove_dir_all(&base).unwrap();
 }
 
+/// `@trigger-thread`: the one slow request's snapshot holds its worker
+/// alone (one `.dat` file), which uftrace reads.
+#[test]
+fn a_trigger_thread_snapshot_from_the_environment_holds_one_thread() {
+    let base = common::temp_dir("env-flight-trigger-thread");
+    let program = build_service(&base);
+    let out = base.join("snaps");
+    let output = run(
+        &program,
+        &["2", "20000", "10000"],
+        &[
+            ("FNTRACE_FLIGHT", "64M"),
+            ("FNTRACE_OUTPUT", out.to_str().unwrap()),
+            (
+                "FNTRACE_FLIGHT_TRIGGER",
+                "handle_request>15ms@trigger-thread",
+            ),
+        ],
+        &base.join("run"),
+    );
+    let stderr = stderr(&output);
+    let dirs = snapshots(&out);
+    assert_eq!(dirs.len(), 1, "exactly one snapshot: {dirs:?}\n{stderr}");
+    let snap = &dirs[0];
+    let fired = std::fs::read_to_string(snap.join("trigger.txt")).unwrap();
+    let tid: u32 = fired
+        .lines()
+        .nth(1)
+        .and_then(|l| l.strip_prefix("  slow call handle_request: thread "))
+        .and_then(|l| l.split(',').next())
+        .and_then(|tid| tid.parse().ok())
+        .unwrap_or_else(|| panic!("{fired}"));
+    assert!(
+        fired.contains(&format!(
+            "\nthreads: only {tid}, the slow calls' (@trigger-thread); the others are left out\n"
+        )),
+        "{fired}"
+    );
+    let dat: Vec<String> = std::fs::read_dir(snap)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|name| name.ends_with(".dat"))
+        .collect();
+    assert_eq!(dat, [format!("{tid}.dat")]);
+    let trace = common::read_trace_dir(snap);
+    let tids: Vec<u32> = trace.threads.iter().map(|t| t.tid).collect();
+    assert_eq!(tids, [tid]);
+    let uftrace = common::uftrace_calls(snap);
+    assert_eq!(uftrace.get("slow_path"), Some(&1));
+    let (entered, _) = common::call_counts(&trace)["handle_request"];
+    assert_eq!(uftrace.get("handle_request"), Some(&entered));
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
 /// Calls that fire before a snapshot is written share it (listed each);
 /// beyond the rate, triggers are counted, skipped.
 #[test]
