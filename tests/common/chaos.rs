@@ -909,8 +909,10 @@ impl Driver<'_> {
                 }
             }
             _ => {
+                // `--pending`: the plugin's functions may be unloaded now,
+                // and come back with its next load.
                 let filter = FILTERS[self.random(FILTERS.len() as u64) as usize];
-                self.request("filter", &format!("filter {filter}"));
+                self.request("filter", &format!("filter --pending {filter}"));
             }
         }
     }
@@ -1133,7 +1135,8 @@ fn chaos_and_check(
     let k = config.quiet_calls;
     let recording = driver.fresh_dir("quiet");
     driver
-        .request("filter", &format!("filter {QUIET_FILTER}"))
+        // `--pending`: the plugin is loaded after it.
+        .request("filter", &format!("filter --pending {QUIET_FILTER}"))
         .ok_or("quiescent filter refused")?;
     service.say("load", "loaded")?;
     driver
