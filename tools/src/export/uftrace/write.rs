@@ -104,10 +104,11 @@ const PROGRESS_EVERY: usize = 1 << 16;
 ///   thread of a forked child that continues its parent's calls
 ///   ([`EventSource::continues_parent_frames`]) is written as uftrace
 ///   records one: the calls running at its start get no entry and their
-///   exits are written as they are; if it has none (it left with `_exit`)
-///   and no gap, its depths are lowered to start at 0 (uftrace's report
-///   would show the parent's frames above its first record as a `<0>`
-///   row). The
+///   exits are written as they are; if it has no gap, its depths are
+///   lowered so that its shallowest record is at 0, as the streaming
+///   recorder lowers them (a child that left with `_exit`, perhaps after
+///   the exit of `fork`: uftrace's report would show the parent's frames
+///   above its first record as a `<0>` row). The
 ///   indices (among the entry and exit records of the `.dat`) of the added
 ///   records are listed in `fntrace.txt`, and [`read_uftrace_dir`] removes
 ///   them again, so that writing and reading gives back the events.
@@ -472,15 +473,18 @@ impl ThreadScan {
     /// ([`EventSource::continues_parent_frames`]), as the streaming
     /// recorder writes one: the calls running at its start get no entry
     /// (their exits are written as they are: uftrace pairs them with the
-    /// parent's frames); and if there are none (the child left with
-    /// `_exit`) and `no_gaps`, its depths are lowered to start at 0, as
-    /// `UftraceStream::finish` does and for the same reason (uftrace would
-    /// show the parent's frames above the first record as a `<0>` row).
+    /// parent's frames); and if `no_gaps`, its depths are lowered so that
+    /// its shallowest record (an inherited exit such as `fork`'s among
+    /// them) is at 0, as `UftraceStream::finish` does and for the same
+    /// reason (uftrace would show the parent's frames above the first
+    /// record as a `<0>` row): nothing moves for a child that returned
+    /// from `main`, whose exit is at 0.
     fn continue_parent_frames(&mut self, no_gaps: bool) {
         self.inherited = true;
-        let running = self.made_up_entries.first_mut().map(std::mem::take);
-        if running.is_none_or(|entries| entries.is_empty()) && no_gaps && self.min_depth != u16::MAX
-        {
+        if let Some(running) = self.made_up_entries.first_mut() {
+            running.clear();
+        }
+        if no_gaps && self.min_depth != u16::MAX {
             self.shift = self.min_depth;
         }
     }
