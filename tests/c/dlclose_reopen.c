@@ -9,6 +9,9 @@
  *                                           linked with libfntrace.a: the
  *                                           graph tracer enabled in main,
  *                                           fntrace_dump at the end)
+ *   dlclose_reopen LIB_A LIB_B dump-loaded DIR
+ *                                          (likewise, LIB_B still loaded
+ *                                           when it dumps)
  * LIB_A defines lib_a (tests/c/reopen_a.c), LIB_B foo (tests/c/reopen_b.c).
  */
 #include <dlfcn.h>
@@ -19,7 +22,8 @@
 #include "fntrace.h"
 #endif
 
-__attribute__((noinline)) long load_call_unload(const char *path, const char *name, long n) {
+__attribute__((noinline)) long load_call_unload(const char *path, const char *name, long n,
+                                                int unload) {
     void *handle = dlopen(path, RTLD_NOW);
     if (handle == NULL) {
         fprintf(stderr, "dlopen: %s\n", dlerror());
@@ -29,7 +33,7 @@ __attribute__((noinline)) long load_call_unload(const char *path, const char *na
     if (function == NULL)
         exit(3);
     long result = function(n);
-    if (dlclose(handle) != 0)
+    if (unload && dlclose(handle) != 0)
         exit(4);
     return result;
 }
@@ -49,7 +53,8 @@ __attribute__((no_instrument_function)) static void check(const char *what, int 
 int main(int argc, char **argv) {
     if (argc < 3)
         return 64;
-    int dump = argc > 4 && !strcmp(argv[3], "dump");
+    int loaded = argc > 4 && !strcmp(argv[3], "dump-loaded");
+    int dump = loaded || (argc > 4 && !strcmp(argv[3], "dump"));
     (void)check;
     (void)dump;
 #ifdef WITH_FNTRACE
@@ -58,8 +63,8 @@ int main(int argc, char **argv) {
         check("fntrace_enable", fntrace_enable("graph"));
     }
 #endif
-    long result = load_call_unload(argv[1], "lib_a", 1);
-    result += load_call_unload(argv[2], "foo", 2);
+    long result = load_call_unload(argv[1], "lib_a", 1, 1);
+    result += load_call_unload(argv[2], "foo", 2, !loaded);
 #ifdef WITH_FNTRACE
     if (dump) {
         check("fntrace_disable", fntrace_disable("graph"));
