@@ -6,7 +6,8 @@
 //! `.sym` file, kept: the library file is deleted before the directories
 //! are read. A library loaded where an unloaded one was
 //! (`tests/c/dlclose_reopen.c`) does not rename the first one's functions
-//! in a dump: each is named by time, as in the recordings. Through `fntrace record` (the program not linked with
+//! in a dump or a flight snapshot: each is named by time, as in the
+//! recordings. Through `fntrace record` (the program not linked with
 //! fntrace), and through the C API's recording and dump (the program
 //! linked with `libfntrace.a`). The replays equal uftrace's exactly, and
 //! the calls per function are those the program makes.
@@ -289,8 +290,8 @@ fn a_dump_names_a_library_unloaded_and_the_one_loaded_where_it_was_by_time() {
     let output = native::fntrace_record(&base, &record_args);
     assert!(output.status.success(), "{}", native::stderr_of(&output));
     // Dumped with the second library unloaded, and still loaded (its
-    // file's lines then left out of the dump's map).
-    let dumps = ["dump", "dump-loaded"].map(|mode| {
+    // file's lines then left out of the dump's map); a flight snapshot.
+    let dumps = ["dump", "dump-loaded", "flight"].map(|mode| {
         let dumped = base.join(format!("fntrace-{mode}.data"));
         let output = Command::new(&linked)
             .args(&args)
@@ -312,7 +313,7 @@ fn a_dump_names_a_library_unloaded_and_the_one_loaded_where_it_was_by_time() {
 
     assert_eq!(common::uftrace_replay(&theirs, None), REOPENED);
     assert_eq!(common::uftrace_replay(&recorded, None), REOPENED);
-    // A dump begins in main (the tracer is enabled there).
+    // A dump or snapshot begins in main (the tracer is enabled there).
     let in_main = common::without_main(REOPENED);
     let calls: HashMap<String, u64> = [
         ("load_call_unload", 2),

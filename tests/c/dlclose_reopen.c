@@ -12,6 +12,10 @@
  *   dlclose_reopen LIB_A LIB_B dump-loaded DIR
  *                                          (likewise, LIB_B still loaded
  *                                           when it dumps)
+ *   dlclose_reopen LIB_A LIB_B flight DIR  (likewise, the flight recorder
+ *                                           started in main, a snapshot
+ *                                           into DIR at the end; its
+ *                                           trigger directory DIR.triggers)
  * LIB_A defines lib_a (tests/c/reopen_a.c), LIB_B foo (tests/c/reopen_b.c).
  */
 #include <dlfcn.h>
@@ -55,12 +59,19 @@ int main(int argc, char **argv) {
         return 64;
     int loaded = argc > 4 && !strcmp(argv[3], "dump-loaded");
     int dump = loaded || (argc > 4 && !strcmp(argv[3], "dump"));
+    int flight = argc > 4 && !strcmp(argv[3], "flight");
     (void)check;
     (void)dump;
+    (void)flight;
 #ifdef WITH_FNTRACE
     if (dump) {
         check("fntrace_init", fntrace_init());
         check("fntrace_enable", fntrace_enable("graph"));
+    }
+    if (flight) {
+        char triggers[4096];
+        snprintf(triggers, sizeof triggers, "%s.triggers", argv[4]);
+        check("fntrace_flight_start", fntrace_flight_start(triggers, 0));
     }
 #endif
     long result = load_call_unload(argv[1], "lib_a", 1, 1);
@@ -69,6 +80,10 @@ int main(int argc, char **argv) {
     if (dump) {
         check("fntrace_disable", fntrace_disable("graph"));
         check("fntrace_dump", fntrace_dump(argv[4]));
+    }
+    if (flight) {
+        check("fntrace_flight_snapshot", fntrace_flight_snapshot(argv[4]));
+        check("fntrace_flight_stop", fntrace_flight_stop());
     }
 #endif
     printf("%ld\n", result);
