@@ -3,7 +3,9 @@
 //! forks inside `main`; the child runs `child_work` and returns from
 //! `main` or leaves with `_exit`. Traced by `fntrace record`, or by the
 //! program itself through the C API from before `main` (a recording, or
-//! the graph tracer and a dump of each process), and by `uftrace record`:
+//! the graph tracer and a dump of each process; linked with
+//! `libfntrace.a`, or with `libfntrace.so` preloaded to trace library
+//! calls too), and by `uftrace record`:
 //! - `uftrace replay` shows each task as it shows uftrace's own recording
 //!   (tids aside): the child's trace does not begin with its parent's
 //!   `main() {` again (a dump used to make one up, as for a call running
@@ -222,5 +224,107 @@ fn a_child_that_leaves_with_exit_adds_no_phantom_row_to_uftrace_report() {
         report_rows(&child, &[]),
         report_rows(&theirs, &["--tid", &child_tid])
     );
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+/// With library calls traced (uftrace's default; fntrace's only through
+/// the preloaded `libfntrace.so`, `FNTRACE_LIBCALL=1`), the child's first
+/// record is the exit of `fork`, a call it inherited: a child that dumps
+/// is written at the depths of the streaming recorder and of uftrace's own
+/// recording, whether it returns from `main` or leaves with `_exit` (then
+/// lowered so that its shallowest record, `fork`'s exit, is at depth 0,
+/// as a recording's is).
+#[test]
+fn a_child_that_returned_from_fork_dumps_at_the_depths_uftrace_and_record_give() {
+    let base = common::temp_dir("forked-libcalls-dump");
+    let (plain, _) = build(&base);
+    let preloaded = base.join("forked_child_preloaded");
+    native::gcc(&[
+        "-pg".as_ref(),
+        "-O0".as_ref(),
+        "-DWITH_FNTRACE".as_ref(),
+        "-DFNTRACE_PRELOADED".as_ref(),
+        repo().join(SOURCE).as_os_str(),
+        "-o".as_ref(),
+        preloaded.as_os_str(),
+        "-ldl".as_ref(),
+    ]);
+    native::build_libraries();
+    let library = native::profile_dir().join("libfntrace.so");
+    for how in ["return", "_exit"] {
+        // Replays without scheduler events, reports with them (as for the
+        // other tests of this file).
+        let theirs = base.join(format!("uftrace-{how}.data"));
+        uftrace_recording_with(&plain, how, &theirs, &["--no-event", "--no-sched"]);
+        let theirs_tid = common::uftrace_tids(&theirs)[1];
+        let theirs_events = base.join(format!("uftrace-events-{how}.data"));
+        uftrace_recording_with(&plain, how, &theirs_events, &[]);
+        let events_tid = common::uftrace_tids(&theirs_events)[1].to_string();
+        let expected_rows = report_rows(&theirs_events, &["--tid", &events_tid]);
+        assert_eq!(expected_rows.get("fork"), Some(&1), "{expected_rows:?}");
+
+        let recorded = base.join(format!("fntrace-{how}.data"));
+        let output = native::fntrace_record(
+            &base,
+            &[
+                "-o",
+                recorded.to_str().unwrap(),
+                "--",
+                plain.to_str().unwrap(),
+                how,
+            ],
+        );
+        assert!(output.status.success(), "{}", native::stderr_of(&output));
+        let recorded_tid = common::uftrace_tids(&recorded)[1].to_string();
+        assert_eq!(
+            report_rows(&recorded, &["--tid", &recorded_tid]),
+            expected_rows,
+            "fntrace record, {how}"
+        );
+
+        let dumped = base.join(format!("dumps-{how}"));
+        std::fs::create_dir_all(&dumped).unwrap();
+        let output = Command::new(&preloaded)
+            .arg(how)
+            .env("LD_PRELOAD", &library)
+            .env("FNTRACE_LIBCALL", "1")
+            .env("FORKED_CHILD_MODE", "dump")
+            .env("FORKED_CHILD_DIR", &dumped)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{how}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let (_, child) = dumps(&dumped);
+        let expected = common::uftrace_replay(&theirs, Some(theirs_tid));
+        assert!(
+            expected.starts_with("} /* fork */\nchild_work() {\n"),
+            "{expected}"
+        );
+        assert_eq!(common::uftrace_replay(&child, None), expected, "{how}");
+        assert_eq!(
+            report_rows(&child, &[]),
+            expected_rows,
+            "the child's dump, {how}"
+        );
+        // Depth by depth, as the recording wrote them.
+        assert_eq!(
+            common::uftrace(&["dump", "--no-pager"], &child)
+                .lines()
+                .filter_map(|line| line
+                    .split_once("depth: ")
+                    .map(|(_, depth)| depth.to_string()))
+                .collect::<Vec<_>>(),
+            common::uftrace(&["dump", "--no-pager", "--tid", &recorded_tid], &recorded)
+                .lines()
+                .filter_map(|line| line
+                    .split_once("depth: ")
+                    .map(|(_, depth)| depth.to_string()))
+                .collect::<Vec<_>>(),
+            "{how}"
+        );
+    }
     std::fs::remove_dir_all(&base).unwrap();
 }

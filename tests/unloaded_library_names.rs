@@ -4,7 +4,10 @@
 //! its functions, for uftrace 0.13 and for fntrace's reader, as uftrace's
 //! own recording does — a `DLOP` line in `task.txt` and the library's
 //! `.sym` file, kept: the library file is deleted before the directories
-//! are read. Through `fntrace record` (the program not linked with
+//! are read. A library loaded where an unloaded one was
+//! (`tests/c/dlclose_reopen.c`) does not rename the first one's functions
+//! in a dump or a flight snapshot: each is named by time, as in the
+//! recordings. Through `fntrace record` (the program not linked with
 //! fntrace), and through the C API's recording and dump (the program
 //! linked with `libfntrace.a`). The replays equal uftrace's exactly, and
 //! the calls per function are those the program makes.
@@ -96,21 +99,18 @@ fn of_library(calls: &HashMap<String, u64>) -> HashMap<String, u64> {
 /// What every test checks of fntrace's directory `ours` once the library
 /// is gone: its functions named, with the calls made, by `uftrace report`
 /// and by fntrace's reader (no row is an address); a recording's has a
-/// `DLOP` line for it (`dlop`; a dump names them in its `.sym` files of
-/// the functions outside the process's map at its end).
-fn assert_library_named(ours: &Path, library: &Path, dlop: bool) {
+/// `DLOP` line for it, a recording's and a dump's alike.
+fn assert_library_named(ours: &Path, library: &Path) {
     let task = std::fs::read_to_string(ours.join("task.txt")).unwrap();
     let lines: Vec<&str> = task
         .lines()
         .filter(|line| line.starts_with("DLOP "))
         .collect();
-    assert_eq!(lines.len(), usize::from(dlop), "{task}");
-    if dlop {
-        assert!(
-            lines[0].ends_with(&format!(" libname=\"{}\"", library.display())),
-            "{task}"
-        );
-    }
+    assert_eq!(lines.len(), 1, "{task}");
+    assert!(
+        lines[0].ends_with(&format!(" libname=\"{}\"", library.display())),
+        "{task}"
+    );
     let theirs_reading = common::uftrace_calls(ours);
     assert_eq!(
         of_library(&theirs_reading),
@@ -166,7 +166,7 @@ fn fntrace_record_names_the_functions_of_a_library_unloaded_before_the_end() {
     assert!(status.success());
     std::fs::remove_file(&library).unwrap();
 
-    assert_library_named(&ours, &library, true);
+    assert_library_named(&ours, &library);
     assert_eq!(
         common::uftrace_replay(&ours, None),
         common::uftrace_replay(&theirs, None)
@@ -202,7 +202,7 @@ fn the_c_api_names_the_functions_of_a_library_unloaded_before_it_stops_or_dumps(
         let theirs = uftrace_recording(&base, &plain, &library);
         std::fs::remove_file(&library).unwrap();
 
-        assert_library_named(&ours, &library, mode == "record");
+        assert_library_named(&ours, &library);
         // The recording starts in main: what main runs.
         assert_eq!(
             common::uftrace_replay(&ours, None),
@@ -210,6 +210,138 @@ fn the_c_api_names_the_functions_of_a_library_unloaded_before_it_stops_or_dumps(
             "{mode}"
         );
         std::fs::remove_dir_all(&theirs).unwrap();
+    }
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
+/// What the program of `tests/c/dlclose_reopen.c` runs, as `uftrace
+/// replay` shows uftrace's own recording: `lib_a` of the first library,
+/// then `foo` of the second, loaded where the first was.
+const REOPENED: &str = "\
+main() {
+  load_call_unload() {
+    lib_a() {
+      lib_b() {
+        lib_c();
+      } /* lib_b */
+    } /* lib_a */
+  } /* load_call_unload */
+  load_call_unload() {
+    foo() {
+      bar();
+      bar();
+    } /* foo */
+  } /* load_call_unload */
+} /* main */
+";
+
+/// The bases of the `DLOP` lines of `dir`'s `task.txt`.
+fn dlop_bases(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("task.txt"))
+        .unwrap()
+        .lines()
+        .filter(|line| line.starts_with("DLOP "))
+        .filter_map(|line| {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix("base="))
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn a_dump_names_a_library_unloaded_and_the_one_loaded_where_it_was_by_time() {
+    let base = common::temp_dir("unloaded-reopen");
+    std::fs::create_dir_all(&base).unwrap();
+    let libraries: Vec<PathBuf> = ["a", "b"]
+        .iter()
+        .map(|which| {
+            let library = base.join(format!("libreopen_{which}.so"));
+            let source = repo().join(format!("tests/c/reopen_{which}.c"));
+            gcc(
+                &["-pg", "-O0", "-fPIC", "-shared", source.to_str().unwrap()],
+                &library,
+            );
+            library
+        })
+        .collect();
+    let args: Vec<&str> = libraries.iter().map(|l| l.to_str().unwrap()).collect();
+    let source = repo().join("tests/c/dlclose_reopen.c");
+    let plain = base.join("dlclose_reopen");
+    gcc(&["-pg", "-O0", source.to_str().unwrap(), "-ldl"], &plain);
+    let linked = base.join("dlclose_reopen_linked");
+    native::build_c_program(&source, &["-pg", "-DWITH_FNTRACE"], &linked);
+
+    let theirs = base.join("uftrace.data");
+    assert!(common::uftrace_record(&theirs, &plain, &args));
+    // The second library was loaded where the first had been.
+    let bases = dlop_bases(&theirs);
+    assert_eq!(bases.len(), 2, "{bases:?}");
+    assert_eq!(bases[0], bases[1]);
+    let recorded = base.join("fntrace-record.data");
+    let mut record_args = vec![
+        "--no-libcall",
+        "-o",
+        recorded.to_str().unwrap(),
+        "--",
+        plain.to_str().unwrap(),
+    ];
+    record_args.extend(&args);
+    let output = native::fntrace_record(&base, &record_args);
+    assert!(output.status.success(), "{}", native::stderr_of(&output));
+    // Dumped with the second library unloaded, and still loaded (its
+    // file's lines then left out of the dump's map); a flight snapshot.
+    let dumps = ["dump", "dump-loaded", "flight"].map(|mode| {
+        let dumped = base.join(format!("fntrace-{mode}.data"));
+        let output = Command::new(&linked)
+            .args(&args)
+            .arg(mode)
+            .arg(&dumped)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{mode}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        dumped
+    });
+    // Named from the directories alone.
+    for library in &libraries {
+        std::fs::remove_file(library).unwrap();
+    }
+
+    assert_eq!(common::uftrace_replay(&theirs, None), REOPENED);
+    assert_eq!(common::uftrace_replay(&recorded, None), REOPENED);
+    // A dump or snapshot begins in main (the tracer is enabled there).
+    let in_main = common::without_main(REOPENED);
+    let calls: HashMap<String, u64> = [
+        ("load_call_unload", 2),
+        ("lib_a", 1),
+        ("lib_b", 1),
+        ("lib_c", 1),
+        ("foo", 1),
+        ("bar", 2),
+    ]
+    .into_iter()
+    .map(|(name, calls)| (name.to_string(), calls))
+    .collect();
+    let mut recorded_calls = calls.clone();
+    recorded_calls.insert("main".to_string(), 1);
+    assert_eq!(common::uftrace_calls(&recorded), recorded_calls);
+    for dumped in &dumps {
+        let what = dumped.display();
+        assert_eq!(common::uftrace_replay(dumped, None), in_main, "{what}");
+        // Both libraries named by time, as a recording names them.
+        let dumped_bases = dlop_bases(dumped);
+        assert_eq!(dumped_bases.len(), 2, "{what}: {dumped_bases:?}");
+        assert_eq!(dumped_bases[0], dumped_bases[1], "{what}");
+        assert_eq!(
+            common::uftrace_calls(dumped),
+            calls,
+            "{what}: uftrace report"
+        );
+        assert_eq!(fntrace_calls(dumped), calls, "{what}: fntrace's reader");
     }
     std::fs::remove_dir_all(&base).unwrap();
 }

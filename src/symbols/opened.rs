@@ -27,7 +27,6 @@
 //! addresses): the oldest are dropped first (those still loaded are named
 //! from the symbol index anyway).
 
-use std::ffi::CStr;
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
@@ -204,8 +203,10 @@ struct LinkMap {
 }
 
 /// Keeps the object of `handle` (a `dlopen` handle about to be closed)
-/// if it was not seen yet. Takes no lock of the loader but
-/// `dl_iterate_phdr`'s (the object's segments are known only there).
+/// if it was not seen yet: lists the loader's objects, as [`confirm`]
+/// keeps a listing.
+/// Takes no lock of the loader but `dl_iterate_phdr`'s (the object's
+/// segments are known only there).
 pub(crate) fn note_closing(handle: *mut libc::c_void) {
     if handle.is_null() {
         return;
@@ -226,35 +227,74 @@ pub(crate) fn note_closing(handle: *mut libc::c_void) {
     }
     // SAFETY: the loader's link map of an object still loaded (dlclose
     // has not run yet): its name is a C string or null.
-    let (bias, name) = unsafe {
+    let named = unsafe {
         let map = &*map;
-        let name = if map.l_name.is_null() {
-            String::new()
-        } else {
-            CStr::from_ptr(map.l_name).to_string_lossy().into_owned()
-        };
-        (map.l_addr, name)
+        !map.l_name.is_null() && *map.l_name != 0
     };
-    if name.is_empty() {
+    if !named {
         return;
     }
-    {
-        let Some(log) = log() else {
-            return;
-        };
-        if log.objects.iter().any(|o| o.bias == bias && o.path == name) {
-            return;
-        }
-    }
-    let Some(info) = super::list_objects()
-        .into_iter()
-        .find(|info| info.bias == bias && info.name == name)
-    else {
-        return;
-    };
+    // A full listing, kept as one: an object loaded after this `dlclose`
+    // (perhaps where this one was) is then known to be loaded after the
+    // calls into this one, which a dump or recording names by that time.
+    let began = now_ns();
+    let listed = super::list_objects();
     let Some(mut log) = log() else {
         return;
     };
-    let time = log.listed_ns;
-    log.add(&info, time);
+    let since = log.listed_ns;
+    for info in &listed {
+        log.add(info, since);
+    }
+    log.listed_ns = log.listed_ns.max(began);
+}
+
+/// The objects seen whose functions a process map taken now does not name
+/// rightly (`index` lists what is loaded now): those unloaded since, those
+/// whose addresses another object seen had before or after them, and the
+/// other places of their files. Written as a recording's libraries are
+/// (`DLOP` lines, named by time: see `fntrace_tools::Library`) by dumps
+/// and snapshots, which name their functions when they end.
+pub(crate) fn libraries_named_by_time(index: &super::SymbolIndex) -> Vec<fntrace_tools::Library> {
+    let seen = seen_since(0);
+    let overlaps = |a: &SeenObject, b: &SeenObject| {
+        a.segments.iter().any(|s| {
+            b.segments
+                .iter()
+                .any(|t| s.start < t.end && t.start < s.end)
+        })
+    };
+    let mut chosen: Vec<&Arc<SeenObject>> = seen
+        .iter()
+        .filter(|object| {
+            let loaded = index
+                .objects
+                .iter()
+                .any(|o| o.path == object.path && o.bias == object.bias);
+            !loaded
+                || seen
+                    .iter()
+                    .any(|other| other.seq != object.seq && overlaps(object, other))
+        })
+        .collect();
+    // One `.sym` file serves every place of a file: all or none of them.
+    let paths: Vec<String> = chosen.iter().map(|o| o.path.clone()).collect();
+    chosen = seen
+        .iter()
+        .filter(|object| paths.contains(&object.path))
+        .collect();
+    chosen
+        .into_iter()
+        .map(|object| fntrace_tools::Library {
+            loaded_after_ns: object.loaded_after_ns,
+            bias: object.bias as u64,
+            path: object.path.clone(),
+            end: object.end() as u64,
+            functions: object
+                .functions()
+                .iter()
+                .map(|f| (f.start, f.name.to_string()))
+                .collect(),
+        })
+        .collect()
 }

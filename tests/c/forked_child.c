@@ -5,7 +5,8 @@
  *
  *   forked_child return|_exit
  *
- * Built with -DWITH_FNTRACE and linked with libfntrace.a, it traces itself
+ * Built with -DWITH_FNTRACE and linked with libfntrace.a (or with
+ * -DFNTRACE_PRELOADED too, run with libfntrace.so preloaded), it traces itself
  * through the C API from before main (a constructor, not traced itself),
  * as FORKED_CHILD_MODE says:
  *   record  fntrace_record_start(FORKED_CHILD_DIR), stopped at exit (in
@@ -18,7 +19,31 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#ifdef WITH_FNTRACE
+#if defined(WITH_FNTRACE) && defined(FNTRACE_PRELOADED)
+#include <dlfcn.h>
+/* The C API of the libfntrace.so preloaded (library calls are traced only
+ * there), found before main: no call through the PLT then but those the
+ * program makes (each one a traced library call). */
+static int (*fntrace_init)(void);
+static int (*fntrace_enable)(const char *);
+static int (*fntrace_disable)(const char *);
+static int (*fntrace_dump)(const char *);
+static int (*fntrace_record_start)(const char *);
+static int (*fntrace_record_stop)(void);
+static const char *(*fntrace_last_error)(void);
+
+__attribute__((no_instrument_function)) static void find_api(void) {
+    *(void **)&fntrace_init = dlsym(RTLD_DEFAULT, "fntrace_init");
+    *(void **)&fntrace_enable = dlsym(RTLD_DEFAULT, "fntrace_enable");
+    *(void **)&fntrace_disable = dlsym(RTLD_DEFAULT, "fntrace_disable");
+    *(void **)&fntrace_dump = dlsym(RTLD_DEFAULT, "fntrace_dump");
+    *(void **)&fntrace_record_start = dlsym(RTLD_DEFAULT, "fntrace_record_start");
+    *(void **)&fntrace_record_stop = dlsym(RTLD_DEFAULT, "fntrace_record_stop");
+    *(void **)&fntrace_last_error = dlsym(RTLD_DEFAULT, "fntrace_last_error");
+    if (fntrace_dump == NULL || fntrace_last_error == NULL)
+        _exit(6);
+}
+#elif defined(WITH_FNTRACE)
 #include "fntrace.h"
 #endif
 
@@ -38,6 +63,9 @@ __attribute__((noinline)) void parent_work(long n) {
 
 #ifdef WITH_FNTRACE
 static int dumping;
+/* FORKED_CHILD_DIR, read before tracing starts (getenv would be a traced
+ * library call in stop). */
+static const char *out_dir;
 
 __attribute__((no_instrument_function)) static void check(const char *what, int rc) {
     if (rc != 0) {
@@ -51,6 +79,10 @@ __attribute__((no_instrument_function, constructor)) static void start(void) {
     const char *dir = getenv("FORKED_CHILD_DIR");
     if (mode == NULL || dir == NULL)
         return;
+#ifdef FNTRACE_PRELOADED
+    find_api();
+#endif
+    out_dir = dir;
     if (!strcmp(mode, "record")) {
         check("fntrace_record_start", fntrace_record_start(dir));
     } else {
@@ -62,13 +94,12 @@ __attribute__((no_instrument_function, constructor)) static void start(void) {
 
 /* Stops the recording, or dumps this process's trace. */
 __attribute__((no_instrument_function, destructor)) static void stop(void) {
-    const char *dir = getenv("FORKED_CHILD_DIR");
-    if (dir == NULL)
+    if (out_dir == NULL)
         return;
     if (dumping) {
         char path[4096];
         check("fntrace_disable", fntrace_disable("graph"));
-        snprintf(path, sizeof path, "%s/%d", dir, (int)getpid());
+        snprintf(path, sizeof path, "%s/%d", out_dir, (int)getpid());
         check("fntrace_dump", fntrace_dump(path));
     } else {
         check("fntrace_record_stop", fntrace_record_stop());

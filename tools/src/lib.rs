@@ -39,4 +39,4 @@ pub mod units;
 
 pub use names::{demangle, demangle_full, uftrace_symbol_name};
 pub use source::{EventSource, Gap, ThreadInfo, WithGaps};
-pub use trace::{EventKind, GraphEvent, ThreadTrace, Trace};
+pub use trace::{EventKind, GraphEvent, Library, ThreadTrace, Trace};

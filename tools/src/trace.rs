@@ -67,6 +67,27 @@ pub struct Trace {
     /// The process's memory map when the trace was taken
     /// (`/proc/self/maps` text), for tools that resolve addresses.
     pub maps: String,
+    /// Libraries loaded while the process ran whose functions `maps` does
+    /// not name rightly: unloaded since, or sharing their addresses with
+    /// another library loaded before or after. A uftrace directory names
+    /// their functions by time, as uftrace's recorder does (`DLOP` lines).
+    pub libraries: Vec<Library>,
+}
+
+/// A library loaded at some time of a process's life (see
+/// [`Trace::libraries`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Library {
+    /// A time (the events' clock, ns) that the loading came after.
+    pub loaded_after_ns: u64,
+    /// Difference between its run-time and link-time addresses.
+    pub bias: u64,
+    /// Its file, as the loader names it.
+    pub path: String,
+    /// The end of its last mapped segment.
+    pub end: u64,
+    /// Its functions: run-time start address and ELF name.
+    pub functions: Vec<(usize, String)>,
 }
 
 impl Trace {

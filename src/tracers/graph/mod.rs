@@ -479,8 +479,9 @@ pub(crate) fn describe_functions(threads: Vec<ThreadTrace>, functions: HashSet<u
     describe_functions_with(&symbols::current(), threads, functions, true)
 }
 
-/// [`describe_functions`] with the names from `index`; the readable ones
-/// only if `readable`.
+/// [`describe_functions`] with the names from `index`; the readable ones,
+/// and the libraries named by time, only if `readable` (not for a
+/// recording's header).
 fn describe_functions_with(
     index: &symbols::SymbolIndex,
     threads: Vec<ThreadTrace>,
@@ -511,6 +512,13 @@ fn describe_functions_with(
         symbols: raw,
         // Aliased text pages under their file's name again (patch::alias).
         maps: crate::patch::alias::maps_with_original_names(),
+        // A recording's header has none: its stream adds them as they
+        // are seen (`record::writer`).
+        libraries: if readable {
+            symbols::opened::libraries_named_by_time(index)
+        } else {
+            Vec::new()
+        },
     }
 }
 

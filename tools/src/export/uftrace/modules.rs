@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::format::{one_line, parse_map_line, MAX_SYMBOL_SIZE};
+use super::format::{basename, one_line, parse_map_line, MAX_SYMBOL_SIZE};
 use crate::names::uftrace_symbol_name;
 use crate::trace::Trace;
 
@@ -129,4 +129,93 @@ pub(super) fn sym_text(trace: &Trace, module: &Module) -> String {
         out.push('\n');
     }
     out
+}
+
+/// The `DLOP` line of `task.txt` for a library loaded at `bias` after its
+/// session began (uftrace's recorder writes one at each `dlopen`): from
+/// `time` on, addresses of session `sid` that no module of its map holds
+/// are looked up in that library's `.sym` file, at `bias`; uftrace takes
+/// the newest library loaded by an event's time that has a symbol there.
+pub(super) fn dlop_line(time: u64, pid: u32, sid: &str, bias: u64, path: &str) -> String {
+    format!(
+        "DLOP timestamp={} tid={pid} sid={sid} base={bias:x} libname=\"{}\"\n",
+        super::format::timestamp(time),
+        one_line(path),
+    )
+}
+
+/// The `.sym` file of a library of a `DLOP` line: its `functions` (start
+/// address and ELF name), relative to `bias`; `end` ends the last one.
+/// `None` without functions.
+pub(super) fn library_sym_text(
+    path: &str,
+    bias: u64,
+    end: u64,
+    functions: &[(usize, String)],
+) -> Option<String> {
+    if functions.is_empty() {
+        return None;
+    }
+    let mut starts: Vec<usize> = functions.iter().map(|&(start, _)| start).collect();
+    starts.sort_unstable();
+    starts.dedup();
+    let module = Module {
+        path: path.to_string(),
+        base: bias,
+        end: end.max(bias),
+        functions: starts,
+    };
+    let names = Trace {
+        symbols: functions.iter().cloned().collect(),
+        ..Trace::default()
+    };
+    Some(sym_text(&names, &module))
+}
+
+/// The `DLOP` lines of `header`'s libraries (see [`Trace::libraries`]),
+/// oldest first, as the streaming recorder writes them: uftrace names an
+/// address outside the map after the newest library loaded there by the
+/// time of the event.
+pub(super) fn library_lines(header: &Trace, sid: &str, session_time: u64) -> Vec<String> {
+    let mut libraries: Vec<_> = header
+        .libraries
+        .iter()
+        .filter(|library| !library.functions.is_empty())
+        .collect();
+    libraries.sort_by_key(|library| library.loaded_after_ns);
+    libraries
+        .into_iter()
+        .map(|library| {
+            dlop_line(
+                library.loaded_after_ns.max(session_time),
+                header.pid,
+                sid,
+                library.bias,
+                &library.path,
+            )
+        })
+        .collect()
+}
+
+/// `header.maps` without the lines of its libraries' files (named by
+/// their `DLOP` lines, see [`Trace::libraries`]): uftrace looks an
+/// address up in the map first.
+pub(super) fn maps_without_libraries(header: &Trace) -> String {
+    if header.libraries.is_empty() {
+        return header.maps.clone();
+    }
+    let named_by_time = |line: &str| {
+        parse_map_line(line).is_some_and(|line| {
+            header
+                .libraries
+                .iter()
+                .any(|library| basename(&library.path) == basename(line.path))
+        })
+    };
+    header
+        .maps
+        .lines()
+        .filter(|line| !named_by_time(line))
+        .map(|line| format!("{line}\n"))
+        .collect()
 }

@@ -639,5 +639,7 @@ pub fn read_uftrace_dir_with_progress(
         names,
         symbols,
         maps: reader.maps().to_string(),
+        // Their functions are named in `names` and `symbols`.
+        libraries: Vec::new(),
     })
 }

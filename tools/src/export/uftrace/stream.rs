@@ -362,37 +362,21 @@ impl UftraceStream {
             },
             None => self.sid.clone(),
         };
-        let line = format!(
-            "DLOP timestamp={} tid={} sid={sid} base={bias:x} libname=\"{}\"\n",
-            timestamp(loaded_after_ns.max(self.session_time)),
+        let line = super::modules::dlop_line(
+            loaded_after_ns.max(self.session_time),
             self.header.pid,
-            super::format::one_line(path),
+            &sid,
+            bias,
+            path,
         );
         if self.dlopens.contains(&line) {
             return Ok(());
         }
         let file = format!("{}.sym", basename(path));
-        let functions = if self.dir.exists(&file) {
-            Vec::new()
-        } else {
-            functions()
-        };
-        if !functions.is_empty() {
-            let mut starts: Vec<usize> = functions.iter().map(|&(start, _)| start).collect();
-            starts.sort_unstable();
-            starts.dedup();
-            let module = super::modules::Module {
-                path: path.to_string(),
-                base: bias,
-                end: end.max(bias),
-                functions: starts,
-            };
-            let names = Trace {
-                symbols: functions.iter().cloned().collect(),
-                ..Trace::default()
-            };
-            self.dir
-                .replace(&file, sym_text(&names, &module).as_bytes())?;
+        if !self.dir.exists(&file) {
+            if let Some(text) = super::modules::library_sym_text(path, bias, end, &functions()) {
+                self.dir.replace(&file, text.as_bytes())?;
+            }
         }
         self.dlopens.push(line);
         self.session_files_stale = true;

@@ -88,6 +88,7 @@ pub(super) fn golden_trace() -> Trace {
             BIN + 0x3000,
             LIB + 0x4000
         ),
+        libraries: Vec::new(),
     }
 }
 

@@ -12,7 +12,9 @@ use super::super::ExportError;
 use super::format::{
     basename, info_bytes, lost_record, one_line, record, timestamp, FNTRACE_FILE, RECORDER_NOTE,
 };
-use super::modules::{sym_text, ModuleLayout};
+use super::modules::{
+    library_lines, library_sym_text, maps_without_libraries, sym_text, ModuleLayout,
+};
 use crate::analysis::pairing::{entries_of_calls_running_at_start, CallStep, Calls, Reading};
 use crate::source::{EventSource, Gap, ThreadInfo};
 use crate::trace::{EventKind, GraphEvent, ThreadTrace, Trace};
@@ -38,7 +40,7 @@ const PROGRESS_EVERY: usize = 1 << 16;
 /// | file | contents |
 /// |---|---|
 /// | `info` | 40-byte header (below), then one `key:value` text section per set info bit |
-/// | `task.txt` | `SESS timestamp=S.N pid=P sid=SID exename="PATH"`, then one `TASK timestamp=S.N tid=T pid=P` per thread |
+/// | `task.txt` | `SESS timestamp=S.N pid=P sid=SID exename="PATH"`, then one `TASK timestamp=S.N tid=T pid=P` per thread, then a `DLOP` line per library of [`Trace::libraries`] (their files' lines left out of the map) |
 /// | `sid-SID.map` | one `/proc/PID/maps`-style line per module (`START-END r-xp 00000000 00:00 0 PATH`, `START` being the module's first mapping, its load base) and the `[stack]` line, without which uftrace takes every address for a kernel one |
 /// | `TID.dat` | the thread's records, 16 bytes each (below) |
 /// | `NAME.sym` | symbols of the module whose file name is `NAME`, relative to its base |
@@ -102,10 +104,11 @@ const PROGRESS_EVERY: usize = 1 << 16;
 ///   thread of a forked child that continues its parent's calls
 ///   ([`EventSource::continues_parent_frames`]) is written as uftrace
 ///   records one: the calls running at its start get no entry and their
-///   exits are written as they are; if it has none (it left with `_exit`)
-///   and no gap, its depths are lowered to start at 0 (uftrace's report
-///   would show the parent's frames above its first record as a `<0>`
-///   row). The
+///   exits are written as they are; if it has no gap, its depths are
+///   lowered so that its shallowest record is at 0, as the streaming
+///   recorder lowers them (a child that left with `_exit`, perhaps after
+///   the exit of `fork`: uftrace's report would show the parent's frames
+///   above its first record as a `<0>` row). The
 ///   indices (among the entry and exit records of the `.dat`) of the added
 ///   records are listed in `fntrace.txt`, and [`read_uftrace_dir`] removes
 ///   them again, so that writing and reading gives back the events.
@@ -237,16 +240,24 @@ where
     let session_time = first_time.saturating_sub(SESSION_LEAD_NS);
     let sid = session_id(header, first_time);
 
-    // Modules and the functions in each.
-    let mut functions: Vec<usize> = functions.into_iter().collect();
+    // Modules and the functions in each; those of the libraries named by
+    // time are in their own `.sym` files (see `library_lines`).
+    let in_libraries: HashSet<usize> = header
+        .libraries
+        .iter()
+        .flat_map(|library| library.functions.iter().map(|&(start, _)| start))
+        .collect();
+    let mut functions: Vec<usize> = functions
+        .into_iter()
+        .filter(|function| !in_libraries.contains(function))
+        .collect();
     functions.sort_unstable();
-    let layout = ModuleLayout::new(&header.maps, &functions);
+    let layout = ModuleLayout::new(&maps_without_libraries(header), &functions);
 
     dir.write_new("info", &info_bytes(header, &threads))?;
-    dir.write_new(
-        "task.txt",
-        task_txt(header, &threads, &sid, session_time).as_bytes(),
-    )?;
+    let task = task_txt(header, &threads, &sid, session_time)
+        + &library_lines(header, &sid, session_time).concat();
+    dir.write_new("task.txt", task.as_bytes())?;
     dir.write_new(&format!("sid-{sid}.map"), layout.map_text().as_bytes())?;
     let mut written_syms: Vec<String> = Vec::new();
     for module in &layout.modules {
@@ -259,6 +270,17 @@ where
         }
         dir.write_new(&file, sym_text(header, module).as_bytes())?;
         written_syms.push(file);
+    }
+    for library in &header.libraries {
+        let file = format!("{}.sym", basename(&library.path));
+        if written_syms.contains(&file) {
+            continue;
+        }
+        let text = library_sym_text(&library.path, library.bias, library.end, &library.functions);
+        if let Some(text) = text {
+            dir.write_new(&file, text.as_bytes())?;
+            written_syms.push(file);
+        }
     }
     let total: usize = scans.iter().map(|(scan, _, _)| scan.events).sum();
     let mut done = 0usize;
@@ -451,15 +473,18 @@ impl ThreadScan {
     /// ([`EventSource::continues_parent_frames`]), as the streaming
     /// recorder writes one: the calls running at its start get no entry
     /// (their exits are written as they are: uftrace pairs them with the
-    /// parent's frames); and if there are none (the child left with
-    /// `_exit`) and `no_gaps`, its depths are lowered to start at 0, as
-    /// `UftraceStream::finish` does and for the same reason (uftrace would
-    /// show the parent's frames above the first record as a `<0>` row).
+    /// parent's frames); and if `no_gaps`, its depths are lowered so that
+    /// its shallowest record (an inherited exit such as `fork`'s among
+    /// them) is at 0, as `UftraceStream::finish` does and for the same
+    /// reason (uftrace would show the parent's frames above the first
+    /// record as a `<0>` row): nothing moves for a child that returned
+    /// from `main`, whose exit is at 0.
     fn continue_parent_frames(&mut self, no_gaps: bool) {
         self.inherited = true;
-        let running = self.made_up_entries.first_mut().map(std::mem::take);
-        if running.is_none_or(|entries| entries.is_empty()) && no_gaps && self.min_depth != u16::MAX
-        {
+        if let Some(running) = self.made_up_entries.first_mut() {
+            running.clear();
+        }
+        if no_gaps && self.min_depth != u16::MAX {
             self.shift = self.min_depth;
         }
     }
