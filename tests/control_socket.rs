@@ -14,14 +14,15 @@ mod common;
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::Command;
 
+use common::ctl_prog::Program;
 use common::native::{build_c_program, cli, repo};
 
 const THREADS: u64 = 4;
@@ -66,81 +67,6 @@ fn build(variant: &str, flags: &[&str]) -> (PathBuf, PathBuf) {
     let program = base.join("ctl_prog");
     build_c_program(&repo().join("tests/c/ctl_prog.c"), flags, &program);
     (base, program)
-}
-
-/// The running C program.
-struct Program {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-}
-
-impl Program {
-    /// Starts `program` in `cwd` with `vars` (and no other FNTRACE
-    /// variable), once it printed `ready` (its constructors, fntrace's
-    /// among them, have run).
-    fn start(program: &Path, vars: &[(&str, &OsStr)], cwd: &Path) -> Program {
-        let mut command = Command::new(program);
-        command
-            .current_dir(cwd)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        for (name, _) in std::env::vars_os() {
-            if name.as_bytes().starts_with(b"FNTRACE") {
-                command.env_remove(name);
-            }
-        }
-        command.envs(vars.iter().copied());
-        let mut child = command.spawn().unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        assert_eq!(line, "ready\n", "{}", program.display());
-        Program {
-            child,
-            stdin,
-            stdout,
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Starts a round of `n` iterations per thread.
-    fn begin_work(&mut self, n: u64) {
-        writeln!(self.stdin, "work {n}").unwrap();
-    }
-
-    /// Waits for the round to end.
-    fn end_work(&mut self) {
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).unwrap();
-        assert_eq!(line, "done\n", "the program stopped working");
-    }
-
-    fn work(&mut self, n: u64) {
-        self.begin_work(n);
-        self.end_work();
-    }
-
-    /// Ends the program; it must exit 0. Its standard error.
-    fn finish(mut self) -> String {
-        writeln!(self.stdin, "exit").unwrap();
-        drop(self.stdin);
-        let mut stderr = String::new();
-        self.child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut stderr)
-            .unwrap();
-        let status = self.child.wait().unwrap();
-        assert!(status.success(), "{status}: {stderr}");
-        stderr
-    }
 }
 
 /// What `fntrace ctl` did.
@@ -202,25 +128,11 @@ fn table_calls(text: &str) -> HashMap<String, u64> {
 /// mcount/fentry call is (`e8 rel32`, `67 e8 rel32` or `ff 15 disp32`),
 /// which holds a NOP of the same length.
 fn assert_nop_over_call(program: &Path, pid: u32, function: &str) {
-    use object::{Object, ObjectSegment, ObjectSymbol};
     use std::os::unix::fs::FileExt;
     const LEN: usize = 32;
     let image = std::fs::read(program).unwrap();
-    let elf = object::File::parse(&*image).unwrap();
-    let address = elf
-        .symbols()
-        .find(|s| s.name() == Ok(function))
-        .unwrap_or_else(|| panic!("no symbol {function}"))
-        .address();
-    let offset = elf
-        .segments()
-        .find_map(|seg| {
-            let (file_offset, _) = seg.file_range();
-            (seg.address()..seg.address() + seg.size())
-                .contains(&address)
-                .then(|| file_offset + (address - seg.address()))
-        })
-        .unwrap() as usize;
+    let (address, offset) = common::native::symbol_in_file(program, function);
+    let offset = offset as usize;
     let in_file = &image[offset..offset + LEN];
     // The executable's first mapping (file offset 0) is where address 0 is.
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::native::{self, repo, Scratch};
+use common::native::{self, repo, Scratch, Tmpfs};
 use common::{read_trace_dir, uftrace};
 use fntrace::{Filter, FlightOptions};
 use fntrace_fixtures::{c_hazards, c_pie};
@@ -31,40 +31,6 @@ static ONE_RECORDER: Mutex<()> = Mutex::new(());
 
 fn turn() -> std::sync::MutexGuard<'static, ()> {
     ONE_RECORDER.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Mounts a tmpfs of `size` at `at`; unmounted when dropped.
-struct Tmpfs(PathBuf);
-
-impl Tmpfs {
-    fn mount(at: &Path, size: &str) -> Tmpfs {
-        // SAFETY: geteuid has no preconditions.
-        let root = unsafe { libc::geteuid() } == 0;
-        assert!(
-            root,
-            "this test mounts a small tmpfs to fill it: run it as root (CI does)"
-        );
-        std::fs::create_dir_all(at).unwrap();
-        let status = Command::new("mount")
-            .args([
-                "-t",
-                "tmpfs",
-                "-o",
-                &format!("size={size},mode=0700"),
-                "tmpfs",
-            ])
-            .arg(at)
-            .status()
-            .expect("cannot run mount");
-        assert!(status.success(), "mount -t tmpfs at {}", at.display());
-        Tmpfs(at.to_path_buf())
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
 }
 
 /// Fills the file system of `dir` with the file `name`: writes until it

@@ -13,10 +13,10 @@
 mod common;
 
 use std::ffi::OsStr;
-use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::Command;
 
+use common::ctl_prog::Program;
 use common::native::{build_c_program, build_libraries, cli, profile_dir, repo};
 
 /// What a glob matching no function is compared with.
@@ -28,72 +28,6 @@ const HOW: &str = "build Rust with `fntrace cargo build`, C or C++ with `gcc -pg
                    with -P GLOB: `fntrace record -P GLOB`, FNTRACE_PATCH_FUNCTIONS=GLOB, or \
                    `fntrace ctl PID patch GLOB` (after `fntrace attach PID` for a program \
                    started without fntrace)";
-
-/// The running C program (see `tests/c/ctl_prog.c` for its input).
-struct Program {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-}
-
-impl Program {
-    /// Starts `program` in `cwd` with `vars` and no other FNTRACE
-    /// variable, once it printed `ready` (fntrace's constructor has run).
-    fn start(program: &Path, vars: &[(&str, &OsStr)], cwd: &Path) -> Program {
-        let mut command = Command::new(program);
-        command
-            .current_dir(cwd)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        for (name, _) in std::env::vars_os() {
-            if name.to_string_lossy().starts_with("FNTRACE") {
-                command.env_remove(name);
-            }
-        }
-        command.envs(vars.iter().copied());
-        let mut child = command.spawn().unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        assert_eq!(line, "ready\n", "{}", program.display());
-        Program {
-            child,
-            stdin,
-            stdout,
-        }
-    }
-
-    /// Sends `line`, and waits for the program's `answer` line.
-    fn ask(&mut self, line: &str, answer: &str) {
-        writeln!(self.stdin, "{line}").unwrap();
-        let mut got = String::new();
-        self.stdout.read_line(&mut got).unwrap();
-        assert_eq!(got, format!("{answer}\n"), "the program stopped working");
-    }
-
-    /// `n` iterations on each of the program's 4 threads, waited for.
-    fn work(&mut self, n: u64) {
-        self.ask(&format!("work {n}"), "done");
-    }
-
-    /// Ends the program, which must exit 0; its standard error.
-    fn finish(mut self) -> String {
-        writeln!(self.stdin, "exit").unwrap();
-        drop(self.stdin);
-        let mut stderr = String::new();
-        self.child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut stderr)
-            .unwrap();
-        let status = self.child.wait().unwrap();
-        assert!(status.success(), "{status}: {stderr}");
-        stderr
-    }
-}
 
 /// `fntrace ARGS` in `cwd`: exit code, stdout, stderr.
 fn fntrace(cwd: &Path, args: &[&str]) -> (i32, String, String) {

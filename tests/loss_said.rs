@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::native::{self, repo, Scratch};
+use common::native::{self, repo, Scratch, Tmpfs};
 
 const THREADS: u64 = 2;
 
@@ -51,40 +51,6 @@ fn noted(dir: &Path, key: &str) -> u64 {
         .filter(|(k, _)| k == key)
         .map(|(_, value)| value.parse::<u64>().unwrap())
         .sum()
-}
-
-/// Mounts a tmpfs of `size` at `at`; unmounted when dropped.
-struct Tmpfs(PathBuf);
-
-impl Tmpfs {
-    fn mount(at: &Path, size: &str) -> Tmpfs {
-        // SAFETY: geteuid has no preconditions.
-        let root = unsafe { libc::geteuid() } == 0;
-        assert!(
-            root,
-            "this test mounts a small tmpfs to fill it: run it as root (CI does)"
-        );
-        std::fs::create_dir_all(at).unwrap();
-        let status = Command::new("mount")
-            .args([
-                "-t",
-                "tmpfs",
-                "-o",
-                &format!("size={size},mode=0700"),
-                "tmpfs",
-            ])
-            .arg(at)
-            .status()
-            .expect("cannot run mount");
-        assert!(status.success(), "mount -t tmpfs at {}", at.display());
-        Tmpfs(at.to_path_buf())
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
 }
 
 #[test]

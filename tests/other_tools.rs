@@ -17,7 +17,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use common::native::{build_c_program, cli, repo, Scratch};
+use common::native::{self, build_c_program, cli, repo, Scratch};
 
 /// Threads of `ctl_prog`; each calls `handle_get` once an iteration.
 const THREADS: u64 = 4;
@@ -47,27 +47,6 @@ fn tracefs() -> PathBuf {
     at
 }
 
-/// `function`'s file offset in the ELF file `program`.
-fn file_offset(program: &Path, function: &str) -> u64 {
-    use object::{Object, ObjectSegment, ObjectSymbol};
-    let image = std::fs::read(program).unwrap();
-    let elf = object::File::parse(&*image).unwrap();
-    let address = elf
-        .symbols()
-        .find(|s| s.name() == Ok(function))
-        .unwrap_or_else(|| panic!("no symbol {function}"))
-        .address();
-    elf.segments()
-        .find_map(|segment| {
-            let (offset, _) = segment.file_range();
-            let range = segment.address()..segment.address() + segment.size();
-            range
-                .contains(&address)
-                .then(|| offset + (address - segment.address()))
-        })
-        .unwrap()
-}
-
 /// A uprobe set through tracefs, removed when dropped.
 struct Uprobe {
     tracefs: PathBuf,
@@ -83,7 +62,7 @@ impl Uprobe {
         let definition = format!(
             "p:{group}/{function} {}:{:#x}\n",
             program.display(),
-            file_offset(program, function)
+            native::symbol_in_file(program, function).1
         );
         append(&tracefs.join("uprobe_events"), &definition);
         std::fs::write(tracefs.join("events").join(&group).join("enable"), "1").unwrap();
@@ -194,11 +173,7 @@ fn perf_and_uprobes_see_the_text_before_while_and_after_tracing() {
             .and_then(|l| l.split('-').next())
             .map(|start| u64::from_str_radix(start, 16).unwrap())
             .unwrap();
-        use object::{Object, ObjectSymbol};
-        let image = std::fs::read(&program).unwrap();
-        let elf = object::File::parse(&*image).unwrap();
-        let symbol = elf.symbols().find(|s| s.name() == Ok("handle_get"));
-        base + symbol.unwrap().address()
+        base + native::symbol_in_file(&program, "handle_get").0
     };
 
     // Before: fntrace has turned the sites into NOPs only.

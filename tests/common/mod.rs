@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod ctl_prog;
 pub mod native;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

@@ -185,3 +185,61 @@ impl Drop for Scratch {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// Mounts a tmpfs of `size` at `at`; unmounted when dropped.
+pub struct Tmpfs(pub PathBuf);
+
+impl Tmpfs {
+    pub fn mount(at: &Path, size: &str) -> Tmpfs {
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        assert!(
+            root,
+            "this test mounts a small tmpfs to fill it: run it as root (CI does)"
+        );
+        std::fs::create_dir_all(at).unwrap();
+        let status = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
+            .arg(at)
+            .status()
+            .expect("cannot run mount");
+        assert!(status.success(), "mount -t tmpfs at {}", at.display());
+        Tmpfs(at.to_path_buf())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// `function`'s address in the ELF file `program` (its symbol's value) and
+/// where its bytes are in the file.
+pub fn symbol_in_file(program: &Path, function: &str) -> (u64, u64) {
+    use object::{Object, ObjectSegment, ObjectSymbol};
+    let image = std::fs::read(program).unwrap();
+    let elf = object::File::parse(&*image).unwrap();
+    let address = elf
+        .symbols()
+        .find(|s| s.name() == Ok(function))
+        .unwrap_or_else(|| panic!("no symbol {function} in {}", program.display()))
+        .address();
+    let offset = elf
+        .segments()
+        .find_map(|segment| {
+            let (offset, _) = segment.file_range();
+            let range = segment.address()..segment.address() + segment.size();
+            range
+                .contains(&address)
+                .then(|| offset + (address - segment.address()))
+        })
+        .unwrap_or_else(|| panic!("{function} is in no segment of {}", program.display()));
+    (address, offset)
+}
