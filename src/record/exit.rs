@@ -69,6 +69,11 @@ pub(crate) fn finish_before_exit() {
 const EXIT_WAIT: Duration = Duration::from_secs(2);
 /// How long `_exit` waits for the writer's last drain at most.
 const EXIT_WAIT_MOST: Duration = Duration::from_secs(60);
+/// How long a signal handler waits for a writer that makes no progress:
+/// with 200 children ended by SIGTERM together on 2 loaded vCPUs, 2 s was
+/// too short (50 of 201 gave up in a CI run beside a CPU hog; their
+/// writers slept, perhaps on the session files' lock the others held).
+const SIGNAL_WAIT: Duration = Duration::from_secs(10);
 
 /// Set by a signal handler: the writer of this process finishes the
 /// recording (a last drain, the session's note) as if stopped.
@@ -157,7 +162,7 @@ pub(crate) fn finish_from_signal_handler() {
     };
     let (mut last, mut still_ms, mut waited_ms) = (cpu(), 0u128, 0u128);
     while FINISHED_IN.load(Ordering::Acquire) != pid {
-        if still_ms > EXIT_WAIT.as_millis() || waited_ms > EXIT_WAIT_MOST.as_millis() {
+        if still_ms > SIGNAL_WAIT.as_millis() || waited_ms > EXIT_WAIT_MOST.as_millis() {
             return;
         }
         // SAFETY: nanosleep is async-signal-safe; `pause` is valid.
