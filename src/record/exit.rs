@@ -5,11 +5,11 @@
 //! long as the writer makes progress.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::{uninstall, writing_in_this_process, WRITER};
 use crate::rt::thread::Untraced;
-use crate::sys;
+use crate::sys::futex::{futex_wait, futex_wake};
 use crate::tracers::graph::GRAPH_TRACER;
 
 /// Before this process ends without running `atexit` handlers (`_exit`,
@@ -37,28 +37,13 @@ pub(crate) fn finish_before_exit() {
     drop(slot);
     writer.shared.stop.store(true, Ordering::Release);
     GRAPH_TRACER.wake_reader();
-    use std::os::unix::thread::JoinHandleExt as _;
-    let thread = writer.handle.as_pthread_t();
-    let began = Instant::now();
-    let mut progress = (sys::cpu_ns_of(thread), began);
-    while !writer.handle.is_finished() {
-        let now = Instant::now();
-        let cpu = sys::cpu_ns_of(thread);
-        if cpu != progress.0 || writer_runnable() {
-            progress = (cpu, now);
-        }
-        if now.duration_since(progress.1) > EXIT_WAIT || now.duration_since(began) > EXIT_WAIT_MOST
-        {
-            eprintln!(
-                "fntrace: _exit: the recording's last drain made no progress for {:?} (waited \
-                 {:.1?}): this process's last events are not in the recording, which shows it \
-                 unfinished",
-                EXIT_WAIT,
-                now.duration_since(began)
-            );
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(1));
+    if let Err(waited) = wait_for_writer(EXIT_WAIT) {
+        eprintln!(
+            "fntrace: _exit: the recording's last drain made no progress for {EXIT_WAIT:?} \
+             (waited {waited:.1?}): this process's last events are not in the recording, which \
+             shows it unfinished"
+        );
+        return;
     }
     if let Ok(Err(err)) = writer.handle.join() {
         eprintln!("fntrace: finishing the recording at _exit: {err}");
@@ -70,9 +55,10 @@ const EXIT_WAIT: Duration = Duration::from_secs(2);
 /// How long `_exit` waits for the writer's last drain at most.
 const EXIT_WAIT_MOST: Duration = Duration::from_secs(60);
 /// How long a signal handler waits for a writer that makes no progress:
-/// with 200 children ended by SIGTERM together on 2 loaded vCPUs, 2 s was
-/// too short (50 of 201 gave up in a CI run beside a CPU hog; their
-/// writers slept, perhaps on the session files' lock the others held).
+/// longer than `_exit`'s, since a process ended by a signal has no other
+/// chance to finish its recording (2 s gave up for 50 of 201 children
+/// ended by SIGTERM together beside a CPU hog, when each waiter still
+/// polled every millisecond and so starved the writers).
 const SIGNAL_WAIT: Duration = Duration::from_secs(10);
 
 /// Set by a signal handler: the writer of this process finishes the
@@ -128,6 +114,7 @@ pub(super) fn writer_started() {
 pub(super) fn writer_finished() {
     super::ledger::ended();
     FINISHED_IN.store(std::process::id(), Ordering::Release);
+    futex_wake(&FINISHED_IN, i32::MAX);
 }
 
 /// From a signal handler about to let the signal end the process: asks
@@ -143,38 +130,70 @@ pub(crate) fn finish_from_signal_handler() {
     if !writing_in_this_process() || this_thread == WRITER_THREAD.load(Ordering::Acquire) {
         return;
     }
-    // SAFETY: getpid is async-signal-safe.
-    let pid = unsafe { libc::getpid() } as u32;
     FINISH_ASKED.store(true, Ordering::Release);
     GRAPH_TRACER.wake_reader();
-    let cpu = || {
-        let clock = WRITER_CLOCK.load(Ordering::Acquire);
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: clock_gettime is async-signal-safe; `ts` is writable.
-        (unsafe { libc::clock_gettime(clock, &mut ts) } == 0).then_some((ts.tv_sec, ts.tv_nsec))
-    };
-    let pause = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 1_000_000,
-    };
-    let (mut last, mut still_ms, mut waited_ms) = (cpu(), 0u128, 0u128);
-    while FINISHED_IN.load(Ordering::Acquire) != pid {
-        if still_ms > SIGNAL_WAIT.as_millis() || waited_ms > EXIT_WAIT_MOST.as_millis() {
-            return;
+    let _ = wait_for_writer(SIGNAL_WAIT);
+}
+
+/// Waits until this process's writer has finished its session, while it
+/// makes progress: gives up after `still` without any (its CPU clock did
+/// not move and it was not runnable) or after [`EXIT_WAIT_MOST`] in all,
+/// with how long it waited. Sleeps on a futex the writer wakes, checking
+/// progress every [`PROGRESS_CHECK`]: hundreds of children ending at once
+/// each polling every millisecond took the CPU their writers needed (200
+/// children: 10-20 s of system time, against 0.2 s for uftrace).
+/// Async-signal-safe: futex, clock_gettime, open/read/close.
+fn wait_for_writer(still: Duration) -> Result<(), Duration> {
+    // SAFETY: getpid is async-signal-safe.
+    let pid = unsafe { libc::getpid() } as u32;
+    let began = monotonic();
+    let mut progress = (writer_cpu(), began);
+    loop {
+        let finished = FINISHED_IN.load(Ordering::Acquire);
+        if finished == pid {
+            return Ok(());
         }
-        // SAFETY: nanosleep is async-signal-safe; `pause` is valid.
-        unsafe { libc::nanosleep(&pause, std::ptr::null_mut()) };
-        waited_ms += 1;
-        let now = cpu();
-        if now != last || writer_runnable() {
-            (last, still_ms) = (now, 0);
-        } else {
-            still_ms += 1;
+        futex_wait(&FINISHED_IN, finished, Some(PROGRESS_CHECK));
+        let now = monotonic();
+        let cpu = writer_cpu();
+        if cpu != progress.0 || writer_runnable() {
+            progress = (cpu, now);
+        }
+        if FINISHED_IN.load(Ordering::Acquire) != pid
+            && (now.saturating_sub(progress.1) > still
+                || now.saturating_sub(began) > EXIT_WAIT_MOST)
+        {
+            return Err(now.saturating_sub(began));
         }
     }
+}
+
+/// How often a wait for the writer checks that it makes progress.
+const PROGRESS_CHECK: Duration = Duration::from_millis(50);
+
+/// `CLOCK_MONOTONIC` as a duration. Async-signal-safe.
+fn monotonic() -> Duration {
+    clock(libc::CLOCK_MONOTONIC).unwrap_or_default()
+}
+
+/// The writer thread's CPU clock (None before it started or once it
+/// ended). Async-signal-safe.
+fn writer_cpu() -> Option<Duration> {
+    match WRITER_CLOCK.load(Ordering::Acquire) {
+        0 => None,
+        writer => clock(writer),
+    }
+}
+
+/// Reads `clock` (async-signal-safe: clock_gettime).
+fn clock(clock: libc::clockid_t) -> Option<Duration> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime is async-signal-safe; `ts` is writable.
+    (unsafe { libc::clock_gettime(clock, &mut ts) } == 0)
+        .then(|| Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
 }
 
 /// Whether this process's writer thread is runnable or in I/O (state `R`

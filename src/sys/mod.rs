@@ -66,26 +66,6 @@ pub(crate) fn thread_cpu_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// The CPU time, in nanoseconds, of this process's thread `thread` (a
-/// running, not yet joined thread), or `None` if its clock cannot be read.
-pub(crate) fn cpu_ns_of(thread: libc::pthread_t) -> Option<u64> {
-    let mut clock: libc::clockid_t = 0;
-    // SAFETY: `thread` is a live thread of this process (the caller's
-    // contract); `clock` is a valid place to write its CPU clock's id.
-    if unsafe { libc::pthread_getcpuclockid(thread, &mut clock) } != 0 {
-        return None;
-    }
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid, writable timespec.
-    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
-        return None;
-    }
-    Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
-}
-
 /// The calling thread's kernel thread id. Async-signal-safe.
 #[inline]
 pub(crate) fn gettid() -> i32 {
