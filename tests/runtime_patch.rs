@@ -23,6 +23,10 @@
 //!   counts when quiescent, under both protocols.
 //! - `tests/c/runtime_patch_late.c`: functions patched while the graph
 //!   tracer is enabled are selected at once.
+//! - `-P '*'` patches the C library too: the recording holds the
+//!   program's one thread from `__libc_start_main` on, and nothing
+//!   fntrace's own threads ran or its constructors and exit handler
+//!   called; `_start` is refused (its "return address" is `argc`).
 
 mod common;
 
@@ -158,6 +162,69 @@ fn gcc_no_pie_o0_equals_uftrace() {
 #[test]
 fn gcc_no_pie_o2_equals_uftrace() {
     equals_uftrace("nopie-o2", &["-O2", "-fno-pie", "-no-pie"]);
+}
+
+/// `-P '*'` patches glibc's functions as well as the program's, so that
+/// whatever fntrace itself calls on the program's thread outside its
+/// guard, or the C library runs in a thread fntrace starts before its
+/// first line (`__ctype_init`, `_setjmp`, Rust's thread start), would be
+/// recorded. Once, the writer's thread was in the directory and its
+/// constructors' `dlsym` lookups came before `_start`, `pthread_join` at
+/// exit. `_start`, which the loader jumps to with `argc` where a return
+/// address would be, is refused: hooking its exit overwrote `argc`, and
+/// this program, seeing arguments, started 16 threads that never stop
+/// (in 2 of 3 runs).
+#[test]
+fn every_function_patched_records_nothing_of_fntrace() {
+    let base = common::temp_dir("runtime-patch-everything");
+    let program = native::build_c(&base, "runtime_patch", "O2", &["-O2"], &["-pthread"]);
+    let dir = base.join("fntrace.data");
+    let output = common::record_patched(&base, &dir, &program, "*");
+    let stderr = native::stderr_of(&output);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "2004000\n");
+    // One thread: the program's (single-threaded without arguments).
+    let tids = common::uftrace_tids(&dir);
+    assert_eq!(tids.len(), 1, "threads recorded: {tids:?}; {stderr}");
+    assert!(
+        stderr.contains("_start not patched: the program's entry point"),
+        "{stderr}"
+    );
+    // Every call at depth 0 is the program's start.
+    let replay = common::uftrace(&["replay", "--no-pager", "-f", "none"], &dir);
+    let outermost: Vec<&str> = replay
+        .lines()
+        .filter(|line| !line.starts_with(' ') && line.contains('('))
+        .collect();
+    assert!(
+        !outermost.is_empty()
+            && outermost
+                .iter()
+                .all(|line| line.starts_with("__libc_start_main(")),
+        "calls outside _start: {outermost:?}"
+    );
+    let calls = common::uftrace_calls(&dir);
+    for theirs in [
+        "pthread_create",
+        "pthread_join",
+        "setenv",
+        "_dl_find_dso_for_object",
+    ] {
+        assert_eq!(
+            calls.get(theirs),
+            None,
+            "{theirs} recorded: fntrace's own call"
+        );
+    }
+    for (function, count) in [
+        ("w_top", 1000),
+        ("w_mid", 1000),
+        ("w_leaf", 2000),
+        ("main", 1),
+    ] {
+        assert_eq!(calls.get(function), Some(&count), "{function}: {calls:?}");
+    }
+    std::fs::remove_dir_all(&base).unwrap();
 }
 
 #[test]

@@ -207,6 +207,8 @@ fn stop_at_exit() {
 /// At exit, on a thread of its own (the exiting thread's thread-locals
 /// are gone): the exit snapshot if asked for, then stop.
 extern "C" fn finish_at_exit() {
+    // Its calls (`pthread_create`, `pthread_join`) are fntrace's.
+    let _untraced = crate::rt::thread::Untraced::begin();
     let finished = spawn_running("fntrace-exit", || {
         if let Some(slot) = take() {
             finish(slot);

@@ -11,6 +11,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::*;
+use crate::rt::own_threads;
 use fntrace_tools::export::OutputDir;
 
 /// Tells those waiting for an answer that the writer is gone, however it
@@ -219,11 +220,16 @@ impl Writer {
         // Taken by the thread, or here if there is none.
         let write = Mutex::new(Some(write));
         let take = || write.lock().unwrap_or_else(PoisonError::into_inner).take();
+        // Until the thread has noted itself as fntrace's, its ring is not
+        // drained (see `own_threads`).
+        let spawning = own_threads::Spawning::begin();
         let written = std::thread::scope(|scope| {
             let writing = std::thread::Builder::new()
                 .name("fntrace-snapshot".to_string())
-                .spawn_scoped(scope, || {
+                .spawn_scoped(scope, move || {
                     let _untraced = Untraced::begin();
+                    own_threads::note_this_thread();
+                    drop(spawning);
                     take().map(|write| write(window))
                 });
             let writing = match writing {

@@ -87,6 +87,10 @@ pub enum Refusal {
     NoStubMemory,
     /// The function already has a site (mcount, fentry, patchable entry).
     AlreadyTraced,
+    /// The program's entry point (`_start`): jumped to by the loader, not
+    /// called, so the slot where a return address would be holds `argc`,
+    /// which hooking its exit would overwrite.
+    ProgramEntry,
 }
 
 impl Refusal {
@@ -103,6 +107,7 @@ impl Refusal {
             Refusal::NotRelocatable => "first instructions cannot be relocated",
             Refusal::NoStubMemory => "no stub memory within reach",
             Refusal::AlreadyTraced => "already has a call site",
+            Refusal::ProgramEntry => "the program's entry point (jumped to, never called)",
         }
     }
 }
@@ -385,6 +390,8 @@ pub(crate) fn prepare(
     // there only fntrace's own functions are (by name, below).
     let this = report as *const () as usize;
     let executable = std::fs::read_link("/proc/self/exe").ok();
+    // SAFETY: getauxval reads the auxiliary vector; no preconditions.
+    let program_entry = unsafe { libc::getauxval(libc::AT_ENTRY) } as usize;
     let own_object = |o: &symbols::LoadedObject| {
         o.text.iter().any(|t| t.contains(&this))
             && executable.as_deref() != Some(std::path::Path::new(&o.path))
@@ -406,6 +413,10 @@ pub(crate) fn prepare(
             }
             if traced.contains(&function.start) {
                 refuse(&mut state, Refusal::AlreadyTraced);
+                continue;
+            }
+            if function.start == program_entry {
+                refuse(&mut state, Refusal::ProgramEntry);
                 continue;
             }
             let Some(code) = patchable::text_of(object, function.start, function.size) else {

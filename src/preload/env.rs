@@ -463,6 +463,8 @@ fn pass_recording_on(dir: &str) {
 
 /// At exit: finishes the recording, prints the report.
 extern "C" fn finish() {
+    // Its calls (`pthread_create`, `pthread_join`) are fntrace's.
+    let _untraced = crate::rt::thread::Untraced::begin();
     // Started as the recorder's threads are: a thread being created has
     // every signal blocked, which would make a patch now fall back to
     // stopping the world.

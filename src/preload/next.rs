@@ -24,6 +24,9 @@ impl<const N: usize> NextSymbols<N> {
 
     /// Looks every name up: called by the wrapping module's constructor.
     pub(super) fn find_all(&self) {
+        // A constructor may run after the environment's start-up has
+        // patched the C library (`-P '*'`): its calls are fntrace's.
+        let _untraced = crate::rt::thread::Untraced::begin();
         for (slot, name) in self.found.iter().zip(self.names) {
             // SAFETY: `name` is a C string; RTLD_NEXT looks the symbol up
             // in the objects loaded after this one (the C library).

@@ -9,6 +9,7 @@ pub(crate) mod contexts;
 mod entry;
 mod exported;
 pub(crate) mod ops;
+pub(crate) mod own_threads;
 pub mod ring;
 pub(crate) mod shadow;
 pub(crate) mod spawn;

@@ -76,6 +76,7 @@ extern "C" fn after_fork_in_child() {
     let parent_tid = current_tid();
     let child_tid = sys::gettid() as u32;
     reset_pools_in_fork_child(parent_tid, child_tid);
+    super::own_threads::forget_after_fork();
     forget_after_fork();
     note_forked_thread(child_tid);
     after_fork_in_parent();

@@ -49,6 +49,7 @@ use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use super::own_threads;
 use crate::sys;
 
 mod budget;
@@ -165,6 +166,9 @@ pub struct Ring<T: Copy> {
     /// fast limit to 0, so that the next event takes the generic path),
     /// cleared by the owner.
     wrap_wanted: AtomicBool,
+    /// The ring was claimed while fntrace was starting a thread of its
+    /// own: not drained until its owner is known (see `own_threads`).
+    claimed_while_spawning: AtomicBool,
 }
 
 #[repr(align(64))]
@@ -276,6 +280,8 @@ impl<T: Copy> Ring<T> {
         self.name[1].store(word(8), Ordering::Relaxed);
         let block = super::thread::thread_block() as *const super::thread::ThreadBlock;
         self.owner_block.store(block as usize, Ordering::Relaxed);
+        self.claimed_while_spawning
+            .store(super::own_threads::spawning(), Ordering::Relaxed);
         // Before any event: the reader sees it once it sees the events
         // (they are published by a Release store of head).
         self.tid.store(tid, Ordering::Relaxed);
@@ -533,6 +539,16 @@ impl<T: Copy + Send + 'static> RingPool<T> {
             if state != OWNED && state != EXITED {
                 continue;
             }
+            if ring.claimed_while_spawning.load(Ordering::Relaxed)
+                && !own_threads::is_own(ring.tid())
+            {
+                if own_threads::spawning() {
+                    // Perhaps the first calls of a thread fntrace is
+                    // starting: read once it is known whose they are.
+                    continue;
+                }
+                ring.claimed_while_spawning.store(false, Ordering::Relaxed);
+            }
             // A ring whose head has not moved since the last drain may
             // belong to a thread that exited; checked before draining, so
             // that a dead owner's last events are all in this drain.
@@ -549,17 +565,22 @@ impl<T: Copy + Send + 'static> RingPool<T> {
             // (read before, a new owner of a reused ring could be missed).
             let (tid, name) = (ring.tid(), ring.name());
             let name = name.as_str();
+            // fntrace's own threads' calls are read and dropped: not the
+            // program's, not lost.
+            let own = own_threads::is_own(tid);
             let (_, drops_at_head) = ring.drain_to(
                 head,
                 lossless,
                 &mut |events| {
-                    out(&Batch {
-                        ring: index,
-                        tid,
-                        name,
-                        events,
-                        dropped_after: 0,
-                    })
+                    if !own {
+                        out(&Batch {
+                            ring: index,
+                            tid,
+                            name,
+                            events,
+                            dropped_after: 0,
+                        })
+                    }
                 },
                 // A thread waiting for room re-checks its ring.
                 &mut || self.room.wake_waiters(),
@@ -583,7 +604,7 @@ impl<T: Copy + Send + 'static> RingPool<T> {
             // A budget ring past the first half of its first buffer: its
             // owner wraps early if it finds it empty (see `budget`).
             let wrap = lossless && !owner_exited && ring.ask_wrap();
-            if dropped_after != 0 {
+            if dropped_after != 0 && !own {
                 out(&Batch {
                     ring: index,
                     tid,
@@ -593,6 +614,9 @@ impl<T: Copy + Send + 'static> RingPool<T> {
                 });
             }
             if owner_exited {
+                if own {
+                    own_threads::forget(tid);
+                }
                 ring.free_for_next_owner(&self.room.budget);
             } else if prefault && !wrap {
                 // Twice what the owner wrote since the last drain, at

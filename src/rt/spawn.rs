@@ -7,6 +7,7 @@
 use std::sync::{Arc, Barrier};
 use std::thread::JoinHandle;
 
+use super::own_threads::{self, Spawning};
 use super::thread::Untraced;
 
 /// Spawns a thread named `name` running `f`, and returns once it runs:
@@ -21,6 +22,9 @@ pub(crate) fn spawn_running<T: Send + 'static>(
     // The creating thread's own calls (`pthread_create`, `mmap`) are
     // fntrace's too.
     let _untraced = Untraced::begin();
+    // Until the thread has noted itself as fntrace's, what the C library
+    // ran in it first is not drained (see `own_threads`).
+    let _spawning = Spawning::begin();
     let started = Arc::new(Barrier::new(2));
     let handle = {
         let started = Arc::clone(&started);
@@ -28,6 +32,7 @@ pub(crate) fn spawn_running<T: Send + 'static>(
             .name(name.to_string())
             .spawn(move || {
                 let _untraced = Untraced::begin();
+                own_threads::note_this_thread();
                 started.wait();
                 f()
             })?

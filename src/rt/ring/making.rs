@@ -84,6 +84,7 @@ impl<T: Copy + Send + 'static> RingPool<T> {
                 give_back_unit,
                 given_back_to: AtomicUsize::new(0),
                 wrap_wanted: AtomicBool::new(false),
+                claimed_while_spawning: AtomicBool::new(false),
             });
             (*ring).set_fast_limit(&self.room);
             if let Some(tid) = owner {

@@ -8,7 +8,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
 
-use super::{Ring, RingPool, EXITED, OWNED};
+use super::{own_threads, Ring, RingPool, EXITED, OWNED};
 use crate::sys;
 
 /// The unread part of one ring, as [`RingPool::peek`] found it.
@@ -63,6 +63,9 @@ pub struct Peek<'a, T: Copy + 'static> {
     /// The pool, whose free rings' pages are given back on consuming.
     pool: &'a RingPool<T>,
     rings: Vec<PeekedRing<'a, T>>,
+    /// The rings of fntrace's own threads: consumed unread (see
+    /// `own_threads`).
+    own: Vec<PeekedRing<'a, T>>,
     /// Rings with nothing to read whose owner had exited: freed on
     /// consuming, as a drain frees them.
     exited_empty: Vec<&'a Ring<T>>,
@@ -85,7 +88,7 @@ impl<'a, T: Copy + Send + 'static> Peek<'a, T> {
         for ring in &self.exited_empty {
             ring.free_for_next_owner(&self.pool.room.budget);
         }
-        for peeked in &self.rings {
+        for peeked in self.rings.iter().chain(&self.own) {
             // As in drain_to: the owner moves the tail only from its head,
             // past `peeked.tail` while events are held; with none held, a
             // failed exchange leaves the owner's wrap in place.
@@ -104,6 +107,9 @@ impl<'a, T: Copy + Send + 'static> Peek<'a, T> {
                 peeked.ring.free_for_next_owner(&self.pool.room.budget);
             }
         }
+        for peeked in self.own.iter().filter(|peeked| peeked.owner_exited) {
+            own_threads::forget(peeked.tid);
+        }
         // Still under the reader lock (`_reader`).
         self.pool.trim_free();
     }
@@ -116,11 +122,18 @@ impl<T: Copy + Send + 'static> RingPool<T> {
     /// reader lock held).
     pub fn peek(&self) -> Peek<'_, T> {
         let reader = self.reader.lock().unwrap_or_else(|e| e.into_inner());
-        let (mut rings, mut exited_empty) = (Vec::new(), Vec::new());
+        let (mut rings, mut own, mut exited_empty) = (Vec::new(), Vec::new(), Vec::new());
         let pid = sys::getpid();
         for ring in self.rings() {
             let state = ring.state.load(Ordering::Acquire);
             if state != OWNED && state != EXITED {
+                continue;
+            }
+            if ring.claimed_while_spawning.load(Ordering::Relaxed)
+                && !own_threads::is_own(ring.tid())
+                && own_threads::spawning()
+            {
+                // As in drain_each: whose they are is not known yet.
                 continue;
             }
             // As in drain_each: a ring whose head has not moved since the
@@ -153,7 +166,12 @@ impl<T: Copy + Send + 'static> RingPool<T> {
                 }
                 continue;
             }
-            rings.push(PeekedRing {
+            let to = if own_threads::is_own(tid) {
+                &mut own
+            } else {
+                &mut rings
+            };
+            to.push(PeekedRing {
                 ring,
                 tail,
                 head,
@@ -167,6 +185,7 @@ impl<T: Copy + Send + 'static> RingPool<T> {
             _reader: reader,
             pool: self,
             rings,
+            own,
             exited_empty,
         }
     }
