@@ -62,7 +62,8 @@
 //!
 //! Each report has a form that reads any [`EventSource`](crate::EventSource)
 //! ([`latency_of`]; the CLI's `call_tree_of`, `write_call_graph_of`) and,
-//! through the CLI's `Selected`, any selection of it: on a uftrace directory opened with
+//! through the CLI's `Selected`, any selection of it: on a uftrace
+//! directory opened with
 //! [`UftraceReader`](crate::export::UftraceReader) they read each thread's
 //! records as they go, so memory is what the report keeps (histograms, call
 //! paths, open calls), never the events. The forms that take a [`Trace`](crate::Trace)

@@ -1,8 +1,8 @@
 //! The pairing pass: the one place where a thread's entry and exit events
 //! are paired into calls, for the reports of this module and the CLI's
 //! (fntrace-tools), and for the [exports](crate::export) (uftrace here,
-//! Chrome, Perfetto and flame graphs there). The rules, and how the two readings of them
-//! differ, are stated in the
+//! Chrome, Perfetto and flame graphs there). The rules, and how the two
+//! readings of them differ, are stated in the
 //! [module documentation](super#pairing-entries-with-exits).
 
 use std::collections::VecDeque;
@@ -15,8 +15,8 @@ use crate::trace::{EventKind, GraphEvent};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reading {
     /// The reports' ([`latency`](super::latency()), the CLI's call graph):
-    /// the events as recorded, every
-    /// exit that does not end an open call unmatched.
+    /// the events as recorded, every exit that does not end an open call
+    /// unmatched.
     Reports,
     /// The exports' ([`crate::export`]): calls that nest, including those
     /// running when tracing started.
