@@ -6,8 +6,7 @@ use std::io::{self, BufWriter, Write};
 use rustc_hash::FxHashMap as HashMap;
 
 use fntrace_format::analysis::pairing::{duration_ns, CallStep, Calls, Reading};
-use fntrace_format::{EventSource, ThreadInfo};
-use fntrace_format::{GraphEvent, Trace};
+use fntrace_format::{EventSource, GraphEvent, ThreadInfo, Trace};
 
 /// Width of the thread id column.
 const TID_WIDTH: usize = 7;

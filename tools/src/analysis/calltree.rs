@@ -11,8 +11,7 @@ use rustc_hash::FxHashMap as HashMap;
 use fntrace_format::analysis::pairing::{duration_ns, CallStep, Calls, Reading};
 use fntrace_format::analysis::Shortfall;
 use fntrace_format::glob;
-use fntrace_format::{infallible, EventSource};
-use fntrace_format::{GraphEvent, Trace};
+use fntrace_format::{infallible, EventSource, GraphEvent, Trace};
 
 /// One call path: a function called from the path of its parent node.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -8,8 +8,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use fntrace_format::glob::{closest, matches, matches_any};
-use fntrace_format::{infallible, EventSource, ThreadInfo};
-use fntrace_format::{EventKind, GraphEvent, ThreadTrace, Trace};
+use fntrace_format::{
+    infallible, EventKind, EventSource, GraphEvent, ThreadInfo, ThreadTrace, Trace,
+};
 
 /// Which calls to keep; the default keeps everything.
 ///

@@ -8,8 +8,7 @@ use std::io::{BufWriter, Write};
 use super::calls::{Began, Call, Ended};
 use super::spool::{CallExportOptions, SpooledCalls};
 use super::ExportError;
-use fntrace_format::ThreadInfo;
-use fntrace_format::Trace;
+use fntrace_format::{ThreadInfo, Trace};
 
 /// Writes `trace` as Chrome trace event JSON, which `chrome://tracing` and
 /// Perfetto (<https://ui.perfetto.dev>) open: [`SpooledCalls::new`] with the

@@ -9,8 +9,7 @@ use super::calls::{stream_calls, CallEvent, Incomplete};
 use super::ExportError;
 use crate::analysis::ProfileSnapshot;
 use fntrace_format::analysis::pairing::entries_of_calls_running_at_start;
-use fntrace_format::Trace;
-use fntrace_format::{infallible, EventSource};
+use fntrace_format::{infallible, EventSource, Trace};
 
 /// The folded stacks of `trace`, one line per call chain with its total self
 /// time in nanoseconds.
