@@ -51,8 +51,8 @@ use std::time::{Duration, Instant};
 
 use common::programs::{lua, ripgrep, Program};
 use common::{children_cpu_ns, fntrace_cli, load_average, machine_description, TempDir};
-use fntrace_tools::export::UftraceReader;
-use fntrace_tools::{EventKind, EventSource};
+use fntrace_format::export::UftraceReader;
+use fntrace_format::{EventKind, EventSource};
 
 /// `work.lua`'s scale: 70.1M calls, ≈ 0.7 s of CPU untraced.
 const LUA_SCALE: &str = "7";
@@ -313,7 +313,7 @@ fn program_functions(binary: &Path) -> HashMap<String, String> {
         by_address
             .entry(address)
             .or_default()
-            .push(fntrace_tools::demangle(name));
+            .push(fntrace_format::demangle(name));
     }
     let mut canonical = HashMap::new();
     for names in by_address.into_values() {

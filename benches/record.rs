@@ -493,7 +493,7 @@ fn report_calls(dir: &Path) -> std::collections::BTreeMap<String, u64> {
         .filter_map(|line| {
             let fields: Vec<&str> = line.split_whitespace().collect();
             let name = fields.get(5..)?.join(" ");
-            let name = fntrace_tools::demangle(name.split(".llvm.").next().unwrap_or(&name));
+            let name = fntrace_format::demangle(name.split(".llvm.").next().unwrap_or(&name));
             Some((name, fields[4].parse::<u64>().ok()?))
         })
         .filter(|(name, _)| !name.starts_with("linux:"))
@@ -519,7 +519,7 @@ fn symbol_addresses(binary: &Path) -> std::collections::HashMap<String, u64> {
             let kind = fields.next()?;
             let name = fields.next()?;
             let name = name.split(".llvm.").next().unwrap_or(name);
-            matches!(kind, "t" | "T").then(|| (fntrace_tools::demangle(name), address))
+            matches!(kind, "t" | "T").then(|| (fntrace_format::demangle(name), address))
         })
         .collect()
 }

@@ -178,6 +178,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .threads
         .retain(|t| t.name.as_deref() != Some("main"));
     one_thread.threads.truncate(1);
-    println!("{}", fntrace::analysis::call_graph(&one_thread, Some(30)));
+    println!(
+        "{}",
+        fntrace_tools::analysis::call_graph(&one_thread, Some(30))
+    );
     Ok(())
 }

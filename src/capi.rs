@@ -23,7 +23,7 @@ use std::ffi::{c_char, c_int, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Mutex, PoisonError};
 
-use fntrace_tools::export::ExportError;
+use fntrace_format::export::ExportError;
 
 use crate::control;
 use crate::error::Error;

@@ -768,7 +768,7 @@ pub fn dump_with_progress(
 ) -> Result<DumpReport, Error> {
     let _untraced = Untraced::begin();
     let recorded = GRAPH_TRACER.recorded();
-    fntrace_tools::export::write_uftrace_dir_of(
+    fntrace_format::export::write_uftrace_dir_of(
         recorded.header(),
         &recorded,
         dir.as_ref(),

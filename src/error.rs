@@ -72,7 +72,7 @@ pub enum Error {
     /// A filter pattern is malformed.
     BadFilter(String),
     /// Writing or reading a trace failed (the trace stays in memory).
-    Export(fntrace_tools::export::ExportError),
+    Export(fntrace_format::export::ExportError),
     /// A recording could not start or stop (see `fntrace::record`); says
     /// why.
     Recording(String),
@@ -155,8 +155,8 @@ impl std::error::Error for Error {
     }
 }
 
-impl From<fntrace_tools::export::ExportError> for Error {
-    fn from(err: fntrace_tools::export::ExportError) -> Self {
+impl From<fntrace_format::export::ExportError> for Error {
+    fn from(err: fntrace_format::export::ExportError) -> Self {
         Error::Export(err)
     }
 }

@@ -38,7 +38,7 @@ impl Filter {
     /// `serde_json::*` selects `<serde_json::Value as serde::Serialize>::serialize`;
     /// a bare name, without `::`, also matches the last segment of a path as
     /// GDB's `break NAME` does, so `sleeper` selects `app::sleeper`: see
-    /// [the rules](fntrace_tools::glob#rules)). Without any include, every
+    /// [the rules](fntrace_format::glob#rules)). Without any include, every
     /// function is included.
     pub fn include(mut self, glob: &str) -> Filter {
         self.include.push(glob.to_string());
@@ -133,9 +133,9 @@ impl Filter {
 }
 
 /// The one glob matcher of fntrace, shared with the CLI's `-F`/`-N`: see
-/// [its rules](fntrace_tools::glob#rules).
+/// [its rules](fntrace_format::glob#rules).
 fn glob_match(glob: &str, name: &str) -> bool {
-    fntrace_tools::glob::matches(glob, name)
+    fntrace_format::glob::matches(glob, name)
 }
 
 #[cfg(test)]

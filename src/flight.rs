@@ -28,8 +28,8 @@ use crate::filter::Filter;
 use crate::record::{DEFAULT_DRAIN_INTERVAL, DEFAULT_RECORD_BUFFER_EVENTS, RECORDER_RUNNING};
 use crate::rt::thread::Untraced;
 use crate::tracers::graph::{describe_functions, GRAPH_TRACER};
-use fntrace_tools::analysis::human_duration;
-use fntrace_tools::export::TraceOutput;
+use fntrace_format::analysis::human_duration;
+use fntrace_format::export::TraceOutput;
 use hooks::SignalHandler;
 pub use window::FLIGHT_EVENT_BYTES;
 use window::{Window, WindowEvents};
@@ -708,10 +708,10 @@ impl Drop for FlightRecorder {
 
 /// Makes (as `mkdir -p`) and checks the directory a trigger's snapshots
 /// go under, as every output directory is checked
-/// ([`OutputDir`](fntrace_tools::export::OutputDir): no link followed on
+/// ([`OutputDir`](fntrace_format::export::OutputDir): no link followed on
 /// the way, refused if someone else could plant or swap names in it).
 fn create_dir(dir: &Path) -> Result<(), Error> {
-    fntrace_tools::export::OutputDir::open_or_make(dir)?;
+    fntrace_format::export::OutputDir::open_or_make(dir)?;
     Ok(())
 }
 
@@ -751,11 +751,11 @@ fn write_snapshot(
     };
     let dir = match at {
         SnapshotAt::Path(dir) => {
-            fntrace_tools::export::write_uftrace_dir_of(&source.header, &source, dir, None)?;
+            fntrace_format::export::write_uftrace_dir_of(&source.header, &source, dir, None)?;
             dir
         }
         SnapshotAt::Made(dir) => {
-            fntrace_tools::export::write_uftrace_dir_into(&source.header, &source, dir, None)?;
+            fntrace_format::export::write_uftrace_dir_into(&source.header, &source, dir, None)?;
             dir.path()
         }
     };

@@ -35,7 +35,9 @@
 //! protocol, and what its commands do) → `preload` (start-up from the
 //! environment, and the C library functions fntrace interposes) → this
 //! root (the public API). The trace
-//! model, analysis and exporters are the `fntrace-tools` crate.
+//! model, the uftrace format, the wire protocol and the latency report are
+//! the `fntrace-format` crate; the CLI's reports and exporters are
+//! `fntrace-tools`, which the runtime does not link.
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 compile_error!("fntrace supports x86-64 Linux only: its trampolines are x86-64 assembly");
@@ -72,9 +74,11 @@ pub use flight::{
 };
 pub use patch::entry_patch::{EntryPatchReport, Refusal};
 pub use socket::live::{serve_control, serve_control_with, serve_metrics, serve_metrics_with};
-// The trace model, reports and exports live in the fntrace-tools crate (which
-// links no runtime); they stay reachable here under their old paths.
-pub use fntrace_tools::{analysis, export, EventKind, GraphEvent, ThreadTrace, Trace};
+// The trace model, the uftrace format and the latency report are the
+// fntrace-format crate's, which the runtime writes and serves them with;
+// reachable here under their old paths. (The CLI's call graphs, call trees
+// and exporters are fntrace-tools', not the runtime's.)
+pub use fntrace_format::{analysis, export, EventKind, GraphEvent, ThreadTrace, Trace};
 pub use patch::priority::{patch_priority, set_patch_priority, PatchBoost, PatchPriority};
 pub use patch::stop_world::{set_ack_timeout, set_stop_signal};
 pub use patch::{patch_protocol, set_patch_protocol, PatchProtocol};

@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use fntrace_tools::export::{StreamTotals, UftraceStream};
+use fntrace_format::export::{StreamTotals, UftraceStream};
 
 mod exit;
 mod ledger;

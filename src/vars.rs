@@ -14,7 +14,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use fntrace_tools::units::{parse_duration_ns, parse_size};
+use fntrace_format::units::{parse_duration_ns, parse_size};
 
 use crate::error::Error;
 use crate::filter::Filter;
@@ -562,7 +562,7 @@ pub(crate) fn parse_triggers(value: &str) -> Result<Vec<TriggerSpec>, String> {
 pub(crate) fn parse_control(value: &str) -> Result<Option<PathBuf>, String> {
     match value {
         "" | "0" => Ok(None),
-        "1" => Ok(Some(fntrace_tools::control::own_control_socket_path())),
+        "1" => Ok(Some(fntrace_format::control::own_control_socket_path())),
         path if path.starts_with('/') => Ok(Some(PathBuf::from(path))),
         _ => Err(
             "use 1 (the default socket, /tmp/fntrace-UID/PID.sock), an absolute path, \

@@ -251,7 +251,7 @@ fn record_flight_says_what_the_recorder_lost_over_the_run() {
         .unwrap();
     let stderr = native::stderr_of(&output);
     assert!(output.status.success(), "{stderr}");
-    let notes = fntrace_tools::export::recorder_notes(&dir).unwrap();
+    let notes = fntrace_format::export::recorder_notes(&dir).unwrap();
     let noted = |key: &str| -> u64 {
         notes
             .iter()

@@ -141,7 +141,7 @@ fn a_full_buffer_drops_and_counts_events() {
     let thread = trace.threads.iter().find(|t| t.tid == tid).unwrap();
     assert_eq!(thread.events.len(), 64);
     assert_eq!(thread.lost, 102 - 64);
-    let graph = fntrace::analysis::call_graph(&trace, None);
+    let graph = fntrace_tools::analysis::call_graph(&trace, None);
     assert!(graph.contains("38 events lost"), "{graph}");
 }
 

@@ -14,11 +14,16 @@
 //! so that a new one fails. A module's own use of its descendants (how a
 //! parent declares and re-exports its children) is not an edge.
 //!
-//! Tools (`tools/src`): the library's modules follow `TOOLS_LAYERS` the same
-//! way, the library never names the CLI (`cli/`, a module of the binary
-//! only), and the CLI reaches the library only as `fntrace_tools`.
+//! Format (`format/src`, what the runtime and the CLI share): its modules
+//! follow `FORMAT_LAYERS` the same way. Tools (`tools/src`): the library's
+//! modules follow `TOOLS_LAYERS`, the library never names the CLI (`cli/`,
+//! a module of the binary only), and the CLI reaches the library only as
+//! `fntrace_tools`.
 //!
-//! And no library source file (runtime or tools) is over 800 lines.
+//! The runtime's build pulls in only the crates `RUNTIME_CRATES` lists
+//! (none of the CLI's), fewer than before the format crate was split out.
+//!
+//! And no library source file (runtime, format or tools) is over 800 lines.
 //! And `asm/x86_64/layout.h`, the offsets the trampolines use, says what
 //! the Rust structures' compile-time layout assertions say.
 //!
@@ -66,28 +71,32 @@ const KNOWN_CYCLES: &[(&[&str], &str)] = &[(
 )];
 
 /// The same for the tools library.
-const TOOLS_KNOWN_CYCLES: &[(&[&str], &str)] = &[
-    (
-        &["export::chrome", "export::spool"],
-        "The Chrome writer streams through the spool (chrome -> spool) and the \
-         spool writes its calls as Chrome JSON with chrome's byte writers \
-         (spool -> chrome). Breaks by moving chrome_call_bytes, \
-         chrome_frame_bytes and json_string into a leaf module both use.",
-    ),
-    (
-        &["export::uftrace::stream", "export::uftrace::stream_thread"],
-        "The streaming writer drives one StreamThread per thread (stream -> \
-         stream_thread), which adds to the StreamTotals that stream defines \
-         (stream_thread -> stream). Breaks by moving StreamTotals into \
-         stream_thread or format.",
-    ),
+const TOOLS_KNOWN_CYCLES: &[(&[&str], &str)] = &[(
+    &["export::chrome", "export::spool"],
+    "The Chrome writer streams through the spool (chrome -> spool) and the \
+     spool writes its calls as Chrome JSON with chrome's byte writers \
+     (spool -> chrome). Breaks by moving chrome_call_bytes, \
+     chrome_frame_bytes and json_string into a leaf module both use.",
+)];
+
+/// The same for the format crate.
+const FORMAT_KNOWN_CYCLES: &[(&[&str], &str)] = &[(
+    &["export::uftrace::stream", "export::uftrace::stream_thread"],
+    "The streaming writer drives one StreamThread per thread (stream -> \
+     stream_thread), which adds to the StreamTotals that stream defines \
+     (stream_thread -> stream). Breaks by moving StreamTotals into \
+     stream_thread or format.",
+)];
+
+/// The format crate's modules, bottom first.
+const FORMAT_LAYERS: &[&str] = &[
+    "elf", "control", "units", "glob", "names", "trace", "source", "analysis", "export",
 ];
 
 /// The tools library's modules, bottom first (the CLI is not among them:
-/// it is a module of the binary).
-const TOOLS_LAYERS: &[&str] = &[
-    "elf", "control", "units", "glob", "names", "trace", "source", "analysis", "export",
-];
+/// it is a module of the binary; what it shares with the runtime is the
+/// format crate, named `fntrace_format::…`).
+const TOOLS_LAYERS: &[&str] = &["analysis", "export"];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
@@ -591,6 +600,30 @@ fn the_tools_library_is_layered_and_never_uses_the_cli() {
     );
 }
 
+#[test]
+fn the_format_crate_is_layered() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("format/src");
+    let found = check_crate(&src, FORMAT_LAYERS, |_| false);
+    assert!(
+        found.violations.is_empty(),
+        "{}",
+        found.violations.join("\n")
+    );
+    for layer in FORMAT_LAYERS {
+        assert!(
+            found.modules_seen.contains(*layer),
+            "no module {layer} in format/src/"
+        );
+    }
+    let new = new_cycles(&found.edges, FORMAT_KNOWN_CYCLES);
+    assert!(
+        new.is_empty(),
+        "import cycles:\n{}\nedges: {:#?}",
+        new.join("\n"),
+        found.edges
+    );
+}
+
 /// Library source files stay readable: none over this many lines.
 const MAX_LINES: usize = 800;
 
@@ -599,6 +632,7 @@ fn no_library_source_file_is_over_800_lines() {
     let top = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
     rust_files(&top.join("src"), &mut files);
+    rust_files(&top.join("format/src"), &mut files);
     rust_files(&top.join("tools/src"), &mut files);
     assert!(files.len() > 40, "found only {} files", files.len());
     let long: Vec<String> = files
@@ -782,24 +816,90 @@ fn the_checker_sees_what_it_must() {
     );
 }
 
+/// What a service that links the runtime builds: the runtime, the format
+/// crate it shares with the CLI, and their dependencies. Adding one is a
+/// choice (every service compiles it), so it is made here; the CLI's crates
+/// (clap, indicatif, inferno, serde_json, ...) and fntrace-tools are never
+/// among them.
+const RUNTIME_CRATES: &[&str] = &[
+    "fntrace",
+    "fntrace-format",
+    // Call-site discovery, patching, locks (the runtime's own).
+    "libc",
+    "region",
+    "bitflags",
+    "once_cell",
+    "parking_lot",
+    "parking_lot_core",
+    "lock_api",
+    "scopeguard",
+    "smallvec",
+    "cfg-if",
+    "object",
+    "memchr",
+    "iced-x86",
+    "lazy_static",
+    // The format crate's: names, safe trace directories.
+    "rustc-demangle",
+    "cpp_demangle",
+    "rustix",
+    "linux-raw-sys",
+];
+
+/// How many crates (name and version) the runtime's build held when the
+/// format crate was split out of fntrace-tools, which it used to link:
+/// 22 then, and it must stay fewer.
+const RUNTIME_CRATES_BEFORE_THE_SPLIT: usize = 22;
+
 /// A service that links the runtime compiles no CLI: `cargo tree` of the
-/// runtime's normal dependencies names none of the command's crates.
+/// runtime's normal dependencies names only the crates of
+/// [`RUNTIME_CRATES`], and fewer (name and version) than the runtime built
+/// when it linked fntrace-tools.
 #[test]
 fn the_runtime_pulls_in_no_cli_crate() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     let output = std::process::Command::new(cargo)
-        .args(["tree", "-p", "fntrace", "-e", "normal", "--prefix", "none"])
+        .args([
+            "tree",
+            "-p",
+            "fntrace",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "--no-dedupe",
+        ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("running cargo tree");
     assert!(output.status.success(), "{output:?}");
     let tree = String::from_utf8_lossy(&output.stdout);
-    let crates: BTreeSet<&str> = tree
+    // "name vX.Y.Z (path)" or "name vX.Y.Z": name and version.
+    let versions: BTreeSet<(&str, &str)> = tree
         .lines()
-        .filter_map(|line| line.split_whitespace().next())
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            Some((words.next()?, words.next()?))
+        })
         .collect();
-    assert!(crates.contains("fntrace-tools"), "{tree}");
+    let crates: BTreeSet<&str> = versions.iter().map(|&(name, _)| name).collect();
+    assert!(crates.contains("fntrace-format"), "{tree}");
+    let unexpected: Vec<&&str> = crates
+        .iter()
+        .filter(|name| !RUNTIME_CRATES.contains(name))
+        .collect();
+    assert!(
+        unexpected.is_empty(),
+        "the runtime pulls in {unexpected:?}, which RUNTIME_CRATES does not list \
+         (every service would compile them):\n{tree}"
+    );
+    assert!(
+        versions.len() < RUNTIME_CRATES_BEFORE_THE_SPLIT,
+        "the runtime pulls in {} crates, {RUNTIME_CRATES_BEFORE_THE_SPLIT} or more:\n{versions:?}",
+        versions.len()
+    );
     for cli in [
+        "fntrace-tools",
         "clap",
         "clap_complete",
         "indicatif",
@@ -807,8 +907,9 @@ fn the_runtime_pulls_in_no_cli_crate() {
         "quick-xml",
         "flate2",
         "serde_json",
+        "rustc-hash",
     ] {
-        assert!(!crates.contains(cli), "the runtime pulls in {cli}:\n{tree}");
+        assert!(!RUNTIME_CRATES.contains(&cli), "{cli} is the CLI's");
     }
 }
 

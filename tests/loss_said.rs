@@ -44,7 +44,7 @@ fn calls(n: u64) -> u64 {
 
 /// The sum of `key` over the recorder notes of the recording at `dir`.
 fn noted(dir: &Path, key: &str) -> u64 {
-    fntrace_tools::export::recorder_notes(dir)
+    fntrace_format::export::recorder_notes(dir)
         .unwrap()
         .iter()
         .flatten()

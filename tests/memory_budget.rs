@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 
 use common::native::{self, repo};
 use fntrace::{Filter, RecordOptions, GRAPH_TRACER};
-use fntrace_tools::export::recorder_notes;
+use fntrace_format::export::recorder_notes;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 

@@ -39,7 +39,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::native::{build_libraries, profile_dir, repo};
-use fntrace_tools::analysis::ProfileSnapshot;
+use fntrace_format::analysis::ProfileSnapshot;
 
 /// How long a line of a program, or a reply, may take before the test
 /// fails instead of waiting on.

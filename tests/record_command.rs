@@ -745,7 +745,7 @@ fn program_equals_uftrace(
     let demangled = |calls: HashMap<String, u64>| -> HashMap<String, u64> {
         calls
             .into_iter()
-            .map(|(name, n)| (fntrace_tools::demangle(&name), n))
+            .map(|(name, n)| (fntrace_format::demangle(&name), n))
             .filter(|(name, _)| compared(name))
             .collect()
     };

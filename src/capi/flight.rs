@@ -50,22 +50,22 @@ pub(crate) struct Start<'a> {
 /// Checks (and makes) the snapshot directory: for an exit snapshot, a new
 /// or empty directory; for triggers' snapshots, a directory (made if
 /// missing) this process may write into. Both are opened as every output
-/// directory is (`fntrace_tools::export`'s rules: no link followed
+/// directory is (`fntrace_format::export`'s rules: no link followed
 /// anywhere in the path, refused if someone else could plant or swap names
 /// in it), so a refused directory is said at start, not at the first
 /// snapshot.
 fn check_dir(dir: &Path, snapshot_at_exit: bool) -> Result<(), String> {
     let shown = dir.display();
     if snapshot_at_exit {
-        fntrace_tools::export::prepare_output_dir(dir).map_err(|e| match e {
-            fntrace_tools::export::ExportError::DirectoryNotEmpty(_) => format!(
+        fntrace_format::export::prepare_output_dir(dir).map_err(|e| match e {
+            fntrace_format::export::ExportError::DirectoryNotEmpty(_) => format!(
                 "{shown} exists and is not an empty directory: the snapshot at exit could \
                  not be written there"
             ),
             e => e.to_string(),
         })?;
     } else {
-        fntrace_tools::export::OutputDir::open_or_make(dir).map_err(|e| e.to_string())?;
+        fntrace_format::export::OutputDir::open_or_make(dir).map_err(|e| e.to_string())?;
     }
     let c_path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
         .map_err(|_| format!("{shown}: holds a NUL byte"))?;

@@ -3,7 +3,7 @@
 //! or of the environment (`FNTRACE_FILTER`, `FNTRACE_FLIGHT_TRIGGER`,
 //! `FNTRACE_PATCH_FUNCTIONS`) that matches none of them is a typo far more
 //! often than a wish, and is said with the closest names
-//! (`fntrace_tools::glob::no_match`, the offline readers' wording).
+//! (`fntrace_format::glob::no_match`, the offline readers' wording).
 //! Control path only: these walk every site and demangle names.
 
 use std::sync::atomic::Ordering;
@@ -89,8 +89,8 @@ pub(crate) fn unmatched<'g>(
 ) -> Vec<String> {
     let globs: Vec<&str> = globs.into_iter().collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    fntrace_tools::glob::unmatched(&globs, &names)
+    fntrace_format::glob::unmatched(&globs, &names)
         .into_iter()
-        .map(|glob| fntrace_tools::glob::no_match(glob, among, names.iter().copied()))
+        .map(|glob| fntrace_format::glob::no_match(glob, among, names.iter().copied()))
         .collect()
 }

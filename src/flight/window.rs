@@ -6,7 +6,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet, VecDeque};
 use std::convert::Infallible;
 
-use fntrace_tools::{EventKind, EventSource, Gap, GraphEvent, ThreadInfo, Trace};
+use fntrace_format::{EventKind, EventSource, Gap, GraphEvent, ThreadInfo, Trace};
 
 use crate::rt::shadow::MAX_HOOKED_DEPTH;
 
@@ -460,13 +460,13 @@ mod tests {
         // marker where it is (what snapshots wrote from a copy of the
         // window before, but for the marker's place).
         let threads = vec![
-            fntrace_tools::ThreadTrace {
+            fntrace_format::ThreadTrace {
                 tid: 1,
                 name: Some("a".into()),
                 events: read(0).0,
                 lost: 7,
             },
-            fntrace_tools::ThreadTrace {
+            fntrace_format::ThreadTrace {
                 tid: 2,
                 name: Some("b".into()),
                 events: read(1).0,
@@ -492,14 +492,15 @@ mod tests {
         let base = std::env::temp_dir().join(format!("fntrace-window-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
         let (a, b) = (base.join("in-place"), base.join("whole"));
-        fntrace_tools::export::write_uftrace_dir_of(&in_place.header, &in_place, &a, None).unwrap();
+        fntrace_format::export::write_uftrace_dir_of(&in_place.header, &in_place, &a, None)
+            .unwrap();
         let gaps: Vec<Vec<Gap>> = (0..2).map(|i| in_place.gaps(i)).collect();
         assert_eq!(gaps, [vec![Gap { after: 2, count: 7 }], vec![]]);
-        let with_gaps = fntrace_tools::WithGaps {
+        let with_gaps = fntrace_format::WithGaps {
             source: &whole,
             gaps,
         };
-        fntrace_tools::export::write_uftrace_dir_of(&whole, &with_gaps, &b, None).unwrap();
+        fntrace_format::export::write_uftrace_dir_of(&whole, &with_gaps, &b, None).unwrap();
         let files = |dir: &std::path::Path| -> Vec<(std::ffi::OsString, Vec<u8>)> {
             let mut files: Vec<_> = std::fs::read_dir(dir)
                 .unwrap()

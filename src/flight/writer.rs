@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::rt::own_threads;
-use fntrace_tools::export::OutputDir;
+use fntrace_format::export::OutputDir;
 
 /// Tells those waiting for an answer that the writer is gone, however it
 /// ends (a panic included).
@@ -318,11 +318,11 @@ impl Writer {
             }
             let running = open.entry(tid).or_default();
             match event.kind {
-                fntrace_tools::EventKind::Entry => {
+                fntrace_format::EventKind::Entry => {
                     running.retain(|&(depth, _, _)| depth < event.depth);
                     running.push((event.depth, event.time_ns, event.function));
                 }
-                fntrace_tools::EventKind::Exit => {
+                fntrace_format::EventKind::Exit => {
                     running.retain(|&(depth, _, _)| depth <= event.depth);
                     if running.last().map(|&(d, _, f)| (d, f))
                         != Some((event.depth, event.function))
@@ -470,7 +470,7 @@ fn drain_into(window: &mut Window) {
 /// ... added if that name is taken) and held open: the snapshot and its
 /// [`TRIGGER_FILE`] are written through its descriptor. `parent` is
 /// opened (made if missing) as every output directory is
-/// ([`OutputDir`](fntrace_tools::export::OutputDir): no link followed on
+/// ([`OutputDir`](fntrace_format::export::OutputDir): no link followed on
 /// the way, refused if someone else could plant or swap names in it).
 fn snapshot_dir(
     parent: &Path,

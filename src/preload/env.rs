@@ -23,7 +23,7 @@
 //! - `FNTRACE_REPORT=1`: the latency table on stderr at exit (graph tracer);
 //! - `FNTRACE_FLIGHT=SIZE`: with `FNTRACE_OUTPUT`, run the flight
 //!   recorder instead (the most recent SIZE of events: `64M`, `1G`, bytes;
-//!   binary multiples, see `fntrace_tools::units`); this process only (the
+//!   binary multiples, see `fntrace_format::units`); this process only (the
 //!   programs it runs are not recorded). Without triggers, its window is
 //!   written to `FNTRACE_OUTPUT` at exit; that directory is checked (made,
 //!   empty) when the recorder starts, so that a snapshot that could not be
@@ -76,8 +76,8 @@ use crate::control;
 use crate::filter::Filter;
 use crate::tracer;
 use crate::tracers::graph::GRAPH_TRACER;
-use fntrace_tools::analysis::latency_of;
-use fntrace_tools::export::UftraceReader;
+use fntrace_format::analysis::latency_of;
+use fntrace_format::export::UftraceReader;
 
 use crate::capi::flight as slot;
 use crate::capi::{register_builtins, start_recording_with, take_recording};

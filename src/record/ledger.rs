@@ -13,8 +13,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 // The ledger's name in the directory, where `fntrace record` and the
-// readers read it (`fntrace_tools::export::process_ledger`).
-use fntrace_tools::export::PROCESS_LEDGER as LEDGER_FILE;
+// readers read it (`fntrace_format::export::process_ledger`).
+use fntrace_format::export::PROCESS_LEDGER as LEDGER_FILE;
 
 /// This process's ledger, open for appending (-1: none). A forked child
 /// shares its parent's open file (appends do not mix lines); `exec`

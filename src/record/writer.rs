@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use fntrace_tools::export::{ExportError, StreamTotals, UftraceStream};
+use fntrace_format::export::{ExportError, StreamTotals, UftraceStream};
 
 use super::exit::FINISH_ASKED;
 use super::{directory_write, Shared};

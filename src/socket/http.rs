@@ -1,6 +1,6 @@
 //! The metrics endpoint: `GET /metrics` over HTTP/1.x on a TCP address,
 //! answered with the live profile in OpenMetrics text (the profile
-//! tracer's snapshot, encoded by `fntrace_tools::analysis::openmetrics_top`),
+//! tracer's snapshot, encoded by `fntrace_format::analysis::openmetrics_top`),
 //! for Prometheus and other scrapers. Started by `FNTRACE_METRICS` or
 //! [`crate::serve_metrics`] / [`crate::serve_metrics_with`].
 //!
@@ -44,13 +44,13 @@ use crate::rt::spawn::spawn_running;
 use crate::rt::thread::Untraced;
 use crate::tracers::profile::PROFILE_TRACER;
 use crate::vars;
-use fntrace_tools::analysis::{openmetrics_top, DEFAULT_MAX_FUNCTIONS, OPENMETRICS_CONTENT_TYPE};
+use fntrace_format::analysis::{openmetrics_top, DEFAULT_MAX_FUNCTIONS, OPENMETRICS_CONTENT_TYPE};
 
 /// The longest request head accepted (request line and headers).
 pub(crate) const MAX_HEAD_BYTES: usize = 8192;
 
 /// The content type of the Prometheus text format 0.0.4, which the text
-/// also is (see `fntrace_tools::analysis::openmetrics`), for scrapers that
+/// also is (see `fntrace_format::analysis::openmetrics`), for scrapers that
 /// do not ask for OpenMetrics.
 const PROMETHEUS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 

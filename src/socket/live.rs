@@ -451,7 +451,7 @@ fn flight_request(request: FlightRequest) -> Reply {
             let reply = Reply::ok(format!(
                 "flight recorder started: the last {} of events; snapshots (flight trigger, \
                  snapshot DIR) in {}",
-                fntrace_tools::units::format_size(budget_bytes as u64),
+                fntrace_format::units::format_size(budget_bytes as u64),
                 dir.display()
             ));
             Ok(selection::with_pending(reply, &pending))
@@ -711,7 +711,7 @@ fn report() -> Reply {
     // Read where the events are, not collected; they stay.
     let recorded = GRAPH_TRACER.recorded();
     let events = recorded.events();
-    let latency = fntrace_tools::analysis::latency_of(&recorded);
+    let latency = fntrace_format::analysis::latency_of(&recorded);
     drop(recorded);
     let table = match latency {
         Ok(latency) => latency.table(REPORT_ROWS),

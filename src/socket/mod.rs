@@ -1,7 +1,7 @@
 //! Live control of a running process through a Unix socket: the transport
 //! and the protocol (this module and [`server`], [`conn`], [`reply`],
 //! [`path`], [`http`]; the requests' words are
-//! `fntrace_tools::control::request`, shared with `fntrace ctl`), and what
+//! `fntrace_format::control::request`, shared with `fntrace ctl`), and what
 //! each command does ([`live`], which hands
 //! [`serve`] its handler). The commands act on the C ABI's process-wide
 //! state (the filter, the recording: `crate::capi`, the layer below), so
@@ -91,7 +91,7 @@ use crate::error::Error;
 use crate::rt::spawn::spawn_running;
 use conn::{wake_pipe, ServerThread};
 
-pub(crate) use fntrace_tools::control::request::{FlightRequest, Request};
+pub(crate) use fntrace_format::control::request::{FlightRequest, Request};
 pub(crate) use http::serve_metrics;
 pub use http::{MetricsOptions, MetricsServer};
 pub use path::default_control_path;
@@ -158,13 +158,13 @@ pub(crate) fn serve(
     path::check_length(&path)?;
     // The socket is made, checked and chmod-ed in its directory through
     // that directory's descriptor (`/proc/self/fd/N/NAME`), the directory
-    // opened as every output directory is (`fntrace_tools::export`'s
+    // opened as every output directory is (`fntrace_format::export`'s
     // OutputDir: no link followed in any component, refused if someone else
     // could plant or swap names in it): neither bind nor chmod goes through
     // a link planted at a parent or swapped in meanwhile.
-    let (dir, name) = fntrace_tools::export::OutputDir::of_file(&path).map_err(|e| match e {
+    let (dir, name) = fntrace_format::export::OutputDir::of_file(&path).map_err(|e| match e {
         // As bind says it: the directory is missing.
-        fntrace_tools::export::ExportError::Io { source, .. }
+        fntrace_format::export::ExportError::Io { source, .. }
             if source.kind() == std::io::ErrorKind::NotFound =>
         {
             io("binding")(source)

@@ -161,7 +161,7 @@ pub(super) fn functions(glob: Option<&str>) -> Result<Reply, Error> {
     let selected: Vec<&str> = names
         .iter()
         .map(String::as_str)
-        .filter(|name| glob.is_none_or(|glob| fntrace_tools::glob::matches(glob, name)))
+        .filter(|name| glob.is_none_or(|glob| fntrace_format::glob::matches(glob, name)))
         .collect();
     if let Some(glob) = glob.filter(|_| selected.is_empty()) {
         let message = unmatched([glob], &names, WITH_SITES).join("; ");

@@ -152,7 +152,7 @@ pub(crate) fn inherited() -> Arc<SymbolIndex> {
 
 /// Readable names for filters, reports and errors: the same demangling as
 /// the offline tools, so that names agree wherever they are shown.
-pub(crate) use fntrace_tools::demangle;
+pub(crate) use fntrace_format::demangle;
 
 struct PhdrInfo {
     name: String,
@@ -398,12 +398,12 @@ fn build(generation: u64) -> SymbolIndex {
 type FileSymbols = (Vec<Function>, Vec<Range<usize>>);
 
 /// Whether this process's executable has instrumented call sites
-/// (`fntrace_tools::elf`): a symbol or section name, or `None`, also when
+/// (`fntrace_format::elf`): a symbol or section name, or `None`, also when
 /// it cannot be read.
 pub(crate) fn executable_instrumentation() -> Option<&'static str> {
     let mapped = MappedFile::open("/proc/self/exe").ok()?;
     let file = object::File::parse(mapped.bytes()).ok()?;
-    fntrace_tools::elf::instrumentation_in(&file)
+    fntrace_format::elf::instrumentation_in(&file)
 }
 
 /// Whether any object loaded now has instrumented call sites: the
@@ -424,7 +424,7 @@ pub(crate) fn process_has_call_sites() -> bool {
         };
         object::File::parse(mapped.bytes())
             .ok()
-            .and_then(|file| fntrace_tools::elf::library_instrumentation_in(&file))
+            .and_then(|file| fntrace_format::elf::library_instrumentation_in(&file))
             .is_some()
     })
 }

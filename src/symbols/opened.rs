@@ -253,9 +253,9 @@ pub(crate) fn note_closing(handle: *mut libc::c_void) {
 /// rightly (`index` lists what is loaded now): those unloaded since, those
 /// whose addresses another object seen had before or after them, and the
 /// other places of their files. Written as a recording's libraries are
-/// (`DLOP` lines, named by time: see `fntrace_tools::Library`) by dumps
+/// (`DLOP` lines, named by time: see `fntrace_format::Library`) by dumps
 /// and snapshots, which name their functions when they end.
-pub(crate) fn libraries_named_by_time(index: &super::SymbolIndex) -> Vec<fntrace_tools::Library> {
+pub(crate) fn libraries_named_by_time(index: &super::SymbolIndex) -> Vec<fntrace_format::Library> {
     let seen = seen_since(0);
     let overlaps = |a: &SeenObject, b: &SeenObject| {
         a.segments.iter().any(|s| {
@@ -285,7 +285,7 @@ pub(crate) fn libraries_named_by_time(index: &super::SymbolIndex) -> Vec<fntrace
         .collect();
     chosen
         .into_iter()
-        .map(|object| fntrace_tools::Library {
+        .map(|object| fntrace_format::Library {
             loaded_after_ns: object.loaded_after_ns,
             bias: object.bias as u64,
             path: object.path.clone(),

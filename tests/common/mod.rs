@@ -806,14 +806,14 @@ pub fn record_patched(
 
 /// Entries and exits per function of the recording `dir`, and the events
 /// its lost records say were lost, read thread by thread with
-/// [`fntrace_tools::export::UftraceReader`] (streaming: recordings of 100M
+/// [`fntrace_format::export::UftraceReader`] (streaming: recordings of 100M
 /// events and more).
 #[allow(dead_code)]
 pub fn streamed_counts(
     dir: &std::path::Path,
 ) -> (std::collections::BTreeMap<String, (u64, u64)>, u64) {
-    use fntrace_tools::{EventKind, EventSource};
-    let reader = fntrace_tools::export::UftraceReader::open(dir)
+    use fntrace_format::{EventKind, EventSource};
+    let reader = fntrace_format::export::UftraceReader::open(dir)
         .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
     let mut by_address: std::collections::BTreeMap<usize, (u64, u64)> = Default::default();
     let mut lost = 0;

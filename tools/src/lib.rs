@@ -1,16 +1,19 @@
-//! fntrace-tools: the offline side of fntrace. It holds the in-memory trace
-//! model ([`Trace`]), the reports computed from it ([`analysis`]), its
-//! exports and the uftrace reader ([`export`]), and the `fntrace` command-line
-//! tool built on them.
+//! fntrace-tools: the offline side of fntrace, what only the `fntrace`
+//! command runs. It holds the reports the CLI prints besides those the
+//! runtime shares ([`analysis`]: call trees, call graphs, selections), the
+//! exports ([`export`]: Chrome / Perfetto JSON, Perfetto protobuf, flame
+//! graphs), and the command built on them.
 //!
-//! Nothing here links the tracing runtime: the `fntrace` library (which
-//! defines `mcount`, `__fentry__` and patches the running program) depends on
-//! this crate to write its dumps, never the reverse. So the CLI, which only
-//! reads files, is an ordinary program.
+//! The trace model, the uftrace format, names, globs, units, the control
+//! socket's wire protocol and the latency report are the `fntrace-format`
+//! crate, which the runtime links too; this crate re-exports it (its
+//! [`analysis`] and [`export`] hold both crates' items), so that the CLI
+//! names one crate. Nothing here links the tracing runtime: the CLI, which
+//! only reads files and talks to sockets, is an ordinary program.
 //!
 //! ```no_run
 //! let trace = fntrace_tools::export::read_uftrace_dir("trace-dir".as_ref())?;
-//! println!("{}", fntrace_tools::analysis::latency(&trace).table(20));
+//! println!("{}", fntrace_tools::analysis::call_graph(&trace, Some(30)));
 //! # Ok::<(), fntrace_tools::export::ExportError>(())
 //! ```
 //!
@@ -27,16 +30,9 @@
 #![forbid(unsafe_code)]
 
 pub mod analysis;
-pub mod control;
-#[cfg(feature = "elf")]
-pub mod elf;
 pub mod export;
-pub mod glob;
-mod names;
-mod source;
-mod trace;
-pub mod units;
 
-pub use names::{demangle, demangle_full, uftrace_symbol_name};
-pub use source::{EventSource, Gap, ThreadInfo, WithGaps};
-pub use trace::{EventKind, GraphEvent, Library, ThreadTrace, Trace};
+pub use fntrace_format::{
+    control, demangle, demangle_full, elf, glob, uftrace_symbol_name, units, EventKind,
+    EventSource, Gap, GraphEvent, Library, ThreadInfo, ThreadTrace, Trace, WithGaps,
+};

@@ -24,7 +24,7 @@ use crate::sites::function_of_site;
 use crate::symbols;
 use crate::sys::clock::{self, ticks_to_ns, TickScale};
 use crate::tracer::{self, Call, FastEntries, FastPath, Return, Tracer};
-use fntrace_tools::{EventKind, GraphEvent, ThreadTrace, Trace};
+use fntrace_format::{EventKind, GraphEvent, ThreadTrace, Trace};
 
 pub(crate) mod fast;
 mod recorded;

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use std::convert::Infallible;
 use std::sync::MutexGuard;
 
-use fntrace_tools::{EventSource, Gap, GraphEvent, ThreadInfo, ThreadTrace, Trace};
+use fntrace_format::{EventSource, Gap, GraphEvent, ThreadInfo, ThreadTrace, Trace};
 
 use super::{describe_functions, GraphTracer, RawEvent};
 use crate::rt::ops;
@@ -121,7 +121,7 @@ impl GraphTracer {
 
 impl Recorded<'_> {
     /// The process, and the names of the functions the events name: the
-    /// header [`write_uftrace_dir_of`](fntrace_tools::export::write_uftrace_dir_of)
+    /// header [`write_uftrace_dir_of`](fntrace_format::export::write_uftrace_dir_of)
     /// wants.
     pub(crate) fn header(&self) -> &Trace {
         &self.header
@@ -239,9 +239,9 @@ mod tests {
     use std::collections::BTreeMap;
     use std::path::{Path, PathBuf};
 
-    use fntrace_tools::export::write_uftrace_dir_of;
-    use fntrace_tools::EventKind::{self, Entry, Exit};
-    use fntrace_tools::{EventSource, Gap};
+    use fntrace_format::export::write_uftrace_dir_of;
+    use fntrace_format::EventKind::{self, Entry, Exit};
+    use fntrace_format::{EventSource, Gap};
 
     use super::super::{GraphTracer, RawEvent, GRAPH_TRACER};
     use super::Untraced;
@@ -326,7 +326,7 @@ mod tests {
         drop(recorded); // not forgotten: take_trace finds the same events
         let mut trace = tracer.take_trace();
         trace.maps = maps;
-        let trace_with_gaps = fntrace_tools::WithGaps {
+        let trace_with_gaps = fntrace_format::WithGaps {
             source: &trace,
             gaps,
         };

@@ -96,12 +96,12 @@
 //! zeroes the block after a reset, and to the new epoch after; a reader
 //! checks it before and after it reads (see [`Block::read`]).
 //!
-//! [`NotKept`]: fntrace_tools::analysis::NotKept
+//! [`NotKept`]: fntrace_format::analysis::NotKept
 
 use std::sync::atomic::{fence, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use crate::rt::shadow::MAX_HOOKED_DEPTH;
-use fntrace_tools::analysis::Histogram;
+use fntrace_format::analysis::Histogram;
 
 mod paths;
 
@@ -341,7 +341,7 @@ const _: () = {
     assert!(HASH_MULTIPLIER == 0x9E37_79B9_7F4A_7C15);
     // Histogram::bucket_of, which the fast exit computes: 128 buckets per
     // power of two (and 256 exact ones below 256).
-    assert!(fntrace_tools::analysis::SUB_BUCKETS == CHUNK_BUCKETS);
+    assert!(fntrace_format::analysis::SUB_BUCKETS == CHUNK_BUCKETS);
 };
 
 /// Bits of a pending sample's duration; the row plus one is above them.

@@ -9,7 +9,7 @@ use std::sync::atomic::{fence, Ordering};
 use super::block::{Block, CHUNKS, CHUNK_BUCKETS, FUNCTIONS, GROUPS, PATHS};
 use crate::sites::function_of_site;
 use crate::symbols;
-use fntrace_tools::analysis::{FunctionProfile, Histogram, NotKept, PathProfile, ProfileSnapshot};
+use fntrace_format::analysis::{FunctionProfile, Histogram, NotKept, PathProfile, ProfileSnapshot};
 
 /// One function's counters, all threads merged.
 #[derive(Clone, Debug, Default)]

@@ -3,7 +3,7 @@
 //! does), read live with [`ProfileTracer::snapshot`].
 //!
 //! Per thread, per function: the completed calls' durations as a
-//! [`Histogram`](fntrace_tools::analysis::Histogram) (count, exact sum,
+//! [`Histogram`](fntrace_format::analysis::Histogram) (count, exact sum,
 //! minimum, maximum, log-linear buckets), the total (a call nested in
 //! another call of the same function on its thread adds to everything but
 //! the total: recursion counted once, as `fntrace report` does) and the
@@ -18,7 +18,7 @@
 //! pointer in the runtime's thread block; then loads and stores only: no
 //! lock, no allocation, no system call. Memory is bounded per thread (see
 //! [`block`] for the budget); what does not fit is counted in
-//! [`NotKept`](fntrace_tools::analysis::NotKept).
+//! [`NotKept`](fntrace_format::analysis::NotKept).
 //!
 //! A site selected by this tracer alone calls its fast path ([`fast`],
 //! `asm/x86_64/profile.S`), which does the common case of
@@ -50,7 +50,7 @@ use crate::rt::ring::{self, ForkReset};
 use crate::rt::thread::{current_tid, thread_block, Untraced};
 use crate::sys::{self, clock};
 use crate::tracer::{self, Call, FastEntries, FastPath, Return, Tracer};
-use fntrace_tools::analysis::ProfileSnapshot;
+use fntrace_format::analysis::ProfileSnapshot;
 
 pub(crate) mod block;
 mod fast;

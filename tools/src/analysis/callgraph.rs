@@ -5,9 +5,8 @@ use std::io::{self, BufWriter, Write};
 
 use rustc_hash::FxHashMap as HashMap;
 
-use super::pairing::{duration_ns, CallStep, Calls, Reading};
-use crate::source::{EventSource, ThreadInfo};
-use crate::trace::{GraphEvent, Trace};
+use fntrace_format::analysis::pairing::{duration_ns, CallStep, Calls, Reading};
+use fntrace_format::{EventSource, GraphEvent, ThreadInfo, Trace};
 
 /// Width of the thread id column.
 const TID_WIDTH: usize = 7;
@@ -92,8 +91,9 @@ pub fn write_call_graph_of<S: EventSource>(
     max_lines: Option<usize>,
     out: impl Write,
 ) -> Result<(), ReadOrWrite<S::Error>> {
-    let counts = super::threads::map_threads_here(source, |_, events| events.count())
-        .map_err(ReadOrWrite::Read)?;
+    let counts =
+        fntrace_format::analysis::threads::map_threads_here(source, |_, events| events.count())
+            .map_err(ReadOrWrite::Read)?;
     write_call_graph_counted(source, &counts, max_lines, out)
 }
 
@@ -337,7 +337,7 @@ fn pad(line: &mut Vec<u8>, count: usize) {
 mod tests {
     use super::*;
     use crate::analysis::tests::{entry, exit};
-    use crate::trace::{GraphEvent, ThreadTrace};
+    use fntrace_format::{GraphEvent, ThreadTrace};
 
     const HANDLE: usize = 0x1000;
     const PARSE: usize = 0x2000;

@@ -8,11 +8,10 @@ use std::cell::Cell;
 
 use rustc_hash::FxHashMap as HashMap;
 
-use super::latency::Shortfall;
-use super::pairing::{duration_ns, CallStep, Calls, Reading};
-use crate::glob;
-use crate::source::{infallible, EventSource};
-use crate::trace::{GraphEvent, Trace};
+use fntrace_format::analysis::pairing::{duration_ns, CallStep, Calls, Reading};
+use fntrace_format::analysis::Shortfall;
+use fntrace_format::glob;
+use fntrace_format::{infallible, EventSource, GraphEvent, Trace};
 
 /// One call path: a function called from the path of its parent node.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -89,7 +88,7 @@ pub fn call_tree_of<S: EventSource>(
     source: &S,
     function: Option<&str>,
 ) -> Result<CallTree, S::Error> {
-    let per_thread = super::threads::map_threads_here(source, |_, events| {
+    let per_thread = fntrace_format::analysis::threads::map_threads_here(source, |_, events| {
         TreeBuilder::of_thread(source, function, events)
     })?;
     Ok(call_tree_from(source, function, per_thread))
@@ -639,7 +638,7 @@ fn uftrace_time(ns: u64) -> String {
 mod tests {
     use super::*;
     use crate::analysis::tests::{entry, exit};
-    use crate::trace::ThreadTrace;
+    use fntrace_format::ThreadTrace;
 
     const MAIN: usize = 0x10;
     const OUTER: usize = 0x20;

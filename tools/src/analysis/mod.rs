@@ -1,104 +1,48 @@
-//! Reports computed from a recorded [`Trace`](crate::Trace):
-//! per-function latency statistics ([`latency()`]) and a text call graph
-//! ([`call_graph`]).
-//!
-//! # Pairing entries with exits
-//!
-//! Both reports, and every [export](crate::export), read a thread's events
-//! through one pairing pass (the crate-private `pairing` module), which walks
-//! the events in time order with a stack of open calls, their depths
-//! increasing from the outermost call to the innermost, and applies the
-//! rules of the data model:
-//!
-//! - An entry at depth `d` closes (as *unfinished*) every open call of depth
-//!   `≥ d`: a new call at the same or a shallower depth means those frames
-//!   were left without their exit being recorded (unwound by a panic or
-//!   `longjmp`). Then it opens a call.
-//! - An exit at depth `d` completes the open call of depth `d`, after closing,
-//!   as unfinished, every open call deeper than `d`. If no call of depth `d`
-//!   is open, the exit is *unmatched*: its entry was never recorded (tracing
-//!   was switched on in the middle of the call, or the entry was lost).
-//! - Calls still open when the events end are unfinished.
-//!
-//! The reports show the events as recorded; the exports need calls that
-//! nest, starting with those already running when tracing started. So the
-//! pass has two readings, which differ where the events contradict each other
-//! or tracing started inside calls:
-//!
-//! - *Calls running when tracing started.* The reports assume none: their
-//!   exits are unmatched (and still close the open calls deeper than them).
-//!   The exports open them before the first event, outermost first, as if
-//!   entered at the thread's first timestamp; their exits complete them. They
-//!   are the exits that match no entry, as long as each is shallower than the
-//!   one before it (an inner call returns before its caller does) and no call
-//!   was entered at its depth or a shallower one before it (that call would
-//!   have had to return first).
-//! - *An exit naming another function than the open call of its depth.* The
-//!   reports close that call as unfinished and count the exit as unmatched.
-//!   The exports pair by depth alone, as the data model does
-//!   ([`ThreadTrace::events`](crate::ThreadTrace::events)): the exit
-//!   completes the call.
-//! - *Any other unmatched exit.* The reports close the open calls deeper than
-//!   it as unfinished; the exports leave them open and ignore the exit.
-//!
-//! A completed call knows its duration (exit time minus entry time) and the
-//! summed durations of its completed *direct* children (the completed calls
-//! that were innermost-open-inside it), from which self time follows.
-//! Unfinished children have no duration and are not subtracted: their time
-//! stays in the parent's self time.
-//!
-//! # Costs
-//!
-//! The pairing pass takes time linear in the number of events, times the
-//! logarithm of the nesting depth (an exit finds the open call of its depth
-//! by binary search), and keeps one stack entry per open call. [`latency()`]
-//! keeps one [`Histogram`] per function per thread while it reads that
-//! thread, then folds it into the process-wide histogram of the function;
-//! [`call_graph`] streams its lines to a writer.
-//!
-//! # Reading from files
+//! Reports computed from a recorded [`Trace`](crate::Trace): those of
+//! [`fntrace_format::analysis`] (the latency table, profile snapshots,
+//! OpenMetrics; re-exported here), and the CLI's own: a text call graph
+//! ([`call_graph`]), call trees ([`call_tree`]) and selections of a trace
+//! ([`select`]). All of them pair entries with exits by one pass, whose
+//! rules are
+//! [pairing entries with exits](fntrace_format::analysis#pairing-entries-with-exits).
 //!
 //! Each report has a form that reads any [`EventSource`](crate::EventSource)
 //! ([`latency_of`], [`call_tree_of`], [`write_call_graph_of`]) and, through
-//! [`Selected`], any selection of it: on a uftrace directory opened with
-//! [`UftraceReader`](crate::export::UftraceReader) they read each thread's
-//! records as they go, so memory is what the report keeps (histograms, call
-//! paths, open calls), never the events. The forms that take a [`Trace`](crate::Trace)
-//! (`latency`, `call_tree`, `call_graph`, `select`) are the same code on a
-//! trace in memory.
+//! [`Selected`], any selection of it; the forms that take a
+//! [`Trace`](crate::Trace) (`latency`, `call_tree`, `call_graph`, `select`)
+//! are the same code on a trace in memory.
+
+pub use fntrace_format::analysis::*;
 
 mod callgraph;
 mod calltree;
-mod distribution;
-mod histogram;
-mod latency;
-mod openmetrics;
-pub(crate) mod pairing;
 pub mod parallel;
-mod profile;
 mod select;
-mod threads;
 
 pub use callgraph::{call_graph, write_call_graph, write_call_graph_of, ReadOrWrite};
 pub use calltree::{call_tree, call_tree_of, Backtrace, CallNode, CallTree};
-pub use distribution::{distribution, distribution_text, DistributionRow};
-pub use histogram::{Histogram, MAX_RELATIVE_ERROR, SUB_BUCKETS};
-pub use latency::{
-    human_duration, latency, latency_of, latency_of_with, FunctionStats, LatencyReport, Rows,
-    Shortfall, ThreadSummary,
-};
-pub use openmetrics::{
-    openmetrics, openmetrics_top, write_openmetrics, write_openmetrics_top, DEFAULT_MAX_FUNCTIONS,
-    DURATION_BUCKETS_NS, OPENMETRICS_CONTENT_TYPE,
-};
-pub use profile::{FunctionProfile, NotKept, PathProfile, ProfileSnapshot, ProfileTextError};
 pub use select::{select, Selected, Selection, Unmatched};
 
 #[cfg(test)]
-mod tests {
-    //! Event constructors for the tests of this module's files.
+pub(crate) mod tests {
+    //! Event constructors for the tests of this crate's reports and exports.
 
-    use crate::trace::{test_event, EventKind, GraphEvent};
+    use fntrace_format::{EventKind, GraphEvent};
+
+    /// An event, for tests that build traces by hand.
+    pub(crate) fn test_event(
+        time_ns: u64,
+        function: usize,
+        depth: u16,
+        kind: EventKind,
+    ) -> GraphEvent {
+        GraphEvent {
+            time_ns,
+            function,
+            depth,
+            kind,
+        }
+    }
 
     pub(crate) fn entry(time_ns: u64, function: usize, depth: u16) -> GraphEvent {
         test_event(time_ns, function, depth, EventKind::Entry)

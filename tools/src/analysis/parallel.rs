@@ -3,41 +3,19 @@
 //! [`UftraceReader`](crate::export::UftraceReader)): [`latency_of`],
 //! [`call_tree_of`], [`write_call_graph_of`] give what the functions of the
 //! same names in [`analysis`](super) give, reading threads on every core.
-//!
-//! [`map_threads`] hands each thread to a function on one of a few worker
-//! threads, one per core, and returns the results in the trace's thread
-//! order; the reports merge them in that order, so that what they print
-//! does not depend on which worker finished first or on the number of
-//! cores.
+//! The latency forms and [`map_threads`] are
+//! [`fntrace_format::analysis::parallel`]'s.
 
 use std::io::Write;
 
+use fntrace_format::EventSource;
+
 use super::callgraph::{write_call_graph_counted, ReadOrWrite};
 use super::calltree::{call_tree_from, CallTree, TreeBuilder};
-use super::latency::{latency_from, LatencyReport, Rows, ThreadDurations};
-use crate::source::EventSource;
 
-pub use super::threads::{map_threads, reading_threads};
-
-/// [`analysis::latency_of`](super::latency_of), threads read side by side.
-pub fn latency_of<S>(source: &S) -> Result<LatencyReport, S::Error>
-where
-    S: EventSource + Sync,
-    S::Error: Send,
-{
-    latency_of_with(source, Rows::ByName)
-}
-
-/// [`analysis::latency_of_with`](super::latency_of_with), threads read side
-/// by side.
-pub fn latency_of_with<S>(source: &S, rows: Rows) -> Result<LatencyReport, S::Error>
-where
-    S: EventSource + Sync,
-    S::Error: Send,
-{
-    let per_thread = map_threads(source, |_, events| ThreadDurations::of(events))?;
-    Ok(latency_from(source, rows, per_thread))
-}
+pub use fntrace_format::analysis::parallel::{
+    latency_of, latency_of_with, map_threads, reading_threads,
+};
 
 /// [`analysis::call_tree_of`](super::call_tree_of), threads read side by
 /// side.

@@ -7,9 +7,10 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
-use crate::glob::{closest, matches, matches_any};
-use crate::source::{infallible, EventSource, ThreadInfo};
-use crate::trace::{EventKind, GraphEvent, ThreadTrace, Trace};
+use fntrace_format::glob::{closest, matches, matches_any};
+use fntrace_format::{
+    infallible, EventKind, EventSource, GraphEvent, ThreadInfo, ThreadTrace, Trace,
+};
 
 /// Which calls to keep; the default keeps everything.
 ///

@@ -32,7 +32,7 @@ use super::output::Failure;
 pub const WRAPPER_ENV: &str = "FNTRACE_RUSTC_WRAPPER";
 
 /// Packages never instrumented: fntrace never traces itself.
-const FNTRACE_PACKAGES: [&str; 2] = ["fntrace", "fntrace-tools"];
+const FNTRACE_PACKAGES: [&str; 3] = ["fntrace", "fntrace-format", "fntrace-tools"];
 
 /// Set by `fntrace cargo` for the wrapper: the [`Form`]'s name.
 pub const FORM_ENV: &str = "FNTRACE_RUSTC_FORM";
@@ -81,7 +81,7 @@ fntrace patches): every member of the workspace, or, when ARGS select
 packages (-p/--package, --workspace, --exclude), only those. Nothing else is
 instrumented: no dependency (crates.io, git, or a path outside the
 workspace), no build script, no proc-macro, and not fntrace itself (packages
-fntrace and fntrace-tools, members or not). RUSTC_BOOTSTRAP=1, which lets the
+fntrace, fntrace-format and fntrace-tools, members or not). RUSTC_BOOTSTRAP=1, which lets the
 stable compiler accept the flag, is set for those rustc calls only.
 
 build, run, test and bench are the same code: only the rustc calls change.
@@ -494,6 +494,8 @@ mod tests {
         assert!(!instruments(&fntrace, "fntrace", true, &members));
         let tools = os(&["--crate-name", "fntrace_tools"]);
         assert!(!instruments(&tools, "other-name", true, &members));
+        let format = os(&["--crate-name", "fntrace_format"]);
+        assert!(!instruments(&format, "other-name", true, &members));
         let probe = os(&["-", "--crate-name", "___", "--print=file-names"]);
         assert!(!instruments(&probe, "", true, &members));
         assert!(!instruments(&os(&["-vV"]), "", true, &members));

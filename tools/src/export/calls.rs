@@ -5,9 +5,9 @@
 use std::cell::Cell;
 
 #[cfg(test)]
-use crate::analysis::pairing::entries_of_calls_running_at_start;
-use crate::analysis::pairing::{CallStep, Calls, Reading};
-use crate::trace::GraphEvent;
+use fntrace_format::analysis::pairing::entries_of_calls_running_at_start;
+use fntrace_format::analysis::pairing::{CallStep, Calls, Reading};
+use fntrace_format::GraphEvent;
 
 /// How a reconstructed call began.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -252,11 +252,11 @@ pub(crate) fn thread_calls(events: &[GraphEvent]) -> Vec<Call> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::EventKind;
+    use fntrace_format::EventKind;
 
     #[test]
     fn incomplete_calls_are_told_apart() {
-        use crate::trace::test_event as ev;
+        use crate::analysis::tests::test_event as ev;
         use EventKind::{Entry as In, Exit as Out};
         // f running at start; g unwound by h's entry; h still running.
         let events = [
@@ -300,7 +300,7 @@ mod tests {
         assert_eq!(Incomplete::default().describe(), None);
     }
 
-    use crate::trace::test_event as ev;
+    use crate::analysis::tests::test_event as ev;
     use EventKind::{Entry as In, Exit as Out};
 
     fn summary(calls: &[Call]) -> Vec<(usize, u64, u64, Option<usize>, Began, Ended)> {

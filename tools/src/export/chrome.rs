@@ -8,8 +8,7 @@ use std::io::{BufWriter, Write};
 use super::calls::{Began, Call, Ended};
 use super::spool::{CallExportOptions, SpooledCalls};
 use super::ExportError;
-use crate::source::ThreadInfo;
-use crate::trace::Trace;
+use fntrace_format::{ThreadInfo, Trace};
 
 /// Writes `trace` as Chrome trace event JSON, which `chrome://tracing` and
 /// Perfetto (<https://ui.perfetto.dev>) open: [`SpooledCalls::new`] with the
@@ -277,10 +276,10 @@ pub(crate) fn json_string(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::{EventKind, ThreadTrace};
+    use fntrace_format::{EventKind, ThreadTrace};
     use serde_json::Value;
 
-    use crate::trace::test_event as ev;
+    use crate::analysis::tests::test_event as ev;
     use EventKind::{Entry as In, Exit as Out};
 
     fn sample() -> Trace {

@@ -7,10 +7,9 @@ use std::io::Write;
 
 use super::calls::{stream_calls, CallEvent, Incomplete};
 use super::ExportError;
-use crate::analysis::pairing::entries_of_calls_running_at_start;
 use crate::analysis::ProfileSnapshot;
-use crate::source::{infallible, EventSource};
-use crate::trace::Trace;
+use fntrace_format::analysis::pairing::entries_of_calls_running_at_start;
+use fntrace_format::{infallible, EventSource, Trace};
 
 /// The folded stacks of `trace`, one line per call chain with its total self
 /// time in nanoseconds.
@@ -247,9 +246,9 @@ pub fn write_folded_svg(folded: &str, out: &mut dyn Write, title: &str) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::{EventKind, ThreadTrace};
+    use fntrace_format::{EventKind, ThreadTrace};
 
-    use crate::trace::test_event as ev;
+    use crate::analysis::tests::test_event as ev;
     use EventKind::{Entry as In, Exit as Out};
 
     fn sample() -> Trace {

@@ -10,7 +10,7 @@ use std::io::{BufWriter, Write};
 use super::chrome::PROGRESS_CALLS;
 use super::spool::{CallExportOptions, SpooledCalls};
 use super::ExportError;
-use crate::trace::Trace;
+use fntrace_format::Trace;
 
 /// `Trace.packet`.
 const TRACE_PACKET: u32 = 1;

@@ -19,10 +19,10 @@ use std::path::{Path, PathBuf};
 
 use super::calls::{stream_calls, Began, Call, CallEvent, Ended, Incomplete};
 use super::chrome::{chrome_call_bytes, chrome_frame_bytes, json_string};
-use super::dirfd::OutputDir;
 use super::ExportError;
-use crate::analysis::pairing::entries_of_calls_running_at_start;
-use crate::source::{EventSource, ThreadInfo};
+use super::OutputDir;
+use fntrace_format::analysis::pairing::entries_of_calls_running_at_start;
+use fntrace_format::{EventSource, ThreadInfo};
 
 /// Bytes of one call's record: function, start, end, parent (all u64),
 /// depth (u16), how it began and ended (u8 each), padding.

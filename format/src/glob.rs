@@ -39,7 +39,7 @@
 /// [rules](self#rules) of this module.
 ///
 /// ```
-/// use fntrace_tools::glob::matches;
+/// use fntrace_format::glob::matches;
 /// assert!(matches("serde_json::*", "serde_json::de::from_str"));
 /// assert!(matches(
 ///     "serde_json::*",
@@ -146,7 +146,7 @@ fn matching_open(text: &[char], open: char, close: char) -> Option<usize> {
 /// name.
 ///
 /// ```
-/// use fntrace_tools::glob::closest;
+/// use fntrace_format::glob::closest;
 /// let names = ["acc_graph::sleeper", "main", "acc_graph::work", "sleep"];
 /// assert_eq!(closest("sleepr", names, 2), ["acc_graph::sleeper", "sleep"]);
 /// assert_eq!(closest("*graph::w*", names, 1), ["acc_graph::work"]);
@@ -198,7 +198,7 @@ pub fn closest<'a>(
 /// (no parenthesis when there are none). Callers put the option first.
 ///
 /// ```
-/// use fntrace_tools::glob::no_match;
+/// use fntrace_format::glob::no_match;
 /// let names = ["handle_get", "handle_put", "main"];
 /// assert_eq!(
 ///     no_match("hadle_get", "called in t.data", names),

@@ -19,7 +19,7 @@ pub const DURATION_SYNTAX: &str = "a number with a unit (ns, us, ms, s, m): 500u
 /// error is one line naming the text and saying what a size is.
 ///
 /// ```
-/// use fntrace_tools::units::parse_size;
+/// use fntrace_format::units::parse_size;
 /// assert_eq!(parse_size("64M", 1), Ok(64 << 20));
 /// assert_eq!(parse_size("512k", 1), Ok(512 * 1024));
 /// assert_eq!(parse_size("1GiB", 1), Ok(1 << 30));
@@ -60,7 +60,7 @@ pub fn parse_size(text: &str, min: u64) -> Result<u64, String> {
 /// divides it (`64M`), else bytes (`1000`).
 ///
 /// ```
-/// use fntrace_tools::units::format_size;
+/// use fntrace_format::units::format_size;
 /// assert_eq!(format_size(64 << 20), "64M");
 /// assert_eq!(format_size(1536), "1536");
 /// ```
@@ -77,7 +77,7 @@ pub fn format_size(bytes: u64) -> String {
 /// one line naming the text and saying what a duration is.
 ///
 /// ```
-/// use fntrace_tools::units::parse_duration_ns;
+/// use fntrace_format::units::parse_duration_ns;
 /// assert_eq!(parse_duration_ns("20ms"), Ok(20_000_000));
 /// assert_eq!(parse_duration_ns("1.5s"), Ok(1_500_000_000));
 /// assert_eq!(parse_duration_ns("250us"), Ok(250_000));

@@ -9,7 +9,7 @@ use crate::trace::GraphEvent;
 
 /// Reads each thread of `source` with `map` on the calling thread, in
 /// order: [`map_threads`] for sources that cannot be shared.
-pub(crate) fn map_threads_here<S: EventSource, R>(
+pub fn map_threads_here<S: EventSource, R>(
     source: &S,
     mut map: impl FnMut(usize, &mut dyn Iterator<Item = GraphEvent>) -> R,
 ) -> Result<Vec<(R, u64)>, S::Error> {

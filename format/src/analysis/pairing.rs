@@ -1,7 +1,8 @@
 //! The pairing pass: the one place where a thread's entry and exit events
-//! are paired into calls, for the reports of this module and for the
-//! [exports](crate::export). The rules, and how the two readings of them
-//! differ, are stated in the
+//! are paired into calls, for the reports of this module and the CLI's
+//! (fntrace-tools), and for the [exports](crate::export) (uftrace here,
+//! Chrome, Perfetto and flame graphs there). The rules, and how the two
+//! readings of them differ, are stated in the
 //! [module documentation](super#pairing-entries-with-exits).
 
 use std::collections::VecDeque;
@@ -12,10 +13,10 @@ use crate::trace::{EventKind, GraphEvent};
 /// on events that contradict each other, see the
 /// [module documentation](super#pairing-entries-with-exits).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Reading {
-    /// The reports' ([`latency`](super::latency()),
-    /// [`call_graph`](super::call_graph)): the events as recorded, every
-    /// exit that does not end an open call unmatched.
+pub enum Reading {
+    /// The reports' ([`latency`](super::latency()), the CLI's call graph):
+    /// the events as recorded, every exit that does not end an open call
+    /// unmatched.
     Reports,
     /// The exports' ([`crate::export`]): calls that nest, including those
     /// running when tracing started.
@@ -45,7 +46,7 @@ impl Reading {
 /// One outcome of pairing a thread's events; see the
 /// [module documentation](super#pairing-entries-with-exits).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum CallStep {
+pub enum CallStep {
     /// A call was entered; a later `Returned` or `Unfinished` step with the
     /// same `entry` ends it.
     Entered {
@@ -84,7 +85,7 @@ pub(crate) enum CallStep {
 }
 
 /// Duration between an entry and its exit (0 if the clock went backwards).
-pub(crate) fn duration_ns(entry: &GraphEvent, exit: &GraphEvent) -> u64 {
+pub fn duration_ns(entry: &GraphEvent, exit: &GraphEvent) -> u64 {
     exit.time_ns.saturating_sub(entry.time_ns)
 }
 
@@ -103,7 +104,7 @@ struct OpenCall {
 /// in event order. Every `Returned` or `Unfinished` step ends the innermost
 /// call still open.
 #[derive(Debug)]
-pub(crate) struct Calls<I> {
+pub struct Calls<I> {
     /// The reading applied.
     reading: Reading,
     /// Entries made up for the calls running when tracing started,
@@ -142,7 +143,7 @@ impl<I: Iterator<Item = GraphEvent>> Calls<I> {
     /// `made_up_entries` are those [`entries_of_calls_running_at_start`]
     /// found in the same events, if the reading opens those calls (a first
     /// pass over the events); otherwise empty.
-    pub(crate) fn streaming(events: I, made_up_entries: Vec<GraphEvent>, reading: Reading) -> Self {
+    pub fn streaming(events: I, made_up_entries: Vec<GraphEvent>, reading: Reading) -> Self {
         debug_assert!(made_up_entries.is_empty() || reading.opens_calls_running_at_start());
         Calls {
             reading,
@@ -158,7 +159,7 @@ impl<I: Iterator<Item = GraphEvent>> Calls<I> {
     /// How many made-up entries, of calls running when tracing started, the
     /// pass reads before the thread's events: a call entered with an
     /// `entry_index` below this number is one of them.
-    pub(crate) fn made_up_entries(&self) -> usize {
+    pub fn made_up_entries(&self) -> usize {
         self.made_up_entries.len()
     }
 
@@ -288,7 +289,7 @@ impl<I: Iterator<Item = GraphEvent>> Iterator for Calls<I> {
 /// these exits need no pairing to be found; and once an entry at depth 0
 /// was read, no exit can be shallower: with none found by then, reading
 /// stops there.
-pub(crate) fn entries_of_calls_running_at_start(
+pub fn entries_of_calls_running_at_start(
     events: impl Iterator<Item = GraphEvent>,
 ) -> Vec<GraphEvent> {
     let mut first = u64::MAX;

@@ -242,7 +242,7 @@ impl<S: EventSource> EventSource for WithGaps<'_, S> {
 
 /// The value of a computation that cannot fail (one over a [`Trace`] in
 /// memory).
-pub(crate) fn infallible<T>(result: Result<T, Infallible>) -> T {
+pub fn infallible<T>(result: Result<T, Infallible>) -> T {
     match result {
         Ok(value) => value,
         Err(never) => match never {},

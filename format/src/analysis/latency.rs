@@ -3,7 +3,7 @@
 //! per function name as `uftrace report` shows them. See [`latency`] for
 //! what is measured and how recursion counts.
 
-use rustc_hash::FxHashMap as HashMap;
+use super::fxhash::FxHashMap as HashMap;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -88,8 +88,8 @@ pub struct LatencyReport {
 }
 
 /// What a trace lacks, said above every report of it: events lost while
-/// recording, and calls without an exit ([`LatencyReport::shortfall`],
-/// [`CallTree::shortfall`](super::CallTree::shortfall)).
+/// recording, and calls without an exit ([`LatencyReport::shortfall`], and
+/// the CLI's call tree's).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Shortfall {
     /// Events lost while recording, all threads.
@@ -112,7 +112,7 @@ pub struct Shortfall {
 impl Shortfall {
     /// Sorts [`unfinished_by_function`](Self::unfinished_by_function) into
     /// its order.
-    pub(crate) fn sort(&mut self) {
+    pub fn sort(&mut self) {
         self.unfinished_by_function
             .sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     }
@@ -269,7 +269,7 @@ impl FunctionStats {
 /// # Example
 ///
 /// ```
-/// use fntrace_tools::{analysis, EventKind, GraphEvent, ThreadTrace, Trace};
+/// use fntrace_format::{analysis, EventKind, GraphEvent, ThreadTrace, Trace};
 ///
 /// let event = |time_ns, function, depth, kind| GraphEvent { time_ns, function, depth, kind };
 /// let trace = Trace {
