@@ -399,7 +399,7 @@ fn assert_nothing_left(pid: u32, when: &str) {
 
 /// Checks one recording: read by fntrace's reader and by uftrace, each
 /// function's exits at most its entries and at most one per worker fewer,
-/// > 0 calls of `handle_request`, at most `served` + one per worker, and
+/// some calls of `handle_request`, at most `served` + one per worker, and
 /// `parse_key`'s calls equal to it within one per worker.
 /// `prefix` is the names' prefix (`svc::` for the Rust service).
 fn check_recording(dir: &Path, prefix: &str, served: Option<u64>, when: &str) -> u64 {
