@@ -11,8 +11,9 @@
 //!   (in `accept`, `read`, `write`), a thread in `epoll_wait` on a 5 ms
 //!   timerfd, one looping 5 ms `nanosleep`s, the main thread in `read`.
 //!   Odd cycles: `fntrace attach`, `ctl filter`, `ctl record`, `ctl
-//!   stop`, `fntrace detach`; even ones: `fntrace record -p PID
-//!   --duration`, which attaches and detaches by itself.
+//!   stop`, `ctl enable graph` (events kept in memory), `fntrace detach`,
+//!   which drops them; even ones: `fntrace record -p PID --duration`,
+//!   which attaches and detaches by itself.
 //! - `tests/rust/attach_service.rs` built by plain `rustc -O` (no
 //!   instrumentation): each cycle `fntrace attach`, `ctl patch 'svc::*'`
 //!   (run-time entry patching, `-P`), `ctl record`, `ctl stop`, `fntrace
@@ -504,8 +505,16 @@ fn c_server_attach_record_detach_cycles_under_load() {
             std::thread::sleep(WINDOW);
             let stopped = fntrace_ok(&["ctl", &pid_text, "stop"]);
             assert!(stopped.contains("lost: 0"), "{when}: {stopped}");
+            // The graph tracer in memory: detach drops what it holds (it
+            // stayed, and grew with each attach).
+            fntrace_ok(&["ctl", &pid_text, "enable", "graph"]);
+            std::thread::sleep(WINDOW / 2);
             let detached = fntrace_ok(&["detach", &pid_text]);
             assert!(detached.contains("detached: "), "{when}: {detached}");
+            assert!(
+                detached.contains("graph events in memory dropped"),
+                "{when}: {detached}"
+            );
         } else {
             let ms = format!("{}ms", WINDOW.as_millis());
             let output = fntrace(
