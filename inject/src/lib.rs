@@ -684,7 +684,8 @@ enum Stop {
 }
 
 fn wait_stop(tid: u32, timeout: Duration) -> Result<Stop, Refused> {
-    let deadline = Instant::now() + timeout;
+    let started = Instant::now();
+    let deadline = started + timeout;
     loop {
         let mut status = 0;
         // SAFETY: waitpid writes the status into a live int.
@@ -723,7 +724,19 @@ fn wait_stop(tid: u32, timeout: Duration) -> Result<Stop, Refused> {
                  made in it)"
             ));
         }
-        std::thread::sleep(Duration::from_micros(200));
+        // The borrowed thread is stopped while this waits for it: a
+        // fixed 200 µs sleep added up to a millisecond to its pause (each
+        // call and the stop itself). Yield for the first 200 µs (a call
+        // into the program's own code returns in tens of µs), then sleep
+        // briefly, then longer (dlopen of a large library, a busy host).
+        let waited = started.elapsed();
+        if waited < Duration::from_micros(200) {
+            std::thread::yield_now();
+        } else if waited < Duration::from_millis(5) {
+            std::thread::sleep(Duration::from_micros(20));
+        } else {
+            std::thread::sleep(Duration::from_micros(200));
+        }
     }
 }
 

@@ -62,9 +62,12 @@ pub(crate) fn attach_sites() -> Result<(), Error> {
 /// preloaded the library; such a site then holds its call with no tracer,
 /// which the next operation makes a NOP, as at start-up), once no tracer
 /// is enabled.
-/// Refused, changing nothing, while a tracer is enabled or when fntrace
-/// made entry patches (`patch`, `-P`) or hooked library calls, whose text
-/// this does not restore. Returns the number of sites written back.
+/// The entry jumps of run-time entry patches (`patch`, `-P`) are given
+/// back too (their stubs stay mapped, unreachable, for a thread still in
+/// one and for the next `patch`). Refused, changing nothing, while a
+/// tracer is enabled or when fntrace hooked library calls or patchable
+/// entries, whose text this does not restore. Returns the number of sites
+/// and entries written back.
 pub(crate) fn detach_text() -> Result<usize, Error> {
     let _untraced = Untraced::begin();
     let _priority = priority::boost_for_text_change();
@@ -75,17 +78,27 @@ pub(crate) fn detach_text() -> Result<usize, Error> {
             "a tracer is still enabled (detach disables every tracer first)".to_string(),
         ));
     }
-    if !patch::entry_patch::report().patched.is_empty() {
-        return Err(Error::Attach(
-            "functions were patched with `patch` (-P): their entries cannot be given back yet; \
-             the process stays attached"
-                .to_string(),
-        ));
-    }
     // Every selected site is a NOP now (no tracer is enabled).
     sync_text(&mut state.sites, |_| {})?;
     sites::loader::hold(|loaded| {
         sites::loader::drop_gone(loaded, holds_its_text);
+        let entry_stub = |addr: usize, flags: u32| {
+            flags & flag::ENTRY_STUB != 0 && patch::entry_patch::is_entry_patch_site(addr)
+        };
+        // Checked before anything is written: refused, nothing changes.
+        for sites::Listed { addr, site } in sites::in_order(state.sites.current()) {
+            let flags = site.flags.load(Ordering::Relaxed);
+            let hooked = flags & flag::PATCHABLE != 0 && flags & flag::RAW == 0;
+            if site.form().is_some() && hooked && !entry_stub(addr, flags) {
+                return Err(Error::Attach(
+                    "library calls or patchable entries were hooked: their text cannot be \
+                     given back yet; the process stays attached"
+                        .to_string(),
+                ));
+            }
+        }
+        let entries =
+            patch::entry_patch::restore_entries(|function| loaded.holds_text(function, 1))?;
         let mut writes = Vec::new();
         let mut changed = Vec::new();
         for sites::Listed { addr, site } in sites::in_order(state.sites.current()) {
@@ -93,12 +106,9 @@ pub(crate) fn detach_text() -> Result<usize, Error> {
             let Some(form) = site.form() else {
                 continue;
             };
-            if flags & flag::PATCHABLE != 0 && flags & flag::RAW == 0 {
-                return Err(Error::Attach(
-                    "library calls or patchable entries were hooked: their text cannot be \
-                     given back yet; the process stays attached"
-                        .to_string(),
-                ));
+            if entry_stub(addr, flags) {
+                // Unreachable now; a NOP (no tracer is enabled).
+                continue;
             }
             // What the site held before attach: the foreign call of an
             // adopted site, the call of fntrace's `mcount` of one found
@@ -133,7 +143,7 @@ pub(crate) fn detach_text() -> Result<usize, Error> {
             site.set_flag(restores, true);
         }
         if writes.is_empty() {
-            return Ok(0);
+            return Ok(entries);
         }
         if let Err(err) = patch::apply(&writes) {
             for &(site, restores) in &changed {
@@ -141,6 +151,6 @@ pub(crate) fn detach_text() -> Result<usize, Error> {
             }
             return Err(err);
         }
-        Ok(writes.len())
+        Ok(entries + writes.len())
     })
 }

@@ -142,11 +142,13 @@ impl EntryPatchReport {
     }
 }
 
-/// Everything patched or refused so far, and the functions already done
-/// (by start address: they are not looked at again).
+/// Everything patched or refused so far, the functions already done
+/// (by start address: they are not looked at again), and every entry
+/// jump made, for [`restore_entries`].
 struct State {
     report: EntryPatchReport,
     done: BTreeSet<usize>,
+    entries: Vec<Entry>,
 }
 
 static STATE: Mutex<State> = Mutex::new(State {
@@ -155,7 +157,21 @@ static STATE: Mutex<State> = Mutex::new(State {
         refused: Vec::new(),
     },
     done: BTreeSet::new(),
+    entries: Vec::new(),
 });
+
+/// A function given a stub: where its jump goes and what it replaced.
+/// The stub and its site outlive a [`restore_entries`]: patched again,
+/// the same jump to the same stub is written back.
+struct Entry {
+    name: String,
+    start: usize,
+    stub: usize,
+    at: usize,
+    old: [u8; JUMP_LEN],
+    /// Whether the jump is in the text now.
+    in_place: bool,
+}
 
 /// The lowest stub page mapped, and how far above it the highest stub
 /// page ends (0: none): a quick test for [`function_of_address`].
@@ -384,6 +400,7 @@ pub(crate) fn prepare(
         .collect();
     let mut pages: Vec<OpenPage> = Vec::new();
     let mut pending = Vec::new();
+    let mut again = Vec::new();
     let memory = FixedMemory::of_process();
     // libfntrace.so itself: all of it is fntrace's code (the patcher runs
     // it while it writes). Not an executable linked with libfntrace.a:
@@ -400,7 +417,14 @@ pub(crate) fn prepare(
         let whole_object_is_own = own_object(object);
         for (i, function) in object.functions.iter().enumerate() {
             let name = symbols::demangle(&function.name);
-            if !filter.selects(&name) || state.done.contains(&function.start) {
+            if !filter.selects(&name) {
+                continue;
+            }
+            if state.done.contains(&function.start) {
+                // Given back by a detach: its stub and site are there.
+                if let Some(write) = jump_again(&mut state, object, function.start)? {
+                    again.push(write);
+                }
                 continue;
             }
             state.done.insert(function.start);
@@ -487,10 +511,10 @@ pub(crate) fn prepare(
             for p in pending.drain(..) {
                 state.report.refused.push((p.name, Refusal::NoStubMemory));
             }
-            return Ok(Vec::new());
+            return Ok(again);
         }
     }
-    let mut writes = Vec::new();
+    let mut writes = again;
     for p in pending {
         let new = NewSite {
             addr: p.stub,
@@ -510,7 +534,15 @@ pub(crate) fn prepare(
         }
         let jump = jump(p.at, p.stub).expect("checked above");
         writes.push(TextWrite::entry_jump(p.at, &p.old, &jump)?);
-        state.report.patched.push(p.name);
+        state.report.patched.push(p.name.clone());
+        state.entries.push(Entry {
+            name: p.name,
+            start: p.start,
+            stub: p.stub,
+            at: p.at,
+            old: p.old,
+            in_place: true,
+        });
     }
     SITES.note_change();
     writes.sort_by_key(TextWrite::addr);
@@ -531,13 +563,99 @@ fn slot_near(pages: &mut Vec<OpenPage>, at: usize) -> Option<usize> {
     Some(page)
 }
 
+/// The entry jump of a function [`restore_entries`] gave back, to write
+/// again (its stub and site are still there), if its text still holds
+/// what the jump replaced; the function is reported patched again.
+fn jump_again(
+    state: &mut State,
+    object: &symbols::LoadedObject,
+    start: usize,
+) -> Result<Option<TextWrite>, Error> {
+    let Some(entry) = state
+        .entries
+        .iter_mut()
+        .find(|e| e.start == start && !e.in_place)
+    else {
+        return Ok(None);
+    };
+    let held = patchable::text_of(object, entry.at, JUMP_LEN);
+    if held != Some(&entry.old[..]) {
+        return Ok(None);
+    }
+    let jump = jump(entry.at, entry.stub).expect("made once already");
+    let write = TextWrite::entry_jump(entry.at, &entry.old, &jump)?;
+    entry.in_place = true;
+    let name = entry.name.clone();
+    state.report.patched.push(name);
+    Ok(Some(write))
+}
+
 /// Applies the entry jumps `writes` (several instructions each: the
-/// stop-the-world protocol writes them).
+/// stop-the-world protocol writes them). If that fails, none is in place.
 pub(crate) fn write_entries(writes: &[TextWrite]) -> Result<(), Error> {
     if writes.is_empty() {
         return Ok(());
     }
-    patch::apply(writes)
+    let written = patch::apply(writes);
+    if written.is_err() {
+        let mut state = STATE.lock();
+        let State {
+            entries, report, ..
+        } = &mut *state;
+        for entry in entries.iter_mut().filter(|e| e.in_place) {
+            if writes.iter().any(|w| w.addr() == entry.at) {
+                entry.in_place = false;
+                if let Some(at) = report.patched.iter().rposition(|n| *n == entry.name) {
+                    report.patched.remove(at);
+                }
+            }
+        }
+    }
+    written
+}
+
+/// Whether `site` is the site of a run-time entry patch's stub (which
+/// [`restore_entries`] makes unreachable, and gives nothing else back).
+pub(crate) fn is_entry_patch_site(site: usize) -> bool {
+    STATE.lock().entries.iter().any(|e| e.stub == site)
+}
+
+/// Detach: writes back, over every entry jump in place, the bytes it
+/// replaced (one batch, by the stop-the-world protocol, as the jumps
+/// were written), for the functions whose object `loaded` still holds.
+/// The stubs stay mapped (a thread may still run in one: it jumps back
+/// into its function, whose bytes after the moved ones never changed)
+/// and their sites stay NOPs. The functions are no longer reported
+/// patched; `patch` writes their jumps again. Returns how many were given
+/// back. Inside `loader::hold`, under the control lock, with no tracer
+/// enabled.
+pub(crate) fn restore_entries(loaded: impl Fn(usize) -> bool) -> Result<usize, Error> {
+    let mut state = STATE.lock();
+    let mut writes = Vec::new();
+    for entry in state.entries.iter().filter(|e| e.in_place) {
+        if !loaded(entry.start) {
+            continue;
+        }
+        let jump = jump(entry.at, entry.stub).expect("made once already");
+        writes.push(TextWrite::entry_restore(entry.at, &jump, &entry.old)?);
+    }
+    if writes.is_empty() {
+        return Ok(0);
+    }
+    writes.sort_by_key(TextWrite::addr);
+    patch::apply(&writes)?;
+    let State {
+        entries, report, ..
+    } = &mut *state;
+    for entry in entries.iter_mut().filter(|e| e.in_place) {
+        if writes.iter().any(|w| w.addr() == entry.at) {
+            entry.in_place = false;
+            if let Some(at) = report.patched.iter().rposition(|n| *n == entry.name) {
+                report.patched.remove(at);
+            }
+        }
+    }
+    Ok(writes.len())
 }
 
 #[cfg(test)]

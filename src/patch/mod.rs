@@ -193,6 +193,21 @@ impl TextWrite {
         Ok(write)
     }
 
+    /// The write that gives a run-time entry patch back: the bytes the
+    /// jump replaced (`original`, any instructions) over the jump (`jump`,
+    /// `e9 rel32`). A write of several instructions as
+    /// [`TextWrite::entry_jump`] (stop-the-world only); no thread can be
+    /// inside the jump, which is one instruction.
+    pub(crate) fn entry_restore(
+        addr: usize,
+        jump: &[u8],
+        original: &[u8],
+    ) -> Result<TextWrite, Error> {
+        let mut write = TextWrite::entry_jump(addr, original, jump)?;
+        std::mem::swap(&mut write.old, &mut write.new);
+        Ok(write)
+    }
+
     /// Whether a thread stopped strictly inside the write's bytes may be
     /// moved past them: only over a patchable entry's one-byte NOPs.
     pub(crate) fn skippable(&self) -> bool {

@@ -27,6 +27,19 @@ fn an_entry_jump_is_several_instructions_never_skipped() {
 }
 
 #[test]
+fn an_entry_restore_writes_the_first_bytes_back_over_the_jump() {
+    let at = 0x40_1000;
+    let old = [0x55, 0x48, 0x89, 0xe5, 0x89];
+    let jump = [0xe9, 0x00, 0x10, 0x00, 0x00];
+    let write = TextWrite::entry_restore(at, &jump, &old).unwrap();
+    assert_eq!(write.old_bytes(), &jump, "checked against the jump");
+    assert_eq!(write.new_bytes(), &old);
+    assert!(write.replaces_several_instructions() && !write.skippable());
+    // What it replaces must be the jump.
+    assert!(TextWrite::entry_restore(at, &old, &old).is_err());
+}
+
+#[test]
 fn new_describes_what_each_write_installs() {
     let at = 0x4000;
     let call = [0xe8, 0x0b, 0, 0, 0];

@@ -298,6 +298,13 @@ fn detach() -> Result<Reply, Error> {
         }
     }
     let restored = control::detach_text()?;
+    // Events and counts nobody will read: their memory would stay, and
+    // grow with each attach.
+    let dropped = GRAPH_TRACER.discard();
+    if dropped != 0 {
+        stopped.push(format!("{dropped} graph events in memory dropped"));
+    }
+    PROFILE_TRACER.reset();
     let _ = std::fs::remove_file(&path);
     socket::stop_after_reply();
     Ok(Reply::ok(format!(

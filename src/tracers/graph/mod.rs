@@ -338,6 +338,26 @@ impl GraphTracer {
         });
     }
 
+    /// Drops every event in memory (in the threads' buffers and retained
+    /// by a snapshot) unread, and gives the buffers' memory back as
+    /// [`GraphTracer::release_memory`] does: `detach` of an attached
+    /// process, which leaves nothing of fntrace's behind to grow from one
+    /// attach to the next. The number of events dropped.
+    pub(crate) fn discard(&self) -> usize {
+        let _untraced = Untraced::begin();
+        let dropped = {
+            let _operation = ops::operation();
+            let mut dropped = 0;
+            self.pool.drain_each(&mut |raw| dropped += raw.events.len());
+            let mut retained = self.retained.lock();
+            dropped += retained.iter().map(|t| t.events.len()).sum::<usize>();
+            *retained = Vec::new();
+            dropped
+        };
+        self.release_memory();
+        dropped
+    }
+
     /// Gives the memory of the buffers of threads that exited back to the
     /// kernel, and, while this tracer is off, that of live threads'
     /// buffers too (see [`RingPool::release_memory`]).

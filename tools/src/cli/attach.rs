@@ -36,12 +36,14 @@ Examples:
 /// `fntrace detach --help` after the arguments.
 pub const DETACH_HELP: &str = "\
 Asks a process fntrace attach attached to, over its control socket, to stop
-a recording or flight recorder it runs, switch every tracer off, write back
-the text fntrace changed (each call site holds its call of glibc's mcount
-again) and stop serving. libfntrace.so stays loaded, idle: frames the graph
-tracer hooked may still return through it. fntrace attach attaches again.
-Refused (the process stays attached) after `ctl PID patch` or library-call
-hooking, whose text is not given back yet.
+a recording or flight recorder it runs, switch every tracer off, drop the
+graph events and profile counts still in memory, write back the text
+fntrace changed (each call site holds its call of glibc's mcount
+again; functions given an entry jump by `ctl PID patch` hold their first
+bytes again) and stop serving. libfntrace.so stays loaded, idle: frames the
+graph tracer hooked may still return through it. fntrace attach attaches
+again. Refused (the process stays attached) after library-call hooking,
+whose text is not given back yet.
 
 Examples:
   fntrace detach $!
