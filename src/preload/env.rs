@@ -190,13 +190,16 @@ fn patch_functions(globs: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// Hooks the library calls `FNTRACE_LIBCALL` asks for and says on stderr
-/// how many, and which imports could not be hooked, and why (those left
-/// alone on purpose, `exit` or `setjmp`, only counted).
+/// Hooks the library calls `FNTRACE_LIBCALL` asks for (or the default);
+/// the lines to say on stderr once the start-up succeeded: how many, and
+/// which imports could not be hooked, and why (those left alone on
+/// purpose, `exit` or `setjmp`, only counted). A start-up that fails
+/// later says only why it failed (the hooks stay: a library call then
+/// costs its stub's jump and NOP, no tracer being enabled).
 fn trace_library_calls(
     scope: crate::control::LibcallScope,
     by_default: bool,
-) -> Result<(), String> {
+) -> Result<Vec<String>, String> {
     let value = match scope {
         crate::control::LibcallScope::Executable => "1",
         crate::control::LibcallScope::Nested => "nested",
@@ -205,24 +208,23 @@ fn trace_library_calls(
         Ok(report) => report,
         // On by default, not asked for: the rest of the tracing goes on.
         Err(e) if by_default => {
-            eprintln!(
+            return Ok(vec![format!(
                 "fntrace: library calls (on by default, FNTRACE_LIBCALL=0 turns them off): {e}; \
                  traced without them"
-            );
-            return Ok(());
+            )]);
         }
         Err(e) => return Err(format!("FNTRACE_LIBCALL={value}: {e}")),
     };
-    eprintln!(
+    let mut lines = vec![format!(
         "fntrace: library calls: {} library functions hooked in {} object(s), {} left alone",
         report.hooked.len(),
         report.objects,
         report.skipped.len()
-    );
+    )];
     for (name, why) in report.skipped.iter().filter(|(_, why)| !why.on_purpose()) {
-        eprintln!("fntrace: library calls: {name} not hooked: {why}");
+        lines.push(format!("fntrace: library calls: {name} not hooked: {why}"));
     }
-    Ok(())
+    Ok(lines)
 }
 
 /// Whether this runtime is its own shared object (`libfntrace.so`,
@@ -398,12 +400,13 @@ fn apply(settings: Settings, controlled: bool) -> Result<(), String> {
         return Ok(());
     }
     let mut enabled: Vec<&str> = Vec::new();
+    let mut said: Vec<String> = Vec::new();
     let result = (|| {
         if !settings.patch.is_empty() {
             patch_functions(&settings.patch)?;
         }
         if let Some(scope) = settings.libcall {
-            trace_library_calls(scope, settings.libcall_by_default)?;
+            said = trace_library_calls(scope, settings.libcall_by_default)?;
         }
         if let (Some(dir), Some(flight)) = (&settings.output, &settings.flight) {
             let start = slot::Start {
@@ -464,6 +467,9 @@ fn apply(settings: Settings, controlled: bool) -> Result<(), String> {
             let _ = slot.recorder.stop();
         }
         return Err(message);
+    }
+    for line in said {
+        eprintln!("{line}");
     }
     warn_unmatched(&settings);
     *APPLIED.lock().unwrap_or_else(|e| e.into_inner()) =
