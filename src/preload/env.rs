@@ -191,9 +191,9 @@ fn patch_functions(globs: &[String]) -> Result<(), String> {
 }
 
 /// Hooks the library calls `FNTRACE_LIBCALL` asks for (or the default);
-/// the lines to say on stderr once the start-up succeeded: how many, and
-/// which imports could not be hooked, and why (those left alone on
-/// purpose, `exit` or `setjmp`, only counted). A start-up that fails
+/// the lines to say on stderr once the start-up succeeded: how many (when
+/// asked for by name), and which imports could not be hooked, and why
+/// (those left alone on purpose, `exit` or `setjmp`, only counted). A start-up that fails
 /// later says only why it failed (the hooks stay: a library call then
 /// costs its stub's jump and NOP, no tracer being enabled).
 fn trace_library_calls(
@@ -215,12 +215,17 @@ fn trace_library_calls(
         }
         Err(e) => return Err(format!("FNTRACE_LIBCALL={value}: {e}")),
     };
-    let mut lines = vec![format!(
-        "fntrace: library calls: {} library functions hooked in {} object(s), {} left alone",
-        report.hooked.len(),
-        report.objects,
-        report.skipped.len()
-    )];
+    // The default is quiet (a service's stderr stays its own); asked for
+    // by name (`fntrace record`), the count is said.
+    let mut lines = Vec::new();
+    if !by_default {
+        lines.push(format!(
+            "fntrace: library calls: {} library functions hooked in {} object(s), {} left alone",
+            report.hooked.len(),
+            report.objects,
+            report.skipped.len()
+        ));
+    }
     for (name, why) in report.skipped.iter().filter(|(_, why)| !why.on_purpose()) {
         lines.push(format!("fntrace: library calls: {name} not hooked: {why}"));
     }
