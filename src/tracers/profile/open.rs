@@ -6,14 +6,21 @@
 //!
 //! Read-only, and racy by design: the owner thread keeps pushing and
 //! popping its open calls (plain stores, no lock) while this reads them.
-//! Blocks are never unmapped, so every load is of mapped memory. A frame
-//! is kept only if its entry time reads the same before and after its
-//! other fields and it is still below the open count read after it: the
-//! owner writes a new call's fields before its entry time, and x86-64
-//! keeps stores and loads in order, so a frame that passes is one call's.
-//! A call that returns or starts while the frames are read may be left
-//! out or listed: the reader ([`crate::socket`]'s `profile` reply) reads
-//! twice around the snapshot for that.
+//! Blocks are never unmapped, so every load is of mapped memory, and a
+//! row number read torn indexes a row of the block all the same (one not
+//! yet published names no function, and the call is left out). Only the
+//! frames below the open count read first are read, and a frame is kept
+//! only if its entry time reads the same before and after its other
+//! fields and it is still below the open count read after them: the
+//! owner writes a call's function row and depth before its entry time,
+//! and x86-64 keeps stores, and loads, in order, so a kept frame's
+//! function, depth and entry are one call's. Its completed callees' time,
+//! written after the entry, may still be the previous call's at that
+//! depth when the call was entered during the read: that call is then
+//! nanoseconds old, its self time so far counted as 0 in that one
+//! reading (the next counts it). A call that returns or starts while the
+//! frames are read may be left out or listed: the reader (the socket's
+//! `profile` reply) reads twice around the snapshot for that.
 
 use std::sync::atomic::Ordering;
 
