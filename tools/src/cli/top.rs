@@ -20,7 +20,9 @@
 //! counts a second in each of ten one-second intervals, not ten seconds in
 //! the one it returns in, and one thread never makes more than 100 %.
 //! These are wall times, blocked time included (a call waiting in `send`
-//! counts as much as one computing); CPU time is not measured.
+//! counts as much as one computing); CPU time is not measured per
+//! function. With a pid as the target, the header gives the process's CPU
+//! time over the interval (`/proc/PID/stat`) beside them.
 //!
 //! The screen is drawn with `ratatui` (alternate screen, restored on exit
 //! and on panic); `--once` prints one frame as plain text instead, for
@@ -53,7 +55,9 @@ included or not, per second of the interval: 100% is one thread's whole
 interval, so several threads can make more; each call counts for the part of
 it inside the interval, a call still running for the time it has run so
 far), avg, p50, p90 and p99 of the calls returned, running (calls entered,
-not returned, now). CPU time is not shown.
+not returned, now). CPU time is not measured per function; with a PID as
+the target, the header shows the process's CPU time over the interval
+(/proc/PID/stat, 100% is one CPU, 10 ms resolution) beside them.
 
 A glob of -F or -N that matches no function with a call site is refused,
 naming the closest functions; so is a program with no call site at all.
@@ -176,6 +180,10 @@ pub struct Interval {
     /// Whether the profile tracer was off at its end (set by the caller,
     /// which knows from the reply).
     pub tracer_off: bool,
+    /// The process's CPU time over the interval, in % of one CPU, when
+    /// known (set by the caller: a pid target on this host): beside the
+    /// wall times, how much of them was spent running.
+    pub cpu_percent: Option<f64>,
 }
 
 /// Per name: durations, total, self, running.
@@ -381,6 +389,7 @@ pub fn interval(before: &Sample, after: &Sample) -> Interval {
         threads: after.threads,
         lost,
         tracer_off: false,
+        cpu_percent: None,
     }
 }
 
@@ -405,8 +414,12 @@ pub fn header(target: &str, interval: &Interval, view: &View) -> String {
     } else {
         calls as f64 / seconds
     };
+    let cpu = match interval.cpu_percent {
+        Some(percent) => format!(", process CPU {percent:.0}%"),
+        None => String::new(),
+    };
     let mut line = format!(
-        "fntrace top {target}: {seconds:.3} s, {} threads, {rate:.0} calls/s, sorted by {}",
+        "fntrace top {target}: {seconds:.3} s, {} threads{cpu}, {rate:.0} calls/s, sorted by {}",
         interval.threads,
         view.sort.label()
     );
@@ -588,29 +601,68 @@ fn timeout(args: &TopArgs) -> Duration {
     args.interval.max(Duration::from_secs(5))
 }
 
-/// A sample, and whether the tracer is off.
-fn fetch(args: &TopArgs) -> Result<(Sample, bool), String> {
+/// What one fetch brought.
+struct Fetched {
+    sample: Sample,
+    /// Whether the profile tracer is off.
+    off: bool,
+    /// The process's CPU time (ns) when the sample came, and when that was:
+    /// when the target is a pid (of this host's pid namespace) whose
+    /// `/proc/PID/stat` is readable.
+    cpu: Option<(u64, Instant)>,
+}
+
+/// A sample, whether the tracer is off, and the process's CPU time.
+fn fetch(args: &TopArgs) -> Result<Fetched, String> {
     match super::ctl::exchange_line(&args.target, timeout(args), "profile\n")? {
-        (true, reply) => Ok((
-            Sample::of_reply(&reply)?,
-            super::profile::tracer_off(&reply),
-        )),
+        (true, reply) => Ok(Fetched {
+            sample: Sample::of_reply(&reply)?,
+            off: super::profile::tracer_off(&reply),
+            cpu: args
+                .target
+                .parse::<u32>()
+                .ok()
+                .and_then(process_cpu_ns)
+                .map(|ns| (ns, Instant::now())),
+        }),
         (false, why) => Err(why),
     }
 }
 
+/// The CPU time (user and system, all threads) of process `pid` so far,
+/// from `/proc/PID/stat` (in the kernel's USER_HZ ticks, 100 a second on
+/// x86-64: 10 ms resolution). Only for a pid given as the target: a socket
+/// path's program may be in another pid namespace, where its pid names
+/// another process here.
+fn process_cpu_ns(pid: u32) -> Option<u64> {
+    const USER_HZ: u64 = 100;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name, which may hold spaces and parentheses: the
+    // state (field 3), ..., utime (14), stime (15).
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks = |at: usize| fields.get(at)?.parse::<u64>().ok();
+    Some((ticks(11)? + ticks(12)?) * (1_000_000_000 / USER_HZ))
+}
+
 /// The interval between two fetched samples.
-fn between(before: &Sample, (after, off): &(Sample, bool)) -> Interval {
+fn between(before: &Fetched, after: &Fetched) -> Interval {
+    let cpu_percent = match (before.cpu, after.cpu) {
+        (Some((cpu0, t0)), Some((cpu1, t1))) if t1 > t0 => {
+            Some(cpu1.saturating_sub(cpu0) as f64 / (t1 - t0).as_nanos() as f64 * 100.0)
+        }
+        _ => None,
+    };
     Interval {
-        tracer_off: *off,
-        ..interval(before, after)
+        tracer_off: after.off,
+        cpu_percent,
+        ..interval(&before.sample, &after.sample)
     }
 }
 
 /// `--once` and `--frames N`: N + 1 samples an interval apart, a frame
 /// for each interval between two, printed as it ends.
 fn once(args: &TopArgs) -> Result<(), String> {
-    let (mut before, _) = fetch(args)?;
+    let mut before = fetch(args)?;
     let view = View {
         sort: args.sort,
         filter: args.filter.as_deref(),
@@ -633,14 +685,14 @@ fn once(args: &TopArgs) -> Result<(), String> {
         {
             return Ok(());
         }
-        before = after.0;
+        before = after;
     }
     Ok(())
 }
 
 /// The screen: redrawn every interval and on every key.
 fn live(args: &TopArgs) -> Result<(), String> {
-    let (mut before, _) = fetch(args)?;
+    let mut before = fetch(args)?;
     let mut terminal = ratatui::try_init().map_err(|e| format!("terminal: {e}"))?;
     let drawn = screen(args, &mut terminal, &mut before);
     ratatui::restore();
@@ -650,7 +702,7 @@ fn live(args: &TopArgs) -> Result<(), String> {
 fn screen(
     args: &TopArgs,
     terminal: &mut ratatui::DefaultTerminal,
-    before: &mut Sample,
+    before: &mut Fetched,
 ) -> Result<(), String> {
     let mut sort = args.sort;
     let mut filter = args.filter.clone();
@@ -667,7 +719,7 @@ fn screen(
             match fetch(args) {
                 Ok(after) => {
                     shown = Some(between(before, &after));
-                    *before = after.0;
+                    *before = after;
                     problem = None;
                 }
                 Err(why) => problem = Some(why),
@@ -906,6 +958,14 @@ mod tests {
         };
         assert!(header("4242", &off, &view)
             .contains("; the profile tracer is off: fntrace ctl 4242 enable profile"));
+        let cpu = Interval {
+            cpu_percent: Some(3.4),
+            ..interval.clone()
+        };
+        assert!(header("4242", &cpu, &view)
+            .contains(": 1.000 s, 2 threads, process CPU 3%, 100 calls/s"));
+        // This test's own process: some CPU time so far, read.
+        assert!(process_cpu_ns(std::process::id()).is_some_and(|ns| ns % 10_000_000 == 0));
         let text = frame_text("4242", &interval, &view);
         assert!(
             text.ends_with("  idle\n") && !text.contains("  get\n"),
