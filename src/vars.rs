@@ -90,9 +90,10 @@ pub(crate) const VARIABLES: &[Variable] = &[
     },
     Variable {
         name: "FNTRACE_LIBCALL",
-        meaning: "1: trace the executable's calls into shared libraries through its PLT \
-                  (uftrace's libcalls); nested: also the libraries' calls into other \
-                  libraries (uftrace's --nest-libcall); 0 or empty: not",
+        meaning: "the executable's calls into shared libraries through its PLT \
+                  (uftrace's libcalls), on by default with FNTRACE or FNTRACE_OUTPUT \
+                  under libfntrace.so; 1: asked by name; nested: also the libraries' \
+                  calls into other libraries (uftrace's --nest-libcall); 0 or empty: off",
         check: |v| ok(parse_libcall(v)),
         passed_on: true,
         on_bad: OnBad::Untraced,
@@ -413,7 +414,8 @@ pub(crate) fn parse_flag(value: &str) -> Result<bool, String> {
 }
 
 /// `FNTRACE_LIBCALL`: `1` the executable's library calls, `nested` the
-/// libraries' too; `0` or empty none.
+/// libraries' too; `0` or empty none (unset: the default, decided at
+/// start-up).
 pub(crate) fn parse_libcall(value: &str) -> Result<Option<crate::control::LibcallScope>, String> {
     match value {
         "" | "0" => Ok(None),

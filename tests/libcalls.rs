@@ -20,6 +20,12 @@
 //! - `--nest-libcall`: a plainly built library's calls into the C library
 //!   (`tests/c/nest_lib.c`) are recorded too, as uftrace's
 //!   `--nest-libcall` records them.
+//! - Library calls are on by default under the environment too: the
+//!   flight recorder's snapshot (`FNTRACE_FLIGHT`, `FNTRACE_OUTPUT`, no
+//!   other variable) of the `-pg` build holds them, with the calls
+//!   `uftrace record` counts, and nothing said on stderr;
+//!   `FNTRACE_LIBCALL=0` leaves them out; a program linked with
+//!   `libfntrace.a` is traced without them, silently.
 
 mod common;
 
@@ -278,6 +284,94 @@ fn library_calls_of_a_program_with_no_instrumentation() {
     std::fs::remove_dir_all(&base).unwrap();
 }
 
+/// Runs `program` (which prints [`RESULT`]) in `base` with
+/// `libfntrace.so` preloaded and only the `FNTRACE_*` variables `vars`.
+fn run_preloaded(base: &Path, program: &Path, vars: &[(&str, &str)]) -> Output {
+    native::build_libraries();
+    let mut command = Command::new(program);
+    command.current_dir(base);
+    for (name, _) in std::env::vars() {
+        if name.starts_with("FNTRACE") {
+            command.env_remove(name);
+        }
+    }
+    let output = command
+        .env("LD_PRELOAD", native::profile_dir().join("libfntrace.so"))
+        .envs(vars.iter().copied())
+        .output()
+        .unwrap();
+    let stderr = native::stderr_of(&output);
+    assert!(output.status.success(), "{vars:?}: {stderr}");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        RESULT,
+        "{vars:?}: {stderr}"
+    );
+    output
+}
+
+#[test]
+fn library_calls_appear_in_a_flight_snapshot_with_no_extra_variable() {
+    // One thread; the whole run fits the 1 MiB window (about 2,000
+    // events), written at exit (no trigger).
+    let base = common::temp_dir("libcalls-flight");
+    let program = native::build_c(
+        &base,
+        "libcall",
+        "flight",
+        &["-pg", "-O0", "-fPIE", "-pie"],
+        &[],
+    );
+    let ours = base.join("snapshot");
+    let output = run_preloaded(
+        &base,
+        &program,
+        &[
+            ("FNTRACE_FLIGHT", "1M"),
+            ("FNTRACE_OUTPUT", ours.to_str().unwrap()),
+        ],
+    );
+    // The default is quiet: the flight recorder's line at exit alone.
+    let stderr = native::stderr_of(&output);
+    assert!(
+        stderr.lines().count() == 1 && stderr.starts_with("fntrace: flight recorder: "),
+        "{stderr}"
+    );
+    let theirs = base.join("uftrace.data");
+    uftrace_record(&base, &theirs, &program, &[], RESULT);
+    let calls = same_calls(&ours, &theirs, "flight snapshot");
+    for (name, count) in program_calls() {
+        assert_eq!(calls.get(&name), Some(&count), "{name}: {calls:?}");
+    }
+
+    // FNTRACE_LIBCALL=0: the program's own functions alone.
+    let plain = base.join("snapshot-no-libcall");
+    let output = run_preloaded(
+        &base,
+        &program,
+        &[
+            ("FNTRACE_FLIGHT", "1M"),
+            ("FNTRACE_OUTPUT", plain.to_str().unwrap()),
+            ("FNTRACE_LIBCALL", "0"),
+        ],
+    );
+    assert!(!native::stderr_of(&output).contains("library"));
+    let own = common::call_table(&[
+        ("main", 1),
+        ("l_main", 1),
+        ("l_ppid", 1),
+        ("l_text", 50),
+        ("l_mem", 20),
+    ]);
+    assert_eq!(common::completed_calls(&plain), own, "FNTRACE_LIBCALL=0");
+    assert_eq!(
+        common::uftrace_calls(&plain),
+        own,
+        "FNTRACE_LIBCALL=0, uftrace report"
+    );
+    std::fs::remove_dir_all(&base).unwrap();
+}
+
 #[test]
 fn refused_in_a_program_linked_with_the_static_library() {
     let base = common::temp_dir("libcalls-static");
@@ -300,6 +394,24 @@ fn refused_in_a_program_linked_with_the_static_library() {
             && stderr.contains("the program runs untraced"),
         "{stderr}"
     );
+    // Not asked for by name: the default, not possible here, is left out
+    // without a word, and the program is traced.
+    let output = Command::new(&program)
+        .env("FNTRACE", "graph")
+        .env("FNTRACE_REPORT", "1")
+        .env_remove("FNTRACE_LIBCALL")
+        .current_dir(&base)
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    assert_eq!(String::from_utf8_lossy(&output.stdout), RESULT);
+    let stderr = native::stderr_of(&output);
+    assert!(
+        !stderr.contains("library calls") && !stderr.contains("untraced"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("l_text"), "the latency table: {stderr}");
+    assert!(!stderr.contains("getppid"), "no library call: {stderr}");
     std::fs::remove_dir_all(&base).unwrap();
 }
 

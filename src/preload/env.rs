@@ -13,9 +13,13 @@
 //!   instrumentation whose entries are patched at start-up, before any
 //!   tracer is enabled (uftrace's `-P`; see `fntrace::patch_functions`);
 //!   what was refused is printed on stderr;
-//! - `FNTRACE_LIBCALL=1`: the executable's calls into shared libraries
+//! - `FNTRACE_LIBCALL`: the executable's calls into shared libraries
 //!   through its PLT are traced (uftrace's library calls; see
-//!   `patch::libcall`), hooked at start-up after the patched functions;
+//!   `patch::libcall`), hooked at start-up after the patched functions:
+//!   by default whenever `FNTRACE` or `FNTRACE_OUTPUT` asks for tracing
+//!   (as `fntrace record` and uftrace do) and the runtime is the preloaded
+//!   `libfntrace.so`; `1` or `nested` ask for them by name, `0` turns them
+//!   off;
 //! - `FNTRACE_DEPTH`: the deepest call recorded (0: the outermost traced
 //!   calls);
 //! - `FNTRACE_OUTPUT`: a directory to stream to with the recorder (graph
@@ -96,8 +100,12 @@ struct Settings {
     filter: Filter,
     /// `FNTRACE_PATCH_FUNCTIONS`.
     patch: Vec<String>,
-    /// `FNTRACE_LIBCALL`.
+    /// `FNTRACE_LIBCALL`, or the default.
     libcall: Option<crate::control::LibcallScope>,
+    /// Whether `libcall` is the default (the variable unset), not asked
+    /// for by name: it does not make a wrapper trace, and a failure to
+    /// hook leaves the program traced without library calls.
+    libcall_by_default: bool,
     output: Option<String>,
     flight: Option<FlightSettings>,
     append: bool,
@@ -182,26 +190,71 @@ fn patch_functions(globs: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// Hooks the library calls `FNTRACE_LIBCALL` asks for and says on stderr
-/// how many, and which imports could not be hooked, and why (those left
-/// alone on purpose, `exit` or `setjmp`, only counted).
-fn trace_library_calls(scope: crate::control::LibcallScope) -> Result<(), String> {
+/// Hooks the library calls `FNTRACE_LIBCALL` asks for (or the default);
+/// the lines to say on stderr once the start-up succeeded: how many (when
+/// asked for by name), and which imports could not be hooked, and why
+/// (those left alone on purpose, `exit` or `setjmp`, only counted). A start-up that fails
+/// later says only why it failed (the hooks stay: a library call then
+/// costs its stub's jump and NOP, no tracer being enabled).
+fn trace_library_calls(
+    scope: crate::control::LibcallScope,
+    by_default: bool,
+) -> Result<Vec<String>, String> {
     let value = match scope {
         crate::control::LibcallScope::Executable => "1",
         crate::control::LibcallScope::Nested => "nested",
     };
-    let report =
-        control::trace_library_calls(scope).map_err(|e| format!("FNTRACE_LIBCALL={value}: {e}"))?;
-    eprintln!(
-        "fntrace: library calls: {} library functions hooked in {} object(s), {} left alone",
-        report.hooked.len(),
-        report.objects,
-        report.skipped.len()
-    );
-    for (name, why) in report.skipped.iter().filter(|(_, why)| !why.on_purpose()) {
-        eprintln!("fntrace: library calls: {name} not hooked: {why}");
+    let report = match control::trace_library_calls(scope) {
+        Ok(report) => report,
+        // On by default, not asked for: the rest of the tracing goes on.
+        Err(e) if by_default => {
+            return Ok(vec![format!(
+                "fntrace: library calls (on by default, FNTRACE_LIBCALL=0 turns them off): {e}; \
+                 traced without them"
+            )]);
+        }
+        Err(e) => return Err(format!("FNTRACE_LIBCALL={value}: {e}")),
+    };
+    // The default is quiet (a service's stderr stays its own); asked for
+    // by name (`fntrace record`), the count is said.
+    let mut lines = Vec::new();
+    if !by_default {
+        lines.push(format!(
+            "fntrace: library calls: {} library functions hooked in {} object(s), {} left alone",
+            report.hooked.len(),
+            report.objects,
+            report.skipped.len()
+        ));
     }
-    Ok(())
+    for (name, why) in report.skipped.iter().filter(|(_, why)| !why.on_purpose()) {
+        lines.push(format!("fntrace: library calls: {name} not hooked: {why}"));
+    }
+    Ok(lines)
+}
+
+/// Whether this runtime is its own shared object (`libfntrace.so`,
+/// preloaded or loaded), not linked into the executable (`libfntrace.a`),
+/// where library calls cannot be hooked (see `patch::libcall`): the
+/// object holding this function is not the one holding the program's
+/// entry point.
+fn runtime_is_preloaded() -> bool {
+    let object_base = |address: usize| {
+        // SAFETY: `Dl_info` is plain data, zeroes a valid value; `dladdr`
+        // only writes it, and reads nothing at `address`.
+        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+        // SAFETY: as above; `info` is a valid out-pointer.
+        match unsafe { libc::dladdr(address as *const libc::c_void, &mut info) } {
+            0 => None,
+            _ => Some(info.dli_fbase as usize),
+        }
+    };
+    // SAFETY: getauxval reads the process's auxiliary vector, always there.
+    let entry = unsafe { libc::getauxval(libc::AT_ENTRY) } as usize;
+    let this = runtime_is_preloaded as *const () as usize;
+    match (object_base(entry), object_base(this)) {
+        (Some(program), Some(runtime)) => program != runtime,
+        _ => false,
+    }
 }
 
 /// The settings, `None` when the environment asks for no tracing, or a
@@ -225,8 +278,9 @@ fn settings() -> Result<Option<Settings>, String> {
             .map_err(|e| named("FNTRACE_PATCH_FUNCTIONS", &globs, e))?,
         None => Vec::new(),
     };
-    let libcall = match var("FNTRACE_LIBCALL")? {
-        Some(v) => vars::parse_libcall(&v).map_err(|e| named("FNTRACE_LIBCALL", &v, e))?,
+    let libcall_set = var("FNTRACE_LIBCALL")?;
+    let mut libcall = match &libcall_set {
+        Some(v) => vars::parse_libcall(v).map_err(|e| named("FNTRACE_LIBCALL", v, e))?,
         None => None,
     };
     if let Some(depth) = var("FNTRACE_DEPTH")? {
@@ -284,6 +338,14 @@ fn settings() -> Result<Option<Settings>, String> {
     if tracers.is_empty() && output.is_none() && patch.is_empty() && libcall.is_none() {
         return Ok(None);
     }
+    // Library calls are on by default whenever tracing is asked for (a
+    // tracer, a recording, the flight recorder), as under `fntrace record`
+    // and uftrace; possible only when the runtime is its own shared object.
+    let tracing = !tracers.is_empty() || output.is_some();
+    let libcall_by_default = libcall_set.is_none() && tracing && runtime_is_preloaded();
+    if libcall_by_default {
+        libcall = Some(crate::control::LibcallScope::Executable);
+    }
     register_builtins();
     for name in &tracers {
         if tracer::find(name).is_none() {
@@ -311,6 +373,7 @@ fn settings() -> Result<Option<Settings>, String> {
         filter,
         patch,
         libcall,
+        libcall_by_default,
         output,
         flight: flight.map(|budget_bytes| FlightSettings {
             budget_bytes,
@@ -336,17 +399,19 @@ fn settings() -> Result<Option<Settings>, String> {
 fn apply(settings: Settings, controlled: bool) -> Result<(), String> {
     // Asked for by name (functions to patch, library calls, live control):
     // never a wrapper's business.
-    let asked = !settings.patch.is_empty() || settings.libcall.is_some() || controlled;
+    let libcall_asked = settings.libcall.is_some() && !settings.libcall_by_default;
+    let asked = !settings.patch.is_empty() || libcall_asked || controlled;
     if !asked && !crate::symbols::process_has_call_sites() {
         return Ok(());
     }
     let mut enabled: Vec<&str> = Vec::new();
+    let mut said: Vec<String> = Vec::new();
     let result = (|| {
         if !settings.patch.is_empty() {
             patch_functions(&settings.patch)?;
         }
         if let Some(scope) = settings.libcall {
-            trace_library_calls(scope)?;
+            said = trace_library_calls(scope, settings.libcall_by_default)?;
         }
         if let (Some(dir), Some(flight)) = (&settings.output, &settings.flight) {
             let start = slot::Start {
@@ -407,6 +472,9 @@ fn apply(settings: Settings, controlled: bool) -> Result<(), String> {
             let _ = slot.recorder.stop();
         }
         return Err(message);
+    }
+    for line in said {
+        eprintln!("{line}");
     }
     warn_unmatched(&settings);
     *APPLIED.lock().unwrap_or_else(|e| e.into_inner()) =

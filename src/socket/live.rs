@@ -30,7 +30,8 @@ use crate::socket::{
 };
 use crate::tracer;
 use crate::tracers::graph::GRAPH_TRACER;
-use crate::tracers::profile::PROFILE_TRACER;
+use crate::tracers::profile::{OpenCall, PROFILE_TRACER};
+use fntrace_tools::analysis::ProfileSnapshot;
 
 use crate::capi::flight as slot;
 use crate::capi::{
@@ -693,11 +694,17 @@ fn dump(dir: &Path) -> Result<Reply, Error> {
 
 /// The latency table of the graph tracer's events in memory, as
 /// `FNTRACE_REPORT=1` prints it at exit. The events stay (for `dump`).
-/// The profile tracer's snapshot: a summary, then its text form
-/// (`fntrace-profile 1` ... `end`), one line of the reply each.
+/// The profile tracer's snapshot: a summary, the calls open on each
+/// thread (`open TID DEPTH FUNCTION ENTRY_NS CHILDREN_NS`, the function's
+/// address in hex, the entry on the snapshot's clock, the completed
+/// direct children's summed durations; each thread's outermost first),
+/// then the snapshot's text form (`fntrace-profile 1` ... `end`), one
+/// line of the reply each. With the open calls a reader counts the part
+/// of a call inside an interval (`fntrace top`), not its whole life in
+/// the interval it returns in.
 fn profile() -> Reply {
-    let snapshot = PROFILE_TRACER.snapshot();
-    Reply::ok(format!(
+    let (snapshot, open) = profile_with_open_calls();
+    let mut reply = Reply::ok(format!(
         "profile: {} functions, {} paths, {} threads{}",
         snapshot.functions.len(),
         snapshot.paths.len(),
@@ -707,9 +714,47 @@ fn profile() -> Reply {
         } else {
             " (the profile tracer is off)"
         }
-    ))
-    .with_lines(&snapshot.to_text())
+    ));
+    for call in &open {
+        reply = reply.with_lines(&format!(
+            "open {} {} {:x} {} {}",
+            call.tid, call.depth, call.function, call.entry_ns, call.children_ns
+        ));
+    }
+    reply.with_lines(&snapshot.to_text())
 }
+
+/// The profile's snapshot and the calls open at it. The open calls are
+/// read after the snapshot, and once before it too: a call open before
+/// and gone after returned while the snapshot was read, and may be in it
+/// or not (it read the thread's counters before or after the return).
+/// Either way such a call would be counted wrong in one interval and
+/// right again in the next; one that had run for more than
+/// [`AMBIGUOUS_NS`] is worth reading again for, up to three times.
+fn profile_with_open_calls() -> (ProfileSnapshot, Vec<OpenCall>) {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let before = PROFILE_TRACER.open_calls();
+        let snapshot = PROFILE_TRACER.snapshot();
+        let after = PROFILE_TRACER.open_calls();
+        let returned_long_call = before.iter().any(|call| {
+            snapshot.taken_ns.saturating_sub(call.entry_ns) > AMBIGUOUS_NS
+                && !after
+                    .iter()
+                    .any(|c| (c.tid, c.depth, c.entry_ns) == (call.tid, call.depth, call.entry_ns))
+        });
+        if !returned_long_call || tries == 3 {
+            return (snapshot, after);
+        }
+    }
+}
+
+/// How long a call that returned during a profile snapshot may have run
+/// and be left to be counted in the next interval (see
+/// [`profile_with_open_calls`]): 100 µs, 1 % of `fntrace top`'s shortest
+/// interval.
+const AMBIGUOUS_NS: u64 = 100_000;
 
 fn report() -> Reply {
     if let Some(refused) = refuse_while_recording("report") {

@@ -32,7 +32,7 @@
 //! | `snapshot DIR` | a snapshot of the running flight recorder |
 //! | `dump DIR` | as `fntrace_dump` |
 //! | `report` | the latency table of the graph tracer's events in memory |
-//! | `profile` / `profile reset` | the profile tracer's snapshot (text form) / forget it |
+//! | `profile` / `profile reset` | the calls open on each thread, then the profile tracer's snapshot (text form) / forget it |
 //! | `detach` | (a process `fntrace attach` started serving) every tracer off, the text as before attach, the server stopped |
 //!
 //! The metrics endpoint (`GET /metrics` over HTTP, [`http`]) is served

@@ -55,6 +55,8 @@ use fntrace_format::analysis::ProfileSnapshot;
 pub(crate) mod block;
 mod fast;
 mod merge;
+mod open;
+pub(crate) use open::OpenCall;
 
 use block::{Block, CLAIMING, FREE, ORPHANED, OWNED};
 use merge::Aggregate;

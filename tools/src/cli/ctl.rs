@@ -14,7 +14,6 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
-use fntrace_tools::analysis::ProfileSnapshot;
 use fntrace_tools::control::request::{FlightRequest, Request};
 
 /// `fntrace ctl --help` after the arguments.
@@ -264,20 +263,6 @@ fn ask(args: &CtlArgs) -> Result<(bool, String), NoReply> {
         Duration::from_secs(args.timeout.max(1)),
         &request,
     )
-}
-
-/// The live profile of the program at `target` (a socket path or a pid),
-/// from one `profile` request, and whether its tracer is off; why not (no
-/// reply, an error reply, a reply that is no profile) as one line.
-pub fn fetch_profile(target: &str, timeout: Duration) -> Result<(ProfileSnapshot, bool), String> {
-    match exchange(target, timeout, "profile\n") {
-        Ok((true, reply)) => Ok((
-            super::profile::snapshot_of_reply(&reply)?,
-            super::profile::tracer_off(&reply),
-        )),
-        Ok((false, message)) => Err(message),
-        Err(NoReply(why)) => Err(why),
-    }
 }
 
 /// [`exchange`] for `fntrace attach` and `detach`: the reply to one

@@ -2,15 +2,27 @@
 //! the spirit of `top` and `perf top`. Every interval it fetches the
 //! `profile` tracer's snapshot over the control socket and shows, per
 //! function, what happened between the last two snapshots: calls per
-//! second, the share of a thread's time spent in it (total, self), the
-//! mean, median, 90th and 99th percentiles of those calls, and the calls
-//! running now.
+//! second, the share of the interval's wall time spent in it (callees
+//! included, or not: self), the mean, median, 90th and 99th percentiles
+//! of those calls, and the calls running now.
 //!
 //! The interval's figures are differences of two cumulative snapshots
 //! ([`interval`]): counts and sums subtract exactly, and the percentile
 //! comes from the difference of the two duration histograms, bucket by
 //! bucket (within the histogram's 0.4 %). A profile reset between the two
 //! (a count went down) makes the later snapshot the interval's.
+//!
+//! Time is counted where it was spent: with each snapshot the program
+//! lists the calls open on each thread (entry time, completed children),
+//! and a function's time at a snapshot is its completed calls' plus the
+//! part its open calls have run so far ([`Sample`]). The difference of two
+//! is the part of every call inside the interval: a call of ten seconds
+//! counts a second in each of ten one-second intervals, not ten seconds in
+//! the one it returns in, and one thread never makes more than 100 %.
+//! These are wall times, blocked time included (a call waiting in `send`
+//! counts as much as one computing); CPU time is not measured per
+//! function. With a pid as the target, the header gives the process's CPU
+//! time over the interval (`/proc/PID/stat`) beside them.
 //!
 //! The screen is drawn with `ratatui` (alternate screen, restored on exit
 //! and on panic); `--once` prints one frame as plain text instead, for
@@ -37,11 +49,15 @@ pub const TOP_HELP: &str = "\
 The program must serve its control socket (FNTRACE_CONTROL=1) and run the
 profile tracer: `fntrace ctl PID enable profile` (or FNTRACE=profile).
 
-Columns, over the last interval: calls/s (calls returned per second), total%
-and self% (time in the function per second of wall time, callees included or
-not: 100% is one thread's whole time, so several threads can make more),
-avg, p50, p90 and p99 of the calls returned, running (calls entered, not
-returned, now).
+Columns, over the last interval: calls/s (calls returned per second), wall%
+and self-wall% (wall time in the function, blocked time included, callees
+included or not, per second of the interval: 100% is one thread's whole
+interval, so several threads can make more; each call counts for the part of
+it inside the interval, a call still running for the time it has run so
+far), avg, p50, p90 and p99 of the calls returned, running (calls entered,
+not returned, now). CPU time is not measured per function; with a PID as
+the target, the header shows the process's CPU time over the interval
+(/proc/PID/stat, 100% is one CPU, 10 ms resolution) beside them.
 
 A glob of -F or -N that matches no function with a call site is refused,
 naming the closest functions; so is a program with no call site at all.
@@ -53,7 +69,8 @@ function; Esc clears); q quits.
 Examples:
   fntrace top $(pidof kv-service)
   fntrace top /run/my.sock -s self --interval 2s
-  fntrace top $PID --once --top 10        one frame as text, after one interval";
+  fntrace top $PID --once --top 10        one frame as text, after one interval
+  fntrace top $PID --frames 60 > log      a frame a second for a minute, as text";
 
 /// `fntrace top`.
 #[derive(Debug, Args)]
@@ -68,6 +85,10 @@ pub struct TopArgs {
     /// Print one frame (the first interval) as plain text and exit.
     #[arg(long)]
     pub once: bool,
+    /// Print N frames as plain text, one per interval, each interval
+    /// starting where the last ended, and exit (`--once` is `--frames 1`).
+    #[arg(long, value_name = "N", conflicts_with = "once", value_parser = clap::value_parser!(u64).range(1..))]
+    pub frames: Option<u64>,
     /// Sort by (keys t, s, p, c on the screen).
     #[arg(short, long, value_enum, default_value = "total")]
     pub sort: TopSort,
@@ -125,9 +146,10 @@ pub struct IntervalRow {
     pub name: String,
     /// Calls returned in the interval.
     pub calls: u64,
-    /// Their summed durations (recursion counted once).
+    /// Wall time in the function within the interval, callees included
+    /// (recursion counted once per thread): the calls' parts inside it.
     pub total_ns: u64,
-    /// Their summed self times.
+    /// The same without the direct callees' time.
     pub self_ns: u64,
     /// Their mean duration.
     pub avg_ns: u64,
@@ -158,10 +180,110 @@ pub struct Interval {
     /// Whether the profile tracer was off at its end (set by the caller,
     /// which knows from the reply).
     pub tracer_off: bool,
+    /// The process's CPU time over the interval, in % of one CPU, when
+    /// known (set by the caller: a pid target on this host): beside the
+    /// wall times, how much of them was spent running.
+    pub cpu_percent: Option<f64>,
 }
 
 /// Per name: durations, total, self, running.
 type Merged = BTreeMap<String, (Histogram, u64, u64, u64)>;
+
+/// A call open in the program when a snapshot was taken: an `open` line
+/// of the reply to `profile` (`open TID DEPTH FUNCTION ENTRY_NS
+/// CHILDREN_NS`, the function's address in hex).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenCall {
+    /// The thread.
+    pub tid: u32,
+    /// The call's depth among the thread's traced calls.
+    pub depth: u32,
+    /// The function's address (a [`ProfileSnapshot`] row's).
+    pub function: usize,
+    /// When it was entered, on the snapshot's clock (ns).
+    pub entry_ns: u64,
+    /// The summed durations of its completed direct callees (ns).
+    pub children_ns: u64,
+}
+
+/// A snapshot and the calls open when it was taken.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Sample {
+    /// The profile.
+    pub snapshot: ProfileSnapshot,
+    /// The calls open on each thread, each thread's outermost first.
+    pub open: Vec<OpenCall>,
+}
+
+impl Sample {
+    /// The sample in the reply to a `profile` request (a runtime that
+    /// lists no open calls gives none: its calls then count whole in the
+    /// interval they return in).
+    pub fn of_reply(reply: &str) -> Result<Sample, String> {
+        let snapshot = super::profile::snapshot_of_reply(reply)?;
+        let mut open = Vec::new();
+        for line in reply
+            .lines()
+            .take_while(|l| !l.starts_with("fntrace-profile "))
+        {
+            let Some(fields) = line.strip_prefix("open ") else {
+                continue;
+            };
+            let bad = || format!("a bad open call: {line:?}");
+            let fields: Vec<&str> = fields.split(' ').collect();
+            let [tid, depth, function, entry_ns, children_ns] = fields[..] else {
+                return Err(bad());
+            };
+            open.push(OpenCall {
+                tid: tid.parse().map_err(|_| bad())?,
+                depth: depth.parse().map_err(|_| bad())?,
+                function: usize::from_str_radix(function, 16).map_err(|_| bad())?,
+                entry_ns: entry_ns.parse().map_err(|_| bad())?,
+                children_ns: children_ns.parse().map_err(|_| bad())?,
+            });
+        }
+        Ok(Sample { snapshot, open })
+    }
+
+    /// Per name, the time the open calls have run so far when the
+    /// snapshot was taken: callees included (a call nested in an open
+    /// call of the same function on its thread not counted again, as the
+    /// profile's total does), and self (less its completed direct callees
+    /// and its open one).
+    fn open_time(&self) -> BTreeMap<String, (u64, u64)> {
+        let names: std::collections::HashMap<usize, &str> = self
+            .snapshot
+            .functions
+            .iter()
+            .map(|f| (f.function, f.name.as_str()))
+            .collect();
+        let mut calls = self.open.clone();
+        calls.sort_by_key(|c| (c.tid, c.depth));
+        let taken = self.snapshot.taken_ns;
+        let mut time: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        for (i, call) in calls.iter().enumerate() {
+            let Some(name) = names.get(&call.function) else {
+                continue; // its row came after the snapshot: just entered
+            };
+            let elapsed = taken.saturating_sub(call.entry_ns);
+            let same_thread = |c: &&OpenCall| c.tid == call.tid;
+            let callee = calls[i + 1..].iter().find(same_thread);
+            let in_callee = callee.map_or(0, |c| taken.saturating_sub(c.entry_ns));
+            let self_ns = elapsed
+                .saturating_sub(call.children_ns)
+                .saturating_sub(in_callee);
+            let nested = calls[..i]
+                .iter()
+                .any(|c| c.tid == call.tid && c.function == call.function);
+            let entry = time.entry(name.to_string()).or_default();
+            if !nested {
+                entry.0 += elapsed;
+            }
+            entry.1 += self_ns;
+        }
+        time
+    }
+}
 
 fn by_name(snapshot: &ProfileSnapshot) -> Merged {
     let mut merged = Merged::new();
@@ -203,8 +325,10 @@ fn difference(after: &Histogram, before: &Histogram) -> Histogram {
     )
 }
 
-/// The interval from `before` to `after`, two snapshots of one profile.
-pub fn interval(before: &ProfileSnapshot, after: &ProfileSnapshot) -> Interval {
+/// The interval from `before` to `after`, two samples of one profile.
+pub fn interval(before: &Sample, after: &Sample) -> Interval {
+    let (open_before, open_after) = (before.open_time(), after.open_time());
+    let (before, after) = (&before.snapshot, &after.snapshot);
     let (old, new) = (by_name(before), by_name(after));
     let empty = Default::default();
     // A reset zeroes every count: one that went down betrays it.
@@ -225,11 +349,24 @@ pub fn interval(before: &ProfileSnapshot, after: &ProfileSnapshot) -> Interval {
             continue;
         }
         let delta = difference(durations, &prior.0);
+        // Completed calls' time, plus what the open ones ran since the
+        // last snapshot: what every call ran inside the interval.
+        let none = (0, 0);
+        let open_now = open_after.get(name).unwrap_or(&none);
+        let open_then = match reset {
+            true => &none,
+            false => open_before.get(name).unwrap_or(&none),
+        };
+        let within = |now: u64, then: u64, open_now: u64, open_then: u64| {
+            let ns =
+                i128::from(now) - i128::from(then) + i128::from(open_now) - i128::from(open_then);
+            u64::try_from(ns.max(0)).unwrap_or(u64::MAX)
+        };
         rows.push(IntervalRow {
             name: name.clone(),
             calls,
-            total_ns: total_ns.saturating_sub(prior.1),
-            self_ns: self_ns.saturating_sub(prior.2),
+            total_ns: within(*total_ns, prior.1, open_now.0, open_then.0),
+            self_ns: within(*self_ns, prior.2, open_now.1, open_then.1),
             avg_ns: delta.mean(),
             p50_ns: delta.quantile(0.50),
             p90_ns: delta.quantile(0.90),
@@ -252,6 +389,7 @@ pub fn interval(before: &ProfileSnapshot, after: &ProfileSnapshot) -> Interval {
         threads: after.threads,
         lost,
         tracer_off: false,
+        cpu_percent: None,
     }
 }
 
@@ -276,8 +414,12 @@ pub fn header(target: &str, interval: &Interval, view: &View) -> String {
     } else {
         calls as f64 / seconds
     };
+    let cpu = match interval.cpu_percent {
+        Some(percent) => format!(", process CPU {percent:.0}%"),
+        None => String::new(),
+    };
     let mut line = format!(
-        "fntrace top {target}: {seconds:.2} s, {} threads, {rate:.0} calls/s, sorted by {}",
+        "fntrace top {target}: {seconds:.3} s, {} threads{cpu}, {rate:.0} calls/s, sorted by {}",
         interval.threads,
         view.sort.label()
     );
@@ -302,9 +444,18 @@ pub fn header(target: &str, interval: &Interval, view: &View) -> String {
     line
 }
 
-/// Column headers of a frame.
+/// Column headers of a frame: `wall%` and `self-wall%` are shares of
+/// the interval's wall time (blocked time included), not CPU time.
 pub const COLUMNS: [&str; 9] = [
-    "calls/s", "total%", "self%", "avg", "p50", "p90", "p99", "running", "function",
+    "calls/s",
+    "wall%",
+    "self-wall%",
+    "avg",
+    "p50",
+    "p90",
+    "p99",
+    "running",
+    "function",
 ];
 
 /// The frame's rows as cells, sorted by `view.sort` (largest first, then
@@ -394,7 +545,7 @@ pub fn main(args: &TopArgs) -> ExitCode {
                 eprintln!("fntrace: top: enable profile: {why}");
             }
         }
-        if args.once {
+        if args.once || args.frames.is_some() {
             once(args)
         } else {
             live(args)
@@ -450,39 +601,98 @@ fn timeout(args: &TopArgs) -> Duration {
     args.interval.max(Duration::from_secs(5))
 }
 
-/// A snapshot, and whether the tracer is off.
-fn fetch(args: &TopArgs) -> Result<(ProfileSnapshot, bool), String> {
-    super::ctl::fetch_profile(&args.target, timeout(args))
+/// What one fetch brought.
+struct Fetched {
+    sample: Sample,
+    /// Whether the profile tracer is off.
+    off: bool,
+    /// The process's CPU time (ns) when the sample came, and when that was:
+    /// when the target is a pid (of this host's pid namespace) whose
+    /// `/proc/PID/stat` is readable.
+    cpu: Option<(u64, Instant)>,
 }
 
-/// The interval between two fetched snapshots.
-fn between(before: &ProfileSnapshot, (after, off): &(ProfileSnapshot, bool)) -> Interval {
-    Interval {
-        tracer_off: *off,
-        ..interval(before, after)
+/// A sample, whether the tracer is off, and the process's CPU time.
+fn fetch(args: &TopArgs) -> Result<Fetched, String> {
+    match super::ctl::exchange_line(&args.target, timeout(args), "profile\n")? {
+        (true, reply) => Ok(Fetched {
+            sample: Sample::of_reply(&reply)?,
+            off: super::profile::tracer_off(&reply),
+            cpu: args
+                .target
+                .parse::<u32>()
+                .ok()
+                .and_then(process_cpu_ns)
+                .map(|ns| (ns, Instant::now())),
+        }),
+        (false, why) => Err(why),
     }
 }
 
-/// `--once`: two snapshots an interval apart, one frame.
+/// The CPU time (user and system, all threads) of process `pid` so far,
+/// from `/proc/PID/stat` (in the kernel's USER_HZ ticks, 100 a second on
+/// x86-64: 10 ms resolution). Only for a pid given as the target: a socket
+/// path's program may be in another pid namespace, where its pid names
+/// another process here.
+fn process_cpu_ns(pid: u32) -> Option<u64> {
+    const USER_HZ: u64 = 100;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name, which may hold spaces and parentheses: the
+    // state (field 3), ..., utime (14), stime (15).
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks = |at: usize| fields.get(at)?.parse::<u64>().ok();
+    Some((ticks(11)? + ticks(12)?) * (1_000_000_000 / USER_HZ))
+}
+
+/// The interval between two fetched samples.
+fn between(before: &Fetched, after: &Fetched) -> Interval {
+    let cpu_percent = match (before.cpu, after.cpu) {
+        (Some((cpu0, t0)), Some((cpu1, t1))) if t1 > t0 => {
+            Some(cpu1.saturating_sub(cpu0) as f64 / (t1 - t0).as_nanos() as f64 * 100.0)
+        }
+        _ => None,
+    };
+    Interval {
+        tracer_off: after.off,
+        cpu_percent,
+        ..interval(&before.sample, &after.sample)
+    }
+}
+
+/// `--once` and `--frames N`: N + 1 samples an interval apart, a frame
+/// for each interval between two, printed as it ends.
 fn once(args: &TopArgs) -> Result<(), String> {
-    let (before, _) = fetch(args)?;
-    std::thread::sleep(args.interval);
-    let after = fetch(args)?;
+    let mut before = fetch(args)?;
     let view = View {
         sort: args.sort,
         filter: args.filter.as_deref(),
         notrace: &args.notrace,
         limit: args.top.unwrap_or(usize::MAX),
     };
-    let text = frame_text(&args.target, &between(&before, &after), &view);
-    // A closed stdout loses nothing the caller still wants.
-    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    let mut next = Instant::now();
+    for _ in 0..args.frames.unwrap_or(1) {
+        // From the last deadline, not the last fetch: frames do not drift.
+        next += args.interval;
+        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+        let after = fetch(args)?;
+        let text = frame_text(&args.target, &between(&before, &after), &view);
+        let mut out = std::io::stdout().lock();
+        // A closed stdout loses nothing the caller still wants.
+        if out
+            .write_all(text.as_bytes())
+            .and_then(|()| out.flush())
+            .is_err()
+        {
+            return Ok(());
+        }
+        before = after;
+    }
     Ok(())
 }
 
 /// The screen: redrawn every interval and on every key.
 fn live(args: &TopArgs) -> Result<(), String> {
-    let (mut before, _) = fetch(args)?;
+    let mut before = fetch(args)?;
     let mut terminal = ratatui::try_init().map_err(|e| format!("terminal: {e}"))?;
     let drawn = screen(args, &mut terminal, &mut before);
     ratatui::restore();
@@ -492,7 +702,7 @@ fn live(args: &TopArgs) -> Result<(), String> {
 fn screen(
     args: &TopArgs,
     terminal: &mut ratatui::DefaultTerminal,
-    before: &mut ProfileSnapshot,
+    before: &mut Fetched,
 ) -> Result<(), String> {
     let mut sort = args.sort;
     let mut filter = args.filter.clone();
@@ -509,7 +719,7 @@ fn screen(
             match fetch(args) {
                 Ok(after) => {
                     shown = Some(between(before, &after));
-                    *before = after.0;
+                    *before = after;
                     problem = None;
                 }
                 Err(why) => problem = Some(why),
@@ -554,7 +764,7 @@ fn screen(
                 let widths = [
                     Constraint::Length(9),
                     Constraint::Length(7),
-                    Constraint::Length(7),
+                    Constraint::Length(10),
                     Constraint::Length(9),
                     Constraint::Length(9),
                     Constraint::Length(9),
@@ -652,7 +862,7 @@ mod tests {
 
     /// 1 s apart: `get` went from 2 calls to 2 + 100 (99 of 1 µs, one of
     /// 1 ms); `put` did nothing; `idle` has a call running.
-    fn two() -> (ProfileSnapshot, ProfileSnapshot) {
+    fn two() -> (Sample, Sample) {
         let before = snapshot(
             1_000_000_000,
             vec![
@@ -672,7 +882,14 @@ mod tests {
             ],
             5,
         );
-        (before, after)
+        (sample(before), sample(after))
+    }
+
+    fn sample(snapshot: ProfileSnapshot) -> Sample {
+        Sample {
+            snapshot,
+            open: Vec::new(),
+        }
     }
 
     #[test]
@@ -701,7 +918,7 @@ mod tests {
     fn a_reset_makes_the_later_snapshot_the_interval() {
         let (before, _) = two();
         let after = snapshot(1_500_000_000, vec![function("get", &[1_000], 1_000, 0)], 0);
-        let interval = interval(&before, &after);
+        let interval = interval(&before, &sample(after));
         assert!(interval.reset);
         assert_eq!(interval.rows.len(), 1);
         assert_eq!(
@@ -723,11 +940,11 @@ mod tests {
         };
         assert_eq!(
             frame_text("4242", &interval, &view),
-            "fntrace top 4242: 1.00 s, 2 threads, 100 calls/s, sorted by calls; 2 calls \
+            "fntrace top 4242: 1.000 s, 2 threads, 100 calls/s, sorted by calls; 2 calls \
              not counted (no row left in the profile's budget)\n\
-             calls/s  total%  self%      avg      p50      p90      p99  running  function\n\
-             \x20   100    0.1%   0.1%  11.0 µs  1.00 µs  1.00 µs  1.00 µs        0  get\n\
-             \x20     0    0.0%   0.0%        -        -        -        -        1  idle\n"
+             calls/s  wall%  self-wall%      avg      p50      p90      p99  running  function\n\
+             \x20   100   0.1%        0.1%  11.0 µs  1.00 µs  1.00 µs  1.00 µs        0  get\n\
+             \x20     0   0.0%        0.0%        -        -        -        -        1  idle\n"
         );
         let view = View {
             sort: TopSort::Total,
@@ -741,10 +958,112 @@ mod tests {
         };
         assert!(header("4242", &off, &view)
             .contains("; the profile tracer is off: fntrace ctl 4242 enable profile"));
+        let cpu = Interval {
+            cpu_percent: Some(3.4),
+            ..interval.clone()
+        };
+        assert!(header("4242", &cpu, &view)
+            .contains(": 1.000 s, 2 threads, process CPU 3%, 100 calls/s"));
+        // This test's own process: some CPU time so far, read.
+        assert!(process_cpu_ns(std::process::id()).is_some_and(|ns| ns % 10_000_000 == 0));
         let text = frame_text("4242", &interval, &view);
         assert!(
             text.ends_with("  idle\n") && !text.contains("  get\n"),
             "{text}"
         );
+    }
+
+    /// A call of `outer` from 0.5 s to 3.5 s on thread 7, calling `inner`
+    /// (1.0 s to 1.2 s, then 2.0 s to 2.6 s, open at 2.5 s), sampled every
+    /// second: each interval holds the part of each call inside it, and
+    /// the parts add up to the calls' durations (outer: 3 s, 2.2 s self).
+    #[test]
+    fn a_long_call_counts_in_each_interval_for_its_part() {
+        let at = |s: f64| (s * 1e9).round() as u64;
+        let profile = |taken: f64, outer: &[u64], inner: &[u64], running: (u64, u64)| {
+            let mut outer = function("outer", outer, 0, running.0);
+            outer.function = 1;
+            outer.self_ns = outer.total_ns.saturating_sub(at(0.8));
+            let self_ns = inner.iter().sum();
+            let mut inner = function("inner", inner, self_ns, running.1);
+            inner.function = 2;
+            snapshot(at(taken), vec![outer, inner], 0)
+        };
+        let open = |function, depth, entry: f64, children: f64| OpenCall {
+            tid: 7,
+            depth,
+            function,
+            entry_ns: at(entry),
+            children_ns: at(children),
+        };
+        let samples = [
+            Sample {
+                snapshot: profile(0.5, &[], &[], (0, 0)),
+                open: vec![],
+            },
+            Sample {
+                snapshot: profile(1.5, &[], &[at(0.2)], (1, 0)),
+                open: vec![open(1, 0, 0.5, 0.2)],
+            },
+            Sample {
+                snapshot: profile(2.5, &[], &[at(0.2)], (1, 1)),
+                open: vec![open(1, 0, 0.5, 0.2), open(2, 1, 2.0, 0.0)],
+            },
+            Sample {
+                snapshot: profile(3.5, &[at(3.0)], &[at(0.2), at(0.6)], (0, 0)),
+                open: vec![],
+            },
+        ];
+        let rows: Vec<Vec<(String, u64, u64)>> = samples
+            .windows(2)
+            .map(|pair| {
+                interval(&pair[0], &pair[1])
+                    .rows
+                    .iter()
+                    .map(|r| (r.name.clone(), r.total_ns, r.self_ns))
+                    .collect()
+            })
+            .collect();
+        let row = |name: &str, total: f64, self_s: f64| (name.to_string(), at(total), at(self_s));
+        assert_eq!(
+            rows,
+            [
+                vec![row("inner", 0.2, 0.2), row("outer", 1.0, 0.8)],
+                vec![row("inner", 0.5, 0.5), row("outer", 1.0, 0.5)],
+                vec![row("inner", 0.1, 0.1), row("outer", 1.0, 0.9)],
+            ]
+        );
+    }
+
+    /// Open calls come in the reply before the snapshot's text.
+    #[test]
+    fn a_sample_from_a_reply() {
+        let (_, after) = two();
+        let reply = format!(
+            "profile: 3 functions, 0 paths, 2 threads\nopen 7 0 3 1500 200\nopen 7 1 4 1700 0\n{}",
+            after.snapshot.to_text()
+        );
+        let sample = Sample::of_reply(&reply).unwrap();
+        assert_eq!(sample.snapshot, after.snapshot);
+        assert_eq!(
+            sample.open,
+            [
+                OpenCall {
+                    tid: 7,
+                    depth: 0,
+                    function: 3,
+                    entry_ns: 1500,
+                    children_ns: 200
+                },
+                OpenCall {
+                    tid: 7,
+                    depth: 1,
+                    function: 4,
+                    entry_ns: 1700,
+                    children_ns: 0
+                }
+            ]
+        );
+        assert!(Sample::of_reply(&reply.replace("open 7 1 4", "open 7 1 zz")).is_err());
     }
 }
