@@ -31,7 +31,7 @@ use crate::socket::{
 use crate::tracer;
 use crate::tracers::graph::GRAPH_TRACER;
 use crate::tracers::profile::{OpenCall, PROFILE_TRACER};
-use fntrace_tools::analysis::ProfileSnapshot;
+use fntrace_format::analysis::ProfileSnapshot;
 
 use crate::capi::flight as slot;
 use crate::capi::{
