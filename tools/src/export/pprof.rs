@@ -155,9 +155,9 @@ fn close(open_of_row: &mut HashMap<usize, u32>, row: usize) -> bool {
     *open > 0
 }
 
-/// Writes `snapshot`'s call paths as a gzipped pprof profile (see the
-/// [module](self) for its sample types). Paths with nothing to count are
-/// left out; an empty snapshot makes a profile without samples.
+/// Writes `snapshot`'s call paths as a gzipped pprof profile
+/// ([`pprof_message`], gzipped). Paths with nothing to count are left out;
+/// an empty snapshot makes a profile without samples.
 pub fn write_pprof(
     snapshot: &ProfileSnapshot,
     info: &PprofInfo,
@@ -174,7 +174,15 @@ pub fn write_pprof(
     Ok(())
 }
 
-/// The `Profile` message of `snapshot`, uncompressed.
+/// The `Profile` message of `snapshot`, uncompressed: one sample per call
+/// path, frames leaf first, with the values `calls` (count: the path's
+/// completed calls), `wall` (nanoseconds: their durations, callees
+/// included; nothing for a path nested in a path of the same function,
+/// whose time is in the outer one's) and `self` (nanoseconds: durations
+/// minus the direct callees', the default type). pprof's flat column of
+/// each is then `fntrace report`'s calls, total and self of the same calls.
+/// One location and one function per function row, named; one mapping,
+/// [`PprofInfo::program`], whose functions are named already.
 pub fn pprof_message(snapshot: &ProfileSnapshot, info: &PprofInfo) -> Vec<u8> {
     let mut strings = Strings::default();
     let mut profile = Vec::new();
