@@ -21,8 +21,8 @@ use std::io::Write;
 
 use super::ExportError;
 use crate::analysis::{FunctionProfile, PathProfile, ProfileSnapshot};
-use crate::EventSource;
 use fntrace_format::analysis::pairing::{duration_ns, CallStep, Calls, Reading};
+use fntrace_format::{EventSource, GraphEvent};
 
 /// What a pprof profile says besides the samples.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -79,7 +79,7 @@ struct Trie {
 
 impl Trie {
     /// Adds the calls of one thread's `events` (in time order).
-    fn add_thread(&mut self, events: impl Iterator<Item = fntrace_format::GraphEvent>) {
+    fn add_thread(&mut self, events: impl Iterator<Item = GraphEvent>) {
         // The paths of the open calls, innermost last, and how many calls
         // of each row are open (a call closing while another of its row is
         // open ran nested in it).
@@ -359,7 +359,7 @@ fn field_packed(out: &mut Vec<u8>, field: u64, values: impl IntoIterator<Item = 
 mod tests {
     use super::*;
     use crate::analysis::tests::test_event as ev;
-    use fntrace_format::{EventKind, ThreadTrace, Trace};
+    use fntrace_format::{infallible, EventKind, ThreadTrace, Trace};
     use EventKind::{Entry as In, Exit as Out};
 
     #[test]
@@ -419,7 +419,7 @@ mod tests {
     #[test]
     fn a_trace_makes_the_report_rows_and_a_trie() {
         let trace = recursive();
-        let (snapshot, span) = fntrace_format::infallible(profile_of_trace(&trace));
+        let (snapshot, span) = infallible(profile_of_trace(&trace));
         assert_eq!(span, 700);
         let report = crate::analysis::latency(&trace);
         let rows = snapshot.latency_report(crate::analysis::Rows::ByName);
@@ -522,7 +522,7 @@ mod tests {
 
     #[test]
     fn samples_are_paths_leaf_first_with_recursion_counted_once() {
-        let (snapshot, _) = fntrace_format::infallible(profile_of_trace(&recursive()));
+        let (snapshot, _) = infallible(profile_of_trace(&recursive()));
         let message = pprof_message(&snapshot, &PprofInfo::default());
         let (samples, strings) = samples(&message);
         // Function ids: main 1, fib 2, leaf 3, work 4 (no sample: no call
