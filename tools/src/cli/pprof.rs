@@ -74,9 +74,27 @@ fn trace_dir(args: &PprofArgs) -> Result<(ProfileSnapshot, PprofInfo), Failure> 
     let (trace, bar) = open_trace(&args.input, 1)?;
     let selection = super::selection(&trace, &args.input, &args.select, None)?;
     let selected = Selected::new(&trace, &selection);
-    let (snapshot, span) = export::profile_of_trace(&selected).map_err(|e| e.to_string())?;
+    let found = export::profile_of_trace(&selected).map_err(|e| e.to_string())?;
     drop(bar);
     super::check_matched(&[(&args.input, selected.unmatched())])?;
+    // What the numbers lack, said as report says it.
+    let unfinished: u64 = found.snapshot.functions.iter().map(|f| f.running).sum();
+    if found.lost_events > 0 {
+        eprintln!(
+            "fntrace: warning: {}: {} events were lost while recording: the calls they held \
+             are missing",
+            args.input.display(),
+            found.lost_events
+        );
+    }
+    if unfinished > 0 {
+        eprintln!(
+            "fntrace: warning: {}: {unfinished} calls have no exit (still running, or \
+             unwound): not counted, as in report",
+            args.input.display()
+        );
+    }
+    let (snapshot, span) = (found.snapshot, found.span_ns);
     let info = PprofInfo {
         time_nanos: 0,
         duration_nanos: i64::try_from(span).unwrap_or(i64::MAX),

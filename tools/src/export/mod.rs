@@ -44,5 +44,5 @@ pub use flame::{
 #[cfg(feature = "exporters")]
 pub use perfetto::write_perfetto;
 #[cfg(feature = "exporters")]
-pub use pprof::{pprof_message, profile_of_trace, write_pprof, PprofInfo};
+pub use pprof::{pprof_message, profile_of_trace, write_pprof, PprofInfo, TraceProfile};
 pub use spool::{CallExportOptions, SpooledCalls};

@@ -39,24 +39,36 @@ pub struct PprofInfo {
     pub program: String,
 }
 
+/// What [`profile_of_trace`] found in a trace.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TraceProfile {
+    /// The calls, as a live profile would hold them.
+    pub snapshot: ProfileSnapshot,
+    /// The time the trace spans: first to last event, in nanoseconds.
+    pub span_ns: u64,
+    /// Events lost while recording (the numbers lack what they held).
+    pub lost_events: u64,
+}
+
 /// The call-path trie and per-function rows of the calls of `source`,
 /// measured as `fntrace report` measures them (the same pairing of entries
 /// with exits, and of completed calls only: a call without its exit counts
-/// as running), and the time the trace spans (first to last event, in
-/// nanoseconds). Memory: one row per function, one path per distinct call
+/// as running). Memory: one row per function, one path per distinct call
 /// chain, and per thread the open calls.
-pub fn profile_of_trace<S: EventSource>(source: &S) -> Result<(ProfileSnapshot, u64), S::Error> {
+pub fn profile_of_trace<S: EventSource>(source: &S) -> Result<TraceProfile, S::Error> {
     let mut trie = Trie::default();
     let threads = source.threads();
     let (mut first, mut last) = (u64::MAX, 0u64);
+    let mut lost_events = 0;
     for index in 0..threads.len() {
-        let ((), _lost) = source.read_thread(index, |events| {
+        let ((), lost) = source.read_thread(index, |events| {
             let events = events.inspect(|event| {
                 first = first.min(event.time_ns);
                 last = last.max(event.time_ns);
             });
             trie.add_thread(events);
         })?;
+        lost_events += lost;
     }
     let mut snapshot = trie.snapshot;
     snapshot.threads = threads.len() as u64;
@@ -64,7 +76,11 @@ pub fn profile_of_trace<S: EventSource>(source: &S) -> Result<(ProfileSnapshot, 
     for function in &mut snapshot.functions {
         function.name = source.name_of(function.function);
     }
-    Ok((snapshot, last.saturating_sub(first.min(last))))
+    Ok(TraceProfile {
+        snapshot,
+        span_ns: last.saturating_sub(first.min(last)),
+        lost_events,
+    })
 }
 
 /// A snapshot under construction from a trace's calls.
@@ -419,8 +435,9 @@ mod tests {
     #[test]
     fn a_trace_makes_the_report_rows_and_a_trie() {
         let trace = recursive();
-        let (snapshot, span) = infallible(profile_of_trace(&trace));
-        assert_eq!(span, 700);
+        let found = infallible(profile_of_trace(&trace));
+        assert_eq!((found.span_ns, found.lost_events), (700, 0));
+        let snapshot = found.snapshot;
         let report = crate::analysis::latency(&trace);
         let rows = snapshot.latency_report(crate::analysis::Rows::ByName);
         for row in &report.functions {
@@ -522,7 +539,7 @@ mod tests {
 
     #[test]
     fn samples_are_paths_leaf_first_with_recursion_counted_once() {
-        let (snapshot, _) = infallible(profile_of_trace(&recursive()));
+        let snapshot = infallible(profile_of_trace(&recursive())).snapshot;
         let message = pprof_message(&snapshot, &PprofInfo::default());
         let (samples, strings) = samples(&message);
         // Function ids: main 1, fib 2, leaf 3, work 4 (no sample: no call
