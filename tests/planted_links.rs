@@ -11,8 +11,8 @@
 //! file. Then every path runs on a `gcc -pg` C program preloaded with
 //! `libfntrace.so`: `fntrace record -o`, the flight recorder's snapshots
 //! (a trigger's, with its `trigger.txt`, and the one at exit, set by
-//! `FNTRACE_FLIGHT*`), `fntrace flame`, `chrome`, `perfetto -o`,
-//! `fntrace ctl PID profile --save`, `fntrace::dump` and the control
+//! `FNTRACE_FLIGHT*`), `fntrace flame`, `chrome`, `perfetto`, `pprof -o`,
+//! `fntrace ctl PID profile --save` and `--pprof`, `fntrace::dump` and the control
 //! socket (`FNTRACE_CONTROL=PATH`). Each must refuse
 //! with one line naming the path and why, and `root-only` must be exactly
 //! as it was (same names, same bytes). The same paths into places no one
@@ -173,7 +173,14 @@ impl World {
         // The output directory itself, a parent, and every file name.
         plant(&shared.join("out"), &root_only);
         plant(&shared.join("sub"), &root_only);
-        for file in ["f.svg", "c.json", "p.pftrace", "p.txt", "trigger.txt"] {
+        for file in [
+            "f.svg",
+            "c.json",
+            "p.pftrace",
+            "p.pb.gz",
+            "p.txt",
+            "trigger.txt",
+        ] {
             plant(&shared.join(file), &victim);
         }
         plant(&theirs.join("t"), &root_only);
@@ -400,6 +407,7 @@ fn no_path_writes_through_a_link_or_into_another_users_directory() {
         ("flame", "f.svg"),
         ("chrome", "c.json"),
         ("perfetto", "p.pftrace"),
+        ("pprof", "p.pb.gz"),
     ] {
         for (out, bad, why) in [
             (world.shared.join(file), world.shared.join(file), LINK),
@@ -512,7 +520,7 @@ fn save_profile(world: &World) {
     assert_eq!(line, "done\n");
 
     let s = |p: &Path| p.to_str().unwrap().to_string();
-    for (file, bad, why) in [
+    let cases = [
         (world.shared.join("p.txt"), world.shared.join("p.txt"), LINK),
         (
             world.shared.join("sub/p.txt"),
@@ -521,12 +529,19 @@ fn save_profile(world: &World) {
         ),
         (world.theirs.join("p.txt"), world.theirs.clone(), THEIRS),
         (world.theirs.join("q.txt"), world.theirs.clone(), THEIRS),
-    ] {
-        let what = format!("ctl profile --save {}", file.display());
-        let output = fntrace(world, &["ctl", target, "profile", "--save", &s(&file)]);
-        world.assert_refused(&output, &bad, why, &what);
-        world.assert_untouched(&what);
+    ];
+    for option in ["--save", "--pprof"] {
+        for (file, bad, why) in &cases {
+            let what = format!("ctl profile {option} {}", file.display());
+            let output = fntrace(world, &["ctl", target, "profile", option, &s(file)]);
+            world.assert_refused(&output, bad, why, &what);
+            world.assert_untouched(&what);
+        }
     }
+    let pprof = world.base.join("p.pb.gz");
+    let output = fntrace(world, &["ctl", target, "profile", "--pprof", &s(&pprof)]);
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(std::fs::read(&pprof).unwrap()[..2], [0x1f, 0x8b]);
     let good = world.base.join("p.txt");
     let output = fntrace(world, &["ctl", target, "profile", "--save", &s(&good)]);
     assert!(output.status.success(), "{}", text(&output));

@@ -101,6 +101,7 @@ fn help_version_errors_and_completions() {
         "diff",
         "chrome",
         "flame",
+        "pprof",
         "completions",
     ] {
         let help = cli(&[command, "--help"]);

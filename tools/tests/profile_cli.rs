@@ -194,7 +194,8 @@ fn commands_that_read_trace_directories_name_the_ones_that_read_snapshots() {
     let shown = file.display();
     let expected = format!(
         "fntrace: {shown} is a live profile's snapshot, not a trace directory: only \
-         `fntrace report {shown}` and `fntrace flame {shown}` read snapshots\n"
+         `fntrace report {shown}`, `fntrace flame {shown}` and `fntrace pprof {shown}` \
+         read snapshots\n"
     );
     let other = file.to_str().unwrap();
     let commands: [&[&str]; 5] = [

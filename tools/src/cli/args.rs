@@ -13,6 +13,7 @@ Examples:
   fntrace replay trace-dir -F 'demo::*' -D 3    the timeline, 3 levels deep
   fntrace perfetto trace-dir -o t.perfetto-trace  open in ui.perfetto.dev
   fntrace flame trace-dir -o flame.svg          flame graph, one tower per thread
+  fntrace pprof trace-dir -o trace.pb.gz        for go tool pprof, Parca, Pyroscope
   fntrace diff before-dir after-dir             what changed between two runs
   fntrace ctl PID record trace-dir              record a running program
   fntrace top PID                               live latency (the profile tracer)
@@ -63,6 +64,10 @@ pub enum Command {
     /// Flame graph: SVG, or folded stacks with --folded.
     #[command(after_help = FLAME_HELP)]
     Flame(FlameArgs),
+    /// pprof profile (gzipped protobuf) of a trace's or a snapshot's call
+    /// paths: calls, wall and self time, for go tool pprof, Parca, Pyroscope.
+    #[command(after_help = super::pprof::PPROF_HELP)]
+    Pprof(super::pprof::PprofArgs),
     /// Run a program (built with -pg, -pg -mfentry or -Zinstrument-mcount)
     /// and record its trace, forks and execs included.
     #[command(after_help = super::record::RECORD_HELP)]

@@ -12,6 +12,7 @@ mod ctl;
 mod hist;
 mod instrumented;
 mod output;
+mod pprof;
 mod profile;
 mod record;
 mod report;
@@ -219,6 +220,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 }
             })
         }
+        Command::Pprof(args) => pprof::run(&args),
         Command::Ctl(_)
         | Command::Record(_)
         | Command::Top(_)

@@ -57,6 +57,10 @@ pub struct ProfileArgs {
     /// seen through them).
     #[arg(long, value_name = "FILE", conflicts_with = "hist")]
     pub save: Option<PathBuf>,
+    /// Write the snapshot as a gzipped pprof profile to FILE (see `fntrace
+    /// pprof --help`); with -F/-N, only the functions they select.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["hist", "save"])]
+    pub pprof: Option<PathBuf>,
     /// The latency distribution of functions instead of the table.
     #[command(flatten)]
     pub hist: HistArgs,
@@ -102,6 +106,9 @@ fn snapshot_text(reply: &str) -> &str {
 /// that matches no function) or the reply's.
 pub fn show(reply: &str, args: &ProfileArgs, target: &str, no_pager: bool) -> Result<(), String> {
     let snapshot = snapshot_of_reply(reply)?;
+    if let Some(path) = &args.pprof {
+        return super::pprof::save_live(snapshot, &args.filter, &args.notrace, target, path);
+    }
     if let Some(path) = &args.save {
         // `-F`/`-N` select what is saved, as what is shown: checked first
         // (a glob matching nothing is refused, as for the table).
@@ -229,7 +236,7 @@ pub fn report(args: &ReportArgs, no_pager: bool) -> Result<(), Failure> {
 }
 
 /// The snapshot in the file at `path`.
-fn read_snapshot(path: &std::path::Path) -> Result<ProfileSnapshot, String> {
+pub fn read_snapshot(path: &std::path::Path) -> Result<ProfileSnapshot, String> {
     let shown = path.display();
     let text = std::fs::read_to_string(path).map_err(|e| format!("reading {shown}: {e}"))?;
     ProfileSnapshot::from_text(&text).map_err(|e| format!("{shown}: {e}"))
@@ -338,13 +345,14 @@ pub fn not_a_trace(path: &std::path::Path) -> String {
     let shown = path.display();
     format!(
         "{shown} is a live profile's snapshot, not a trace directory: only \
-         `fntrace report {shown}` and `fntrace flame {shown}` read snapshots"
+         `fntrace report {shown}`, `fntrace flame {shown}` and `fntrace pprof {shown}` \
+         read snapshots"
     )
 }
 
 /// A snapshot holds the names the program gave its functions (C++ ones in
 /// uftrace's simple form): `--demangle full` cannot apply.
-fn refuse_full_names(select: &SelectArgs, shown: &str) -> Result<(), Failure> {
+pub fn refuse_full_names(select: &SelectArgs, shown: &str) -> Result<(), Failure> {
     if select.demangle == Demangle::Full {
         return Err(format!(
             "{shown} is a live profile's snapshot: it holds each function's name as the \

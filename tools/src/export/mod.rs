@@ -15,6 +15,8 @@
 //! - **Flame graphs** (`folded_stacks`, `folded_stacks_of`,
 //!   `write_flame_svg`, feature `exporters`): call chains weighted by self
 //!   time, drawn by `inferno`.
+//! - **pprof** (`profile_of_trace`, `write_pprof`, feature `exporters`):
+//!   the call-path trie of a snapshot or a trace, gzipped `profile.proto`.
 //!
 //! Errors are [`ExportError`]s: each names the file (or output) concerned and
 //! what is wrong with it; nothing here panics on bad input.
@@ -28,6 +30,8 @@ mod chrome;
 mod flame;
 #[cfg(feature = "exporters")]
 mod perfetto;
+#[cfg(feature = "exporters")]
+mod pprof;
 mod spool;
 
 pub use calls::Incomplete;
@@ -39,4 +43,6 @@ pub use flame::{
 };
 #[cfg(feature = "exporters")]
 pub use perfetto::write_perfetto;
+#[cfg(feature = "exporters")]
+pub use pprof::{pprof_message, profile_of_trace, write_pprof, PprofInfo, TraceProfile};
 pub use spool::{CallExportOptions, SpooledCalls};
