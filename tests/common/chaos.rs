@@ -881,9 +881,10 @@ impl Driver<'_> {
             }
             8..=10 => {
                 if let Some(reply) = self.request("profile", "profile") {
+                    // The open calls' lines come first (see live-control.md).
                     let text: String = reply
                         .lines()
-                        .skip(1)
+                        .skip_while(|line| !line.starts_with("fntrace-profile "))
                         .take_while(|line| !line.is_empty())
                         .map(|line| format!("{line}\n"))
                         .collect();
