@@ -47,7 +47,7 @@ pub(crate) fn spawning() -> bool {
 /// would take 32 of fntrace's threads at once), it is not noted, and its
 /// first calls may be recorded.
 pub(crate) fn note_this_thread() {
-    let tid = super::thread::current_tid();
+    let tid = sys::gettid() as u32;
     let pid = sys::getpid();
     for slot in &OWN {
         let held = slot.load(Ordering::Acquire);
