@@ -14,10 +14,11 @@ mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Output, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};
 use std::time::{Duration, Instant};
 
+use common::attach::{fntrace, fntrace_ok, fntrace_threads};
 use common::native::{build_c, cli_with_library, Scratch};
 
 /// `tests/c/attach_prog.c` built as the tests need it, into `dir`.
@@ -162,44 +163,6 @@ impl Drop for Program {
     }
 }
 
-/// Runs `fntrace ARGS`, killed after `timeout` (then the test fails).
-fn fntrace(args: &[&str], timeout: Duration) -> Output {
-    let mut child = Command::new(cli_with_library())
-        .args(args)
-        .env_remove("FNTRACE_LIB")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + timeout;
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let output = child.wait_with_output().unwrap();
-            panic!(
-                "fntrace {args:?} did not end within {timeout:?} (a hang); stderr: {}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-/// `fntrace ARGS`, which must succeed: its standard output.
-fn fntrace_ok(args: &[&str]) -> String {
-    let output = fntrace(args, Duration::from_secs(60));
-    assert!(
-        output.status.success(),
-        "fntrace {args:?}: {}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
 /// The bytes of the executable's text (its r-x mapping) in process `pid`.
 fn text_of(pid: u32, program: &Path) -> Vec<u8> {
     let program = program.canonicalize().unwrap();
@@ -223,20 +186,6 @@ fn text_of(pid: u32, program: &Path) -> Vec<u8> {
     let mut text = vec![0u8; (end - start) as usize];
     std::os::unix::fs::FileExt::read_exact_at(&mem, &mut text, start).unwrap();
     text
-}
-
-/// The names of process `pid`'s threads that are fntrace's.
-fn fntrace_threads(pid: u32) -> Vec<String> {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .unwrap()
-        .filter_map(|entry| {
-            let tid = entry.ok()?.file_name();
-            let comm =
-                std::fs::read_to_string(format!("/proc/{pid}/task/{}/comm", tid.to_string_lossy()))
-                    .ok()?;
-            comm.starts_with("fntrace").then(|| comm.trim().to_string())
-        })
-        .collect()
 }
 
 /// The pause the attach line reports, in ms.

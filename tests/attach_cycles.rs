@@ -46,12 +46,13 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Output, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::attach::{fntrace, fntrace_ok, fntrace_threads};
 use common::native::{build_c, cli_with_library, repo, Scratch};
 
 /// Attach/record/detach cycles per target.
@@ -274,44 +275,6 @@ fn connection(
     }
 }
 
-/// Runs `fntrace ARGS`, killed after `timeout` (then the test fails).
-fn fntrace(args: &[&str], timeout: Duration) -> Output {
-    let mut child = Command::new(cli_with_library())
-        .args(args)
-        .env_remove("FNTRACE_LIB")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + timeout;
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let output = child.wait_with_output().unwrap();
-            panic!(
-                "fntrace {args:?} did not end within {timeout:?} (a hang); stderr: {}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
-
-/// `fntrace ARGS`, which must succeed: its standard output.
-fn fntrace_ok(args: &[&str]) -> String {
-    let output = fntrace(args, Duration::from_secs(60));
-    assert!(
-        output.status.success(),
-        "fntrace {args:?}: {}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
 /// Every file-backed executable mapping of process `pid` (but
 /// libfntrace.so's), by address: its path and bytes.
 fn texts(pid: u32) -> HashMap<u64, (String, Vec<u8>)> {
@@ -367,20 +330,6 @@ fn status_field(pid: u32, name: &str) -> String {
         .and_then(|v| v.split_whitespace().next())
         .unwrap_or_else(|| panic!("no {name} in /proc/{pid}/status"))
         .to_string()
-}
-
-/// The names of process `pid`'s threads that are fntrace's.
-fn fntrace_threads(pid: u32) -> Vec<String> {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .unwrap()
-        .filter_map(|entry| {
-            let tid = entry.ok()?.file_name();
-            let comm =
-                std::fs::read_to_string(format!("/proc/{pid}/task/{}/comm", tid.to_string_lossy()))
-                    .ok()?;
-            comm.starts_with("fntrace").then(|| comm.trim().to_string())
-        })
-        .collect()
 }
 
 /// After a detach: no fntrace thread left (within 10 s: the control

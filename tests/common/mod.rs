@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod attach;
 pub mod ctl_prog;
 pub mod native;
 
