@@ -26,12 +26,12 @@
 //! one seam for writing live text, one file per protocol) → `tracer` (the
 //! tracer interface and registry) → `rt` (the traced-call path: what the
 //! trampolines call; it reaches tracers only through that interface) →
-//! `tracers` (the built-in `function`, `graph` and `profile` tracers) → `control`
+//! `builtin` (the built-in `function`, `graph` and `profile` tracers) → `control`
 //! (init, enable, disable, dump) → `record` (the streaming recorder) →
 //! `flight` (the flight recorder) → `vars` (the table of `FNTRACE_*`
-//! variables and their parsers) → `capi` (the C ABI of
-//! `include/fntrace.h`, and the process-wide state it shares with what is
-//! above) → `socket` (live control: the control socket's transport and
+//! variables and their parsers) → `session` (the process-wide state the
+//! front ends share: the filter, the recording, the flight recorder) →
+//! `capi` (the C ABI of `include/fntrace.h`) → `socket` (live control: the control socket's transport and
 //! protocol, and what its commands do) → `preload` (start-up from the
 //! environment, and the C library functions fntrace interposes) → this
 //! root (the public API). The trace
@@ -43,6 +43,7 @@
 compile_error!("fntrace supports x86-64 Linux only: its trampolines are x86-64 assembly");
 
 mod arch;
+mod builtin;
 mod capi;
 mod control;
 mod error;
@@ -52,12 +53,12 @@ mod patch;
 mod preload;
 mod record;
 mod rt;
+mod session;
 mod sites;
 mod socket;
 mod symbols;
 mod sys;
 mod tracer;
-mod tracers;
 mod vars;
 
 pub use arch::x86_64::{SavedRegs, SiteForm};
@@ -78,6 +79,11 @@ pub use socket::live::{serve_control, serve_control_with, serve_metrics, serve_m
 // fntrace-format crate's, which the runtime writes and serves them with;
 // reachable here under their old paths. (The CLI's call graphs, call trees
 // and exporters are fntrace-tools', not the runtime's.)
+pub use builtin::function::{
+    FunctionEvent, FunctionTracer, DEFAULT_FUNCTION_BUFFER_EVENTS, FUNCTION_TRACER,
+};
+pub use builtin::graph::{GraphTracer, GRAPH_TRACER};
+pub use builtin::profile::{ProfileTracer, PROFILE_TRACER};
 pub use fntrace_format::{analysis, export, EventKind, GraphEvent, ThreadTrace, Trace};
 pub use patch::priority::{patch_priority, set_patch_priority, PatchBoost, PatchPriority};
 pub use patch::stop_world::{set_ack_timeout, set_stop_signal};
@@ -94,8 +100,3 @@ pub use socket::{
     default_control_path, ControlOptions, ControlServer, MetricsOptions, MetricsServer,
 };
 pub use tracer::{register, tracer_names, Call, Return, Tracer, MAX_TRACERS};
-pub use tracers::function::{
-    FunctionEvent, FunctionTracer, DEFAULT_FUNCTION_BUFFER_EVENTS, FUNCTION_TRACER,
-};
-pub use tracers::graph::{GraphTracer, GRAPH_TRACER};
-pub use tracers::profile::{ProfileTracer, PROFILE_TRACER};

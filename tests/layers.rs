@@ -38,8 +38,8 @@ use std::path::{Path, PathBuf};
 
 /// Bottom first. Each module may use only those before it (and itself).
 const LAYERS: &[&str] = &[
-    "error", "filter", "arch", "sys", "symbols", "sites", "patch", "tracer", "rt", "tracers",
-    "control", "record", "flight", "vars", "capi", "socket", "preload",
+    "error", "filter", "arch", "sys", "symbols", "sites", "patch", "tracer", "rt", "builtin",
+    "control", "record", "flight", "vars", "session", "capi", "socket", "preload",
 ];
 
 /// Root items that are macros exported by a module (`#[macro_export]`
@@ -90,7 +90,7 @@ const FORMAT_KNOWN_CYCLES: &[(&[&str], &str)] = &[(
 
 /// The format crate's modules, bottom first.
 const FORMAT_LAYERS: &[&str] = &[
-    "elf", "control", "units", "glob", "names", "trace", "source", "analysis", "export",
+    "elf", "wire", "units", "glob", "names", "trace", "source", "analysis", "export",
 ];
 
 /// The tools library's modules, bottom first (the CLI is not among them:
@@ -681,7 +681,7 @@ fn the_checker_sees_what_it_must() {
             "use crate::{error::Error, GRAPH_TRACER};\n\
              let x = crate::rt::ops::operation(); // crate::control::lock()\n\
              /* crate::capi /* nested */ crate::capi */ let c = '\"'; let l: &'a str;\n\
-             $crate::register(); /// [`crate::tracers`]\n\
+             $crate::register(); /// [`crate::builtin`]\n\
              let s = \"// not a comment crate::capi\"; crate::sys::clock::now_ticks();\n\
              let r = r#\"crate::capi \" crate::socket\"#; let q = '\\''; let b = b\"crate::capi\";\n\
              use crate::{filter, capi::{live::{self, x}, env}, arch::*};\n",
@@ -923,14 +923,14 @@ const ASM_STRUCTURES: &[(&str, &str, &str, &str)] = &[
         "THREAD_BLOCK_SIZE",
         "src/rt/thread.rs",
     ),
-    ("ShadowStack", "SHADOW", "", "src/rt/shadow.rs"),
-    ("Frame", "FRAME", "FRAME_SIZE", "src/rt/shadow.rs"),
-    ("AnyRing", "RING", "", "src/rt/ring.rs"),
+    ("ShadowStack", "SHADOW", "", "src/rt/shadow/mod.rs"),
+    ("Frame", "FRAME", "FRAME_SIZE", "src/rt/shadow/mod.rs"),
+    ("AnyRing", "RING", "", "src/rt/ring/mod.rs"),
     (
         "RawEvent",
         "EVENT",
         "EVENT_SIZE",
-        "src/tracers/graph/mod.rs",
+        "src/builtin/graph/mod.rs",
     ),
     ("Header", "PB", "", PROFILE_BLOCK),
     ("Block", "BLOCK", "", PROFILE_BLOCK),
@@ -948,14 +948,18 @@ const ASM_STRUCTURES: &[(&str, &str, &str, &str)] = &[
 ];
 
 /// Where the profile tracer's per-thread block is defined.
-const PROFILE_BLOCK: &str = "src/tracers/profile/block.rs";
+const PROFILE_BLOCK: &str = "src/builtin/profile/block/mod.rs";
 
 /// Constants of `layout.h` that are Rust constants, not offsets: the
 /// `#define`, the file, the Rust `const`.
 const ASM_CONSTANTS: &[(&str, &str, &str)] = &[
-    ("SHADOW_MAX_DEPTH", "src/rt/shadow.rs", "MAX_HOOKED_DEPTH"),
-    ("EVENT_DEPTH_SHIFT", "src/tracers/graph/mod.rs", "SITE_BITS"),
-    ("EVENT_EXIT_BIT", "src/tracers/graph/mod.rs", "EXIT_BIT"),
+    (
+        "SHADOW_MAX_DEPTH",
+        "src/rt/shadow/mod.rs",
+        "MAX_HOOKED_DEPTH",
+    ),
+    ("EVENT_DEPTH_SHIFT", "src/builtin/graph/mod.rs", "SITE_BITS"),
+    ("EVENT_EXIT_BIT", "src/builtin/graph/mod.rs", "EXIT_BIT"),
     ("PROFILE_TABLE_BITS", PROFILE_BLOCK, "TABLE_BITS"),
     ("PROFILE_PATH_TABLE_BITS", PROFILE_BLOCK, "PATH_TABLE_BITS"),
     ("CHUNK_SHIFT", PROFILE_BLOCK, "CHUNK_SHIFT"),

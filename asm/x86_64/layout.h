@@ -2,8 +2,8 @@
  * Byte offsets of the Rust structures the trampolines read and write.
  * Each is asserted at compile time on the Rust side (const blocks next to
  * the structures: ThreadBlock in src/rt/thread.rs, ShadowStack and Frame in
- * src/rt/shadow.rs, Ring in src/rt/ring.rs, RawEvent in
- * src/tracers/graph/mod.rs, the profile Block in src/tracers/profile/block.rs,
+ * src/rt/shadow/mod.rs, Ring in src/rt/ring/mod.rs, RawEvent in
+ * src/builtin/graph/mod.rs, the profile Block in src/builtin/profile/block/mod.rs,
  * SavedRegs in src/arch/x86_64/mod.rs), so the two sides cannot drift apart
  * silently.
  */
@@ -128,7 +128,7 @@
         addq    RING_SLOTS(\ring), \out
 .endm
 
-/* The profile tracer's per-thread block (src/tracers/profile/block.rs):
+/* The profile tracer's per-thread block (src/builtin/profile/block/mod.rs):
  * struct Block { header: Header (one page), open, table, rows, nodes,
  * chunks }. */
 #define PB_ERA                 24   /* u64: the era its open calls belong to */

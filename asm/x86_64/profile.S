@@ -51,7 +51,7 @@
 
 #include "layout.h"
 
-/* Written by Rust under the control lock (src/tracers/profile/fast.rs),
+/* Written by Rust under the control lock (src/builtin/profile/fast.rs),
  * read on every traced call: a cache line of their own. */
         .data
         .p2align 6

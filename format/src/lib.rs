@@ -3,7 +3,7 @@
 //! reading one without holding it), the uftrace data directory (written
 //! whole, streamed by the recorder, read back: [`export`]), function names
 //! and name globs ([`glob`]), sizes and durations ([`units`]), the control
-//! socket's wire protocol ([`control`]), and the reports the runtime serves
+//! socket's wire protocol ([`wire`]), and the reports the runtime serves
 //! live ([`analysis`]: the latency table, profile snapshots, OpenMetrics).
 //!
 //! The runtime (the `fntrace` library, which defines `mcount` and
@@ -31,7 +31,6 @@
 #![forbid(unsafe_code)]
 
 pub mod analysis;
-pub mod control;
 pub mod elf;
 pub mod export;
 pub mod glob;
@@ -39,6 +38,7 @@ mod names;
 mod source;
 mod trace;
 pub mod units;
+pub mod wire;
 
 pub use names::{demangle, demangle_full, uftrace_symbol_name};
 pub use source::{infallible, EventSource, Gap, ThreadInfo, WithGaps};

@@ -4,7 +4,7 @@
 
 use std::ffi::c_int;
 
-use crate::tracers::profile::PROFILE_TRACER;
+use crate::builtin::profile::PROFILE_TRACER;
 
 use super::{run, Failure};
 

@@ -10,7 +10,8 @@
 
 use std::ffi::c_int;
 
-use crate::capi::{run, Failure};
+use crate::capi::run;
+use crate::session::Failure;
 
 /// `int fntrace_attach_start(void)`: attach (see the module's comment).
 /// 0, or a negative errno-style code with the message for

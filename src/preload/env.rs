@@ -76,16 +76,16 @@
 
 use std::panic::catch_unwind;
 
+use crate::builtin::graph::GRAPH_TRACER;
 use crate::control;
 use crate::filter::Filter;
 use crate::tracer;
-use crate::tracers::graph::GRAPH_TRACER;
 use fntrace_format::analysis::latency_of;
 use fntrace_format::export::UftraceReader;
 
-use crate::capi::flight as slot;
-use crate::capi::{register_builtins, start_recording_with, take_recording};
 use crate::record::{RecordMode, RecordOptions};
+use crate::session::flight as slot;
+use crate::session::{register_builtins, start_recording_with, take_recording};
 use crate::vars::{self, var, OnBad, REPORT_ROWS};
 
 /// Run before `main` (after the tracer registrations, which have a

@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::{uninstall, writing_in_this_process, WRITER};
+use crate::builtin::graph::GRAPH_TRACER;
 use crate::rt::thread::Untraced;
 use crate::sys::futex::{futex_wait, futex_wake};
-use crate::tracers::graph::GRAPH_TRACER;
 
 /// Before this process ends without running `atexit` handlers (`_exit`,
 /// perhaps from a signal handler): drains what the buffers hold and

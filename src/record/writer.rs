@@ -10,11 +10,11 @@ use fntrace_format::export::{ExportError, StreamTotals, UftraceStream};
 
 use super::exit::FINISH_ASKED;
 use super::{directory_write, Shared};
+use crate::builtin::graph::{describe_process, GRAPH_TRACER};
 use crate::error::Error;
 use crate::rt::thread::Untraced;
 use crate::symbols::opened;
 use crate::sys;
-use crate::tracers::graph::{describe_process, GRAPH_TRACER};
 
 /// The writer thread: drains, writes, sleeps, until told to stop; then
 /// drains once more. With no `stream`, it joins `dir` at the first events.
@@ -30,7 +30,7 @@ pub(super) fn write_until_stopped(
     super::exit::writer_started();
     // Threads that exit while many exited threads' buffers wait for this
     // writer wait for it to catch up (see `ring::wait_for_reader`).
-    let _periodic = crate::tracers::graph::GRAPH_TRACER.periodic_reader();
+    let _periodic = crate::builtin::graph::GRAPH_TRACER.periodic_reader();
     let (stream, start_ns, forked_from) = match stream {
         Ok(stream) => (Some(stream), 0, None),
         Err((start_ns, forked_from)) => (None, start_ns, forked_from),

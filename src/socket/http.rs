@@ -39,10 +39,10 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use super::conn::{poll_ready, pollfd, send_some, wake_pipe, ServerThread};
+use crate::builtin::profile::PROFILE_TRACER;
 use crate::error::Error;
 use crate::rt::spawn::spawn_running;
 use crate::rt::thread::Untraced;
-use crate::tracers::profile::PROFILE_TRACER;
 use crate::vars;
 use fntrace_format::analysis::{openmetrics_top, DEFAULT_MAX_FUNCTIONS, OPENMETRICS_CONTENT_TYPE};
 

@@ -18,6 +18,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Once, OnceLock};
 
+use crate::builtin::graph::GRAPH_TRACER;
+use crate::builtin::profile::{OpenCall, PROFILE_TRACER};
 use crate::control;
 use crate::error::Error;
 use crate::flight;
@@ -29,12 +31,10 @@ use crate::socket::{
     Request,
 };
 use crate::tracer;
-use crate::tracers::graph::GRAPH_TRACER;
-use crate::tracers::profile::{OpenCall, PROFILE_TRACER};
 use fntrace_format::analysis::ProfileSnapshot;
 
-use crate::capi::flight as slot;
-use crate::capi::{
+use crate::session::flight as slot;
+use crate::session::{
     current_filter, current_globs, register_builtins, start_recording, take_recording,
     with_recording,
 };

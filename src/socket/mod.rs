@@ -1,12 +1,12 @@
 //! Live control of a running process through a Unix socket: the transport
 //! and the protocol (this module and [`server`], [`conn`], [`reply`],
 //! [`path`], [`http`]; the requests' words are
-//! `fntrace_format::control::request`, shared with `fntrace ctl`), and what
+//! `fntrace_format::wire::request`, shared with `fntrace ctl`), and what
 //! each command does ([`live`], which hands
-//! [`serve`] its handler). The commands act on the C ABI's process-wide
-//! state (the filter, the recording: `crate::capi`, the layer below), so
-//! that `filter` is `fntrace_set_filter` and `stop` ends what
-//! `fntrace_record_start` started.
+//! [`serve`] its handler). The commands act on the session's state (the
+//! filter, the recording, the flight recorder: `crate::session`), which
+//! the C ABI shares, so that `filter` is `fntrace_set_filter` and `stop`
+//! ends what `fntrace_record_start` started.
 //!
 //! # Protocol
 //!
@@ -91,7 +91,7 @@ use crate::error::Error;
 use crate::rt::spawn::spawn_running;
 use conn::{wake_pipe, ServerThread};
 
-pub(crate) use fntrace_format::control::request::{FlightRequest, Request};
+pub(crate) use fntrace_format::wire::request::{FlightRequest, Request};
 pub(crate) use http::serve_metrics;
 pub use http::{MetricsOptions, MetricsServer};
 pub use path::default_control_path;

@@ -12,11 +12,11 @@ const MAX_SOCKET_PATH: usize = 107;
 
 /// The control socket path `fntrace ctl PID` looks for:
 /// `/tmp/fntrace-UID/PID.sock`, UID being this process's effective uid
-/// (defined once, in `fntrace_format::control`, for both).
+/// (defined once, in `fntrace_format::wire`, for both).
 /// Serve it with [`serve_control`](crate::serve_control) (which makes the
 /// directory, mode 0700) or `FNTRACE_CONTROL=1`.
 pub fn default_control_path() -> PathBuf {
-    fntrace_format::control::own_control_socket_path()
+    fntrace_format::wire::own_control_socket_path()
 }
 
 /// Makes `path`'s directory if it is the default one: mode 0700, owned by
@@ -25,7 +25,7 @@ pub fn default_control_path() -> PathBuf {
 pub(crate) fn prepare_default_dir(path: &Path) -> Result<(), Error> {
     // SAFETY: geteuid takes no arguments and cannot fail.
     let uid = unsafe { libc::geteuid() };
-    let dir = fntrace_format::control::control_socket_dir(uid);
+    let dir = fntrace_format::wire::control_socket_dir(uid);
     if path.parent() == Some(dir.as_path()) {
         prepare_private_dir(&dir, uid)?;
     }

@@ -1,6 +1,6 @@
 //! The control protocol's replies: a [`Reply`] encoded as lines (see the
 //! module above for the protocol; the requests are parsed by
-//! `fntrace_format::control::request`, which `fntrace ctl` writes them
+//! `fntrace_format::wire::request`, which `fntrace ctl` writes them
 //! with).
 
 /// A reply: `ok` with a summary and lines, or an error.

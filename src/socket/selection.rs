@@ -11,12 +11,12 @@
 
 use std::sync::{Mutex, PoisonError};
 
-use crate::capi::{current_filter, current_globs, set_filter};
 use crate::control::names::{
     patchable_names, traced_names, unmatched, HOW_TO_GET_SITES, PATCHABLE, WITH_SITES,
 };
 use crate::error::Error;
 use crate::filter::Filter;
+use crate::session::{current_filter, current_globs, set_filter};
 use crate::socket::Reply;
 use crate::vars;
 

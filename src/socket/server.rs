@@ -15,7 +15,7 @@ use super::conn::{poll_ready, pollfd, send_some};
 use super::reply::Reply;
 use super::{ControlOptions, Handler};
 use crate::rt::thread::Untraced;
-use fntrace_format::control::request::{parse, MAX_REQUEST_BYTES};
+use fntrace_format::wire::request::{parse, MAX_REQUEST_BYTES};
 
 thread_local! {
     /// Set by a handler (on the server's thread) whose command ends the

@@ -33,6 +33,6 @@ pub mod analysis;
 pub mod export;
 
 pub use fntrace_format::{
-    control, demangle, demangle_full, elf, glob, uftrace_symbol_name, units, EventKind,
-    EventSource, Gap, GraphEvent, Library, ThreadInfo, ThreadTrace, Trace, WithGaps,
+    demangle, demangle_full, elf, glob, uftrace_symbol_name, units, wire, EventKind, EventSource,
+    Gap, GraphEvent, Library, ThreadInfo, ThreadTrace, Trace, WithGaps,
 };

@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
-use fntrace_tools::control::request::{FlightRequest, Request};
+use fntrace_tools::wire::request::{FlightRequest, Request};
 
 /// `fntrace ctl --help` after the arguments.
 pub const CTL_HELP: &str = "\
@@ -487,6 +487,6 @@ fn socket_path(target: &str) -> Result<(PathBuf, Option<u32>), NoReply> {
     let pid: u32 = target
         .parse()
         .map_err(|_| NoReply(format!("{target}: not a pid")))?;
-    let path = fntrace_tools::control::control_socket_path_of(pid).map_err(NoReply)?;
+    let path = fntrace_tools::wire::control_socket_path_of(pid).map_err(NoReply)?;
     Ok((path, Some(pid)))
 }

@@ -32,6 +32,7 @@ mod writer;
 
 pub(crate) use exit::{finish_before_exit, finish_from_signal_handler};
 
+use crate::builtin::graph::{describe_process, GRAPH_TRACER};
 use crate::control;
 use crate::error::Error;
 use crate::filter::Filter;
@@ -40,7 +41,6 @@ use crate::rt::spawn::spawn_running;
 use crate::rt::thread::Untraced;
 use crate::sys::clock;
 use crate::tracer;
-use crate::tracers::graph::{describe_process, GRAPH_TRACER};
 use writer::write_until_stopped;
 
 /// How often the writer drains the buffers by default.

@@ -13,6 +13,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::arch::x86_64::{decode_site_instruction, Instruction, SiteForm};
+use crate::builtin::graph::GRAPH_TRACER;
 use crate::error::Error;
 use crate::filter::Filter;
 use crate::patch::priority;
@@ -25,7 +26,6 @@ use crate::sites::{
 use crate::symbols;
 use crate::sys::clock;
 use crate::tracer::{self, FastPathState};
-use crate::tracers::graph::GRAPH_TRACER;
 
 mod attach;
 pub(crate) mod names;

@@ -294,7 +294,7 @@ impl Aggregate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tracers::profile::block::PENDING_ROW_SHIFT;
+    use crate::builtin::profile::block::PENDING_ROW_SHIFT;
 
     /// Calls of the block's first row counted in its buckets, as a
     /// reader sees them.

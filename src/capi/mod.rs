@@ -12,67 +12,27 @@
 //! message for [`fntrace_last_error`] (per thread). No panic crosses the C
 //! boundary: one is caught and reported as `-ENOTRECOVERABLE`.
 //!
-//! Also here, below live control ([`crate::socket::live`]) and start-up
-//! ([`crate::preload`]), which use it: the process-wide state the C calls
-//! act on and those two share, the filter ([`set_filter`]), the recording
-//! ([`start_recording`], [`take_recording`]) and the flight recorder
-//! ([`flight`]).
+//! The state these calls act on (the filter, the recording, the flight
+//! recorder) is the session's ([`crate::session`]), which live control and
+//! start-up share: this module only converts arguments and errors.
 
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Mutex, PoisonError};
-
-use fntrace_format::export::ExportError;
 
 use crate::control;
-use crate::error::Error;
-use crate::filter::Filter;
-use crate::record::{self, Recording};
-use crate::tracer::{self, Tracer};
-use crate::tracers::{function::FUNCTION_TRACER, graph::GRAPH_TRACER, profile::PROFILE_TRACER};
+use crate::record;
+use crate::session::flight;
+use crate::session::{
+    current_filter, register_builtins, set_filter, start_recording, take_recording, Failure,
+};
 use crate::vars;
 
-pub(crate) mod flight;
 mod profile;
 
 thread_local! {
     /// The message of this thread's last failed call.
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
-}
-
-/// The filter `fntrace_set_filter` set (its globs and itself), for the
-/// tracers enabled after it and for recordings.
-static FILTER: Mutex<Option<(String, Filter)>> = Mutex::new(None);
-
-/// The recording `fntrace_record_start` or live control's `record`
-/// started (the handle that stops it), as opposed to
-/// [`RECORDER_RUNNING`](crate::record::RECORDER_RUNNING), which says
-/// whether any recorder (streaming or flight) holds the buffers.
-static STARTED_RECORDING: Mutex<Option<Recording>> = Mutex::new(None);
-
-/// A failure of a C call: its code (a negated errno) and message.
-pub(crate) struct Failure(pub(crate) c_int, pub(crate) String);
-
-impl From<Error> for Failure {
-    fn from(err: Error) -> Failure {
-        let code = match &err {
-            Error::UnknownTracer(_) => libc::ENOENT,
-            Error::BadFilter(_) => libc::EINVAL,
-            Error::Recording(_) => libc::EBUSY,
-            Error::Export(ExportError::DirectoryNotEmpty(_)) => libc::ENOTEMPTY,
-            Error::Export(ExportError::EmptyPath) => libc::EINVAL,
-            Error::Export(ExportError::Io { source, .. }) | Error::Io { source, .. } => {
-                source.raw_os_error().unwrap_or(libc::EIO)
-            }
-            Error::Export(_) => libc::EIO,
-            Error::ThreadDidNotAcknowledge { .. } => libc::ETIMEDOUT,
-            Error::StopSignalInUse { .. } => libc::EBUSY,
-            Error::TooManyTracers => libc::ENOSPC,
-            _ => libc::EIO,
-        };
-        Failure(code, err.to_string())
-    }
 }
 
 /// Runs `body` for a C caller: 0 on success; on failure (or panic) stores
@@ -112,52 +72,6 @@ unsafe fn arg<'a>(ptr: *const c_char, name: &str) -> Result<&'a str, Failure> {
     let s = unsafe { CStr::from_ptr(ptr) };
     s.to_str()
         .map_err(|_| Failure(libc::EINVAL, format!("{name} is not valid UTF-8")))
-}
-
-/// Registers the built-in tracers that are not yet. Each registers itself
-/// with a constructor, but in a program linked with `libfntrace.a` the
-/// linker keeps a tracer's object (and constructor) only if something
-/// refers to it: the references here keep both, and the registration here
-/// covers a constructor left out all the same. Called after the
-/// constructors (tracer registrations run first), so it never races them.
-pub(crate) fn register_builtins() {
-    let builtins: [(&'static str, &'static dyn Tracer); 3] = [
-        ("function", &FUNCTION_TRACER),
-        ("graph", &GRAPH_TRACER),
-        ("profile", &PROFILE_TRACER),
-    ];
-    for (name, tracer) in builtins {
-        if tracer::find(name).is_none() {
-            // A duplicate (registered meanwhile) is fine.
-            let _ = tracer::register(name, tracer);
-        }
-    }
-}
-
-/// The filter set by `fntrace_set_filter` (every function if none).
-pub(crate) fn current_filter() -> Filter {
-    FILTER
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .as_ref()
-        .map(|(_, filter)| filter.clone())
-        .unwrap_or_default()
-}
-
-/// The globs of the filter set by `fntrace_set_filter`, if one was.
-pub(crate) fn current_globs() -> Option<String> {
-    FILTER
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .as_ref()
-        .map(|(globs, _)| globs.clone())
-}
-
-/// Sets the filter as `fntrace_set_filter` does.
-pub(crate) fn set_filter(globs: &str) -> Result<(), Error> {
-    let filter = vars::parse_globs(globs)?;
-    *FILTER.lock().unwrap_or_else(PoisonError::into_inner) = Some((globs.to_string(), filter));
-    Ok(())
 }
 
 /// `int fntrace_init(void)`: finds every call site (see [`crate::init`]).
@@ -281,56 +195,6 @@ pub unsafe extern "C" fn fntrace_record_start_mode(
         let mode = mode.parse().map_err(|e: String| Failure(libc::EINVAL, e))?;
         start_recording(dir, &current_filter(), mode)
     })
-}
-
-/// Starts the recording kept for `fntrace_record_stop`, in `mode`.
-pub(crate) fn start_recording(
-    dir: &str,
-    filter: &Filter,
-    mode: record::RecordMode,
-) -> Result<(), Failure> {
-    let options = record::RecordOptions {
-        mode,
-        ..record::RecordOptions::default()
-    };
-    start_recording_with(dir, filter, &options)
-}
-
-/// [`start_recording`] with options.
-pub(crate) fn start_recording_with(
-    dir: &str,
-    filter: &Filter,
-    options: &record::RecordOptions,
-) -> Result<(), Failure> {
-    let mut slot = STARTED_RECORDING
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner);
-    if slot.is_some() {
-        return Err(Failure(
-            libc::EBUSY,
-            "a recording is running already (fntrace_record_stop ends it)".to_string(),
-        ));
-    }
-    *slot = Some(record::record_with("graph", filter, dir, options)?);
-    Ok(())
-}
-
-/// The recording kept by `fntrace_record_start`, taken out.
-pub(crate) fn take_recording() -> Option<Recording> {
-    STARTED_RECORDING
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .take()
-}
-
-/// Runs `look` on the recording kept by `fntrace_record_start`, if any.
-pub(crate) fn with_recording<R>(look: impl FnOnce(Option<&Recording>) -> R) -> R {
-    look(
-        STARTED_RECORDING
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref(),
-    )
 }
 
 /// `int fntrace_record_stop(void)`: stops the recording and finishes its

@@ -12,9 +12,9 @@
 //! [`FlightOptions::budget_bytes`]) and the threads' buffers. Snapshots
 //! are written from the window in place, by the writer thread: no copy.
 
+mod drain;
 mod hooks;
 mod window;
-mod writer;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -22,18 +22,18 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::{JoinHandle, ThreadId};
 use std::time::{Duration, Instant};
 
+use crate::builtin::graph::{describe_functions, GRAPH_TRACER};
 use crate::control;
 use crate::error::Error;
 use crate::filter::Filter;
 use crate::record::{DEFAULT_DRAIN_INTERVAL, DEFAULT_RECORD_BUFFER_EVENTS, RECORDER_RUNNING};
 use crate::rt::thread::Untraced;
-use crate::tracers::graph::{describe_functions, GRAPH_TRACER};
+use drain::{duration_spec, Drain, DrainGone};
 use fntrace_format::analysis::human_duration;
 use fntrace_format::export::TraceOutput;
 use hooks::SignalHandler;
 pub use window::FLIGHT_EVENT_BYTES;
 use window::{Window, WindowEvents};
-use writer::{duration_spec, Writer, WriterGone};
 
 /// The largest window a flight recorder keeps: 4 GiB, 268M events —
 /// minutes of a busy service's history, far more than the seconds before
@@ -462,11 +462,11 @@ fn start(tracer: &str, filter: &Filter, options: &FlightOptions) -> Result<Fligh
         let shared = Arc::clone(&shared);
         crate::rt::spawn::spawn_running("fntrace-flight", move || {
             let _ = shared.writer.set(std::thread::current().id());
-            let _gone = WriterGone(&shared);
+            let _gone = DrainGone(&shared);
             // It drains every few milliseconds: threads that exit while
             // many exited threads' buffers wait for it may wait for it.
             let _periodic = GRAPH_TRACER.periodic_reader();
-            Writer::new(window, staging, interval).run(&shared);
+            Drain::new(window, staging, interval).run(&shared);
         })
         .map_err(|source| Error::Io {
             what: "starting the flight recorder's writer thread".to_string(),

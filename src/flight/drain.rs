@@ -16,9 +16,9 @@ use fntrace_format::export::OutputDir;
 
 /// Tells those waiting for an answer that the writer is gone, however it
 /// ends (a panic included).
-pub(super) struct WriterGone<'a>(pub(super) &'a Shared);
+pub(super) struct DrainGone<'a>(pub(super) &'a Shared);
 
-impl Drop for WriterGone<'_> {
+impl Drop for DrainGone<'_> {
     fn drop(&mut self) {
         self.0.writer_running.store(false, Ordering::Release);
         // Under the lock: a waiter checks the flag, then waits, holding it.
@@ -41,7 +41,7 @@ struct PendingSlow {
 }
 
 /// The writer thread's own state.
-pub(super) struct Writer {
+pub(super) struct Drain {
     window: Window,
     /// What is drained while a snapshot is written from `window` (by a
     /// thread of its own, reading it in place): appended to `window` once
@@ -67,11 +67,11 @@ pub(super) struct Writer {
     failures_in_row: u32,
 }
 
-impl Writer {
+impl Drain {
     /// A writer keeping `window`, with `staging` for what comes in while a
     /// snapshot is written, draining every `interval`.
-    pub(super) fn new(window: Window, staging: Window, interval: Duration) -> Writer {
-        Writer {
+    pub(super) fn new(window: Window, staging: Window, interval: Duration) -> Drain {
+        Drain {
             window,
             staging,
             interval,
@@ -420,7 +420,7 @@ impl Writer {
     }
 }
 
-impl Writer {
+impl Drain {
     /// How long triggers wait after this failure (the next in a row).
     fn retry_delay(&self) -> Duration {
         Duration::from_secs(1 << self.failures_in_row.min(6)).min(Duration::from_secs(60))

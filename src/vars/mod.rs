@@ -564,7 +564,7 @@ pub(crate) fn parse_triggers(value: &str) -> Result<Vec<TriggerSpec>, String> {
 pub(crate) fn parse_control(value: &str) -> Result<Option<PathBuf>, String> {
     match value {
         "" | "0" => Ok(None),
-        "1" => Ok(Some(fntrace_format::control::own_control_socket_path())),
+        "1" => Ok(Some(fntrace_format::wire::own_control_socket_path())),
         path if path.starts_with('/') => Ok(Some(PathBuf::from(path))),
         _ => Err(
             "use 1 (the default socket, /tmp/fntrace-UID/PID.sock), an absolute path, \
@@ -584,12 +584,12 @@ mod tests {
     /// lacks.
     #[test]
     fn the_docs_list_every_variable() {
-        let env_doc: String = include_str!("preload/env.rs")
+        let env_doc: String = include_str!("../preload/env.rs")
             .lines()
             .filter_map(|line| line.strip_prefix("//!"))
             .collect::<Vec<_>>()
             .join("\n");
-        let docs = include_str!("../docs/environment.md");
+        let docs = include_str!("../../docs/environment.md");
         for variable in VARIABLES {
             let named = format!("`{}", variable.name);
             assert!(
