@@ -38,7 +38,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
-use fntrace_tools::analysis::human_duration;
+use fntrace_tools::analysis::{human_duration, WALL_TIME};
 use fntrace_tools::glob;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use ratatui::layout::{Constraint, Layout};
@@ -199,7 +199,7 @@ pub fn header(target: &str, interval: &Interval, view: &View) -> String {
     if !view.notrace.is_empty() {
         line += &format!(", not {}", view.notrace.join(","));
     }
-    line += "; wall-clock time, blocked time included";
+    line += &format!("; {WALL_TIME}");
     if let OffCpu::NotAvailable(why) = &interval.off_cpu {
         line += &format!("; off-CPU: not available: {why}");
     }
