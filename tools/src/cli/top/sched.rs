@@ -7,10 +7,10 @@
 //! the whole interval ([`attribute`]); the partial calls of an interval
 //! get no figure, since the counters say nothing about part of it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::Instant;
 
-use super::{Interval, OffCpu, Sample, ThreadRow};
+use super::{Interval, OffCpu, OpenCall, Sample, ThreadRow};
 
 /// A thread's cumulative scheduler counters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -131,8 +131,12 @@ pub fn attribute(
         .iter()
         .map(|f| (f.function, f.name.as_str()))
         .collect();
+    // One call in both samples: same thread, depth, function and entry
+    // (its completed children may have grown).
+    let key = |c: &OpenCall| (c.tid, c.depth, c.function, c.entry_ns);
+    let open_before: HashSet<_> = before.open.iter().map(key).collect();
     let mut spanning = after.open.clone();
-    spanning.retain(|call| before.open.contains(call));
+    spanning.retain(|call| open_before.contains(&key(call)));
     spanning.sort_by_key(|c| (c.tid, c.depth));
     let mut rows = Vec::new();
     for (&tid, time) in threads {

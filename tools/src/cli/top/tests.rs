@@ -268,6 +268,8 @@ fn off_cpu_time_goes_to_the_calls_open_through_the_interval() {
         open: spanning.clone(),
     };
     let mut open = spanning;
+    // outer's completed children grew: still the same call.
+    open[0].children_ns = 400;
     open.push(call(9, 0, 3, 1_500));
     let after = Sample {
         snapshot: functions(2_000),
