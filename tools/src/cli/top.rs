@@ -70,10 +70,10 @@ CPU (blocked, or runnable waiting for a CPU); `-` when no call of it spanned
 the interval (calls that began or ended inside it are not measured). Below
 the functions, a row per thread on which a call spanned the interval: its
 on-cpu%, runq% (waiting for a CPU), blocked% (off the CPU, not waiting:
-asleep, in I/O, on a lock) and its innermost such call. The header says why
-when the kernel gives no such statistics. The header also shows the
-process's CPU time over the interval (/proc/PID/stat, 100% is one CPU, 10 ms
-resolution).
+asleep, in I/O, on a lock) and its innermost such call (which -F and -N
+select, as the functions). The header says why when the kernel gives no
+such statistics. It also shows the process's CPU time over the interval
+(/proc/PID/stat, 100% is one CPU, 10 ms resolution).
 
 A glob of -F or -N that matches no function with a call site is refused,
 naming the closest functions; so is a program with no call site at all.
@@ -297,13 +297,19 @@ fn percent(part: u64, whole: u64) -> String {
 /// Column headers of the threads below the functions.
 pub const THREAD_COLUMNS: [&str; 5] = ["thread", "on-cpu%", "runq%", "blocked%", "open through"];
 
-/// The threads on which a call stayed open through the interval, most
-/// off the CPU first (then by id), cut to `view.limit`, as cells.
+/// The threads on which a call stayed open through the interval (their
+/// innermost such call selected as the functions are), most off the CPU
+/// first (then by id), cut to `view.limit`, as cells.
 pub fn thread_cells(interval: &Interval, view: &View) -> Vec<Vec<String>> {
     let OffCpu::Threads(threads) = &interval.off_cpu else {
         return Vec::new();
     };
-    let mut threads: Vec<&ThreadRow> = threads.iter().collect();
+    let mut threads: Vec<&ThreadRow> = (threads.iter())
+        .filter(|t| {
+            view.filter.is_none_or(|glob| glob::matches(glob, &t.call))
+                && !glob::matches_any(view.notrace, &t.call)
+        })
+        .collect();
     threads.sort_by_key(|t| (t.time.on_cpu_ns, t.tid));
     threads
         .iter()

@@ -306,6 +306,11 @@ fn off_cpu_time_goes_to_the_calls_open_through_the_interval() {
             ["8", "90.0%", "10.0%", "0.0%", "outer"]
         ]
     );
+    let inner_only = View {
+        filter: Some("in*"),
+        ..view
+    };
+    assert_eq!(thread_cells(&interval, &inner_only).len(), 1);
     let text = frame_text("4242", &interval, &view);
     assert!(!text.contains("off-CPU: not available"), "{text}");
     assert!(
