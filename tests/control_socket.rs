@@ -336,7 +336,8 @@ fn controlled_live(variant: &str, flags: &[&str], by_pid: bool) {
     let report = ctl_ok(&["report"]);
     assert!(
         report.starts_with(&format!(
-            "latency of the graph tracer's {} events in memory\ncalls ",
+            "latency of the graph tracer's {} events in memory\n\
+             # durations: wall-clock time, blocked time included\ncalls ",
             expected_events(N)
         )),
         "{report}"

@@ -246,6 +246,9 @@ fn table_row(table: &str, first_header: &str, function: &str) -> Vec<(String, f6
                 tokens.next();
                 ns_of(value, unit)
             }
+            // No figure (top's off-cpu% of a call not open through the
+            // interval).
+            None if value == "-" => f64::NAN,
             None => value.trim_end_matches('%').parse().unwrap(),
         };
         cells.push((header.to_string(), number));
@@ -484,7 +487,7 @@ fn hist_of_a_trace_and_of_a_snapshot_exactly() {
     assert_eq!(
         offline,
         concat!(
-            "# /usr/bin/x (pid 7): 1 threads, 13 events\n",
+            "# /usr/bin/x (pid 7): 1 threads, 13 events; durations: wall-clock time, blocked time included\n",
             "# 1 call has no exit (1 still running when the trace ended): worker ×1\n",
             "\n",
             "# work: 4 calls, p50 100 ns, p90 5.00 µs, p99 5.00 µs, max 5.00 µs\n",

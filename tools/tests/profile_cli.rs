@@ -138,7 +138,8 @@ fn report_prints_a_snapshot_file_as_a_table() {
         lines.next(),
         Some(
             format!(
-                "# profile {}: 1 threads, 6 calls returned, 0 running; rows selected by -N emit",
+                "# profile {}: 1 threads, 6 calls returned, 0 running; rows selected by -N emit; \
+                 durations: wall-clock time, blocked time included",
                 file.display()
             )
             .as_str()

@@ -80,6 +80,12 @@ pub mod parallel;
 mod profile;
 pub mod threads;
 
+/// Which time every duration of these reports is, as tables, flame graphs
+/// and metrics say it: measured from a call's entry to its exit, so a call
+/// blocked (in `read`, on a lock, off the CPU waiting for it) counts as
+/// much as one computing.
+pub const WALL_TIME: &str = "wall-clock time, blocked time included";
+
 pub use distribution::{distribution, distribution_text, DistributionRow};
 pub use histogram::{Histogram, MAX_RELATIVE_ERROR, SUB_BUCKETS};
 pub use latency::{

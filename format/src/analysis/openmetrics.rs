@@ -202,7 +202,7 @@ pub fn write_openmetrics_top(
         family,
         "histogram",
         true,
-        "Durations of the completed calls of each traced function, callees included.",
+        "Durations (wall-clock time, blocked time included) of the completed calls of each traced function, callees included.",
     )?;
     for row in &series {
         let label = &row.name;
@@ -233,7 +233,7 @@ pub fn write_openmetrics_top(
         family,
         "summary",
         true,
-        "Self time of the completed calls of each traced function: their durations minus their direct callees'.",
+        "Self time (wall-clock time, blocked time included) of the completed calls of each traced function: their durations minus their direct callees'.",
     )?;
     for row in &series {
         let label = &row.name;
@@ -501,7 +501,7 @@ mod tests {
         let mut expected = String::from(
             "# TYPE fntrace_function_duration_seconds histogram\n\
              # UNIT fntrace_function_duration_seconds seconds\n\
-             # HELP fntrace_function_duration_seconds Durations of the completed calls of each traced function, callees included.\n",
+             # HELP fntrace_function_duration_seconds Durations (wall-clock time, blocked time included) of the completed calls of each traced function, callees included.\n",
         );
         let le = [
             "1.28e-07",
@@ -565,7 +565,7 @@ mod tests {
         expected += &format!(
             "# TYPE fntrace_function_self_seconds summary\n\
              # UNIT fntrace_function_self_seconds seconds\n\
-             # HELP fntrace_function_self_seconds Self time of the completed calls of each traced function: their durations minus their direct callees'.\n\
+             # HELP fntrace_function_self_seconds Self time (wall-clock time, blocked time included) of the completed calls of each traced function: their durations minus their direct callees'.\n\
              fntrace_function_self_seconds_sum{{function=\"{name}\"}} 0.0\n\
              fntrace_function_self_seconds_count{{function=\"{name}\"}} 0\n\
              fntrace_function_self_seconds_sum{{function=\"work\"}} 2.000000801\n\

@@ -278,8 +278,10 @@ pub fn write_profile(
     };
     writeln!(
         out,
-        "# {what}: {} threads, {calls} calls returned, {running} running{of_selection}",
-        snapshot.threads
+        "# {what}: {} threads, {calls} calls returned, {running} running{of_selection}; \
+         durations: {}",
+        snapshot.threads,
+        fntrace_tools::analysis::WALL_TIME
     )
     .map_err(io)?;
     for line in not_kept_lines(snapshot) {

@@ -154,10 +154,11 @@ pub fn write_report(trace: TraceReport, args: &ReportArgs, out: &mut Output) -> 
     };
     writeln!(
         out,
-        "# {} (pid {}): {} threads, {events} events{of_selection}",
+        "# {} (pid {}): {} threads, {events} events{of_selection}; durations: {}",
         trace.exe,
         trace.pid,
-        report.threads.len()
+        report.threads.len(),
+        fntrace_tools::analysis::WALL_TIME
     )?;
     write_lost_and_unfinished(&report.shortfall(), out)?;
     write_flight_totals(&args.dir, out)?;

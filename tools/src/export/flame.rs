@@ -221,7 +221,8 @@ pub fn write_flame_svg(trace: &Trace, out: &mut dyn Write, title: &str) -> Resul
 }
 
 /// Draws folded stacks (as [`folded_stacks`] or [`folded_stacks_by_thread`]
-/// write them, weights in nanoseconds) as a flame graph in SVG. Fails with
+/// write them, weights in nanoseconds) as a flame graph in SVG, its
+/// subtitle saying they are wall-clock time, blocked time included. Fails with
 /// [`ExportError::Empty`], writing nothing, if `folded` has no line.
 pub fn write_folded_svg(folded: &str, out: &mut dyn Write, title: &str) -> Result<(), ExportError> {
     if folded.is_empty() {
@@ -231,6 +232,11 @@ pub fn write_folded_svg(folded: &str, out: &mut dyn Write, title: &str) -> Resul
     }
     let mut options = inferno::flamegraph::Options::default();
     options.title = title.to_string();
+    // The widths are durations: says which time.
+    options.subtitle = Some(format!(
+        "widths: ns of {}",
+        fntrace_format::analysis::WALL_TIME
+    ));
     options.count_name = "ns".to_string();
     options.name_type = "Function:".to_string();
     // Colours by function name, the same from one graph to the next.

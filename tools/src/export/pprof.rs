@@ -283,8 +283,12 @@ pub fn pprof_message(snapshot: &ProfileSnapshot, info: &PprofInfo) -> Vec<u8> {
     let period_type = value_type(&mut strings, "calls", "count");
     field_bytes(&mut profile, 11, &period_type);
     field_varint(&mut profile, 12, 1);
-    // Profile.comment (13), default_sample_type (14).
-    let comments: Vec<u64> = info.comments.iter().map(|c| strings.index(c)).collect();
+    // Profile.comment (13), default_sample_type (14). The sample types
+    // have no description field: a comment says which time they are.
+    let wall = format!("wall and self: {}", crate::analysis::WALL_TIME);
+    let comments: Vec<u64> = (info.comments.iter().chain([&wall]))
+        .map(|c| strings.index(c))
+        .collect();
     field_packed(&mut profile, 13, comments);
     let default = strings.index("self");
     field_varint(&mut profile, 14, default);

@@ -487,7 +487,9 @@ impl LatencyReport {
     /// cell. Durations are in ns, µs, ms or s with three significant digits
     /// (`812 ns`, `1.25 µs`, `31.4 ms`, `2.00 s`). When events were lost, a
     /// first line starting with `#` says how many, before anything else: the
-    /// counts below miss their calls. When rows were left out, a last line
+    /// counts below miss their calls. A line `# durations: wall-clock time,
+    /// blocked time included` ([`WALL_TIME`](super::WALL_TIME)) comes before
+    /// the column headers. When rows were left out, a last line
     /// says how many. Every line ends with `\n`.
     pub fn table(&self, limit: usize) -> String {
         let mut out = String::new();
@@ -497,6 +499,7 @@ impl LatencyReport {
                 self.lost_events
             ));
         }
+        out.push_str(&format!("# durations: {}\n", super::WALL_TIME));
         out.push_str(&self.rows_table(limit));
         out
     }

@@ -121,7 +121,10 @@ fn lost_events_are_stated_before_the_table() {
             "# 12 events lost while recording (buffers full): the calls they belonged to are missing below"
         );
     let whole = latency(&trace(vec![(7, nested_events())])).table(10);
-    assert!(whole.starts_with("calls"), "{whole}");
+    assert!(
+        whole.starts_with("# durations: wall-clock time, blocked time included\ncalls"),
+        "{whole}"
+    );
 }
 
 #[test]
@@ -312,7 +315,14 @@ fn unknown_names_show_the_address_and_empty_traces_report_nothing() {
     let report = latency(&trace(vec![(7, Vec::new())]));
     assert_eq!(report.functions, Vec::new());
     assert_eq!(report.per_thread, vec![(7, Vec::new())]);
-    assert_eq!(report.table(10), format!("{}\n", TABLE_HEADERS.join("  ")));
+    assert_eq!(
+        report.table(10),
+        format!(
+            "# durations: {}\n{}\n",
+            crate::analysis::WALL_TIME,
+            TABLE_HEADERS.join("  ")
+        )
+    );
 }
 
 #[test]
@@ -354,6 +364,7 @@ fn table_layout() {
     events.extend([entry(1_000, MAIN, 0), exit(1_500_001_000, MAIN, 0)]);
     let report = latency(&trace(vec![(7, events)]));
     let expected = "\
+# durations: wall-clock time, blocked time included
 calls   total    self     avg     min     p50     p90     p99     max  function
     2  1.50 s  1.50 s  750 ms  200 ns  200 ns  1.50 s  1.50 s  1.50 s  demo::main
     1  100 ns   70 ns  100 ns  100 ns  100 ns  100 ns  100 ns  100 ns  demo::tokenize
@@ -363,6 +374,7 @@ calls   total    self     avg     min     p50     p90     p99     max  function
     assert_eq!(report.table(usize::MAX), expected);
 
     let expected_top = "\
+# durations: wall-clock time, blocked time included
 calls   total    self     avg     min     p50     p90     p99     max  function
     2  1.50 s  1.50 s  750 ms  200 ns  200 ns  1.50 s  1.50 s  1.50 s  demo::main
 ... 3 more functions
@@ -390,6 +402,7 @@ fn table_aligns_micro_sign_by_characters() {
         ..LatencyReport::default()
     };
     let expected = "\
+# durations: wall-clock time, blocked time included
 calls    total     self      avg     min      p50      p90      p99      max  function
    12  15.0 µs  1.25 µs  1.25 µs  999 ns  1.25 µs  1.50 µs  2.00 µs  2.00 µs  demo::parse
  1000   900 ns   900 ns     1 ns    1 ns     1 ns     1 ns     1 ns     1 ns  demo::next

@@ -28,6 +28,36 @@ pub struct IntervalRow {
     pub p99_ns: u64,
     /// Calls running at the end of the interval.
     pub running: u64,
+    /// Of the calls open through the whole interval (one a thread), the
+    /// time their threads were off the CPU, measured over the window
+    /// between the reads of the threads' scheduler counters
+    /// ([`sched::attribute`](super::sched::attribute)).
+    pub off_cpu_ns: u64,
+    /// The windows those calls were measured over, summed: `off_cpu_ns`
+    /// is a share of it (0: no call of the function spanned the
+    /// interval, no figure).
+    pub spanning_ns: u64,
+}
+
+/// A thread on which a traced call was open through the whole interval.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ThreadRow {
+    /// The thread.
+    pub tid: u32,
+    /// Its time on and off the CPU over the window.
+    pub time: super::sched::ThreadTime,
+    /// Its innermost call open through the interval.
+    pub call: String,
+}
+
+/// How much of the interval the threads spent off the CPU.
+#[derive(Clone, Debug, PartialEq)]
+pub enum OffCpu {
+    /// Not known, and why (a socket target without `--pid`, a kernel
+    /// without per-thread scheduler statistics).
+    NotAvailable(String),
+    /// The threads a call stayed open on through the interval.
+    Threads(Vec<ThreadRow>),
 }
 
 /// What happened between two snapshots.
@@ -51,6 +81,9 @@ pub struct Interval {
     /// known (set by the caller: a pid target on this host): beside the
     /// wall times, how much of them was spent running.
     pub cpu_percent: Option<f64>,
+    /// Off-CPU time per thread (set by the caller, which reads the
+    /// threads' scheduler counters).
+    pub off_cpu: OffCpu,
 }
 
 /// Per name: durations, total, self, running.
@@ -239,6 +272,8 @@ pub fn interval(before: &Sample, after: &Sample) -> Interval {
             p90_ns: delta.quantile(0.90),
             p99_ns: delta.quantile(0.99),
             running: *running,
+            off_cpu_ns: 0,
+            spanning_ns: 0,
         });
     }
     let lost = if reset {
@@ -257,5 +292,6 @@ pub fn interval(before: &Sample, after: &Sample) -> Interval {
         lost,
         tracer_off: false,
         cpu_percent: None,
+        off_cpu: OffCpu::NotAvailable("not measured".to_string()),
     }
 }

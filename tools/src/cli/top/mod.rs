@@ -19,10 +19,15 @@
 //! is the part of every call inside the interval: a call of ten seconds
 //! counts a second in each of ten one-second intervals, not ten seconds in
 //! the one it returns in, and one thread never makes more than 100 %.
-//! These are wall times, blocked time included (a call waiting in `send`
-//! counts as much as one computing); CPU time is not measured per
-//! function. With a pid as the target, the header gives the process's CPU
-//! time over the interval (`/proc/PID/stat`) beside them.
+//! These are wall-clock times, blocked time included (a call waiting in
+//! `send` counts as much as one computing); CPU time is not measured per
+//! call. With a pid as the target (or `--pid`), the header gives the
+//! process's CPU time over the interval (`/proc/PID/stat`) beside them,
+//! and [`sched`] reads each thread's time on and off the CPU from the
+//! kernel's per-thread scheduler statistics at each end of the interval:
+//! a thread on which one call stayed open through the whole interval gives
+//! that call (and its open ancestors) its off-CPU share, exactly; the
+//! calls that began or ended inside the interval get none (`-`).
 //!
 //! The screen is drawn with `ratatui` (alternate screen, restored on exit
 //! and on panic); `--once` prints one frame as plain text instead, for
@@ -33,7 +38,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
-use fntrace_tools::analysis::human_duration;
+use fntrace_tools::analysis::{human_duration, WALL_TIME};
 use fntrace_tools::glob;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use ratatui::layout::{Constraint, Layout};
@@ -54,9 +59,21 @@ included or not, per second of the interval: 100% is one thread's whole
 interval, so several threads can make more; each call counts for the part of
 it inside the interval, a call still running for the time it has run so
 far), avg, p50, p90 and p99 of the calls returned, running (calls entered,
-not returned, now). CPU time is not measured per function; with a PID as
-the target, the header shows the process's CPU time over the interval
-(/proc/PID/stat, 100% is one CPU, 10 ms resolution) beside them.
+not returned, now). All times are wall-clock time, blocked time included.
+
+Off-CPU time, with a PID as the target (or --pid for a socket's program):
+at each end of the interval fntrace reads each thread's on-CPU and run-queue
+time (/proc/PID/task/TID/schedstat, once a thread, never per call).
+off-cpu% is exact where it is shown: of the function's calls that stayed
+open through the whole interval, the share of their threads' time off the
+CPU (blocked, or runnable waiting for a CPU); `-` when no call of it spanned
+the interval (calls that began or ended inside it are not measured). Below
+the functions, a row per thread on which a call spanned the interval: its
+on-cpu%, runq% (waiting for a CPU), blocked% (off the CPU, not waiting:
+asleep, in I/O, on a lock) and its innermost such call (which -F and -N
+select, as the functions). The header says why when the kernel gives no
+such statistics. It also shows the process's CPU time over the interval
+(/proc/PID/stat, 100% is one CPU, 10 ms resolution).
 
 A glob of -F or -N that matches no function with a call site is refused,
 naming the closest functions; so is a program with no call site at all.
@@ -102,6 +119,10 @@ pub struct TopArgs {
     /// At most N rows (the screen shows what fits).
     #[arg(long, visible_alias = "limit", value_name = "N")]
     pub top: Option<usize>,
+    /// The pid of the program serving a socket path given as the target,
+    /// for its CPU and off-CPU time (a pid target is its own).
+    #[arg(long, value_name = "PID")]
+    pub pid: Option<u32>,
 }
 
 /// What `fntrace top` sorts by.
@@ -140,6 +161,7 @@ pub(super) fn parse_interval(text: &str) -> Result<Duration, String> {
 
 mod interval;
 pub use interval::*;
+pub mod sched;
 
 /// What the frame shows: sorted, filtered, cut.
 pub struct View<'a> {
@@ -177,6 +199,10 @@ pub fn header(target: &str, interval: &Interval, view: &View) -> String {
     if !view.notrace.is_empty() {
         line += &format!(", not {}", view.notrace.join(","));
     }
+    line += &format!("; {WALL_TIME}");
+    if let OffCpu::NotAvailable(why) = &interval.off_cpu {
+        line += &format!("; off-CPU: not available: {why}");
+    }
     if interval.reset {
         line += " (profile reset in this interval)";
     }
@@ -193,11 +219,13 @@ pub fn header(target: &str, interval: &Interval, view: &View) -> String {
 }
 
 /// Column headers of a frame: `wall%` and `self-wall%` are shares of
-/// the interval's wall time (blocked time included), not CPU time.
-pub const COLUMNS: [&str; 9] = [
+/// the interval's wall-clock time (blocked time included), not CPU time;
+/// `off-cpu%` the share off the CPU of the calls open through it.
+pub const COLUMNS: [&str; 10] = [
     "calls/s",
     "wall%",
     "self-wall%",
+    "off-cpu%",
     "avg",
     "p50",
     "p90",
@@ -246,6 +274,7 @@ pub fn cells(interval: &Interval, view: &View) -> Vec<Vec<String>> {
                 format!("{:.0}", per_second(row.calls)),
                 format!("{:.1}%", per_second(row.total_ns) / 1e9 * 100.0),
                 format!("{:.1}%", per_second(row.self_ns) / 1e9 * 100.0),
+                percent(row.off_cpu_ns, row.spanning_ns),
                 time(row.avg_ns),
                 time(row.p50_ns),
                 time(row.p90_ns),
@@ -257,7 +286,49 @@ pub fn cells(interval: &Interval, view: &View) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// A frame as plain text (`--once`).
+/// `part` in % of `whole`, `-` when `whole` is 0.
+fn percent(part: u64, whole: u64) -> String {
+    match whole {
+        0 => "-".to_string(),
+        _ => format!("{:.1}%", part as f64 / whole as f64 * 100.0),
+    }
+}
+
+/// Column headers of the threads below the functions.
+pub const THREAD_COLUMNS: [&str; 5] = ["thread", "on-cpu%", "runq%", "blocked%", "open through"];
+
+/// The threads on which a call stayed open through the interval (their
+/// innermost such call selected as the functions are), most off the CPU
+/// first (then by id), cut to `view.limit`, as cells.
+pub fn thread_cells(interval: &Interval, view: &View) -> Vec<Vec<String>> {
+    let OffCpu::Threads(threads) = &interval.off_cpu else {
+        return Vec::new();
+    };
+    let mut threads: Vec<&ThreadRow> = (threads.iter())
+        .filter(|t| {
+            view.filter.is_none_or(|glob| glob::matches(glob, &t.call))
+                && !glob::matches_any(view.notrace, &t.call)
+        })
+        .collect();
+    threads.sort_by_key(|t| (t.time.on_cpu_ns, t.tid));
+    threads
+        .iter()
+        .take(view.limit)
+        .map(|t| {
+            let window = t.time.window_ns;
+            let blocked = window - t.time.on_cpu_ns - t.time.runq_ns;
+            vec![
+                t.tid.to_string(),
+                percent(t.time.on_cpu_ns, window),
+                percent(t.time.runq_ns, window),
+                percent(blocked, window),
+                t.call.clone(),
+            ]
+        })
+        .collect()
+}
+
+/// A frame as plain text (`--once`): the functions, then the threads.
 pub fn frame_text(target: &str, interval: &Interval, view: &View) -> String {
     let headers: Vec<String> = COLUMNS.iter().map(|c| c.to_string()).collect();
     let mut text = header(target, interval, view);
@@ -265,6 +336,14 @@ pub fn frame_text(target: &str, interval: &Interval, view: &View) -> String {
     for line in aligned_lines(&headers, &cells(interval, view)) {
         text.push_str(&line);
         text.push('\n');
+    }
+    let threads = thread_cells(interval, view);
+    if !threads.is_empty() {
+        let headers: Vec<String> = THREAD_COLUMNS.iter().map(|c| c.to_string()).collect();
+        for line in aligned_lines(&headers, &threads) {
+            text.push_str(&line);
+            text.push('\n');
+        }
     }
     text
 }
@@ -358,17 +437,30 @@ struct Fetched {
     /// when the target is a pid (of this host's pid namespace) whose
     /// `/proc/PID/stat` is readable.
     cpu: Option<(u64, Instant)>,
+    /// The threads' scheduler counters read just before the request and
+    /// just after the reply (bracketing the snapshot), or why not.
+    sched: Result<(sched::SchedRead, sched::SchedRead), String>,
+}
+
+/// The pid whose CPU time and threads `top` reads: the target's, or
+/// `--pid`'s; why none.
+fn pid_of(args: &TopArgs) -> Result<u32, String> {
+    match (args.pid, args.target.parse::<u32>()) {
+        (Some(pid), _) | (None, Ok(pid)) => Ok(pid),
+        (None, Err(_)) => Err("the target is a socket path (--pid PID names its program)".into()),
+    }
 }
 
 /// A sample, whether the tracer is off, and the process's CPU time.
 fn fetch(args: &TopArgs) -> Result<Fetched, String> {
+    let pid = pid_of(args);
+    let sched_before = pid.clone().and_then(sched::read);
     match super::ctl::exchange_line(&args.target, timeout(args), "profile\n")? {
         (true, reply) => Ok(Fetched {
+            sched: sched_before.and_then(|first| Ok((first, sched::read(pid.clone()?)?))),
             sample: Sample::of_reply(&reply)?,
             off: super::profile::tracer_off(&reply),
-            cpu: args
-                .target
-                .parse::<u32>()
+            cpu: pid
                 .ok()
                 .and_then(process_cpu_ns)
                 .map(|ns| (ns, Instant::now())),
@@ -400,11 +492,21 @@ fn between(before: &Fetched, after: &Fetched) -> Interval {
         }
         _ => None,
     };
-    Interval {
+    let mut interval = Interval {
         tracer_off: after.off,
         cpu_percent,
         ..interval(&before.sample, &after.sample)
+    };
+    match (&before.sched, &after.sched) {
+        // From after the first snapshot to before the second: inside the
+        // span of every call open at both.
+        (Ok((_, start)), Ok((end, _))) => {
+            let threads = sched::between(start, end);
+            sched::attribute(&mut interval, &before.sample, &after.sample, &threads);
+        }
+        (Err(why), _) | (_, Err(why)) => interval.off_cpu = OffCpu::NotAvailable(why.clone()),
     }
+    interval
 }
 
 /// `--once` and `--frames N`: N + 1 samples an interval apart, a frame
@@ -481,10 +583,20 @@ fn screen(
         };
         terminal
             .draw(|frame| {
-                let [top, status, table] = Layout::vertical([
+                let threads = shown
+                    .as_ref()
+                    .map(|interval| thread_cells(interval, &view))
+                    .unwrap_or_default();
+                // The threads below the functions, at most 8 of them.
+                let below = match threads.len() {
+                    0 => 0,
+                    n => n.min(8) as u16 + 2,
+                };
+                let [top, status, table, thread_table] = Layout::vertical([
                     Constraint::Length(1),
                     Constraint::Length(1),
                     Constraint::Min(0),
+                    Constraint::Length(below),
                 ])
                 .areas(frame.area());
                 let title = match &shown {
@@ -513,6 +625,7 @@ fn screen(
                     Constraint::Length(9),
                     Constraint::Length(7),
                     Constraint::Length(10),
+                    Constraint::Length(8),
                     Constraint::Length(9),
                     Constraint::Length(9),
                     Constraint::Length(9),
@@ -523,6 +636,19 @@ fn screen(
                 let table_widget = Table::new(rows.into_iter().map(Row::new), widths)
                     .header(Row::new(COLUMNS).style(Style::default().add_modifier(Modifier::BOLD)));
                 frame.render_widget(table_widget, table);
+                let widths = [
+                    Constraint::Length(8),
+                    Constraint::Length(8),
+                    Constraint::Length(8),
+                    Constraint::Length(8),
+                    Constraint::Min(10),
+                ];
+                let thread_widget = Table::new(threads.into_iter().map(Row::new), widths).header(
+                    Row::new(THREAD_COLUMNS)
+                        .style(Style::default().add_modifier(Modifier::BOLD))
+                        .top_margin(1),
+                );
+                frame.render_widget(thread_widget, thread_table);
             })
             .map_err(|e| format!("terminal: {e}"))?;
         let wait = next.saturating_duration_since(Instant::now());

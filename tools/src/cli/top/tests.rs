@@ -112,11 +112,12 @@ fn a_frame_as_text() {
     };
     assert_eq!(
         frame_text("4242", &interval, &view),
-        "fntrace top 4242: 1.000 s, 2 threads, 100 calls/s, sorted by calls; 2 calls \
+        "fntrace top 4242: 1.000 s, 2 threads, 100 calls/s, sorted by calls; wall-clock time, \
+         blocked time included; off-CPU: not available: not measured; 2 calls \
          not counted (no row left in the profile's budget)\n\
-         calls/s  wall%  self-wall%      avg      p50      p90      p99  running  function\n\
-         \x20   100   0.1%        0.1%  11.0 µs  1.00 µs  1.00 µs  1.00 µs        0  get\n\
-         \x20     0   0.0%        0.0%        -        -        -        -        1  idle\n"
+         calls/s  wall%  self-wall%  off-cpu%      avg      p50      p90      p99  running  function\n\
+         \x20   100   0.1%        0.1%         -  11.0 µs  1.00 µs  1.00 µs  1.00 µs        0  get\n\
+         \x20     0   0.0%        0.0%         -        -        -        -        -        1  idle\n"
     );
     let view = View {
         sort: TopSort::Total,
@@ -238,4 +239,82 @@ fn a_sample_from_a_reply() {
         ]
     );
     assert!(Sample::of_reply(&reply.replace("open 7 1 4", "open 7 1 zz")).is_err());
+}
+
+/// Threads 7 and 8 each have a call open through the interval (7 in
+/// `outer` then `inner`, 8 in `outer`); thread 9's call began inside it.
+/// The off-CPU time goes to the spanning calls' functions, once a thread.
+#[test]
+fn off_cpu_time_goes_to_the_calls_open_through_the_interval() {
+    let call = |tid, depth, function, entry_ns| OpenCall {
+        tid,
+        depth,
+        function,
+        entry_ns,
+        children_ns: 0,
+    };
+    let functions = |taken| {
+        let mut outer = function("outer", &[], 0, 2);
+        outer.function = 1;
+        let mut inner = function("inner", &[], 0, 1);
+        inner.function = 2;
+        let mut late = function("late", &[], 0, 1);
+        late.function = 3;
+        snapshot(taken, vec![outer, inner, late], 0)
+    };
+    let spanning = vec![call(7, 0, 1, 10), call(7, 1, 2, 20), call(8, 0, 1, 30)];
+    let before = Sample {
+        snapshot: functions(1_000),
+        open: spanning.clone(),
+    };
+    let mut open = spanning;
+    // outer's completed children grew: still the same call.
+    open[0].children_ns = 400;
+    open.push(call(9, 0, 3, 1_500));
+    let after = Sample {
+        snapshot: functions(2_000),
+        open,
+    };
+    let mut interval = interval(&before, &after);
+    let time = |on_cpu_ns, runq_ns| sched::ThreadTime {
+        window_ns: 1_000,
+        on_cpu_ns,
+        runq_ns,
+    };
+    let threads = [(7, time(100, 50)), (8, time(900, 100)), (9, time(0, 0))]
+        .into_iter()
+        .collect();
+    sched::attribute(&mut interval, &before, &after, &threads);
+    let row = |name: &str| {
+        let row = interval.rows.iter().find(|r| r.name == name).unwrap();
+        (row.off_cpu_ns, row.spanning_ns)
+    };
+    assert_eq!(
+        (row("outer"), row("inner"), row("late")),
+        ((1_000, 2_000), (900, 1_000), (0, 0))
+    );
+    let view = View {
+        sort: TopSort::Total,
+        filter: None,
+        notrace: &[],
+        limit: usize::MAX,
+    };
+    assert_eq!(
+        thread_cells(&interval, &view),
+        [
+            ["7", "10.0%", "5.0%", "85.0%", "inner"],
+            ["8", "90.0%", "10.0%", "0.0%", "outer"]
+        ]
+    );
+    let inner_only = View {
+        filter: Some("in*"),
+        ..view
+    };
+    assert_eq!(thread_cells(&interval, &inner_only).len(), 1);
+    let text = frame_text("4242", &interval, &view);
+    assert!(!text.contains("off-CPU: not available"), "{text}");
+    assert!(
+        text.contains("\nthread  on-cpu%  runq%  blocked%  open through\n"),
+        "{text}"
+    );
 }
