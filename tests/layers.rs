@@ -594,6 +594,15 @@ fn the_tools_library_is_layered_and_never_uses_the_cli() {
     // user, `fntrace_tools::…`; `crate::` there can only name the CLI.
     let cli = check_crate(&src, &["cli"], |f| !f.starts_with("cli"));
     assert!(cli.violations.is_empty(), "{}", cli.violations.join("\n"));
+    // Each command owns its arguments: no two CLI modules import each other,
+    // however indirectly.
+    let cli_cycles = new_cycles(&cli.edges, &[]);
+    assert!(
+        cli_cycles.is_empty(),
+        "import cycles in the CLI:\n{}\nedges: {:#?}",
+        cli_cycles.join("\n"),
+        cli.edges
+    );
     assert!(
         cli.modules_seen.contains("cli"),
         "no module cli in tools/src/"

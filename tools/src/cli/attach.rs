@@ -8,7 +8,7 @@
 //! `detach` asks it, over that socket, to switch every tracer off, give
 //! back the text fntrace wrote and stop serving.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -109,7 +109,7 @@ pub fn attach(
             false => format!("process {pid} serves its control socket already"),
         });
     }
-    let library = super::record::find_library(lib)?;
+    let library = find_library(lib)?;
     let attached = fntrace_inject::attach(pid, &library, thread).map_err(|e| e.to_string())?;
     // The server started before the call returned; it answers at once.
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -203,4 +203,40 @@ pub fn detach_quietly(pid: u32) -> Result<(), String> {
         Ok((false, message)) => Err(message),
         Err(why) => Err(why),
     }
+}
+
+/// The runtime library fntrace loads into a program.
+const LIBRARY: &str = "libfntrace.so";
+
+/// `libfntrace.so`: `--lib`/`$FNTRACE_LIB`, or next to this executable.
+pub(super) fn find_library(given: Option<&Path>) -> Result<PathBuf, String> {
+    if let Some(path) = given {
+        return if path.is_file() {
+            std::path::absolute(path).map_err(|e| format!("{}: {e}", path.display()))
+        } else {
+            Err(format!(
+                "--lib/FNTRACE_LIB: {} is not a file",
+                path.display()
+            ))
+        };
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("cannot locate fntrace itself: {e}"))?;
+    let beside = exe.with_file_name(LIBRARY);
+    // `cargo test` runs the executable from target/<profile>/ or, for a
+    // copy, from target/<profile>/deps/.
+    let above = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|dir| dir.join(LIBRARY));
+    [Some(beside.clone()), above]
+        .into_iter()
+        .flatten()
+        .find(|path| path.is_file())
+        .ok_or_else(|| {
+            format!(
+                "{LIBRARY} is not next to fntrace ({}): build it (cargo build --release \
+                 builds both) or give its path with --lib or FNTRACE_LIB",
+                beside.display()
+            )
+        })
 }

@@ -16,9 +16,12 @@ mod pprof;
 mod profile;
 mod record;
 mod report;
+mod select;
 mod selection;
+mod snapshot;
 mod supervise;
 mod top;
+mod views;
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -29,11 +32,13 @@ use fntrace_tools::analysis::{self, ReadOrWrite, Rows, Selected, Selection, Unma
 use fntrace_tools::export::{self, UftraceReader};
 use fntrace_tools::{glob, EventSource};
 
-use args::{ChromeArgs, Cli, Command, Demangle, SelectArgs};
+use args::{Cli, Command};
 pub use cargo::run_as_rustc_wrapper;
 use output::{open_trace, output_failure, Destination, Failure, Output, ProgressBar};
 use report::TraceReport;
+use select::{Demangle, SelectArgs};
 pub use supervise::run_as_launcher;
+use views::ChromeArgs;
 
 /// Size above which `fntrace chrome` warns that viewers will struggle.
 const BIG_JSON_BYTES: u64 = 100 << 20;
@@ -65,7 +70,7 @@ pub fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
-        Command::Report(args) if profile::is_snapshot_file(&args.dir) => {
+        Command::Report(args) if output::is_snapshot_file(&args.dir) => {
             profile::report(&args, cli.no_pager)
         }
         Command::Report(args) => {
@@ -200,7 +205,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 written
             })
         }
-        Command::Flame(args) if profile::is_snapshot_file(&args.dir) => profile::flame(&args),
+        Command::Flame(args) if output::is_snapshot_file(&args.dir) => profile::flame(&args),
         Command::Flame(args) => {
             let destination = flame_destination(&args)?;
             let (trace, bar) = open_trace(&args.dir, 2)?;
@@ -238,7 +243,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
 }
 
 /// Where `fntrace flame` writes.
-fn flame_destination(args: &args::FlameArgs) -> Result<Destination, Failure> {
+fn flame_destination(args: &views::FlameArgs) -> Result<Destination, Failure> {
     let what = if args.folded {
         "folded stacks"
     } else {

@@ -258,8 +258,8 @@ pub fn open_trace(dir: &Path, passes: u64) -> Result<(UftraceReader, ProgressBar
     if !dir.exists() {
         return Err(format!("{shown} does not exist").into());
     }
-    if super::profile::is_snapshot_file(dir) {
-        return Err(super::profile::not_a_trace(dir).into());
+    if is_snapshot_file(dir) {
+        return Err(not_a_trace(dir).into());
     }
     if let Some(kind) = std::fs::metadata(dir)
         .ok()
@@ -381,4 +381,41 @@ impl Drop for ProgressBar {
     fn drop(&mut self) {
         self.0.finish_and_clear();
     }
+}
+
+/// Whether `path` holds a live profile's snapshot (its text form) rather
+/// than being a trace directory. Only a regular file is opened, and
+/// without blocking: a FIFO (or a device) named there must not hang the
+/// command in `open` or `read`; the trace's opening then says what it is.
+pub fn is_snapshot_file(path: &std::path::Path) -> bool {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let mut start = [0; 16];
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+        .and_then(|file| {
+            // Swapped for something else since `metadata`: not read.
+            match file.metadata()?.is_file() {
+                true => Ok(file),
+                false => Err(std::io::ErrorKind::InvalidInput.into()),
+            }
+        })
+        .and_then(|mut file| file.read_exact(&mut start))
+        .is_ok_and(|()| &start == b"fntrace-profile ")
+}
+
+/// Why a command that reads trace directories cannot read the snapshot at
+/// `path`, and which commands can.
+pub fn not_a_trace(path: &std::path::Path) -> String {
+    let shown = path.display();
+    format!(
+        "{shown} is a live profile's snapshot, not a trace directory: only \
+         `fntrace report {shown}`, `fntrace flame {shown}` and `fntrace pprof {shown}` \
+         read snapshots"
+    )
 }

@@ -12,8 +12,8 @@ use fntrace_tools::analysis::{ProfileSnapshot, Selected};
 use fntrace_tools::export::{self, PprofInfo};
 use fntrace_tools::glob;
 
-use super::args::SelectArgs;
 use super::output::{open_trace, Destination, Failure};
+use super::select::SelectArgs;
 
 /// What `fntrace pprof --help` says after the options.
 pub const PPROF_HELP: &str = "\
@@ -58,12 +58,12 @@ pub struct PprofArgs {
 pub fn run(args: &PprofArgs) -> Result<(), Failure> {
     let destination = Destination::of(args.output.as_deref(), "a pprof profile")?;
     let shown = args.input.display().to_string();
-    let (snapshot, info) = if super::profile::is_snapshot_file(&args.input) {
+    let (snapshot, info) = if super::output::is_snapshot_file(&args.input) {
         snapshot_file(args, &shown)?
     } else {
         trace_dir(args)?
     };
-    for line in super::profile::not_kept_lines(&snapshot) {
+    for line in super::snapshot::not_kept_lines(&snapshot) {
         eprintln!("fntrace: warning: {}", line.trim_start_matches("# "));
     }
     destination.write(|out| export::write_pprof(&snapshot, &info, out).map_err(|e| e.to_string()))
@@ -110,7 +110,7 @@ fn trace_dir(args: &PprofArgs) -> Result<(ProfileSnapshot, PprofInfo), Failure> 
 
 /// A saved snapshot, its functions selected by -F/-N.
 fn snapshot_file(args: &PprofArgs, shown: &str) -> Result<(ProfileSnapshot, PprofInfo), Failure> {
-    super::profile::refuse_full_names(&args.select, shown)?;
+    super::snapshot::refuse_full_names(&args.select, shown)?;
     if !args.select.tid.is_empty() || args.select.time_range.is_some() {
         return Err(format!(
             "{shown} is a live profile: it keeps no threads apart and no times (--tid, \
@@ -118,7 +118,7 @@ fn snapshot_file(args: &PprofArgs, shown: &str) -> Result<(ProfileSnapshot, Ppro
         )
         .into());
     }
-    let snapshot = super::profile::read_snapshot(&args.input)?;
+    let snapshot = super::snapshot::read_snapshot(&args.input)?;
     let snapshot = selected(snapshot, &args.select.filter, &args.select.notrace, shown)?;
     // Taken when the file was written.
     let time = std::fs::metadata(&args.input)
@@ -173,7 +173,7 @@ pub fn save_live(
         notrace,
         &format!("the profile of {target}"),
     )?;
-    for line in super::profile::not_kept_lines(&snapshot) {
+    for line in super::snapshot::not_kept_lines(&snapshot) {
         eprintln!("fntrace: warning: {}", line.trim_start_matches("# "));
     }
     let info = PprofInfo {

@@ -13,10 +13,12 @@ use clap::{Args, Subcommand};
 use fntrace_tools::analysis::{openmetrics, FunctionStats, ProfileSnapshot, Rows};
 use fntrace_tools::glob;
 
-use super::args::{Demangle, FlameArgs, ReportArgs, SelectArgs, SortKey};
 use super::hist::HistArgs;
 use super::output::{Failure, Output};
 use super::report::write_rows;
+use super::report::{ReportArgs, SortKey};
+use super::snapshot::{not_kept_lines, read_snapshot, refuse_full_names};
+use super::views::FlameArgs;
 
 /// `fntrace ctl TARGET profile`.
 #[derive(Debug, Args)]
@@ -235,13 +237,6 @@ pub fn report(args: &ReportArgs, no_pager: bool) -> Result<(), Failure> {
     out.finish()
 }
 
-/// The snapshot in the file at `path`.
-pub fn read_snapshot(path: &std::path::Path) -> Result<ProfileSnapshot, String> {
-    let shown = path.display();
-    let text = std::fs::read_to_string(path).map_err(|e| format!("reading {shown}: {e}"))?;
-    ProfileSnapshot::from_text(&text).map_err(|e| format!("{shown}: {e}"))
-}
-
 /// The profile's header lines (`what` names it) and latency table.
 pub fn write_profile(
     snapshot: &ProfileSnapshot,
@@ -294,76 +289,6 @@ pub fn write_profile(
     }
     let top = args.top.unwrap_or(usize::MAX);
     write_rows(functions, args.sort, top, "running", out).map_err(io)
-}
-
-/// What the profile's memory budget left out, said before the numbers it
-/// affects.
-pub fn not_kept_lines(snapshot: &ProfileSnapshot) -> Vec<String> {
-    let mut lines = Vec::new();
-    if snapshot.not_kept.functions > 0 {
-        lines.push(format!(
-            "# {} calls of functions that found no row in the profile's memory budget are counted nowhere below",
-            snapshot.not_kept.functions
-        ));
-    }
-    if snapshot.not_kept.paths > 0 {
-        lines.push(format!(
-            "# {} calls found no room in the call tree: counted in their rows, missing from the flame graph",
-            snapshot.not_kept.paths
-        ));
-    }
-    lines
-}
-
-/// Whether `path` holds a live profile's snapshot (its text form) rather
-/// than being a trace directory. Only a regular file is opened, and
-/// without blocking: a FIFO (or a device) named there must not hang the
-/// command in `open` or `read`; the trace's opening then says what it is.
-pub fn is_snapshot_file(path: &std::path::Path) -> bool {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
-        return false;
-    }
-    let mut start = [0; 16];
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-        .open(path)
-        .and_then(|file| {
-            // Swapped for something else since `metadata`: not read.
-            match file.metadata()?.is_file() {
-                true => Ok(file),
-                false => Err(std::io::ErrorKind::InvalidInput.into()),
-            }
-        })
-        .and_then(|mut file| file.read_exact(&mut start))
-        .is_ok_and(|()| &start == b"fntrace-profile ")
-}
-
-/// Why a command that reads trace directories cannot read the snapshot at
-/// `path`, and which commands can.
-pub fn not_a_trace(path: &std::path::Path) -> String {
-    let shown = path.display();
-    format!(
-        "{shown} is a live profile's snapshot, not a trace directory: only \
-         `fntrace report {shown}`, `fntrace flame {shown}` and `fntrace pprof {shown}` \
-         read snapshots"
-    )
-}
-
-/// A snapshot holds the names the program gave its functions (C++ ones in
-/// uftrace's simple form): `--demangle full` cannot apply.
-pub fn refuse_full_names(select: &SelectArgs, shown: &str) -> Result<(), Failure> {
-    if select.demangle == Demangle::Full {
-        return Err(format!(
-            "{shown} is a live profile's snapshot: it holds each function's name as the \
-             program showed it (C++ names in the simple form); --demangle full applies to \
-             trace directories"
-        )
-        .into());
-    }
-    Ok(())
 }
 
 /// `fntrace flame SNAPSHOT`: the flame graph of the snapshot's call tree,

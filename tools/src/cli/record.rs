@@ -17,9 +17,6 @@ use fntrace_tools::export::OutputDir;
 
 use super::instrumented::{instrumentation_of, refusal, Instrumentation};
 
-/// The preloaded library's file name.
-const LIBRARY: &str = "libfntrace.so";
-
 /// What `fntrace record --help` adds.
 pub const RECORD_HELP: &str = "\
 The program runs with libfntrace.so preloaded (LD_PRELOAD): found next to the
@@ -196,7 +193,7 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
     let from_env = std::env::var_os("FNTRACE_LIB")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from);
-    let library = find_library(args.lib.as_deref().or(from_env.as_deref()))?;
+    let library = super::attach::find_library(args.lib.as_deref().or(from_env.as_deref()))?;
     let (program, program_args) = args
         .command
         .split_first()
@@ -399,39 +396,6 @@ fn record_running(args: &RecordArgs, pid: u32) -> Result<ExitCode, String> {
         field("threads")
     );
     Ok(ExitCode::SUCCESS)
-}
-
-/// `libfntrace.so`: `--lib`/`$FNTRACE_LIB`, or next to this executable.
-pub(super) fn find_library(given: Option<&Path>) -> Result<PathBuf, String> {
-    if let Some(path) = given {
-        return if path.is_file() {
-            std::path::absolute(path).map_err(|e| format!("{}: {e}", path.display()))
-        } else {
-            Err(format!(
-                "--lib/FNTRACE_LIB: {} is not a file",
-                path.display()
-            ))
-        };
-    }
-    let exe = std::env::current_exe().map_err(|e| format!("cannot locate fntrace itself: {e}"))?;
-    let beside = exe.with_file_name(LIBRARY);
-    // `cargo test` runs the executable from target/<profile>/ or, for a
-    // copy, from target/<profile>/deps/.
-    let above = exe
-        .parent()
-        .and_then(Path::parent)
-        .map(|dir| dir.join(LIBRARY));
-    [Some(beside.clone()), above]
-        .into_iter()
-        .flatten()
-        .find(|path| path.is_file())
-        .ok_or_else(|| {
-            format!(
-                "{LIBRARY} is not next to fntrace ({}): build it (cargo build --release \
-                 builds both) or give its path with --lib or FNTRACE_LIB",
-                beside.display()
-            )
-        })
 }
 
 /// Makes `dir` free for a new trace, deleting nothing fntrace did not

@@ -10,8 +10,130 @@ use fntrace_tools::analysis::{self, FunctionStats, LatencyReport, Rows, Shortfal
 use fntrace_tools::export::ExportError;
 use fntrace_tools::EventSource;
 
-use super::args::{DiffArgs, ReportArgs, SortKey};
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
 use super::output::Output;
+use super::select::SelectArgs;
+
+pub(super) const REPORT_HELP: &str = "\
+Columns: calls (completed), unfinished (entered, exit not recorded: still
+running when the trace ended, or unwound), total (summed durations, callees
+included; a call nested in a call of the same function, as in recursion,
+adds nothing: its time is in the outer call's, as uftrace counts it), self
+(each call's duration minus its completed direct callees'), avg, min, p50,
+p90, p99 (nearest rank, within 0.4%: the live profile's histogram, so a trace
+and a profile of the same calls agree), max (of every call, nested ones
+included). One row per function
+name, as uftrace's (two static functions called `helper` are one row);
+--by-address splits them. Times in ns, µs, ms, s. Lost events and unfinished
+calls are stated above the table: the numbers below them are missing what was
+lost.
+
+A live profile's snapshot (a file, from `fntrace ctl PID profile --save`)
+gives the same table; its `running` column counts calls entered and not
+returned, and -F/-N select rows by name (it keeps no calls).
+
+Examples:
+  fntrace report trace-dir                        sorted by total time
+  fntrace report trace-dir -s self --top 10       the 10 largest self times
+  fntrace report trace-dir -s calls -F 'demo::*'  inside demo's functions
+  fntrace report trace-dir --threads --tid 4242   one thread's table
+  fntrace report trace-dir --hist 'demo::parse*'  its latency distribution
+  fntrace report trace-dir --hist parse --hist-buckets 8   8 rows per power of 2";
+
+pub(super) const DIFF_HELP: &str = "\
+Rows match functions by name. Changes are DIR2 minus DIR1; percentages are of
+DIR1's value. Sorted by the largest change of the first --sort key.
+
+Examples:
+  fntrace diff before after
+  fntrace diff before after -s self --top 20";
+
+/// `fntrace report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The trace directory, or a live profile's snapshot (`fntrace ctl
+    /// PID profile --save FILE`).
+    #[arg(value_name = "DIR|SNAPSHOT")]
+    pub dir: PathBuf,
+    /// Sort by these keys, largest first (the next key breaks ties);
+    /// repeatable or comma-separated.
+    #[arg(
+        short,
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "total"
+    )]
+    pub sort: Vec<SortKey>,
+    /// One table per thread instead of one for the process.
+    #[arg(long, conflicts_with = "hist")]
+    pub threads: bool,
+    /// At most N rows (per table).
+    #[arg(long, value_name = "N")]
+    pub top: Option<usize>,
+    /// One row per function address: functions of the same name (static
+    /// functions of several files, folded code) apart.
+    #[arg(long)]
+    pub by_address: bool,
+    /// The latency distribution of functions instead of the table.
+    #[command(flatten)]
+    pub hist: super::hist::HistArgs,
+    /// Which calls.
+    #[command(flatten)]
+    pub select: SelectArgs,
+}
+
+/// A column of the report to sort by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SortKey {
+    /// Time in the function, callees included (a call nested in a call of
+    /// the same function counted once, in the outer one).
+    Total,
+    /// Summed self time.
+    #[value(name = "self")]
+    SelfTime,
+    /// Completed calls.
+    Calls,
+    /// Mean duration.
+    Avg,
+    /// Shortest call.
+    Min,
+    /// Longest call.
+    Max,
+    /// Median duration.
+    P50,
+    /// 90th percentile duration.
+    P90,
+    /// 99th percentile duration.
+    P99,
+}
+
+/// `fntrace diff`.
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The trace before.
+    pub dir1: PathBuf,
+    /// The trace after.
+    pub dir2: PathBuf,
+    /// Sort by the change of these keys (total, self or calls).
+    #[arg(
+        short,
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "total"
+    )]
+    pub sort: Vec<SortKey>,
+    /// At most N rows.
+    #[arg(long, value_name = "N")]
+    pub top: Option<usize>,
+    /// Which calls (in both traces).
+    #[command(flatten)]
+    pub select: SelectArgs,
+}
 
 /// What a table is made from: the process and the latency report of its
 /// selected calls.
