@@ -16,7 +16,7 @@ use fntrace_format::export::OutputDir;
 
 /// Tells those waiting for an answer that the writer is gone, however it
 /// ends (a panic included).
-pub(super) struct DrainGone<'a>(pub(super) &'a Shared);
+pub(super) struct DrainGone<'a>(pub(super) &'a FlightShared);
 
 impl Drop for DrainGone<'_> {
     fn drop(&mut self) {
@@ -87,7 +87,7 @@ impl Drain {
         }
     }
 
-    pub(super) fn run(&mut self, shared: &Shared) {
+    pub(super) fn run(&mut self, shared: &FlightShared) {
         let interval = self.interval;
         // Nothing this thread calls is traced.
         let _untraced = Untraced::begin();
@@ -180,7 +180,7 @@ impl Drain {
 
     /// Drains the threads' buffers into the window, looks for slow calls
     /// among the new events, and evicts what is over budget.
-    fn drain(&mut self, shared: &Shared, slow: &[SlowTrigger], generation: u64) {
+    fn drain(&mut self, shared: &FlightShared, slow: &[SlowTrigger], generation: u64) {
         let window = &mut self.window;
         window.begin_drain();
         drain_into(window);
@@ -189,7 +189,7 @@ impl Drain {
 
     /// Looks for slow calls among the events the last drain (or the
     /// staging window) appended, and evicts what is over budget.
-    fn after_drain(&mut self, shared: &Shared, slow: &[SlowTrigger], generation: u64) {
+    fn after_drain(&mut self, shared: &FlightShared, slow: &[SlowTrigger], generation: u64) {
         self.drains += 1;
         if !slow.is_empty() {
             self.find_slow_calls(slow, generation);
@@ -213,7 +213,7 @@ impl Drain {
     /// and drop most of what they made meanwhile.
     fn write_while_draining<T: Send>(
         &mut self,
-        shared: &Shared,
+        shared: &FlightShared,
         write: impl FnOnce(&Window) -> T + Send,
     ) -> T {
         let (window, staging, interval) = (&self.window, &mut self.staging, self.interval);
@@ -348,7 +348,7 @@ impl Drain {
     /// names, or every one (`None`).
     fn write_triggered(
         &mut self,
-        shared: &Shared,
+        shared: &FlightShared,
         mut triggers: Vec<Trigger>,
         parent: &Path,
         tids: Option<Vec<u32>>,

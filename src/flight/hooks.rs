@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Once, PoisonError};
 use std::time::Duration;
 
-use super::Shared;
+use super::FlightShared;
 use crate::error::Error;
 use crate::rt::thread::Untraced;
 
@@ -14,18 +14,18 @@ use crate::rt::thread::Untraced;
 static RAISED: [AtomicBool; 65] = [const { AtomicBool::new(false) }; 65];
 
 /// The running flight recorder, for the panic hook and the control socket.
-static ACTIVE: Mutex<Option<Arc<Shared>>> = Mutex::new(None);
+static ACTIVE: Mutex<Option<Arc<FlightShared>>> = Mutex::new(None);
 
 /// How long a panicking thread waits for its snapshot.
 const PANIC_WAIT: Duration = Duration::from_secs(10);
 
 /// Makes `shared` the recorder the panic hook serves (or none).
-pub(super) fn set_active(shared: Option<Arc<Shared>>) {
+pub(super) fn set_active(shared: Option<Arc<FlightShared>>) {
     *ACTIVE.lock().unwrap_or_else(PoisonError::into_inner) = shared;
 }
 
 /// The running recorder, if any.
-pub(super) fn active() -> Option<Arc<Shared>> {
+pub(super) fn active() -> Option<Arc<FlightShared>> {
     ACTIVE
         .lock()
         .unwrap_or_else(PoisonError::into_inner)

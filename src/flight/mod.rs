@@ -195,7 +195,7 @@ pub struct FlightReport {
 /// A running flight recorder; see [`flight_record`]. Dropping it stops it
 /// as [`FlightRecorder::stop`] does, ignoring errors.
 pub struct FlightRecorder {
-    shared: Arc<Shared>,
+    shared: Arc<FlightShared>,
     writer: Option<JoinHandle<()>>,
     tracer: String,
     started: Instant,
@@ -226,7 +226,7 @@ struct SlowTrigger {
 
 /// What the recorder's users and the writer share.
 #[derive(Default)]
-struct State {
+struct FlightState {
     stop: bool,
     next_request: u64,
     requests: Vec<(u64, Request)>,
@@ -242,8 +242,8 @@ struct State {
     skipped_after_failure: u64,
 }
 
-pub(crate) struct Shared {
-    state: Mutex<State>,
+pub(crate) struct FlightShared {
+    state: Mutex<FlightState>,
     /// Wakes the writer (a request, stop).
     wake: Condvar,
     /// Wakes those waiting for an answer.
@@ -257,8 +257,8 @@ pub(crate) struct Shared {
     snapshots_per_minute: u32,
 }
 
-impl Shared {
-    fn state(&self) -> MutexGuard<'_, State> {
+impl FlightShared {
+    fn state(&self) -> MutexGuard<'_, FlightState> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -440,8 +440,8 @@ fn start(tracer: &str, filter: &Filter, options: &FlightOptions) -> Result<Fligh
     // No budget: buffers made from now on are of `buffer_events`, on
     // ordinary pages (see `rt::ring::budget`).
     GRAPH_TRACER.set_memory_budget(0, 0);
-    let shared = Arc::new(Shared {
-        state: Mutex::new(State::default()),
+    let shared = Arc::new(FlightShared {
+        state: Mutex::new(FlightState::default()),
         wake: Condvar::new(),
         answered: Condvar::new(),
         writer: OnceLock::new(),
@@ -505,7 +505,7 @@ pub(crate) fn running() -> Option<Running> {
 }
 
 /// A handle on the running flight recorder; see [`running`].
-pub(crate) struct Running(Arc<Shared>);
+pub(crate) struct Running(Arc<FlightShared>);
 
 impl Running {
     /// As [`FlightRecorder::trigger_on_slow_call`].
@@ -547,7 +547,7 @@ impl Running {
     }
 }
 
-fn snapshot_of(shared: &Shared, dir: &Path) -> Result<SnapshotReport, Error> {
+fn snapshot_of(shared: &FlightShared, dir: &Path) -> Result<SnapshotReport, Error> {
     let _untraced = Untraced::begin();
     match shared.ask(
         Request::Snapshot(dir.to_path_buf()),

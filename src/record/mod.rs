@@ -72,7 +72,7 @@ pub struct Recording {
 /// the child of a `fork`, the fork handler replaces the parent's (a thread
 /// the child does not have) with one of the child's own.
 struct Writer {
-    shared: Arc<Shared>,
+    shared: Arc<WriterShared>,
     handle: JoinHandle<Result<StreamTotals, Error>>,
     tracer: String,
     dir: PathBuf,
@@ -111,7 +111,7 @@ fn writer_slot() -> std::sync::MutexGuard<'static, Option<Writer>> {
 }
 
 /// Tells the writer when to stop; counts its drains and what they wrote.
-struct Shared {
+struct WriterShared {
     /// Set to stop the writer (then woken with `GraphTracer::wake_reader`).
     stop: AtomicBool,
     /// Whether the writer keeps the buffers lossless while it runs.
@@ -276,7 +276,7 @@ fn start_writer(
     mode: RecordMode,
     stream: Result<UftraceStream, (u64, Option<u32>)>,
 ) -> Result<Writer, Error> {
-    let shared = Arc::new(Shared {
+    let shared = Arc::new(WriterShared {
         stop: AtomicBool::new(false),
         lossless: mode == RecordMode::Lossless,
         drains: AtomicU64::new(0),

@@ -9,7 +9,7 @@ use std::time::Duration;
 use fntrace_format::export::{ExportError, StreamTotals, UftraceStream};
 
 use super::exit::FINISH_ASKED;
-use super::{directory_write, Shared};
+use super::{directory_write, WriterShared};
 use crate::builtin::graph::{describe_process, GRAPH_TRACER};
 use crate::error::Error;
 use crate::rt::thread::Untraced;
@@ -21,7 +21,7 @@ use crate::sys;
 pub(super) fn write_until_stopped(
     stream: Result<UftraceStream, (u64, Option<u32>)>,
     dir: &Path,
-    shared: &Shared,
+    shared: &WriterShared,
     interval: Duration,
 ) -> Result<StreamTotals, Error> {
     // Nothing this thread calls is traced (its own events would feed the
@@ -123,7 +123,7 @@ pub(super) fn write_until_stopped(
 /// losses, waits, the writer's CPU, memory (see
 /// [`UftraceStream::set_recorder_note`]).
 fn recorder_note(
-    shared: &Shared,
+    shared: &WriterShared,
     room_at_start: &crate::rt::ring::RoomStats,
     events: u64,
     lost: u64,
@@ -200,7 +200,7 @@ struct Drainer<'a> {
 
 impl Drainer<'_> {
     /// Drains every thread's buffer into the stream once.
-    fn drain_once(&mut self, shared: &Shared) {
+    fn drain_once(&mut self, shared: &WriterShared) {
         let Drainer {
             stream,
             dir,

@@ -83,7 +83,7 @@ impl Loaded {
 }
 
 /// What the callback gets through `dl_iterate_phdr`'s data pointer.
-struct Call<F, R> {
+struct PhdrCall<F, R> {
     operation: Option<F>,
     result: Option<std::thread::Result<R>>,
 }
@@ -94,7 +94,7 @@ struct Call<F, R> {
 /// `operation` is carried out of the callback and resumed here.
 pub(crate) fn hold<F: FnOnce(&Loaded) -> R, R>(operation: F) -> R {
     prepare_thread();
-    let mut call = Call {
+    let mut call = PhdrCall {
         operation: Some(operation),
         result: None,
     };
@@ -107,7 +107,7 @@ pub(crate) fn hold<F: FnOnce(&Loaded) -> R, R>(operation: F) -> R {
     unsafe {
         libc::dl_iterate_phdr(
             Some(run_once::<F, R>),
-            &mut call as *mut Call<F, R> as *mut libc::c_void,
+            &mut call as *mut PhdrCall<F, R> as *mut libc::c_void,
         );
     }
     match call.result {
@@ -168,9 +168,9 @@ unsafe extern "C" fn run_once<F: FnOnce(&Loaded) -> R, R>(
     size: usize,
     data: *mut libc::c_void,
 ) -> libc::c_int {
-    // SAFETY: `data` is the `Call` hold passed; glibc passes a valid info
+    // SAFETY: `data` is the `PhdrCall` `hold` passed; glibc passes a valid info
     // of `size` bytes for the duration of the call.
-    let (call, info) = unsafe { (&mut *(data as *mut Call<F, R>), &*info) };
+    let (call, info) = unsafe { (&mut *(data as *mut PhdrCall<F, R>), &*info) };
     let Some(operation) = call.operation.take() else {
         return 1;
     };

@@ -73,7 +73,7 @@ use crate::sys::{getpid, gettid};
 
 /// The protocol instance [`super::for_batch`] hands out.
 pub(crate) static BREAKPOINT: Breakpoint = Breakpoint {
-    lock: Mutex::new(State {
+    lock: Mutex::new(BreakpointState {
         lingering: Vec::new(),
         order: AddressOrder::new(),
         writer: WriterMemory::new(),
@@ -84,11 +84,11 @@ pub(crate) static BREAKPOINT: Breakpoint = Breakpoint {
 /// The breakpoint [`Patcher`]; the one instance is [`BREAKPOINT`].
 pub(crate) struct Breakpoint {
     /// One batch at a time; guards what only the patcher touches.
-    lock: Mutex<State>,
+    lock: Mutex<BreakpointState>,
 }
 
-/// State owned by the thread holding the lock.
-struct State {
+/// What the thread holding the lock owns.
+struct BreakpointState {
     /// Withdrawn tables a handler was still using; freed by a later batch.
     lingering: Vec<Lingering>,
     /// Sorting memory, and the last batch's order.

@@ -145,13 +145,13 @@ impl EntryPatchReport {
 /// Everything patched or refused so far, the functions already done
 /// (by start address: they are not looked at again), and every entry
 /// jump made, for [`restore_entries`].
-struct State {
+struct EntryPatchState {
     report: EntryPatchReport,
     done: BTreeSet<usize>,
     entries: Vec<Entry>,
 }
 
-static STATE: Mutex<State> = Mutex::new(State {
+static STATE: Mutex<EntryPatchState> = Mutex::new(EntryPatchState {
     report: EntryPatchReport {
         patched: Vec::new(),
         refused: Vec::new(),
@@ -428,7 +428,8 @@ pub(crate) fn prepare(
                 continue;
             }
             state.done.insert(function.start);
-            let refuse = |state: &mut State, why| state.report.refused.push((name.clone(), why));
+            let refuse =
+                |state: &mut EntryPatchState, why| state.report.refused.push((name.clone(), why));
             // fntrace's own code would trace itself, and the patcher runs
             // it while it writes: never patched, and not reported either
             // (not the program's: `-P '*'` would list thousands).
@@ -567,7 +568,7 @@ fn slot_near(pages: &mut Vec<OpenPage>, at: usize) -> Option<usize> {
 /// again (its stub and site are still there), if its text still holds
 /// what the jump replaced; the function is reported patched again.
 fn jump_again(
-    state: &mut State,
+    state: &mut EntryPatchState,
     object: &symbols::LoadedObject,
     start: usize,
 ) -> Result<Option<TextWrite>, Error> {
@@ -599,7 +600,7 @@ pub(crate) fn write_entries(writes: &[TextWrite]) -> Result<(), Error> {
     let written = patch::apply(writes);
     if written.is_err() {
         let mut state = STATE.lock();
-        let State {
+        let EntryPatchState {
             entries, report, ..
         } = &mut *state;
         for entry in entries.iter_mut().filter(|e| e.in_place) {
@@ -644,7 +645,7 @@ pub(crate) fn restore_entries(loaded: impl Fn(usize) -> bool) -> Result<usize, E
     }
     writes.sort_by_key(TextWrite::addr);
     patch::apply(&writes)?;
-    let State {
+    let EntryPatchState {
         entries, report, ..
     } = &mut *state;
     for entry in entries.iter_mut().filter(|e| e.in_place) {

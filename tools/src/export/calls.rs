@@ -35,7 +35,7 @@ pub(crate) enum Ended {
 /// One call, nested within its parent: `parent.start <= start` and
 /// `end <= parent.end`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Call {
+pub(crate) struct NestedCall {
     /// Entry address of the function.
     pub function: usize,
     /// Nesting depth as recorded.
@@ -53,7 +53,7 @@ pub(crate) struct Call {
     pub ended: Ended,
 }
 
-impl Call {
+impl NestedCall {
     /// Duration in nanoseconds.
     pub fn duration(&self) -> u64 {
         self.end - self.start
@@ -66,10 +66,10 @@ impl Call {
 #[derive(Debug)]
 pub(crate) enum CallEvent<'c> {
     /// A call began; `end` and `ended` are not final.
-    Opened(usize, &'c Call),
+    Opened(usize, &'c NestedCall),
     /// The call ended: every field is final. Calls end innermost first, so
     /// its callees all ended before.
-    Closed(usize, &'c Call),
+    Closed(usize, &'c NestedCall),
 }
 
 /// The calls of one thread, as its events are read: `sink` is told when each
@@ -91,8 +91,8 @@ pub(crate) fn stream_calls(
     // Open calls, innermost last: its index, the call, and the latest end of
     // its closed children, so that a parent never ends before a child (only
     // possible if timestamps go backwards).
-    let mut open: Vec<(usize, Call, u64)> = Vec::new();
-    let close = |open: &mut Vec<(usize, Call, u64)>,
+    let mut open: Vec<(usize, NestedCall, u64)> = Vec::new();
+    let close = |open: &mut Vec<(usize, NestedCall, u64)>,
                  time: u64,
                  how: Ended,
                  sink: &mut dyn FnMut(CallEvent<'_>)| {
@@ -113,7 +113,7 @@ pub(crate) fn stream_calls(
                     Some((_, parent_start)) => entry.time_ns.max(parent_start),
                     None => entry.time_ns,
                 };
-                let call = Call {
+                let call = NestedCall {
                     function: entry.function,
                     depth: entry.depth,
                     start,
@@ -167,7 +167,7 @@ pub struct Incomplete {
 
 impl Incomplete {
     /// Counts how `call` began and ended.
-    pub(crate) fn count(&mut self, call: &Call) {
+    pub(crate) fn count(&mut self, call: &NestedCall) {
         match call.ended {
             Ended::Returned => {}
             Ended::Unwound => self.unwound += 1,
@@ -236,8 +236,8 @@ impl Incomplete {
 /// The calls of one thread, in the order they began (parents before their
 /// children).
 #[cfg(test)]
-pub(crate) fn thread_calls(events: &[GraphEvent]) -> Vec<Call> {
-    let mut calls: Vec<Call> = Vec::new();
+pub(crate) fn thread_calls(events: &[GraphEvent]) -> Vec<NestedCall> {
+    let mut calls: Vec<NestedCall> = Vec::new();
     stream_calls(
         events.iter().copied(),
         entries_of_calls_running_at_start(events.iter().copied()),
@@ -303,7 +303,7 @@ mod tests {
     use crate::analysis::tests::test_event as ev;
     use EventKind::{Entry as In, Exit as Out};
 
-    fn summary(calls: &[Call]) -> Vec<(usize, u64, u64, Option<usize>, Began, Ended)> {
+    fn summary(calls: &[NestedCall]) -> Vec<(usize, u64, u64, Option<usize>, Began, Ended)> {
         calls
             .iter()
             .map(|c| (c.function, c.start, c.end, c.parent, c.began, c.ended))

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::io::{BufWriter, Write};
 
-use super::calls::{Began, Call, Ended};
+use super::calls::{Began, Ended, NestedCall};
 use super::spool::{CallExportOptions, SpooledCalls};
 use super::ExportError;
 use fntrace_format::{ThreadInfo, Trace};
@@ -123,7 +123,7 @@ fn write_header(
 fn write_call(
     out: &mut impl Write,
     line: &mut Vec<u8>,
-    call: &Call,
+    call: &NestedCall,
     name: &str,
     pid: u32,
     tid: u32,
@@ -208,7 +208,7 @@ fn micros_bytes(ns: u64) -> u64 {
 
 /// Bytes [`write_call`] writes for `call`, whose name's JSON string has
 /// `name_bytes` bytes.
-pub(crate) fn chrome_call_bytes(call: &Call, name_bytes: u64, pid: u32, tid: u32) -> u64 {
+pub(crate) fn chrome_call_bytes(call: &NestedCall, name_bytes: u64, pid: u32, tid: u32) -> u64 {
     // The text of write_call without its six values.
     const FIXED: u64 = (",\n{\"name\":,\"cat\":\"function\",\"ph\":\"X\",\"ts\":,\"dur\":,\"pid\":,\"tid\":,\"args\":{\"depth\":}}")
         .len() as u64;

@@ -17,7 +17,7 @@ use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use super::calls::{stream_calls, Began, Call, CallEvent, Ended, Incomplete};
+use super::calls::{stream_calls, Began, CallEvent, Ended, Incomplete, NestedCall};
 use super::chrome::{chrome_call_bytes, chrome_frame_bytes, json_string};
 use super::ExportError;
 use super::OutputDir;
@@ -213,7 +213,8 @@ impl SpooledCalls {
     pub(crate) fn thread_calls(
         &self,
         index: usize,
-    ) -> Result<impl Iterator<Item = Result<(usize, Call), ExportError>> + '_, ExportError> {
+    ) -> Result<impl Iterator<Item = Result<(usize, NestedCall), ExportError>> + '_, ExportError>
+    {
         let thread = &self.threads[index];
         let mut file = &self.file;
         let scratch = || PathBuf::from("(scratch file)");
@@ -307,7 +308,7 @@ impl PatchableFile {
     }
 }
 
-fn encode(call: &Call) -> [u8; RECORD_BYTES] {
+fn encode(call: &NestedCall) -> [u8; RECORD_BYTES] {
     let mut out = [0u8; RECORD_BYTES];
     out[0..8].copy_from_slice(&(call.function as u64).to_le_bytes());
     out[8..16].copy_from_slice(&call.start.to_le_bytes());
@@ -327,14 +328,14 @@ fn encode(call: &Call) -> [u8; RECORD_BYTES] {
     out
 }
 
-fn decode(bytes: &[u8; RECORD_BYTES]) -> Call {
+fn decode(bytes: &[u8; RECORD_BYTES]) -> NestedCall {
     let u64_at = |at: usize| {
         let mut word = [0u8; 8];
         word.copy_from_slice(&bytes[at..at + 8]);
         u64::from_le_bytes(word)
     };
     let parent = u64_at(24);
-    Call {
+    NestedCall {
         function: u64_at(0) as usize,
         start: u64_at(8),
         end: u64_at(16),
@@ -359,7 +360,7 @@ mod tests {
 
     #[test]
     fn records_round_trip() {
-        let call = Call {
+        let call = NestedCall {
             function: 0x40_1234,
             depth: 7,
             start: 11,
@@ -369,7 +370,7 @@ mod tests {
             ended: Ended::Unwound,
         };
         assert_eq!(decode(&encode(&call)), call);
-        let call = Call {
+        let call = NestedCall {
             parent: None,
             began: Began::Entered,
             ended: Ended::StillRunning,
