@@ -23,7 +23,8 @@ use std::collections::HashMap;
 
 use crate::analysis::pairing::{duration_ns, CallStep, Calls, Reading};
 use crate::analysis::{FunctionProfile, PathProfile, ProfileSnapshot};
-use crate::{EventSource, GraphEvent};
+use crate::source::EventSource;
+use crate::trace::GraphEvent;
 
 /// What a pprof profile says besides the samples.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -406,8 +407,9 @@ fn field_packed(out: &mut Vec<u8>, field: u64, values: impl IntoIterator<Item = 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::infallible;
     use crate::trace::test_event as ev;
-    use crate::{infallible, EventKind, ThreadTrace, Trace};
+    use crate::trace::{EventKind, ThreadTrace, Trace};
     use EventKind::{Entry as In, Exit as Out};
 
     #[test]
