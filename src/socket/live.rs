@@ -77,7 +77,9 @@ pub fn serve_control_with(
 }
 
 /// Serves `GET /metrics` (the profile tracer's snapshot as OpenMetrics
-/// text, for Prometheus) over HTTP on `address`, a loopback address:
+/// text, for Prometheus) and `GET /debug/pprof/profile?seconds=N` (the
+/// calls of the next N seconds as a pprof profile, as Go serves a CPU
+/// window) over HTTP on `address`, a loopback address:
 /// `HOST:PORT` (`127.0.0.1:9464`, `[::1]:9464`, `localhost:9464`), or a
 /// port alone for 127.0.0.1; port 0 picks a free one
 /// ([`MetricsServer::local_addr`]). An address other hosts reach

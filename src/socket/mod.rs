@@ -35,7 +35,8 @@
 //! | `profile` / `profile reset` | the calls open on each thread, then the profile tracer's snapshot (text form) / forget it |
 //! | `detach` | (a process `fntrace attach` started serving) every tracer off, the text as before attach, the server stopped |
 //!
-//! The metrics endpoint (`GET /metrics` over HTTP, [`http`]) is served
+//! The metrics endpoint (`GET /metrics` over HTTP, [`http`], and
+//! `GET /debug/pprof/profile?seconds=N`, [`pprof`]) is served
 //! apart, on a TCP address (loopback unless asked otherwise, with a
 //! bearer token then), by a thread of its own with its own defences
 //! against idle clients ([`MetricsOptions`]).
@@ -76,6 +77,7 @@ mod conn;
 mod http;
 pub(crate) mod live;
 mod path;
+mod pprof;
 mod reply;
 mod selection;
 mod server;

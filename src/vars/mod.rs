@@ -200,7 +200,8 @@ pub(crate) const VARIABLES: &[Variable] = &[
         name: "FNTRACE_METRICS",
         meaning: "HOST:PORT on a loopback address (127.0.0.1:9464, [::1]:9464, localhost:9464), \
                   or :PORT or a port alone (127.0.0.1): serve GET /metrics (the profile \
-                  tracer's OpenMetrics text) over HTTP; another address needs \
+                  tracer's OpenMetrics text) and /debug/pprof/profile?seconds=N (a \
+                  window's calls as pprof) over HTTP; another address needs \
                   FNTRACE_METRICS_PUBLIC=1 and a token; 0 or empty: none",
         check: |v| ok(parse_metrics(v)),
         passed_on: false,

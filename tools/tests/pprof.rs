@@ -10,12 +10,18 @@
 //! nanoseconds), and within the rounding of the report's text (3
 //! significant digits: 0.5 %) against what `fntrace report` prints.
 //!
-//! Calls are counted, not timed: nothing depends on the machine's load.
+//! The metrics endpoint's `/debug/pprof/profile?seconds=N` is read the
+//! same way: the calls made in its window, exactly, and their times as
+//! the difference of two snapshots the CLI saved around the window.
+//!
+//! Calls are counted, not timed: nothing depends on the machine's load
+//! (the window is seconds long around calls that take milliseconds).
 
 mod common;
 mod profile_program;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -87,7 +93,7 @@ struct Program {
 }
 
 impl Program {
-    fn start(dir: &Path, socket: &Path) -> Program {
+    fn start(dir: &Path, socket: &Path, env: &[(&str, &str)]) -> Program {
         let source = dir.join("calls.c");
         std::fs::write(&source, PROGRAM).unwrap();
         let exe = dir.join("calls");
@@ -108,6 +114,7 @@ impl Program {
         let mut child = command
             .env("LD_PRELOAD", library())
             .env("FNTRACE_CONTROL", socket)
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -301,7 +308,7 @@ fn go_tool_pprof_reads_the_calls_and_times_of_report() {
     let socket = dir.0.join("control.sock");
     let target = socket.to_str().unwrap();
     let path = |name: &str| dir.0.join(name).to_str().unwrap().to_string();
-    let mut program = Program::start(&dir.0, &socket);
+    let mut program = Program::start(&dir.0, &socket, &[]);
     fntrace(&["ctl", target, "enable", "profile"]);
     fntrace(&["ctl", target, "record", &path("trace")]);
     program.ask("run 1000");
@@ -358,4 +365,135 @@ fn go_tool_pprof_reads_the_calls_and_times_of_report() {
     let said = String::from_utf8_lossy(&refused.stderr);
     assert!(said.contains("link.pb.gz"), "{said}");
     assert_eq!(std::fs::read_to_string(&kept).unwrap(), "kept");
+}
+
+/// A request for `target` sent to `127.0.0.1:port`, its reply not read.
+fn request(port: u16, target: &str) -> TcpStream {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    write!(stream, "GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+    stream
+}
+
+/// The reply on `stream`: status, head, body.
+fn reply(mut stream: TcpStream) -> (u16, String, Vec<u8>) {
+    let mut bytes = Vec::new();
+    stream.read_to_end(&mut bytes).unwrap();
+    let end = bytes
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no head in {:?}", String::from_utf8_lossy(&bytes)));
+    let head = String::from_utf8_lossy(&bytes[..end]).into_owned();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, head, bytes[end + 4..].to_vec())
+}
+
+/// `GET target`: status and body as text.
+fn get(port: u16, target: &str) -> (u16, String) {
+    let (status, _, body) = reply(request(port, target));
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+#[test]
+fn the_metrics_endpoint_serves_the_calls_of_a_window_as_pprof() {
+    let dir = TempDir::new("pprof-endpoint");
+    let socket = dir.0.join("control.sock");
+    let target = socket.to_str().unwrap();
+    let path = |name: &str| dir.0.join(name).to_str().unwrap().to_string();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let address = format!("127.0.0.1:{port}");
+    let mut program = Program::start(&dir.0, &socket, &[("FNTRACE_METRICS", &address)]);
+    let start = Instant::now();
+    while TcpStream::connect(&address).is_err() {
+        assert!(start.elapsed() < Duration::from_secs(20), "no endpoint");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // Refused: the tracer off, then windows out of bounds.
+    let (status, why) = get(port, "/debug/pprof/profile?seconds=1");
+    assert_eq!(status, 503, "{why}");
+    assert!(why.contains("profile tracer is not enabled"), "{why}");
+    fntrace(&["ctl", target, "enable", "profile"]);
+    for bad in ["0", "301", "2.5", "two"] {
+        let (status, why) = get(port, &format!("/debug/pprof/profile?seconds={bad}"));
+        assert_eq!(status, 400, "seconds={bad}: {why}");
+        assert!(why.contains("from 1 to 300"), "{why}");
+    }
+
+    // Calls before the window, which it must leave out.
+    program.ask("run 300");
+    program.ask("fib 12");
+    fntrace(&["ctl", target, "profile", "--save", &path("before.profile")]);
+    let opened = Instant::now();
+    let window = request(port, "/debug/pprof/profile?seconds=2");
+    // /metrics is answered while the window is open. The window's head
+    // was on its connection before this one was made (loopback delivers
+    // in the sender's write), and the server reads the connections it
+    // accepted first first: the window is open once /metrics has
+    // answered, before the calls below.
+    let (status, metrics) = get(port, "/metrics");
+    assert_eq!(status, 200, "{metrics}");
+    assert!(metrics.contains("handle"), "{metrics}");
+    window.set_nonblocking(true).unwrap();
+    let pending = (&window).read(&mut [0u8; 1]).map_err(|e| e.kind());
+    assert_eq!(pending, Err(std::io::ErrorKind::WouldBlock), "{metrics}");
+    window.set_nonblocking(false).unwrap();
+    program.ask("run 1000");
+    let (status, head, body) = reply(window);
+    let waited = opened.elapsed();
+    assert_eq!(status, 200, "{head}\n{}", String::from_utf8_lossy(&body));
+    assert!(waited >= Duration::from_secs(2), "{waited:?}");
+    assert!(
+        head.contains("Content-Type: application/octet-stream"),
+        "{head}"
+    );
+    assert_eq!(body[..2], [0x1f, 0x8b], "gzip");
+    fntrace(&["ctl", target, "profile", "--save", &path("after.profile")]);
+    std::fs::write(dir.0.join("window.pb.gz"), &body).unwrap();
+    // The same message, not gzipped: pprof reads it too.
+    let mut raw = Vec::new();
+    flate2::read::GzDecoder::new(&body[..])
+        .read_to_end(&mut raw)
+        .unwrap();
+    std::fs::write(dir.0.join("window.pb"), &raw).unwrap();
+
+    // The window's calls: exactly the 1000 rounds of run, no fib; their
+    // times those of the difference of the two saved snapshots.
+    let saved = |name: &str| {
+        let text = std::fs::read_to_string(dir.0.join(name)).unwrap();
+        ProfileSnapshot::from_text(&text).unwrap()
+    };
+    let between = saved("after.profile")
+        .since(&saved("before.profile"))
+        .unwrap();
+    let rows = exact(&between.latency_report(Rows::ByName).functions);
+    for file in ["window.pb.gz", "window.pb"] {
+        let numbers = pprof_top(&dir.0.join(file), &dir.0);
+        let calls: Vec<(&str, u64)> = numbers
+            .iter()
+            .map(|(name, numbers)| (name.as_str(), numbers.calls as u64))
+            .collect();
+        assert_eq!(
+            calls,
+            [("handle", 1000), ("leaf", 2000), ("parse", 1000)],
+            "{file}"
+        );
+        assert_eq!(numbers, rows, "{file}");
+    }
+
+    // A reset during a window: the window has no profile.
+    let window = request(port, "/debug/pprof/profile?seconds=1");
+    let (status, _) = get(port, "/metrics");
+    assert_eq!(status, 200);
+    fntrace(&["ctl", target, "profile", "reset"]);
+    let (status, _, why) = reply(window);
+    let why = String::from_utf8_lossy(&why);
+    assert_eq!(status, 409, "{why}");
+    assert!(why.contains("reset during the window"), "{why}");
 }

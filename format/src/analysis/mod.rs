@@ -78,6 +78,7 @@ mod openmetrics;
 pub mod pairing;
 pub mod parallel;
 mod profile;
+mod since;
 pub mod threads;
 
 /// Which time every duration of these reports is, as tables, flame graphs
@@ -97,6 +98,7 @@ pub use openmetrics::{
     DURATION_BUCKETS_NS, OPENMETRICS_CONTENT_TYPE,
 };
 pub use profile::{FunctionProfile, NotKept, PathProfile, ProfileSnapshot, ProfileTextError};
+pub use since::NotLater;
 
 #[cfg(test)]
 mod tests {

@@ -57,6 +57,12 @@
 //!   time (duration minus the children's, never negative thanks to the
 //!   nesting), drawn by `inferno`; memory is one node per distinct chain.
 //!
+//! - **pprof** ([`pprof_message`], [`profile_of_trace`]): the call-path
+//!   trie of a live profile's snapshot or of a trace, as the
+//!   `profile.proto` message; here because the runtime's metrics endpoint
+//!   serves it (gzip-framed by [`gzip_stored`]) as well as the CLI writes
+//!   it (gzipped by fntrace-tools' `write_pprof`).
+//!
 //! Errors are [`ExportError`]s: each names the file (or output) concerned and
 //! what is wrong with it; nothing here panics on bad input.
 
@@ -69,9 +75,11 @@ use crate::trace::Trace;
 
 // Each export is reachable at `export::` only: its module is private.
 mod dirfd;
+mod pprof;
 mod uftrace;
 
 pub use dirfd::{prepare_output_dir, OutputDir, Replacement, TraceOutput};
+pub use pprof::{gzip_stored, pprof_message, profile_of_trace, PprofInfo, TraceProfile};
 pub use uftrace::{
     process_ledger, read_uftrace_dir, read_uftrace_dir_with_progress, recorder_notes,
     settle_recording, write_uftrace_dir, write_uftrace_dir_into, write_uftrace_dir_of,

@@ -149,6 +149,13 @@ impl ProfileTracer {
         fast::era().fetch_add(1, Ordering::Release);
     }
 
+    /// How many resets there have been so far (from 0): two snapshots
+    /// with the same count are of one era of counters, the later one's
+    /// numbers never below the earlier one's.
+    pub(crate) fn resets(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire) - 1
+    }
+
     /// Blocks mapped so far: at most one per thread alive at a time (the
     /// blocks of exited threads are reused).
     pub fn blocks_made(&self) -> usize {
@@ -173,7 +180,8 @@ impl ProfileTracer {
         }
     }
 
-    fn is_enabled(&self) -> bool {
+    /// Whether the tracer is enabled now.
+    pub(crate) fn is_enabled(&self) -> bool {
         let bit = self.bit.load(Ordering::Relaxed);
         bit != 0 && tracer::enabled_mask() & bit != 0
     }

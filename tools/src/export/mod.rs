@@ -15,8 +15,9 @@
 //! - **Flame graphs** (`folded_stacks`, `folded_stacks_of`,
 //!   `write_flame_svg`, feature `exporters`): call chains weighted by self
 //!   time, drawn by `inferno`.
-//! - **pprof** (`profile_of_trace`, `write_pprof`, feature `exporters`):
-//!   the call-path trie of a snapshot or a trace, gzipped `profile.proto`.
+//! - **pprof** (`write_pprof`, feature `exporters`): the format's
+//!   `profile.proto` message of a snapshot or a trace
+//!   ([`pprof_message`], [`profile_of_trace`]), gzipped.
 //!
 //! Errors are [`ExportError`]s: each names the file (or output) concerned and
 //! what is wrong with it; nothing here panics on bad input.
@@ -44,5 +45,5 @@ pub use flame::{
 #[cfg(feature = "exporters")]
 pub use perfetto::write_perfetto;
 #[cfg(feature = "exporters")]
-pub use pprof::{pprof_message, profile_of_trace, write_pprof, PprofInfo, TraceProfile};
+pub use pprof::write_pprof;
 pub use spool::{CallExportOptions, SpooledCalls};

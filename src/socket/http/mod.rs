@@ -32,6 +32,10 @@
 //! (`503`). Replies are sent with `MSG_NOSIGNAL`. Only `GET` (and `HEAD`) of `/metrics` is served:
 //! another path is `404`, another method `405`, a head that is not HTTP
 //! `400`.
+//!
+//! `GET /debug/pprof/profile?seconds=N` is served too, under the same
+//! rules: the calls of the next N seconds as a pprof profile ([`pprof`],
+//! which says how the wait blocks no other scrape).
 
 use std::io::{ErrorKind, Read};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -39,6 +43,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use super::conn::{poll_ready, pollfd, send_some, wake_pipe, ServerThread};
+use super::pprof::{self, Window};
 use crate::builtin::profile::PROFILE_TRACER;
 use crate::error::Error;
 use crate::rt::spawn::spawn_running;
@@ -241,9 +246,18 @@ struct Client {
     head: Vec<u8>,
     /// The reply bytes not sent yet, once there is a reply.
     reply: Option<Vec<u8>>,
+    /// The profile window it waits for (no reply until it ends).
+    window: Option<Window>,
     /// When it is closed if its head has not arrived (before the reply)
-    /// or its reply not been taken (after).
+    /// or its reply not been taken (after); when its window ends.
     deadline: Instant,
+}
+
+impl Client {
+    /// Whether it has sent no complete head yet.
+    fn waiting(&self) -> bool {
+        self.reply.is_none() && self.window.is_none()
+    }
 }
 
 /// Serves until a byte arrives on `wake`.
@@ -257,9 +271,11 @@ fn run(listener: TcpListener, wake: OwnedFd, options: &MetricsOptions) {
         fds.push(pollfd(wake.as_raw_fd(), libc::POLLIN));
         fds.push(pollfd(listener.as_raw_fd(), libc::POLLIN));
         for client in &clients {
-            let events = match client.reply {
-                Some(_) => libc::POLLOUT,
-                None => libc::POLLIN,
+            // A window's client: only an error or hang-up wakes it.
+            let events = match (&client.reply, &client.window) {
+                (Some(_), _) => libc::POLLOUT,
+                (None, Some(_)) => 0,
+                (None, None) => libc::POLLIN,
             };
             fds.push(pollfd(client.stream.as_raw_fd(), events));
         }
@@ -278,6 +294,17 @@ fn run(listener: TcpListener, wake: OwnedFd, options: &MetricsOptions) {
         let now = Instant::now();
         clients.retain_mut(|client| {
             if now < client.deadline {
+                return true;
+            }
+            if let Some(window) = client.window.take() {
+                let (status, body, extra) = window.finish();
+                let content_type = match status {
+                    200 => "application/octet-stream",
+                    _ => "text/plain",
+                };
+                let reply = response_with(status, content_type, &body, window.with_body, extra);
+                client.reply = Some(reply);
+                client.deadline = now + options.reply_timeout;
                 return true;
             }
             if client.reply.is_none() {
@@ -321,6 +348,7 @@ fn accept_all(listener: &TcpListener, clients: &mut Vec<Client>, options: &Metri
             since: now,
             head: Vec::new(),
             reply: None,
+            window: None,
             deadline: now + options.request_timeout,
         });
     }
@@ -336,15 +364,15 @@ fn make_room(clients: &mut Vec<Client>, peer: IpAddr, options: &MetricsOptions) 
     loop {
         let from = |ip: IpAddr| clients.iter().filter(|c| c.peer == ip).count();
         let victim = if from(peer) >= options.max_clients_per_address.max(1) {
-            oldest(clients, |c| c.reply.is_none() && c.peer == peer)
+            oldest(clients, |c| c.waiting() && c.peer == peer)
         } else if clients.len() >= options.max_clients.max(1) {
             let most = clients
                 .iter()
-                .filter(|c| c.reply.is_none())
+                .filter(|c| c.waiting())
                 .map(|c| from(c.peer))
                 .max()
                 .unwrap_or(0);
-            oldest(clients, |c| c.reply.is_none() && from(c.peer) == most)
+            oldest(clients, |c| c.waiting() && from(c.peer) == most)
         } else {
             return true;
         };
@@ -352,7 +380,7 @@ fn make_room(clients: &mut Vec<Client>, peer: IpAddr, options: &MetricsOptions) 
             return false;
         };
         let client = &mut clients[victim];
-        if read_head(client, options) && client.reply.is_some() {
+        if read_head(client, options) && !client.waiting() {
             continue; // a request: it is answered
         }
         // Gone, or still without a request: its place is taken.
@@ -388,7 +416,7 @@ fn refuse(stream: &TcpStream, why: &[u8]) {
 /// until the reply timeout to take it. False if it is gone.
 fn read_head(client: &mut Client, options: &MetricsOptions) -> bool {
     let mut chunk = [0u8; 1024];
-    while client.reply.is_none() {
+    while client.waiting() {
         let room = (MAX_HEAD_BYTES - client.head.len()).min(chunk.len());
         if room == 0 {
             client.reply = Some(response(
@@ -404,7 +432,14 @@ fn read_head(client: &mut Client, options: &MetricsOptions) -> bool {
             Ok(n) => {
                 client.head.extend_from_slice(&chunk[..n]);
                 if let Some(end) = head_end(&client.head) {
-                    client.reply = Some(answer(&client.head[..end], options));
+                    match answer(&client.head[..end], options) {
+                        Answer::Now(reply) => client.reply = Some(reply),
+                        Answer::Later(window) => {
+                            client.deadline = window.due();
+                            client.window = Some(window);
+                            return true;
+                        }
+                    }
                 }
             }
             Err(err) if err.kind() == ErrorKind::Interrupted => {}
@@ -418,6 +453,9 @@ fn read_head(client: &mut Client, options: &MetricsOptions) -> bool {
 
 /// Serves a client `poll` found ready; whether it stays connected.
 fn serve_ready(client: &mut Client, options: &MetricsOptions) -> bool {
+    if client.window.is_some() {
+        return false; // an error or a hang-up: nobody waits for it
+    }
     if client.reply.is_none() && !read_head(client, options) {
         return false;
     }
@@ -462,19 +500,33 @@ fn head_end(bytes: &[u8]) -> Option<usize> {
     }
 }
 
+/// What a request head is answered with.
+pub(crate) enum Answer {
+    /// This reply.
+    Now(Vec<u8>),
+    /// A profile window's, when it ends.
+    Later(Window),
+}
+
+impl From<Vec<u8>> for Answer {
+    fn from(reply: Vec<u8>) -> Answer {
+        Answer::Now(reply)
+    }
+}
+
 /// The reply to a request head.
-pub(crate) fn answer(head: &[u8], options: &MetricsOptions) -> Vec<u8> {
+pub(crate) fn answer(head: &[u8], options: &MetricsOptions) -> Answer {
     let Ok(head) = std::str::from_utf8(head) else {
-        return response(400, "text/plain", b"the request is not text\n", true);
+        return response(400, "text/plain", b"the request is not text\n", true).into();
     };
     let mut lines = head.lines();
     let request = lines.next().unwrap_or("");
     let words: Vec<&str> = request.split(' ').collect();
     let [method, target, version] = words[..] else {
-        return response(400, "text/plain", b"not an HTTP request line\n", true);
+        return response(400, "text/plain", b"not an HTTP request line\n", true).into();
     };
     if !version.starts_with("HTTP/1.") {
-        return response(400, "text/plain", b"HTTP/1.x only\n", true);
+        return response(400, "text/plain", b"HTTP/1.x only\n", true).into();
     }
     let headers: Vec<(&str, &str)> = lines
         .filter_map(|line| line.split_once(':'))
@@ -483,18 +535,27 @@ pub(crate) fn answer(head: &[u8], options: &MetricsOptions) -> Vec<u8> {
     if let Some(token) = &options.token {
         // Before anything else is said about the request.
         if let Err(why) = authorized(&headers, token) {
-            return unauthorized(why);
+            return unauthorized(why).into();
         }
     }
     let path = target.split('?').next().unwrap_or("");
-    if path != "/metrics" {
-        return response(404, "text/plain", b"only /metrics is served here\n", true);
+    if path != "/metrics" && path != pprof::PATH {
+        let why = format!("only /metrics and {} are served here\n", pprof::PATH);
+        return response(404, "text/plain", why.as_bytes(), true).into();
     }
     let with_body = match method {
         "GET" => true,
         "HEAD" => false,
-        _ => return response(405, "text/plain", b"GET /metrics only\n", true),
+        _ => return response(405, "text/plain", b"GET (or HEAD) only\n", true).into(),
     };
+    if path == pprof::PATH {
+        return match pprof::open(target, with_body) {
+            Ok(window) => Answer::Later(window),
+            Err((status, why, extra)) => {
+                response_with(status, "text/plain", &why, with_body, extra).into()
+            }
+        };
+    }
     let wants_openmetrics = headers.iter().any(|(name, value)| {
         name.eq_ignore_ascii_case("accept") && value.contains("application/openmetrics-text")
     });
@@ -504,7 +565,7 @@ pub(crate) fn answer(head: &[u8], options: &MetricsOptions) -> Vec<u8> {
         PROMETHEUS_CONTENT_TYPE
     };
     let body = openmetrics_top(&PROFILE_TRACER.snapshot(), options.max_functions);
-    response(200, content_type, body.as_bytes(), with_body)
+    response(200, content_type, body.as_bytes(), with_body).into()
 }
 
 /// Whether `headers` carry `Authorization: Bearer TOKEN` with `token`
@@ -583,6 +644,7 @@ fn response_with(
         401 => "Unauthorized",
         404 => "Not Found",
         405 => "Method Not Allowed",
+        409 => "Conflict",
         408 => "Request Timeout",
         431 => "Request Header Fields Too Large",
         _ => "Service Unavailable",
@@ -602,151 +664,4 @@ fn response_with(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn status(reply: &[u8]) -> String {
-        String::from_utf8_lossy(reply)
-            .lines()
-            .next()
-            .unwrap_or("")
-            .to_string()
-    }
-
-    fn open(head: &[u8]) -> Vec<u8> {
-        answer(head, &MetricsOptions::default())
-    }
-
-    #[test]
-    fn answers_only_get_of_metrics() {
-        assert_eq!(
-            status(&open(b"GET /nope HTTP/1.1\r\n")),
-            "HTTP/1.1 404 Not Found"
-        );
-        assert_eq!(
-            status(&open(b"POST /metrics HTTP/1.1\r\n")),
-            "HTTP/1.1 405 Method Not Allowed"
-        );
-        assert_eq!(status(&open(b"hello")), "HTTP/1.1 400 Bad Request");
-        assert_eq!(
-            status(&open(b"GET /metrics SPDY\r\n")),
-            "HTTP/1.1 400 Bad Request"
-        );
-        assert_eq!(status(&open(&[0xff, 0xfe])), "HTTP/1.1 400 Bad Request");
-        let ok = open(b"GET /metrics HTTP/1.1\r\nAccept: application/openmetrics-text\r\n");
-        let text = String::from_utf8(ok).unwrap();
-        assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
-        assert!(text.contains(OPENMETRICS_CONTENT_TYPE));
-        assert!(text.ends_with("# EOF\n"), "{text}");
-        let plain = String::from_utf8(open(b"HEAD /metrics?x=1 HTTP/1.0\r\n")).unwrap();
-        assert!(plain.contains(PROMETHEUS_CONTENT_TYPE) && plain.ends_with("\r\n\r\n"));
-        assert_eq!(head_end(b"GET / HTTP/1.1\r\nA: b\r\n\r\nrest"), Some(20));
-        assert_eq!(head_end(b"GET / HTTP/1.1\n\n"), Some(14));
-        assert_eq!(head_end(b"GET / HTTP/1.1\r\n"), None);
-    }
-
-    #[test]
-    fn with_a_token_only_requests_carrying_it_are_answered() {
-        let token = "0123456789abcdef0123456789abcdef";
-        let options = MetricsOptions {
-            token: Some(token.into()),
-            ..MetricsOptions::default()
-        };
-        let ask = |head: String| String::from_utf8(answer(head.as_bytes(), &options)).unwrap();
-        for refused in [
-            "GET /metrics HTTP/1.1\r\n".to_string(),
-            // Not even which paths exist, without it.
-            "GET /other HTTP/1.1\r\n".to_string(),
-            format!("GET /metrics HTTP/1.1\r\nAuthorization: Basic {token}\r\n"),
-            format!("GET /metrics HTTP/1.1\r\nAuthorization: Bearer{token}\r\n"),
-            format!("GET /metrics HTTP/1.1\r\nAuthorization: Bearer {token}x\r\n"),
-            format!(
-                "GET /metrics HTTP/1.1\r\nAuthorization: Bearer {}\r\n",
-                &token[1..]
-            ),
-            "GET /metrics HTTP/1.1\r\nAuthorization: Bearer \r\n".to_string(),
-            // Two of them: which one counts is not guessed.
-            format!(
-                "GET /metrics HTTP/1.1\r\nAuthorization: Bearer {token}\r\n\
-                 Authorization: Bearer nope\r\n"
-            ),
-        ] {
-            let reply = ask(refused.clone());
-            assert!(
-                reply.starts_with("HTTP/1.1 401 Unauthorized\r\n"),
-                "{refused:?}: {reply}"
-            );
-            assert!(
-                reply.contains("WWW-Authenticate: Bearer realm=\"fntrace\""),
-                "{reply}"
-            );
-        }
-        let wrong = ask(format!(
-            "GET /metrics HTTP/1.1\r\nAuthorization: Bearer {token}x\r\n"
-        ));
-        assert!(wrong.contains("error=\"invalid_token\""), "{wrong}");
-        for accepted in [
-            format!("GET /metrics HTTP/1.1\r\nAuthorization: Bearer {token}\r\n"),
-            format!("GET /metrics HTTP/1.1\r\nauthorization:   bearer {token}  \r\n"),
-        ] {
-            let reply = ask(accepted.clone());
-            assert!(
-                reply.starts_with("HTTP/1.1 200 OK\r\n"),
-                "{accepted:?}: {reply}"
-            );
-        }
-        assert!(same_token(b"abc", b"abc"));
-        assert!(!same_token(b"abd", b"abc"));
-        assert!(!same_token(b"ab", b"abc"));
-        assert!(!same_token(b"abc\0", b"abc"));
-        assert!(!same_token(b"", b"abc"));
-    }
-
-    #[test]
-    fn an_address_other_hosts_reach_needs_the_opt_in_and_a_token() {
-        let refused = |address: &str, options: &MetricsOptions| {
-            let resolved: Vec<SocketAddr> = address.to_socket_addrs().unwrap().collect();
-            refusal(address, &resolved, options)
-        };
-        let loopback = MetricsOptions::default();
-        for address in [
-            "127.0.0.1:9464",
-            "127.1.2.3:9464",
-            "[::1]:9464",
-            "[::ffff:127.0.0.1]:1",
-        ] {
-            assert_eq!(refused(address, &loopback), None, "{address}");
-        }
-        for address in [
-            "0.0.0.0:9464",
-            "[::]:9464",
-            "192.0.2.1:9464",
-            "[::ffff:10.0.0.1]:1",
-        ] {
-            let why = refused(address, &loopback).expect(address);
-            assert!(why.contains("is not a loopback address"), "{why}");
-            assert!(why.contains("FNTRACE_METRICS_PUBLIC=1"), "{why}");
-        }
-        let public = MetricsOptions {
-            public: true,
-            ..MetricsOptions::default()
-        };
-        let why = refused("0.0.0.0:9464", &public).unwrap();
-        assert!(why.contains("no token is set"), "{why}");
-        let with_token = MetricsOptions {
-            token: Some("0123456789abcdef".into()),
-            ..public
-        };
-        assert_eq!(refused("0.0.0.0:9464", &with_token), None);
-        let weak = MetricsOptions {
-            token: Some("secret".into()),
-            ..MetricsOptions::default()
-        };
-        let why = refused("127.0.0.1:9464", &weak).unwrap();
-        assert!(
-            why.contains("too short") && !why.contains("secret"),
-            "{why}"
-        );
-        assert!(!format!("{with_token:?}").contains("0123456789abcdef"));
-    }
-}
+mod tests;
