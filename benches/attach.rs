@@ -34,6 +34,10 @@
 //!     `mcount`); both counts checked exact. Target: fntrace ≥ 100×
 //!     cheaper per call.
 //!
+//! `FNTRACE_BENCH_PARTS` (default `abcd`): the parts measured, e.g. `c`
+//! for the pause alone ((d) needs (a)'s attached process, so `d` implies
+//! `a`).
+//!
 //! bpftrace is not a dependency of fntrace: when it is missing, or its
 //! uprobes cannot attach here (no root, no uprobe support), (d) is not
 //! measured, the bench says so and why, and it exits with status 2 after
@@ -408,88 +412,115 @@ fn main() {
     let many = build(dir, &generated, "functions", &[]);
     let bpftrace = bpftrace_missing();
     println!("fntrace attach bench: {}", machine_description());
-    let mut bpf_problem = bpftrace.clone();
+    let parts = std::env::var("FNTRACE_BENCH_PARTS").unwrap_or_else(|_| "abcd".to_string());
+    let mut bpf_problem = if parts.contains('d') {
+        bpftrace.clone()
+    } else {
+        None
+    };
     for run in 1..=runs {
         println!("\nrun {run} of {runs}, load average {}", load_average());
 
-        // (a) per call, preloaded and attached.
-        let mut preloaded = Command::new(&bench_program);
-        preloaded
-            .env("LD_PRELOAD", &library)
-            .env("FNTRACE_CONTROL", "1");
-        let mut target = Target::start(preloaded);
-        std::thread::sleep(Duration::from_millis(100));
-        let (graph_pre, profile_pre, off_pre) = per_call(&cli, &mut target);
-        drop(target);
-        let mut target = Target::start(Command::new(&bench_program));
-        let pid = target.pid();
-        fntrace(&cli, &["attach", &pid]);
-        let (graph_att, profile_att, off_att) = per_call(&cli, &mut target);
-        println!(
-            "(a) per call over the NOPs, preloaded; attached: graph {graph_pre:.1}; \
-             {graph_att:.1} ns, profile {profile_pre:.1}; {profile_att:.1} ns \
-             (the NOPed loop: {off_pre:.1}; {off_att:.1} ns a call)"
-        );
-
-        // (d) bpftrace against profile, same process, same function.
-        fntrace(&cli, &["ctl", &pid, "profile", "reset"]);
-        fntrace(&cli, &["ctl", &pid, "enable", "profile"]);
-        let on = target.ns_per_call(CALLS, 1);
-        let counted = profile_calls(&cli, &pid, "leaf");
-        fntrace(&cli, &["ctl", &pid, "disable", "profile"]);
-        let off = target.ns_per_call(CALLS, 3);
-        assert_eq!(counted, CALLS, "the profile's count of leaf");
-        let profile_cost = on - off;
-        fntrace(&cli, &["detach", &pid]);
-        match &bpftrace {
-            Some(why) => println!("(d) bpftrace: NOT MEASURED: {why}"),
-            None => match bpftrace_cost(&bench_program, &mut target) {
-                Ok((bpf_cost, plain)) => {
-                    let ratio = bpf_cost / profile_cost.max(0.1);
-                    println!(
-                        "(d) leaf, ns per call over the untraced loop: bpftrace uprobe + \
-                         uretprobe {bpf_cost:.0} ({BPF_CALLS} calls, counted exactly; the loop \
-                         with glibc's mcount: {plain:.1}); fntrace profile {profile_cost:.1} \
-                         ({CALLS} calls, counted exactly): {ratio:.0}x cheaper; target >= \
-                         100x: {}",
-                        verdict(ratio >= 100.0)
-                    );
-                }
-                Err(why) => {
-                    println!("(d) bpftrace: NOT MEASURED: {why}");
-                    bpf_problem = Some(why);
-                }
-            },
+        if parts.contains(['a', 'd']) {
+            bpf_problem =
+                per_call_and_bpftrace(&cli, &library, &bench_program, &bpftrace).or(bpf_problem);
         }
-        drop(target);
-
-        // (b) attach to the first event, 10,000 functions.
-        let (first, attach_wall) = first_event(&cli, &many, dir);
-        println!(
-            "(b) {FUNCTIONS} functions: `fntrace attach` to the first recorded event \
-             {first:.1} ms (the attach command {attach_wall:.1} ms of it); target <= 100 ms: {}",
-            verdict(first <= 100.0)
-        );
-
-        // (c) the pause.
-        let (cycles, quiet) = pauses(&cli, &bench_program);
-        let (first_gap, first_pause) = cycles[0];
-        let mut later_gaps: Vec<f64> = cycles[1..].iter().map(|c| c.0).collect();
-        let mut later_pauses: Vec<f64> = cycles[1..].iter().map(|c| c.1).collect();
-        let max_pause = cycles.iter().map(|c| c.1).fold(0.0, f64::max);
-        println!(
-            "(c) the borrowed thread's pause, reported; its largest gap across the attach: \
-             first attach (dlopen) {first_pause:.2}; {first_gap:.2} ms, later {} attaches \
-             median {:.2}; {:.2} ms, largest reported {max_pause:.2} ms (largest gap in 300 ms \
-             with no attach: {quiet:.2} ms); target <= 1 ms: {}",
-            PAUSE_CYCLES - 1,
-            median(&mut later_pauses),
-            median(&mut later_gaps),
-            verdict(max_pause <= 1.0)
-        );
+        if parts.contains('b') {
+            // (b) attach to the first event, 10,000 functions.
+            let (first, attach_wall) = first_event(&cli, &many, dir);
+            println!(
+                "(b) {FUNCTIONS} functions: `fntrace attach` to the first recorded event \
+                 {first:.1} ms (the attach command {attach_wall:.1} ms of it); target <= 100 \
+                 ms: {}",
+                verdict(first <= 100.0)
+            );
+        }
+        if parts.contains('c') {
+            pause_part(&cli, &bench_program);
+        }
     }
     if let Some(why) = bpf_problem {
         eprintln!("\nbench attach: part (d) was not measured: {why}");
         std::process::exit(2);
     }
+}
+
+/// (a) per call, preloaded and attached, then (d) bpftrace against the
+/// attached process's profile; why (d) was not measured, if it was not.
+fn per_call_and_bpftrace(
+    cli: &Path,
+    library: &Path,
+    bench_program: &Path,
+    bpftrace: &Option<String>,
+) -> Option<String> {
+    let mut bpf_problem = None;
+    let mut preloaded = Command::new(bench_program);
+    preloaded
+        .env("LD_PRELOAD", library)
+        .env("FNTRACE_CONTROL", "1");
+    let mut target = Target::start(preloaded);
+    std::thread::sleep(Duration::from_millis(100));
+    let (graph_pre, profile_pre, off_pre) = per_call(cli, &mut target);
+    drop(target);
+    let mut target = Target::start(Command::new(bench_program));
+    let pid = target.pid();
+    fntrace(cli, &["attach", &pid]);
+    let (graph_att, profile_att, off_att) = per_call(cli, &mut target);
+    println!(
+        "(a) per call over the NOPs, preloaded; attached: graph {graph_pre:.1}; \
+             {graph_att:.1} ns, profile {profile_pre:.1}; {profile_att:.1} ns \
+             (the NOPed loop: {off_pre:.1}; {off_att:.1} ns a call)"
+    );
+
+    // (d) bpftrace against profile, same process, same function.
+    fntrace(cli, &["ctl", &pid, "profile", "reset"]);
+    fntrace(cli, &["ctl", &pid, "enable", "profile"]);
+    let on = target.ns_per_call(CALLS, 1);
+    let counted = profile_calls(cli, &pid, "leaf");
+    fntrace(cli, &["ctl", &pid, "disable", "profile"]);
+    let off = target.ns_per_call(CALLS, 3);
+    assert_eq!(counted, CALLS, "the profile's count of leaf");
+    let profile_cost = on - off;
+    fntrace(cli, &["detach", &pid]);
+    match &bpftrace {
+        Some(why) => println!("(d) bpftrace: NOT MEASURED: {why}"),
+        None => match bpftrace_cost(bench_program, &mut target) {
+            Ok((bpf_cost, plain)) => {
+                let ratio = bpf_cost / profile_cost.max(0.1);
+                println!(
+                    "(d) leaf, ns per call over the untraced loop: bpftrace uprobe + \
+                         uretprobe {bpf_cost:.0} ({BPF_CALLS} calls, counted exactly; the loop \
+                         with glibc's mcount: {plain:.1}); fntrace profile {profile_cost:.1} \
+                         ({CALLS} calls, counted exactly): {ratio:.0}x cheaper; target >= \
+                         100x: {}",
+                    verdict(ratio >= 100.0)
+                );
+            }
+            Err(why) => {
+                println!("(d) bpftrace: NOT MEASURED: {why}");
+                bpf_problem = Some(why);
+            }
+        },
+    }
+    drop(target);
+    bpf_problem
+}
+
+/// (c) the pause, printed.
+fn pause_part(cli: &Path, bench_program: &Path) {
+    let (cycles, quiet) = pauses(cli, bench_program);
+    let (first_gap, first_pause) = cycles[0];
+    let mut later_gaps: Vec<f64> = cycles[1..].iter().map(|c| c.0).collect();
+    let mut later_pauses: Vec<f64> = cycles[1..].iter().map(|c| c.1).collect();
+    let max_pause = cycles.iter().map(|c| c.1).fold(0.0, f64::max);
+    println!(
+        "(c) the borrowed thread's pause, reported; its largest gap across the attach: \
+             first attach (dlopen) {first_pause:.2}; {first_gap:.2} ms, later {} attaches \
+             median {:.2}; {:.2} ms, largest reported {max_pause:.2} ms (largest gap in 300 ms \
+             with no attach: {quiet:.2} ms); target <= 1 ms: {}",
+        PAUSE_CYCLES - 1,
+        median(&mut later_pauses),
+        median(&mut later_gaps),
+        verdict(max_pause <= 1.0)
+    );
 }
