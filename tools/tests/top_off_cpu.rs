@@ -16,12 +16,10 @@ mod common;
 mod profile_program;
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use common::TempDir;
-use profile_program::{fntrace, library, CLI};
+use profile_program::{build_pg, fntrace, spawn_controlled, wait_for_socket, CLI};
 
 /// The traced program: `go` starts the two threads and answers `running`
 /// once both are in their calls; `stop` ends both calls, joins the
@@ -133,40 +131,17 @@ fn a_blocked_call_is_off_the_cpu_and_a_spinning_one_is_not() {
     let source = dir.0.join("two.c");
     std::fs::write(&source, PROGRAM).unwrap();
     let exe = dir.0.join("two");
-    let built = Command::new("gcc")
-        .args(["-pg", "-O1", "-fPIE", "-pie", "-pthread"])
-        .arg(&source)
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .expect("running gcc");
-    assert!(
-        built.status.success(),
-        "gcc: {}",
-        String::from_utf8_lossy(&built.stderr)
-    );
+    build_pg(&source, &exe, &["-pthread"]);
     let socket = dir.0.join("control.sock");
     let target = socket.to_str().unwrap();
-    let mut command = Command::new(&exe);
-    for (name, _) in std::env::vars() {
-        if name.starts_with("FNTRACE") {
-            command.env_remove(name);
-        }
-    }
-    let mut program = command
-        .env("LD_PRELOAD", library())
-        .env("FNTRACE_CONTROL", &socket)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut program = spawn_controlled(&exe, &socket);
     let pid = program.id().to_string();
     let mut to_program = program.stdin.take().unwrap();
     let mut from_program = BufReader::new(program.stdout.take().unwrap());
     let mut line = String::new();
     from_program.read_line(&mut line).unwrap();
     assert_eq!(line, "ready\n");
-    wait_for(&socket);
+    wait_for_socket(&socket);
     fntrace(&["ctl", target, "enable", "profile"]);
     writeln!(to_program, "go").unwrap();
     to_program.flush().unwrap();
@@ -247,16 +222,4 @@ fn a_blocked_call_is_off_the_cpu_and_a_spinning_one_is_not() {
             && frames[0].off_cpu.iter().all(|(_, off)| off.is_none()),
         "{without_pid}"
     );
-}
-
-/// Waits for the control socket to appear.
-fn wait_for(socket: &Path) {
-    let start = Instant::now();
-    while !socket.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "no control socket"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }

@@ -13,12 +13,10 @@ mod common;
 mod profile_program;
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use common::TempDir;
-use profile_program::{fntrace, library, CLI};
+use profile_program::{build_pg, fntrace, spawn_controlled, wait_for_socket, CLI};
 
 /// The traced program: `long MS` makes one call of `long_call` lasting MS
 /// milliseconds and answers `done NS`, its duration as it measured it.
@@ -93,39 +91,16 @@ fn a_long_call_counts_in_each_interval_for_its_part() {
     let source = dir.0.join("long.c");
     std::fs::write(&source, PROGRAM).unwrap();
     let exe = dir.0.join("long");
-    let built = Command::new("gcc")
-        .args(["-pg", "-O1", "-fPIE", "-pie"])
-        .arg(&source)
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .expect("running gcc");
-    assert!(
-        built.status.success(),
-        "gcc: {}",
-        String::from_utf8_lossy(&built.stderr)
-    );
+    build_pg(&source, &exe, &[]);
     let socket = dir.0.join("control.sock");
     let target = socket.to_str().unwrap();
-    let mut command = Command::new(&exe);
-    for (name, _) in std::env::vars() {
-        if name.starts_with("FNTRACE") {
-            command.env_remove(name);
-        }
-    }
-    let mut program = command
-        .env("LD_PRELOAD", library())
-        .env("FNTRACE_CONTROL", &socket)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut program = spawn_controlled(&exe, &socket);
     let mut to_program = program.stdin.take().unwrap();
     let mut from_program = BufReader::new(program.stdout.take().unwrap());
     let mut line = String::new();
     from_program.read_line(&mut line).unwrap();
     assert_eq!(line, "ready\n");
-    wait_for(&socket);
+    wait_for_socket(&socket);
     fntrace(&["ctl", target, "enable", "profile"]);
 
     let mut top = Command::new(CLI)
@@ -200,16 +175,4 @@ fn a_long_call_counts_in_each_interval_for_its_part() {
         (seconds - measured).abs() <= tolerance,
         "the frames add up to {seconds:.4} s, the call took {measured:.4} s (± {tolerance:.4}):\n{text}"
     );
-}
-
-/// Waits for the control socket to appear.
-fn wait_for(socket: &Path) {
-    let start = Instant::now();
-    while !socket.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "no control socket"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }

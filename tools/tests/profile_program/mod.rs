@@ -265,3 +265,52 @@ pub fn expected(handle: u64, leaf: u64) -> Vec<(String, u64)> {
         ("parse".to_string(), handle),
     ]
 }
+
+/// Builds the C program at `source` into `exe` with `gcc -pg -O1 -fPIE
+/// -pie` and `extra` flags.
+pub fn build_pg(source: &Path, exe: &Path, extra: &[&str]) {
+    let built = Command::new("gcc")
+        .args(["-pg", "-O1", "-fPIE", "-pie"])
+        .args(extra)
+        .arg(source)
+        .arg("-o")
+        .arg(exe)
+        .output()
+        .expect("running gcc");
+    assert!(
+        built.status.success(),
+        "gcc: {}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+}
+
+/// Starts `exe` with the runtime preloaded and live control at `socket`
+/// (no other `FNTRACE*` variable of the test's environment), its stdin and
+/// stdout piped.
+pub fn spawn_controlled(exe: &Path, socket: &Path) -> Child {
+    let mut command = Command::new(exe);
+    for (name, _) in std::env::vars() {
+        if name.starts_with("FNTRACE") {
+            command.env_remove(name);
+        }
+    }
+    command
+        .env("LD_PRELOAD", library())
+        .env("FNTRACE_CONTROL", socket)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits (20 s at most) for the control socket at `socket` to appear.
+pub fn wait_for_socket(socket: &Path) {
+    let start = Instant::now();
+    while !socket.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no control socket"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
