@@ -34,6 +34,7 @@ pub mod analysis;
 pub mod elf;
 pub mod export;
 pub mod glob;
+pub mod maps;
 mod names;
 mod source;
 mod trace;

@@ -94,6 +94,8 @@ impl Window {
                 elapsed.as_secs_f64()
             )],
             program,
+            // The runtime reads no debug information: functions by name.
+            sources: Default::default(),
         };
         let body = gzip_stored(&pprof_message(&window, &info));
         (

@@ -98,7 +98,7 @@ impl Program {
         std::fs::write(&source, PROGRAM).unwrap();
         let exe = dir.join("calls");
         let built = Command::new("gcc")
-            .args(["-pg", "-O1", "-fPIE", "-pie"])
+            .args(["-pg", "-g", "-O1", "-fPIE", "-pie"])
             .arg(&source)
             .arg("-o")
             .arg(&exe)
@@ -224,6 +224,32 @@ fn pprof_top(file: &Path, scratch: &Path) -> Vec<(String, Numbers)> {
         .collect()
 }
 
+/// What `go tool pprof -top -lines` names each row of `file` by (the
+/// function, then its file:line when the profile has them), sorted.
+fn pprof_lines(file: &Path, scratch: &Path) -> Vec<String> {
+    let output = Command::new("go")
+        .args(["tool", "pprof", "-top", "-lines", "-nodecount=1000"])
+        .args(["-nodefraction=0", "-sample_index=calls"])
+        .arg(file)
+        .env("PPROF_TMPDIR", scratch)
+        .output()
+        .expect("go (apt-get install golang-go) must be installed for this test");
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "go tool pprof -lines: {text}");
+    let mut rows: Vec<String> = text
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("flat"))
+        .skip(1)
+        .map(|line| {
+            let cells: Vec<&str> = line.split_whitespace().collect();
+            assert!(cells.len() >= 6, "{line:?} in\n{text}");
+            cells[5..].join(" ")
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
 /// The rows of a latency report with completed calls, by name.
 fn exact(rows: &[FunctionStats]) -> Vec<(String, Numbers)> {
     let mut numbers: Vec<(String, Numbers)> = rows
@@ -340,6 +366,28 @@ fn go_tool_pprof_reads_the_calls_and_times_of_report() {
         assert_eq!(numbers, rows, "{file}");
         assert_within_rounding(&numbers, &text, file);
     }
+
+    // File and line: where each function's definition begins in calls.c,
+    // in the profiles of the trace and of the live program (their
+    // addresses lie in files of the program's memory map); a snapshot
+    // file keeps no map, its functions are named alone.
+    let source = dir.0.join("calls.c");
+    let defined: Vec<String> = DESIGNED
+        .iter()
+        .map(|&(name, _)| {
+            let line = PROGRAM
+                .lines()
+                .position(|line| {
+                    line.starts_with("__attribute__") && line.contains(&format!(" {name}("))
+                })
+                .expect("the function's definition");
+            format!("{name} {}:{}", source.display(), line + 1)
+        })
+        .collect();
+    assert_eq!(pprof_lines(&dir.0.join("trace.pb.gz"), &dir.0), defined);
+    assert_eq!(pprof_lines(&dir.0.join("live.pb.gz"), &dir.0), defined);
+    let named: Vec<String> = DESIGNED.iter().map(|&(name, _)| name.into()).collect();
+    assert_eq!(pprof_lines(&dir.0.join("snapshot.pb.gz"), &dir.0), named);
 
     // -F: the calls inside handle only.
     let handle = path("handle.pb.gz");

@@ -79,7 +79,9 @@ mod pprof;
 mod uftrace;
 
 pub use dirfd::{prepare_output_dir, OutputDir, Replacement, TraceOutput};
-pub use pprof::{gzip_stored, pprof_message, profile_of_trace, PprofInfo, TraceProfile};
+pub use pprof::{
+    gzip_stored, pprof_message, profile_of_trace, PprofInfo, SourceLine, TraceProfile,
+};
 pub use uftrace::{
     process_ledger, read_uftrace_dir, read_uftrace_dir_with_progress, recorder_notes,
     settle_recording, write_uftrace_dir, write_uftrace_dir_into, write_uftrace_dir_of,

@@ -39,6 +39,21 @@ pub struct PprofInfo {
     /// The profiled program (its executable's path, as `File:` shows it);
     /// empty when not known.
     pub program: String,
+    /// Where each function (by entry address, as
+    /// [`FunctionProfile::function`]) begins in its source, where the
+    /// caller could read it from debug information: pprof's function
+    /// `filename` and `start_line`, and its location's line. Functions
+    /// missing here are named alone.
+    pub sources: HashMap<usize, SourceLine>,
+}
+
+/// A function's first line in its source file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceLine {
+    /// The source file, as the debug information names it.
+    pub file: String,
+    /// Its line (1-based).
+    pub line: u32,
 }
 
 /// What [`profile_of_trace`] found in a trace.
@@ -242,8 +257,12 @@ pub fn pprof_message(snapshot: &ProfileSnapshot, info: &PprofInfo) -> Vec<u8> {
         .map(|(index, function)| (index as u64 + 1, function))
         .collect();
     for &(id, function) in &named {
+        // Line.function_id (1), Line.line (2).
         let mut line = Vec::new();
         field_varint(&mut line, 1, id);
+        if let Some(source) = info.sources.get(&function.function) {
+            field_varint(&mut line, 2, u64::from(source.line));
+        }
         let mut location = Vec::new();
         field_varint(&mut location, 1, id);
         field_varint(&mut location, 2, 1);
@@ -257,6 +276,11 @@ pub fn pprof_message(snapshot: &ProfileSnapshot, info: &PprofInfo) -> Vec<u8> {
         field_varint(&mut message, 1, id);
         field_varint(&mut message, 2, name);
         field_varint(&mut message, 3, name);
+        // Function.filename (4), start_line (5).
+        if let Some(source) = info.sources.get(&function.function) {
+            field_varint(&mut message, 4, strings.index(&source.file));
+            field_varint(&mut message, 5, u64::from(source.line));
+        }
         field_bytes(&mut profile, 5, &message);
     }
     // Profile.time_nanos (9), duration_nanos (10), period_type (11),

@@ -19,6 +19,7 @@ mod report;
 mod select;
 mod selection;
 mod snapshot;
+mod source_lines;
 mod supervise;
 mod top;
 mod views;

@@ -14,6 +14,7 @@ use fntrace_tools::glob;
 
 use super::output::{open_trace, Destination, Failure};
 use super::select::SelectArgs;
+use super::source_lines;
 
 /// What `fntrace pprof --help` says after the options.
 pub const PPROF_HELP: &str = "\
@@ -23,7 +24,10 @@ nested in a call of the same function, as in recursion, adds nothing) and
 self (nanoseconds, callees' time left out; the default). The flat column of
 `go tool pprof -top` is then report's calls, total and self, and cum of self
 is the time spent inside a function; the flame graph of self is the time.
-Functions are named as `fntrace report` names them (no file:line).
+Functions are named as `fntrace report` names them, with the file and line
+where each begins when its executable or library has line tables (-g);
+`go tool pprof -lines` shows them. A snapshot file has no addresses' files:
+its functions are named alone.
 
 INPUT is a trace directory (its completed calls, as report counts them;
 -F/-N/--tid/--time-range select them) or a live profile's snapshot (`fntrace
@@ -95,6 +99,7 @@ fn trace_dir(args: &PprofArgs) -> Result<(ProfileSnapshot, PprofInfo), Failure> 
         );
     }
     let (snapshot, span) = (found.snapshot, found.span_ns);
+    let sources = source_lines::entry_lines(trace.maps(), &functions_of(&snapshot));
     let info = PprofInfo {
         time_nanos: 0,
         duration_nanos: i64::try_from(span).unwrap_or(i64::MAX),
@@ -104,6 +109,7 @@ fn trace_dir(args: &PprofArgs) -> Result<(ProfileSnapshot, PprofInfo), Failure> 
             fntrace_tools::EventSource::exe(&trace)
         )],
         program: fntrace_tools::EventSource::exe(&trace).to_string(),
+        sources,
     };
     Ok((snapshot, info))
 }
@@ -129,6 +135,8 @@ fn snapshot_file(args: &PprofArgs, shown: &str) -> Result<(ProfileSnapshot, Ppro
         duration_nanos: 0,
         comments: vec![format!("fntrace pprof {shown}: a live profile's snapshot")],
         program: String::new(),
+        // A snapshot keeps no memory map: its addresses name no file.
+        sources: Default::default(),
     };
     Ok((snapshot, info))
 }
@@ -176,20 +184,50 @@ pub fn save_live(
     for line in super::snapshot::not_kept_lines(&snapshot) {
         eprintln!("fntrace: warning: {}", line.trim_start_matches("# "));
     }
+    // The target's map now: its functions' files, for their lines.
+    let pid = target_pid(target);
+    let sources = pid
+        .and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/maps")).ok())
+        .map(|maps| source_lines::entry_lines(&maps, &functions_of(&snapshot)))
+        .unwrap_or_default();
     let info = PprofInfo {
         time_nanos: nanos_since_epoch(SystemTime::now()),
         duration_nanos: 0,
         comments: vec![format!("fntrace ctl {target} profile: a live profile")],
         // A PID's executable, when it can be read.
-        program: std::fs::read_link(format!("/proc/{target}/exe"))
+        program: pid
+            .and_then(|pid| std::fs::read_link(format!("/proc/{pid}/exe")).ok())
             .map(|exe| exe.display().to_string())
             .unwrap_or_default(),
+        sources,
     };
     super::output::save(path, |out| {
         export::write_pprof(&snapshot, &info, out).map_err(|e| e.to_string())
     })?;
     eprintln!("fntrace: wrote {}", path.display());
     Ok(())
+}
+
+/// The process serving `target`: the pid it names, or the one its socket
+/// says (the first line of `status`); `None` when neither is known.
+fn target_pid(target: &str) -> Option<u32> {
+    if let Ok(pid) = target.parse() {
+        return Some(pid);
+    }
+    let (ok, status) =
+        super::ctl::exchange_line(target, std::time::Duration::from_secs(5), "status\n").ok()?;
+    let first = status.lines().next()?;
+    first
+        .strip_prefix("pid ")
+        .filter(|_| ok)?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The entry addresses of `snapshot`'s functions.
+fn functions_of(snapshot: &ProfileSnapshot) -> Vec<usize> {
+    snapshot.functions.iter().map(|f| f.function).collect()
 }
 
 fn nanos_since_epoch(time: SystemTime) -> i64 {

@@ -264,25 +264,4 @@ pub(super) fn basename(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
-/// One line of `/proc/PID/maps`.
-pub(super) struct MapLine<'a> {
-    pub(super) start: u64,
-    pub(super) end: u64,
-    pub(super) path: &'a str,
-}
-
-pub(super) fn parse_map_line(line: &str) -> Option<MapLine<'_>> {
-    let mut rest = line.trim_start();
-    let mut fields = [""; 5];
-    for field in &mut fields {
-        let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
-        *field = &rest[..end];
-        rest = rest[end..].trim_start();
-    }
-    let (start, end) = fields[0].split_once('-')?;
-    let start = u64::from_str_radix(start, 16).ok()?;
-    let end = u64::from_str_radix(end, 16).ok()?;
-    let path = rest.trim_end();
-    let path = path.strip_suffix(" (deleted)").unwrap_or(path);
-    Some(MapLine { start, end, path })
-}
+pub(super) use crate::maps::parse_map_line;
