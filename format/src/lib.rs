@@ -36,6 +36,7 @@ pub mod export;
 pub mod glob;
 pub mod maps;
 mod names;
+mod protobuf;
 mod source;
 mod trace;
 pub mod units;

@@ -78,6 +78,7 @@ mod openmetrics;
 pub mod pairing;
 pub mod parallel;
 mod profile;
+mod prometheus_proto;
 mod since;
 pub mod threads;
 
@@ -98,6 +99,9 @@ pub use openmetrics::{
     DURATION_BUCKETS_NS, OPENMETRICS_CONTENT_TYPE,
 };
 pub use profile::{FunctionProfile, NotKept, PathProfile, ProfileSnapshot, ProfileTextError};
+pub use prometheus_proto::{
+    accepts_protobuf, prometheus_protobuf_top, NATIVE_SCHEMA, PROTOBUF_CONTENT_TYPE,
+};
 pub use since::NotLater;
 
 #[cfg(test)]

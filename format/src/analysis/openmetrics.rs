@@ -96,12 +96,19 @@ static BUCKET_LABELS: LazyLock<Vec<String>> = LazyLock::new(|| {
 /// so 500 are 18,500 series, about 1.4 MB of text.
 pub const DEFAULT_MAX_FUNCTIONS: usize = 500;
 
+/// `# HELP` of `fntrace_function_duration_seconds`.
+pub(super) const DURATION_HELP: &str = "Durations (wall-clock time, blocked time included) of the completed calls of each traced function, callees included.";
+/// `# HELP` of `fntrace_function_self_seconds`.
+pub(super) const SELF_HELP: &str = "Self time (wall-clock time, blocked time included) of the completed calls of each traced function: their durations minus their direct callees'.";
+/// `# HELP` of `fntrace_function_running_calls`.
+pub(super) const RUNNING_HELP: &str = "Calls of each traced function entered and not yet returned.";
+
 /// The functions of one name (one series), merged.
-struct Series<'a> {
+pub(super) struct Series<'a> {
     /// Its label value, escaped.
-    name: String,
+    pub(super) name: String,
     /// The functions of that name; one most of the time.
-    functions: Vec<&'a FunctionProfile>,
+    pub(super) functions: Vec<&'a FunctionProfile>,
     /// Their summed total time: what the ceiling ranks by.
     total_ns: u64,
 }
@@ -109,7 +116,7 @@ struct Series<'a> {
 impl Series<'_> {
     /// The merged durations: the one function's own when there is one
     /// (no copy).
-    fn durations(&self) -> Cow<'_, Histogram> {
+    pub(super) fn durations(&self) -> Cow<'_, Histogram> {
         match self.functions[..] {
             [one] => Cow::Borrowed(&one.durations),
             _ => {
@@ -122,13 +129,13 @@ impl Series<'_> {
         }
     }
 
-    fn self_ns(&self) -> u64 {
+    pub(super) fn self_ns(&self) -> u64 {
         self.functions
             .iter()
             .fold(0u64, |sum, f| sum.saturating_add(f.self_ns))
     }
 
-    fn running(&self) -> u64 {
+    pub(super) fn running(&self) -> u64 {
         self.functions.iter().map(|f| f.running).sum()
     }
 }
@@ -156,7 +163,10 @@ pub fn write_openmetrics(snapshot: &ProfileSnapshot, out: &mut impl fmt::Write) 
 
 /// The series of the snapshot by name, merged: the `max_functions` with
 /// the most total time, in name order, and how many were left out.
-fn top_series(snapshot: &ProfileSnapshot, max_functions: usize) -> (Vec<Series<'_>>, usize) {
+pub(super) fn top_series(
+    snapshot: &ProfileSnapshot,
+    max_functions: usize,
+) -> (Vec<Series<'_>>, usize) {
     let mut by_name: HashMap<Cow<'_, str>, Series<'_>> = HashMap::new();
     for function in &snapshot.functions {
         let name = if function.name.is_empty() {
@@ -197,13 +207,7 @@ pub fn write_openmetrics_top(
     let (series, omitted) = top_series(snapshot, max_functions);
 
     let family = "fntrace_function_duration_seconds";
-    header(
-        out,
-        family,
-        "histogram",
-        true,
-        "Durations (wall-clock time, blocked time included) of the completed calls of each traced function, callees included.",
-    )?;
+    header(out, family, "histogram", true, DURATION_HELP)?;
     for row in &series {
         let label = &row.name;
         let durations = row.durations();
@@ -228,13 +232,7 @@ pub fn write_openmetrics_top(
     }
 
     let family = "fntrace_function_self_seconds";
-    header(
-        out,
-        family,
-        "summary",
-        true,
-        "Self time (wall-clock time, blocked time included) of the completed calls of each traced function: their durations minus their direct callees'.",
-    )?;
+    header(out, family, "summary", true, SELF_HELP)?;
     for row in &series {
         let label = &row.name;
         writeln!(
@@ -247,13 +245,7 @@ pub fn write_openmetrics_top(
     }
 
     let family = "fntrace_function_running_calls";
-    header(
-        out,
-        family,
-        "gauge",
-        false,
-        "Calls of each traced function entered and not yet returned.",
-    )?;
+    header(out, family, "gauge", false, RUNNING_HELP)?;
     for row in &series {
         writeln!(
             out,
@@ -263,7 +255,19 @@ pub fn write_openmetrics_top(
         )?;
     }
 
-    for (family, help, value) in [
+    for (family, help, value) in process_gauges(snapshot, omitted) {
+        header(out, family, "gauge", false, help)?;
+        writeln!(out, "{family} {value}")?;
+    }
+    writeln!(out, "# EOF")
+}
+
+/// The process-wide gauges: family, help and value.
+pub(super) fn process_gauges(
+    snapshot: &ProfileSnapshot,
+    omitted: usize,
+) -> [(&'static str, &'static str, u64); 4] {
+    [
         (
             "fntrace_profile_threads",
             "Threads whose calls the profile holds.",
@@ -284,11 +288,7 @@ pub fn write_openmetrics_top(
             "Traced functions left out of this text by the endpoint's ceiling (FNTRACE_METRICS_MAX_FUNCTIONS, 500 by default): only the functions with the most total time are exported.",
             omitted as u64,
         ),
-    ] {
-        header(out, family, "gauge", false, help)?;
-        writeln!(out, "{family} {value}")?;
-    }
-    writeln!(out, "# EOF")
+    ]
 }
 
 /// The `# TYPE`, `# UNIT` (seconds) and `# HELP` lines of a family, in the
@@ -309,7 +309,7 @@ fn header(
 
 /// The cumulative count of each bound of [`DURATION_BUCKETS_NS`]: the
 /// calls in internal buckets that end at or below it.
-fn cumulative_counts(durations: &Histogram) -> [u64; DURATION_BUCKETS_NS.len()] {
+pub(super) fn cumulative_counts(durations: &Histogram) -> [u64; DURATION_BUCKETS_NS.len()] {
     let mut counts = [0; DURATION_BUCKETS_NS.len()];
     let mut buckets = durations.buckets().peekable();
     let mut below = 0;

@@ -23,6 +23,7 @@ use std::collections::HashMap;
 
 use crate::analysis::pairing::{duration_ns, CallStep, Calls, Reading};
 use crate::analysis::{FunctionProfile, PathProfile, ProfileSnapshot};
+use crate::protobuf::{field_bytes, field_packed, field_varint};
 use crate::source::EventSource;
 use crate::trace::GraphEvent;
 
@@ -393,45 +394,6 @@ impl Strings {
     }
 }
 
-/// Protobuf wire types used here.
-const VARINT: u64 = 0;
-const LENGTH_DELIMITED: u64 = 2;
-
-/// Appends `value` as a base-128 varint, low groups first.
-fn varint(out: &mut Vec<u8>, mut value: u64) {
-    while value >= 0x80 {
-        out.push((value as u8 & 0x7f) | 0x80);
-        value >>= 7;
-    }
-    out.push(value as u8);
-}
-
-/// A varint field; zero, the default, is not written.
-fn field_varint(out: &mut Vec<u8>, field: u64, value: u64) {
-    if value != 0 {
-        varint(out, field << 3 | VARINT);
-        varint(out, value);
-    }
-}
-
-/// A length-delimited field: bytes, a string or an embedded message.
-fn field_bytes(out: &mut Vec<u8>, field: u64, bytes: &[u8]) {
-    varint(out, field << 3 | LENGTH_DELIMITED);
-    varint(out, bytes.len() as u64);
-    out.extend_from_slice(bytes);
-}
-
-/// A packed repeated varint field (nothing when empty).
-fn field_packed(out: &mut Vec<u8>, field: u64, values: impl IntoIterator<Item = u64>) {
-    let mut packed = Vec::new();
-    for value in values {
-        varint(&mut packed, value);
-    }
-    if !packed.is_empty() {
-        field_bytes(out, field, &packed);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -439,24 +401,6 @@ mod tests {
     use crate::trace::test_event as ev;
     use crate::trace::{EventKind, ThreadTrace, Trace};
     use EventKind::{Entry as In, Exit as Out};
-
-    #[test]
-    fn varints_are_little_endian_groups_of_seven_bits() {
-        let encoded = |value| {
-            let mut out = Vec::new();
-            varint(&mut out, value);
-            out
-        };
-        assert_eq!(encoded(0), [0]);
-        assert_eq!(encoded(1), [1]);
-        assert_eq!(encoded(127), [0x7f]);
-        assert_eq!(encoded(128), [0x80, 0x01]);
-        assert_eq!(encoded(300), [0xac, 0x02]);
-        assert_eq!(encoded(u64::MAX).len(), 10);
-        let mut field = Vec::new();
-        field_packed(&mut field, 2, [3, 270]);
-        assert_eq!(field, [0x12, 3, 3, 0x8e, 0x02]);
-    }
 
     /// main → fib → fib → leaf, main → leaf; a `work` call without its exit.
     fn recursive() -> Trace {

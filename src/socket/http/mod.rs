@@ -1,7 +1,9 @@
 //! The metrics endpoint: `GET /metrics` over HTTP/1.x on a TCP address,
 //! answered with the live profile in OpenMetrics text (the profile
 //! tracer's snapshot, encoded by `fntrace_format::analysis::openmetrics_top`),
-//! for Prometheus and other scrapers. Started by `FNTRACE_METRICS` or
+//! for Prometheus and other scrapers, or in Prometheus's protobuf format
+//! with native histograms when the `Accept` header asks for it
+//! (`fntrace_format::analysis::prometheus_protobuf_top`). Started by `FNTRACE_METRICS` or
 //! [`crate::serve_metrics`] / [`crate::serve_metrics_with`].
 //!
 //! # Who may scrape
@@ -49,7 +51,10 @@ use crate::error::Error;
 use crate::rt::spawn::spawn_running;
 use crate::rt::thread::Untraced;
 use crate::vars;
-use fntrace_format::analysis::{openmetrics_top, DEFAULT_MAX_FUNCTIONS, OPENMETRICS_CONTENT_TYPE};
+use fntrace_format::analysis::{
+    accepts_protobuf, openmetrics_top, prometheus_protobuf_top, DEFAULT_MAX_FUNCTIONS,
+    OPENMETRICS_CONTENT_TYPE, PROTOBUF_CONTENT_TYPE,
+};
 
 /// The longest request head accepted (request line and headers).
 pub(crate) const MAX_HEAD_BYTES: usize = 8192;
@@ -556,9 +561,18 @@ pub(crate) fn answer(head: &[u8], options: &MetricsOptions) -> Answer {
             }
         };
     }
-    let wants_openmetrics = headers.iter().any(|(name, value)| {
-        name.eq_ignore_ascii_case("accept") && value.contains("application/openmetrics-text")
-    });
+    let accept = |format: fn(&str) -> bool| {
+        headers
+            .iter()
+            .any(|(name, value)| name.eq_ignore_ascii_case("accept") && format(value))
+    };
+    if accept(accepts_protobuf) {
+        // Asked for by Prometheus with native histograms on, which it
+        // can only read from this format.
+        let body = prometheus_protobuf_top(&PROFILE_TRACER.snapshot(), options.max_functions);
+        return response(200, PROTOBUF_CONTENT_TYPE, &body, with_body).into();
+    }
+    let wants_openmetrics = accept(|value| value.contains("application/openmetrics-text"));
     let content_type = if wants_openmetrics {
         OPENMETRICS_CONTENT_TYPE
     } else {

@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 pub const CLI: &str = env!("CARGO_BIN_EXE_fntrace");
 
 /// The traced program: `run N` makes N rounds of handle → parse, leaf,
-/// leaf; `spin MS` makes rounds for MS milliseconds. Each answers `done
-/// ROUNDS`.
+/// leaf; `spin MS` makes rounds for MS milliseconds; `nap N` makes N calls
+/// of nap, the i-th asleep for (1 + i mod 10) × 100 µs. Each answers
+/// `done ROUNDS`.
 pub const PROGRAM: &str = r#"
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,11 @@ __attribute__((noinline)) void handle(long i) {
     leaf(i + 1);
 }
 
+__attribute__((noinline)) void nap(long i) {
+    struct timespec t = {0, (1 + i % 10) * 100000};
+    nanosleep(&t, 0);
+}
+
 static double now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -52,6 +58,10 @@ int main(void) {
             long n = atol(line + 4);
             for (; rounds < n; rounds++)
                 handle(rounds);
+        } else if (strncmp(line, "nap ", 4) == 0) {
+            long n = atol(line + 4);
+            for (; rounds < n; rounds++)
+                nap(rounds);
         } else if (strncmp(line, "spin ", 5) == 0) {
             double until = now() + atol(line + 5) / 1000.0;
             while (now() < until) {
