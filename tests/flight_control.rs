@@ -7,66 +7,16 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::Command;
 
+use common::ctl_prog::Program;
 use common::native::{build_c_program, cli, repo};
 
-/// The running C program (see `tests/c/ctl_prog.c` for its input).
-struct Program {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-}
-
-impl Program {
-    fn start(program: &Path, cwd: &Path) -> Program {
-        let mut command = Command::new(program);
-        command
-            .current_dir(cwd)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        for (name, _) in std::env::vars() {
-            if name.starts_with("FNTRACE") {
-                command.env_remove(name);
-            }
-        }
-        command.env("FNTRACE_CONTROL", "1");
-        let mut child = command.spawn().unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        assert_eq!(line, "ready\n");
-        Program {
-            child,
-            stdin,
-            stdout,
-        }
-    }
-
-    fn work(&mut self, n: u64) {
-        writeln!(self.stdin, "work {n}").unwrap();
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).unwrap();
-        assert_eq!(line, "done\n");
-    }
-
-    fn finish(mut self) -> String {
-        writeln!(self.stdin, "exit").unwrap();
-        drop(self.stdin);
-        let mut stderr = String::new();
-        self.child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut stderr)
-            .unwrap();
-        assert!(self.child.wait().unwrap().success(), "{stderr}");
-        stderr
-    }
+/// `tests/c/ctl_prog.c`, run with `FNTRACE_CONTROL=1` in `cwd`.
+fn start(program: &Path, cwd: &Path) -> Program {
+    Program::start(program, &[("FNTRACE_CONTROL", OsStr::new("1"))], cwd)
 }
 
 /// `fntrace ctl PID ARGS`: exit code, stdout, stderr.
@@ -104,7 +54,7 @@ fn ctl_starts_the_flight_recorder_sets_triggers_and_stops_it() {
     std::fs::create_dir_all(&base).unwrap();
     let program = base.join("ctl_prog");
     build_c_program(&repo().join("tests/c/ctl_prog.c"), &["-pg"], &program);
-    let mut p = Program::start(&program, &base);
+    let mut p = start(&program, &base);
     let pid = p.child.id();
     let snaps = base.join("snaps");
     let snaps_arg = snaps.to_str().unwrap();
@@ -208,7 +158,7 @@ fn ctl_sets_a_trigger_whose_snapshots_hold_only_the_slow_calls_threads() {
     std::fs::create_dir_all(&base).unwrap();
     let program = base.join("ctl_prog");
     build_c_program(&repo().join("tests/c/ctl_prog.c"), &["-pg"], &program);
-    let mut p = Program::start(&program, &base);
+    let mut p = start(&program, &base);
     let pid = p.child.id();
     let snaps = base.join("snaps");
     ctl_ok(pid, &["flight", "start", snaps.to_str().unwrap()]);
