@@ -31,6 +31,7 @@
 #![forbid(unsafe_code)]
 
 pub mod analysis;
+pub mod argspec;
 pub mod elf;
 pub mod export;
 pub mod glob;
