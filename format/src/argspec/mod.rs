@@ -82,6 +82,13 @@ pub const INT_REGISTERS: u8 = 6;
 /// Floating-point arguments read from registers (xmm0-xmm7).
 pub const FLOAT_REGISTERS: u8 = 8;
 
+/// How the runtime hands argument data to the streaming writer among its
+/// events: an event followed by data has this bit in its depth...
+pub const FOLLOWED_BY_DATA: u16 = 1 << 14;
+/// ...and each 8 bytes of the data follow as an event of this depth, the
+/// bytes (little-endian) in place of its time.
+pub const DATA_DEPTH: u16 = u16::MAX;
+
 /// Which values an option may name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SpecKind {
