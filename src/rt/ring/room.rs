@@ -239,3 +239,38 @@ impl Room {
         }
     }
 }
+
+impl<T: Copy> Ring<T> {
+    /// Appends `events` together, or none of them (returns whether it
+    /// did): for events a reader must see whole (an entry and the
+    /// argument data after it), published at once. It never waits nor
+    /// takes budget: it writes only below the ring's fast limit, where the
+    /// fast paths write too; otherwise the caller writes less with
+    /// [`Ring::push`], which makes room. Allocates nothing.
+    ///
+    /// # Safety
+    /// As [`Ring::push`]: only the ring's owner calls this.
+    pub unsafe fn push_together(&self, events: &[T]) -> bool {
+        let head = self.head.0.load(Ordering::Relaxed);
+        let used = head.wrapping_sub(self.tail.0.load(Ordering::Acquire));
+        let limit = self.fast_limit.load(Ordering::Relaxed).min(self.capacity);
+        if self.wrap_wanted.load(Ordering::Relaxed) || used + events.len() > limit {
+            return false;
+        }
+        for (i, &event) in events.iter().enumerate() {
+            // SAFETY: slot (head + i) % capacity is inside the mapping and
+            // free (used + len ≤ capacity); the reader does not read it
+            // until head is published below (single writer, the caller's
+            // contract).
+            unsafe {
+                (*self.slots.add(head.wrapping_add(i) & (self.capacity - 1)))
+                    .get()
+                    .write(event)
+            };
+        }
+        self.head
+            .0
+            .store(head.wrapping_add(events.len()), Ordering::Release);
+        true
+    }
+}
