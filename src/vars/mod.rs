@@ -659,6 +659,9 @@ mod tests {
         let bad = [
             ("FNTRACE_FILTER", ",,"),
             ("FNTRACE_DEPTH", "deep"),
+            ("FNTRACE_ARGS", "f@arg1/o"),
+            ("FNTRACE_ARGS", "f@retval"),
+            ("FNTRACE_RETVAL", "f@arg1"),
             ("FNTRACE_PATCH_FUNCTIONS", "w_*,,x"),
             ("FNTRACE_PATCH_FUNCTIONS", "!w_*"),
             ("FNTRACE_REPORT", "yes"),

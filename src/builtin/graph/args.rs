@@ -6,7 +6,7 @@
 //! [`MORE`] set, followed by slots of data ([`RawEvent::data`]): the
 //! bytes uftrace writes after the record ([`fntrace_format::argspec`]),
 //! 8 per slot, all published together or none (then the event goes alone,
-//! without its values, and [`ArgTable::dropped`] counts it). Only the
+//! without its values; not counted yet). Only the
 //! streaming recorder's writer reads the data; every other reader of the
 //! rings skips it. Sites of these functions never call a fast entry (see
 //! `sites::flag::WITH_ARGS`).
@@ -14,7 +14,6 @@
 //! Strings are read with `process_vm_readv` on the process itself: an
 //! unreadable address is an error, never a fault in the traced program.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use fntrace_format::argspec::{self, ArgSlot, ArgSpec, Registers, DATA_MAX};
@@ -37,8 +36,6 @@ pub(crate) struct ArgTable {
     pub(crate) arguments: String,
     /// The `-R` specs, joined by `;` (uftrace's `retspec` line).
     pub(crate) retval: String,
-    /// Events written without their values (no room for them together).
-    dropped: AtomicU64,
 }
 
 static TABLE: OnceLock<ArgTable> = OnceLock::new();
@@ -57,13 +54,7 @@ impl ArgTable {
             functions,
             arguments,
             retval,
-            dropped: AtomicU64::new(0),
         }
-    }
-
-    /// Events written without their values so far.
-    pub(crate) fn dropped(&self) -> u64 {
-        self.dropped.load(Ordering::Relaxed)
     }
 
     fn values_of(&self, function: usize) -> Option<&[ArgSpec]> {
@@ -127,13 +118,6 @@ pub(super) fn with_values(
         *slot = RawEvent::data(u64::from_le_bytes(chunk.try_into().unwrap_or_default()));
     }
     1 + len / 8
-}
-
-/// Counts an event written without its values.
-pub(super) fn count_dropped() {
-    if let Some(table) = table() {
-        table.dropped.fetch_add(1, Ordering::Relaxed);
-    }
 }
 
 /// Copies what is readable of the bytes at `addr` into `buf`: how many,

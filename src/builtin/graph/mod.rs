@@ -494,7 +494,6 @@ impl GraphTracer {
         if !ring.is_null() && unsafe { (*ring).push_together(events) } {
             return;
         }
-        args::count_dropped();
         let mut alone = events[0];
         alone.word &= !args::MORE;
         self.push(alone);
