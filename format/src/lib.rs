@@ -42,5 +42,5 @@ pub mod units;
 pub mod wire;
 
 pub use names::{demangle, demangle_full, uftrace_symbol_name};
-pub use source::{infallible, EventSource, Gap, ThreadInfo, WithGaps};
+pub use source::{infallible, EventSource, Gap, ThreadInfo, Values, WithGaps};
 pub use trace::{EventKind, GraphEvent, Library, ThreadTrace, Trace};

@@ -1,7 +1,7 @@
 /* Arguments and return values for -A/-R (tests/args_vs_uftrace.rs): ints,
  * a negative int, a pointer, strings (one NULL, one unreadable, one longer
  * than uftrace's 98 bytes), a char, doubles; returning ints, a pointer, a
- * char and a double. Built -O0 and -O2 (noinline keeps the calls), -no-pie
+ * char and a double; one call with values around another. Built -O0 and -O2 (noinline keeps the calls), -no-pie
  * so that the pointers printed are the same in every run. */
 #include <stddef.h>
 
@@ -23,6 +23,7 @@ __attribute__((noinline)) double scale(double x, int times) { return x * times; 
 __attribute__((noinline)) int *where(int *p) { counter++; return p; }
 __attribute__((noinline)) int untraced_args(int a) { return a * 3; }
 __attribute__((noinline)) int ignore(const char *s) { return s != NULL; }
+__attribute__((noinline)) int twice(int x) { return add(x, x); }
 
 int main(void) {
     int s = 0;
@@ -39,5 +40,6 @@ int main(void) {
     s += *where(&counter);
     s += untraced_args(5);
     s += ignore((const char *)16);
+    s += twice(3);
     return s & 1;
 }

@@ -34,5 +34,5 @@ pub mod export;
 
 pub use fntrace_format::{
     argspec, demangle, demangle_full, elf, glob, uftrace_symbol_name, units, wire, EventKind,
-    EventSource, Gap, GraphEvent, Library, ThreadInfo, ThreadTrace, Trace, WithGaps,
+    EventSource, Gap, GraphEvent, Library, ThreadInfo, ThreadTrace, Trace, Values, WithGaps,
 };

@@ -19,8 +19,8 @@ use crate::analysis;
 use crate::argspec::{self, ArgSpec, FunctionSpec, SpecKind};
 use crate::glob;
 use crate::names::{demangle, demangle_full};
-use crate::source::{EventSource, ThreadInfo};
-use crate::trace::{GraphEvent, ThreadTrace, Trace};
+use crate::source::{EventSource, ThreadInfo, Values};
+use crate::trace::{EventKind, GraphEvent, ThreadTrace, Trace};
 
 /// What [`UftraceReader::set_progress`] installs.
 type ProgressCallback = Box<dyn FnMut(u64) + Send>;
@@ -291,6 +291,26 @@ impl EventSource for UftraceReader {
 
     fn size_hint(&self, index: usize) -> u64 {
         self.data_bytes[index]
+    }
+
+    /// Read from the thread's file, apart from its events: only the
+    /// records that carry values are kept.
+    fn values_of(&self, index: usize) -> Result<Values, ExportError> {
+        let mut values = Values::new();
+        if self.arg_specs.is_empty() {
+            return Ok(values);
+        }
+        let mut records = self.records_of(index)?;
+        while let Some(event) = records.next_event()? {
+            if records.data.is_empty() {
+                continue;
+            }
+            let exit = event.kind == EventKind::Exit;
+            if let Some(text) = argspec::show(&records.values, exit, &records.data) {
+                values.entry((event.time_ns, exit)).or_insert(text);
+            }
+        }
+        Ok(values)
     }
 }
 
