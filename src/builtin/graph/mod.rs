@@ -489,9 +489,15 @@ impl GraphTracer {
     #[cold]
     fn push_with_values(&self, events: &[RawEvent]) {
         let block = thread_block();
-        let ring = block.fast_tracer_slot.get().cast::<Ring<RawEvent>>();
+        let mut ring = block.fast_tracer_slot.get().cast::<Ring<RawEvent>>();
+        if ring.is_null() {
+            if let Some(claimed) = self.pool.claim(current_tid()) {
+                ring = claimed;
+                block.fast_tracer_slot.set(ring.cast());
+            }
+        }
         // SAFETY: as in `push`: this thread's own ring, if it has one.
-        if !ring.is_null() && unsafe { (*ring).push_together(events) } {
+        if !ring.is_null() && unsafe { (*ring).push_together(events, self.pool.room()) } {
             return;
         }
         let mut alone = events[0];
