@@ -3,7 +3,8 @@
 //! the real `uftrace record` with the same specs, both read by the real
 //! `uftrace replay`, show the same lines — ints, a negative int, a pointer,
 //! strings (NULL, unreadable, cut at uftrace's 98 bytes), a char, doubles,
-//! and the return values. A function without a spec keeps its plain line.
+//! and the return values, of a library call too. A function without a
+//! spec keeps its plain line.
 //! `fntrace replay` shows the same values, from both directories. A spec
 //! that does not parse, or whose glob selects no function, is refused
 //! before the program runs. gcc and uftrace are required (CI installs
@@ -16,9 +17,9 @@ use std::path::Path;
 use std::process::Command;
 
 const ARGS: &str = "add@arg1/d,arg2/i32;lookup@arg1/s,arg2;pick@arg1/u;shout@arg1/c;\
-                    scale@fparg1,arg1/d32;where@arg1/x;ignore@arg1/s;twice@arg1";
+                    scale@fparg1,arg1/d32;where@arg1/x;ignore@arg1/s;twice@arg1;getenv@arg1/s";
 const RETVAL: &str = "add@retval/i32;lookup@retval/d;pick@retval/s;shout@retval/c;\
-                      scale@retval/f;where@retval/x;twice@retval";
+                      scale@retval/f;where@retval/x;twice@retval;getenv@retval/s";
 
 /// What both recordings show (`uftrace replay -f none`), checked by hand
 /// against the program; `&counter` is the same in every run (-no-pie).
@@ -41,6 +42,7 @@ main() {
   twice(3) {
     add(3, 3) = 7;
   } = 7; /* twice */
+  getenv("FNTRACE_ARGS_TEST_UNSET") = "NULL";
 } /* main */
 "#;
 

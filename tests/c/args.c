@@ -1,9 +1,11 @@
 /* Arguments and return values for -A/-R (tests/args_vs_uftrace.rs): ints,
  * a negative int, a pointer, strings (one NULL, one unreadable, one longer
  * than uftrace's 98 bytes), a char, doubles; returning ints, a pointer, a
- * char and a double; one call with values around another. Built -O0 and -O2 (noinline keeps the calls), -no-pie
+ * char and a double; one call with values around another; a library call.
+ * Built -O0 and -O2 (noinline keeps the calls), -no-pie
  * so that the pointers printed are the same in every run. */
 #include <stddef.h>
+#include <stdlib.h>
 
 static const char greeting[] = "hello, world";
 static const char long_text[] =
@@ -41,5 +43,6 @@ int main(void) {
     s += untraced_args(5);
     s += ignore((const char *)16);
     s += twice(3);
+    s += getenv("FNTRACE_ARGS_TEST_UNSET") != NULL; /* a library call */
     return s & 1;
 }

@@ -28,7 +28,7 @@ pub struct Globs<'a> {
     pub notrace: &'a [String],
     /// `-P` globs.
     pub patch: &'a [String],
-    /// The globs of `-A` and `-R` specs.
+    /// The globs of `-A` and `-R` specs (library calls have values too).
     pub args: &'a [String],
     /// Whether library calls are recorded (their names are selectable).
     pub libcall: bool,
@@ -62,7 +62,7 @@ pub fn check(path: &Path, globs: &Globs<'_>) -> Result<(), String> {
     let asked = (globs.filter.iter().map(|g| ("-F", g, &selectable)))
         .chain(globs.notrace.iter().map(|g| ("-N", g, &selectable)))
         .chain(globs.patch.iter().map(|g| ("-P", g, &patchable)))
-        .chain(globs.args.iter().map(|g| ("-A/-R", g, &patchable)));
+        .chain(globs.args.iter().map(|g| ("-A/-R", g, &selectable)));
     for (option, glob, names) in asked {
         if names.iter().any(|name| glob::matches(glob, name)) {
             continue;
