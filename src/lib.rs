@@ -64,7 +64,7 @@ mod vars;
 pub use arch::x86_64::{SavedRegs, SiteForm};
 pub use control::{
     disable, dump, dump_with_progress, enable, enable_with, flush, function_name, init,
-    patch_functions, patch_report, site_of, sites, stats, DumpReport, Stats,
+    patch_functions, patch_report, set_arg_specs, site_of, sites, stats, DumpReport, Stats,
 };
 pub use error::Error;
 pub use filter::Filter;

@@ -90,7 +90,7 @@ const FORMAT_KNOWN_CYCLES: &[(&[&str], &str)] = &[(
 
 /// The format crate's modules, bottom first.
 const FORMAT_LAYERS: &[&str] = &[
-    "elf", "wire", "units", "glob", "names", "trace", "source", "analysis", "export",
+    "elf", "wire", "units", "argspec", "glob", "names", "trace", "source", "analysis", "export",
 ];
 
 /// The tools library's modules, bottom first (the CLI is not among them:

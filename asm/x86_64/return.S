@@ -53,11 +53,12 @@
  *      r8  depth    r9 the top frame      rsi ring    r10 ring head
  *      rdi scratch                        rdx event slot
  *
- * Rust side: extern "C" fn fntrace_exit_entry(slot: *mut usize, tsc: u64)
- *       -> usize
+ * Rust side: extern "C" fn fntrace_exit_entry(slot: *mut usize, tsc: u64,
+ *       vectors: *const u64) -> usize
  *   %rdi = slot (80(%rbp)); %rsi = the TSC the fast path read before it
  *   gave up (0: none), kept from the prologue on (nothing below writes
- *   rsi); returns the real return address in %rax, stored in the slot.
+ *   rsi); %rdx = the save area of xmm0-xmm15; returns the real return
+ *   address in %rax, stored in the slot.
  *
  * Both paths leave through the slot, with `jmp *-8(%rsp)` once every
  * register is back, not `ret`: the function's own `ret` into this
@@ -256,6 +257,7 @@ fntrace_return_stub_arenas:
         movb    $1, %fs:(%rcx)
 
         leaq    SLOT+8(%rbp), %rdi      /* the slot, above the saved %rbp */
+        movq    %rsp, %rdx              /* the saved xmm0 (a return value) */
         call    fntrace_exit_entry@PLT
         movq    %rax, SLOT+8(%rbp)      /* the real return address */
 

@@ -31,6 +31,7 @@
 #![forbid(unsafe_code)]
 
 pub mod analysis;
+pub mod argspec;
 pub mod elf;
 pub mod export;
 pub mod glob;
@@ -43,5 +44,5 @@ pub mod units;
 pub mod wire;
 
 pub use names::{demangle, demangle_full, uftrace_symbol_name};
-pub use source::{infallible, EventSource, Gap, ThreadInfo, WithGaps};
+pub use source::{infallible, EventSource, Gap, ThreadInfo, Values, WithGaps};
 pub use trace::{EventKind, GraphEvent, Library, ThreadTrace, Trace};

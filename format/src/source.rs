@@ -100,7 +100,22 @@ pub trait EventSource {
     fn recorder_note(&self) -> Option<String> {
         None
     }
+
+    /// The argument and return values recorded with thread `index`'s
+    /// events (`-A`, `-R`), as uftrace's `replay` shows them (see
+    /// [`argspec::show`](crate::argspec::show)). The default: none.
+    fn values_of(&self, index: usize) -> Result<Values, Self::Error> {
+        let _ = index;
+        Ok(Values::default())
+    }
 }
+
+/// The values recorded with a thread's events (see
+/// [`EventSource::values_of`]), keyed by the event's time and whether it
+/// is an exit: `(1, "key")` for an entry, ` = 5` for an exit. Two events of
+/// one kind at the same nanosecond share a key: the first one's values
+/// stand.
+pub type Values = std::collections::HashMap<(u64, bool), String>;
 
 impl EventSource for Trace {
     type Error = Infallible;
@@ -183,6 +198,10 @@ impl<S: EventSource> EventSource for &S {
     fn recorder_note(&self) -> Option<String> {
         (*self).recorder_note()
     }
+
+    fn values_of(&self, index: usize) -> Result<Values, S::Error> {
+        (*self).values_of(index)
+    }
 }
 
 /// An [`EventSource`] whose threads' gaps are given ([`EventSource::gaps`]
@@ -237,6 +256,10 @@ impl<S: EventSource> EventSource for WithGaps<'_, S> {
 
     fn recorder_note(&self) -> Option<String> {
         self.source.recorder_note()
+    }
+
+    fn values_of(&self, index: usize) -> Result<Values, S::Error> {
+        self.source.values_of(index)
     }
 }
 

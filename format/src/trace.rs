@@ -72,6 +72,12 @@ pub struct Trace {
     /// another library loaded before or after. A uftrace directory names
     /// their functions by time, as uftrace's recorder does (`DLOP` lines).
     pub libraries: Vec<Library>,
+    /// The argument specs recorded (`-A`, in [`argspec`](crate::argspec)'s
+    /// syntax, several joined by `;` as uftrace's `info` has them); empty
+    /// if none.
+    pub arg_spec: String,
+    /// The return-value specs recorded (`-R`), likewise.
+    pub retval_spec: String,
 }
 
 /// A library loaded at some time of a process's life (see

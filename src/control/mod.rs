@@ -27,11 +27,13 @@ use crate::symbols;
 use crate::sys::clock;
 use crate::tracer::{self, FastPathState};
 
+mod args;
 mod attach;
 mod inspect;
 pub(crate) mod names;
 mod text;
 mod uninstrumented;
+pub use args::set_arg_specs;
 pub(crate) use attach::{attach_sites, detach_text, prepare_attach};
 pub use inspect::{
     dump, dump_with_progress, function_name, site_of, sites, stats, DumpReport, Stats,

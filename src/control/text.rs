@@ -188,9 +188,10 @@ pub(super) fn sync_listed_text(
         // The fast entries take the return address from the usual slot,
         // which holds the saved r10 at a nested function's fentry site;
         // and hook it, which a call that returns twice must not have.
-        // A site already on its fast path keeps its text: its bytes (a
-        // stub looked up) are wanted only for a change.
-        let fast_call = (flags & (flag::R10_SAVED | flag::RETURNS_TWICE) == 0)
+        // A site whose arguments are recorded takes the generic path,
+        // which alone reads them. A site already on its fast path keeps
+        // its text: its bytes (a stub looked up) are wanted only for a change.
+        let fast_call = (flags & (flag::R10_SAVED | flag::RETURNS_TWICE | flag::WITH_ARGS) == 0)
             .then(|| fast.for_mask(mask))
             .flatten()
             .and_then(|path| {

@@ -22,6 +22,11 @@
 //!   off;
 //! - `FNTRACE_DEPTH`: the deepest call recorded (0: the outermost traced
 //!   calls);
+//! - `FNTRACE_ARGS`, `FNTRACE_RETVAL`: the arguments and return values the
+//!   graph tracer records, in uftrace's `-A` and `-R` syntax
+//!   (`f@arg1/x,arg2/s`; several joined by `;`), set before it is enabled
+//!   (see `fntrace::set_arg_specs`); a glob that selects no function with a
+//!   call site is said on stderr;
 //! - `FNTRACE_OUTPUT`: a directory to stream to with the recorder (graph
 //!   tracer), finished at exit;
 //! - `FNTRACE_REPORT=1`: the latency table on stderr at exit (graph tracer);
@@ -115,6 +120,8 @@ struct Settings {
     buffer_events: Option<usize>,
     /// The lossless buffers' memory budget (`FNTRACE_MEMORY`), if set.
     memory_bytes: Option<usize>,
+    /// `FNTRACE_ARGS` and `FNTRACE_RETVAL` (empty if unset).
+    arg_specs: (String, String),
 }
 
 /// What `FNTRACE_FLIGHT` and the variables after it ask for.
@@ -368,7 +375,12 @@ fn settings() -> Result<Option<Settings>, String> {
         Some(v) => Some(vars::parse_memory_bytes(&v).map_err(|e| named("FNTRACE_MEMORY", &v, e))?),
         None => None,
     };
+    let arg_specs = (
+        var("FNTRACE_ARGS")?.unwrap_or_default(),
+        var("FNTRACE_RETVAL")?.unwrap_or_default(),
+    );
     Ok(Some(Settings {
+        arg_specs,
         tracers,
         filter,
         patch,
@@ -412,6 +424,16 @@ fn apply(settings: Settings, controlled: bool) -> Result<(), String> {
         }
         if let Some(scope) = settings.libcall {
             said = trace_library_calls(scope, settings.libcall_by_default)?;
+        }
+        let (arguments, retval) = &settings.arg_specs;
+        if !arguments.is_empty() || !retval.is_empty() {
+            let unmatched = crate::control::set_arg_specs(arguments, retval)
+                .map_err(|e| format!("FNTRACE_ARGS/FNTRACE_RETVAL: {e}"))?;
+            said.extend(
+                unmatched
+                    .into_iter()
+                    .map(|m| format!("fntrace: FNTRACE_ARGS/FNTRACE_RETVAL: {m}")),
+            );
         }
         if let (Some(dir), Some(flight)) = (&settings.output, &settings.flight) {
             let start = slot::Start {

@@ -108,6 +108,7 @@ unsafe fn dispatch(site: &sites::Site, wanted: u64, parent_slot: *mut usize, reg
     // hooked, the return address `setjmp` saves would be the trampoline's,
     // with no frame for the second return.
     let returns_twice = site.has_flag(sites::flag::RETURNS_TWICE);
+    let with_args = site.has_flag(sites::flag::WITH_ARGS);
     // SAFETY: the trampoline passes the slot holding the traced function's
     // return address, on this thread's stack.
     let real_return = unsafe { *parent_slot };
@@ -133,7 +134,8 @@ unsafe fn dispatch(site: &sites::Site, wanted: u64, parent_slot: *mut usize, reg
         site: site_return,
         entry_ticks: now,
         exit_tracers,
-        marks: 0,
+        // Its exit takes the slow path, which reads the return value.
+        marks: if with_args { shadow::ARGS_MARK } else { 0 },
         hook: return_trampoline(),
     };
     let mut depth = 0usize;
@@ -190,6 +192,7 @@ unsafe fn dispatch(site: &sites::Site, wanted: u64, parent_slot: *mut usize, reg
         time_ticks: now,
         // A call that returns twice has its exit reported below.
         exit_hooked: hooked || (returns_twice && exit_tracers != 0),
+        with_args,
         // SAFETY: the save area lives on the trampoline's frame for this call.
         regs: unsafe { &*regs },
     };
@@ -198,7 +201,7 @@ unsafe fn dispatch(site: &sites::Site, wanted: u64, parent_slot: *mut usize, reg
         // Its exit when the entry's recording is done: a duration of
         // fntrace's own work (tens of nanoseconds, as long as `setjmp`
         // itself takes), not none, which uftrace's report shows blank.
-        report_exit(&frame, depth, clock::now_ticks(), false);
+        report_exit(&frame, depth, clock::now_ticks(), false, None);
     }
 }
 
@@ -223,12 +226,12 @@ fn for_each_tracer(mut mask: u64, f: impl Fn(&dyn tracer::Tracer)) {
 /// for an unwind: when it left is unknown).
 pub(super) fn report_gone(gone: &Gone, now: u64) {
     if gone.report {
-        report_exit(&gone.frame, gone.depth, now, true);
+        report_exit(&gone.frame, gone.depth, now, true, None);
     }
 }
 
 #[inline]
-fn report_exit(frame: &Frame, depth: usize, now: u64, vanished: bool) {
+fn report_exit(frame: &Frame, depth: usize, now: u64, vanished: bool, returned: Option<[u64; 2]>) {
     let wanted = frame.exit_tracers & tracer::enabled_mask();
     if wanted == 0 {
         return;
@@ -240,17 +243,33 @@ fn report_exit(frame: &Frame, depth: usize, now: u64, vanished: bool) {
         exit_ticks: now,
         vanished,
         marks: frame.marks,
+        returned,
     };
     for_each_tracer(wanted, |tracer| tracer.exit(&ret));
 }
 
 /// Called by `fntrace_return_trampoline` when a hooked function returns.
-/// Returns the address to return to.
+/// Returns the address to return to. `vectors` is the trampoline's save
+/// area of xmm0-xmm15 (xmm0 first).
 ///
 /// # Safety
-/// Called only by the return trampoline, with the slot it documents.
+/// Called only by the return trampoline, with the slot and save area it
+/// documents (the function's %rax saved in the word below the slot).
 #[no_mangle]
-pub unsafe extern "C" fn fntrace_exit_entry(slot: *mut usize, tsc: u64) -> usize {
+pub unsafe extern "C" fn fntrace_exit_entry(
+    slot: *mut usize,
+    tsc: u64,
+    vectors: *const u64,
+) -> usize {
+    // A frame whose function records its return value (its mark): rax and
+    // xmm0's low half as the function left them.
+    let returned = |marks: u64| {
+        (marks & shadow::ARGS_MARK != 0).then(|| {
+            // SAFETY: the trampoline pushed %rax right below the slot and
+            // saved xmm0 first in `vectors`; both live until it returns.
+            unsafe { [*slot.cast::<u64>().sub(1), *vectors] }
+        })
+    };
     // The fast path's reading, when it took one and the clock is the TSC.
     let now = if tsc != 0 && clock::uses_tsc() {
         tsc
@@ -265,7 +284,7 @@ pub unsafe extern "C" fn fntrace_exit_entry(slot: *mut usize, tsc: u64) -> usize
     // a profiled call.
     let mut top = Frame::EMPTY;
     if let Some(Some(depth)) = shadow::with_stack(|stack| stack.pop_top_if(slot, &mut top)) {
-        report_exit(&top, depth, now, false);
+        report_exit(&top, depth, now, false, returned(top.marks));
         return top.real_return;
     }
     let (frame, depth) = loop {
@@ -280,7 +299,7 @@ pub unsafe extern "C" fn fntrace_exit_entry(slot: *mut usize, tsc: u64) -> usize
             ),
         }
     };
-    report_exit(&frame, depth, now, false);
+    report_exit(&frame, depth, now, false, returned(frame.marks));
     frame.real_return
 }
 

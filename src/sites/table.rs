@@ -68,6 +68,8 @@ pub enum SiteKind {
 /// | 27   | not adopted, but its call (of fntrace's `mcount`, in a process |
 /// |      | that preloaded the library) was there when attach made it a NOP:|
 /// |      | detach writes the call back                                      |
+/// | 28   | its function records arguments or a return value (`-A`, `-R`):   |
+/// |      | kept off the fast paths, which record neither                    |
 pub(crate) mod flag {
     pub const FORM_MASK: u32 = 0b11;
     pub const FENTRY: u32 = 1 << 2;
@@ -91,6 +93,7 @@ pub(crate) mod flag {
     pub const ADOPTED: u32 = 1 << 25;
     pub const FOREIGN_TEXT: u32 = 1 << 26;
     pub const CALL_BEFORE_ATTACH: u32 = 1 << 27;
+    pub const WITH_ARGS: u32 = 1 << 28;
 }
 
 /// The flags of a site as `new` describes it.

@@ -121,6 +121,7 @@ pub struct Call<'a> {
     pub(crate) depth: usize,
     pub(crate) time_ticks: u64,
     pub(crate) exit_hooked: bool,
+    pub(crate) with_args: bool,
     pub(crate) regs: &'a SavedRegs,
 }
 
@@ -164,6 +165,13 @@ impl Call<'_> {
         self.site_return
     }
 
+    /// Whether the function's arguments or return value are recorded
+    /// (`-A`, `-R`): its site calls the generic entry, never a fast one.
+    #[inline]
+    pub fn records_args(&self) -> bool {
+        self.with_args
+    }
+
     /// The traced function's argument registers as they were at the site.
     /// For `gcc -pg -mfentry` sites they hold the arguments; for mcount
     /// sites the prologue may already have moved them elsewhere.
@@ -182,6 +190,10 @@ pub struct Return {
     pub(crate) exit_ticks: u64,
     pub(crate) vanished: bool,
     pub(crate) marks: u64,
+    /// rax and the low half of xmm0 as the function returned them, for a
+    /// function whose return value is recorded (else `None`, and for a
+    /// frame left without returning).
+    pub(crate) returned: Option<[u64; 2]>,
 }
 
 impl Return {

@@ -14,6 +14,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use fntrace_format::argspec::{self, FunctionSpec, SpecKind};
 use fntrace_format::units::{parse_duration_ns, parse_size};
 
 use crate::error::Error;
@@ -103,6 +104,22 @@ pub(crate) const VARIABLES: &[Variable] = &[
         name: "FNTRACE_DEPTH",
         meaning: "the deepest call recorded, 0 to 65535 (0: the outermost traced calls)",
         check: |v| ok(parse_depth(v)),
+        passed_on: true,
+        on_bad: OnBad::Untraced,
+        secret: false,
+    },
+    Variable {
+        name: "FNTRACE_ARGS",
+        meaning: "arguments the graph tracer records, uftrace's -A syntax: f@arg1/x,arg2/s;g*@fparg1",
+        check: |v| ok(parse_arg_specs(v, SpecKind::Arguments)),
+        passed_on: true,
+        on_bad: OnBad::Untraced,
+        secret: false,
+    },
+    Variable {
+        name: "FNTRACE_RETVAL",
+        meaning: "return values the graph tracer records, uftrace's -R syntax: f@retval/d;g@retval/x",
+        check: |v| ok(parse_arg_specs(v, SpecKind::Retval)),
         passed_on: true,
         on_bad: OnBad::Untraced,
         secret: false,
@@ -397,6 +414,12 @@ pub(crate) fn parse_patch_functions(value: &str) -> Result<Vec<String>, String> 
         .collect()
 }
 
+/// `FNTRACE_ARGS` (`kind`: arguments) and `FNTRACE_RETVAL` (return
+/// values): uftrace's `-A` and `-R` specs, several joined by `;`.
+pub(crate) fn parse_arg_specs(value: &str, kind: SpecKind) -> Result<Vec<FunctionSpec>, String> {
+    argspec::parse(value, kind)
+}
+
 /// `FNTRACE_DEPTH`.
 pub(crate) fn parse_depth(value: &str) -> Result<u16, String> {
     value
@@ -636,6 +659,9 @@ mod tests {
         let bad = [
             ("FNTRACE_FILTER", ",,"),
             ("FNTRACE_DEPTH", "deep"),
+            ("FNTRACE_ARGS", "f@arg1/o"),
+            ("FNTRACE_ARGS", "f@retval"),
+            ("FNTRACE_RETVAL", "f@arg1"),
             ("FNTRACE_PATCH_FUNCTIONS", "w_*,,x"),
             ("FNTRACE_PATCH_FUNCTIONS", "!w_*"),
             ("FNTRACE_REPORT", "yes"),

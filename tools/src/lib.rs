@@ -33,6 +33,6 @@ pub mod analysis;
 pub mod export;
 
 pub use fntrace_format::{
-    demangle, demangle_full, elf, glob, maps, uftrace_symbol_name, units, wire, EventKind,
-    EventSource, Gap, GraphEvent, Library, ThreadInfo, ThreadTrace, Trace, WithGaps,
+    argspec, demangle, demangle_full, elf, glob, maps, uftrace_symbol_name, units, wire, EventKind,
+    EventSource, Gap, GraphEvent, Library, ThreadInfo, ThreadTrace, Trace, Values, WithGaps,
 };

@@ -26,6 +26,7 @@ use crate::sys::clock::{self, ticks_to_ns, TickScale};
 use crate::tracer::{self, Call, FastEntries, FastPath, Return, Tracer};
 use fntrace_format::{EventKind, GraphEvent, ThreadTrace, Trace};
 
+pub(crate) mod args;
 pub(crate) mod fast;
 mod recorded;
 
@@ -49,8 +50,12 @@ const _: () = {
     assert!(std::mem::size_of::<RawEvent>() == 16);
     assert!(std::mem::offset_of!(RawEvent, ticks) == 0);
     assert!(std::mem::offset_of!(RawEvent, word) == 8);
-    assert!(MAX_HOOKED_DEPTH < 1 << 15);
+    // The depth field's top bit is `args::MORE`.
+    assert!(MAX_HOOKED_DEPTH < 1 << 14);
 };
+
+/// The depth field of a data slot (see `args`): all ones.
+const DATA_DEPTH: u64 = 0x7fff;
 
 impl RawEvent {
     #[inline]
@@ -70,7 +75,50 @@ impl RawEvent {
 
     #[inline]
     fn depth(&self) -> u16 {
-        ((self.word & !EXIT_BIT) >> SITE_BITS) as u16
+        ((self.word >> SITE_BITS) & 0x3fff) as u16
+    }
+
+    /// A slot of argument data (see `args`): 8 bytes in place of the ticks.
+    #[inline]
+    fn data(bytes: u64) -> RawEvent {
+        RawEvent {
+            ticks: bytes,
+            word: DATA_DEPTH << SITE_BITS,
+        }
+    }
+
+    /// Whether this is a slot of argument data, which only the streaming
+    /// recorder reads (every other reader skips it).
+    #[inline]
+    fn is_data(&self) -> bool {
+        (self.word >> SITE_BITS) & DATA_DEPTH == DATA_DEPTH
+    }
+
+    /// The event as the streaming writer takes it: a data slot as
+    /// `argspec::DATA_DEPTH` with its bytes for a time, an event followed
+    /// by data with `argspec::FOLLOWED_BY_DATA` in its depth.
+    #[inline]
+    fn for_stream(&self, scale: &TickScale) -> GraphEvent {
+        if self.is_data() {
+            return GraphEvent {
+                time_ns: self.ticks,
+                function: 0,
+                depth: fntrace_format::argspec::DATA_DEPTH,
+                kind: EventKind::Entry,
+            };
+        }
+        let more = if self.word & args::MORE != 0 {
+            fntrace_format::argspec::FOLLOWED_BY_DATA
+        } else {
+            0
+        };
+        GraphEvent {
+            time_ns: scale.ns(self.ticks),
+            // A run-time entry patch's site returns into its stub.
+            function: crate::patch::entry_patch::function_of_address(self.site()),
+            depth: self.depth() | more,
+            kind: self.kind(),
+        }
     }
 
     /// The event in nanoseconds with its function's address. `last_site`
@@ -124,14 +172,7 @@ impl Iterator for Converted<'_> {
 
     #[inline]
     fn next(&mut self) -> Option<GraphEvent> {
-        let raw = self.raw.next()?;
-        Some(GraphEvent {
-            time_ns: self.scale.ns(raw.ticks),
-            // A run-time entry patch's site returns into its stub.
-            function: crate::patch::entry_patch::function_of_address(raw.site()),
-            depth: raw.depth(),
-            kind: raw.kind(),
-        })
+        Some(self.raw.next()?.for_stream(&self.scale))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -297,7 +338,12 @@ impl GraphTracer {
         self.pool.drain_each(&mut |raw| {
             for chunk in raw.events.chunks(CHUNK) {
                 converted.clear();
-                converted.extend(chunk.iter().map(|event| event.converted(&mut last_site)));
+                converted.extend(
+                    chunk
+                        .iter()
+                        .filter(|event| !event.is_data())
+                        .map(|event| event.converted(&mut last_site)),
+                );
                 out(&Batch {
                     ring: raw.ring,
                     tid: raw.tid,
@@ -407,9 +453,13 @@ impl GraphTracer {
             // The rings hold raw timestamps (TSC ticks) and site return
             // addresses: convert them here, off the traced-call path.
             let mut last_site = (0, 0);
-            thread
-                .events
-                .extend(drained.events.iter().map(|e| e.converted(&mut last_site)));
+            thread.events.extend(
+                drained
+                    .events
+                    .iter()
+                    .filter(|e| !e.is_data())
+                    .map(|e| e.converted(&mut last_site)),
+            );
             thread.lost += drained.dropped;
         }
     }
@@ -432,6 +482,27 @@ impl GraphTracer {
         // SAFETY: rings from the pool are never unmapped, and this thread
         // claimed this one (it is kept in this thread's fast tracer slot): its only writer.
         unsafe { (*ring).push(event, self.pool.room()) };
+    }
+
+    /// Pushes `event` with the values of its function (see `args`), or
+    /// alone when they have no room together.
+    #[cold]
+    fn push_with_values(&self, events: &[RawEvent]) {
+        let block = thread_block();
+        let mut ring = block.fast_tracer_slot.get().cast::<Ring<RawEvent>>();
+        if ring.is_null() {
+            if let Some(claimed) = self.pool.claim(current_tid()) {
+                ring = claimed;
+                block.fast_tracer_slot.set(ring.cast());
+            }
+        }
+        // SAFETY: as in `push`: this thread's own ring, if it has one.
+        if !ring.is_null() && unsafe { (*ring).push_together(events, self.pool.room()) } {
+            return;
+        }
+        let mut alone = events[0];
+        alone.word &= !args::MORE;
+        self.push(alone);
     }
 
     /// With a duration threshold: writes the entries of this thread's hooked
@@ -539,6 +610,8 @@ fn describe_functions_with(
         } else {
             Vec::new()
         },
+        arg_spec: args::table().map_or_else(String::new, |t| t.arguments.clone()),
+        retval_spec: args::table().map_or_else(String::new, |t| t.retval.clone()),
     }
 }
 
@@ -597,12 +670,27 @@ impl Tracer for GraphTracer {
         {
             return;
         }
-        self.push(RawEvent::new(
+        let event = RawEvent::new(
             call.time_ticks,
             call.site_return,
             call.depth(),
             EventKind::Entry,
-        ));
+        );
+        if call.records_args() {
+            let mut events = args::buffer();
+            let n = args::with_values(
+                event,
+                call.function,
+                false,
+                Some(call.regs),
+                None,
+                &mut events,
+            );
+            if n != 0 {
+                return self.push_with_values(&events[..n]);
+            }
+        }
+        self.push(event);
     }
 
     #[inline]
@@ -628,11 +716,14 @@ impl Tracer for GraphTracer {
                 ));
             }
         }
-        self.push(RawEvent::new(
-            ret.exit_ticks,
-            ret.site,
-            ret.depth(),
-            EventKind::Exit,
-        ));
+        let event = RawEvent::new(ret.exit_ticks, ret.site, ret.depth(), EventKind::Exit);
+        if ret.returned.is_some() && min == 0 {
+            let mut events = args::buffer();
+            let n = args::with_values(event, ret.function(), true, None, ret.returned, &mut events);
+            if n != 0 {
+                return self.push_with_values(&events[..n]);
+            }
+        }
+        self.push(event);
     }
 }

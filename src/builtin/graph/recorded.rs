@@ -96,10 +96,12 @@ impl GraphTracer {
                 }
             };
             thread.rings.push(index);
-            thread.events += ring.len();
+
             thread.lost += ring.dropped;
             let mut last = None;
-            for event in ring.runs().into_iter().flatten() {
+            // Argument data is not an event here (see `args`).
+            for event in ring.runs().into_iter().flatten().filter(|e| !e.is_data()) {
+                thread.events += 1;
                 let site = event.site();
                 if last != Some(site) {
                     last = Some(site);
@@ -200,6 +202,7 @@ impl EventSource for Recorded<'_> {
                 .iter()
                 .flat_map(|&ring| rings[ring].runs())
                 .flatten()
+                .filter(|raw| !raw.is_data())
                 .map(move |raw| raw.converted(&mut last_site)),
         );
         Ok((read(&mut events), thread.lost))

@@ -239,3 +239,50 @@ impl Room {
         }
     }
 }
+
+impl<T: Copy> Ring<T> {
+    /// Appends `events` together, or none of them (returns whether it
+    /// did): for events a reader must see whole (an entry and the
+    /// argument data after it), published at once. Past the ring's fast
+    /// limit, a lossless pool without a budget asks the reader and waits
+    /// for room for all of them, as [`Ring::push`] does for one; with a
+    /// budget, or in drop mode, it writes nothing there, and the caller
+    /// writes less with [`Ring::push`]. Allocates nothing.
+    ///
+    /// # Safety
+    /// As [`Ring::push`]: only the ring's owner calls this.
+    pub unsafe fn push_together(&self, events: &[T], room: &Room) -> bool {
+        let head = self.head.0.load(Ordering::Relaxed);
+        let n = events.len();
+        let used = || head.wrapping_sub(self.tail.0.load(Ordering::Acquire));
+        let limit = self.fast_limit.load(Ordering::Relaxed).min(self.capacity);
+        if self.wrap_wanted.load(Ordering::Relaxed) || n > self.capacity {
+            return false;
+        }
+        if used() + n > limit {
+            if !room.is_lossless() || room.budget.is_set() {
+                return false;
+            }
+            room.ask_reader();
+            self.fast_limit.store(self.capacity, Ordering::Relaxed);
+            if used() + n > self.capacity && !room.wait_for(&|| used() + n <= self.capacity) {
+                return false;
+            }
+        }
+        for (i, &event) in events.iter().enumerate() {
+            // SAFETY: slot (head + i) % capacity is inside the mapping and
+            // free (used + len ≤ capacity); the reader does not read it
+            // until head is published below (single writer, the caller's
+            // contract).
+            unsafe {
+                (*self.slots.add(head.wrapping_add(i) & (self.capacity - 1)))
+                    .get()
+                    .write(event)
+            };
+        }
+        self.head
+            .0
+            .store(head.wrapping_add(events.len()), Ordering::Release);
+        true
+    }
+}

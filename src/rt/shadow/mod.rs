@@ -44,6 +44,13 @@ pub(crate) use switch::{RESYNCS, SWITCHES};
 /// counted in `Stats::frames_too_deep`).
 pub const MAX_HOOKED_DEPTH: usize = 1024;
 
+/// A frame mark (see [`Frame::marks`]) of a call whose arguments or return
+/// value are recorded: any mark sends its return to the slow path, which
+/// alone reads the return value. The top bit: tracers mark with their
+/// registry bit, and the graph tracer (the only one that marks) is
+/// registered first.
+pub(crate) const ARGS_MARK: u64 = 1 << 63;
+
 extern "C" {
     fn fntrace_return_trampoline();
 }

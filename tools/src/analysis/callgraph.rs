@@ -6,7 +6,7 @@ use std::io::{self, BufWriter, Write};
 use rustc_hash::FxHashMap as HashMap;
 
 use fntrace_format::analysis::pairing::{duration_ns, CallStep, Calls, Reading};
-use fntrace_format::{EventSource, GraphEvent, ThreadInfo, Trace};
+use fntrace_format::{EventSource, GraphEvent, ThreadInfo, Trace, Values};
 
 /// Width of the thread id column.
 const TID_WIDTH: usize = 7;
@@ -114,8 +114,10 @@ pub(super) fn write_call_graph_counted<S: EventSource>(
         lines_left: max_lines,
         max_lines: max_lines.unwrap_or(usize::MAX),
         truncated: false,
+        values: Values::default(),
     };
     for ((index, thread), &(events, lost)) in source.threads().iter().enumerate().zip(counts) {
+        graph.values = source.values_of(index).map_err(ReadOrWrite::Read)?;
         let (written, _) = source
             .read_thread(index, |thread_events| {
                 graph.write_thread(thread, lost, events > 0, thread_events, index == 0)
@@ -145,6 +147,8 @@ struct GraphWriter<'t, W: Write> {
     max_lines: usize,
     /// Whether the budget ran out (and the note was written).
     truncated: bool,
+    /// The values recorded with the thread's events (`-A`, `-R`).
+    values: Values,
 }
 
 impl<W: Write> GraphWriter<'_, W> {
@@ -193,11 +197,13 @@ impl<W: Write> GraphWriter<'_, W> {
                     },
                 ) if waiting_index == entry_index => {
                     let duration = Some(duration_ns(&entry, &exit));
-                    self.line(tid, duration, &entry, "();")?;
+                    let (args, ret) = (self.args(&entry), self.retval(&exit));
+                    self.line_text(tid, duration, &entry, ["", &args, &ret, ";"])?;
                 }
                 (waiting, step) => {
                     if let Some((_, entry)) = waiting {
-                        self.line(tid, None, &entry, "() {")?;
+                        let args = self.args(&entry);
+                        self.line_text(tid, None, &entry, ["", &args, "", " {"])?;
                     }
                     match step {
                         CallStep::Entered { entry_index, entry } => {
@@ -205,7 +211,14 @@ impl<W: Write> GraphWriter<'_, W> {
                         }
                         CallStep::Returned { entry, exit, .. } => {
                             let duration = Some(duration_ns(&entry, &exit));
-                            self.closing_line(tid, duration, &entry, "")?;
+                            match self.values.get(&(exit.time_ns, true)).cloned() {
+                                // uftrace's `} = 5; /* f */`.
+                                Some(ret) => {
+                                    let before = format!("}}{ret}; /* ");
+                                    self.line_text(tid, duration, &entry, [&before, "", "", " */"])?
+                                }
+                                None => self.closing_line(tid, duration, &entry, "")?,
+                            }
                         }
                         CallStep::Unfinished { entry, .. } => {
                             self.closing_line(tid, None, &entry, " (no exit)")?;
@@ -233,22 +246,28 @@ impl<W: Write> GraphWriter<'_, W> {
         event: &GraphEvent,
         note: &str,
     ) -> io::Result<()> {
-        self.line_text(tid, duration_ns, event, ["}  /* ", note, " */"])
+        self.line_text(tid, duration_ns, event, ["}  /* ", note, "", " */"])
     }
 
-    /// Writes the line of `event`: its function's name followed by `suffix`.
-    fn line(
-        &mut self,
-        tid: u32,
-        duration_ns: Option<u64>,
-        event: &GraphEvent,
-        suffix: &str,
-    ) -> io::Result<()> {
-        self.line_text(tid, duration_ns, event, ["", suffix, ""])
+    /// The arguments recorded with `entry`, as uftrace shows them: `()`
+    /// when none.
+    fn args(&self, entry: &GraphEvent) -> String {
+        self.values
+            .get(&(entry.time_ns, false))
+            .cloned()
+            .unwrap_or_else(|| "()".to_string())
     }
 
-    /// Writes one event line, `parts[0]`, the function's name, `parts[1]`
-    /// and `parts[2]` after the columns, or, once the budget is spent, the
+    /// The return value recorded with `exit` (` = 5`), or nothing.
+    fn retval(&self, exit: &GraphEvent) -> String {
+        self.values
+            .get(&(exit.time_ns, true))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Writes one event line, `parts[0]`, the function's name, `parts[1]`,
+    /// `parts[2]` and `parts[3]` after the columns, or, once the budget is spent, the
     /// truncation note (once). Built byte by byte: a replay writes hundreds
     /// of millions of lines, and `format!`'s padding writes one character
     /// at a time.
@@ -257,7 +276,7 @@ impl<W: Write> GraphWriter<'_, W> {
         tid: u32,
         duration_ns: Option<u64>,
         event: &GraphEvent,
-        parts: [&str; 3],
+        parts: [&str; 4],
     ) -> io::Result<()> {
         match &mut self.lines_left {
             Some(0) => return self.truncate(),
@@ -286,6 +305,7 @@ impl<W: Write> GraphWriter<'_, W> {
         line.extend_from_slice(name.as_bytes());
         line.extend_from_slice(parts[1].as_bytes());
         line.extend_from_slice(parts[2].as_bytes());
+        line.extend_from_slice(parts[3].as_bytes());
         line.push(b'\n');
         self.out.write_all(line)
     }

@@ -225,6 +225,10 @@ impl<S: EventSource> EventSource for Selected<'_, S> {
     fn size_hint(&self, index: usize) -> u64 {
         self.source.size_hint(self.threads[index])
     }
+
+    fn values_of(&self, index: usize) -> Result<fntrace_format::Values, S::Error> {
+        self.source.values_of(self.threads[index])
+    }
 }
 
 /// An entry seen and not yet exited, with what was decided for it.

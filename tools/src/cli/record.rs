@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use clap::Args;
+use fntrace_tools::argspec::{self, SpecKind};
 use fntrace_tools::export::OutputDir;
 
 use super::instrumented::{instrumentation_of, refusal, Instrumentation};
@@ -76,6 +77,16 @@ pub struct RecordArgs {
     /// that cannot be patched safely are listed with the reason.
     #[arg(short = 'P', long = "patch", value_name = "GLOB")]
     pub patch: Vec<String>,
+    /// Record arguments of the functions GLOB selects, in uftrace's
+    /// syntax: `GLOB@arg1/x,arg2/s,fparg1` (repeatable). Formats d (the
+    /// default), i, u, x, s (a string), c (a char), f, with a size in bits
+    /// (`/i32`, `/x16`); arg1-arg6 and fparg1-fparg8 (the registers).
+    #[arg(short = 'A', long = "argument", value_name = "SPEC")]
+    pub argument: Vec<String>,
+    /// Record the return value of the functions GLOB selects:
+    /// `GLOB@retval/d` (repeatable; formats as for -A).
+    #[arg(short = 'R', long = "retval", value_name = "SPEC")]
+    pub retval: Vec<String>,
     /// Leave out the program's calls into shared libraries (malloc,
     /// write, getppid...), which are recorded by default, as uftrace does:
     /// the executable's calls through its PLT, named after the library
@@ -136,7 +147,7 @@ pub struct RecordArgs {
     /// graph tracer, through its control socket, for --duration): a
     /// process started without fntrace is attached to first (fntrace
     /// attach) and detached at the end.
-    #[arg(short = 'p', long = "pid", value_name = "PID", conflicts_with_all = ["command", "patch", "libcall", "nest_libcall", "no_libcall", "depth", "flight", "buffer", "memory", "force"])]
+    #[arg(short = 'p', long = "pid", value_name = "PID", conflicts_with_all = ["command", "patch", "argument", "retval", "libcall", "nest_libcall", "no_libcall", "depth", "flight", "buffer", "memory", "force"])]
     pub pid: Option<u32>,
     /// With -p: how long to record (`5s`, `500ms`); sooner if the process
     /// exits.
@@ -206,12 +217,23 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
             return Err(refusal(&path));
         }
     }
+    let mut spec_globs = Vec::new();
+    for (option, specs, kind) in [
+        ("-A", &args.argument, SpecKind::Arguments),
+        ("-R", &args.retval, SpecKind::Retval),
+    ] {
+        for spec in specs {
+            let parsed = argspec::parse(spec, kind).map_err(|e| format!("{option} {e}"))?;
+            spec_globs.extend(parsed.into_iter().map(|s| s.glob));
+        }
+    }
     if !args.force {
         if let Some(path) = super::instrumented::resolve(program) {
             let globs = super::selection::Globs {
                 filter: &args.filter,
                 notrace: &args.notrace,
                 patch: &args.patch,
+                args: &spec_globs,
                 libcall: !args.no_libcall,
             };
             super::selection::check(&path, &globs)?;
@@ -239,6 +261,16 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
         command.env_remove("FNTRACE_FILTER");
     } else {
         command.env("FNTRACE_FILTER", globs.join(","));
+    }
+    for (name, specs) in [
+        ("FNTRACE_ARGS", &args.argument),
+        ("FNTRACE_RETVAL", &args.retval),
+    ] {
+        if specs.is_empty() {
+            command.env_remove(name);
+        } else {
+            command.env(name, specs.join(";"));
+        }
     }
     if args.patch.is_empty() {
         command.env_remove("FNTRACE_PATCH_FUNCTIONS");

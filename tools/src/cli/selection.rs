@@ -28,6 +28,8 @@ pub struct Globs<'a> {
     pub notrace: &'a [String],
     /// `-P` globs.
     pub patch: &'a [String],
+    /// The globs of `-A` and `-R` specs (library calls have values too).
+    pub args: &'a [String],
     /// Whether library calls are recorded (their names are selectable).
     pub libcall: bool,
 }
@@ -35,7 +37,11 @@ pub struct Globs<'a> {
 /// Fails, one line per glob, when a glob matches no function of the
 /// program at `path` (a file that is not ELF, a script, is not judged).
 pub fn check(path: &Path, globs: &Globs<'_>) -> Result<(), String> {
-    if globs.filter.is_empty() && globs.notrace.is_empty() && globs.patch.is_empty() {
+    if globs.filter.is_empty()
+        && globs.notrace.is_empty()
+        && globs.patch.is_empty()
+        && globs.args.is_empty()
+    {
         return Ok(());
     }
     let Some(names) = Names::of(path)? else {
@@ -55,7 +61,8 @@ pub fn check(path: &Path, globs: &Globs<'_>) -> Result<(), String> {
     let mut errors = Vec::new();
     let asked = (globs.filter.iter().map(|g| ("-F", g, &selectable)))
         .chain(globs.notrace.iter().map(|g| ("-N", g, &selectable)))
-        .chain(globs.patch.iter().map(|g| ("-P", g, &patchable)));
+        .chain(globs.patch.iter().map(|g| ("-P", g, &patchable)))
+        .chain(globs.args.iter().map(|g| ("-A/-R", g, &selectable)));
     for (option, glob, names) in asked {
         if names.iter().any(|name| glob::matches(glob, name)) {
             continue;

@@ -16,10 +16,14 @@ pub(super) const MAX_STACK: u16 = 1024;
 pub(super) const MAX_DEPTH: u16 = 1023;
 
 pub(super) const FEAT_TASK_SESSION: u64 = 1 << 1;
+pub(super) const FEAT_ARGUMENT: u64 = 1 << 3;
+pub(super) const FEAT_RETVAL: u64 = 1 << 4;
 pub(super) const FEAT_SYM_REL_ADDR: u64 = 1 << 5;
 pub(super) const INFO_EXE_NAME: u64 = 1 << 0;
 pub(super) const INFO_CMDLINE: u64 = 1 << 3;
 pub(super) const INFO_TASKINFO: u64 = 1 << 7;
+pub(super) const INFO_ARG_SPEC: u64 = 1 << 10;
+pub(super) const INFO_PATTERN_TYPE: u64 = 1 << 12;
 
 pub(super) const RECORD_SIZE: usize = 16;
 pub(super) const RECORD_MAGIC: u64 = 5;
@@ -28,6 +32,9 @@ pub(super) const TYPE_EXIT: u64 = 1;
 pub(super) const TYPE_LOST: u64 = 2;
 pub(super) const TYPE_EVENT: u64 = 3;
 pub(super) const ADDR_BITS: u32 = 48;
+/// The `more` bit of a record's first byte after the time: argument (or
+/// return-value) data follows the record.
+pub(super) const MORE_BIT: u8 = 1 << 2;
 
 /// Where thread names and added records are listed.
 pub(super) const FNTRACE_FILE: &str = "fntrace.txt";
@@ -42,8 +49,20 @@ pub(super) fn info_bytes(trace: &Trace, threads: &[ThreadTrace]) -> Vec<u8> {
     out.extend_from_slice(&HEADER_SIZE.to_le_bytes());
     out.push(1); // little-endian
     out.push(2); // ELFCLASS64
-    out.extend_from_slice(&(FEAT_TASK_SESSION | FEAT_SYM_REL_ADDR).to_le_bytes());
-    out.extend_from_slice(&(INFO_EXE_NAME | INFO_CMDLINE | INFO_TASKINFO).to_le_bytes());
+    let args = !trace.arg_spec.is_empty() || !trace.retval_spec.is_empty();
+    let mut features = FEAT_TASK_SESSION | FEAT_SYM_REL_ADDR;
+    let mut info = INFO_EXE_NAME | INFO_CMDLINE | INFO_TASKINFO;
+    if !trace.arg_spec.is_empty() {
+        features |= FEAT_ARGUMENT;
+    }
+    if !trace.retval_spec.is_empty() {
+        features |= FEAT_RETVAL;
+    }
+    if args {
+        info |= INFO_ARG_SPEC | INFO_PATTERN_TYPE;
+    }
+    out.extend_from_slice(&features.to_le_bytes());
+    out.extend_from_slice(&info.to_le_bytes());
     out.extend_from_slice(&MAX_STACK.to_le_bytes());
     out.extend_from_slice(&[0; 6]);
     debug_assert_eq!(out.len(), usize::from(HEADER_SIZE));
@@ -55,13 +74,29 @@ pub(super) fn info_bytes(trace: &Trace, threads: &[ThreadTrace]) -> Vec<u8> {
     } else {
         &trace.cmdline
     };
-    let text = format!(
+    let mut text = format!(
         "exename:{}\ncmdline:{}\ntaskinfo:lines=2\ntaskinfo:nr_tid={}\ntaskinfo:tids={}\n",
         one_line(&trace.exe),
         quote_cmdline(cmdline),
         tids.len(),
         tids.join(",")
     );
+    if args {
+        // uftrace 0.13's section (cmds/info.c): the specs, then its three
+        // automatic-argument lines (left empty: none is recorded), and
+        // the specs' pattern type, so that uftrace reads their globs as
+        // globs (its default is regular expressions).
+        let specs = [
+            ("argspec", &trace.arg_spec),
+            ("retspec", &trace.retval_spec),
+        ];
+        let given: Vec<_> = specs.iter().filter(|(_, spec)| !spec.is_empty()).collect();
+        text += &format!("argspec:lines={}\n", given.len() + 3);
+        for (name, spec) in given {
+            text += &format!("{name}:{}\n", one_line(spec));
+        }
+        text += "argauto:\nretauto:\nenumauto:\npattern_type:glob\n";
+    }
     out.extend_from_slice(text.as_bytes());
     out
 }
@@ -108,6 +143,12 @@ pub(super) struct InfoHeader {
     /// The command line, unescaped; empty if the section is missing.
     pub(super) cmdline: String,
     pub(super) tids: Vec<u32>,
+    /// The `argspec` and `retspec` lines (empty if none).
+    pub(super) arg_spec: String,
+    pub(super) retval_spec: String,
+    /// Whether the specs' patterns are regular expressions (uftrace's
+    /// default) rather than globs.
+    pub(super) regex: bool,
 }
 
 pub(super) fn parse_info(path: &Path, data: &[u8]) -> Result<InfoHeader, ExportError> {
@@ -156,8 +197,17 @@ pub(super) fn parse_info(path: &Path, data: &[u8]) -> Result<InfoHeader, ExportE
     let mut exe = String::new();
     let mut cmdline = String::new();
     let mut tids = Vec::new();
+    let (mut arg_spec, mut retval_spec, mut regex) = (String::new(), String::new(), true);
     for line in text.lines() {
-        if let Some(name) = line.strip_prefix("exename:") {
+        if let Some(spec) = line.strip_prefix("argspec:") {
+            if !spec.starts_with("lines=") {
+                arg_spec = spec.to_string();
+            }
+        } else if let Some(spec) = line.strip_prefix("retspec:") {
+            retval_spec = spec.to_string();
+        } else if let Some(kind) = line.strip_prefix("pattern_type:") {
+            regex = kind != "glob";
+        } else if let Some(name) = line.strip_prefix("exename:") {
             exe = name.to_string();
         } else if let Some(quoted) = line.strip_prefix("cmdline:") {
             cmdline = unquote_cmdline(quoted);
@@ -176,6 +226,9 @@ pub(super) fn parse_info(path: &Path, data: &[u8]) -> Result<InfoHeader, ExportE
         exe,
         cmdline,
         tids,
+        arg_spec,
+        retval_spec,
+        regex,
     })
 }
 

@@ -16,9 +16,11 @@ use super::meta::{
 };
 use super::records::ThreadRecords;
 use crate::analysis;
+use crate::argspec::{self, ArgSpec, FunctionSpec, SpecKind};
+use crate::glob;
 use crate::names::{demangle, demangle_full};
-use crate::source::{EventSource, ThreadInfo};
-use crate::trace::{GraphEvent, ThreadTrace, Trace};
+use crate::source::{EventSource, ThreadInfo, Values};
+use crate::trace::{EventKind, GraphEvent, ThreadTrace, Trace};
 
 /// What [`UftraceReader::set_progress`] installs.
 type ProgressCallback = Box<dyn FnMut(u64) + Send>;
@@ -77,6 +79,13 @@ pub struct UftraceReader {
     progress: Mutex<Option<ProgressCallback>>,
     /// Reads of threads in progress, from any thread.
     reading_now: AtomicUsize,
+    /// The argument and return-value specs of `info` (see [`argspec`]).
+    arg_specs: Vec<FunctionSpec>,
+    /// Whether their patterns are regular expressions (uftrace's default).
+    arg_regex: bool,
+    /// The specs as `info` has them.
+    arg_spec: String,
+    retval_spec: String,
 }
 
 impl std::fmt::Debug for UftraceReader {
@@ -148,7 +157,17 @@ impl UftraceReader {
             .collect();
 
         let first = &tasks.sessions[0];
+        let arg_specs = [&header.arg_spec, &header.retval_spec]
+            .iter()
+            .map(|spec| argspec::parse(spec, SpecKind::Any))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| ExportError::malformed(&info_path, format!("argument spec {e}")))?
+            .concat();
         Ok(UftraceReader {
+            arg_specs,
+            arg_regex: header.regex,
+            arg_spec: header.arg_spec,
+            retval_spec: header.retval_spec,
             dir: dir.to_path_buf(),
             pid: first.pid,
             exe: if first.exe.is_empty() {
@@ -273,6 +292,26 @@ impl EventSource for UftraceReader {
     fn size_hint(&self, index: usize) -> u64 {
         self.data_bytes[index]
     }
+
+    /// Read from the thread's file, apart from its events: only the
+    /// records that carry values are kept.
+    fn values_of(&self, index: usize) -> Result<Values, ExportError> {
+        let mut values = Values::new();
+        if self.arg_specs.is_empty() {
+            return Ok(values);
+        }
+        let mut records = self.records_of(index)?;
+        while let Some(event) = records.next_event()? {
+            if records.data.is_empty() {
+                continue;
+            }
+            let exit = event.kind == EventKind::Exit;
+            if let Some(text) = argspec::show(&records.values, exit, &records.data) {
+                values.entry((event.time_ns, exit)).or_insert(text);
+            }
+        }
+        Ok(values)
+    }
 }
 
 /// Record bytes from which a thread's read is pipelined (64K records).
@@ -289,7 +328,46 @@ impl UftraceReader {
     pub(super) fn records_of(&self, index: usize) -> Result<ThreadRecords<'_>, ExportError> {
         let tid = self.threads[index].tid;
         let added = self.added.get(&tid).map_or(&[][..], |v| &v[..]);
-        ThreadRecords::open(&self.dir.join(format!("{tid}.dat")), added)
+        let values_at = Box::new(move |address, time| self.values_at(address, time, index));
+        ThreadRecords::open(&self.dir.join(format!("{tid}.dat")), added, Some(values_at))
+    }
+
+    /// The values the spec gives the function at `address` (as recorded,
+    /// at `time`): as uftrace merges them.
+    fn values_at(&self, address: u64, time: u64, thread: usize) -> Result<Vec<ArgSpec>, String> {
+        let space = self.thread_spaces[thread]
+            .iter()
+            .rev()
+            .find(|(since, _)| *since <= time)
+            .or(self.thread_spaces[thread].first())
+            .map_or(0, |&(_, space)| space);
+        let name = usize::try_from(address)
+            .ok()
+            .and_then(|a| self.spaces.get(space)?.symbols.containing(a))
+            .and_then(|symbol| symbol.name.as_deref())
+            .map(demangle)
+            .ok_or_else(|| format!("no symbol holds its address {address:#x}"))?;
+        let mut refused = None;
+        let values = argspec::values_for(&self.arg_specs, |pattern| {
+            if !self.arg_regex {
+                return glob::matches(pattern, &name);
+            }
+            // A regular expression without special characters is matched
+            // as a plain name, as uftrace does; fntrace reads no others.
+            if pattern.contains(|c| ".^$*+?()[]{}|\\".contains(c)) {
+                refused = Some(pattern.to_string());
+                return false;
+            }
+            pattern == name
+        });
+        match refused {
+            Some(pattern) if values.is_empty() => Err(format!(
+                "its function {name} may be selected by the regular expression `{pattern}`, \
+                 which fntrace does not read (uftrace record --match glob records globs)"
+            )),
+            _ if values.is_empty() => Err(format!("no spec selects its function {name}")),
+            _ => Ok(values),
+        }
     }
 
     /// [`EventSource::read_thread`] on the calling thread alone.
@@ -641,5 +719,7 @@ pub fn read_uftrace_dir_with_progress(
         maps: reader.maps().to_string(),
         // Their functions are named in `names` and `symbols`.
         libraries: Vec::new(),
+        arg_spec: reader.arg_spec.clone(),
+        retval_spec: reader.retval_spec.clone(),
     })
 }

@@ -10,7 +10,12 @@ use super::super::ExportError;
 use super::format::{
     decode, RawRecord, RECORD_MAGIC, RECORD_SIZE, TYPE_ENTRY, TYPE_EVENT, TYPE_EXIT, TYPE_LOST,
 };
+use crate::argspec::{self, ArgFormat, ArgSlot, ArgSpec};
 use crate::trace::{EventKind, GraphEvent};
+
+/// The values a record at an address (at a time) carries, from the
+/// directory's specs; an error says why none can be known.
+pub(super) type ValuesAt<'a> = Box<dyn Fn(u64, u64) -> Result<Vec<ArgSpec>, String> + Send + 'a>;
 
 /// Bytes read from the file at a time.
 const BUFFER_BYTES: usize = 1 << 20;
@@ -32,11 +37,20 @@ pub(super) struct ThreadRecords<'a> {
     pub(super) offset: u64,
     /// Events lost, from the lost records read so far.
     pub(super) lost: u64,
+    /// The values of the records that carry arguments or a return value.
+    values_at: Option<ValuesAt<'a>>,
+    /// The last event's values and their data (none if it carried none).
+    pub(super) values: Vec<ArgSpec>,
+    pub(super) data: Vec<u8>,
 }
 
 impl<'a> ThreadRecords<'a> {
     /// Opens `path`; `added` are the sorted indices of `fntrace.txt`.
-    pub(super) fn open(path: &Path, added: &'a [usize]) -> Result<Self, ExportError> {
+    pub(super) fn open(
+        path: &Path,
+        added: &'a [usize],
+        values_at: Option<ValuesAt<'a>>,
+    ) -> Result<Self, ExportError> {
         // A FIFO in place of the file would block a plain open forever.
         let file = open_regular(path)?.map(|file| BufReader::with_capacity(BUFFER_BYTES, file));
         Ok(ThreadRecords {
@@ -46,6 +60,9 @@ impl<'a> ThreadRecords<'a> {
             index: 0,
             offset: 0,
             lost: 0,
+            values_at,
+            values: Vec::new(),
+            data: Vec::new(),
         })
     }
 
@@ -106,14 +123,9 @@ impl<'a> ThreadRecords<'a> {
             }
             match kind {
                 TYPE_ENTRY | TYPE_EXIT => {
+                    self.data.clear();
                     if more {
-                        return Err(ExportError::malformed(
-                            &self.path,
-                            format!(
-                                "record at byte {at} carries arguments or a return value, \
-                                 which fntrace does not read"
-                            ),
-                        ));
+                        self.read_values(addr, time, kind == TYPE_EXIT, at)?;
                     }
                     self.index += 1;
                     if self.added.next_if_eq(&&(self.index - 1)).is_some() {
@@ -142,6 +154,61 @@ impl<'a> ThreadRecords<'a> {
                 }
             }
         }
+    }
+
+    /// Reads the data of the values after the record at byte `at` (see
+    /// [`argspec`]): their layout comes from the directory's specs.
+    fn read_values(
+        &mut self,
+        addr: u64,
+        time: u64,
+        retval: bool,
+        at: u64,
+    ) -> Result<(), ExportError> {
+        let path = self.path.clone();
+        let bad = |why: String| {
+            ExportError::malformed(
+                &path,
+                format!("record at byte {at} carries arguments or a return value: {why}"),
+            )
+        };
+        let values = match &self.values_at {
+            Some(values_at) => values_at(addr, time).map_err(bad)?,
+            None => return Err(bad("the directory's info gives no spec for them".into())),
+        };
+        let truncated = || bad("its data is cut short".to_string());
+        let mut data = std::mem::take(&mut self.data);
+        data.clear();
+        for value in values
+            .iter()
+            .filter(|v| (v.slot == ArgSlot::Retval) == retval)
+        {
+            let start = data.len();
+            let len = if value.format == ArgFormat::Str {
+                data.resize(start + 2, 0);
+                if self.read_up_to(&mut data[start..])? != 2 {
+                    return Err(truncated());
+                }
+                2 + usize::from(u16::from_le_bytes([data[start], data[start + 1]]))
+            } else {
+                usize::from(value.size)
+            };
+            let got = data.len();
+            data.resize(start + len.next_multiple_of(4), 0);
+            if self.read_up_to(&mut data[got..])? != data.len() - got {
+                return Err(truncated());
+            }
+        }
+        let got = data.len();
+        data.resize(got.next_multiple_of(8), 0);
+        if self.read_up_to(&mut data[got..])? != data.len() - got {
+            return Err(truncated());
+        }
+        debug_assert_eq!(argspec::data_len(&values, retval, &data), Some(data.len()));
+        self.offset += data.len() as u64;
+        self.data = data;
+        self.values = values;
+        Ok(())
     }
 
     /// Skips the data after an event record: a u16 length, the data,

@@ -67,6 +67,9 @@ pub(super) struct Fragment {
     pub task: String,
     /// Its `fntrace.txt` lines (comments left out).
     pub notes: String,
+    /// Its argument and return-value specs (see [`Trace::arg_spec`]).
+    pub arg_spec: String,
+    pub retval_spec: String,
 }
 
 impl Fragment {
@@ -78,8 +81,15 @@ impl Fragment {
             .filter(|line| !line.starts_with('#'))
             .map(|line| format!("{line}\n"))
             .collect();
+        let mut specs = String::new();
+        if !self.arg_spec.is_empty() {
+            specs += &format!("argspec {}\n", one_line(&self.arg_spec));
+        }
+        if !self.retval_spec.is_empty() {
+            specs += &format!("retspec {}\n", one_line(&self.retval_spec));
+        }
         format!(
-            "start {}\nexename {}\ncmdline {}\ntids {}\n[task.txt]\n{}[fntrace.txt]\n{notes}",
+            "start {}\nexename {}\ncmdline {}\ntids {}\n{specs}[task.txt]\n{}[fntrace.txt]\n{notes}",
             self.start,
             one_line(&self.exe),
             one_line(&self.cmdline),
@@ -97,6 +107,8 @@ impl Fragment {
             tids: Vec::new(),
             task: String::new(),
             notes: String::new(),
+            arg_spec: String::new(),
+            retval_spec: String::new(),
         };
         let mut section = "";
         let mut started = false;
@@ -123,6 +135,8 @@ impl Fragment {
                         }
                         "exename" => fragment.exe = value.to_string(),
                         "cmdline" => fragment.cmdline = value.to_string(),
+                        "argspec" => fragment.arg_spec = value.to_string(),
+                        "retspec" => fragment.retval_spec = value.to_string(),
                         "tids" => {
                             fragment.tids = value
                                 .split(',')
@@ -230,6 +244,8 @@ fn rebuild_shared_files(dir: &TraceDir) -> Result<(), ExportError> {
     let process = Trace {
         exe: first.exe.clone(),
         cmdline: first.cmdline.clone(),
+        arg_spec: first.arg_spec.clone(),
+        retval_spec: first.retval_spec.clone(),
         ..Trace::default()
     };
     // A thread that execs is in two sessions (one `.dat` file): `info`

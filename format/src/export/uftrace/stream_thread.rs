@@ -12,9 +12,10 @@ use rustix::io::Errno;
 use super::super::dirfd::TraceDir;
 use super::super::ExportError;
 use super::format::{
-    encode, lost_record, record, ADDR_BITS, MAX_DEPTH, RECORD_SIZE, TYPE_ENTRY, TYPE_EXIT,
+    encode, lost_record, record, ADDR_BITS, MAX_DEPTH, MORE_BIT, RECORD_SIZE, TYPE_ENTRY, TYPE_EXIT,
 };
 use super::stream::StreamTotals;
+use crate::argspec;
 use crate::trace::{EventKind, GraphEvent};
 
 /// One thread of the stream.
@@ -59,6 +60,9 @@ pub(super) struct StreamThread {
     /// (its open calls are not those of its file any more: no lost record
     /// can close them).
     pub(super) cut: bool,
+    /// Whether the last record written takes argument data after it (see
+    /// [`push_event`]).
+    pub(super) data_open: bool,
 }
 
 impl StreamThread {
@@ -253,15 +257,7 @@ pub(super) fn encode_run(
         totals.events += usual.taken as u64;
     }
     if let Some(event) = usual.stopped_at {
-        consistent_push(
-            &mut thread.open,
-            &mut thread.added,
-            &mut thread.records,
-            &mut thread.last_time,
-            &event,
-            out,
-            totals,
-        );
+        push_event(thread, &event, out, totals, false);
     }
     (2 * usual.taken).clamp(RUN_MIN, RUN_MAX)
 }
@@ -340,6 +336,55 @@ fn usual_events(
         last_time,
         open: open_len,
         stopped_at: None,
+    }
+}
+
+/// Pushes `event` as [`consistent_push`] (or, in a forked child's session,
+/// [`push_forked`]) does, taking argument data among the events (see
+/// [`argspec::FOLLOWED_BY_DATA`]): an event followed by data gets uftrace's
+/// `more` bit in its record, if its record is written, and the data's
+/// bytes go after it; data whose record was not written is left out.
+pub(super) fn push_event(
+    thread: &mut StreamThread,
+    event: &GraphEvent,
+    out: &mut Vec<u8>,
+    totals: &mut StreamTotals,
+    forked: bool,
+) {
+    if event.depth == argspec::DATA_DEPTH {
+        if thread.data_open {
+            out.extend_from_slice(&event.time_ns.to_le_bytes());
+        }
+        return;
+    }
+    thread.data_open = false;
+    let followed = event.depth & argspec::FOLLOWED_BY_DATA != 0;
+    let event = &GraphEvent {
+        depth: event.depth & !argspec::FOLLOWED_BY_DATA,
+        ..*event
+    };
+    if forked {
+        push_forked(thread, event, out, totals);
+    } else {
+        consistent_push(
+            &mut thread.open,
+            &mut thread.added,
+            &mut thread.records,
+            &mut thread.last_time,
+            event,
+            out,
+            totals,
+        );
+    }
+    if !followed {
+        return;
+    }
+    // The event's record, if written, is the last one.
+    if let (Some(bytes), Some(last)) = (record(event), out.len().checked_sub(RECORD_SIZE)) {
+        if out[last..] == bytes {
+            out[last + 8] |= MORE_BIT;
+            thread.data_open = true;
+        }
     }
 }
 
@@ -459,6 +504,7 @@ mod tests {
             records_at_gap: None,
             left_out_since_gap: 0,
             cut: false,
+            data_open: false,
         }
     }
 

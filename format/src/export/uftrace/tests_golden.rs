@@ -89,6 +89,7 @@ pub(super) fn golden_trace() -> Trace {
             LIB + 0x4000
         ),
         libraries: Vec::new(),
+        ..Trace::default()
     }
 }
 

@@ -56,7 +56,7 @@ use super::format::{
 use super::modules::{sym_text, ModuleLayout};
 use super::sessions::{is_shared_recording, write_session, Fragment};
 use super::stream_thread::{
-    encode_run, free_reserve, push_forked, StreamThread, CHUNK_EVENTS, RESERVE_BYTES, RESERVE_FILE,
+    encode_run, free_reserve, push_event, StreamThread, CHUNK_EVENTS, RESERVE_BYTES, RESERVE_FILE,
     RUN_MAX,
 };
 use super::write::{fntrace_text, prepare_dir, session_id, task_txt};
@@ -287,6 +287,8 @@ impl UftraceStream {
             .collect();
         let fragment = Fragment {
             start: self.session_time,
+            arg_spec: self.header.arg_spec.clone(),
+            retval_spec: self.header.retval_spec.clone(),
             exe: self.header.exe.clone(),
             cmdline: if self.header.cmdline.is_empty() {
                 self.header.exe.clone()
@@ -461,7 +463,7 @@ impl UftraceStream {
         while events.len() != 0 {
             let mut chunk = events.by_ref().take(CHUNK_EVENTS);
             if forked {
-                chunk.for_each(|event| push_forked(thread, &event, out, totals));
+                chunk.for_each(|event| push_event(thread, &event, out, totals, true));
             } else {
                 while chunk.len() != 0 {
                     run = encode_run(thread, &mut chunk, run, out, totals);
@@ -526,6 +528,7 @@ impl UftraceStream {
             records_at_gap: None,
             left_out_since_gap: 0,
             cut: false,
+            data_open: false,
         };
         self.threads.insert(tid, thread);
         Ok(())

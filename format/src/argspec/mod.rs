@@ -1,0 +1,528 @@
+//! Argument and return-value specs in uftrace's syntax (`-A
+//! 'GLOB@arg1/x,arg2/s,fparg1'`, `-R 'GLOB@retval/d'`): their parsing,
+//! the bytes a recorder writes after an entry or exit record for them, and
+//! the text `replay` shows for those bytes, as uftrace 0.13 does — shared
+//! by the runtime (which captures), the writer and the reader.
+//!
+//! # The data, as uftrace 0.13 writes it
+//!
+//! An entry (exit) record whose `more` bit is set is followed by its
+//! arguments (return value), in the order of its function's spec, each
+//! padded to 4 bytes, the whole padded to 8; no length: a reader needs
+//! the spec (kept in `info`) to read them. An integer is its `size` low
+//! bytes (8 by default), a character 1, a floating-point value 4 or 8; a
+//! string is a 2-byte length and its bytes (at most [`STR_MAX`], longer
+//! ones cut to end in `...`), `NULL` for a null pointer and `<0x…>` for an
+//! unreadable one (uftrace's text: `replay` shows both between quotes).
+
+use std::fmt::Write as _;
+
+/// How a value is shown (uftrace's `/d`, `/i`, `/u`, `/x`, `/s`, `/c`,
+/// `/f`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArgFormat {
+    /// `/d` (the default): decimal, hexadecimal beyond ±100000.
+    Auto,
+    /// `/i`: signed decimal.
+    Signed,
+    /// `/u`: unsigned decimal, hexadecimal beyond 100000.
+    Unsigned,
+    /// `/x`: hexadecimal.
+    Hex,
+    /// `/s`: a C string the value points to.
+    Str,
+    /// `/c`: a character.
+    Char,
+    /// `/f` (and `fparg`): a floating-point value.
+    Float,
+}
+
+/// Where a value is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArgSlot {
+    /// `argN`: the N-th integer argument (1-based; 1-6 are registers).
+    Int(u8),
+    /// `fpargN`: the N-th floating-point argument (xmm0 is 1).
+    Fp(u8),
+    /// `retval`: the return value.
+    Retval,
+}
+
+/// One value of a spec.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArgSpec {
+    /// Where it is read.
+    pub slot: ArgSlot,
+    /// How it is shown.
+    pub format: ArgFormat,
+    /// Its size in bytes (1, 2, 4 or 8).
+    pub size: u8,
+}
+
+/// A glob and the values recorded for the functions it selects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FunctionSpec {
+    /// Function-name glob (the part before `@`).
+    pub glob: String,
+    /// The values, in the order given.
+    pub values: Vec<ArgSpec>,
+}
+
+/// The longest string recorded, in bytes (uftrace's `ARG_STR_MAX`): a
+/// longer one is cut to this length, its last three bytes `...`.
+pub const STR_MAX: usize = 98;
+
+/// The most bytes of data one record carries (uftrace's argument buffer,
+/// less its length word).
+pub const DATA_MAX: usize = 1020;
+
+/// Integer arguments read from registers (rdi, rsi, rdx, rcx, r8, r9);
+/// later ones are on the stack, which fntrace does not read yet.
+pub const INT_REGISTERS: u8 = 6;
+/// Floating-point arguments read from registers (xmm0-xmm7).
+pub const FLOAT_REGISTERS: u8 = 8;
+
+/// How the runtime hands argument data to the streaming writer among its
+/// events: an event followed by data has this bit in its depth...
+pub const FOLLOWED_BY_DATA: u16 = 1 << 14;
+/// ...and each 8 bytes of the data follow as an event of this depth, the
+/// bytes (little-endian) in place of its time.
+pub const DATA_DEPTH: u16 = u16::MAX;
+
+/// Which values an option may name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpecKind {
+    /// `-A`: `argN` and `fpargN`.
+    Arguments,
+    /// `-R`: `retval`.
+    Retval,
+    /// Either (an `info` file's lines, read back).
+    Any,
+}
+
+/// Parses one `-A` or `-R` value: `GLOB@VALUE,VALUE…`, several separated
+/// by `;` (as uftrace joins them in `info`).
+///
+/// ```
+/// use fntrace_format::argspec::{parse, ArgFormat, ArgSlot, SpecKind};
+/// let specs = parse("f@arg1/x,arg2/s", SpecKind::Arguments).unwrap();
+/// assert_eq!(specs[0].glob, "f");
+/// assert_eq!(specs[0].values[1].slot, ArgSlot::Int(2));
+/// assert_eq!(specs[0].values[1].format, ArgFormat::Str);
+/// assert!(parse("f@arg1/o", SpecKind::Arguments).is_err());
+/// ```
+pub fn parse(text: &str, kind: SpecKind) -> Result<Vec<FunctionSpec>, String> {
+    text.split(';')
+        .filter(|part| !part.is_empty())
+        .map(|part| parse_one(part, kind))
+        .collect()
+}
+
+fn parse_one(text: &str, kind: SpecKind) -> Result<FunctionSpec, String> {
+    let Some((glob, values)) = text.split_once('@') else {
+        return Err(format!(
+            "`{text}`: expected FUNCTION@VALUES (for example `f@arg1/x,arg2/s`)"
+        ));
+    };
+    if glob.is_empty() {
+        return Err(format!("`{text}`: no function before `@`"));
+    }
+    let values = values
+        .split(',')
+        .map(|value| parse_value(value, kind).map_err(|why| format!("`{text}`: {why}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(FunctionSpec {
+        glob: glob.to_string(),
+        values,
+    })
+}
+
+fn parse_value(text: &str, kind: SpecKind) -> Result<ArgSpec, String> {
+    let (name, written) = match text.split_once('/') {
+        Some((name, written)) => (name, Some(written)),
+        None => (text, None),
+    };
+    if text.contains('%') {
+        return Err(format!(
+            "`{text}`: registers and stack offsets (`%…`) are not supported yet"
+        ));
+    }
+    let index = |digits: &str, what: &str, max: u8| -> Result<u8, String> {
+        match digits.parse::<u8>() {
+            Ok(n) if (1..=max).contains(&n) => Ok(n),
+            Ok(n) if n > max => Err(format!(
+                "`{text}`: only the first {max} {what} (those in registers) can be recorded"
+            )),
+            _ => Err(format!(
+                "`{text}`: `{name}` is not a value (argN, fpargN or retval)"
+            )),
+        }
+    };
+    let slot = if let Some(n) = name.strip_prefix("fparg") {
+        ArgSlot::Fp(index(n, "floating-point arguments", FLOAT_REGISTERS)?)
+    } else if let Some(n) = name.strip_prefix("arg") {
+        ArgSlot::Int(index(n, "integer arguments", INT_REGISTERS)?)
+    } else if name == "retval" {
+        ArgSlot::Retval
+    } else {
+        return Err(format!(
+            "`{text}`: `{name}` is not a value (argN, fpargN or retval)"
+        ));
+    };
+    match (kind, slot) {
+        (SpecKind::Arguments, ArgSlot::Retval) => {
+            return Err(format!("`{text}`: a return value is given with -R, not -A"))
+        }
+        (SpecKind::Retval, ArgSlot::Int(_) | ArgSlot::Fp(_)) => {
+            return Err(format!("`{text}`: -R takes `retval` only"))
+        }
+        _ => {}
+    }
+    let float_slot = matches!(slot, ArgSlot::Fp(_));
+    let (mut format, mut size) = if float_slot {
+        (ArgFormat::Float, 8)
+    } else {
+        (ArgFormat::Auto, 8)
+    };
+    let Some(spec) = written else {
+        return Ok(ArgSpec { slot, format, size });
+    };
+    let mut chars = spec.chars();
+    let bits = match chars.next() {
+        Some(c) if float_slot && c.is_ascii_digit() => spec,
+        Some(c) => {
+            format = match c {
+                'd' => ArgFormat::Auto,
+                'i' => ArgFormat::Signed,
+                'u' => ArgFormat::Unsigned,
+                'x' => ArgFormat::Hex,
+                's' => ArgFormat::Str,
+                'c' => ArgFormat::Char,
+                'f' => ArgFormat::Float,
+                'p' | 'S' | 'e' | 't' => {
+                    return Err(format!(
+                        "`{text}`: format `/{c}` is not supported by fntrace yet \
+                         (supported: d i u x s c f)"
+                    ))
+                }
+                _ => {
+                    return Err(format!(
+                        "`{text}`: unknown format `/{c}` (supported: d i u x s c f)"
+                    ))
+                }
+            };
+            size = match format {
+                ArgFormat::Char => 1,
+                _ => 8,
+            };
+            chars.as_str()
+        }
+        None => return Err(format!("`{text}`: nothing after `/`")),
+    };
+    if !bits.is_empty() {
+        size = match (bits, format) {
+            ("8", _) => 1,
+            ("16", _) => 2,
+            ("32", _) => 4,
+            ("64", _) => 8,
+            ("80", ArgFormat::Float) => {
+                return Err(format!(
+                    "`{text}`: 80-bit floating point is not supported yet"
+                ))
+            }
+            _ => return Err(format!("`{text}`: size must be 8, 16, 32 or 64 bits")),
+        };
+        if format == ArgFormat::Float && size < 4 {
+            return Err(format!(
+                "`{text}`: a floating-point value has 32 or 64 bits"
+            ));
+        }
+        if format == ArgFormat::Str && size != 8 {
+            return Err(format!("`{text}`: a string is a 64-bit pointer"));
+        }
+    }
+    // `argN/f` is uftrace's `fpargN`: read from the N-th vector register.
+    let slot = match (slot, format) {
+        (ArgSlot::Int(n), ArgFormat::Float) => ArgSlot::Fp(n),
+        _ => slot,
+    };
+    Ok(ArgSpec { slot, format, size })
+}
+
+/// The values recorded for the function `name`: those of every spec whose
+/// glob selects it (`selects`), merged as uftrace merges them — a value
+/// named again replaces the earlier one in place, new ones are appended.
+pub fn values_for(specs: &[FunctionSpec], mut selects: impl FnMut(&str) -> bool) -> Vec<ArgSpec> {
+    let mut values: Vec<ArgSpec> = Vec::new();
+    for spec in specs {
+        if !selects(&spec.glob) {
+            continue;
+        }
+        for value in &spec.values {
+            match values.iter_mut().find(|v| v.slot == value.slot) {
+                Some(old) => *old = *value,
+                None => values.push(*value),
+            }
+        }
+    }
+    values
+}
+
+/// The bytes `values` take after a record (`retval`: the return value's,
+/// else the arguments'), given `data`, what follows the record: `None`
+/// when `data` is too short. Padded to 8, as written.
+pub fn data_len(values: &[ArgSpec], retval: bool, data: &[u8]) -> Option<usize> {
+    let mut at = 0;
+    for value in values
+        .iter()
+        .filter(|v| (v.slot == ArgSlot::Retval) == retval)
+    {
+        let size = if value.format == ArgFormat::Str {
+            2 + usize::from(u16::from_le_bytes(data.get(at..at + 2)?.try_into().ok()?))
+        } else {
+            usize::from(value.size)
+        };
+        at += size.next_multiple_of(4);
+    }
+    let len = at.next_multiple_of(8);
+    (len <= data.len()).then_some(len)
+}
+
+/// The text uftrace 0.13's `replay` shows for `data`: `(1, "key")` for
+/// arguments (the parentheses included), ` = 5` for a return value (only
+/// the first retval spec counts, as in uftrace). `None` if `data` is too
+/// short for `values`.
+pub fn show(values: &[ArgSpec], retval: bool, data: &[u8]) -> Option<String> {
+    let mut out = String::new();
+    out.push_str(if retval { " = " } else { "(" });
+    let mut at = 0;
+    let mut first = true;
+    for value in values
+        .iter()
+        .filter(|v| (v.slot == ArgSlot::Retval) == retval)
+    {
+        if !first {
+            out.push_str(", ");
+        }
+        first = false;
+        let size = usize::from(value.size);
+        let used = match value.format {
+            ArgFormat::Str => {
+                let len = usize::from(u16::from_le_bytes(data.get(at..at + 2)?.try_into().ok()?));
+                let bytes = data.get(at + 2..at + 2 + len)?;
+                show_str(bytes, &mut out);
+                2 + len
+            }
+            ArgFormat::Char => {
+                out.push('\'');
+                escaped(*data.get(at)?, &mut out);
+                out.push('\'');
+                1
+            }
+            ArgFormat::Float => {
+                let bytes = data.get(at..at + size)?;
+                let v = if size == 4 {
+                    f64::from(f32::from_le_bytes(bytes.try_into().ok()?))
+                } else {
+                    f64::from_le_bytes(bytes.try_into().ok()?)
+                };
+                show_float(v, &mut out);
+                size
+            }
+            format => {
+                let mut raw = [0u8; 8];
+                raw[..size].copy_from_slice(data.get(at..at + size)?);
+                show_int(format, size, u64::from_le_bytes(raw), &mut out);
+                size
+            }
+        };
+        at += used.next_multiple_of(4);
+        if retval {
+            break;
+        }
+    }
+    if !retval {
+        out.push(')');
+    }
+    Some(out)
+}
+
+/// An integer as uftrace prints it: `printf("%#<len><conv>")` with the
+/// length modifier of its size, `val` holding the size's low bytes.
+fn show_int(format: ArgFormat, size: usize, val: u64, out: &mut String) {
+    let mut conv = match format {
+        ArgFormat::Signed => 'i',
+        ArgFormat::Unsigned => 'u',
+        ArgFormat::Hex => 'x',
+        _ => 'd',
+    };
+    let mut size = size;
+    let signed = val as i64;
+    match format {
+        ArgFormat::Auto if !(-100_000..=100_000).contains(&signed) => {
+            // A small negative int in a 64-bit slot shows as an int.
+            if val > 0xffff_0000 && val <= 0xffff_ffff {
+                size = 4;
+            } else {
+                conv = 'x';
+            }
+        }
+        ArgFormat::Unsigned if val > 100_000 => conv = 'x',
+        _ => {}
+    }
+    // What printf's length modifier makes of the value.
+    let bits = size as u32 * 8;
+    let unsigned = if bits == 64 {
+        val
+    } else {
+        val & ((1u64 << bits) - 1)
+    };
+    let _ = match conv {
+        'x' if unsigned == 0 => write!(out, "0"),
+        'x' => write!(out, "{unsigned:#x}"),
+        'u' => write!(out, "{unsigned}"),
+        _ => {
+            let shift = 64 - bits;
+            write!(out, "{}", ((unsigned << shift) as i64) >> shift)
+        }
+    };
+}
+
+/// A double as `printf("%#f")` prints it.
+fn show_float(v: f64, out: &mut String) {
+    if v.is_nan() {
+        out.push_str(if v.is_sign_negative() { "-nan" } else { "nan" });
+    } else if v.is_infinite() {
+        out.push_str(if v < 0.0 { "-inf" } else { "inf" });
+    } else {
+        let _ = write!(out, "{v:.6}");
+    }
+}
+
+/// A string between quotes, escaped as uftrace escapes it (none if it has a
+/// byte ≥ 0x80: shown as it is).
+fn show_str(bytes: &[u8], out: &mut String) {
+    // uftrace copies the string into a C string first: it ends at a NUL.
+    let bytes = bytes.split(|&b| b == 0).next().unwrap_or(&[]);
+    out.push('"');
+    if bytes.iter().any(|&b| b >= 0x80) {
+        out.push_str(&String::from_utf8_lossy(bytes));
+    } else {
+        for &b in bytes {
+            escaped(b, out);
+        }
+    }
+    out.push('"');
+}
+
+fn escaped(b: u8, out: &mut String) {
+    match b {
+        0 => out.push_str("\\0"),
+        8 => out.push_str("\\b"),
+        b'\n' => out.push_str("\\n"),
+        b => out.push(char::from(b)),
+    }
+}
+
+/// A value's raw register contents, for [`encode`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Registers {
+    /// rdi, rsi, rdx, rcx, r8, r9.
+    pub int: [u64; INT_REGISTERS as usize],
+    /// The low 64 bits of xmm0-xmm7.
+    pub float: [u64; FLOAT_REGISTERS as usize],
+    /// rax at a return.
+    pub rax: u64,
+    /// The low 64 bits of xmm0 at a return.
+    pub xmm0: u64,
+}
+
+/// Writes the data of `values` (`retval`: the return value's, else the
+/// arguments') into `out` as uftrace does, reading strings with `read`
+/// (which copies what it can of the bytes at an address into its buffer
+/// and returns how many, `None` if the address is unreadable): the length
+/// written, padded to 8 (0 if nothing is recorded). Allocates nothing.
+pub fn encode(
+    values: &[ArgSpec],
+    retval: bool,
+    regs: &Registers,
+    read: &mut dyn FnMut(u64, &mut [u8]) -> Option<usize>,
+    out: &mut [u8; DATA_MAX + 4],
+) -> usize {
+    let mut at = 0;
+    for value in values
+        .iter()
+        .filter(|v| (v.slot == ArgSlot::Retval) == retval)
+    {
+        let raw = match value.slot {
+            ArgSlot::Int(n) => regs.int[usize::from(n - 1)],
+            ArgSlot::Fp(n) => regs.float[usize::from(n - 1)],
+            ArgSlot::Retval if value.format == ArgFormat::Float => regs.xmm0,
+            ArgSlot::Retval => regs.rax,
+        };
+        let used = if value.format == ArgFormat::Str {
+            if at + 2 + STR_MAX + 1 > DATA_MAX {
+                break;
+            }
+            let text = &mut out[at + 2..at + 2 + STR_MAX + 1];
+            let len = if raw == 0 {
+                text[..4].copy_from_slice(b"NULL");
+                4
+            } else {
+                match read(raw, &mut *text) {
+                    Some(n) => {
+                        let n = text[..n].iter().position(|&b| b == 0).unwrap_or(n);
+                        // uftrace cuts at its limit even a string that ends there.
+                        if n >= STR_MAX {
+                            text[STR_MAX - 3..STR_MAX].copy_from_slice(b"...");
+                            STR_MAX
+                        } else {
+                            n
+                        }
+                    }
+                    None => bad_pointer(raw, text),
+                }
+            };
+            out[at..at + 2].copy_from_slice(&(len as u16).to_le_bytes());
+            2 + len
+        } else {
+            let size = usize::from(value.size);
+            if at + size > DATA_MAX {
+                break;
+            }
+            out[at..at + size].copy_from_slice(&raw.to_le_bytes()[..size]);
+            size
+        };
+        let padded = used.next_multiple_of(4);
+        out[at + used..at + padded].fill(0);
+        at += padded;
+    }
+    let len = at.next_multiple_of(8);
+    out[at..len].fill(0);
+    len
+}
+
+/// `<0x1234>`, uftrace's text for a string at an unreadable address,
+/// written into `text`: its length.
+fn bad_pointer(addr: u64, text: &mut [u8]) -> usize {
+    let mut hex = [0u8; 16];
+    let mut n = 0;
+    let mut v = addr;
+    loop {
+        hex[n] = b"0123456789abcdef"[(v & 15) as usize];
+        n += 1;
+        v >>= 4;
+        if v == 0 {
+            break;
+        }
+    }
+    text[..3].copy_from_slice(b"<0x");
+    for i in 0..n {
+        text[3 + i] = hex[n - 1 - i];
+    }
+    text[3 + n] = b'>';
+    4 + n
+}
+
+#[cfg(test)]
+mod tests;

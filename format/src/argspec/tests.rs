@@ -1,0 +1,197 @@
+//! The spec parser, its errors, and the data's encoding and text against
+//! bytes uftrace 0.13 wrote (`uftrace record -A … -R …`, read with `xxd`).
+
+use super::*;
+
+fn one(text: &str) -> Vec<ArgSpec> {
+    let mut specs = parse(text, SpecKind::Any).expect(text);
+    assert_eq!(specs.len(), 1);
+    specs.remove(0).values
+}
+
+fn err(text: &str, kind: SpecKind) -> String {
+    parse(text, kind).expect_err(text)
+}
+
+#[test]
+fn parses_formats_and_sizes() {
+    use ArgFormat::*;
+    use ArgSlot::*;
+    let spec = |slot, format, size| ArgSpec { slot, format, size };
+    assert_eq!(
+        one("f@arg1,arg2/x,arg3/s,arg4/c,fparg1,arg5/i32,arg6/u16"),
+        vec![
+            spec(Int(1), Auto, 8),
+            spec(Int(2), Hex, 8),
+            spec(Int(3), Str, 8),
+            spec(Int(4), Char, 1),
+            spec(Fp(1), Float, 8),
+            spec(Int(5), Signed, 4),
+            spec(Int(6), Unsigned, 2),
+        ]
+    );
+    assert_eq!(one("g@retval/d"), vec![spec(Retval, Auto, 8)]);
+    assert_eq!(one("g@retval/f32"), vec![spec(Retval, Float, 4)]);
+    assert_eq!(one("g@fparg2/32"), vec![spec(Fp(2), Float, 4)]);
+    // uftrace reads `argN/f` from the N-th vector register.
+    assert_eq!(one("g@arg2/f"), vec![spec(Fp(2), Float, 8)]);
+    assert_eq!(one("g@arg1/x8"), vec![spec(Int(1), Hex, 1)]);
+    let specs = parse("a*@arg1;b@arg2/s", SpecKind::Arguments).unwrap();
+    assert_eq!(specs.len(), 2);
+    assert_eq!(specs[0].glob, "a*");
+    assert_eq!(specs[1].glob, "b");
+}
+
+#[test]
+fn refuses_bad_specs_with_a_reason() {
+    let a = SpecKind::Arguments;
+    assert_eq!(
+        err("f", a),
+        "`f`: expected FUNCTION@VALUES (for example `f@arg1/x,arg2/s`)"
+    );
+    assert_eq!(err("@arg1", a), "`@arg1`: no function before `@`");
+    assert_eq!(
+        err("f@arg1/o", a),
+        "`f@arg1/o`: `arg1/o`: unknown format `/o` (supported: d i u x s c f)"
+    );
+    assert_eq!(
+        err("f@arg1/p", a),
+        "`f@arg1/p`: `arg1/p`: format `/p` is not supported by fntrace yet (supported: d i u x s c f)"
+    );
+    assert_eq!(
+        err("f@arg7", a),
+        "`f@arg7`: `arg7`: only the first 6 integer arguments (those in registers) can be recorded"
+    );
+    assert_eq!(
+        err("f@argx", a),
+        "`f@argx`: `argx`: `argx` is not a value (argN, fpargN or retval)"
+    );
+    assert_eq!(
+        err("f@arg0", a),
+        "`f@arg0`: `arg0`: `arg0` is not a value (argN, fpargN or retval)"
+    );
+    assert_eq!(
+        err("f@depth=2", a),
+        "`f@depth=2`: `depth=2`: `depth=2` is not a value (argN, fpargN or retval)"
+    );
+    assert_eq!(
+        err("f@arg1/i24", a),
+        "`f@arg1/i24`: `arg1/i24`: size must be 8, 16, 32 or 64 bits"
+    );
+    assert_eq!(
+        err("f@fparg1/80", a),
+        "`f@fparg1/80`: `fparg1/80`: 80-bit floating point is not supported yet"
+    );
+    assert_eq!(
+        err("f@arg1/s32", a),
+        "`f@arg1/s32`: `arg1/s32`: a string is a 64-bit pointer"
+    );
+    assert_eq!(
+        err("f@arg1%rdi", a),
+        "`f@arg1%rdi`: `arg1%rdi`: registers and stack offsets (`%…`) are not supported yet"
+    );
+    assert_eq!(
+        err("f@retval", a),
+        "`f@retval`: `retval`: a return value is given with -R, not -A"
+    );
+    assert_eq!(
+        err("f@arg1", SpecKind::Retval),
+        "`f@arg1`: `arg1`: -R takes `retval` only"
+    );
+    assert_eq!(err("f@arg1/", a), "`f@arg1/`: `arg1/`: nothing after `/`");
+}
+
+#[test]
+fn merges_specs_as_uftrace_does() {
+    let specs = parse("f*@arg1/x,arg2;f@arg2/s,arg3;g@arg9", SpecKind::Any);
+    assert!(specs.is_err(), "arg9 is refused");
+    let specs = parse("f*@arg1/x,arg2;f@arg2/s,arg3;g@arg4", SpecKind::Any).unwrap();
+    let values = values_for(&specs, |glob| glob == "f*" || glob == "f");
+    let shown: Vec<_> = values.iter().map(|v| (v.slot, v.format)).collect();
+    assert_eq!(
+        shown,
+        vec![
+            (ArgSlot::Int(1), ArgFormat::Hex),
+            (ArgSlot::Int(2), ArgFormat::Str),
+            (ArgSlot::Int(3), ArgFormat::Auto),
+        ]
+    );
+}
+
+/// The entry data of `f(42, "key", 'c', 2.5)` recorded by uftrace 0.13
+/// with `-A 'f@arg1/d,arg2/s,arg3/c,fparg1'`.
+const UFTRACE_ENTRY: [u8; 32] = [
+    0x2a, 0, 0, 0, 0, 0, 0, 0, 3, 0, b'k', b'e', b'y', 0, 0, 0, 0x63, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0x04, 0x40, 0, 0, 0, 0,
+];
+
+#[test]
+fn encodes_as_uftrace_and_shows_as_its_replay() {
+    let values = one("f@arg1/d,arg2/s,arg3/c,fparg1");
+    let mut regs = Registers::default();
+    regs.int[0] = 42;
+    regs.int[1] = 0x1000;
+    regs.int[2] = 0x63;
+    regs.float[0] = 2.5f64.to_bits();
+    let mut out = [0xffu8; DATA_MAX + 4];
+    let mut read = |addr: u64, buf: &mut [u8]| {
+        assert_eq!(addr, 0x1000);
+        buf[..4].copy_from_slice(b"key\0");
+        Some(4)
+    };
+    let len = encode(&values, false, &regs, &mut read, &mut out);
+    // 28 bytes of data, padded to 32 in the file.
+    assert_eq!(len, 32);
+    assert_eq!(out[..32], UFTRACE_ENTRY);
+    assert_eq!(data_len(&values, false, &UFTRACE_ENTRY), Some(32));
+    assert_eq!(
+        show(&values, false, &UFTRACE_ENTRY).unwrap(),
+        "(42, \"key\", 'c', 2.500000)"
+    );
+    assert_eq!(show(&values, false, &UFTRACE_ENTRY[..20]), None);
+}
+
+#[test]
+fn null_and_bad_pointers_and_long_strings() {
+    let values = one("f@arg1/s,arg2/s,arg3/s");
+    let regs = Registers {
+        int: [0, 0x1234, 0x2000, 0, 0, 0],
+        ..Registers::default()
+    };
+    let mut out = [0u8; DATA_MAX + 4];
+    let mut read = |addr: u64, buf: &mut [u8]| {
+        if addr == 0x2000 {
+            buf.fill(b'a');
+            Some(buf.len())
+        } else {
+            None
+        }
+    };
+    let len = encode(&values, false, &regs, &mut read, &mut out);
+    let text = show(&values, false, &out[..len]).unwrap();
+    let long = format!("{}...", "a".repeat(STR_MAX - 3));
+    assert_eq!(text, format!("(\"NULL\", \"<0x1234>\", \"{long}\")"));
+    assert_eq!(data_len(&values, false, &out[..len]), Some(len));
+}
+
+#[test]
+fn integers_as_printf_shows_them() {
+    let show_one = |spec: &str, raw: u64| {
+        let values = one(spec);
+        show(&values, false, &raw.to_le_bytes()).unwrap()
+    };
+    // -7 passed as an int: the register's upper half is zero.
+    assert_eq!(show_one("f@arg1", 0xffff_fff9), "(-7)");
+    assert_eq!(show_one("f@arg1", (-7i64) as u64), "(-7)");
+    assert_eq!(show_one("f@arg1", 100_001), "(0x186a1)");
+    assert_eq!(show_one("f@arg1", 100_000), "(100000)");
+    assert_eq!(show_one("f@arg1/x", 0), "(0)");
+    assert_eq!(show_one("f@arg1/x", 5), "(0x5)");
+    assert_eq!(show_one("f@arg1/i32", 0xffff_fff9), "(-7)");
+    assert_eq!(show_one("f@arg1/i", 0xffff_fff9), "(4294967289)");
+    assert_eq!(show_one("f@arg1/u", 7), "(7)");
+    assert_eq!(show_one("f@arg1/u", 100_001), "(0x186a1)");
+    assert_eq!(show_one("f@arg1/c", u64::from(b'\n')), "('\\n')");
+    let ret = one("f@retval/d");
+    assert_eq!(show(&ret, true, &144u64.to_le_bytes()).unwrap(), " = 144");
+}

@@ -1,0 +1,157 @@
+//! The graph tracer's argument and return-value recording (uftrace's `-A`
+//! and `-R`): which functions record what ([`ArgTable`], set once before
+//! tracing starts), and the capture on the traced path.
+//!
+//! A recorded entry (exit) goes into the ring as its usual event with
+//! [`MORE`] set, followed by slots of data ([`RawEvent::data`]): the
+//! bytes uftrace writes after the record ([`fntrace_format::argspec`]),
+//! 8 per slot, all published together or none (then the event goes alone,
+//! without its values; not counted yet). Only the
+//! streaming recorder's writer reads the data; every other reader of the
+//! rings skips it. Sites of these functions never call a fast entry (see
+//! `sites::flag::WITH_ARGS`).
+//!
+//! Strings are read with `process_vm_readv` on the process itself: an
+//! unreadable address is an error, never a fault in the traced program.
+
+use std::sync::OnceLock;
+
+use fntrace_format::argspec::{self, ArgSlot, ArgSpec, Registers, DATA_MAX};
+
+use super::RawEvent;
+use crate::arch::x86_64::SavedRegs;
+
+/// The depth field's top bit: data slots follow this event.
+pub(super) const MORE: u64 = 1 << 62;
+
+/// Slots of data one event carries at most.
+const DATA_SLOTS: usize = (DATA_MAX + 4) / 8;
+
+/// Which functions record which values, and the specs as given.
+pub(crate) struct ArgTable {
+    /// Function addresses, sorted, with their values (arguments and return
+    /// value, merged as uftrace merges specs).
+    functions: Vec<(usize, Vec<ArgSpec>)>,
+    /// The `-A` specs, joined by `;` (uftrace's `argspec` line).
+    pub(crate) arguments: String,
+    /// The `-R` specs, joined by `;` (uftrace's `retspec` line).
+    pub(crate) retval: String,
+}
+
+static TABLE: OnceLock<ArgTable> = OnceLock::new();
+
+impl ArgTable {
+    /// A table of `functions` (any order) for the specs `arguments` and
+    /// `retval`.
+    pub(crate) fn new(
+        mut functions: Vec<(usize, Vec<ArgSpec>)>,
+        arguments: String,
+        retval: String,
+    ) -> ArgTable {
+        functions.sort_by_key(|&(function, _)| function);
+        functions.dedup_by_key(|&mut (function, _)| function);
+        ArgTable {
+            functions,
+            arguments,
+            retval,
+        }
+    }
+
+    fn values_of(&self, function: usize) -> Option<&[ArgSpec]> {
+        let at = self
+            .functions
+            .binary_search_by_key(&function, |&(f, _)| f)
+            .ok()?;
+        Some(&self.functions[at].1)
+    }
+}
+
+/// Installs the process's table; once (a second table is refused:
+/// returns it).
+pub(crate) fn set_table(table: ArgTable) -> Result<(), ArgTable> {
+    TABLE.set(table)
+}
+
+/// The process's table, if specs were given.
+pub(crate) fn table() -> Option<&'static ArgTable> {
+    TABLE.get()
+}
+
+/// The events for `event` of `function` with its values (`retval`: the
+/// return value's, from `returned`; else the arguments', from `regs`)
+/// into `out`: how many, 0 when the function records none of them.
+pub(super) fn with_values(
+    event: RawEvent,
+    function: usize,
+    retval: bool,
+    regs: Option<&SavedRegs>,
+    returned: Option<[u64; 2]>,
+    out: &mut [RawEvent; 1 + DATA_SLOTS],
+) -> usize {
+    let Some(values) = table().and_then(|t| t.values_of(function)) else {
+        return 0;
+    };
+    if !values.iter().any(|v| (v.slot == ArgSlot::Retval) == retval) {
+        return 0;
+    }
+    let mut registers = Registers::default();
+    if let Some(regs) = regs {
+        registers.int = [regs.rdi, regs.rsi, regs.rdx, regs.rcx, regs.r8, regs.r9];
+        for (to, from) in registers.float.iter_mut().zip(&regs.xmm) {
+            *to = *from as u64;
+        }
+    }
+    if let Some([rax, xmm0]) = returned {
+        registers.rax = rax;
+        registers.xmm0 = xmm0;
+    }
+    let mut bytes = [0u8; DATA_MAX + 4];
+    let len = argspec::encode(values, retval, &registers, &mut read_own, &mut bytes);
+    if len == 0 {
+        return 0;
+    }
+    out[0] = RawEvent {
+        ticks: event.ticks,
+        word: event.word | MORE,
+    };
+    for (slot, chunk) in out[1..].iter_mut().zip(bytes[..len].chunks_exact(8)) {
+        *slot = RawEvent::data(u64::from_le_bytes(chunk.try_into().unwrap_or_default()));
+    }
+    1 + len / 8
+}
+
+/// Copies what is readable of the bytes at `addr` into `buf`: how many,
+/// `None` if none is (an unmapped or unreadable address). A system call
+/// instead of a load, so that a bad pointer is an error, not a fault.
+fn read_own(addr: u64, buf: &mut [u8]) -> Option<usize> {
+    // Two pieces, split where the first page ends: a transfer stops at the
+    // first piece it cannot read whole, so the bytes before an unmapped
+    // page still come.
+    let in_page = (4096 - (addr % 4096) as usize).min(buf.len());
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let remote = [
+        libc::iovec {
+            iov_base: addr as *mut libc::c_void,
+            iov_len: in_page,
+        },
+        libc::iovec {
+            iov_base: (addr as usize).wrapping_add(in_page) as *mut libc::c_void,
+            iov_len: buf.len() - in_page,
+        },
+    ];
+    let pieces = if in_page == buf.len() { 1 } else { 2 };
+    // SAFETY: `local` describes `buf`, writable for its length; the kernel
+    // checks `remote` and returns an error for what is not mapped readable.
+    let n = unsafe {
+        libc::process_vm_readv(crate::sys::getpid(), &local, 1, remote.as_ptr(), pieces, 0)
+    };
+    (n > 0).then_some(n as usize)
+}
+
+/// The array [`with_values`] fills.
+pub(super) const fn buffer() -> [RawEvent; 1 + DATA_SLOTS] {
+    [RawEvent { ticks: 0, word: 0 }; 1 + DATA_SLOTS]
+}

@@ -1,0 +1,204 @@
+//! Arguments and return values (`-A`, `-R`; `tests/c/args.c`, gcc `-pg`
+//! at `-O0` and `-O2`): the program recorded by `fntrace record` and by
+//! the real `uftrace record` with the same specs, both read by the real
+//! `uftrace replay`, show the same lines — ints, a negative int, a pointer,
+//! strings (NULL, unreadable, cut at uftrace's 98 bytes), a char, doubles,
+//! and the return values, of a library call too. A function without a
+//! spec keeps its plain line.
+//! `fntrace replay` shows the same values, from both directories. A spec
+//! that does not parse, or whose glob selects no function, is refused
+//! before the program runs. gcc and uftrace are required (CI installs
+//! them): a missing one fails the test.
+
+mod common;
+
+use common::native;
+use std::path::Path;
+use std::process::Command;
+
+const ARGS: &str = "add@arg1/d,arg2/i32;lookup@arg1/s,arg2;pick@arg1/u;shout@arg1/c;\
+                    scale@fparg1,arg1/d32;where@arg1/x;ignore@arg1/s;twice@arg1;getenv@arg1/s";
+const RETVAL: &str = "add@retval/i32;lookup@retval/d;pick@retval/s;shout@retval/c;\
+                      scale@retval/f;where@retval/x;twice@retval;getenv@retval/s";
+
+/// What both recordings show (`uftrace replay -f none`), checked by hand
+/// against the program; `&counter` is the same in every run (-no-pie).
+const EXPECTED: &str = r#"__monstartup();
+__cxa_atexit();
+main() {
+  add(40, 2) = 42;
+  add(-7, 3) = -4;
+  lookup("key", 100) = 207;
+  lookup("NULL", -1) = -1;
+  lookup("01234567890123456789012345678901234567890123456789012345678901234567890123456789012345678901234...", 0) = 48;
+  pick(1) = "hello, world";
+  pick(0) = "NULL";
+  shout('a') = 'A';
+  scale(2.500000, 4) = 10.000000;
+  scale(-0.125000, 8) = -1.000000;
+  where(COUNTER) = COUNTER;
+  untraced_args();
+  ignore("<0x10>");
+  twice(3) {
+    add(3, 3) = 7;
+  } = 7; /* twice */
+  getenv("FNTRACE_ARGS_TEST_UNSET") = "NULL";
+} /* main */
+"#;
+
+/// `uftrace replay` of `dir` without times (`-f none`), the address of
+/// `counter` (`where`'s argument and return value) replaced by `COUNTER`.
+fn replay(dir: &Path, counter: &str) -> String {
+    let output = Command::new("uftrace")
+        .args(["replay", "--no-pager", "-f", "none", "-d"])
+        .arg(dir)
+        .env("LC_ALL", "C")
+        .output()
+        .expect("cannot run uftrace; CI installs it (.ci/run)");
+    assert!(
+        output.status.success(),
+        "uftrace replay -d {}: {}",
+        dir.display(),
+        native::stderr_of(&output)
+    );
+    String::from_utf8(output.stdout)
+        .unwrap()
+        .replace(counter, "COUNTER")
+}
+
+/// The address of `counter` in `program` (`nm`), as uftrace prints it.
+fn counter_address(program: &Path) -> String {
+    let output = Command::new("nm")
+        .arg(program)
+        .output()
+        .expect("cannot run nm");
+    let text = String::from_utf8(output.stdout).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.ends_with(" counter"))
+        .unwrap_or_else(|| panic!("no counter in nm's output:\n{text}"));
+    let address = u64::from_str_radix(line.split(' ').next().unwrap(), 16).unwrap();
+    format!("{address:#x}")
+}
+
+#[test]
+fn arguments_and_return_values_as_uftrace_records_them() {
+    for level in ["-O0", "-O2"] {
+        let label = level.trim_start_matches('-');
+        let base = common::temp_dir(&format!("args-{label}"));
+        let flags = ["-pg", level, "-no-pie", "-fno-pie"];
+        let program = native::build_c(&base, "args", label, &flags, &[]);
+        let counter = counter_address(&program);
+
+        let theirs = base.join("uftrace.data");
+        let status = Command::new("uftrace")
+            .args([
+                "record",
+                "--no-pager",
+                "--no-sched",
+                "-A",
+                ARGS,
+                "-R",
+                RETVAL,
+                "-d",
+            ])
+            .arg(&theirs)
+            .arg(&program)
+            .current_dir(&base)
+            .status()
+            .expect("cannot run uftrace; CI installs it (.ci/run)");
+        assert!(status.code().is_some(), "uftrace record: {status}");
+
+        let ours = base.join("fntrace.data");
+        let output = native::fntrace_record(
+            &base,
+            &[
+                "-o",
+                ours.to_str().unwrap(),
+                "-A",
+                ARGS,
+                "-R",
+                RETVAL,
+                "--",
+                program.to_str().unwrap(),
+            ],
+        );
+        assert!(
+            output.status.code().is_some(),
+            "fntrace record: {}",
+            native::stderr_of(&output)
+        );
+
+        let theirs_text = replay(&theirs, &counter);
+        assert_eq!(theirs_text, EXPECTED, "uftrace's own recording, {level}");
+        let ours_text = replay(&ours, &counter);
+        // Line for line, the first difference named.
+        for (n, (a, b)) in ours_text.lines().zip(theirs_text.lines()).enumerate() {
+            assert_eq!(a, b, "{level}: line {} of uftrace replay", n + 1);
+        }
+        assert_eq!(ours_text, theirs_text, "{level}");
+
+        // fntrace replay, from both directories: the same lines, once its
+        // TID and DURATION columns are gone (and its `}  /*` is uftrace's
+        // `} /*`).
+        for dir in [&ours, &theirs] {
+            let output = Command::new(native::cli())
+                .args(["replay", "--no-pager"])
+                .arg(dir)
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&output.stdout);
+            assert!(output.status.success(), "{}", native::stderr_of(&output));
+            let column = text.find("FUNCTION").unwrap() - text.find("    TID").unwrap();
+            let lines: String = text
+                .lines()
+                .skip(2)
+                .map(|line| format!("{}\n", line[column..].replace("}  /* ", "} /* ")))
+                .collect();
+            assert_eq!(
+                lines.replace(&counter, "COUNTER"),
+                EXPECTED,
+                "fntrace replay {}",
+                dir.display()
+            );
+        }
+        let _ = std::fs::remove_dir_all(&base);
+    }
+}
+
+#[test]
+fn bad_specs_are_refused_before_the_program_runs() {
+    let base = common::temp_dir("args-refused");
+    let program = native::build_c(&base, "args", "O0", &["-pg", "-O0"], &[]);
+    let program = program.to_str().unwrap();
+    for (args, said) in [
+        (
+            ["-A", "add@arg1/o"],
+            "-A `add@arg1/o`: `arg1/o`: unknown format `/o` (supported: d i u x s c f)",
+        ),
+        (
+            ["-A", "add@arg7"],
+            "-A `add@arg7`: `arg7`: only the first 6 integer arguments (those in registers) \
+             can be recorded",
+        ),
+        (
+            ["-R", "add@arg1"],
+            "-R `add@arg1`: `arg1`: -R takes `retval` only",
+        ),
+        (
+            ["-A", "nothing_like_it@arg1"],
+            "-A/-R nothing_like_it: no function of",
+        ),
+    ] {
+        let out = base.join("refused.data");
+        let mut all = vec!["-o", out.to_str().unwrap()];
+        all.extend(args);
+        all.extend(["--", program]);
+        let output = native::fntrace_record(&base, &all);
+        let stderr = native::stderr_of(&output);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(said), "{args:?}: {stderr}");
+        assert!(!out.exists(), "{args:?}: nothing is recorded");
+    }
+    let _ = std::fs::remove_dir_all(&base);
+}
