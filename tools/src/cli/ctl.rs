@@ -226,7 +226,12 @@ pub fn main(args: &CtlArgs, no_pager: bool) -> ExitCode {
         Ok((true, text)) => {
             let shown = match &args.command {
                 CtlCommand::Profile(profile) if profile.command.is_none() => {
-                    super::profile::show(&text, profile, &args.target, no_pager)
+                    // A pprof's file:line needs the process's memory map.
+                    let pid = profile
+                        .pprof
+                        .as_ref()
+                        .and_then(|_| served_pid(&args.target));
+                    super::profile::show(&text, profile, &args.target, pid, no_pager)
                 }
                 CtlCommand::Metrics => super::profile::metrics(&text),
                 _ => {
@@ -477,6 +482,22 @@ fn request_line(command: &CtlCommand) -> Result<String, NoReply> {
         )));
     }
     Ok(line + "\n")
+}
+
+/// The process serving `target`: the pid it names, or the one its socket
+/// says (the first line of `status`); `None` when neither is known.
+fn served_pid(target: &str) -> Option<u32> {
+    if let Ok(pid) = target.parse() {
+        return Some(pid);
+    }
+    let (ok, status) = exchange_line(target, Duration::from_secs(5), "status\n").ok()?;
+    let first = status.lines().next()?;
+    first
+        .strip_prefix("pid ")
+        .filter(|_| ok)?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// The socket at `target`: a path, or a pid's default path (with the pid).

@@ -167,12 +167,14 @@ fn selected(
 }
 
 /// `fntrace ctl TARGET profile --pprof FILE`: the live snapshot, its
-/// functions selected by -F/-N, written to `path`.
+/// functions selected by -F/-N, written to `path`; `pid`, the target's
+/// process when known, gives its functions' files (for file:line) and the
+/// program's name.
 pub fn save_live(
     snapshot: ProfileSnapshot,
-    filter: &[String],
-    notrace: &[String],
+    (filter, notrace): (&[String], &[String]),
     target: &str,
+    pid: Option<u32>,
     path: &Path,
 ) -> Result<(), String> {
     let snapshot = selected(
@@ -185,7 +187,6 @@ pub fn save_live(
         eprintln!("fntrace: warning: {}", line.trim_start_matches("# "));
     }
     // The target's map now: its functions' files, for their lines.
-    let pid = target_pid(target);
     let sources = pid
         .and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/maps")).ok())
         .map(|maps| source_lines::entry_lines(&maps, &functions_of(&snapshot)))
@@ -206,23 +207,6 @@ pub fn save_live(
     })?;
     eprintln!("fntrace: wrote {}", path.display());
     Ok(())
-}
-
-/// The process serving `target`: the pid it names, or the one its socket
-/// says (the first line of `status`); `None` when neither is known.
-fn target_pid(target: &str) -> Option<u32> {
-    if let Ok(pid) = target.parse() {
-        return Some(pid);
-    }
-    let (ok, status) =
-        super::ctl::exchange_line(target, std::time::Duration::from_secs(5), "status\n").ok()?;
-    let first = status.lines().next()?;
-    first
-        .strip_prefix("pid ")
-        .filter(|_| ok)?
-        .trim()
-        .parse()
-        .ok()
 }
 
 /// The entry addresses of `snapshot`'s functions.

@@ -106,10 +106,18 @@ fn snapshot_text(reply: &str) -> &str {
 /// Does what `ctl TARGET profile` asked with the reply to `profile`:
 /// prints the table or saves the text. Errors are the arguments' (a glob
 /// that matches no function) or the reply's.
-pub fn show(reply: &str, args: &ProfileArgs, target: &str, no_pager: bool) -> Result<(), String> {
+/// `pid`: the target's process, when known (a pprof's file:line).
+pub fn show(
+    reply: &str,
+    args: &ProfileArgs,
+    target: &str,
+    pid: Option<u32>,
+    no_pager: bool,
+) -> Result<(), String> {
     let snapshot = snapshot_of_reply(reply)?;
     if let Some(path) = &args.pprof {
-        return super::pprof::save_live(snapshot, &args.filter, &args.notrace, target, path);
+        let selection = (&args.filter[..], &args.notrace[..]);
+        return super::pprof::save_live(snapshot, selection, target, pid, path);
     }
     if let Some(path) = &args.save {
         // `-F`/`-N` select what is saved, as what is shown: checked first
