@@ -71,6 +71,7 @@
 //! same code on a trace in memory.
 
 mod distribution;
+mod exposition;
 mod fxhash;
 mod histogram;
 mod latency;
@@ -88,14 +89,17 @@ pub mod threads;
 pub const WALL_TIME: &str = "wall-clock time, blocked time included";
 
 pub use distribution::{distribution, distribution_text, DistributionRow};
+pub use exposition::{
+    Exposition, ProcessInfo, TextFormat, DEFAULT_HISTOGRAMS, DEFAULT_MAX_FUNCTIONS,
+};
 pub use histogram::{Histogram, MAX_RELATIVE_ERROR, SUB_BUCKETS};
 pub use latency::{
     human_duration, latency, latency_of, latency_of_with, FunctionStats, LatencyReport, Rows,
     Shortfall, ThreadSummary,
 };
 pub use openmetrics::{
-    openmetrics, openmetrics_top, write_openmetrics, write_openmetrics_top, DEFAULT_MAX_FUNCTIONS,
-    DURATION_BUCKETS_NS, OPENMETRICS_CONTENT_TYPE,
+    exposition, openmetrics, write_exposition, DURATION_BUCKETS_NS, OPENMETRICS_CONTENT_TYPE,
+    PROMETHEUS_CONTENT_TYPE,
 };
 pub use profile::{FunctionProfile, NotKept, PathProfile, ProfileSnapshot, ProfileTextError};
 pub use since::NotLater;

@@ -49,15 +49,13 @@ use crate::error::Error;
 use crate::rt::spawn::spawn_running;
 use crate::rt::thread::Untraced;
 use crate::vars;
-use fntrace_format::analysis::{openmetrics_top, DEFAULT_MAX_FUNCTIONS, OPENMETRICS_CONTENT_TYPE};
+use fntrace_format::analysis::{
+    exposition, Exposition, ProcessInfo, TextFormat, DEFAULT_HISTOGRAMS, DEFAULT_MAX_FUNCTIONS,
+    OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE,
+};
 
 /// The longest request head accepted (request line and headers).
 pub(crate) const MAX_HEAD_BYTES: usize = 8192;
-
-/// The content type of the Prometheus text format 0.0.4, which the text
-/// also is (see `fntrace_format::analysis::openmetrics`), for scrapers that
-/// do not ask for OpenMetrics.
-const PROMETHEUS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Who may scrape the metrics endpoint, how it treats its clients and
 /// what it exports; see [`serve_metrics_with`](crate::serve_metrics_with).
@@ -80,6 +78,18 @@ pub struct MetricsOptions {
     /// the others are counted in `fntrace_metrics_functions_omitted`.
     /// (`FNTRACE_METRICS_MAX_FUNCTIONS`.)
     pub max_functions: usize,
+    /// How many of them carry the duration histogram (10): those with the
+    /// most total time; the others are 3 series each (calls, self time,
+    /// running calls). (`FNTRACE_METRICS_HISTOGRAMS`.)
+    pub histograms: usize,
+    /// Globs a function's name must match to be exported, `!glob`s it
+    /// must not (the trace filter's syntax); empty: all.
+    /// (`FNTRACE_METRICS_FILTER`.)
+    pub filter: Vec<String>,
+    /// Label values in full, generic arguments kept (false: without them,
+    /// the instances of a generic function one series).
+    /// (`FNTRACE_METRICS_NAMES=full`.)
+    pub full_names: bool,
     /// Connections open at once (64).
     pub max_clients: usize,
     /// Connections open at once from one address (8).
@@ -98,6 +108,9 @@ impl Default for MetricsOptions {
             public: false,
             token: None,
             max_functions: DEFAULT_MAX_FUNCTIONS,
+            histograms: DEFAULT_HISTOGRAMS,
+            filter: Vec::new(),
+            full_names: false,
             max_clients: 64,
             max_clients_per_address: 8,
             request_timeout: Duration::from_secs(1),
@@ -113,12 +126,53 @@ impl std::fmt::Debug for MetricsOptions {
             // Never the token itself: options get logged.
             .field("token", &self.token.as_ref().map(|_| "(set, not shown)"))
             .field("max_functions", &self.max_functions)
+            .field("histograms", &self.histograms)
+            .field("filter", &self.filter)
+            .field("full_names", &self.full_names)
             .field("max_clients", &self.max_clients)
             .field("max_clients_per_address", &self.max_clients_per_address)
             .field("request_timeout", &self.request_timeout)
             .field("reply_timeout", &self.reply_timeout)
             .finish()
     }
+}
+
+/// The options `FNTRACE_METRICS_*` ask for (each checked already).
+pub(crate) fn options_from_env() -> Result<MetricsOptions, String> {
+    let mut options = MetricsOptions::default();
+    if let Some(value) = vars::var("FNTRACE_METRICS_PUBLIC")? {
+        options.public = vars::parse_flag(&value)?;
+    }
+    if let Some(value) = vars::var("FNTRACE_METRICS_MAX_FUNCTIONS")? {
+        options.max_functions = vars::parse_max_functions(&value)?;
+    }
+    if let Some(value) = vars::var("FNTRACE_METRICS_HISTOGRAMS")? {
+        options.histograms = vars::parse_histograms(&value)?;
+    }
+    if let Some(value) = vars::var("FNTRACE_METRICS_FILTER")? {
+        options.filter = vars::parse_metrics_filter(&value)?;
+    }
+    if let Some(value) = vars::var("FNTRACE_METRICS_NAMES")? {
+        options.full_names = vars::parse_names(&value)?;
+    }
+    let token = vars::var("FNTRACE_METRICS_TOKEN")?;
+    let file = vars::var("FNTRACE_METRICS_TOKEN_FILE")?;
+    options.token = match (token, file) {
+        (Some(_), Some(_)) => {
+            return Err(
+                "FNTRACE_METRICS_TOKEN and FNTRACE_METRICS_TOKEN_FILE are both set: \
+                        use one"
+                    .to_string(),
+            )
+        }
+        (Some(token), None) => Some(vars::parse_token(&token)?),
+        (None, Some(path)) => {
+            let read = vars::parse_token_file(&path).and_then(|p| vars::read_token_file(&p));
+            Some(read.map_err(|e| format!("FNTRACE_METRICS_TOKEN_FILE={path}: {e}"))?)
+        }
+        (None, None) => None,
+    };
+    Ok(options)
 }
 
 /// A running metrics endpoint; dropping it stops it as
@@ -559,13 +613,38 @@ pub(crate) fn answer(head: &[u8], options: &MetricsOptions) -> Answer {
     let wants_openmetrics = headers.iter().any(|(name, value)| {
         name.eq_ignore_ascii_case("accept") && value.contains("application/openmetrics-text")
     });
-    let content_type = if wants_openmetrics {
-        OPENMETRICS_CONTENT_TYPE
+    let (format, content_type) = if wants_openmetrics {
+        (TextFormat::OpenMetrics, OPENMETRICS_CONTENT_TYPE)
     } else {
-        PROMETHEUS_CONTENT_TYPE
+        (TextFormat::Prometheus, PROMETHEUS_CONTENT_TYPE)
     };
-    let body = openmetrics_top(&PROFILE_TRACER.snapshot(), options.max_functions);
+    let what = Exposition {
+        format,
+        filter: options.filter.clone(),
+        max_functions: options.max_functions,
+        histograms: options.histograms,
+        full_names: options.full_names,
+        process: Some(process_info()),
+    };
+    let body = exposition(&PROFILE_TRACER.snapshot(), &what);
     response(200, content_type, body.as_bytes(), with_body).into()
+}
+
+/// This process as `fntrace_build_info` and `fntrace_process_threads`
+/// describe it: the threads alive now, read from `/proc/self/task`
+/// (the profile counts every thread that ever made a traced call).
+fn process_info() -> ProcessInfo {
+    let threads = std::fs::read_dir("/proc/self/task").map_or(0, |tasks| tasks.count() as u64);
+    let exe = std::env::current_exe()
+        .ok()
+        .and_then(|path| path.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_default();
+    ProcessInfo {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        pid: std::process::id(),
+        exe,
+        threads,
+    }
 }
 
 /// Whether `headers` carry `Authorization: Bearer TOKEN` with `token`

@@ -10,7 +10,9 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use fntrace_tools::analysis::{openmetrics, FunctionStats, ProfileSnapshot, Rows};
+use fntrace_tools::analysis::{
+    exposition, Exposition, FunctionStats, ProfileSnapshot, Rows, TextFormat,
+};
 use fntrace_tools::glob;
 
 use super::hist::HistArgs;
@@ -147,10 +149,12 @@ pub fn show(reply: &str, args: &ProfileArgs, target: &str, no_pager: bool) -> Re
     })
 }
 
-/// Prints the OpenMetrics text of the reply's snapshot.
+/// Prints the metrics text of the reply's snapshot: every function, with
+/// its histogram and full name, in the Prometheus text format 0.0.4.
 pub fn metrics(reply: &str) -> Result<(), String> {
     let snapshot = snapshot_of_reply(reply)?;
-    let text = openmetrics(&snapshot);
+    // The 0.0.4 text: what promtool, which it is piped to, reads.
+    let text = exposition(&snapshot, &Exposition::everything(TextFormat::Prometheus));
     // A closed stdout loses nothing the caller still wants.
     let _ = io::stdout().lock().write_all(text.as_bytes());
     Ok(())
