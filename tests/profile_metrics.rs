@@ -41,11 +41,12 @@ fn scrape(address: SocketAddr) -> String {
     body.to_string()
 }
 
-/// `fntrace_function_duration_seconds_count` per function.
+/// `fntrace_function_self_seconds_count` (calls) per function: every
+/// exported function has it, with or without a histogram.
 fn counts(body: &str) -> HashMap<String, u64> {
     body.lines()
         .filter_map(|line| {
-            let rest = line.strip_prefix("fntrace_function_duration_seconds_count{function=\"")?;
+            let rest = line.strip_prefix("fntrace_function_self_seconds_count{function=\"")?;
             let (name, value) = rest.split_once("\"} ")?;
             Some((name.to_string(), value.parse().ok()?))
         })

@@ -55,7 +55,7 @@ Examples:
   fntrace ctl $! profile -s p99 --top 20       ... its table, as report's
   fntrace ctl $! profile --save now.profile    the snapshot (fntrace flame reads it)
   fntrace ctl $! profile reset                 counts from zero again
-  fntrace ctl $! metrics | promtool check metrics   the OpenMetrics text
+  fntrace ctl $! metrics | promtool check metrics   the metrics text
 Sizes: 64M, 1G, 512K or bytes (binary multiples: 1K = 1024).";
 
 /// `fntrace ctl`.
@@ -146,9 +146,16 @@ pub enum CtlCommand {
     /// The live profile of the `profile` tracer (enable it first): its
     /// latency table, as `fntrace report` prints a trace's; or `reset`.
     Profile(super::profile::ProfileArgs),
-    /// The live profile as OpenMetrics text (what FNTRACE_METRICS serves
-    /// on /metrics).
-    Metrics,
+    /// The live profile as metrics text: every function, with its
+    /// histogram and full name, in the Prometheus text format 0.0.4 (what
+    /// promtool checks); FNTRACE_METRICS serves a selection of it on
+    /// /metrics.
+    Metrics {
+        /// OpenMetrics 1.0 text instead (the counters' families named
+        /// without `_total`).
+        #[arg(long)]
+        openmetrics: bool,
+    },
     /// The flight recorder: start, stop, and when it writes a snapshot.
     #[command(subcommand)]
     Flight(FlightCommand),
@@ -228,7 +235,7 @@ pub fn main(args: &CtlArgs, no_pager: bool) -> ExitCode {
                 CtlCommand::Profile(profile) if profile.command.is_none() => {
                     super::profile::show(&text, profile, &args.target, no_pager)
                 }
-                CtlCommand::Metrics => super::profile::metrics(&text),
+                CtlCommand::Metrics { openmetrics } => super::profile::metrics(&text, *openmetrics),
                 _ => {
                     // A closed stdout loses nothing the caller still wants.
                     let _ = std::io::stdout().lock().write_all(text.as_bytes());
@@ -422,7 +429,7 @@ fn request_line(command: &CtlCommand) -> Result<String, NoReply> {
             Some(super::profile::ProfileCommand::Reset) => Request::ProfileReset,
             None => Request::Profile,
         },
-        CtlCommand::Metrics => Request::Profile,
+        CtlCommand::Metrics { .. } => Request::Profile,
         CtlCommand::Flight(flight) => Request::Flight(match flight {
             FlightCommand::Start {
                 dir: d,

@@ -150,11 +150,15 @@ pub fn show(reply: &str, args: &ProfileArgs, target: &str, no_pager: bool) -> Re
 }
 
 /// Prints the metrics text of the reply's snapshot: every function, with
-/// its histogram and full name, in the Prometheus text format 0.0.4.
-pub fn metrics(reply: &str) -> Result<(), String> {
+/// its histogram and full name, in the Prometheus text format 0.0.4 (what
+/// promtool reads) or OpenMetrics.
+pub fn metrics(reply: &str, openmetrics: bool) -> Result<(), String> {
     let snapshot = snapshot_of_reply(reply)?;
-    // The 0.0.4 text: what promtool, which it is piped to, reads.
-    let text = exposition(&snapshot, &Exposition::everything(TextFormat::Prometheus));
+    let format = match openmetrics {
+        true => TextFormat::OpenMetrics,
+        false => TextFormat::Prometheus,
+    };
+    let text = exposition(&snapshot, &Exposition::everything(format));
     // A closed stdout loses nothing the caller still wants.
     let _ = io::stdout().lock().write_all(text.as_bytes());
     Ok(())
