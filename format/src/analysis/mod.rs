@@ -72,6 +72,8 @@
 
 mod distribution;
 mod exposition;
+#[cfg(test)]
+mod exposition_tests;
 mod fxhash;
 mod histogram;
 mod latency;
