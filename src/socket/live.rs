@@ -327,6 +327,7 @@ fn handle(request: Request) -> Reply {
             ))
         }
         Request::Flight(request) => Ok(flight_request(request)),
+        Request::MetricsFilter(globs) => Ok(socket::set_metrics_filter(globs.as_deref())),
         Request::Detach => detach(),
     };
     result.unwrap_or_else(|err| match err {

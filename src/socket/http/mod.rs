@@ -33,6 +33,10 @@
 //! another path is `404`, another method `405`, a head that is not HTTP
 //! `400`.
 //!
+//! `/metrics` is gzipped (`fntrace_format::export::gzip`, `Content-Encoding:
+//! gzip`) when the request's `Accept-Encoding` allows it, as Prometheus's
+//! does.
+//!
 //! `GET /debug/pprof/profile?seconds=N` is served too, under the same
 //! rules: the calls of the next N seconds as a pprof profile ([`pprof`],
 //! which says how the wait blocks no other scrape).
@@ -50,7 +54,7 @@ use crate::rt::spawn::spawn_running;
 use crate::rt::thread::Untraced;
 use crate::vars;
 use fntrace_format::analysis::{
-    exposition, Exposition, ProcessInfo, TextFormat, DEFAULT_HISTOGRAMS, DEFAULT_MAX_FUNCTIONS,
+    exposition, Exposition, TextFormat, DEFAULT_HISTOGRAMS, DEFAULT_MAX_FUNCTIONS,
     OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE,
 };
 
@@ -135,44 +139,6 @@ impl std::fmt::Debug for MetricsOptions {
             .field("reply_timeout", &self.reply_timeout)
             .finish()
     }
-}
-
-/// The options `FNTRACE_METRICS_*` ask for (each checked already).
-pub(crate) fn options_from_env() -> Result<MetricsOptions, String> {
-    let mut options = MetricsOptions::default();
-    if let Some(value) = vars::var("FNTRACE_METRICS_PUBLIC")? {
-        options.public = vars::parse_flag(&value)?;
-    }
-    if let Some(value) = vars::var("FNTRACE_METRICS_MAX_FUNCTIONS")? {
-        options.max_functions = vars::parse_max_functions(&value)?;
-    }
-    if let Some(value) = vars::var("FNTRACE_METRICS_HISTOGRAMS")? {
-        options.histograms = vars::parse_histograms(&value)?;
-    }
-    if let Some(value) = vars::var("FNTRACE_METRICS_FILTER")? {
-        options.filter = vars::parse_metrics_filter(&value)?;
-    }
-    if let Some(value) = vars::var("FNTRACE_METRICS_NAMES")? {
-        options.full_names = vars::parse_names(&value)?;
-    }
-    let token = vars::var("FNTRACE_METRICS_TOKEN")?;
-    let file = vars::var("FNTRACE_METRICS_TOKEN_FILE")?;
-    options.token = match (token, file) {
-        (Some(_), Some(_)) => {
-            return Err(
-                "FNTRACE_METRICS_TOKEN and FNTRACE_METRICS_TOKEN_FILE are both set: \
-                        use one"
-                    .to_string(),
-            )
-        }
-        (Some(token), None) => Some(vars::parse_token(&token)?),
-        (None, Some(path)) => {
-            let read = vars::parse_token_file(&path).and_then(|p| vars::read_token_file(&p));
-            Some(read.map_err(|e| format!("FNTRACE_METRICS_TOKEN_FILE={path}: {e}"))?)
-        }
-        (None, None) => None,
-    };
-    Ok(options)
 }
 
 /// A running metrics endpoint; dropping it stops it as
@@ -620,31 +586,36 @@ pub(crate) fn answer(head: &[u8], options: &MetricsOptions) -> Answer {
     };
     let what = Exposition {
         format,
-        filter: options.filter.clone(),
+        filter: exported::live_filter().unwrap_or_else(|| options.filter.clone()),
         max_functions: options.max_functions,
         histograms: options.histograms,
         full_names: options.full_names,
-        process: Some(process_info()),
+        process: Some(exported::process_info()),
     };
     let body = exposition(&PROFILE_TRACER.snapshot(), &what);
+    if accepts_gzip(&headers) {
+        let body = fntrace_format::export::gzip(body.as_bytes());
+        let extra = "Content-Encoding: gzip\r\nVary: Accept-Encoding\r\n";
+        return response_with(200, content_type, &body, with_body, extra).into();
+    }
     response(200, content_type, body.as_bytes(), with_body).into()
 }
 
-/// This process as `fntrace_build_info` and `fntrace_process_threads`
-/// describe it: the threads alive now, read from `/proc/self/task`
-/// (the profile counts every thread that ever made a traced call).
-fn process_info() -> ProcessInfo {
-    let threads = std::fs::read_dir("/proc/self/task").map_or(0, |tasks| tasks.count() as u64);
-    let exe = std::env::current_exe()
-        .ok()
-        .and_then(|path| path.file_name().map(|n| n.to_string_lossy().into_owned()))
-        .unwrap_or_default();
-    ProcessInfo {
-        version: env!("CARGO_PKG_VERSION").to_string(),
-        pid: std::process::id(),
-        exe,
-        threads,
-    }
+/// Whether `Accept-Encoding` lists `gzip` (or `*`) without `q=0`.
+fn accepts_gzip(headers: &[(&str, &str)]) -> bool {
+    headers
+        .iter()
+        .filter(|(name, _)| name.eq_ignore_ascii_case("accept-encoding"))
+        .flat_map(|(_, value)| value.split(','))
+        .any(|item| {
+            let mut parts = item.split(';').map(str::trim);
+            let coding = parts.next().unwrap_or("");
+            let refused = parts.any(|p| {
+                p.strip_prefix("q=")
+                    .is_some_and(|q| q.parse::<f32>().is_ok_and(|q| q == 0.0))
+            });
+            (coding.eq_ignore_ascii_case("gzip") || coding == "*") && !refused
+        })
 }
 
 /// Whether `headers` carry `Authorization: Bearer TOKEN` with `token`
@@ -741,6 +712,9 @@ fn response_with(
     }
     out
 }
+
+mod exported;
+pub(crate) use exported::{options_from_env, set_metrics_filter};
 
 #[cfg(test)]
 mod tests;

@@ -56,6 +56,7 @@ Examples:
   fntrace ctl $! profile --save now.profile    the snapshot (fntrace flame reads it)
   fntrace ctl $! profile reset                 counts from zero again
   fntrace ctl $! metrics | promtool check metrics   the metrics text
+  fntrace ctl $! metrics-filter 'kv::*'        what /metrics exports (--clear)
 Sizes: 64M, 1G, 512K or bytes (binary multiples: 1K = 1024).";
 
 /// `fntrace ctl`.
@@ -155,6 +156,17 @@ pub enum CtlCommand {
         /// without `_total`).
         #[arg(long)]
         openmetrics: bool,
+    },
+    /// Which functions /metrics exports from now on (FNTRACE_METRICS_FILTER
+    /// until then): comma-separated globs, `!glob` to exclude, `*` for
+    /// all; --clear for FNTRACE_METRICS_FILTER's again.
+    MetricsFilter {
+        /// Comma-separated globs: 'kv_service::*,!kv_service::log_*'.
+        #[arg(required_unless_present = "clear", conflicts_with = "clear")]
+        globs: Option<String>,
+        /// Back to FNTRACE_METRICS_FILTER (every function without it).
+        #[arg(long)]
+        clear: bool,
     },
     /// The flight recorder: start, stop, and when it writes a snapshot.
     #[command(subcommand)]
@@ -430,6 +442,7 @@ fn request_line(command: &CtlCommand) -> Result<String, NoReply> {
             None => Request::Profile,
         },
         CtlCommand::Metrics { .. } => Request::Profile,
+        CtlCommand::MetricsFilter { globs, .. } => Request::MetricsFilter(globs.clone()),
         CtlCommand::Flight(flight) => Request::Flight(match flight {
             FlightCommand::Start {
                 dir: d,
