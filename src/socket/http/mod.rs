@@ -1,7 +1,10 @@
 //! The metrics endpoint: `GET /metrics` over HTTP/1.x on a TCP address,
-//! answered with the live profile in OpenMetrics text (the profile
-//! tracer's snapshot, encoded by `fntrace_format::analysis::openmetrics_top`),
-//! for Prometheus and other scrapers. Started by `FNTRACE_METRICS` or
+//! answered with the live profile in OpenMetrics text, or the Prometheus
+//! text format 0.0.4 when the scraper does not ask for OpenMetrics (the
+//! profile tracer's snapshot, encoded by
+//! `fntrace_format::analysis::exposition` with what [`MetricsOptions`]
+//! and `metrics-filter` select, see `exported`), for Prometheus and
+//! other scrapers. Started by `FNTRACE_METRICS` or
 //! [`crate::serve_metrics`] / [`crate::serve_metrics_with`].
 //!
 //! # Who may scrape
