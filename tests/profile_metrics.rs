@@ -43,8 +43,7 @@ fn scrape(address: SocketAddr) -> String {
     body.to_string()
 }
 
-/// `fntrace_function_self_seconds_count` (calls) per function: every
-/// exported function has it, with or without a histogram.
+/// `fntrace_function_self_seconds_count` (calls) per exported function.
 fn counts(body: &str) -> HashMap<String, u64> {
     body.lines()
         .filter_map(|line| {

@@ -593,8 +593,7 @@ impl Drop for Service {
     }
 }
 
-/// `fntrace_function_self_seconds_count` (calls) per function: every
-/// exported function has it, with or without a histogram.
+/// `fntrace_function_self_seconds_count` (calls) per exported function.
 pub fn counts(body: &str) -> BTreeMap<String, u64> {
     body.lines()
         .filter_map(|line| {
