@@ -16,8 +16,8 @@
 //! - 5,000 profiled functions: the series are bounded by
 //!   `FNTRACE_METRICS_MAX_FUNCTIONS` (500), the functions exported are
 //!   the 500 with the most total time in the profile's own snapshot
-//!   (`profile` over the control socket), the omitted count is exact, a
-//!   scrape is timed, and `promtool check metrics` accepts the text.
+//!   (`profile` over the control socket), the 10 first with histograms,
+//!   the omitted count exact, a scrape timed, promtool accepts the text.
 //!
 //! Every file goes into the test's temporary directory; every address is
 //! a loopback one (port 0 or a free port); every wait is bounded.
@@ -240,11 +240,11 @@ fn body(response: &str) -> &str {
     response.split_once("\r\n\r\n").unwrap().1
 }
 
-/// `fntrace_function_duration_seconds_count` per function.
+/// `fntrace_function_self_seconds_count` (calls) per exported function.
 fn counts(body: &str) -> HashMap<String, u64> {
     body.lines()
         .filter_map(|line| {
-            let rest = line.strip_prefix("fntrace_function_duration_seconds_count{function=\"")?;
+            let rest = line.strip_prefix("fntrace_function_self_seconds_count{function=\"")?;
             let (name, value) = rest.split_once("\"} ")?;
             Some((name.to_string(), value.parse().ok()?))
         })
@@ -791,10 +791,14 @@ fn five_thousand_functions_are_cut_to_the_ceiling() {
             assert_eq!(n, f.durations.count(), "{}", f.name);
         }
     }
-    // 37 series a function (32 buckets, sum, count; the summary's sum and
-    // count; running calls), 3 profile gauges and the omitted count.
+    // 37 series for each of the 10 with the most total time, 3 for each
+    // other (the summary, running calls); 2 counters, 3 gauges, build info.
     let series = text.lines().filter(|line| !line.starts_with('#')).count();
-    assert_eq!(series, 500 * 37 + 4);
+    assert_eq!(series, 10 * 37 + 490 * 3 + 6);
+    for &(_, name) in &ranked[..10] {
+        let line = format!("fntrace_function_duration_seconds_count{{function=\"{name}\"}}");
+        assert!(text.contains(&line), "{name}");
+    }
     assert!(
         text.contains(&format!(
             "\nfntrace_metrics_functions_omitted {}\n",

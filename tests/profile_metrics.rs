@@ -13,6 +13,8 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -41,15 +43,34 @@ fn scrape(address: SocketAddr) -> String {
     body.to_string()
 }
 
-/// `fntrace_function_duration_seconds_count` per function.
+/// `fntrace_function_self_seconds_count` (calls) per exported function.
 fn counts(body: &str) -> HashMap<String, u64> {
     body.lines()
         .filter_map(|line| {
-            let rest = line.strip_prefix("fntrace_function_duration_seconds_count{function=\"")?;
+            let rest = line.strip_prefix("fntrace_function_self_seconds_count{function=\"")?;
             let (name, value) = rest.split_once("\"} ")?;
             Some((name.to_string(), value.parse().ok()?))
         })
         .collect()
+}
+
+/// Sends `request` on the control socket; its reply (the server closes).
+fn control(socket: &Path, request: &str) -> String {
+    let mut stream = UnixStream::connect(socket).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    writeln!(stream, "{request}").unwrap();
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).unwrap();
+    reply
+}
+
+/// The exported functions of a scrape, by name.
+fn names(body: &str) -> Vec<String> {
+    let mut names: Vec<String> = counts(body).into_keys().collect();
+    names.sort();
+    names
 }
 
 /// `promtool check metrics` reads the text on stdin.
@@ -100,6 +121,47 @@ fn served_in_process_with_exact_counts_and_defences() {
         b"GET /metrics HTTP/1.1\r\nAccept: application/openmetrics-text;version=1.0.0\r\n\r\n",
     );
     assert!(response.contains("Content-Type: application/openmetrics-text; version=1.0.0"));
+    // Gzip when asked for: `gzip -dc` reads back the same text (but the
+    // live thread count: the test binary's other tests come and go).
+    let mut stream = TcpStream::connect(address).unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nAccept-Encoding: deflate, gzip;q=0.5\r\n\r\n")
+        .unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).unwrap();
+    let split = response.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&response[..split]).into_owned();
+    assert!(head.contains("\r\nContent-Encoding: gzip\r\n"), "{head}");
+    let compressed = &response[split + 4..];
+    assert!(head.contains(&format!("Content-Length: {}\r\n", compressed.len())));
+    let mut gzip = Command::new("gzip")
+        .arg("-dc")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    gzip.stdin.take().unwrap().write_all(compressed).unwrap();
+    let output = gzip.wait_with_output().unwrap();
+    assert!(output.status.success());
+    let unzipped = String::from_utf8(output.stdout).unwrap();
+    let alive = |text: &str| -> String {
+        text.lines()
+            .filter(|line| !line.starts_with("fntrace_process_threads "))
+            .collect()
+    };
+    assert_eq!(alive(&unzipped), alive(&body));
+    assert!(
+        compressed.len() * 3 < body.len(),
+        "{} of {}",
+        compressed.len(),
+        body.len()
+    );
+    // Not when refused.
+    let response = http(
+        address,
+        b"GET /metrics HTTP/1.1\r\nAccept-Encoding: gzip;q=0, identity\r\n\r\n",
+    );
+    assert!(!response.contains("Content-Encoding"), "{response}");
 
     // Wrong requests.
     let status = |request: &[u8]| http(address, request).lines().next().unwrap().to_string();
@@ -194,6 +256,8 @@ fn preloaded_program_serves_metrics_from_the_environment() {
         .env("FNTRACE", "profile")
         .env("FNTRACE_FILTER", "handle_*,parse_*,!handle_log*")
         .env("FNTRACE_METRICS", port.to_string())
+        .env("FNTRACE_METRICS_FILTER", "handle_*")
+        .env("FNTRACE_CONTROL", base.join("ctl.sock"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -207,7 +271,16 @@ fn preloaded_program_serves_metrics_from_the_environment() {
     line.clear();
     stdout.read_line(&mut line).unwrap();
     assert_eq!(line, "done\n");
-    let body = scrape(SocketAddr::from(([127, 0, 0, 1], port)));
+    let address = SocketAddr::from(([127, 0, 0, 1], port));
+    // FNTRACE_METRICS_FILTER: the handlers only.
+    let body = scrape(address);
+    assert_eq!(names(&body), ["handle_get", "handle_put"], "{body}");
+    promtool_accepts(&body);
+    // Every function, from now on (`ctl PID metrics-filter '*'`).
+    let socket = base.join("ctl.sock");
+    let reply = control(&socket, "metrics-filter *");
+    assert!(reply.starts_with("ok metrics-filter *"), "{reply}");
+    let body = scrape(address);
     let counts = counts(&body);
     let threads = 4;
     assert_eq!(counts.get("handle_get"), Some(&(threads * 300)), "{body}");
@@ -219,6 +292,44 @@ fn preloaded_program_serves_metrics_from_the_environment() {
     assert_eq!(counts.len(), 3, "{counts:?}");
     assert!(body.contains("fntrace_profile_threads 4"), "{body}");
     promtool_accepts(&body);
+    // Another filter, with an exclusion; a bad one refused, the last kept.
+    let reply = control(&socket, "metrics-filter *_*, !handle_*");
+    assert!(reply.starts_with("ok "), "{reply}");
+    assert_eq!(names(&scrape(address)), ["parse_key"]);
+    let reply = control(&socket, "metrics-filter a,,b");
+    assert!(reply.starts_with("error: metrics-filter a,,b: "), "{reply}");
+    assert_eq!(names(&scrape(address)), ["parse_key"]);
+    // Cleared: FNTRACE_METRICS_FILTER's again.
+    let reply = control(&socket, "metrics-filter --clear");
+    assert!(reply.starts_with("ok metrics-filter cleared"), "{reply}");
+    let body = scrape(address);
+    assert_eq!(names(&body), ["handle_get", "handle_put"]);
+    // The process: its pid and executable, and the threads alive now (as
+    // /proc says just before and after the scrape; the program is idle,
+    // waiting on stdin, so they agree).
+    let build_info = format!(
+        "\nfntrace_build_info{{version=\"{}\",pid=\"{}\",exe=\"ctl_prog\"}} 1\n",
+        env!("CARGO_PKG_VERSION"),
+        child.id()
+    );
+    assert!(body.contains(&build_info), "{body}");
+    let alive = || {
+        std::fs::read_dir(format!("/proc/{}/task", child.id()))
+            .unwrap()
+            .count()
+    };
+    // A scrape between two equal counts (20 tries: a thread of the
+    // runtime's own may come or go meanwhile).
+    let (before, body) = (0..20)
+        .find_map(|_| {
+            let (before, body, after) = (alive(), scrape(address), alive());
+            (before == after).then_some((before, body))
+        })
+        .expect("the thread count kept changing");
+    assert!(
+        body.contains(&format!("\nfntrace_process_threads {before}\n")),
+        "{before} threads alive: {body}"
+    );
     drop(stdin);
     assert!(child.wait().unwrap().success());
     std::fs::remove_dir_all(&base).unwrap();

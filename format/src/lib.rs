@@ -43,6 +43,6 @@ mod trace;
 pub mod units;
 pub mod wire;
 
-pub use names::{demangle, demangle_full, uftrace_symbol_name};
+pub use names::{demangle, demangle_full, short_name, uftrace_symbol_name};
 pub use source::{infallible, EventSource, Gap, ThreadInfo, Values, WithGaps};
 pub use trace::{EventKind, GraphEvent, Library, ThreadTrace, Trace};

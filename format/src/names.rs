@@ -305,9 +305,124 @@ fn group_end(chars: &[char], start: usize, open: char) -> Option<usize> {
     None
 }
 
+/// `name` (a [`demangle`]d name) without its generic arguments: the
+/// short form metrics label functions with. A `<…>` right after a name
+/// (`HashMap<String, String>`) or after `::` (`drop_in_place::<T>`, the
+/// `::` included) is dropped; a `<…>` that starts a path (`<T as
+/// Trait>::f`, `<Store>::get`) stays, its paths shortened the same way.
+/// `-> T` inside arguments and C++ operator names (`operator<`,
+/// `operator->`) are no brackets. A name whose brackets do not balance is
+/// returned as it is. Instances of one generic function share the short
+/// name: `core::ptr::drop_in_place::<a::B>` and `…::<c::D>` are both
+/// `core::ptr::drop_in_place`.
+///
+/// ```
+/// use fntrace_format::short_name;
+/// assert_eq!(
+///     short_name("<hashbrown::map::HashMap<alloc::string::String, u8>>::insert"),
+///     "<hashbrown::map::HashMap>::insert"
+/// );
+/// assert_eq!(
+///     short_name("<alloc::string::String as core::fmt::Display>::fmt"),
+///     "<alloc::string::String as core::fmt::Display>::fmt"
+/// );
+/// assert_eq!(short_name("core::ptr::drop_in_place::<kv::Conn>"), "core::ptr::drop_in_place");
+/// ```
+pub fn short_name(name: &str) -> std::borrow::Cow<'_, str> {
+    if !name.contains('<') {
+        return std::borrow::Cow::Borrowed(name);
+    }
+    let chars: Vec<char> = name.chars().collect();
+    let mut out = String::with_capacity(name.len());
+    match shorten(&chars, 0, &mut out, false) {
+        Some(end) if end == chars.len() => std::borrow::Cow::Owned(out),
+        _ => std::borrow::Cow::Borrowed(name),
+    }
+}
+
+/// Copies `chars[at..]` to `out`, generic arguments left out, up to the
+/// end or (`inside`) the `>` that closes the group it is in; returns
+/// where it stopped (at that `>`), `None` if brackets do not balance.
+fn shorten(chars: &[char], mut at: usize, out: &mut String, inside: bool) -> Option<usize> {
+    while at < chars.len() {
+        if starts_operator(chars, at) {
+            // `operator<`, `operator<<=`, `operator->`: the name, not brackets.
+            out.push_str(OPERATOR);
+            at += OPERATOR.len();
+            while at < chars.len() && "<>=-!+*/%^&|~,()[]".contains(chars[at]) {
+                out.push(chars[at]);
+                at += 1;
+            }
+            continue;
+        }
+        match chars[at] {
+            '-' if chars.get(at + 1) == Some(&'>') => {
+                out.push_str("->");
+                at += 2;
+            }
+            '>' if inside => return Some(at),
+            '>' => return None,
+            '<' => {
+                // A path starts here (the name's start, after `::`, a
+                // space, `(`, `&`, `[` or `,`)? Then `<T as Trait>` stays.
+                // (After `::` it is a turbofish: rustc writes no
+                // `a::<T as Trait>`.)
+                let starts_path = out
+                    .chars()
+                    .last()
+                    .is_none_or(|c| matches!(c, ' ' | '(' | '&' | '[' | ',' | '<' | '*'));
+                if starts_path {
+                    out.push('<');
+                    at = shorten(chars, at + 1, out, true)?;
+                    out.push('>');
+                    at += 1;
+                } else {
+                    if out.ends_with("::") {
+                        out.truncate(out.len() - 2);
+                    }
+                    at = skip_group(chars, at)?;
+                }
+            }
+            c => {
+                out.push(c);
+                at += 1;
+            }
+        }
+    }
+    (!inside).then_some(at)
+}
+
+/// Where the `<…>` group opening at `at` ends (just after its `>`),
+/// `->` and operator names inside not counted.
+fn skip_group(chars: &[char], mut at: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    while at < chars.len() {
+        if starts_operator(chars, at) {
+            at += OPERATOR.len();
+            while at < chars.len() && "<>=-!+*/%^&|~".contains(chars[at]) {
+                at += 1;
+            }
+            continue;
+        }
+        match chars[at] {
+            '-' if chars.get(at + 1) == Some(&'>') => at += 1,
+            '<' => depth += 1,
+            '>' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(at + 1);
+                }
+            }
+            _ => {}
+        }
+        at += 1;
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{demangle, demangle_full, uftrace_symbol_name};
+    use super::{demangle, demangle_full, short_name, uftrace_symbol_name};
 
     #[test]
     fn demangles_rust_and_cpp() {
@@ -391,6 +506,58 @@ mod tests {
                 "_ZN48_$LT$demo..Token$u20$as$u20$core..fmt..Debug$GT$3fmt17h0123456789abcdefE"
             ),
             "<demo::Token as core::fmt::Debug>::fmt"
+        );
+    }
+
+    #[test]
+    fn short_names_leave_out_generic_arguments() {
+        // Names of the example service's profile, as demangled.
+        let cases = [
+            (
+                "<<std::hash::random::RandomState>::new::KEYS::{K#0}::{closure#1} as core::ops::function::FnOnce<(core::option::Option<&mut core::option::Option<core::cell::Cell<(u64, u64)>>>,)>>::call_once",
+                "<<std::hash::random::RandomState>::new::KEYS::{K#0}::{closure#1} as core::ops::function::FnOnce>::call_once",
+            ),
+            (
+                "<alloc::raw_vec::RawVecInner<_>>::reserve::do_reserve_and_handle::<alloc::alloc::Global>",
+                "<alloc::raw_vec::RawVecInner>::reserve::do_reserve_and_handle",
+            ),
+            (
+                "std::sys::backtrace::__rust_begin_short_backtrace::<fn() -> std::process::ExitCode, std::process::ExitCode>",
+                "std::sys::backtrace::__rust_begin_short_backtrace",
+            ),
+            (
+                "<tokio::runtime::task::harness::Harness<kv_service::serve::{closure#0}::{closure#1}, alloc::sync::Arc<tokio::runtime::scheduler::multi_thread::handle::Handle>>>::poll",
+                "<tokio::runtime::task::harness::Harness>::poll",
+            ),
+            (
+                "<&str as core::fmt::Display>::fmt",
+                "<&str as core::fmt::Display>::fmt",
+            ),
+            (
+                "<[u8] as core::fmt::Debug>::fmt",
+                "<[u8] as core::fmt::Debug>::fmt",
+            ),
+            (
+                "<fn() -> u8 as core::ops::function::FnOnce<()>>::call_once",
+                "<fn() -> u8 as core::ops::function::FnOnce>::call_once",
+            ),
+            ("kv_service::handle_get", "kv_service::handle_get"),
+            ("kv_service::serve::{closure#0}", "kv_service::serve::{closure#0}"),
+            // C++ names (uftrace's simple form) keep their operators.
+            ("ns::Point::operator<", "ns::Point::operator<"),
+            ("ns::Stream::operator<<", "ns::Stream::operator<<"),
+            ("ns::Ptr::operator->", "ns::Ptr::operator->"),
+            // Brackets that do not balance: the name as it is.
+            ("a<b", "a<b"),
+            ("a>b<c", "a>b<c"),
+            ("<a::B", "<a::B"),
+        ];
+        for (name, short) in cases {
+            assert_eq!(short_name(name), short, "{name}");
+        }
+        assert_eq!(
+            short_name("core::ptr::drop_in_place::<kv_service::serve_connection::{closure#0}>"),
+            short_name("core::ptr::drop_in_place::<std::io::error::Error>"),
         );
     }
 }

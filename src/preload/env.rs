@@ -55,11 +55,15 @@
 //!   tracer;
 //! - `FNTRACE_METRICS=HOST:PORT` on a loopback address (or `:PORT`, a
 //!   port alone: 127.0.0.1): serve `GET /metrics`, the profile tracer's
-//!   OpenMetrics text (see [`crate::socket::live::serve_metrics`]); with
+//!   metrics text (see [`crate::socket::live::serve_metrics`]); with
 //!   `FNTRACE_METRICS_PUBLIC=1` an address other hosts reach, which needs
 //!   `FNTRACE_METRICS_TOKEN` (or `FNTRACE_METRICS_TOKEN_FILE`, a file
 //!   holding it): the bearer token every request must carry;
 //!   `FNTRACE_METRICS_MAX_FUNCTIONS`: the most functions exported (500);
+//!   `FNTRACE_METRICS_HISTOGRAMS`: how many of them with a histogram (10);
+//!   `FNTRACE_METRICS_FILTER`: globs of those exported;
+//!   `FNTRACE_METRICS_NAMES=short|full`: labels without or with generic
+//!   arguments;
 //!
 //! - `FNTRACE_MODE=lossless|drop`: with `FNTRACE_OUTPUT`, what a thread
 //!   whose buffer is full does (see [`RecordMode`]; `lossless` by default);

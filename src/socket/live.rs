@@ -114,42 +114,16 @@ pub fn serve_metrics_with(address: &str, options: &MetricsOptions) -> Result<Met
 /// The variables read with `FNTRACE_METRICS`, removed from the
 /// environment once it is served (the programs this one runs must not
 /// bind the port, nor hold the token).
-const METRICS_VARIABLES: [&str; 5] = [
+const METRICS_VARIABLES: [&str; 8] = [
     "FNTRACE_METRICS",
     "FNTRACE_METRICS_PUBLIC",
     "FNTRACE_METRICS_TOKEN",
     "FNTRACE_METRICS_TOKEN_FILE",
     "FNTRACE_METRICS_MAX_FUNCTIONS",
+    "FNTRACE_METRICS_HISTOGRAMS",
+    "FNTRACE_METRICS_FILTER",
+    "FNTRACE_METRICS_NAMES",
 ];
-
-/// The options `FNTRACE_METRICS_*` ask for (each checked already).
-fn metrics_options_from_env() -> Result<MetricsOptions, String> {
-    let mut options = MetricsOptions::default();
-    if let Some(value) = vars::var("FNTRACE_METRICS_PUBLIC")? {
-        options.public = vars::parse_flag(&value)?;
-    }
-    if let Some(value) = vars::var("FNTRACE_METRICS_MAX_FUNCTIONS")? {
-        options.max_functions = vars::parse_max_functions(&value)?;
-    }
-    let token = vars::var("FNTRACE_METRICS_TOKEN")?;
-    let file = vars::var("FNTRACE_METRICS_TOKEN_FILE")?;
-    options.token = match (token, file) {
-        (Some(_), Some(_)) => {
-            return Err(
-                "FNTRACE_METRICS_TOKEN and FNTRACE_METRICS_TOKEN_FILE are both set: \
-                        use one"
-                    .to_string(),
-            )
-        }
-        (Some(token), None) => Some(vars::parse_token(&token)?),
-        (None, Some(path)) => {
-            let read = vars::parse_token_file(&path).and_then(|p| vars::read_token_file(&p));
-            Some(read.map_err(|e| format!("FNTRACE_METRICS_TOKEN_FILE={path}: {e}"))?)
-        }
-        (None, None) => None,
-    };
-    Ok(options)
-}
 
 /// At start-up: serves what `FNTRACE_METRICS` asks for, or says in one
 /// line why not. Returns whether it serves.
@@ -164,7 +138,7 @@ pub(crate) fn serve_metrics_from_env() -> bool {
         let Some(address) = vars::parse_metrics(&value)? else {
             return Ok(());
         };
-        let options = metrics_options_from_env()?;
+        let options = socket::metrics_options_from_env()?;
         let server = serve_metrics_with(&address, &options)
             .map_err(|e| format!("FNTRACE_METRICS={value}: {e}"))?;
         // A port is this process's: the programs it runs must not all try
@@ -353,6 +327,7 @@ fn handle(request: Request) -> Reply {
             ))
         }
         Request::Flight(request) => Ok(flight_request(request)),
+        Request::MetricsFilter(globs) => Ok(socket::set_metrics_filter(globs.as_deref())),
         Request::Detach => detach(),
     };
     result.unwrap_or_else(|err| match err {

@@ -94,7 +94,9 @@ use crate::rt::spawn::spawn_running;
 use conn::{wake_pipe, ServerThread};
 
 pub(crate) use fntrace_format::wire::request::{FlightRequest, Request};
-pub(crate) use http::serve_metrics;
+pub(crate) use http::{
+    options_from_env as metrics_options_from_env, serve_metrics, set_metrics_filter,
+};
 pub use http::{MetricsOptions, MetricsServer};
 pub use path::default_control_path;
 pub(crate) use path::prepare_default_dir;

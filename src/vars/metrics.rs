@@ -115,6 +115,39 @@ pub(crate) fn parse_max_functions(value: &str) -> Result<usize, String> {
         .ok_or_else(|| "not a number of functions (a whole number from 0 to 1000000)".into())
 }
 
+/// `FNTRACE_METRICS_HISTOGRAMS`: 0 to 1,000,000.
+pub(crate) fn parse_histograms(value: &str) -> Result<usize, String> {
+    parse_max_functions(value)
+}
+
+/// `FNTRACE_METRICS_FILTER` (and `ctl metrics-filter`'s words): globs,
+/// comma-separated, as `FNTRACE_FILTER` takes them: `glob` exports the
+/// functions it matches, `!glob` leaves out those it matches; spaces
+/// around items ignored; empty: every function.
+pub(crate) fn parse_metrics_filter(value: &str) -> Result<Vec<String>, String> {
+    if value.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    value
+        .split(',')
+        .map(str::trim)
+        .map(|glob| match glob.trim_start_matches('!') {
+            "" => Err("an empty glob (globs are comma-separated: kv::*,!kv::log)".to_string()),
+            _ => Ok(glob.to_string()),
+        })
+        .collect()
+}
+
+/// `FNTRACE_METRICS_NAMES`: `short` (the default: generic arguments left
+/// out) or `full`; whether full.
+pub(crate) fn parse_names(value: &str) -> Result<bool, String> {
+    match value.trim() {
+        "" | "short" => Ok(false),
+        "full" => Ok(true),
+        _ => Err("expected short (generic arguments left out) or full".to_string()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::{shown, variable};
@@ -128,6 +161,16 @@ mod tests {
         assert_eq!(parse_metrics("0"), Ok(None));
         assert_eq!(parse_max_functions("500"), Ok(500));
         assert_eq!(parse_max_functions("0"), Ok(0));
+        assert_eq!(
+            parse_metrics_filter(" kv::*, !kv::log ,x"),
+            Ok(vec!["kv::*".into(), "!kv::log".into(), "x".into()])
+        );
+        assert_eq!(parse_metrics_filter(""), Ok(vec![]));
+        assert!(parse_metrics_filter("a,,b").is_err());
+        assert!(parse_metrics_filter("!").is_err());
+        assert_eq!(parse_names("full"), Ok(true));
+        assert_eq!(parse_names("short"), Ok(false));
+        assert!(parse_names("long").is_err());
         let token = "0123456789abcdefABCD-._~+/==";
         assert_eq!(parse_token(token), Ok(token.to_string()));
         assert!(parse_token(&"a".repeat(MAX_TOKEN_BYTES + 1))

@@ -22,7 +22,8 @@ use crate::filter::Filter;
 
 mod metrics;
 pub(crate) use metrics::{
-    parse_max_functions, parse_metrics, parse_token, parse_token_file, read_token_file,
+    parse_histograms, parse_max_functions, parse_metrics, parse_metrics_filter, parse_names,
+    parse_token, parse_token_file, read_token_file,
 };
 
 /// A variable the runtime reads.
@@ -258,6 +259,34 @@ pub(crate) const VARIABLES: &[Variable] = &[
                   the most total time; the others are counted in \
                   fntrace_metrics_functions_omitted",
         check: |v| ok(parse_max_functions(v)),
+        passed_on: false,
+        on_bad: OnBad::NoMetrics,
+        secret: false,
+    },
+    Variable {
+        name: "FNTRACE_METRICS_HISTOGRAMS",
+        meaning: "how many of the exported functions carry the duration histogram, 0 to \
+                  1000000 (10): those with the most total time; the others are 3 series each",
+        check: |v| ok(parse_histograms(v)),
+        passed_on: false,
+        on_bad: OnBad::NoMetrics,
+        secret: false,
+    },
+    Variable {
+        name: "FNTRACE_METRICS_FILTER",
+        meaning: "globs selecting the functions GET /metrics exports, as FNTRACE_FILTER: \
+                  kv_service::*,!kv_service::log_*; empty: all (fntrace ctl PID \
+                  metrics-filter changes it live)",
+        check: |v| ok(parse_metrics_filter(v)),
+        passed_on: false,
+        on_bad: OnBad::NoMetrics,
+        secret: false,
+    },
+    Variable {
+        name: "FNTRACE_METRICS_NAMES",
+        meaning: "short (default): function labels without generic arguments, the \
+                  instances of a generic function one series; full: as demangled",
+        check: |v| ok(parse_names(v)),
         passed_on: false,
         on_bad: OnBad::NoMetrics,
         secret: false,

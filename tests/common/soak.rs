@@ -124,7 +124,7 @@ pub struct Report {
     pub expected: BTreeMap<String, u64>,
     /// `_count` per function of `fntrace ctl metrics` at the end.
     pub counted: BTreeMap<String, u64>,
-    /// `fntrace_profile_lost_calls` and `fntrace_profile_pathless_calls`
+    /// `fntrace_profile_lost_calls_total` and `fntrace_profile_pathless_calls_total`
     /// at the end.
     pub not_kept: (u64, u64),
     /// What went wrong (a failed request, a bad scrape, a line on stderr).
@@ -593,11 +593,11 @@ impl Drop for Service {
     }
 }
 
-/// `fntrace_function_duration_seconds_count` per function.
+/// `fntrace_function_self_seconds_count` (calls) per exported function.
 pub fn counts(body: &str) -> BTreeMap<String, u64> {
     body.lines()
         .filter_map(|line| {
-            let rest = line.strip_prefix("fntrace_function_duration_seconds_count{function=\"")?;
+            let rest = line.strip_prefix("fntrace_function_self_seconds_count{function=\"")?;
             let (name, value) = rest.split_once("\"} ")?;
             Some((name.to_string(), value.parse().ok()?))
         })
@@ -743,8 +743,8 @@ pub fn run(
     if let Some(metrics) = fail(&mut report, r) {
         report.counted = counts(&metrics);
         report.not_kept = (
-            gauge(&metrics, "fntrace_profile_lost_calls").unwrap_or(u64::MAX),
-            gauge(&metrics, "fntrace_profile_pathless_calls").unwrap_or(u64::MAX),
+            gauge(&metrics, "fntrace_profile_lost_calls_total").unwrap_or(u64::MAX),
+            gauge(&metrics, "fntrace_profile_pathless_calls_total").unwrap_or(u64::MAX),
         );
     }
     let before = before_reset.unwrap_or_default();

@@ -240,7 +240,7 @@ fn prometheus_scrapes_exact_counts() {
                 "fntrace_function_self_seconds_count{function=\"parse\"}",
                 "1234",
             ),
-            ("fntrace_profile_lost_calls", "0"),
+            ("fntrace_profile_lost_calls_total", "0"),
         ],
     );
 
@@ -286,8 +286,8 @@ fn serve_text(text: String) -> String {
     address
 }
 
-/// The encoder alone, whatever serves it: the text `fntrace ctl metrics`
-/// prints for a traced program, served as OpenMetrics by this test,
+/// The encoder alone, whatever serves it: the text `fntrace ctl metrics
+/// --openmetrics` prints for a traced program, served by this test,
 /// scraped and read back exact.
 #[test]
 fn prometheus_reads_the_text_of_ctl_metrics() {
@@ -298,7 +298,7 @@ fn prometheus_reads_the_text_of_ctl_metrics() {
     profile_program::fntrace(&["ctl", target, "enable", "profile"]);
     assert_eq!(program.ask("run 321"), 321);
     profile_program::fntrace(&["ctl", target, "disable", "profile"]);
-    let text = profile_program::fntrace(&["ctl", target, "metrics"]);
+    let text = profile_program::fntrace(&["ctl", target, "metrics", "--openmetrics"]);
     let address = serve_text(text);
 
     let server_dir = dir.0.join("prometheus");
@@ -329,11 +329,133 @@ fn prometheus_reads_the_text_of_ctl_metrics() {
     prometheus.expect_openmetrics_families();
 }
 
+impl Prometheus {
+    /// The result of the instant query `query`: its series, with their
+    /// values.
+    fn result(&self, query: &str) -> Vec<serde_json::Value> {
+        let (code, body) =
+            get(self.port, &format!("/api/v1/query?query={}", encode(query))).unwrap();
+        assert_eq!(code, 200, "{query}: {body}");
+        let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+        json["data"]["result"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+/// The queries of the Grafana dashboard: each panel's `expr`, and each
+/// variable's `label_values(METRIC, LABEL)` as `count by (LABEL) (METRIC)`,
+/// with the variables given the values a user would pick (every instance
+/// and function) and `$__rate_interval` the 30 s Grafana would take for a
+/// scrape every second at most.
+fn dashboard_queries() -> Vec<String> {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let path = workspace.join("examples/grafana/fntrace-dashboard.json");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut queries = Vec::new();
+    for panel in json["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            queries.push(target["expr"].as_str().unwrap().to_string());
+        }
+    }
+    for variable in json["templating"]["list"].as_array().unwrap() {
+        let Some(query) = variable["query"]["query"].as_str() else {
+            continue; // the data source
+        };
+        let inner = query
+            .strip_prefix("label_values(")
+            .and_then(|q| q.strip_suffix(')'))
+            .unwrap();
+        let (metric, label) = inner.rsplit_once(", ").unwrap();
+        queries.push(format!("count by ({label}) ({metric})"));
+    }
+    queries
+        .into_iter()
+        .map(|q| {
+            q.replace("$__rate_interval", "30s")
+                .replace("$job", "fntrace")
+                .replace("$instance", ".*")
+                .replace("$function", ".*")
+        })
+        .collect()
+}
+
+/// The dashboard's queries return data from a real Prometheus scraping a
+/// traced program's endpoint: every one non-empty, with a number (not
+/// NaN) in at least one series.
+#[test]
+fn the_dashboards_queries_return_data() {
+    let queries = dashboard_queries();
+    assert!(queries.len() >= 12, "{queries:?}");
+    assert!(queries.iter().all(|q| !q.contains('$')), "{queries:?}");
+    let dir = TempDir::new("prometheus-dashboard");
+    let socket = dir.0.join("control.sock");
+    let metrics_address = format!("127.0.0.1:{}", free_port());
+    let mut program = Program::start(
+        &dir.0,
+        &socket,
+        &[("FNTRACE_METRICS", metrics_address.as_str())],
+    );
+    let target = socket.to_str().unwrap();
+    profile_program::fntrace(&["ctl", target, "enable", "profile"]);
+    assert_eq!(program.ask("run 100"), 100);
+    let server_dir = dir.0.join("prometheus");
+    std::fs::create_dir_all(&server_dir).unwrap();
+    let prometheus = Prometheus::start(&server_dir, &metrics_address);
+    let log = server_dir.join("prometheus.log");
+    prometheus.expect(
+        &log,
+        &[(
+            "fntrace_function_self_seconds_count{function=\"handle\"}",
+            "100",
+        )],
+    );
+    // Calls between scrapes, so that rates over the window are not zero.
+    let mut calls = 100;
+    for query in &queries {
+        let start = Instant::now();
+        loop {
+            calls += program.ask("run 200");
+            let result = prometheus.result(query);
+            let numbers = result.iter().any(|series| {
+                series["value"][1]
+                    .as_str()
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .is_some_and(f64::is_finite)
+            });
+            if numbers {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "{query}: {result:?}\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+    // Every call counted, none lost.
+    let total = calls.to_string();
+    prometheus.expect(
+        &log,
+        &[
+            (
+                "fntrace_function_self_seconds_count{function=\"handle\"}",
+                total.as_str(),
+            ),
+            ("fntrace_profile_lost_calls_total", "0"),
+        ],
+    );
+}
+
 /// With native histograms on, Prometheus asks for the protobuf format and
 /// the runtime gives it the duration histogram at schema 5, filled from
 /// the profile's own sub-buckets: `histogram_quantile` over it is within
 /// 5 % of the profile's own p50 and p99 of the same calls (the scrape
-/// taken once the calls are done: `histogram_count` gives all of them).
+/// taken once the calls are done: `histogram_count` gives all of them),
+/// for every function, not only those whose text carries classic buckets.
 #[test]
 fn native_histograms_give_the_quantiles_of_the_profile() {
     let dir = TempDir::new("prometheus-native");
@@ -342,7 +464,12 @@ fn native_histograms_give_the_quantiles_of_the_profile() {
     let mut program = Program::start(
         &dir.0,
         &socket,
-        &[("FNTRACE_METRICS", metrics_address.as_str())],
+        &[
+            ("FNTRACE_METRICS", metrics_address.as_str()),
+            // Classic buckets for one function only: every function's
+            // native histogram is there all the same.
+            ("FNTRACE_METRICS_HISTOGRAMS", "1"),
+        ],
     );
     let target = socket.to_str().unwrap();
     profile_program::fntrace(&["ctl", target, "enable", "profile"]);
@@ -402,11 +529,16 @@ fn native_histograms_give_the_quantiles_of_the_profile() {
                 "20000",
             ),
             ("fntrace_function_running_calls{function=\"handle\"}", "0"),
-            ("fntrace_profile_lost_calls", "0"),
+            ("fntrace_profile_lost_calls_total", "0"),
+            ("count(fntrace_build_info{exe=\"service\"})", "1"),
         ],
     );
     assert_eq!(
         prometheus.metadata("fntrace_function_duration_seconds").0,
         "histogram"
+    );
+    assert_eq!(
+        prometheus.metadata("fntrace_profile_lost_calls_total").0,
+        "counter"
     );
 }

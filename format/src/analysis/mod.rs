@@ -71,6 +71,9 @@
 //! same code on a trace in memory.
 
 mod distribution;
+mod exposition;
+#[cfg(test)]
+mod exposition_tests;
 mod fxhash;
 mod histogram;
 mod latency;
@@ -89,18 +92,21 @@ pub mod threads;
 pub const WALL_TIME: &str = "wall-clock time, blocked time included";
 
 pub use distribution::{distribution, distribution_text, DistributionRow};
+pub use exposition::{
+    Exposition, ProcessInfo, TextFormat, DEFAULT_HISTOGRAMS, DEFAULT_MAX_FUNCTIONS,
+};
 pub use histogram::{Histogram, MAX_RELATIVE_ERROR, SUB_BUCKETS};
 pub use latency::{
     human_duration, latency, latency_of, latency_of_with, FunctionStats, LatencyReport, Rows,
     Shortfall, ThreadSummary,
 };
 pub use openmetrics::{
-    openmetrics, openmetrics_top, write_openmetrics, write_openmetrics_top, DEFAULT_MAX_FUNCTIONS,
-    DURATION_BUCKETS_NS, OPENMETRICS_CONTENT_TYPE,
+    exposition, openmetrics, write_exposition, DURATION_BUCKETS_NS, OPENMETRICS_CONTENT_TYPE,
+    PROMETHEUS_CONTENT_TYPE,
 };
 pub use profile::{FunctionProfile, NotKept, PathProfile, ProfileSnapshot, ProfileTextError};
 pub use prometheus_proto::{
-    accepts_protobuf, prometheus_protobuf_top, NATIVE_SCHEMA, PROTOBUF_CONTENT_TYPE,
+    accepts_protobuf, prometheus_protobuf, NATIVE_SCHEMA, PROTOBUF_CONTENT_TYPE,
 };
 pub use since::NotLater;
 

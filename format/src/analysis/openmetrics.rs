@@ -2,46 +2,37 @@
 //! [OpenMetrics 1.0] text of a [`ProfileSnapshot`], which the runtime serves
 //! on `GET /metrics` and `fntrace ctl TARGET metrics` prints.
 //!
-//! # One text, two formats
+//! # Two texts
 //!
-//! The text is valid both as OpenMetrics 1.0 (content type
-//! [`OPENMETRICS_CONTENT_TYPE`]) and as the older Prometheus text format 0.0.4, which
-//! `promtool check metrics` lints and which scrapers that do not ask for
-//! OpenMetrics read. The two differ in how a counter's sample is named
-//! (OpenMetrics: family `foo`, sample `foo_total`; 0.0.4: family and sample
-//! `foo_total`), so the text has no counter: durations are a histogram,
-//! self time a summary (sum and count, no quantiles), the rest gauges. The
-//! `# UNIT` and `# EOF` lines OpenMetrics requires are comments to 0.0.4.
+//! [`TextFormat::OpenMetrics`] is OpenMetrics 1.0 (content type
+//! [`OPENMETRICS_CONTENT_TYPE`]); [`TextFormat::Prometheus`] is the older
+//! Prometheus text format 0.0.4, which `promtool check metrics` lints and
+//! which scrapers that do not ask for OpenMetrics read. They differ only
+//! in a counter's family name (OpenMetrics: family `foo`, sample
+//! `foo_total`; 0.0.4: family and sample `foo_total`): every sample has
+//! the same name in both. The `# UNIT` and `# EOF` lines OpenMetrics
+//! requires are comments to 0.0.4.
 //!
 //! # Families
 //!
 //! | family | type | labels | value |
 //! |---|---|---|---|
-//! | `fntrace_function_duration_seconds` | histogram | `function`, `le` | durations of completed calls, callees included |
+//! | `fntrace_function_duration_seconds` | histogram | `function`, `le` | durations of completed calls, callees included (the [`Exposition::histograms`] functions with the most total time) |
 //! | `fntrace_function_self_seconds` | summary | `function` | their self time (sum) and calls (count) |
 //! | `fntrace_function_running_calls` | gauge | `function` | calls entered, not yet returned |
-//! | `fntrace_profile_threads` | gauge | | threads profiled |
-//! | `fntrace_profile_lost_calls` | gauge | | completed calls of functions with no row (counted nowhere) |
-//! | `fntrace_profile_pathless_calls` | gauge | | completed calls counted in their function's row whose call path found no room |
-//! | `fntrace_metrics_functions_omitted` | gauge | | functions left out by the ceiling ([`openmetrics_top`]) |
+//! | `fntrace_profile_lost_calls` | counter | | completed calls of functions with no row (counted nowhere) |
+//! | `fntrace_profile_pathless_calls` | counter | | completed calls counted in their function's row whose call path found no room |
+//! | `fntrace_profile_threads` | gauge | | threads that completed traced calls, ended ones included |
+//! | `fntrace_metrics_functions_omitted` | gauge | | functions left out by the ceiling ([`Exposition::max_functions`]) |
+//! | `fntrace_process_threads` | gauge | | threads alive (with [`Exposition::process`]) |
+//! | `fntrace_build_info` | gauge | `version`, `pid`, `exe` | 1 (with [`Exposition::process`]) |
 //!
 //! Counts and sums run from when the profile was enabled or last reset.
-//! Functions that share a name (`static` functions of several C files,
-//! generic instances) are one series, as `fntrace report`'s rows by name.
-//! A name is the demangled name without hash; an unnamed function is shown
-//! by its address (`0x…`).
-//!
-//! # A ceiling on the series
-//!
-//! Each function is 37 series; a program with thousands of profiled
-//! functions would make a scrape of hundreds of thousands (5,000
-//! functions: 185,004 series, 14 MB). [`openmetrics_top`] exports the
-//! `N` functions (names) with the most total time and counts the others
-//! in `fntrace_metrics_functions_omitted`; the runtime's endpoint uses it
-//! with `FNTRACE_METRICS_MAX_FUNCTIONS` ([`DEFAULT_MAX_FUNCTIONS`] by
-//! default). Ranking costs one pass over the functions: only the
-//! exported ones' histograms are merged and written. [`openmetrics`]
-//! exports every function (`fntrace ctl TARGET metrics`).
+//! Which functions are exported, under which names, and which carry a
+//! histogram is [`Exposition`]'s choice (`super::exposition`): functions
+//! that share a label value (`static` functions of several C files,
+//! generic instances under short names) are one series. An unnamed
+//! function is shown by its address (`0x…`).
 //!
 //! # Buckets
 //!
@@ -58,17 +49,20 @@
 //!
 //! [OpenMetrics 1.0]: https://github.com/OpenObservability/OpenMetrics/blob/main/specification/OpenMetrics.md
 
-use std::borrow::Cow;
-use std::collections::HashMap;
 use std::fmt::{self, Write as _};
 use std::sync::LazyLock;
 
+use super::exposition::{select, Exposition, TextFormat};
 use super::histogram::Histogram;
-use super::profile::{FunctionProfile, ProfileSnapshot};
+use super::profile::ProfileSnapshot;
 
-/// The HTTP content type of the text: OpenMetrics 1.0.
+/// The HTTP content type of [`TextFormat::OpenMetrics`]: OpenMetrics 1.0.
 pub const OPENMETRICS_CONTENT_TYPE: &str =
     "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The HTTP content type of [`TextFormat::Prometheus`]: the Prometheus
+/// text format 0.0.4.
+pub const PROMETHEUS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// The upper bounds (`le`) of the duration histogram's buckets, in
 /// nanoseconds, below `+Inf`: the powers of two from 2⁷ to 2³⁷.
@@ -90,125 +84,32 @@ static BUCKET_LABELS: LazyLock<Vec<String>> = LazyLock::new(|| {
         .collect()
 });
 
-/// The most functions (series names) the metrics endpoint exports by
-/// default (`FNTRACE_METRICS_MAX_FUNCTIONS`): each takes 37 series (32
-/// buckets, sum and count; the summary's sum and count; running calls),
-/// so 500 are 18,500 series, about 1.4 MB of text.
-pub const DEFAULT_MAX_FUNCTIONS: usize = 500;
-
-/// `# HELP` of `fntrace_function_duration_seconds`.
-pub(super) const DURATION_HELP: &str = "Durations (wall-clock time, blocked time included) of the completed calls of each traced function, callees included.";
-/// `# HELP` of `fntrace_function_self_seconds`.
-pub(super) const SELF_HELP: &str = "Self time (wall-clock time, blocked time included) of the completed calls of each traced function: their durations minus their direct callees'.";
-/// `# HELP` of `fntrace_function_running_calls`.
-pub(super) const RUNNING_HELP: &str = "Calls of each traced function entered and not yet returned.";
-
-/// The functions of one name (one series), merged.
-pub(super) struct Series<'a> {
-    /// Its label value, escaped.
-    pub(super) name: String,
-    /// The functions of that name; one most of the time.
-    pub(super) functions: Vec<&'a FunctionProfile>,
-    /// Their summed total time: what the ceiling ranks by.
-    total_ns: u64,
-}
-
-impl Series<'_> {
-    /// The merged durations: the one function's own when there is one
-    /// (no copy).
-    pub(super) fn durations(&self) -> Cow<'_, Histogram> {
-        match self.functions[..] {
-            [one] => Cow::Borrowed(&one.durations),
-            _ => {
-                let mut merged = Histogram::new();
-                for function in &self.functions {
-                    merged.merge(&function.durations);
-                }
-                Cow::Owned(merged)
-            }
-        }
-    }
-
-    pub(super) fn self_ns(&self) -> u64 {
-        self.functions
-            .iter()
-            .fold(0u64, |sum, f| sum.saturating_add(f.self_ns))
-    }
-
-    pub(super) fn running(&self) -> u64 {
-        self.functions.iter().map(|f| f.running).sum()
-    }
-}
-
-/// The snapshot's metrics as OpenMetrics text (see the module docs),
-/// every function, ending with `# EOF`.
-pub fn openmetrics(snapshot: &ProfileSnapshot) -> String {
-    openmetrics_top(snapshot, usize::MAX)
-}
-
-/// [`openmetrics`] of the `max_functions` series names with the most
-/// total time (ties by name); the others are left out and counted in
-/// `fntrace_metrics_functions_omitted`.
-pub fn openmetrics_top(snapshot: &ProfileSnapshot, max_functions: usize) -> String {
+/// The snapshot's metrics as text (see the module docs) with what
+/// `options` ask for, ending with `# EOF`.
+pub fn exposition(snapshot: &ProfileSnapshot, options: &Exposition) -> String {
     let mut text = String::new();
     // Writing into a String cannot fail.
-    let _ = write_openmetrics_top(snapshot, max_functions, &mut text);
+    let _ = write_exposition(snapshot, options, &mut text);
     text
 }
 
-/// [`openmetrics`] into any writer.
-pub fn write_openmetrics(snapshot: &ProfileSnapshot, out: &mut impl fmt::Write) -> fmt::Result {
-    write_openmetrics_top(snapshot, usize::MAX, out)
+/// Every function, each with its histogram, under its full name, in
+/// OpenMetrics text: [`exposition`] with [`Exposition::everything`].
+pub fn openmetrics(snapshot: &ProfileSnapshot) -> String {
+    exposition(snapshot, &Exposition::everything(TextFormat::OpenMetrics))
 }
 
-/// The series of the snapshot by name, merged: the `max_functions` with
-/// the most total time, in name order, and how many were left out.
-pub(super) fn top_series(
+/// [`exposition`] into any writer.
+pub fn write_exposition(
     snapshot: &ProfileSnapshot,
-    max_functions: usize,
-) -> (Vec<Series<'_>>, usize) {
-    let mut by_name: HashMap<Cow<'_, str>, Series<'_>> = HashMap::new();
-    for function in &snapshot.functions {
-        let name = if function.name.is_empty() {
-            Cow::Owned(format!("{:#x}", function.function))
-        } else {
-            Cow::Borrowed(function.name.as_str())
-        };
-        let row = by_name.entry(name).or_insert_with_key(|name| Series {
-            name: escape(name),
-            functions: Vec::with_capacity(1),
-            total_ns: 0,
-        });
-        row.functions.push(function);
-        row.total_ns = row.total_ns.saturating_add(function.total_ns);
-    }
-    let mut series: Vec<(Cow<'_, str>, Series<'_>)> = by_name.into_iter().collect();
-    let omitted = series.len().saturating_sub(max_functions);
-    if omitted > 0 {
-        // The most total time first, ties by name: the same choice on
-        // every scrape of the same profile.
-        series.select_nth_unstable_by(max_functions, |(a_name, a), (b_name, b)| {
-            b.total_ns.cmp(&a.total_ns).then_with(|| a_name.cmp(b_name))
-        });
-        series.truncate(max_functions);
-    }
-    // By name, in byte order: the same series in the same order on every
-    // scrape, which parsers that cache the last scrape prefer.
-    series.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
-    (series.into_iter().map(|(_, row)| row).collect(), omitted)
-}
-
-/// [`openmetrics_top`] into any writer.
-pub fn write_openmetrics_top(
-    snapshot: &ProfileSnapshot,
-    max_functions: usize,
+    options: &Exposition,
     out: &mut impl fmt::Write,
 ) -> fmt::Result {
-    let (series, omitted) = top_series(snapshot, max_functions);
+    let (series, omitted) = select(snapshot, options, escape);
 
     let family = "fntrace_function_duration_seconds";
     header(out, family, "histogram", true, DURATION_HELP)?;
-    for row in &series {
+    for row in series.iter().filter(|row| row.histogram) {
         let label = &row.name;
         let durations = row.durations();
         let bounds = cumulative_counts(&durations);
@@ -240,8 +141,11 @@ pub fn write_openmetrics_top(
             "{family}_sum{{function=\"{label}\"}} {}",
             seconds(row.self_ns())
         )?;
-        let calls: u64 = row.functions.iter().map(|f| f.durations.count()).sum();
-        writeln!(out, "{family}_count{{function=\"{label}\"}} {calls}")?;
+        writeln!(
+            out,
+            "{family}_count{{function=\"{label}\"}} {}",
+            row.calls()
+        )?;
     }
 
     let family = "fntrace_function_running_calls";
@@ -255,24 +159,48 @@ pub fn write_openmetrics_top(
         )?;
     }
 
-    for (family, help, value) in process_gauges(snapshot, omitted) {
+    for (family, help, value) in counters(snapshot) {
+        // A counter's sample is `_total` in both formats; its family is
+        // named without it in OpenMetrics, with it in 0.0.4.
+        let sample = format!("{family}_total");
+        let family = match options.format {
+            TextFormat::OpenMetrics => family,
+            TextFormat::Prometheus => &sample,
+        };
+        header(out, family, "counter", false, help)?;
+        writeln!(out, "{sample} {value}")?;
+    }
+    for (family, help, value) in gauges(snapshot, omitted, options) {
         header(out, family, "gauge", false, help)?;
         writeln!(out, "{family} {value}")?;
+    }
+    if let Some(process) = &options.process {
+        let family = "fntrace_build_info";
+        header(out, family, "gauge", false, BUILD_INFO_HELP)?;
+        writeln!(
+            out,
+            "{family}{{version=\"{}\",pid=\"{}\",exe=\"{}\"}} 1",
+            escape(&process.version),
+            process.pid,
+            escape(&process.exe)
+        )?;
     }
     writeln!(out, "# EOF")
 }
 
-/// The process-wide gauges: family, help and value.
-pub(super) fn process_gauges(
-    snapshot: &ProfileSnapshot,
-    omitted: usize,
-) -> [(&'static str, &'static str, u64); 4] {
+/// `# HELP` of `fntrace_function_duration_seconds`.
+pub(super) const DURATION_HELP: &str = "Durations (wall-clock time, blocked time included) of the completed calls of each traced function, callees included (the functions with the most total time).";
+/// `# HELP` of `fntrace_function_self_seconds`.
+pub(super) const SELF_HELP: &str = "Self time (wall-clock time, blocked time included) of the completed calls of each traced function: their durations minus their direct callees'.";
+/// `# HELP` of `fntrace_function_running_calls`.
+pub(super) const RUNNING_HELP: &str = "Calls of each traced function entered and not yet returned.";
+/// `# HELP` of `fntrace_build_info`.
+pub(super) const BUILD_INFO_HELP: &str =
+    "Always 1: the fntrace runtime's version and the process it runs in, labels to group by.";
+
+/// The process-wide counters: family (without `_total`), help, value.
+pub(super) fn counters(snapshot: &ProfileSnapshot) -> [(&'static str, &'static str, u64); 2] {
     [
-        (
-            "fntrace_profile_threads",
-            "Threads whose calls the profile holds.",
-            snapshot.threads,
-        ),
         (
             "fntrace_profile_lost_calls",
             "Completed calls of functions that found no row in the profile's memory budget: counted nowhere else.",
@@ -283,12 +211,35 @@ pub(super) fn process_gauges(
             "Completed calls counted in their function's row whose call path found no room in the profile's call tree.",
             snapshot.not_kept.paths,
         ),
+    ]
+}
+
+/// The process-wide gauges: family, help, value.
+pub(super) fn gauges(
+    snapshot: &ProfileSnapshot,
+    omitted: usize,
+    options: &Exposition,
+) -> Vec<(&'static str, &'static str, u64)> {
+    let mut gauges = vec![
+        (
+            "fntrace_profile_threads",
+            "Threads that completed traced calls since the profile was enabled or reset, ended ones included (fntrace_process_threads: those alive).",
+            snapshot.threads,
+        ),
         (
             "fntrace_metrics_functions_omitted",
             "Traced functions left out of this text by the endpoint's ceiling (FNTRACE_METRICS_MAX_FUNCTIONS, 500 by default): only the functions with the most total time are exported.",
             omitted as u64,
         ),
-    ]
+    ];
+    if let Some(process) = &options.process {
+        gauges.push((
+            "fntrace_process_threads",
+            "Threads of the process alive when this text was made.",
+            process.threads,
+        ));
+    }
+    gauges
 }
 
 /// The `# TYPE`, `# UNIT` (seconds) and `# HELP` lines of a family, in the
@@ -501,7 +452,7 @@ mod tests {
         let mut expected = String::from(
             "# TYPE fntrace_function_duration_seconds histogram\n\
              # UNIT fntrace_function_duration_seconds seconds\n\
-             # HELP fntrace_function_duration_seconds Durations (wall-clock time, blocked time included) of the completed calls of each traced function, callees included.\n",
+             # HELP fntrace_function_duration_seconds Durations (wall-clock time, blocked time included) of the completed calls of each traced function, callees included (the functions with the most total time).\n",
         );
         let le = [
             "1.28e-07",
@@ -574,21 +525,35 @@ mod tests {
              # HELP fntrace_function_running_calls Calls of each traced function entered and not yet returned.\n\
              fntrace_function_running_calls{{function=\"{name}\"}} 2\n\
              fntrace_function_running_calls{{function=\"work\"}} 1\n\
-             # TYPE fntrace_profile_threads gauge\n\
-             # HELP fntrace_profile_threads Threads whose calls the profile holds.\n\
-             fntrace_profile_threads 2\n\
-             # TYPE fntrace_profile_lost_calls gauge\n\
+             # TYPE fntrace_profile_lost_calls counter\n\
              # HELP fntrace_profile_lost_calls Completed calls of functions that found no row in the profile's memory budget: counted nowhere else.\n\
-             fntrace_profile_lost_calls 5\n\
-             # TYPE fntrace_profile_pathless_calls gauge\n\
+             fntrace_profile_lost_calls_total 5\n\
+             # TYPE fntrace_profile_pathless_calls counter\n\
              # HELP fntrace_profile_pathless_calls Completed calls counted in their function's row whose call path found no room in the profile's call tree.\n\
-             fntrace_profile_pathless_calls 4\n\
+             fntrace_profile_pathless_calls_total 4\n\
+             # TYPE fntrace_profile_threads gauge\n\
+             # HELP fntrace_profile_threads Threads that completed traced calls since the profile was enabled or reset, ended ones included (fntrace_process_threads: those alive).\n\
+             fntrace_profile_threads 2\n\
              # TYPE fntrace_metrics_functions_omitted gauge\n\
              # HELP fntrace_metrics_functions_omitted Traced functions left out of this text by the endpoint's ceiling (FNTRACE_METRICS_MAX_FUNCTIONS, 500 by default): only the functions with the most total time are exported.\n\
              fntrace_metrics_functions_omitted 0\n\
              # EOF\n"
         );
         assert_eq!(openmetrics(&snapshot), expected);
+        // The 0.0.4 text differs in the counters' family names only.
+        let prometheus = exposition(&snapshot, &Exposition::everything(TextFormat::Prometheus));
+        let renamed = expected
+            .replace("lost_calls counter", "lost_calls_total counter")
+            .replace(
+                "HELP fntrace_profile_lost_calls ",
+                "HELP fntrace_profile_lost_calls_total ",
+            )
+            .replace("pathless_calls counter", "pathless_calls_total counter")
+            .replace(
+                "HELP fntrace_profile_pathless_calls ",
+                "HELP fntrace_profile_pathless_calls_total ",
+            );
+        assert_eq!(prometheus, renamed);
     }
 
     #[test]
@@ -620,7 +585,14 @@ mod tests {
                 .map(|l| l.split('"').next().unwrap().to_string())
                 .collect()
         };
-        let text = openmetrics_top(&snapshot, 3);
+        let top = |max_functions| {
+            let options = Exposition {
+                max_functions,
+                ..Exposition::everything(TextFormat::OpenMetrics)
+            };
+            exposition(&snapshot, &options)
+        };
+        let text = top(3);
         assert_eq!(exported(&text), ["e3", "f3", "twice"], "{text}");
         assert!(
             text.contains("\nfntrace_metrics_functions_omitted 3\n"),
@@ -637,11 +609,11 @@ mod tests {
         let all = openmetrics(&snapshot);
         assert_eq!(exported(&all).len(), 6);
         assert!(all.contains("\nfntrace_metrics_functions_omitted 0\n"));
-        let none = openmetrics_top(&snapshot, 0);
+        let none = top(0);
         assert!(exported(&none).is_empty());
         assert!(none.contains("\nfntrace_metrics_functions_omitted 6\n"));
         // The same text as the unlimited one when the ceiling is not reached.
-        assert_eq!(openmetrics_top(&snapshot, 6), all);
+        assert_eq!(top(6), all);
     }
 
     #[test]

@@ -4,8 +4,8 @@
 //! that asks for it in its `Accept` header: Prometheus does when its
 //! native histograms are on (`--enable-feature=native-histograms`).
 //!
-//! The families and values are those of the OpenMetrics text
-//! ([`openmetrics_top`](super::openmetrics_top)); what the text cannot say
+//! The families and values are those of the text
+//! ([`exposition`](super::exposition)), for the same selection; what the text cannot say
 //! is the duration histogram as a **native histogram**: exponential
 //! buckets at schema [`NATIVE_SCHEMA`] (each power of two split into
 //! 2^5 = 32 buckets, each 2.2 % wider than the one before), filled from the
@@ -14,19 +14,22 @@
 //! counted whole in the native bucket that holds its middle, so a native
 //! bucket's count may be off by the calls of a sub-bucket that straddles
 //! its edge: quantiles stay within about one native bucket (2.2 %) of the
-//! profile's own. The classic buckets of the text are in the same message
-//! for readers that ignore native histograms. Calls recorded as 0 ns are
+//! profile's own. A native histogram is one series however many buckets it
+//! has, so every exported function gets one; the functions whose text
+//! carries the classic buckets carry them here too, for readers that
+//! ignore native histograms. Calls recorded as 0 ns are
 //! the zero bucket's (threshold 0).
 
+use super::exposition::{select, Exposition};
 use super::histogram::Histogram;
 use super::openmetrics::{
-    cumulative_counts, process_gauges, top_series, DURATION_BUCKETS_NS, DURATION_HELP,
+    counters, cumulative_counts, gauges, BUILD_INFO_HELP, DURATION_BUCKETS_NS, DURATION_HELP,
     RUNNING_HELP, SELF_HELP,
 };
 use super::profile::ProfileSnapshot;
 use crate::protobuf::{field_bytes, field_double, field_varint, varint, zigzag};
 
-/// The HTTP content type of [`prometheus_protobuf_top`]'s bytes.
+/// The HTTP content type of [`prometheus_protobuf`]'s bytes.
 pub const PROTOBUF_CONTENT_TYPE: &str =
     "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited";
 
@@ -34,9 +37,16 @@ pub const PROTOBUF_CONTENT_TYPE: &str =
 pub const NATIVE_SCHEMA: i32 = 5;
 
 /// `MetricType` values.
+const COUNTER: u64 = 0;
 const GAUGE: u64 = 1;
 const SUMMARY: u64 = 2;
 const HISTOGRAM: u64 = 4;
+
+/// `Metric` fields by what they hold.
+const GAUGE_FIELD: u64 = 2;
+const COUNTER_FIELD: u64 = 3;
+const SUMMARY_FIELD: u64 = 4;
+const HISTOGRAM_FIELD: u64 = 7;
 
 /// Whether an HTTP `Accept` header asks for this format (Prometheus
 /// names the message type in it).
@@ -45,11 +55,14 @@ pub fn accepts_protobuf(accept: &str) -> bool {
         && accept.contains("io.prometheus.client.MetricFamily")
 }
 
-/// The snapshot's metrics in the protobuf exposition format, for the
-/// `max_functions` series names with the most total time (as
-/// [`openmetrics_top`](super::openmetrics_top) chooses them).
-pub fn prometheus_protobuf_top(snapshot: &ProfileSnapshot, max_functions: usize) -> Vec<u8> {
-    let (series, omitted) = top_series(snapshot, max_functions);
+/// The snapshot's metrics in the protobuf exposition format, the functions
+/// `options` select (its text format aside). Every exported function has a
+/// native duration histogram, one series whatever its buckets; those that
+/// carry the histogram in the text ([`Exposition::histograms`]) carry its
+/// classic buckets too.
+pub fn prometheus_protobuf(snapshot: &ProfileSnapshot, options: &Exposition) -> Vec<u8> {
+    // Label values as they are: protobuf strings need no escaping.
+    let (series, omitted) = select(snapshot, options, str::to_string);
     let mut out = Vec::new();
 
     let metrics = series.iter().map(|row| {
@@ -57,77 +70,86 @@ pub fn prometheus_protobuf_top(snapshot: &ProfileSnapshot, max_functions: usize)
         let mut histogram = Vec::new();
         field_varint(&mut histogram, 1, durations.count());
         field_double(&mut histogram, 2, durations.sum() as f64 * 1e-9);
-        for (&bound, count) in DURATION_BUCKETS_NS
-            .iter()
-            .zip(cumulative_counts(&durations))
-        {
-            // Bucket.cumulative_count (1), upper_bound (2).
-            let mut bucket = Vec::new();
-            field_varint(&mut bucket, 1, count);
-            field_double(&mut bucket, 2, bound as f64 * 1e-9);
-            field_bytes(&mut histogram, 3, &bucket);
+        if row.histogram {
+            let counts = cumulative_counts(&durations);
+            for (&bound, count) in DURATION_BUCKETS_NS.iter().zip(counts) {
+                // Bucket.cumulative_count (1), upper_bound (2).
+                let mut bucket = Vec::new();
+                field_varint(&mut bucket, 1, count);
+                field_double(&mut bucket, 2, bound as f64 * 1e-9);
+                field_bytes(&mut histogram, 3, &bucket);
+            }
         }
         native_fields(&durations, &mut histogram);
-        metric(&row.name, 7, &histogram)
+        metric(&[("function", &row.name)], HISTOGRAM_FIELD, &histogram)
     });
-    family(
-        &mut out,
-        "fntrace_function_duration_seconds",
-        DURATION_HELP,
-        HISTOGRAM,
-        metrics,
-    );
+    let name = "fntrace_function_duration_seconds";
+    family(&mut out, name, DURATION_HELP, HISTOGRAM, metrics);
 
     let metrics = series.iter().map(|row| {
-        let calls: u64 = row.functions.iter().map(|f| f.durations.count()).sum();
         // Summary.sample_count (1), sample_sum (2).
         let mut summary = Vec::new();
-        field_varint(&mut summary, 1, calls);
+        field_varint(&mut summary, 1, row.calls());
         field_double(&mut summary, 2, row.self_ns() as f64 * 1e-9);
-        metric(&row.name, 4, &summary)
+        metric(&[("function", &row.name)], SUMMARY_FIELD, &summary)
     });
-    family(
-        &mut out,
-        "fntrace_function_self_seconds",
-        SELF_HELP,
-        SUMMARY,
-        metrics,
-    );
+    let name = "fntrace_function_self_seconds";
+    family(&mut out, name, SELF_HELP, SUMMARY, metrics);
 
-    let metrics = series
-        .iter()
-        .map(|row| metric(&row.name, 2, &gauge(row.running())));
-    family(
-        &mut out,
-        "fntrace_function_running_calls",
-        RUNNING_HELP,
-        GAUGE,
-        metrics,
-    );
+    let metrics = series.iter().map(|row| {
+        metric(
+            &[("function", &row.name)],
+            GAUGE_FIELD,
+            &value(row.running()),
+        )
+    });
+    let name = "fntrace_function_running_calls";
+    family(&mut out, name, RUNNING_HELP, GAUGE, metrics);
 
-    for (name, help, value) in process_gauges(snapshot, omitted) {
-        let unlabelled = metric_of(&[], 2, &gauge(value));
+    for (name, help, count) in counters(snapshot) {
+        // A counter family is named as its sample, `_total` included.
+        let unlabelled = metric(&[], COUNTER_FIELD, &value(count));
+        family(
+            &mut out,
+            &format!("{name}_total"),
+            help,
+            COUNTER,
+            [unlabelled],
+        );
+    }
+    for (name, help, level) in gauges(snapshot, omitted, options) {
+        let unlabelled = metric(&[], GAUGE_FIELD, &value(level));
         family(&mut out, name, help, GAUGE, [unlabelled]);
+    }
+    if let Some(process) = &options.process {
+        let pid = process.pid.to_string();
+        let labels = [
+            ("version", process.version.as_str()),
+            ("pid", &pid),
+            ("exe", &process.exe),
+        ];
+        let info = metric(&labels, GAUGE_FIELD, &value(1));
+        family(
+            &mut out,
+            "fntrace_build_info",
+            BUILD_INFO_HELP,
+            GAUGE,
+            [info],
+        );
     }
     out
 }
 
-/// A `Gauge` message.
-fn gauge(value: u64) -> Vec<u8> {
-    let mut gauge = Vec::new();
-    field_double(&mut gauge, 1, value as f64);
-    gauge
+/// A `Gauge` or `Counter` message (both hold a double in field 1).
+fn value(value: u64) -> Vec<u8> {
+    let mut message = Vec::new();
+    field_double(&mut message, 1, value as f64);
+    message
 }
 
-/// A `Metric` labelled `function` (its escaped text value given) holding
-/// `value` in field `kind` (gauge 2, summary 4, histogram 7).
-fn metric(escaped_name: &str, kind: u64, value: &[u8]) -> Vec<u8> {
-    let function = unescape(escaped_name);
-    metric_of(&[("function", &function)], kind, value)
-}
-
-/// A `Metric` with `labels` (`LabelPair` name 1, value 2 in field 1).
-fn metric_of(labels: &[(&str, &str)], kind: u64, value: &[u8]) -> Vec<u8> {
+/// A `Metric` with `labels` (`LabelPair` name 1, value 2, in field 1)
+/// holding `value` in field `kind`.
+fn metric(labels: &[(&str, &str)], kind: u64, value: &[u8]) -> Vec<u8> {
     let mut metric = Vec::new();
     for (name, text) in labels {
         let mut pair = Vec::new();
@@ -235,23 +257,6 @@ fn native_buckets(durations: &Histogram) -> NativeBuckets {
     native
 }
 
-/// The label value of a text series name (`\\`, `\"`, `\n` undone).
-fn unescape(text: &str) -> String {
-    let mut plain = String::with_capacity(text.len());
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        match (c, c == '\\') {
-            (_, true) => match chars.next() {
-                Some('n') => plain.push('\n'),
-                Some(other) => plain.push(other),
-                None => plain.push('\\'),
-            },
-            (c, false) => plain.push(c),
-        }
-    }
-    plain
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -329,10 +334,5 @@ mod tests {
         field_varint(&mut expected, 5, zigzag(5));
         field_bytes(&mut expected, 12, &[]);
         assert_eq!(histogram, expected);
-    }
-
-    #[test]
-    fn label_values_are_unescaped() {
-        assert_eq!(unescape(r#"a\\b\"c\nd"#), "a\\b\"c\nd");
     }
 }

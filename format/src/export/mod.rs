@@ -63,6 +63,10 @@
 //!   serves it (gzip-framed by [`gzip_stored`]) as well as the CLI writes
 //!   it (gzipped by fntrace-tools' `write_pprof`).
 //!
+//! - **gzip** ([`gzip`]): a small deflate compressor (fixed codes, LZ77)
+//!   for the metrics text the runtime serves to a scraper that accepts
+//!   gzip; the runtime links no compression crate.
+//!
 //! Errors are [`ExportError`]s: each names the file (or output) concerned and
 //! what is wrong with it; nothing here panics on bad input.
 
@@ -74,10 +78,12 @@ use std::path::PathBuf;
 use crate::trace::Trace;
 
 // Each export is reachable at `export::` only: its module is private.
+mod deflate;
 mod dirfd;
 mod pprof;
 mod uftrace;
 
+pub use deflate::gzip;
 pub use dirfd::{prepare_output_dir, OutputDir, Replacement, TraceOutput};
 pub use pprof::{
     gzip_stored, pprof_message, profile_of_trace, PprofInfo, SourceLine, TraceProfile,

@@ -338,7 +338,7 @@ pub fn gzip_stored(bytes: &[u8]) -> Vec<u8> {
 /// The CRC-32 gzip ends with (ISO-HDLC: polynomial 0xedb88320 reflected,
 /// starting and ending inverted), by a table made per call: a profile is
 /// served seconds apart, and the table takes microseconds.
-fn crc32(bytes: &[u8]) -> u32 {
+pub(super) fn crc32(bytes: &[u8]) -> u32 {
     let mut table = [0u32; 256];
     for (n, entry) in table.iter_mut().enumerate() {
         let mut c = n as u32;

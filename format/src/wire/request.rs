@@ -14,7 +14,8 @@ pub const MAX_REQUEST_BYTES: usize = 4096;
 /// The commands, as the error for an unknown one lists them.
 const COMMANDS: &str = "status, enable [--pending] TRACER, disable TRACER, filter [--pending] GLOBS, \
                         functions [GLOB], patch GLOBS, record DIR, stop, snapshot DIR, dump DIR, report, \
-                        profile [reset], flight start|stop|trigger|triggers|untrigger, detach";
+                        profile [reset], metrics-filter GLOBS|--clear, \
+                        flight start|stop|trigger|triggers|untrigger, detach";
 
 /// The `flight` subcommands, as the error for an unknown one lists them.
 const FLIGHT_COMMANDS: &str = "flight start [--budget SIZE] [--rate N] DIR, flight stop, \
@@ -63,6 +64,11 @@ pub enum Request {
     Profile,
     /// `profile reset`: forget the calls profiled so far.
     ProfileReset,
+    /// `metrics-filter GLOBS`: the functions `GET /metrics` exports from
+    /// now on (the rest of the line, checked by the handler);
+    /// `metrics-filter --clear` (`None`): those of `FNTRACE_METRICS_FILTER`
+    /// again.
+    MetricsFilter(Option<String>),
     /// `flight ...`: the flight recorder.
     Flight(FlightRequest),
     /// `detach`: in a process `fntrace attach` made serve, every tracer
@@ -285,6 +291,15 @@ pub fn parse(line: &[u8]) -> Result<Request, String> {
         "snapshot" => Ok(Request::Snapshot(directory()?)),
         "dump" => Ok(Request::Dump(directory()?)),
         "flight" => Ok(Request::Flight(parse_flight(rest)?)),
+        "metrics-filter" => match rest.trim() {
+            "" => Err(
+                "metrics-filter needs globs (such as kv::*,!kv::log_*; * for every \
+                       function) or --clear"
+                    .to_string(),
+            ),
+            "--clear" => Ok(Request::MetricsFilter(None)),
+            globs => Ok(Request::MetricsFilter(Some(globs.to_string()))),
+        },
         "" => Err(format!("empty request; the commands are: {COMMANDS}")),
         other => Err(format!(
             "unknown command {other:?}; the commands are: {COMMANDS}"
@@ -317,6 +332,8 @@ impl Request {
             Request::Report => "report".to_string(),
             Request::Profile => "profile".to_string(),
             Request::ProfileReset => "profile reset".to_string(),
+            Request::MetricsFilter(None) => "metrics-filter --clear".to_string(),
+            Request::MetricsFilter(Some(globs)) => format!("metrics-filter {globs}"),
             Request::Flight(flight) => match flight {
                 FlightRequest::Start {
                     budget,
@@ -471,6 +488,8 @@ mod tests {
             Request::Report,
             Request::Profile,
             Request::ProfileReset,
+            Request::MetricsFilter(Some("kv::*, !kv::log".into())),
+            Request::MetricsFilter(None),
             flight(FlightRequest::Start {
                 budget: None,
                 rate: None,

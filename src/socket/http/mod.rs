@@ -1,9 +1,12 @@
 //! The metrics endpoint: `GET /metrics` over HTTP/1.x on a TCP address,
-//! answered with the live profile in OpenMetrics text (the profile
-//! tracer's snapshot, encoded by `fntrace_format::analysis::openmetrics_top`),
-//! for Prometheus and other scrapers, or in Prometheus's protobuf format
-//! with native histograms when the `Accept` header asks for it
-//! (`fntrace_format::analysis::prometheus_protobuf_top`). Started by `FNTRACE_METRICS` or
+//! answered with the live profile in OpenMetrics text, or the Prometheus
+//! text format 0.0.4 when the scraper does not ask for OpenMetrics (the
+//! profile tracer's snapshot, encoded by
+//! `fntrace_format::analysis::exposition` with what [`MetricsOptions`]
+//! and `metrics-filter` select, see `exported`), for Prometheus and
+//! other scrapers; in Prometheus's protobuf format, with native
+//! histograms, when the scraper asks for it
+//! (`fntrace_format::analysis::prometheus_protobuf`). Started by `FNTRACE_METRICS` or
 //! [`crate::serve_metrics`] / [`crate::serve_metrics_with`].
 //!
 //! # Who may scrape
@@ -35,6 +38,10 @@
 //! another path is `404`, another method `405`, a head that is not HTTP
 //! `400`.
 //!
+//! `/metrics` is gzipped (`fntrace_format::export::gzip`, `Content-Encoding:
+//! gzip`) when the request's `Accept-Encoding` allows it, as Prometheus's
+//! does.
+//!
 //! `GET /debug/pprof/profile?seconds=N` is served too, under the same
 //! rules: the calls of the next N seconds as a pprof profile ([`pprof`],
 //! which says how the wait blocks no other scrape).
@@ -52,17 +59,13 @@ use crate::rt::spawn::spawn_running;
 use crate::rt::thread::Untraced;
 use crate::vars;
 use fntrace_format::analysis::{
-    accepts_protobuf, openmetrics_top, prometheus_protobuf_top, DEFAULT_MAX_FUNCTIONS,
-    OPENMETRICS_CONTENT_TYPE, PROTOBUF_CONTENT_TYPE,
+    accepts_protobuf, exposition, prometheus_protobuf, Exposition, TextFormat, DEFAULT_HISTOGRAMS,
+    DEFAULT_MAX_FUNCTIONS, OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE,
+    PROTOBUF_CONTENT_TYPE,
 };
 
 /// The longest request head accepted (request line and headers).
 pub(crate) const MAX_HEAD_BYTES: usize = 8192;
-
-/// The content type of the Prometheus text format 0.0.4, which the text
-/// also is (see `fntrace_format::analysis::openmetrics`), for scrapers that
-/// do not ask for OpenMetrics.
-const PROMETHEUS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Who may scrape the metrics endpoint, how it treats its clients and
 /// what it exports; see [`serve_metrics_with`](crate::serve_metrics_with).
@@ -85,6 +88,18 @@ pub struct MetricsOptions {
     /// the others are counted in `fntrace_metrics_functions_omitted`.
     /// (`FNTRACE_METRICS_MAX_FUNCTIONS`.)
     pub max_functions: usize,
+    /// How many of them carry the duration histogram (10): those with the
+    /// most total time; the others are 3 series each (calls, self time,
+    /// running calls). (`FNTRACE_METRICS_HISTOGRAMS`.)
+    pub histograms: usize,
+    /// Globs a function's name must match to be exported, `!glob`s it
+    /// must not (the trace filter's syntax); empty: all.
+    /// (`FNTRACE_METRICS_FILTER`.)
+    pub filter: Vec<String>,
+    /// Label values in full, generic arguments kept (false: without them,
+    /// the instances of a generic function one series).
+    /// (`FNTRACE_METRICS_NAMES=full`.)
+    pub full_names: bool,
     /// Connections open at once (64).
     pub max_clients: usize,
     /// Connections open at once from one address (8).
@@ -103,6 +118,9 @@ impl Default for MetricsOptions {
             public: false,
             token: None,
             max_functions: DEFAULT_MAX_FUNCTIONS,
+            histograms: DEFAULT_HISTOGRAMS,
+            filter: Vec::new(),
+            full_names: false,
             max_clients: 64,
             max_clients_per_address: 8,
             request_timeout: Duration::from_secs(1),
@@ -118,6 +136,9 @@ impl std::fmt::Debug for MetricsOptions {
             // Never the token itself: options get logged.
             .field("token", &self.token.as_ref().map(|_| "(set, not shown)"))
             .field("max_functions", &self.max_functions)
+            .field("histograms", &self.histograms)
+            .field("filter", &self.filter)
+            .field("full_names", &self.full_names)
             .field("max_clients", &self.max_clients)
             .field("max_clients_per_address", &self.max_clients_per_address)
             .field("request_timeout", &self.request_timeout)
@@ -566,20 +587,52 @@ pub(crate) fn answer(head: &[u8], options: &MetricsOptions) -> Answer {
             .iter()
             .any(|(name, value)| name.eq_ignore_ascii_case("accept") && format(value))
     };
-    if accept(accepts_protobuf) {
-        // Asked for by Prometheus with native histograms on, which it
-        // can only read from this format.
-        let body = prometheus_protobuf_top(&PROFILE_TRACER.snapshot(), options.max_functions);
-        return response(200, PROTOBUF_CONTENT_TYPE, &body, with_body).into();
-    }
     let wants_openmetrics = accept(|value| value.contains("application/openmetrics-text"));
-    let content_type = if wants_openmetrics {
-        OPENMETRICS_CONTENT_TYPE
+    let (format, content_type) = if wants_openmetrics {
+        (TextFormat::OpenMetrics, OPENMETRICS_CONTENT_TYPE)
     } else {
-        PROMETHEUS_CONTENT_TYPE
+        (TextFormat::Prometheus, PROMETHEUS_CONTENT_TYPE)
     };
-    let body = openmetrics_top(&PROFILE_TRACER.snapshot(), options.max_functions);
-    response(200, content_type, body.as_bytes(), with_body).into()
+    let what = Exposition {
+        format,
+        filter: exported::live_filter().unwrap_or_else(|| options.filter.clone()),
+        max_functions: options.max_functions,
+        histograms: options.histograms,
+        full_names: options.full_names,
+        process: Some(exported::process_info()),
+    };
+    // Asked for by Prometheus with native histograms on: it reads them
+    // from this format only.
+    let (body, content_type) = if accept(accepts_protobuf) {
+        let body = prometheus_protobuf(&PROFILE_TRACER.snapshot(), &what);
+        (body, PROTOBUF_CONTENT_TYPE)
+    } else {
+        let body = exposition(&PROFILE_TRACER.snapshot(), &what);
+        (body.into_bytes(), content_type)
+    };
+    if accepts_gzip(&headers) {
+        let body = fntrace_format::export::gzip(&body);
+        let extra = "Content-Encoding: gzip\r\nVary: Accept-Encoding\r\n";
+        return response_with(200, content_type, &body, with_body, extra).into();
+    }
+    response(200, content_type, &body, with_body).into()
+}
+
+/// Whether `Accept-Encoding` lists `gzip` (or `*`) without `q=0`.
+fn accepts_gzip(headers: &[(&str, &str)]) -> bool {
+    headers
+        .iter()
+        .filter(|(name, _)| name.eq_ignore_ascii_case("accept-encoding"))
+        .flat_map(|(_, value)| value.split(','))
+        .any(|item| {
+            let mut parts = item.split(';').map(str::trim);
+            let coding = parts.next().unwrap_or("");
+            let refused = parts.any(|p| {
+                p.strip_prefix("q=")
+                    .is_some_and(|q| q.parse::<f32>().is_ok_and(|q| q == 0.0))
+            });
+            (coding.eq_ignore_ascii_case("gzip") || coding == "*") && !refused
+        })
 }
 
 /// Whether `headers` carry `Authorization: Bearer TOKEN` with `token`
@@ -676,6 +729,9 @@ fn response_with(
     }
     out
 }
+
+mod exported;
+pub(crate) use exported::{options_from_env, set_metrics_filter};
 
 #[cfg(test)]
 mod tests;

@@ -55,7 +55,8 @@ Examples:
   fntrace ctl $! profile -s p99 --top 20       ... its table, as report's
   fntrace ctl $! profile --save now.profile    the snapshot (fntrace flame reads it)
   fntrace ctl $! profile reset                 counts from zero again
-  fntrace ctl $! metrics | promtool check metrics   the OpenMetrics text
+  fntrace ctl $! metrics | promtool check metrics   the metrics text
+  fntrace ctl $! metrics-filter 'kv::*'        what /metrics exports (--clear)
 Sizes: 64M, 1G, 512K or bytes (binary multiples: 1K = 1024).";
 
 /// `fntrace ctl`.
@@ -146,9 +147,27 @@ pub enum CtlCommand {
     /// The live profile of the `profile` tracer (enable it first): its
     /// latency table, as `fntrace report` prints a trace's; or `reset`.
     Profile(super::profile::ProfileArgs),
-    /// The live profile as OpenMetrics text (what FNTRACE_METRICS serves
-    /// on /metrics).
-    Metrics,
+    /// The live profile as metrics text: every function, with its
+    /// histogram and full name, in the Prometheus text format 0.0.4 (what
+    /// promtool checks); FNTRACE_METRICS serves a selection of it on
+    /// /metrics.
+    Metrics {
+        /// OpenMetrics 1.0 text instead (the counters' families named
+        /// without `_total`).
+        #[arg(long)]
+        openmetrics: bool,
+    },
+    /// Which functions /metrics exports from now on (FNTRACE_METRICS_FILTER
+    /// until then): comma-separated globs, `!glob` to exclude, `*` for
+    /// all; --clear for FNTRACE_METRICS_FILTER's again.
+    MetricsFilter {
+        /// Comma-separated globs: 'kv_service::*,!kv_service::log_*'.
+        #[arg(required_unless_present = "clear", conflicts_with = "clear")]
+        globs: Option<String>,
+        /// Back to FNTRACE_METRICS_FILTER (every function without it).
+        #[arg(long)]
+        clear: bool,
+    },
     /// The flight recorder: start, stop, and when it writes a snapshot.
     #[command(subcommand)]
     Flight(FlightCommand),
@@ -233,7 +252,7 @@ pub fn main(args: &CtlArgs, no_pager: bool) -> ExitCode {
                         .and_then(|_| served_pid(&args.target));
                     super::profile::show(&text, profile, &args.target, pid, no_pager)
                 }
-                CtlCommand::Metrics => super::profile::metrics(&text),
+                CtlCommand::Metrics { openmetrics } => super::profile::metrics(&text, *openmetrics),
                 _ => {
                     // A closed stdout loses nothing the caller still wants.
                     let _ = std::io::stdout().lock().write_all(text.as_bytes());
@@ -427,7 +446,8 @@ fn request_line(command: &CtlCommand) -> Result<String, NoReply> {
             Some(super::profile::ProfileCommand::Reset) => Request::ProfileReset,
             None => Request::Profile,
         },
-        CtlCommand::Metrics => Request::Profile,
+        CtlCommand::Metrics { .. } => Request::Profile,
+        CtlCommand::MetricsFilter { globs, .. } => Request::MetricsFilter(globs.clone()),
         CtlCommand::Flight(flight) => Request::Flight(match flight {
             FlightCommand::Start {
                 dir: d,

@@ -10,7 +10,9 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use fntrace_tools::analysis::{openmetrics, FunctionStats, ProfileSnapshot, Rows};
+use fntrace_tools::analysis::{
+    exposition, Exposition, FunctionStats, ProfileSnapshot, Rows, TextFormat,
+};
 use fntrace_tools::glob;
 
 use super::hist::HistArgs;
@@ -155,10 +157,16 @@ pub fn show(
     })
 }
 
-/// Prints the OpenMetrics text of the reply's snapshot.
-pub fn metrics(reply: &str) -> Result<(), String> {
+/// Prints the metrics text of the reply's snapshot: every function, with
+/// its histogram and full name, in the Prometheus text format 0.0.4 (what
+/// promtool reads) or OpenMetrics.
+pub fn metrics(reply: &str, openmetrics: bool) -> Result<(), String> {
     let snapshot = snapshot_of_reply(reply)?;
-    let text = openmetrics(&snapshot);
+    let format = match openmetrics {
+        true => TextFormat::OpenMetrics,
+        false => TextFormat::Prometheus,
+    };
+    let text = exposition(&snapshot, &Exposition::everything(format));
     // A closed stdout loses nothing the caller still wants.
     let _ = io::stdout().lock().write_all(text.as_bytes());
     Ok(())

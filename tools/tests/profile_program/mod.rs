@@ -228,7 +228,7 @@ pub fn counts(metrics: &str) -> Vec<(String, u64)> {
     let mut counts: Vec<(String, u64)> = metrics
         .lines()
         .filter_map(|line| {
-            let rest = line.strip_prefix("fntrace_function_duration_seconds_count{function=\"")?;
+            let rest = line.strip_prefix("fntrace_function_self_seconds_count{function=\"")?;
             let (name, value) = rest.split_once("\"} ")?;
             Some((name.to_string(), value.parse().unwrap()))
         })
