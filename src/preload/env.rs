@@ -61,6 +61,8 @@
 //!   holding it): the bearer token every request must carry;
 //!   `FNTRACE_METRICS_MAX_FUNCTIONS`: the most functions exported (500);
 //!   `FNTRACE_METRICS_HISTOGRAMS`: how many of them with a histogram (10);
+//!   `FNTRACE_METRICS_BUCKETS_PER_DOUBLING`: classic buckets per power of
+//!   two (1, up to 128);
 //!   `FNTRACE_METRICS_FILTER`: globs of those exported;
 //!   `FNTRACE_METRICS_NAMES=short|full`: labels without or with generic
 //!   arguments;

@@ -4,6 +4,7 @@
 //! many functions it exports. The errors about a token describe it
 //! (length, the first wrong character), never print it.
 
+use fntrace_format::analysis::MAX_BUCKETS_PER_DOUBLING;
 use std::path::PathBuf;
 
 /// `FNTRACE_METRICS`: the address to serve `GET /metrics` on, `None` for
@@ -118,6 +119,16 @@ pub(crate) fn parse_max_functions(value: &str) -> Result<usize, String> {
 /// `FNTRACE_METRICS_HISTOGRAMS`: 0 to 1,000,000.
 pub(crate) fn parse_histograms(value: &str) -> Result<usize, String> {
     parse_max_functions(value)
+}
+
+/// `FNTRACE_METRICS_BUCKETS_PER_DOUBLING`: 1, 2, 4 … 128.
+pub(crate) fn parse_buckets_per_doubling(value: &str) -> Result<u32, String> {
+    value
+        .trim()
+        .parse()
+        .ok()
+        .filter(|&n: &u32| n.is_power_of_two() && n <= MAX_BUCKETS_PER_DOUBLING)
+        .ok_or_else(|| "not 1, 2, 4, 8, 16, 32, 64 or 128 (buckets per power of two)".into())
 }
 
 /// `FNTRACE_METRICS_FILTER` (and `ctl metrics-filter`'s words): globs,

@@ -22,8 +22,8 @@ use crate::filter::Filter;
 
 mod metrics;
 pub(crate) use metrics::{
-    parse_histograms, parse_max_functions, parse_metrics, parse_metrics_filter, parse_names,
-    parse_token, parse_token_file, read_token_file,
+    parse_buckets_per_doubling, parse_histograms, parse_max_functions, parse_metrics,
+    parse_metrics_filter, parse_names, parse_token, parse_token_file, read_token_file,
 };
 
 /// A variable the runtime reads.
@@ -268,6 +268,16 @@ pub(crate) const VARIABLES: &[Variable] = &[
         meaning: "how many of the exported functions carry the duration histogram, 0 to \
                   1000000 (10): those with the most total time; the others are 3 series each",
         check: |v| ok(parse_histograms(v)),
+        passed_on: false,
+        on_bad: OnBad::NoMetrics,
+        secret: false,
+    },
+    Variable {
+        name: "FNTRACE_METRICS_BUCKETS_PER_DOUBLING",
+        meaning: "classic duration histogram buckets per power of two, 1 2 4 .. 128 (1): \
+                  finer quantiles for scrapers without native histograms; 30 x N + 1 \
+                  buckets per function with a histogram",
+        check: |v| ok(parse_buckets_per_doubling(v)),
         passed_on: false,
         on_bad: OnBad::NoMetrics,
         secret: false,

@@ -95,6 +95,13 @@ fn promtool_accepts_the_exposition() {
             },
         ),
         (
+            "8 buckets per power of two",
+            Exposition {
+                buckets_per_doubling: 8,
+                ..everything.clone()
+            },
+        ),
+        (
             "a filter",
             Exposition {
                 filter: vec!["kv::*".into(), "!main".into()],

@@ -78,6 +78,12 @@ pub struct Exposition {
     /// Label values in full (generic arguments kept) rather than
     /// [`short_name`]s.
     pub full_names: bool,
+    /// Classic histogram buckets per power of two (1, 2, 4 … 128): each
+    /// power of two from 128 ns to 137 s split into that many equal parts
+    /// ([`duration_bounds_ns`](super::duration_bounds_ns)), for scrapers
+    /// without native histograms that need finer quantiles; 30 × this
+    /// many bounds and one.
+    pub buckets_per_doubling: u32,
     /// The process, for `fntrace_build_info` and `fntrace_process_threads`
     /// (left out when `None`).
     pub process: Option<ProcessInfo>,
@@ -93,6 +99,7 @@ impl Default for Exposition {
             max_functions: DEFAULT_MAX_FUNCTIONS,
             histograms: DEFAULT_HISTOGRAMS,
             full_names: false,
+            buckets_per_doubling: 1,
             process: None,
         }
     }

@@ -101,8 +101,8 @@ pub use latency::{
     Shortfall, ThreadSummary,
 };
 pub use openmetrics::{
-    exposition, openmetrics, write_exposition, DURATION_BUCKETS_NS, OPENMETRICS_CONTENT_TYPE,
-    PROMETHEUS_CONTENT_TYPE,
+    duration_bounds_ns, exposition, openmetrics, write_exposition, DURATION_BUCKETS_NS,
+    MAX_BUCKETS_PER_DOUBLING, OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE,
 };
 pub use profile::{FunctionProfile, NotKept, PathProfile, ProfileSnapshot, ProfileTextError};
 pub use prometheus_proto::{

@@ -49,6 +49,7 @@
 //!
 //! [OpenMetrics 1.0]: https://github.com/OpenObservability/OpenMetrics/blob/main/specification/OpenMetrics.md
 
+use std::borrow::Cow;
 use std::fmt::{self, Write as _};
 use std::sync::LazyLock;
 
@@ -84,6 +85,46 @@ static BUCKET_LABELS: LazyLock<Vec<String>> = LazyLock::new(|| {
         .collect()
 });
 
+/// The most buckets per power of two a classic histogram may have
+/// ([`Exposition::buckets_per_doubling`]): the profile's own, so that each
+/// bound is still where one internal bucket ends.
+pub const MAX_BUCKETS_PER_DOUBLING: u32 = 128;
+
+/// The classic histogram's bounds (ns, below `+Inf`) with `per_doubling`
+/// buckets per power of two (a power of two from 1 to
+/// [`MAX_BUCKETS_PER_DOUBLING`]): [`DURATION_BUCKETS_NS`] each followed
+/// by the `per_doubling - 1` bounds that split the interval to the next
+/// into equal parts, up to 2³⁷ ns. Each is the start of an internal bucket
+/// (an internal bucket of `[2^e, 2^(e+1))` is 2^(e-7) wide), so the
+/// counts stay exact.
+pub fn duration_bounds_ns(per_doubling: u32) -> Vec<u64> {
+    let parts = u64::from(
+        per_doubling
+            .clamp(1, MAX_BUCKETS_PER_DOUBLING)
+            .next_power_of_two(),
+    );
+    let last = DURATION_BUCKETS_NS[DURATION_BUCKETS_NS.len() - 1];
+    let mut bounds = Vec::new();
+    for &power in &DURATION_BUCKETS_NS {
+        let step = power / parts;
+        bounds.extend(
+            (0..parts)
+                .map(|j| power + j * step)
+                .take_while(|&b| b <= last),
+        );
+    }
+    bounds
+}
+
+/// The `le` value of each of `bounds`.
+fn bound_labels(bounds: &[u64]) -> Cow<'static, [String]> {
+    if bounds == DURATION_BUCKETS_NS {
+        Cow::Borrowed(&BUCKET_LABELS[..])
+    } else {
+        Cow::Owned(bounds.iter().map(|&ns| canonical_seconds(ns)).collect())
+    }
+}
+
 /// The snapshot's metrics as text (see the module docs) with what
 /// `options` ask for, ending with `# EOF`.
 pub fn exposition(snapshot: &ProfileSnapshot, options: &Exposition) -> String {
@@ -106,14 +147,16 @@ pub fn write_exposition(
     out: &mut impl fmt::Write,
 ) -> fmt::Result {
     let (series, omitted) = select(snapshot, options, escape);
+    let bounds = duration_bounds_ns(options.buckets_per_doubling);
+    let labels = bound_labels(&bounds);
 
     let family = "fntrace_function_duration_seconds";
     header(out, family, "histogram", true, DURATION_HELP)?;
     for row in series.iter().filter(|row| row.histogram) {
         let label = &row.name;
         let durations = row.durations();
-        let bounds = cumulative_counts(&durations);
-        for (bound, count) in BUCKET_LABELS.iter().zip(bounds) {
+        let counts = cumulative_counts(&durations, &bounds);
+        for (bound, count) in labels.iter().zip(counts) {
             writeln!(
                 out,
                 "{family}_bucket{{function=\"{label}\",le=\"{bound}\"}} {count}"
@@ -258,15 +301,16 @@ fn header(
     writeln!(out, "# HELP {family} {}", escape(help))
 }
 
-/// The cumulative count of each bound of [`DURATION_BUCKETS_NS`]: the
-/// calls in internal buckets that end at or below it.
-pub(super) fn cumulative_counts(durations: &Histogram) -> [u64; DURATION_BUCKETS_NS.len()] {
-    let mut counts = [0; DURATION_BUCKETS_NS.len()];
+/// The cumulative count of each of `bounds` (ascending, each the start
+/// of an internal bucket: [`duration_bounds_ns`]): the calls in internal
+/// buckets that end at or below it.
+pub(super) fn cumulative_counts(durations: &Histogram, bounds: &[u64]) -> Vec<u64> {
+    let mut counts = Vec::with_capacity(bounds.len());
     let mut buckets = durations.buckets().peekable();
     let mut below = 0;
-    for (count, &bound) in counts.iter_mut().zip(&DURATION_BUCKETS_NS) {
-        // A power of two starts an internal bucket, so the buckets before
-        // it hold exactly the values below it.
+    for &bound in bounds {
+        // The bound starts an internal bucket, so the buckets before it
+        // hold exactly the values below it.
         let first_above = Histogram::bucket_of(bound);
         while let Some(&(index, n)) = buckets.peek() {
             if index >= first_above {
@@ -275,7 +319,7 @@ pub(super) fn cumulative_counts(durations: &Histogram) -> [u64; DURATION_BUCKETS
             below += n;
             buckets.next();
         }
-        *count = below;
+        counts.push(below);
     }
     counts
 }
@@ -396,17 +440,38 @@ mod tests {
 
     #[test]
     fn cumulative_counts_are_the_calls_below_each_bound() {
-        // Values around every bound: just below, at, just above.
-        let mut values = Vec::new();
-        for &bound in &DURATION_BUCKETS_NS {
-            values.extend([bound - 1, bound, bound + 1, bound + bound / 3]);
+        for per_doubling in [1, 2, 8, 128] {
+            let bounds = duration_bounds_ns(per_doubling);
+            // Values around every bound: just below, at, just above.
+            let mut values = Vec::new();
+            for &bound in &bounds {
+                values.extend([bound - 1, bound, bound + 1, bound + bound / 300]);
+            }
+            values.extend([0, 5, 127, u64::MAX]);
+            let histogram = durations(&values);
+            let counts = cumulative_counts(&histogram, &bounds);
+            for (&bound, &count) in bounds.iter().zip(&counts) {
+                let below = values.iter().filter(|&&v| v < bound).count() as u64;
+                assert_eq!(count, below, "le {bound} ns, {per_doubling} per doubling");
+            }
         }
-        values.extend([0, 5, 127, u64::MAX]);
-        let histogram = durations(&values);
-        let counts = cumulative_counts(&histogram);
-        for (&bound, &count) in DURATION_BUCKETS_NS.iter().zip(&counts) {
-            let below = values.iter().filter(|&&v| v < bound).count() as u64;
-            assert_eq!(count, below, "le {bound} ns");
+    }
+
+    #[test]
+    fn finer_bounds_split_each_power_of_two_evenly() {
+        assert_eq!(duration_bounds_ns(1), DURATION_BUCKETS_NS);
+        let four = duration_bounds_ns(4);
+        assert_eq!(four[..5], [128, 160, 192, 224, 256]);
+        // Up to 2^37 ns, the last power of two: 30 doublings of 4, and it.
+        assert_eq!(four.len(), 30 * 4 + 1);
+        assert_eq!(four.last(), Some(&(1 << 37)));
+        assert_eq!(duration_bounds_ns(128).len(), 30 * 128 + 1);
+        // Each bound starts an internal bucket: what keeps counts exact.
+        for &bound in &duration_bounds_ns(128) {
+            assert_eq!(
+                Histogram::bucket_range(Histogram::bucket_of(bound)).0,
+                bound
+            );
         }
     }
 

@@ -23,7 +23,7 @@
 use super::exposition::{select, Exposition};
 use super::histogram::Histogram;
 use super::openmetrics::{
-    counters, cumulative_counts, gauges, BUILD_INFO_HELP, DURATION_BUCKETS_NS, DURATION_HELP,
+    counters, cumulative_counts, duration_bounds_ns, gauges, BUILD_INFO_HELP, DURATION_HELP,
     RUNNING_HELP, SELF_HELP,
 };
 use super::profile::ProfileSnapshot;
@@ -63,6 +63,7 @@ pub fn accepts_protobuf(accept: &str) -> bool {
 pub fn prometheus_protobuf(snapshot: &ProfileSnapshot, options: &Exposition) -> Vec<u8> {
     // Label values as they are: protobuf strings need no escaping.
     let (series, omitted) = select(snapshot, options, str::to_string);
+    let bounds = duration_bounds_ns(options.buckets_per_doubling);
     let mut out = Vec::new();
 
     let metrics = series.iter().map(|row| {
@@ -71,8 +72,8 @@ pub fn prometheus_protobuf(snapshot: &ProfileSnapshot, options: &Exposition) -> 
         field_varint(&mut histogram, 1, durations.count());
         field_double(&mut histogram, 2, durations.sum() as f64 * 1e-9);
         if row.histogram {
-            let counts = cumulative_counts(&durations);
-            for (&bound, count) in DURATION_BUCKETS_NS.iter().zip(counts) {
+            let counts = cumulative_counts(&durations, &bounds);
+            for (&bound, count) in bounds.iter().zip(counts) {
                 // Bucket.cumulative_count (1), upper_bound (2).
                 let mut bucket = Vec::new();
                 field_varint(&mut bucket, 1, count);

@@ -20,6 +20,9 @@ pub(crate) fn options_from_env() -> Result<MetricsOptions, String> {
     if let Some(value) = vars::var("FNTRACE_METRICS_HISTOGRAMS")? {
         options.histograms = vars::parse_histograms(&value)?;
     }
+    if let Some(value) = vars::var("FNTRACE_METRICS_BUCKETS_PER_DOUBLING")? {
+        options.buckets_per_doubling = vars::parse_buckets_per_doubling(&value)?;
+    }
     if let Some(value) = vars::var("FNTRACE_METRICS_FILTER")? {
         options.filter = vars::parse_metrics_filter(&value)?;
     }

@@ -100,6 +100,10 @@ pub struct MetricsOptions {
     /// the instances of a generic function one series).
     /// (`FNTRACE_METRICS_NAMES=full`.)
     pub full_names: bool,
+    /// Classic histogram buckets per power of two (1; a power of two up
+    /// to 128), for scrapers without native histograms.
+    /// (`FNTRACE_METRICS_BUCKETS_PER_DOUBLING`.)
+    pub buckets_per_doubling: u32,
     /// Connections open at once (64).
     pub max_clients: usize,
     /// Connections open at once from one address (8).
@@ -121,6 +125,7 @@ impl Default for MetricsOptions {
             histograms: DEFAULT_HISTOGRAMS,
             filter: Vec::new(),
             full_names: false,
+            buckets_per_doubling: 1,
             max_clients: 64,
             max_clients_per_address: 8,
             request_timeout: Duration::from_secs(1),
@@ -599,6 +604,7 @@ pub(crate) fn answer(head: &[u8], options: &MetricsOptions) -> Answer {
         max_functions: options.max_functions,
         histograms: options.histograms,
         full_names: options.full_names,
+        buckets_per_doubling: options.buckets_per_doubling,
         process: Some(exported::process_info()),
     };
     // Asked for by Prometheus with native histograms on: it reads them
