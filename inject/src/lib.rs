@@ -61,7 +61,8 @@
 //! and `pthread_create` (and two `mprotect` where the kernel refuses
 //! writes through `/proc/PID/mem` into pages the target cannot write),
 //! which start a thread of the target's own that calls `dlopen(path,
-//! RTLD_NOW)` and `fntrace_attach_start()` while no thread is stopped,
+//! RTLD_NOW)` and `fntrace_attach_start_here()` (the call sites found on
+//! that thread too) while no thread is stopped,
 //! and is let go (module `spawn`: a stop of a few hundred µs where the
 //! thread gets a CPU at once, not the milliseconds `dlopen` and the start
 //! take). Only where that cannot be done (no `pthread_create` found, or
@@ -349,9 +350,10 @@ pub fn attach(pid: u32, library: &Path, only: Option<u32>) -> Result<Attached, R
         Some(path) => seen_from_here(pid, path),
         None => library.to_path_buf(),
     };
-    let Some(ours_symbols) =
-        elf_symbols(&ours_file, &["fntrace_attach_start", "fntrace_last_error"])
-    else {
+    let Some(ours_symbols) = elf_symbols(
+        &ours_file,
+        &["fntrace_attach_start", "fntrace_last_error", START_HERE],
+    ) else {
         return refused(format!(
             "{} is not a readable ELF file",
             ours_file.display()
@@ -368,7 +370,14 @@ pub fn attach(pid: u32, library: &Path, only: Option<u32>) -> Result<Attached, R
     let loaded = already.is_none();
     let result = (|| {
         if let Some(functions) = &functions {
-            if let Some(started) = spawn::start(&mut thread, &mem, functions, &target_path)? {
+            // The scan on the loading thread, where the library has that
+            // (an older one loaded already may not): no thread more.
+            let start = match ours_symbols.found[2] {
+                Some(_) => START_HERE,
+                None => "fntrace_attach_start",
+            };
+            if let Some(started) = spawn::start(&mut thread, &mem, functions, &target_path, start)?
+            {
                 return Ok(Some(started));
             }
         }
@@ -633,6 +642,10 @@ const RESTORE_RT: [u8; 9] = [0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x0
 
 /// How much of a stack above rsp is searched.
 const STACK_SCAN: u64 = 512 << 10;
+
+/// What the loading thread ([`spawn`]) calls once the library is loaded:
+/// the start that also finds the call sites on the calling thread.
+const START_HERE: &str = "fntrace_attach_start_here";
 
 /// The target's functions that load the library on a thread of its own
 /// ([`spawn`]), found in its C library (or `libpthread` before glibc 2.34)

@@ -23,7 +23,12 @@
 //! patching would see a thread blocking SIGTRAP and stop the world, whose
 //! signals make `epoll_wait` fail with `EINTR`), calls `dlopen(path, RTLD_NOW)` (on an
 //! object loaded already it only returns its handle), `dlsym(handle,
-//! "fntrace_attach_start")` and that function, keeps `dlerror()` or
+//! "fntrace_attach_start_here")` and that function (which also finds the
+//! call sites on this thread, so that attaching starts no thread more than
+//! the control socket's: each new thread that allocates may get a malloc
+//! arena of its own, which keeps a freed megabyte resident; a library
+//! without it, loaded by an older fntrace, gets `fntrace_attach_start`),
+//! keeps `dlerror()` or
 //! `fntrace_last_error()` when one fails (thread-local strings, read
 //! before the thread ends), sets `done`, and waits (100 µs sleeps, ≥ 10 s
 //! at most) for the injector's `ack`; then it jumps to `munmap` of both
@@ -148,6 +153,7 @@ pub(crate) fn start(
     mem: &File,
     functions: &Functions,
     path: &str,
+    start_name: &str,
 ) -> Result<Option<Started>, Refused> {
     let len = 2 * PAGE;
     // PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, fd -1.
@@ -183,7 +189,7 @@ pub(crate) fn start(
     put(&mut data, Block::WAITS, WAITS);
     put(&mut data, Block::MPROTECT, functions.mprotect);
     let mut at = Block::STRINGS;
-    for (slot, text) in [path, "fntrace_attach_start", "fntrace_last_error"]
+    for (slot, text) in [path, start_name, "fntrace_last_error"]
         .into_iter()
         .enumerate()
     {
