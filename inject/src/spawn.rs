@@ -26,7 +26,7 @@
 //! "fntrace_attach_start_here")` and that function (which also finds the
 //! call sites on this thread, so that attaching starts no thread more than
 //! the control socket's: each new thread that allocates may get a malloc
-//! arena of its own, which keeps a freed megabyte resident; a library
+//! arena of its own, where what it frees can stay resident; a library
 //! without it, loaded by an older fntrace, gets `fntrace_attach_start`),
 //! keeps `dlerror()` or
 //! `fntrace_last_error()` when one fails (thread-local strings, read

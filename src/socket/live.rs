@@ -221,15 +221,11 @@ pub(crate) fn serve_from_env() -> bool {
 /// until `detach` stops it; replaced by the next attach.
 static ATTACHED: std::sync::Mutex<Option<ControlServer>> = std::sync::Mutex::new(None);
 
-/// Attach, in a process that loaded `libfntrace.so` with `dlopen` (run by
-/// `fntrace_attach_start` or `fntrace_attach_start_here`): serves the
-/// default control socket, and finds the call sites of every loaded
-/// object and makes them NOPs ([`control::attach_sites`]): on the calling
-/// thread before returning when `here` (a thread `fntrace attach` started
-/// for the load, which nothing waits on), else on a thread of its own (the
-/// caller is a borrowed thread, stopped meanwhile).
-/// A process that serves it already (started with `FNTRACE_CONTROL=1`, or
-/// attached before) keeps its server.
+/// Attach after `dlopen`: serves the default control socket and finds the
+/// call sites of every loaded object, made NOPs ([`control::attach_sites`]),
+/// on the calling thread when `here` (one `fntrace attach` started for the
+/// load), else on a thread of its own (the caller is a borrowed thread). A
+/// process that serves it already (`FNTRACE_CONTROL`, attached) keeps it.
 pub(crate) fn attach(here: bool) -> Result<(), Error> {
     register_builtins();
     let mut attached = ATTACHED.lock().unwrap_or_else(|e| e.into_inner());
@@ -248,24 +244,18 @@ pub(crate) fn attach(here: bool) -> Result<(), Error> {
     drop(attached.take());
     *attached = Some(serve_control(&path)?);
     drop(attached);
-    // A request meanwhile waits for the operation's lock (`status` too:
-    // `fntrace attach` returns once it answers).
-    if here {
-        // No thread more: each new thread that allocates may take a malloc
-        // arena of its own, whose freed megabyte stays resident.
+    // Requests meanwhile wait for the operation's lock (`status` too).
+    let scan = || {
         if let Err(err) = control::attach_sites() {
             eprintln!("fntrace: attach: finding the call sites: {err}");
         }
+    };
+    // No thread more if the caller can wait: each may get a malloc arena.
+    if here {
+        scan();
         return Ok(());
     }
-    // The scan and the NOPs on a thread of fntrace's: the borrowed thread
-    // goes back to the program at once.
-    spawn_running("fntrace-attach", || {
-        if let Err(err) = control::attach_sites() {
-            eprintln!("fntrace: attach: finding the call sites: {err}");
-        }
-    })
-    .map_err(|source| Error::Io {
+    spawn_running("fntrace-attach", scan).map_err(|source| Error::Io {
         what: "starting the fntrace-attach thread".to_string(),
         source,
     })?;
