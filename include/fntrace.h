@@ -177,6 +177,14 @@ const char *fntrace_last_error(void);
  */
 int fntrace_attach_start(void);
 
+/*
+ * fntrace_attach_start for a thread `fntrace attach` started in the
+ * process to load the library (no thread of it stopped): the call sites
+ * are found and made NOPs on the calling thread before it returns, rather
+ * than on a thread of fntrace's.
+ */
+int fntrace_attach_start_here(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -390,6 +390,7 @@ fn attach_detach_cycles_under_malloc_and_dlopen_load() {
     let mut running = Program::start(&program, &["dl"], dir);
     let pid = running.pid().to_string();
     let before = text_of(running.pid(), &program);
+    let threads = program_threads(running.pid());
     let mut pauses = Vec::new();
     let started = Instant::now();
     for cycle in 0..cycles {
@@ -400,6 +401,9 @@ fn attach_detach_cycles_under_malloc_and_dlopen_load() {
             "cycle {cycle}: {out}{}",
             String::from_utf8_lossy(&attached.stderr)
         );
+        // The thread started to load the library ended before attach
+        // returned.
+        assert_eq!(program_threads(running.pid()), threads, "cycle {cycle}");
         pauses.push(pause_ms(&out));
         fntrace_ok(&["ctl", &pid, "enable", "graph"]);
         assert_eq!(running.work(8), (8, 8, 2), "cycle {cycle}");
@@ -408,8 +412,8 @@ fn attach_detach_cycles_under_malloc_and_dlopen_load() {
     }
     pauses.sort_by(f64::total_cmp);
     eprintln!(
-        "{cycles} attach/detach cycles in {:.1} s; thread paused min {:.1} ms, median {:.1} ms, \
-         max {:.1} ms",
+        "{cycles} attach/detach cycles in {:.1} s; thread paused min {:.2} ms, median {:.2} ms, \
+         max {:.2} ms",
         started.elapsed().as_secs_f64(),
         pauses[0],
         pauses[pauses.len() / 2],
@@ -418,6 +422,20 @@ fn attach_detach_cycles_under_malloc_and_dlopen_load() {
     let (report, stderr) = running.finish();
     assert!(report.starts_with(NO_EINTR), "{report}");
     assert!(!stderr.contains("fntrace"), "{stderr}");
+}
+
+/// The ids of process `pid`'s threads that are not fntrace's, sorted.
+fn program_threads(pid: u32) -> Vec<u32> {
+    let mut tids: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|tid| {
+            std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+                .is_ok_and(|comm| !comm.starts_with("fntrace"))
+        })
+        .collect();
+    tids.sort_unstable();
+    tids
 }
 
 /// The thread of process `pid` named `name`.

@@ -31,9 +31,9 @@
 //! within that margin. Only those two functions are recorded: the
 //! recording's writer holds up to 4 MiB of a new thread's records until
 //! it lists it, and what it frees stays in glibc's per-thread arenas (not
-//! trimmed by `malloc_trim`): a plateau of `VmRSS` after about 30 cycles
-//! that grows with the events per window (+2.2 MiB with 4 functions and
-//! 150 ms windows), not with the cycles. At the end: 0 failed requests, 0 EINTR in the target (every
+//! trimmed by `malloc_trim`): a plateau of `VmRSS` after about 20 cycles
+//! (+0.7–0.9 MiB here: two arenas) that grows with the events per window,
+//! not with the cycles. At the end: 0 failed requests, 0 EINTR in the target (every
 //! blocking call it makes counts them), its exit status 0, and its VmRSS
 //! after the last detach within 2 MiB of that after the first.
 //!

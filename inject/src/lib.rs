@@ -57,11 +57,23 @@
 //!
 //! # The borrowed thread
 //!
+//! It does not load the library itself: it makes two short calls, `mmap`
+//! and `pthread_create` (and two `mprotect` where the kernel refuses
+//! writes through `/proc/PID/mem` into pages the target cannot write),
+//! which start a thread of the target's own that calls `dlopen(path,
+//! RTLD_NOW)` and `fntrace_attach_start_here()` (the call sites found on
+//! that thread too) while no thread is stopped,
+//! and is let go (module `spawn`: a stop of a few hundred µs where the
+//! thread gets a CPU at once, not the milliseconds `dlopen` and the start
+//! take). Only where that cannot be done (no `pthread_create` found, or
+//! the target's `mmap` or `pthread_create` failed) does the borrowed
+//! thread call `dlopen` and `fntrace_attach_start` itself.
+//!
 //! Its general registers and its whole extended state (`PTRACE_GETREGSET`
 //! `NT_X86_XSTATE`: x87, SSE, AVX; `PTRACE_GETFPREGS` where that is
-//! missing) are saved. Each call (`dlopen(path, RTLD_NOW)`, then
-//! `fntrace_attach_start()`, and `dlerror()` or `fntrace_last_error()` when
-//! one fails) runs on the thread's own stack, below its red zone (rsp −
+//! missing) are saved. Each call (those, or `dlopen(path, RTLD_NOW)`,
+//! then `fntrace_attach_start()`, and `dlerror()` or `fntrace_last_error()`
+//! when one fails) runs on the thread's own stack, below its red zone (rsp −
 //! 128 − 2 KiB, 16-byte aligned at the call), with return address 0: the
 //! return faults (`SIGSEGV` at rip 0), which the tracer sees and swallows.
 //! Any other signal that arrives meanwhile is kept, with its siginfo, and
@@ -91,6 +103,8 @@ use std::time::{Duration, Instant};
 
 use object::{Object, ObjectSegment, ObjectSymbol};
 
+mod spawn;
+
 /// What [`attach`] did.
 #[derive(Clone, Debug)]
 pub struct Attached {
@@ -98,7 +112,11 @@ pub struct Attached {
     pub tid: u32,
     /// Whether the library was loaded now (else it was there already).
     pub loaded: bool,
-    /// How long the borrowed thread was stopped.
+    /// The longest time a thread of the target was stopped: the borrowed
+    /// thread's, from its stop (as `waitpid` saw it) to its release (the
+    /// library is loaded after that, on a thread of the target's own,
+    /// with no thread stopped), or that of a thread let go for not being
+    /// at a safe point, if longer.
     pub pause: Duration,
     /// Threads stopped and let go because they were not at a safe point.
     pub passed_over: usize,
@@ -332,9 +350,10 @@ pub fn attach(pid: u32, library: &Path, only: Option<u32>) -> Result<Attached, R
         Some(path) => seen_from_here(pid, path),
         None => library.to_path_buf(),
     };
-    let Some(ours_symbols) =
-        elf_symbols(&ours_file, &["fntrace_attach_start", "fntrace_last_error"])
-    else {
+    let Some(ours_symbols) = elf_symbols(
+        &ours_file,
+        &["fntrace_attach_start", "fntrace_last_error", START_HERE],
+    ) else {
         return refused(format!(
             "{} is not a readable ELF file",
             ours_file.display()
@@ -346,9 +365,22 @@ pub fn attach(pid: u32, library: &Path, only: Option<u32>) -> Result<Attached, R
             ours_file.display()
         ));
     }
+    let functions = spawn_functions(pid, &maps, &libc_path, &dlopen);
     let (mut thread, passed_over) = borrow_thread(pid, only, &mem, &safe)?;
+    let loaded = already.is_none();
     let result = (|| {
-        let loaded = already.is_none();
+        if let Some(functions) = &functions {
+            // The scan on the loading thread, where the library has that
+            // (an older one loaded already may not): no thread more.
+            let start = match ours_symbols.found[2] {
+                Some(_) => START_HERE,
+                None => "fntrace_attach_start",
+            };
+            if let Some(started) = spawn::start(&mut thread, &mem, functions, &target_path, start)?
+            {
+                return Ok(Some(started));
+            }
+        }
         if loaded {
             let handle = thread.call(&mem, dlopen.0, &[], Some(&target_path), RTLD_NOW)?;
             if handle == 0 {
@@ -386,10 +418,32 @@ pub fn attach(pid: u32, library: &Path, only: Option<u32>) -> Result<Attached, R
             };
             return refused(format!("in process {pid}: {why}"));
         }
-        Ok(loaded)
+        Ok(None)
     })();
-    let pause = thread.release();
-    let loaded = result?;
+    let pause = thread
+        .release()
+        .map(|pause| pause.max(thread.longest_passed_over));
+    if let Some(started) = result? {
+        match spawn::finish(&mem, pid, started)? {
+            spawn::Outcome::Attached => {}
+            spawn::Outcome::NotLoaded(why) => {
+                return refused(format!(
+                    "dlopen({target_path}) in process {pid} failed: {why}"
+                ))
+            }
+            spawn::Outcome::NoStart(why) => {
+                return refused(format!(
+                    "{target_path} in process {pid} has no fntrace_attach_start: {why}"
+                ))
+            }
+            spawn::Outcome::Failed(code, why) => {
+                return refused(format!(
+                    "in process {pid}: {}",
+                    why.unwrap_or_else(|| format!("error {code}"))
+                ))
+            }
+        }
+    }
     Ok(Attached {
         tid: thread.tid,
         loaded,
@@ -589,6 +643,54 @@ const RESTORE_RT: [u8; 9] = [0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x0
 /// How much of a stack above rsp is searched.
 const STACK_SCAN: u64 = 512 << 10;
 
+/// What the loading thread ([`spawn`]) calls once the library is loaded:
+/// the start that also finds the call sites on the calling thread.
+const START_HERE: &str = "fntrace_attach_start_here";
+
+/// The target's functions that load the library on a thread of its own
+/// ([`spawn`]), found in its C library (or `libpthread` before glibc 2.34)
+/// and in the object of `dlopen` (its address and path); `None` if one is
+/// missing (then the borrowed thread makes the calls itself).
+fn spawn_functions(
+    pid: u32,
+    maps: &[Mapping],
+    libc_path: &str,
+    (dlopen, dl_object): &(u64, String),
+) -> Option<spawn::Functions> {
+    let names = [
+        "mmap",
+        "mprotect",
+        "munmap",
+        "pthread_create",
+        "pthread_self",
+        "pthread_detach",
+    ];
+    let libc = elf_symbols(&seen_from_here(pid, libc_path), &names)?;
+    let mut found: Vec<Option<u64>> = (0..names.len())
+        .map(|i| libc.in_target(maps, libc_path, i).map(|(at, _)| at))
+        .collect();
+    if found.iter().any(Option::is_none) {
+        let libpthread = mapped_path(maps, |p| file_name(p).starts_with("libpthread.so"))?;
+        let theirs = elf_symbols(&seen_from_here(pid, &libpthread), &names)?;
+        for (i, slot) in found.iter_mut().enumerate() {
+            *slot = slot.or_else(|| theirs.in_target(maps, &libpthread, i).map(|(at, _)| at));
+        }
+    }
+    let dl = elf_symbols(&seen_from_here(pid, dl_object), &["dlsym", "dlerror"])?;
+    let dl_found = |i| dl.in_target(maps, dl_object, i).map(|(at, _)| at);
+    Some(spawn::Functions {
+        mmap: found[0]?,
+        mprotect: found[1]?,
+        munmap: found[2]?,
+        pthread_create: found[3]?,
+        pthread_self: found[4]?,
+        pthread_detach: found[5]?,
+        dlopen: *dlopen,
+        dlsym: dl_found(0)?,
+        dlerror: dl_found(1)?,
+    })
+}
+
 /// The room a borrowed thread needs below rsp for the calls (dlopen and
 /// fntrace's start-up use tens of KiB): a thread with less (a coroutine's
 /// small stack, a signal stack) is not taken.
@@ -754,6 +856,8 @@ struct Borrowed {
     /// is not running; each real-time one, with its siginfo.)
     pending: Vec<libc::siginfo_t>,
     released: bool,
+    /// The longest stop of a thread let go before this one was taken.
+    longest_passed_over: Duration,
 }
 
 /// How many rounds over the threads before giving up.
@@ -768,6 +872,7 @@ fn borrow_thread(
     safe: &dyn Fn(&libc::user_regs_struct) -> bool,
 ) -> Result<(Borrowed, usize), Refused> {
     let mut passed_over = 0;
+    let mut longest_passed_over = Duration::ZERO;
     for round in 0..ROUNDS {
         let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
             .map_err(|_| Refused(format!("no process with pid {pid}")))?;
@@ -796,6 +901,9 @@ fn borrow_thread(
                 Err(e) => return refused(format!("PTRACE_SEIZE of thread {tid}: {e}")),
             }
             let stopped = stop_seized(tid);
+            // The pause counts from the stop as seen here (the thread ran
+            // until then), so the checks of its registers and stack count.
+            let stopped_at = Instant::now();
             let regs = match stopped {
                 Ok(Some((mut regs, passed))) => {
                     if !passed {
@@ -810,9 +918,11 @@ fn borrow_thread(
                 }
             };
             if safe(&regs) {
-                let stopped_at = Instant::now();
                 match save_state(tid, regs, stopped_at) {
-                    Ok(thread) => return Ok((thread, passed_over)),
+                    Ok(mut thread) => {
+                        thread.longest_passed_over = longest_passed_over;
+                        return Ok((thread, passed_over));
+                    }
                     Err(e) => {
                         let _ = ptrace(libc::PTRACE_DETACH, tid, 0, 0);
                         return Err(e);
@@ -821,6 +931,7 @@ fn borrow_thread(
             }
             passed_over += 1;
             let _ = ptrace(libc::PTRACE_DETACH, tid, 0, 0);
+            longest_passed_over = longest_passed_over.max(stopped_at.elapsed());
         }
         std::thread::sleep(Duration::from_millis(if round < 50 { 1 } else { 5 }));
     }
@@ -931,6 +1042,7 @@ fn save_state(
         stopped_at,
         pending: Vec::new(),
         released: false,
+        longest_passed_over: Duration::ZERO,
     })
 }
 

@@ -195,14 +195,12 @@ pub(crate) fn serve_from_env() -> bool {
 /// until `detach` stops it; replaced by the next attach.
 static ATTACHED: std::sync::Mutex<Option<ControlServer>> = std::sync::Mutex::new(None);
 
-/// Attach, in a process that loaded `libfntrace.so` with `dlopen` (run by
-/// `fntrace_attach_start` on a thread `fntrace attach` borrowed): serves
-/// the default control socket, and finds the call sites of every loaded
-/// object and makes them NOPs ([`control::attach_sites`]) on a thread of
-/// its own.
-/// A process that serves it already (started with `FNTRACE_CONTROL=1`, or
-/// attached before) keeps its server.
-pub(crate) fn attach() -> Result<(), Error> {
+/// Attach after `dlopen`: serves the default control socket and finds the
+/// call sites of every loaded object, made NOPs ([`control::attach_sites`]),
+/// on the calling thread when `here` (one `fntrace attach` started for the
+/// load), else on a thread of its own (the caller is a borrowed thread). A
+/// process that serves it already (`FNTRACE_CONTROL`, attached) keeps it.
+pub(crate) fn attach(here: bool) -> Result<(), Error> {
     register_builtins();
     let mut attached = ATTACHED.lock().unwrap_or_else(|e| e.into_inner());
     let path = socket::default_control_path();
@@ -219,16 +217,19 @@ pub(crate) fn attach() -> Result<(), Error> {
     // A server `detach` ended: its thread is gone; its socket file too.
     drop(attached.take());
     *attached = Some(serve_control(&path)?);
-    // The scan and the NOPs on a thread of fntrace's: the borrowed thread
-    // goes back to the program at once. A request meanwhile waits for the
-    // operation's lock (`status` too: `fntrace attach` returns once it
-    // answers).
-    spawn_running("fntrace-attach", || {
+    drop(attached);
+    // Requests meanwhile wait for the operation's lock (`status` too).
+    let scan = || {
         if let Err(err) = control::attach_sites() {
             eprintln!("fntrace: attach: finding the call sites: {err}");
         }
-    })
-    .map_err(|source| Error::Io {
+    };
+    // No thread more if the caller can wait: each may get a malloc arena.
+    if here {
+        scan();
+        return Ok(());
+    }
+    spawn_running("fntrace-attach", scan).map_err(|source| Error::Io {
         what: "starting the fntrace-attach thread".to_string(),
         source,
     })?;

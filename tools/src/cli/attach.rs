@@ -122,7 +122,7 @@ pub fn attach(
         std::thread::sleep(Duration::from_millis(20));
     }
     Ok(format!(
-        "attached to process {pid}: {}; thread {} paused {:.1} ms{}; `fntrace ctl {pid} ...` \
+        "attached to process {pid}: {}; thread {} paused {:.2} ms{}; `fntrace ctl {pid} ...` \
          controls it, `fntrace detach {pid}` ends it",
         match attached.loaded {
             true => "libfntrace.so loaded",

@@ -56,7 +56,7 @@ use super::format::{
 use super::modules::{sym_text, ModuleLayout};
 use super::sessions::{is_shared_recording, write_session, Fragment};
 use super::stream_thread::{
-    encode_run, free_reserve, push_event, StreamThread, CHUNK_EVENTS, RESERVE_BYTES, RESERVE_FILE,
+    encode_run, free_reserve, make_reserve, push_event, StreamThread, CHUNK_EVENTS, RESERVE_FILE,
     RUN_MAX,
 };
 use super::write::{fntrace_text, prepare_dir, session_id, task_txt};
@@ -205,7 +205,7 @@ impl UftraceStream {
         if forked_from.is_none() && !dir.exists(RESERVE_FILE) {
             // Another session may make it at the same moment; a file
             // system too full for it leaves a shorter one.
-            let _ = dir.write_new(RESERVE_FILE, &vec![0; RESERVE_BYTES]);
+            let _ = make_reserve(&dir);
         }
         let stream = UftraceStream {
             dir,
