@@ -49,21 +49,7 @@ main() {
 /// `uftrace replay` of `dir` without times (`-f none`), the address of
 /// `counter` (`where`'s argument and return value) replaced by `COUNTER`.
 fn replay(dir: &Path, counter: &str) -> String {
-    let output = Command::new("uftrace")
-        .args(["replay", "--no-pager", "-f", "none", "-d"])
-        .arg(dir)
-        .env("LC_ALL", "C")
-        .output()
-        .expect("cannot run uftrace; CI installs it (.ci/run)");
-    assert!(
-        output.status.success(),
-        "uftrace replay -d {}: {}",
-        dir.display(),
-        native::stderr_of(&output)
-    );
-    String::from_utf8(output.stdout)
-        .unwrap()
-        .replace(counter, "COUNTER")
+    common::uftrace(&["replay", "--no-pager", "-f", "none"], dir).replace(counter, "COUNTER")
 }
 
 /// The address of `counter` in `program` (`nm`), as uftrace prints it.

@@ -13,7 +13,7 @@ mod profile_program;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -69,6 +69,18 @@ fn encode(text: &str) -> String {
         .collect()
 }
 
+/// The traced program in a new temporary directory (`name`), serving its
+/// metrics on a free loopback port (and `env`), its control socket at
+/// `control.sock` there; the metrics address.
+fn serving_metrics(name: &str, env: &[(&str, &str)]) -> (TempDir, Program, String) {
+    let dir = TempDir::new(name);
+    let address = format!("127.0.0.1:{}", free_port());
+    let mut vars = vec![("FNTRACE_METRICS", address.as_str())];
+    vars.extend_from_slice(env);
+    let program = Program::start(&dir.0, &dir.0.join("control.sock"), &vars);
+    (dir, program, address)
+}
+
 /// A Prometheus server scraping `target` every second; stopped on drop.
 struct Prometheus {
     child: Child,
@@ -76,12 +88,18 @@ struct Prometheus {
 }
 
 impl Prometheus {
-    fn start(dir: &Path, target: &str) -> Prometheus {
-        Prometheus::start_with(dir, target, &[])
+    /// A server with `flags` more, in `test_dir/prometheus`; its log's
+    /// path.
+    fn start_in(test_dir: &Path, target: &str, flags: &[&str]) -> (Prometheus, PathBuf) {
+        let dir = test_dir.join("prometheus");
+        std::fs::create_dir_all(&dir).unwrap();
+        (
+            Prometheus::start(&dir, target, flags),
+            dir.join("prometheus.log"),
+        )
     }
 
-    /// [`Prometheus::start`] with more command-line flags.
-    fn start_with(dir: &Path, target: &str, flags: &[&str]) -> Prometheus {
+    fn start(dir: &Path, target: &str, flags: &[&str]) -> Prometheus {
         let config = dir.join("prometheus.yml");
         std::fs::write(
             &config,
@@ -204,22 +222,13 @@ impl Drop for Prometheus {
 
 #[test]
 fn prometheus_scrapes_exact_counts() {
-    let dir = TempDir::new("prometheus");
+    let (dir, mut program, metrics_address) = serving_metrics("prometheus", &[]);
     let socket = dir.0.join("control.sock");
-    let metrics_address = format!("127.0.0.1:{}", free_port());
-    let mut program = Program::start(
-        &dir.0,
-        &socket,
-        &[("FNTRACE_METRICS", metrics_address.as_str())],
-    );
     let target = socket.to_str().unwrap();
     profile_program::fntrace(&["ctl", target, "enable", "profile"]);
     assert_eq!(program.ask("run 1234"), 1234);
 
-    let server_dir = dir.0.join("prometheus");
-    std::fs::create_dir_all(&server_dir).unwrap();
-    let prometheus = Prometheus::start(&server_dir, &metrics_address);
-    let log = server_dir.join("prometheus.log");
+    let (prometheus, log) = Prometheus::start_in(&dir.0, &metrics_address, &[]);
     prometheus.expect(
         &log,
         &[
@@ -301,11 +310,9 @@ fn prometheus_reads_the_text_of_ctl_metrics() {
     let text = profile_program::fntrace(&["ctl", target, "metrics", "--openmetrics"]);
     let address = serve_text(text);
 
-    let server_dir = dir.0.join("prometheus");
-    std::fs::create_dir_all(&server_dir).unwrap();
-    let prometheus = Prometheus::start(&server_dir, &address);
+    let (prometheus, log) = Prometheus::start_in(&dir.0, &address, &[]);
     prometheus.expect(
-        &server_dir.join("prometheus.log"),
+        &log,
         &[
             ("up{job=\"fntrace\"}", "1"),
             (
@@ -390,21 +397,12 @@ fn the_dashboards_queries_return_data() {
     let queries = dashboard_queries();
     assert!(queries.len() >= 12, "{queries:?}");
     assert!(queries.iter().all(|q| !q.contains('$')), "{queries:?}");
-    let dir = TempDir::new("prometheus-dashboard");
+    let (dir, mut program, metrics_address) = serving_metrics("prometheus-dashboard", &[]);
     let socket = dir.0.join("control.sock");
-    let metrics_address = format!("127.0.0.1:{}", free_port());
-    let mut program = Program::start(
-        &dir.0,
-        &socket,
-        &[("FNTRACE_METRICS", metrics_address.as_str())],
-    );
     let target = socket.to_str().unwrap();
     profile_program::fntrace(&["ctl", target, "enable", "profile"]);
     assert_eq!(program.ask("run 100"), 100);
-    let server_dir = dir.0.join("prometheus");
-    std::fs::create_dir_all(&server_dir).unwrap();
-    let prometheus = Prometheus::start(&server_dir, &metrics_address);
-    let log = server_dir.join("prometheus.log");
+    let (prometheus, log) = Prometheus::start_in(&dir.0, &metrics_address, &[]);
     prometheus.expect(
         &log,
         &[(
@@ -458,19 +456,15 @@ fn the_dashboards_queries_return_data() {
 /// for every function, not only those whose text carries classic buckets.
 #[test]
 fn native_histograms_give_the_quantiles_of_the_profile() {
-    let dir = TempDir::new("prometheus-native");
-    let socket = dir.0.join("control.sock");
-    let metrics_address = format!("127.0.0.1:{}", free_port());
-    let mut program = Program::start(
-        &dir.0,
-        &socket,
+    let (dir, mut program, metrics_address) = serving_metrics(
+        "prometheus-native",
         &[
-            ("FNTRACE_METRICS", metrics_address.as_str()),
             // Classic buckets for one function only: every function's
             // native histogram is there all the same.
             ("FNTRACE_METRICS_HISTOGRAMS", "1"),
         ],
     );
+    let socket = dir.0.join("control.sock");
     let target = socket.to_str().unwrap();
     profile_program::fntrace(&["ctl", target, "enable", "profile"]);
     assert_eq!(program.ask("run 20000"), 20000);
@@ -480,11 +474,8 @@ fn native_histograms_give_the_quantiles_of_the_profile() {
     profile_program::fntrace(&["ctl", target, "profile", "--save", saved.to_str().unwrap()]);
     let snapshot = ProfileSnapshot::from_text(&std::fs::read_to_string(&saved).unwrap()).unwrap();
 
-    let server_dir = dir.0.join("prometheus");
-    std::fs::create_dir_all(&server_dir).unwrap();
     let flags = ["--enable-feature=native-histograms"];
-    let prometheus = Prometheus::start_with(&server_dir, &metrics_address, &flags);
-    let log = server_dir.join("prometheus.log");
+    let (prometheus, log) = Prometheus::start_in(&dir.0, &metrics_address, &flags);
     let series =
         |function: &str| format!("fntrace_function_duration_seconds{{function=\"{function}\"}}");
     // Calls of tens of nanoseconds (below 256 ns the profile's buckets
