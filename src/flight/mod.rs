@@ -8,7 +8,8 @@
 //! (on-demand ones by the caller), never on the traced path or in a signal
 //! handler.
 //!
-//! Memory: the window (16 bytes per event, at most
+//! Memory: the window (16 bytes per event and per 8 bytes of its
+//! recorded values, at most
 //! [`FlightOptions::budget_bytes`]) and the threads' buffers. Snapshots
 //! are written from the window in place, by the writer thread: no copy.
 
@@ -150,6 +151,10 @@ pub enum Trigger {
         /// lasted at least `duration` (up to its last event kept), and an
         /// exit after the gap could not be told to be its own.
         at_least: bool,
+        /// Its recorded arguments and return value as `fntrace replay`
+        /// shows them after the name (`("user:42") = 0`); empty if none
+        /// were recorded (see `fntrace::set_arg_specs`).
+        values: String,
     },
     /// A Rust panic: its message and where (`MESSAGE (at FILE:LINE:COL)`).
     Panic(String),

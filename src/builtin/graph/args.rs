@@ -7,8 +7,8 @@
 //! bytes uftrace writes after the record ([`fntrace_format::argspec`]),
 //! 8 per slot, all published together or none (then the event goes alone,
 //! without its values; not counted yet). Only the
-//! streaming recorder's writer reads the data; every other reader of the
-//! rings skips it. Sites of these functions never call a fast entry (see
+//! streaming recorder's writer and the flight recorder's drain read the
+//! data; every other reader of the rings skips it. Sites of these functions never call a fast entry (see
 //! `sites::flag::WITH_ARGS`).
 //!
 //! Strings are read with `process_vm_readv` on the process itself: an
@@ -57,7 +57,8 @@ impl ArgTable {
         }
     }
 
-    fn values_of(&self, function: usize) -> Option<&[ArgSpec]> {
+    /// The values recorded for `function` (at its entry address), if any.
+    pub(crate) fn values_of(&self, function: usize) -> Option<&[ArgSpec]> {
         let at = self
             .functions
             .binary_search_by_key(&function, |&(f, _)| f)
