@@ -72,6 +72,16 @@ fn values_set_live_are_recorded_by_the_next_recording() {
         "retval handle_get@retval/i: recorded from now on (arguments: handle_get@arg1/i; \
          return values: handle_get@retval/i)\n"
     );
+    // A spec that does not parse changes nothing.
+    let (code, _, stderr) = ctl(&base, &socket, &["args", "handle_get@arg1/o"]);
+    assert_eq!(
+        (code, stderr.as_str()),
+        (
+            1,
+            "fntrace: args handle_get@arg1/o: bad filter: argument spec `handle_get@arg1/o`: \
+             `arg1/o`: unknown format `/o` (supported: d i u x s c f)\n"
+        )
+    );
     ok(&["filter", "handle_get"]);
     ok(&["record", "one.data"]);
     let (code, _, stderr) = ctl(&base, &socket, &["retval", "handle_get@retval/x"]);
