@@ -57,8 +57,9 @@ pub const TRIGGER_FILE: &str = "trigger.txt";
 #[derive(Clone, Debug)]
 pub struct FlightOptions {
     /// Bytes of events the recorder keeps (64 MiB by default), at
-    /// [`FLIGHT_EVENT_BYTES`] (16) per event: three quarters for the window
-    /// (`budget_bytes * 3 / 4 / 16` events; older ones are evicted), a
+    /// [`FLIGHT_EVENT_BYTES`] (16) per event and per 8 bytes of its
+    /// recorded values: three quarters for the window (`budget_bytes * 3 /
+    /// 4 / 16` of those; older ones are evicted), a
     /// quarter for what comes in while a snapshot is written from it. At
     /// most [`MAX_FLIGHT_BUDGET_BYTES`].
     pub budget_bytes: usize,

@@ -28,7 +28,8 @@ const DATA_MARK: u64 = 0x7ffe;
 /// An event followed by slots of data: the depth field's top bit.
 const FOLLOWED_BIT: u64 = 1 << 62;
 
-const _: () = assert!((MAX_HOOKED_DEPTH as u64) < 1 << 14);
+// An event's depth, with the followed bit or not, is never a marker's.
+const _: () = assert!((MAX_HOOKED_DEPTH as u64) | FOLLOWED_BIT >> ADDR_BITS < DATA_MARK);
 
 /// An event in the window: time, then function (bits 0-47), depth (48-61),
 /// followed by data (62) and exit (63); or a lost marker; or a slot of data.
