@@ -311,9 +311,9 @@ impl Drain {
                     for (_, entry_ns, function, data) in open.remove(&tid).unwrap_or_default() {
                         if let Some((name, mask)) = functions.get(&function) {
                             let at_least_ns = gap_ns.saturating_sub(entry_ns);
-                            let values = values_text(function, &data, &[]);
+                            let values = || values_text(function, &data, &[]);
                             let slow_call = (name, *mask, tid, entry_ns, at_least_ns, true);
-                            add_pending(slow, pending, slow_call, values, due);
+                            add_pending(slow, pending, slow_call, &values, due);
                         }
                     }
                     return;
@@ -344,9 +344,9 @@ impl Drain {
                         return;
                     };
                     let duration_ns = event.time_ns.saturating_sub(entry_ns);
-                    let values = values_text(event.function, &arguments, data);
+                    let values = || values_text(event.function, &arguments, data);
                     let slow_call = (name, *mask, tid, entry_ns, duration_ns, false);
-                    add_pending(slow, pending, slow_call, values, due);
+                    add_pending(slow, pending, slow_call, &values, due);
                 }
             }
         });
@@ -442,18 +442,19 @@ impl Drain {
 /// Adds a snapshot due after drain `due` for each directory of the
 /// triggers in `slow` that `call` fires: (function's name, the triggers
 /// matching it as a mask, thread, start, duration, whether it lasted at
-/// least that, its end lost), its recorded values shown as `values`. One
-/// listing per call and directory, however many of its triggers it fired
-/// (and threads kept).
+/// least that, its end lost), its recorded values shown by `values` (made
+/// only for a call that fires). One listing per call and directory,
+/// however many of its triggers it fired (and threads kept).
 fn add_pending(
     slow: &[SlowTrigger],
     pending: &mut Vec<PendingSlow>,
     call: (&String, u64, u32, u64, u64, bool),
-    values: String,
+    values: &dyn Fn() -> String,
     due: u64,
 ) {
     let (name, mask, tid, start_ns, duration_ns, at_least) = call;
     let mut dirs: Vec<(&PathBuf, SnapshotThreads)> = Vec::new();
+    let mut shown = None;
     for (i, trigger) in slow.iter().enumerate().take(64) {
         let to = (&trigger.dir, trigger.threads);
         if mask & 1 << i != 0 && duration_ns >= trigger.threshold_ns && !dirs.contains(&to) {
@@ -465,7 +466,7 @@ fn add_pending(
                 start_ns,
                 duration_ns,
                 at_least,
-                values: values.clone(),
+                values: shown.get_or_insert_with(values).clone(),
                 due,
                 threads: trigger.threads,
             });
