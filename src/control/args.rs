@@ -1,8 +1,9 @@
 //! Which functions record arguments and return values (`-A`, `-R`,
 //! `FNTRACE_ARGS`, `FNTRACE_RETVAL`): the specs resolved against the
 //! functions with a call site, whose sites are marked to stay off the fast
-//! paths, and the graph tracer's table (`builtin::graph::args`). Set once,
-//! before tracing starts. Control path only.
+//! paths, and the graph tracer's table (`builtin::graph::args`). Set
+//! before tracing starts, or replaced later (`fntrace ctl PID args`), at
+//! most 64 times a process. Control path only.
 
 use std::sync::atomic::Ordering;
 
@@ -21,19 +22,18 @@ use crate::symbols;
 /// `retval` (`-R` specs) give the functions they select, with the graph
 /// tracer. Returns one line per glob that selects no function with a call
 /// site (the specs are kept: a library loaded later is not searched, so
-/// such a glob records nothing). Refused if a spec does not parse, or if
-/// specs were set already.
+/// such a glob records nothing). Specs set before are replaced (both
+/// kinds: pass the ones to keep), the functions they no longer select put
+/// back on the fast paths. Refused if a spec does not parse, or after 64
+/// sets in the process. Call it while no recording or flight recorder
+/// runs (this does not check; `fntrace ctl PID args` refuses): what one
+/// wrote before would be read with the new specs.
 pub fn set_arg_specs(arguments: &str, retval: &str) -> Result<Vec<String>, Error> {
     let invalid = |e: String| Error::BadFilter(format!("argument spec {e}"));
     let mut specs = argspec::parse(arguments, SpecKind::Arguments).map_err(invalid)?;
     specs.extend(argspec::parse(retval, SpecKind::Retval).map_err(invalid)?);
-    if specs.is_empty() {
+    if specs.is_empty() && graph_args::table().is_none() {
         return Ok(Vec::new());
-    }
-    if graph_args::table().is_some() {
-        return Err(invalid(
-            "argument specs are set once per process".to_string(),
-        ));
     }
     let _untraced = Untraced::begin();
     let mut state = control();
@@ -54,19 +54,21 @@ pub fn set_arg_specs(arguments: &str, retval: &str) -> Result<Vec<String>, Error
             continue;
         };
         let values = argspec::values_for(&specs, |pattern| glob::matches(pattern, &name));
+        listed.site.set_flag(flag::WITH_ARGS, !values.is_empty());
         if !values.is_empty() {
-            listed.site.set_flag(flag::WITH_ARGS, true);
             functions.push((function, values));
         }
         names.push(name);
     }
     let table = ArgTable::new(functions, arguments.to_string(), retval.to_string());
     if graph_args::set_table(table).is_err() {
-        return Err(invalid(
-            "argument specs are set once per process".to_string(),
-        ));
+        return Err(invalid(format!(
+            "argument specs are set at most {} times a process",
+            graph_args::MAX_TABLES
+        )));
     }
-    // Sites already on a fast path go back to the generic one.
+    // Sites already on a fast path go back to the generic one, and those
+    // no longer selected to theirs.
     sync_text(&mut state.sites, |_| {})?;
     names.sort();
     names.dedup();

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::*;
 use crate::rt::own_threads;
+use fntrace_format::argspec;
 use fntrace_format::export::OutputDir;
 
 /// Tells those waiting for an answer that the writer is gone, however it
@@ -36,9 +37,15 @@ struct PendingSlow {
     duration_ns: u64,
     /// Its end was lost: it lasted at least `duration_ns`.
     at_least: bool,
+    /// Its recorded values as replay shows them (see `Trigger::SlowCall`).
+    values: String,
     due: u64,
     threads: SnapshotThreads,
 }
+
+/// A call of a function a slow trigger matches, running: (depth, entry
+/// time, function, the bytes of its recorded arguments).
+type OpenCall = (u16, u64, usize, Vec<u8>);
 
 /// The writer thread's own state.
 pub(super) struct Drain {
@@ -54,8 +61,8 @@ pub(super) struct Drain {
     functions: HashMap<usize, (String, u64)>,
     triggers_known: u64,
     /// Per thread: the calls of matching functions it has running (depth,
-    /// entry time, function).
-    open: HashMap<u32, Vec<(u16, u64, usize)>>,
+    /// entry time, function, the bytes of its recorded arguments).
+    open: HashMap<u32, Vec<OpenCall>>,
     pending: Vec<PendingSlow>,
     trigger_snapshots: usize,
     /// When the trigger snapshots of the last minute were written.
@@ -138,6 +145,7 @@ impl Drain {
                         tid: slow.tid,
                         start_ns: slow.start_ns,
                         at_least: slow.at_least,
+                        values: slow.values,
                     })
                     .collect();
                 self.write_triggered(shared, triggers, &dir, tids);
@@ -274,7 +282,7 @@ impl Drain {
         // fntrace's operation lock).
         let mut unknown = Vec::new();
         self.window.for_each_new(&mut |_, event| {
-            let Ok(event) = event else {
+            let Ok((event, _)) = event else {
                 return;
             };
             if !self.functions.contains_key(&event.function) && !unknown.contains(&event.function) {
@@ -300,16 +308,18 @@ impl Drain {
                 // (and the next exit at its depth be another call's). It
                 // lasted at least up to the gap: slow if that is enough.
                 Err(gap_ns) => {
-                    for (_, entry_ns, function) in open.remove(&tid).unwrap_or_default() {
+                    for (_, entry_ns, function, data) in open.remove(&tid).unwrap_or_default() {
                         if let Some((name, mask)) = functions.get(&function) {
                             let at_least_ns = gap_ns.saturating_sub(entry_ns);
+                            let values = || values_text(function, &data, &[]);
                             let slow_call = (name, *mask, tid, entry_ns, at_least_ns, true);
-                            add_pending(slow, pending, slow_call, due);
+                            add_pending(slow, pending, slow_call, &values, due);
                         }
                     }
                     return;
                 }
             };
+            let (event, data) = event;
             let Some((name, mask)) = functions.get(&event.function) else {
                 return;
             };
@@ -319,22 +329,24 @@ impl Drain {
             let running = open.entry(tid).or_default();
             match event.kind {
                 fntrace_format::EventKind::Entry => {
-                    running.retain(|&(depth, _, _)| depth < event.depth);
-                    running.push((event.depth, event.time_ns, event.function));
+                    running.retain(|&(depth, ..)| depth < event.depth);
+                    let call = (event.depth, event.time_ns, event.function, data.to_vec());
+                    running.push(call);
                 }
                 fntrace_format::EventKind::Exit => {
-                    running.retain(|&(depth, _, _)| depth <= event.depth);
-                    if running.last().map(|&(d, _, f)| (d, f))
+                    running.retain(|&(depth, ..)| depth <= event.depth);
+                    if running.last().map(|&(d, _, f, _)| (d, f))
                         != Some((event.depth, event.function))
                     {
                         return;
                     }
-                    let Some((_, entry_ns, _)) = running.pop() else {
+                    let Some((_, entry_ns, _, arguments)) = running.pop() else {
                         return;
                     };
                     let duration_ns = event.time_ns.saturating_sub(entry_ns);
+                    let values = || values_text(event.function, &arguments, data);
                     let slow_call = (name, *mask, tid, entry_ns, duration_ns, false);
-                    add_pending(slow, pending, slow_call, due);
+                    add_pending(slow, pending, slow_call, &values, due);
                 }
             }
         });
@@ -430,16 +442,19 @@ impl Drain {
 /// Adds a snapshot due after drain `due` for each directory of the
 /// triggers in `slow` that `call` fires: (function's name, the triggers
 /// matching it as a mask, thread, start, duration, whether it lasted at
-/// least that, its end lost). One listing per call and directory, however
-/// many of its triggers it fired (and threads kept).
+/// least that, its end lost), its recorded values shown by `values` (made
+/// only for a call that fires). One listing per call and directory,
+/// however many of its triggers it fired (and threads kept).
 fn add_pending(
     slow: &[SlowTrigger],
     pending: &mut Vec<PendingSlow>,
     call: (&String, u64, u32, u64, u64, bool),
+    values: &dyn Fn() -> String,
     due: u64,
 ) {
     let (name, mask, tid, start_ns, duration_ns, at_least) = call;
     let mut dirs: Vec<(&PathBuf, SnapshotThreads)> = Vec::new();
+    let mut shown = None;
     for (i, trigger) in slow.iter().enumerate().take(64) {
         let to = (&trigger.dir, trigger.threads);
         if mask & 1 << i != 0 && duration_ns >= trigger.threshold_ns && !dirs.contains(&to) {
@@ -451,11 +466,27 @@ fn add_pending(
                 start_ns,
                 duration_ns,
                 at_least,
+                values: shown.get_or_insert_with(values).clone(),
                 due,
                 threads: trigger.threads,
             });
         }
     }
+}
+
+/// The recorded values of a call of `function` as replay shows them after
+/// its name: its arguments from `arguments`, its return value from
+/// `returned` (`("user:42") = 0`); what was not recorded is left out.
+fn values_text(function: usize, arguments: &[u8], returned: &[u8]) -> String {
+    let Some(values) = crate::builtin::graph::args::table().and_then(|t| t.values_of(function))
+    else {
+        return String::new();
+    };
+    let show = |data: &[u8], retval| {
+        let shown = (!data.is_empty()).then(|| argspec::show(values, retval, data));
+        shown.flatten().unwrap_or_default()
+    };
+    show(arguments, false) + &show(returned, true)
 }
 
 /// Drains every thread's buffer into `window`.
@@ -557,8 +588,9 @@ fn trigger_text(
                 tid,
                 start_ns,
                 at_least,
+                values,
             } => format!(
-                "  slow call {function}: thread {tid}, start {}, duration {}{}",
+                "  slow call {function}{values}: thread {tid}, start {}, duration {}{}",
                 timestamp(*start_ns),
                 match at_least {
                     true => "at least ",

@@ -8,7 +8,8 @@
 //! (on-demand ones by the caller), never on the traced path or in a signal
 //! handler.
 //!
-//! Memory: the window (16 bytes per event, at most
+//! Memory: the window (16 bytes per event and per 8 bytes of its
+//! recorded values, at most
 //! [`FlightOptions::budget_bytes`]) and the threads' buffers. Snapshots
 //! are written from the window in place, by the writer thread: no copy.
 
@@ -56,8 +57,9 @@ pub const TRIGGER_FILE: &str = "trigger.txt";
 #[derive(Clone, Debug)]
 pub struct FlightOptions {
     /// Bytes of events the recorder keeps (64 MiB by default), at
-    /// [`FLIGHT_EVENT_BYTES`] (16) per event: three quarters for the window
-    /// (`budget_bytes * 3 / 4 / 16` events; older ones are evicted), a
+    /// [`FLIGHT_EVENT_BYTES`] (16) per event and per 8 bytes of its
+    /// recorded values: three quarters for the window (`budget_bytes * 3 /
+    /// 4 / 16` of those; older ones are evicted), a
     /// quarter for what comes in while a snapshot is written from it. At
     /// most [`MAX_FLIGHT_BUDGET_BYTES`].
     pub budget_bytes: usize,
@@ -150,6 +152,10 @@ pub enum Trigger {
         /// lasted at least `duration` (up to its last event kept), and an
         /// exit after the gap could not be told to be its own.
         at_least: bool,
+        /// Its recorded arguments and return value as `fntrace replay`
+        /// shows them after the name (`("user:42") = 0`); empty if none
+        /// were recorded (see `fntrace::set_arg_specs`).
+        values: String,
     },
     /// A Rust panic: its message and where (`MESSAGE (at FILE:LINE:COL)`).
     Panic(String),

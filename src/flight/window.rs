@@ -1,16 +1,20 @@
 //! The flight recorder's in-memory window: every thread's most recent
 //! events, 16 bytes each, the oldest (across threads, by time) evicted
-//! when the window is over its budget. Only the writer thread touches it.
+//! when the window is over its budget. An event's recorded arguments or
+//! return value follow it as slots of 8 bytes of data, 16 bytes each too
+//! (counted in the budget, evicted with their event). Only the writer
+//! thread touches it.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet, VecDeque};
 use std::convert::Infallible;
 
+use fntrace_format::argspec::{DATA_DEPTH, FOLLOWED_BY_DATA};
 use fntrace_format::{EventKind, EventSource, Gap, GraphEvent, ThreadInfo, Trace};
 
 use crate::rt::shadow::MAX_HOOKED_DEPTH;
 
-/// Bytes one event takes in the window.
+/// Bytes one event (or 8 bytes of its values) takes in the window.
 pub const FLIGHT_EVENT_BYTES: usize = std::mem::size_of::<Packed>();
 
 const ADDR_BITS: u32 = 48;
@@ -19,11 +23,16 @@ const EXIT_BIT: u64 = 1 << 63;
 /// The depth field of a lost marker (no event has it): its address field
 /// holds how many events the thread's buffer dropped at that point.
 const LOST_DEPTH: u64 = 0x7fff;
+/// The depth field of a slot of data: its 8 bytes in place of the time.
+const DATA_MARK: u64 = 0x7ffe;
+/// An event followed by slots of data: the depth field's top bit.
+const FOLLOWED_BIT: u64 = 1 << 62;
 
-const _: () = assert!((MAX_HOOKED_DEPTH as u64) < LOST_DEPTH);
+// An event's depth, with the followed bit or not, is never a marker's.
+const _: () = assert!((MAX_HOOKED_DEPTH as u64) | FOLLOWED_BIT >> ADDR_BITS < DATA_MARK);
 
-/// An event in the window: time, then function (bits 0-47), depth (48-62)
-/// and exit (63); or a lost marker.
+/// An event in the window: time, then function (bits 0-47), depth (48-61),
+/// followed by data (62) and exit (63); or a lost marker; or a slot of data.
 #[derive(Clone, Copy, Debug)]
 struct Packed {
     time_ns: u64,
@@ -39,12 +48,52 @@ impl Packed {
         } else {
             0
         };
+        if event.depth == DATA_DEPTH {
+            return Packed {
+                time_ns: event.time_ns,
+                word: DATA_MARK << ADDR_BITS,
+            };
+        }
+        let followed = match event.depth & FOLLOWED_BY_DATA {
+            0 => 0,
+            _ => FOLLOWED_BIT,
+        };
+        let depth = event.depth & !FOLLOWED_BY_DATA;
         Packed {
             time_ns: event.time_ns,
             word: (event.function as u64 & ADDR_MASK)
-                | u64::from(event.depth.min(MAX_HOOKED_DEPTH as u16)) << ADDR_BITS
+                | u64::from(depth.min(MAX_HOOKED_DEPTH as u16)) << ADDR_BITS
+                | followed
                 | exit,
         }
+    }
+
+    /// Whether this is a slot of data (of the event before it).
+    fn is_data(&self) -> bool {
+        (self.word & !EXIT_BIT) >> ADDR_BITS == DATA_MARK
+    }
+
+    /// Whether this is an entry or an exit (not a lost marker, not data).
+    fn is_event(&self) -> bool {
+        self.lost_count().is_none() && !self.is_data()
+    }
+
+    /// The event as the uftrace writer takes it, its data among the events
+    /// (see [`FOLLOWED_BY_DATA`]).
+    fn unpack_with_data(&self) -> GraphEvent {
+        if self.is_data() {
+            return GraphEvent {
+                time_ns: self.time_ns,
+                function: 0,
+                depth: DATA_DEPTH,
+                kind: EventKind::Entry,
+            };
+        }
+        let mut event = self.unpack();
+        if self.word & FOLLOWED_BIT != 0 {
+            event.depth |= FOLLOWED_BY_DATA;
+        }
+        event
     }
 
     fn lost(time_ns: u64, count: u64) -> Packed {
@@ -62,7 +111,7 @@ impl Packed {
         GraphEvent {
             time_ns: self.time_ns,
             function: (self.word & ADDR_MASK) as usize,
-            depth: ((self.word & !EXIT_BIT) >> ADDR_BITS) as u16,
+            depth: ((self.word & !(EXIT_BIT | FOLLOWED_BIT)) >> ADDR_BITS) as u16,
             kind: if self.word & EXIT_BIT != 0 {
                 EventKind::Exit
             } else {
@@ -71,6 +120,10 @@ impl Packed {
         }
     }
 }
+
+/// What [`Window::for_each_new`] passes: an event and the bytes of its
+/// values, or the time where events were lost.
+pub type NewEvent<'a> = Result<(&'a GraphEvent, &'a [u8]), u64>;
 
 /// One thread's part of the window.
 struct ThreadWindow {
@@ -160,7 +213,7 @@ impl EventSource for WindowEvents<'_> {
             .events
             .iter()
             .filter(|packed| packed.lost_count().is_none())
-            .map(Packed::unpack);
+            .map(Packed::unpack_with_data);
         Ok((read(&mut events), lost))
     }
 
@@ -168,7 +221,8 @@ impl EventSource for WindowEvents<'_> {
         self.note.clone()
     }
 
-    /// The lost markers, where they are among the events.
+    /// The lost markers, where they are among the events (data not
+    /// counted: the writer takes it out first).
     fn gaps(&self, index: usize) -> Vec<Gap> {
         let mut gaps = Vec::new();
         let mut events = 0;
@@ -178,7 +232,7 @@ impl EventSource for WindowEvents<'_> {
                     after: events,
                     count,
                 }),
-                None => events += 1,
+                None => events += usize::from(!packed.is_data()),
             }
         }
         gaps
@@ -219,36 +273,49 @@ impl Window {
         &mut self.threads[index]
     }
 
-    /// Appends a drained batch of thread `tid`: `events`, then a lost
-    /// marker if its buffer dropped `dropped_after` events after them.
+    /// Appends a drained batch of thread `tid`: `events` (their data
+    /// among them, see [`FOLLOWED_BY_DATA`]), then a lost marker if its
+    /// buffer dropped `dropped_after` events after them.
     pub fn append(&mut self, tid: u32, name: &str, events: &[GraphEvent], dropped_after: u64) {
         let thread = self.thread(tid, name);
-        let last_time = thread.events.back().map_or(0, |e| e.time_ns);
+        let last_time = thread.events.iter().rev().find(|e| e.is_event());
+        let last_time = last_time.map_or(0, |e| e.time_ns);
         thread.events.extend(events.iter().map(Packed::event));
+        let data = events.iter().filter(|e| e.depth == DATA_DEPTH).count();
         if dropped_after != 0 {
-            let time = events.last().map_or(last_time, |e| e.time_ns);
+            let last = events.iter().rev().find(|e| e.depth != DATA_DEPTH);
+            let time = last.map_or(last_time, |e| e.time_ns);
             thread.events.push_back(Packed::lost(time, dropped_after));
         }
         self.held += events.len() + usize::from(dropped_after != 0);
-        self.appended += events.len() as u64;
+        self.appended += (events.len() - data) as u64;
         self.lost += dropped_after;
     }
 
-    /// Calls `each(tid, Ok(event))` for every event the current drain
-    /// appended, in order, and `each(tid, Err(time))` where the thread's
-    /// buffer began to drop events, `time` the time of the last event kept
-    /// before (an exit after the gap may end a call other than the one
-    /// open before it).
-    pub fn for_each_new(&self, each: &mut dyn FnMut(u32, Result<&GraphEvent, u64>)) {
+    /// Calls `each(tid, Ok((event, data)))` for every event the current
+    /// drain appended, in order, `data` the bytes of its values (empty if
+    /// none), and `each(tid, Err(time))` where the thread's buffer began
+    /// to drop events, `time` the time of the last event kept before (an
+    /// exit after the gap may end a call other than the one open before
+    /// it).
+    pub fn for_each_new(&self, each: &mut dyn FnMut(u32, NewEvent<'_>)) {
+        let mut data = Vec::new();
         for thread in &self.threads {
-            for packed in thread
-                .events
-                .range(thread.new_from.min(thread.events.len())..)
-            {
-                match packed.lost_count() {
-                    None => each(thread.tid, Ok(&packed.unpack())),
-                    Some(_) => each(thread.tid, Err(packed.time_ns)),
+            let from = thread.new_from.min(thread.events.len());
+            let mut packed = thread.events.range(from..).peekable();
+            while let Some(next) = packed.next() {
+                if let Some(_lost) = next.lost_count() {
+                    each(thread.tid, Err(next.time_ns));
+                    continue;
                 }
+                if next.is_data() {
+                    continue;
+                }
+                data.clear();
+                while let Some(slot) = packed.next_if(|p| p.is_data()) {
+                    data.extend_from_slice(&slot.time_ns.to_le_bytes());
+                }
+                each(thread.tid, Ok((&next.unpack(), &data)));
             }
         }
     }
@@ -271,9 +338,15 @@ impl Window {
                 let Some(oldest) = thread.events.pop_front() else {
                     continue;
                 };
-                thread.new_from = thread.new_from.saturating_sub(1);
-                self.held -= 1;
-                if oldest.lost_count().is_none() {
+                // Its data goes with it.
+                let mut gone = 1;
+                while thread.events.front().is_some_and(Packed::is_data) {
+                    thread.events.pop_front();
+                    gone += 1;
+                }
+                thread.new_from = thread.new_from.saturating_sub(gone);
+                self.held -= gone;
+                if oldest.is_event() {
                     self.evicted += 1;
                 }
                 if let Some(next) = thread.events.front() {
@@ -334,7 +407,7 @@ impl Window {
             last_ns: None,
         };
         for thread in indexes.iter().map(|&i| &self.threads[i]) {
-            let mut events = thread.events.iter().filter(|p| p.lost_count().is_none());
+            let mut events = thread.events.iter().filter(|p| p.is_event());
             if let Some(first) = events.next() {
                 let last = events.next_back().unwrap_or(first);
                 summary.first_ns = Some(
@@ -351,7 +424,7 @@ impl Window {
             for packed in &thread.events {
                 match packed.lost_count() {
                     Some(count) => summary.lost += count,
-                    None => summary.events += 1,
+                    None => summary.events += u64::from(!packed.is_data()),
                 }
             }
         }
@@ -364,7 +437,7 @@ impl Window {
         for thread in &self.threads {
             // Events repeat few functions: skip runs of the same one cheaply.
             let mut last = None;
-            for packed in thread.events.iter().filter(|p| p.lost_count().is_none()) {
+            for packed in thread.events.iter().filter(|p| p.is_event()) {
                 let function = packed.unpack().function;
                 if last != Some(function) {
                     last = Some(function);
@@ -408,6 +481,68 @@ mod tests {
             depth,
             kind,
         }
+    }
+
+    /// 8 bytes of data as the drain passes them.
+    fn data(bytes: u64) -> GraphEvent {
+        event(bytes, 0, DATA_DEPTH, EventKind::Entry)
+    }
+
+    #[test]
+    fn values_count_in_the_budget_and_go_with_their_event() {
+        let mut window = Window::new(5 * FLIGHT_EVENT_BYTES);
+        let followed = FOLLOWED_BY_DATA;
+        window.append(
+            1,
+            "a",
+            &[
+                event(10, 0x10, followed, EventKind::Entry),
+                data(0x1111),
+                data(0x2222),
+                event(20, 0x10, 0, EventKind::Exit),
+            ],
+            0,
+        );
+        let mut seen = Vec::new();
+        window.for_each_new(&mut |_, e| {
+            let (e, data) = e.unwrap();
+            seen.push((e.time_ns, e.depth, data.to_vec()));
+        });
+        let bytes: Vec<u8> = [0x1111u64, 0x2222]
+            .iter()
+            .flat_map(|b| b.to_le_bytes())
+            .collect();
+        assert_eq!(seen, [(10, 0, bytes), (20, 0, Vec::new())]);
+        window.append(
+            1,
+            "a",
+            &[event(30, 0x20, followed, EventKind::Entry), data(7)],
+            0,
+        );
+        // Six slots held, five fit: the oldest event goes, its data too.
+        window.evict();
+        assert_eq!(
+            (window.held(), window.evicted(), window.appended()),
+            (3, 1, 3)
+        );
+        let summary = window.summary(&window.indexes_of(None));
+        assert_eq!((summary.events, summary.first_ns), (2, Some(20)));
+        let source = WindowEvents {
+            window: &window,
+            header: Trace::default(),
+            note: None,
+            indexes: window.indexes_of(None),
+        };
+        let (read, _) = source.read_thread(0, |e| e.collect::<Vec<_>>()).unwrap();
+        assert_eq!(
+            read,
+            [
+                event(20, 0x10, 0, EventKind::Exit),
+                event(30, 0x20, followed, EventKind::Entry),
+                data(7)
+            ]
+        );
+        assert_eq!(window.functions().len(), 2);
     }
 
     #[test]

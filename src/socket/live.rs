@@ -25,11 +25,11 @@ use crate::error::Error;
 use crate::flight;
 use crate::record::RECORDER_RUNNING;
 use crate::rt::spawn::spawn_running;
-use crate::socket::selection;
 use crate::socket::{
     self, ControlOptions, ControlServer, FlightRequest, MetricsOptions, MetricsServer, Reply,
     Request,
 };
+use crate::socket::{arg_specs, selection};
 use crate::tracer;
 use fntrace_format::analysis::ProfileSnapshot;
 
@@ -329,6 +329,8 @@ fn handle(request: Request) -> Reply {
         }
         Request::Flight(request) => Ok(flight_request(request)),
         Request::MetricsFilter(globs) => Ok(socket::set_metrics_filter(globs.as_deref())),
+        Request::Args(specs) => Ok(arg_specs::set(Some(&specs), None)),
+        Request::Retval(specs) => Ok(arg_specs::set(None, Some(&specs))),
         Request::Detach => detach(),
     };
     result.unwrap_or_else(|err| match err {

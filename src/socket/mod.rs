@@ -73,6 +73,7 @@
 //! that thread. The socket is made mode 0600, and a peer whose uid
 //! (`SO_PEERCRED`) is neither the process's nor root's gets an error reply.
 
+mod arg_specs;
 mod conn;
 mod http;
 pub(crate) mod live;

@@ -14,7 +14,7 @@ pub const MAX_REQUEST_BYTES: usize = 4096;
 /// The commands, as the error for an unknown one lists them.
 const COMMANDS: &str = "status, enable [--pending] TRACER, disable TRACER, filter [--pending] GLOBS, \
                         functions [GLOB], patch GLOBS, record DIR, stop, snapshot DIR, dump DIR, report, \
-                        profile [reset], metrics-filter GLOBS|--clear, \
+                        profile [reset], metrics-filter GLOBS|--clear, args SPECS, retval SPECS, \
                         flight start|stop|trigger|triggers|untrigger, detach";
 
 /// The `flight` subcommands, as the error for an unknown one lists them.
@@ -69,6 +69,11 @@ pub enum Request {
     /// `metrics-filter --clear` (`None`): those of `FNTRACE_METRICS_FILTER`
     /// again.
     MetricsFilter(Option<String>),
+    /// `args SPECS`: the arguments the graph tracer records from now on
+    /// (`-A` specs, several joined by `;`; replacing those set before).
+    Args(String),
+    /// `retval SPECS`: the return values it records from now on (`-R`).
+    Retval(String),
     /// `flight ...`: the flight recorder.
     Flight(FlightRequest),
     /// `detach`: in a process `fntrace attach` made serve, every tracer
@@ -300,6 +305,11 @@ pub fn parse(line: &[u8]) -> Result<Request, String> {
             "--clear" => Ok(Request::MetricsFilter(None)),
             globs => Ok(Request::MetricsFilter(Some(globs.to_string()))),
         },
+        "args" | "retval" => match rest.trim() {
+            "" => Err(format!("{command} needs specs (such as f@arg1/s;g@retval)")),
+            specs if command == "args" => Ok(Request::Args(specs.to_string())),
+            specs => Ok(Request::Retval(specs.to_string())),
+        },
         "" => Err(format!("empty request; the commands are: {COMMANDS}")),
         other => Err(format!(
             "unknown command {other:?}; the commands are: {COMMANDS}"
@@ -334,6 +344,8 @@ impl Request {
             Request::ProfileReset => "profile reset".to_string(),
             Request::MetricsFilter(None) => "metrics-filter --clear".to_string(),
             Request::MetricsFilter(Some(globs)) => format!("metrics-filter {globs}"),
+            Request::Args(specs) => format!("args {specs}"),
+            Request::Retval(specs) => format!("retval {specs}"),
             Request::Flight(flight) => match flight {
                 FlightRequest::Start {
                     budget,

@@ -1,19 +1,21 @@
 //! The graph tracer's argument and return-value recording (uftrace's `-A`
-//! and `-R`): which functions record what ([`ArgTable`], set once before
-//! tracing starts), and the capture on the traced path.
+//! and `-R`): which functions record what ([`ArgTable`], set before
+//! tracing starts or replaced while no recorder runs, at most
+//! [`MAX_TABLES`] times a process), and the capture on the traced path.
 //!
 //! A recorded entry (exit) goes into the ring as its usual event with
 //! [`MORE`] set, followed by slots of data ([`RawEvent::data`]): the
 //! bytes uftrace writes after the record ([`fntrace_format::argspec`]),
 //! 8 per slot, all published together or none (then the event goes alone,
 //! without its values; not counted yet). Only the
-//! streaming recorder's writer reads the data; every other reader of the
-//! rings skips it. Sites of these functions never call a fast entry (see
+//! streaming recorder's writer and the flight recorder's drain read the
+//! data; every other reader of the rings skips it. Sites of these functions never call a fast entry (see
 //! `sites::flag::WITH_ARGS`).
 //!
 //! Strings are read with `process_vm_readv` on the process itself: an
 //! unreadable address is an error, never a fault in the traced program.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use fntrace_format::argspec::{self, ArgSlot, ArgSpec, Registers, DATA_MAX};
@@ -38,7 +40,14 @@ pub(crate) struct ArgTable {
     pub(crate) retval: String,
 }
 
-static TABLE: OnceLock<ArgTable> = OnceLock::new();
+/// How many tables a process may set: a table a traced thread may be
+/// reading is never freed, so each is kept in a slot of its own.
+pub(crate) const MAX_TABLES: usize = 64;
+
+static TABLES: [OnceLock<ArgTable>; MAX_TABLES] = [const { OnceLock::new() }; MAX_TABLES];
+
+/// Slots taken so far: the current table is the last one.
+static SET: AtomicUsize = AtomicUsize::new(0);
 
 impl ArgTable {
     /// A table of `functions` (any order) for the specs `arguments` and
@@ -57,7 +66,8 @@ impl ArgTable {
         }
     }
 
-    fn values_of(&self, function: usize) -> Option<&[ArgSpec]> {
+    /// The values recorded for `function` (at its entry address), if any.
+    pub(crate) fn values_of(&self, function: usize) -> Option<&[ArgSpec]> {
         let at = self
             .functions
             .binary_search_by_key(&function, |&(f, _)| f)
@@ -66,15 +76,23 @@ impl ArgTable {
     }
 }
 
-/// Installs the process's table; once (a second table is refused:
-/// returns it).
+/// Installs the process's table in place of the current one (refused,
+/// returned, after [`MAX_TABLES`]). The control path's, under its lock:
+/// one caller at a time.
 pub(crate) fn set_table(table: ArgTable) -> Result<(), ArgTable> {
-    TABLE.set(table)
+    let next = SET.load(Ordering::Acquire);
+    let Some(slot) = TABLES.get(next) else {
+        return Err(table);
+    };
+    slot.set(table)?;
+    SET.store(next + 1, Ordering::Release);
+    Ok(())
 }
 
 /// The process's table, if specs were given.
 pub(crate) fn table() -> Option<&'static ArgTable> {
-    TABLE.get()
+    let set = SET.load(Ordering::Acquire);
+    TABLES.get(set.checked_sub(1)?)?.get()
 }
 
 /// The events for `event` of `function` with its values (`retval`: the

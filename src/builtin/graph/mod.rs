@@ -136,6 +136,24 @@ impl RawEvent {
         }
     }
 
+    /// [`RawEvent::converted`], with argument data as
+    /// [`RawEvent::for_stream`] gives it.
+    fn with_data(&self, last_site: &mut (usize, usize)) -> GraphEvent {
+        if self.is_data() {
+            return GraphEvent {
+                time_ns: self.ticks,
+                function: 0,
+                depth: fntrace_format::argspec::DATA_DEPTH,
+                kind: EventKind::Entry,
+            };
+        }
+        let mut event = self.converted(last_site);
+        if self.word & args::MORE != 0 {
+            event.depth |= fntrace_format::argspec::FOLLOWED_BY_DATA;
+        }
+        event
+    }
+
     #[inline]
     fn kind(&self) -> EventKind {
         if self.word & EXIT_BIT != 0 {
@@ -327,8 +345,12 @@ impl GraphTracer {
 
     /// Drains the rings, passing each thread's new events to `out` a chunk
     /// at a time, converted (nanoseconds, function addresses) but never
-    /// collected whole: the streaming recorder's read. Rings of exited
-    /// threads are freed once drained.
+    /// collected whole: the flight recorder's read. Argument data comes
+    /// among them as the streaming writer takes it (an event followed by
+    /// data has `argspec::FOLLOWED_BY_DATA` in its depth, each 8 bytes of
+    /// data follow as an event of depth `argspec::DATA_DEPTH`, the bytes
+    /// in place of its time); a chunk may end between an event and its
+    /// data. Rings of exited threads are freed once drained.
     pub(crate) fn stream_events(&self, out: &mut dyn FnMut(&Batch<'_, GraphEvent>)) {
         const CHUNK: usize = 1 << 14;
         let _untraced = Untraced::begin();
@@ -338,12 +360,7 @@ impl GraphTracer {
         self.pool.drain_each(&mut |raw| {
             for chunk in raw.events.chunks(CHUNK) {
                 converted.clear();
-                converted.extend(
-                    chunk
-                        .iter()
-                        .filter(|event| !event.is_data())
-                        .map(|event| event.converted(&mut last_site)),
-                );
+                converted.extend(chunk.iter().map(|event| event.with_data(&mut last_site)));
                 out(&Batch {
                     ring: raw.ring,
                     tid: raw.tid,

@@ -57,6 +57,7 @@ Examples:
   fntrace ctl $! profile reset                 counts from zero again
   fntrace ctl $! metrics | promtool check metrics   the metrics text
   fntrace ctl $! metrics-filter 'kv::*'        what /metrics exports (--clear)
+  fntrace ctl $! args 'handle_get@arg1/s'      record arguments (retval: -R's)
 Sizes: 64M, 1G, 512K or bytes (binary multiples: 1K = 1024).";
 
 /// `fntrace ctl`.
@@ -167,6 +168,18 @@ pub enum CtlCommand {
         /// Back to FNTRACE_METRICS_FILTER (every function without it).
         #[arg(long)]
         clear: bool,
+    },
+    /// The arguments the graph tracer records from now on, in place of
+    /// those set before (-A's syntax; several joined by `;`); refused
+    /// while a recording or the flight recorder runs.
+    Args {
+        /// `handle_get@arg1/s;parse@arg2`.
+        specs: String,
+    },
+    /// The return values it records from now on (-R's syntax), as `args`.
+    Retval {
+        /// `handle_get@retval`.
+        specs: String,
     },
     /// The flight recorder: start, stop, and when it writes a snapshot.
     #[command(subcommand)]
@@ -448,6 +461,8 @@ fn request_line(command: &CtlCommand) -> Result<String, NoReply> {
         },
         CtlCommand::Metrics { .. } => Request::Profile,
         CtlCommand::MetricsFilter { globs, .. } => Request::MetricsFilter(globs.clone()),
+        CtlCommand::Args { specs } => Request::Args(specs.clone()),
+        CtlCommand::Retval { specs } => Request::Retval(specs.clone()),
         CtlCommand::Flight(flight) => Request::Flight(match flight {
             FlightCommand::Start {
                 dir: d,

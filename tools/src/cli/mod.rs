@@ -7,6 +7,7 @@
 
 mod args;
 mod attach;
+mod by_arg;
 mod cargo;
 mod ctl;
 mod hist;
@@ -83,6 +84,16 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 Rows::ByName
             };
             let selected = Selected::new(&trace, &selection);
+            if let Some(value) = &args.by_arg {
+                let specs = trace.arg_specs();
+                let table = by_arg::ByArg::of(&selected, specs, value, &args.select.filter)?;
+                drop(bar);
+                check_matched(&[(&args.dir, selected.unmatched())])?;
+                let mut out = Output::new(cli.no_pager);
+                let top = args.top.unwrap_or(by_arg::DEFAULT_ROWS);
+                table.write(top, &mut out).map_err(output_failure)?;
+                return out.finish();
+            }
             let report = TraceReport::of(&selected, rows)?;
             drop(bar);
             check_matched(&[(&args.dir, selected.unmatched())])?;

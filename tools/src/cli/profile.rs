@@ -232,10 +232,11 @@ impl ProfileArgs {
 pub fn report(args: &ReportArgs, no_pager: bool) -> Result<(), Failure> {
     let shown = args.dir.display();
     refuse_full_names(&args.select, &shown.to_string())?;
-    if args.threads || !args.select.tid.is_empty() || args.select.time_range.is_some() {
+    let by_time = !args.select.tid.is_empty() || args.select.time_range.is_some();
+    if args.threads || by_time || args.by_arg.is_some() {
         return Err(format!(
-            "{shown} is a live profile's snapshot: it keeps no threads apart and no times \
-             (--threads, --tid, --time-range apply to trace directories)"
+            "{shown} is a live profile's snapshot: it keeps no threads apart, no times and no \
+             values (--threads, --tid, --time-range, --by-arg apply to trace directories)"
         )
         .into());
     }

@@ -41,7 +41,8 @@ Examples:
   fntrace report trace-dir -s calls -F 'demo::*'  inside demo's functions
   fntrace report trace-dir --threads --tid 4242   one thread's table
   fntrace report trace-dir --hist 'demo::parse*'  its latency distribution
-  fntrace report trace-dir --hist parse --hist-buckets 8   8 rows per power of 2";
+  fntrace report trace-dir --hist parse --hist-buckets 8   8 rows per power of 2
+  fntrace report trace-dir --by-arg arg1 -F handle_get    its calls by first argument";
 
 pub(super) const DIFF_HELP: &str = "\
 Rows match functions by name. Changes are DIR2 minus DIR1; percentages are of
@@ -78,6 +79,13 @@ pub struct ReportArgs {
     /// functions of several files, folded code) apart.
     #[arg(long)]
     pub by_address: bool,
+    /// One row per distinct value of the recorded VALUE (`arg1`, `fparg1`,
+    /// `retval`, as `fntrace replay` shows it) of the functions -F
+    /// selects: calls, total, avg, p50, p99 of each, the --top (10) with
+    /// the most total time, then `other` for the rest.
+    #[arg(long, value_name = "VALUE", requires = "filter",
+          conflicts_with_all = ["hist", "threads", "by_address"])]
+    pub by_arg: Option<String>,
     /// The latency distribution of functions instead of the table.
     #[command(flatten)]
     pub hist: super::hist::HistArgs,

@@ -15,6 +15,7 @@ mod records;
 mod sessions;
 mod stream;
 mod stream_thread;
+mod values;
 mod write;
 
 #[cfg(test)]

@@ -189,6 +189,12 @@ impl UftraceReader {
         })
     }
 
+    /// The argument and return-value specs of its `info` (`-A`, `-R`;
+    /// none if it records no values).
+    pub fn arg_specs(&self) -> &[FunctionSpec] {
+        &self.arg_specs
+    }
+
     /// The process's command line, from `info` (empty if missing).
     pub fn cmdline(&self) -> &str {
         &self.cmdline

@@ -15,6 +15,7 @@ use super::format::{
 use super::modules::{
     library_lines, library_sym_text, maps_without_libraries, sym_text, ModuleLayout,
 };
+use super::values::{without_data, Pending};
 use crate::analysis::pairing::{entries_of_calls_running_at_start, CallStep, Calls, Reading};
 use crate::source::{EventSource, Gap, ThreadInfo};
 use crate::trace::{EventKind, GraphEvent, ThreadTrace, Trace};
@@ -65,7 +66,7 @@ const PROGRESS_EVERY: usize = 1 << 16;
 /// | bits | field |
 /// |---|---|
 /// | 0–1 | type: 0 entry, 1 exit, 2 lost (the address field holds the number of records lost), 3 event |
-/// | 2 | more: argument or event data follows (fntrace never writes it) |
+/// | 2 | more: argument or return-value data follows the record |
 /// | 3–5 | magic, 5 |
 /// | 6–15 | depth (0–1023) |
 /// | 16–63 | address (48 bits): any address inside the function; fntrace writes its entry address |
@@ -214,7 +215,7 @@ where
     for index in 0..infos.len() {
         let gaps = placed_gaps(source.gaps(index));
         let (mut scan, lost) = source.read_thread(index, |events| {
-            ThreadScan::of(events, &gaps, &mut functions)
+            ThreadScan::of(&mut without_data(events, None), &gaps, &mut functions)
         })?;
         if source.continues_parent_frames(index) {
             scan.continue_parent_frames(gaps.is_empty());
@@ -299,7 +300,7 @@ where
             let made_up = scan.made_up_entries.clone();
             source
                 .read_thread(index, |events| {
-                    let events = &mut shifted(events, shift);
+                    let events = &mut shifted(without_data(events, None), shift);
                     consistent_records(events, made_up, &gaps, inherited, &mut |step| {
                         if let Step::Record { event, .. } = step {
                             unwritable += u64::from(record(&event).is_none());
@@ -322,9 +323,10 @@ where
         // Last pass: the records.
         let mut record_index = 0usize;
         let mut added_here = Vec::new();
+        let pending = Pending::default();
         source
             .read_thread(index, |events| {
-                let events = &mut shifted(events, shift);
+                let events = &mut shifted(without_data(events, Some(&pending)), shift);
                 consistent_records(
                     events,
                     scan.made_up_entries,
@@ -336,7 +338,7 @@ where
                             Step::Lost(count) => return out.write_all(&lost_record(count)),
                         };
                         if let Some(bytes) = record(&event) {
-                            out.write_all(&bytes)?;
+                            pending.write(&event, bytes, kind == RecordKind::Recorded, &mut out)?;
                             if kind == RecordKind::Added {
                                 added_here.push(record_index);
                             }
@@ -374,10 +376,10 @@ where
 }
 
 /// `events` with every depth lowered by `shift`.
-fn shifted(
-    events: &mut dyn Iterator<Item = GraphEvent>,
+fn shifted<'a>(
+    events: impl Iterator<Item = GraphEvent> + 'a,
     shift: u16,
-) -> impl Iterator<Item = GraphEvent> + '_ {
+) -> impl Iterator<Item = GraphEvent> + 'a {
     events.map(move |event| GraphEvent {
         depth: event.depth - shift,
         ..event
