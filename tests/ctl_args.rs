@@ -32,18 +32,33 @@ fn ctl(cwd: &Path, socket: &Path, args: &[&str]) -> (i32, String, String) {
 /// The lines of `uftrace replay -f none` of `dir` naming `function`,
 /// trimmed and sorted (threads interleave).
 fn replayed(dir: &Path, function: &str) -> Vec<String> {
-    let output = Command::new("uftrace")
-        .args(["replay", "--no-pager", "-f", "none", "-d"])
-        .arg(dir)
-        .output()
-        .expect("cannot run uftrace; CI installs it (.ci/run)");
-    assert!(output.status.success(), "{output:?}");
-    let mut lines: Vec<String> = String::from_utf8(output.stdout)
+    // Thread by thread: replay merges threads in time order, and a call
+    // of one thread between another's entry and exit would keep that call
+    // from being shown on one line.
+    let mut tids: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
-        .lines()
-        .filter(|l| l.contains(function))
-        .map(|l| l.trim().to_string())
+        .filter_map(|entry| {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            name.strip_suffix(".dat").map(str::to_string)
+        })
         .collect();
+    tids.sort();
+    let mut lines = Vec::new();
+    for tid in tids {
+        let output = Command::new("uftrace")
+            .args(["replay", "--no-pager", "-f", "none", "--tid", &tid, "-d"])
+            .arg(dir)
+            .output()
+            .expect("cannot run uftrace; CI installs it (.ci/run)");
+        assert!(output.status.success(), "{output:?}");
+        lines.extend(
+            String::from_utf8(output.stdout)
+                .unwrap()
+                .lines()
+                .filter(|l| l.contains(function))
+                .map(|l| l.trim().to_string()),
+        );
+    }
     lines.sort();
     lines
 }
