@@ -94,18 +94,24 @@ impl RawEvent {
         (self.word >> SITE_BITS) & DATA_DEPTH == DATA_DEPTH
     }
 
+    /// A data slot as readers of events take it: depth
+    /// `argspec::DATA_DEPTH`, its bytes for a time.
+    fn data_slot(&self) -> GraphEvent {
+        GraphEvent {
+            time_ns: self.ticks,
+            function: 0,
+            depth: fntrace_format::argspec::DATA_DEPTH,
+            kind: EventKind::Entry,
+        }
+    }
+
     /// The event as the streaming writer takes it: a data slot as
     /// `argspec::DATA_DEPTH` with its bytes for a time, an event followed
     /// by data with `argspec::FOLLOWED_BY_DATA` in its depth.
     #[inline]
     fn for_stream(&self, scale: &TickScale) -> GraphEvent {
         if self.is_data() {
-            return GraphEvent {
-                time_ns: self.ticks,
-                function: 0,
-                depth: fntrace_format::argspec::DATA_DEPTH,
-                kind: EventKind::Entry,
-            };
+            return self.data_slot();
         }
         let more = if self.word & args::MORE != 0 {
             fntrace_format::argspec::FOLLOWED_BY_DATA
@@ -140,12 +146,7 @@ impl RawEvent {
     /// [`RawEvent::for_stream`] gives it.
     fn with_data(&self, last_site: &mut (usize, usize)) -> GraphEvent {
         if self.is_data() {
-            return GraphEvent {
-                time_ns: self.ticks,
-                function: 0,
-                depth: fntrace_format::argspec::DATA_DEPTH,
-                kind: EventKind::Entry,
-            };
+            return self.data_slot();
         }
         let mut event = self.converted(last_site);
         if self.word & args::MORE != 0 {
