@@ -26,6 +26,57 @@ fn open(path: &str, prefix: &str) -> (*mut libc::c_void, usize) {
     }
 }
 
+/// The addresses `path` is mapped at, first to last (`/proc/self/maps`).
+fn mapped_range(path: &str) -> (usize, usize) {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let ranges: Vec<(usize, usize)> = maps
+        .lines()
+        .filter(|line| line.ends_with(path))
+        .map(|line| {
+            let (start, end) = line.split(' ').next().unwrap().split_once('-').unwrap();
+            let hex = |text| usize::from_str_radix(text, 16).unwrap();
+            (hex(start), hex(end))
+        })
+        .collect();
+    assert!(!ranges.is_empty(), "{path} is not mapped:\n{maps}");
+    let start = ranges.iter().map(|r| r.0).min().unwrap();
+    let end = ranges.iter().map(|r| r.1).max().unwrap();
+    (start, end)
+}
+
+/// An inaccessible mapping over a freed range, so that nothing else is
+/// mapped there until it is dropped.
+struct Held(usize, usize);
+
+impl Held {
+    fn new((start, end): (usize, usize)) -> Held {
+        // SAFETY: a new anonymous mapping at a range the test just freed;
+        // MAP_FIXED_NOREPLACE never replaces an existing one.
+        let at = unsafe {
+            libc::mmap(
+                start as *mut libc::c_void,
+                end - start,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+                -1,
+                0,
+            )
+        };
+        assert_eq!(
+            at as usize, start,
+            "the library's range is free after dlclose"
+        );
+        Held(start, end - start)
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `Held::new`, used by nothing.
+        unsafe { libc::munmap(self.0 as *mut libc::c_void, self.1) };
+    }
+}
+
 fn call(function: usize, x: i64) -> i64 {
     // SAFETY: the fixture's run has the C signature long(long).
     let function: extern "C" fn(i64) -> i64 = unsafe { std::mem::transmute(function) };
@@ -50,13 +101,19 @@ fn control_operations_work_after_dlclose_and_a_library_at_the_same_address_is_tr
     let events = thread_events(&GRAPH_TRACER.take_trace(), tid);
     assert_eq!(render(&events, "dl_"), RUN_1);
 
+    let range = mapped_range(fntrace_fixtures::DLOPEN_LIBRARY);
     // SAFETY: nothing of the library is used after this.
     assert_eq!(unsafe { libc::dlclose(handle) }, 0);
+    // The range stays held while the control operations run: they may map
+    // pages near the libraries (stubs for library calls), which would push
+    // the twin below off the freed range.
+    let held = Held::new(range);
     fntrace::disable("graph").expect("disable after dlclose");
     assert_eq!(fntrace::stats().sites, before, "the library's sites left");
     assert_eq!(fntrace::site_of(run), None);
     fntrace::enable("graph").expect("enable after dlclose");
     fntrace::flush().expect("flush after dlclose");
+    drop(held);
 
     // The twin library, opened while tracing, lands where the first one was
     // (glibc maps it into the range just freed): its sites have the old
