@@ -115,6 +115,24 @@ fn arguments_and_return_values_as_uftrace_records_them() {
             native::stderr_of(&output)
         );
 
+        // The closing line counts events, not the files' 16-byte words
+        // (values follow their records): one entry and one exit for each
+        // line of a leaf call, one for each `{` or `}` line.
+        let events: usize = EXPECTED
+            .lines()
+            .map(|line| match line.trim_start() {
+                l if l.starts_with('}') || l.ends_with('{') => 1,
+                _ => 2,
+            })
+            .sum();
+        let said =
+            format!("fntrace record: {events} events of 1 thread(s) in 1 session(s), 0 lost");
+        let stderr = native::stderr_of(&output);
+        assert!(
+            stderr.contains(&said),
+            "{level}: `{said}` not in:\n{stderr}"
+        );
+
         let theirs_text = replay(&theirs, &counter);
         assert_eq!(theirs_text, EXPECTED, "uftrace's own recording, {level}");
         let ours_text = replay(&ours, &counter);

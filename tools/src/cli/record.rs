@@ -718,10 +718,16 @@ fn summarize(dir: &Path, mode: &str) -> bool {
         0 => counted,
         _ => format!("{counted} and an unknown number in {unfinished} unfinished process(es)"),
     };
+    // The sessions' own count when every process left its note: the
+    // files' size over 16 would also count argument values (which follow
+    // their records) and lost-record markers as records.
+    let written = match !flight && !notes.is_empty() && notes.len() >= processes {
+        true => format!("{events} events"),
+        false => format!("{} records", bytes / 16),
+    };
     eprintln!(
-        "fntrace record: {} records of {threads} thread(s) in {sessions} session(s), \
+        "fntrace record: {written} of {threads} thread(s) in {sessions} session(s), \
          {lost_said}, in {} ({:.1} MB)",
-        bytes / 16,
         dir.display(),
         bytes as f64 / 1e6
     );
