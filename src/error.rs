@@ -71,6 +71,9 @@ pub enum Error {
     TracerPanicked(String),
     /// A filter pattern is malformed.
     BadFilter(String),
+    /// An argument or return-value spec (`-A`/`-R` syntax) is malformed;
+    /// says which and why.
+    BadArgSpec(String),
     /// Writing or reading a trace failed (the trace stays in memory).
     Export(fntrace_format::export::ExportError),
     /// A recording could not start or stop (see `fntrace::record`); says
@@ -135,6 +138,7 @@ impl fmt::Display for Error {
                  its sites are back to their NOP (or to the tracers that still select them)"
             ),
             Error::BadFilter(why) => write!(f, "bad filter: {why}"),
+            Error::BadArgSpec(why) => write!(f, "bad argument spec: {why}"),
             Error::Export(err) => write!(f, "{err}"),
             Error::Recording(why) => write!(f, "recording: {why}"),
             Error::Attach(why) => write!(f, "{why}"),

@@ -93,7 +93,7 @@ fn values_set_live_are_recorded_by_the_next_recording() {
         (code, stderr.as_str()),
         (
             1,
-            "fntrace: args handle_get@arg1/o: bad filter: argument spec `handle_get@arg1/o`: \
+            "fntrace: args handle_get@arg1/o: bad argument spec: `handle_get@arg1/o`: \
              `arg1/o`: unknown format `/o` (supported: d i u x s c f)\n"
         )
     );

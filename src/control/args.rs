@@ -29,7 +29,7 @@ use crate::symbols;
 /// runs (this does not check; `fntrace ctl PID args` refuses): what one
 /// wrote before would be read with the new specs.
 pub fn set_arg_specs(arguments: &str, retval: &str) -> Result<Vec<String>, Error> {
-    let invalid = |e: String| Error::BadFilter(format!("argument spec {e}"));
+    let invalid = Error::BadArgSpec;
     let mut specs = argspec::parse(arguments, SpecKind::Arguments).map_err(invalid)?;
     specs.extend(argspec::parse(retval, SpecKind::Retval).map_err(invalid)?);
     if specs.is_empty() && graph_args::table().is_none() {

@@ -39,7 +39,7 @@ impl From<Error> for Failure {
     fn from(err: Error) -> Failure {
         let code = match &err {
             Error::UnknownTracer(_) => libc::ENOENT,
-            Error::BadFilter(_) => libc::EINVAL,
+            Error::BadFilter(_) | Error::BadArgSpec(_) => libc::EINVAL,
             Error::Recording(_) => libc::EBUSY,
             Error::Export(ExportError::DirectoryNotEmpty(_)) => libc::ENOTEMPTY,
             Error::Export(ExportError::EmptyPath) => libc::EINVAL,
