@@ -66,6 +66,8 @@ pub struct Recording {
     stopped: bool,
     /// Lossless mode's waits before this recording (they add up).
     room_at_start: RoomStats,
+    /// Events written without their values before this recording.
+    values_left_out_at_start: u64,
 }
 
 /// This process's writer thread, while a recording runs. Per process: in
@@ -222,6 +224,7 @@ fn start(
         started: Instant::now(),
         stopped: false,
         room_at_start: GRAPH_TRACER.room_stats(),
+        values_left_out_at_start: GRAPH_TRACER.values_left_out(),
     };
     // Enabled last: nothing is traced before the writer runs. On error the
     // recording is stopped by its drop (the directory stays, empty).
@@ -408,6 +411,7 @@ impl Recording {
                 0
             },
             writer_cpu: Duration::from_nanos(shared.writer_cpu_ns.load(Ordering::Relaxed)),
+            values_lost: GRAPH_TRACER.values_left_out() - self.values_left_out_at_start,
         })
     }
 }

@@ -38,6 +38,11 @@ pub struct RecordReport {
     pub memory_peak: u64,
     /// The CPU time of the writer thread (draining, encoding, writing).
     pub writer_cpu: Duration,
+    /// Events of functions with `-A`/`-R` specs written without their
+    /// values, for lack of room beside them in the thread's buffer (drop
+    /// mode, or the memory budget's limit): the call is there, its values
+    /// are not. Counted over the recording's span, every thread.
+    pub values_lost: u64,
 }
 
 /// How a recording runs; see [`record_with`].

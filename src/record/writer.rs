@@ -54,6 +54,7 @@ pub(super) fn write_until_stopped(
     // waits for it. Turned off before it stops, with one more drain for
     // what the waiting threads then wrote.
     let room_at_start = GRAPH_TRACER.room_stats();
+    let values_left_out_at_start = GRAPH_TRACER.values_left_out();
     if shared.lossless {
         GRAPH_TRACER.set_lossless(true);
     }
@@ -93,6 +94,7 @@ pub(super) fn write_until_stopped(
     let mut note = recorder_note(
         shared,
         &room_at_start,
+        GRAPH_TRACER.values_left_out() - values_left_out_at_start,
         totals.events,
         totals.lost + totals.left_out + discarded,
         writer_cpu_ns,
@@ -125,6 +127,7 @@ pub(super) fn write_until_stopped(
 fn recorder_note(
     shared: &WriterShared,
     room_at_start: &crate::rt::ring::RoomStats,
+    values_lost: u64,
     events: u64,
     lost: u64,
     writer_cpu_ns: u64,
@@ -144,7 +147,8 @@ fn recorder_note(
         String::new()
     };
     format!(
-        "mode={} events={events} lost={lost} waits={} wait_ns={} writer_cpu_ns={writer_cpu_ns}{memory}",
+        "mode={} events={events} lost={lost} values_lost={values_lost} waits={} wait_ns={} \
+         writer_cpu_ns={writer_cpu_ns}{memory}",
         if shared.lossless { "lossless" } else { "drop" },
         room.waits - room_at_start.waits,
         room.wait_ns - room_at_start.wait_ns,

@@ -7,7 +7,7 @@
 //! [`MORE`] set, followed by slots of data ([`RawEvent::data`]): the
 //! bytes uftrace writes after the record ([`fntrace_format::argspec`]),
 //! 8 per slot, all published together or none (then the event goes alone,
-//! without its values; not counted yet). Only the
+//! without its values, counted: `GraphTracer::values_left_out`). Only the
 //! streaming recorder's writer and the flight recorder's drain read the
 //! data; every other reader of the rings skips it. Sites of these functions never call a fast entry (see
 //! `sites::flag::WITH_ARGS`).

@@ -211,6 +211,9 @@ pub struct GraphTracer {
     /// This tracer's bit in masks and in shadow frames' marks (its registry
     /// index); 0 until first enabled.
     mark: AtomicU64,
+    /// Events of `-A`/`-R` functions written without their values, which
+    /// had no room beside them (see `push_with_values`); never reset.
+    values_left_out: AtomicU64,
 }
 
 /// The process's graph tracer.
@@ -220,6 +223,7 @@ pub static GRAPH_TRACER: GraphTracer = GraphTracer {
     max_depth: AtomicUsize::new(usize::MAX),
     min_duration_ns: AtomicU64::new(0),
     mark: AtomicU64::new(0),
+    values_left_out: AtomicU64::new(0),
 };
 
 crate::register_tracer!("graph", &GRAPH_TRACER);
@@ -267,6 +271,13 @@ impl GraphTracer {
     /// on (the streaming recorder's writer).
     pub(crate) fn set_lossless(&self, lossless: bool) {
         self.pool.set_lossless(lossless);
+    }
+
+    /// Events written without the values their `-A`/`-R` spec asks for,
+    /// so far (they add up across recordings; a recording counts its own
+    /// from the difference).
+    pub(crate) fn values_left_out(&self) -> u64 {
+        self.values_left_out.load(Ordering::Relaxed)
     }
 
     /// The waits of lossless mode so far (they add up across recordings).
@@ -518,9 +529,22 @@ impl GraphTracer {
         if !ring.is_null() && unsafe { (*ring).push_together(events, self.pool.room()) } {
             return;
         }
+        // No room for the values beside their event (drop mode, a lossless
+        // wait that gave up): the event
+        // goes alone, counted if it went in (else it is a lost event), so
+        // that a recording says what it lacks.
         let mut alone = events[0];
         alone.word &= !args::MORE;
+        if ring.is_null() {
+            return self.push(alone);
+        }
+        // SAFETY: as above: this thread's own ring, never unmapped.
+        let dropped_before = unsafe { (*ring).dropped() };
         self.push(alone);
+        // SAFETY: as above.
+        if unsafe { (*ring).dropped() } == dropped_before {
+            self.values_left_out.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// With a duration threshold: writes the entries of this thread's hooked

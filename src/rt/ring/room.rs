@@ -244,24 +244,40 @@ impl<T: Copy> Ring<T> {
     /// Appends `events` together, or none of them (returns whether it
     /// did): for events a reader must see whole (an entry and the
     /// argument data after it), published at once. Past the ring's fast
-    /// limit, a lossless pool without a budget asks the reader and waits
-    /// for room for all of them, as [`Ring::push`] does for one; with a
-    /// budget, or in drop mode, it writes nothing there, and the caller
-    /// writes less with [`Ring::push`]. Allocates nothing.
+    /// limit, a lossless pool asks the reader and waits for room for all
+    /// of them (with a budget, takes its next chunk first), as
+    /// [`Ring::push`] does for one; in drop mode (or when a lossless wait
+    /// gives up) it writes nothing there, and the caller writes less with
+    /// [`Ring::push`]. Allocates nothing.
     ///
     /// # Safety
     /// As [`Ring::push`]: only the ring's owner calls this.
     pub unsafe fn push_together(&self, events: &[T], room: &Room) -> bool {
-        let head = self.head.0.load(Ordering::Relaxed);
         let n = events.len();
-        let used = || head.wrapping_sub(self.tail.0.load(Ordering::Acquire));
-        let limit = self.fast_limit.load(Ordering::Relaxed).min(self.capacity);
-        if self.wrap_wanted.load(Ordering::Relaxed) || n > self.capacity {
+        if n > self.capacity {
             return false;
         }
+        let mut head = self.head.0.load(Ordering::Relaxed);
+        if self.wrap_wanted.load(Ordering::Relaxed) {
+            // The reader asked for an early wrap (a budget's ring), as
+            // `push` honours it.
+            head = self.wrap_if_empty(room, head);
+        }
+        let used = || head.wrapping_sub(self.tail.0.load(Ordering::Acquire));
+        let limit = self.fast_limit.load(Ordering::Relaxed).min(self.capacity);
         if used() + n > limit {
-            if !room.is_lossless() || room.budget.is_set() {
+            if !room.is_lossless() {
                 return false;
+            }
+            if room.budget.is_set() {
+                // Room for the last of them, as `push` takes it for one:
+                // the budget's next chunk, or the reader's drain.
+                if !self.take_room(room, head.wrapping_add(n - 1)) || used() + n > self.capacity {
+                    return false;
+                }
+                // SAFETY: they fit (take_room: the last one is below what
+                // the ring holds); the caller owns the ring.
+                return unsafe { self.write_together(head, events) };
             }
             room.ask_reader();
             self.fast_limit.store(self.capacity, Ordering::Relaxed);
@@ -269,6 +285,16 @@ impl<T: Copy> Ring<T> {
                 return false;
             }
         }
+        // SAFETY: they fit (checked above); the caller owns the ring.
+        unsafe { self.write_together(head, events) }
+    }
+
+    /// Writes `events` from slot `head` (the ring's head) on and publishes
+    /// them at once; returns `true`.
+    ///
+    /// # Safety
+    /// Only the ring's owner calls this, with room for all of `events`.
+    unsafe fn write_together(&self, head: usize, events: &[T]) -> bool {
         for (i, &event) in events.iter().enumerate() {
             // SAFETY: slot (head + i) % capacity is inside the mapping and
             // free (used + len ≤ capacity); the reader does not read it

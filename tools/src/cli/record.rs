@@ -640,6 +640,7 @@ fn summarize(dir: &Path, mode: &str) -> bool {
             .sum()
     };
     let (events, lost, waits) = (sum("events"), sum("lost"), sum("waits"));
+    let values_lost = sum("values_lost");
     let (wait_ns, writer_ns) = (sum("wait_ns"), sum("writer_cpu_ns"));
     // The most any one session's buffers held (sessions are processes,
     // each with its own budget).
@@ -713,10 +714,21 @@ fn summarize(dir: &Path, mode: &str) -> bool {
              what they held after it is lost, and cannot be counted"
         );
     }
+    if values_lost > 0 {
+        eprintln!(
+            "fntrace record: {values_lost} events of -A/-R functions were written WITHOUT their \
+             values: their buffers had no room for them (drop mode or the --memory budget's \
+             limit); uftrace replay shows those calls with no values"
+        );
+    }
     // Never "0 lost" beside a loss no one could count.
     let lost_said = match unfinished {
         0 => counted,
         _ => format!("{counted} and an unknown number in {unfinished} unfinished process(es)"),
+    };
+    let lost_said = match values_lost {
+        0 => lost_said,
+        _ => format!("{lost_said} ({values_lost} without their values)"),
     };
     // The sessions' own count when every process left its note: the
     // files' size over 16 would also count argument values (which follow
@@ -765,7 +777,7 @@ fn summarize(dir: &Path, mode: &str) -> bool {
         dir.display(),
         dir.display()
     );
-    failed == 0 && unfinished == 0 && (lost == 0 || mode == "drop")
+    failed == 0 && unfinished == 0 && ((lost == 0 && values_lost == 0) || mode == "drop")
 }
 
 /// The program's exit status as this process's.
