@@ -441,14 +441,19 @@ pub struct Registers {
 /// arguments') into `out` as uftrace does, reading strings with `read`
 /// (which copies what it can of the bytes at an address into its buffer
 /// and returns how many, `None` if the address is unreadable): the length
-/// written, padded to 8 (0 if nothing is recorded). Allocates nothing.
+/// written, padded to 8 (0 if nothing is recorded). Every byte up to that
+/// length is written (padding too), so `out` need not be cleared; values
+/// that would pass `out`'s length less 4 (at most [`DATA_MAX`]) are left
+/// out, as uftrace leaves out what passes its limit. [`encoded_bound`]
+/// says how long `out` must be for all of them. Allocates nothing.
 pub fn encode(
     values: &[ArgSpec],
     retval: bool,
     regs: &Registers,
     read: &mut dyn FnMut(u64, &mut [u8]) -> Option<usize>,
-    out: &mut [u8; DATA_MAX + 4],
+    out: &mut [u8],
 ) -> usize {
+    let limit = out.len().saturating_sub(4).min(DATA_MAX);
     let mut at = 0;
     for value in values
         .iter()
@@ -461,7 +466,7 @@ pub fn encode(
             ArgSlot::Retval => regs.rax,
         };
         let used = if value.format == ArgFormat::Str {
-            if at + 2 + STR_MAX + 1 > DATA_MAX {
+            if at + 2 + STR_MAX + 1 > limit {
                 break;
             }
             let text = &mut out[at + 2..at + 2 + STR_MAX + 1];
@@ -487,7 +492,7 @@ pub fn encode(
             2 + len
         } else {
             let size = usize::from(value.size);
-            if at + size > DATA_MAX {
+            if at + size > limit {
                 break;
             }
             out[at..at + size].copy_from_slice(&raw.to_le_bytes()[..size]);
@@ -500,6 +505,22 @@ pub fn encode(
     let len = at.next_multiple_of(8);
     out[at..len].fill(0);
     len
+}
+
+/// The length [`encode`]'s `out` needs for every value of `values`
+/// (`retval`: the return value's, else the arguments'): their sizes
+/// padded, the whole padded to 8, plus [`encode`]'s 4 bytes of room, at
+/// most `DATA_MAX + 4`. A string counts at its longest.
+pub fn encoded_bound(values: &[ArgSpec], retval: bool) -> usize {
+    let len: usize = values
+        .iter()
+        .filter(|v| (v.slot == ArgSlot::Retval) == retval)
+        .map(|v| match v.format {
+            ArgFormat::Str => (2 + STR_MAX + 1).next_multiple_of(4),
+            _ => usize::from(v.size).next_multiple_of(4),
+        })
+        .sum();
+    (len.next_multiple_of(8) + 4).min(DATA_MAX + 4)
 }
 
 /// `<0x1234>`, uftrace's text for a string at an unreadable address,

@@ -195,3 +195,33 @@ fn integers_as_printf_shows_them() {
     let ret = one("f@retval/d");
     assert_eq!(show(&ret, true, &144u64.to_le_bytes()).unwrap(), " = 144");
 }
+
+#[test]
+fn the_bound_holds_every_value_and_a_smaller_buffer_is_enough() {
+    let ints = one(
+        "f@arg1,arg2,arg3,arg4,arg5,arg6,fparg1,fparg2,fparg3,fparg4,fparg5,fparg6,fparg7,fparg8",
+    );
+    let strings = one("f@arg1/s,arg2,arg3/s");
+    let regs = Registers {
+        int: [1, 2, 3, 4, 5, 6],
+        float: [7, 8, 9, 10, 11, 12, 13, 14],
+        ..Registers::default()
+    };
+    let mut read = |_: u64, buf: &mut [u8]| {
+        buf.fill(b'z');
+        Some(buf.len())
+    };
+    for (values, bound) in [(&ints, 116), (&strings, 220)] {
+        assert_eq!(encoded_bound(values, false), bound);
+        // Filled with garbage: every byte up to the length is written.
+        let mut full = [0xeeu8; DATA_MAX + 4];
+        let mut exact = vec![0x55u8; bound];
+        let len = encode(values, false, &regs, &mut read, &mut full);
+        assert_eq!(encode(values, false, &regs, &mut read, &mut exact), len);
+        assert_eq!(full[..len], exact[..len]);
+    }
+    // Integers: the bound is tight; one byte short, the last is left out.
+    let mut short = [0u8; 115];
+    assert_eq!(encode(&ints, false, &regs, &mut read, &mut short), 104);
+    assert_eq!(encoded_bound(&ints, true), 4);
+}

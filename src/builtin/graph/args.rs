@@ -95,22 +95,27 @@ pub(crate) fn table() -> Option<&'static ArgTable> {
     TABLES.get(set.checked_sub(1)?)?.get()
 }
 
-/// The events for `event` of `function` with its values (`retval`: the
-/// return value's, from `returned`; else the arguments', from `regs`)
-/// into `out`: how many, 0 when the function records none of them.
+/// Bytes of data a call without strings needs at most: 6 integer and 8
+/// floating-point arguments of 8 bytes, with [`argspec::encode`]'s room.
+const SMALL_DATA: usize = 128;
+
+/// Hands `push` the events for `event` of `function` with its values
+/// (`retval`: the return value's, from `returned`; else the arguments',
+/// from `regs`): whether there were any (`false`: the function records
+/// none of them, `push` not called).
 pub(super) fn with_values(
     event: RawEvent,
     function: usize,
     retval: bool,
     regs: Option<&SavedRegs>,
     returned: Option<[u64; 2]>,
-    out: &mut [RawEvent; 1 + DATA_SLOTS],
-) -> usize {
+    push: &mut dyn FnMut(&[RawEvent]),
+) -> bool {
     let Some(values) = table().and_then(|t| t.values_of(function)) else {
-        return 0;
+        return false;
     };
     if !values.iter().any(|v| (v.slot == ArgSlot::Retval) == retval) {
-        return 0;
+        return false;
     }
     let mut registers = Registers::default();
     if let Some(regs) = regs {
@@ -123,11 +128,33 @@ pub(super) fn with_values(
         registers.rax = rax;
         registers.xmm0 = xmm0;
     }
-    let mut bytes = [0u8; DATA_MAX + 4];
-    let len = argspec::encode(values, retval, &registers, &mut read_own, &mut bytes);
-    if len == 0 {
-        return 0;
+    // Buffers on the stack, cleared on every call: the small ones unless
+    // a string is recorded (a kilobyte cleared each call was a quarter of
+    // an integer-only call's time).
+    if argspec::encoded_bound(values, retval) <= SMALL_DATA {
+        encode_events::<SMALL_DATA, { 1 + SMALL_DATA / 8 }>(event, values, retval, &registers, push)
+    } else {
+        encode_events::<{ DATA_MAX + 4 }, { 1 + DATA_SLOTS }>(
+            event, values, retval, &registers, push,
+        )
     }
+}
+
+/// [`with_values`]'s work with buffers of `BYTES` and `EVENTS` (`1 +
+/// BYTES / 8`).
+fn encode_events<const BYTES: usize, const EVENTS: usize>(
+    event: RawEvent,
+    values: &[ArgSpec],
+    retval: bool,
+    registers: &Registers,
+    push: &mut dyn FnMut(&[RawEvent]),
+) -> bool {
+    let mut bytes = [0u8; BYTES];
+    let len = argspec::encode(values, retval, registers, &mut read_own, &mut bytes);
+    if len == 0 {
+        return false;
+    }
+    let mut out = [RawEvent { ticks: 0, word: 0 }; EVENTS];
     out[0] = RawEvent {
         ticks: event.ticks,
         word: event.word | MORE,
@@ -135,7 +162,8 @@ pub(super) fn with_values(
     for (slot, chunk) in out[1..].iter_mut().zip(bytes[..len].chunks_exact(8)) {
         *slot = RawEvent::data(u64::from_le_bytes(chunk.try_into().unwrap_or_default()));
     }
-    1 + len / 8
+    push(&out[..1 + len / 8]);
+    true
 }
 
 /// Copies what is readable of the bytes at `addr` into `buf`: how many,
@@ -167,9 +195,4 @@ fn read_own(addr: u64, buf: &mut [u8]) -> Option<usize> {
         libc::process_vm_readv(crate::sys::getpid(), &local, 1, remote.as_ptr(), pieces, 0)
     };
     (n > 0).then_some(n as usize)
-}
-
-/// The array [`with_values`] fills.
-pub(super) const fn buffer() -> [RawEvent; 1 + DATA_SLOTS] {
-    [RawEvent { ticks: 0, word: 0 }; 1 + DATA_SLOTS]
 }

@@ -719,17 +719,10 @@ impl Tracer for GraphTracer {
             EventKind::Entry,
         );
         if call.records_args() {
-            let mut events = args::buffer();
-            let n = args::with_values(
-                event,
-                call.function,
-                false,
-                Some(call.regs),
-                None,
-                &mut events,
-            );
-            if n != 0 {
-                return self.push_with_values(&events[..n]);
+            let mut push = |events: &[RawEvent]| self.push_with_values(events);
+            let regs = Some(call.regs);
+            if args::with_values(event, call.function, false, regs, None, &mut push) {
+                return;
             }
         }
         self.push(event);
@@ -760,10 +753,10 @@ impl Tracer for GraphTracer {
         }
         let event = RawEvent::new(ret.exit_ticks, ret.site, ret.depth(), EventKind::Exit);
         if ret.returned.is_some() && min == 0 {
-            let mut events = args::buffer();
-            let n = args::with_values(event, ret.function(), true, None, ret.returned, &mut events);
-            if n != 0 {
-                return self.push_with_values(&events[..n]);
+            let mut push = |events: &[RawEvent]| self.push_with_values(events);
+            let returned = ret.returned;
+            if args::with_values(event, ret.function(), true, None, returned, &mut push) {
+                return;
             }
         }
         self.push(event);
