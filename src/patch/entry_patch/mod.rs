@@ -48,6 +48,8 @@ use crate::symbols::{self, SymbolIndex};
 const JUMP_LEN: usize = 5;
 /// `jmp rel32`.
 const JMP_REL32: u8 = 0xe9;
+/// `int3`: a breakpoint.
+const INT3: u8 = 0xcc;
 /// Bytes a stub may take (padded with `int3`).
 const SLOT: usize = 64;
 /// Size of a stub page.
@@ -91,6 +93,12 @@ pub enum Refusal {
     /// called, so the slot where a return address would be holds `argc`,
     /// which hooking its exit would overwrite.
     ProgramEntry,
+    /// An `int3` at its entry: another tool's breakpoint (a debugger's, or
+    /// a uprobe set by `perf probe` or bpftrace). The kernel runs the
+    /// file's first instruction for a uprobe and resumes after it, and
+    /// writes that byte back when the probe goes: a jump written there
+    /// would be cut in two either way.
+    Breakpoint,
 }
 
 impl Refusal {
@@ -108,6 +116,9 @@ impl Refusal {
             Refusal::NoStubMemory => "no stub memory within reach",
             Refusal::AlreadyTraced => "already has a call site",
             Refusal::ProgramEntry => "the program's entry point (jumped to, never called)",
+            Refusal::Breakpoint => {
+                "a breakpoint at its entry (a debugger's, or a uprobe: perf probe, bpftrace)"
+            }
         }
     }
 }
@@ -238,6 +249,11 @@ pub(crate) fn plan(code: &[u8], start: usize, memory: &FixedMemory) -> Result<Pl
     } else {
         0
     };
+    // Where a debugger or a uprobe puts its `int3`: the symbol's address
+    // (after an `endbr64`, some tools).
+    if code.first() == Some(&INT3) || code.get(skip) == Some(&INT3) {
+        return Err(Refusal::Breakpoint);
+    }
     if code.len() < skip + JUMP_LEN {
         return Err(Refusal::TooShort);
     }
@@ -351,7 +367,7 @@ pub(crate) fn stub_bytes(plan: &Plan, stub: usize) -> Result<Vec<u8>, Refusal> {
     if bytes.len() > SLOT {
         return Err(Refusal::NotRelocatable);
     }
-    bytes.resize(SLOT, 0xcc);
+    bytes.resize(SLOT, INT3);
     Ok(bytes)
 }
 

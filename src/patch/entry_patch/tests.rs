@@ -64,6 +64,15 @@ fn refuses_what_is_not_safe() {
         plan_of(&[0x31, 0xc0, 0xc3, 0x90, 0x90, 0x90], AT).unwrap_err(),
         Refusal::EndsInEntry
     );
+    // A uprobe's int3 over `imul $0x9e3779b1,%rdi,%rax` (rustc's first
+    // instruction of a hash function), and after an endbr64.
+    let probed = [0xcc, 0x69, 0xc7, 0xb1, 0x79, 0x37, 0x9e, 0xc3];
+    assert_eq!(plan_of(&probed, AT).unwrap_err(), Refusal::Breakpoint);
+    let probed_after_endbr = [0xf3, 0x0f, 0x1e, 0xfa, 0xcc, 0x89, 0xe5, 0x90, 0x90, 0xc3];
+    assert_eq!(
+        plan_of(&probed_after_endbr, AT).unwrap_err(),
+        Refusal::Breakpoint
+    );
     // A call that is not the last moved instruction: call *%rax.
     assert_eq!(
         plan_of(&[0xff, 0xd0, 0x90, 0x90, 0x90, 0xc3], AT).unwrap_err(),
