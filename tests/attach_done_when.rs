@@ -363,6 +363,7 @@ fn done_when(service: Service, dir: &Path, eintr_report: &str) {
     uprobe.assert_count(calls, "during");
     let expected = (service.expected)(exact + loaded, 1 + connections);
     let recorded = common::completed_calls(&trace);
+    eprintln!("recorded: {recorded:?}; the uprobe: {calls} calls");
     assert_eq!(recorded, expected, "fntrace's reading of the recording");
     let by_uftrace = uftrace_counts(&trace);
     assert_eq!(by_uftrace, expected, "uftrace report of the recording");
@@ -403,6 +404,7 @@ fn done_when(service: Service, dir: &Path, eintr_report: &str) {
     drop(uprobe);
     let (served, eintr) = target.stats();
     assert_eq!((served, eintr), (calls, 0), "requests served, EINTR");
+    eprintln!("{served} requests served, each counted by the uprobe; 0 EINTR");
     let report = target.finish();
     assert!(report.starts_with(eintr_report), "{report}");
 }
