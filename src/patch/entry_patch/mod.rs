@@ -75,8 +75,9 @@ pub enum Refusal {
     /// return address, inside them, could be on a stack when the jump is
     /// written).
     CallInEntry,
-    /// `ret`, `jmp`, `int3`, `ud2`, `syscall`... among the moved
-    /// instructions: the function leaves or traps within them.
+    /// `ret`, an indirect `jmp` before the last, `int3`, `ud2`,
+    /// `syscall`... among the moved instructions: the function leaves or
+    /// traps within them.
     EndsInEntry,
     /// Another symbol starts inside the moved bytes (an alias entry
     /// point: a call to it would land in the middle of the jump).
@@ -289,6 +290,12 @@ pub(crate) fn plan(code: &[u8], start: usize, memory: &FixedMemory) -> Result<Pl
             // stub runs it from its new place; nothing comes back.
             FlowControl::UnconditionalBranch | FlowControl::IndirectBranch
                 if instruction.next_ip() as usize >= at + JUMP_LEN => {}
+            // A direct jump within them: gcc -O2's `while` loop that starts
+            // with its test (`jmp TEST; nopw ...; BODY: ...`, SQLite's
+            // `sqlite3ExprCanBeNull`). What follows it is reached only by
+            // a branch, and a branch into the moved bytes refuses below:
+            // the stub runs the jump, re-aimed, and nothing after it.
+            FlowControl::UnconditionalBranch => {}
             _ => return Err(Refusal::EndsInEntry),
         }
         moved.push(*instruction);
