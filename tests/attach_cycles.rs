@@ -42,18 +42,16 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{channel, Receiver};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::attach::{fntrace, fntrace_ok, fntrace_threads};
-use common::native::{build_c, cli_with_library, repo, Scratch};
+use common::native::{build_c, cli_with_library, Scratch};
+use common::service::{assert_text_as_before, build_rust_service, texts, value_of, Target};
 
 /// Attach/record/detach cycles per target.
 fn cycles() -> usize {
@@ -71,108 +69,6 @@ const CLIENTS: usize = 2;
 const WINDOW: Duration = Duration::from_millis(100);
 /// How far apart VmRSS after the first and the last detach may be.
 const RSS_SLACK_KIB: i64 = 2048;
-
-/// The value both servers answer for key `k`.
-fn value_of(k: u64) -> u64 {
-    let mut x = k.wrapping_mul(2_654_435_761);
-    x ^= x >> 13;
-    x % 1_000_003 + 7
-}
-
-/// A running target, killed if still running when dropped.
-struct Target {
-    child: Child,
-    stdin: ChildStdin,
-    lines: Receiver<String>,
-    port: u16,
-}
-
-impl Target {
-    fn start(program: &Path, cwd: &Path) -> Target {
-        let mut command = Command::new(program);
-        command
-            .arg(WORKERS.to_string())
-            .current_dir(cwd)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        for (name, _) in std::env::vars_os() {
-            if name.to_string_lossy().starts_with("FNTRACE") || name == "LD_PRELOAD" {
-                command.env_remove(name);
-            }
-        }
-        let mut child = command.spawn().unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (send, lines) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                if send.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        let mut target = Target {
-            child,
-            stdin,
-            lines,
-            port: 0,
-        };
-        let ready = target.line();
-        target.port = ready
-            .strip_prefix("ready ")
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("not a ready line: {ready:?}"));
-        target
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn line(&mut self) -> String {
-        self.lines
-            .recv_timeout(Duration::from_secs(60))
-            .expect("the target printed nothing within 60 s")
-    }
-
-    /// Requests served so far, and EINTRs seen so far.
-    fn stats(&mut self) -> (u64, u64) {
-        writeln!(self.stdin, "stats").unwrap();
-        let line = self.line();
-        let field = |name: &str| -> u64 {
-            line.split(' ')
-                .find_map(|f| f.strip_prefix(name)?.strip_prefix('='))
-                .and_then(|v| v.parse().ok())
-                .unwrap_or_else(|| panic!("no {name} in {line:?}"))
-        };
-        (field("served"), field("eintr"))
-    }
-
-    /// Ends it: its EINTR report line; it must exit 0 within 60 s.
-    fn finish(mut self) -> String {
-        writeln!(self.stdin, "exit").unwrap();
-        let report = self.line();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let status = loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                break status;
-            }
-            assert!(Instant::now() < deadline, "the target did not exit");
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        assert!(status.success(), "exit status {status:?}; {report}");
-        report
-    }
-}
-
-impl Drop for Target {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// The client threads: each checks every reply; failures are kept with
 /// what went wrong.
@@ -272,52 +168,6 @@ fn connection(
     match rest.is_empty() {
         true => Ok(()),
         false => Err(format!("{} unexpected bytes after the replies", rest.len())),
-    }
-}
-
-/// Every file-backed executable mapping of process `pid` (but
-/// libfntrace.so's), by address: its path and bytes.
-fn texts(pid: u32) -> HashMap<u64, (String, Vec<u8>)> {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
-    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).unwrap();
-    maps.lines()
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            if fields.len() < 6 || !fields[1].contains('x') || !fields[5].starts_with('/') {
-                return None;
-            }
-            if fields[5].ends_with("/libfntrace.so") {
-                return None;
-            }
-            let (s, e) = fields[0].split_once('-')?;
-            let (start, end) = (
-                u64::from_str_radix(s, 16).ok()?,
-                u64::from_str_radix(e, 16).ok()?,
-            );
-            let mut text = vec![0u8; (end - start) as usize];
-            std::os::unix::fs::FileExt::read_exact_at(&mem, &mut text, start).unwrap();
-            Some((start, (fields[5].to_string(), text)))
-        })
-        .collect()
-}
-
-/// Panics unless every mapping of `before` holds the same bytes now.
-fn assert_text_as_before(pid: u32, before: &HashMap<u64, (String, Vec<u8>)>, when: &str) {
-    let now = texts(pid);
-    for (start, (path, text)) in before {
-        let Some((_, current)) = now.get(start) else {
-            panic!("{when}: {path} at {start:#x} is no longer mapped");
-        };
-        if current != text {
-            let at = text.iter().zip(current).position(|(a, b)| a != b).unwrap();
-            panic!(
-                "{when}: {path} differs from before attach at {:#x} (offset {at:#x} of the \
-                 mapping at {start:#x}): {:02x?} now, {:02x?} before",
-                start + at as u64,
-                &current[at..(at + 8).min(current.len())],
-                &text[at..(at + 8).min(text.len())]
-            );
-        }
     }
 }
 
@@ -432,7 +282,7 @@ fn c_server_attach_record_detach_cycles_under_load() {
         &["-lpthread"],
     );
     cli_with_library();
-    let mut target = Target::start(&program, dir);
+    let mut target = Target::start(&program, WORKERS, dir);
     let pid = target.pid();
     let pid_text = pid.to_string();
     let before = texts(pid);
@@ -534,34 +384,15 @@ fn c_server_attach_record_detach_cycles_under_load() {
     );
 }
 
-/// `tests/rust/attach_service.rs` built by plain `rustc -O` into `dir`.
-fn build_rust_service(dir: &Path) -> PathBuf {
-    let program = dir.join("svc");
-    let output = Command::new("rustc")
-        .args(["--edition", "2021", "--crate-name", "svc", "-O"])
-        .arg(repo().join("tests/rust/attach_service.rs"))
-        .arg("-o")
-        .arg(&program)
-        .env_remove("RUSTFLAGS")
-        .output()
-        .expect("cannot run rustc");
-    assert!(
-        output.status.success(),
-        "rustc: {}",
-        common::native::stderr_of(&output)
-    );
-    program
-}
-
 /// The Rust service (no instrumentation): each cycle patches its entries
 /// (`patch 'svc::*'`), records, and detaches, which writes them back.
 #[test]
 fn rust_service_entry_patch_record_detach_cycles_under_load() {
     let scratch = Scratch::new("attach-cycles-rust");
     let dir = scratch.path();
-    let program = build_rust_service(dir);
+    let program = build_rust_service(dir, "2");
     cli_with_library();
-    let mut target = Target::start(&program, dir);
+    let mut target = Target::start(&program, WORKERS, dir);
     let pid = target.pid();
     let pid_text = pid.to_string();
     let before = texts(pid);

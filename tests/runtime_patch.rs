@@ -13,6 +13,9 @@
 //!   pointer set at run time), as SQLite's `sqlite3_bind_int` and
 //!   `sqlite3_free`, patched: exact counts in fntrace's and uftrace's
 //!   readings (uftrace 0.13's own `-P` leaves all but one unpatched).
+//! - `tests/c/rotated_loops.c` at `-O2`, PIE and not: a function whose
+//!   first instruction jumps over padding into its loop's test (SQLite's
+//!   `sqlite3ExprCanBeNull`), patched: exact counts, as uftrace's own.
 //! - Refusals: `r_short` (3 bytes) and `r_spin` (its loop jumps back to its
 //!   first instruction) are reported with their reasons, not patched, and
 //!   the program still computes its result.
@@ -142,6 +145,29 @@ fn functions_made_of_a_tail_call_equal_uftrace_pie_o2() {
 #[test]
 fn functions_made_of_a_tail_call_equal_uftrace_no_pie_o2() {
     patched_equals_uftrace(&TAIL_CALLS, "no-pie-o2", &["-O2", "-fno-pie", "-no-pie"]);
+}
+
+/// Functions whose first instruction jumps over the padding before a
+/// loop that starts with its test (`jmp TEST; nopw`: `rl_kind`, as
+/// SQLite's `sqlite3ExprCanBeNull` at -O2), and one whose jump ends its
+/// first five bytes (`rl_back`: `mov %rdi,%rax; jmp TEST`).
+const ROTATED_LOOPS: Patched = Patched {
+    name: "rotated_loops",
+    glob: "rl_*",
+    regex: "rl_.*",
+    stdout: "9000\n",
+    calls: &[("rl_kind", 1000), ("rl_back", 1000)],
+    uftrace_patches_all: true,
+};
+
+#[test]
+fn loops_entered_by_a_jump_equal_uftrace_pie_o2() {
+    patched_equals_uftrace(&ROTATED_LOOPS, "pie-o2", &["-O2", "-fPIE", "-pie"]);
+}
+
+#[test]
+fn loops_entered_by_a_jump_equal_uftrace_no_pie_o2() {
+    patched_equals_uftrace(&ROTATED_LOOPS, "no-pie-o2", &["-O2", "-fno-pie", "-no-pie"]);
 }
 
 #[test]

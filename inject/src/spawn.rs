@@ -41,7 +41,9 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::{read_c_string, refused, Borrowed, Refused, CALL_TIMEOUT};
+use crate::borrow::{read_c_string, Borrowed, CALL_TIMEOUT};
+use crate::maps::{elf_symbols, file_name, mapped_path, seen_from_here, Mapping};
+use crate::{refused, Refused};
 
 /// The start routine, position independent, `rdi` = the data block (kept
 /// in `rbx`); the offsets are [`Block`]'s. Assembled from:
@@ -331,4 +333,52 @@ fn pause_briefly(since: Instant) {
     } else {
         std::thread::sleep(Duration::from_micros(50));
     }
+}
+
+/// What the loading thread (this module) calls once the library is loaded:
+/// the start that also finds the call sites on the calling thread.
+pub(crate) const START_HERE: &str = "fntrace_attach_start_here";
+
+/// The target's functions that load the library on a thread of its own
+/// (this module), found in its C library (or `libpthread` before glibc 2.34)
+/// and in the object of `dlopen` (its address and path); `None` if one is
+/// missing (then the borrowed thread makes the calls itself).
+pub(crate) fn spawn_functions(
+    pid: u32,
+    maps: &[Mapping],
+    libc_path: &str,
+    (dlopen, dl_object): &(u64, String),
+) -> Option<Functions> {
+    let names = [
+        "mmap",
+        "mprotect",
+        "munmap",
+        "pthread_create",
+        "pthread_self",
+        "pthread_detach",
+    ];
+    let libc = elf_symbols(&seen_from_here(pid, libc_path), &names)?;
+    let mut found: Vec<Option<u64>> = (0..names.len())
+        .map(|i| libc.in_target(maps, libc_path, i).map(|(at, _)| at))
+        .collect();
+    if found.iter().any(Option::is_none) {
+        let libpthread = mapped_path(maps, |p| file_name(p).starts_with("libpthread.so"))?;
+        let theirs = elf_symbols(&seen_from_here(pid, &libpthread), &names)?;
+        for (i, slot) in found.iter_mut().enumerate() {
+            *slot = slot.or_else(|| theirs.in_target(maps, &libpthread, i).map(|(at, _)| at));
+        }
+    }
+    let dl = elf_symbols(&seen_from_here(pid, dl_object), &["dlsym", "dlerror"])?;
+    let dl_found = |i| dl.in_target(maps, dl_object, i).map(|(at, _)| at);
+    Some(Functions {
+        mmap: found[0]?,
+        mprotect: found[1]?,
+        munmap: found[2]?,
+        pthread_create: found[3]?,
+        pthread_self: found[4]?,
+        pthread_detach: found[5]?,
+        dlopen: *dlopen,
+        dlsym: dl_found(0)?,
+        dlerror: dl_found(1)?,
+    })
 }

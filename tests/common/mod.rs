@@ -6,6 +6,7 @@
 pub mod attach;
 pub mod ctl_prog;
 pub mod native;
+pub mod service;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 

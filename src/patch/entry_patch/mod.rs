@@ -48,6 +48,8 @@ use crate::symbols::{self, SymbolIndex};
 const JUMP_LEN: usize = 5;
 /// `jmp rel32`.
 const JMP_REL32: u8 = 0xe9;
+/// `int3`: a breakpoint.
+const INT3: u8 = 0xcc;
 /// Bytes a stub may take (padded with `int3`).
 const SLOT: usize = 64;
 /// Size of a stub page.
@@ -73,8 +75,9 @@ pub enum Refusal {
     /// return address, inside them, could be on a stack when the jump is
     /// written).
     CallInEntry,
-    /// `ret`, `jmp`, `int3`, `ud2`, `syscall`... among the moved
-    /// instructions: the function leaves or traps within them.
+    /// `ret`, an indirect `jmp` before the last, `int3`, `ud2`,
+    /// `syscall`... among the moved instructions: the function leaves or
+    /// traps within them.
     EndsInEntry,
     /// Another symbol starts inside the moved bytes (an alias entry
     /// point: a call to it would land in the middle of the jump).
@@ -91,6 +94,12 @@ pub enum Refusal {
     /// called, so the slot where a return address would be holds `argc`,
     /// which hooking its exit would overwrite.
     ProgramEntry,
+    /// An `int3` at its entry: another tool's breakpoint (a debugger's, or
+    /// a uprobe set by `perf probe` or bpftrace). The kernel runs the
+    /// file's first instruction for a uprobe and resumes after it, and
+    /// writes that byte back when the probe goes: a jump written there
+    /// would be cut in two either way.
+    Breakpoint,
 }
 
 impl Refusal {
@@ -108,6 +117,9 @@ impl Refusal {
             Refusal::NoStubMemory => "no stub memory within reach",
             Refusal::AlreadyTraced => "already has a call site",
             Refusal::ProgramEntry => "the program's entry point (jumped to, never called)",
+            Refusal::Breakpoint => {
+                "a breakpoint at its entry (a debugger's, or a uprobe: perf probe, bpftrace)"
+            }
         }
     }
 }
@@ -238,6 +250,11 @@ pub(crate) fn plan(code: &[u8], start: usize, memory: &FixedMemory) -> Result<Pl
     } else {
         0
     };
+    // Where a debugger or a uprobe puts its `int3`: the symbol's address
+    // (after an `endbr64`, some tools).
+    if code.first() == Some(&INT3) || code.get(skip) == Some(&INT3) {
+        return Err(Refusal::Breakpoint);
+    }
     if code.len() < skip + JUMP_LEN {
         return Err(Refusal::TooShort);
     }
@@ -273,6 +290,12 @@ pub(crate) fn plan(code: &[u8], start: usize, memory: &FixedMemory) -> Result<Pl
             // stub runs it from its new place; nothing comes back.
             FlowControl::UnconditionalBranch | FlowControl::IndirectBranch
                 if instruction.next_ip() as usize >= at + JUMP_LEN => {}
+            // A direct jump within them: gcc -O2's `while` loop that starts
+            // with its test (`jmp TEST; nopw ...; BODY: ...`, SQLite's
+            // `sqlite3ExprCanBeNull`). What follows it is reached only by
+            // a branch, and a branch into the moved bytes refuses below:
+            // the stub runs the jump, re-aimed, and nothing after it.
+            FlowControl::UnconditionalBranch => {}
             _ => return Err(Refusal::EndsInEntry),
         }
         moved.push(*instruction);
@@ -351,7 +374,7 @@ pub(crate) fn stub_bytes(plan: &Plan, stub: usize) -> Result<Vec<u8>, Refusal> {
     if bytes.len() > SLOT {
         return Err(Refusal::NotRelocatable);
     }
-    bytes.resize(SLOT, 0xcc);
+    bytes.resize(SLOT, INT3);
     Ok(bytes)
 }
 

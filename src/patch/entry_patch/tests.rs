@@ -64,6 +64,15 @@ fn refuses_what_is_not_safe() {
         plan_of(&[0x31, 0xc0, 0xc3, 0x90, 0x90, 0x90], AT).unwrap_err(),
         Refusal::EndsInEntry
     );
+    // A uprobe's int3 over `imul $0x9e3779b1,%rdi,%rax` (rustc's first
+    // instruction of a hash function), and after an endbr64.
+    let probed = [0xcc, 0x69, 0xc7, 0xb1, 0x79, 0x37, 0x9e, 0xc3];
+    assert_eq!(plan_of(&probed, AT).unwrap_err(), Refusal::Breakpoint);
+    let probed_after_endbr = [0xf3, 0x0f, 0x1e, 0xfa, 0xcc, 0x89, 0xe5, 0x90, 0x90, 0xc3];
+    assert_eq!(
+        plan_of(&probed_after_endbr, AT).unwrap_err(),
+        Refusal::Breakpoint
+    );
     // A call that is not the last moved instruction: call *%rax.
     assert_eq!(
         plan_of(&[0xff, 0xd0, 0x90, 0x90, 0x90, 0xc3], AT).unwrap_err(),
@@ -168,8 +177,24 @@ fn functions_made_of_a_tail_call_move_whole() {
     let jump = Decoder::with_ip(64, &bytes[5..], stub as u64 + 5, DecoderOptions::NONE).decode();
     assert_eq!(jump.flow_control(), FlowControl::IndirectBranch);
     assert_eq!(jump.ip_rel_memory_address() as usize, AT + 6 + 0x100);
-    // A jump that ends before five bytes: what follows is not moved.
-    let short = [0xeb, 0x10, 0x90, 0x90, 0x90, 0xc3];
+    // A jump that ends before five bytes, over padding: gcc -O2's loop
+    // that starts with its test (sqlite3ExprCanBeNull: `jmp TEST; nopw`).
+    // The padding moves too; the stub runs the jump, re-aimed.
+    let rotated = [
+        0xeb, 0x0a, 0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00, 0x48, 0x8b, 0x7f, 0x08, 0x0f, 0xb6, 0x07,
+        0xc3,
+    ];
+    let p = plan_of(&rotated, AT).unwrap();
+    assert_eq!(p.len, 8);
+    let bytes = stub_bytes(&p, stub).unwrap();
+    let jump = Decoder::with_ip(64, &bytes[5..], stub as u64 + 5, DecoderOptions::NONE).decode();
+    assert_eq!(jump.flow_control(), FlowControl::UnconditionalBranch);
+    assert_eq!(jump.near_branch_target() as usize, AT + 0x0c);
+    // Its target inside the moved bytes: refused.
+    let into = [0xeb, 0x01, 0x90, 0x90, 0x90, 0x90, 0xc3];
+    assert_eq!(plan_of(&into, AT).unwrap_err(), Refusal::BranchIntoEntry);
+    // ret within them.
+    let short = [0xc3, 0x90, 0x90, 0x90, 0x90, 0xc3];
     assert_eq!(plan_of(&short, AT).unwrap_err(), Refusal::EndsInEntry);
 }
 

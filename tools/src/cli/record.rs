@@ -74,7 +74,9 @@ pub struct RecordArgs {
     /// Patch the entries of functions matching GLOB that were built
     /// without instrumentation, at start-up, so that they are traced too
     /// (repeatable; uftrace's -P, but a glob as for -F: `w_*`). Functions
-    /// that cannot be patched safely are listed with the reason.
+    /// that cannot be patched safely are listed with the reason. With -p,
+    /// in the running process before its recording starts (as `fntrace
+    /// ctl PID patch`; a detach at the end writes the entries back).
     #[arg(short = 'P', long = "patch", value_name = "GLOB")]
     pub patch: Vec<String>,
     /// Record arguments of the functions GLOB selects, in uftrace's
@@ -147,7 +149,7 @@ pub struct RecordArgs {
     /// graph tracer, through its control socket, for --duration): a
     /// process started without fntrace is attached to first (fntrace
     /// attach) and detached at the end.
-    #[arg(short = 'p', long = "pid", value_name = "PID", conflicts_with_all = ["command", "patch", "argument", "retval", "libcall", "nest_libcall", "no_libcall", "depth", "flight", "buffer", "memory", "force"])]
+    #[arg(short = 'p', long = "pid", value_name = "PID", conflicts_with_all = ["command", "argument", "retval", "libcall", "nest_libcall", "no_libcall", "depth", "flight", "buffer", "memory", "force"])]
     pub pid: Option<u32>,
     /// With -p: how long to record (`5s`, `500ms`); sooner if the process
     /// exits.
@@ -359,8 +361,8 @@ fn check_memory(args: &RecordArgs) -> Result<(), String> {
 /// `fntrace record -p PID --duration D`: the running process's graph
 /// tracer streamed to DIR for D (drop mode, as `fntrace ctl PID record`),
 /// attached to first if it serves no control socket, and detached at the
-/// end then. -F/-N become its filter (which stays after, if it was served
-/// already).
+/// end then. -P patches entries first and -F/-N become its filter (both
+/// stay after, if it was served already).
 fn record_running(args: &RecordArgs, pid: u32) -> Result<ExitCode, String> {
     let duration = args
         .duration
@@ -386,6 +388,13 @@ fn record_running(args: &RecordArgs, pid: u32) -> Result<ExitCode, String> {
         }
     };
     let recorded = (|| {
+        if !args.patch.is_empty() {
+            // The reply's first line counts; the others name each refusal.
+            let reply = ask(format!("patch {}\n", args.patch.join(",")))?;
+            for line in reply.lines() {
+                eprintln!("fntrace record: {line}");
+            }
+        }
         let globs: Vec<String> = args
             .filter
             .iter()

@@ -116,6 +116,12 @@ pub struct TopArgs {
     /// Leave out functions matching GLOB; repeatable. Checked as -F.
     #[arg(short = 'N', long = "notrace", value_name = "GLOB")]
     pub notrace: Vec<String>,
+    /// Patch the entries of functions matching GLOB that were built
+    /// without instrumentation first (repeatable; as `fntrace ctl PID
+    /// patch`, uftrace's -P): a release build's functions, in a process
+    /// top attaches to, whose detach at the end writes them back.
+    #[arg(short = 'P', long = "patch", value_name = "GLOB")]
+    pub patch: Vec<String>,
     /// At most N rows (the screen shows what fits).
     #[arg(long, visible_alias = "limit", value_name = "N")]
     pub top: Option<usize>,
@@ -364,7 +370,11 @@ pub fn main(args: &TopArgs) -> ExitCode {
         },
         Err(_) => None,
     };
-    let result = check_selection(args).and_then(|()| {
+    let patched = match args.patch.is_empty() {
+        true => Ok(()),
+        false => patch(args),
+    };
+    let result = patched.and_then(|()| check_selection(args)).and_then(|()| {
         if attached.is_some() {
             let enabled =
                 super::ctl::exchange_line(&args.target, timeout(args), "enable profile\n");
@@ -389,6 +399,22 @@ pub fn main(args: &TopArgs) -> ExitCode {
             eprintln!("fntrace: top: {why}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// `-P`: the entries patched (before -F is checked: a glob may select only
+/// functions -P gives a site); the reply's lines (count, refusals) on
+/// stderr.
+fn patch(args: &TopArgs) -> Result<(), String> {
+    let request = format!("patch {}\n", args.patch.join(","));
+    match super::ctl::exchange_line(&args.target, timeout(args), &request) {
+        Ok((true, reply)) => {
+            for line in reply.lines() {
+                eprintln!("fntrace top: {line}");
+            }
+            Ok(())
+        }
+        Ok((false, why)) | Err(why) => Err(why),
     }
 }
 
