@@ -87,6 +87,13 @@ pub struct RecordArgs {
     /// `GLOB@retval/d` (repeatable; formats as for -A).
     #[arg(short = 'R', long = "retval", value_name = "SPEC")]
     pub retval: Vec<String>,
+    /// Record the arguments and return values of every function the
+    /// program's DWARF describes (build with -g), typed as uftrace's -a
+    /// types them: integers, `char *` strings, `char`, floats; pointers in
+    /// hexadecimal and enums as numbers (uftrace names them). -A and -R
+    /// given too add to these or replace them, value by value.
+    #[arg(short = 'a', long = "auto-args")]
+    pub auto_args: bool,
     /// Leave out the program's calls into shared libraries (malloc,
     /// write, getppid...), which are recorded by default, as uftrace does:
     /// the executable's calls through its PLT, named after the library
@@ -147,7 +154,7 @@ pub struct RecordArgs {
     /// graph tracer, through its control socket, for --duration): a
     /// process started without fntrace is attached to first (fntrace
     /// attach) and detached at the end.
-    #[arg(short = 'p', long = "pid", value_name = "PID", conflicts_with_all = ["command", "patch", "argument", "retval", "libcall", "nest_libcall", "no_libcall", "depth", "flight", "buffer", "memory", "force"])]
+    #[arg(short = 'p', long = "pid", value_name = "PID", conflicts_with_all = ["command", "patch", "argument", "retval", "auto_args", "libcall", "nest_libcall", "no_libcall", "depth", "flight", "buffer", "memory", "force"])]
     pub pid: Option<u32>,
     /// With -p: how long to record (`5s`, `500ms`); sooner if the process
     /// exits.
@@ -217,11 +224,23 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
             return Err(refusal(&path));
         }
     }
+    // -a's specs first: the ones given after them replace theirs, value by
+    // value, as uftrace merges specs.
+    let (mut arguments, mut retval) = (Vec::new(), Vec::new());
+    if args.auto_args {
+        let (auto_arguments, auto_retval) = super::auto_args::for_record(program)?;
+        arguments.extend(auto_arguments);
+        retval.extend(auto_retval);
+    }
+    let auto_count = (arguments.len(), retval.len());
+    arguments.extend(args.argument.iter().cloned());
+    retval.extend(args.retval.iter().cloned());
     let mut spec_globs = Vec::new();
     for (option, specs, kind) in [
-        ("-A", &args.argument, SpecKind::Arguments),
-        ("-R", &args.retval, SpecKind::Retval),
+        ("-A", &arguments[auto_count.0..], SpecKind::Arguments),
+        ("-R", &retval[auto_count.1..], SpecKind::Retval),
     ] {
+        // (-a's own specs name functions of the program: no check.)
         for spec in specs {
             let parsed = argspec::parse(spec, kind).map_err(|e| format!("{option} {e}"))?;
             spec_globs.extend(parsed.into_iter().map(|s| s.glob));
@@ -262,10 +281,7 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
     } else {
         command.env("FNTRACE_FILTER", globs.join(","));
     }
-    for (name, specs) in [
-        ("FNTRACE_ARGS", &args.argument),
-        ("FNTRACE_RETVAL", &args.retval),
-    ] {
+    for (name, specs) in [("FNTRACE_ARGS", &arguments), ("FNTRACE_RETVAL", &retval)] {
         if specs.is_empty() {
             command.env_remove(name);
         } else {
