@@ -333,3 +333,41 @@ fn auto_args_without_dwarf_records_no_values() {
     );
     let _ = std::fs::remove_dir_all(&base);
 }
+
+/// `-A`/`-R` given with `-a` replace `-a`'s values value by value, as
+/// uftrace merges specs: `add`'s return value in hexadecimal, its
+/// arguments still `-a`'s.
+#[test]
+fn auto_args_merged_with_given_specs() {
+    let base = common::temp_dir("autoargs-merged");
+    let program = native::build_c(&base, "autoargs", "O0", &["-g", "-pg", "-O0"], &[]);
+    let ours = base.join("fntrace.data");
+    let output = native::fntrace_record(
+        &base,
+        &[
+            "-a",
+            "-R",
+            "add@retval/x",
+            "-A",
+            "shout@arg1/d",
+            "-o",
+            ours.to_str().unwrap(),
+            "--",
+            program.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        output.status.code().is_some(),
+        "{}",
+        native::stderr_of(&output)
+    );
+    let text = common::uftrace(&["replay", "--no-pager", "-f", "none"], &ours);
+    for line in [
+        "  add(40, 2) = 0x2a;\n",
+        "  shout(97) = 'A';\n",
+        "  lookup(\"key\", 100) = 207;\n",
+    ] {
+        assert!(text.contains(line), "{line:?} in\n{text}");
+    }
+    let _ = std::fs::remove_dir_all(&base);
+}
