@@ -54,7 +54,6 @@ pub(super) fn write_until_stopped(
     // waits for it. Turned off before it stops, with one more drain for
     // what the waiting threads then wrote.
     let room_at_start = GRAPH_TRACER.room_stats();
-    let values_dropped_at_start = crate::builtin::graph::args::values_dropped();
     if shared.lossless {
         GRAPH_TRACER.set_lossless(true);
     }
@@ -94,7 +93,6 @@ pub(super) fn write_until_stopped(
     let mut note = recorder_note(
         shared,
         &room_at_start,
-        values_dropped_at_start,
         totals.events,
         totals.lost + totals.left_out + discarded,
         writer_cpu_ns,
@@ -122,13 +120,11 @@ pub(super) fn write_until_stopped(
 }
 
 /// What the recorder says of its session in the directory: mode, events,
-/// losses, waits, the writer's CPU, memory, events written without their
-/// values (see
+/// losses, waits, the writer's CPU, memory (see
 /// [`UftraceStream::set_recorder_note`]).
 fn recorder_note(
     shared: &WriterShared,
     room_at_start: &crate::rt::ring::RoomStats,
-    values_dropped_at_start: u64,
     events: u64,
     lost: u64,
     writer_cpu_ns: u64,
@@ -147,16 +143,8 @@ fn recorder_note(
     } else {
         String::new()
     };
-    // Events written without their values (said only when some were).
-    let values_dropped =
-        crate::builtin::graph::args::values_dropped().saturating_sub(values_dropped_at_start);
-    let values_dropped = match values_dropped {
-        0 => String::new(),
-        n => format!(" values_dropped={n}"),
-    };
     format!(
-        "mode={} events={events} lost={lost} waits={} wait_ns={} \
-         writer_cpu_ns={writer_cpu_ns}{memory}{values_dropped}",
+        "mode={} events={events} lost={lost} waits={} wait_ns={} writer_cpu_ns={writer_cpu_ns}{memory}",
         if shared.lossless { "lossless" } else { "drop" },
         room.waits - room_at_start.waits,
         room.wait_ns - room_at_start.wait_ns,

@@ -7,7 +7,7 @@
 //! [`MORE`] set, followed by slots of data ([`RawEvent::data`]): the
 //! bytes uftrace writes after the record ([`fntrace_format::argspec`]),
 //! 8 per slot, all published together or none (then the event goes alone,
-//! without its values, counted: [`values_dropped`]). Only the
+//! without its values; not counted yet). Only the
 //! streaming recorder's writer and the flight recorder's drain read the
 //! data; every other reader of the rings skips it. Sites of these functions never call a fast entry (see
 //! `sites::flag::WITH_ARGS`).
@@ -15,7 +15,7 @@
 //! Strings are read with `process_vm_readv` on the process itself: an
 //! unreadable address is an error, never a fault in the traced program.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use fntrace_format::argspec::{self, ArgSlot, ArgSpec, Registers, DATA_MAX};
@@ -167,22 +167,6 @@ fn read_own(addr: u64, buf: &mut [u8]) -> Option<usize> {
         libc::process_vm_readv(crate::sys::getpid(), &local, 1, remote.as_ptr(), pieces, 0)
     };
     (n > 0).then_some(n as usize)
-}
-
-/// Events written without their values since the process started: their
-/// thread's buffer had room for the event alone (drop mode, or a memory
-/// budget).
-static VALUES_DROPPED: AtomicU64 = AtomicU64::new(0);
-
-/// How many events were written without their values (see
-/// [`VALUES_DROPPED`]).
-pub(crate) fn values_dropped() -> u64 {
-    VALUES_DROPPED.load(Ordering::Relaxed)
-}
-
-/// Counts an event about to go without its values.
-pub(super) fn count_dropped() {
-    VALUES_DROPPED.fetch_add(1, Ordering::Relaxed);
 }
 
 /// The array [`with_values`] fills.

@@ -520,19 +520,7 @@ impl GraphTracer {
         }
         let mut alone = events[0];
         alone.word &= !args::MORE;
-        if ring.is_null() {
-            // No buffer: the event is lost, and counted so.
-            return self.push(alone);
-        }
-        // SAFETY: as in `push`: this thread's own ring (its drop count is
-        // written by this thread only).
-        let dropped = unsafe { (*ring).dropped() };
         self.push(alone);
-        // SAFETY: as above.
-        if unsafe { (*ring).dropped() } == dropped {
-            // Kept, without its values (else it is counted as lost).
-            args::count_dropped();
-        }
     }
 
     /// With a duration threshold: writes the entries of this thread's hooked

@@ -703,13 +703,6 @@ fn summarize(dir: &Path, mode: &str) -> bool {
             events + lost
         );
     }
-    let values_dropped = sum("values_dropped");
-    if values_dropped > 0 {
-        eprintln!(
-            "fntrace record: {values_dropped} events written WITHOUT their values (-A/-R/-a): \
-             the buffers had room for the event alone (drop mode or --memory)"
-        );
-    }
     if processes == 0 && threads == 0 {
         eprintln!(
             "fntrace record: NOTHING was recorded in {} (see the lines above: the program ran \
