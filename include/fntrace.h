@@ -72,6 +72,17 @@ int fntrace_set_filter(const char *globs);
 int fntrace_patch_functions(const char *globs);
 
 /*
+ * The arguments and return values the graph tracer records from now on, in
+ * uftrace's syntax, several specs joined by ';' (docs/arguments.md):
+ * arguments "handle_get@arg1/s,arg2;lookup@arg1/x", retval
+ * "handle_get@retval/d"; "" for none. Replaces the specs set before (both
+ * kinds). Returns how many globs select no function with a call site (0:
+ * all do), or -errno: -EINVAL (a spec that does not parse), -EBUSY (a
+ * recording or the flight recorder runs: stop it first).
+ */
+int fntrace_set_arg_specs(const char *arguments, const char *retval);
+
+/*
  * Writes the graph tracer's events recorded so far into `dir`, a uftrace
  * data directory (`uftrace replay -d dir`, `fntrace report dir`), and
  * forgets them. `dir` must not exist or be empty: -ENOTEMPTY otherwise,

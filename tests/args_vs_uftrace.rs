@@ -7,8 +7,10 @@
 //! spec keeps its plain line.
 //! `fntrace replay` shows the same values, from both directories. A spec
 //! that does not parse, or whose glob selects no function, is refused
-//! before the program runs. gcc and uftrace are required (CI installs
-//! them): a missing one fails the test.
+//! before the program runs. `-a` (`tests/c/autoargs.c`, `-g`): the specs
+//! built from DWARF show what uftrace's `-a` shows, but for the documented
+//! differences. gcc and uftrace are required (CI installs them): a missing
+//! one fails the test.
 
 mod common;
 
@@ -203,6 +205,187 @@ fn bad_specs_are_refused_before_the_program_runs() {
         assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(said), "{args:?}: {stderr}");
         assert!(!out.exists(), "{args:?}: nothing is recorded");
+    }
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// The lines where `-a` shows what uftrace's `-a` does not, each pair
+/// (uftrace's, fntrace's), `COUNTER` for `&counter`'s address; every
+/// other line is the same (docs/arguments.md, "-a"):
+/// - uftrace 0.13 records the first argument for a `double` return value
+///   typed `retval/f64` (its `-a` types it so), fntrace the value returned;
+/// - uftrace names a pointer after the data symbol it points to, from the
+///   data symbols its `.sym` files hold and fntrace's do not: fntrace's
+///   shows the address;
+/// - uftrace names an enum's value, fntrace shows the number;
+/// - uftrace shows a structure passed by value as `pair{...}`, fntrace
+///   records nothing from it on.
+const AUTO_DIFFERENCES: &[(&str, &str)] = &[
+    (
+        "  scale(2.500000, 4) = 2.500000;",
+        "  scale(2.500000, 4) = 10.000000;",
+    ),
+    (
+        "  where(&counter) = &counter;",
+        "  where(COUNTER) = COUNTER;",
+    ),
+    ("  next(GREEN) = BLUE;", "  next(5) = 6;"),
+    ("  next(BLUE) = RED;", "  next(6) = 0;"),
+    ("  sum(pair{...}) = 3;", "  sum() = 3;"),
+];
+
+/// `-a` (`tests/c/autoargs.c`, gcc `-g -pg` at `-O0` and `-O2`): the
+/// specs fntrace builds from DWARF give, read by the real `uftrace
+/// replay`, the lines uftrace's own `-a` recording gives, but for the
+/// documented [`AUTO_DIFFERENCES`]; a pointer to the stack is `STACK` in
+/// both (where the stack is differs from run to run).
+#[test]
+fn auto_args_from_dwarf_as_uftrace_shows_them() {
+    for level in ["-O0", "-O2"] {
+        let label = level.trim_start_matches('-');
+        let base = common::temp_dir(&format!("autoargs-{label}"));
+        let flags = ["-g", "-pg", level, "-no-pie", "-fno-pie"];
+        let program = native::build_c(&base, "autoargs", label, &flags, &[]);
+        let counter = counter_address(&program);
+        let stack = |text: String| -> String {
+            text.lines()
+                .map(|line| match line.find("0x7ff") {
+                    Some(at) => {
+                        let end = line[at + 2..]
+                            .find(|c: char| !c.is_ascii_hexdigit())
+                            .map_or(line.len(), |n| at + 2 + n);
+                        format!("{}STACK{}\n", &line[..at], &line[end..])
+                    }
+                    None => format!("{line}\n"),
+                })
+                .collect()
+        };
+
+        let theirs = base.join("uftrace.data");
+        let status = Command::new("uftrace")
+            .args(["record", "--no-pager", "--no-sched", "-a", "-d"])
+            .arg(&theirs)
+            .arg(&program)
+            .current_dir(&base)
+            .status()
+            .expect("cannot run uftrace; CI installs it (.ci/run)");
+        assert!(status.code().is_some(), "uftrace record: {status}");
+        let ours = base.join("fntrace.data");
+        let output = native::fntrace_record(
+            &base,
+            &[
+                "-a",
+                "-o",
+                ours.to_str().unwrap(),
+                "--",
+                program.to_str().unwrap(),
+            ],
+        );
+        let stderr = native::stderr_of(&output);
+        assert!(output.status.code().is_some(), "fntrace record: {stderr}");
+        // gcc's start-up code has no DWARF: said once.
+        assert_eq!(
+            stderr.matches("have no DWARF description").count(),
+            1,
+            "{stderr}"
+        );
+
+        let theirs_text = stack(replay(&theirs, &counter));
+        let ours_text = stack(replay(&ours, &counter));
+        assert!(
+            theirs_text.contains("  lookup(\"key\", 100) = 207;\n")
+                && theirs_text.contains("  sump(STACK) = 3;\n"),
+            "uftrace's own recording, {level}:\n{theirs_text}"
+        );
+        assert_eq!(
+            theirs_text.lines().count(),
+            ours_text.lines().count(),
+            "{level}:\n{theirs_text}\n{ours_text}"
+        );
+        let mut differences = Vec::new();
+        for (n, (a, b)) in theirs_text.lines().zip(ours_text.lines()).enumerate() {
+            if a != b {
+                differences.push((a, b));
+                assert!(
+                    AUTO_DIFFERENCES.contains(&(a, b)),
+                    "{level}: line {} of uftrace replay: uftrace `{a}`, fntrace `{b}`",
+                    n + 1
+                );
+            }
+        }
+        assert_eq!(differences, AUTO_DIFFERENCES, "{level}");
+        let _ = std::fs::remove_dir_all(&base);
+    }
+}
+
+/// `-a` on a program built without `-g`: said once, recorded without
+/// values, as without `-a`.
+#[test]
+fn auto_args_without_dwarf_records_no_values() {
+    let base = common::temp_dir("autoargs-nodwarf");
+    let program = native::build_c(&base, "autoargs", "nog", &["-pg", "-O0"], &[]);
+    let ours = base.join("fntrace.data");
+    let output = native::fntrace_record(
+        &base,
+        &[
+            "-a",
+            "-o",
+            ours.to_str().unwrap(),
+            "--",
+            program.to_str().unwrap(),
+        ],
+    );
+    let stderr = native::stderr_of(&output);
+    assert!(output.status.code().is_some(), "{stderr}");
+    assert_eq!(
+        stderr
+            .matches("has no DWARF description of its functions (build it with -g)")
+            .count(),
+        1,
+        "{stderr}"
+    );
+    let text = common::uftrace(&["replay", "--no-pager", "-f", "none"], &ours);
+    assert!(
+        text.contains("  add();\n") && text.contains("  lookup();\n"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// `-A`/`-R` given with `-a` replace `-a`'s values value by value, as
+/// uftrace merges specs: `add`'s return value in hexadecimal, its
+/// arguments still `-a`'s.
+#[test]
+fn auto_args_merged_with_given_specs() {
+    let base = common::temp_dir("autoargs-merged");
+    let program = native::build_c(&base, "autoargs", "O0", &["-g", "-pg", "-O0"], &[]);
+    let ours = base.join("fntrace.data");
+    let output = native::fntrace_record(
+        &base,
+        &[
+            "-a",
+            "-R",
+            "add@retval/x",
+            "-A",
+            "shout@arg1/d",
+            "-o",
+            ours.to_str().unwrap(),
+            "--",
+            program.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        output.status.code().is_some(),
+        "{}",
+        native::stderr_of(&output)
+    );
+    let text = common::uftrace(&["replay", "--no-pager", "-f", "none"], &ours);
+    for line in [
+        "  add(40, 2) = 0x2a;\n",
+        "  shout(97) = 'A';\n",
+        "  lookup(\"key\", 100) = 207;\n",
+    ] {
+        assert!(text.contains(line), "{line:?} in\n{text}");
     }
     let _ = std::fs::remove_dir_all(&base);
 }

@@ -49,6 +49,20 @@
 /// assert!(matches("*demo::*", "core::demo::x"));
 /// ```
 pub fn matches(glob: &str, name: &str) -> bool {
+    // A glob without wildcards against a name with no path, brackets or
+    // spaces (a C name): only equality can match, as below, but without
+    // allocating (`record -a` gives each function a glob of its own name,
+    // each matched against every function at start).
+    if !glob.bytes().any(|b| b == b'*' || b == b'?')
+        && !name.bytes().any(|b| {
+            matches!(
+                b,
+                b':' | b'<' | b'>' | b'(' | b')' | b'[' | b']' | b'&' | b',' | b' '
+            )
+        })
+    {
+        return glob == name;
+    }
     let bare = !glob.contains("::");
     let glob: Vec<char> = glob.chars().collect();
     let name: Vec<char> = name.chars().collect();

@@ -1,6 +1,6 @@
 //! The C ABI, declared in `include/fntrace.h`: `fntrace_init`,
 //! `fntrace_enable`, `fntrace_disable`, `fntrace_set_filter`,
-//! `fntrace_dump`, `fntrace_record_start`, `fntrace_record_stop`, the
+//! `fntrace_set_arg_specs`, `fntrace_dump`, `fntrace_record_start`, `fntrace_record_stop`, the
 //! flight recorder's `fntrace_flight_start`, `fntrace_flight_trigger`,
 //! `fntrace_flight_untrigger`, `fntrace_flight_snapshot`,
 //! `fntrace_flight_stop`, the live profile's `fntrace_profile_write` and
@@ -144,6 +144,41 @@ pub unsafe extern "C" fn fntrace_patch_functions(globs: *const c_char) -> c_int 
     });
     if code == 0 {
         c_int::try_from(refused).unwrap_or(c_int::MAX)
+    } else {
+        code
+    }
+}
+
+/// `int fntrace_set_arg_specs(const char *arguments, const char *retval)`:
+/// the arguments and return values the graph tracer records from now on,
+/// in uftrace's syntax (see [`crate::set_arg_specs`]); returns how many
+/// globs select no function with a call site (0: all do), or `-errno`:
+/// `-EINVAL` for a spec that does not parse, `-EBUSY` while a recording or
+/// the flight recorder runs (what it wrote would be read with the new
+/// specs).
+///
+/// # Safety
+/// `arguments` and `retval` are null or valid NUL-terminated strings.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fntrace_set_arg_specs(
+    arguments: *const c_char,
+    retval: *const c_char,
+) -> c_int {
+    let mut unmatched = 0;
+    let code = run("fntrace_set_arg_specs", || {
+        // SAFETY: the caller passes null or valid C strings.
+        let (arguments, retval) = unsafe { (arg(arguments, "arguments")?, arg(retval, "retval")?) };
+        if record::RECORDER_RUNNING.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(Failure(
+                libc::EBUSY,
+                "a recorder runs (a recording or the flight recorder): stop it first".to_string(),
+            ));
+        }
+        unmatched = control::set_arg_specs(arguments, retval)?.len();
+        Ok(())
+    });
+    if code == 0 {
+        c_int::try_from(unmatched).unwrap_or(c_int::MAX)
     } else {
         code
     }

@@ -243,3 +243,28 @@ pub fn symbol_in_file(program: &Path, function: &str) -> (u64, u64) {
         .unwrap_or_else(|| panic!("{function} is in no segment of {}", program.display()));
     (address, offset)
 }
+
+/// `tests/rust/NAME.rs` built by `rustc -Zinstrument-mcount` (stable rustc,
+/// `RUSTC_BOOTSTRAP=1`) at `-C opt-level=LEVEL` with frame pointers, plus
+/// `extra`, into `dir/NAME-O{LEVEL}`.
+pub fn build_rust(dir: &Path, name: &str, level: u8, extra: &[&str]) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let program = dir.join(format!("{name}-O{level}"));
+    let output = Command::new("rustc")
+        .arg("-Zinstrument-mcount")
+        .arg(format!("-Copt-level={level}"))
+        .arg("-Cforce-frame-pointers=yes")
+        .args(extra)
+        .arg(repo().join(format!("tests/rust/{name}.rs")))
+        .arg("-o")
+        .arg(&program)
+        .env("RUSTC_BOOTSTRAP", "1")
+        .output()
+        .expect("cannot run rustc");
+    assert!(
+        output.status.success(),
+        "rustc {name}.rs -Copt-level={level}: {}",
+        stderr_of(&output)
+    );
+    program
+}

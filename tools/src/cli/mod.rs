@@ -7,6 +7,7 @@
 
 mod args;
 mod attach;
+mod auto_args;
 mod by_arg;
 mod cargo;
 mod ctl;
