@@ -34,7 +34,7 @@ fn arguments_set_through_the_c_abi_are_recorded() {
     );
     assert_eq!(
         stdout,
-        "bad -22 fntrace_set_arg_specs: bad filter: argument spec `handle_get@arg9`: `arg9`: only the \
+        "bad -22 fntrace_set_arg_specs: bad argument spec: `handle_get@arg9`: `arg9`: only the \
          first 6 integer arguments (those in registers) can be recorded\n\
          unmatched 1\n\
          set 0\n\
