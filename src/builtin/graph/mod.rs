@@ -696,9 +696,14 @@ impl Tracer for GraphTracer {
         );
         if call.records_args() {
             let mut events = args::buffer();
+            let key = args::CallKey {
+                depth: call.depth(),
+                entry_ticks: call.time_ticks,
+            };
             let n = args::with_values(
                 event,
                 call.function,
+                key,
                 false,
                 Some(call.regs),
                 None,
@@ -737,7 +742,19 @@ impl Tracer for GraphTracer {
         let event = RawEvent::new(ret.exit_ticks, ret.site, ret.depth(), EventKind::Exit);
         if ret.returned.is_some() && min == 0 {
             let mut events = args::buffer();
-            let n = args::with_values(event, ret.function(), true, None, ret.returned, &mut events);
+            let key = args::CallKey {
+                depth: ret.depth(),
+                entry_ticks: ret.entry_ticks,
+            };
+            let n = args::with_values(
+                event,
+                ret.function(),
+                key,
+                true,
+                None,
+                ret.returned,
+                &mut events,
+            );
             if n != 0 {
                 return self.push_with_values(&events[..n]);
             }

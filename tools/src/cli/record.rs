@@ -87,6 +87,11 @@ pub struct RecordArgs {
     /// `GLOB@retval/d` (repeatable; formats as for -A).
     #[arg(short = 'R', long = "retval", value_name = "SPEC")]
     pub retval: Vec<String>,
+    /// Async Rust: record the polls of every async fn and async block the
+    /// executable's DWARF describes, so that `fntrace report` links them
+    /// into futures (docs/async.md).
+    #[arg(long = "async")]
+    pub futures: bool,
     /// Leave out the program's calls into shared libraries (malloc,
     /// write, getppid...), which are recorded by default, as uftrace does:
     /// the executable's calls through its PLT, named after the library
@@ -147,7 +152,7 @@ pub struct RecordArgs {
     /// graph tracer, through its control socket, for --duration): a
     /// process started without fntrace is attached to first (fntrace
     /// attach) and detached at the end.
-    #[arg(short = 'p', long = "pid", value_name = "PID", conflicts_with_all = ["command", "patch", "argument", "retval", "libcall", "nest_libcall", "no_libcall", "depth", "flight", "buffer", "memory", "force"])]
+    #[arg(short = 'p', long = "pid", value_name = "PID", conflicts_with_all = ["command", "patch", "argument", "retval", "futures", "libcall", "nest_libcall", "no_libcall", "depth", "flight", "buffer", "memory", "force"])]
     pub pid: Option<u32>,
     /// With -p: how long to record (`5s`, `500ms`); sooner if the process
     /// exits.
@@ -217,10 +222,26 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
             return Err(refusal(&path));
         }
     }
+    let (mut arguments, mut retvals) = (args.argument.clone(), args.retval.clone());
+    if args.futures {
+        let path = super::instrumented::resolve(program)
+            .ok_or_else(|| format!("--async: {} not found", program.to_string_lossy()))?;
+        let found = super::async_fns::find(&path)?;
+        if found.is_empty() {
+            return Err(format!(
+                "--async: {} has no async fn or block with a symbol in its DWARF \
+                 (built without debug info, or all inlined?)",
+                path.display()
+            ));
+        }
+        let (a, r) = super::async_fns::specs(&found);
+        arguments.extend(a);
+        retvals.extend(r);
+    }
     let mut spec_globs = Vec::new();
     for (option, specs, kind) in [
-        ("-A", &args.argument, SpecKind::Arguments),
-        ("-R", &args.retval, SpecKind::Retval),
+        ("-A", &arguments, SpecKind::Arguments),
+        ("-R", &retvals, SpecKind::Retval),
     ] {
         for spec in specs {
             let parsed = argspec::parse(spec, kind).map_err(|e| format!("{option} {e}"))?;
@@ -262,10 +283,7 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
     } else {
         command.env("FNTRACE_FILTER", globs.join(","));
     }
-    for (name, specs) in [
-        ("FNTRACE_ARGS", &args.argument),
-        ("FNTRACE_RETVAL", &args.retval),
-    ] {
+    for (name, specs) in [("FNTRACE_ARGS", &arguments), ("FNTRACE_RETVAL", &retvals)] {
         if specs.is_empty() {
             command.env_remove(name);
         } else {
