@@ -9,7 +9,8 @@
 //! Unresumed, 1 Returned, 2 Panicked, 3… the suspend points. The runtime
 //! reads no DWARF: it is handed `NAME@arg1/x,arg1[OFF]/u8` (the future's
 //! address and its state at the poll's entry) and `NAME@arg1[OFF]/u8`
-//! (its state when the poll returns).
+//! (its state when the poll returns); `arg2` where the `Poll` is returned
+//! through memory (larger than 16 bytes: rdi is then the return slot).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -29,6 +30,10 @@ pub struct AsyncFn {
     pub state_offset: u64,
     /// Its size in bytes (1, 2 or 4).
     pub state_size: u8,
+    /// The integer argument holding the future's address: 1 (rdi), or 2
+    /// (rsi) when the `Poll` returned is larger than two registers and
+    /// rdi holds the return slot (rustc's ABI returns it in memory).
+    pub self_arg: u8,
 }
 
 type Reader<'a> = gimli::EndianSlice<'a, gimli::LittleEndian>;
@@ -46,7 +51,7 @@ pub fn find(path: &Path) -> Result<Vec<AsyncFn>, String> {
     })
     .map_err(|e| format!("{}: DWARF: {e}", path.display()))?;
     let dwarf = sections.borrow(|s| gimli::EndianSlice::new(s, gimli::LittleEndian));
-    let mut found: BTreeMap<u64, (u64, u8)> = BTreeMap::new();
+    let mut found: BTreeMap<u64, (u64, u8, u8)> = BTreeMap::new();
     let mut units = dwarf.units();
     while let Ok(Some(header)) = units.next() {
         let Ok(unit) = dwarf.unit(header) else {
@@ -67,23 +72,24 @@ pub fn find(path: &Path) -> Result<Vec<AsyncFn>, String> {
     }
     Ok(found
         .into_iter()
-        .filter_map(|(address, (state_offset, state_size))| {
+        .filter_map(|(address, (state_offset, state_size, self_arg))| {
             Some(AsyncFn {
                 address,
                 name: names.remove(&address)?,
                 state_offset,
                 state_size,
+                self_arg,
             })
         })
         .collect())
 }
 
 /// Adds the resume functions of `unit` to `found`: entry address → the
-/// state's offset and size.
+/// state's offset and size, the argument holding the future.
 fn resume_functions(
     dwarf: &gimli::Dwarf<Reader<'_>>,
     unit: &gimli::Unit<Reader<'_>>,
-    found: &mut BTreeMap<u64, (u64, u8)>,
+    found: &mut BTreeMap<u64, (u64, u8, u8)>,
 ) -> gimli::Result<()> {
     let mut entries = unit.entries();
     while let Some((_, entry)) = entries.next_dfs()? {
@@ -102,8 +108,21 @@ fn resume_functions(
         if !(name.starts_with("{async_fn#") || name.starts_with("{async_block#")) {
             continue;
         }
-        if let Some(state) = state_of_resume(unit, entry.offset())? {
-            found.insert(low_pc, state);
+        // x86-64: rustc returns a value larger than two registers through
+        // a slot whose address comes first (rdi); the future is then rsi.
+        let returned = match entry.attr_value(gimli::DW_AT_type)? {
+            Some(gimli::AttributeValue::UnitRef(ty)) => unit
+                .entry(ty)?
+                .attr_value(gimli::DW_AT_byte_size)?
+                .and_then(|v| v.udata_value()),
+            _ => None,
+        };
+        let Some(returned) = returned else {
+            continue;
+        };
+        let self_arg = if returned > 16 { 2 } else { 1 };
+        if let Some((offset, size)) = state_of_resume(unit, entry.offset())? {
+            found.insert(low_pc, (offset, size, self_arg));
         }
     }
     Ok(())
@@ -197,21 +216,36 @@ fn first_child(
 
 /// The `-A` and `-R` specs for `functions`: per function, the future's
 /// address and its state at the entry, and its state at the exit. Names
-/// a glob cannot spell exactly (`*`, `?`) are left out.
+/// a glob cannot spell exactly (`*`, `?`), and names two functions of
+/// different layouts share (a glob would select both), are left out.
 pub fn specs(functions: &[AsyncFn]) -> (Vec<String>, Vec<String>) {
-    let mut arguments = Vec::new();
-    let mut retvals = Vec::new();
+    let mut by_name: BTreeMap<&str, Option<&AsyncFn>> = BTreeMap::new();
     for f in functions {
         if f.name.contains(['*', '?', ';', '@']) {
             continue;
         }
+        let same = |g: &&AsyncFn| {
+            (g.state_offset, g.state_size, g.self_arg) == (f.state_offset, f.state_size, f.self_arg)
+        };
+        by_name
+            .entry(&f.name)
+            .and_modify(|seen| *seen = seen.filter(same))
+            .or_insert(Some(f));
+    }
+    let mut arguments = Vec::new();
+    let mut retvals = Vec::new();
+    for (name, f) in by_name {
+        let Some(f) = f else {
+            continue;
+        };
+        let arg = f.self_arg;
         let state = format!(
-            "arg1[{:#x}]/u{}",
+            "arg{arg}[{:#x}]/u{}",
             f.state_offset,
             u32::from(f.state_size) * 8
         );
-        arguments.push(format!("{}@arg1/x,{state}", f.name));
-        retvals.push(format!("{}@{state}", f.name));
+        arguments.push(format!("{name}@arg{arg}/x,{state}"));
+        retvals.push(format!("{name}@{state}"));
     }
     (arguments, retvals)
 }
