@@ -10,7 +10,6 @@
 //! still one future.
 
 mod common;
-#[allow(dead_code)]
 mod profile_program;
 
 use std::collections::{HashMap, HashSet};

@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-/// CPU work after each sleep (about 100 µs here), kept from the optimiser.
+/// CPU work after each sleep (about 10 µs here), kept from the optimiser.
 #[inline(never)]
 fn work(seed: u64) -> u64 {
     let mut x = seed;

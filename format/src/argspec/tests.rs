@@ -227,8 +227,14 @@ fn memory_at_an_offset_from_an_argument() {
         ..Registers::default()
     };
     let len = encode(&args[0].values, false, &regs, &mut read, &mut out);
-    assert_eq!(show(&args[0].values, false, &out[..len]).unwrap(), "(0x1090, 3)");
+    assert_eq!(
+        show(&args[0].values, false, &out[..len]).unwrap(),
+        "(0x1090, 3)"
+    );
     regs.int[1] = 0;
     let len = encode(&rets[0].values, true, &regs, &mut read, &mut out);
-    assert_eq!(show(&rets[0].values, true, &out[..len]).unwrap(), " = 65535");
+    assert_eq!(
+        show(&rets[0].values, true, &out[..len]).unwrap(),
+        " = 65535"
+    );
 }

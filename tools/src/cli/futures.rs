@@ -29,6 +29,10 @@ struct Poll {
     state_out: u64,
 }
 
+/// A poll entered and not yet returned: its depth, entry time, function,
+/// and the future's address and state at the entry (if recorded).
+type OpenPoll = (u16, u64, usize, Option<(u64, u64)>);
+
 /// One async function's futures.
 #[derive(Default)]
 struct Row {
@@ -83,8 +87,7 @@ impl Futures {
         let mut without = 0;
         for index in 0..source.threads().len() {
             let values = source.values_of(index).map_err(|e| e.to_string())?;
-            // Open polls: depth, entry time, function, (future, state in).
-            let mut open: Vec<(u16, u64, usize, Option<(u64, u64)>)> = Vec::new();
+            let mut open: Vec<OpenPoll> = Vec::new();
             let mut read = |events: &mut dyn Iterator<Item = fntrace_tools::GraphEvent>| {
                 for event in events {
                     let wanted = *selected
