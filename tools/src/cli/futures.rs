@@ -248,3 +248,66 @@ impl Futures {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fntrace_tools::Trace;
+
+    fn poll(future: u64, at: u64, state_in: u64, state_out: u64) -> Poll {
+        Poll {
+            function: 0x10,
+            future,
+            entry_ns: at,
+            exit_ns: at + 5,
+            state_in,
+            state_out,
+        }
+    }
+
+    /// Each way a future ends, or does not, in one function's polls.
+    #[test]
+    fn polls_link_into_futures_by_address_and_state() {
+        let mut trace = Trace::default();
+        trace.names.insert(0x10, "f::{closure#0}".into());
+        let polls = vec![
+            // A: three polls, Ready at the third.
+            poll(0xa, 100, UNRESUMED, 3),
+            poll(0xa, 200, 3, 4),
+            poll(0xa, 300, 4, RETURNED),
+            // B: left pending, and a new future at its address later.
+            poll(0xb, 110, UNRESUMED, 3),
+            poll(0xb, 400, UNRESUMED, RETURNED),
+            // C: first polled before the recording; D: panicked; E: still
+            // pending at the end.
+            poll(0xc, 120, 3, RETURNED),
+            poll(0xd, 130, UNRESUMED, PANICKED),
+            poll(0xe, 140, UNRESUMED, 3),
+        ];
+        let futures = Futures::link(&trace, polls, 2);
+        let [(name, row)] = &futures.rows[..] else {
+            panic!("one row");
+        };
+        assert_eq!(name, "f::{closure#0}");
+        // A (205 ns, 3 polls, 15 busy) and B's second (5 ns, 1 poll).
+        assert_eq!(row.latencies, vec![205, 5]);
+        assert_eq!((row.polls, row.busy_ns), (4, 20));
+        assert_eq!(
+            (row.dropped, row.before, row.panicked, row.pending),
+            (1, 1, 1, 1)
+        );
+        let mut out = Vec::new();
+        futures.write(&mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("        2       4 "), "{text}");
+        for note in [
+            "f::{closure#0}: 1 still pending at the end",
+            "f::{closure#0}: 1 dropped before Ready",
+            "f::{closure#0}: 1 panicked",
+            "f::{closure#0}: 1 first polled before the recording",
+            "# 2 polls recorded without their values",
+        ] {
+            assert!(text.contains(note), "{note} in:\n{text}");
+        }
+    }
+}
