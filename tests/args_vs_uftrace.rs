@@ -189,7 +189,7 @@ fn bad_specs_are_refused_before_the_program_runs() {
         ),
         (
             ["-R", "add@arg1"],
-            "-R `add@arg1`: `arg1`: -R takes `retval` only",
+            "-R `add@arg1`: `arg1`: -R takes `retval` (or `argN[OFFSET]`) only",
         ),
         (
             ["-A", "nothing_like_it@arg1"],

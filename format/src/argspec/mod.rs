@@ -46,6 +46,28 @@ pub enum ArgSlot {
     Fp(u8),
     /// `retval`: the return value.
     Retval,
+    /// `argN[OFFSET]` (a fntrace extension, no uftrace syntax): the bytes
+    /// at OFFSET in the memory the N-th integer argument points to, read
+    /// at the entry (`-A`) or, with the argument as it was at the entry,
+    /// when the function returns (`-R`; what the runtime needs to read an
+    /// async state machine's state after a poll: see docs/async.md). An
+    /// unreadable address reads as all ones bytes.
+    Deref {
+        /// The argument (1-6).
+        arg: u8,
+        /// Byte offset from the address the argument holds.
+        offset: u32,
+        /// Read when the function returns (given with `-R`).
+        at_exit: bool,
+    },
+}
+
+impl ArgSlot {
+    /// Whether the value is read when the function returns (`-R`), not at
+    /// its entry.
+    pub fn at_exit(self) -> bool {
+        matches!(self, ArgSlot::Retval | ArgSlot::Deref { at_exit: true, .. })
+    }
 }
 
 /// One value of a spec.
@@ -158,7 +180,21 @@ fn parse_value(text: &str, kind: SpecKind) -> Result<ArgSpec, String> {
             )),
         }
     };
-    let slot = if let Some(n) = name.strip_prefix("fparg") {
+    let slot = if let Some((arg, offset)) = name.strip_suffix(']').and_then(|n| n.split_once('[')) {
+        let Some(n) = arg.strip_prefix("arg") else {
+            return Err(format!("`{text}`: only `argN[OFFSET]` reads memory"));
+        };
+        let offset = match offset.strip_prefix("0x") {
+            Some(hex) => u32::from_str_radix(hex, 16),
+            None => offset.parse::<u32>(),
+        }
+        .map_err(|_| format!("`{text}`: `{offset}` is not an offset"))?;
+        ArgSlot::Deref {
+            arg: index(n, "integer arguments", INT_REGISTERS)?,
+            offset,
+            at_exit: kind == SpecKind::Retval,
+        }
+    } else if let Some(n) = name.strip_prefix("fparg") {
         ArgSlot::Fp(index(n, "floating-point arguments", FLOAT_REGISTERS)?)
     } else if let Some(n) = name.strip_prefix("arg") {
         ArgSlot::Int(index(n, "integer arguments", INT_REGISTERS)?)
@@ -174,7 +210,9 @@ fn parse_value(text: &str, kind: SpecKind) -> Result<ArgSpec, String> {
             return Err(format!("`{text}`: a return value is given with -R, not -A"))
         }
         (SpecKind::Retval, ArgSlot::Int(_) | ArgSlot::Fp(_)) => {
-            return Err(format!("`{text}`: -R takes `retval` only"))
+            return Err(format!(
+                "`{text}`: -R takes `retval` (or `argN[OFFSET]`) only"
+            ))
         }
         _ => {}
     }
@@ -241,6 +279,13 @@ fn parse_value(text: &str, kind: SpecKind) -> Result<ArgSpec, String> {
             return Err(format!("`{text}`: a string is a 64-bit pointer"));
         }
     }
+    if matches!(slot, ArgSlot::Deref { .. })
+        && matches!(format, ArgFormat::Str | ArgFormat::Char | ArgFormat::Float)
+    {
+        return Err(format!(
+            "`{text}`: memory at an offset is read as an integer (d, i, u, x)"
+        ));
+    }
     // `argN/f` is uftrace's `fpargN`: read from the N-th vector register.
     let slot = match (slot, format) {
         (ArgSlot::Int(n), ArgFormat::Float) => ArgSlot::Fp(n),
@@ -273,10 +318,7 @@ pub fn values_for(specs: &[FunctionSpec], mut selects: impl FnMut(&str) -> bool)
 /// when `data` is too short. Padded to 8, as written.
 pub fn data_len(values: &[ArgSpec], retval: bool, data: &[u8]) -> Option<usize> {
     let mut at = 0;
-    for value in values
-        .iter()
-        .filter(|v| (v.slot == ArgSlot::Retval) == retval)
-    {
+    for value in values.iter().filter(|v| v.slot.at_exit() == retval) {
         let size = if value.format == ArgFormat::Str {
             2 + usize::from(u16::from_le_bytes(data.get(at..at + 2)?.try_into().ok()?))
         } else {
@@ -297,10 +339,7 @@ pub fn show(values: &[ArgSpec], retval: bool, data: &[u8]) -> Option<String> {
     out.push_str(if retval { " = " } else { "(" });
     let mut at = 0;
     let mut first = true;
-    for value in values
-        .iter()
-        .filter(|v| (v.slot == ArgSlot::Retval) == retval)
-    {
+    for value in values.iter().filter(|v| v.slot.at_exit() == retval) {
         if !first {
             out.push_str(", ");
         }
@@ -455,11 +494,17 @@ pub fn encode(
 ) -> usize {
     let limit = out.len().saturating_sub(4).min(DATA_MAX);
     let mut at = 0;
-    for value in values
-        .iter()
-        .filter(|v| (v.slot == ArgSlot::Retval) == retval)
-    {
+    for value in values.iter().filter(|v| v.slot.at_exit() == retval) {
         let raw = match value.slot {
+            ArgSlot::Deref { arg, offset, .. } => {
+                let address = regs.int[usize::from(arg - 1)].wrapping_add(u64::from(offset));
+                let mut bytes = [0xffu8; 8];
+                let size = usize::from(value.size);
+                if read(address, &mut bytes[..size]) != Some(size) {
+                    bytes = [0xff; 8];
+                }
+                u64::from_le_bytes(bytes)
+            }
             ArgSlot::Int(n) => regs.int[usize::from(n - 1)],
             ArgSlot::Fp(n) => regs.float[usize::from(n - 1)],
             ArgSlot::Retval if value.format == ArgFormat::Float => regs.xmm0,
@@ -514,7 +559,7 @@ pub fn encode(
 pub fn encoded_bound(values: &[ArgSpec], retval: bool) -> usize {
     let len: usize = values
         .iter()
-        .filter(|v| (v.slot == ArgSlot::Retval) == retval)
+        .filter(|v| v.slot.at_exit() == retval)
         .map(|v| match v.format {
             ArgFormat::Str => (2 + STR_MAX + 1).next_multiple_of(4),
             _ => usize::from(v.size).next_multiple_of(4),

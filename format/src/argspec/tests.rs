@@ -96,7 +96,7 @@ fn refuses_bad_specs_with_a_reason() {
     );
     assert_eq!(
         err("f@arg1", SpecKind::Retval),
-        "`f@arg1`: `arg1`: -R takes `retval` only"
+        "`f@arg1`: `arg1`: -R takes `retval` (or `argN[OFFSET]`) only"
     );
     assert_eq!(err("f@arg1/", a), "`f@arg1/`: `arg1/`: nothing after `/`");
 }
@@ -224,4 +224,47 @@ fn the_bound_holds_every_value_and_a_smaller_buffer_is_enough() {
     let mut short = [0u8; 115];
     assert_eq!(encode(&ints, false, &regs, &mut read, &mut short), 104);
     assert_eq!(encoded_bound(&ints, true), 4);
+}
+
+#[test]
+fn memory_at_an_offset_from_an_argument() {
+    let args = parse("f@arg2/x,arg2[0x90]/u8", SpecKind::Arguments).unwrap();
+    let rets = parse("f@arg2[144]/u16", SpecKind::Retval).unwrap();
+    assert_eq!(
+        args[0].values[1].slot,
+        ArgSlot::Deref {
+            arg: 2,
+            offset: 0x90,
+            at_exit: false
+        }
+    );
+    assert!(rets[0].values[0].slot.at_exit() && !args[0].values[1].slot.at_exit());
+    assert_eq!(rets[0].values[0].size, 2);
+    for bad in ["f@arg2[0x90]/s", "f@arg9[1]", "f@fparg1[1]", "f@arg1[x]"] {
+        assert!(parse(bad, SpecKind::Arguments).is_err(), "{bad}");
+    }
+    // At 0x1090 + 0x90 the byte 3; nothing readable elsewhere (all ones).
+    let mut read = |addr: u64, buf: &mut [u8]| {
+        (addr == 0x1120).then(|| {
+            buf.fill(0);
+            buf[0] = 3;
+            buf.len()
+        })
+    };
+    let mut out = [0u8; DATA_MAX + 4];
+    let mut regs = Registers {
+        int: [0, 0x1090, 0, 0, 0, 0],
+        ..Registers::default()
+    };
+    let len = encode(&args[0].values, false, &regs, &mut read, &mut out);
+    assert_eq!(
+        show(&args[0].values, false, &out[..len]).unwrap(),
+        "(0x1090, 3)"
+    );
+    regs.int[1] = 0;
+    let len = encode(&rets[0].values, true, &regs, &mut read, &mut out);
+    assert_eq!(
+        show(&rets[0].values, true, &out[..len]).unwrap(),
+        " = 65535"
+    );
 }

@@ -15,6 +15,7 @@
 //! Strings are read with `process_vm_readv` on the process itself: an
 //! unreadable address is an error, never a fault in the traced program.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
@@ -106,6 +107,7 @@ const SMALL_DATA: usize = 128;
 pub(super) fn with_values(
     event: RawEvent,
     function: usize,
+    call_key: CallKey,
     retval: bool,
     regs: Option<&SavedRegs>,
     returned: Option<[u64; 2]>,
@@ -114,7 +116,7 @@ pub(super) fn with_values(
     let Some(values) = table().and_then(|t| t.values_of(function)) else {
         return false;
     };
-    if !values.iter().any(|v| (v.slot == ArgSlot::Retval) == retval) {
+    if !values.iter().any(|v| v.slot.at_exit() == retval) && exit_deref_arg(values).is_none() {
         return false;
     }
     let mut registers = Registers::default();
@@ -122,6 +124,17 @@ pub(super) fn with_values(
         registers.int = [regs.rdi, regs.rsi, regs.rdx, regs.rcx, regs.r8, regs.r9];
         for (to, from) in registers.float.iter_mut().zip(&regs.xmm) {
             *to = *from as u64;
+        }
+    }
+    // `argN[OFFSET]` read at the exit: the argument the entry kept.
+    if let Some(arg) = exit_deref_arg(values) {
+        match (retval, regs) {
+            (false, Some(_)) => keep_argument(call_key, registers.int[usize::from(arg - 1)]),
+            (true, _) => registers.int[usize::from(arg - 1)] = kept_argument(call_key),
+            _ => {}
+        }
+        if !retval && !values.iter().any(|v| !v.slot.at_exit()) {
+            return false;
         }
     }
     if let Some([rax, xmm0]) = returned {
@@ -164,6 +177,57 @@ fn encode_events<const BYTES: usize, const EVENTS: usize>(
     }
     push(&out[..1 + len / 8]);
     true
+}
+
+/// Identifies one call on its thread for [`keep_argument`]: its depth and
+/// entry time (both known at its exit).
+#[derive(Clone, Copy)]
+pub(super) struct CallKey {
+    /// The call's depth on its thread.
+    pub depth: usize,
+    /// Its entry time (ticks).
+    pub entry_ticks: u64,
+}
+
+/// The argument an `argN[OFFSET]` read at the exit uses, if `values` has
+/// one (one argument a function: the first such value's).
+fn exit_deref_arg(values: &[ArgSpec]) -> Option<u8> {
+    values.iter().find_map(|v| match v.slot {
+        ArgSlot::Deref {
+            arg, at_exit: true, ..
+        } => Some(arg),
+        _ => None,
+    })
+}
+
+/// Calls deep that [`KEPT`] tells apart: a call this many levels above
+/// another of the same thread takes its place, and the lower one's exit
+/// then reads an address of 0 (all ones bytes, an unreadable value).
+const KEPT_DEPTHS: usize = 64;
+
+thread_local! {
+    // A const-initialised array of Cells without Drop: a plain TLS block,
+    // no lazy registration and no allocation on the traced path.
+    static KEPT: [Cell<(u64, u64)>; KEPT_DEPTHS] = const { [const { Cell::new((0, 0)) }; KEPT_DEPTHS] };
+}
+
+/// Keeps `value` for the exit of the call `key` (its entry time, then the
+/// argument, at its depth's place).
+fn keep_argument(key: CallKey, value: u64) {
+    KEPT.with(|kept| kept[key.depth % KEPT_DEPTHS].set((key.entry_ticks, value)));
+}
+
+/// The value [`keep_argument`] kept for `key`, 0 if another call took
+/// its place since.
+fn kept_argument(key: CallKey) -> u64 {
+    KEPT.with(|kept| {
+        let (ticks, value) = kept[key.depth % KEPT_DEPTHS].get();
+        if ticks == key.entry_ticks {
+            value
+        } else {
+            0
+        }
+    })
 }
 
 /// Copies what is readable of the bytes at `addr` into `buf`: how many,

@@ -58,16 +58,16 @@ fn slot_of(value: &str) -> Result<ArgSlot, String> {
 /// in replay's list of arguments, or of return values), if recorded.
 fn place_of(specs: &[FunctionSpec], name: &str, slot: ArgSlot) -> Option<usize> {
     let values = argspec::values_for(specs, |pattern| glob::matches(pattern, name));
-    let retval = slot == ArgSlot::Retval;
+    let retval = slot.at_exit();
     values
         .iter()
-        .filter(|v| (v.slot == ArgSlot::Retval) == retval)
+        .filter(|v| v.slot.at_exit() == retval)
         .position(|v| v.slot == slot)
 }
 
 /// The values of a replay text (`("key", 3)`, ` = 5`), split where replay
 /// separates them (outside quotes).
-fn split_values(text: &str) -> Vec<String> {
+pub(super) fn split_values(text: &str) -> Vec<String> {
     let inner = match text.strip_prefix(" = ") {
         Some(retval) => return vec![retval.to_string()],
         None => text.strip_prefix('(').and_then(|t| t.strip_suffix(')')),
@@ -114,7 +114,7 @@ impl ByArg {
     {
         let slot = slot_of(value)?;
         let glob = globs.join(" -F ");
-        let retval = slot == ArgSlot::Retval;
+        let retval = slot.at_exit();
         // Per function address: its place among the values, if selected.
         let mut places: HashMap<usize, Option<Option<usize>>> = HashMap::new();
         let mut selected_any = false;

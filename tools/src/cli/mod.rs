@@ -6,11 +6,13 @@
 //! (pager, colour, closed pipes); files are written where `-o` says.
 
 mod args;
+mod async_fns;
 mod attach;
 mod auto_args;
 mod by_arg;
 mod cargo;
 mod ctl;
+mod futures;
 mod hist;
 mod instrumented;
 mod output;
@@ -96,6 +98,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 return out.finish();
             }
             let report = TraceReport::of(&selected, rows)?;
+            let futures = futures::Futures::of(&selected, trace.arg_specs())?;
             drop(bar);
             check_matched(&[(&args.dir, selected.unmatched())])?;
             if let Some(pattern) = &args.hist.hist {
@@ -104,6 +107,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
             }
             let mut out = Output::new(cli.no_pager);
             report::write_report(report, &args, &mut out).map_err(output_failure)?;
+            if let Some(futures) = futures {
+                futures.write(&mut out).map_err(output_failure)?;
+            }
             out.finish()
         }
         Command::Diff(args) => {

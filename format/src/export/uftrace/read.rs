@@ -157,12 +157,17 @@ impl UftraceReader {
             .collect();
 
         let first = &tasks.sessions[0];
-        let arg_specs = [&header.arg_spec, &header.retval_spec]
-            .iter()
-            .map(|spec| argspec::parse(spec, SpecKind::Any))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| ExportError::malformed(&info_path, format!("argument spec {e}")))?
-            .concat();
+        // Each with its kind: `argN[OFFSET]` is read at the entry in one, at
+        // the exit in the other.
+        let arg_specs = [
+            (&header.arg_spec, SpecKind::Arguments),
+            (&header.retval_spec, SpecKind::Retval),
+        ]
+        .iter()
+        .map(|(spec, kind)| argspec::parse(spec, *kind))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| ExportError::malformed(&info_path, format!("argument spec {e}")))?
+        .concat();
         Ok(UftraceReader {
             arg_specs,
             arg_regex: header.regex,

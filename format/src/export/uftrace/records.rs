@@ -10,7 +10,7 @@ use super::super::ExportError;
 use super::format::{
     decode, RawRecord, RECORD_MAGIC, RECORD_SIZE, TYPE_ENTRY, TYPE_EVENT, TYPE_EXIT, TYPE_LOST,
 };
-use crate::argspec::{self, ArgFormat, ArgSlot, ArgSpec};
+use crate::argspec::{self, ArgFormat, ArgSpec};
 use crate::trace::{EventKind, GraphEvent};
 
 /// The values a record at an address (at a time) carries, from the
@@ -179,10 +179,7 @@ impl<'a> ThreadRecords<'a> {
         let truncated = || bad("its data is cut short".to_string());
         let mut data = std::mem::take(&mut self.data);
         data.clear();
-        for value in values
-            .iter()
-            .filter(|v| (v.slot == ArgSlot::Retval) == retval)
-        {
+        for value in values.iter().filter(|v| v.slot.at_exit() == retval) {
             let start = data.len();
             let len = if value.format == ArgFormat::Str {
                 data.resize(start + 2, 0);

@@ -99,6 +99,11 @@ pub struct RecordArgs {
     /// given too add to these or replace them, value by value.
     #[arg(short = 'a', long = "auto-args")]
     pub auto_args: bool,
+    /// Async Rust: record the polls of every async fn and async block the
+    /// executable's DWARF describes, so that `fntrace report` links them
+    /// into futures (docs/async.md).
+    #[arg(long = "async")]
+    pub futures: bool,
     /// Leave out the program's calls into shared libraries (malloc,
     /// write, getppid...), which are recorded by default, as uftrace does:
     /// the executable's calls through its PLT, named after the library
@@ -159,7 +164,7 @@ pub struct RecordArgs {
     /// graph tracer, through its control socket, for --duration): a
     /// process started without fntrace is attached to first (fntrace
     /// attach) and detached at the end.
-    #[arg(short = 'p', long = "pid", value_name = "PID", conflicts_with_all = ["command", "argument", "retval", "auto_args", "libcall", "nest_libcall", "no_libcall", "depth", "flight", "buffer", "memory", "force"])]
+    #[arg(short = 'p', long = "pid", value_name = "PID", conflicts_with_all = ["command", "argument", "retval", "auto_args", "futures", "libcall", "nest_libcall", "no_libcall", "depth", "flight", "buffer", "memory", "force"])]
     pub pid: Option<u32>,
     /// With -p: how long to record (`5s`, `500ms`); sooner if the process
     /// exits.
@@ -240,6 +245,21 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
     let auto_count = (arguments.len(), retval.len());
     arguments.extend(args.argument.iter().cloned());
     retval.extend(args.retval.iter().cloned());
+    if args.futures {
+        let path = super::instrumented::resolve(program)
+            .ok_or_else(|| format!("--async: {} not found", program.to_string_lossy()))?;
+        let found = super::async_fns::find(&path)?;
+        if found.is_empty() {
+            return Err(format!(
+                "--async: {} has no async fn or block with a symbol in its DWARF \
+                 (built without debug info, or all inlined?)",
+                path.display()
+            ));
+        }
+        let (a, r) = super::async_fns::specs(&found);
+        arguments.extend(a);
+        retval.extend(r);
+    }
     let mut spec_globs = Vec::new();
     for (option, specs, kind) in [
         ("-A", &arguments[auto_count.0..], SpecKind::Arguments),

@@ -1,0 +1,85 @@
+//! A service whose every request is its own tokio task of a known shape,
+//! and a client measuring each request's latency: the anchor fntrace's
+//! async rows are checked against (`tools/tests/async_futures.rs`).
+//!
+//! `async-anchor THREADS REQUESTS IN_FLIGHT STEPS SLEEP_MS`: a runtime of
+//! THREADS workers (0: the current-thread runtime) serves REQUESTS
+//! requests, IN_FLIGHT at a time; each request's handler (`serve`) sleeps
+//! SLEEP_MS milliseconds STEPS times, with some CPU work after each sleep,
+//! so that it is polled exactly STEPS + 1 times. The client (one task per
+//! slot in flight) times each request from its spawn to its answer and
+//! prints one `latency_ns N` line per request, then `requests N`.
+
+use std::time::{Duration, Instant};
+
+/// CPU work after each sleep (about 10 µs here), kept from the optimiser.
+#[inline(never)]
+fn work(seed: u64) -> u64 {
+    let mut x = seed;
+    for i in 0..50_000u64 {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
+    }
+    std::hint::black_box(x)
+}
+
+/// One request's handler: STEPS sleeps of SLEEP each, work after each.
+async fn serve(id: u64, steps: u32, sleep: Duration) -> u64 {
+    let mut acc = id;
+    for _ in 0..steps {
+        tokio::time::sleep(sleep).await;
+        acc = acc.wrapping_add(work(acc));
+    }
+    acc
+}
+
+/// One client slot: its share of the requests, one after another.
+async fn client(first: u64, count: u64, steps: u32, sleep: Duration) -> Vec<u64> {
+    let mut latencies = Vec::new();
+    for id in first..first + count {
+        let start = Instant::now();
+        let answer = tokio::spawn(serve(id, steps, sleep)).await;
+        latencies.push(start.elapsed().as_nanos() as u64);
+        std::hint::black_box(answer.ok());
+    }
+    latencies
+}
+
+fn main() {
+    let args: Vec<u64> = std::env::args()
+        .skip(1)
+        .map(|a| {
+            a.parse()
+                .expect("numbers: THREADS REQUESTS IN_FLIGHT STEPS SLEEP_MS")
+        })
+        .collect();
+    let [threads, requests, in_flight, steps, sleep_ms] = args[..] else {
+        panic!("usage: async-anchor THREADS REQUESTS IN_FLIGHT STEPS SLEEP_MS");
+    };
+    let runtime = match threads {
+        0 => tokio::runtime::Builder::new_current_thread(),
+        n => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(n as usize);
+            builder
+        }
+    }
+    .enable_time()
+    .build()
+    .expect("a tokio runtime");
+    let sleep = Duration::from_millis(sleep_ms);
+    let latencies = runtime.block_on(async move {
+        let per_slot = requests / in_flight;
+        let clients: Vec<_> = (0..in_flight)
+            .map(|slot| tokio::spawn(client(slot * per_slot, per_slot, steps as u32, sleep)))
+            .collect();
+        let mut all = Vec::new();
+        for c in clients {
+            all.extend(c.await.expect("a client"));
+        }
+        all
+    });
+    for l in &latencies {
+        println!("latency_ns {l}");
+    }
+    println!("requests {}", latencies.len());
+}

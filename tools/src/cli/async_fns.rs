@@ -1,0 +1,251 @@
+//! `fntrace record --async`: the async state machines of an executable,
+//! found in its DWARF, and the argument specs that have the runtime
+//! record what linking their polls into futures needs (docs/async.md).
+//!
+//! rustc compiles each `async fn` and async block into a coroutine whose
+//! resume function (DWARF name `{async_fn#N}` / `{async_block#N}`, symbol
+//! `…::{closure#N}`) takes `Pin<&mut {async_fn_env#N}>` first; the env's
+//! DWARF variant part names its discriminant member `__state`: 0
+//! Unresumed, 1 Returned, 2 Panicked, 3… the suspend points. The runtime
+//! reads no DWARF: it is handed `NAME@arg1/x,arg1[OFF]/u8` (the future's
+//! address and its state at the poll's entry) and `NAME@arg1[OFF]/u8`
+//! (its state when the poll returns); `arg2` where the `Poll` is returned
+//! through memory (larger than 16 bytes: rdi is then the return slot).
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use addr2line::gimli;
+use object::{Object, ObjectSection, ObjectSymbol};
+
+/// One async state machine's resume function.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AsyncFn {
+    /// Its entry address in the file.
+    pub address: u64,
+    /// Its demangled symbol name (`kv::serve::{closure#0}`).
+    pub name: String,
+    /// Byte offset of the state discriminant in the future.
+    pub state_offset: u64,
+    /// Its size in bytes (1, 2 or 4).
+    pub state_size: u8,
+    /// The integer argument holding the future's address: 1 (rdi), or 2
+    /// (rsi) when the `Poll` returned is larger than two registers and
+    /// rdi holds the return slot (rustc's ABI returns it in memory).
+    pub self_arg: u8,
+}
+
+type Reader<'a> = gimli::EndianSlice<'a, gimli::LittleEndian>;
+
+/// The async resume functions of the executable at `path` that have a
+/// symbol (those inlined into their callers have none, and no call site).
+pub fn find(path: &Path) -> Result<Vec<AsyncFn>, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let file = object::File::parse(&*bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    let sections = gimli::DwarfSections::load(|id| -> Result<Cow<[u8]>, gimli::Error> {
+        Ok(file
+            .section_by_name(id.name())
+            .and_then(|s| s.uncompressed_data().ok())
+            .unwrap_or(Cow::Borrowed(&[])))
+    })
+    .map_err(|e| format!("{}: DWARF: {e}", path.display()))?;
+    let dwarf = sections.borrow(|s| gimli::EndianSlice::new(s, gimli::LittleEndian));
+    let mut found: BTreeMap<u64, (u64, u8, u8)> = BTreeMap::new();
+    let mut units = dwarf.units();
+    while let Ok(Some(header)) = units.next() {
+        let Ok(unit) = dwarf.unit(header) else {
+            continue;
+        };
+        let _ = resume_functions(&dwarf, &unit, &mut found);
+    }
+    if found.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut names: BTreeMap<u64, String> = BTreeMap::new();
+    for symbol in file.symbols() {
+        if found.contains_key(&symbol.address()) && symbol.kind() == object::SymbolKind::Text {
+            if let Ok(name) = symbol.name() {
+                names.insert(symbol.address(), fntrace_tools::demangle(name));
+            }
+        }
+    }
+    Ok(found
+        .into_iter()
+        .filter_map(|(address, (state_offset, state_size, self_arg))| {
+            Some(AsyncFn {
+                address,
+                name: names.remove(&address)?,
+                state_offset,
+                state_size,
+                self_arg,
+            })
+        })
+        .collect())
+}
+
+/// Adds the resume functions of `unit` to `found`: entry address → the
+/// state's offset and size, the argument holding the future.
+fn resume_functions(
+    dwarf: &gimli::Dwarf<Reader<'_>>,
+    unit: &gimli::Unit<Reader<'_>>,
+    found: &mut BTreeMap<u64, (u64, u8, u8)>,
+) -> gimli::Result<()> {
+    let mut entries = unit.entries();
+    while let Some((_, entry)) = entries.next_dfs()? {
+        if entry.tag() != gimli::DW_TAG_subprogram {
+            continue;
+        }
+        let Some(gimli::AttributeValue::Addr(low_pc)) = entry.attr_value(gimli::DW_AT_low_pc)?
+        else {
+            continue;
+        };
+        let Some(name) = entry.attr_value(gimli::DW_AT_name)? else {
+            continue;
+        };
+        let name = dwarf.attr_string(unit, name)?;
+        let name = name.to_string_lossy();
+        if !(name.starts_with("{async_fn#") || name.starts_with("{async_block#")) {
+            continue;
+        }
+        // x86-64: rustc returns a value larger than two registers through
+        // a slot whose address comes first (rdi); the future is then rsi.
+        let returned = match entry.attr_value(gimli::DW_AT_type)? {
+            Some(gimli::AttributeValue::UnitRef(ty)) => unit
+                .entry(ty)?
+                .attr_value(gimli::DW_AT_byte_size)?
+                .and_then(|v| v.udata_value()),
+            _ => None,
+        };
+        let Some(returned) = returned else {
+            continue;
+        };
+        let self_arg = if returned > 16 { 2 } else { 1 };
+        if let Some((offset, size)) = state_of_resume(unit, entry.offset())? {
+            found.insert(low_pc, (offset, size, self_arg));
+        }
+    }
+    Ok(())
+}
+
+/// The state discriminant (offset, size) of the coroutine whose resume
+/// function is at `subprogram`: its first parameter is
+/// `Pin<&mut ENV>`, ENV's variant part names the discriminant.
+fn state_of_resume(
+    unit: &gimli::Unit<Reader<'_>>,
+    subprogram: gimli::UnitOffset,
+) -> gimli::Result<Option<(u64, u8)>> {
+    let mut tree = unit.entries_tree(Some(subprogram))?;
+    let root = tree.root()?;
+    let mut children = root.children();
+    let mut param_type = None;
+    while let Some(child) = children.next()? {
+        if child.entry().tag() == gimli::DW_TAG_formal_parameter {
+            param_type = type_of(unit, child.entry().offset())?;
+            break;
+        }
+    }
+    // Pin<&mut ENV> → its one member `pointer` → &mut ENV → ENV.
+    let Some(pin) = param_type else {
+        return Ok(None);
+    };
+    let Some(pointer) = first_child(unit, pin, gimli::DW_TAG_member)? else {
+        return Ok(None);
+    };
+    let Some(reference) = type_of(unit, pointer)? else {
+        return Ok(None);
+    };
+    let Some(env) = type_of(unit, reference)? else {
+        return Ok(None);
+    };
+    let Some(part) = first_child(unit, env, gimli::DW_TAG_variant_part)? else {
+        return Ok(None);
+    };
+    let Some(gimli::AttributeValue::UnitRef(discr)) =
+        unit.entry(part)?.attr_value(gimli::DW_AT_discr)?
+    else {
+        return Ok(None);
+    };
+    let member = unit.entry(discr)?;
+    let Some(offset) = member
+        .attr_value(gimli::DW_AT_data_member_location)?
+        .and_then(|v| v.udata_value())
+    else {
+        return Ok(None);
+    };
+    let Some(state_type) = type_of(unit, discr)? else {
+        return Ok(None);
+    };
+    let size = unit
+        .entry(state_type)?
+        .attr_value(gimli::DW_AT_byte_size)?
+        .and_then(|v| v.udata_value());
+    Ok(match size {
+        Some(size @ (1 | 2 | 4)) => Some((offset, size as u8)),
+        _ => None,
+    })
+}
+
+/// The DIE `DW_AT_type` of `at` names, if in the same unit.
+fn type_of(
+    unit: &gimli::Unit<Reader<'_>>,
+    at: gimli::UnitOffset,
+) -> gimli::Result<Option<gimli::UnitOffset>> {
+    Ok(match unit.entry(at)?.attr_value(gimli::DW_AT_type)? {
+        Some(gimli::AttributeValue::UnitRef(offset)) => Some(offset),
+        _ => None,
+    })
+}
+
+/// The first child of `at` with `tag`.
+fn first_child(
+    unit: &gimli::Unit<Reader<'_>>,
+    at: gimli::UnitOffset,
+    tag: gimli::DwTag,
+) -> gimli::Result<Option<gimli::UnitOffset>> {
+    let mut tree = unit.entries_tree(Some(at))?;
+    let root = tree.root()?;
+    let mut children = root.children();
+    while let Some(child) = children.next()? {
+        if child.entry().tag() == tag {
+            return Ok(Some(child.entry().offset()));
+        }
+    }
+    Ok(None)
+}
+
+/// The `-A` and `-R` specs for `functions`: per function, the future's
+/// address and its state at the entry, and its state at the exit. Names
+/// a glob cannot spell exactly (`*`, `?`), and names two functions of
+/// different layouts share (a glob would select both), are left out.
+pub fn specs(functions: &[AsyncFn]) -> (Vec<String>, Vec<String>) {
+    let mut by_name: BTreeMap<&str, Option<&AsyncFn>> = BTreeMap::new();
+    for f in functions {
+        if f.name.contains(['*', '?', ';', '@']) {
+            continue;
+        }
+        let same = |g: &&AsyncFn| {
+            (g.state_offset, g.state_size, g.self_arg) == (f.state_offset, f.state_size, f.self_arg)
+        };
+        by_name
+            .entry(&f.name)
+            .and_modify(|seen| *seen = seen.filter(same))
+            .or_insert(Some(f));
+    }
+    let mut arguments = Vec::new();
+    let mut retvals = Vec::new();
+    for (name, f) in by_name {
+        let Some(f) = f else {
+            continue;
+        };
+        let arg = f.self_arg;
+        let state = format!(
+            "arg{arg}[{:#x}]/u{}",
+            f.state_offset,
+            u32::from(f.state_size) * 8
+        );
+        arguments.push(format!("{name}@arg{arg}/x,{state}"));
+        retvals.push(format!("{name}@{state}"));
+    }
+    (arguments, retvals)
+}
