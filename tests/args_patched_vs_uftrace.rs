@@ -71,10 +71,7 @@ fn patched_functions_record_values_as_uftrace_does() {
         let theirs_text = replay(&theirs);
         assert_eq!(theirs_text, EXPECTED, "uftrace's own recording, {level}");
         let ours_text = replay(&ours);
-        for (n, (a, b)) in ours_text.lines().zip(theirs_text.lines()).enumerate() {
-            assert_eq!(a, b, "{level}: line {} of uftrace replay", n + 1);
-        }
-        assert_eq!(ours_text, theirs_text, "{level}");
+        native::assert_same_lines(&ours_text, &theirs_text, level);
         let _ = std::fs::remove_dir_all(&base);
     }
 }

@@ -162,31 +162,16 @@ fn rust_arguments_and_return_values_as_uftrace_records_them() {
             "uftrace's own recording, opt-level {level}"
         );
         let ours_text = replay(&ours);
-        for (n, (a, b)) in ours_text.lines().zip(theirs_text.lines()).enumerate() {
-            assert_eq!(a, b, "opt-level {level}: line {} of uftrace replay", n + 1);
-        }
-        assert_eq!(ours_text, theirs_text, "opt-level {level}");
+        let what = format!("opt-level {level}");
+        native::assert_same_lines(&ours_text, &theirs_text, &what);
 
-        // fntrace replay of both: the same lines, once its TID and
-        // DURATION columns are gone (and its `}  /*` is uftrace's `} /*`).
+        // fntrace replay of both: the same lines.
         for dir in [&ours, &theirs] {
-            let output = Command::new(native::cli())
-                .args(["replay", "--no-pager"])
-                .arg(dir)
-                .output()
-                .unwrap();
-            let text = String::from_utf8_lossy(&output.stdout);
-            assert!(output.status.success(), "{}", native::stderr_of(&output));
-            let column = text.find("FUNCTION").unwrap() - text.find("    TID").unwrap();
-            let lines: String = text
-                .lines()
-                .skip(2)
-                .map(|line| format!("{}\n", line[column..].replace("}  /* ", "} /* ")))
-                .collect();
+            let lines = native::fntrace_replay_lines(dir);
             assert_eq!(
                 lines,
                 theirs_text,
-                "fntrace replay {}, opt-level {level}",
+                "fntrace replay {}, {what}",
                 dir.display()
             );
         }

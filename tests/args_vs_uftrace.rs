@@ -138,35 +138,13 @@ fn arguments_and_return_values_as_uftrace_records_them() {
         let theirs_text = replay(&theirs, &counter);
         assert_eq!(theirs_text, EXPECTED, "uftrace's own recording, {level}");
         let ours_text = replay(&ours, &counter);
-        // Line for line, the first difference named.
-        for (n, (a, b)) in ours_text.lines().zip(theirs_text.lines()).enumerate() {
-            assert_eq!(a, b, "{level}: line {} of uftrace replay", n + 1);
-        }
-        assert_eq!(ours_text, theirs_text, "{level}");
+        native::assert_same_lines(&ours_text, &theirs_text, level);
 
-        // fntrace replay, from both directories: the same lines, once its
-        // TID and DURATION columns are gone (and its `}  /*` is uftrace's
-        // `} /*`).
+        // fntrace replay, from both directories: the same lines.
         for dir in [&ours, &theirs] {
-            let output = Command::new(native::cli())
-                .args(["replay", "--no-pager"])
-                .arg(dir)
-                .output()
-                .unwrap();
-            let text = String::from_utf8_lossy(&output.stdout);
-            assert!(output.status.success(), "{}", native::stderr_of(&output));
-            let column = text.find("FUNCTION").unwrap() - text.find("    TID").unwrap();
-            let lines: String = text
-                .lines()
-                .skip(2)
-                .map(|line| format!("{}\n", line[column..].replace("}  /* ", "} /* ")))
-                .collect();
-            assert_eq!(
-                lines.replace(&counter, "COUNTER"),
-                EXPECTED,
-                "fntrace replay {}",
-                dir.display()
-            );
+            let lines = native::fntrace_replay_lines(dir);
+            let shown = format!("fntrace replay {}", dir.display());
+            assert_eq!(lines.replace(&counter, "COUNTER"), EXPECTED, "{shown}");
         }
         let _ = std::fs::remove_dir_all(&base);
     }

@@ -268,3 +268,29 @@ pub fn build_rust(dir: &Path, name: &str, level: u8, extra: &[&str]) -> PathBuf 
     );
     program
 }
+
+/// Asserts two `uftrace replay` texts equal, naming the first line that
+/// differs (`what` says which run).
+pub fn assert_same_lines(ours: &str, theirs: &str, what: &str) {
+    for (n, (a, b)) in ours.lines().zip(theirs.lines()).enumerate() {
+        assert_eq!(a, b, "{what}: line {} of uftrace replay", n + 1);
+    }
+    assert_eq!(ours, theirs, "{what}");
+}
+
+/// `fntrace replay` of `dir` as `uftrace replay -f none` shows it: the
+/// TID and DURATION columns and the header gone, `}  /*` made `} /*`.
+pub fn fntrace_replay_lines(dir: &Path) -> String {
+    let output = Command::new(cli())
+        .args(["replay", "--no-pager"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", stderr_of(&output));
+    let column = text.find("FUNCTION").unwrap() - text.find("    TID").unwrap();
+    text.lines()
+        .skip(2)
+        .map(|line| format!("{}\n", line[column..].replace("}  /* ", "} /* ")))
+        .collect()
+}

@@ -27,27 +27,9 @@ const CLI: &str = env!("CARGO_BIN_EXE_fntrace");
 fn anchor() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| {
-        let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-        let target = workspace.join("target/async-anchor");
-        let status = Command::new(CLI)
-            .args(["cargo", "build", "--release", "-p", "async-anchor"])
-            .arg("--target-dir")
-            .arg(&target)
-            .current_dir(workspace)
-            // --async reads the state machines' layout from DWARF.
-            .env("CARGO_PROFILE_RELEASE_DEBUG", "2")
-            .env_remove("RUSTC_BOOTSTRAP")
-            .env_remove("RUSTFLAGS")
-            .env_remove("CARGO_ENCODED_RUSTFLAGS")
-            .env_remove("RUSTC_WRAPPER")
-            .env_remove("RUSTC_WORKSPACE_WRAPPER")
-            .status()
-            .expect("running fntrace cargo build");
-        assert!(
-            status.success(),
-            "fntrace cargo build -p async-anchor failed"
-        );
-        target.join("release/async-anchor")
+        // --async reads the state machines' layout from DWARF.
+        let envs = [("CARGO_PROFILE_RELEASE_DEBUG", "2")];
+        common::instrumented_release("async-anchor", &envs).join("async-anchor")
     })
 }
 

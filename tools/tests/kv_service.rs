@@ -42,24 +42,7 @@ const HANDLERS: [&str; 5] = [
 /// this test binary).
 fn release_dir() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-        let target = workspace.join("target/kv-service");
-        let status = Command::new(CLI)
-            .args(["cargo", "build", "--release", "-p", "kv-service"])
-            .arg("--target-dir")
-            .arg(&target)
-            .current_dir(workspace)
-            .env_remove("RUSTC_BOOTSTRAP")
-            .env_remove("RUSTFLAGS")
-            .env_remove("CARGO_ENCODED_RUSTFLAGS")
-            .env_remove("RUSTC_WRAPPER")
-            .env_remove("RUSTC_WORKSPACE_WRAPPER")
-            .status()
-            .expect("running fntrace cargo build");
-        assert!(status.success(), "fntrace cargo build -p kv-service failed");
-        target.join("release")
-    })
+    BUILT.get_or_init(|| common::instrumented_release("kv-service", &[]))
 }
 
 /// A running kv-service, killed on drop if still running.

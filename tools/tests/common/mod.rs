@@ -97,3 +97,29 @@ pub fn fntrace_ok(args: &[&str], dir: &std::path::Path) -> String {
     );
     String::from_utf8(output.stdout).unwrap()
 }
+
+/// `fntrace cargo build --release -p PACKAGE` of a workspace example into
+/// `target/PACKAGE` (its own target directory: the instrumented flags must
+/// not rebuild the tests' crates), the outer cargo's flags left out;
+/// `envs` added (e.g. a debug level). Returns the release directory.
+pub fn instrumented_release(package: &str, envs: &[(&str, &str)]) -> PathBuf {
+    let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap();
+    let target = workspace.join("target").join(package);
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_fntrace"))
+        .args(["cargo", "build", "--release", "-p", package])
+        .arg("--target-dir")
+        .arg(&target)
+        .current_dir(workspace)
+        .envs(envs.iter().copied())
+        .env_remove("RUSTC_BOOTSTRAP")
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("RUSTC_WRAPPER")
+        .env_remove("RUSTC_WORKSPACE_WRAPPER")
+        .status()
+        .expect("running fntrace cargo build");
+    assert!(status.success(), "fntrace cargo build -p {package} failed");
+    target.join("release")
+}
