@@ -44,6 +44,23 @@ pub fn instrumentation_of(program: &OsStr) -> Result<Instrumentation, String> {
     Ok(Instrumentation::None(path))
 }
 
+/// Whether the executable at `path` links fntrace's runtime itself (the
+/// crate, or `libfntrace.a`): its global `fntrace_mcount_entry` in the
+/// symbol table. The runtime cannot hook such a program's library calls
+/// (they and its own share one GOT). A stripped executable reads as not.
+pub(super) fn links_the_runtime(path: &Path) -> bool {
+    use object::{Object, ObjectSymbol};
+    let Ok(opened) = std::fs::File::open(path) else {
+        return false;
+    };
+    let cache = object::ReadCache::new(opened);
+    let Ok(file) = object::File::parse(&cache) else {
+        return false;
+    };
+    file.symbols()
+        .any(|symbol| symbol.is_global() && symbol.name() == Ok("fntrace_mcount_entry"))
+}
+
 /// The error `fntrace record` gives for a program without instrumentation.
 pub fn refusal(path: &Path) -> String {
     format!(

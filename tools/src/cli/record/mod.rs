@@ -318,10 +318,23 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
     } else {
         command.env("FNTRACE_PATCH_FUNCTIONS", args.patch.join(","));
     }
+    let links_the_runtime = || {
+        super::instrumented::resolve(program)
+            .is_some_and(|path| super::instrumented::links_the_runtime(&path))
+    };
     let libcall = if args.no_libcall {
         "0"
     } else if args.nest_libcall {
         "nested"
+    } else if !args.libcall && links_the_runtime() {
+        // The default, impossible there: asked for by name, the runtime
+        // would refuse and run the program untraced.
+        eprintln!(
+            "fntrace record: {} links fntrace itself: its library calls cannot be hooked; \
+             recorded without them (--no-libcall)",
+            Path::new(program).display()
+        );
+        "0"
     } else {
         "1"
     };
