@@ -236,7 +236,7 @@ fn fewer_than_five_nops_at_the_entry_are_left_alone() {
     assert!(output.status.success(), "{}", native::stderr_of(&output));
     assert_eq!(String::from_utf8_lossy(&output.stdout), "2004000\n");
     assert!(
-        native::stderr_of(&output).contains("fntrace record: 0 records"),
+        native::stderr_of(&output).contains("fntrace record: 0 events"),
         "{}",
         native::stderr_of(&output)
     );
