@@ -530,9 +530,8 @@ impl GraphTracer {
             return;
         }
         // No room for the values beside their event (drop mode, a lossless
-        // wait that gave up): the event
-        // goes alone, counted if it went in (else it is a lost event), so
-        // that a recording says what it lacks.
+        // wait that gave up): the event goes alone, counted if it went in
+        // (else it is a lost event), so that a recording says what it lacks.
         let mut alone = events[0];
         alone.word &= !args::MORE;
         if ring.is_null() {
