@@ -12,7 +12,8 @@
 //! 16384), 300 µs in [262144, 524288), 5 ms in [4194304, 8388608)), and
 //! the program times each call itself around it (the tracers' times lie
 //! within) and says how many a preemption pushed past their row's end: a
-//! round with any is done again.
+//! round with any is done again (for up to 90 s, or 40 rounds if longer;
+//! each late round says how late its calls were).
 //!
 //! And the exact text of `--hist` on a hand-made trace and on the profile
 //! snapshot of the same calls, finer rows, and its wrong uses.
@@ -62,8 +63,12 @@ __attribute__((noinline)) void wait_for(long ns) {
         ;
 }
 
+/* The durations of the round's late calls, for the test's message. */
+static char late_durations[512];
+
 static long round_of_calls(void) {
     long late = 0;
+    late_durations[0] = 0;
     for (int i = 0; i < 20; i++) {
         /* A 5 ms call first: the tracers' first call on a thread in a
            recording sets things up, far within its row's margin. */
@@ -71,8 +76,12 @@ static long round_of_calls(void) {
         long end = ns < 16384 ? 16384 : ns < 524288 ? 524288 : 8388608;
         long long start = now_ns();
         wait_for(ns);
-        if (now_ns() - start >= end)
+        long long took = now_ns() - start;
+        if (took >= end) {
+            size_t used = strlen(late_durations);
+            snprintf(late_durations + used, sizeof late_durations - used, " %lld", took);
             late++;
+        }
     }
     return late;
 }
@@ -91,7 +100,7 @@ int main(void) {
         } else if (strncmp(line, "round", 5) == 0) {
             late = round_of_calls();
         }
-        printf("done %ld\n", late);
+        printf("done %ld%s\n", late, late ? late_durations : "");
         fflush(stdout);
     }
     return 0;
@@ -159,13 +168,14 @@ impl Program {
         self.stdin.flush().unwrap();
     }
 
-    /// The calls that lasted past their row, once the command is done.
-    fn done(&mut self) -> u64 {
+    /// The calls that lasted past their row once the command is done, and
+    /// the last round's late durations in ns (for messages).
+    fn done(&mut self) -> (u64, String) {
         let line = self.line();
-        let late = line.strip_prefix("done ");
-        late.unwrap_or_else(|| panic!("the program said {line:?}"))
-            .parse()
-            .unwrap()
+        let said = line.strip_prefix("done ");
+        let said = said.unwrap_or_else(|| panic!("the program said {line:?}"));
+        let (late, durations) = said.split_once(' ').unwrap_or((said, ""));
+        (late.parse().unwrap(), durations.to_string())
     }
 }
 
@@ -285,19 +295,26 @@ fn offline_and_live_distributions_agree_on_the_same_calls() {
 
     // Until a round has no call pushed past its row by a preemption.
     let mut attempt = 0;
-    let trace = loop {
-        attempt += 1;
-        let trace = dir.0.join(format!("trace-{attempt}"));
-        fntrace(&["ctl", target, "profile", "reset"]);
-        fntrace(&["ctl", target, "record", trace.to_str().unwrap()]);
-        program.send("round");
-        let late = program.done();
-        fntrace(&["ctl", target, "stop"]);
-        if late == 0 {
-            break trace;
-        }
-        assert!(attempt < 40, "{late} late calls in each of 40 rounds");
-    };
+    let began = Instant::now();
+    let trace =
+        loop {
+            attempt += 1;
+            let trace = dir.0.join(format!("trace-{attempt}"));
+            fntrace(&["ctl", target, "profile", "reset"]);
+            fntrace(&["ctl", target, "record", trace.to_str().unwrap()]);
+            program.send("round");
+            let (late, durations) = program.done();
+            fntrace(&["ctl", target, "stop"]);
+            if late == 0 {
+                break trace;
+            }
+            eprintln!("round {attempt}: {late} late call(s), ns:{durations}");
+            assert!(
+            attempt < 40 || began.elapsed() < Duration::from_secs(90),
+            "{late} late calls in each of {attempt} rounds (the last's, ns:{durations}); load {}",
+            std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim()
+        );
+        };
     let trace = trace.to_str().unwrap();
 
     let offline = fntrace(&["report", trace, "--hist", "wait_f*"]);
