@@ -24,6 +24,8 @@ pub struct Filter {
     max_depth: Option<u16>,
     min_duration: Option<Duration>,
     patch: Vec<String>,
+    args: Vec<String>,
+    retval: Vec<String>,
 }
 
 impl Filter {
@@ -83,6 +85,47 @@ impl Filter {
     pub fn patch(mut self, glob: &str) -> Filter {
         self.patch.push(glob.to_string());
         self
+    }
+
+    /// Record the arguments `spec` names, in uftrace's `-A` syntax
+    /// (`GLOB@arg1/d,arg2/s,fparg1`; several specs joined by `;` or given
+    /// in several calls), with the graph tracer: in recordings
+    /// ([`crate::record`]) and flight snapshots, read by `uftrace replay`
+    /// and `fntrace replay`. The specs are the process's, as
+    /// [`crate::set_arg_specs`] sets them (they replace the ones in force,
+    /// which a filter without specs leaves as they are); a spec that does
+    /// not parse, or a glob that selects no function with a call site, is
+    /// refused by [`crate::enable_with`] and [`crate::record`] with
+    /// `Error::BadArgSpec`, nothing changed.
+    ///
+    /// ```no_run
+    /// let filter = fntrace::Filter::new()
+    ///     .include("kv::*")
+    ///     .args("kv::handle_get@arg1/s")
+    ///     .retval("kv::handle_get@retval/d");
+    /// let recording = fntrace::record("graph", &filter, "/tmp/trace")?;
+    /// # Ok::<(), fntrace::Error>(())
+    /// ```
+    pub fn args(mut self, spec: &str) -> Filter {
+        self.args.push(spec.to_string());
+        self
+    }
+
+    /// Record the return values `spec` names, in uftrace's `-R` syntax
+    /// (`GLOB@retval/d`); as [`Filter::args`].
+    pub fn retval(mut self, spec: &str) -> Filter {
+        self.retval.push(spec.to_string());
+        self
+    }
+
+    /// The specs set with [`Filter::args`].
+    pub fn get_args(&self) -> &[String] {
+        &self.args
+    }
+
+    /// The specs set with [`Filter::retval`].
+    pub fn get_retval(&self) -> &[String] {
+        &self.retval
     }
 
     /// The globs set with [`Filter::patch`].

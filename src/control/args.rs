@@ -29,6 +29,30 @@ use crate::symbols;
 /// runs (this does not check; `fntrace ctl PID args` refuses): what one
 /// wrote before would be read with the new specs.
 pub fn set_arg_specs(arguments: &str, retval: &str) -> Result<Vec<String>, Error> {
+    set_specs(arguments, retval, false)
+}
+
+/// The argument specs of `filter` ([`crate::Filter::args`],
+/// [`crate::Filter::retval`]), set as [`set_arg_specs`] sets them unless
+/// they are the ones in force already; refused, with nothing changed, if
+/// a glob selects no function with a call site. A filter without specs
+/// leaves the specs in force as they are.
+pub(crate) fn set_filter_specs(filter: &crate::Filter) -> Result<(), Error> {
+    let (arguments, retval) = (filter.get_args().join(";"), filter.get_retval().join(";"));
+    if arguments.is_empty() && retval.is_empty() {
+        return Ok(());
+    }
+    let in_force =
+        graph_args::table().is_some_and(|t| t.arguments == arguments && t.retval == retval);
+    if !in_force {
+        set_specs(&arguments, &retval, true)?;
+    }
+    Ok(())
+}
+
+/// [`set_arg_specs`]; with `refuse_unmatched`, a glob that selects no
+/// function is an error and nothing is changed.
+fn set_specs(arguments: &str, retval: &str, refuse_unmatched: bool) -> Result<Vec<String>, Error> {
     let invalid = Error::BadArgSpec;
     let mut specs = argspec::parse(arguments, SpecKind::Arguments).map_err(invalid)?;
     specs.extend(argspec::parse(retval, SpecKind::Retval).map_err(invalid)?);
@@ -41,6 +65,7 @@ pub fn set_arg_specs(arguments: &str, retval: &str) -> Result<Vec<String>, Error
     let objects = symbols::current();
     rescan_and_select(&mut state, &objects);
     let mut functions = Vec::new();
+    let mut marks = Vec::new();
     let mut names = Vec::new();
     for listed in sites::in_order(state.sites.current()) {
         if !traceable(listed.site) {
@@ -54,11 +79,20 @@ pub fn set_arg_specs(arguments: &str, retval: &str) -> Result<Vec<String>, Error
             continue;
         };
         let values = argspec::values_for(&specs, |pattern| glob::matches(pattern, &name));
-        listed.site.set_flag(flag::WITH_ARGS, !values.is_empty());
+        marks.push((listed.site, !values.is_empty()));
         if !values.is_empty() {
             functions.push((function, values));
         }
         names.push(name);
+    }
+    names.sort();
+    names.dedup();
+    let unmatched = unmatched(specs.iter().map(|s| s.glob.as_str()), &names, WITH_SITES);
+    if refuse_unmatched && !unmatched.is_empty() {
+        return Err(invalid(unmatched.join("; ")));
+    }
+    for (site, with_args) in marks {
+        site.set_flag(flag::WITH_ARGS, with_args);
     }
     let table = ArgTable::new(functions, arguments.to_string(), retval.to_string());
     if graph_args::set_table(table).is_err() {
@@ -70,11 +104,5 @@ pub fn set_arg_specs(arguments: &str, retval: &str) -> Result<Vec<String>, Error
     // Sites already on a fast path go back to the generic one, and those
     // no longer selected to theirs.
     sync_text(&mut state.sites, |_| {})?;
-    names.sort();
-    names.dedup();
-    Ok(unmatched(
-        specs.iter().map(|s| s.glob.as_str()),
-        &names,
-        WITH_SITES,
-    ))
+    Ok(unmatched)
 }

@@ -34,6 +34,7 @@ pub(crate) mod names;
 mod text;
 mod uninstrumented;
 pub use args::set_arg_specs;
+pub(crate) use args::set_filter_specs;
 pub(crate) use attach::{attach_sites, detach_text, prepare_attach};
 pub use inspect::{
     dump, dump_with_progress, function_name, site_of, sites, stats, DumpReport, Stats,
@@ -166,6 +167,7 @@ pub fn enable(name: &str) -> Result<(), Error> {
 /// was patched and the tracer's selection is as before.
 pub fn enable_with(name: &str, filter: &Filter) -> Result<(), Error> {
     let _untraced = Untraced::begin();
+    args::set_filter_specs(filter)?;
     let _priority = priority::boost_for_text_change();
     let mut state = control();
     init_locked(&mut state)?;

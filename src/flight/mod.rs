@@ -441,6 +441,7 @@ fn start(tracer: &str, filter: &Filter, options: &FlightOptions) -> Result<Fligh
         )));
     }
     control::init()?;
+    control::set_filter_specs(filter)?;
     GRAPH_TRACER.retain_buffered();
     GRAPH_TRACER.set_buffer_events(options.buffer_events);
     // No budget: buffers made from now on are of `buffer_events`, on

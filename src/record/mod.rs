@@ -189,6 +189,8 @@ fn start(
     filter.min_duration_ns()?;
     let budget = memory_budget(options)?;
     control::init()?;
+    // Before the stream's header, which names the specs.
+    control::set_filter_specs(filter)?;
     GRAPH_TRACER.retain_buffered();
     match budget {
         Some((total, buffer)) => {
