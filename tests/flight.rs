@@ -8,7 +8,7 @@
 mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{
@@ -100,9 +100,14 @@ fn a_small_window_keeps_only_the_newest_calls_and_counts_evictions() {
         ..Default::default()
     };
     let flight = fntrace::flight_record("graph", &pie_filter(), options).unwrap();
+    // Both threads' rounds end before either makes its newest call: on a
+    // loaded host one thread may otherwise finish while the other has
+    // more than a window of rounds left, which evicts the first's end.
+    let rounds_done = Arc::new(Barrier::new(2));
     let workers: Vec<_> = (0..2)
         .map(|_| {
-            std::thread::spawn(|| {
+            let rounds_done = rounds_done.clone();
+            std::thread::spawn(move || {
                 // The oldest calls: evicted long before the end.
                 for i in 0..OLD {
                     std::hint::black_box(c_pie::cold(i));
@@ -111,6 +116,7 @@ fn a_small_window_keeps_only_the_newest_calls_and_counts_evictions() {
                     std::hint::black_box(c_pie::run(N));
                     std::thread::sleep(Duration::from_millis(1));
                 }
+                rounds_done.wait();
                 // The newest call.
                 std::hint::black_box(c_pie::many_args(1, 2, 3, 4, 5, 6, 0.5, 2.0));
             })
