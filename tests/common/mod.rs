@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod attach;
+pub mod bpftrace;
 pub mod ctl_prog;
 pub mod native;
 pub mod service;

@@ -5,17 +5,25 @@
 //! new address, into an out-of-line stub near the function:
 //!
 //! ```text
-//! stub:  nopl 0(%rax,%rax,1)     ; the site (an fentry site, key stub + 5)
+//! stub:  [undo of the kept first instruction]
+//!        nopl 0(%rax,%rax,1)     ; the site (an fentry site)
+//!        [the kept first instruction again]
 //!        <the moved instructions, relocated>
-//!        jmp  entry + moved      ; back into the function
+//!        jmp  entry + kept + moved   ; back into the function
 //! ```
 //!
-//! and a `jmp stub` (`e9 rel32`) is written once over the entry. The
-//! stub's NOP is then an ordinary fentry site whose function is the
-//! symbol's start: enabling a tracer writes a call to the `__fentry__`
-//! trampoline (or the graph tracer's fast entry) there, under either
-//! protocol; exits are hooked through the parent return address at
-//! `8(%rsp)`, as for every fentry site (nothing of the function ran yet).
+//! and a `jmp stub` (`e9 rel32`) is written once over the moved bytes.
+//! Where the first instruction is a `push`, a `sub $N,%rsp` or a register
+//! copy ([`Kept`]), it stays in place and the jump follows it: a uprobe
+//! set on the function afterwards (perf, bpftrace) then works, as the
+//! kernel runs the file's first instruction out of line and resumes right
+//! after it, at the jump; the stub undoes the instruction's effect before
+//! the site and redoes it after. The stub's NOP is an ordinary fentry site
+//! whose function is the symbol's start: enabling a tracer writes a call
+//! to the `__fentry__` trampoline (or the graph tracer's fast entry)
+//! there, under either protocol; exits are hooked through the parent
+//! return address at `8(%rsp)`, as for every fentry site (the stack and
+//! the argument registers are the entry's there).
 //!
 //! What is refused, and why, is [`Refusal`]; see `docs/runtime-patching.md`.
 //! Stubs live on pages mapped near the function (`patch::reach`), written
@@ -43,6 +51,7 @@ use crate::error::Error;
 use crate::filter::Filter;
 use crate::sites::{exclusion_flag, flag, patchable, Inserted, NewSite, SiteKind, SITES};
 use crate::symbols::{self, SymbolIndex};
+use kept::{kept_in_place, Kept};
 
 /// Bytes of the jump written at the entry.
 const JUMP_LEN: usize = 5;
@@ -179,6 +188,8 @@ struct Entry {
     name: String,
     start: usize,
     stub: usize,
+    /// The stub's site (after the kept instruction's undo, if any).
+    site: usize,
     at: usize,
     old: [u8; JUMP_LEN],
     /// Whether the jump is in the text now.
@@ -233,12 +244,22 @@ pub(crate) fn report() -> EntryPatchReport {
 /// Where and what to move out of one function.
 #[derive(Debug)]
 pub(crate) struct Plan {
-    /// The patch point: the start, or right after its `endbr64`.
+    /// The patch point, where the jump goes: the start, or right after
+    /// its `endbr64`, or right after the first instruction kept in place.
     pub at: usize,
     /// Bytes moved (whole instructions, at least [`JUMP_LEN`]).
     pub len: usize,
     /// The moved instructions, decoded at their original addresses.
     moved: Vec<Instruction>,
+    /// The first instruction, if it stays in place (see [`Kept`]).
+    kept: Option<Kept>,
+}
+
+impl Plan {
+    /// Where the site's NOP is in the stub (after the undo, if any).
+    pub(crate) fn site_offset(&self) -> usize {
+        self.kept.as_ref().map_or(0, |k| k.undo.len())
+    }
 }
 
 /// Decides whether the function whose bytes (its ELF symbol size) are
@@ -268,6 +289,28 @@ pub(crate) fn plan(code: &[u8], start: usize, memory: &FixedMemory) -> Result<Pl
         }
         all.push(instruction);
     }
+    // The first instruction kept in place where it can be; else moved.
+    let first = all.iter().find(|i| i.ip() as usize == at);
+    let kept = first.and_then(|i| kept_in_place(i, &code[skip..skip + i.len()]));
+    if let Some(kept) = kept {
+        let after = at + kept.len;
+        if let Ok(plan) = plan_from(&all, start, after, Some(kept), memory) {
+            return Ok(plan);
+        }
+    }
+    plan_from(&all, start, at, None, memory)
+}
+
+/// [`plan`]'s work once the function is decoded (`all`): what to move
+/// from `at` on, the instructions before it being `kept` (or an
+/// `endbr64`).
+fn plan_from(
+    all: &[Instruction],
+    start: usize,
+    at: usize,
+    kept: Option<Kept>,
+    memory: &FixedMemory,
+) -> Result<Plan, Refusal> {
     let mut moved = Vec::new();
     let mut end = at;
     for instruction in all.iter().filter(|i| i.ip() as usize >= at) {
@@ -311,7 +354,7 @@ pub(crate) fn plan(code: &[u8], start: usize, memory: &FixedMemory) -> Result<Pl
     for (index, instruction) in all.iter().enumerate() {
         let target = instruction.near_branch_target() as usize;
         match instruction.flow_control() {
-            FlowControl::IndirectBranch => match indirect::targets(&all, index, memory) {
+            FlowControl::IndirectBranch => match indirect::targets(all, index, memory) {
                 Some(reached) => {
                     table_tails.extend(reached.tail);
                     targets.extend(reached.targets);
@@ -345,6 +388,7 @@ pub(crate) fn plan(code: &[u8], start: usize, memory: &FixedMemory) -> Result<Pl
         at,
         len: end - at,
         moved,
+        kept,
     })
 }
 
@@ -359,13 +403,20 @@ fn is_tail_call_through_a_slot(jump: &Instruction) -> bool {
         && jump.is_ip_rel_memory_operand()
 }
 
-/// The stub of `plan` placed at `stub`: the site's NOP, the moved
-/// instructions re-encoded, the jump back; padded with `int3` to [`SLOT`].
+/// The stub of `plan` placed at `stub`: the kept instruction's undo, the
+/// site's NOP, its redo, the moved instructions re-encoded, the jump back;
+/// padded with `int3` to [`SLOT`].
 pub(crate) fn stub_bytes(plan: &Plan, stub: usize) -> Result<Vec<u8>, Refusal> {
-    let block = InstructionBlock::new(&plan.moved, (stub + NOP5.len()) as u64);
+    let (undo, redo) = plan
+        .kept
+        .as_ref()
+        .map_or((&[][..], &[][..]), |k| (&k.undo[..], &k.redo[..]));
+    let mut bytes = undo.to_vec();
+    bytes.extend_from_slice(&NOP5);
+    bytes.extend_from_slice(redo);
+    let block = InstructionBlock::new(&plan.moved, (stub + bytes.len()) as u64);
     let encoded = BlockEncoder::encode(64, block, BlockEncoderOptions::NONE)
         .map_err(|_| Refusal::NotRelocatable)?;
-    let mut bytes = NOP5.to_vec();
     bytes.extend_from_slice(&encoded.code_buffer);
     let back =
         rel32(stub + bytes.len() + JUMP_LEN, plan.at + plan.len).ok_or(Refusal::NotRelocatable)?;
@@ -402,6 +453,7 @@ struct Pending {
     name: String,
     start: usize,
     stub: usize,
+    site: usize,
     at: usize,
     old: [u8; JUMP_LEN],
 }
@@ -515,6 +567,7 @@ pub(crate) fn prepare(
                 name,
                 start: function.start,
                 stub,
+                site: stub + plan.site_offset(),
                 at: plan.at,
                 old,
             });
@@ -541,15 +594,15 @@ pub(crate) fn prepare(
     let mut writes = again;
     for p in pending {
         let new = NewSite {
-            addr: p.stub,
+            addr: p.site,
             function: p.start,
             form: Some(SiteForm::CallRel32),
             kind: SiteKind::Fentry,
-            original: patchable::direct_call(p.stub),
+            original: patchable::direct_call(p.site),
             extra_flags: flag::PATCHABLE | flag::ENTRY_STUB,
             tracers: 0,
         };
-        match SITES.insert(p.stub + NOP5.len(), &new) {
+        match SITES.insert(p.site + NOP5.len(), &new) {
             Some(Inserted::New(_)) => {}
             _ => {
                 state.report.refused.push((p.name, Refusal::NoStubMemory));
@@ -563,6 +616,7 @@ pub(crate) fn prepare(
             name: p.name,
             start: p.start,
             stub: p.stub,
+            site: p.site,
             at: p.at,
             old: p.old,
             in_place: true,
@@ -641,7 +695,7 @@ pub(crate) fn write_entries(writes: &[TextWrite]) -> Result<(), Error> {
 /// Whether `site` is the site of a run-time entry patch's stub (which
 /// [`restore_entries`] makes unreachable, and gives nothing else back).
 pub(crate) fn is_entry_patch_site(site: usize) -> bool {
-    STATE.lock().entries.iter().any(|e| e.stub == site)
+    STATE.lock().entries.iter().any(|e| e.site == site)
 }
 
 /// Detach: writes back, over every entry jump in place, the bytes it
@@ -682,5 +736,6 @@ pub(crate) fn restore_entries(loaded: impl Fn(usize) -> bool) -> Result<usize, E
     Ok(writes.len())
 }
 
+mod kept;
 #[cfg(test)]
 mod tests;

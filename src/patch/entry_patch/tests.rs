@@ -10,12 +10,10 @@ fn plan_of(code: &[u8], start: usize) -> Result<Plan, Refusal> {
 
 #[test]
 fn moves_whole_instructions_of_at_least_five_bytes() {
-    // push %rbp; mov %rsp,%rbp; mov %edi,-4(%rbp); ... ; pop %rbp; ret
-    let code = [
-        0x55, 0x48, 0x89, 0xe5, 0x89, 0x7d, 0xfc, 0x8b, 0x45, 0xfc, 0x5d, 0xc3,
-    ];
+    // mov %edi,%eax; add %esi,%eax; add $1,%eax; ret: nothing kept.
+    let code = [0x89, 0xf8, 0x01, 0xf0, 0x83, 0xc0, 0x01, 0xc3];
     let plan = plan_of(&code, AT).unwrap();
-    assert_eq!((plan.at, plan.len), (AT, 7));
+    assert_eq!((plan.at, plan.len, plan.site_offset()), (AT, 7, 0));
     // After endbr64.
     let mut cet = ENDBR64.to_vec();
     cet.extend_from_slice(&code);
@@ -29,6 +27,66 @@ fn moves_whole_instructions_of_at_least_five_bytes() {
     let back = i32::from_le_bytes(bytes[13..17].try_into().unwrap());
     assert_eq!((stub + 17).wrapping_add_signed(back as isize), AT + 7);
     assert!(bytes[17..].iter().all(|&b| b == 0xcc));
+}
+
+/// The stub of `code` at `stub`, with its plan checked: the jump after
+/// the first `kept` bytes, `moved` bytes moved.
+fn kept_stub(code: &[u8], kept: usize, moved: usize, stub: usize) -> Vec<u8> {
+    let plan = plan_of(code, AT).unwrap();
+    assert_eq!((plan.at, plan.len), (AT + kept, moved), "{code:x?}");
+    let bytes = stub_bytes(&plan, stub).unwrap();
+    let site = plan.site_offset();
+    assert_eq!(&bytes[site..site + 5], &NOP5);
+    bytes
+}
+
+#[test]
+fn a_first_push_sub_or_register_copy_stays_in_place() {
+    let stub = 0x40_8000;
+    // push %rbp; mov %rsp,%rbp; push %r13; ...: the push stays; the stub
+    // undoes it (lea 8(%rsp),%rsp), has its site, pushes again, moves the
+    // next 5 bytes and jumps back after them.
+    let code = [0x55, 0x48, 0x89, 0xe5, 0x41, 0x55, 0x5d, 0xc3];
+    let bytes = kept_stub(&code, 1, 5, stub);
+    assert_eq!(&bytes[..5], &[0x48, 0x8d, 0x64, 0x24, 0x08]);
+    assert_eq!(&bytes[10..11], &[0x55]);
+    assert_eq!(&bytes[11..16], &code[1..6]);
+    assert_eq!(bytes[16], JMP_REL32);
+    let back = i32::from_le_bytes(bytes[17..21].try_into().unwrap());
+    assert_eq!((stub + 21).wrapping_add_signed(back as isize), AT + 6);
+    // After endbr64, push %r15 (41 57).
+    let mut cet = ENDBR64.to_vec();
+    cet.extend_from_slice(&[0x41, 0x57, 0x48, 0x89, 0xe5, 0x41, 0x55, 0x5d, 0xc3]);
+    let bytes = kept_stub(&cet, 4 + 2, 5, stub);
+    assert_eq!(&bytes[5..12], &[0x0f, 0x1f, 0x44, 0, 0, 0x41, 0x57]);
+    // sub $0x18,%rsp: lea 0x18(%rsp),%rsp before the site.
+    let code = [
+        0x48, 0x83, 0xec, 0x18, 0x89, 0xf8, 0x01, 0xf0, 0x01, 0xd0, 0xc3,
+    ];
+    let bytes = kept_stub(&code, 4, 6, stub);
+    assert_eq!(&bytes[..5], &[0x48, 0x8d, 0x64, 0x24, 0x18]);
+    assert_eq!(&bytes[10..14], &code[..4]);
+    // sub $0x1000,%rsp: a 32-bit displacement.
+    let code = [
+        0x48, 0x81, 0xec, 0x00, 0x10, 0, 0, 0x89, 0xf8, 0x01, 0xf0, 0x01, 0xd0, 0xc3,
+    ];
+    let bytes = kept_stub(&code, 7, 6, stub);
+    assert_eq!(&bytes[..8], &[0x48, 0x8d, 0xa4, 0x24, 0x00, 0x10, 0, 0]);
+    // mov %rdi,%rbx: nothing to undo or redo.
+    let code = [0x48, 0x89, 0xfb, 0x89, 0xf8, 0x01, 0xf0, 0x01, 0xd0, 0xc3];
+    let bytes = kept_stub(&code, 3, 6, stub);
+    assert_eq!(&bytes[..5], &NOP5);
+    assert_eq!(&bytes[5..11], &code[3..9]);
+    // Not kept: a copy into an argument register, or of the stack
+    // pointer; a push whose function has under 5 bytes after it.
+    for code in [
+        &[0x48, 0x89, 0xdf, 0x89, 0xf8, 0x01, 0xf0, 0x01, 0xd0, 0xc3][..],
+        &[0x48, 0x89, 0xe3, 0x89, 0xf8, 0x01, 0xf0, 0x01, 0xd0, 0xc3][..],
+        &[0x53, 0x89, 0xf8, 0x01, 0xf0, 0xc3][..],
+    ] {
+        let plan = plan_of(code, AT).unwrap();
+        assert_eq!((plan.at, plan.site_offset()), (AT, 0), "{code:x?}");
+    }
 }
 
 #[test]
@@ -143,7 +201,9 @@ fn tail_calls_through_a_read_only_slot_are_followed() {
         slot.set(target as u64);
         plan(&code, start, &fixed)
     };
-    assert_eq!(with_target(0x7000_0000).unwrap().len, 5);
+    // The push stays (see `a_first_push_sub_or_register_copy_stays_in_place`).
+    let followed = with_target(0x7000_0000).unwrap();
+    assert_eq!((followed.at, followed.len), (start + 1, 10));
     // A slot holding an address in the moved bytes, or the start (a
     // tail call of itself would count as a call).
     assert_eq!(
@@ -153,7 +213,7 @@ fn tail_calls_through_a_read_only_slot_are_followed() {
     assert_eq!(with_target(start).unwrap_err(), Refusal::BranchIntoEntry);
     // A slot in writable memory (a hook set at run time): a tail call
     // to whatever function it holds then.
-    assert_eq!(plan_of(&code, start).unwrap().len, 5);
+    assert_eq!(plan_of(&code, start).unwrap().len, 10);
 }
 
 #[test]
