@@ -37,7 +37,7 @@ pub fn set_arg_specs(arguments: &str, retval: &str) -> Result<Vec<String>, Error
 /// they are the ones in force already; refused, with nothing changed, if
 /// a glob selects no function with a call site. A filter without specs
 /// leaves the specs in force as they are.
-pub(crate) fn set_filter_specs(filter: &crate::Filter) -> Result<(), Error> {
+pub(crate) fn set_filter_specs(filter: &crate::filter::Filter) -> Result<(), Error> {
     let (arguments, retval) = (filter.get_args().join(";"), filter.get_retval().join(";"));
     if arguments.is_empty() && retval.is_empty() {
         return Ok(());
