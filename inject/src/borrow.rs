@@ -133,6 +133,9 @@ pub(crate) struct Borrowed {
     pub(crate) released: bool,
     /// The longest stop of a thread let go before this one was taken.
     pub(crate) longest_passed_over: Duration,
+    /// Its real-time priority while borrowed (see `priority`), dropped
+    /// before it is let go.
+    pub(crate) raised: Option<crate::priority::Raised>,
 }
 
 /// How many rounds over the threads before giving up.
@@ -318,6 +321,7 @@ pub(crate) fn save_state(
         pending: Vec::new(),
         released: false,
         longest_passed_over: Duration::ZERO,
+        raised: crate::priority::raise(tid),
     })
 }
 
@@ -479,6 +483,8 @@ impl Borrowed {
             }
             None => 0,
         };
+        // Its own policy again before it runs its own code.
+        self.raised = None;
         let detached = ptrace(libc::PTRACE_DETACH, tid, 0, first as u64);
         let pause = self.stopped_at.elapsed();
         let tgid = thread_group(tid) as libc::c_long;

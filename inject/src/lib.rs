@@ -110,6 +110,7 @@ use std::time::Duration;
 
 mod borrow;
 mod maps;
+mod priority;
 mod safe_point;
 mod spawn;
 
@@ -178,6 +179,7 @@ fn command_of(pid: u32) -> String {
 /// `only`: borrow that thread of the process and no other (it must come to
 /// a safe point within the same bounded tries).
 pub fn attach(pid: u32, library: &Path, only: Option<u32>) -> Result<Attached, Refused> {
+    let _raised = priority::raise(0);
     let tracer = tracer_of(pid)?;
     if tracer != 0 {
         return refused(format!(
