@@ -52,11 +52,11 @@ fn refuses_bad_specs_with_a_reason() {
     assert_eq!(err("@arg1", a), "`@arg1`: no function before `@`");
     assert_eq!(
         err("f@arg1/o", a),
-        "`f@arg1/o`: `arg1/o`: unknown format `/o` (supported: d i u x s c f)"
+        "`f@arg1/o`: `arg1/o`: unknown format `/o` (supported: d i u x s c f p e t)"
     );
     assert_eq!(
-        err("f@arg1/p", a),
-        "`f@arg1/p`: `arg1/p`: format `/p` is not supported by fntrace yet (supported: d i u x s c f)"
+        err("f@arg1/S", a),
+        "`f@arg1/S`: `arg1/S`: format `/S` is not supported by fntrace yet (supported: d i u x s c f p e t)"
     );
     assert_eq!(
         err("f@arg7", a),
@@ -267,4 +267,133 @@ fn memory_at_an_offset_from_an_argument() {
         show(&rets[0].values, true, &out[..len]).unwrap(),
         " = 65535"
     );
+}
+
+/// Names as a data directory gives them: `counter` at 0x404038, 4 bytes;
+/// `enum color {RED,GREEN=5,BLUE}`.
+struct TestNames(Vec<EnumDef>);
+
+impl Names for TestNames {
+    fn symbol_at(&self, addr: u64) -> Option<String> {
+        (0x404038..0x40403c)
+            .contains(&addr)
+            .then(|| "counter".to_string())
+    }
+    fn enum_def(&self, name: &str) -> Option<&EnumDef> {
+        self.0.iter().find(|def| def.name == name)
+    }
+}
+
+#[test]
+fn pointers_enums_and_structures_as_uftrace_autoargs_writes_them() {
+    // `tests/c/autoargs.c`'s `where`, `next` and `sum`, as uftrace 0.13's
+    // `-a` types them (its `.dbg` file's `A:` and `R:` lines).
+    let specs = parse(
+        "where@arg1/p;next@arg1/e:color;sum@arg1/t8:pair%RDI",
+        SpecKind::Arguments,
+    )
+    .unwrap();
+    let color = TypeName::new("color").unwrap();
+    let pair = TypeName::new("pair").unwrap();
+    assert_eq!(specs[0].values[0].format, ArgFormat::Pointer);
+    assert_eq!(specs[1].values[0].format, ArgFormat::Enum(color));
+    assert_eq!(specs[2].values[0].format, ArgFormat::Struct(pair));
+    assert_eq!(specs[2].values[0].size, 8);
+    assert_eq!(specs[2].values[0].slot, ArgSlot::Int(1));
+    let rets = parse(
+        "where@retval/p;next@retval/e:color;get@retval/t8:pair",
+        SpecKind::Retval,
+    )
+    .unwrap();
+    let names = TestNames(parse_enum("enum color {RED,GREEN=5,BLUE}").unwrap());
+    // Each is 8 bytes of data, as uftrace writes them (its records above).
+    let shown = |values: &[ArgSpec], retval, raw: u64| {
+        show_named(values, retval, &raw.to_le_bytes(), &names).unwrap()
+    };
+    assert_eq!(shown(&specs[0].values, false, 0x404038), "(&counter)");
+    assert_eq!(
+        shown(&specs[0].values, false, 0x7ffe_0000_0010),
+        "(0x7ffe00000010)"
+    );
+    assert_eq!(shown(&specs[0].values, false, 0), "(0)");
+    assert_eq!(shown(&rets[0].values, true, 0x40403b), " = &counter");
+    assert_eq!(shown(&specs[1].values, false, 5), "(GREEN)");
+    assert_eq!(shown(&rets[1].values, true, 0), " = RED");
+    assert_eq!(shown(&specs[2].values, false, 0x2_0000_0001), "(pair{...})");
+    assert_eq!(shown(&rets[2].values, true, 1), " = pair{...}");
+    // Without names: the number, the address.
+    assert_eq!(
+        show(&specs[1].values, false, &6u64.to_le_bytes()).unwrap(),
+        "(6)"
+    );
+    // A structure of 12 bytes in two registers: its 12 bytes.
+    let triple = one("f@arg2/t12:triple%RSI+RDX,arg4");
+    let regs = Registers {
+        int: [0, 0x2_0000_0001, 0x3, 9, 0, 0],
+        ..Registers::default()
+    };
+    let mut out = [0u8; DATA_MAX + 4];
+    let len = encode(&triple, false, &regs, &mut |_, _| None, &mut out);
+    assert_eq!(len, 24);
+    assert_eq!(out[..12], [1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0]);
+    assert_eq!(
+        show(&triple, false, &out[..len]).unwrap(),
+        "(triple{...}, 9)"
+    );
+    assert_eq!(one("f@arg1/t0:empty")[0].size, 0);
+    assert_eq!(
+        show(
+            &one("f@arg1/t0:empty,arg2"),
+            false,
+            &[7, 0, 0, 0, 0, 0, 0, 0]
+        )
+        .unwrap(),
+        "(empty{}, 7)"
+    );
+    for (bad, why) in [
+        (
+            "f@arg1/t16:big",
+            "a structure over 8 bytes needs its registers",
+        ),
+        (
+            "f@arg1/t24:big%stack+1",
+            "a structure passed on the stack is not supported yet",
+        ),
+        (
+            "f@arg1/t16:two%XMM0+XMM1",
+            "a structure in other than integer registers",
+        ),
+        (
+            "f@arg1/t16:two%RDI+RDX",
+            "a structure in registers other than consecutive ones",
+        ),
+        ("f@arg1/e", "an enum is given as `e:NAME`"),
+        (
+            "f@fparg1/e:color",
+            "a floating-point argument is not an enum",
+        ),
+    ] {
+        let said = err(bad, SpecKind::Arguments);
+        assert!(said.contains(why), "{bad}: {said}");
+    }
+}
+
+#[test]
+fn enum_values_by_name_flags_or_number() {
+    let defs = parse_enum(
+        "enum uft_mmap_prot { PROT_NONE, PROT_READ, PROT_WRITE, PROT_EXEC = 4, };\
+         enum o {O_RDONLY = 00,O_WRONLY = 01,O_CREAT = 0100,}",
+    )
+    .unwrap();
+    assert_eq!(defs[0].name, "uft_mmap_prot");
+    assert_eq!(defs[0].show(2), "PROT_WRITE");
+    assert_eq!(defs[0].show(3), "PROT_WRITE|PROT_READ");
+    // uftrace's walk, largest first, each once (PROT_NONE's 0 too).
+    assert_eq!(
+        defs[0].show(11),
+        "PROT_EXEC|PROT_WRITE|PROT_READ|PROT_NONE+0x4"
+    );
+    assert_eq!(defs[1].show(0o101), "O_CREAT|O_WRONLY");
+    assert_eq!(defs[1].show(-3), "-3");
+    assert!(parse_enum("color {A}").is_err());
 }
