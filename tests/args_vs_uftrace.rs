@@ -203,92 +203,127 @@ const AUTO_DIFFERENCES: &[(&str, &str)] = &[(
 /// specs fntrace builds from DWARF give, read by the real `uftrace
 /// replay`, the lines uftrace's own `-a` recording gives, but for the
 /// documented [`AUTO_DIFFERENCES`]; a pointer to the stack is `STACK` in
-/// both (where the stack is differs from run to run).
+/// both (where the stack is differs from run to run). `fntrace replay`
+/// shows the same lines.
 #[test]
 fn auto_args_from_dwarf_as_uftrace_shows_them() {
+    let shown = [
+        "  lookup(\"key\", 100) = 207;\n",
+        "  sump(STACK) = 3;\n",
+        "  where(&counter) = &counter;\n",
+        "  next(GREEN) = BLUE;\n",
+        "  next(BLUE) = RED;\n",
+        "  sum(pair{...}) = 3;\n",
+    ];
     for level in ["-O0", "-O2"] {
-        let label = level.trim_start_matches('-');
-        let base = common::temp_dir(&format!("autoargs-{label}"));
-        let flags = ["-g", "-pg", level, "-no-pie", "-fno-pie"];
-        let program = native::build_c(&base, "autoargs", label, &flags, &[]);
-        let counter = counter_address(&program);
-        let stack = |text: String| -> String {
-            text.lines()
-                .map(|line| match line.find("0x7ff") {
-                    Some(at) => {
-                        let end = line[at + 2..]
-                            .find(|c: char| !c.is_ascii_hexdigit())
-                            .map_or(line.len(), |n| at + 2 + n);
-                        format!("{}STACK{}\n", &line[..at], &line[end..])
-                    }
-                    None => format!("{line}\n"),
-                })
-                .collect()
-        };
-
-        let theirs = base.join("uftrace.data");
-        let status = Command::new("uftrace")
-            .args(["record", "--no-pager", "--no-sched", "-a", "-d"])
-            .arg(&theirs)
-            .arg(&program)
-            .current_dir(&base)
-            .status()
-            .expect("cannot run uftrace; CI installs it (.ci/run)");
-        assert!(status.code().is_some(), "uftrace record: {status}");
-        let ours = base.join("fntrace.data");
-        let output = native::fntrace_record(
-            &base,
-            &[
-                "-a",
-                "-o",
-                ours.to_str().unwrap(),
-                "--",
-                program.to_str().unwrap(),
-            ],
-        );
-        let stderr = native::stderr_of(&output);
-        assert!(output.status.code().is_some(), "fntrace record: {stderr}");
-        // gcc's start-up code has no DWARF: said once.
-        assert_eq!(
-            stderr.matches("have no DWARF description").count(),
-            1,
-            "{stderr}"
-        );
-
-        let theirs_text = stack(replay(&theirs, &counter));
-        let ours_text = stack(replay(&ours, &counter));
-        assert!(
-            [
-                "  lookup(\"key\", 100) = 207;\n",
-                "  sump(STACK) = 3;\n",
-                "  where(&counter) = &counter;\n",
-                "  next(GREEN) = BLUE;\n",
-                "  next(BLUE) = RED;\n",
-                "  sum(pair{...}) = 3;\n",
-            ]
-            .iter()
-            .all(|line| theirs_text.contains(line)),
-            "uftrace's own recording, {level}:\n{theirs_text}"
-        );
-        assert_eq!(
-            theirs_text.lines().count(),
-            ours_text.lines().count(),
-            "{level}:\n{theirs_text}\n{ours_text}"
-        );
-        let mut differences = Vec::new();
-        for (n, (a, b)) in theirs_text.lines().zip(ours_text.lines()).enumerate() {
-            if a != b {
-                differences.push((a, b));
-                assert!(
-                    AUTO_DIFFERENCES.contains(&(a, b)),
-                    "{level}: line {} of uftrace replay: uftrace `{a}`, fntrace `{b}`",
-                    n + 1
-                );
-            }
-        }
-        assert_eq!(differences, AUTO_DIFFERENCES, "{level}");
-        let _ = std::fs::remove_dir_all(&base);
+        auto_args_compared("autoargs", level, &shown, AUTO_DIFFERENCES);
     }
+}
+
+/// `-a` on `tests/c/args.c`: its call of `getenv` typed from the
+/// prototype the program's DWARF declares, as uftrace types it from its
+/// table of libc's; the same lines but for `scale`'s return values.
+#[test]
+fn auto_args_on_a_library_call_as_uftrace_shows_them() {
+    let differences = [
+        (
+            "  scale(2.500000, 4) = 2.500000;",
+            "  scale(2.500000, 4) = 10.000000;",
+        ),
+        (
+            "  scale(-0.125000, 8) = -0.125000;",
+            "  scale(-0.125000, 8) = -1.000000;",
+        ),
+    ];
+    let shown = [
+        "  getenv(\"FNTRACE_ARGS_TEST_UNSET\") = \"NULL\";\n",
+        "  where(&counter) = &counter;\n",
+    ];
+    for level in ["-O0", "-O2"] {
+        auto_args_compared("args", level, &shown, &differences);
+    }
+}
+
+/// Records `tests/c/NAME.c` built at `level` with uftrace's `-a` and
+/// fntrace's, and compares what `uftrace replay` shows of both: the lines
+/// of `shown` in uftrace's, every line the same but for `differences`
+/// (uftrace's, fntrace's); `fntrace replay` of fntrace's the same as
+/// `uftrace replay` of it.
+fn auto_args_compared(name: &str, level: &str, shown: &[&str], differences: &[(&str, &str)]) {
+    let label = level.trim_start_matches('-');
+    let base = common::temp_dir(&format!("auto{name}-{label}"));
+    let flags = ["-g", "-pg", level, "-no-pie", "-fno-pie"];
+    let program = native::build_c(&base, name, label, &flags, &[]);
+    let counter = counter_address(&program);
+    let stack = |text: String| -> String {
+        text.lines()
+            .map(|line| match line.find("0x7ff") {
+                Some(at) => {
+                    let end = line[at + 2..]
+                        .find(|c: char| !c.is_ascii_hexdigit())
+                        .map_or(line.len(), |n| at + 2 + n);
+                    format!("{}STACK{}\n", &line[..at], &line[end..])
+                }
+                None => format!("{line}\n"),
+            })
+            .collect()
+    };
+
+    let theirs = base.join("uftrace.data");
+    let status = Command::new("uftrace")
+        .args(["record", "--no-pager", "--no-sched", "-a", "-d"])
+        .arg(&theirs)
+        .arg(&program)
+        .current_dir(&base)
+        .status()
+        .expect("cannot run uftrace; CI installs it (.ci/run)");
+    assert!(status.code().is_some(), "uftrace record: {status}");
+    let ours = base.join("fntrace.data");
+    let output = native::fntrace_record(
+        &base,
+        &[
+            "-a",
+            "-o",
+            ours.to_str().unwrap(),
+            "--",
+            program.to_str().unwrap(),
+        ],
+    );
+    let stderr = native::stderr_of(&output);
+    assert!(output.status.code().is_some(), "fntrace record: {stderr}");
+    // gcc's start-up code has no DWARF: said once.
+    assert_eq!(
+        stderr.matches("have no DWARF description").count(),
+        1,
+        "{stderr}"
+    );
+
+    let theirs_text = stack(replay(&theirs, &counter));
+    let ours_text = stack(replay(&ours, &counter));
+    assert!(
+        shown.iter().all(|line| theirs_text.contains(line)),
+        "uftrace's own recording, {name} {level}:\n{theirs_text}"
+    );
+    assert_eq!(
+        theirs_text.lines().count(),
+        ours_text.lines().count(),
+        "{name} {level}:\n{theirs_text}\n{ours_text}"
+    );
+    let mut found = Vec::new();
+    for (n, (a, b)) in theirs_text.lines().zip(ours_text.lines()).enumerate() {
+        if a != b {
+            found.push((a, b));
+            assert!(
+                differences.contains(&(a, b)),
+                "{name} {level}: line {} of uftrace replay: uftrace `{a}`, fntrace `{b}`",
+                n + 1
+            );
+        }
+    }
+    assert_eq!(found, differences, "{name} {level}");
+    let lines = stack(native::fntrace_replay_lines(&ours));
+    assert_eq!(lines, ours_text, "fntrace replay, {name} {level}");
+    let _ = std::fs::remove_dir_all(&base);
 }
 
 /// `-a` on a program built without `-g`: said once, recorded without

@@ -222,6 +222,31 @@ pub fn specs_of(program: &Path) -> Result<AutoSpecs, String> {
             function_specs(&dwarf, &unit, origin, &name, &mut specs)?;
         }
     }
+    // The library functions the program declares (`char *getenv(const
+    // char *)` from stdlib.h): typed by their prototypes, where uftrace
+    // types them by its own table of libc's.
+    let mut units = dwarf.units();
+    while let Some(header) = units.next().map_err(|e| e.to_string())? {
+        let unit = dwarf.unit(header).map_err(|e| e.to_string())?;
+        let mut entries = unit.entries();
+        while let Some((_, entry)) = entries.next_dfs().map_err(|e| e.to_string())? {
+            let flag =
+                |attr| matches!(entry.attr_value(attr), Ok(Some(AttributeValue::Flag(true))));
+            if entry.tag() != gimli::DW_TAG_subprogram
+                || !flag(gimli::DW_AT_declaration)
+                || !flag(gimli::DW_AT_external)
+                || !flag(gimli::DW_AT_prototyped)
+            {
+                continue;
+            }
+            let Some(name) = name_of(&dwarf, &unit, entry.offset()) else {
+                continue;
+            };
+            if names.insert(name.clone()) {
+                function_specs(&dwarf, &unit, entry.offset(), &name, &mut specs)?;
+            }
+        }
+    }
     specs.undescribed = elf
         .symbols()
         .filter(|s| s.kind() == SymbolKind::Text && s.is_definition() && s.size() > 0)

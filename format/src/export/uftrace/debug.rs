@@ -4,12 +4,60 @@
 //! as `&NAME`) and the module's `.dbg` file, whose `E:` lines define the
 //! enums `/e:NAME` values are named by. uftrace 0.13 writes both for
 //! every module; fntrace adds them to a finished recording (`record -a`).
+//! [`ValueNames`] is what a reader finds there.
 
 use std::path::Path;
 
 use super::super::dirfd::TraceDir;
 use super::super::ExportError;
 use super::format::{basename, one_line};
+use super::meta::SymbolTable;
+use crate::argspec::{parse_enum, EnumDef, Names};
+use crate::names::demangle;
+
+/// The enums the `.dbg` files of `dir` define (their `E:` lines); a
+/// definition that does not parse is left out, as uftrace leaves it.
+pub(super) fn load_enums(dir: &Path) -> Vec<EnumDef> {
+    let mut enums = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return enums;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().is_none_or(|e| e != "dbg") {
+            continue;
+        }
+        let Ok(Some(bytes)) = super::meta::read_file_if_any(&path) else {
+            continue;
+        };
+        for line in String::from_utf8_lossy(&bytes).lines() {
+            if let Some(Ok(defs)) = line.strip_prefix("E: ").map(parse_enum) {
+                enums.extend(defs);
+            }
+        }
+    }
+    enums
+}
+
+/// The names a reader gives `/p` and `/e` values: the symbols of an
+/// address space (functions, then data objects) and the enums.
+pub(super) struct ValueNames<'a> {
+    pub(super) functions: &'a SymbolTable,
+    pub(super) objects: &'a SymbolTable,
+    pub(super) enums: &'a [EnumDef],
+}
+
+impl Names for ValueNames<'_> {
+    fn symbol_at(&self, addr: u64) -> Option<String> {
+        let addr = usize::try_from(addr).ok()?;
+        let symbol = (self.functions.containing(addr)).or_else(|| self.objects.containing(addr))?;
+        symbol.name.as_deref().map(demangle)
+    }
+
+    fn enum_def(&self, name: &str) -> Option<&EnumDef> {
+        self.enums.iter().find(|def| def.name == name)
+    }
+}
 
 /// A data object of a module (an ELF `STT_OBJECT` symbol with a size).
 #[derive(Clone, Debug, PartialEq, Eq)]
