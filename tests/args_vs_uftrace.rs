@@ -204,7 +204,7 @@ const AUTO_DIFFERENCES: &[(&str, &str)] = &[(
 /// replay`, the lines uftrace's own `-a` recording gives, but for the
 /// documented [`AUTO_DIFFERENCES`]; a pointer to the stack is `STACK` in
 /// both (where the stack is differs from run to run). `fntrace replay`
-/// shows the same lines.
+/// shows the same lines as `uftrace replay`, of both recordings.
 #[test]
 fn auto_args_from_dwarf_as_uftrace_shows_them() {
     let shown = [
@@ -247,8 +247,8 @@ fn auto_args_on_a_library_call_as_uftrace_shows_them() {
 /// Records `tests/c/NAME.c` built at `level` with uftrace's `-a` and
 /// fntrace's, and compares what `uftrace replay` shows of both: the lines
 /// of `shown` in uftrace's, every line the same but for `differences`
-/// (uftrace's, fntrace's); `fntrace replay` of fntrace's the same as
-/// `uftrace replay` of it.
+/// (uftrace's, fntrace's); `fntrace replay` of each the same as `uftrace
+/// replay` of it.
 fn auto_args_compared(name: &str, level: &str, shown: &[&str], differences: &[(&str, &str)]) {
     let label = level.trim_start_matches('-');
     let base = common::temp_dir(&format!("auto{name}-{label}"));
@@ -321,8 +321,12 @@ fn auto_args_compared(name: &str, level: &str, shown: &[&str], differences: &[(&
         }
     }
     assert_eq!(found, differences, "{name} {level}");
-    let lines = stack(native::fntrace_replay_lines(&ours));
-    assert_eq!(lines, ours_text, "fntrace replay, {name} {level}");
+    // fntrace replay: the same lines from both directories (uftrace's
+    // specs are in its `.dbg` files and its `info`'s libc prototypes).
+    for (dir, text) in [(&ours, &ours_text), (&theirs, &theirs_text)] {
+        let lines = stack(native::fntrace_replay_lines(dir));
+        assert_eq!(&lines, text, "fntrace replay {}, {level}", dir.display());
+    }
     let _ = std::fs::remove_dir_all(&base);
 }
 

@@ -176,6 +176,20 @@ fn parse_one(text: &str, kind: SpecKind) -> Result<FunctionSpec, String> {
 }
 
 fn parse_value(text: &str, kind: SpecKind) -> Result<ArgSpec, String> {
+    // `argN%REG`: the register uftrace's `-a` found the value in (a
+    // structure's registers are its own syntax).
+    let is_struct = text
+        .split_once('/')
+        .is_some_and(|(_, written)| written.starts_with('t'));
+    match text.split_once('%') {
+        Some((value, register)) if !is_struct => {
+            types::in_register(text, parse_value_at(value, kind)?, register)
+        }
+        _ => parse_value_at(text, kind),
+    }
+}
+
+fn parse_value_at(text: &str, kind: SpecKind) -> Result<ArgSpec, String> {
     let (name, written) = match text.split_once('/') {
         Some((name, written)) => (name, Some(written)),
         None => (text, None),

@@ -87,8 +87,13 @@ fn refuses_bad_specs_with_a_reason() {
         "`f@arg1/s32`: `arg1/s32`: a string is a 64-bit pointer"
     );
     assert_eq!(
-        err("f@arg1%rdi", a),
-        "`f@arg1%rdi`: `arg1%rdi`: registers and stack offsets (`%…`) are not supported yet"
+        err("f@arg1%stack+8", a),
+        "`f@arg1%stack+8`: `arg1%stack+8`: stack offsets (`%stack…`) are not supported yet"
+    );
+    assert_eq!(
+        err("f@arg1%rax", a),
+        "`f@arg1%rax`: `arg1%rax`: `%rax` is not a register of such an argument \
+         (rdi rsi rdx rcx r8 r9, xmm0-xmm7)"
     );
     assert_eq!(
         err("f@retval", a),
@@ -396,4 +401,16 @@ fn enum_values_by_name_flags_or_number() {
     assert_eq!(defs[1].show(0o101), "O_CREAT|O_WRONLY");
     assert_eq!(defs[1].show(-3), "-3");
     assert!(parse_enum("color {A}").is_err());
+}
+
+#[test]
+fn registers_as_uftrace_autoargs_names_them() {
+    // uftrace's `.dbg` lines at -O2 (`A: @fparg1/64%xmm0,arg1%rdi`).
+    let values = one("f@fparg1/64%xmm0,arg1%rdi,arg2/e:color%RSI,arg3%rcx");
+    let slots: Vec<_> = values.iter().map(|v| v.slot).collect();
+    use ArgSlot::*;
+    assert_eq!(slots, [Fp(1), Int(1), Int(2), Int(4)]);
+    assert_eq!(values[0].size, 8);
+    assert!(err("f@arg1%xmm0", SpecKind::Arguments).contains("not a register of such"));
+    assert!(err("f@fparg1%rdi", SpecKind::Arguments).contains("not a register of such"));
 }

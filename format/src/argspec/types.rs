@@ -251,6 +251,38 @@ pub(super) fn parse_named(
     })
 }
 
+/// `spec` read from `register` (`rdi`, `xmm0`; uftrace's `-a` names the
+/// register it found a value in): an integer from an integer argument
+/// register, a floating-point value from a vector one.
+pub(super) fn in_register(text: &str, spec: ArgSpec, register: &str) -> Result<ArgSpec, String> {
+    if register.starts_with("stack") {
+        return Err(format!(
+            "`{text}`: stack offsets (`%stack…`) are not supported yet"
+        ));
+    }
+    let vector = register
+        .to_ascii_lowercase()
+        .strip_prefix("xmm")
+        .and_then(|n| n.parse::<u8>().ok())
+        .filter(|&n| n < super::FLOAT_REGISTERS);
+    let slot = match (spec.slot, int_register(register), vector) {
+        (ArgSlot::Int(_), Some(n), _) if spec.format != ArgFormat::Float => ArgSlot::Int(n),
+        (ArgSlot::Fp(_), _, Some(n)) => ArgSlot::Fp(n + 1),
+        (ArgSlot::Int(_) | ArgSlot::Fp(_), ..) => {
+            return Err(format!(
+                "`{text}`: `%{register}` is not a register of such an argument \
+                 (rdi rsi rdx rcx r8 r9, xmm0-xmm7)"
+            ))
+        }
+        _ => {
+            return Err(format!(
+                "`{text}`: only an argument is read from a register"
+            ))
+        }
+    };
+    Ok(ArgSpec { slot, ..spec })
+}
+
 /// The argument number (1-6) of an integer argument register (`RDI`).
 fn int_register(name: &str) -> Option<u8> {
     let names = ["rdi", "rsi", "rdx", "rcx", "r8", "r9"];

@@ -12,7 +12,7 @@ use super::super::dirfd::TraceDir;
 use super::super::ExportError;
 use super::format::{basename, one_line};
 use super::meta::SymbolTable;
-use crate::argspec::{parse_enum, EnumDef, Names};
+use crate::argspec::{self, parse_enum, EnumDef, FunctionSpec, Names, SpecKind};
 use crate::names::demangle;
 
 /// The enums the `.dbg` files of `dir` define (their `E:` lines); a
@@ -37,6 +37,59 @@ pub(super) fn load_enums(dir: &Path) -> Vec<EnumDef> {
         }
     }
     enums
+}
+
+/// The specs of uftrace's own `-a` recording of `dir`: the `A:` and `R:`
+/// lines of its `.dbg` files (`F: 11a6 add` then `A: @arg1,arg2`), then
+/// `auto`'s (its `info`'s `argauto` and `retauto` lines), each function's
+/// parsed alone: one fntrace does not read (`%stack+8`, `arg9`) is left
+/// out, and a record of that function is then refused by the reader. And
+/// the enums of `enumauto`.
+pub(super) fn load_auto_specs(dir: &Path, auto: &[String; 3]) -> (Vec<FunctionSpec>, Vec<EnumDef>) {
+    let mut specs = Vec::new();
+    let mut one = |text: &str, kind| {
+        if let Ok(parsed) = argspec::parse(text, kind) {
+            specs.extend(parsed);
+        }
+    };
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.extension().is_none_or(|e| e != "dbg") {
+                continue;
+            }
+            let Ok(Some(bytes)) = super::meta::read_file_if_any(&path) else {
+                continue;
+            };
+            let mut function = String::new();
+            for line in String::from_utf8_lossy(&bytes).lines() {
+                if let Some(rest) = line.strip_prefix("F: ") {
+                    function = rest
+                        .split_once(' ')
+                        .map_or("", |(_, name)| name)
+                        .to_string();
+                } else if let Some(values) = line.strip_prefix("A: ") {
+                    one(&format!("{function}{values}"), SpecKind::Arguments);
+                } else if let Some(values) = line.strip_prefix("R: ") {
+                    one(&format!("{function}{values}"), SpecKind::Retval);
+                }
+            }
+        }
+    }
+    for (text, kind) in [
+        (&auto[0], SpecKind::Arguments),
+        (&auto[1], SpecKind::Retval),
+    ] {
+        for part in text.split(';').filter(|p| !p.is_empty()) {
+            one(part, kind);
+        }
+    }
+    let enums = auto[2]
+        .split_inclusive(';')
+        .filter_map(|definition| parse_enum(definition).ok())
+        .flatten()
+        .collect();
+    (specs, enums)
 }
 
 /// The names a reader gives `/p` and `/e` values: the symbols of an

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Mutex};
 
 use super::super::ExportError;
-use super::debug::{load_enums, ValueNames};
+use super::debug::{load_auto_specs, load_enums, ValueNames};
 use super::format::{parse_info, FEAT_SYM_REL_ADDR};
 use super::meta::{
     load_symbols, parse_task_txt, read_file, read_fntrace_file, session_modules, strip_build_ids,
@@ -171,11 +171,18 @@ impl UftraceReader {
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| ExportError::malformed(&info_path, format!("argument spec {e}")))?
         .concat();
-        let enums = if arg_specs.is_empty() {
-            Vec::new()
-        } else {
-            load_enums(dir)
+        let (mut auto_specs, mut enums) = match &header.auto {
+            Some(auto) => load_auto_specs(dir, auto),
+            None => Default::default(),
         };
+        // Given specs after uftrace's `-a` ones: merged over them.
+        auto_specs.extend(arg_specs);
+        let arg_specs = auto_specs;
+        if !arg_specs.is_empty() {
+            // A module's own enums first, as uftrace looks them up.
+            let builtin = std::mem::replace(&mut enums, load_enums(dir));
+            enums.extend(builtin);
+        }
         Ok(UftraceReader {
             enums,
             arg_specs,
