@@ -150,6 +150,54 @@ fn arguments_and_return_values_as_uftrace_records_them() {
     }
 }
 
+/// `-A where@arg1/p -R where@retval/p,shout@retval/e:letter` given by
+/// hand: the pointer named after the data object it points to in both
+/// recordings (fntrace adds the program's data objects to its `.sym` file
+/// after the run), an enum without a definition shown as its number.
+#[test]
+fn a_pointer_given_with_p_is_named_as_uftrace_names_it() {
+    let base = common::temp_dir("args-pointer");
+    let flags = ["-pg", "-O0", "-no-pie", "-fno-pie"];
+    let program = native::build_c(&base, "args", "O0", &flags, &[]);
+    let specs = [
+        "-A",
+        "where@arg1/p",
+        "-R",
+        "where@retval/p;shout@retval/e:letter",
+    ];
+    let theirs = base.join("uftrace.data");
+    let status = Command::new("uftrace")
+        .args(["record", "--no-pager", "--no-sched"])
+        .args(specs)
+        .arg("-d")
+        .arg(&theirs)
+        .arg(&program)
+        .current_dir(&base)
+        .status()
+        .expect("cannot run uftrace; CI installs it (.ci/run)");
+    assert!(status.code().is_some(), "uftrace record: {status}");
+    let ours = base.join("fntrace.data");
+    let mut all = vec!["-o", ours.to_str().unwrap()];
+    all.extend(specs);
+    all.extend(["--", program.to_str().unwrap()]);
+    let output = native::fntrace_record(&base, &all);
+    assert!(
+        output.status.code().is_some(),
+        "{}",
+        native::stderr_of(&output)
+    );
+    let theirs_text = replay(&theirs, "-");
+    let ours_text = replay(&ours, "-");
+    for line in ["  where(&counter) = &counter;\n", "  shout() = 65;\n"] {
+        assert!(
+            theirs_text.contains(line),
+            "{line}: uftrace's:\n{theirs_text}"
+        );
+    }
+    native::assert_same_lines(&ours_text, &theirs_text, "-O0");
+    let _ = std::fs::remove_dir_all(&base);
+}
+
 #[test]
 fn bad_specs_are_refused_before_the_program_runs() {
     let base = common::temp_dir("args-refused");

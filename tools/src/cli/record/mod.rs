@@ -369,9 +369,10 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
     // What uftrace's replay names `/p` and `/e` values by.
     let names_values =
         |specs: &[String]| specs.iter().any(|s| s.contains("/p") || s.contains("/e:"));
-    if args.auto_args || names_values(&arguments) || names_values(&retval) {
+    let recorded = dir.join("info").is_file();
+    if recorded && (args.auto_args || names_values(&arguments) || names_values(&retval)) {
         if let Err(err) = super::auto_args::complete(&dir, program, &enums) {
-            eprintln!("fntrace record: -a: completing {}: {err}", dir.display());
+            eprintln!("fntrace record: naming values in {}: {err}", dir.display());
         }
     }
     let complete = summarize(&dir, &args.mode);
