@@ -239,13 +239,19 @@ fn bad_specs_are_refused_before_the_program_runs() {
 /// (uftrace's, fntrace's); every other line is the same, pointers named
 /// after the data object they point to (`&counter`), enums' values by
 /// name, structures passed by value as `pair{...}` (docs/arguments.md,
-/// "-a"): uftrace 0.13 records the first argument for a `double` return
-/// value typed `retval/f64` (its `-a` types it so), fntrace the value
-/// returned.
-const AUTO_DIFFERENCES: &[(&str, &str)] = &[(
-    "  scale(2.500000, 4) = 2.500000;",
-    "  scale(2.500000, 4) = 10.000000;",
-)];
+/// "-a"): uftrace 0.13 records a wrong value for a `double` return value
+/// typed `retval/f64` (its `-a` types it so; the first argument, or 0
+/// after a structure), fntrace the value returned.
+const AUTO_DIFFERENCES: &[(&str, &str)] = &[
+    (
+        "  scale(2.500000, 4) = 2.500000;",
+        "  scale(2.500000, 4) = 10.000000;",
+    ),
+    (
+        "  fps(fp{...}, 1) = 0.000000;",
+        "  fps(fp{...}, 1) = 1.750000;",
+    ),
+];
 
 /// `-a` (`tests/c/autoargs.c`, gcc `-g -pg` at `-O0` and `-O2`): the
 /// specs fntrace builds from DWARF give, read by the real `uftrace
@@ -262,6 +268,10 @@ fn auto_args_from_dwarf_as_uftrace_shows_them() {
         "  next(GREEN) = BLUE;\n",
         "  next(BLUE) = RED;\n",
         "  sum(pair{...}) = 3;\n",
+        "  two(big{...}, 3) = 6;\n",
+        "  ret2(4) = big{...};\n",
+        "  retmix(5) = mix{...};\n",
+        "  third(7, big{...}, 8) = 16;\n",
     ];
     for level in ["-O0", "-O2"] {
         auto_args_compared("autoargs", level, &shown, AUTO_DIFFERENCES);

@@ -588,14 +588,21 @@ pub fn encode(
             ArgSlot::Retval if value.format == ArgFormat::Float => regs.xmm0,
             ArgSlot::Retval => regs.rax,
         };
-        let used = if let (ArgFormat::Struct(_), ArgSlot::Int(n)) = (value.format, value.slot) {
-            // Its bytes, from the registers that follow its first.
+        let used = if let ArgFormat::Struct(_) = value.format {
+            // Its bytes, from the registers that follow its first; a
+            // structure returned: rax's 8 bytes (what uftrace records),
+            // zeros after them.
+            let (registers, first): (&[u64], usize) = match value.slot {
+                ArgSlot::Int(n) => (&regs.int, usize::from(n - 1)),
+                ArgSlot::Fp(n) => (&regs.float, usize::from(n - 1)),
+                _ => (std::slice::from_ref(&regs.rax), 0),
+            };
             let size = usize::from(value.size);
             if at + size > limit {
                 break;
             }
             for (k, chunk) in out[at..at + size].chunks_mut(8).enumerate() {
-                let register = regs.int.get(usize::from(n - 1) + k).copied().unwrap_or(0);
+                let register = registers.get(first + k).copied().unwrap_or(0);
                 chunk.copy_from_slice(&register.to_le_bytes()[..chunk.len()]);
             }
             size

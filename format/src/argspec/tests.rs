@@ -345,6 +345,35 @@ fn pointers_enums_and_structures_as_uftrace_autoargs_writes_them() {
         show(&triple, false, &out[..len]).unwrap(),
         "(triple{...}, 9)"
     );
+    // In vector registers (`struct { double x, y; }`), or named by its
+    // first register only (uftrace's `-a` at -O2): from the next ones too.
+    let fp = one("f@fparg1/t16:fp%XMM0+XMM1,arg2/t16:big%rsi");
+    assert_eq!((fp[0].slot, fp[1].slot), (ArgSlot::Fp(1), ArgSlot::Int(2)));
+    assert_eq!(one("f@fparg2/t8:two")[0].slot, ArgSlot::Fp(2));
+    let regs = Registers {
+        int: [0, 4, 5, 0, 0, 0],
+        float: [0.5f64.to_bits(), 0.25f64.to_bits(), 0, 0, 0, 0, 0, 0],
+        ..Registers::default()
+    };
+    let len = encode(&fp, false, &regs, &mut |_, _| None, &mut out);
+    assert_eq!(len, 32);
+    assert_eq!(out[..8], 0.5f64.to_le_bytes());
+    assert_eq!(out[8..16], 0.25f64.to_le_bytes());
+    assert_eq!(
+        out[16..32],
+        [4, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0]
+    );
+    // Returned: rax's 8 bytes, zeros after them.
+    let ret = parse("f@retval/t16:big", SpecKind::Retval).unwrap();
+    let regs = Registers {
+        rax: 9,
+        ..Registers::default()
+    };
+    assert_eq!(
+        encode(&ret[0].values, true, &regs, &mut |_, _| None, &mut out),
+        16
+    );
+    assert_eq!(out[..16], [9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
     assert_eq!(one("f@arg1/t0:empty")[0].size, 0);
     assert_eq!(
         show(
@@ -365,13 +394,15 @@ fn pointers_enums_and_structures_as_uftrace_autoargs_writes_them() {
             "a structure passed on the stack is not supported yet",
         ),
         (
-            "f@arg1/t16:two%XMM0+XMM1",
-            "a structure in other than integer registers",
+            "f@arg1/t16:two%RDI+XMM0",
+            "a structure in registers other than consecutive ones of one kind",
         ),
         (
             "f@arg1/t16:two%RDI+RDX",
             "a structure in registers other than consecutive ones",
         ),
+        ("f@arg1/t8:two%RAX", "`%RAX` are not argument registers"),
+        ("f@arg1/t24:big%RDI+RSI+RDX", "a structure over 16 bytes"),
         ("f@arg1/e", "an enum is given as `e:NAME`"),
         (
             "f@fparg1/e:color",

@@ -172,9 +172,9 @@ pub(super) fn parse_named(
         TypeName::new(name)
             .ok_or_else(|| format!("`{text}`: a type name has at most {TYPE_NAME_MAX} bytes"))
     };
-    if matches!(slot, ArgSlot::Fp(_)) {
+    if c == 'e' && matches!(slot, ArgSlot::Fp(_)) {
         return Err(format!(
-            "`{text}`: a floating-point argument is not an enum or a structure"
+            "`{text}`: a floating-point argument is not an enum"
         ));
     }
     if c == 'e' {
@@ -219,9 +219,7 @@ pub(super) fn parse_named(
         (_, Some(r)) if r.starts_with("stack") => {
             return unsupported("a structure passed on the stack")
         }
-        (ArgSlot::Retval, _) if size > 8 => {
-            return unsupported("a structure over 8 bytes returned")
-        }
+        (_, _) if size > 16 => return unsupported("a structure over 16 bytes"),
         (ArgSlot::Retval, _) => ArgSlot::Retval,
         (_, None) if size > 8 => {
             return Err(format!(
@@ -230,18 +228,29 @@ pub(super) fn parse_named(
         }
         (slot, None) => slot,
         (_, Some(registers)) => {
-            let numbers = registers
+            // All integer registers or all vector ones, consecutive: the
+            // first is the slot, the next ones follow it (uftrace's `-a`
+            // names only the first at -O2).
+            let slots = registers
                 .split('+')
-                .map(int_register)
-                .collect::<Option<Vec<u8>>>();
-            let Some(numbers) = numbers else {
-                return unsupported("a structure in other than integer registers");
+                .map(register_slot)
+                .collect::<Option<Vec<ArgSlot>>>();
+            let Some(slots) = slots else {
+                return Err(format!(
+                    "`{text}`: `%{registers}` are not argument registers \
+                     (rdi rsi rdx rcx r8 r9, xmm0-xmm7)"
+                ));
             };
-            let consecutive = numbers.windows(2).all(|w| w[1] == w[0] + 1);
-            if !consecutive || numbers.len() != size.div_ceil(8).max(1) {
-                return unsupported("a structure in registers other than consecutive ones");
+            let consecutive = slots.windows(2).all(|w| match (w[0], w[1]) {
+                (ArgSlot::Int(a), ArgSlot::Int(b)) | (ArgSlot::Fp(a), ArgSlot::Fp(b)) => b == a + 1,
+                _ => false,
+            });
+            if !consecutive || slots.len() > size.div_ceil(8).max(1) {
+                return unsupported(
+                    "a structure in registers other than consecutive ones of one kind",
+                );
             }
-            ArgSlot::Int(numbers[0])
+            slots[0]
         }
     };
     Ok(ArgSpec {
@@ -281,6 +290,19 @@ pub(super) fn in_register(text: &str, spec: ArgSpec, register: &str) -> Result<A
         }
     };
     Ok(ArgSpec { slot, ..spec })
+}
+
+/// The slot of an argument register: `RDI` is `arg1`, `XMM0` `fparg1`.
+fn register_slot(name: &str) -> Option<ArgSlot> {
+    if let Some(n) = int_register(name) {
+        return Some(ArgSlot::Int(n));
+    }
+    let n = name
+        .to_ascii_lowercase()
+        .strip_prefix("xmm")?
+        .parse::<u8>()
+        .ok()?;
+    (n < super::FLOAT_REGISTERS).then_some(ArgSlot::Fp(n + 1))
 }
 
 /// The argument number (1-6) of an integer argument register (`RDI`).

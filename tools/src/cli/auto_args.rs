@@ -62,9 +62,10 @@ enum Value {
     /// An integer register value with this uftrace suffix (`""`, `/s`,
     /// `/c`, `/p`, `/e:NAME`).
     Int(String),
-    /// A C structure of this size (1-16 bytes) and name whose members are
-    /// all integers or pointers: passed in integer registers.
-    Struct(u64, String),
+    /// A C structure of this size (1-16 bytes) and name, and how the SysV
+    /// ABI passes it: `Some(false)` in integer registers, `Some(true)` in
+    /// vector ones, `None` in both (returned in rax and xmm0).
+    Struct(u64, String, Option<bool>),
     /// A floating-point value of this many bits.
     Float(u8),
     /// Nothing more can be recorded for this function (a structure or an
@@ -318,17 +319,39 @@ fn function_specs(
                 ints += 1;
                 values.push(format!("arg{ints}{suffix}"));
             }
-            // In the next integer registers, if they are enough (else
-            // on the stack, not followed yet).
-            Value::Struct(size, name) if ints + size.div_ceil(8) as u8 <= 6 => {
-                let registers = ["RDI", "RSI", "RDX", "RCX", "R8", "R9"];
-                let used = &registers[usize::from(ints)..][..size.div_ceil(8) as usize];
-                values.push(format!("arg{}/t{size}:{name}%{}", ints + 1, used.join("+")));
-                ints += used.len() as u8;
-                if used.len() > 1 {
-                    // uftrace numbers the next arguments by parameter, not
-                    // by register: not followed yet.
+            // In the next integer (vector) registers, if they are
+            // enough (else on the stack, not followed yet); the arguments
+            // after it are numbered by register (`arg3` is rdx).
+            Value::Struct(size, name, Some(vector)) => {
+                let count = size.div_ceil(8) as u8;
+                let (first, limit) = if vector { (floats, 8) } else { (ints, 6) };
+                if first + count > limit {
                     break;
+                }
+                let used: Vec<String> = (first..first + count)
+                    .map(|n| match vector {
+                        true => format!("XMM{n}"),
+                        false => ["RDI", "RSI", "RDX", "RCX", "R8", "R9"][usize::from(n)].into(),
+                    })
+                    .collect();
+                let name = if name.is_empty() {
+                    name
+                } else {
+                    format!(":{name}")
+                };
+                // Numbered after its first register: uftrace's `replay`
+                // of fntrace's recording, which names no architecture,
+                // ignores the registers and tells values apart by number.
+                let slot = if vector { "fparg" } else { "arg" };
+                values.push(format!(
+                    "{slot}{}/t{size}{name}%{}",
+                    first + 1,
+                    used.join("+")
+                ));
+                if vector {
+                    floats += count;
+                } else {
+                    ints += count;
                 }
             }
             Value::Float(bits) if floats < 8 => {
@@ -359,10 +382,18 @@ fn function_specs(
     }
     match returns {
         Value::Int(suffix) => join(&mut specs.retval, format!("{name}@retval{suffix}")),
-        Value::Struct(size, type_name) if size <= 8 => join(
-            &mut specs.retval,
-            format!("{name}@retval/t{size}:{type_name}"),
-        ),
+        // uftrace records rax's 8 bytes of it, whatever its registers.
+        Value::Struct(size, type_name, _) => {
+            let type_name = if type_name.is_empty() {
+                type_name
+            } else {
+                format!(":{type_name}")
+            };
+            join(
+                &mut specs.retval,
+                format!("{name}@retval/t{size}{type_name}"),
+            )
+        }
         // `/f`, not `/f64`: uftrace 0.13 records a wrong value for
         // `retval/f64` (the first argument), the right one for `/f`.
         Value::Float(64) => join(&mut specs.retval, format!("{name}@retval/f")),
@@ -422,14 +453,22 @@ impl Types<'_, '_> {
                     };
                 }
                 gimli::DW_TAG_structure_type | gimli::DW_TAG_union_type
-                    if self.c_unit && (1..=16).contains(&size) && self.integers_only(at, 0) =>
+                    if self.c_unit && (1..=16).contains(&size) =>
                 {
+                    let Some(classes) = self.eightbytes(at, size) else {
+                        return Value::Stop;
+                    };
+                    let kind = match (classes.iter().all(|&v| v), classes.iter().any(|&v| v)) {
+                        (true, _) => Some(true),
+                        (false, false) => Some(false),
+                        _ => None,
+                    };
                     return match self.name(at) {
                         Some(name) if name.len() <= argspec::TYPE_NAME_MAX => {
-                            Value::Struct(size, name)
+                            Value::Struct(size, name, kind)
                         }
                         Some(_) => Value::Stop,
-                        None => Value::Struct(size, String::new()),
+                        None => Value::Struct(size, String::new(), kind),
                     };
                 }
                 gimli::DW_TAG_base_type => {
@@ -526,59 +565,148 @@ impl Types<'_, '_> {
         Some((name.clone(), format!("enum {name} {{{}}}", items.join(","))))
     }
 
-    /// Whether every member of the structure or union at `at` (through
-    /// nested ones and arrays) is an integer, a character or a pointer,
-    /// which the SysV ABI passes in integer registers.
-    fn integers_only(&self, at: UnitOffset, depth: u8) -> bool {
+    /// The SysV classes of the eightbytes of the structure or union at
+    /// `at` (`size` bytes): `true` where every member there is a `float`
+    /// or `double` (passed in a vector register), `false` where one is an
+    /// integer or a pointer. `None` for a member not followed (an array of
+    /// floating-point values, a `long double`, a type without size).
+    fn eightbytes(&self, at: UnitOffset, size: u64) -> Option<Vec<bool>> {
+        let mut scalars = Vec::new();
+        self.flatten(at, 0, &mut scalars, 0)?;
+        let classes = (0..size.div_ceil(8))
+            .map(|k| {
+                let (low, high) = (8 * k, 8 * k + 8);
+                let mut there = scalars
+                    .iter()
+                    .filter(|&&(offset, len, _)| offset < high && offset + len > low)
+                    .peekable();
+                there.peek()?;
+                Some(there.all(|&(_, _, float)| float))
+            })
+            .collect::<Option<Vec<bool>>>()?;
+        Some(classes)
+    }
+
+    /// Appends the scalar members of the structure or union at `at`, at
+    /// `base` bytes into the outermost one, to `out` (offset, size,
+    /// whether floating-point).
+    fn flatten(
+        &self,
+        at: UnitOffset,
+        base: u64,
+        out: &mut Vec<(u64, u64, bool)>,
+        depth: u8,
+    ) -> Option<()> {
         if depth > 8 {
-            return false;
+            return None;
         }
-        let Ok(mut tree) = self.unit.entries_tree(Some(at)) else {
-            return false;
-        };
-        let Ok(root) = tree.root() else { return false };
+        let mut tree = self.unit.entries_tree(Some(at)).ok()?;
+        let root = tree.root().ok()?;
         let mut children = root.children();
-        let mut members = 0;
         while let Ok(Some(child)) = children.next() {
             let entry = child.entry();
             if entry.tag() != gimli::DW_TAG_member {
                 continue;
             }
-            members += 1;
+            let offset = match entry.attr_value(gimli::DW_AT_data_member_location) {
+                Ok(Some(AttributeValue::Udata(n))) => n,
+                Ok(Some(AttributeValue::Sdata(n))) => n as u64,
+                Ok(Some(AttributeValue::Data1(n))) => u64::from(n),
+                Ok(Some(AttributeValue::Data2(n))) => u64::from(n),
+                Ok(Some(AttributeValue::Data4(n))) => u64::from(n),
+                Ok(None) => match entry.attr_value(gimli::DW_AT_data_bit_offset) {
+                    Ok(Some(AttributeValue::Udata(bits))) => bits / 8,
+                    _ => 0,
+                },
+                _ => return None,
+            };
             let Ok(Some(AttributeValue::UnitRef(mut ty))) = entry.attr_value(gimli::DW_AT_type)
             else {
-                return false;
+                return None;
             };
-            let ok = loop {
-                let Ok(t) = self.unit.entry(ty) else {
-                    break false;
-                };
+            loop {
+                let t = self.unit.entry(ty).ok()?;
+                let len = byte_size(&t);
                 match t.tag() {
                     gimli::DW_TAG_typedef
                     | gimli::DW_TAG_const_type
-                    | gimli::DW_TAG_volatile_type
-                    | gimli::DW_TAG_array_type => match t.attr_value(gimli::DW_AT_type) {
+                    | gimli::DW_TAG_volatile_type => match t.attr_value(gimli::DW_AT_type) {
                         Ok(Some(AttributeValue::UnitRef(next))) => ty = next,
-                        _ => break false,
+                        _ => return None,
                     },
-                    gimli::DW_TAG_pointer_type | gimli::DW_TAG_enumeration_type => break true,
-                    gimli::DW_TAG_structure_type | gimli::DW_TAG_union_type => {
-                        break self.integers_only(ty, depth + 1)
+                    gimli::DW_TAG_pointer_type | gimli::DW_TAG_enumeration_type if len > 0 => {
+                        out.push((base + offset, len, false));
+                        break;
                     }
-                    gimli::DW_TAG_base_type => {
-                        break !matches!(
+                    gimli::DW_TAG_structure_type | gimli::DW_TAG_union_type => {
+                        self.flatten(ty, base + offset, out, depth + 1)?;
+                        break;
+                    }
+                    gimli::DW_TAG_base_type if len > 0 => {
+                        let float = matches!(
                             t.attr_value(gimli::DW_AT_encoding),
                             Ok(Some(AttributeValue::Encoding(gimli::DW_ATE_float)))
-                        )
+                        );
+                        if float && len > 8 {
+                            return None;
+                        }
+                        out.push((base + offset, len, float));
+                        break;
                     }
-                    _ => break false,
+                    // An array of integers: integers wherever it lies (its
+                    // size, if DWARF gives none, from the structure's).
+                    gimli::DW_TAG_array_type => {
+                        let Ok(Some(AttributeValue::UnitRef(element))) =
+                            t.attr_value(gimli::DW_AT_type)
+                        else {
+                            return None;
+                        };
+                        let mut probe = Vec::new();
+                        self.flatten_one(element, &mut probe)?;
+                        if probe.iter().any(|&(_, _, float)| float) {
+                            return None;
+                        }
+                        let len = if len > 0 { len } else { 16 };
+                        out.push((base + offset, len, false));
+                        break;
+                    }
+                    _ => return None,
                 }
-            };
-            if !ok {
-                return false;
             }
         }
-        members > 0
+        Some(())
+    }
+
+    /// The scalars of the type at `ty` alone (an array's element).
+    fn flatten_one(&self, mut ty: UnitOffset, out: &mut Vec<(u64, u64, bool)>) -> Option<()> {
+        for _ in 0..16 {
+            let t = self.unit.entry(ty).ok()?;
+            match t.tag() {
+                gimli::DW_TAG_typedef | gimli::DW_TAG_const_type | gimli::DW_TAG_volatile_type => {
+                    match t.attr_value(gimli::DW_AT_type) {
+                        Ok(Some(AttributeValue::UnitRef(next))) => ty = next,
+                        _ => return None,
+                    }
+                }
+                gimli::DW_TAG_structure_type | gimli::DW_TAG_union_type => {
+                    return self.flatten(ty, 0, out, 1)
+                }
+                gimli::DW_TAG_base_type => {
+                    let float = matches!(
+                        t.attr_value(gimli::DW_AT_encoding),
+                        Ok(Some(AttributeValue::Encoding(gimli::DW_ATE_float)))
+                    );
+                    out.push((0, byte_size(&t), float));
+                    return Some(());
+                }
+                gimli::DW_TAG_pointer_type | gimli::DW_TAG_enumeration_type => {
+                    out.push((0, 8, false));
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+        None
     }
 
     /// Whether the type at `type_ref` is `char` (through qualifiers).
