@@ -44,8 +44,9 @@ pub enum ArgFormat {
     /// data). Recorded as an integer.
     Enum(TypeName),
     /// `/tSIZE:NAME%REG+REG`: a structure (union, class) of SIZE bytes
-    /// passed by value in consecutive integer registers, the first the
-    /// spec's slot (or in rax, returned), recorded whole and shown as
+    /// (at most 16) passed by value in consecutive integer or vector
+    /// registers, the first the spec's slot, recorded whole (returned:
+    /// rax's 8 bytes, then zeros, as uftrace records it) and shown as
     /// `NAME{...}` (`{}` when empty), as uftrace shows it.
     Struct(TypeName),
 }
