@@ -150,6 +150,54 @@ fn arguments_and_return_values_as_uftrace_records_them() {
     }
 }
 
+/// `-A where@arg1/p -R where@retval/p,shout@retval/e:letter` given by
+/// hand: the pointer named after the data object it points to in both
+/// recordings (fntrace adds the program's data objects to its `.sym` file
+/// after the run), an enum without a definition shown as its number.
+#[test]
+fn a_pointer_given_with_p_is_named_as_uftrace_names_it() {
+    let base = common::temp_dir("args-pointer");
+    let flags = ["-pg", "-O0", "-no-pie", "-fno-pie"];
+    let program = native::build_c(&base, "args", "O0", &flags, &[]);
+    let specs = [
+        "-A",
+        "where@arg1/p",
+        "-R",
+        "where@retval/p;shout@retval/e:letter",
+    ];
+    let theirs = base.join("uftrace.data");
+    let status = Command::new("uftrace")
+        .args(["record", "--no-pager", "--no-sched"])
+        .args(specs)
+        .arg("-d")
+        .arg(&theirs)
+        .arg(&program)
+        .current_dir(&base)
+        .status()
+        .expect("cannot run uftrace; CI installs it (.ci/run)");
+    assert!(status.code().is_some(), "uftrace record: {status}");
+    let ours = base.join("fntrace.data");
+    let mut all = vec!["-o", ours.to_str().unwrap()];
+    all.extend(specs);
+    all.extend(["--", program.to_str().unwrap()]);
+    let output = native::fntrace_record(&base, &all);
+    assert!(
+        output.status.code().is_some(),
+        "{}",
+        native::stderr_of(&output)
+    );
+    let theirs_text = replay(&theirs, "-");
+    let ours_text = replay(&ours, "-");
+    for line in ["  where(&counter) = &counter;\n", "  shout() = 65;\n"] {
+        assert!(
+            theirs_text.contains(line),
+            "{line}: uftrace's:\n{theirs_text}"
+        );
+    }
+    native::assert_same_lines(&ours_text, &theirs_text, "-O0");
+    let _ = std::fs::remove_dir_all(&base);
+}
+
 #[test]
 fn bad_specs_are_refused_before_the_program_runs() {
     let base = common::temp_dir("args-refused");
@@ -158,7 +206,7 @@ fn bad_specs_are_refused_before_the_program_runs() {
     for (args, said) in [
         (
             ["-A", "add@arg1/o"],
-            "-A `add@arg1/o`: `arg1/o`: unknown format `/o` (supported: d i u x s c f)",
+            "-A `add@arg1/o`: `arg1/o`: unknown format `/o` (supported: d i u x s c f p e t)",
         ),
         (
             ["-A", "add@arg7"],
@@ -188,112 +236,156 @@ fn bad_specs_are_refused_before_the_program_runs() {
 }
 
 /// The lines where `-a` shows what uftrace's `-a` does not, each pair
-/// (uftrace's, fntrace's), `COUNTER` for `&counter`'s address; every
-/// other line is the same (docs/arguments.md, "-a"):
-/// - uftrace 0.13 records the first argument for a `double` return value
-///   typed `retval/f64` (its `-a` types it so), fntrace the value returned;
-/// - uftrace names a pointer after the data symbol it points to, from the
-///   data symbols its `.sym` files hold and fntrace's do not: fntrace's
-///   shows the address;
-/// - uftrace names an enum's value, fntrace shows the number;
-/// - uftrace shows a structure passed by value as `pair{...}`, fntrace
-///   records nothing from it on.
+/// (uftrace's, fntrace's); every other line is the same, pointers named
+/// after the data object they point to (`&counter`), enums' values by
+/// name, structures passed by value as `pair{...}` (docs/arguments.md,
+/// "-a"): uftrace 0.13 records a wrong value for a `double` return value
+/// typed `retval/f64` (its `-a` types it so; the first argument, or 0
+/// after a structure), fntrace the value returned.
 const AUTO_DIFFERENCES: &[(&str, &str)] = &[
     (
         "  scale(2.500000, 4) = 2.500000;",
         "  scale(2.500000, 4) = 10.000000;",
     ),
     (
-        "  where(&counter) = &counter;",
-        "  where(COUNTER) = COUNTER;",
+        "  fps(fp{...}, 1) = 0.000000;",
+        "  fps(fp{...}, 1) = 1.750000;",
     ),
-    ("  next(GREEN) = BLUE;", "  next(5) = 6;"),
-    ("  next(BLUE) = RED;", "  next(6) = 0;"),
-    ("  sum(pair{...}) = 3;", "  sum() = 3;"),
 ];
 
 /// `-a` (`tests/c/autoargs.c`, gcc `-g -pg` at `-O0` and `-O2`): the
 /// specs fntrace builds from DWARF give, read by the real `uftrace
 /// replay`, the lines uftrace's own `-a` recording gives, but for the
 /// documented [`AUTO_DIFFERENCES`]; a pointer to the stack is `STACK` in
-/// both (where the stack is differs from run to run).
+/// both (where the stack is differs from run to run). `fntrace replay`
+/// shows the same lines as `uftrace replay`, of both recordings.
 #[test]
 fn auto_args_from_dwarf_as_uftrace_shows_them() {
+    let shown = [
+        "  lookup(\"key\", 100) = 207;\n",
+        "  sump(STACK) = 3;\n",
+        "  where(&counter) = &counter;\n",
+        "  next(GREEN) = BLUE;\n",
+        "  next(BLUE) = RED;\n",
+        "  sum(pair{...}) = 3;\n",
+        "  two(big{...}, 3) = 6;\n",
+        "  ret2(4) = big{...};\n",
+        "  retmix(5) = mix{...};\n",
+        "  third(7, big{...}, 8) = 16;\n",
+    ];
     for level in ["-O0", "-O2"] {
-        let label = level.trim_start_matches('-');
-        let base = common::temp_dir(&format!("autoargs-{label}"));
-        let flags = ["-g", "-pg", level, "-no-pie", "-fno-pie"];
-        let program = native::build_c(&base, "autoargs", label, &flags, &[]);
-        let counter = counter_address(&program);
-        let stack = |text: String| -> String {
-            text.lines()
-                .map(|line| match line.find("0x7ff") {
-                    Some(at) => {
-                        let end = line[at + 2..]
-                            .find(|c: char| !c.is_ascii_hexdigit())
-                            .map_or(line.len(), |n| at + 2 + n);
-                        format!("{}STACK{}\n", &line[..at], &line[end..])
-                    }
-                    None => format!("{line}\n"),
-                })
-                .collect()
-        };
-
-        let theirs = base.join("uftrace.data");
-        let status = Command::new("uftrace")
-            .args(["record", "--no-pager", "--no-sched", "-a", "-d"])
-            .arg(&theirs)
-            .arg(&program)
-            .current_dir(&base)
-            .status()
-            .expect("cannot run uftrace; CI installs it (.ci/run)");
-        assert!(status.code().is_some(), "uftrace record: {status}");
-        let ours = base.join("fntrace.data");
-        let output = native::fntrace_record(
-            &base,
-            &[
-                "-a",
-                "-o",
-                ours.to_str().unwrap(),
-                "--",
-                program.to_str().unwrap(),
-            ],
-        );
-        let stderr = native::stderr_of(&output);
-        assert!(output.status.code().is_some(), "fntrace record: {stderr}");
-        // gcc's start-up code has no DWARF: said once.
-        assert_eq!(
-            stderr.matches("have no DWARF description").count(),
-            1,
-            "{stderr}"
-        );
-
-        let theirs_text = stack(replay(&theirs, &counter));
-        let ours_text = stack(replay(&ours, &counter));
-        assert!(
-            theirs_text.contains("  lookup(\"key\", 100) = 207;\n")
-                && theirs_text.contains("  sump(STACK) = 3;\n"),
-            "uftrace's own recording, {level}:\n{theirs_text}"
-        );
-        assert_eq!(
-            theirs_text.lines().count(),
-            ours_text.lines().count(),
-            "{level}:\n{theirs_text}\n{ours_text}"
-        );
-        let mut differences = Vec::new();
-        for (n, (a, b)) in theirs_text.lines().zip(ours_text.lines()).enumerate() {
-            if a != b {
-                differences.push((a, b));
-                assert!(
-                    AUTO_DIFFERENCES.contains(&(a, b)),
-                    "{level}: line {} of uftrace replay: uftrace `{a}`, fntrace `{b}`",
-                    n + 1
-                );
-            }
-        }
-        assert_eq!(differences, AUTO_DIFFERENCES, "{level}");
-        let _ = std::fs::remove_dir_all(&base);
+        auto_args_compared("autoargs", level, &shown, AUTO_DIFFERENCES);
     }
+}
+
+/// `-a` on `tests/c/args.c`: its call of `getenv` typed from the
+/// prototype the program's DWARF declares, as uftrace types it from its
+/// table of libc's; the same lines but for `scale`'s return values.
+#[test]
+fn auto_args_on_a_library_call_as_uftrace_shows_them() {
+    let differences = [
+        (
+            "  scale(2.500000, 4) = 2.500000;",
+            "  scale(2.500000, 4) = 10.000000;",
+        ),
+        (
+            "  scale(-0.125000, 8) = -0.125000;",
+            "  scale(-0.125000, 8) = -1.000000;",
+        ),
+    ];
+    let shown = [
+        "  getenv(\"FNTRACE_ARGS_TEST_UNSET\") = \"NULL\";\n",
+        "  where(&counter) = &counter;\n",
+    ];
+    for level in ["-O0", "-O2"] {
+        auto_args_compared("args", level, &shown, &differences);
+    }
+}
+
+/// Records `tests/c/NAME.c` built at `level` with uftrace's `-a` and
+/// fntrace's, and compares what `uftrace replay` shows of both: the lines
+/// of `shown` in uftrace's, every line the same but for `differences`
+/// (uftrace's, fntrace's); `fntrace replay` of each the same as `uftrace
+/// replay` of it.
+fn auto_args_compared(name: &str, level: &str, shown: &[&str], differences: &[(&str, &str)]) {
+    let label = level.trim_start_matches('-');
+    let base = common::temp_dir(&format!("auto{name}-{label}"));
+    let flags = ["-g", "-pg", level, "-no-pie", "-fno-pie"];
+    let program = native::build_c(&base, name, label, &flags, &[]);
+    let counter = counter_address(&program);
+    let stack = |text: String| -> String {
+        text.lines()
+            .map(|line| match line.find("0x7ff") {
+                Some(at) => {
+                    let end = line[at + 2..]
+                        .find(|c: char| !c.is_ascii_hexdigit())
+                        .map_or(line.len(), |n| at + 2 + n);
+                    format!("{}STACK{}\n", &line[..at], &line[end..])
+                }
+                None => format!("{line}\n"),
+            })
+            .collect()
+    };
+
+    let theirs = base.join("uftrace.data");
+    let status = Command::new("uftrace")
+        .args(["record", "--no-pager", "--no-sched", "-a", "-d"])
+        .arg(&theirs)
+        .arg(&program)
+        .current_dir(&base)
+        .status()
+        .expect("cannot run uftrace; CI installs it (.ci/run)");
+    assert!(status.code().is_some(), "uftrace record: {status}");
+    let ours = base.join("fntrace.data");
+    let output = native::fntrace_record(
+        &base,
+        &[
+            "-a",
+            "-o",
+            ours.to_str().unwrap(),
+            "--",
+            program.to_str().unwrap(),
+        ],
+    );
+    let stderr = native::stderr_of(&output);
+    assert!(output.status.code().is_some(), "fntrace record: {stderr}");
+    // gcc's start-up code has no DWARF: said once.
+    assert_eq!(
+        stderr.matches("have no DWARF description").count(),
+        1,
+        "{stderr}"
+    );
+
+    let theirs_text = stack(replay(&theirs, &counter));
+    let ours_text = stack(replay(&ours, &counter));
+    assert!(
+        shown.iter().all(|line| theirs_text.contains(line)),
+        "uftrace's own recording, {name} {level}:\n{theirs_text}"
+    );
+    assert_eq!(
+        theirs_text.lines().count(),
+        ours_text.lines().count(),
+        "{name} {level}:\n{theirs_text}\n{ours_text}"
+    );
+    let mut found = Vec::new();
+    for (n, (a, b)) in theirs_text.lines().zip(ours_text.lines()).enumerate() {
+        if a != b {
+            found.push((a, b));
+            assert!(
+                differences.contains(&(a, b)),
+                "{name} {level}: line {} of uftrace replay: uftrace `{a}`, fntrace `{b}`",
+                n + 1
+            );
+        }
+    }
+    assert_eq!(found, differences, "{name} {level}");
+    // fntrace replay: the same lines from both directories (uftrace's
+    // specs are in its `.dbg` files and its `info`'s libc prototypes).
+    for (dir, text) in [(&ours, &ours_text), (&theirs, &theirs_text)] {
+        let lines = stack(native::fntrace_replay_lines(dir));
+        assert_eq!(&lines, text, "fntrace replay {}, {level}", dir.display());
+    }
+    let _ = std::fs::remove_dir_all(&base);
 }
 
 /// `-a` on a program built without `-g`: said once, recorded without

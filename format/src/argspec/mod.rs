@@ -18,7 +18,7 @@
 use std::fmt::Write as _;
 
 /// How a value is shown (uftrace's `/d`, `/i`, `/u`, `/x`, `/s`, `/c`,
-/// `/f`).
+/// `/f`, `/p`, `/e:NAME`, `/tSIZE:NAME`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ArgFormat {
     /// `/d` (the default): decimal, hexadecimal beyond ±100000.
@@ -35,6 +35,20 @@ pub enum ArgFormat {
     Char,
     /// `/f` (and `fparg`): a floating-point value.
     Float,
+    /// `/p`: an address, shown as `&NAME` when a symbol of the data
+    /// directory's `.sym` files holds it (a function or a data object),
+    /// else in hexadecimal. Recorded as an integer.
+    Pointer,
+    /// `/e:NAME`: a value of the C enum NAME, shown by the name of its
+    /// enumerator (the definitions are in the `.dbg` files beside the
+    /// data). Recorded as an integer.
+    Enum(TypeName),
+    /// `/tSIZE:NAME%REG+REG`: a structure (union, class) of SIZE bytes
+    /// (at most 16) passed by value in consecutive integer or vector
+    /// registers, the first the spec's slot, recorded whole (returned:
+    /// rax's 8 bytes, then zeros, as uftrace records it) and shown as
+    /// `NAME{...}` (`{}` when empty), as uftrace shows it.
+    Struct(TypeName),
 }
 
 /// Where a value is read.
@@ -111,6 +125,9 @@ pub const FOLLOWED_BY_DATA: u16 = 1 << 14;
 /// bytes (little-endian) in place of its time.
 pub const DATA_DEPTH: u16 = u16::MAX;
 
+/// The formats fntrace records, as its refusals list them.
+const SUPPORTED: &str = "d i u x s c f p e t";
+
 /// Which values an option may name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SpecKind {
@@ -160,11 +177,30 @@ fn parse_one(text: &str, kind: SpecKind) -> Result<FunctionSpec, String> {
 }
 
 fn parse_value(text: &str, kind: SpecKind) -> Result<ArgSpec, String> {
+    // `argN%REG`: the register uftrace's `-a` found the value in (a
+    // structure's registers are its own syntax).
+    let is_struct = text
+        .split_once('/')
+        .is_some_and(|(_, written)| written.starts_with('t'));
+    match text.split_once('%') {
+        Some((value, register)) if !is_struct => {
+            types::in_register(text, parse_value_at(value, kind)?, register)
+        }
+        _ => parse_value_at(text, kind),
+    }
+}
+
+fn parse_value_at(text: &str, kind: SpecKind) -> Result<ArgSpec, String> {
     let (name, written) = match text.split_once('/') {
         Some((name, written)) => (name, Some(written)),
         None => (text, None),
     };
-    if text.contains('%') {
+    // A structure names its registers after a `%`; `e` and `t` carry a
+    // type name.
+    let named = written
+        .and_then(|w| w.chars().next())
+        .filter(|c| matches!(c, 'e' | 't'));
+    if text.contains('%') && named != Some('t') {
         return Err(format!(
             "`{text}`: registers and stack offsets (`%…`) are not supported yet"
         ));
@@ -216,6 +252,9 @@ fn parse_value(text: &str, kind: SpecKind) -> Result<ArgSpec, String> {
         }
         _ => {}
     }
+    if let (Some(c), Some(written)) = (named, written) {
+        return types::parse_named(text, slot, c, &written[1..]);
+    }
     let float_slot = matches!(slot, ArgSlot::Fp(_));
     let (mut format, mut size) = if float_slot {
         (ArgFormat::Float, 8)
@@ -237,15 +276,16 @@ fn parse_value(text: &str, kind: SpecKind) -> Result<ArgSpec, String> {
                 's' => ArgFormat::Str,
                 'c' => ArgFormat::Char,
                 'f' => ArgFormat::Float,
-                'p' | 'S' | 'e' | 't' => {
+                'p' => ArgFormat::Pointer,
+                'S' => {
                     return Err(format!(
                         "`{text}`: format `/{c}` is not supported by fntrace yet \
-                         (supported: d i u x s c f)"
+                         (supported: {SUPPORTED})"
                     ))
                 }
                 _ => {
                     return Err(format!(
-                        "`{text}`: unknown format `/{c}` (supported: d i u x s c f)"
+                        "`{text}`: unknown format `/{c}` (supported: {SUPPORTED})"
                     ))
                 }
             };
@@ -335,6 +375,18 @@ pub fn data_len(values: &[ArgSpec], retval: bool, data: &[u8]) -> Option<usize> 
 /// the first retval spec counts, as in uftrace). `None` if `data` is too
 /// short for `values`.
 pub fn show(values: &[ArgSpec], retval: bool, data: &[u8]) -> Option<String> {
+    show_named(values, retval, data, &types::NoNames)
+}
+
+/// [`show`], with `names` to name what `/p` values point to and `/e`
+/// values (what uftrace's `replay` finds in the data directory's `.sym`
+/// and `.dbg` files).
+pub fn show_named(
+    values: &[ArgSpec],
+    retval: bool,
+    data: &[u8],
+    names: &dyn Names,
+) -> Option<String> {
     let mut out = String::new();
     out.push_str(if retval { " = " } else { "(" });
     let mut at = 0;
@@ -368,10 +420,37 @@ pub fn show(values: &[ArgSpec], retval: bool, data: &[u8]) -> Option<String> {
                 show_float(v, &mut out);
                 size
             }
+            ArgFormat::Struct(name) => {
+                data.get(at..at + size)?;
+                // gcc names a lambda's type `<lambda`: uftrace leaves it out.
+                if name.as_str() != "<lambda" {
+                    out.push_str(name.as_str());
+                }
+                out.push_str(if size == 0 { "{}" } else { "{...}" });
+                size
+            }
             format => {
                 let mut raw = [0u8; 8];
                 raw[..size].copy_from_slice(data.get(at..at + size)?);
-                show_int(format, size, u64::from_le_bytes(raw), &mut out);
+                let raw = u64::from_le_bytes(raw);
+                match format {
+                    ArgFormat::Pointer => match names.symbol_at(raw) {
+                        Some(symbol) => {
+                            let _ = write!(out, "&{symbol}");
+                        }
+                        None if raw == 0 => out.push('0'),
+                        None => {
+                            let _ = write!(out, "{raw:#x}");
+                        }
+                    },
+                    ArgFormat::Enum(name) => match names.enum_def(name.as_str()) {
+                        Some(def) => out.push_str(&def.show(raw as i32)),
+                        None => {
+                            let _ = write!(out, "{}", raw as i32);
+                        }
+                    },
+                    _ => show_int(format, size, raw, &mut out),
+                }
                 size
             }
         };
@@ -510,7 +589,25 @@ pub fn encode(
             ArgSlot::Retval if value.format == ArgFormat::Float => regs.xmm0,
             ArgSlot::Retval => regs.rax,
         };
-        let used = if value.format == ArgFormat::Str {
+        let used = if let ArgFormat::Struct(_) = value.format {
+            // Its bytes, from the registers that follow its first; a
+            // structure returned: rax's 8 bytes (what uftrace records),
+            // zeros after them.
+            let (registers, first): (&[u64], usize) = match value.slot {
+                ArgSlot::Int(n) => (&regs.int, usize::from(n - 1)),
+                ArgSlot::Fp(n) => (&regs.float, usize::from(n - 1)),
+                _ => (std::slice::from_ref(&regs.rax), 0),
+            };
+            let size = usize::from(value.size);
+            if at + size > limit {
+                break;
+            }
+            for (k, chunk) in out[at..at + size].chunks_mut(8).enumerate() {
+                let register = registers.get(first + k).copied().unwrap_or(0);
+                chunk.copy_from_slice(&register.to_le_bytes()[..chunk.len()]);
+            }
+            size
+        } else if value.format == ArgFormat::Str {
             if at + 2 + STR_MAX + 1 > limit {
                 break;
             }
@@ -592,3 +689,6 @@ fn bad_pointer(addr: u64, text: &mut [u8]) -> usize {
 
 #[cfg(test)]
 mod tests;
+
+mod types;
+pub use types::{parse_enum, EnumDef, Names, TypeName, TYPE_NAME_MAX};

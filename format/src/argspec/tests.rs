@@ -52,11 +52,11 @@ fn refuses_bad_specs_with_a_reason() {
     assert_eq!(err("@arg1", a), "`@arg1`: no function before `@`");
     assert_eq!(
         err("f@arg1/o", a),
-        "`f@arg1/o`: `arg1/o`: unknown format `/o` (supported: d i u x s c f)"
+        "`f@arg1/o`: `arg1/o`: unknown format `/o` (supported: d i u x s c f p e t)"
     );
     assert_eq!(
-        err("f@arg1/p", a),
-        "`f@arg1/p`: `arg1/p`: format `/p` is not supported by fntrace yet (supported: d i u x s c f)"
+        err("f@arg1/S", a),
+        "`f@arg1/S`: `arg1/S`: format `/S` is not supported by fntrace yet (supported: d i u x s c f p e t)"
     );
     assert_eq!(
         err("f@arg7", a),
@@ -87,8 +87,13 @@ fn refuses_bad_specs_with_a_reason() {
         "`f@arg1/s32`: `arg1/s32`: a string is a 64-bit pointer"
     );
     assert_eq!(
-        err("f@arg1%rdi", a),
-        "`f@arg1%rdi`: `arg1%rdi`: registers and stack offsets (`%…`) are not supported yet"
+        err("f@arg1%stack+8", a),
+        "`f@arg1%stack+8`: `arg1%stack+8`: stack offsets (`%stack…`) are not supported yet"
+    );
+    assert_eq!(
+        err("f@arg1%rax", a),
+        "`f@arg1%rax`: `arg1%rax`: `%rax` is not a register of such an argument \
+         (rdi rsi rdx rcx r8 r9, xmm0-xmm7)"
     );
     assert_eq!(
         err("f@retval", a),
@@ -267,4 +272,176 @@ fn memory_at_an_offset_from_an_argument() {
         show(&rets[0].values, true, &out[..len]).unwrap(),
         " = 65535"
     );
+}
+
+/// Names as a data directory gives them: `counter` at 0x404038, 4 bytes;
+/// `enum color {RED,GREEN=5,BLUE}`.
+struct TestNames(Vec<EnumDef>);
+
+impl Names for TestNames {
+    fn symbol_at(&self, addr: u64) -> Option<String> {
+        (0x404038..0x40403c)
+            .contains(&addr)
+            .then(|| "counter".to_string())
+    }
+    fn enum_def(&self, name: &str) -> Option<&EnumDef> {
+        self.0.iter().find(|def| def.name == name)
+    }
+}
+
+#[test]
+fn pointers_enums_and_structures_as_uftrace_autoargs_writes_them() {
+    // `tests/c/autoargs.c`'s `where`, `next` and `sum`, as uftrace 0.13's
+    // `-a` types them (its `.dbg` file's `A:` and `R:` lines).
+    let specs = parse(
+        "where@arg1/p;next@arg1/e:color;sum@arg1/t8:pair%RDI",
+        SpecKind::Arguments,
+    )
+    .unwrap();
+    let color = TypeName::new("color").unwrap();
+    let pair = TypeName::new("pair").unwrap();
+    assert_eq!(specs[0].values[0].format, ArgFormat::Pointer);
+    assert_eq!(specs[1].values[0].format, ArgFormat::Enum(color));
+    assert_eq!(specs[2].values[0].format, ArgFormat::Struct(pair));
+    assert_eq!(specs[2].values[0].size, 8);
+    assert_eq!(specs[2].values[0].slot, ArgSlot::Int(1));
+    let rets = parse(
+        "where@retval/p;next@retval/e:color;get@retval/t8:pair",
+        SpecKind::Retval,
+    )
+    .unwrap();
+    let names = TestNames(parse_enum("enum color {RED,GREEN=5,BLUE}").unwrap());
+    // Each is 8 bytes of data, as uftrace writes them (its records above).
+    let shown = |values: &[ArgSpec], retval, raw: u64| {
+        show_named(values, retval, &raw.to_le_bytes(), &names).unwrap()
+    };
+    assert_eq!(shown(&specs[0].values, false, 0x404038), "(&counter)");
+    assert_eq!(
+        shown(&specs[0].values, false, 0x7ffe_0000_0010),
+        "(0x7ffe00000010)"
+    );
+    assert_eq!(shown(&specs[0].values, false, 0), "(0)");
+    assert_eq!(shown(&rets[0].values, true, 0x40403b), " = &counter");
+    assert_eq!(shown(&specs[1].values, false, 5), "(GREEN)");
+    assert_eq!(shown(&rets[1].values, true, 0), " = RED");
+    assert_eq!(shown(&specs[2].values, false, 0x2_0000_0001), "(pair{...})");
+    assert_eq!(shown(&rets[2].values, true, 1), " = pair{...}");
+    // Without names: the number, the address.
+    assert_eq!(
+        show(&specs[1].values, false, &6u64.to_le_bytes()).unwrap(),
+        "(6)"
+    );
+    // A structure of 12 bytes in two registers: its 12 bytes.
+    let triple = one("f@arg2/t12:triple%RSI+RDX,arg4");
+    let regs = Registers {
+        int: [0, 0x2_0000_0001, 0x3, 9, 0, 0],
+        ..Registers::default()
+    };
+    let mut out = [0u8; DATA_MAX + 4];
+    let len = encode(&triple, false, &regs, &mut |_, _| None, &mut out);
+    assert_eq!(len, 24);
+    assert_eq!(out[..12], [1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0]);
+    assert_eq!(
+        show(&triple, false, &out[..len]).unwrap(),
+        "(triple{...}, 9)"
+    );
+    // In vector registers (`struct { double x, y; }`), or named by its
+    // first register only (uftrace's `-a` at -O2): from the next ones too.
+    let fp = one("f@fparg1/t16:fp%XMM0+XMM1,arg2/t16:big%rsi");
+    assert_eq!((fp[0].slot, fp[1].slot), (ArgSlot::Fp(1), ArgSlot::Int(2)));
+    assert_eq!(one("f@fparg2/t8:two")[0].slot, ArgSlot::Fp(2));
+    let regs = Registers {
+        int: [0, 4, 5, 0, 0, 0],
+        float: [0.5f64.to_bits(), 0.25f64.to_bits(), 0, 0, 0, 0, 0, 0],
+        ..Registers::default()
+    };
+    let len = encode(&fp, false, &regs, &mut |_, _| None, &mut out);
+    assert_eq!(len, 32);
+    assert_eq!(out[..8], 0.5f64.to_le_bytes());
+    assert_eq!(out[8..16], 0.25f64.to_le_bytes());
+    assert_eq!(
+        out[16..32],
+        [4, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0]
+    );
+    // Returned: rax's 8 bytes, zeros after them.
+    let ret = parse("f@retval/t16:big", SpecKind::Retval).unwrap();
+    let regs = Registers {
+        rax: 9,
+        ..Registers::default()
+    };
+    assert_eq!(
+        encode(&ret[0].values, true, &regs, &mut |_, _| None, &mut out),
+        16
+    );
+    assert_eq!(out[..16], [9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(one("f@arg1/t0:empty")[0].size, 0);
+    assert_eq!(
+        show(
+            &one("f@arg1/t0:empty,arg2"),
+            false,
+            &[7, 0, 0, 0, 0, 0, 0, 0]
+        )
+        .unwrap(),
+        "(empty{}, 7)"
+    );
+    for (bad, why) in [
+        (
+            "f@arg1/t16:big",
+            "a structure over 8 bytes needs its registers",
+        ),
+        (
+            "f@arg1/t24:big%stack+1",
+            "a structure passed on the stack is not supported yet",
+        ),
+        (
+            "f@arg1/t16:two%RDI+XMM0",
+            "a structure in registers other than consecutive ones of one kind",
+        ),
+        (
+            "f@arg1/t16:two%RDI+RDX",
+            "a structure in registers other than consecutive ones",
+        ),
+        ("f@arg1/t8:two%RAX", "`%RAX` are not argument registers"),
+        ("f@arg1/t24:big%RDI+RSI+RDX", "a structure over 16 bytes"),
+        ("f@arg1/e", "an enum is given as `e:NAME`"),
+        (
+            "f@fparg1/e:color",
+            "a floating-point argument is not an enum",
+        ),
+    ] {
+        let said = err(bad, SpecKind::Arguments);
+        assert!(said.contains(why), "{bad}: {said}");
+    }
+}
+
+#[test]
+fn enum_values_by_name_flags_or_number() {
+    let defs = parse_enum(
+        "enum uft_mmap_prot { PROT_NONE, PROT_READ, PROT_WRITE, PROT_EXEC = 4, };\
+         enum o {O_RDONLY = 00,O_WRONLY = 01,O_CREAT = 0100,}",
+    )
+    .unwrap();
+    assert_eq!(defs[0].name, "uft_mmap_prot");
+    assert_eq!(defs[0].show(2), "PROT_WRITE");
+    assert_eq!(defs[0].show(3), "PROT_WRITE|PROT_READ");
+    // uftrace's walk, largest first, each once (PROT_NONE's 0 too).
+    assert_eq!(
+        defs[0].show(11),
+        "PROT_EXEC|PROT_WRITE|PROT_READ|PROT_NONE+0x4"
+    );
+    assert_eq!(defs[1].show(0o101), "O_CREAT|O_WRONLY");
+    assert_eq!(defs[1].show(-3), "-3");
+    assert!(parse_enum("color {A}").is_err());
+}
+
+#[test]
+fn registers_as_uftrace_autoargs_names_them() {
+    // uftrace's `.dbg` lines at -O2 (`A: @fparg1/64%xmm0,arg1%rdi`).
+    let values = one("f@fparg1/64%xmm0,arg1%rdi,arg2/e:color%RSI,arg3%rcx");
+    let slots: Vec<_> = values.iter().map(|v| v.slot).collect();
+    use ArgSlot::*;
+    assert_eq!(slots, [Fp(1), Int(1), Int(2), Int(4)]);
+    assert_eq!(values[0].size, 8);
+    assert!(err("f@arg1%xmm0", SpecKind::Arguments).contains("not a register of such"));
+    assert!(err("f@fparg1%rdi", SpecKind::Arguments).contains("not a register of such"));
 }

@@ -89,9 +89,10 @@ pub use pprof::{
     gzip_stored, pprof_message, profile_of_trace, PprofInfo, SourceLine, TraceProfile,
 };
 pub use uftrace::{
-    process_ledger, read_uftrace_dir, read_uftrace_dir_with_progress, recorder_notes,
-    settle_recording, write_uftrace_dir, write_uftrace_dir_into, write_uftrace_dir_of,
-    ProcessLedger, StreamTotals, UftraceReader, UftraceStream, MAX_SYMBOL_SIZE, PROCESS_LEDGER,
+    add_debug_info, process_ledger, read_uftrace_dir, read_uftrace_dir_with_progress,
+    recorder_notes, settle_recording, write_uftrace_dir, write_uftrace_dir_into,
+    write_uftrace_dir_of, DataSymbol, ProcessLedger, StreamTotals, UftraceReader, UftraceStream,
+    MAX_SYMBOL_SIZE, PROCESS_LEDGER,
 };
 
 /// What can go wrong while exporting a trace or loading one back.

@@ -149,6 +149,10 @@ pub(super) struct InfoHeader {
     /// Whether the specs' patterns are regular expressions (uftrace's
     /// default) rather than globs.
     pub(super) regex: bool,
+    /// uftrace's `-a` (`auto-args:1`): its `argauto`, `retauto` and
+    /// `enumauto` lines (libc's prototypes and their enums), which apply,
+    /// with the `.dbg` files' specs.
+    pub(super) auto: Option<[String; 3]>,
 }
 
 pub(super) fn parse_info(path: &Path, data: &[u8]) -> Result<InfoHeader, ExportError> {
@@ -198,7 +202,15 @@ pub(super) fn parse_info(path: &Path, data: &[u8]) -> Result<InfoHeader, ExportE
     let mut cmdline = String::new();
     let mut tids = Vec::new();
     let (mut arg_spec, mut retval_spec, mut regex) = (String::new(), String::new(), true);
+    let mut auto: [String; 3] = Default::default();
+    let mut auto_args = false;
     for line in text.lines() {
+        for (k, key) in ["argauto:", "retauto:", "enumauto:"].iter().enumerate() {
+            if let Some(spec) = line.strip_prefix(key) {
+                auto[k] = spec.to_string();
+            }
+        }
+        auto_args |= line == "auto-args:1";
         if let Some(spec) = line.strip_prefix("argspec:") {
             if !spec.starts_with("lines=") {
                 arg_spec = spec.to_string();
@@ -229,6 +241,7 @@ pub(super) fn parse_info(path: &Path, data: &[u8]) -> Result<InfoHeader, ExportE
         arg_spec,
         retval_spec,
         regex,
+        auto: auto_args.then_some(auto),
     })
 }
 

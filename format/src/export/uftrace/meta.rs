@@ -17,7 +17,7 @@ pub(super) fn read_file(path: &Path) -> Result<Vec<u8>, ExportError> {
 }
 
 /// [`read_file`], or `None` if there is no file at `path`.
-fn read_file_if_any(path: &Path) -> Result<Option<Vec<u8>>, ExportError> {
+pub(super) fn read_file_if_any(path: &Path) -> Result<Option<Vec<u8>>, ExportError> {
     use std::io::Read;
     let Some(mut file) = open_regular(path)? else {
         return Ok(None);
@@ -281,8 +281,9 @@ pub(super) fn load_symbols(
     modules: &[(String, u64, u64)],
     dlopened: &[(&str, u64)],
     relative: bool,
-) -> Result<SymbolTable, ExportError> {
+) -> Result<(SymbolTable, SymbolTable), ExportError> {
     let mut symbols = Vec::new();
+    let mut objects = Vec::new();
     let mut seen: Vec<&str> = Vec::new();
     let mapped = modules.iter().map(|(path, base, end)| {
         let offset = if relative { *base } else { 0 };
@@ -320,24 +321,26 @@ pub(super) fn load_symbols(
             &String::from_utf8_lossy(&data),
             *offset,
             *end,
-            &mut symbols,
+            (&mut symbols, &mut objects),
         )?;
     }
     symbols.sort_by_key(|s: &Symbol| s.start);
-    Ok(SymbolTable(symbols))
+    objects.sort_by_key(|s: &Symbol| s.start);
+    Ok((SymbolTable(symbols), SymbolTable(objects)))
 }
 
-/// Appends the functions of a `.sym` file to `out`, each ending where the
+/// Appends the functions of a `.sym` file to `out.0` and its data objects
+/// (what a `/p` value may point to) to `out.1`, each ending where the
 /// next line (function, data or end marker) of the file begins.
 fn parse_sym(
     path: &Path,
     text: &str,
     offset: u64,
     module_end: u64,
-    out: &mut Vec<Symbol>,
+    out: (&mut Vec<Symbol>, &mut Vec<Symbol>),
 ) -> Result<(), ExportError> {
-    // (address, is a function, name)
-    let mut entries: Vec<(u64, bool, &str)> = Vec::new();
+    // (address, kind: function, data object or end, name)
+    let mut entries: Vec<(u64, Option<bool>, &str)> = Vec::new();
     for (n, line) in text.lines().enumerate() {
         // Recorder notes: read by `recorder_notes`, not needed here.
         if line.starts_with('#') || line.trim().is_empty() || line.starts_with("recorder ") {
@@ -359,13 +362,15 @@ fn parse_sym(
         let name = name.split('\t').next().unwrap_or(name);
         let is_end = kind == "?" || matches!(name, "__func_end" | "__sym_end" | "__dynsym_end");
         let is_function = !is_end && matches!(kind, "T" | "t" | "W" | "w" | "P" | "i");
-        entries.push((addr, is_function, name));
+        let is_data = !is_end && matches!(kind, "D" | "d" | "v" | "u");
+        let what = (is_function || is_data).then_some(is_function);
+        entries.push((addr, what, name));
     }
     entries.sort_by_key(|&(addr, _, _)| addr);
-    for (k, &(start, is_function, name)) in entries.iter().enumerate() {
-        if !is_function {
+    for (k, &(start, what, name)) in entries.iter().enumerate() {
+        let Some(is_function) = what else {
             continue;
-        }
+        };
         let end = entries[k + 1..]
             .iter()
             .map(|&(addr, _, _)| addr)
@@ -375,6 +380,11 @@ fn parse_sym(
             continue;
         };
         let hex_stand_in = name == format!("{start:#x}");
+        let out = if is_function {
+            &mut *out.0
+        } else {
+            &mut *out.1
+        };
         out.push(Symbol {
             start,
             end,

@@ -6,6 +6,7 @@
 //! documented on [`write_uftrace_dir`]; [`UftraceStream`] writes the same
 //! files as events arrive (the streaming recorder).
 
+mod debug;
 mod format;
 mod ledger;
 mod meta;
@@ -31,6 +32,7 @@ mod tests_names;
 #[cfg(test)]
 mod tests_reader;
 
+pub use debug::{add_debug_info, DataSymbol};
 pub use format::MAX_SYMBOL_SIZE;
 pub use ledger::{process_ledger, ProcessLedger, PROCESS_LEDGER};
 pub use read::{read_uftrace_dir, read_uftrace_dir_with_progress, UftraceReader};

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Mutex};
 
 use super::super::ExportError;
+use super::debug::{load_auto_specs, load_enums, ValueNames};
 use super::format::{parse_info, FEAT_SYM_REL_ADDR};
 use super::meta::{
     load_symbols, parse_task_txt, read_file, read_fntrace_file, session_modules, strip_build_ids,
@@ -16,7 +17,7 @@ use super::meta::{
 };
 use super::records::ThreadRecords;
 use crate::analysis;
-use crate::argspec::{self, ArgSpec, FunctionSpec, SpecKind};
+use crate::argspec::{self, ArgSpec, EnumDef, FunctionSpec, SpecKind};
 use crate::glob;
 use crate::names::{demangle, demangle_full};
 use crate::source::{EventSource, ThreadInfo, Values};
@@ -86,6 +87,8 @@ pub struct UftraceReader {
     /// The specs as `info` has them.
     arg_spec: String,
     retval_spec: String,
+    /// The enums of the `.dbg` files (`/e:NAME` values are named by).
+    enums: Vec<EnumDef>,
 }
 
 impl std::fmt::Debug for UftraceReader {
@@ -168,7 +171,20 @@ impl UftraceReader {
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| ExportError::malformed(&info_path, format!("argument spec {e}")))?
         .concat();
+        let (mut auto_specs, mut enums) = match &header.auto {
+            Some(auto) => load_auto_specs(dir, auto),
+            None => Default::default(),
+        };
+        // Given specs after uftrace's `-a` ones: merged over them.
+        auto_specs.extend(arg_specs);
+        let arg_specs = auto_specs;
+        if !arg_specs.is_empty() {
+            // A module's own enums first, as uftrace looks them up.
+            let builtin = std::mem::replace(&mut enums, load_enums(dir));
+            enums.extend(builtin);
+        }
         Ok(UftraceReader {
+            enums,
             arg_specs,
             arg_regex: header.regex,
             arg_spec: header.arg_spec,
@@ -317,7 +333,13 @@ impl EventSource for UftraceReader {
                 continue;
             }
             let exit = event.kind == EventKind::Exit;
-            if let Some(text) = argspec::show(&records.values, exit, &records.data) {
+            let space = &self.spaces[self.space_at(index, event.time_ns)];
+            let names = ValueNames {
+                functions: &space.symbols,
+                objects: &space.objects,
+                enums: &self.enums,
+            };
+            if let Some(text) = argspec::show_named(&records.values, exit, &records.data, &names) {
                 values.entry((event.time_ns, exit)).or_insert(text);
             }
         }
@@ -346,12 +368,7 @@ impl UftraceReader {
     /// The values the spec gives the function at `address` (as recorded,
     /// at `time`): as uftrace merges them.
     fn values_at(&self, address: u64, time: u64, thread: usize) -> Result<Vec<ArgSpec>, String> {
-        let space = self.thread_spaces[thread]
-            .iter()
-            .rev()
-            .find(|(since, _)| *since <= time)
-            .or(self.thread_spaces[thread].first())
-            .map_or(0, |&(_, space)| space);
+        let space = self.space_at(thread, time);
         let name = usize::try_from(address)
             .ok()
             .and_then(|a| self.spaces.get(space)?.symbols.containing(a))
@@ -379,6 +396,16 @@ impl UftraceReader {
             _ if values.is_empty() => Err(format!("no spec selects its function {name}")),
             _ => Ok(values),
         }
+    }
+
+    /// The address space `thread` ran in at `time`.
+    fn space_at(&self, thread: usize, time: u64) -> usize {
+        self.thread_spaces[thread]
+            .iter()
+            .rev()
+            .find(|(since, _)| *since <= time)
+            .or(self.thread_spaces[thread].first())
+            .map_or(0, |&(_, space)| space)
     }
 
     /// [`EventSource::read_thread`] on the calling thread alone.
@@ -572,6 +599,8 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 struct AddressSpace {
     maps: String,
     symbols: SymbolTable,
+    /// The data objects of its `.sym` files.
+    objects: SymbolTable,
     /// For every space but the first: the address each of its functions
     /// has in the trace. A function whose ELF name an earlier space has
     /// takes that space's address (uftrace's reports merge functions by
@@ -617,7 +646,8 @@ impl AddressSpace {
                 .filter(|d| d.sid == session.sid)
                 .map(|d| (d.path.as_str(), d.base))
                 .collect();
-            let symbols = load_symbols(dir, &session_modules(&maps), &dlopened, relative)?;
+            let (symbols, objects) =
+                load_symbols(dir, &session_modules(&maps), &dlopened, relative)?;
             let k = spaces.len();
             let canonical = if k == 0 {
                 for symbol in symbols.iter() {
@@ -641,6 +671,7 @@ impl AddressSpace {
             spaces.push(AddressSpace {
                 maps,
                 symbols,
+                objects,
                 canonical,
             });
             space_of_session.push(k);

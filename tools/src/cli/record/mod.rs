@@ -237,10 +237,12 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
     // -a's specs first: the ones given after them replace theirs, value by
     // value, as uftrace merges specs.
     let (mut arguments, mut retval) = (Vec::new(), Vec::new());
+    let mut enums = Vec::new();
     if args.auto_args {
-        let (auto_arguments, auto_retval) = super::auto_args::for_record(program)?;
-        arguments.extend(auto_arguments);
-        retval.extend(auto_retval);
+        let auto = super::auto_args::for_record(program)?;
+        arguments.extend(auto.arguments);
+        retval.extend(auto.retval);
+        enums = auto.enums;
     }
     let auto_count = (arguments.len(), retval.len());
     arguments.extend(args.argument.iter().cloned());
@@ -363,6 +365,15 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
     let status = super::supervise::run(&mut command, &preload)?;
     if let Err(err) = fntrace_tools::export::settle_recording(&dir) {
         eprintln!("fntrace record: completing {}: {err}", dir.display());
+    }
+    // What uftrace's replay names `/p` and `/e` values by.
+    let names_values =
+        |specs: &[String]| specs.iter().any(|s| s.contains("/p") || s.contains("/e:"));
+    let recorded = dir.join("info").is_file();
+    if recorded && (args.auto_args || names_values(&arguments) || names_values(&retval)) {
+        if let Err(err) = super::auto_args::complete(&dir, program, &enums) {
+            eprintln!("fntrace record: naming values in {}: {err}", dir.display());
+        }
     }
     let complete = summarize(&dir, &args.mode);
     match exit_code_of(status) {
