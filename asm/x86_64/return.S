@@ -61,11 +61,13 @@
  *      rdi scratch                        rdx event slot
  *
  * Rust side: extern "C" fn fntrace_exit_entry(slot: *mut usize, tsc: u64,
- *       vectors: *const u64) -> usize
- *   %rdi = slot (80(%rbp)); %rsi = the TSC the fast path read before it
- *   gave up (0: none), kept from the prologue on (nothing below writes
- *   rsi); %rdx = the save area of xmm0-xmm15; returns the real return
- *   address in %rax, stored in the slot.
+ *       vectors: *const u64, rax: *const u64) -> usize
+ *   %rdi = slot (80(%rbp), 88(%rbp) balanced); %rsi = the TSC the fast
+ *   path read before it gave up (0: none), kept from the prologue on
+ *   (nothing below writes rsi); %rdx = the save area of xmm0-xmm15;
+ *   %rcx = the saved rax (72(%rbp) in both: the balanced variant's slot
+ *   is one word further up, above the stub's return address); returns
+ *   the real return address in %rax, stored in the slot.
  *
  * Both paths leave through the slot, with `jmp *-8(%rsp)` once every
  * register is back, not `ret`: the function's own `ret` into this
@@ -325,6 +327,7 @@ fntrace_return_stub_arenas:
 
         leaq    SLOT+8(%rbp), %rdi      /* the slot, above the saved %rbp */
         movq    %rsp, %rdx              /* the saved xmm0 (a return value) */
+        leaq    64+8(%rbp), %rcx        /* the saved rax (a return value) */
         call    fntrace_exit_entry@PLT
         movq    %rax, SLOT+8(%rbp)      /* the real return address */
 
