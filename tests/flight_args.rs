@@ -3,7 +3,8 @@
 //! only `FNTRACE_*` variables, as a service would be): a slow-call
 //! trigger's `trigger.txt` names the slow call's key and return value, and
 //! its snapshot, read by the real `uftrace replay`, shows every call of the
-//! window with its values, as a recording does. In a small window the
+//! window with its values, as a recording does (integer values alone too,
+//! which the graph tracer's argument entries write). In a small window the
 //! values count in the budget and are evicted with their events.
 
 mod common;
@@ -40,6 +41,17 @@ fn replayed_calls(dir: &Path) -> Vec<String> {
 /// `FNTRACE_*` variables `vars` and those recording `handle_get`'s key and
 /// return value; it must succeed. Its stderr.
 fn run(program: &Path, arg: &str, base: &Path, vars: &[(&str, &Path)]) -> String {
+    run_with(program, arg, base, vars, "handle_get@arg1/s")
+}
+
+/// [`run`], with `handle_get`'s argument recorded as `arguments` says.
+fn run_with(
+    program: &Path,
+    arg: &str,
+    base: &Path,
+    vars: &[(&str, &Path)],
+    arguments: &str,
+) -> String {
     let mut command = Command::new(program);
     command.arg(arg).current_dir(base);
     for (name, _) in std::env::vars() {
@@ -50,7 +62,7 @@ fn run(program: &Path, arg: &str, base: &Path, vars: &[(&str, &Path)]) -> String
     let output = command
         .env("LD_PRELOAD", library())
         .envs(vars.iter().copied())
-        .env("FNTRACE_ARGS", "handle_get@arg1/s")
+        .env("FNTRACE_ARGS", arguments)
         .env("FNTRACE_RETVAL", "handle_get@retval")
         .env("FNTRACE_LIBCALL", "0")
         .output()
@@ -139,5 +151,60 @@ fn values_count_in_a_small_window_and_go_with_their_events() {
     }
     let notes = std::fs::read_to_string(out.join("fntrace.txt")).unwrap();
     assert!(!notes.contains(" flight_evicted=0 "), "{notes}");
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+/// Integer values alone (the key's address in hex, the return value): the
+/// argument entries and the fast exit write them, and the snapshot holds
+/// every call of the window with them, the trigger names the slow one.
+#[test]
+fn integer_values_from_the_argument_entries_are_in_the_snapshot() {
+    let base = common::temp_dir("flight-args-int");
+    let program = native::build_c(&base, "keys", "O1", &["-pg", "-O1"], &[]);
+    let out = base.join("snaps");
+    let vars = [
+        ("FNTRACE_FLIGHT", Path::new("16M")),
+        ("FNTRACE_OUTPUT", &out),
+        ("FNTRACE_FLIGHT_TRIGGER", Path::new("handle_get>15ms")),
+    ];
+    let stderr = run_with(&program, "slow", &base, &vars, "handle_get@arg1/x");
+    let dirs: Vec<PathBuf> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(dirs.len(), 1, "one snapshot: {dirs:?}\n{stderr}");
+    let snap = &dirs[0];
+    let fired = std::fs::read_to_string(snap.join("trigger.txt")).unwrap();
+    let slow: Vec<&str> = fired
+        .lines()
+        .filter(|l| l.starts_with("  slow call"))
+        .collect();
+    assert_eq!(slow.len(), 1, "{fired}");
+    assert!(slow[0].starts_with("  slow call handle_get(0x"), "{fired}");
+    assert!(slow[0].contains(") = 0: thread "), "{fired}");
+
+    // Each key is a string literal at its own address: 8 addresses, each
+    // call of key k returning k; the slow call's key a ninth.
+    let calls = replayed_calls(snap);
+    assert_eq!(calls.len(), 36 + 1, "{calls:#?}");
+    let mut address_of_key = std::collections::HashMap::new();
+    let mut at = 0;
+    for k in 0..8 {
+        for _ in 0..=k {
+            let line = &calls[at];
+            at += 1;
+            let (address, ret) = line
+                .strip_prefix("  handle_get(0x")
+                .and_then(|rest| rest.strip_suffix(";"))
+                .and_then(|rest| rest.split_once(") = "))
+                .unwrap_or_else(|| panic!("{line}"));
+            assert_eq!(ret, k.to_string(), "{line}");
+            let known = address_of_key
+                .entry(k)
+                .or_insert_with(|| address.to_string());
+            assert_eq!(known, address, "{line}");
+        }
+    }
+    assert!(calls[at].ends_with(") = 0;"), "{}", calls[at]);
     let _ = std::fs::remove_dir_all(&base);
 }

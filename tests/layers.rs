@@ -960,7 +960,13 @@ const ASM_STRUCTURES: &[(&str, &str, &str, &str)] = &[
         "SAVED_REGS_SIZE",
         "src/arch/x86_64/mod.rs",
     ),
+    ("Recipes", "RECIPES", "", ARG_RECIPES),
+    ("Recipe", "RECIPE", "RECIPE_SIZE", ARG_RECIPES),
+    ("RecipeOp", "OP", "OP_SIZE", ARG_RECIPES),
 ];
+
+/// Where the graph tracer's argument entries' recipes are defined.
+const ARG_RECIPES: &str = "src/builtin/graph/arg_recipes.rs";
 
 /// Where the profile tracer's per-thread block is defined.
 const PROFILE_BLOCK: &str = "src/builtin/profile/block/mod.rs";
@@ -980,6 +986,12 @@ const ASM_CONSTANTS: &[(&str, &str, &str)] = &[
     ("CHUNK_SHIFT", PROFILE_BLOCK, "CHUNK_SHIFT"),
     ("CHUNK_BUCKETS", PROFILE_BLOCK, "CHUNK_BUCKETS"),
     ("PENDING_ROW_SHIFT", PROFILE_BLOCK, "PENDING_ROW_SHIFT"),
+    ("EVENT_MORE_BIT", ARG_RECIPES, "EVENT_MORE_BIT"),
+    ("EVENT_DATA_DEPTH", ARG_RECIPES, "EVENT_DATA_DEPTH"),
+    ("RECIPE_HASH_SHIFT", ARG_RECIPES, "HASH_SHIFT"),
+    ("MARK_ARGS_BIT", ARG_RECIPES, "MARK_ARGS_BIT"),
+    ("MARK_FAST_RETVAL_BIT", ARG_RECIPES, "MARK_FAST_RETVAL_BIT"),
+    ("MARK_RETVAL_SHIFT_AT", ARG_RECIPES, "MARK_RETVAL_SHIFT_AT"),
     ("STUB_ARENAS", RETURN_STUBS, "ARENAS"),
     ("STUB_HOOK_IN_LINE", RETURN_STUBS, "HOOK_AT"),
     ("STUB_HOOK_FROM_RETURN", RETURN_STUBS, "HOOK_FROM_RETURN"),

@@ -67,15 +67,41 @@
  *       frame, then the ring head
  *
  * Flags are not preserved (no compiler keeps flags live across a call).
+ *
+ * The argument entries (fntrace_graph_args_*: GRAPH_ENTRY with args = 1)
+ * are the same for sites whose function records integer arguments and an
+ * integer return value (src/builtin/graph/arg_recipes.rs): they also
+ * write the argument data slots right after the entry event, and mark the
+ * frame so that the fast exit writes the return value. They save r9 too,
+ * and the six argument registers in their order, so that argument i
+ * (0-based) is at 8*i(%rsp):
+ *
+ *      fentry only: 80(%rsp)  F's return address into its parent (the slot)
+ *      72(%rsp)   our return address: the end of the call site in F
+ *      64(%rsp)   r11
+ *      56(%rsp)   rax
+ *      48(%rsp)   r10
+ *      40(%rsp)   r9
+ *      32(%rsp)   r8
+ *      24(%rsp)   rcx
+ *      16(%rsp)   rdx
+ *       8(%rsp)   rsi
+ *       0(%rsp)   rdi          <- %rsp
+ *     -48(%rsp)..-1(%rsp)  (the red zone, which a signal leaves alone) the
+ *                argument data as uftrace writes it, before its copy
+ *                into the ring
+ *
+ * Registers as above, plus r9: the site's recipe (a hash-table probe by
+ * the site's end, RECIPES_* in layout.h; no recipe: bail). The recipe
+ * table is replaced whole (never changed, never freed) and its address
+ * published with one store; the entry loads that address once, so a
+ * call sees one table, old or new, and either is valid. Room for the
+ * event and its data slots is checked with the fast limit, before
+ * anything changes: no room, bail (the generic path writes the event
+ * alone and counts it, or waits in lossless mode).
  */
 
 #include "layout.h"
-
-#define SAVED 8                         /* registers pushed, r11 included */
-#define SITE_RETURN (8 * SAVED)         /* offset of our return address  */
-        .if SITE_RETURN - 64            /* layout.h's macros assume it */
-        .error "SITE_RETURN is not 64"
-        .endif
 
 /* The graph tracer's bit while its exits may take the fast path, else 0.
  * Frames pushed here carry it as their exit-tracer mask. Written by Rust
@@ -96,6 +122,16 @@ fntrace_graph_fast_bit:
         .size   fntrace_graph_max_depth, 8
 fntrace_graph_max_depth:
         .zero   56
+/* The current recipe table's header (struct Recipes), null without one:
+ * replaced, never changed in place, by Rust under the control lock
+ * (arg_recipes::publish); read by the argument entries. */
+        .p2align 6
+        .globl  fntrace_graph_arg_recipes
+        .hidden fntrace_graph_arg_recipes
+        .type   fntrace_graph_arg_recipes, @object
+        .size   fntrace_graph_arg_recipes, 8
+fntrace_graph_arg_recipes:
+        .zero   64
 
         .text
 
@@ -108,7 +144,18 @@ fntrace_graph_max_depth:
         .cfi_adjust_cfa_offset -8
 .endm
 
-.macro RESTORE_SAVED
+.macro RESTORE_SAVED args
+.if \args
+        POP     %rdi
+        POP     %rsi
+        POP     %rdx
+        POP     %rcx
+        POP     %r8
+        POP     %r9
+        POP     %r10
+        POP     %rax
+        POP     %r11
+.else
         POP     %r10
         POP     %r8
         POP     %rdi
@@ -117,9 +164,17 @@ fntrace_graph_max_depth:
         POP     %rcx
         POP     %rax
         POP     %r11
+.endif
 .endm
 
-.macro GRAPH_ENTRY name, generic, fentry, stubbed
+.macro GRAPH_ENTRY name, generic, fentry, stubbed, args
+/* registers pushed, r11 included; the offset of our return address */
+.if \args
+        SAVED = 9
+.else
+        SAVED = 8
+.endif
+        SITE_RETURN = 8 * SAVED
         .p2align 4
         .globl  \name
         .hidden \name
@@ -131,6 +186,16 @@ fntrace_graph_max_depth:
         cmpb    $0, %fs:THREAD_IN_TRACER(%r11)
         jne     .Lguarded_\@
         movb    $1, %fs:THREAD_IN_TRACER(%r11)
+.if \args
+        PUSH    %rax
+        PUSH    %r10
+        PUSH    %r9
+        PUSH    %r8
+        PUSH    %rcx
+        PUSH    %rdx
+        PUSH    %rsi
+        PUSH    %rdi
+.else
         PUSH    %rax
         PUSH    %rcx
         PUSH    %rdx
@@ -138,6 +203,7 @@ fntrace_graph_max_depth:
         PUSH    %rdi
         PUSH    %r8
         PUSH    %r10
+.endif
 
         /* The timestamp first: rdtsc is slow (microcoded), and the checks
          * below can run while its result is on the way. */
@@ -147,6 +213,31 @@ fntrace_graph_max_depth:
 
         cmpq    $0, fntrace_graph_fast_bit(%rip)
         je      .Lbail_\@               /* off (graph disabled, or limits set) */
+.if \args
+        /* The site's recipe: a probe by the site's end (its key) from the
+         * key's hash on, until the key or an empty entry (the entries run
+         * on past the last bucket: no wrap). */
+        SITE_END \stubbed, %r9, SITE_RETURN
+        movq    fntrace_graph_arg_recipes(%rip), %rcx
+        testq   %rcx, %rcx
+        jz      .Lbail_\@               /* no table */
+        movabsq $RECIPE_HASH_MULTIPLIER, %rdx
+        imulq   %r9, %rdx
+        shrq    $RECIPE_HASH_SHIFT, %rdx
+        andq    RECIPES_MASK(%rcx), %rdx
+        shlq    $RECIPE_SIZE_SHIFT, %rdx
+        addq    RECIPES_ENTRIES(%rcx), %rdx
+6:
+        movq    RECIPE_KEY(%rdx), %rcx
+        cmpq    %r9, %rcx
+        je      7f
+        testq   %rcx, %rcx
+        jz      .Lbail_\@               /* not in the table */
+        addq    $(1 << RECIPE_SIZE_SHIFT), %rdx
+        jmp     6b
+7:
+        movq    %rdx, %r9
+.endif
         movq    %fs:THREAD_SHADOW(%r11), %rcx
         testq   %rcx, %rcx
         jz      .Lbail_\@
@@ -201,8 +292,19 @@ fntrace_graph_max_depth:
          * being full, waits for room. Checked before anything changes. */
         movq    RING_HEAD(%rsi), %rdx
         subq    RING_TAIL(%rsi), %rdx
+.if \args
+        /* The event and its data slots, all or none: within the fast
+         * limit and the capacity (drop mode: the generic path writes the
+         * event alone, counted). */
+        addq    RECIPE_EVENTS(%r9), %rdx
+        cmpq    RING_FAST_LIMIT(%rsi), %rdx
+        ja      .Lbail_\@
+        cmpq    RING_CAPACITY(%rsi), %rdx
+        ja      .Lbail_\@
+.else
         cmpq    RING_FAST_LIMIT(%rsi), %rdx
         jae     .Lbail_\@
+.endif
 
         /* The frame: complete before the depth counts it. Its exit mask is
          * the fast bit read again: if a disable cleared it meanwhile, the
@@ -212,14 +314,22 @@ fntrace_graph_max_depth:
         leaq    SHADOW_FRAMES(%rcx,%rdx), %rdx
         movq    %rdi, FRAME_SLOT(%rdx)
         movq    %r8, FRAME_REAL_RETURN(%rdx)
-        HOOK_ADDRESS \stubbed, %r8
+        HOOK_ADDRESS \stubbed, %r8, SITE_RETURN
         movq    %r8, FRAME_HOOK(%rdx)
         movq    fntrace_graph_fast_bit(%rip), %r8
         movq    %r8, FRAME_EXIT_TRACERS(%rdx)
-        SITE_END \stubbed, %r8
+.if \args
+        /* The marks that send its exit to the fast exit's return value
+         * (0 when none is recorded). */
+        movq    RECIPE_MARKS(%r9), %r8
+        movq    %r8, FRAME_MARKS(%rdx)
+.endif
+        SITE_END \stubbed, %r8, SITE_RETURN
         movq    %r8, FRAME_SITE(%rdx)
         movq    %rax, FRAME_ENTRY_TICKS(%rdx)
+.if \args == 0
         movq    $0, FRAME_MARKS(%rdx)
+.endif
         leaq    1(%r10), %rdx
         movq    %rdx, SHADOW_LEN(%rcx)
 
@@ -229,15 +339,62 @@ fntrace_graph_max_depth:
         cmpq    fntrace_graph_max_depth(%rip), %r10
         ja      2f
         movq    RING_HEAD(%rsi), %rdx
+.if \args == 0
         movq    %rdx, %rcx
         subq    RING_TAIL(%rsi), %rcx
         cmpq    RING_CAPACITY(%rsi), %rcx
         jae     3f                      /* ring full: count the drop */
+.endif
         EVENT_SLOT %rsi, %rdx, %rcx
         movq    %rax, EVENT_TICKS(%rcx)
         shlq    $EVENT_DEPTH_SHIFT, %r10
         orq     %r8, %r10               /* entry: exit bit clear */
+.if \args
+        cmpq    $1, RECIPE_EVENTS(%r9)
+        je      8f
+        btsq    $EVENT_MORE_BIT, %r10   /* data slots follow */
+8:
+.endif
         movq    %r10, EVENT_WORD(%rcx)
+.if \args
+        /* The data, as argspec::encode writes it: each value's bytes (its
+         * register masked to its size) at its offset, in order, as whole
+         * words: a value's upper bytes are zeros until the next value's
+         * store, which covers its padding; the last word is cleared
+         * first for the padding of a last value of 8 bytes. Then one
+         * data slot per word. Free: rax, rcx, r8, r10. */
+        movq    RECIPE_EVENTS(%r9), %rcx
+        movq    $0, -64(%rsp,%rcx,8)    /* the last word: -48 + 8*(n-2) */
+        movq    RECIPE_OPS(%r9), %rcx
+        leaq    RECIPE_OP(%r9), %r8
+        testq   %rcx, %rcx
+        jz      10f
+9:
+        movl    OP_FROM(%r8), %eax
+        movq    (%rsp,%rax,8), %rax     /* argument FROM, as saved */
+        andq    OP_MASK(%r8), %rax
+        movl    OP_TO(%r8), %r10d
+        movq    %rax, -48(%rsp,%r10)
+        addq    $(1 << OP_SIZE_SHIFT), %r8
+        decq    %rcx
+        jnz     9b
+10:
+        movq    RECIPE_EVENTS(%r9), %rcx
+        decq    %rcx                    /* data slots */
+        jz      12f
+        xorl    %r10d, %r10d
+11:
+        incq    %rdx
+        EVENT_SLOT %rsi, %rdx, %rax
+        movq    -48(%rsp,%r10,8), %r8
+        movq    %r8, EVENT_TICKS(%rax)
+        movabsq $(EVENT_DATA_DEPTH << EVENT_DEPTH_SHIFT), %r8
+        movq    %r8, EVENT_WORD(%rax)
+        incq    %r10
+        cmpq    %rcx, %r10
+        jb      11b
+12:
+.endif
         incq    %rdx
         movq    %rdx, RING_HEAD(%rsi)
         jmp     2f
@@ -245,11 +402,11 @@ fntrace_graph_max_depth:
         incq    RING_DROPPED(%rsi)      /* the owner alone writes it */
 2:
 
-        HOOK_ADDRESS \stubbed, %rdx
+        HOOK_ADDRESS \stubbed, %rdx, SITE_RETURN
         movq    %rdx, (%rdi)
 
         movb    $0, %fs:THREAD_IN_TRACER(%r11)
-        RESTORE_SAVED
+        RESTORE_SAVED \args
         ret
 
 .Lbail_\@:
@@ -257,10 +414,10 @@ fntrace_graph_max_depth:
         movb    $0, %fs:THREAD_IN_TRACER(%r11)
 .if \stubbed
         /* The generic path is to see the site's own call. */
-        SITE_END 1, %rdx
+        SITE_END 1, %rdx, SITE_RETURN
         movq    %rdx, SITE_RETURN(%rsp)
 .endif
-        RESTORE_SAVED
+        RESTORE_SAVED \args
         jmp     \generic
 
 .Lguarded_\@:
@@ -277,10 +434,15 @@ fntrace_graph_max_depth:
         .size   \name, . - \name
 .endm
 
-GRAPH_ENTRY fntrace_graph_mcount, fntrace_generic_mcount, 0, 0
-GRAPH_ENTRY fntrace_graph_fentry, fntrace_generic_fentry, 1, 0
+GRAPH_ENTRY fntrace_graph_mcount, fntrace_generic_mcount, 0, 0, 0
+GRAPH_ENTRY fntrace_graph_fentry, fntrace_generic_fentry, 1, 0, 0
 /* The same, called from a site's return stub (src/patch/return_stubs.rs). */
-GRAPH_ENTRY fntrace_graph_mcount_stubbed, fntrace_generic_mcount, 0, 1
-GRAPH_ENTRY fntrace_graph_fentry_stubbed, fntrace_generic_fentry, 1, 1
+GRAPH_ENTRY fntrace_graph_mcount_stubbed, fntrace_generic_mcount, 0, 1, 0
+GRAPH_ENTRY fntrace_graph_fentry_stubbed, fntrace_generic_fentry, 1, 1, 0
+/* The argument entries, both kinds, both ways. */
+GRAPH_ENTRY fntrace_graph_args_mcount, fntrace_generic_mcount, 0, 0, 1
+GRAPH_ENTRY fntrace_graph_args_fentry, fntrace_generic_fentry, 1, 0, 1
+GRAPH_ENTRY fntrace_graph_args_mcount_stubbed, fntrace_generic_mcount, 0, 1, 1
+GRAPH_ENTRY fntrace_graph_args_fentry_stubbed, fntrace_generic_fentry, 1, 1, 1
 
         .section .note.GNU-stack,"",@progbits

@@ -79,13 +79,14 @@
 .endm
 
 /* For the fast entries (graph.S, profile.S): 64(%rsp) is their return
- * address once their eight registers are saved (their SITE_RETURN).
+ * address once their eight registers are saved (their SITE_RETURN; `at`
+ * for the argument entries, which save nine).
  *
  * HOOK_ADDRESS stubbed, out: what the slot gets, the trampoline or, for
  * an entry called from a return stub, the stub's hook. */
-.macro HOOK_ADDRESS stubbed, out
+.macro HOOK_ADDRESS stubbed, out, at=64
 .if \stubbed
-        movq    64(%rsp), \out
+        movq    \at(%rsp), \out
         addq    $STUB_HOOK_FROM_RETURN, \out
 .else
         leaq    fntrace_return_trampoline(%rip), \out
@@ -94,8 +95,8 @@
 
 /* SITE_END stubbed, out: the end of the site's instruction (its return
  * address), read from the return stub for an entry called from one. */
-.macro SITE_END stubbed, out
-        movq    64(%rsp), \out
+.macro SITE_END stubbed, out, at=64
+        movq    \at(%rsp), \out
 .if \stubbed
         movq    STUB_SITE_END_FROM_RETURN(\out), \out
 .endif
@@ -117,6 +118,36 @@
 #define EVENT_WORD              8
 #define EVENT_DEPTH_SHIFT      48
 #define EVENT_EXIT_BIT         63
+#define EVENT_MORE_BIT         62   /* data slots follow (args::MORE)     */
+#define EVENT_DATA_DEPTH    32767   /* a data slot's depth field          */
+
+/* The graph tracer's argument entries (graph.S, args = 1) and the fast
+ * exit's return value (return.S): src/builtin/graph/arg_recipes.rs.
+ * struct Recipes: the current table's header. */
+#define RECIPES_MASK            0   /* buckets - 1                        */
+#define RECIPES_ENTRIES         8   /* *const Recipe: buckets, then more  */
+                                    /* entries and an empty one (no wrap) */
+#define RECIPE_HASH_MULTIPLIER 0x9E3779B97F4A7C15
+#define RECIPE_HASH_SHIFT      32   /* bucket: (key * multiplier) >> 32 & mask */
+/* struct Recipe (128 bytes): one site's values */
+#define RECIPE_SIZE_SHIFT       7
+#define RECIPE_KEY              0   /* the site's end; 0: empty           */
+#define RECIPE_MARKS            8   /* the frame's marks (0: no retval)   */
+#define RECIPE_EVENTS          16   /* 1 + data slots at the entry        */
+#define RECIPE_OPS             24   /* values at the entry (0-6)          */
+#define RECIPE_OP              32   /* [RecipeOp; 6]                      */
+/* struct RecipeOp (16 bytes): one argument's value */
+#define OP_SIZE_SHIFT           4
+#define OP_MASK                 0   /* its size's bytes                   */
+#define OP_FROM                 8   /* u32: the argument, 0-based         */
+#define OP_TO                  12   /* u32: its byte offset in the data   */
+/* A frame's marks when the fast exit records its return value: the top
+ * bit (ARGS_MARK) and MARK_FAST_RETVAL_BIT, the value's shift (64 - its
+ * bits: the value is rax << shift >> shift) at MARK_RETVAL_SHIFT_AT,
+ * nothing else. */
+#define MARK_ARGS_BIT          63
+#define MARK_FAST_RETVAL_BIT   62
+#define MARK_RETVAL_SHIFT_AT   56
 
 /* EVENT_SLOT ring, head, out: the address of the ring slot for event number
  * `head` (capacity is a power of two). Both fast paths write through it. */

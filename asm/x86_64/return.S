@@ -47,6 +47,13 @@
  * no marks) goes on to fntrace_profile_exit (profile.S), with the registers
  * below as they are at `.Lprofile` (r11, rcx, rax, r8, r9); it comes back
  * to fntrace_return_leave, or gives up to fntrace_return_slow_with_tsc.
+ * A frame pushed by the graph tracer's argument entry (graph.S, args =
+ * 1) for a function whose integer return value is recorded carries the
+ * marks MARK_ARGS_BIT | MARK_FAST_RETVAL_BIT | shift (layout.h):
+ * `.Lmarked` ends it as the graph tracer's, its exit event followed by a
+ * data slot holding rax (64(%rsp)) masked to the value's size, or sends
+ * it to the slow path (no room for both, or any other mark), which reads
+ * the return value for a frame with MARK_ARGS_BIT as the generic path's.
  * Everything else takes the slow path below. In the fast path:
  *
  *      r11 TLS offset of fntrace_thread   rcx shadow stack   rax ticks
@@ -54,11 +61,13 @@
  *      rdi scratch                        rdx event slot
  *
  * Rust side: extern "C" fn fntrace_exit_entry(slot: *mut usize, tsc: u64,
- *       vectors: *const u64) -> usize
- *   %rdi = slot (80(%rbp)); %rsi = the TSC the fast path read before it
- *   gave up (0: none), kept from the prologue on (nothing below writes
- *   rsi); %rdx = the save area of xmm0-xmm15; returns the real return
- *   address in %rax, stored in the slot.
+ *       vectors: *const u64, rax: *const u64) -> usize
+ *   %rdi = slot (80(%rbp), 88(%rbp) balanced); %rsi = the TSC the fast
+ *   path read before it gave up (0: none), kept from the prologue on
+ *   (nothing below writes rsi); %rdx = the save area of xmm0-xmm15;
+ *   %rcx = the saved rax (72(%rbp) in both: the balanced variant's slot
+ *   is one word further up, above the stub's return address); returns
+ *   the real return address in %rax, stored in the slot.
  *
  * Both paths leave through the slot, with `jmp *-8(%rsp)` once every
  * register is back, not `ret`: the function's own `ret` into this
@@ -160,7 +169,7 @@ fntrace_return_stub_arenas:
         cmpq    %rdi, FRAME_SLOT(%r9)
         jne     .Lslow_with_tsc\@         /* deeper frames died (longjmp) */
         cmpq    $0, FRAME_MARKS(%r9)
-        jne     .Lslow_with_tsc\@
+        jne     .Lmarked\@
         movq    FRAME_EXIT_TRACERS(%r9), %rdi
         cmpq    fntrace_profile_fast_bit(%rip), %rdi
         je      .Lprofile\@               /* the profile tracer's frame */
@@ -201,10 +210,70 @@ fntrace_return_stub_arenas:
 3:
         incq    RING_DROPPED(%rsi)      /* the owner alone writes it */
 1:
+.Lpopped\@:
         movq    FRAME_REAL_RETURN(%r9), %r9
         movb    $0, %fs:THREAD_IN_TRACER(%r11)
         movq    %r9, SLOT(%rsp)
         jmp     .Lleave\@
+
+        /* A marked frame. The graph tracer's argument entry's, whose
+         * return value is recorded (marks: MARK_ARGS_BIT, MARK_FAST_RETVAL_BIT
+         * and the value's shift, nothing else), is ended here as above,
+         * its exit event followed by one data slot: rax masked to the
+         * value's size (uftrace's 4 or 8 bytes, padded to 8), both or
+         * neither (no room for both: the slow path, which writes the event
+         * alone and counts it). Any other mark: the slow path. */
+.Lmarked\@:
+        movq    FRAME_MARKS(%r9), %rdi
+        movq    %rdi, %r10
+        shlq    $(64 - MARK_RETVAL_SHIFT_AT), %r10
+        jnz     .Lslow_with_tsc\@       /* other marks */
+        movq    %rdi, %r10
+        shrq    $MARK_FAST_RETVAL_BIT, %r10
+        cmpq    $((1 << (MARK_ARGS_BIT - MARK_FAST_RETVAL_BIT)) + 1), %r10
+        jne     .Lslow_with_tsc\@
+        movq    FRAME_EXIT_TRACERS(%r9), %r10
+        cmpq    fntrace_graph_fast_bit(%rip), %r10
+        jne     .Lslow_with_tsc\@
+        testq   %r10, %r10
+        jz      .Lslow_with_tsc\@
+        movq    %fs:THREAD_FAST_TRACER_SLOT(%r11), %rsi
+        testq   %rsi, %rsi
+        jz      .Lslow_with_tsc\@
+        movq    RING_HEAD(%rsi), %r10
+        subq    RING_TAIL(%rsi), %r10
+        addq    $2, %r10
+        cmpq    RING_FAST_LIMIT(%rsi), %r10
+        ja      .Lslow_with_tsc\@
+        cmpq    RING_CAPACITY(%rsi), %r10
+        ja      .Lslow_with_tsc\@
+
+        decq    %r8
+        movq    %r8, SHADOW_LEN(%rcx)   /* popped */
+        cmpq    fntrace_graph_max_depth(%rip), %r8
+        ja      .Lpopped\@              /* beyond the depth limit: no event */
+        movq    %rdi, %rcx              /* the shift, in cl */
+        shrq    $MARK_RETVAL_SHIFT_AT, %rcx
+        andl    $63, %ecx
+        movq    64(%rsp), %rdi          /* the function's rax */
+        shlq    %cl, %rdi
+        shrq    %cl, %rdi
+        movq    RING_HEAD(%rsi), %r10
+        EVENT_SLOT %rsi, %r10, %rdx
+        movq    %rax, EVENT_TICKS(%rdx)
+        shlq    $EVENT_DEPTH_SHIFT, %r8
+        btsq    $EVENT_EXIT_BIT, %r8
+        btsq    $EVENT_MORE_BIT, %r8
+        orq     FRAME_SITE(%r9), %r8
+        movq    %r8, EVENT_WORD(%rdx)
+        incq    %r10
+        EVENT_SLOT %rsi, %r10, %rdx
+        movq    %rdi, EVENT_TICKS(%rdx)
+        movabsq $(EVENT_DATA_DEPTH << EVENT_DEPTH_SHIFT), %r8
+        movq    %r8, EVENT_WORD(%rdx)
+        incq    %r10
+        movq    %r10, RING_HEAD(%rsi)   /* publishes both */
+        jmp     .Lpopped\@
 
         /* The profile tracer's exit (profile.S), unless its bit is 0. */
 .Lprofile\@:
@@ -258,6 +327,7 @@ fntrace_return_stub_arenas:
 
         leaq    SLOT+8(%rbp), %rdi      /* the slot, above the saved %rbp */
         movq    %rsp, %rdx              /* the saved xmm0 (a return value) */
+        leaq    64+8(%rbp), %rcx        /* the saved rax (a return value) */
         call    fntrace_exit_entry@PLT
         movq    %rax, SLOT+8(%rbp)      /* the real return address */
 

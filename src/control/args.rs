@@ -1,7 +1,8 @@
 //! Which functions record arguments and return values (`-A`, `-R`,
 //! `FNTRACE_ARGS`, `FNTRACE_RETVAL`): the specs resolved against the
-//! functions with a call site, whose sites are marked to stay off the fast
-//! paths, and the graph tracer's table (`builtin::graph::args`). Set
+//! functions with a call site, whose sites are marked to stay off the plain
+//! fast paths (those of functions with integer values alone take the
+//! graph tracer's argument entries), and the graph tracer's table (`builtin::graph::args`). Set
 //! before tracing starts, or replaced later (`fntrace ctl PID args`), at
 //! most 64 times a process. Control path only.
 
@@ -12,6 +13,7 @@ use fntrace_format::glob;
 
 use super::names::{unmatched, WITH_SITES};
 use super::{control, init_locked, rescan_and_select, sync_text, traceable};
+use crate::builtin::graph::arg_recipes;
 use crate::builtin::graph::args::{self as graph_args, ArgTable};
 use crate::error::Error;
 use crate::rt::thread::Untraced;
@@ -66,6 +68,7 @@ fn set_specs(arguments: &str, retval: &str, refuse_unmatched: bool) -> Result<Ve
     rescan_and_select(&mut state, &objects);
     let mut functions = Vec::new();
     let mut marks = Vec::new();
+    let mut fast_sites = Vec::new();
     let mut names = Vec::new();
     for listed in sites::in_order(state.sites.current()) {
         if !traceable(listed.site) {
@@ -79,7 +82,11 @@ fn set_specs(arguments: &str, retval: &str, refuse_unmatched: bool) -> Result<Ve
             continue;
         };
         let values = argspec::values_for(&specs, |pattern| glob::matches(pattern, &name));
-        marks.push((listed.site, !values.is_empty()));
+        let fast = !values.is_empty() && arg_recipes::eligible(&values);
+        marks.push((listed.site, !values.is_empty(), fast));
+        if fast {
+            fast_sites.push((listed.site.return_address(), function));
+        }
         if !values.is_empty() {
             functions.push((function, values));
         }
@@ -91,10 +98,16 @@ fn set_specs(arguments: &str, retval: &str, refuse_unmatched: bool) -> Result<Ve
     if refuse_unmatched && !unmatched.is_empty() {
         return Err(invalid(unmatched.join("; ")));
     }
-    for (site, with_args) in marks {
+    for (site, with_args, fast) in marks {
         site.set_flag(flag::WITH_ARGS, with_args);
+        site.set_flag(flag::ARGS_FAST, fast);
     }
-    let table = ArgTable::new(functions, arguments.to_string(), retval.to_string());
+    let table = ArgTable::new(
+        functions,
+        &fast_sites,
+        arguments.to_string(),
+        retval.to_string(),
+    );
     if graph_args::set_table(table).is_err() {
         return Err(invalid(format!(
             "argument specs are set at most {} times a process",

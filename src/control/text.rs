@@ -55,6 +55,9 @@ impl SiteText {
         match self {
             SiteText::Nop => 0,
             SiteText::Call => flag::TEXT_IS_CALL,
+            SiteText::Fast(tracer::GRAPH_ARGS_FAST_PATH) => {
+                flag::TEXT_IS_CALL | flag::TEXT_IS_FAST | flag::TEXT_FAST_ARGS
+            }
             SiteText::Fast(0) => flag::TEXT_IS_CALL | flag::TEXT_IS_FAST,
             SiteText::Fast(_) => flag::TEXT_IS_CALL | flag::TEXT_IS_FAST | flag::TEXT_FAST_SECOND,
         }
@@ -64,6 +67,8 @@ impl SiteText {
     pub(super) fn from_flags(flags: u32) -> SiteText {
         if flags & flag::TEXT_IS_CALL == 0 {
             SiteText::Nop
+        } else if flags & flag::TEXT_FAST_ARGS != 0 && flags & flag::TEXT_IS_FAST != 0 {
+            SiteText::Fast(tracer::GRAPH_ARGS_FAST_PATH)
         } else if flags & flag::TEXT_IS_FAST != 0 {
             SiteText::Fast(usize::from(flags & flag::TEXT_FAST_SECOND != 0))
         } else {
@@ -189,17 +194,26 @@ pub(super) fn sync_listed_text(
         // which holds the saved r10 at a nested function's fentry site;
         // and hook it, which a call that returns twice must not have.
         // A site whose arguments are recorded takes the generic path,
-        // which alone reads them. A site already on its fast path keeps
-        // its text: its bytes (a stub looked up) are wanted only for a change.
-        let fast_call = (flags & (flag::R10_SAVED | flag::RETURNS_TWICE | flag::WITH_ARGS) == 0)
-            .then(|| fast.for_mask(mask))
-            .flatten()
-            .and_then(|path| {
-                if current == SiteText::Fast(path) {
-                    return Some((path, None));
-                }
-                Some((path, Some(SiteText::Fast(path).bytes(site, form, &fast)?)))
-            });
+        // which reads any of them; one whose values are all integer
+        // registers takes the graph tracer's argument entries instead,
+        // when the graph tracer's fast path is the one for its mask. A
+        // site already on its fast path keeps its text: its bytes (a stub
+        // looked up) are wanted only for a change.
+        let fast_call = match flags & (flag::R10_SAVED | flag::RETURNS_TWICE | flag::WITH_ARGS) {
+            0 => fast.for_mask(mask),
+            flag::WITH_ARGS if flags & flag::ARGS_FAST != 0 => fast
+                .for_mask(mask)
+                .filter(|&path| path == tracer::GRAPH_FAST_PATH)
+                .map(|_| tracer::GRAPH_ARGS_FAST_PATH)
+                .filter(|&path| fast.paths[path].is_some_and(|(m, _)| m == mask)),
+            _ => None,
+        };
+        let fast_call = fast_call.and_then(|path| {
+            if current == SiteText::Fast(path) {
+                return Some((path, None));
+            }
+            Some((path, Some(SiteText::Fast(path).bytes(site, form, &fast)?)))
+        });
         let wanted = match (mask, fast_call) {
             (0, _) => SiteText::Nop,
             (_, Some((path, _))) => SiteText::Fast(path),

@@ -250,24 +250,27 @@ fn report_exit(frame: &Frame, depth: usize, now: u64, vanished: bool, returned: 
 
 /// Called by `fntrace_return_trampoline` when a hooked function returns.
 /// Returns the address to return to. `vectors` is the trampoline's save
-/// area of xmm0-xmm15 (xmm0 first).
+/// area of xmm0-xmm15 (xmm0 first), `rax` where it saved the function's
+/// rax (below the slot, or below the stub's return address for a frame
+/// hooked through a return stub).
 ///
 /// # Safety
-/// Called only by the return trampoline, with the slot and save area it
-/// documents (the function's %rax saved in the word below the slot).
+/// Called only by the return trampoline, with the slot and save areas it
+/// documents.
 #[no_mangle]
 pub unsafe extern "C" fn fntrace_exit_entry(
     slot: *mut usize,
     tsc: u64,
     vectors: *const u64,
+    rax: *const u64,
 ) -> usize {
     // A frame whose function records its return value (its mark): rax and
     // xmm0's low half as the function left them.
     let returned = |marks: u64| {
         (marks & shadow::ARGS_MARK != 0).then(|| {
-            // SAFETY: the trampoline pushed %rax right below the slot and
-            // saved xmm0 first in `vectors`; both live until it returns.
-            unsafe { [*slot.cast::<u64>().sub(1), *vectors] }
+            // SAFETY: the trampoline saved %rax at `rax` and xmm0 first in
+            // `vectors`; both live until it returns.
+            unsafe { [*rax, *vectors] }
         })
     };
     // The fast path's reading, when it took one and the clock is the TSC.

@@ -69,7 +69,11 @@ pub enum SiteKind {
 /// |      | that preloaded the library) was there when attach made it a NOP:|
 /// |      | detach writes the call back                                      |
 /// | 28   | its function records arguments or a return value (`-A`, `-R`):   |
-/// |      | kept off the fast paths, which record neither                    |
+/// |      | kept off the plain fast paths, which record neither              |
+/// | 29   | with bit 6: the fast entry is the graph tracer's argument entry  |
+/// |      | (`tracer::GRAPH_ARGS_FAST_PATH`)                                 |
+/// | 30   | with bit 28: its values are all integer registers, which the     |
+/// |      | argument entries record (`builtin::graph::arg_recipes`)          |
 pub(crate) mod flag {
     pub const FORM_MASK: u32 = 0b11;
     pub const FENTRY: u32 = 1 << 2;
@@ -94,6 +98,8 @@ pub(crate) mod flag {
     pub const FOREIGN_TEXT: u32 = 1 << 26;
     pub const CALL_BEFORE_ATTACH: u32 = 1 << 27;
     pub const WITH_ARGS: u32 = 1 << 28;
+    pub const TEXT_FAST_ARGS: u32 = 1 << 29;
+    pub const ARGS_FAST: u32 = 1 << 30;
 }
 
 /// The flags of a site as `new` describes it.

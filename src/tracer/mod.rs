@@ -17,8 +17,8 @@ mod registry;
 
 pub(crate) use registry::{
     enabled_mask, exit_mask, find, offer_fast_path, refresh_fast_path, set_enabled,
-    switch_off_after_panic, take_panicked, tracer_at, GRAPH_FAST_PATH, MAX_FAST_PATHS,
-    PROFILE_FAST_PATH, TRACER_PANICS,
+    switch_off_after_panic, take_panicked, tracer_at, GRAPH_ARGS_FAST_PATH, GRAPH_FAST_PATH,
+    MAX_FAST_PATHS, PROFILE_FAST_PATH, TRACER_PANICS,
 };
 pub use registry::{register, tracer_names, MAX_TRACERS};
 

@@ -111,14 +111,21 @@ pub(crate) fn set_enabled(index: usize, on: bool) {
     }
 }
 
-/// How many tracers may offer fast entries (the graph and the profile
-/// tracers).
-pub(crate) const MAX_FAST_PATHS: usize = 2;
+/// How many fast paths tracers may offer (the graph tracer's two, the
+/// profile tracer's).
+pub(crate) const MAX_FAST_PATHS: usize = 3;
 
 /// The graph tracer's fast path (see [`offer_fast_path`]).
 pub(crate) const GRAPH_FAST_PATH: usize = 0;
 /// The profile tracer's fast path.
 pub(crate) const PROFILE_FAST_PATH: usize = 1;
+/// The graph tracer's argument entries, for sites whose function records
+/// integer arguments (`builtin::graph::arg_recipes`): never what
+/// [`FastPathState::for_mask`] returns (the graph tracer's own comes
+/// first), chosen by the control path for those sites alone.
+///
+/// [`FastPathState::for_mask`]: super::FastPathState::for_mask
+pub(crate) const GRAPH_ARGS_FAST_PATH: usize = 2;
 
 /// The tracers whose fast entries sites may call, and their indexes, by
 /// fast path (a site's text flags name the path by its number).

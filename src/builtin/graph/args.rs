@@ -21,11 +21,15 @@ use std::sync::OnceLock;
 
 use fntrace_format::argspec::{self, ArgSlot, ArgSpec, Registers, DATA_MAX};
 
+use super::arg_recipes::RecipeTable;
 use super::RawEvent;
 use crate::arch::x86_64::SavedRegs;
 
 /// The depth field's top bit: data slots follow this event.
 pub(super) const MORE: u64 = 1 << 62;
+
+// The argument entries set it too.
+const _: () = assert!(MORE == super::arg_recipes::EVENT_MORE_BIT);
 
 /// Slots of data one event carries at most.
 const DATA_SLOTS: usize = (DATA_MAX + 4) / 8;
@@ -39,6 +43,8 @@ pub(crate) struct ArgTable {
     pub(crate) arguments: String,
     /// The `-R` specs, joined by `;` (uftrace's `retspec` line).
     pub(crate) retval: String,
+    /// The argument entries' recipes, by site.
+    recipes: RecipeTable,
 }
 
 /// How many tables a process may set: a table a traced thread may be
@@ -52,18 +58,30 @@ static SET: AtomicUsize = AtomicUsize::new(0);
 
 impl ArgTable {
     /// A table of `functions` (any order) for the specs `arguments` and
-    /// `retval`.
+    /// `retval`, with recipes for the sites `fast_sites` (site end,
+    /// function) of functions whose values the argument entries record
+    /// (`arg_recipes::eligible`).
     pub(crate) fn new(
         mut functions: Vec<(usize, Vec<ArgSpec>)>,
+        fast_sites: &[(usize, usize)],
         arguments: String,
         retval: String,
     ) -> ArgTable {
         functions.sort_by_key(|&(function, _)| function);
         functions.dedup_by_key(|&mut (function, _)| function);
+        let mut sites = Vec::with_capacity(fast_sites.len());
+        for &(site_end, function) in fast_sites {
+            let at = functions.binary_search_by_key(&function, |&(f, _)| f);
+            if let Ok(at) = at {
+                sites.push((site_end, &functions[at].1[..]));
+            }
+        }
+        let recipes = RecipeTable::new(&sites);
         ArgTable {
             functions,
             arguments,
             retval,
+            recipes,
         }
     }
 
@@ -87,6 +105,9 @@ pub(crate) fn set_table(table: ArgTable) -> Result<(), ArgTable> {
     };
     slot.set(table)?;
     SET.store(next + 1, Ordering::Release);
+    if let Some(table) = slot.get() {
+        table.recipes.publish();
+    }
     Ok(())
 }
 

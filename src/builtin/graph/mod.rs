@@ -26,6 +26,7 @@ use crate::sys::clock::{self, ticks_to_ns, TickScale};
 use crate::tracer::{self, Call, FastEntries, FastPath, Return, Tracer};
 use fntrace_format::{EventKind, GraphEvent, ThreadTrace, Trace};
 
+pub(crate) mod arg_recipes;
 pub(crate) mod args;
 pub(crate) mod fast;
 mod recorded;
@@ -685,6 +686,24 @@ impl FastPath for GraphTracer {
     }
 }
 
+/// The graph tracer's argument entries (`arg_recipes`), a fast path of
+/// their own, on whenever the graph tracer's is.
+struct ArgsFastPath;
+
+static ARGS_FAST_PATH: ArgsFastPath = ArgsFastPath;
+
+impl FastPath for ArgsFastPath {
+    fn entries(&self) -> FastEntries {
+        arg_recipes::entries()
+    }
+
+    /// The graph tracer's own refresh (the first path) set the state
+    /// both read.
+    fn refresh(&self) -> bool {
+        GRAPH_TRACER.fast_path_bit() != 0
+    }
+}
+
 impl Tracer for GraphTracer {
     fn on_enable(&self, filter: &Filter) {
         let pool: &'static RingPool<RawEvent> = Lazy::force(&GRAPH_TRACER.pool);
@@ -697,6 +716,7 @@ impl Tracer for GraphTracer {
         let index = tracer::find("graph").unwrap_or(0);
         self.mark.store(1 << index, Ordering::Relaxed);
         tracer::offer_fast_path(tracer::GRAPH_FAST_PATH, index, &GRAPH_TRACER);
+        tracer::offer_fast_path(tracer::GRAPH_ARGS_FAST_PATH, index, &ARGS_FAST_PATH);
     }
 
     fn wants_exit(&self) -> bool {
