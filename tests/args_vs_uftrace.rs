@@ -15,7 +15,7 @@
 mod common;
 
 use common::native;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const ARGS: &str = "add@arg1/d,arg2/i32;lookup@arg1/s,arg2;pick@arg1/u;shout@arg1/c;\
@@ -336,19 +336,7 @@ fn auto_args_compared(name: &str, level: &str, shown: &[&str], differences: &[(&
         .status()
         .expect("cannot run uftrace; CI installs it (.ci/run)");
     assert!(status.code().is_some(), "uftrace record: {status}");
-    let ours = base.join("fntrace.data");
-    let output = native::fntrace_record(
-        &base,
-        &[
-            "-a",
-            "-o",
-            ours.to_str().unwrap(),
-            "--",
-            program.to_str().unwrap(),
-        ],
-    );
-    let stderr = native::stderr_of(&output);
-    assert!(output.status.code().is_some(), "fntrace record: {stderr}");
+    let (ours, stderr) = record_auto_args(&base, &program, &[]);
     // gcc's start-up code has no DWARF: said once.
     assert_eq!(
         stderr.matches("have no DWARF description").count(),
@@ -388,25 +376,31 @@ fn auto_args_compared(name: &str, level: &str, shown: &[&str], differences: &[(&
     let _ = std::fs::remove_dir_all(&base);
 }
 
+/// `fntrace record -a EXTRA... -o BASE/fntrace.data -- PROGRAM`: the
+/// directory and fntrace's standard error (the run must have ended).
+fn record_auto_args(base: &Path, program: &Path, extra: &[&str]) -> (PathBuf, String) {
+    let ours = base.join("fntrace.data");
+    let mut args = vec!["-a"];
+    args.extend_from_slice(extra);
+    args.extend([
+        "-o",
+        ours.to_str().unwrap(),
+        "--",
+        program.to_str().unwrap(),
+    ]);
+    let output = native::fntrace_record(base, &args);
+    let stderr = native::stderr_of(&output);
+    assert!(output.status.code().is_some(), "fntrace record: {stderr}");
+    (ours, stderr)
+}
+
 /// `-a` on a program built without `-g`: said once, recorded without
 /// values, as without `-a`.
 #[test]
 fn auto_args_without_dwarf_records_no_values() {
     let base = common::temp_dir("autoargs-nodwarf");
     let program = native::build_c(&base, "autoargs", "nog", &["-pg", "-O0"], &[]);
-    let ours = base.join("fntrace.data");
-    let output = native::fntrace_record(
-        &base,
-        &[
-            "-a",
-            "-o",
-            ours.to_str().unwrap(),
-            "--",
-            program.to_str().unwrap(),
-        ],
-    );
-    let stderr = native::stderr_of(&output);
-    assert!(output.status.code().is_some(), "{stderr}");
+    let (ours, stderr) = record_auto_args(&base, &program, &[]);
     assert_eq!(
         stderr
             .matches("has no DWARF description of its functions (build it with -g)")
@@ -429,26 +423,8 @@ fn auto_args_without_dwarf_records_no_values() {
 fn auto_args_merged_with_given_specs() {
     let base = common::temp_dir("autoargs-merged");
     let program = native::build_c(&base, "autoargs", "O0", &["-g", "-pg", "-O0"], &[]);
-    let ours = base.join("fntrace.data");
-    let output = native::fntrace_record(
-        &base,
-        &[
-            "-a",
-            "-R",
-            "add@retval/x",
-            "-A",
-            "shout@arg1/d",
-            "-o",
-            ours.to_str().unwrap(),
-            "--",
-            program.to_str().unwrap(),
-        ],
-    );
-    assert!(
-        output.status.code().is_some(),
-        "{}",
-        native::stderr_of(&output)
-    );
+    let extra = ["-R", "add@retval/x", "-A", "shout@arg1/d"];
+    let (ours, _) = record_auto_args(&base, &program, &extra);
     let text = common::uftrace(&["replay", "--no-pager", "-f", "none"], &ours);
     for line in [
         "  add(40, 2) = 0x2a;\n",
