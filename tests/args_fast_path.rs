@@ -10,8 +10,8 @@
 #[macro_use]
 mod common;
 
-use common::{check_nesting, shape, stubbed_entry_of, thread_events};
-use fntrace::{SiteInfo, SiteKind, GRAPH_TRACER};
+use common::stubbed_entry_of;
+use fntrace::{SiteInfo, SiteKind};
 use fntrace_fixtures::{c_fentry, c_pie};
 
 struct Variant {
@@ -60,21 +60,7 @@ fn entry_name(site: &SiteInfo, variant: &Variant) -> String {
 fn run_and_count_generic(variant: &Variant) -> u64 {
     // leaf(x) = 3x + 1, mid(x) = 12x + 22, run(3) = 102.
     assert_eq!((variant.call_run)(3), 102, "{}", variant.name);
-    GRAPH_TRACER.take_trace();
-    let before = fntrace::generic_entries_on_this_thread();
-    assert_eq!((variant.call_run)(3), 102, "{}", variant.name);
-    let generic = fntrace::generic_entries_on_this_thread() - before;
-    let events = thread_events(&GRAPH_TRACER.take_trace(), fntrace::current_tid());
-    let [run, mid, leaf] = variant.functions;
-    assert_eq!(
-        shape(&events),
-        common::expected_run(3, run, mid, leaf),
-        "{}",
-        variant.name
-    );
-    let (calls, unfinished) = check_nesting(&events);
-    assert_eq!((calls.len(), unfinished), (16, 0), "{}", variant.name);
-    generic
+    common::generic_entries_of_run(variant.name, variant.functions, variant.call_run)
 }
 
 #[test]

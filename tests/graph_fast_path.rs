@@ -11,7 +11,7 @@ mod common;
 
 use std::sync::Mutex;
 
-use common::{check_nesting, shape, stubbed_entry_of, text, thread_events, NOP5, NOP6};
+use common::{shape, stubbed_entry_of, text, thread_events, NOP5, NOP6};
 use fntrace::{Filter, SiteForm, SiteInfo, SiteKind, GRAPH_TRACER};
 use fntrace_fixtures::{c_fentry, c_fentry_nopie, c_nopie, c_pie, c_shared, rust};
 
@@ -80,22 +80,7 @@ fn fast_entry_name(kind: SiteKind) -> &'static str {
 /// Runs `run(3)` (16 calls) twice and returns the calls of the second run
 /// that took the generic path, after checking the graph events exactly.
 fn run_and_count_generic(variant: &Variant) -> u64 {
-    (variant.call_run)(3); // the thread's buffers exist from here on
-    GRAPH_TRACER.take_trace();
-    let before = fntrace::generic_entries_on_this_thread();
-    (variant.call_run)(3);
-    let generic = fntrace::generic_entries_on_this_thread() - before;
-    let events = thread_events(&GRAPH_TRACER.take_trace(), fntrace::current_tid());
-    let [run, mid, leaf] = variant.functions;
-    assert_eq!(
-        shape(&events),
-        common::expected_run(3, run, mid, leaf),
-        "{}",
-        variant.name
-    );
-    let (calls, unfinished) = check_nesting(&events);
-    assert_eq!((calls.len(), unfinished), (16, 0), "{}", variant.name);
-    generic
+    common::generic_entries_of_run(variant.name, variant.functions, variant.call_run)
 }
 
 #[test]

@@ -857,3 +857,20 @@ pub fn dlopen_dl_run() -> extern "C" fn(i64) -> i64 {
         std::mem::transmute::<*mut libc::c_void, extern "C" fn(i64) -> i64>(address)
     }
 }
+
+/// Runs `call_run(3)` (16 calls of `functions` = [run, mid, leaf]) twice
+/// and returns how many calls of the second run took the generic path,
+/// after checking its graph events exactly (`name` in messages).
+pub fn generic_entries_of_run(name: &str, functions: [usize; 3], call_run: fn(i64) -> i64) -> u64 {
+    call_run(3); // the thread's buffers exist from here on
+    fntrace::GRAPH_TRACER.take_trace();
+    let before = fntrace::generic_entries_on_this_thread();
+    call_run(3);
+    let generic = fntrace::generic_entries_on_this_thread() - before;
+    let events = thread_events(&fntrace::GRAPH_TRACER.take_trace(), fntrace::current_tid());
+    let [run, mid, leaf] = functions;
+    assert_eq!(shape(&events), expected_run(3, run, mid, leaf), "{name}");
+    let (calls, unfinished) = check_nesting(&events);
+    assert_eq!((calls.len(), unfinished), (16, 0), "{name}");
+    generic
+}
