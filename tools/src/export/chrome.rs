@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::io::{BufWriter, Write};
 
 use super::calls::{Began, Ended, NestedCall};
-use super::spool::{CallExportOptions, SpooledCalls};
+use super::spool::{AsyncSlice, CallExportOptions, SpooledCalls};
 use super::ExportError;
 use fntrace_format::{ThreadInfo, Trace};
 
@@ -33,6 +33,15 @@ impl SpooledCalls {
     /// running when tracing started begins at the thread's first timestamp
     /// (`args.started_before_trace: true`). Events are written thread by
     /// thread, each thread's calls in the order they began.
+    ///
+    /// Futures added with [`add_futures`](Self::add_futures) follow the
+    /// calls, each a nestable async slice across its polls: a begin
+    /// (`"ph":"b"`) at its first poll's entry and an end (`"ph":"e"`) at
+    /// its `Ready` poll's exit, `"cat":"future"`, the async function's
+    /// name, an `id` of its own (addresses are reused), `tid` the thread of
+    /// its first poll; the begin's `args` are `polls`, `busy_ns`, `tids`
+    /// (the threads its polls ran on) and `address`. A future still pending
+    /// at the end ends at the trace's last event, `args.unfinished: true`.
     ///
     /// Metadata events (`"ph":"M"`) name the process (its executable) and
     /// each thread (its name, or `thread TID`). `otherData` carries the
@@ -73,6 +82,9 @@ impl SpooledCalls {
                     progress(written);
                 }
             }
+        }
+        for slice in &self.futures {
+            write_async(&mut out, slice, pid).map_err(output)?;
         }
         write_trailer(&mut out, &self.exe, self.lost()).map_err(output)?;
         out.flush().map_err(output)
@@ -151,6 +163,45 @@ fn write_call(
     }
     line.extend_from_slice(b"}}");
     out.write_all(line)
+}
+
+/// Writes one future's async begin and end events.
+fn write_async(out: &mut impl Write, slice: &AsyncSlice, pid: u32) -> std::io::Result<()> {
+    let future = &slice.future;
+    let tid = future.tids.first().copied().unwrap_or(pid);
+    let name = json_string(&slice.name);
+    let tids: Vec<String> = future.tids.iter().map(u32::to_string).collect();
+    let micros = |ns: u64| {
+        let mut text = Vec::new();
+        push_micros(&mut text, ns);
+        String::from_utf8(text).unwrap_or_default()
+    };
+    let (start, end) = (micros(future.start_ns), micros(slice.end_ns));
+    let id = slice.id;
+    write!(
+        out,
+        ",\n{{\"name\":{name},\"cat\":\"future\",\"ph\":\"b\",\"ts\":{start},\"pid\":{pid},\
+         \"tid\":{tid},\"id\":{id},\"args\":{{\"polls\":{},\"busy_ns\":{},\"tids\":[{}],\
+         \"address\":\"{:#x}\"{}}}}}",
+        future.polls,
+        future.busy_ns,
+        tids.join(","),
+        future.address,
+        if slice.unfinished { UNFINISHED } else { "" }
+    )?;
+    write!(
+        out,
+        ",\n{{\"name\":{name},\"cat\":\"future\",\"ph\":\"e\",\"ts\":{end},\"pid\":{pid},\
+         \"tid\":{tid},\"id\":{id}}}"
+    )
+}
+
+/// Bytes [`write_async`] writes for `slice`.
+pub(crate) fn chrome_async_bytes(slice: &AsyncSlice, pid: u32) -> u64 {
+    let mut counter = ByteCounter(0);
+    // Writing to a counter does not fail.
+    let _ = write_async(&mut counter, slice, pid);
+    counter.0
 }
 
 /// Appends `n` in decimal.
