@@ -12,6 +12,7 @@
 //! function as the report counts.
 
 mod common;
+mod perfetto_trace;
 mod profile_program;
 
 use std::collections::{HashMap, HashSet};
@@ -47,6 +48,9 @@ struct Run {
     serve_futures: Vec<(u64, u64, HashSet<u32>)>,
     /// `fntrace chrome`'s async slices.
     slices: Vec<Slice>,
+    /// `fntrace perfetto`'s slices on the futures' tracks: (name, begin,
+    /// end).
+    perfetto: Vec<(String, u64, u64)>,
 }
 
 /// An async slice of the Chrome JSON (a `b` and an `e` of one id).
@@ -96,14 +100,17 @@ fn record(tag: &str, args: &[&str]) -> Run {
         String::from_utf8(out.stdout).unwrap()
     };
     let json = dir.0.join("trace.json");
-    let out = Command::new(CLI)
-        .arg("chrome")
-        .arg(&data)
-        .arg("-o")
-        .arg(&json)
-        .output()
-        .expect("running fntrace chrome");
-    assert!(out.status.success(), "fntrace chrome: {out:?}");
+    let protobuf = dir.0.join("trace.perfetto-trace");
+    for (command, path) in [("chrome", &json), ("perfetto", &protobuf)] {
+        let out = Command::new(CLI)
+            .arg(command)
+            .arg(&data)
+            .arg("-o")
+            .arg(path)
+            .output()
+            .expect("running fntrace");
+        assert!(out.status.success(), "fntrace {command}: {out:?}");
+    }
     let (polls, serve_futures) = serve_polls(&data);
     Run {
         client,
@@ -111,7 +118,53 @@ fn record(tag: &str, args: &[&str]) -> Run {
         polls,
         serve_futures,
         slices: async_slices(&json),
+        perfetto: perfetto_slices(&std::fs::read(&protobuf).unwrap()),
     }
+}
+
+/// The slices on the futures' tracks of a Perfetto protobuf trace (tracks
+/// that are neither a thread's nor the process's), each track's begin and
+/// end paired: (name, begin, end).
+fn perfetto_slices(bytes: &[u8]) -> Vec<(String, u64, u64)> {
+    use perfetto_trace::{field, uint};
+    use prost_reflect::Value;
+    let mut names: HashMap<u64, String> = HashMap::new();
+    let mut begun: HashMap<u64, (String, u64)> = HashMap::new();
+    let mut slices = Vec::new();
+    for packet in perfetto_trace::packets(bytes) {
+        if let Value::Message(track) = field(&packet, "track_descriptor") {
+            if !track.has_field_by_name("thread") && track.has_field_by_name("parent_uuid") {
+                let Value::String(name) = field(&track, "name") else {
+                    unreachable!()
+                };
+                names.insert(uint(&track, "uuid"), name);
+            }
+        }
+        let Value::Message(event) = field(&packet, "track_event") else {
+            continue;
+        };
+        if !event.has_field_by_name("track_uuid") {
+            continue;
+        }
+        let track = uint(&event, "track_uuid");
+        let name = names
+            .get(&track)
+            .expect("a future's track before its events");
+        let time = uint(&packet, "timestamp");
+        match uint(&event, "type") {
+            1 => {
+                assert_eq!(field(&event, "name"), Value::String(name.clone()));
+                assert!(begun.insert(track, (name.clone(), time)).is_none());
+            }
+            2 => {
+                let (name, begin) = begun.remove(&track).expect("an end after its begin");
+                slices.push((name, begin, time));
+            }
+            other => panic!("event type {other}"),
+        }
+    }
+    assert!(begun.is_empty(), "slices without an end");
+    slices
 }
 
 /// The async slices of the Chrome JSON at `path`, each id's begin and end
@@ -325,6 +378,17 @@ fn check(run: &Run, requests: u64, slots: u64, steps: u64) {
         .collect();
     spans.sort_by_key(|s| (s.0, s.1));
     assert_eq!(spans, run.serve_futures, "serve's slices against its polls");
+    // The Perfetto protobuf: the same slices, each on a track of its own.
+    let mut perfetto: Vec<(u64, u64)> = run
+        .perfetto
+        .iter()
+        .filter(|s| s.0 == "async_anchor::serve::{closure#0}")
+        .map(|s| (s.1, s.2))
+        .collect();
+    perfetto.sort_unstable();
+    let chrome: Vec<(u64, u64)> = spans.iter().map(|s| (s.0, s.1)).collect();
+    assert_eq!(perfetto, chrome, "serve's Perfetto slices");
+    assert_eq!(run.perfetto.len(), run.slices.len(), "Perfetto's slices");
     assert!(serve.iter().all(|s| s.polls == steps + 1));
 }
 
