@@ -516,6 +516,78 @@ mod tests {
         }
     }
 
+    /// A Ready future and a pending one are async slices, the pending one
+    /// to the trace's end; a dropped one is not; the size stays exact.
+    #[test]
+    fn futures_are_async_slices_and_counted_in_the_size() {
+        use crate::analysis::{Future, FutureEnd, Futures};
+        let future = |address, start_ns, end_ns, tids: &[u32], end| Future {
+            function: 0x2000,
+            address,
+            start_ns,
+            end_ns,
+            polls: 2,
+            busy_ns: 30,
+            tids: tids.to_vec(),
+            end,
+        };
+        let linked = Futures {
+            futures: vec![
+                future(0xa0, 1_000_100, 1_000_600, &[78, 77], FutureEnd::Ready),
+                future(0xa0, 1_000_700, 1_000_710, &[77], FutureEnd::Dropped),
+                future(0xb0, 1_000_800, 1_000_900, &[77], FutureEnd::Pending),
+            ],
+            without_values: 0,
+            last_ns: 1_001_001,
+        };
+        let trace = sample();
+        let mut spooled = SpooledCalls::new(&trace, &CallExportOptions::default()).unwrap();
+        spooled.add_futures(&trace, &linked);
+        assert_eq!(spooled.futures(), 2);
+        let mut out = Vec::new();
+        spooled.write_chrome_json(&mut out).unwrap();
+        assert_eq!(spooled.chrome_json_bytes(), out.len() as u64);
+        let json: Value = serde_json::from_slice(&out).unwrap();
+        let ns = |v: &Value| (v.as_f64().unwrap() * 1000.0).round() as u64;
+        let events: Vec<&Value> = json["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["cat"] == "future")
+            .collect();
+        let summary: Vec<_> = events
+            .iter()
+            .map(|e| {
+                assert_eq!(e["name"], "mid");
+                let ph = e["ph"].as_str().unwrap();
+                (
+                    ph,
+                    e["id"].as_u64().unwrap(),
+                    ns(&e["ts"]),
+                    e["tid"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("b", 1, 1_000_100, 78),
+                ("e", 1, 1_000_600, 78),
+                ("b", 2, 1_000_800, 77),
+                ("e", 2, 1_001_001, 77),
+            ]
+        );
+        let slices: Vec<&Value> = events.iter().map(|e| &e["args"]).collect();
+        assert_eq!(slices[0]["tids"], serde_json::json!([78, 77]));
+        assert_eq!(
+            (&slices[0]["polls"], &slices[0]["busy_ns"]),
+            (&2.into(), &30.into())
+        );
+        assert_eq!(slices[0]["address"], "0xa0");
+        assert_eq!(slices[0].get("unfinished"), None);
+        assert_eq!(slices[2]["unfinished"], true);
+    }
+
     #[test]
     fn empty_trace_is_valid_json() {
         let json = parse(&Trace::default());
