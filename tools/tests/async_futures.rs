@@ -7,9 +7,12 @@
 //! client's, the futures completed and their polls exact (STEPS + 1 a
 //! request: one Pending per sleep), busy below latency; and on the
 //! multi-thread runtime some future's polls ran on two threads and it is
-//! still one future.
+//! still one future. `fntrace chrome` shows each future as one async slice
+//! from its first poll's entry to its Ready poll's exit, as many per
+//! function as the report counts.
 
 mod common;
+mod perfetto_trace;
 mod profile_program;
 
 use std::collections::{HashMap, HashSet};
@@ -40,6 +43,24 @@ struct Run {
     report: String,
     /// serve's polls: (entry time, thread, future address, state at entry).
     polls: Vec<(u64, u32, String, u64)>,
+    /// serve's futures from the trace's own polls: (first poll's entry,
+    /// Ready poll's exit, threads polled on).
+    serve_futures: Vec<(u64, u64, HashSet<u32>)>,
+    /// `fntrace chrome`'s async slices.
+    slices: Vec<Slice>,
+    /// `fntrace perfetto`'s slices on the futures' tracks: (name, begin,
+    /// end).
+    perfetto: Vec<(String, u64, u64)>,
+}
+
+/// An async slice of the Chrome JSON (a `b` and an `e` of one id).
+#[derive(Debug)]
+struct Slice {
+    name: String,
+    begin_ns: u64,
+    end_ns: u64,
+    polls: u64,
+    tids: HashSet<u32>,
 }
 
 /// Runs the anchor with `args` under `fntrace record --async`.
@@ -78,33 +99,150 @@ fn record(tag: &str, args: &[&str]) -> Run {
         assert!(out.status.success(), "fntrace {command}: {:?}", out);
         String::from_utf8(out.stdout).unwrap()
     };
+    let json = dir.0.join("trace.json");
+    let protobuf = dir.0.join("trace.perfetto-trace");
+    for (command, path) in [("chrome", &json), ("perfetto", &protobuf)] {
+        let out = Command::new(CLI)
+            .arg(command)
+            .arg(&data)
+            .arg("-o")
+            .arg(path)
+            .output()
+            .expect("running fntrace");
+        assert!(out.status.success(), "fntrace {command}: {out:?}");
+    }
+    let (polls, serve_futures) = serve_polls(&data);
     Run {
         client,
         report: show("report"),
-        polls: serve_polls(&data),
+        polls,
+        serve_futures,
+        slices: async_slices(&json),
+        perfetto: perfetto_slices(&std::fs::read(&protobuf).unwrap()),
     }
 }
 
+/// The slices on the futures' tracks of a Perfetto protobuf trace (tracks
+/// that are neither a thread's nor the process's), each track's begin and
+/// end paired: (name, begin, end).
+fn perfetto_slices(bytes: &[u8]) -> Vec<(String, u64, u64)> {
+    use perfetto_trace::{field, uint};
+    use prost_reflect::Value;
+    let mut names: HashMap<u64, String> = HashMap::new();
+    let mut begun: HashMap<u64, (String, u64)> = HashMap::new();
+    let mut slices = Vec::new();
+    for packet in perfetto_trace::packets(bytes) {
+        if let Value::Message(track) = field(&packet, "track_descriptor") {
+            if !track.has_field_by_name("thread") && track.has_field_by_name("parent_uuid") {
+                let Value::String(name) = field(&track, "name") else {
+                    unreachable!()
+                };
+                names.insert(uint(&track, "uuid"), name);
+            }
+        }
+        let Value::Message(event) = field(&packet, "track_event") else {
+            continue;
+        };
+        if !event.has_field_by_name("track_uuid") {
+            continue;
+        }
+        let track = uint(&event, "track_uuid");
+        let name = names
+            .get(&track)
+            .expect("a future's track before its events");
+        let time = uint(&packet, "timestamp");
+        match uint(&event, "type") {
+            1 => {
+                assert_eq!(field(&event, "name"), Value::String(name.clone()));
+                assert!(begun.insert(track, (name.clone(), time)).is_none());
+            }
+            2 => {
+                let (name, begin) = begun.remove(&track).expect("an end after its begin");
+                slices.push((name, begin, time));
+            }
+            other => panic!("event type {other}"),
+        }
+    }
+    assert!(begun.is_empty(), "slices without an end");
+    slices
+}
+
+/// The async slices of the Chrome JSON at `path`, each id's begin and end
+/// paired (every id once).
+fn async_slices(path: &Path) -> Vec<Slice> {
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(path).unwrap()).expect("the Chrome JSON parses");
+    // Timestamps are µs with three decimals: exact ns below 2^53 ns.
+    let ns = |v: &serde_json::Value| (v.as_f64().unwrap() * 1000.0).round() as u64;
+    let mut begun: HashMap<u64, Slice> = HashMap::new();
+    let mut slices = Vec::new();
+    for event in json["traceEvents"].as_array().unwrap() {
+        let id = || event["id"].as_u64().expect("an id");
+        match event["ph"].as_str() {
+            Some("b") => {
+                assert_eq!(event["cat"], "future");
+                assert_eq!(event["args"].get("unfinished"), None, "{event}");
+                let slice = Slice {
+                    name: event["name"].as_str().unwrap().to_string(),
+                    begin_ns: ns(&event["ts"]),
+                    end_ns: 0,
+                    polls: event["args"]["polls"].as_u64().unwrap(),
+                    tids: event["args"]["tids"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|t| t.as_u64().unwrap() as u32)
+                        .collect(),
+                };
+                assert!(begun.insert(id(), slice).is_none(), "id {} twice", id());
+            }
+            Some("e") => {
+                let mut slice = begun.remove(&id()).expect("an end after its begin");
+                assert_eq!(event["name"].as_str(), Some(slice.name.as_str()));
+                slice.end_ns = ns(&event["ts"]);
+                slices.push(slice);
+            }
+            _ => {}
+        }
+    }
+    assert!(begun.is_empty(), "slices without an end");
+    slices
+}
+
 /// serve's polls in the recording at `data`, read with fntrace-tools'
-/// reader: (entry time, thread, future address, state at entry).
-fn serve_polls(data: &Path) -> Vec<(u64, u32, String, u64)> {
+/// reader: (entry time, thread, future address, state at entry); and its
+/// futures, linked here from the polls' values as docs/async.md says:
+/// (first poll's entry, Ready poll's exit, threads).
+#[allow(clippy::type_complexity)]
+fn serve_polls(data: &Path) -> (Vec<(u64, u32, String, u64)>, Vec<(u64, u64, HashSet<u32>)>) {
     let reader = UftraceReader::open(data).expect("reading the recording");
     let mut polls = Vec::new();
+    // (entry, exit, thread, state after)
+    let mut spans = Vec::new();
     for (index, thread) in reader.threads().iter().enumerate() {
         let values = reader.values_of(index).unwrap();
-        let serve: Vec<u64> = reader
+        let serve: Vec<(u64, EventKind)> = reader
             .read_thread(index, |events| {
                 events
-                    .filter(|e| {
-                        e.kind == EventKind::Entry
-                            && reader.name_of(e.function) == "async_anchor::serve::{closure#0}"
-                    })
-                    .map(|e| e.time_ns)
+                    .filter(|e| reader.name_of(e.function) == "async_anchor::serve::{closure#0}")
+                    .map(|e| (e.time_ns, e.kind))
                     .collect()
             })
             .unwrap()
             .0;
-        for time in serve {
+        // serve's polls do not nest: each entry's exit is the next exit.
+        for pair in serve.windows(2) {
+            if let [(entry, EventKind::Entry), (exit, EventKind::Exit)] = pair {
+                let state: u64 = values[&(*exit, true)]
+                    .strip_prefix(" = ")
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                spans.push((*entry, *exit, thread.tid, state));
+            }
+        }
+        let entries = serve.iter().filter(|(_, k)| *k == EventKind::Entry);
+        for &(time, _) in entries {
             let text = &values[&(time, false)];
             let (address, state) = text
                 .strip_prefix('(')
@@ -120,7 +258,23 @@ fn serve_polls(data: &Path) -> Vec<(u64, u32, String, u64)> {
         }
     }
     polls.sort();
-    polls
+    spans.sort();
+    let mut live: HashMap<String, (u64, HashSet<u32>)> = HashMap::new();
+    let mut futures = Vec::new();
+    for (entry, exit, tid, state_out) in spans {
+        let (_, _, address, state_in) = polls.iter().find(|p| p.0 == entry && p.1 == tid).unwrap();
+        if *state_in == 0 {
+            live.insert(address.clone(), (entry, HashSet::new()));
+        }
+        let future = live.get_mut(address).expect("a future first polled");
+        future.1.insert(tid);
+        if state_out == 1 {
+            let (start, tids) = live.remove(address).unwrap();
+            futures.push((start, exit, tids));
+        }
+    }
+    futures.sort_by_key(|f| (f.0, f.1));
+    (polls, futures)
 }
 
 /// A duration as the report prints it (`45.5 ms`, `253 µs`, `1.84 s`).
@@ -209,6 +363,33 @@ fn check(run: &Run, requests: u64, slots: u64, steps: u64) {
         "{}",
         run.report
     );
+    // The Chrome JSON: one async slice per future the report counts, each
+    // from the first poll's entry to the Ready poll's exit.
+    let of = |name: &str| -> Vec<&Slice> { run.slices.iter().filter(|s| s.name == name).collect() };
+    let serve = of("async_anchor::serve::{closure#0}");
+    assert_eq!(serve.len() as u64, futures, "serve's async slices");
+    assert_eq!(
+        of("async_anchor::client::{closure#0}").len() as u64,
+        clients
+    );
+    let mut spans: Vec<(u64, u64, HashSet<u32>)> = serve
+        .iter()
+        .map(|s| (s.begin_ns, s.end_ns, s.tids.clone()))
+        .collect();
+    spans.sort_by_key(|s| (s.0, s.1));
+    assert_eq!(spans, run.serve_futures, "serve's slices against its polls");
+    // The Perfetto protobuf: the same slices, each on a track of its own.
+    let mut perfetto: Vec<(u64, u64)> = run
+        .perfetto
+        .iter()
+        .filter(|s| s.0 == "async_anchor::serve::{closure#0}")
+        .map(|s| (s.1, s.2))
+        .collect();
+    perfetto.sort_unstable();
+    let chrome: Vec<(u64, u64)> = spans.iter().map(|s| (s.0, s.1)).collect();
+    assert_eq!(perfetto, chrome, "serve's Perfetto slices");
+    assert_eq!(run.perfetto.len(), run.slices.len(), "Perfetto's slices");
+    assert!(serve.iter().all(|s| s.polls == steps + 1));
 }
 
 #[test]
@@ -243,4 +424,11 @@ fn a_future_polled_on_two_threads_is_one_future() {
         migrated > 0,
         "no future's polls ran on two threads (40 futures on 2 workers)"
     );
+    // Such a future is one slice in the Chrome JSON (the slices were
+    // checked one for one against the futures of the polls above).
+    let across = run
+        .slices
+        .iter()
+        .filter(|s| s.name == "async_anchor::serve::{closure#0}" && s.tids.len() > 1);
+    assert!(across.count() > 0, "no slice across two threads");
 }

@@ -4,12 +4,14 @@
 //! names, nesting and durations, and is a fraction of the JSON's size.
 
 mod common;
+mod perfetto_trace;
 
 use std::collections::HashMap;
 use std::process::Command;
 
 use common::TempDir;
-use prost_reflect::{DescriptorPool, DynamicMessage, Value};
+use perfetto_trace::{field, uint};
+use prost_reflect::Value;
 
 const CLI: &str = env!("CARGO_BIN_EXE_fntrace");
 
@@ -25,21 +27,6 @@ int main(int argc, char **argv) {
     return s & 1;
 }
 "#;
-
-/// A field of a decoded message.
-fn field(message: &DynamicMessage, name: &str) -> Value {
-    message.get_field_by_name(name).unwrap().into_owned()
-}
-
-fn uint(message: &DynamicMessage, name: &str) -> u64 {
-    match field(message, name) {
-        Value::U64(v) => v,
-        Value::U32(v) => u64::from(v),
-        Value::I32(v) => v as u64,
-        Value::EnumNumber(v) => v as u64,
-        other => panic!("{name}: {other:?}"),
-    }
-}
 
 #[test]
 fn perfetto_protobuf_decodes_with_the_schema_and_holds_every_call() {
@@ -86,39 +73,7 @@ fn perfetto_protobuf_decodes_with_the_schema_and_holds_every_call() {
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&json_path).unwrap()).unwrap();
 
-    // Decode with the schema.
-    let schema_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/perfetto");
-    let files = protox::compile(["trace.proto"], [schema_dir]).expect("the schema compiles");
-    let pool = DescriptorPool::from_file_descriptor_set(files).unwrap();
-    let trace_type = pool.get_message_by_name("perfetto.protos.Trace").unwrap();
-    let trace =
-        DynamicMessage::decode(trace_type.clone(), bytes.as_slice()).expect("a valid Trace");
-    let Value::List(bundles) = field(&trace, "packet") else {
-        panic!("no packets")
-    };
-    // Packets come deflated in bundles (compressed_packets: zlib, each
-    // under Perfetto's 512 KiB limit), whose contents are Trace messages.
-    let mut packets = Vec::new();
-    for bundle in &bundles {
-        let Value::Message(bundle) = bundle else {
-            panic!("{bundle:?}")
-        };
-        let Value::Bytes(compressed) = field(bundle, "compressed_packets") else {
-            panic!("a packet outside a bundle: {bundle:?}")
-        };
-        assert!(compressed.len() < 512 << 10);
-        let mut inflated = Vec::new();
-        std::io::Read::read_to_end(
-            &mut flate2::read::ZlibDecoder::new(&compressed[..]),
-            &mut inflated,
-        )
-        .expect("zlib data");
-        let inner = DynamicMessage::decode(trace_type.clone(), inflated.as_slice()).unwrap();
-        let Value::List(inner) = field(&inner, "packet") else {
-            unreachable!()
-        };
-        packets.extend(inner);
-    }
+    let packets = perfetto_trace::packets(&bytes);
 
     // Per sequence: names by iid, the incremental clock, open slices.
     let mut names: HashMap<(u64, u64), String> = HashMap::new();
@@ -127,9 +82,6 @@ fn perfetto_protobuf_decodes_with_the_schema_and_holds_every_call() {
     let mut durations: HashMap<String, Vec<u64>> = HashMap::new();
     let mut threads = Vec::new();
     for packet in &packets {
-        let Value::Message(packet) = packet else {
-            panic!("{packet:?}")
-        };
         let sequence = uint(packet, "trusted_packet_sequence_id");
         if packet.has_field_by_name("clock_snapshot") {
             let Value::Message(snapshot) = field(packet, "clock_snapshot") else {

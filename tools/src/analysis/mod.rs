@@ -16,11 +16,13 @@ pub use fntrace_format::analysis::*;
 
 mod callgraph;
 mod calltree;
+mod futures;
 pub mod parallel;
 mod select;
 
 pub use callgraph::{call_graph, write_call_graph, write_call_graph_of, ReadOrWrite};
 pub use calltree::{call_tree, call_tree_of, Backtrace, CallNode, CallTree};
+pub use futures::{futures_of, split_values, Future, FutureEnd, Futures};
 pub use select::{select, Selected, Selection, Unmatched};
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use fntrace_tools::analysis::human_duration;
+use fntrace_tools::analysis::{human_duration, split_values};
 use fntrace_tools::argspec::{self, ArgSlot, FunctionSpec, SpecKind};
 use fntrace_tools::{glob, EventKind, EventSource};
 
@@ -63,40 +63,6 @@ fn place_of(specs: &[FunctionSpec], name: &str, slot: ArgSlot) -> Option<usize> 
         .iter()
         .filter(|v| v.slot.at_exit() == retval)
         .position(|v| v.slot == slot)
-}
-
-/// The values of a replay text (`("key", 3)`, ` = 5`), split where replay
-/// separates them (outside quotes).
-pub(super) fn split_values(text: &str) -> Vec<String> {
-    let inner = match text.strip_prefix(" = ") {
-        Some(retval) => return vec![retval.to_string()],
-        None => text.strip_prefix('(').and_then(|t| t.strip_suffix(')')),
-    };
-    let Some(inner) = inner else {
-        return Vec::new();
-    };
-    let (mut values, mut current) = (Vec::new(), String::new());
-    let (mut quote, mut escaped) = (None, false);
-    let mut chars = inner.chars().peekable();
-    while let Some(c) = chars.next() {
-        if let Some(q) = quote {
-            match c {
-                _ if escaped => escaped = false,
-                '\\' => escaped = true,
-                _ if c == q => quote = None,
-                _ => {}
-            }
-        } else if c == '"' || c == '\'' {
-            quote = Some(c);
-        } else if c == ',' && chars.peek() == Some(&' ') {
-            chars.next();
-            values.push(std::mem::take(&mut current));
-            continue;
-        }
-        current.push(c);
-    }
-    values.push(current);
-    values
 }
 
 impl ByArg {

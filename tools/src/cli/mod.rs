@@ -300,7 +300,13 @@ fn spool_calls(
         scratch_dir: Some(destination.scratch_dir()),
     };
     let selected = Selected::new(&trace, &selection);
-    let spooled = export::SpooledCalls::new(&selected, &options).map_err(|e| e.to_string())?;
+    let mut spooled = export::SpooledCalls::new(&selected, &options).map_err(|e| e.to_string())?;
+    // Recorded with --async: each future one slice across its polls.
+    if let Some(linked) =
+        analysis::futures_of(&selected, trace.arg_specs()).map_err(|e| e.to_string())?
+    {
+        spooled.add_futures(&selected, &linked);
+    }
     check_matched(&[(&args.dir, selected.unmatched())])?;
     Ok(spooled)
 }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::io::{BufWriter, Write};
 
 use super::calls::{Began, Ended, NestedCall};
-use super::spool::{CallExportOptions, SpooledCalls};
+use super::spool::{AsyncSlice, CallExportOptions, SpooledCalls};
 use super::ExportError;
 use fntrace_format::{ThreadInfo, Trace};
 
@@ -33,6 +33,15 @@ impl SpooledCalls {
     /// running when tracing started begins at the thread's first timestamp
     /// (`args.started_before_trace: true`). Events are written thread by
     /// thread, each thread's calls in the order they began.
+    ///
+    /// Futures added with [`add_futures`](Self::add_futures) follow the
+    /// calls, each a nestable async slice across its polls: a begin
+    /// (`"ph":"b"`) at its first poll's entry and an end (`"ph":"e"`) at
+    /// its `Ready` poll's exit, `"cat":"future"`, the async function's
+    /// name, an `id` of its own (addresses are reused), `tid` the thread of
+    /// its first poll; the begin's `args` are `polls`, `busy_ns`, `tids`
+    /// (the threads its polls ran on) and `address`. A future still pending
+    /// at the end ends at the trace's last event, `args.unfinished: true`.
     ///
     /// Metadata events (`"ph":"M"`) name the process (its executable) and
     /// each thread (its name, or `thread TID`). `otherData` carries the
@@ -73,6 +82,9 @@ impl SpooledCalls {
                     progress(written);
                 }
             }
+        }
+        for slice in &self.futures {
+            write_async(&mut out, slice, pid).map_err(output)?;
         }
         write_trailer(&mut out, &self.exe, self.lost()).map_err(output)?;
         out.flush().map_err(output)
@@ -151,6 +163,45 @@ fn write_call(
     }
     line.extend_from_slice(b"}}");
     out.write_all(line)
+}
+
+/// Writes one future's async begin and end events.
+fn write_async(out: &mut impl Write, slice: &AsyncSlice, pid: u32) -> std::io::Result<()> {
+    let future = &slice.future;
+    let tid = future.tids.first().copied().unwrap_or(pid);
+    let name = json_string(&slice.name);
+    let tids: Vec<String> = future.tids.iter().map(u32::to_string).collect();
+    let micros = |ns: u64| {
+        let mut text = Vec::new();
+        push_micros(&mut text, ns);
+        String::from_utf8(text).unwrap_or_default()
+    };
+    let (start, end) = (micros(future.start_ns), micros(slice.end_ns));
+    let id = slice.id;
+    write!(
+        out,
+        ",\n{{\"name\":{name},\"cat\":\"future\",\"ph\":\"b\",\"ts\":{start},\"pid\":{pid},\
+         \"tid\":{tid},\"id\":{id},\"args\":{{\"polls\":{},\"busy_ns\":{},\"tids\":[{}],\
+         \"address\":\"{:#x}\"{}}}}}",
+        future.polls,
+        future.busy_ns,
+        tids.join(","),
+        future.address,
+        if slice.unfinished { UNFINISHED } else { "" }
+    )?;
+    write!(
+        out,
+        ",\n{{\"name\":{name},\"cat\":\"future\",\"ph\":\"e\",\"ts\":{end},\"pid\":{pid},\
+         \"tid\":{tid},\"id\":{id}}}"
+    )
+}
+
+/// Bytes [`write_async`] writes for `slice`.
+pub(crate) fn chrome_async_bytes(slice: &AsyncSlice, pid: u32) -> u64 {
+    let mut counter = ByteCounter(0);
+    // Writing to a counter does not fail.
+    let _ = write_async(&mut counter, slice, pid);
+    counter.0
 }
 
 /// Appends `n` in decimal.
@@ -463,6 +514,78 @@ mod tests {
                 .count();
             assert_eq!(written as u64, calls);
         }
+    }
+
+    /// A Ready future and a pending one are async slices, the pending one
+    /// to the trace's end; a dropped one is not; the size stays exact.
+    #[test]
+    fn futures_are_async_slices_and_counted_in_the_size() {
+        use crate::analysis::{Future, FutureEnd, Futures};
+        let future = |address, start_ns, end_ns, tids: &[u32], end| Future {
+            function: 0x2000,
+            address,
+            start_ns,
+            end_ns,
+            polls: 2,
+            busy_ns: 30,
+            tids: tids.to_vec(),
+            end,
+        };
+        let linked = Futures {
+            futures: vec![
+                future(0xa0, 1_000_100, 1_000_600, &[78, 77], FutureEnd::Ready),
+                future(0xa0, 1_000_700, 1_000_710, &[77], FutureEnd::Dropped),
+                future(0xb0, 1_000_800, 1_000_900, &[77], FutureEnd::Pending),
+            ],
+            without_values: 0,
+            last_ns: 1_001_001,
+        };
+        let trace = sample();
+        let mut spooled = SpooledCalls::new(&trace, &CallExportOptions::default()).unwrap();
+        spooled.add_futures(&trace, &linked);
+        assert_eq!(spooled.futures(), 2);
+        let mut out = Vec::new();
+        spooled.write_chrome_json(&mut out).unwrap();
+        assert_eq!(spooled.chrome_json_bytes(), out.len() as u64);
+        let json: Value = serde_json::from_slice(&out).unwrap();
+        let ns = |v: &Value| (v.as_f64().unwrap() * 1000.0).round() as u64;
+        let events: Vec<&Value> = json["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["cat"] == "future")
+            .collect();
+        let summary: Vec<_> = events
+            .iter()
+            .map(|e| {
+                assert_eq!(e["name"], "mid");
+                let ph = e["ph"].as_str().unwrap();
+                (
+                    ph,
+                    e["id"].as_u64().unwrap(),
+                    ns(&e["ts"]),
+                    e["tid"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("b", 1, 1_000_100, 78),
+                ("e", 1, 1_000_600, 78),
+                ("b", 2, 1_000_800, 77),
+                ("e", 2, 1_001_001, 77),
+            ]
+        );
+        let slices: Vec<&Value> = events.iter().map(|e| &e["args"]).collect();
+        assert_eq!(slices[0]["tids"], serde_json::json!([78, 77]));
+        assert_eq!(
+            (&slices[0]["polls"], &slices[0]["busy_ns"]),
+            (&2.into(), &30.into())
+        );
+        assert_eq!(slices[0]["address"], "0xa0");
+        assert_eq!(slices[0].get("unfinished"), None);
+        assert_eq!(slices[2]["unfinished"], true);
     }
 
     #[test]

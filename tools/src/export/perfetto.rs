@@ -43,6 +43,8 @@ mod packet {
 mod track_event {
     pub const TYPE: u32 = 9;
     pub const NAME_IID: u32 = 10;
+    pub const TRACK_UUID: u32 = 11;
+    pub const NAME: u32 = 23;
     /// `Type.TYPE_SLICE_BEGIN`.
     pub const SLICE_BEGIN: u64 = 1;
     /// `Type.TYPE_SLICE_END`.
@@ -381,7 +383,55 @@ fn write_packets(
             slice(out, end, None).map_err(output_error)?;
         }
     }
+    write_futures(calls, out, calls.threads.len() as u64 + 2, process_uuid)
+        .map_err(output_error)?;
     out.flush_bundle().map_err(output_error)
+}
+
+/// Writes each future added to `calls` as a slice across its polls on a
+/// track of its own (a child of the process's, named after its async
+/// function; futures of one function overlap, and a track's slices must
+/// nest), in sequence `sequence`, with absolute timestamps on the trace
+/// clock (the threads' incremental clocks start from the same values).
+fn write_futures(
+    calls: &SpooledCalls,
+    out: &mut Bundler<impl Write>,
+    sequence: u64,
+    process_uuid: u64,
+) -> std::io::Result<()> {
+    for slice in &calls.futures {
+        // Above the threads' uuids (bit 32 and a tid).
+        let uuid = (1 << 40) | slice.id;
+        let mut descriptor = Message::default();
+        descriptor
+            .uint(track::UUID, uuid)
+            .uint(track::PARENT_UUID, process_uuid)
+            .string(track::NAME, &slice.name);
+        let mut packet = Message::default();
+        packet
+            .uint(packet::TRUSTED_PACKET_SEQUENCE_ID, sequence)
+            .message(packet::TRACK_DESCRIPTOR, &descriptor);
+        out.packet(&packet)?;
+        for (time, kind) in [
+            (slice.future.start_ns, track_event::SLICE_BEGIN),
+            (slice.end_ns, track_event::SLICE_END),
+        ] {
+            let mut event = Message::default();
+            event
+                .uint(track_event::TYPE, kind)
+                .uint(track_event::TRACK_UUID, uuid);
+            if kind == track_event::SLICE_BEGIN {
+                event.string(track_event::NAME, &slice.name);
+            }
+            let mut packet = Message::default();
+            packet
+                .uint(packet::TIMESTAMP, time)
+                .uint(packet::TRUSTED_PACKET_SEQUENCE_ID, sequence)
+                .message(packet::TRACK_EVENT, &event);
+            out.packet(&packet)?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

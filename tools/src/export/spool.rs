@@ -18,9 +18,10 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use super::calls::{stream_calls, Began, CallEvent, Ended, Incomplete, NestedCall};
-use super::chrome::{chrome_call_bytes, chrome_frame_bytes, json_string};
+use super::chrome::{chrome_async_bytes, chrome_call_bytes, chrome_frame_bytes, json_string};
 use super::ExportError;
 use super::OutputDir;
+use crate::analysis::{Future, FutureEnd, Futures};
 use fntrace_format::analysis::pairing::entries_of_calls_running_at_start;
 use fntrace_format::{EventSource, ThreadInfo};
 
@@ -87,6 +88,25 @@ pub struct SpooledCalls {
     chrome_bytes: u64,
     /// What the calls lack (entries, exits) and the events lost.
     incomplete: Incomplete,
+    /// The futures shown as async slices ([`add_futures`](Self::add_futures)).
+    pub(crate) futures: Vec<AsyncSlice>,
+}
+
+/// A future as an async slice of the Chrome and Perfetto exports: from
+/// its first poll's entry to the exit of its poll that returned `Ready`,
+/// or, still pending, to the trace's last event.
+#[derive(Clone, Debug)]
+pub(crate) struct AsyncSlice {
+    /// Unique in the trace (addresses are reused): 1, 2, ... in the
+    /// order the futures were first polled.
+    pub(crate) id: u64,
+    /// The async function's name.
+    pub(crate) name: String,
+    pub(crate) future: Future,
+    /// Where the slice ends (ns).
+    pub(crate) end_ns: u64,
+    /// Still pending when the recording ended.
+    pub(crate) unfinished: bool,
 }
 
 impl SpooledCalls {
@@ -183,7 +203,45 @@ impl SpooledCalls {
             calls,
             chrome_bytes,
             incomplete,
+            futures: Vec::new(),
         })
+    }
+
+    /// Adds the futures of `linked` (of `source`, as
+    /// [`futures_of`](crate::analysis::futures_of) linked them) as async
+    /// slices: each future `Ready` or still pending at the end, of at least
+    /// the minimum duration, is one slice across its polls, whichever
+    /// threads they ran on. Dropped and panicked futures, and those first
+    /// polled before the recording, are left out.
+    pub fn add_futures<S: EventSource>(&mut self, source: &S, linked: &Futures) {
+        let mut names: HashMap<usize, String> = HashMap::new();
+        for future in &linked.futures {
+            let (end_ns, unfinished) = match future.end {
+                FutureEnd::Ready => (future.end_ns, false),
+                FutureEnd::Pending => (linked.last_ns.max(future.end_ns), true),
+                _ => continue,
+            };
+            if end_ns - future.start_ns < self.min_duration_ns {
+                continue;
+            }
+            let name = names
+                .entry(future.function)
+                .or_insert_with(|| source.name_of(future.function));
+            let slice = AsyncSlice {
+                id: self.futures.len() as u64 + 1,
+                name: name.clone(),
+                future: future.clone(),
+                end_ns,
+                unfinished,
+            };
+            self.chrome_bytes += chrome_async_bytes(&slice, self.pid);
+            self.futures.push(slice);
+        }
+    }
+
+    /// Futures shown as async slices.
+    pub fn futures(&self) -> usize {
+        self.futures.len()
     }
 
     /// What the outputs have to make up: events lost while recording,
