@@ -572,6 +572,10 @@ fn record_p_and_top_attach_first_and_detach_at_the_end() {
             "parse_*",
             "-F",
             "store_*",
+            "-A",
+            "parse_key@arg1",
+            "-R",
+            "parse_key@retval",
         ])
         .env_remove("FNTRACE_LIB")
         .stdout(Stdio::piped())
@@ -615,6 +619,19 @@ fn record_p_and_top_attach_first_and_detach_at_the_end() {
         ]),
         "{stderr}"
     );
+    // -A/-R: parse_key(k) = 3k for k = 0..500, each once.
+    let replay = common::uftrace(&["replay", "--no-pager", "-f", "none"], &trace);
+    let mut valued: Vec<&str> = replay
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("parse_key("))
+        .collect();
+    valued.sort_unstable();
+    let mut expected: Vec<String> = (0..500)
+        .map(|k| format!("parse_key({k}) = {};", 3 * k))
+        .collect();
+    expected.sort_unstable();
+    assert_eq!(valued, expected, "{stderr}");
     assert_eq!(text_of(running.pid(), &program), before, "detached after");
 
     let top = fntrace(

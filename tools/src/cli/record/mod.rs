@@ -164,7 +164,7 @@ pub struct RecordArgs {
     /// graph tracer, through its control socket, for --duration): a
     /// process started without fntrace is attached to first (fntrace
     /// attach) and detached at the end.
-    #[arg(short = 'p', long = "pid", value_name = "PID", conflicts_with_all = ["command", "argument", "retval", "auto_args", "futures", "libcall", "nest_libcall", "no_libcall", "depth", "flight", "buffer", "memory", "force"])]
+    #[arg(short = 'p', long = "pid", value_name = "PID", conflicts_with_all = ["command", "auto_args", "futures", "libcall", "nest_libcall", "no_libcall", "depth", "flight", "buffer", "memory", "force"])]
     pub pid: Option<u32>,
     /// With -p: how long to record (`5s`, `500ms`); sooner if the process
     /// exits.
@@ -466,6 +466,16 @@ fn record_running(args: &RecordArgs, pid: u32) -> Result<ExitCode, String> {
             .collect();
         if !globs.is_empty() {
             ask(format!("filter {}\n", globs.join(",")))?;
+        }
+        // -A/-R as `fntrace ctl PID args|retval` sets them: a glob that
+        // selects nothing is said.
+        for (command, specs) in [("args", &args.argument), ("retval", &args.retval)] {
+            if !specs.is_empty() {
+                let reply = ask(format!("{command} {}\n", specs.join(";")))?;
+                for line in reply.lines().filter(|l| !l.trim().is_empty()) {
+                    eprintln!("fntrace record: {line}");
+                }
+            }
         }
         ask(format!("record --mode={} {dir_text}\n", args.mode))?;
         let started = std::time::Instant::now();
