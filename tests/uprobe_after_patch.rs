@@ -1,7 +1,7 @@
 //! A uprobe set on a function after `-P` patched its entry (bpftrace,
 //! the way perf probe sets it too): `plain_mid` (gcc, no instrumentation,
-//! `push %rbp` first) keeps its first instruction in place and gets its
-//! jump right after it, so the kernel, which runs the file's first
+//! `push %rbp` first) and `plain_cold` (`mov %rdi,%rax` first) keep their
+//! first instruction in place and get their jump right after it, so the kernel, which runs the file's first
 //! instruction out of line and resumes after it, resumes at the jump.
 //! With the graph tracer on, every call is both counted by the uprobe and
 //! recorded, with its result right; after bpftrace removes the probe the
@@ -64,5 +64,34 @@ fn a_uprobe_set_after_the_entry_patch_fires_and_tracing_goes_on() {
     assert_eq!(text(mid, 6), patched);
     assert_eq!(calls_recorded(), CALLS as usize, "after the uprobe");
     fntrace::disable("graph").unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `plain_cold` (`mov %rdi,%rax; xor $0x5a5a,%rax; ret`): a load into rax
+/// kept, the uprobe counting every call, each result right.
+#[test]
+fn a_uprobe_after_the_entry_patch_of_a_function_loading_rax_first() {
+    fntrace::init().unwrap();
+    let cold = c_plain::cold_address();
+    assert_eq!(text(cold, 3), [0x48, 0x89, 0xf8], "mov %rdi,%rax first");
+    let report = fntrace::patch_functions(&["plain_cold"]).unwrap();
+    assert!(
+        report.patched.iter().any(|n| n == "plain_cold"),
+        "{report:?}"
+    );
+    assert_eq!(
+        text(cold, 4),
+        [0x48, 0x89, 0xf8, 0xe9],
+        "the jump after the mov"
+    );
+    let dir = temp_dir("uprobe-after-patch-cold");
+    std::fs::create_dir_all(&dir).unwrap();
+    let program = std::env::current_exe().unwrap();
+    let mut uprobe = Bpftrace::start(&program, "plain_cold", &dir);
+    for x in 0..CALLS {
+        assert_eq!(c_plain::cold(x), x ^ 0x5a5a);
+    }
+    uprobe.assert_count(CALLS as u64, "plain_cold with the uprobe");
+    drop(uprobe);
     let _ = std::fs::remove_dir_all(&dir);
 }

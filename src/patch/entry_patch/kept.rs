@@ -12,9 +12,10 @@ use iced_x86::Instruction;
 /// before the site and redo after it, so that the tracers see the entry's
 /// registers and stack, and the function then runs as built:
 /// `push REG` (undone by `lea 8(%rsp),%rsp`, redone as is), `sub $N,%rsp`
-/// (`lea N(%rsp),%rsp`; the flags it sets are dead at an entry) and
-/// `mov REG,REG` into a callee-saved register (nothing to undo: the
-/// tracers keep those registers, and the argument it copies is intact).
+/// (`lea N(%rsp),%rsp`; the flags it sets are dead at an entry), a
+/// `mov REG,REG` into a callee-saved register, and a load (`mov`, `movzx`,
+/// `movsx`, `lea`, not RIP-relative) into rax (nothing to undo for either:
+/// the tracers keep those registers, and the arguments are intact).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Kept {
     /// Its length.
@@ -37,6 +38,32 @@ fn lea_rsp(displacement: i32) -> Vec<u8> {
     }
 }
 
+/// Instructions that only write their first operand and no flag: kept
+/// when that operand is rax (or eax, al).
+const LOADS: &[iced_x86::Code] = {
+    use iced_x86::Code::*;
+    &[
+        Mov_rm64_r64,
+        Mov_r64_rm64,
+        Mov_rm32_r32,
+        Mov_r32_rm32,
+        Mov_r32_imm32,
+        Mov_rm64_imm32,
+        Mov_r8_imm8,
+        Movzx_r32_rm8,
+        Movzx_r32_rm16,
+        Movzx_r64_rm8,
+        Movzx_r64_rm16,
+        Movsx_r32_rm8,
+        Movsx_r32_rm16,
+        Movsx_r64_rm8,
+        Movsx_r64_rm16,
+        Movsxd_r64_rm32,
+        Lea_r64_m,
+        Lea_r32_m,
+    ]
+};
+
 /// The [`Kept`] form of `first` (whose bytes are `bytes`), if it is one
 /// the stub can undo and redo.
 pub(super) fn kept_in_place(first: &Instruction, bytes: &[u8]) -> Option<Kept> {
@@ -58,6 +85,18 @@ pub(super) fn kept_in_place(first: &Instruction, bytes: &[u8]) -> Option<Kept> {
         Code::Sub_rm64_imm8 | Code::Sub_rm64_imm32 if register(0) == Some(Register::RSP) => {
             let size = i32::try_from(first.immediate(1) as i64).ok()?;
             (lea_rsp(size), bytes.to_vec())
+        }
+        // A load into the return-value register (rdi, rsi… keep the
+        // arguments the tracers read; rax is kept by every trampoline):
+        // nothing to undo; it stands after the site.
+        code if LOADS.contains(&code)
+            && matches!(
+                register(0),
+                Some(Register::RAX | Register::EAX | Register::AL)
+            )
+            && !first.is_ip_rel_memory_operand() =>
+        {
+            (Vec::new(), Vec::new())
         }
         Code::Mov_rm64_r64 | Code::Mov_r64_rm64 => {
             let (to, from) = (register(0)?, register(1)?);

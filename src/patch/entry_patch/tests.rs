@@ -10,8 +10,9 @@ fn plan_of(code: &[u8], start: usize) -> Result<Plan, Refusal> {
 
 #[test]
 fn moves_whole_instructions_of_at_least_five_bytes() {
-    // mov %edi,%eax; add %esi,%eax; add $1,%eax; ret: nothing kept.
-    let code = [0x89, 0xf8, 0x01, 0xf0, 0x83, 0xc0, 0x01, 0xc3];
+    // xor %eax,%eax; add %esi,%eax; add $1,%eax; ret: nothing kept (the
+    // xor sets flags).
+    let code = [0x31, 0xc0, 0x01, 0xf0, 0x83, 0xc0, 0x01, 0xc3];
     let plan = plan_of(&code, AT).unwrap();
     assert_eq!((plan.at, plan.len, plan.site_offset()), (AT, 7, 0));
     // After endbr64.
@@ -77,9 +78,21 @@ fn a_first_push_sub_or_register_copy_stays_in_place() {
     let bytes = kept_stub(&code, 3, 6, stub);
     assert_eq!(&bytes[..5], &NOP5);
     assert_eq!(&bytes[5..11], &code[3..9]);
+    // Loads into rax: mov %rdi,%rax; mov 8(%rsi),%eax.
+    for (load, len) in [(&[0x48, 0x89, 0xf8][..], 3), (&[0x8b, 0x46, 0x08][..], 3)] {
+        let mut code = load.to_vec();
+        code.extend_from_slice(&[0x89, 0xf8, 0x01, 0xf0, 0x01, 0xd0, 0xc3]);
+        let bytes = kept_stub(&code, len, 6, stub);
+        assert_eq!(&bytes[..5], &NOP5);
+    }
     // Not kept: a copy into an argument register, or of the stack
-    // pointer; a push whose function has under 5 bytes after it.
+    // pointer; a push whose function has under 5 bytes after it; a load
+    // into an argument register, or RIP-relative.
     for code in [
+        &[0x48, 0x8b, 0x3f, 0x89, 0xf8, 0x01, 0xf0, 0x01, 0xd0, 0xc3][..],
+        &[
+            0x48, 0x8b, 0x05, 0x10, 0, 0, 0, 0x89, 0xf8, 0x01, 0xf0, 0xc3,
+        ][..],
         &[0x48, 0x89, 0xdf, 0x89, 0xf8, 0x01, 0xf0, 0x01, 0xd0, 0xc3][..],
         &[0x48, 0x89, 0xe3, 0x89, 0xf8, 0x01, 0xf0, 0x01, 0xd0, 0xc3][..],
         &[0x53, 0x89, 0xf8, 0x01, 0xf0, 0xc3][..],
