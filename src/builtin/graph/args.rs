@@ -43,6 +43,11 @@ pub(crate) struct ArgTable {
     pub(crate) arguments: String,
     /// The `-R` specs, joined by `;` (uftrace's `retspec` line).
     pub(crate) retval: String,
+    /// The `-A` specs as uftrace's `info` spells them
+    /// ([`argspec::uftrace_spelling`]).
+    pub(crate) info_arguments: String,
+    /// The `-R` specs as uftrace's `info` spells them.
+    pub(crate) info_retval: String,
     /// The argument entries' recipes, by site.
     recipes: RecipeTable,
 }
@@ -78,6 +83,8 @@ impl ArgTable {
         }
         let recipes = RecipeTable::new(&sites);
         ArgTable {
+            info_arguments: argspec::uftrace_spelling(&arguments, argspec::SpecKind::Arguments),
+            info_retval: argspec::uftrace_spelling(&retval, argspec::SpecKind::Retval),
             functions,
             arguments,
             retval,
@@ -131,7 +138,7 @@ pub(super) fn with_values(
     call_key: CallKey,
     retval: bool,
     regs: Option<&SavedRegs>,
-    returned: Option<[u64; 2]>,
+    returned: Option<[u64; 3]>,
     push: &mut dyn FnMut(&[RawEvent]),
 ) -> bool {
     let Some(values) = table().and_then(|t| t.values_of(function)) else {
@@ -158,9 +165,10 @@ pub(super) fn with_values(
             return false;
         }
     }
-    if let Some([rax, xmm0]) = returned {
+    if let Some([rax, xmm0, rdx]) = returned {
         registers.rax = rax;
         registers.xmm0 = xmm0;
+        registers.rdx = rdx;
     }
     // Buffers on the stack, cleared on every call: the small ones unless
     // a string is recorded (a kilobyte cleared each call was a quarter of
