@@ -551,14 +551,14 @@ pub fn show_named(
                             let _ = write!(out, "{raw:#x}");
                         }
                     },
-                    ArgFormat::Enum(name) | ArgFormat::Tagged(name, _) => match names
-                        .enum_def(name.as_str())
-                    {
-                        Some(def) => out.push_str(&def.show(raw as i32)),
-                        None => {
-                            let _ = write!(out, "{}", raw as i32);
+                    ArgFormat::Enum(name) | ArgFormat::Tagged(name, _) => {
+                        match names.enum_def(name.as_str()) {
+                            Some(def) => out.push_str(&def.show(raw as i32)),
+                            None => {
+                                let _ = write!(out, "{}", raw as i32);
+                            }
                         }
-                    },
+                    }
                     _ => show_int(format, size, raw, &mut out),
                 }
                 size

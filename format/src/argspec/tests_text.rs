@@ -21,7 +21,9 @@ fn read(addr: u64, buf: &mut [u8]) -> Option<usize> {
     memory[0x2000..0x200c].copy_from_slice(b"hello, world");
     memory[0x3000..0x3008].copy_from_slice(&0x2000u64.to_le_bytes());
     memory[0x3008..0x3010].copy_from_slice(&3u64.to_le_bytes());
-    let at = usize::try_from(addr).ok().filter(|&a| (0x1000..0x4000).contains(&a))?;
+    let at = usize::try_from(addr)
+        .ok()
+        .filter(|&a| (0x1000..0x4000).contains(&a))?;
     let n = buf.len().min(0x4000 - at);
     buf[..n].copy_from_slice(&memory[at..at + n]);
     Some(n)
@@ -37,7 +39,11 @@ fn both(spec: &str, kind: SpecKind, regs: &Registers) -> (String, String) {
     let ours = show(&values, retval, &out[..len]).unwrap();
     let spelled = uftrace_spelling(spec, kind);
     let theirs = one(&spelled, SpecKind::Any);
-    assert_eq!(data_len(&theirs, retval, &out[..len]), Some(len), "{spelled}");
+    assert_eq!(
+        data_len(&theirs, retval, &out[..len]),
+        Some(len),
+        "{spelled}"
+    );
     (ours, show(&theirs, retval, &out[..len]).unwrap())
 }
 
@@ -57,9 +63,24 @@ fn strings_of_a_pointer_and_a_length() {
         ("f@arg4/S", args, "f@arg4/S", "(\"hel\"s)"),
         ("f@arg6/S", args, "f@arg6/S", "(\"NULL\"s)"),
         ("f@arg2/S", args, "f@arg2/S", "(\"<0x5>\"s)"),
-        ("f@retval/s:rdx", SpecKind::Retval, "f@retval/s", " = \"world\""),
-        ("f@arg3[8]/s:[16]", SpecKind::Retval, "f@retval/s", " = \"hello\""),
-        ("f@arg2[8]/s:[16]", SpecKind::Retval, "f@retval/s", " = \"<0x5>\""),
+        (
+            "f@retval/s:rdx",
+            SpecKind::Retval,
+            "f@retval/s",
+            " = \"world\"",
+        ),
+        (
+            "f@arg3[8]/s:[16]",
+            SpecKind::Retval,
+            "f@retval/s",
+            " = \"hello\"",
+        ),
+        (
+            "f@arg2[8]/s:[16]",
+            SpecKind::Retval,
+            "f@retval/s",
+            " = \"<0x5>\"",
+        ),
     ] {
         assert_eq!(uftrace_spelling(spec, kind), spelled);
         let (ours, theirs) = both(spec, kind, &regs);
@@ -93,10 +114,16 @@ fn chars_and_tagged_enums() {
     };
     let args = SpecKind::Arguments;
     let (ours, theirs) = both("f@arg1/C,arg2/C", args, &regs);
-    assert_eq!((ours.as_str(), theirs.as_str()), ("(\"é\", \"A\")", "(\"é\", \"A\")"));
+    assert_eq!(
+        (ours.as_str(), theirs.as_str()),
+        ("(\"é\", \"A\")", "(\"é\", \"A\")")
+    );
     assert_eq!(uftrace_spelling("f@arg1/C,arg2", args), "f@arg1/s,arg2");
     // -2 in 16 bits, with garbage above; an `Option<&T>` (None is 0).
-    let values = one("f@arg3/ei16:level,arg4/eu64:opt#0+1,arg5/eu64:opt#0+1", args);
+    let values = one(
+        "f@arg3/ei16:level,arg4/eu64:opt#0+1,arg5/eu64:opt#0+1",
+        args,
+    );
     let mut out = [0u8; 64];
     let len = encode(&values, false, &regs, &mut |_, _| None, &mut out);
     assert_eq!(len, 24);

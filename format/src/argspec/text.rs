@@ -90,7 +90,11 @@ pub(super) fn parse_tagged(
 /// ones) is recorded as.
 pub(super) fn tagged(tag: Tag, size: u8, raw: u64) -> u64 {
     let bits = u32::from(size) * 8;
-    let mask = if bits >= 64 { u64::MAX } else { (1 << bits) - 1 };
+    let mask = if bits >= 64 {
+        u64::MAX
+    } else {
+        (1 << bits) - 1
+    };
     let value = raw & mask;
     if let Some((start, count)) = tag.niche {
         let distance = value.wrapping_sub(start) & mask;
@@ -140,7 +144,10 @@ pub(super) fn encode(
         ArgFormat::Text(TextLen::Arg(n)) => (raw, regs.int[usize::from(n - 1)]),
         ArgFormat::Text(TextLen::Rdx) => (raw, regs.rdx),
         ArgFormat::Text(TextLen::At(offset)) => {
-            let ArgSlot::Deref { arg, offset: at, .. } = value.slot else {
+            let ArgSlot::Deref {
+                arg, offset: at, ..
+            } = value.slot
+            else {
                 return 0;
             };
             let base = regs.int[usize::from(arg - 1)];

@@ -43,6 +43,10 @@ pub struct AutoSpecs {
     /// The definitions of the enums the specs name, as uftrace writes
     /// them (`enum color {RED,GREEN=5,BLUE}`).
     pub enums: Vec<String>,
+    /// Functions DWARF marks as having no callable ABI (`DW_CC_nocall`:
+    /// rustc's functions whose arguments it passes its own way): recorded
+    /// without values.
+    pub nocall: Vec<String>,
 }
 
 /// What `record -a` passes to the program and writes into the recording
@@ -93,6 +97,13 @@ pub fn for_record(program: &std::ffi::OsStr) -> Result<ForRecord, String> {
             "fntrace record: -a: {} function(s) of {name} have no DWARF description \
              of their own ({first}…): recorded without values",
             auto.undescribed.len()
+        );
+    }
+    if let Some(first) = auto.nocall.first() {
+        eprintln!(
+            "fntrace record: -a: {} function(s) of {name} have no callable ABI in DWARF \
+             (DW_CC_nocall: {first}…): recorded without values",
+            auto.nocall.len()
         );
     }
     for (text, kind) in [
@@ -152,7 +163,8 @@ pub fn complete(dir: &Path, program: &std::ffi::OsStr, enums: &[String]) -> Resu
             offset: symbol.address().wrapping_sub(base),
             size: symbol.size(),
             local: symbol.is_local(),
-            name: name.to_string(),
+            // As the `.sym` file names functions: a Rust name demangled.
+            name: fntrace_tools::uftrace_symbol_name(name),
         });
     }
     fntrace_tools::export::add_debug_info(dir, &path.to_string_lossy(), &data, enums)
@@ -219,6 +231,18 @@ pub fn specs_of(program: &Path) -> Result<AutoSpecs, String> {
                 // Two static functions of one name: one spec for both.
                 continue;
             }
+            let nocall = |offset| {
+                unit.entry(offset).is_ok_and(|e| {
+                    matches!(
+                        e.attr_value(gimli::DW_AT_calling_convention),
+                        Ok(Some(AttributeValue::CallingConvention(gimli::DW_CC_nocall)))
+                    )
+                })
+            };
+            if nocall(entry.offset()) || nocall(origin) {
+                specs.nocall.push(name);
+                continue;
+            }
             specs.described += 1;
             function_specs(&dwarf, &unit, origin, &name, &mut specs)?;
         }
@@ -276,6 +300,14 @@ fn name_of(dwarf: &gimli::Dwarf<Slice>, unit: &Unit, at: UnitOffset) -> Option<S
     (!name.contains(['*', '?', '[', ']', ';', ',', '@', '!'])).then_some(name)
 }
 
+/// Appends `text` to specs joined by `;`.
+fn join(out: &mut String, text: String) {
+    if !out.is_empty() {
+        out.push(';');
+    }
+    out.push_str(&text);
+}
+
 /// Appends the specs of the function whose DIE (or abstract origin) is at
 /// `at`.
 fn function_specs(
@@ -287,27 +319,67 @@ fn function_specs(
 ) -> Result<(), String> {
     let mut tree = unit.entries_tree(Some(at)).map_err(|e| e.to_string())?;
     let root = tree.root().map_err(|e| e.to_string())?;
+    let language = match unit
+        .entry(UnitOffset(unit.header.header_size()))
+        .ok()
+        .and_then(|cu| cu.attr_value(gimli::DW_AT_language).ok().flatten())
+    {
+        Some(AttributeValue::Language(language)) => language,
+        _ => gimli::DwLang(0),
+    };
     let c_unit = matches!(
-        unit.entry(UnitOffset(unit.header.header_size()))
-            .ok()
-            .and_then(|cu| cu.attr_value(gimli::DW_AT_language).ok().flatten()),
-        Some(AttributeValue::Language(
-            gimli::DW_LANG_C89
-                | gimli::DW_LANG_C
-                | gimli::DW_LANG_C99
-                | gimli::DW_LANG_C11
-                | gimli::DW_LANG_C17
-        ))
+        language,
+        gimli::DW_LANG_C89
+            | gimli::DW_LANG_C
+            | gimli::DW_LANG_C99
+            | gimli::DW_LANG_C11
+            | gimli::DW_LANG_C17
     );
+    let cxx_unit = matches!(
+        language,
+        gimli::DW_LANG_C_plus_plus
+            | gimli::DW_LANG_C_plus_plus_03
+            | gimli::DW_LANG_C_plus_plus_11
+            | gimli::DW_LANG_C_plus_plus_14
+    ) || language.0 == 0x2a // DW_LANG_C_plus_plus_17 (DWARF 6)
+        || language.0 == 0x2b; // DW_LANG_C_plus_plus_20
     let mut types = Types {
         dwarf,
         unit,
         c_unit,
+        cxx_unit,
         enums: Vec::new(),
     };
-    let returns = types.value_of(root.entry().attr_value(gimli::DW_AT_type).ok().flatten());
+    let returns_ref = root.entry().attr_value(gimli::DW_AT_type).ok().flatten();
+    if language == gimli::DW_LANG_Rust {
+        let mut params = Vec::new();
+        let mut children = root.children();
+        while let Some(child) = children.next().map_err(|e| e.to_string())? {
+            let entry = child.entry();
+            if entry.tag() == gimli::DW_TAG_formal_parameter {
+                params.push(entry.attr_value(gimli::DW_AT_type).ok().flatten());
+            }
+        }
+        let (values, retval) = types.rust_specs(returns_ref, &params);
+        for definition in types.enums {
+            if !specs.enums.contains(&definition) {
+                specs.enums.push(definition);
+            }
+        }
+        if !values.is_empty() {
+            join(&mut specs.arguments, format!("{name}@{}", values.join(",")));
+        }
+        if let Some(retval) = retval {
+            join(&mut specs.retval, format!("{name}@{retval}"));
+        }
+        return Ok(());
+    }
+    // A result returned through the address the caller passes first: the
+    // arguments start at the second register.
+    let hidden = types.returned_by_address(returns_ref);
+    let returns = types.value_of(returns_ref);
     let mut values = Vec::new();
-    let (mut ints, mut floats) = (0u8, 0u8);
+    let (mut ints, mut floats) = (u8::from(hidden), 0u8);
     let mut children = root.children();
     while let Some(child) = children.next().map_err(|e| e.to_string())? {
         let entry = child.entry();
@@ -371,12 +443,6 @@ fn function_specs(
             specs.enums.push(definition);
         }
     }
-    let join = |out: &mut String, text: String| {
-        if !out.is_empty() {
-            out.push(';');
-        }
-        out.push_str(&text);
-    };
     if !values.is_empty() {
         join(&mut specs.arguments, format!("{name}@{}", values.join(",")));
     }
@@ -403,351 +469,6 @@ fn function_specs(
     Ok(())
 }
 
-/// The types of one unit, read for specs.
-struct Types<'a, 'd> {
-    dwarf: &'a gimli::Dwarf<Slice<'d>>,
-    unit: &'a Unit<'d>,
-    /// Whether the unit is C (structures are passed as the SysV ABI says).
-    c_unit: bool,
-    /// The definitions of the enums met, uftrace's way.
-    enums: Vec<String>,
-}
-
-impl Types<'_, '_> {
-    /// How a value of the type at `type_ref` is recorded.
-    fn value_of(&mut self, type_ref: Option<AttributeValue<Slice>>) -> Value {
-        let Some(AttributeValue::UnitRef(mut at)) = type_ref else {
-            return Value::None;
-        };
-        // Through typedefs and qualifiers, to the type itself.
-        for _ in 0..16 {
-            let Ok(entry) = self.unit.entry(at) else {
-                return Value::Stop;
-            };
-            let size = byte_size(&entry);
-            match entry.tag() {
-                gimli::DW_TAG_typedef
-                | gimli::DW_TAG_const_type
-                | gimli::DW_TAG_volatile_type
-                | gimli::DW_TAG_restrict_type
-                | gimli::DW_TAG_atomic_type => match entry.attr_value(gimli::DW_AT_type) {
-                    Ok(Some(AttributeValue::UnitRef(next))) => at = next,
-                    _ => return Value::None,
-                },
-                gimli::DW_TAG_pointer_type
-                | gimli::DW_TAG_reference_type
-                | gimli::DW_TAG_rvalue_reference_type => {
-                    let target = entry.attr_value(gimli::DW_AT_type).ok().flatten();
-                    return Value::Int(if self.is_char(target) { "/s" } else { "/p" }.into());
-                }
-                gimli::DW_TAG_enumeration_type => {
-                    return match self.enum_def(at) {
-                        // An `int` enum: uftrace reads the low 32 bits.
-                        Some((name, definition)) if size == 4 => {
-                            if !self.enums.contains(&definition) {
-                                self.enums.push(definition);
-                            }
-                            Value::Int(format!("/e:{name}"))
-                        }
-                        _ => Value::Int("/d32".into()),
-                    };
-                }
-                gimli::DW_TAG_structure_type | gimli::DW_TAG_union_type
-                    if self.c_unit && (1..=16).contains(&size) =>
-                {
-                    let Some(classes) = self.eightbytes(at, size) else {
-                        return Value::Stop;
-                    };
-                    let kind = match (classes.iter().all(|&v| v), classes.iter().any(|&v| v)) {
-                        (true, _) => Some(true),
-                        (false, false) => Some(false),
-                        _ => None,
-                    };
-                    return match self.name(at) {
-                        Some(name) if name.len() <= argspec::TYPE_NAME_MAX => {
-                            Value::Struct(size, name, kind)
-                        }
-                        Some(_) => Value::Stop,
-                        None => Value::Struct(size, String::new(), kind),
-                    };
-                }
-                gimli::DW_TAG_base_type => {
-                    let encoding = match entry.attr_value(gimli::DW_AT_encoding) {
-                        Ok(Some(AttributeValue::Encoding(e))) => e,
-                        _ => return Value::Stop,
-                    };
-                    return match encoding {
-                        gimli::DW_ATE_float if size == 4 || size == 8 => {
-                            Value::Float(size as u8 * 8)
-                        }
-                        gimli::DW_ATE_float => Value::Stop,
-                        gimli::DW_ATE_signed_char | gimli::DW_ATE_unsigned_char
-                            if self.name(at).as_deref() == Some("char") =>
-                        {
-                            Value::Int("/c".into())
-                        }
-                        _ if size <= 8 => Value::Int(String::new()),
-                        _ => Value::Stop,
-                    };
-                }
-                _ => return Value::Stop,
-            }
-        }
-        Value::Stop
-    }
-
-    /// The enum at `at`: the name its values are given by and its
-    /// definition as uftrace writes it (`enum color {RED,GREEN=5,BLUE}`:
-    /// a value one more than the previous one unwritten). `None` for an
-    /// enum without enumerators.
-    fn enum_def(&self, at: UnitOffset) -> Option<(String, String)> {
-        let name = match self.name(at) {
-            Some(name) if name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') => name,
-            // uftrace's name for an anonymous enum: its unit's file and
-            // its offset in the unit.
-            _ => {
-                let cu = self.unit.entry(UnitOffset(self.unit.header.header_size()));
-                let file = cu.ok().and_then(|cu| {
-                    let value = cu.attr_value(gimli::DW_AT_name).ok()??;
-                    let text = self.dwarf.attr_string(self.unit, value).ok()?;
-                    Some(text.to_string_lossy().into_owned())
-                });
-                let file = file.unwrap_or_else(|| "unnamed".into());
-                let file = file.rsplit('/').next().unwrap_or(&file);
-                format!("_{file}_{:x}", at.0).replace(['+', '-', '.', '(', ')', '<', '>', ' '], "_")
-            }
-        };
-        if name.len() > argspec::TYPE_NAME_MAX {
-            return None;
-        }
-        let mut tree = self.unit.entries_tree(Some(at)).ok()?;
-        let root = tree.root().ok()?;
-        let mut children = root.children();
-        let mut values = Vec::new();
-        while let Ok(Some(child)) = children.next() {
-            let entry = child.entry();
-            if entry.tag() != gimli::DW_TAG_enumerator {
-                continue;
-            }
-            let value = match entry.attr_value(gimli::DW_AT_const_value).ok()?? {
-                AttributeValue::Sdata(v) => v,
-                AttributeValue::Udata(v) => v as i64,
-                AttributeValue::Data1(v) => i64::from(v as i8),
-                AttributeValue::Data2(v) => i64::from(v as i16),
-                AttributeValue::Data4(v) => i64::from(v as i32),
-                AttributeValue::Data8(v) => v as i64,
-                _ => return None,
-            };
-            let text = self
-                .dwarf
-                .attr_string(self.unit, entry.attr_value(gimli::DW_AT_name).ok()??)
-                .ok()?;
-            values.push((text.to_string_lossy().into_owned(), value));
-        }
-        if values.is_empty() {
-            return None;
-        }
-        // uftrace lists them by value, the smallest first.
-        values.sort_by_key(|&(_, value)| value);
-        let mut last = -1i64;
-        let items: Vec<String> = values
-            .iter()
-            .map(|(name, value)| {
-                let simple = *value == last + 1;
-                last = *value;
-                if simple {
-                    name.clone()
-                } else {
-                    format!("{name}={value}")
-                }
-            })
-            .collect();
-        Some((name.clone(), format!("enum {name} {{{}}}", items.join(","))))
-    }
-
-    /// The SysV classes of the eightbytes of the structure or union at
-    /// `at` (`size` bytes): `true` where every member there is a `float`
-    /// or `double` (passed in a vector register), `false` where one is an
-    /// integer or a pointer. `None` for a member not followed (an array of
-    /// floating-point values, a `long double`, a type without size).
-    fn eightbytes(&self, at: UnitOffset, size: u64) -> Option<Vec<bool>> {
-        let mut scalars = Vec::new();
-        self.flatten(at, 0, &mut scalars, 0)?;
-        let classes = (0..size.div_ceil(8))
-            .map(|k| {
-                let (low, high) = (8 * k, 8 * k + 8);
-                let mut there = scalars
-                    .iter()
-                    .filter(|&&(offset, len, _)| offset < high && offset + len > low)
-                    .peekable();
-                there.peek()?;
-                Some(there.all(|&(_, _, float)| float))
-            })
-            .collect::<Option<Vec<bool>>>()?;
-        Some(classes)
-    }
-
-    /// Appends the scalar members of the structure or union at `at`, at
-    /// `base` bytes into the outermost one, to `out` (offset, size,
-    /// whether floating-point).
-    fn flatten(
-        &self,
-        at: UnitOffset,
-        base: u64,
-        out: &mut Vec<(u64, u64, bool)>,
-        depth: u8,
-    ) -> Option<()> {
-        if depth > 8 {
-            return None;
-        }
-        let mut tree = self.unit.entries_tree(Some(at)).ok()?;
-        let root = tree.root().ok()?;
-        let mut children = root.children();
-        while let Ok(Some(child)) = children.next() {
-            let entry = child.entry();
-            if entry.tag() != gimli::DW_TAG_member {
-                continue;
-            }
-            let offset = match entry.attr_value(gimli::DW_AT_data_member_location) {
-                Ok(Some(AttributeValue::Udata(n))) => n,
-                Ok(Some(AttributeValue::Sdata(n))) => n as u64,
-                Ok(Some(AttributeValue::Data1(n))) => u64::from(n),
-                Ok(Some(AttributeValue::Data2(n))) => u64::from(n),
-                Ok(Some(AttributeValue::Data4(n))) => u64::from(n),
-                Ok(None) => match entry.attr_value(gimli::DW_AT_data_bit_offset) {
-                    Ok(Some(AttributeValue::Udata(bits))) => bits / 8,
-                    _ => 0,
-                },
-                _ => return None,
-            };
-            let Ok(Some(AttributeValue::UnitRef(mut ty))) = entry.attr_value(gimli::DW_AT_type)
-            else {
-                return None;
-            };
-            loop {
-                let t = self.unit.entry(ty).ok()?;
-                let len = byte_size(&t);
-                match t.tag() {
-                    gimli::DW_TAG_typedef
-                    | gimli::DW_TAG_const_type
-                    | gimli::DW_TAG_volatile_type => match t.attr_value(gimli::DW_AT_type) {
-                        Ok(Some(AttributeValue::UnitRef(next))) => ty = next,
-                        _ => return None,
-                    },
-                    gimli::DW_TAG_pointer_type | gimli::DW_TAG_enumeration_type if len > 0 => {
-                        out.push((base + offset, len, false));
-                        break;
-                    }
-                    gimli::DW_TAG_structure_type | gimli::DW_TAG_union_type => {
-                        self.flatten(ty, base + offset, out, depth + 1)?;
-                        break;
-                    }
-                    gimli::DW_TAG_base_type if len > 0 => {
-                        let float = matches!(
-                            t.attr_value(gimli::DW_AT_encoding),
-                            Ok(Some(AttributeValue::Encoding(gimli::DW_ATE_float)))
-                        );
-                        if float && len > 8 {
-                            return None;
-                        }
-                        out.push((base + offset, len, float));
-                        break;
-                    }
-                    // An array of integers: integers wherever it lies (its
-                    // size, if DWARF gives none, from the structure's).
-                    gimli::DW_TAG_array_type => {
-                        let Ok(Some(AttributeValue::UnitRef(element))) =
-                            t.attr_value(gimli::DW_AT_type)
-                        else {
-                            return None;
-                        };
-                        let mut probe = Vec::new();
-                        self.flatten_one(element, &mut probe)?;
-                        if probe.iter().any(|&(_, _, float)| float) {
-                            return None;
-                        }
-                        let len = if len > 0 { len } else { 16 };
-                        out.push((base + offset, len, false));
-                        break;
-                    }
-                    _ => return None,
-                }
-            }
-        }
-        Some(())
-    }
-
-    /// The scalars of the type at `ty` alone (an array's element).
-    fn flatten_one(&self, mut ty: UnitOffset, out: &mut Vec<(u64, u64, bool)>) -> Option<()> {
-        for _ in 0..16 {
-            let t = self.unit.entry(ty).ok()?;
-            match t.tag() {
-                gimli::DW_TAG_typedef | gimli::DW_TAG_const_type | gimli::DW_TAG_volatile_type => {
-                    match t.attr_value(gimli::DW_AT_type) {
-                        Ok(Some(AttributeValue::UnitRef(next))) => ty = next,
-                        _ => return None,
-                    }
-                }
-                gimli::DW_TAG_structure_type | gimli::DW_TAG_union_type => {
-                    return self.flatten(ty, 0, out, 1)
-                }
-                gimli::DW_TAG_base_type => {
-                    let float = matches!(
-                        t.attr_value(gimli::DW_AT_encoding),
-                        Ok(Some(AttributeValue::Encoding(gimli::DW_ATE_float)))
-                    );
-                    out.push((0, byte_size(&t), float));
-                    return Some(());
-                }
-                gimli::DW_TAG_pointer_type | gimli::DW_TAG_enumeration_type => {
-                    out.push((0, 8, false));
-                    return Some(());
-                }
-                _ => return None,
-            }
-        }
-        None
-    }
-
-    /// Whether the type at `type_ref` is `char` (through qualifiers).
-    fn is_char(&self, type_ref: Option<AttributeValue<Slice>>) -> bool {
-        let Some(AttributeValue::UnitRef(mut at)) = type_ref else {
-            return false;
-        };
-        for _ in 0..16 {
-            let Ok(entry) = self.unit.entry(at) else {
-                return false;
-            };
-            match entry.tag() {
-                gimli::DW_TAG_const_type | gimli::DW_TAG_volatile_type => {
-                    match entry.attr_value(gimli::DW_AT_type) {
-                        Ok(Some(AttributeValue::UnitRef(next))) => at = next,
-                        _ => return false,
-                    }
-                }
-                gimli::DW_TAG_base_type => return self.name(at).as_deref() == Some("char"),
-                _ => return false,
-            }
-        }
-        false
-    }
-
-    /// The `DW_AT_name` of the entry at `at`.
-    fn name(&self, at: UnitOffset) -> Option<String> {
-        let entry = self.unit.entry(at).ok()?;
-        let value = entry.attr_value(gimli::DW_AT_name).ok()??;
-        let text = self.dwarf.attr_string(self.unit, value).ok()?;
-        Some(text.to_string_lossy().into_owned())
-    }
-}
-
-/// An entry's `DW_AT_byte_size` (0 if none).
-fn byte_size(entry: &gimli::DebuggingInformationEntry<Slice>) -> u64 {
-    match entry.attr_value(gimli::DW_AT_byte_size) {
-        Ok(Some(AttributeValue::Udata(n))) => n,
-        Ok(Some(AttributeValue::Data1(n))) => u64::from(n),
-        Ok(Some(AttributeValue::Data2(n))) => u64::from(n),
-        Ok(Some(AttributeValue::Data4(n))) => u64::from(n),
-        _ => 0,
-    }
-}
+mod rust;
+mod types;
+use types::Types;
