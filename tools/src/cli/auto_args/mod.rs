@@ -286,8 +286,22 @@ pub fn specs_of(program: &Path) -> Result<AutoSpecs, String> {
 /// The name fntrace matches globs against: the demangled linkage name if
 /// there is one (C++, Rust), else the plain name (C). `None` for a name a
 /// glob could not select alone.
-fn name_of(dwarf: &gimli::Dwarf<Slice>, unit: &Unit, at: UnitOffset) -> Option<String> {
-    let entry = unit.entry(at).ok()?;
+fn name_of(dwarf: &gimli::Dwarf<Slice>, unit: &Unit, mut at: UnitOffset) -> Option<String> {
+    // A C++ member function defined out of its class names itself in its
+    // declaration (`DW_AT_specification`).
+    let mut entry = unit.entry(at).ok()?;
+    for _ in 0..4 {
+        let named = [gimli::DW_AT_linkage_name, gimli::DW_AT_name]
+            .iter()
+            .any(|&attr| matches!(entry.attr_value(attr), Ok(Some(_))));
+        match entry.attr_value(gimli::DW_AT_specification) {
+            Ok(Some(AttributeValue::UnitRef(next))) if !named => {
+                at = next;
+                entry = unit.entry(at).ok()?;
+            }
+            _ => break,
+        }
+    }
     let string = |attr| {
         let value = entry.attr_value(attr).ok()??;
         let text = dwarf.attr_string(unit, value).ok()?;
@@ -350,7 +364,18 @@ fn function_specs(
         cxx_unit,
         enums: Vec::new(),
     };
-    let returns_ref = root.entry().attr_value(gimli::DW_AT_type).ok().flatten();
+    // A C++ member function defined out of its class: its return type is
+    // in its declaration.
+    let returns_ref = match root.entry().attr_value(gimli::DW_AT_type).ok().flatten() {
+        None => match root.entry().attr_value(gimli::DW_AT_specification) {
+            Ok(Some(AttributeValue::UnitRef(declaration))) => unit
+                .entry(declaration)
+                .ok()
+                .and_then(|d| d.attr_value(gimli::DW_AT_type).ok().flatten()),
+            _ => None,
+        },
+        given => given,
+    };
     if language == gimli::DW_LANG_Rust {
         let mut params = Vec::new();
         let mut children = root.children();
@@ -384,6 +409,17 @@ fn function_specs(
     while let Some(child) = children.next().map_err(|e| e.to_string())? {
         let entry = child.entry();
         if entry.tag() != gimli::DW_TAG_formal_parameter {
+            continue;
+        }
+        // g++'s artificial constructor and destructor parameters that a
+        // complete object's constructor or destructor is not passed.
+        let param_name = name_of(dwarf, unit, entry.offset()).or_else(|| {
+            match entry.attr_value(gimli::DW_AT_abstract_origin) {
+                Ok(Some(AttributeValue::UnitRef(origin))) => name_of(dwarf, unit, origin),
+                _ => None,
+            }
+        });
+        if matches!(param_name.as_deref(), Some("__in_chrg" | "__vtt_parm")) {
             continue;
         }
         match types.value_of(entry.attr_value(gimli::DW_AT_type).ok().flatten()) {
