@@ -164,7 +164,7 @@ impl ArgSpec {
     }
 
     /// Bytes its data takes, but for a string (its length is recorded).
-    fn data_size(&self) -> usize {
+    pub fn data_size(&self) -> usize {
         match self.format {
             ArgFormat::Tagged(..) => 8,
             _ => usize::from(self.size),

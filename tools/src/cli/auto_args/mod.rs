@@ -192,7 +192,16 @@ pub fn specs_of(program: &Path) -> Result<AutoSpecs, String> {
     let mut symbols: std::collections::HashMap<u64, Vec<String>> = Default::default();
     for symbol in elf.symbols() {
         if symbol.kind() == SymbolKind::Text && symbol.is_definition() {
-            if let Ok(name) = symbol.name() {
+            // A function's cold part (g++ -O2's `f.cold`) is entered by
+            // jumps from it, never called.
+            if let Ok(name) = symbol
+                .name()
+                .map_err(drop)
+                .and_then(|n| match n.ends_with(".cold") {
+                    true => Err(()),
+                    false => Ok(n),
+                })
+            {
                 symbols
                     .entry(symbol.address())
                     .or_default()
@@ -202,6 +211,15 @@ pub fn specs_of(program: &Path) -> Result<AutoSpecs, String> {
     }
     let mut specs = AutoSpecs::default();
     let mut names = std::collections::HashSet::new();
+    // The specs of each name's first description, and the names described
+    // again with other types.
+    let mut first_specs = std::collections::HashMap::new();
+    let mut ambiguous = std::collections::HashSet::new();
+    // Where each name's descriptions start: a name some of whose
+    // functions DWARF does not describe (a C++ overload compiled without
+    // `-g`, or only declared) is ambiguous too.
+    let mut described_at: std::collections::HashMap<String, std::collections::HashSet<u64>> =
+        Default::default();
     let mut units = dwarf.units();
     while let Some(header) = units.next().map_err(|e| e.to_string())? {
         let unit = dwarf.unit(header).map_err(|e| e.to_string())?;
@@ -210,12 +228,29 @@ pub fn specs_of(program: &Path) -> Result<AutoSpecs, String> {
             if entry.tag() != gimli::DW_TAG_subprogram {
                 continue;
             }
-            let Some(low_pc) = entry.attr_value(gimli::DW_AT_low_pc).ok().flatten() else {
+            // Where it starts: its low address, or, for a function split
+            // in pieces (g++ -O2's `.cold` part), the start of one of its
+            // ranges (the one its symbol names, below).
+            let mut starts = Vec::new();
+            match entry.attr_value(gimli::DW_AT_low_pc).ok().flatten() {
+                Some(low_pc) => starts.extend(dwarf.attr_address(&unit, low_pc).ok().flatten()),
+                None if entry
+                    .attr_value(gimli::DW_AT_ranges)
+                    .ok()
+                    .flatten()
+                    .is_some() =>
+                {
+                    if let Ok(mut ranges) = dwarf.die_ranges(&unit, entry) {
+                        while let Ok(Some(range)) = ranges.next() {
+                            starts.push(range.begin);
+                        }
+                    }
+                }
+                None => {}
+            }
+            if starts.is_empty() {
                 continue;
-            };
-            let Ok(Some(address)) = dwarf.attr_address(&unit, low_pc) else {
-                continue;
-            };
+            }
             // An out-of-line copy names its source in its abstract origin.
             let origin = match entry.attr_value(gimli::DW_AT_abstract_origin) {
                 Ok(Some(AttributeValue::UnitRef(offset))) => offset,
@@ -224,11 +259,25 @@ pub fn specs_of(program: &Path) -> Result<AutoSpecs, String> {
             let Some(name) = name_of(&dwarf, &unit, origin) else {
                 continue;
             };
-            if !symbols.get(&address).is_some_and(|at| at.contains(&name)) {
+            let named_here =
+                |address: &&u64| symbols.get(address).is_some_and(|at| at.contains(&name));
+            let Some(&address) = starts.iter().find(named_here) else {
                 continue;
-            }
+            };
+            described_at
+                .entry(name.clone())
+                .or_default()
+                .insert(address);
             if !names.insert(name.clone()) {
-                // Two static functions of one name: one spec for both.
+                // Two functions of one name (static C functions, C++
+                // overloads, which share their short name): typed alike,
+                // one spec for both; else none, as neither's values
+                // would be the other's.
+                let mut again = AutoSpecs::default();
+                function_specs(&dwarf, &unit, origin, &name, &mut again)?;
+                if first_specs.get(&name) != Some(&(again.arguments, again.retval)) {
+                    ambiguous.insert(name);
+                }
                 continue;
             }
             let nocall = |offset| {
@@ -244,8 +293,50 @@ pub fn specs_of(program: &Path) -> Result<AutoSpecs, String> {
                 continue;
             }
             specs.described += 1;
-            function_specs(&dwarf, &unit, origin, &name, &mut specs)?;
+            let mut own = AutoSpecs::default();
+            function_specs(&dwarf, &unit, origin, &name, &mut own)?;
+            join(&mut specs.arguments, own.arguments.clone());
+            join(&mut specs.retval, own.retval.clone());
+            for definition in own.enums {
+                if !specs.enums.contains(&definition) {
+                    specs.enums.push(definition);
+                }
+            }
+            first_specs.insert(name, (own.arguments, own.retval));
         }
+    }
+    for (address, at) in &symbols {
+        for name in at {
+            if described_at
+                .get(name)
+                .is_some_and(|seen| !seen.contains(address))
+            {
+                ambiguous.insert(name.clone());
+            }
+        }
+    }
+    // A library function of the same short name (libstdc++'s copy
+    // constructor beside the program's own `basic_string(const char *)`):
+    // its calls would take the spec too.
+    for symbol in elf.symbols().chain(elf.dynamic_symbols()) {
+        if symbol.is_undefined() {
+            if let Ok(raw) = symbol.name() {
+                let name = fntrace_tools::demangle(raw.split('@').next().unwrap_or(raw));
+                if described_at.contains_key(&name) {
+                    ambiguous.insert(name);
+                }
+            }
+        }
+    }
+    for text in [&mut specs.arguments, &mut specs.retval] {
+        *text = text
+            .split(';')
+            .filter(|spec| {
+                spec.split_once('@')
+                    .is_some_and(|(glob, _)| !ambiguous.contains(glob))
+            })
+            .collect::<Vec<_>>()
+            .join(";");
     }
     // The library functions the program declares (`char *getenv(const
     // char *)` from stdlib.h): typed by their prototypes, where uftrace
@@ -316,6 +407,9 @@ fn name_of(dwarf: &gimli::Dwarf<Slice>, unit: &Unit, mut at: UnitOffset) -> Opti
 
 /// Appends `text` to specs joined by `;`.
 fn join(out: &mut String, text: String) {
+    if text.is_empty() {
+        return;
+    }
     if !out.is_empty() {
         out.push(';');
     }

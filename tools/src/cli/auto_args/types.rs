@@ -48,8 +48,11 @@ impl Types<'_, '_> {
                 | gimli::DW_TAG_rvalue_reference_type => {
                     let target = entry.attr_value(gimli::DW_AT_type).ok().flatten();
                     // A reference to a `std::string` is its address, as
-                    // one passed by value is.
-                    if self.cxx_unit && self.is_std_string(target) {
+                    // one passed by value is (not a pointer: one may point
+                    // to a string not built yet, as `this` in its
+                    // constructor does).
+                    let reference = entry.tag() != gimli::DW_TAG_pointer_type;
+                    if self.cxx_unit && reference && self.is_std_string(target) {
                         return Value::Int("/S".into());
                     }
                     return Value::Int(if self.is_char(target) { "/s" } else { "/p" }.into());
@@ -450,7 +453,8 @@ impl Types<'_, '_> {
                 return false;
             };
             match entry.tag() {
-                gimli::DW_TAG_const_type | gimli::DW_TAG_volatile_type => {
+                // Through typedefs too, as uftrace's `-a` (`char_type *`).
+                gimli::DW_TAG_const_type | gimli::DW_TAG_volatile_type | gimli::DW_TAG_typedef => {
                     match entry.attr_value(gimli::DW_AT_type) {
                         Ok(Some(AttributeValue::UnitRef(next))) => at = next,
                         _ => return false,
