@@ -43,13 +43,19 @@ pub(crate) struct ArgTable {
     pub(crate) arguments: String,
     /// The `-R` specs, joined by `;` (uftrace's `retspec` line).
     pub(crate) retval: String,
-    /// The `-A` specs as uftrace's `info` spells them
-    /// ([`argspec::uftrace_spelling`]).
-    pub(crate) info_arguments: String,
-    /// The `-R` specs as uftrace's `info` spells them.
-    pub(crate) info_retval: String,
+    /// The specs as uftrace's `info` spells them.
+    pub(crate) info: Box<InfoSpecs>,
     /// The argument entries' recipes, by site.
     recipes: RecipeTable,
+}
+
+/// The specs as uftrace's `info` spells them
+/// ([`argspec::uftrace_spelling`]): the `argspec` and `retspec` lines.
+pub(crate) struct InfoSpecs {
+    /// The `-A` specs.
+    pub(crate) arguments: String,
+    /// The `-R` specs.
+    pub(crate) retval: String,
 }
 
 /// How many tables a process may set: a table a traced thread may be
@@ -83,8 +89,10 @@ impl ArgTable {
         }
         let recipes = RecipeTable::new(&sites);
         ArgTable {
-            info_arguments: argspec::uftrace_spelling(&arguments, argspec::SpecKind::Arguments),
-            info_retval: argspec::uftrace_spelling(&retval, argspec::SpecKind::Retval),
+            info: Box::new(InfoSpecs {
+                arguments: argspec::uftrace_spelling(&arguments, argspec::SpecKind::Arguments),
+                retval: argspec::uftrace_spelling(&retval, argspec::SpecKind::Retval),
+            }),
             functions,
             arguments,
             retval,

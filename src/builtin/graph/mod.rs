@@ -652,8 +652,8 @@ fn describe_functions_with(
         } else {
             Vec::new()
         },
-        arg_spec: args::table().map_or_else(String::new, |t| t.info_arguments.clone()),
-        retval_spec: args::table().map_or_else(String::new, |t| t.info_retval.clone()),
+        arg_spec: args::table().map_or_else(String::new, |t| t.info.arguments.clone()),
+        retval_spec: args::table().map_or_else(String::new, |t| t.info.retval.clone()),
     }
 }
 
