@@ -479,7 +479,12 @@ fn function_specs(
                 params.push(entry.attr_value(gimli::DW_AT_type).ok().flatten());
             }
         }
-        let (values, retval) = types.rust_specs(returns_ref, &params);
+        let (mut values, mut retval) = types.rust_specs(returns_ref, &params);
+        // What the runtime refuses would leave the program untraced: a
+        // value it cannot parse is left out (none is expected).
+        let parses = |text: &str, kind| argspec::parse(&format!("f@{text}"), kind).is_ok();
+        values.retain(|v| parses(v, argspec::SpecKind::Arguments));
+        retval = retval.filter(|r| parses(r, argspec::SpecKind::Retval));
         for definition in types.enums {
             if !specs.enums.contains(&definition) {
                 specs.enums.push(definition);

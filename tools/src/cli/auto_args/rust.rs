@@ -146,11 +146,19 @@ impl Types<'_, '_> {
                 }
                 (Abi::Pair(false, false), Shown::Str) => Some(format!("arg{n}/s:arg{}", n + 1)),
                 (Abi::Pair(false, false), Shown::Int(suffix)) => Some(format!("arg{n}{suffix}")),
+                // Both registers' bytes are not the structure's: named
+                // by its first (recorded whole: its `{...}` is all shown).
+                (Abi::Pair(false, false), Shown::Struct(size, name)) if size <= 8 => {
+                    Some(format!("arg{n}/t{size}{name}"))
+                }
                 (Abi::Pair(false, false), Shown::Struct(size, name)) => Some(format!(
                     "arg{n}/t{size}{name}%{}+{}",
                     REGISTERS[usize::from(n - 1)],
                     REGISTERS[usize::from(n)]
                 )),
+                (Abi::Pair(true, true), Shown::Struct(size, name)) if size <= 8 => {
+                    Some(format!("fparg{}/t{size}{name}", floats + 1))
+                }
                 (Abi::Pair(true, true), Shown::Struct(size, name)) => Some(format!(
                     "fparg{}/t{size}{name}%XMM{floats}+XMM{}",
                     floats + 1,
