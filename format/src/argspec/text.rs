@@ -119,9 +119,28 @@ pub(super) fn encode(
     read: &mut dyn FnMut(u64, &mut [u8]) -> Option<usize>,
     text: &mut [u8],
 ) -> usize {
-    let mut word = |addr: u64| {
-        let mut bytes = [0u8; 8];
-        (read(addr, &mut bytes) == Some(8)).then(|| u64::from_le_bytes(bytes))
+    // The pointer's and the length's words, read together when they are
+    // near (a `String`'s, a `std::string`'s): one system call, not two.
+    let mut words = |pointer: u64, len: u64| {
+        let (low, high) = (pointer.min(len), pointer.max(len).wrapping_add(8));
+        let mut bytes = [0u8; 32];
+        let span = high.wrapping_sub(low);
+        if span as usize <= bytes.len() {
+            let span = span as usize;
+            if read(low, &mut bytes[..span]) != Some(span) {
+                return None;
+            }
+            let at = |addr: u64| {
+                let from = (addr - low) as usize;
+                u64::from_le_bytes(bytes[from..from + 8].try_into().unwrap_or_default())
+            };
+            return Some((at(pointer), at(len)));
+        }
+        let mut word = |addr: u64| {
+            let mut bytes = [0u8; 8];
+            (read(addr, &mut bytes) == Some(8)).then(|| u64::from_le_bytes(bytes))
+        };
+        Some((word(pointer)?, word(len)?))
     };
     let (pointer, len) = match value.format {
         ArgFormat::Char32 => {
@@ -136,9 +155,9 @@ pub(super) fn encode(
                 text[..4].copy_from_slice(b"NULL");
                 return 4;
             }
-            match (word(raw), word(raw.wrapping_add(8))) {
-                (Some(pointer), Some(len)) => (pointer, len),
-                _ => return super::bad_pointer(raw, text),
+            match words(raw, raw.wrapping_add(8)) {
+                Some(pair) => pair,
+                None => return super::bad_pointer(raw, text),
             }
         }
         ArgFormat::Text(TextLen::Arg(n)) => (raw, regs.int[usize::from(n - 1)]),
@@ -151,12 +170,12 @@ pub(super) fn encode(
                 return 0;
             };
             let base = regs.int[usize::from(arg - 1)];
-            match (
-                word(base.wrapping_add(u64::from(at))),
-                word(base.wrapping_add(u64::from(offset))),
+            match words(
+                base.wrapping_add(u64::from(at)),
+                base.wrapping_add(u64::from(offset)),
             ) {
-                (Some(pointer), Some(len)) => (pointer, len),
-                _ => return super::bad_pointer(base, text),
+                Some(pair) => pair,
+                None => return super::bad_pointer(base, text),
             }
         }
         _ => return 0,
