@@ -19,11 +19,24 @@
 //! - `this` (and, in uftrace's, the references) are stack addresses,
 //!   different in every run: `THIS` below.
 //!
-//! Library calls (`strlen`, `memcpy`) and the libstdc++ code g++ compiled
-//! into the program differ as docs/arguments.md says (uftrace's own libc
-//! prototypes; references to `std::string` shown as strings): left out of
-//! the comparison. g++ and uftrace are required: a missing one fails the
-//! test.
+//! Left out of the comparison, the library calls and the libstdc++ code
+//! g++ compiled into the program, which differ so (found with this
+//! program, `-O0`):
+//! - `strlen("short") = 5` in uftrace's, `strlen()` in fntrace's: uftrace
+//!   types library calls by its own libc prototypes (docs/arguments.md);
+//! - `std::__cxx11::basic_string::basic_string(…)`, `_M_construct(…)`:
+//!   overloads sharing their short name, one of them (the copy
+//!   constructor) called in libstdc++: uftrace's `-a` gives every one the
+//!   first one's specs, fntrace's none (on the copy constructor the first
+//!   one's `/s` read a `std::string` as a C string);
+//! - `std::operator+`, `std::move`: their `std::string &` parameters and
+//!   results, addresses in uftrace's, strings in fntrace's;
+//! - `std::__iterator_category(…) = random_access_iterator_tag{}`,
+//!   `std::__distance(…, random_access_iterator_tag{})`: an empty class
+//!   by value, which fntrace's `-a` does not type in C++ (the parameter
+//!   and those after it are left out; a result of one is not shown).
+//!
+//! g++ and uftrace are required: a missing one fails the test.
 
 mod common;
 
