@@ -224,6 +224,9 @@ impl Types<'_, '_> {
                     };
                     return layout(Abi::Scalar(false), shown);
                 }
+                gimli::DW_TAG_enumeration_type if size == 0 => {
+                    return layout(Abi::Zst, Shown::Nothing)
+                }
                 gimli::DW_TAG_enumeration_type => {
                     let signed = self.signed_enum(&entry);
                     let format = self.fieldless_enum(at, size, signed)?;
