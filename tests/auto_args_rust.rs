@@ -8,7 +8,10 @@
 //! (`&auto_args::TOTAL`), a null raw pointer, a zero-sized parameter
 //! (passed in no register: the next one is the third), `f64`, `f32`, a
 //! `String` and a 24-byte structure returned through the hidden first
-//! argument (the others shift by one) — in `uftrace replay` (uftrace 0.13
+//! argument (the others shift by one), structures by value (a pair of
+//! `u32` in two registers, 3 bytes in one, two `f64` in two vector
+//! registers, a `u64` and an `f64` in one of each, 24 bytes by address:
+//! `NAME{...}`, the `u8` after them the right value) — in `uftrace replay` (uftrace 0.13
 //! reads the directory: fntrace's formats are spelled in `info` as
 //! uftrace's `/s` and `/e:NAME`) and the same lines, line for line, in
 //! `fntrace replay`. At opt-level 2 rustc gives `text` and `pointers` an
@@ -46,6 +49,8 @@ auto_args::pointers(&auto_args::TOTAL, 0, STACK) {
 } = &auto_args::TOTAL; /* auto_args::pointers */
 auto_args::floats(1.500000, 2.000000, 3) = 6.000000;
 auto_args::ratio(5.000000) = 2.500000;
+auto_args::structs({...}, Rgb{...}, 6) = 21;
+auto_args::more_structs(Point{...}, Mixed{...}, Big{...}, 9) = 19.250000;
 auto_args::build(1, 2) = Big{...};
 "#;
 
@@ -69,6 +74,8 @@ auto_args::find(None, None) = None;
 auto_args::pointers();
 auto_args::floats(1.500000, 2.000000, 3) = 6.000000;
 auto_args::ratio(5.000000) = 2.500000;
+auto_args::structs({...}, Rgb{...}, 6) = 21;
+auto_args::more_structs(Point{...}, Mixed{...}, Big{...}, 9) = 19.250000;
 auto_args::build(1, 2) = Big{...};
 "#;
 

@@ -3,7 +3,7 @@
 // each width, bool, char, `&str`, `String` and `&String`, fieldless enums,
 // `Option<&T>` and `Option<NonZeroU32>` (niches), references and raw
 // pointers, floats, a `String` and a large structure returned through a
-// hidden pointer (sret), a zero-sized parameter. Built with -g
+// hidden pointer (sret), a zero-sized parameter, structures by value. Built with -g
 // -Zinstrument-mcount at opt-level 0 and 2, not position-independent.
 // `black_box` keeps every argument a run-time value.
 use std::hint::black_box;
@@ -31,6 +31,25 @@ struct Big {
 }
 
 struct Marker;
+
+#[derive(Clone, Copy)]
+struct Rgb {
+    r: u8,
+    g: u8,
+    b: u8,
+}
+
+#[derive(Clone, Copy)]
+struct Point {
+    x: f64,
+    y: f64,
+}
+
+#[derive(Clone, Copy)]
+struct Mixed {
+    a: u64,
+    x: f64,
+}
 
 static TOTAL: u64 = 7;
 
@@ -108,6 +127,19 @@ fn ratio(x: f32) -> f32 {
     x / 2.0
 }
 
+// By value: a pair of integers in two registers, 3 bytes in one, a pair
+// of doubles in two vector registers, an integer and a double in one of
+// each, 24 bytes by address; `n` after each is where the ABI puts it.
+#[inline(never)]
+fn structs(p: (u32, u32), c: Rgb, n: u8) -> u32 {
+    p.0 + p.1 + c.r as u32 + c.g as u32 + c.b as u32 + n as u32
+}
+
+#[inline(never)]
+fn more_structs(p: Point, m: Mixed, b: Big, n: u8) -> f64 {
+    p.x + p.y + m.a as f64 + m.x + (b.a + b.b + b.c) as f64 + n as f64
+}
+
 #[inline(never)]
 fn build(a: u64, b: u64) -> Big {
     Big { a, b, c: a + b }
@@ -146,6 +178,13 @@ fn main() {
     s += pointers(black_box(&TOTAL), black_box(std::ptr::null()), Marker, black_box(&mut q)) as i64 & 1;
     s += floats(black_box(1.5), black_box(2.0), black_box(3)) as i64;
     s += ratio(black_box(5.0)) as i64;
+    s += structs(black_box((1, 2)), black_box(Rgb { r: 3, g: 4, b: 5 }), black_box(6)) as i64;
+    s += more_structs(
+        black_box(Point { x: 0.5, y: 1.5 }),
+        black_box(Mixed { a: 2, x: 0.25 }),
+        black_box(Big { a: 1, b: 2, c: 3 }),
+        black_box(9),
+    ) as i64;
     let big = build(black_box(1), black_box(2));
     s += (big.a + big.b + big.c) as i64;
     black_box(s);

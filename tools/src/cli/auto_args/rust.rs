@@ -156,6 +156,11 @@ impl Types<'_, '_> {
                     REGISTERS[usize::from(n - 1)],
                     REGISTERS[usize::from(n)]
                 )),
+                // An integer and a float: named by the integer register
+                // (its `{...}` is all shown).
+                (Abi::Pair(a, b), Shown::Struct(_, name)) if a != b => {
+                    Some(format!("arg{n}/t8{name}"))
+                }
                 (Abi::Pair(true, true), Shown::Struct(size, name)) if size <= 8 => {
                     Some(format!("fparg{}/t{size}{name}", floats + 1))
                 }
