@@ -664,3 +664,22 @@ fn identifier(name: &str, max: usize) -> String {
     out.truncate(max);
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::identifier;
+
+    #[test]
+    fn enum_names_become_identifiers_uftrace_takes() {
+        assert_eq!(identifier("Option<&u64>", 43), "Option_u64");
+        assert_eq!(
+            identifier("Option<core::num::nonzero::NonZero<u32>>", 43),
+            "Option_core_num_nonzero_NonZero_u32"
+        );
+        assert_eq!(identifier("Color", 43), "Color");
+        assert_eq!(identifier("(u8, u8)", 43), "u8_u8");
+        assert_eq!(identifier("[u8; 4]", 43), "u8_4");
+        assert_eq!(identifier("<>", 43), "_");
+        assert_eq!(identifier("Result<u8, E>", 6), "Result");
+    }
+}
