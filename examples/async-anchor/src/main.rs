@@ -9,6 +9,10 @@
 //! so that it is polled exactly STEPS + 1 times. The client (one task per
 //! slot in flight) times each request from its spawn to its answer and
 //! prints one `latency_ns N` line per request, then `requests N`.
+//! `ANCHOR_TASK_METRICS=FILE` also writes tokio-metrics' figures for the
+//! requests' tasks to FILE (`task_metrics`).
+
+mod task_metrics;
 
 use std::time::{Duration, Instant};
 
@@ -37,7 +41,7 @@ async fn client(first: u64, count: u64, steps: u32, sleep: Duration) -> Vec<u64>
     let mut latencies = Vec::new();
     for id in first..first + count {
         let start = Instant::now();
-        let answer = tokio::spawn(serve(id, steps, sleep)).await;
+        let answer = task_metrics::spawn(serve(id, steps, sleep)).await;
         latencies.push(start.elapsed().as_nanos() as u64);
         std::hint::black_box(answer.ok());
     }
@@ -82,4 +86,5 @@ fn main() {
         println!("latency_ns {l}");
     }
     println!("requests {}", latencies.len());
+    task_metrics::write();
 }
