@@ -31,10 +31,9 @@
 //! (for that lock, or preempted) for tens of µs to ms, which lands in
 //! one poll as tokio-metrics times it and not as fntrace does.
 //!
-//! fntrace does not know which request a future served, nor tokio-metrics
-//! a future's address: the per-task figures are compared as sorted lists.
-//! That loses nothing: if each task's pair is within a bound that grows
-//! with the value, so are the sorted lists' pairs.
+//! A task and its future are paired by the future's address, which the
+//! anchor writes beside each task's figures (the boxed future's, the
+//! first argument of its polls).
 
 mod common;
 mod profile_program;
@@ -167,8 +166,8 @@ fn row(report: &str, function: &str) -> (u64, u64) {
 /// as many polls in fntrace's figures as in tokio-metrics', task by task
 /// too, and fntrace's busy never above tokio-metrics' (its span lies
 /// inside). Returns the busy figures: fntrace's and tokio-metrics' total
-/// (ns), and both task by task, sorted.
-fn check_counts(run: &Run, requests: u64, steps: u64) -> (u64, u64, Vec<u64>, Vec<u64>) {
+/// (ns), and both task by task.
+fn check_counts(run: &Run, requests: u64, steps: u64) -> (u64, u64, Vec<(u64, u64)>) {
     let total = |key: &str| run.total[key];
     assert_eq!(run.tasks.len() as u64, requests, "task lines");
     for key in ["instrumented", "first_polls", "dropped"] {
@@ -189,43 +188,45 @@ fn check_counts(run: &Run, requests: u64, steps: u64) -> (u64, u64, Vec<u64>, Ve
         "the report's row:\n{}",
         run.report
     );
-    // Task by task, as sorted lists (see the module's comment).
-    let sorted = |mut v: Vec<u64>| {
-        v.sort_unstable();
-        v
-    };
-    assert_eq!(
-        sorted(run.fntrace.iter().map(|f| f.polls).collect()),
-        sorted(run.tasks.iter().map(|t| t["polls"]).collect()),
-        "polls task by task"
-    );
-    let ours = sorted(run.fntrace.iter().map(|f| f.busy_ns).collect());
-    let theirs = sorted(run.tasks.iter().map(|t| t["poll_ns"]).collect());
-    for (o, t) in ours.iter().zip(&theirs) {
-        assert!(
-            o <= t,
-            "a task's busy: fntrace {o} ns, tokio-metrics {t} ns"
-        );
+    // Task by task: each task's future is the one fntrace linked at the
+    // address the anchor wrote, the n-th task there the n-th future there
+    // (an address is reused only once its task was dropped).
+    let mut at_address: HashMap<u64, Vec<&Future>> = HashMap::new();
+    for future in run.fntrace.iter().rev() {
+        at_address.entry(future.address).or_default().push(future);
     }
-    let busy: u64 = ours.iter().sum();
-    let (theirs_total, off) = (total("poll_ns"), |o: u64, t: u64| {
-        t.saturating_sub(o) as f64 * 100.0 / t as f64
-    });
-    let mut each: Vec<f64> = ours.iter().zip(&theirs).map(|(o, t)| off(*o, *t)).collect();
+    let mut pairs = Vec::new();
+    for task in &run.tasks {
+        let future = at_address
+            .get_mut(&task["future_address"])
+            .and_then(|futures| futures.pop())
+            .unwrap_or_else(|| panic!("no future of fntrace's for the task {task:?}"));
+        assert_eq!(future.polls, task["polls"], "a task's polls: {task:?}");
+        assert!(
+            future.busy_ns <= task["poll_ns"],
+            "a task's busy: fntrace {} ns, tokio-metrics {task:?}",
+            future.busy_ns
+        );
+        pairs.push((future.busy_ns, task["poll_ns"]));
+    }
+    let busy: u64 = pairs.iter().map(|p| p.0).sum();
+    let theirs = total("poll_ns");
+    assert!(busy <= theirs);
+    let off = |(o, t): (u64, u64)| (t - o) as f64 * 100.0 / t as f64;
+    let mut each: Vec<f64> = pairs.iter().map(|p| off(*p)).collect();
     each.sort_by(f64::total_cmp);
     let at = |q: f64| each[((q * each.len() as f64) as usize).min(each.len() - 1)];
     eprintln!(
         "{requests} requests, {polls} polls: busy fntrace {busy} ns, tokio-metrics \
-         {theirs_total} ns ({:.1} % apart, {:.2} µs a poll); task by task: median {:.1} %, \
+         {theirs} ns ({:.1} % apart, {:.2} µs a poll); task by task: median {:.1} %, \
          p90 {:.1} %, max {:.1} %",
-        off(busy, theirs_total),
-        (theirs_total - busy) as f64 / polls as f64 / 1e3,
+        off((busy, theirs)),
+        (theirs - busy) as f64 / polls as f64 / 1e3,
         at(0.5),
         at(0.9),
         at(1.0),
     );
-    assert!(busy <= theirs_total);
-    (busy, theirs_total, ours, theirs)
+    (busy, theirs, pairs)
 }
 
 /// fntrace's busy `ours` within 5 % of tokio-metrics' `theirs` (ns).
@@ -242,18 +243,13 @@ fn within_5_percent(what: &str, ours: u64, theirs: u64) {
 /// per cent: busy within 5 % in total and for at least 9 tasks in 10 (the
 /// others: see the module's comment).
 fn check_busy(run: &Run, requests: u64, steps: u64) {
-    let (busy, theirs, ours_each, theirs_each) = check_counts(run, requests, steps);
+    let (busy, theirs, pairs) = check_counts(run, requests, steps);
     within_5_percent("busy in total", busy, theirs);
-    let tasks = ours_each.len();
-    let close = ours_each
-        .iter()
-        .zip(&theirs_each)
-        .filter(|(o, t)| t.saturating_sub(**o) * 20 <= **t)
-        .count();
+    let close = pairs.iter().filter(|(o, t)| (t - o) * 20 <= *t).count();
     assert!(
-        close * 10 >= tasks * 9,
-        "busy within 5 % for {close} of {tasks} tasks only: fntrace {ours_each:?}, \
-         tokio-metrics {theirs_each:?}"
+        close * 10 >= pairs.len() * 9,
+        "busy within 5 % for {close} of {} tasks only (fntrace, tokio-metrics): {pairs:?}",
+        pairs.len()
     );
 }
 

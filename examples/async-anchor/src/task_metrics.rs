@@ -1,10 +1,10 @@
 //! `ANCHOR_TASK_METRICS=FILE`: each request's task runs under a
 //! `tokio_metrics::TaskMonitor` of its own, and at exit FILE gets every
-//! monitor's cumulative figures, one `task` line each, and their sum (a
-//! `total` line: what one monitor shared by all the tasks would count).
-//! The figures fntrace's async rows are compared with
-//! (`tools/tests/async_tokio_metrics.rs`). Unset, requests are spawned
-//! exactly as without this module.
+//! monitor's cumulative figures and its future's address, one `task` line
+//! each, and the figures' sum (a `total` line: what one monitor shared by
+//! all the tasks would count). The figures fntrace's async rows are
+//! compared with (`tools/tests/async_tokio_metrics.rs`). Unset, requests
+//! are spawned exactly as without this module.
 //!
 //! The monitor's wrapper (`Instrumented`) is the task's future, around the
 //! request's future boxed; each of its polls times one poll of `serve`'s
@@ -19,10 +19,11 @@ use std::sync::{Mutex, OnceLock};
 use tokio::task::JoinHandle;
 use tokio_metrics::{TaskMetrics, TaskMonitor};
 
-/// The output file and the monitors so far, when the variable is set.
+/// The output file and the monitors so far, each with its future's
+/// address, when the variable is set.
 struct Monitors {
     path: String,
-    monitors: Mutex<Vec<TaskMonitor>>,
+    monitors: Mutex<Vec<(usize, TaskMonitor)>>,
 }
 
 /// Read once, at the first request (or at exit if there was none).
@@ -54,8 +55,11 @@ where
     // resume function into the monitor's small poll, where fntrace sees no
     // call of it (a function inlined has no call site).
     let boxed: Pin<Box<dyn Future<Output = F::Output> + Send>> = Box::pin(future);
+    // Where the future lives: its polls' first argument, the address
+    // fntrace links them by (the test pairs tasks and futures with it).
+    let address = (&*boxed as *const dyn Future<Output = F::Output>).cast::<()>() as usize;
     let task = monitor.instrument(boxed);
-    monitors.monitors.lock().unwrap().push(monitor);
+    monitors.monitors.lock().unwrap().push((address, monitor));
     tokio::spawn(task)
 }
 
@@ -78,7 +82,8 @@ fn figures(m: &TaskMetrics) -> [(&'static str, u64); 11] {
 }
 
 /// Writes the monitors' figures to the variable's file (when set): one
-/// `task` line per request, in the order spawned, then `total`.
+/// `task` line per request, in the order spawned (its future's address
+/// first: `future_address`), then `total`.
 pub fn write() {
     let Some(monitors) = monitors() else {
         return;
@@ -86,8 +91,8 @@ pub fn write() {
     let mut text = String::new();
     // Every figure is a count or a sum: the total is their sum.
     let mut total = [0u64; 11];
-    for monitor in monitors.monitors.lock().unwrap().iter() {
-        text.push_str("task");
+    for (address, monitor) in monitors.monitors.lock().unwrap().iter() {
+        write!(text, "task future_address {address}").unwrap();
         for (i, (key, value)) in figures(&monitor.cumulative()).into_iter().enumerate() {
             write!(text, " {key} {value}").unwrap();
             total[i] += value;
