@@ -18,7 +18,9 @@
 //!   exactly;
 //! - polls, exactly: in total and task by task;
 //! - busy (the sum of a future's polls): fntrace's never above
-//!   tokio-metrics', in total and task by task.
+//!   tokio-metrics', in total and task by task;
+//! - waiting (latency less busy) within 5 % of tokio-metrics' idle plus
+//!   scheduled time, in total.
 //!
 //! Busy is not equal: tokio-metrics' span also holds what fntrace does
 //! outside its own timestamps, mostly the exit hook, which reads the
@@ -181,7 +183,12 @@ fn check_counts(run: &Run, requests: u64, steps: u64) -> (u64, u64, Vec<(u64, u6
     );
     let polls: u64 = run.fntrace.iter().map(|f| f.polls).sum();
     assert_eq!(polls, total("polls"), "polls");
-    assert_eq!(polls, requests * (steps + 1), "polls of the anchor's shape");
+    // One poll per sleep and one to start, at least: beside a CPU hog on
+    // two workers a task was once polled a fifth time, which both counted.
+    assert!(
+        polls >= requests * (steps + 1),
+        "{polls} polls: fewer than the anchor's shape"
+    );
     assert_eq!(
         row(&run.report, SERVE),
         (futures, polls),
@@ -196,6 +203,7 @@ fn check_counts(run: &Run, requests: u64, steps: u64) -> (u64, u64, Vec<(u64, u6
         at_address.entry(future.address).or_default().push(future);
     }
     let mut pairs = Vec::new();
+    let mut waiting = (0, 0);
     for task in &run.tasks {
         let future = at_address
             .get_mut(&task["future_address"])
@@ -208,6 +216,10 @@ fn check_counts(run: &Run, requests: u64, steps: u64) -> (u64, u64, Vec<(u64, u6
             future.busy_ns
         );
         pairs.push((future.busy_ns, task["poll_ns"]));
+        // Waiting, fntrace's latency less busy, is tokio-metrics' idle
+        // (a poll's end to the wake-up) and scheduled (to the next poll).
+        waiting.0 += future.end_ns - future.start_ns - future.busy_ns;
+        waiting.1 += task["idle_ns"] + task["scheduled_ns"];
     }
     let busy: u64 = pairs.iter().map(|p| p.0).sum();
     let theirs = total("poll_ns");
@@ -216,6 +228,18 @@ fn check_counts(run: &Run, requests: u64, steps: u64) -> (u64, u64, Vec<(u64, u6
     let mut each: Vec<f64> = pairs.iter().map(|p| off(*p)).collect();
     each.sort_by(f64::total_cmp);
     let at = |q: f64| each[((q * each.len() as f64) as usize).min(each.len() - 1)];
+    // fntrace's waiting also holds tokio-metrics' gaps (busy, above).
+    let off_waiting = waiting.0.abs_diff(waiting.1) as f64 / waiting.1 as f64;
+    eprintln!(
+        "waiting: fntrace {} ns, tokio-metrics idle + scheduled {} ns ({:.2} % apart)",
+        waiting.0,
+        waiting.1,
+        off_waiting * 100.0
+    );
+    assert!(
+        off_waiting <= 0.05,
+        "waiting {waiting:?} (fntrace, tokio-metrics)"
+    );
     eprintln!(
         "{requests} requests, {polls} polls: busy fntrace {busy} ns, tokio-metrics \
          {theirs} ns ({:.1} % apart, {:.2} µs a poll); task by task: median {:.1} %, \
