@@ -187,9 +187,9 @@ fn check_counts(run: &Run, requests: u64, steps: u64) -> (u64, u64, Vec<(u64, u6
     let polls: u64 = run.fntrace.iter().map(|f| f.polls).sum();
     assert_eq!(polls, total("polls"), "polls");
     // Not exactly STEPS + 1 a task: beside a CPU hog a task was once
-    // polled a fifth time, and once a sleep was already due when first
-    // polled (its thread switched out for longer than the sleep), a poll
-    // fewer. Both count the same.
+    // polled a fifth time, and once one was polled a time fewer (a sleep
+    // Ready at its first poll: due already, its thread most likely
+    // switched out for longer than the sleep). Both count the same.
     assert!(polls >= requests, "{polls} polls of {requests} tasks");
     eprintln!(
         "{polls} polls, {} as the anchor's shape",
