@@ -394,25 +394,51 @@ fn record_auto_args(base: &Path, program: &Path, extra: &[&str]) -> (PathBuf, St
     (ours, stderr)
 }
 
-/// `-a` on a program built without `-g`: said once, recorded without
-/// values, as without `-a`.
+/// `-a` on a program built without `-g`: said once, and every function's
+/// six argument registers and return register recorded raw, in
+/// hexadecimal (the first ones are the real arguments; the rest are
+/// whatever the registers held), as uftrace 0.13's `replay` shows them.
 #[test]
-fn auto_args_without_dwarf_records_no_values() {
+fn auto_args_without_dwarf_records_raw_registers() {
     let base = common::temp_dir("autoargs-nodwarf");
     let program = native::build_c(&base, "autoargs", "nog", &["-pg", "-O0"], &[]);
     let (ours, stderr) = record_auto_args(&base, &program, &[]);
     assert_eq!(
         stderr
-            .matches("has no DWARF description of its functions (build it with -g)")
+            .matches(
+                "has no DWARF description of its functions (build it with -g): \
+                 the six argument registers and the return register recorded raw"
+            )
             .count(),
         1,
         "{stderr}"
     );
     let text = common::uftrace(&["replay", "--no-pager", "-f", "none"], &ours);
+    // add(40, 2) = 42 and uadd(1 << 40, 7) at -O0: the values gcc put in
+    // rdi, rsi and rax (32-bit moves clear the upper halves).
+    let line_of = |function: &str| {
+        text.lines()
+            .find(|line| line.trim_start().starts_with(&format!("{function}(")))
+            .unwrap_or_else(|| panic!("no {function} line:\n{text}"))
+            .trim()
+            .to_string()
+    };
+    let add = line_of("add");
     assert!(
-        text.contains("  add();\n") && text.contains("  lookup();\n"),
-        "{text}"
+        add.starts_with("add(0x28, 0x2, 0x") && add.ends_with(") = 0x2a;"),
+        "{add}\n{text}"
     );
+    assert_eq!(add.matches(", ").count(), 5, "six registers: {add}");
+    let uadd = line_of("uadd");
+    assert!(
+        uadd.starts_with("uadd(0x10000000000, 0x7, 0x") && uadd.ends_with(") = 0x10000000007;"),
+        "{uadd}\n{text}"
+    );
+    // fntrace's replay shows the same lines.
+    let ours_text = native::fntrace_replay_lines(&ours);
+    for line in [&add, &uadd] {
+        assert!(ours_text.contains(line.as_str()), "{line}\n{ours_text}");
+    }
     let _ = std::fs::remove_dir_all(&base);
 }
 

@@ -49,6 +49,13 @@ pub struct AutoSpecs {
     pub nocall: Vec<String>,
 }
 
+/// `-a`'s arguments for a program without DWARF: every function's six
+/// integer argument registers (rdi, rsi, rdx, rcx, r8, r9), raw.
+const RAW_ARGUMENTS: &str = "*@arg1/x,arg2/x,arg3/x,arg4/x,arg5/x,arg6/x";
+
+/// `-a`'s return value for a program without DWARF: rax, raw.
+const RAW_RETVAL: &str = "*@retval/x";
+
 /// What `record -a` passes to the program and writes into the recording
 /// after it.
 #[derive(Debug, Default)]
@@ -86,11 +93,16 @@ pub fn for_record(program: &std::ffi::OsStr) -> Result<ForRecord, String> {
     let name = program.to_string_lossy();
     let path =
         super::instrumented::resolve(program).ok_or_else(|| format!("-a: cannot find {name}"))?;
-    let auto = specs_of(&path)?;
+    let mut auto = specs_of(&path)?;
     if auto.described == 0 {
+        // Nothing says how many arguments a function takes or of what
+        // type: the six integer argument registers and rax, as they are.
+        auto.arguments = RAW_ARGUMENTS.to_string();
+        auto.retval = RAW_RETVAL.to_string();
         eprintln!(
             "fntrace record: -a: {name} has no DWARF description of its functions \
-             (build it with -g): recorded without values"
+             (build it with -g): the six argument registers and the return register \
+             recorded raw, in hexadecimal"
         );
     } else if let Some(first) = auto.undescribed.first() {
         eprintln!(
