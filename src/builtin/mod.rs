@@ -4,5 +4,6 @@
 //! latency aggregated in the process).
 
 pub mod function;
+pub(crate) mod futures;
 pub mod graph;
 pub mod profile;

@@ -24,6 +24,7 @@ use fntrace_format::argspec::{self, ArgSlot, ArgSpec, Registers, DATA_MAX};
 use super::arg_recipes::RecipeTable;
 use super::RawEvent;
 use crate::arch::x86_64::SavedRegs;
+use crate::builtin::futures;
 
 /// The depth field's top bit: data slots follow this event.
 pub(super) const MORE: u64 = 1 << 62;
@@ -45,6 +46,9 @@ pub(crate) struct ArgTable {
     pub(crate) retval: String,
     /// The argument entries' recipes, by site.
     recipes: RecipeTable,
+    /// The async functions among them (`fntrace record --async`), whose
+    /// polls the runtime links into futures.
+    pub(crate) futures: futures::Functions,
 }
 
 /// How many tables a process may set: a table a traced thread may be
@@ -77,11 +81,13 @@ impl ArgTable {
             }
         }
         let recipes = RecipeTable::new(&sites);
+        let futures = futures::Functions::new(functions.iter().map(|(f, v)| (*f, &v[..])));
         ArgTable {
             functions,
             arguments,
             retval,
             recipes,
+            futures,
         }
     }
 
@@ -134,7 +140,10 @@ pub(super) fn with_values(
     returned: Option<[u64; 2]>,
     push: &mut dyn FnMut(&[RawEvent]),
 ) -> bool {
-    let Some(values) = table().and_then(|t| t.values_of(function)) else {
+    let Some(table) = table() else {
+        return false;
+    };
+    let Some(values) = table.values_of(function) else {
         return false;
     };
     if !values.iter().any(|v| v.slot.at_exit() == retval) && exit_deref_arg(values).is_none() {
@@ -162,26 +171,45 @@ pub(super) fn with_values(
         registers.rax = rax;
         registers.xmm0 = xmm0;
     }
+    // An async function's poll: linked into its future once its event is
+    // in the ring (a slow future's Ready exit is then drained before the
+    // writer sees it queued).
+    let mut link = |data: &[u8]| match retval {
+        false => {
+            table
+                .futures
+                .entered(function, call_key.depth, call_key.entry_ticks, values, data)
+        }
+        true => {
+            let ticks = (call_key.entry_ticks, event.ticks);
+            table
+                .futures
+                .exited(function, call_key.depth, ticks, values, data)
+        }
+    };
     // Buffers on the stack, cleared on every call: the small ones unless
     // a string is recorded (a kilobyte cleared each call was a quarter of
     // an integer-only call's time).
     if argspec::encoded_bound(values, retval) <= SMALL_DATA {
-        encode_events::<SMALL_DATA, { 1 + SMALL_DATA / 8 }>(event, values, retval, &registers, push)
+        encode_events::<SMALL_DATA, { 1 + SMALL_DATA / 8 }>(
+            event, values, retval, &registers, push, &mut link,
+        )
     } else {
         encode_events::<{ DATA_MAX + 4 }, { 1 + DATA_SLOTS }>(
-            event, values, retval, &registers, push,
+            event, values, retval, &registers, push, &mut link,
         )
     }
 }
 
 /// [`with_values`]'s work with buffers of `BYTES` and `EVENTS` (`1 +
-/// BYTES / 8`).
+/// BYTES / 8`); `after` is handed the data once the events are pushed.
 fn encode_events<const BYTES: usize, const EVENTS: usize>(
     event: RawEvent,
     values: &[ArgSpec],
     retval: bool,
     registers: &Registers,
     push: &mut dyn FnMut(&[RawEvent]),
+    after: &mut dyn FnMut(&[u8]),
 ) -> bool {
     let mut bytes = [0u8; BYTES];
     let len = argspec::encode(values, retval, registers, &mut read_own, &mut bytes);
@@ -197,6 +225,7 @@ fn encode_events<const BYTES: usize, const EVENTS: usize>(
         *slot = RawEvent::data(u64::from_le_bytes(chunk.try_into().unwrap_or_default()));
     }
     push(&out[..1 + len / 8]);
+    after(&bytes[..len]);
     true
 }
 
