@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use super::futures::FutureTriggers;
 use super::*;
 use crate::rt::own_threads;
 use fntrace_format::argspec;
@@ -28,19 +29,15 @@ impl Drop for DrainGone<'_> {
     }
 }
 
-/// A slow call seen, its snapshot due after drain `due`.
-struct PendingSlow {
-    dir: PathBuf,
-    function: String,
-    tid: u32,
-    start_ns: u64,
-    duration_ns: u64,
-    /// Its end was lost: it lasted at least `duration_ns`.
-    at_least: bool,
-    /// Its recorded values as replay shows them (see `Trigger::SlowCall`).
-    values: String,
-    due: u64,
-    threads: SnapshotThreads,
+/// A slow call or future seen, its snapshot due after drain `due`.
+pub(super) struct PendingSlow {
+    pub(super) dir: PathBuf,
+    /// A [`Trigger::SlowCall`] or [`Trigger::SlowFuture`].
+    pub(super) trigger: Trigger,
+    /// The threads it ran on (none: not all known, every thread).
+    pub(super) tids: Vec<u32>,
+    pub(super) due: u64,
+    pub(super) threads: SnapshotThreads,
 }
 
 /// A call of a function a slow trigger matches, running: (depth, entry
@@ -64,6 +61,8 @@ pub(super) struct Drain {
     /// entry time, function, the bytes of its recorded arguments).
     open: HashMap<u32, Vec<OpenCall>>,
     pending: Vec<PendingSlow>,
+    /// Triggers on async functions, for whole futures.
+    futures: FutureTriggers,
     trigger_snapshots: usize,
     /// When the trigger snapshots of the last minute were written.
     recent: VecDeque<Instant>,
@@ -87,6 +86,7 @@ impl Drain {
             triggers_known: 0,
             open: HashMap::new(),
             pending: Vec::new(),
+            futures: FutureTriggers::default(),
             trigger_snapshots: 0,
             recent: VecDeque::new(),
             retry_at: None,
@@ -131,23 +131,15 @@ impl Drain {
                     .into_iter()
                     .partition::<Vec<_>, _>(|p| p.dir == dir && p.threads == threads);
                 self.pending = later;
-                let tids = (threads == SnapshotThreads::Trigger).then(|| {
-                    let mut tids: Vec<u32> = group.iter().map(|slow| slow.tid).collect();
+                let all_known = group.iter().all(|slow| !slow.tids.is_empty());
+                let tids = (threads == SnapshotThreads::Trigger && all_known).then(|| {
+                    let mut tids: Vec<u32> =
+                        group.iter().flat_map(|slow| slow.tids.clone()).collect();
                     tids.sort_unstable();
                     tids.dedup();
                     tids
                 });
-                let triggers = group
-                    .into_iter()
-                    .map(|slow| Trigger::SlowCall {
-                        function: slow.function,
-                        duration: Duration::from_nanos(slow.duration_ns),
-                        tid: slow.tid,
-                        start_ns: slow.start_ns,
-                        at_least: slow.at_least,
-                        values: slow.values,
-                    })
-                    .collect();
+                let triggers = group.into_iter().map(|slow| slow.trigger).collect();
                 self.write_triggered(shared, triggers, &dir, tids);
             }
             let signals: Vec<(i32, PathBuf)> = shared
@@ -200,7 +192,10 @@ impl Drain {
     fn after_drain(&mut self, shared: &FlightShared, slow: &[SlowTrigger], generation: u64) {
         self.drains += 1;
         if !slow.is_empty() {
+            self.futures.update(slow, generation);
             self.find_slow_calls(slow, generation);
+            let due = self.drains + 1;
+            self.futures.find_slow(slow, &mut self.pending, due);
         }
         self.window.evict();
         shared
@@ -291,6 +286,11 @@ impl Drain {
         });
         for function in unknown {
             let name = control::function_name(function).unwrap_or_default();
+            // An async function's triggers apply to its futures.
+            if self.futures.is_async(function) {
+                self.functions.insert(function, (name, 0));
+                continue;
+            }
             let mask = slow
                 .iter()
                 .enumerate()
@@ -461,12 +461,15 @@ fn add_pending(
             dirs.push(to);
             pending.push(PendingSlow {
                 dir: trigger.dir.clone(),
-                function: name.clone(),
-                tid,
-                start_ns,
-                duration_ns,
-                at_least,
-                values: shown.get_or_insert_with(values).clone(),
+                trigger: Trigger::SlowCall {
+                    function: name.clone(),
+                    duration: Duration::from_nanos(duration_ns),
+                    tid,
+                    start_ns,
+                    at_least,
+                    values: shown.get_or_insert_with(values).clone(),
+                },
+                tids: vec![tid],
                 due,
                 threads: trigger.threads,
             });
@@ -508,7 +511,9 @@ fn snapshot_dir(
     trigger: &Trigger,
 ) -> Result<(OutputDir, String, TraceOutput), String> {
     let what = match trigger {
-        Trigger::SlowCall { function, .. } => file_name(function),
+        Trigger::SlowCall { function, .. } | Trigger::SlowFuture { function, .. } => {
+            file_name(function)
+        }
         Trigger::Panic(_) => "panic".to_string(),
         Trigger::Signal(signo) => crate::sys::signal::name(*signo).to_string(),
     };
@@ -566,7 +571,7 @@ pub(super) fn duration_spec(ns: u64) -> String {
 }
 
 /// Monotonic nanoseconds as uftrace shows timestamps (`51234.000100200`).
-fn timestamp(ns: u64) -> String {
+pub(super) fn timestamp(ns: u64) -> String {
     format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
 }
 
@@ -598,6 +603,7 @@ fn trigger_text(
                 },
                 human_duration(u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX))
             ),
+            Trigger::SlowFuture { .. } => super::futures::trigger_line(trigger, report),
             Trigger::Panic(message) => format!("  panic: {message}"),
             Trigger::Signal(signo) => format!("  signal {}", crate::sys::signal::name(*signo)),
         };
@@ -629,6 +635,7 @@ fn trigger_text(
             "skipped: {skipped} triggers so far (over the snapshots-per-minute limit)\n"
         ));
     }
+    text.push_str(&super::futures::untracked_text());
     text
 }
 

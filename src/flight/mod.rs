@@ -14,6 +14,7 @@
 //! are written from the window in place, by the writer thread: no copy.
 
 mod drain;
+mod futures;
 mod hooks;
 mod window;
 
@@ -157,6 +158,28 @@ pub enum Trigger {
         /// were recorded (see `fntrace::set_arg_specs`).
         values: String,
     },
+    /// A future of an async function a slow-call trigger matches (by its
+    /// resume function's name or the async fn's; recorded with `fntrace
+    /// record --async`'s values) took `latency` from its first poll to
+    /// its Ready poll, at least the trigger's threshold.
+    SlowFuture {
+        /// The resume function's demangled name (`kv::serve::{closure#0}`).
+        function: String,
+        /// The future's address.
+        address: u64,
+        /// Its first poll's entry (monotonic nanoseconds, as the events').
+        start_ns: u64,
+        /// First poll's entry to the Ready poll's exit.
+        latency: Duration,
+        /// Time spent in its polls.
+        busy: Duration,
+        /// Its polls.
+        polls: u64,
+        /// The first threads its polls ran on (at most 4).
+        tids: Vec<u32>,
+        /// It ran on more threads than `tids`.
+        more_threads: bool,
+    },
     /// A Rust panic: its message and where (`MESSAGE (at FILE:LINE:COL)`).
     Panic(String),
     /// A signal, by number.
@@ -196,6 +219,10 @@ pub struct FlightReport {
     pub skipped_after_failure: u64,
     /// How long the recorder ran.
     pub duration: Duration,
+    /// Futures of async functions (recorded with `--async`'s values) first
+    /// polled while the runtime future linker's table was full, over the
+    /// process's life: no trigger on a whole future could see them.
+    pub futures_untracked: u64,
 }
 
 /// A running flight recorder; see [`flight_record`]. Dropping it stops it
@@ -691,6 +718,7 @@ impl FlightRecorder {
             skipped_triggers: state.skipped_triggers,
             skipped_after_failure: state.skipped_after_failure,
             duration: self.started.elapsed(),
+            futures_untracked: crate::builtin::futures::untracked(),
         };
         drop(state);
         GRAPH_TRACER.release_memory();
@@ -744,11 +772,13 @@ fn write_snapshot(
     // (events evicted, and lost before the window began: `fntrace record
     // --flight` and `fntrace report` say them beside the window's own).
     let note = format!(
-        "flight=1 flight_events={} flight_lost={} flight_evicted={} window_lost={}",
+        "flight=1 flight_events={} flight_lost={} flight_evicted={} window_lost={} \
+         futures_untracked={}",
         window.appended(),
         window.lost(),
         window.evicted(),
-        summary.lost
+        summary.lost,
+        crate::builtin::futures::untracked()
     );
     let source = WindowEvents {
         window,

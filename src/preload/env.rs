@@ -537,12 +537,22 @@ fn warn_unmatched(settings: &Settings) {
     let Ok(names) = traced_names() else {
         return;
     };
+    // A trigger may name an async fn (recorded with --async's values):
+    // its futures are what it fires on.
+    let mut with_async = names.clone();
+    if let Some(table) = crate::builtin::graph::args::table() {
+        for &function in table.futures.addresses() {
+            if let Some(name) = control::function_name(function) {
+                with_async.push(fntrace_format::coroutine::async_fn_name(&name).to_string());
+            }
+        }
+    }
     let kept = "kept (a library loaded later may match it)";
-    for (variable, globs) in [
-        ("FNTRACE_FILTER", globs),
-        ("FNTRACE_FLIGHT_TRIGGER", triggers),
+    for (variable, globs, names) in [
+        ("FNTRACE_FILTER", globs, &names),
+        ("FNTRACE_FLIGHT_TRIGGER", triggers, &with_async),
     ] {
-        for message in unmatched(globs, &names, WITH_SITES) {
+        for message in unmatched(globs, names, WITH_SITES) {
             eprintln!("fntrace: {variable}: {message}; {kept}");
         }
     }

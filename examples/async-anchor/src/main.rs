@@ -9,6 +9,10 @@
 //! so that it is polled exactly STEPS + 1 times. The client (one task per
 //! slot in flight) times each request from its spawn to its answer and
 //! prints one `latency_ns N` line per request, then `requests N`.
+//!
+//! `ASYNC_ANCHOR_SLOW=ID:MS` makes request ID (the requests are numbered
+//! from 0) sleep MS milliseconds at each step instead of SLEEP_MS: the
+//! same polls, a longer wait between them.
 
 use std::time::{Duration, Instant};
 
@@ -22,8 +26,26 @@ fn work(seed: u64) -> u64 {
     std::hint::black_box(x)
 }
 
+/// The request `ASYNC_ANCHOR_SLOW=ID:MS` names, and its sleep.
+fn slow_request() -> Option<(u64, Duration)> {
+    static SLOW: std::sync::OnceLock<Option<(u64, Duration)>> = std::sync::OnceLock::new();
+    *SLOW.get_or_init(|| {
+        let value = std::env::var("ASYNC_ANCHOR_SLOW").ok()?;
+        let (id, ms) = value.split_once(':').expect("ASYNC_ANCHOR_SLOW=ID:MS");
+        let ms = ms.parse().expect("ASYNC_ANCHOR_SLOW=ID:MS");
+        Some((
+            id.parse().expect("ASYNC_ANCHOR_SLOW=ID:MS"),
+            Duration::from_millis(ms),
+        ))
+    })
+}
+
 /// One request's handler: STEPS sleeps of SLEEP each, work after each.
 async fn serve(id: u64, steps: u32, sleep: Duration) -> u64 {
+    let sleep = match slow_request() {
+        Some((slow, longer)) if slow == id => longer,
+        _ => sleep,
+    };
     let mut acc = id;
     for _ in 0..steps {
         tokio::time::sleep(sleep).await;
