@@ -11,6 +11,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::futures::FutureTriggers;
+use super::write::timestamp;
 use super::*;
 use crate::rt::own_threads;
 use fntrace_format::argspec;
@@ -27,17 +28,6 @@ impl Drop for DrainGone<'_> {
         let _state = self.0.state();
         self.0.answered.notify_all();
     }
-}
-
-/// A slow call or future seen, its snapshot due after drain `due`.
-pub(super) struct PendingSlow {
-    pub(super) dir: PathBuf,
-    /// A [`Trigger::SlowCall`] or [`Trigger::SlowFuture`].
-    pub(super) trigger: Trigger,
-    /// The threads it ran on (none: not all known, every thread).
-    pub(super) tids: Vec<u32>,
-    pub(super) due: u64,
-    pub(super) threads: SnapshotThreads,
 }
 
 /// A call of a function a slow trigger matches, running: (depth, entry
@@ -568,11 +558,6 @@ pub(super) fn duration_spec(ns: u64) -> String {
         }
     }
     format!("{ns}ns")
-}
-
-/// Monotonic nanoseconds as uftrace shows timestamps (`51234.000100200`).
-pub(super) fn timestamp(ns: u64) -> String {
-    format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
 }
 
 /// The [`TRIGGER_FILE`] of a snapshot: what fired it, one line a trigger,

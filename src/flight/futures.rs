@@ -10,8 +10,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use super::drain::{timestamp, PendingSlow};
-use super::{SlowTrigger, SnapshotReport, Trigger};
+use super::write::timestamp;
+use super::{PendingSlow, SlowTrigger, SnapshotReport, Trigger};
 use crate::builtin::futures::{self, SlowFuture};
 use crate::builtin::graph::args;
 use crate::control;
@@ -34,7 +34,7 @@ impl FutureTriggers {
     /// Whether `function` is an async function whose polls are linked:
     /// a trigger matching it applies to its futures, not to each poll.
     pub(super) fn is_async(&self, function: usize) -> bool {
-        args::table().is_some_and(|t| t.futures.addresses().binary_search(&function).is_ok())
+        args::table().is_some_and(|t| t.futures.contains(function))
     }
 
     /// Sets each async function's threshold (the least of the triggers
@@ -49,7 +49,7 @@ impl FutureTriggers {
         }
         self.known = Some(now);
         self.functions.clear();
-        for &function in table.futures.addresses() {
+        for function in table.futures.addresses() {
             let name = control::function_name(function).unwrap_or_default();
             let matches = |t: &SlowTrigger| {
                 t.pattern.selects(&name) || t.pattern.selects(async_fn_name(&name))
@@ -124,7 +124,7 @@ impl Drop for FutureTriggers {
     /// The recorder ends: no future is queued any more.
     fn drop(&mut self) {
         if let Some(table) = args::table() {
-            for &function in table.futures.addresses() {
+            for function in table.futures.addresses() {
                 table.futures.set_threshold(function, u64::MAX);
             }
         }

@@ -17,6 +17,7 @@ mod drain;
 mod futures;
 mod hooks;
 mod window;
+mod write;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -24,7 +25,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::{JoinHandle, ThreadId};
 use std::time::{Duration, Instant};
 
-use crate::builtin::graph::{describe_functions, GRAPH_TRACER};
+use crate::builtin::graph::GRAPH_TRACER;
 use crate::control;
 use crate::error::Error;
 use crate::filter::Filter;
@@ -34,8 +35,9 @@ use drain::{duration_spec, Drain, DrainGone};
 use fntrace_format::analysis::human_duration;
 use fntrace_format::export::TraceOutput;
 use hooks::SignalHandler;
+use window::Window;
 pub use window::FLIGHT_EVENT_BYTES;
-use window::{Window, WindowEvents};
+use write::{write_snapshot, SnapshotAt};
 
 /// The largest window a flight recorder keeps: 4 GiB, 268M events —
 /// minutes of a busy service's history, far more than the seconds before
@@ -245,6 +247,17 @@ enum Request {
 enum Answer {
     Snapshot(Result<SnapshotReport, Error>),
     Done,
+}
+
+/// A slow call or future seen, its snapshot due after drain `due`.
+struct PendingSlow {
+    dir: PathBuf,
+    /// A [`Trigger::SlowCall`] or [`Trigger::SlowFuture`].
+    trigger: Trigger,
+    /// The threads it ran on (none: not all known, every thread).
+    tids: Vec<u32>,
+    due: u64,
+    threads: SnapshotThreads,
 }
 
 /// A slow-call trigger.
@@ -748,61 +761,4 @@ impl Drop for FlightRecorder {
 fn create_dir(dir: &Path) -> Result<(), Error> {
     fntrace_format::export::OutputDir::open_or_make(dir)?;
     Ok(())
-}
-
-/// Where [`write_snapshot`] writes.
-enum SnapshotAt<'a> {
-    /// A path, opened as every trace directory is (made if missing; it
-    /// must be empty).
-    Path(&'a Path),
-    /// A directory the writer has just made and holds open.
-    Made(&'a TraceOutput),
-}
-
-/// Writes the window as a uftrace directory, reading it in place: the
-/// threads `tids` names, or every one (`None`).
-fn write_snapshot(
-    window: &Window,
-    at: SnapshotAt<'_>,
-    tids: Option<&[u32]>,
-) -> Result<SnapshotReport, Error> {
-    let indexes = window.indexes_of(tids);
-    let summary = window.summary(&indexes);
-    // What the window cannot show: the recorder's totals over its life
-    // (events evicted, and lost before the window began: `fntrace record
-    // --flight` and `fntrace report` say them beside the window's own).
-    let note = format!(
-        "flight=1 flight_events={} flight_lost={} flight_evicted={} window_lost={} \
-         futures_untracked={}",
-        window.appended(),
-        window.lost(),
-        window.evicted(),
-        summary.lost,
-        crate::builtin::futures::untracked()
-    );
-    let source = WindowEvents {
-        window,
-        header: describe_functions(Vec::new(), window.functions()),
-        note: Some(note),
-        indexes,
-    };
-    let dir = match at {
-        SnapshotAt::Path(dir) => {
-            fntrace_format::export::write_uftrace_dir_of(&source.header, &source, dir, None)?;
-            dir
-        }
-        SnapshotAt::Made(dir) => {
-            fntrace_format::export::write_uftrace_dir_into(&source.header, &source, dir, None)?;
-            dir.path()
-        }
-    };
-    Ok(SnapshotReport {
-        dir: dir.to_path_buf(),
-        events: summary.events,
-        lost: summary.lost,
-        threads: summary.threads,
-        evicted: window.evicted(),
-        first_ns: summary.first_ns,
-        last_ns: summary.last_ns,
-    })
 }

@@ -541,7 +541,7 @@ fn warn_unmatched(settings: &Settings) {
     // its futures are what it fires on.
     let mut with_async = names.clone();
     if let Some(table) = crate::builtin::graph::args::table() {
-        for &function in table.futures.addresses() {
+        for function in table.futures.addresses() {
             if let Some(name) = control::function_name(function) {
                 with_async.push(fntrace_format::coroutine::async_fn_name(&name).to_string());
             }

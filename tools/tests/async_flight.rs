@@ -134,7 +134,8 @@ fn a_slow_future_fires_one_snapshot_holding_its_polls() {
     let text = std::fs::read_to_string(snapshot.join("trigger.txt")).unwrap();
     let (address, latency, busy, polls, first_ns, covered) = slow_future_line(&text);
     assert_eq!(polls, STEPS + 1, "{text}");
-    assert!(latency >= 200e6 && latency >= 3.0 * 150e6, "{text}");
+    // Three sleeps of 150 ms: over the 200 ms threshold.
+    assert!(latency >= 3.0 * 150e6, "{text}");
     assert!(busy > 0.0 && busy < latency / 10.0, "{text}");
     assert!(covered, "{text}");
     assert_eq!(

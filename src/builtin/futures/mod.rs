@@ -21,6 +21,7 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::OnceLock;
 
+use fntrace_format::analysis::{future_bucket, FutureRow, FUTURE_BUCKETS};
 use fntrace_format::argspec::ArgSpec;
 use fntrace_format::coroutine::{self, PollEnd};
 
@@ -51,7 +52,6 @@ pub(crate) fn capacity() -> usize {
 }
 
 /// What is known of one async function's futures.
-#[derive(Default)]
 pub(crate) struct FunctionFutures {
     /// Futures taking at least this long (ns) go to the slow queue
     /// (`u64::MAX`: none).
@@ -61,28 +61,15 @@ pub(crate) struct FunctionFutures {
     latency_ns: AtomicU64,
     busy_ns: AtomicU64,
     panicked: AtomicU64,
-}
-
-/// Counts of one async function's futures; see [`Functions::stats`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct FunctionStats {
-    /// Futures that returned Ready.
-    pub completed: u64,
-    /// Their polls.
-    pub polls: u64,
-    /// Their latency (first poll to Ready), summed (ns).
-    pub latency_ns: u64,
-    /// Their time in polls, summed (ns).
-    pub busy_ns: u64,
-    /// Futures that panicked.
-    pub panicked: u64,
+    /// Latencies by `future_bucket` (a power of two of ns each).
+    buckets: [AtomicU64; FUTURE_BUCKETS],
 }
 
 /// The async functions of an argument table: those whose values record
 /// states ([`coroutine::records_states`]), by entry address.
 pub(crate) struct Functions {
-    addresses: Vec<usize>,
-    per: Box<[FunctionFutures]>,
+    /// By entry address, sorted.
+    per: Box<[(usize, FunctionFutures)]>,
 }
 
 impl Functions {
@@ -101,22 +88,36 @@ impl Functions {
             TABLE.get_or_init(|| FutureTable::new(TABLE_SLOTS));
         }
         let per = addresses
-            .iter()
-            .map(|_| FunctionFutures {
-                threshold_ns: AtomicU64::new(u64::MAX),
-                ..FunctionFutures::default()
+            .into_iter()
+            .map(|function| {
+                let zero = || AtomicU64::new(0);
+                let futures = FunctionFutures {
+                    threshold_ns: AtomicU64::new(u64::MAX),
+                    completed: zero(),
+                    polls: zero(),
+                    latency_ns: zero(),
+                    busy_ns: zero(),
+                    panicked: zero(),
+                    buckets: std::array::from_fn(|_| zero()),
+                };
+                (function, futures)
             })
             .collect();
-        Functions { addresses, per }
+        Functions { per }
     }
 
-    /// The async functions' entry addresses, sorted.
-    pub(crate) fn addresses(&self) -> &[usize] {
-        &self.addresses
+    /// The async functions' entry addresses, in order.
+    pub(crate) fn addresses(&self) -> impl Iterator<Item = usize> + '_ {
+        self.per.iter().map(|(function, _)| *function)
+    }
+
+    /// Whether `function` is one of them.
+    pub(crate) fn contains(&self, function: usize) -> bool {
+        self.index_of(function).is_some()
     }
 
     fn index_of(&self, function: usize) -> Option<usize> {
-        self.addresses.binary_search(&function).ok()
+        self.per.binary_search_by_key(&function, |(f, _)| *f).ok()
     }
 
     /// From now on, futures of `function` lasting at least `threshold_ns`
@@ -124,22 +125,31 @@ impl Functions {
     pub(crate) fn set_threshold(&self, function: usize, threshold_ns: u64) {
         if let Some(i) = self.index_of(function) {
             self.per[i]
+                .1
                 .threshold_ns
                 .store(threshold_ns, Ordering::Relaxed);
         }
     }
 
-    /// What the futures of `function` did so far.
-    pub(crate) fn stats(&self, function: usize) -> Option<FunctionStats> {
-        let per = &self.per[self.index_of(function)?];
+    /// The futures each async function completed so far, as `/metrics`
+    /// shows them, each named by `name` (the function's address to its
+    /// demangled name); functions with none are left out.
+    pub(crate) fn rows(&self, name: impl Fn(usize) -> Option<String>) -> Vec<FutureRow> {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        Some(FunctionStats {
-            completed: get(&per.completed),
-            polls: get(&per.polls),
-            latency_ns: get(&per.latency_ns),
-            busy_ns: get(&per.busy_ns),
-            panicked: get(&per.panicked),
-        })
+        self.per
+            .iter()
+            .filter(|(_, per)| get(&per.completed) > 0)
+            .filter_map(|(function, per)| {
+                Some(FutureRow {
+                    function: name(*function)?,
+                    completed: get(&per.completed),
+                    polls: get(&per.polls),
+                    latency_ns: get(&per.latency_ns),
+                    busy_ns: get(&per.busy_ns),
+                    buckets: std::array::from_fn(|i| get(&per.buckets[i])),
+                })
+            })
+            .collect()
     }
 
     /// A poll of `function` began (its values recorded as `data` after the
@@ -194,7 +204,7 @@ impl Functions {
         let Linked::Ended(ended) = table.poll(&poll) else {
             return;
         };
-        let per = &self.per[index];
+        let per = &self.per[index].1;
         let latency_ns =
             ticks_to_ns(ended.end_ticks).saturating_sub(ticks_to_ns(ended.first_ticks));
         if ended.end == PollEnd::Panicked {
@@ -207,6 +217,7 @@ impl Functions {
         per.polls.fetch_add(ended.polls, Ordering::Relaxed);
         per.latency_ns.fetch_add(latency_ns, Ordering::Relaxed);
         per.busy_ns.fetch_add(busy_ns, Ordering::Relaxed);
+        per.buckets[future_bucket(latency_ns)].fetch_add(1, Ordering::Relaxed);
         if latency_ns >= per.threshold_ns.load(Ordering::Relaxed) {
             push_slow(SlowFuture {
                 function,

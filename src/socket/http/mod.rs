@@ -614,7 +614,7 @@ pub(crate) fn answer(head: &[u8], options: &MetricsOptions) -> Answer {
         (body, PROTOBUF_CONTENT_TYPE)
     } else {
         let body = exposition(&PROFILE_TRACER.snapshot(), &what);
-        (body.into_bytes(), content_type)
+        (with_futures(body, format).into_bytes(), content_type)
     };
     if accepts_gzip(&headers) {
         let body = fntrace_format::export::gzip(&body);
@@ -741,3 +741,17 @@ pub(crate) use exported::{options_from_env, set_metrics_filter};
 
 #[cfg(test)]
 mod tests;
+
+/// `body` with the runtime future linker's families, if the process
+/// records async functions' polls (`fntrace record --async`).
+fn with_futures(body: String, format: TextFormat) -> String {
+    let Some(table) = crate::builtin::graph::args::table() else {
+        return body;
+    };
+    if table.futures.addresses().next().is_none() {
+        return body;
+    }
+    let rows = table.futures.rows(crate::control::function_name);
+    let untracked = crate::builtin::futures::untracked();
+    fntrace_format::analysis::with_future_metrics(body, &rows, untracked, format)
+}

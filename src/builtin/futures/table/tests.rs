@@ -111,10 +111,11 @@ fn stress(slots: usize, live: usize) -> (u64, u64, u64) {
     const FUTURES: u64 = 40_000;
     const POLLS: u64 = 5;
     let table = Arc::new(FutureTable::new(slots));
-    // (address, function, polls done, first tid, the threads so far)
+    // (address, function, polls done, the threads so far)
     type Queued = (u64, u16, u64, Vec<u32>);
-    let queue: Arc<Mutex<(VecDeque<Queued>, u64, Vec<u64>)>> =
-        Arc::new(Mutex::new((VecDeque::new(), 0, Vec::new())));
+    // The futures pending, how many were started, the free addresses.
+    type Queue = (VecDeque<Queued>, u64, Vec<u64>);
+    let queue: Arc<Mutex<Queue>> = Arc::new(Mutex::new((VecDeque::new(), 0, Vec::new())));
     {
         let mut q = queue.lock().unwrap();
         // Free addresses, reused.

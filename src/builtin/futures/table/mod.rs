@@ -129,11 +129,13 @@ impl FutureTable {
     }
 
     /// Futures dropped while pending, seen so far.
+    #[cfg(test)]
     pub(crate) fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
     }
 
     /// Futures tracked now (pending, or in a poll).
+    #[cfg(test)]
     pub(crate) fn live(&self) -> usize {
         self.slots
             .iter()
