@@ -12,7 +12,8 @@
 //!
 //! `ASYNC_ANCHOR_SLOW=ID:MS` makes request ID (the requests are numbered
 //! from 0) sleep MS milliseconds at each step instead of SLEEP_MS: the
-//! same polls, a longer wait between them.
+//! same polls, a longer wait between them. `ASYNC_ANCHOR_LINGER_MS=N`
+//! keeps the process N ms after its last line.
 
 use std::time::{Duration, Instant};
 
@@ -104,4 +105,10 @@ fn main() {
         println!("latency_ns {l}");
     }
     println!("requests {}", latencies.len());
+    // ASYNC_ANCHOR_LINGER_MS=N: the process stays N ms after its answers
+    // (for a scrape of its metrics).
+    if let Ok(ms) = std::env::var("ASYNC_ANCHOR_LINGER_MS") {
+        let ms = ms.parse().expect("ASYNC_ANCHOR_LINGER_MS=N");
+        std::thread::sleep(Duration::from_millis(ms));
+    }
 }

@@ -1,0 +1,163 @@
+//! The runtime future linker's live rows in `/metrics`, against the
+//! anchor (`examples/async-anchor`) recorded with `fntrace record
+//! --async`: once the anchor has answered every request (and lingers,
+//! `ASYNC_ANCHOR_LINGER_MS`), its scrape counts exactly the futures it
+//! completed (REQUESTS of `serve`, one per client), their latency
+//! histogram puts the one slow request (`ASYNC_ANCHOR_SLOW`) alone above
+//! 268 ms, and the latency summed is the offline linker's, to the
+//! nanosecond, over the recording of the same run.
+
+mod common;
+mod profile_program;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use common::TempDir;
+use fntrace_tools::analysis::{self, FutureEnd};
+use fntrace_tools::export::UftraceReader;
+use fntrace_tools::EventSource;
+
+const CLI: &str = env!("CARGO_BIN_EXE_fntrace");
+
+/// The instrumented release build of the anchor (built once per run).
+fn anchor() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let envs = [("CARGO_PROFILE_RELEASE_DEBUG", "2")];
+        common::instrumented_release("async-anchor", &envs).join("async-anchor")
+    })
+}
+
+/// `GET /metrics` on `127.0.0.1:port`: the body.
+fn scrape(port: u16) -> String {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    write!(stream, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+    let mut bytes = Vec::new();
+    stream.read_to_end(&mut bytes).unwrap();
+    let text = String::from_utf8(bytes).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").expect("a head");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    body.to_string()
+}
+
+/// The value of the sample `name` (labels included) in `text`.
+fn sample(text: &str, name: &str) -> String {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {name} in:\n{text}"))
+        .to_string()
+}
+
+/// Seconds as the exposition writes them (`0.060000228`) in ns.
+fn ns(seconds: &str) -> u64 {
+    let (whole, fraction) = seconds.split_once('.').unwrap_or((seconds, "0"));
+    let fraction = format!("{fraction:0<9}");
+    whole.parse::<u64>().unwrap() * 1_000_000_000 + fraction.parse::<u64>().unwrap()
+}
+
+#[test]
+fn metrics_count_the_futures_the_anchor_completed() {
+    const REQUESTS: u64 = 24;
+    const SLOTS: u64 = 4;
+    const STEPS: u64 = 3;
+    let dir = TempDir::new("async-metrics");
+    let data = dir.0.join("data");
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = Command::new(CLI)
+        .arg("record")
+        .arg("--lib")
+        .arg(profile_program::library())
+        .args(["--async", "-o"])
+        .arg(&data)
+        .arg("--")
+        .arg(anchor())
+        .args([
+            "2",
+            &REQUESTS.to_string(),
+            &SLOTS.to_string(),
+            &STEPS.to_string(),
+            "10",
+        ])
+        .env("FNTRACE_METRICS", format!("127.0.0.1:{port}"))
+        .env("ASYNC_ANCHOR_SLOW", "5:150")
+        .env("ASYNC_ANCHOR_LINGER_MS", "5000")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("running fntrace record");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let start = Instant::now();
+    loop {
+        let line = lines.next().expect("the anchor's answers").unwrap();
+        if line == format!("requests {REQUESTS}") {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "no answers");
+    }
+    // Every future completed before the line was printed.
+    let text = scrape(port);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "fntrace record: {status:?}");
+
+    let serve = "{function=\"async_anchor::serve::{closure#0}\"";
+    let latency = "fntrace_future_latency_seconds";
+    let count = |name: &str| sample(&text, &format!("{name}_count{serve}}}"));
+    assert_eq!(count(latency), REQUESTS.to_string(), "{text}");
+    assert_eq!(count("fntrace_future_busy_seconds"), REQUESTS.to_string());
+    let bucket = |le: &str| sample(&text, &format!("{latency}_bucket{serve},le=\"{le}\"}}"));
+    assert_eq!(bucket("+Inf"), REQUESTS.to_string());
+    // The slow request sleeps 3 × 150 ms, the others 3 × 10 ms: none
+    // below 2^24 ns (16.8 ms), one above 2^28 (268 ms).
+    assert_eq!(bucket("0.268435456"), (REQUESTS - 1).to_string());
+    assert_eq!(bucket("0.016777216"), "0");
+    let clients = "{function=\"async_anchor::client::{closure#0}\"";
+    assert_eq!(
+        sample(&text, &format!("{latency}_count{clients}}}")),
+        SLOTS.to_string()
+    );
+    assert_eq!(sample(&text, "fntrace_futures_untracked_total"), "0");
+
+    // The same futures, linked offline from the recording.
+    let reader = UftraceReader::open(&data).expect("reading the recording");
+    let linked = analysis::futures_of(&reader, reader.arg_specs())
+        .unwrap()
+        .expect("recorded with --async");
+    let ready: Vec<_> = linked
+        .futures
+        .iter()
+        .filter(|f| {
+            f.end == FutureEnd::Ready
+                && reader.name_of(f.function) == "async_anchor::serve::{closure#0}"
+        })
+        .collect();
+    assert_eq!(ready.len() as u64, REQUESTS);
+    assert!(ready.iter().all(|f| f.polls == STEPS + 1));
+    let offline: u64 = ready.iter().map(|f| f.end_ns - f.start_ns).sum();
+    let live = ns(&sample(&text, &format!("{latency}_sum{serve}}}")));
+    assert_eq!(
+        live, offline,
+        "latency summed: live {live} ns, offline {offline} ns"
+    );
+    let busy_offline: u64 = ready.iter().map(|f| f.busy_ns).sum();
+    let busy_live = ns(&sample(
+        &text,
+        &format!("fntrace_future_busy_seconds_sum{serve}}}"),
+    ));
+    // Converted per poll offline, per future live: a few ns each apart.
+    let polls = REQUESTS * (STEPS + 1);
+    assert!(
+        busy_live.abs_diff(busy_offline) <= polls * 2,
+        "busy: live {busy_live} ns, offline {busy_offline} ns"
+    );
+}
