@@ -7,7 +7,8 @@
 //! writes exactly one snapshot, for that request's future: its
 //! `trigger.txt` names the future (address, latency, busy, polls), and
 //! the snapshot, linked offline, holds that future whole, first poll to
-//! Ready, on whichever worker threads it ran.
+//! Ready, on whichever worker threads it ran; with `@trigger-thread`,
+//! on those threads only.
 
 mod common;
 mod profile_program;
@@ -88,15 +89,15 @@ fn slow_future_line(text: &str) -> (u64, f64, f64, u64, u64, bool) {
     )
 }
 
-#[test]
-fn a_slow_future_fires_one_snapshot_holding_its_polls() {
-    const STEPS: u64 = 3;
-    const SLOW_ID: u64 = 13;
-    let dir = TempDir::new("async-flight");
+const STEPS: u64 = 3;
+
+/// Runs the anchor under `fntrace record --async --flight 64M` with
+/// `trigger`: 24 requests, 4 at a time, on 2 workers, 3 sleeps of 10 ms
+/// each (about 30 ms a request, far below 200 ms even beside a CPU hog),
+/// request 13's of 150 ms (450 ms). Returns the one snapshot's directory
+/// (in `dir`) and fntrace record's stderr.
+fn run(dir: &TempDir, trigger: &str) -> (PathBuf, String) {
     let out = dir.0.join("snaps");
-    // 24 requests, 4 at a time, on 2 workers: 3 sleeps of 10 ms each
-    // (about 30 ms a request, far below 200 ms even beside a CPU hog),
-    // request 13's of 150 ms (450 ms).
     let output = Command::new(CLI)
         .arg("record")
         .arg("--lib")
@@ -106,11 +107,11 @@ fn a_slow_future_fires_one_snapshot_holding_its_polls() {
         .arg("--")
         .arg(anchor())
         .args(["2", "24", "4", &STEPS.to_string(), "10"])
-        .env("FNTRACE_FLIGHT_TRIGGER", "async_anchor::serve>200ms")
-        .env("ASYNC_ANCHOR_SLOW", format!("{SLOW_ID}:150"))
+        .env("FNTRACE_FLIGHT_TRIGGER", trigger)
+        .env("ASYNC_ANCHOR_SLOW", "13:150")
         .output()
         .expect("running fntrace record");
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(output.status.success(), "fntrace record failed:\n{stderr}");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("requests 24"), "{stdout}");
@@ -131,6 +132,14 @@ fn a_slow_future_fires_one_snapshot_holding_its_polls() {
         name.ends_with("-async_anchor__serve___closure_0_"),
         "named by the function: {name}"
     );
+    (snapshot.clone(), stderr)
+}
+
+#[test]
+fn a_slow_future_fires_one_snapshot_holding_its_polls() {
+    let dir = TempDir::new("async-flight");
+    let (snapshot, stderr) = run(&dir, "async_anchor::serve>200ms");
+    let snapshot = &snapshot;
     let text = std::fs::read_to_string(snapshot.join("trigger.txt")).unwrap();
     let (address, latency, busy, polls, first_ns, covered) = slow_future_line(&text);
     assert_eq!(polls, STEPS + 1, "{text}");
@@ -174,4 +183,47 @@ fn a_slow_future_fires_one_snapshot_holding_its_polls() {
         stderr.contains("1 trigger snapshot(s)"),
         "the run's summary:\n{stderr}"
     );
+}
+
+/// With `@trigger-thread`, the snapshot holds the threads the future's
+/// polls ran on, and only those.
+#[test]
+fn a_slow_future_at_its_threads_only() {
+    let dir = TempDir::new("async-flight-threads");
+    let (snapshot, _) = run(&dir, "async_anchor::serve>200ms@trigger-thread");
+    let text = std::fs::read_to_string(snapshot.join("trigger.txt")).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("  slow future {SERVE} at ")))
+        .unwrap_or_else(|| panic!("no slow future line in:\n{text}"));
+    let listed = line
+        .split_once(", threads ")
+        .and_then(|(_, rest)| rest.split_once(", first poll "))
+        .expect("the threads")
+        .0;
+    let mut named: Vec<u32> = listed.split(", ").map(|t| t.parse().unwrap()).collect();
+    named.sort_unstable();
+    let reader = UftraceReader::open(&snapshot).expect("reading the snapshot");
+    let mut kept: Vec<u32> = reader.threads().iter().map(|t| t.tid).collect();
+    kept.sort_unstable();
+    assert_eq!(kept, named, "{text}");
+    let only: Vec<String> = named.iter().map(u32::to_string).collect();
+    assert!(
+        text.contains(&format!("threads: only {},", only.join(", "))),
+        "{text}"
+    );
+    let linked = analysis::futures_of(&reader, reader.arg_specs())
+        .unwrap()
+        .expect("the snapshot has the polls' values");
+    // The slow serve future, whole (the clients' futures last the run).
+    let slow: Vec<_> = linked
+        .futures
+        .iter()
+        .filter(|f| reader.name_of(f.function) == SERVE)
+        .filter(|f| f.end == FutureEnd::Ready && f.end_ns - f.start_ns >= 200_000_000)
+        .collect();
+    let [future] = &slow[..] else {
+        panic!("one slow serve future, not {slow:?}:\n{text}");
+    };
+    assert_eq!(future.polls, STEPS + 1, "{text}");
 }
