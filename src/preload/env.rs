@@ -128,6 +128,8 @@ struct Settings {
     memory_bytes: Option<usize>,
     /// `FNTRACE_ARGS` and `FNTRACE_RETVAL` (empty if unset).
     arg_specs: (String, String),
+    /// `FNTRACE_FUTURES_SLOTS`, if set.
+    futures_slots: Option<usize>,
 }
 
 /// What `FNTRACE_FLIGHT` and the variables after it ask for.
@@ -325,6 +327,12 @@ fn settings() -> Result<Option<Settings>, String> {
         Some(v) => vars::parse_triggers(&v).map_err(|e| named("FNTRACE_FLIGHT_TRIGGER", &v, e))?,
         None => Vec::new(),
     };
+    let futures_slots = match var("FNTRACE_FUTURES_SLOTS")? {
+        Some(v) => {
+            Some(vars::parse_futures_slots(&v).map_err(|e| named("FNTRACE_FUTURES_SLOTS", &v, e))?)
+        }
+        None => None,
+    };
     let rate = match var("FNTRACE_FLIGHT_RATE")? {
         Some(v) => Some(vars::parse_rate(&v).map_err(|e| named("FNTRACE_FLIGHT_RATE", &v, e))?),
         None => None,
@@ -387,6 +395,7 @@ fn settings() -> Result<Option<Settings>, String> {
     );
     Ok(Some(Settings {
         arg_specs,
+        futures_slots,
         tracers,
         filter,
         patch,
@@ -430,6 +439,9 @@ fn apply(settings: Settings, controlled: bool) -> Result<(), String> {
         }
         if let Some(scope) = settings.libcall {
             said = trace_library_calls(scope, settings.libcall_by_default)?;
+        }
+        if let Some(slots) = settings.futures_slots {
+            crate::builtin::futures::set_slots(slots);
         }
         let (arguments, retval) = &settings.arg_specs;
         if !arguments.is_empty() || !retval.is_empty() {

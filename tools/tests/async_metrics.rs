@@ -5,7 +5,10 @@
 //! completed (REQUESTS of `serve`, one per client), their latency
 //! histogram puts the one slow request (`ASYNC_ANCHOR_SLOW`) alone above
 //! 268 ms, and the latency summed is the offline linker's, to the
-//! nanosecond, over the recording of the same run.
+//! nanosecond, over the recording of the same run. With a table too
+//! small for the futures pending at once (`FNTRACE_FUTURES_SLOTS`), the
+//! futures it could not follow are counted: tracked plus untracked is
+//! every future, exactly, and `fntrace record` says how many.
 
 mod common;
 mod profile_program;
@@ -160,4 +163,79 @@ fn metrics_count_the_futures_the_anchor_completed() {
         busy_live.abs_diff(busy_offline) <= polls * 2,
         "busy: live {busy_live} ns, offline {busy_offline} ns"
     );
+}
+
+/// Samples `name` of `text`, 0 if absent.
+fn count_or_zero(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .map_or(0, |v| v.parse().unwrap())
+}
+
+#[test]
+fn futures_beyond_the_table_are_counted_untracked() {
+    // 128 clients each with 2 requests in turn: 128 client futures and up
+    // to 128 serve futures pending at once, in 64 slots.
+    const REQUESTS: u64 = 256;
+    const SLOTS: u64 = 128;
+    let dir = TempDir::new("async-untracked");
+    let data = dir.0.join("data");
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = Command::new(CLI)
+        .arg("record")
+        .arg("--lib")
+        .arg(profile_program::library())
+        .args(["--async", "-o"])
+        .arg(&data)
+        .arg("--")
+        .arg(anchor())
+        .args(["2", &REQUESTS.to_string(), &SLOTS.to_string(), "2", "10"])
+        .env("FNTRACE_METRICS", format!("127.0.0.1:{port}"))
+        .env("FNTRACE_FUTURES_SLOTS", "64")
+        .env("ASYNC_ANCHOR_LINGER_MS", "5000")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running fntrace record");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    loop {
+        let line = lines.next().expect("the anchor's answers").unwrap();
+        if line == format!("requests {REQUESTS}") {
+            break;
+        }
+    }
+    let text = scrape(port);
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "fntrace record:\n{stderr}");
+    let completed = |function: &str| {
+        count_or_zero(
+            &text,
+            &format!("fntrace_future_latency_seconds_count{{function=\"{function}\"}}"),
+        )
+    };
+    let tracked = completed("async_anchor::serve::{closure#0}")
+        + completed("async_anchor::client::{closure#0}");
+    let untracked = count_or_zero(&text, "fntrace_futures_untracked_total");
+    assert!(untracked > 0, "64 slots for up to 256 futures:\n{text}");
+    assert_eq!(tracked + untracked, REQUESTS + SLOTS, "{text}");
+    assert!(
+        stderr.contains(&format!("{untracked} futures UNTRACKED")),
+        "{stderr}"
+    );
+    // The recording has every future's polls all the same.
+    let reader = UftraceReader::open(&data).expect("reading the recording");
+    let linked = analysis::futures_of(&reader, reader.arg_specs())
+        .unwrap()
+        .expect("recorded with --async");
+    let ready = linked
+        .futures
+        .iter()
+        .filter(|f| f.end == FutureEnd::Ready)
+        .count() as u64;
+    assert_eq!(ready, REQUESTS + SLOTS);
 }

@@ -18,7 +18,7 @@
 pub(crate) mod table;
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use fntrace_format::analysis::{future_bucket, FutureRow, FUTURE_BUCKETS};
@@ -34,6 +34,15 @@ use table::{FutureTable, Linked, Poll, MAX_FUNCTIONS, TIDS};
 pub(crate) const TABLE_SLOTS: usize = 16_384;
 
 static TABLE: OnceLock<FutureTable> = OnceLock::new();
+
+/// The slots the table is made with ([`TABLE_SLOTS`] unless set).
+static SLOTS: AtomicUsize = AtomicUsize::new(TABLE_SLOTS);
+
+/// Makes the table, when it is made, of `slots` (`FNTRACE_FUTURES_SLOTS`;
+/// rounded up to a power of two). No effect once it is made.
+pub(crate) fn set_slots(slots: usize) {
+    SLOTS.store(slots, Ordering::Relaxed);
+}
 
 /// The process's table, made on the control path when async functions'
 /// values are first set ([`Functions::new`]).
@@ -85,7 +94,7 @@ impl Functions {
         addresses.dedup();
         addresses.truncate(MAX_FUNCTIONS);
         if !addresses.is_empty() {
-            TABLE.get_or_init(|| FutureTable::new(TABLE_SLOTS));
+            TABLE.get_or_init(|| FutureTable::new(SLOTS.load(Ordering::Relaxed)));
         }
         let per = addresses
             .into_iter()

@@ -119,6 +119,14 @@ pub(super) fn summarize(dir: &Path, mode: &str) -> bool {
              what they held after it is lost, and cannot be counted"
         );
     }
+    let untracked = sum("futures_untracked");
+    if untracked > 0 {
+        eprintln!(
+            "fntrace record: {untracked} futures UNTRACKED by the runtime future linker (first \
+             polled while its table was full): not in /metrics nor seen by flight triggers; \
+             the recording has their polls"
+        );
+    }
     if values_lost > 0 {
         eprintln!(
             "fntrace record: {values_lost} events of -A/-R functions were written WITHOUT their \
