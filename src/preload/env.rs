@@ -43,6 +43,8 @@
 //!   directory of its own under `FNTRACE_OUTPUT`, named by time and
 //!   function, and nothing is written at exit;
 //! - `FNTRACE_FLIGHT_RATE=N`: at most N trigger snapshots a minute (6);
+//! - `FNTRACE_FUTURES_SLOTS=N`: the runtime future linker's table (16384
+//!   futures pending at once, with `fntrace record --async`'s values);
 //! - `FNTRACE_APPEND=1`: add this process to the recording already in
 //!   `FNTRACE_OUTPUT` as a new session (a program exec'd or spawned by a
 //!   recorded one) instead of requiring an empty directory. A process that
