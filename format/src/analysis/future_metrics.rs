@@ -11,13 +11,32 @@ use std::fmt::{self, Write};
 use super::exposition::TextFormat;
 use super::openmetrics::{canonical_seconds, escape, header, seconds, DURATION_BUCKETS_NS};
 
-/// Buckets of [`FutureRow::buckets`]: bucket 0 holds latencies of 0 ns,
-/// bucket `i` those in `[2^(i-1), 2^i)` ns.
-pub const FUTURE_BUCKETS: usize = 65;
+/// Buckets per power of two of [`FutureRow::buckets`]: a quantile is
+/// within 1/16 (6.25 %) of the latency it stands for.
+const SUB: usize = 8;
+
+/// Buckets of [`FutureRow::buckets`]: one per ns below 8, then 8 for each
+/// power of two from 2^3 to 2^63 (log-linear).
+pub const FUTURE_BUCKETS: usize = (64 - 2) * SUB;
 
 /// The bucket of [`FutureRow::buckets`] a latency of `ns` goes in.
 pub fn future_bucket(ns: u64) -> usize {
-    (64 - ns.leading_zeros()) as usize
+    if ns < SUB as u64 {
+        return ns as usize;
+    }
+    let exponent = 63 - ns.leading_zeros() as usize;
+    let sub = (ns >> (exponent - 3)) as usize & (SUB - 1);
+    (exponent - 2) * SUB + sub
+}
+
+/// The lowest latency of bucket `index`, and its width.
+fn bucket_bounds(index: usize) -> (u64, u64) {
+    if index < SUB {
+        return (index as u64, 1);
+    }
+    let exponent = index / SUB + 2;
+    let width = 1u64 << (exponent - 3);
+    ((1u64 << exponent) + (index % SUB) as u64 * width, width)
 }
 
 /// One async function's completed futures.
@@ -35,6 +54,27 @@ pub struct FutureRow {
     pub busy_ns: u64,
     /// Their latencies by [`future_bucket`].
     pub buckets: [u64; FUTURE_BUCKETS],
+}
+
+impl FutureRow {
+    /// The latency at quantile `q` (0 to 1, nearest rank) as its bucket's
+    /// middle; 0 with no future.
+    pub fn quantile(&self, q: f64) -> u64 {
+        let total: u64 = self.buckets.iter().sum();
+        if total == 0 {
+            return 0;
+        }
+        let rank = ((q * total as f64).ceil() as u64).clamp(1, total);
+        let mut seen = 0;
+        for (index, &n) in self.buckets.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                let (lowest, width) = bucket_bounds(index);
+                return lowest + (width - 1) / 2;
+            }
+        }
+        0
+    }
 }
 
 /// `text` (an exposition ending with `# EOF`) with the futures' families
@@ -73,8 +113,9 @@ pub fn write_future_metrics(
         let mut below = 0;
         let mut next = 0;
         for &bound in &DURATION_BUCKETS_NS {
-            // Bucket i holds values below 2^i: those below the bound.
-            while next < FUTURE_BUCKETS && (next == 0 || 1u64 << (next - 1) < bound) {
+            // A power of two starts a bucket: those before it hold exactly
+            // the latencies below it.
+            while next < future_bucket(bound) {
                 below += row.buckets[next];
                 next += 1;
             }
@@ -169,5 +210,33 @@ mod tests {
             text.starts_with("x 1\n") && text.ends_with("\n# EOF\n"),
             "{text}"
         );
+    }
+
+    /// Every latency's bucket holds it, and a quantile is within 1/16 of
+    /// the latency it stands for.
+    #[test]
+    fn buckets_hold_their_latencies() {
+        for ns in (0..5000).chain([1 << 20, (1 << 20) + 1, 30_000_000, u64::MAX]) {
+            let (lowest, width) = bucket_bounds(future_bucket(ns));
+            assert!(lowest <= ns && ns - lowest < width, "{ns}");
+            let middle = lowest + (width - 1) / 2;
+            assert!(middle.abs_diff(ns) as f64 <= ns as f64 / 16.0, "{ns}");
+        }
+        assert_eq!(future_bucket(u64::MAX), FUTURE_BUCKETS - 1);
+        let mut row = FutureRow {
+            function: String::new(),
+            completed: 0,
+            polls: 0,
+            latency_ns: 0,
+            busy_ns: 0,
+            buckets: [0; FUTURE_BUCKETS],
+        };
+        for ms in 1..=100u64 {
+            row.buckets[future_bucket(ms * 1_000_000)] += 1;
+        }
+        let p50 = row.quantile(0.5) as f64;
+        let p99 = row.quantile(0.99) as f64;
+        assert!((p50 - 50e6).abs() <= 50e6 / 16.0, "{p50}");
+        assert!((p99 - 99e6).abs() <= 99e6 / 16.0, "{p99}");
     }
 }

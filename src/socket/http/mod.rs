@@ -745,13 +745,9 @@ mod tests;
 /// `body` with the runtime future linker's families, if the process
 /// records async functions' polls (`fntrace record --async`).
 fn with_futures(body: String, format: TextFormat) -> String {
-    let Some(table) = crate::builtin::graph::args::table() else {
+    let Some(rows) = super::futures::rows() else {
         return body;
     };
-    if table.futures.addresses().next().is_none() {
-        return body;
-    }
-    let rows = table.futures.rows(crate::control::function_name);
     let untracked = crate::builtin::futures::untracked();
     fntrace_format::analysis::with_future_metrics(body, &rows, untracked, format)
 }
