@@ -30,7 +30,7 @@ pub(super) fn futures() -> Reply {
         );
     };
     // The most total latency first, as the report's rows.
-    rows.sort_by(|a, b| b.latency_ns.cmp(&a.latency_ns));
+    rows.sort_by_key(|row| std::cmp::Reverse(row.latency_ns));
     let mut table = format!(
         "{:>9} {:>7} {:>11} {:>11} {:>11} {:>11} {:>11}  async function\n",
         "futures", "polls", "total", "p50", "p99", "busy", "waiting"
