@@ -181,8 +181,9 @@ impl Drain {
     /// staging window) appended, and evicts what is over budget.
     fn after_drain(&mut self, shared: &FlightShared, slow: &[SlowTrigger], generation: u64) {
         self.drains += 1;
+        // Also when the last trigger went: no future is queued then.
+        self.futures.update(slow, generation);
         if !slow.is_empty() {
-            self.futures.update(slow, generation);
             self.find_slow_calls(slow, generation);
             let due = self.drains + 1;
             self.futures.find_slow(slow, &mut self.pending, due);

@@ -17,7 +17,6 @@
 
 pub(crate) mod table;
 
-use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
@@ -162,31 +161,31 @@ impl Functions {
     }
 
     /// A poll of `function` began (its values recorded as `data` after the
-    /// entry): keeps the future's address and state for its exit.
+    /// entry): a first poll starts its future.
     #[inline]
     pub(crate) fn entered(
         &self,
         function: usize,
-        depth: usize,
         entry_ticks: u64,
         values: &[ArgSpec],
         data: &[u8],
     ) {
-        if self.index_of(function).is_none() {
+        let (Some(index), Some(table)) = (self.index_of(function), table()) else {
             return;
-        }
+        };
         if let Some((address, state)) = coroutine::entry_values(values, data) {
-            keep(depth, entry_ticks, address, state);
+            table.entered(index as u16, address, state, entry_ticks);
         }
     }
 
-    /// A poll of `function` returned (its values recorded as `data` after
-    /// the exit): links it into its future.
+    /// A poll of `function` on the future at `address` (the argument its
+    /// entry kept) returned, its values recorded as `data` after the exit:
+    /// links it into its future.
     #[inline]
     pub(crate) fn exited(
         &self,
         function: usize,
-        depth: usize,
+        address: u64,
         ticks: (u64, u64),
         values: &[ArgSpec],
         data: &[u8],
@@ -195,22 +194,18 @@ impl Functions {
             return;
         };
         let (entry_ticks, exit_ticks) = ticks;
-        let Some((address, state_in)) = kept(depth, entry_ticks) else {
-            return;
-        };
         let Some(state_out) = coroutine::exit_state(values, data) else {
             return;
         };
         let poll = Poll {
             function: index as u16,
             address,
-            state_in,
             state_out,
             entry_ticks,
             exit_ticks,
             tid: current_tid(),
         };
-        let Linked::Ended(ended) = table.poll(&poll) else {
+        let Linked::Ended(ended) = table.exited(&poll) else {
             return;
         };
         let per = &self.per[index].1;
@@ -240,30 +235,6 @@ impl Functions {
             });
         }
     }
-}
-
-/// Polls deep that [`KEPT`] tells apart (as the arguments' own table).
-const KEPT_DEPTHS: usize = 64;
-
-thread_local! {
-    // Const-initialised Cells without Drop: a plain TLS block, no lazy
-    // registration, no allocation on the traced path.
-    static KEPT: [Cell<(u64, u64, u64)>; KEPT_DEPTHS] =
-        const { [const { Cell::new((0, 0, 0)) }; KEPT_DEPTHS] };
-}
-
-/// Keeps a poll's future and state for its exit, at its depth's place.
-fn keep(depth: usize, entry_ticks: u64, address: u64, state: u64) {
-    KEPT.with(|kept| kept[depth % KEPT_DEPTHS].set((entry_ticks, address, state)));
-}
-
-/// What [`keep`] kept for the poll at `depth` entered at `entry_ticks`,
-/// if another has not taken its place since.
-fn kept(depth: usize, entry_ticks: u64) -> Option<(u64, u64)> {
-    KEPT.with(|kept| {
-        let (ticks, address, state) = kept[depth % KEPT_DEPTHS].get();
-        (ticks == entry_ticks).then_some((address, state))
-    })
 }
 
 /// A future that took at least its function's threshold.

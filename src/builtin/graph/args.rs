@@ -174,17 +174,15 @@ pub(super) fn with_values(
     // An async function's poll: linked into its future once its event is
     // in the ring (a slow future's Ready exit is then drained before the
     // writer sees it queued).
+    // The future's address at the exit: the argument the entry kept.
+    let kept = exit_deref_arg(values).map_or(0, |arg| registers.int[usize::from(arg - 1)]);
     let mut link = |data: &[u8]| match retval {
-        false => {
-            table
-                .futures
-                .entered(function, call_key.depth, call_key.entry_ticks, values, data)
-        }
+        false => table
+            .futures
+            .entered(function, call_key.entry_ticks, values, data),
         true => {
             let ticks = (call_key.entry_ticks, event.ticks);
-            table
-                .futures
-                .exited(function, call_key.depth, ticks, values, data)
+            table.futures.exited(function, kept, ticks, values, data)
         }
     };
     // Buffers on the stack, cleared on every call: the small ones unless

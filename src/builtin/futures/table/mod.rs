@@ -32,16 +32,14 @@ const ADDRESS_BITS: u32 = 48;
 /// Async functions a table tells apart (the key's function bits).
 pub(crate) const MAX_FUNCTIONS: usize = (1 << 15) - 1;
 
-/// One poll, as its exit sees it.
+/// One poll, as its entry and exit see it.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Poll {
     /// The async function's index (below [`MAX_FUNCTIONS`]).
     pub function: u16,
     /// The future's address.
     pub address: u64,
-    /// Its state when the poll began, and when it returned.
-    pub state_in: u64,
-    /// See `state_in`.
+    /// Its state when the poll returned.
     pub state_out: u64,
     /// When the poll began and returned (ticks).
     pub entry_ticks: u64,
@@ -78,6 +76,7 @@ pub(crate) enum Linked {
     /// Its future ended.
     Ended(Ended),
     /// A first poll with no slot to be had: its future goes untracked.
+    #[cfg(test)]
     Untracked,
     /// A later poll of a future not in the table (untracked, or first
     /// polled before the linker ran).
@@ -144,39 +143,63 @@ impl FutureTable {
     }
 
     /// Links `poll` into its future, by the rule the offline linker
-    /// follows (`fntrace_format::coroutine`): a poll that began Unresumed
-    /// starts a future, one after which the state is Returned or Panicked
-    /// ends it. No lock, no allocation.
-    pub(crate) fn poll(&self, poll: &Poll) -> Linked {
-        let key = key_of(poll.function, poll.address);
-        let slot = if coroutine::first_poll(poll.state_in) {
-            let slot = match self.find(key) {
-                Some(slot) => {
-                    // Only this thread polls this future: no race on it.
-                    self.dropped.fetch_add(1, Ordering::Relaxed);
-                    slot
-                }
-                None => match self.claim(key) {
-                    Some(slot) => slot,
-                    None => {
-                        self.untracked.fetch_add(1, Ordering::Relaxed);
-                        return Linked::Untracked;
-                    }
-                },
-            };
-            slot.first_ticks.store(poll.entry_ticks, Ordering::Relaxed);
-            slot.busy_ticks.store(0, Ordering::Relaxed);
-            slot.polls.store(0, Ordering::Relaxed);
-            for tid in &slot.tids {
-                tid.store(0, Ordering::Relaxed);
+    /// follows (`fntrace_format::coroutine`): [`entered`](Self::entered)
+    /// then [`exited`](Self::exited), as the poll's entry and exit do,
+    /// for a poll that began in `state_in`.
+    #[cfg(test)]
+    pub(crate) fn poll(&self, poll: &Poll, state_in: u64) -> Linked {
+        if self.entered(poll.function, poll.address, state_in, poll.entry_ticks) == Some(false) {
+            return Linked::Untracked;
+        }
+        self.exited(poll)
+    }
+
+    /// A poll of `function` on the future at `address` began in
+    /// `state_in`: if that is Unresumed, it starts a future (a future left
+    /// pending at its address was dropped), in a slot claimed now:
+    /// `Some(whether it found one)`; `None` for a later poll. No lock, no
+    /// allocation.
+    pub(crate) fn entered(
+        &self,
+        function: u16,
+        address: u64,
+        state_in: u64,
+        entry_ticks: u64,
+    ) -> Option<bool> {
+        if !coroutine::first_poll(state_in) {
+            return None;
+        }
+        let key = key_of(function, address);
+        let slot = match self.find(key) {
+            Some(slot) => {
+                // Only this thread polls this future: no race on it.
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                slot
             }
-            slot.more_tids.store(0, Ordering::Relaxed);
-            slot
-        } else {
-            match self.find(key) {
+            None => match self.claim(key) {
                 Some(slot) => slot,
-                None => return Linked::Unknown,
-            }
+                None => {
+                    self.untracked.fetch_add(1, Ordering::Relaxed);
+                    return Some(false);
+                }
+            },
+        };
+        slot.first_ticks.store(entry_ticks, Ordering::Relaxed);
+        slot.busy_ticks.store(0, Ordering::Relaxed);
+        slot.polls.store(0, Ordering::Relaxed);
+        for tid in &slot.tids {
+            tid.store(0, Ordering::Relaxed);
+        }
+        slot.more_tids.store(0, Ordering::Relaxed);
+        Some(true)
+    }
+
+    /// A poll returned (its entry did what its state there said): adds
+    /// it to its future, which ends if the state is now Returned or
+    /// Panicked. No lock, no allocation.
+    pub(crate) fn exited(&self, poll: &Poll) -> Linked {
+        let Some(slot) = self.find(key_of(poll.function, poll.address)) else {
+            return Linked::Unknown;
         };
         let busy = poll.exit_ticks.saturating_sub(poll.entry_ticks);
         // Only the polling thread writes these: load and store, no RMW.

@@ -7,15 +7,29 @@ use std::sync::{Arc, Mutex};
 use super::*;
 use fntrace_format::coroutine::{PANICKED, RETURNED, UNRESUMED};
 
-fn poll(function: u16, address: u64, state_in: u64, state_out: u64, at: u64, tid: u32) -> Poll {
-    Poll {
+/// A poll that began in `state_in`, as `FutureTable::poll` takes it.
+fn poll(
+    function: u16,
+    address: u64,
+    state_in: u64,
+    state_out: u64,
+    at: u64,
+    tid: u32,
+) -> (Poll, u64) {
+    let poll = Poll {
         function,
         address,
-        state_in,
         state_out,
         entry_ticks: at,
         exit_ticks: at + 10,
         tid,
+    };
+    (poll, state_in)
+}
+
+impl FutureTable {
+    fn poll_of(&self, (poll, state_in): (Poll, u64)) -> Linked {
+        self.poll(&poll, state_in)
     }
 }
 
@@ -25,16 +39,16 @@ fn poll(function: u16, address: u64, state_in: u64, state_out: u64, at: u64, tid
 fn polls_link_as_offline() {
     let table = FutureTable::new(64);
     assert_eq!(
-        table.poll(&poll(0, 0xa0, UNRESUMED, 3, 100, 1)),
+        table.poll_of(poll(0, 0xa0, UNRESUMED, 3, 100, 1)),
         Linked::Pending
     );
-    assert_eq!(table.poll(&poll(0, 0xa0, 3, 4, 200, 2)), Linked::Pending);
+    assert_eq!(table.poll_of(poll(0, 0xa0, 3, 4, 200, 2)), Linked::Pending);
     // Another function's future at the same address is another future.
     assert_eq!(
-        table.poll(&poll(1, 0xa0, UNRESUMED, 3, 210, 1)),
+        table.poll_of(poll(1, 0xa0, UNRESUMED, 3, 210, 1)),
         Linked::Pending
     );
-    let Linked::Ended(a) = table.poll(&poll(0, 0xa0, 4, RETURNED, 300, 1)) else {
+    let Linked::Ended(a) = table.poll_of(poll(0, 0xa0, 4, RETURNED, 300, 1)) else {
         panic!("A ends at its Returned poll");
     };
     assert_eq!(
@@ -50,19 +64,19 @@ fn polls_link_as_offline() {
         }
     );
     // B left pending, a new future at its address: B was dropped.
-    table.poll(&poll(0, 0xb0, UNRESUMED, 3, 110, 1));
+    table.poll_of(poll(0, 0xb0, UNRESUMED, 3, 110, 1));
     assert_eq!(table.dropped(), 0);
-    let Linked::Ended(b) = table.poll(&poll(0, 0xb0, UNRESUMED, RETURNED, 400, 1)) else {
+    let Linked::Ended(b) = table.poll_of(poll(0, 0xb0, UNRESUMED, RETURNED, 400, 1)) else {
         panic!("the new future at B's address is Ready in one poll");
     };
     assert_eq!((b.first_ticks, b.polls), (400, 1));
     assert_eq!(table.dropped(), 1);
     // C first polled before: not known; D panicked.
     assert_eq!(
-        table.poll(&poll(0, 0xc0, 3, RETURNED, 120, 1)),
+        table.poll_of(poll(0, 0xc0, 3, RETURNED, 120, 1)),
         Linked::Unknown
     );
-    let Linked::Ended(d) = table.poll(&poll(0, 0xd0, UNRESUMED, PANICKED, 130, 1)) else {
+    let Linked::Ended(d) = table.poll_of(poll(0, 0xd0, UNRESUMED, PANICKED, 130, 1)) else {
         panic!("D ends");
     };
     assert_eq!(d.end, PollEnd::Panicked);
@@ -78,24 +92,24 @@ fn a_full_table_counts_untracked_futures() {
     let table = FutureTable::new(MAX_PROBE);
     assert_eq!(table.capacity(), MAX_PROBE);
     for i in 0..MAX_PROBE as u64 {
-        let linked = table.poll(&poll(0, 0x1000 + i * 64, UNRESUMED, 3, i, 1));
+        let linked = table.poll_of(poll(0, 0x1000 + i * 64, UNRESUMED, 3, i, 1));
         assert_eq!(linked, Linked::Pending, "future {i}");
     }
     assert_eq!(
-        table.poll(&poll(0, 0x9000, UNRESUMED, 3, 99, 1)),
+        table.poll_of(poll(0, 0x9000, UNRESUMED, 3, 99, 1)),
         Linked::Untracked
     );
     assert_eq!(
-        table.poll(&poll(0, 0x9000, 3, RETURNED, 120, 1)),
+        table.poll_of(poll(0, 0x9000, 3, RETURNED, 120, 1)),
         Linked::Unknown
     );
     assert_eq!(table.untracked(), 1);
     assert!(matches!(
-        table.poll(&poll(0, 0x1000, 3, RETURNED, 130, 1)),
+        table.poll_of(poll(0, 0x1000, 3, RETURNED, 130, 1)),
         Linked::Ended(_)
     ));
     assert_eq!(
-        table.poll(&poll(0, 0x9000, UNRESUMED, 3, 140, 1)),
+        table.poll_of(poll(0, 0x9000, UNRESUMED, 3, 140, 1)),
         Linked::Pending
     );
     assert_eq!(table.live(), MAX_PROBE);
@@ -161,15 +175,15 @@ fn stress(slots: usize, live: usize) -> (u64, u64, u64) {
                     let last = done + 1 == POLLS;
                     let state_out = if last { RETURNED } else { 3 + done };
                     clock += 100;
-                    let linked = table.poll(&Poll {
+                    let polled = Poll {
                         function,
                         address,
-                        state_in,
                         state_out,
                         entry_ticks: clock,
                         exit_ticks: clock + 7,
                         tid,
-                    });
+                    };
+                    let linked = table.poll(&polled, state_in);
                     if !tids.contains(&tid) {
                         tids.push(tid);
                     }
@@ -256,7 +270,7 @@ fn table_cost() {
         let step = (i / live) % 5;
         let state_in = if step == 0 { UNRESUMED } else { 2 + step };
         let state_out = if step == 4 { RETURNED } else { 3 + step };
-        std::hint::black_box(table.poll(&poll(0, address, state_in, state_out, i, 1)));
+        std::hint::black_box(table.poll_of(poll(0, address, state_in, state_out, i, 1)));
     }
     let ns = start.elapsed().as_nanos() as f64 / polls as f64;
     eprintln!("{ns:.1} ns a poll ({polls} polls, {live} futures pending)");
