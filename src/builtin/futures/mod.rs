@@ -1,8 +1,10 @@
 //! The runtime future linker: while the graph tracer records the polls of
 //! async functions with `fntrace record --async`'s values (the future's
 //! address and rustc's coroutine state at each poll's entry and exit; see
-//! `fntrace_format::coroutine`), each poll's exit links it into its future
-//! in a fixed table ([`table`]), by the rule the offline linker follows:
+//! `fntrace_format::coroutine`), a first poll's entry starts its future
+//! and each poll's exit (finding the future by the argument the entry
+//! kept) adds to it, in a fixed table ([`table`]), by the rule the offline
+//! linker follows:
 //! first-poll time, busy time and polls per future, and at the poll that
 //! leaves it Returned, its latency. A future of a function with a
 //! threshold ([`Functions::set_threshold`]) that took at least that long

@@ -1,7 +1,8 @@
 //! The runtime future linker's table: the futures being polled, found by
 //! (async function, future address) in a fixed number of slots allocated
-//! once, claimed and freed with compare-and-swap: a poll's exit finds its
-//! future without a lock or an allocation, whichever thread polls it.
+//! once, claimed and freed with compare-and-swap: a first poll's entry
+//! claims its future's slot, each poll's exit finds it, without a lock or
+//! an allocation, whichever thread polls it.
 //!
 //! Open addressing with linear probing, at most [`MAX_PROBE`] slots from
 //! a key's hash. A slot's key goes from empty to a future's, from a
