@@ -206,7 +206,7 @@ fn bad_specs_are_refused_before_the_program_runs() {
     for (args, said) in [
         (
             ["-A", "add@arg1/o"],
-            "-A `add@arg1/o`: `arg1/o`: unknown format `/o` (supported: d i u x s c f p e t)",
+            "-A `add@arg1/o`: `arg1/o`: unknown format `/o` (supported: d i u x s c f p e t S C)",
         ),
         (
             ["-A", "add@arg7"],

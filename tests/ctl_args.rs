@@ -94,7 +94,7 @@ fn values_set_live_are_recorded_by_the_next_recording() {
         (
             1,
             "fntrace: args handle_get@arg1/o: bad argument spec: `handle_get@arg1/o`: \
-             `arg1/o`: unknown format `/o` (supported: d i u x s c f p e t)\n"
+             `arg1/o`: unknown format `/o` (supported: d i u x s c f p e t S C)\n"
         )
     );
     ok(&["filter", "handle_get"]);

@@ -19,6 +19,16 @@ use common::native::{self, build_c, stderr_of, Scratch};
 const CHILDREN: u64 = 200;
 const CALLS_EACH: u64 = 1000;
 
+/// Runs of each repeated case: 3 by default (each run checks 201
+/// processes' calls exactly; the loss these cases guard against showed in
+/// every run), more with `FNTRACE_FORK_RUNS=N` when hunting a rare race.
+fn runs() -> usize {
+    std::env::var("FNTRACE_FORK_RUNS")
+        .ok()
+        .and_then(|runs| runs.parse().ok())
+        .unwrap_or(3)
+}
+
 /// Held by each test: one run of 200 children at a time (the suite runs
 /// on 2 loaded cores).
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -91,7 +101,7 @@ fn every_call_of_200_children_that_exit_is_kept() {
     let _alone = one_at_a_time();
     let scratch = Scratch::new("forked-children");
     let program = build_c(scratch.path(), "forker", "o2", &["-O2", "-pg"], &[]);
-    for run in 0..10 {
+    for run in 0..runs() {
         record_forker(&scratch, &program, "_exit", run);
     }
     for mode in ["exit", "exec", "return"] {
@@ -106,7 +116,7 @@ fn every_call_of_200_children_ended_by_sigterm_is_kept() {
     let _alone = one_at_a_time();
     let scratch = Scratch::new("forked-children-term");
     let program = build_c(scratch.path(), "forker", "o2", &["-O2", "-pg"], &[]);
-    for run in 0..10 {
+    for run in 0..runs() {
         record_forker(&scratch, &program, "term", run);
     }
 }
@@ -141,7 +151,7 @@ fn every_call_of_200_children_killed_after_their_last_drain_is_kept() {
     let scratch = Scratch::new("forked-children-kill");
     let program = build_c(scratch.path(), "forker", "o2", &["-O2", "-pg"], &[]);
     let processes = CHILDREN + 1;
-    for run in 0..10 {
+    for run in 0..runs() {
         let (dir, output) = run_forker(&scratch, &program, "kill", run);
         let stderr = stderr_of(&output);
         assert_eq!(output.status.code(), Some(3), "run {run}: {stderr}");

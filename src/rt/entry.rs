@@ -231,7 +231,7 @@ pub(super) fn report_gone(gone: &Gone, now: u64) {
 }
 
 #[inline]
-fn report_exit(frame: &Frame, depth: usize, now: u64, vanished: bool, returned: Option<[u64; 2]>) {
+fn report_exit(frame: &Frame, depth: usize, now: u64, vanished: bool, returned: Option<[u64; 3]>) {
     let wanted = frame.exit_tracers & tracer::enabled_mask();
     if wanted == 0 {
         return;
@@ -264,13 +264,14 @@ pub unsafe extern "C" fn fntrace_exit_entry(
     vectors: *const u64,
     rax: *const u64,
 ) -> usize {
-    // A frame whose function records its return value (its mark): rax and
-    // xmm0's low half as the function left them.
+    // A frame whose function records its return value (its mark): rax,
+    // xmm0's low half and rdx as the function left them.
     let returned = |marks: u64| {
         (marks & shadow::ARGS_MARK != 0).then(|| {
-            // SAFETY: the trampoline saved %rax at `rax` and xmm0 first in
-            // `vectors`; both live until it returns.
-            unsafe { [*rax, *vectors] }
+            // SAFETY: the trampoline saved %rax at `rax`, %rdx in the word
+            // below it (its next push, in both variants), and xmm0 first in
+            // `vectors`; all live until it returns.
+            unsafe { [*rax, *vectors, *rax.sub(1)] }
         })
     };
     // The fast path's reading, when it took one and the clock is the TSC.

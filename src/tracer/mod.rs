@@ -190,10 +190,10 @@ pub struct Return {
     pub(crate) exit_ticks: u64,
     pub(crate) vanished: bool,
     pub(crate) marks: u64,
-    /// rax and the low half of xmm0 as the function returned them, for a
-    /// function whose return value is recorded (else `None`, and for a
-    /// frame left without returning).
-    pub(crate) returned: Option<[u64; 2]>,
+    /// rax, the low half of xmm0 and rdx as the function returned them,
+    /// for a function whose return value is recorded (else `None`, and
+    /// for a frame left without returning).
+    pub(crate) returned: Option<[u64; 3]>,
 }
 
 impl Return {

@@ -9,19 +9,29 @@
 //! so that it is polled exactly STEPS + 1 times. The client (one task per
 //! slot in flight) times each request from its spawn to its answer and
 //! prints one `latency_ns N` line per request, then `requests N`.
+//! `ANCHOR_WORK=N` makes the work after each sleep N iterations (50,000
+//! unset). `ANCHOR_TASK_METRICS=FILE` also writes tokio-metrics' figures for the
+//! requests' tasks to FILE (`task_metrics`).
 //!
 //! `ASYNC_ANCHOR_SLOW=ID:MS` makes request ID (the requests are numbered
 //! from 0) sleep MS milliseconds at each step instead of SLEEP_MS: the
 //! same polls, a longer wait between them. `ASYNC_ANCHOR_LINGER_MS=N`
 //! keeps the process N ms after its last line.
 
+mod task_metrics;
+
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// CPU work after each sleep (about 10 µs here), kept from the optimiser.
+/// Iterations of `work`'s loop: `ANCHOR_WORK`, else 50,000 (set at start).
+static WORK: AtomicU64 = AtomicU64::new(50_000);
+
+/// CPU work after each sleep (about 10 µs here at 50,000 iterations), kept
+/// from the optimiser.
 #[inline(never)]
 fn work(seed: u64) -> u64 {
     let mut x = seed;
-    for i in 0..50_000u64 {
+    for i in 0..WORK.load(Ordering::Relaxed) {
         x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
     }
     std::hint::black_box(x)
@@ -60,7 +70,7 @@ async fn client(first: u64, count: u64, steps: u32, sleep: Duration) -> Vec<u64>
     let mut latencies = Vec::new();
     for id in first..first + count {
         let start = Instant::now();
-        let answer = tokio::spawn(serve(id, steps, sleep)).await;
+        let answer = task_metrics::spawn(serve(id, steps, sleep)).await;
         latencies.push(start.elapsed().as_nanos() as u64);
         std::hint::black_box(answer.ok());
     }
@@ -78,6 +88,12 @@ fn main() {
     let [threads, requests, in_flight, steps, sleep_ms] = args[..] else {
         panic!("usage: async-anchor THREADS REQUESTS IN_FLIGHT STEPS SLEEP_MS");
     };
+    if let Ok(iterations) = std::env::var("ANCHOR_WORK") {
+        WORK.store(
+            iterations.parse().expect("ANCHOR_WORK: a number"),
+            Ordering::Relaxed,
+        );
+    }
     let runtime = match threads {
         0 => tokio::runtime::Builder::new_current_thread(),
         n => {
@@ -105,6 +121,7 @@ fn main() {
         println!("latency_ns {l}");
     }
     println!("requests {}", latencies.len());
+    task_metrics::write();
     // ASYNC_ANCHOR_LINGER_MS=N: the process stays N ms after its answers
     // (for a scrape of its metrics).
     if let Ok(ms) = std::env::var("ASYNC_ANCHOR_LINGER_MS") {

@@ -18,7 +18,9 @@
 use std::fmt::Write as _;
 
 /// How a value is shown (uftrace's `/d`, `/i`, `/u`, `/x`, `/s`, `/c`,
-/// `/f`, `/p`, `/e:NAME`, `/tSIZE:NAME`).
+/// `/f`, `/p`, `/e:NAME`, `/tSIZE:NAME`, `/S`; fntrace's `/s:LEN`, `/C`,
+/// `/eiBITS:NAME`, `/euBITS:NAME#START+COUNT`, recorded as uftrace's `/s`
+/// and `/e:NAME` are: see [`uftrace_spelling`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ArgFormat {
     /// `/d` (the default): decimal, hexadecimal beyond ±100000.
@@ -49,6 +51,68 @@ pub enum ArgFormat {
     /// rax's 8 bytes, then zeros, as uftrace records it) and shown as
     /// `NAME{...}` (`{}` when empty), as uftrace shows it.
     Struct(TypeName),
+    /// `/s:LEN` (fntrace): the string a pointer (the value) and a length
+    /// give, not a C string: Rust's `&str` (`arg1/s:arg2`), returned
+    /// (`retval/s:rdx`), or a `String` read through its address
+    /// (`arg1[8]/s:[16]`). At most [`STR_MAX`] bytes are read; recorded
+    /// and shown as `/s`.
+    Text(TextLen),
+    /// `/S`: a libstdc++ `std::string` at the address the value holds (its
+    /// data pointer, then its length), recorded as `/s`, shown `"text"s` as
+    /// uftrace shows it.
+    StdString,
+    /// `/C` (fntrace): a Unicode scalar value in 32 bits (Rust's `char`),
+    /// recorded as its UTF-8 text (as `/s`), shown `"é"`.
+    Char32,
+    /// `/eiBITS:NAME`, `/euBITS:NAME[#START+COUNT]` (fntrace): a tag of
+    /// BITS bits (the spec's size), sign- or zero-extended, recorded as a
+    /// 64-bit `/e:NAME` value. With a niche (`#START+COUNT`, Rust's
+    /// `Option<&T>`: `#0+1`), a tag in START..START+COUNT (wrapping) is
+    /// recorded as its distance from START, any other as COUNT (the
+    /// variant that holds data), the numbers the enum's definition gives
+    /// the variants.
+    Tagged(TypeName, Tag),
+}
+
+/// Where the length of a [`ArgFormat::Text`] string is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TextLen {
+    /// `:argN`: in the N-th integer argument register (1-6).
+    Arg(u8),
+    /// `:rdx`: in rdx at the return (a pair returned in rax and rdx).
+    Rdx,
+    /// `:[OFFSET]`: at OFFSET bytes from the address the spec's
+    /// `argN[...]` reads through.
+    At(u32),
+}
+
+/// How a [`ArgFormat::Tagged`] tag becomes the value recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tag {
+    /// Sign-extended (`/ei…`), else zero-extended.
+    pub signed: bool,
+    /// The niche: the first tag value and how many follow.
+    pub niche: Option<(u64, u16)>,
+}
+
+impl ArgFormat {
+    /// Whether the value is recorded as a string (a 2-byte length and
+    /// its bytes).
+    pub fn is_text(self) -> bool {
+        matches!(
+            self,
+            ArgFormat::Str | ArgFormat::Text(_) | ArgFormat::StdString | ArgFormat::Char32
+        )
+    }
+
+    /// Whether uftrace has no such format: the `info` file spells it as
+    /// uftrace's format it is recorded as ([`uftrace_spelling`]).
+    pub fn is_extension(self) -> bool {
+        matches!(
+            self,
+            ArgFormat::Text(_) | ArgFormat::Char32 | ArgFormat::Tagged(..)
+        )
+    }
 }
 
 /// Where a value is read.
@@ -81,6 +145,30 @@ impl ArgSlot {
     /// its entry.
     pub fn at_exit(self) -> bool {
         matches!(self, ArgSlot::Retval | ArgSlot::Deref { at_exit: true, .. })
+    }
+}
+
+impl ArgSpec {
+    /// The slot uftrace's `info` names the value by: that of a fntrace
+    /// format read through memory is its argument's (`arg1[8]/s:[16]` is
+    /// `arg1/s`, read at the exit `retval/s`), every other its own. Specs
+    /// are merged by it, as uftrace merges what `info` lists.
+    pub fn uftrace_slot(&self) -> ArgSlot {
+        match self.slot {
+            ArgSlot::Deref { arg, at_exit, .. } if self.format.is_extension() => match at_exit {
+                true => ArgSlot::Retval,
+                false => ArgSlot::Int(arg),
+            },
+            slot => slot,
+        }
+    }
+
+    /// Bytes its data takes, but for a string (its length is recorded).
+    pub fn data_size(&self) -> usize {
+        match self.format {
+            ArgFormat::Tagged(..) => 8,
+            _ => usize::from(self.size),
+        }
     }
 }
 
@@ -126,7 +214,7 @@ pub const FOLLOWED_BY_DATA: u16 = 1 << 14;
 pub const DATA_DEPTH: u16 = u16::MAX;
 
 /// The formats fntrace records, as its refusals list them.
-const SUPPORTED: &str = "d i u x s c f p e t";
+const SUPPORTED: &str = "d i u x s c f p e t S C";
 
 /// Which values an option may name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -277,12 +365,8 @@ fn parse_value_at(text: &str, kind: SpecKind) -> Result<ArgSpec, String> {
                 'c' => ArgFormat::Char,
                 'f' => ArgFormat::Float,
                 'p' => ArgFormat::Pointer,
-                'S' => {
-                    return Err(format!(
-                        "`{text}`: format `/{c}` is not supported by fntrace yet \
-                         (supported: {SUPPORTED})"
-                    ))
-                }
+                'S' => ArgFormat::StdString,
+                'C' => ArgFormat::Char32,
                 _ => {
                     return Err(format!(
                         "`{text}`: unknown format `/{c}` (supported: {SUPPORTED})"
@@ -291,9 +375,17 @@ fn parse_value_at(text: &str, kind: SpecKind) -> Result<ArgSpec, String> {
             };
             size = match format {
                 ArgFormat::Char => 1,
+                ArgFormat::Char32 => 4,
                 _ => 8,
             };
-            chars.as_str()
+            let rest = chars.as_str();
+            if let (ArgFormat::Str, Some(len)) = (format, rest.strip_prefix(':')) {
+                return text::parse_text(text, slot, len);
+            }
+            if matches!(format, ArgFormat::StdString | ArgFormat::Char32) && !rest.is_empty() {
+                return Err(format!("`{text}`: `/{c}` takes no size"));
+            }
+            rest
         }
         None => return Err(format!("`{text}`: nothing after `/`")),
     };
@@ -320,7 +412,10 @@ fn parse_value_at(text: &str, kind: SpecKind) -> Result<ArgSpec, String> {
         }
     }
     if matches!(slot, ArgSlot::Deref { .. })
-        && matches!(format, ArgFormat::Str | ArgFormat::Char | ArgFormat::Float)
+        && matches!(
+            format,
+            ArgFormat::Str | ArgFormat::Char | ArgFormat::Float | ArgFormat::StdString
+        )
     {
         return Err(format!(
             "`{text}`: memory at an offset is read as an integer (d, i, u, x)"
@@ -329,6 +424,11 @@ fn parse_value_at(text: &str, kind: SpecKind) -> Result<ArgSpec, String> {
     // `argN/f` is uftrace's `fpargN`: read from the N-th vector register.
     let slot = match (slot, format) {
         (ArgSlot::Int(n), ArgFormat::Float) => ArgSlot::Fp(n),
+        (ArgSlot::Fp(_), ArgFormat::StdString | ArgFormat::Char32) => {
+            return Err(format!(
+                "`{text}`: a floating-point argument is not a string or a character"
+            ))
+        }
         _ => slot,
     };
     Ok(ArgSpec { slot, format, size })
@@ -344,7 +444,10 @@ pub fn values_for(specs: &[FunctionSpec], mut selects: impl FnMut(&str) -> bool)
             continue;
         }
         for value in &spec.values {
-            match values.iter_mut().find(|v| v.slot == value.slot) {
+            match values
+                .iter_mut()
+                .find(|v| v.uftrace_slot() == value.uftrace_slot())
+            {
                 Some(old) => *old = *value,
                 None => values.push(*value),
             }
@@ -359,10 +462,10 @@ pub fn values_for(specs: &[FunctionSpec], mut selects: impl FnMut(&str) -> bool)
 pub fn data_len(values: &[ArgSpec], retval: bool, data: &[u8]) -> Option<usize> {
     let mut at = 0;
     for value in values.iter().filter(|v| v.slot.at_exit() == retval) {
-        let size = if value.format == ArgFormat::Str {
+        let size = if value.format.is_text() {
             2 + usize::from(u16::from_le_bytes(data.get(at..at + 2)?.try_into().ok()?))
         } else {
-            usize::from(value.size)
+            value.data_size()
         };
         at += size.next_multiple_of(4);
     }
@@ -398,10 +501,14 @@ pub fn show_named(
         first = false;
         let size = usize::from(value.size);
         let used = match value.format {
-            ArgFormat::Str => {
+            format if format.is_text() => {
                 let len = usize::from(u16::from_le_bytes(data.get(at..at + 2)?.try_into().ok()?));
                 let bytes = data.get(at + 2..at + 2 + len)?;
                 show_str(bytes, &mut out);
+                // uftrace's C++14 literal: `"text"s` (`"NULL"s` too).
+                if format == ArgFormat::StdString {
+                    out.push('s');
+                }
                 2 + len
             }
             ArgFormat::Char => {
@@ -430,6 +537,7 @@ pub fn show_named(
                 size
             }
             format => {
+                let size = value.data_size();
                 let mut raw = [0u8; 8];
                 raw[..size].copy_from_slice(data.get(at..at + size)?);
                 let raw = u64::from_le_bytes(raw);
@@ -443,12 +551,14 @@ pub fn show_named(
                             let _ = write!(out, "{raw:#x}");
                         }
                     },
-                    ArgFormat::Enum(name) => match names.enum_def(name.as_str()) {
-                        Some(def) => out.push_str(&def.show(raw as i32)),
-                        None => {
-                            let _ = write!(out, "{}", raw as i32);
+                    ArgFormat::Enum(name) | ArgFormat::Tagged(name, _) => {
+                        match names.enum_def(name.as_str()) {
+                            Some(def) => out.push_str(&def.show(raw as i32)),
+                            None => {
+                                let _ = write!(out, "{}", raw as i32);
+                            }
                         }
-                    },
+                    }
                     _ => show_int(format, size, raw, &mut out),
                 }
                 size
@@ -465,83 +575,6 @@ pub fn show_named(
     Some(out)
 }
 
-/// An integer as uftrace prints it: `printf("%#<len><conv>")` with the
-/// length modifier of its size, `val` holding the size's low bytes.
-fn show_int(format: ArgFormat, size: usize, val: u64, out: &mut String) {
-    let mut conv = match format {
-        ArgFormat::Signed => 'i',
-        ArgFormat::Unsigned => 'u',
-        ArgFormat::Hex => 'x',
-        _ => 'd',
-    };
-    let mut size = size;
-    let signed = val as i64;
-    match format {
-        ArgFormat::Auto if !(-100_000..=100_000).contains(&signed) => {
-            // A small negative int in a 64-bit slot shows as an int.
-            if val > 0xffff_0000 && val <= 0xffff_ffff {
-                size = 4;
-            } else {
-                conv = 'x';
-            }
-        }
-        ArgFormat::Unsigned if val > 100_000 => conv = 'x',
-        _ => {}
-    }
-    // What printf's length modifier makes of the value.
-    let bits = size as u32 * 8;
-    let unsigned = if bits == 64 {
-        val
-    } else {
-        val & ((1u64 << bits) - 1)
-    };
-    let _ = match conv {
-        'x' if unsigned == 0 => write!(out, "0"),
-        'x' => write!(out, "{unsigned:#x}"),
-        'u' => write!(out, "{unsigned}"),
-        _ => {
-            let shift = 64 - bits;
-            write!(out, "{}", ((unsigned << shift) as i64) >> shift)
-        }
-    };
-}
-
-/// A double as `printf("%#f")` prints it.
-fn show_float(v: f64, out: &mut String) {
-    if v.is_nan() {
-        out.push_str(if v.is_sign_negative() { "-nan" } else { "nan" });
-    } else if v.is_infinite() {
-        out.push_str(if v < 0.0 { "-inf" } else { "inf" });
-    } else {
-        let _ = write!(out, "{v:.6}");
-    }
-}
-
-/// A string between quotes, escaped as uftrace escapes it (none if it has a
-/// byte ≥ 0x80: shown as it is).
-fn show_str(bytes: &[u8], out: &mut String) {
-    // uftrace copies the string into a C string first: it ends at a NUL.
-    let bytes = bytes.split(|&b| b == 0).next().unwrap_or(&[]);
-    out.push('"');
-    if bytes.iter().any(|&b| b >= 0x80) {
-        out.push_str(&String::from_utf8_lossy(bytes));
-    } else {
-        for &b in bytes {
-            escaped(b, out);
-        }
-    }
-    out.push('"');
-}
-
-fn escaped(b: u8, out: &mut String) {
-    match b {
-        0 => out.push_str("\\0"),
-        8 => out.push_str("\\b"),
-        b'\n' => out.push_str("\\n"),
-        b => out.push(char::from(b)),
-    }
-}
-
 /// A value's raw register contents, for [`encode`].
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Registers {
@@ -551,6 +584,8 @@ pub struct Registers {
     pub float: [u64; FLOAT_REGISTERS as usize],
     /// rax at a return.
     pub rax: u64,
+    /// rdx at a return (the second of a pair returned).
+    pub rdx: u64,
     /// The low 64 bits of xmm0 at a return.
     pub xmm0: u64,
 }
@@ -575,6 +610,8 @@ pub fn encode(
     let mut at = 0;
     for value in values.iter().filter(|v| v.slot.at_exit() == retval) {
         let raw = match value.slot {
+            // A string read through memory reads its words itself.
+            ArgSlot::Deref { .. } if matches!(value.format, ArgFormat::Text(_)) => 0,
             ArgSlot::Deref { arg, offset, .. } => {
                 let address = regs.int[usize::from(arg - 1)].wrapping_add(u64::from(offset));
                 let mut bytes = [0xffu8; 8];
@@ -607,6 +644,21 @@ pub fn encode(
                 chunk.copy_from_slice(&register.to_le_bytes()[..chunk.len()]);
             }
             size
+        } else if value.format.is_text() && value.format != ArgFormat::Str {
+            if at + 2 + STR_MAX + 1 > limit {
+                break;
+            }
+            let text = &mut out[at + 2..at + 2 + STR_MAX + 1];
+            let len = text::encode(value, raw, regs, read, text);
+            out[at..at + 2].copy_from_slice(&(len as u16).to_le_bytes());
+            2 + len
+        } else if let ArgFormat::Tagged(_, tag) = value.format {
+            if at + 8 > limit {
+                break;
+            }
+            let recorded = text::tagged(tag, value.size, raw);
+            out[at..at + 8].copy_from_slice(&recorded.to_le_bytes());
+            8
         } else if value.format == ArgFormat::Str {
             if at + 2 + STR_MAX + 1 > limit {
                 break;
@@ -658,8 +710,8 @@ pub fn encoded_bound(values: &[ArgSpec], retval: bool) -> usize {
         .iter()
         .filter(|v| v.slot.at_exit() == retval)
         .map(|v| match v.format {
-            ArgFormat::Str => (2 + STR_MAX + 1).next_multiple_of(4),
-            _ => usize::from(v.size).next_multiple_of(4),
+            format if format.is_text() => (2 + STR_MAX + 1).next_multiple_of(4),
+            _ => v.data_size().next_multiple_of(4),
         })
         .sum();
     (len.next_multiple_of(8) + 4).min(DATA_MAX + 4)
@@ -667,7 +719,7 @@ pub fn encoded_bound(values: &[ArgSpec], retval: bool) -> usize {
 
 /// `<0x1234>`, uftrace's text for a string at an unreadable address,
 /// written into `text`: its length.
-fn bad_pointer(addr: u64, text: &mut [u8]) -> usize {
+pub(crate) fn bad_pointer(addr: u64, text: &mut [u8]) -> usize {
     let mut hex = [0u8; 16];
     let mut n = 0;
     let mut v = addr;
@@ -689,6 +741,14 @@ fn bad_pointer(addr: u64, text: &mut [u8]) -> usize {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_text;
+
+mod shown;
+use shown::{escaped, show_float, show_int, show_str};
+
+mod text;
+pub use text::uftrace_spelling;
 
 mod types;
 pub use types::{parse_enum, EnumDef, Names, TypeName, TYPE_NAME_MAX};

@@ -178,6 +178,14 @@ pub(super) fn parse_named(
         ));
     }
     if c == 'e' {
+        if let Some((signed, rest)) = after
+            .strip_prefix('i')
+            .map(|r| (true, r))
+            .or_else(|| after.strip_prefix('u').map(|r| (false, r)))
+        {
+            let (format, size) = super::text::parse_tagged(text, signed, rest, &named)?;
+            return Ok(ArgSpec { slot, format, size });
+        }
         let name = after.strip_prefix(':').unwrap_or("");
         if !name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
             return Err(format!("`{text}`: an enum is given as `e:NAME`"));

@@ -44,11 +44,22 @@ pub(crate) struct ArgTable {
     pub(crate) arguments: String,
     /// The `-R` specs, joined by `;` (uftrace's `retspec` line).
     pub(crate) retval: String,
+    /// The specs as uftrace's `info` spells them.
+    pub(crate) info: Box<InfoSpecs>,
     /// The argument entries' recipes, by site.
     recipes: RecipeTable,
     /// The async functions among them (`fntrace record --async`), whose
     /// polls the runtime links into futures.
     pub(crate) futures: futures::Functions,
+}
+
+/// The specs as uftrace's `info` spells them
+/// ([`argspec::uftrace_spelling`]): the `argspec` and `retspec` lines.
+pub(crate) struct InfoSpecs {
+    /// The `-A` specs.
+    pub(crate) arguments: String,
+    /// The `-R` specs.
+    pub(crate) retval: String,
 }
 
 /// How many tables a process may set: a table a traced thread may be
@@ -83,6 +94,10 @@ impl ArgTable {
         let recipes = RecipeTable::new(&sites);
         let futures = futures::Functions::new(functions.iter().map(|(f, v)| (*f, &v[..])));
         ArgTable {
+            info: Box::new(InfoSpecs {
+                arguments: argspec::uftrace_spelling(&arguments, argspec::SpecKind::Arguments),
+                retval: argspec::uftrace_spelling(&retval, argspec::SpecKind::Retval),
+            }),
             functions,
             arguments,
             retval,
@@ -137,7 +152,7 @@ pub(super) fn with_values(
     call_key: CallKey,
     retval: bool,
     regs: Option<&SavedRegs>,
-    returned: Option<[u64; 2]>,
+    returned: Option<[u64; 3]>,
     push: &mut dyn FnMut(&[RawEvent]),
 ) -> bool {
     let Some(table) = table() else {
@@ -167,9 +182,10 @@ pub(super) fn with_values(
             return false;
         }
     }
-    if let Some([rax, xmm0]) = returned {
+    if let Some([rax, xmm0, rdx]) = returned {
         registers.rax = rax;
         registers.xmm0 = xmm0;
+        registers.rdx = rdx;
     }
     // An async function's poll: linked into its future once its event is
     // in the ring (a slow future's Ready exit is then drained before the

@@ -652,8 +652,8 @@ fn describe_functions_with(
         } else {
             Vec::new()
         },
-        arg_spec: args::table().map_or_else(String::new, |t| t.arguments.clone()),
-        retval_spec: args::table().map_or_else(String::new, |t| t.retval.clone()),
+        arg_spec: args::table().map_or_else(String::new, |t| t.info.arguments.clone()),
+        retval_spec: args::table().map_or_else(String::new, |t| t.info.retval.clone()),
     }
 }
 

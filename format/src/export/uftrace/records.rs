@@ -10,7 +10,7 @@ use super::super::ExportError;
 use super::format::{
     decode, RawRecord, RECORD_MAGIC, RECORD_SIZE, TYPE_ENTRY, TYPE_EVENT, TYPE_EXIT, TYPE_LOST,
 };
-use crate::argspec::{self, ArgFormat, ArgSpec};
+use crate::argspec::{self, ArgSpec};
 use crate::trace::{EventKind, GraphEvent};
 
 /// The values a record at an address (at a time) carries, from the
@@ -181,14 +181,14 @@ impl<'a> ThreadRecords<'a> {
         data.clear();
         for value in values.iter().filter(|v| v.slot.at_exit() == retval) {
             let start = data.len();
-            let len = if value.format == ArgFormat::Str {
+            let len = if value.format.is_text() {
                 data.resize(start + 2, 0);
                 if self.read_up_to(&mut data[start..])? != 2 {
                     return Err(truncated());
                 }
                 2 + usize::from(u16::from_le_bytes([data[start], data[start + 1]]))
             } else {
-                usize::from(value.size)
+                value.data_size()
             };
             let got = data.len();
             data.resize(start + len.next_multiple_of(4), 0);
