@@ -50,7 +50,7 @@ pub(crate) struct ArgTable {
     recipes: RecipeTable,
     /// The async functions among them (`fntrace record --async`), whose
     /// polls the runtime links into futures.
-    pub(crate) futures: futures::Functions,
+    pub(crate) futures: Box<futures::Functions>,
 }
 
 /// The specs as uftrace's `info` spells them
@@ -93,6 +93,8 @@ impl ArgTable {
         }
         let recipes = RecipeTable::new(&sites);
         let futures = futures::Functions::new(functions.iter().map(|(f, v)| (*f, &v[..])));
+        // Boxed: the table is moved whole (`set_table`'s error returns it).
+        let futures = Box::new(futures);
         ArgTable {
             info: Box::new(InfoSpecs {
                 arguments: argspec::uftrace_spelling(&arguments, argspec::SpecKind::Arguments),
