@@ -91,8 +91,19 @@ const FORMAT_KNOWN_CYCLES: &[(&[&str], &str)] = &[(
 
 /// The format crate's modules, bottom first.
 const FORMAT_LAYERS: &[&str] = &[
-    "elf", "protobuf", "maps", "wire", "units", "argspec", "glob", "names", "trace", "source",
-    "analysis", "export",
+    "elf",
+    "protobuf",
+    "maps",
+    "wire",
+    "units",
+    "argspec",
+    "coroutine",
+    "glob",
+    "names",
+    "trace",
+    "source",
+    "analysis",
+    "export",
 ];
 
 /// The tools library's modules, bottom first (the CLI is not among them:

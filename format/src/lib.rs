@@ -32,6 +32,7 @@
 
 pub mod analysis;
 pub mod argspec;
+pub mod coroutine;
 pub mod elf;
 pub mod export;
 pub mod glob;

@@ -10,6 +10,8 @@ use std::sync::atomic::Ordering;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use super::futures::FutureTriggers;
+use super::write::timestamp;
 use super::*;
 use crate::rt::own_threads;
 use fntrace_format::argspec;
@@ -26,21 +28,6 @@ impl Drop for DrainGone<'_> {
         let _state = self.0.state();
         self.0.answered.notify_all();
     }
-}
-
-/// A slow call seen, its snapshot due after drain `due`.
-struct PendingSlow {
-    dir: PathBuf,
-    function: String,
-    tid: u32,
-    start_ns: u64,
-    duration_ns: u64,
-    /// Its end was lost: it lasted at least `duration_ns`.
-    at_least: bool,
-    /// Its recorded values as replay shows them (see `Trigger::SlowCall`).
-    values: String,
-    due: u64,
-    threads: SnapshotThreads,
 }
 
 /// A call of a function a slow trigger matches, running: (depth, entry
@@ -64,6 +51,8 @@ pub(super) struct Drain {
     /// entry time, function, the bytes of its recorded arguments).
     open: HashMap<u32, Vec<OpenCall>>,
     pending: Vec<PendingSlow>,
+    /// Triggers on async functions, for whole futures.
+    futures: FutureTriggers,
     trigger_snapshots: usize,
     /// When the trigger snapshots of the last minute were written.
     recent: VecDeque<Instant>,
@@ -87,6 +76,7 @@ impl Drain {
             triggers_known: 0,
             open: HashMap::new(),
             pending: Vec::new(),
+            futures: FutureTriggers::default(),
             trigger_snapshots: 0,
             recent: VecDeque::new(),
             retry_at: None,
@@ -131,23 +121,15 @@ impl Drain {
                     .into_iter()
                     .partition::<Vec<_>, _>(|p| p.dir == dir && p.threads == threads);
                 self.pending = later;
-                let tids = (threads == SnapshotThreads::Trigger).then(|| {
-                    let mut tids: Vec<u32> = group.iter().map(|slow| slow.tid).collect();
+                let all_known = group.iter().all(|slow| !slow.tids.is_empty());
+                let tids = (threads == SnapshotThreads::Trigger && all_known).then(|| {
+                    let mut tids: Vec<u32> =
+                        group.iter().flat_map(|slow| slow.tids.clone()).collect();
                     tids.sort_unstable();
                     tids.dedup();
                     tids
                 });
-                let triggers = group
-                    .into_iter()
-                    .map(|slow| Trigger::SlowCall {
-                        function: slow.function,
-                        duration: Duration::from_nanos(slow.duration_ns),
-                        tid: slow.tid,
-                        start_ns: slow.start_ns,
-                        at_least: slow.at_least,
-                        values: slow.values,
-                    })
-                    .collect();
+                let triggers = group.into_iter().map(|slow| slow.trigger).collect();
                 self.write_triggered(shared, triggers, &dir, tids);
             }
             let signals: Vec<(i32, PathBuf)> = shared
@@ -199,8 +181,12 @@ impl Drain {
     /// staging window) appended, and evicts what is over budget.
     fn after_drain(&mut self, shared: &FlightShared, slow: &[SlowTrigger], generation: u64) {
         self.drains += 1;
+        // Also when the last trigger went: no future is queued then.
+        self.futures.update(slow, generation);
         if !slow.is_empty() {
             self.find_slow_calls(slow, generation);
+            let due = self.drains + 1;
+            self.futures.find_slow(slow, &mut self.pending, due);
         }
         self.window.evict();
         shared
@@ -291,6 +277,11 @@ impl Drain {
         });
         for function in unknown {
             let name = control::function_name(function).unwrap_or_default();
+            // An async function's triggers apply to its futures.
+            if self.futures.is_async(function) {
+                self.functions.insert(function, (name, 0));
+                continue;
+            }
             let mask = slow
                 .iter()
                 .enumerate()
@@ -461,12 +452,15 @@ fn add_pending(
             dirs.push(to);
             pending.push(PendingSlow {
                 dir: trigger.dir.clone(),
-                function: name.clone(),
-                tid,
-                start_ns,
-                duration_ns,
-                at_least,
-                values: shown.get_or_insert_with(values).clone(),
+                trigger: Trigger::SlowCall {
+                    function: name.clone(),
+                    duration: Duration::from_nanos(duration_ns),
+                    tid,
+                    start_ns,
+                    at_least,
+                    values: shown.get_or_insert_with(values).clone(),
+                },
+                tids: vec![tid],
                 due,
                 threads: trigger.threads,
             });
@@ -508,7 +502,9 @@ fn snapshot_dir(
     trigger: &Trigger,
 ) -> Result<(OutputDir, String, TraceOutput), String> {
     let what = match trigger {
-        Trigger::SlowCall { function, .. } => file_name(function),
+        Trigger::SlowCall { function, .. } | Trigger::SlowFuture { function, .. } => {
+            file_name(function)
+        }
         Trigger::Panic(_) => "panic".to_string(),
         Trigger::Signal(signo) => crate::sys::signal::name(*signo).to_string(),
     };
@@ -565,11 +561,6 @@ pub(super) fn duration_spec(ns: u64) -> String {
     format!("{ns}ns")
 }
 
-/// Monotonic nanoseconds as uftrace shows timestamps (`51234.000100200`).
-fn timestamp(ns: u64) -> String {
-    format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
-}
-
 /// The [`TRIGGER_FILE`] of a snapshot: what fired it, one line a trigger,
 /// then the window (and, if it holds only the threads `tids`, which).
 fn trigger_text(
@@ -598,6 +589,7 @@ fn trigger_text(
                 },
                 human_duration(u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX))
             ),
+            Trigger::SlowFuture { .. } => super::futures::trigger_line(trigger, report),
             Trigger::Panic(message) => format!("  panic: {message}"),
             Trigger::Signal(signo) => format!("  signal {}", crate::sys::signal::name(*signo)),
         };
@@ -629,6 +621,7 @@ fn trigger_text(
             "skipped: {skipped} triggers so far (over the snapshots-per-minute limit)\n"
         ));
     }
+    text.push_str(&super::futures::untracked_text());
     text
 }
 

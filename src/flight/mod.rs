@@ -14,8 +14,10 @@
 //! are written from the window in place, by the writer thread: no copy.
 
 mod drain;
+mod futures;
 mod hooks;
 mod window;
+mod write;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -23,7 +25,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::{JoinHandle, ThreadId};
 use std::time::{Duration, Instant};
 
-use crate::builtin::graph::{describe_functions, GRAPH_TRACER};
+use crate::builtin::graph::GRAPH_TRACER;
 use crate::control;
 use crate::error::Error;
 use crate::filter::Filter;
@@ -33,8 +35,9 @@ use drain::{duration_spec, Drain, DrainGone};
 use fntrace_format::analysis::human_duration;
 use fntrace_format::export::TraceOutput;
 use hooks::SignalHandler;
+use window::Window;
 pub use window::FLIGHT_EVENT_BYTES;
-use window::{Window, WindowEvents};
+use write::{write_snapshot, SnapshotAt};
 
 /// The largest window a flight recorder keeps: 4 GiB, 268M events —
 /// minutes of a busy service's history, far more than the seconds before
@@ -157,6 +160,28 @@ pub enum Trigger {
         /// were recorded (see `fntrace::set_arg_specs`).
         values: String,
     },
+    /// A future of an async function a slow-call trigger matches (by its
+    /// resume function's name or the async fn's; recorded with `fntrace
+    /// record --async`'s values) took `latency` from its first poll to
+    /// its Ready poll, at least the trigger's threshold.
+    SlowFuture {
+        /// The resume function's demangled name (`kv::serve::{closure#0}`).
+        function: String,
+        /// The future's address.
+        address: u64,
+        /// Its first poll's entry (monotonic nanoseconds, as the events').
+        start_ns: u64,
+        /// First poll's entry to the Ready poll's exit.
+        latency: Duration,
+        /// Time spent in its polls.
+        busy: Duration,
+        /// Its polls.
+        polls: u64,
+        /// The first threads its polls ran on (at most 4).
+        tids: Vec<u32>,
+        /// It ran on more threads than `tids`.
+        more_threads: bool,
+    },
     /// A Rust panic: its message and where (`MESSAGE (at FILE:LINE:COL)`).
     Panic(String),
     /// A signal, by number.
@@ -196,6 +221,10 @@ pub struct FlightReport {
     pub skipped_after_failure: u64,
     /// How long the recorder ran.
     pub duration: Duration,
+    /// Futures of async functions (recorded with `--async`'s values) first
+    /// polled while the runtime future linker's table was full, over the
+    /// process's life: no trigger on a whole future could see them.
+    pub futures_untracked: u64,
 }
 
 /// A running flight recorder; see [`flight_record`]. Dropping it stops it
@@ -218,6 +247,17 @@ enum Request {
 enum Answer {
     Snapshot(Result<SnapshotReport, Error>),
     Done,
+}
+
+/// A slow call or future seen, its snapshot due after drain `due`.
+struct PendingSlow {
+    dir: PathBuf,
+    /// A [`Trigger::SlowCall`] or [`Trigger::SlowFuture`].
+    trigger: Trigger,
+    /// The threads it ran on (none: not all known, every thread).
+    tids: Vec<u32>,
+    due: u64,
+    threads: SnapshotThreads,
 }
 
 /// A slow-call trigger.
@@ -691,6 +731,7 @@ impl FlightRecorder {
             skipped_triggers: state.skipped_triggers,
             skipped_after_failure: state.skipped_after_failure,
             duration: self.started.elapsed(),
+            futures_untracked: crate::builtin::futures::untracked(),
         };
         drop(state);
         GRAPH_TRACER.release_memory();
@@ -720,59 +761,4 @@ impl Drop for FlightRecorder {
 fn create_dir(dir: &Path) -> Result<(), Error> {
     fntrace_format::export::OutputDir::open_or_make(dir)?;
     Ok(())
-}
-
-/// Where [`write_snapshot`] writes.
-enum SnapshotAt<'a> {
-    /// A path, opened as every trace directory is (made if missing; it
-    /// must be empty).
-    Path(&'a Path),
-    /// A directory the writer has just made and holds open.
-    Made(&'a TraceOutput),
-}
-
-/// Writes the window as a uftrace directory, reading it in place: the
-/// threads `tids` names, or every one (`None`).
-fn write_snapshot(
-    window: &Window,
-    at: SnapshotAt<'_>,
-    tids: Option<&[u32]>,
-) -> Result<SnapshotReport, Error> {
-    let indexes = window.indexes_of(tids);
-    let summary = window.summary(&indexes);
-    // What the window cannot show: the recorder's totals over its life
-    // (events evicted, and lost before the window began: `fntrace record
-    // --flight` and `fntrace report` say them beside the window's own).
-    let note = format!(
-        "flight=1 flight_events={} flight_lost={} flight_evicted={} window_lost={}",
-        window.appended(),
-        window.lost(),
-        window.evicted(),
-        summary.lost
-    );
-    let source = WindowEvents {
-        window,
-        header: describe_functions(Vec::new(), window.functions()),
-        note: Some(note),
-        indexes,
-    };
-    let dir = match at {
-        SnapshotAt::Path(dir) => {
-            fntrace_format::export::write_uftrace_dir_of(&source.header, &source, dir, None)?;
-            dir
-        }
-        SnapshotAt::Made(dir) => {
-            fntrace_format::export::write_uftrace_dir_into(&source.header, &source, dir, None)?;
-            dir.path()
-        }
-    };
-    Ok(SnapshotReport {
-        dir: dir.to_path_buf(),
-        events: summary.events,
-        lost: summary.lost,
-        threads: summary.threads,
-        evicted: window.evicted(),
-        first_ns: summary.first_ns,
-        last_ns: summary.last_ns,
-    })
 }

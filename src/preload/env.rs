@@ -43,6 +43,8 @@
 //!   directory of its own under `FNTRACE_OUTPUT`, named by time and
 //!   function, and nothing is written at exit;
 //! - `FNTRACE_FLIGHT_RATE=N`: at most N trigger snapshots a minute (6);
+//! - `FNTRACE_FUTURES_SLOTS=N`: the runtime future linker's table (16384
+//!   futures pending at once, with `fntrace record --async`'s values);
 //! - `FNTRACE_APPEND=1`: add this process to the recording already in
 //!   `FNTRACE_OUTPUT` as a new session (a program exec'd or spawned by a
 //!   recorded one) instead of requiring an empty directory. A process that
@@ -128,6 +130,8 @@ struct Settings {
     memory_bytes: Option<usize>,
     /// `FNTRACE_ARGS` and `FNTRACE_RETVAL` (empty if unset).
     arg_specs: (String, String),
+    /// `FNTRACE_FUTURES_SLOTS`, if set.
+    futures_slots: Option<usize>,
 }
 
 /// What `FNTRACE_FLIGHT` and the variables after it ask for.
@@ -325,6 +329,12 @@ fn settings() -> Result<Option<Settings>, String> {
         Some(v) => vars::parse_triggers(&v).map_err(|e| named("FNTRACE_FLIGHT_TRIGGER", &v, e))?,
         None => Vec::new(),
     };
+    let futures_slots = match var("FNTRACE_FUTURES_SLOTS")? {
+        Some(v) => {
+            Some(vars::parse_futures_slots(&v).map_err(|e| named("FNTRACE_FUTURES_SLOTS", &v, e))?)
+        }
+        None => None,
+    };
     let rate = match var("FNTRACE_FLIGHT_RATE")? {
         Some(v) => Some(vars::parse_rate(&v).map_err(|e| named("FNTRACE_FLIGHT_RATE", &v, e))?),
         None => None,
@@ -387,6 +397,7 @@ fn settings() -> Result<Option<Settings>, String> {
     );
     Ok(Some(Settings {
         arg_specs,
+        futures_slots,
         tracers,
         filter,
         patch,
@@ -430,6 +441,9 @@ fn apply(settings: Settings, controlled: bool) -> Result<(), String> {
         }
         if let Some(scope) = settings.libcall {
             said = trace_library_calls(scope, settings.libcall_by_default)?;
+        }
+        if let Some(slots) = settings.futures_slots {
+            crate::builtin::futures::set_slots(slots);
         }
         let (arguments, retval) = &settings.arg_specs;
         if !arguments.is_empty() || !retval.is_empty() {
@@ -537,12 +551,22 @@ fn warn_unmatched(settings: &Settings) {
     let Ok(names) = traced_names() else {
         return;
     };
+    // A trigger may name an async fn (recorded with --async's values):
+    // its futures are what it fires on.
+    let mut with_async = names.clone();
+    if let Some(table) = crate::builtin::graph::args::table() {
+        for function in table.futures.addresses() {
+            if let Some(name) = control::function_name(function) {
+                with_async.push(fntrace_format::coroutine::async_fn_name(&name).to_string());
+            }
+        }
+    }
     let kept = "kept (a library loaded later may match it)";
-    for (variable, globs) in [
-        ("FNTRACE_FILTER", globs),
-        ("FNTRACE_FLIGHT_TRIGGER", triggers),
+    for (variable, globs, names) in [
+        ("FNTRACE_FILTER", globs, &names),
+        ("FNTRACE_FLIGHT_TRIGGER", triggers, &with_async),
     ] {
-        for message in unmatched(globs, &names, WITH_SITES) {
+        for message in unmatched(globs, names, WITH_SITES) {
             eprintln!("fntrace: {variable}: {message}; {kept}");
         }
     }

@@ -146,9 +146,18 @@ fn recorder_note(
     } else {
         String::new()
     };
+    // Recorded with --async: the futures the runtime linker could not
+    // follow (its table full).
+    let futures = match crate::builtin::futures::capacity() {
+        0 => String::new(),
+        _ => format!(
+            " futures_untracked={}",
+            crate::builtin::futures::untracked()
+        ),
+    };
     format!(
         "mode={} events={events} lost={lost} values_lost={values_lost} waits={} wait_ns={} \
-         writer_cpu_ns={writer_cpu_ns}{memory}",
+         writer_cpu_ns={writer_cpu_ns}{memory}{futures}",
         if shared.lossless { "lossless" } else { "drop" },
         room.waits - room_at_start.waits,
         room.wait_ns - room_at_start.wait_ns,

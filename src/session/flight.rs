@@ -276,6 +276,14 @@ fn say_report(report: &FlightReport, dir: &str, at_exit: bool, window_lost: Opti
             report.skipped_triggers
         );
     }
+    if report.futures_untracked > 0 {
+        eprintln!(
+            "fntrace: flight recorder: {} futures UNTRACKED (first polled while the runtime \
+             future linker's table of {} was full): no trigger on a whole future saw them",
+            report.futures_untracked,
+            crate::builtin::futures::capacity()
+        );
+    }
     for failed in report
         .triggered
         .iter()

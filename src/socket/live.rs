@@ -320,6 +320,7 @@ fn handle(request: Request) -> Reply {
         Request::Snapshot(dir) => snapshot(&dir),
         Request::Dump(dir) => dump(&dir),
         Request::Report => Ok(report()),
+        Request::Futures => Ok(super::futures::futures()),
         Request::Profile => Ok(profile()),
         Request::ProfileReset => {
             PROFILE_TRACER.reset();

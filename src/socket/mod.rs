@@ -75,6 +75,7 @@
 
 mod arg_specs;
 mod conn;
+mod futures;
 mod http;
 pub(crate) mod live;
 mod path;

@@ -206,6 +206,15 @@ pub(crate) const VARIABLES: &[Variable] = &[
         secret: false,
     },
     Variable {
+        name: "FNTRACE_FUTURES_SLOTS",
+        meaning: "the runtime future linker's table (futures pending at once that \
+                  --async follows; 16384)",
+        check: |v| ok(parse_futures_slots(v)),
+        passed_on: false,
+        on_bad: OnBad::Untraced,
+        secret: false,
+    },
+    Variable {
         name: "FNTRACE_CONTROL",
         meaning: "1: serve live control at /tmp/fntrace-UID/PID.sock; an absolute path: \
                   serve it; 0 or empty: no socket",
@@ -536,6 +545,15 @@ pub(crate) fn parse_rate(value: &str) -> Result<u32, String> {
         .ok_or_else(|| "not a number of snapshots per minute (a whole number, at least 1)".into())
 }
 
+/// `FNTRACE_FUTURES_SLOTS`: the runtime future linker's slots, 64 to 2^24.
+pub(crate) fn parse_futures_slots(value: &str) -> Result<usize, String> {
+    value
+        .parse()
+        .ok()
+        .filter(|n| (64..=1 << 24).contains(n))
+        .ok_or_else(|| "not a number of slots (a whole number from 64 to 16777216)".into())
+}
+
 /// What makes the flight recorder write a snapshot.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum TriggerSpec {
@@ -720,6 +738,7 @@ mod tests {
             ("FNTRACE_FLIGHT_TRIGGER", "SIGUSR2"),
             ("FNTRACE_FLIGHT_TRIGGER", "SIGNOPE"),
             ("FNTRACE_FLIGHT_RATE", "0"),
+            ("FNTRACE_FUTURES_SLOTS", "63"),
             ("FNTRACE_CONTROL", "yes"),
             ("FNTRACE_CONTROL", "rel/x.sock"),
             ("FNTRACE_METRICS", "localhost"),

@@ -12,6 +12,11 @@
 //! `ANCHOR_WORK=N` makes the work after each sleep N iterations (50,000
 //! unset). `ANCHOR_TASK_METRICS=FILE` also writes tokio-metrics' figures for the
 //! requests' tasks to FILE (`task_metrics`).
+//!
+//! `ASYNC_ANCHOR_SLOW=ID:MS` makes request ID (the requests are numbered
+//! from 0) sleep MS milliseconds at each step instead of SLEEP_MS: the
+//! same polls, a longer wait between them. `ASYNC_ANCHOR_LINGER_MS=N`
+//! keeps the process N ms after its last line.
 
 mod task_metrics;
 
@@ -32,8 +37,26 @@ fn work(seed: u64) -> u64 {
     std::hint::black_box(x)
 }
 
+/// The request `ASYNC_ANCHOR_SLOW=ID:MS` names, and its sleep.
+fn slow_request() -> Option<(u64, Duration)> {
+    static SLOW: std::sync::OnceLock<Option<(u64, Duration)>> = std::sync::OnceLock::new();
+    *SLOW.get_or_init(|| {
+        let value = std::env::var("ASYNC_ANCHOR_SLOW").ok()?;
+        let (id, ms) = value.split_once(':').expect("ASYNC_ANCHOR_SLOW=ID:MS");
+        let ms = ms.parse().expect("ASYNC_ANCHOR_SLOW=ID:MS");
+        Some((
+            id.parse().expect("ASYNC_ANCHOR_SLOW=ID:MS"),
+            Duration::from_millis(ms),
+        ))
+    })
+}
+
 /// One request's handler: STEPS sleeps of SLEEP each, work after each.
 async fn serve(id: u64, steps: u32, sleep: Duration) -> u64 {
+    let sleep = match slow_request() {
+        Some((slow, longer)) if slow == id => longer,
+        _ => sleep,
+    };
     let mut acc = id;
     for _ in 0..steps {
         tokio::time::sleep(sleep).await;
@@ -99,4 +122,10 @@ fn main() {
     }
     println!("requests {}", latencies.len());
     task_metrics::write();
+    // ASYNC_ANCHOR_LINGER_MS=N: the process stays N ms after its answers
+    // (for a scrape of its metrics).
+    if let Ok(ms) = std::env::var("ASYNC_ANCHOR_LINGER_MS") {
+        let ms = ms.parse().expect("ASYNC_ANCHOR_LINGER_MS=N");
+        std::thread::sleep(Duration::from_millis(ms));
+    }
 }

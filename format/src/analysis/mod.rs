@@ -74,6 +74,7 @@ mod distribution;
 mod exposition;
 #[cfg(test)]
 mod exposition_tests;
+mod future_metrics;
 mod fxhash;
 mod histogram;
 mod latency;
@@ -94,6 +95,9 @@ pub const WALL_TIME: &str = "wall-clock time, blocked time included";
 pub use distribution::{distribution, distribution_text, DistributionRow};
 pub use exposition::{
     Exposition, ProcessInfo, TextFormat, DEFAULT_HISTOGRAMS, DEFAULT_MAX_FUNCTIONS,
+};
+pub use future_metrics::{
+    future_bucket, with_future_metrics, write_future_metrics, FutureRow, FUTURE_BUCKETS,
 };
 pub use histogram::{Histogram, MAX_RELATIVE_ERROR, SUB_BUCKETS};
 pub use latency::{

@@ -287,7 +287,7 @@ pub(super) fn gauges(
 
 /// The `# TYPE`, `# UNIT` (seconds) and `# HELP` lines of a family, in the
 /// order the format recommends.
-fn header(
+pub(super) fn header(
     out: &mut impl fmt::Write,
     family: &str,
     kind: &str,
@@ -326,7 +326,7 @@ pub(super) fn cumulative_counts(durations: &Histogram, bounds: &[u64]) -> Vec<u6
 
 /// A label value or help text escaped: backslash, double quote and line
 /// feed (the only characters OpenMetrics escapes).
-fn escape(text: &str) -> String {
+pub(super) fn escape(text: &str) -> String {
     let mut escaped = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -341,7 +341,7 @@ fn escape(text: &str) -> String {
 
 /// `ns` nanoseconds as seconds, in exact decimal (`1.5`, `0.0000015`,
 /// `0.0`): integer arithmetic, no float rounding.
-fn seconds(ns: u64) -> String {
+pub(super) fn seconds(ns: u64) -> String {
     let mut text = format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000);
     while text.ends_with('0') && !text.ends_with(".0") {
         text.pop();
@@ -354,7 +354,7 @@ fn seconds(ns: u64) -> String {
 /// and from 1e+6, a two-digit exponent at least) with `.0` appended when
 /// there is neither a point nor an exponent. Exact decimal: `ns` has at
 /// most 20 digits, all of which a float64 `%g` would print.
-fn canonical_seconds(ns: u64) -> String {
+pub(super) fn canonical_seconds(ns: u64) -> String {
     if ns == 0 {
         return "0.0".into();
     }

@@ -13,7 +13,7 @@ pub const MAX_REQUEST_BYTES: usize = 4096;
 
 /// The commands, as the error for an unknown one lists them.
 const COMMANDS: &str = "status, enable [--pending] TRACER, disable TRACER, filter [--pending] GLOBS, \
-                        functions [GLOB], patch GLOBS, record DIR, stop, snapshot DIR, dump DIR, report, \
+                        functions [GLOB], patch GLOBS, record DIR, stop, snapshot DIR, dump DIR, report, futures, \
                         profile [reset], metrics-filter GLOBS|--clear, args SPECS, retval SPECS, \
                         flight start|stop|trigger|triggers|untrigger, detach";
 
@@ -60,6 +60,10 @@ pub enum Request {
     Dump(PathBuf),
     /// `report`.
     Report,
+    /// `futures`: the runtime future linker's rows (a process recording
+    /// with `fntrace record --async`'s values): per async function, the
+    /// futures completed, their latency p50/p99 and busy time.
+    Futures,
     /// `profile`: the profile tracer's snapshot, in its text form.
     Profile,
     /// `profile reset`: forget the calls profiled so far.
@@ -240,6 +244,7 @@ pub fn parse(line: &[u8]) -> Result<Request, String> {
         "stop" => no_argument(Request::Stop),
         "detach" => no_argument(Request::Detach),
         "report" => no_argument(Request::Report),
+        "futures" => no_argument(Request::Futures),
         "profile" => match rest.trim() {
             "" => Ok(Request::Profile),
             "reset" => Ok(Request::ProfileReset),
@@ -340,6 +345,7 @@ impl Request {
             Request::Snapshot(d) => format!("snapshot {}", dir(d)?),
             Request::Dump(d) => format!("dump {}", dir(d)?),
             Request::Report => "report".to_string(),
+            Request::Futures => "futures".to_string(),
             Request::Profile => "profile".to_string(),
             Request::ProfileReset => "profile reset".to_string(),
             Request::MetricsFilter(None) => "metrics-filter --clear".to_string(),
@@ -382,6 +388,7 @@ mod tests {
         assert_eq!(parse(b"  status \r"), Ok(Request::Status));
         assert_eq!(parse(b"stop"), Ok(Request::Stop));
         assert_eq!(parse(b"report"), Ok(Request::Report));
+        assert_eq!(parse(b"futures"), Ok(Request::Futures));
         assert_eq!(parse(b"profile"), Ok(Request::Profile));
         assert_eq!(parse(b"profile  reset "), Ok(Request::ProfileReset));
         assert!(parse(b"profile now").is_err());

@@ -24,6 +24,7 @@ use fntrace_format::argspec::{self, ArgSlot, ArgSpec, Registers, DATA_MAX};
 use super::arg_recipes::RecipeTable;
 use super::RawEvent;
 use crate::arch::x86_64::SavedRegs;
+use crate::builtin::futures;
 
 /// The depth field's top bit: data slots follow this event.
 pub(super) const MORE: u64 = 1 << 62;
@@ -47,6 +48,9 @@ pub(crate) struct ArgTable {
     pub(crate) info: Box<InfoSpecs>,
     /// The argument entries' recipes, by site.
     recipes: RecipeTable,
+    /// The async functions among them (`fntrace record --async`), whose
+    /// polls the runtime links into futures.
+    pub(crate) futures: Box<futures::Functions>,
 }
 
 /// The specs as uftrace's `info` spells them
@@ -88,6 +92,9 @@ impl ArgTable {
             }
         }
         let recipes = RecipeTable::new(&sites);
+        let futures = futures::Functions::new(functions.iter().map(|(f, v)| (*f, &v[..])));
+        // Boxed: the table is moved whole (`set_table`'s error returns it).
+        let futures = Box::new(futures);
         ArgTable {
             info: Box::new(InfoSpecs {
                 arguments: argspec::uftrace_spelling(&arguments, argspec::SpecKind::Arguments),
@@ -97,6 +104,7 @@ impl ArgTable {
             arguments,
             retval,
             recipes,
+            futures,
         }
     }
 
@@ -149,7 +157,10 @@ pub(super) fn with_values(
     returned: Option<[u64; 3]>,
     push: &mut dyn FnMut(&[RawEvent]),
 ) -> bool {
-    let Some(values) = table().and_then(|t| t.values_of(function)) else {
+    let Some(table) = table() else {
+        return false;
+    };
+    let Some(values) = table.values_of(function) else {
         return false;
     };
     if !values.iter().any(|v| v.slot.at_exit() == retval) && exit_deref_arg(values).is_none() {
@@ -178,26 +189,43 @@ pub(super) fn with_values(
         registers.xmm0 = xmm0;
         registers.rdx = rdx;
     }
+    // An async function's poll: linked into its future once its event is
+    // in the ring (a slow future's Ready exit is then drained before the
+    // writer sees it queued).
+    // The future's address at the exit: the argument the entry kept.
+    let kept = exit_deref_arg(values).map_or(0, |arg| registers.int[usize::from(arg - 1)]);
+    let mut link = |data: &[u8]| match retval {
+        false => table
+            .futures
+            .entered(function, call_key.entry_ticks, values, data),
+        true => {
+            let ticks = (call_key.entry_ticks, event.ticks);
+            table.futures.exited(function, kept, ticks, values, data)
+        }
+    };
     // Buffers on the stack, cleared on every call: the small ones unless
     // a string is recorded (a kilobyte cleared each call was a quarter of
     // an integer-only call's time).
     if argspec::encoded_bound(values, retval) <= SMALL_DATA {
-        encode_events::<SMALL_DATA, { 1 + SMALL_DATA / 8 }>(event, values, retval, &registers, push)
+        encode_events::<SMALL_DATA, { 1 + SMALL_DATA / 8 }>(
+            event, values, retval, &registers, push, &mut link,
+        )
     } else {
         encode_events::<{ DATA_MAX + 4 }, { 1 + DATA_SLOTS }>(
-            event, values, retval, &registers, push,
+            event, values, retval, &registers, push, &mut link,
         )
     }
 }
 
 /// [`with_values`]'s work with buffers of `BYTES` and `EVENTS` (`1 +
-/// BYTES / 8`).
+/// BYTES / 8`); `after` is handed the data once the events are pushed.
 fn encode_events<const BYTES: usize, const EVENTS: usize>(
     event: RawEvent,
     values: &[ArgSpec],
     retval: bool,
     registers: &Registers,
     push: &mut dyn FnMut(&[RawEvent]),
+    after: &mut dyn FnMut(&[u8]),
 ) -> bool {
     let mut bytes = [0u8; BYTES];
     let len = argspec::encode(values, retval, registers, &mut read_own, &mut bytes);
@@ -213,6 +241,7 @@ fn encode_events<const BYTES: usize, const EVENTS: usize>(
         *slot = RawEvent::data(u64::from_le_bytes(chunk.try_into().unwrap_or_default()));
     }
     push(&out[..1 + len / 8]);
+    after(&bytes[..len]);
     true
 }
 

@@ -614,7 +614,7 @@ pub(crate) fn answer(head: &[u8], options: &MetricsOptions) -> Answer {
         (body, PROTOBUF_CONTENT_TYPE)
     } else {
         let body = exposition(&PROFILE_TRACER.snapshot(), &what);
-        (body.into_bytes(), content_type)
+        (with_futures(body, format).into_bytes(), content_type)
     };
     if accepts_gzip(&headers) {
         let body = fntrace_format::export::gzip(&body);
@@ -741,3 +741,13 @@ pub(crate) use exported::{options_from_env, set_metrics_filter};
 
 #[cfg(test)]
 mod tests;
+
+/// `body` with the runtime future linker's families, if the process
+/// records async functions' polls (`fntrace record --async`).
+fn with_futures(body: String, format: TextFormat) -> String {
+    let Some(rows) = super::futures::rows() else {
+        return body;
+    };
+    let untracked = crate::builtin::futures::untracked();
+    fntrace_format::analysis::with_future_metrics(body, &rows, untracked, format)
+}

@@ -8,14 +8,9 @@
 
 use std::collections::HashMap;
 
-use fntrace_format::argspec::{self, ArgSlot, FunctionSpec};
+use fntrace_format::argspec::{self, FunctionSpec};
+use fntrace_format::coroutine::{self, PollEnd};
 use fntrace_format::{glob, EventKind, EventSource, GraphEvent};
-
-/// rustc's coroutine states (its `Unresumed`, `Returned`, `Panicked`;
-/// suspend points are 3 and up).
-const UNRESUMED: u64 = 0;
-const RETURNED: u64 = 1;
-const PANICKED: u64 = 2;
 
 /// How a future's polls ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,12 +85,11 @@ type OpenPoll = (u16, u64, usize, Option<(u64, u64)>);
 /// Whether `specs` hold `--async`'s values (a state read at the exit)
 /// for any function, or for `name` when given.
 fn records_states(specs: &[FunctionSpec], name: Option<&str>) -> bool {
-    let at_exit = |v: &argspec::ArgSpec| matches!(v.slot, ArgSlot::Deref { at_exit: true, .. });
     match name {
-        Some(name) => argspec::values_for(specs, |pattern| glob::matches(pattern, name))
-            .iter()
-            .any(at_exit),
-        None => specs.iter().flat_map(|s| &s.values).any(at_exit),
+        Some(name) => coroutine::records_states(&argspec::values_for(specs, |pattern| {
+            glob::matches(pattern, name)
+        })),
+        None => specs.iter().any(|s| coroutine::records_states(&s.values)),
     }
 }
 
@@ -218,7 +212,7 @@ fn link(mut polls: Vec<Poll>) -> Futures {
     let mut done = Vec::new();
     for poll in &polls {
         let key = (poll.function, poll.future);
-        if poll.state_in == UNRESUMED {
+        if coroutine::first_poll(poll.state_in) {
             // A new future at an address where one was left pending: that
             // one was dropped before it was Ready.
             if let Some((mut dropped, _)) = live.remove(&key) {
@@ -237,7 +231,7 @@ fn link(mut polls: Vec<Poll>) -> Futures {
                 tids: Vec::new(),
                 end: FutureEnd::Pending,
             };
-            (future, poll.state_in != UNRESUMED)
+            (future, !coroutine::first_poll(poll.state_in))
         });
         future.end_ns = poll.exit_ns;
         future.busy_ns += poll.exit_ns.saturating_sub(poll.entry_ns);
@@ -245,11 +239,12 @@ fn link(mut polls: Vec<Poll>) -> Futures {
         if !future.tids.contains(&poll.tid) {
             future.tids.push(poll.tid);
         }
-        if matches!(poll.state_out, RETURNED | PANICKED) {
+        let end = coroutine::poll_end(poll.state_out);
+        if end != PollEnd::Pending {
             if let Some((mut future, before)) = live.remove(&key) {
-                future.end = match poll.state_out {
+                future.end = match end {
                     _ if before => FutureEnd::StartedBefore,
-                    PANICKED => FutureEnd::Panicked,
+                    PollEnd::Panicked => FutureEnd::Panicked,
                     _ => FutureEnd::Ready,
                 };
                 done.push(future);
@@ -267,6 +262,7 @@ fn link(mut polls: Vec<Poll>) -> Futures {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fntrace_format::coroutine::{PANICKED, RETURNED, UNRESUMED};
 
     fn poll(future: u64, at: u64, tid: u32, state_in: u64, state_out: u64) -> Poll {
         Poll {

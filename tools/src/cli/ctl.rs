@@ -57,6 +57,7 @@ Examples:
   fntrace ctl $! profile reset                 counts from zero again
   fntrace ctl $! metrics | promtool check metrics   the metrics text
   fntrace ctl $! metrics-filter 'kv::*'        what /metrics exports (--clear)
+  fntrace ctl $! futures                       async fns' futures (record --async)
   fntrace ctl $! args 'handle_get@arg1/s'      record arguments (retval: -R's)
 Sizes: 64M, 1G, 512K or bytes (binary multiples: 1K = 1024).";
 
@@ -145,6 +146,11 @@ pub enum CtlCommand {
     },
     /// The latency table of the graph tracer's events in memory.
     Report,
+    /// Per async function, the futures completed so far, their polls,
+    /// latency (total, p50, p99: first poll to Ready), busy and waiting
+    /// time, from the runtime future linker (a program recorded with
+    /// `fntrace record --async`).
+    Futures,
     /// The live profile of the `profile` tracer (enable it first): its
     /// latency table, as `fntrace report` prints a trace's; or `reset`.
     Profile(super::profile::ProfileArgs),
@@ -455,6 +461,7 @@ fn request_line(command: &CtlCommand) -> Result<String, NoReply> {
         CtlCommand::Snapshot { dir: d } => Request::Snapshot(dir(d)?),
         CtlCommand::Dump { dir: d } => Request::Dump(dir(d)?),
         CtlCommand::Report => Request::Report,
+        CtlCommand::Futures => Request::Futures,
         CtlCommand::Profile(profile) => match profile.command {
             Some(super::profile::ProfileCommand::Reset) => Request::ProfileReset,
             None => Request::Profile,

@@ -91,6 +91,9 @@ pub(super) fn summarize(dir: &Path, mode: &str) -> bool {
         );
     }
     if processes == 0 && threads == 0 {
+        if let Some(complete) = trigger_snapshots(dir) {
+            return complete;
+        }
         eprintln!(
             "fntrace record: NOTHING was recorded in {} (see the lines above: the program ran \
              untraced)",
@@ -114,6 +117,14 @@ pub(super) fn summarize(dir: &Path, mode: &str) -> bool {
             "fntrace record: INCOMPLETE: {unfinished} of {processes} process(es) did not finish \
              their part (killed by SIGKILL?): their records up to their last drain are kept; \
              what they held after it is lost, and cannot be counted"
+        );
+    }
+    let untracked = sum("futures_untracked");
+    if untracked > 0 {
+        eprintln!(
+            "fntrace record: {untracked} futures UNTRACKED by the runtime future linker (first \
+             polled while its table was full): not in /metrics nor seen by flight triggers; \
+             the recording has their polls"
         );
     }
     if values_lost > 0 {
@@ -180,4 +191,45 @@ pub(super) fn summarize(dir: &Path, mode: &str) -> bool {
         dir.display()
     );
     failed == 0 && unfinished == 0 && ((lost == 0 && values_lost == 0) || mode == "drop")
+}
+
+/// A flight recorder with triggers (`--flight` and
+/// `FNTRACE_FLIGHT_TRIGGER`) writes its snapshots as directories inside
+/// `dir`, each with its `trigger.txt`: says how many, where, and what the
+/// runtime future linker could not follow (their notes' most recent
+/// `futures_untracked`); `None` if there is none.
+fn trigger_snapshots(dir: &Path) -> Option<bool> {
+    let mut snapshots: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("trigger.txt").is_file())
+        .collect();
+    if snapshots.is_empty() {
+        return None;
+    }
+    snapshots.sort();
+    let untracked = snapshots
+        .iter()
+        .filter_map(|s| fntrace_tools::export::recorder_notes(s).ok())
+        .flatten()
+        .flatten()
+        .filter(|(key, _)| key == "futures_untracked")
+        .filter_map(|(_, value)| value.parse::<u64>().ok())
+        .max()
+        .unwrap_or(0);
+    if untracked > 0 {
+        eprintln!(
+            "fntrace record: {untracked} futures UNTRACKED by the last snapshot (first polled \
+             while the runtime future linker's table was full): no trigger saw them"
+        );
+    }
+    eprintln!(
+        "fntrace record: {} flight snapshot(s) in {}, each with its trigger.txt; read one with \
+         `fntrace report {}`",
+        snapshots.len(),
+        dir.display(),
+        snapshots[0].display()
+    );
+    Some(true)
 }

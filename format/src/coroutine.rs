@@ -1,0 +1,161 @@
+//! The one rule by which polls of rustc's async state machines are linked
+//! into futures (docs/async.md), shared by the offline linker
+//! (`fntrace_tools::analysis::futures_of`) and the runtime's
+//! (`fntrace`'s `builtin::futures`): which functions `fntrace record
+//! --async` records the states of, where a poll's values are, and what
+//! rustc's coroutine states say.
+//!
+//! Each poll of such a function records, at its entry, the future's
+//! address then its state (`F@arg1/x,arg1[OFF]/u8`) and, at its exit, its
+//! state again (`F@arg1[OFF]/u8`). A poll that begins [`UNRESUMED`] is a
+//! new future's first; one after which the state is [`RETURNED`] returned
+//! `Ready`, [`PANICKED`] panicked.
+
+use crate::argspec::{ArgFormat, ArgSlot, ArgSpec};
+
+/// rustc's state of a coroutine not polled yet.
+pub const UNRESUMED: u64 = 0;
+/// Its state once its body has returned: the poll returned `Ready`.
+pub const RETURNED: u64 = 1;
+/// Its state after a panic in its body.
+pub const PANICKED: u64 = 2;
+
+/// How one poll left its future.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PollEnd {
+    /// Suspended at an await: polled again later.
+    Pending,
+    /// Its body returned.
+    Ready,
+    /// Its body panicked.
+    Panicked,
+}
+
+/// How a poll after which the state is `state_out` left its future.
+pub fn poll_end(state_out: u64) -> PollEnd {
+    match state_out {
+        RETURNED => PollEnd::Ready,
+        PANICKED => PollEnd::Panicked,
+        _ => PollEnd::Pending,
+    }
+}
+
+/// Whether a poll that began in `state_in` is a new future's first (a
+/// future left pending at the same address was dropped).
+pub fn first_poll(state_in: u64) -> bool {
+    state_in == UNRESUMED
+}
+
+/// Whether a function recording `values` is an async state machine whose
+/// polls are linked: it reads a state at the exit (`argN[OFFSET]` given
+/// with `-R`), which only `--async` asks for.
+pub fn records_states(values: &[ArgSpec]) -> bool {
+    values
+        .iter()
+        .any(|v| matches!(v.slot, ArgSlot::Deref { at_exit: true, .. }))
+}
+
+/// The future's address and its state at a poll's entry, from the data
+/// recorded after the entry (`data`, as `argspec::encode` wrote it for
+/// `values`): its first two values. `None` if they are not integers or
+/// `data` is too short.
+pub fn entry_values(values: &[ArgSpec], data: &[u8]) -> Option<(u64, u64)> {
+    let [address, state] = integers(values, false, data)?;
+    Some((address, state))
+}
+
+/// The state at a poll's exit, from the data recorded after the exit: its
+/// first value.
+pub fn exit_state(values: &[ArgSpec], data: &[u8]) -> Option<u64> {
+    let [state] = integers(values, true, data)?;
+    Some(state)
+}
+
+/// The first `N` values (the entry's, or the exit's if `retval`) of
+/// `data` as unsigned integers, read as `argspec::show` reads them.
+fn integers<const N: usize>(values: &[ArgSpec], retval: bool, data: &[u8]) -> Option<[u64; N]> {
+    let mut out = [0u64; N];
+    let mut at = 0;
+    let mut taken = values.iter().filter(|v| v.slot.at_exit() == retval);
+    for slot in &mut out {
+        let value = taken.next()?;
+        let integer = matches!(
+            value.format,
+            ArgFormat::Auto | ArgFormat::Signed | ArgFormat::Unsigned | ArgFormat::Hex
+        );
+        if !integer || value.size > 8 {
+            return None;
+        }
+        let size = usize::from(value.size);
+        let bytes = data.get(at..at + size)?;
+        let mut word = [0u8; 8];
+        word[..size].copy_from_slice(bytes);
+        *slot = u64::from_le_bytes(word);
+        at += size.next_multiple_of(4);
+    }
+    Some(out)
+}
+
+/// The async fn a resume function belongs to, as a user names it: its
+/// demangled name without the `::{closure#N}` rustc gives the state
+/// machine (`kv::serve::{closure#0}` → `kv::serve`); the name itself if
+/// it has none.
+pub fn async_fn_name(resume: &str) -> &str {
+    match resume.rsplit_once("::{closure#") {
+        Some((name, rest)) if rest.ends_with('}') && !name.is_empty() => name,
+        _ => resume,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::argspec::{encode, parse, Registers, SpecKind};
+
+    /// What `--async` records, encoded as the runtime does and read back.
+    #[test]
+    fn values_round_trip_through_the_encoding() {
+        let entry = &parse("f@arg1/x,arg1[0x10]/u8", SpecKind::Arguments).unwrap()[0].values;
+        let exit = &parse("f@arg1[0x10]/u8", SpecKind::Retval).unwrap()[0].values;
+        let mut values = entry.clone();
+        values.extend(exit.iter().copied());
+        assert!(records_states(&values) && !records_states(entry));
+        let regs = Registers {
+            int: [0x7f00_1234_5678, 0, 0, 0, 0, 0],
+            ..Registers::default()
+        };
+        let mut state = 3u8;
+        let mut read = |addr: u64, buf: &mut [u8]| {
+            assert_eq!(addr, 0x7f00_1234_5688);
+            buf[0] = state;
+            Some(1)
+        };
+        let mut out = [0u8; 64];
+        let len = encode(&values, false, &regs, &mut read, &mut out);
+        assert_eq!(
+            entry_values(&values, &out[..len]),
+            Some((0x7f00_1234_5678, 3))
+        );
+        state = 1;
+        let mut read = |_: u64, buf: &mut [u8]| {
+            buf[0] = state;
+            Some(1)
+        };
+        let len = encode(&values, true, &regs, &mut read, &mut out);
+        assert_eq!(exit_state(&values, &out[..len]), Some(RETURNED));
+        assert_eq!(poll_end(RETURNED), PollEnd::Ready);
+        assert_eq!(poll_end(PANICKED), PollEnd::Panicked);
+        assert_eq!(poll_end(4), PollEnd::Pending);
+        assert!(first_poll(0) && !first_poll(3));
+    }
+
+    #[test]
+    fn async_fn_names() {
+        assert_eq!(async_fn_name("kv::serve::{closure#0}"), "kv::serve");
+        assert_eq!(
+            async_fn_name("a::b::{closure#0}::{closure#1}"),
+            "a::b::{closure#0}"
+        );
+        assert_eq!(async_fn_name("kv::serve"), "kv::serve");
+    }
+}

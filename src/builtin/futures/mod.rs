@@ -1,0 +1,373 @@
+//! The runtime future linker: while the graph tracer records the polls of
+//! async functions with `fntrace record --async`'s values (the future's
+//! address and rustc's coroutine state at each poll's entry and exit; see
+//! `fntrace_format::coroutine`), a first poll's entry starts its future
+//! and each poll's exit (finding the future by the argument the entry
+//! kept) adds to it, in a fixed table ([`table`]), by the rule the offline
+//! linker follows:
+//! first-poll time, busy time and polls per future, and at the poll that
+//! leaves it Returned, its latency. A future of a function with a
+//! threshold ([`Functions::set_threshold`]) that took at least that long
+//! is handed to the flight recorder's writer through a small fixed queue
+//! ([`take_slow`]); per function, the futures completed and their latency
+//! and busy time are counted ([`Functions::stats`]).
+//!
+//! On the traced path: no lock, no allocation, no system call beyond the
+//! reads the values take anyway. What has no room is counted: futures
+//! first polled while the table was full ([`untracked`]), slow futures
+//! the queue could not hold ([`slow_missed`]).
+
+pub(crate) mod table;
+
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+use fntrace_format::analysis::{future_bucket, FutureRow, FUTURE_BUCKETS};
+use fntrace_format::argspec::ArgSpec;
+use fntrace_format::coroutine::{self, PollEnd};
+
+use crate::rt::thread::current_tid;
+use crate::sys::clock::ticks_to_ns;
+use table::{FutureTable, Linked, Poll, MAX_FUNCTIONS, TIDS};
+
+/// Slots of the process's table: futures pending at once that are linked
+/// (those first polled while all are taken go untracked, counted).
+pub(crate) const TABLE_SLOTS: usize = 16_384;
+
+static TABLE: OnceLock<FutureTable> = OnceLock::new();
+
+/// The slots the table is made with ([`TABLE_SLOTS`] unless set).
+static SLOTS: AtomicUsize = AtomicUsize::new(TABLE_SLOTS);
+
+/// Makes the table, when it is made, of `slots` (`FNTRACE_FUTURES_SLOTS`;
+/// rounded up to a power of two). No effect once it is made.
+pub(crate) fn set_slots(slots: usize) {
+    SLOTS.store(slots, Ordering::Relaxed);
+}
+
+/// The process's table, made on the control path when async functions'
+/// values are first set ([`Functions::new`]).
+fn table() -> Option<&'static FutureTable> {
+    TABLE.get()
+}
+
+/// Futures first polled while the table was full, so far.
+pub(crate) fn untracked() -> u64 {
+    table().map_or(0, FutureTable::untracked)
+}
+
+/// The table's slots (0 if there is none).
+pub(crate) fn capacity() -> usize {
+    table().map_or(0, FutureTable::capacity)
+}
+
+/// What is known of one async function's futures.
+pub(crate) struct FunctionFutures {
+    /// Futures taking at least this long (ns) go to the slow queue
+    /// (`u64::MAX`: none).
+    threshold_ns: AtomicU64,
+    completed: AtomicU64,
+    polls: AtomicU64,
+    latency_ns: AtomicU64,
+    busy_ns: AtomicU64,
+    panicked: AtomicU64,
+    /// Latencies by `future_bucket` (a power of two of ns each).
+    buckets: [AtomicU64; FUTURE_BUCKETS],
+}
+
+/// The async functions of an argument table: those whose values record
+/// states ([`coroutine::records_states`]), by entry address.
+pub(crate) struct Functions {
+    /// By entry address, sorted.
+    per: Box<[(usize, FunctionFutures)]>,
+}
+
+impl Functions {
+    /// The async functions among `functions` (entry address and values,
+    /// any order; at most [`MAX_FUNCTIONS`] are kept); makes the
+    /// process's table if there are some. The control path's.
+    pub(crate) fn new<'a>(functions: impl Iterator<Item = (usize, &'a [ArgSpec])>) -> Functions {
+        let mut addresses: Vec<usize> = functions
+            .filter(|(_, values)| coroutine::records_states(values))
+            .map(|(function, _)| function)
+            .collect();
+        addresses.sort_unstable();
+        addresses.dedup();
+        addresses.truncate(MAX_FUNCTIONS);
+        if !addresses.is_empty() {
+            TABLE.get_or_init(|| FutureTable::new(SLOTS.load(Ordering::Relaxed)));
+        }
+        let per = addresses
+            .into_iter()
+            .map(|function| {
+                let zero = || AtomicU64::new(0);
+                let futures = FunctionFutures {
+                    threshold_ns: AtomicU64::new(u64::MAX),
+                    completed: zero(),
+                    polls: zero(),
+                    latency_ns: zero(),
+                    busy_ns: zero(),
+                    panicked: zero(),
+                    buckets: std::array::from_fn(|_| zero()),
+                };
+                (function, futures)
+            })
+            .collect();
+        Functions { per }
+    }
+
+    /// The async functions' entry addresses, in order.
+    pub(crate) fn addresses(&self) -> impl Iterator<Item = usize> + '_ {
+        self.per.iter().map(|(function, _)| *function)
+    }
+
+    /// Whether `function` is one of them.
+    pub(crate) fn contains(&self, function: usize) -> bool {
+        self.index_of(function).is_some()
+    }
+
+    fn index_of(&self, function: usize) -> Option<usize> {
+        self.per.binary_search_by_key(&function, |(f, _)| *f).ok()
+    }
+
+    /// From now on, futures of `function` lasting at least `threshold_ns`
+    /// go to the slow queue (`u64::MAX`: none do).
+    pub(crate) fn set_threshold(&self, function: usize, threshold_ns: u64) {
+        if let Some(i) = self.index_of(function) {
+            self.per[i]
+                .1
+                .threshold_ns
+                .store(threshold_ns, Ordering::Relaxed);
+        }
+    }
+
+    /// The futures each async function completed so far, as `/metrics`
+    /// shows them, each named by `name` (the function's address to its
+    /// demangled name); functions with none are left out.
+    pub(crate) fn rows(&self, name: impl Fn(usize) -> Option<String>) -> Vec<FutureRow> {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        self.per
+            .iter()
+            .filter(|(_, per)| get(&per.completed) > 0)
+            .filter_map(|(function, per)| {
+                Some(FutureRow {
+                    function: name(*function)?,
+                    completed: get(&per.completed),
+                    polls: get(&per.polls),
+                    latency_ns: get(&per.latency_ns),
+                    busy_ns: get(&per.busy_ns),
+                    buckets: std::array::from_fn(|i| get(&per.buckets[i])),
+                })
+            })
+            .collect()
+    }
+
+    /// A poll of `function` began (its values recorded as `data` after the
+    /// entry): a first poll starts its future.
+    #[inline]
+    pub(crate) fn entered(
+        &self,
+        function: usize,
+        entry_ticks: u64,
+        values: &[ArgSpec],
+        data: &[u8],
+    ) {
+        let (Some(index), Some(table)) = (self.index_of(function), table()) else {
+            return;
+        };
+        if let Some((address, state)) = coroutine::entry_values(values, data) {
+            table.entered(index as u16, address, state, entry_ticks);
+        }
+    }
+
+    /// A poll of `function` on the future at `address` (the argument its
+    /// entry kept) returned, its values recorded as `data` after the exit:
+    /// links it into its future.
+    #[inline]
+    pub(crate) fn exited(
+        &self,
+        function: usize,
+        address: u64,
+        ticks: (u64, u64),
+        values: &[ArgSpec],
+        data: &[u8],
+    ) {
+        let (Some(index), Some(table)) = (self.index_of(function), table()) else {
+            return;
+        };
+        let (entry_ticks, exit_ticks) = ticks;
+        let Some(state_out) = coroutine::exit_state(values, data) else {
+            return;
+        };
+        let poll = Poll {
+            function: index as u16,
+            address,
+            state_out,
+            entry_ticks,
+            exit_ticks,
+            tid: current_tid(),
+        };
+        let Linked::Ended(ended) = table.exited(&poll) else {
+            return;
+        };
+        let per = &self.per[index].1;
+        let latency_ns =
+            ticks_to_ns(ended.end_ticks).saturating_sub(ticks_to_ns(ended.first_ticks));
+        if ended.end == PollEnd::Panicked {
+            per.panicked.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let busy_ns = ticks_to_ns(ended.busy_ticks.saturating_add(ended.first_ticks))
+            .saturating_sub(ticks_to_ns(ended.first_ticks));
+        per.completed.fetch_add(1, Ordering::Relaxed);
+        per.polls.fetch_add(ended.polls, Ordering::Relaxed);
+        per.latency_ns.fetch_add(latency_ns, Ordering::Relaxed);
+        per.busy_ns.fetch_add(busy_ns, Ordering::Relaxed);
+        per.buckets[future_bucket(latency_ns)].fetch_add(1, Ordering::Relaxed);
+        if latency_ns >= per.threshold_ns.load(Ordering::Relaxed) {
+            push_slow(SlowFuture {
+                function,
+                address,
+                first_ns: ticks_to_ns(ended.first_ticks),
+                latency_ns,
+                busy_ns,
+                polls: ended.polls,
+                tids: ended.tids,
+                more_tids: ended.more_tids,
+            });
+        }
+    }
+}
+
+/// A future that took at least its function's threshold.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SlowFuture {
+    /// Its async function's entry address.
+    pub function: usize,
+    /// Its address.
+    pub address: u64,
+    /// Its first poll's entry (monotonic ns, as the events').
+    pub first_ns: u64,
+    /// First poll's entry to the Ready poll's exit.
+    pub latency_ns: u64,
+    /// Time in its polls.
+    pub busy_ns: u64,
+    /// Its polls.
+    pub polls: u64,
+    /// The first threads its polls ran on (0: none).
+    pub tids: [u32; TIDS],
+    /// Whether they ran on more threads than those.
+    pub more_tids: bool,
+}
+
+/// Slow futures the queue holds until the writer takes them.
+const SLOW_SLOTS: usize = 64;
+
+const FREE: u8 = 0;
+const WRITING: u8 = 1;
+const FULL: u8 = 2;
+
+struct SlowSlot {
+    state: AtomicU8,
+    words: [AtomicU64; 8],
+}
+
+static SLOW: [SlowSlot; SLOW_SLOTS] = [const {
+    SlowSlot {
+        state: AtomicU8::new(FREE),
+        words: [const { AtomicU64::new(0) }; 8],
+    }
+}; SLOW_SLOTS];
+
+static SLOW_MISSED: AtomicU64 = AtomicU64::new(0);
+
+/// Slow futures the queue had no room for, so far.
+pub(crate) fn slow_missed() -> u64 {
+    SLOW_MISSED.load(Ordering::Relaxed)
+}
+
+/// Queues `slow` for the writer: a free slot claimed by compare-and-swap,
+/// filled, then published; none free, counted.
+fn push_slow(slow: SlowFuture) {
+    for slot in &SLOW {
+        if slot
+            .state
+            .compare_exchange(FREE, WRITING, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            continue;
+        }
+        for (to, from) in slot.words.iter().zip(pack(&slow)) {
+            to.store(from, Ordering::Relaxed);
+        }
+        slot.state.store(FULL, Ordering::Release);
+        return;
+    }
+    SLOW_MISSED.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Takes the slow futures queued (the flight recorder's writer's).
+pub(crate) fn take_slow(out: &mut Vec<SlowFuture>) {
+    for slot in &SLOW {
+        if slot.state.load(Ordering::Acquire) != FULL {
+            continue;
+        }
+        let mut words = [0u64; 8];
+        for (to, from) in words.iter_mut().zip(&slot.words) {
+            *to = from.load(Ordering::Relaxed);
+        }
+        slot.state.store(FREE, Ordering::Release);
+        out.push(unpack(&words));
+    }
+}
+
+fn pack(slow: &SlowFuture) -> [u64; 8] {
+    [
+        slow.function as u64,
+        slow.address,
+        slow.first_ns,
+        slow.latency_ns,
+        slow.busy_ns,
+        slow.polls | u64::from(slow.more_tids) << 63,
+        u64::from(slow.tids[0]) | u64::from(slow.tids[1]) << 32,
+        u64::from(slow.tids[2]) | u64::from(slow.tids[3]) << 32,
+    ]
+}
+
+fn unpack(words: &[u64; 8]) -> SlowFuture {
+    SlowFuture {
+        function: words[0] as usize,
+        address: words[1],
+        first_ns: words[2],
+        latency_ns: words[3],
+        busy_ns: words[4],
+        polls: words[5] & !(1 << 63),
+        more_tids: words[5] >> 63 != 0,
+        tids: [
+            words[6] as u32,
+            (words[6] >> 32) as u32,
+            words[7] as u32,
+            (words[7] >> 32) as u32,
+        ],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slow_futures_go_through_the_queue_whole() {
+        let slow = SlowFuture {
+            function: 0x5555_1234,
+            address: 0x7f00_0000_1000,
+            first_ns: 123,
+            latency_ns: 250_000_000,
+            busy_ns: 1_000,
+            polls: 5,
+            tids: [7, 8, 0, 0],
+            more_tids: true,
+        };
+        assert_eq!(unpack(&pack(&slow)), slow);
+    }
+}
