@@ -13,9 +13,8 @@
 mod common;
 mod profile_program;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
-use std::sync::OnceLock;
 
 use common::TempDir;
 use fntrace_tools::analysis::{self, FutureEnd};
@@ -25,30 +24,6 @@ use fntrace_tools::EventSource;
 const CLI: &str = env!("CARGO_BIN_EXE_fntrace");
 
 const SERVE: &str = "async_anchor::serve::{closure#0}";
-
-/// The instrumented release build of the anchor (built once per run).
-fn anchor() -> &'static Path {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        // --async reads the state machines' layout from DWARF.
-        let envs = [("CARGO_PROFILE_RELEASE_DEBUG", "2")];
-        common::instrumented_release("async-anchor", &envs).join("async-anchor")
-    })
-}
-
-/// A duration as fntrace prints it (`45.5 ms`, `253 µs`, `1.84 s`), in ns.
-fn ns(text: &str) -> f64 {
-    let (value, unit) = text.split_once(' ').expect("a value and a unit");
-    let value: f64 = value.parse().unwrap();
-    value
-        * match unit {
-            "ns" => 1.0,
-            "µs" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            other => panic!("unit {other}"),
-        }
-}
 
 /// `51234.000100200` (uftrace's timestamps) in ns.
 fn timestamp_ns(text: &str) -> u64 {
@@ -81,8 +56,8 @@ fn slow_future_line(text: &str) -> (u64, f64, f64, u64, u64, bool) {
         .unwrap();
     (
         address,
-        ns(field("latency ")),
-        ns(field("busy ")),
+        common::shown_ns(field("latency ")),
+        common::shown_ns(field("busy ")),
         polls,
         timestamp_ns(field("first poll ")),
         line.ends_with("; all its polls are in the window"),
@@ -105,7 +80,7 @@ fn run(dir: &TempDir, trigger: &str) -> (PathBuf, String) {
         .args(["--async", "--flight", "64M", "-o"])
         .arg(&out)
         .arg("--")
-        .arg(anchor())
+        .arg(common::async_anchor())
         .args(["2", "24", "4", &STEPS.to_string(), "10"])
         .env("FNTRACE_FLIGHT_TRIGGER", trigger)
         .env("ASYNC_ANCHOR_SLOW", "13:150")

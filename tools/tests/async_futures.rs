@@ -16,25 +16,14 @@ mod perfetto_trace;
 mod profile_program;
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::sync::OnceLock;
 
 use common::TempDir;
 use fntrace_tools::export::UftraceReader;
 use fntrace_tools::{EventKind, EventSource};
 
 const CLI: &str = env!("CARGO_BIN_EXE_fntrace");
-
-/// The instrumented release build of the anchor (built once per run).
-fn anchor() -> &'static Path {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        // --async reads the state machines' layout from DWARF.
-        let envs = [("CARGO_PROFILE_RELEASE_DEBUG", "2")];
-        common::instrumented_release("async-anchor", &envs).join("async-anchor")
-    })
-}
 
 /// What one recorded run gave: the client's latencies (ns) and the
 /// report's text.
@@ -75,7 +64,7 @@ fn record(tag: &str, args: &[&str]) -> Run {
         .arg(&data)
         .arg("--async")
         .arg("--")
-        .arg(anchor())
+        .arg(common::async_anchor())
         .args(args)
         .output()
         .expect("running fntrace record");
@@ -277,20 +266,6 @@ fn serve_polls(data: &Path) -> (Vec<(u64, u32, String, u64)>, Vec<(u64, u64, Has
     (polls, futures)
 }
 
-/// A duration as the report prints it (`45.5 ms`, `253 µs`, `1.84 s`).
-fn ns(text: &str) -> f64 {
-    let (value, unit) = text.split_once(' ').expect("a value and a unit");
-    let value: f64 = value.parse().unwrap();
-    value
-        * match unit {
-            "ns" => 1.0,
-            "µs" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            other => panic!("unit {other}"),
-        }
-}
-
 /// The async row of `function`: futures, polls, total, p50, p99, busy,
 /// waiting (durations in ns).
 fn row(report: &str, function: &str) -> (u64, u64, [f64; 5]) {
@@ -303,7 +278,7 @@ fn row(report: &str, function: &str) -> (u64, u64, [f64; 5]) {
         .find(|l| l.ends_with(&format!("  {function}")))
         .unwrap_or_else(|| panic!("no row of {function} in:\n{after}"));
     let words: Vec<&str> = line.split_whitespace().collect();
-    let d = |i: usize| ns(&format!("{} {}", words[i], words[i + 1]));
+    let d = |i: usize| common::shown_ns(&format!("{} {}", words[i], words[i + 1]));
     (
         words[0].parse().unwrap(),
         words[1].parse().unwrap(),

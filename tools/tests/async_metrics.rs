@@ -17,9 +17,7 @@ mod profile_program;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use common::TempDir;
@@ -28,15 +26,6 @@ use fntrace_tools::export::UftraceReader;
 use fntrace_tools::EventSource;
 
 const CLI: &str = env!("CARGO_BIN_EXE_fntrace");
-
-/// The instrumented release build of the anchor (built once per run).
-fn anchor() -> &'static Path {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let envs = [("CARGO_PROFILE_RELEASE_DEBUG", "2")];
-        common::instrumented_release("async-anchor", &envs).join("async-anchor")
-    })
-}
 
 /// `GET /metrics` on `127.0.0.1:port`: the body.
 fn scrape(port: u16) -> String {
@@ -51,20 +40,6 @@ fn scrape(port: u16) -> String {
     let (head, body) = text.split_once("\r\n\r\n").expect("a head");
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     body.to_string()
-}
-
-/// A duration as fntrace prints it (`45.5 ms`, `253 µs`), in ns.
-fn ns_shown(text: &str) -> f64 {
-    let (value, unit) = text.split_once(' ').expect("a value and a unit");
-    let value: f64 = value.parse().unwrap();
-    value
-        * match unit {
-            "ns" => 1.0,
-            "µs" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            other => panic!("unit {other}"),
-        }
 }
 
 /// The value of the sample `name` (labels included) in `text`.
@@ -102,7 +77,7 @@ fn metrics_count_the_futures_the_anchor_completed() {
         .args(["--async", "-o"])
         .arg(&data)
         .arg("--")
-        .arg(anchor())
+        .arg(common::async_anchor())
         .args([
             "2",
             &REQUESTS.to_string(),
@@ -189,7 +164,7 @@ fn metrics_count_the_futures_the_anchor_completed() {
         words[..2],
         [REQUESTS.to_string(), (REQUESTS * (STEPS + 1)).to_string()]
     );
-    let shown = |i: usize| ns_shown(&format!("{} {}", words[i], words[i + 1]));
+    let shown = |i: usize| common::shown_ns(&format!("{} {}", words[i], words[i + 1]));
     let mut latencies: Vec<u64> = ready.iter().map(|f| f.end_ns - f.start_ns).collect();
     latencies.sort_unstable();
     for (q, at) in [(0.5, 4), (0.99, 6)] {
@@ -243,7 +218,7 @@ fn futures_beyond_the_table_are_counted_untracked() {
         .args(["--async", "-o"])
         .arg(&data)
         .arg("--")
-        .arg(anchor())
+        .arg(common::async_anchor())
         .args(["2", &REQUESTS.to_string(), &SLOTS.to_string(), "2", "10"])
         .env("FNTRACE_METRICS", format!("127.0.0.1:{port}"))
         .env("FNTRACE_FUTURES_SLOTS", "64")

@@ -44,9 +44,8 @@ mod common;
 mod profile_program;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 use common::TempDir;
 use fntrace_tools::analysis::{futures_of, Future, FutureEnd};
@@ -55,16 +54,6 @@ use fntrace_tools::EventSource;
 
 const CLI: &str = env!("CARGO_BIN_EXE_fntrace");
 const SERVE: &str = "async_anchor::serve::{closure#0}";
-
-/// The instrumented release build of the anchor (built once per run).
-fn anchor() -> &'static Path {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        // --async reads the state machines' layout from DWARF.
-        let envs = [("CARGO_PROFILE_RELEASE_DEBUG", "2")];
-        common::instrumented_release("async-anchor", &envs).join("async-anchor")
-    })
-}
 
 /// One figure line of the anchor's metrics file: `task` or `total`, then
 /// `key value` pairs.
@@ -104,7 +93,7 @@ fn record(tag: &str, args: &[&str], work: u64) -> Run {
         .arg(&data)
         .arg("--async")
         .arg("--")
-        .arg(anchor())
+        .arg(common::async_anchor())
         .args(args)
         .env("ANCHOR_TASK_METRICS", &metrics)
         .env("ANCHOR_WORK", work.to_string())

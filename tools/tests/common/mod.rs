@@ -123,3 +123,28 @@ pub fn instrumented_release(package: &str, envs: &[(&str, &str)]) -> PathBuf {
     assert!(status.success(), "fntrace cargo build -p {package} failed");
     target.join("release")
 }
+
+/// `examples/async-anchor`, built instrumented in release with full debug
+/// info (`--async` reads the state machines' layout from DWARF): its
+/// executable, built once per test binary.
+pub fn async_anchor() -> &'static std::path::Path {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT.get_or_init(|| {
+        let envs = [("CARGO_PROFILE_RELEASE_DEBUG", "2")];
+        instrumented_release("async-anchor", &envs).join("async-anchor")
+    })
+}
+
+/// A duration as fntrace prints it (`45.5 ms`, `253 µs`, `1.84 s`), in ns.
+pub fn shown_ns(text: &str) -> f64 {
+    let (value, unit) = text.split_once(' ').expect("a value and a unit");
+    let value: f64 = value.parse().unwrap();
+    value
+        * match unit {
+            "ns" => 1.0,
+            "µs" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            other => panic!("unit {other}"),
+        }
+}
