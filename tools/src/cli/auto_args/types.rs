@@ -350,82 +350,87 @@ impl Types<'_, '_> {
     /// bytes; in C++ also a class that is not trivially copied, as
     /// `std::string`).
     pub(super) fn returned_by_address(&self, type_ref: Option<AttributeValue<Slice>>) -> bool {
-        let Some(AttributeValue::UnitRef(mut at)) = type_ref else {
+        let Some(AttributeValue::UnitRef(at)) = type_ref else {
             return false;
         };
-        for _ in 0..16 {
-            let Ok(entry) = self.unit.entry(at) else {
-                return false;
-            };
-            match entry.tag() {
-                gimli::DW_TAG_typedef | gimli::DW_TAG_const_type | gimli::DW_TAG_volatile_type => {
-                    match entry.attr_value(gimli::DW_AT_type) {
-                        Ok(Some(AttributeValue::UnitRef(next))) => at = next,
-                        _ => return false,
-                    }
-                }
-                gimli::DW_TAG_structure_type
-                | gimli::DW_TAG_class_type
-                | gimli::DW_TAG_union_type => {
-                    let by_reference = matches!(
-                        entry.attr_value(gimli::DW_AT_calling_convention),
-                        Ok(Some(AttributeValue::CallingConvention(
-                            gimli::DW_CC_pass_by_reference
-                        )))
-                    );
-                    return byte_size(&entry) > 16
-                        || by_reference
-                        || (self.cxx_unit
-                            && self.is_std_string(Some(AttributeValue::UnitRef(at))));
-                }
-                _ => return false,
+        let Some(at) = self.unqualified(at) else {
+            return false;
+        };
+        let Ok(entry) = self.unit.entry(at) else {
+            return false;
+        };
+        match entry.tag() {
+            gimli::DW_TAG_structure_type | gimli::DW_TAG_class_type | gimli::DW_TAG_union_type => {
+                let by_reference = matches!(
+                    entry.attr_value(gimli::DW_AT_calling_convention),
+                    Ok(Some(AttributeValue::CallingConvention(
+                        gimli::DW_CC_pass_by_reference
+                    )))
+                );
+                byte_size(&entry) > 16
+                    || by_reference
+                    || (self.cxx_unit && self.is_std_string(Some(AttributeValue::UnitRef(at))))
             }
+            _ => false,
         }
-        false
     }
 
     /// Whether the type at `type_ref` is libstdc++'s `std::string` (a
     /// `basic_string<char…>` whose first member is `_M_dataplus`).
     fn is_std_string(&self, type_ref: Option<AttributeValue<Slice>>) -> bool {
-        let Some(AttributeValue::UnitRef(mut at)) = type_ref else {
+        let Some(AttributeValue::UnitRef(at)) = type_ref else {
             return false;
         };
-        for _ in 0..16 {
-            let Ok(entry) = self.unit.entry(at) else {
-                return false;
-            };
-            match entry.tag() {
-                gimli::DW_TAG_typedef | gimli::DW_TAG_const_type | gimli::DW_TAG_volatile_type => {
-                    match entry.attr_value(gimli::DW_AT_type) {
-                        Ok(Some(AttributeValue::UnitRef(next))) => at = next,
-                        _ => return false,
-                    }
-                }
-                gimli::DW_TAG_structure_type | gimli::DW_TAG_class_type => {
-                    if !self.name(at).is_some_and(|n| {
-                        n.starts_with("basic_string<char,") || n.starts_with("basic_string<char>")
-                    }) {
-                        return false;
-                    }
-                    let Ok(mut tree) = self.unit.entries_tree(Some(at)) else {
-                        return false;
-                    };
-                    let Ok(root) = tree.root() else {
-                        return false;
-                    };
-                    let mut children = root.children();
-                    while let Ok(Some(child)) = children.next() {
-                        if child.entry().tag() == gimli::DW_TAG_member {
-                            return self.name(child.entry().offset()).as_deref()
-                                == Some("_M_dataplus");
-                        }
-                    }
+        let Some(at) = self.unqualified(at) else {
+            return false;
+        };
+        let Ok(entry) = self.unit.entry(at) else {
+            return false;
+        };
+        match entry.tag() {
+            gimli::DW_TAG_structure_type | gimli::DW_TAG_class_type => {
+                if !self.name(at).is_some_and(|n| {
+                    n.starts_with("basic_string<char,") || n.starts_with("basic_string<char>")
+                }) {
                     return false;
                 }
-                _ => return false,
+                let Ok(mut tree) = self.unit.entries_tree(Some(at)) else {
+                    return false;
+                };
+                let Ok(root) = tree.root() else {
+                    return false;
+                };
+                let mut children = root.children();
+                while let Ok(Some(child)) = children.next() {
+                    if child.entry().tag() == gimli::DW_TAG_member {
+                        return self.name(child.entry().offset()).as_deref() == Some("_M_dataplus");
+                    }
+                }
+                false
+            }
+            _ => false,
+        }
+    }
+
+    /// The type at `at` itself: typedefs and qualifiers (`const`,
+    /// `volatile`, `restrict`, `_Atomic`) followed, at most 16 deep; `None`
+    /// where a link is missing.
+    pub(super) fn unqualified(&self, mut at: UnitOffset) -> Option<UnitOffset> {
+        for _ in 0..16 {
+            let entry = self.unit.entry(at).ok()?;
+            match entry.tag() {
+                gimli::DW_TAG_typedef
+                | gimli::DW_TAG_const_type
+                | gimli::DW_TAG_volatile_type
+                | gimli::DW_TAG_restrict_type
+                | gimli::DW_TAG_atomic_type => match entry.attr_value(gimli::DW_AT_type) {
+                    Ok(Some(AttributeValue::UnitRef(next))) => at = next,
+                    _ => return None,
+                },
+                _ => return Some(at),
             }
         }
-        false
+        None
     }
 
     /// Whether an enumeration's underlying type is signed.
@@ -445,26 +450,19 @@ impl Types<'_, '_> {
 
     /// Whether the type at `type_ref` is `char` (through qualifiers).
     fn is_char(&self, type_ref: Option<AttributeValue<Slice>>) -> bool {
-        let Some(AttributeValue::UnitRef(mut at)) = type_ref else {
+        let Some(AttributeValue::UnitRef(at)) = type_ref else {
             return false;
         };
-        for _ in 0..16 {
-            let Ok(entry) = self.unit.entry(at) else {
-                return false;
-            };
-            match entry.tag() {
-                // Through typedefs too, as uftrace's `-a` (`char_type *`).
-                gimli::DW_TAG_const_type | gimli::DW_TAG_volatile_type | gimli::DW_TAG_typedef => {
-                    match entry.attr_value(gimli::DW_AT_type) {
-                        Ok(Some(AttributeValue::UnitRef(next))) => at = next,
-                        _ => return false,
-                    }
-                }
-                gimli::DW_TAG_base_type => return self.name(at).as_deref() == Some("char"),
-                _ => return false,
-            }
+        let Some(at) = self.unqualified(at) else {
+            return false;
+        };
+        let Ok(entry) = self.unit.entry(at) else {
+            return false;
+        };
+        match entry.tag() {
+            gimli::DW_TAG_base_type => self.name(at).as_deref() == Some("char"),
+            _ => false,
         }
-        false
     }
 
     /// The `DW_AT_name` of the entry at `at`.
