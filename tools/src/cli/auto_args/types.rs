@@ -350,10 +350,7 @@ impl Types<'_, '_> {
     /// bytes; in C++ also a class that is not trivially copied, as
     /// `std::string`).
     pub(super) fn returned_by_address(&self, type_ref: Option<AttributeValue<Slice>>) -> bool {
-        let Some(AttributeValue::UnitRef(at)) = type_ref else {
-            return false;
-        };
-        let Some(at) = self.unqualified(at) else {
+        let Some(at) = self.unqualified(type_ref) else {
             return false;
         };
         let Ok(entry) = self.unit.entry(at) else {
@@ -378,10 +375,7 @@ impl Types<'_, '_> {
     /// Whether the type at `type_ref` is libstdc++'s `std::string` (a
     /// `basic_string<char…>` whose first member is `_M_dataplus`).
     fn is_std_string(&self, type_ref: Option<AttributeValue<Slice>>) -> bool {
-        let Some(AttributeValue::UnitRef(at)) = type_ref else {
-            return false;
-        };
-        let Some(at) = self.unqualified(at) else {
+        let Some(at) = self.unqualified(type_ref) else {
             return false;
         };
         let Ok(entry) = self.unit.entry(at) else {
@@ -412,10 +406,13 @@ impl Types<'_, '_> {
         }
     }
 
-    /// The type at `at` itself: typedefs and qualifiers (`const`,
+    /// The type `type_ref` names itself: typedefs and qualifiers (`const`,
     /// `volatile`, `restrict`, `_Atomic`) followed, at most 16 deep; `None`
     /// where a link is missing.
-    pub(super) fn unqualified(&self, mut at: UnitOffset) -> Option<UnitOffset> {
+    fn unqualified(&self, type_ref: Option<AttributeValue<Slice>>) -> Option<UnitOffset> {
+        let Some(AttributeValue::UnitRef(mut at)) = type_ref else {
+            return None;
+        };
         for _ in 0..16 {
             let entry = self.unit.entry(at).ok()?;
             match entry.tag() {
@@ -450,10 +447,7 @@ impl Types<'_, '_> {
 
     /// Whether the type at `type_ref` is `char` (through qualifiers).
     fn is_char(&self, type_ref: Option<AttributeValue<Slice>>) -> bool {
-        let Some(AttributeValue::UnitRef(at)) = type_ref else {
-            return false;
-        };
-        let Some(at) = self.unqualified(at) else {
+        let Some(at) = self.unqualified(type_ref) else {
             return false;
         };
         let Ok(entry) = self.unit.entry(at) else {
