@@ -15,9 +15,9 @@ fn demo_built_with_everything_instrumented_traces_exact_counts() {
         .current_dir(root)
         .env("RUSTC_BOOTSTRAP", "1")
         .env("RUSTFLAGS", "-Zinstrument-mcount")
-        // `-p fntrace`, as the README says: the CLI's own features (clap,
-        // the terminal UI) stay out of the build, half its work.
-        .args(["build", "-p", "fntrace", "--release", "--example", "demo"])
+        // `-p fntrace-demo`, as the README says: the CLI's own features
+        // (clap, the terminal UI) stay out of the build, half its work.
+        .args(["build", "-p", "fntrace-demo", "--release"])
         .arg("--target-dir")
         .arg(&target_dir)
         .status()
@@ -28,7 +28,7 @@ fn demo_built_with_everything_instrumented_traces_exact_counts() {
     // (`fntrace-demo.data` in the temporary directory) is the user's.
     let trace_dir =
         std::env::temp_dir().join(format!("fntrace-instrumented-demo-{}", std::process::id()));
-    let output = Command::new(target_dir.join("release/examples/demo"))
+    let output = Command::new(target_dir.join("release/demo"))
         .arg("500")
         .arg(&trace_dir)
         .output()
