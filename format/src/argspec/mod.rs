@@ -130,6 +130,15 @@ pub enum ArgSlot {
     /// when the function returns (`-R`; what the runtime needs to read an
     /// async state machine's state after a poll: see docs/async.md). An
     /// unreadable address reads as all ones bytes.
+    ///
+    /// `pinN[OFFSET]` (fntrace, written by `fntrace record --async` only)
+    /// is the same value with a claim: the N-th argument is the call's own
+    /// `Pin<&mut Self>`, and OFFSET + size lies inside what it points to,
+    /// so the memory stays mapped and unchanged by others from the entry
+    /// to the return, and the runtime reads it with a plain load instead
+    /// of a system call (`pinned`). A wrong claim faults the traced
+    /// program: the CLI refuses it in `-A` and `-R` (docs/arguments.md).
+    /// Recorded and spelled in `info` as `argN[OFFSET]`.
     Deref {
         /// The argument (1-6).
         arg: u8,
@@ -137,6 +146,8 @@ pub enum ArgSlot {
         offset: u32,
         /// Read when the function returns (given with `-R`).
         at_exit: bool,
+        /// Spelled `pinN[OFFSET]`: read with a load (see above).
+        pinned: bool,
     },
 }
 
@@ -159,7 +170,30 @@ impl ArgSpec {
                 true => ArgSlot::Retval,
                 false => ArgSlot::Int(arg),
             },
+            // `pinN[OFFSET]` is spelled `argN[OFFSET]`.
+            ArgSlot::Deref {
+                arg,
+                offset,
+                at_exit,
+                ..
+            } => ArgSlot::Deref {
+                arg,
+                offset,
+                at_exit,
+                pinned: false,
+            },
             slot => slot,
+        }
+    }
+
+    /// Whether the value is read with a plain load through the call's own
+    /// pinned argument (`pinN[OFFSET]`): the argument, if so.
+    pub fn pinned_arg(&self) -> Option<u8> {
+        match self.slot {
+            ArgSlot::Deref {
+                arg, pinned: true, ..
+            } => Some(arg),
+            _ => None,
         }
     }
 
@@ -305,7 +339,8 @@ fn parse_value_at(text: &str, kind: SpecKind) -> Result<ArgSpec, String> {
         }
     };
     let slot = if let Some((arg, offset)) = name.strip_suffix(']').and_then(|n| n.split_once('[')) {
-        let Some(n) = arg.strip_prefix("arg") else {
+        let pinned = arg.starts_with("pin");
+        let Some(n) = arg.strip_prefix("arg").or_else(|| arg.strip_prefix("pin")) else {
             return Err(format!("`{text}`: only `argN[OFFSET]` reads memory"));
         };
         let offset = match offset.strip_prefix("0x") {
@@ -317,7 +352,10 @@ fn parse_value_at(text: &str, kind: SpecKind) -> Result<ArgSpec, String> {
             arg: index(n, "integer arguments", INT_REGISTERS)?,
             offset,
             at_exit: kind == SpecKind::Retval,
+            pinned,
         }
+    } else if name.starts_with("pin") {
+        return Err(format!("`{text}`: `pinN` reads memory: `pinN[OFFSET]`"));
     } else if let Some(n) = name.strip_prefix("fparg") {
         ArgSlot::Fp(index(n, "floating-point arguments", FLOAT_REGISTERS)?)
     } else if let Some(n) = name.strip_prefix("arg") {
@@ -339,6 +377,19 @@ fn parse_value_at(text: &str, kind: SpecKind) -> Result<ArgSpec, String> {
             ))
         }
         _ => {}
+    }
+    // A load reads a plain integer: nothing that follows a pointer or
+    // reads more than the value.
+    let pinned = matches!(slot, ArgSlot::Deref { pinned: true, .. });
+    let plain = |c: char| matches!(c, 'd' | 'i' | 'u' | 'x');
+    if pinned
+        && written
+            .and_then(|w| w.chars().next())
+            .is_some_and(|c| !plain(c))
+    {
+        return Err(format!(
+            "`{text}`: `pinN[OFFSET]` is read as an integer (d, i, u, x)"
+        ));
     }
     if let (Some(c), Some(written)) = (named, written) {
         return types::parse_named(text, slot, c, &written[1..]);
@@ -606,6 +657,25 @@ pub fn encode(
     read: &mut dyn FnMut(u64, &mut [u8]) -> Option<usize>,
     out: &mut [u8],
 ) -> usize {
+    encode_with(
+        values,
+        retval,
+        regs,
+        &mut |_, addr, buf| read(addr, buf),
+        out,
+    )
+}
+
+/// [`encode`], with `read` told for each read whether it is a value's
+/// `pinN[OFFSET]` (`Some(N)`: the runtime loads it, see
+/// [`ArgSlot::Deref`]) or any other read through memory (`None`).
+pub fn encode_with(
+    values: &[ArgSpec],
+    retval: bool,
+    regs: &Registers,
+    read: &mut dyn FnMut(Option<u8>, u64, &mut [u8]) -> Option<usize>,
+    out: &mut [u8],
+) -> usize {
     let limit = out.len().saturating_sub(4).min(DATA_MAX);
     let mut at = 0;
     for value in values.iter().filter(|v| v.slot.at_exit() == retval) {
@@ -616,7 +686,7 @@ pub fn encode(
                 let address = regs.int[usize::from(arg - 1)].wrapping_add(u64::from(offset));
                 let mut bytes = [0xffu8; 8];
                 let size = usize::from(value.size);
-                if read(address, &mut bytes[..size]) != Some(size) {
+                if read(value.pinned_arg(), address, &mut bytes[..size]) != Some(size) {
                     bytes = [0xff; 8];
                 }
                 u64::from_le_bytes(bytes)
@@ -649,7 +719,7 @@ pub fn encode(
                 break;
             }
             let text = &mut out[at + 2..at + 2 + STR_MAX + 1];
-            let len = text::encode(value, raw, regs, read, text);
+            let len = text::encode(value, raw, regs, &mut |a, b| read(None, a, b), text);
             out[at..at + 2].copy_from_slice(&(len as u16).to_le_bytes());
             2 + len
         } else if let ArgFormat::Tagged(_, tag) = value.format {
@@ -668,7 +738,7 @@ pub fn encode(
                 text[..4].copy_from_slice(b"NULL");
                 4
             } else {
-                match read(raw, &mut *text) {
+                match read(None, raw, &mut *text) {
                     Some(n) => {
                         let n = text[..n].iter().position(|&b| b == 0).unwrap_or(n);
                         // uftrace cuts at its limit even a string that ends there.
