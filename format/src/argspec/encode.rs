@@ -28,6 +28,10 @@ pub fn encode(
     )
 }
 
+/// [`encode_with`]'s reader: `(pinned, address, buffer)`, what [`encode`]'s
+/// reader returns (`pinned`: `Some(N)` for a `pinN[OFFSET]`).
+pub type ReadAt<'a> = dyn FnMut(Option<u8>, u64, &mut [u8]) -> Option<usize> + 'a;
+
 /// [`encode`], with `read` told for each read whether it is a value's
 /// `pinN[OFFSET]` (`Some(N)`: the runtime loads it, see
 /// [`ArgSlot::Deref`]) or any other read through memory (`None`).
@@ -35,7 +39,7 @@ pub fn encode_with(
     values: &[ArgSpec],
     retval: bool,
     regs: &Registers,
-    read: &mut dyn FnMut(Option<u8>, u64, &mut [u8]) -> Option<usize>,
+    read: &mut ReadAt<'_>,
     out: &mut [u8],
 ) -> usize {
     let limit = out.len().saturating_sub(4).min(DATA_MAX);

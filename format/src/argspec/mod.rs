@@ -654,7 +654,7 @@ pub use text::uftrace_spelling;
 
 mod encode;
 pub(crate) use encode::bad_pointer;
-pub use encode::{encode, encode_with, encoded_bound};
+pub use encode::{encode, encode_with, encoded_bound, ReadAt};
 
 mod types;
 pub use types::{parse_enum, EnumDef, Names, TypeName, TYPE_NAME_MAX};
