@@ -27,7 +27,7 @@
 //! the slow exit after its own, which loads the state machine's state
 //! (`pinN[OFFSET]`, no system call) and writes the events: about 2 µs a
 //! poll here, with cold caches after each sleep. On the anchor's own
-//! polls (about 10 µs of work) that is 12-16 % of busy (15-18 % when the
+//! polls (about 10 µs of work) that is 12-18 % of busy (15-22 % when the
 //! states were read with `process_vm_readv`), so the 5 % is checked on
 //! polls of about 3 ms (`ANCHOR_WORK`): within 5 % in total and for at
 //! least 3 tasks in 4. Not for every task: under load the thread is now
