@@ -186,9 +186,9 @@ pub(super) fn with_values(
     // `argN[OFFSET]` read at the exit: the argument the entry kept.
     if let Some(arg) = exit_deref_arg(values) {
         match (retval, regs) {
-            (false, Some(_)) => keep_argument(call_key, registers.int[usize::from(arg - 1)]),
+            (false, Some(_)) => keep_argument(call_key, arg, registers.int[usize::from(arg - 1)]),
             (true, _) => {
-                let kept = kept_argument(call_key);
+                let kept = kept_argument(call_key, arg);
                 registers.int[usize::from(arg - 1)] = kept.unwrap_or(0);
                 if kept.is_some() {
                     loads_through = arg;
@@ -309,21 +309,23 @@ const KEPT_DEPTHS: usize = 64;
 thread_local! {
     // A const-initialised array of Cells without Drop: a plain TLS block,
     // no lazy registration and no allocation on the traced path.
-    static KEPT: [Cell<(u64, u64)>; KEPT_DEPTHS] = const { [const { Cell::new((0, 0)) }; KEPT_DEPTHS] };
+    static KEPT: [Cell<(u64, u64, u8)>; KEPT_DEPTHS] = const { [const { Cell::new((0, 0, 0)) }; KEPT_DEPTHS] };
 }
 
-/// Keeps `value` for the exit of the call `key` (its entry time, then the
-/// argument, at its depth's place).
-fn keep_argument(key: CallKey, value: u64) {
-    KEPT.with(|kept| kept[key.depth % KEPT_DEPTHS].set((key.entry_ticks, value)));
+/// Keeps `value`, argument `arg`, for the exit of the call `key` (its
+/// entry time, the value and which argument it is, at its depth's place).
+fn keep_argument(key: CallKey, arg: u8, value: u64) {
+    KEPT.with(|kept| kept[key.depth % KEPT_DEPTHS].set((key.entry_ticks, value, arg)));
 }
 
-/// The value [`keep_argument`] kept for `key`, `None` if another call
-/// took its place since.
-fn kept_argument(key: CallKey) -> Option<u64> {
+/// Argument `arg` as [`keep_argument`] kept it for `key`; `None` if
+/// another call took its place since, or the entry kept another argument
+/// (specs replaced meanwhile): only the call's own argument N is ever
+/// loaded through as `pinN`.
+fn kept_argument(key: CallKey, arg: u8) -> Option<u64> {
     KEPT.with(|kept| {
-        let (ticks, value) = kept[key.depth % KEPT_DEPTHS].get();
-        (ticks == key.entry_ticks).then_some(value)
+        let (ticks, value, kept_arg) = kept[key.depth % KEPT_DEPTHS].get();
+        (ticks == key.entry_ticks && kept_arg == arg).then_some(value)
     })
 }
 
@@ -339,16 +341,18 @@ fn read_pinned(base: u64, addr: u64, buf: &mut [u8]) -> Option<usize> {
     // is its own `Pin<&mut Self>` and that OFFSET + size lies inside what
     // it points to; `fntrace record --async` makes it only for a resume
     // function whose DWARF says so (its first parameter `Pin<&mut ENV>`,
-    // the state a member of ENV), and the CLI refuses it written by hand.
+    // in the register the ABI gives it; the state a member of ENV), and
+    // the CLI refuses it written by hand.
     // A `&mut` is valid and the pointee alive and unmoved (pinned) for the
     // whole call, and still when it returns: its caller, which owns the
     // future, has not run yet. `base` is that argument: at the entry the
     // register as the call made it; at the exit the value the entry kept
-    // for this very call (its depth and entry time matched, else the read
-    // never comes here: `with_values`), and only for a real return (a
-    // frame left by unwinding or longjmp records no exit values). No other
-    // thread writes the future during its poll (the `&mut` is exclusive),
-    // so the bytes are not raced. A byte copy: no alignment is assumed.
+    // for this very call and argument (depth, entry time and argument
+    // matched, else the read never comes here: `with_values`), and only
+    // for a real return (a frame left by unwinding or longjmp records no
+    // exit values). No other thread writes the future during its poll
+    // (the `&mut` is exclusive), so the bytes are not raced. A byte copy:
+    // no alignment is assumed.
     unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, buf.as_mut_ptr(), buf.len()) };
     Some(buf.len())
 }
