@@ -6,8 +6,9 @@
 //! rustc's coroutine states say.
 //!
 //! Each poll of such a function records, at its entry, the future's
-//! address then its state (`F@arg1/x,arg1[OFF]/u8`) and, at its exit, its
-//! state again (`F@arg1[OFF]/u8`). A poll that begins [`UNRESUMED`] is a
+//! address then its state (`F@arg1/x,pin1[OFF]/u8`) and, at its exit, its
+//! state again (`F@pin1[OFF]/u8`); `info` spells `pin1[OFF]` as
+//! `arg1[OFF]`, and either reads the same. A poll that begins [`UNRESUMED`] is a
 //! new future's first; one after which the state is [`RETURNED`] returned
 //! `Ready`, [`PANICKED`] panicked.
 

@@ -236,7 +236,8 @@ fn memory_at_an_offset_from_an_argument() {
         ArgSlot::Deref {
             arg: 2,
             offset: 0x90,
-            at_exit: false
+            at_exit: false,
+            pinned: false,
         }
     );
     assert!(rets[0].values[0].slot.at_exit() && !args[0].values[1].slot.at_exit());
@@ -267,6 +268,71 @@ fn memory_at_an_offset_from_an_argument() {
     assert_eq!(
         show(&rets[0].values, true, &out[..len]).unwrap(),
         " = 65535"
+    );
+}
+
+#[test]
+fn pinned_memory_is_read_through_its_own_reader_and_spelled_as_arg() {
+    let args = parse("f@arg1/x,pin1[0x10]/u8", SpecKind::Arguments).unwrap();
+    let rets = parse("f@pin1[0x10]/u8", SpecKind::Retval).unwrap();
+    let entry = args[0].values[1];
+    assert_eq!(
+        entry.slot,
+        ArgSlot::Deref {
+            arg: 1,
+            offset: 0x10,
+            at_exit: false,
+            pinned: true,
+        }
+    );
+    assert_eq!(entry.pinned_arg(), Some(1));
+    assert_eq!(rets[0].values[0].pinned_arg(), Some(1));
+    assert!(rets[0].values[0].slot.at_exit());
+    let unpinned = parse("f@arg1[0x10]/u8", SpecKind::Arguments).unwrap();
+    assert_eq!(unpinned[0].values[0].pinned_arg(), None);
+    // Merged with `arg1[0x10]` as one value (`info` names both alike).
+    assert_eq!(entry.uftrace_slot(), unpinned[0].values[0].slot);
+    // A load reads an integer, nothing that follows a pointer.
+    for bad in [
+        "f@pin1[8]/s",
+        "f@pin1[8]/s:[16]",
+        "f@pin1[8]/p",
+        "f@pin1[8]/e:color",
+        "f@pin1[8]/eu8:color",
+        "f@pin1[8]/c",
+        "f@pin1",
+        "f@pin7[8]",
+    ] {
+        assert!(parse(bad, SpecKind::Arguments).is_err(), "{bad}");
+    }
+    // `info` spells it as the `argN[OFFSET]` fntrace's readers know.
+    assert_eq!(
+        uftrace_spelling("f@arg1/x,pin1[0x10]/u8;g@arg2", SpecKind::Arguments),
+        "f@arg1/x,arg1[0x10]/u8;g@arg2"
+    );
+    assert_eq!(
+        uftrace_spelling("f@pin2[16]/u16", SpecKind::Retval),
+        "f@arg2[16]/u16"
+    );
+    // Each read says whether it is the pinned one, and through which argument.
+    let mut values = args[0].values.clone();
+    values.extend(parse("f@arg1[0x20]/u32", SpecKind::Arguments).unwrap()[0].values[0..1].iter());
+    let regs = Registers {
+        int: [0x1000, 0, 0, 0, 0, 0],
+        ..Registers::default()
+    };
+    let mut seen = Vec::new();
+    let mut read = |pinned: Option<u8>, addr: u64, buf: &mut [u8]| {
+        seen.push((pinned, addr, buf.len()));
+        buf.fill(if pinned.is_some() { 3 } else { 4 });
+        Some(buf.len())
+    };
+    let mut out = [0u8; 64];
+    let len = encode_with(&values, false, &regs, &mut read, &mut out);
+    assert_eq!(seen, [(Some(1), 0x1010, 1), (None, 0x1020, 4)]);
+    assert_eq!(
+        show(&values, false, &out[..len]).unwrap(),
+        "(0x1000, 3, 0x4040404)"
     );
 }
 

@@ -216,6 +216,9 @@ pub fn uftrace_spelling(text: &str, kind: SpecKind) -> String {
             .split(',')
             .map(|value| match super::parse_value(value, kind) {
                 Ok(parsed) if parsed.format.is_extension() => spelled(&parsed),
+                // The same bytes as `argN[OFFSET]`, which fntrace's readers
+                // know (the load is the runtime's business alone).
+                Ok(parsed) if parsed.pinned_arg().is_some() => value.replacen("pin", "arg", 1),
                 _ => value.to_string(),
             })
             .collect();

@@ -356,6 +356,7 @@ mod tests {
             arg: 1,
             offset: 8,
             at_exit: false,
+            pinned: false,
         };
         assert!(!eligible(&[spec(deref, ArgFormat::Auto, 4)]));
     }

@@ -12,8 +12,11 @@
 //! data; every other reader of the rings skips it. Sites of these functions never call a fast entry (see
 //! `sites::flag::WITH_ARGS`).
 //!
-//! Strings are read with `process_vm_readv` on the process itself: an
-//! unreadable address is an error, never a fault in the traced program.
+//! Strings and `argN[OFFSET]` are read with `process_vm_readv` on the
+//! process itself: an unreadable address is an error, never a fault in the
+//! traced program. `pinN[OFFSET]` alone (what `fntrace record --async`
+//! hands over for a poll's own future) is read with a plain load
+//! ([`read_pinned`]): no system call on a poll.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -173,11 +176,24 @@ pub(super) fn with_values(
             *to = *from as u64;
         }
     }
+    // The argument a `pinN[OFFSET]` may be loaded through: at the entry
+    // any (the registers are the call's own), at the exit the one the
+    // entry kept for this very call, else none (0).
+    let mut loads_through = match regs {
+        Some(_) if !retval => u8::MAX,
+        _ => 0,
+    };
     // `argN[OFFSET]` read at the exit: the argument the entry kept.
     if let Some(arg) = exit_deref_arg(values) {
         match (retval, regs) {
-            (false, Some(_)) => keep_argument(call_key, registers.int[usize::from(arg - 1)]),
-            (true, _) => registers.int[usize::from(arg - 1)] = kept_argument(call_key),
+            (false, Some(_)) => keep_argument(call_key, arg, registers.int[usize::from(arg - 1)]),
+            (true, _) => {
+                let kept = kept_argument(call_key, arg);
+                registers.int[usize::from(arg - 1)] = kept.unwrap_or(0);
+                if kept.is_some() {
+                    loads_through = arg;
+                }
+            }
             _ => {}
         }
         if !retval && !values.iter().any(|v| !v.slot.at_exit()) {
@@ -208,27 +224,46 @@ pub(super) fn with_values(
     // an integer-only call's time).
     if argspec::encoded_bound(values, retval) <= SMALL_DATA {
         encode_events::<SMALL_DATA, { 1 + SMALL_DATA / 8 }>(
-            event, values, retval, &registers, push, &mut link,
+            event,
+            values,
+            retval,
+            (&registers, loads_through),
+            push,
+            &mut link,
         )
     } else {
         encode_events::<{ DATA_MAX + 4 }, { 1 + DATA_SLOTS }>(
-            event, values, retval, &registers, push, &mut link,
+            event,
+            values,
+            retval,
+            (&registers, loads_through),
+            push,
+            &mut link,
         )
     }
 }
 
 /// [`with_values`]'s work with buffers of `BYTES` and `EVENTS` (`1 +
-/// BYTES / 8`); `after` is handed the data once the events are pushed.
+/// BYTES / 8`), the registers and the argument a `pinN[OFFSET]` may be
+/// loaded through (1-6, `u8::MAX` any, 0 none: [`read_pinned`]); `after`
+/// is handed the data once the events are pushed.
 fn encode_events<const BYTES: usize, const EVENTS: usize>(
     event: RawEvent,
     values: &[ArgSpec],
     retval: bool,
-    registers: &Registers,
+    (registers, loads_through): (&Registers, u8),
     push: &mut dyn FnMut(&[RawEvent]),
     after: &mut dyn FnMut(&[u8]),
 ) -> bool {
     let mut bytes = [0u8; BYTES];
-    let len = argspec::encode(values, retval, registers, &mut read_own, &mut bytes);
+    let mut read = |pinned: Option<u8>, addr: u64, buf: &mut [u8]| match pinned {
+        Some(arg) if loads_through == u8::MAX || loads_through == arg => {
+            let base = registers.int[usize::from(arg - 1)];
+            read_pinned(base, addr, buf)
+        }
+        _ => read_own(addr, buf),
+    };
+    let len = argspec::encode_with(values, retval, registers, &mut read, &mut bytes);
     if len == 0 {
         return false;
     }
@@ -274,26 +309,52 @@ const KEPT_DEPTHS: usize = 64;
 thread_local! {
     // A const-initialised array of Cells without Drop: a plain TLS block,
     // no lazy registration and no allocation on the traced path.
-    static KEPT: [Cell<(u64, u64)>; KEPT_DEPTHS] = const { [const { Cell::new((0, 0)) }; KEPT_DEPTHS] };
+    static KEPT: [Cell<(u64, u64, u8)>; KEPT_DEPTHS] = const { [const { Cell::new((0, 0, 0)) }; KEPT_DEPTHS] };
 }
 
-/// Keeps `value` for the exit of the call `key` (its entry time, then the
-/// argument, at its depth's place).
-fn keep_argument(key: CallKey, value: u64) {
-    KEPT.with(|kept| kept[key.depth % KEPT_DEPTHS].set((key.entry_ticks, value)));
+/// Keeps `value`, argument `arg`, for the exit of the call `key` (its
+/// entry time, the value and which argument it is, at its depth's place).
+fn keep_argument(key: CallKey, arg: u8, value: u64) {
+    KEPT.with(|kept| kept[key.depth % KEPT_DEPTHS].set((key.entry_ticks, value, arg)));
 }
 
-/// The value [`keep_argument`] kept for `key`, 0 if another call took
-/// its place since.
-fn kept_argument(key: CallKey) -> u64 {
+/// Argument `arg` as [`keep_argument`] kept it for `key`; `None` if
+/// another call took its place since, or the entry kept another argument
+/// (specs replaced meanwhile): only the call's own argument N is ever
+/// loaded through as `pinN`.
+fn kept_argument(key: CallKey, arg: u8) -> Option<u64> {
     KEPT.with(|kept| {
-        let (ticks, value) = kept[key.depth % KEPT_DEPTHS].get();
-        if ticks == key.entry_ticks {
-            value
-        } else {
-            0
-        }
+        let (ticks, value, kept_arg) = kept[key.depth % KEPT_DEPTHS].get();
+        (ticks == key.entry_ticks && kept_arg == arg).then_some(value)
     })
+}
+
+/// Copies the bytes at `addr` (`base`, the call's own pinned argument,
+/// plus the value's offset) into `buf` with a plain load: `pinN[OFFSET]`,
+/// what `fntrace record --async` hands over for a poll's future. A null
+/// `base` (not a reference: no claim holds) goes to [`read_own`].
+fn read_pinned(base: u64, addr: u64, buf: &mut [u8]) -> Option<usize> {
+    if base == 0 {
+        return read_own(addr, buf);
+    }
+    // SAFETY: the spec `pinN[OFFSET]` claims that argument N of this call
+    // is its own `Pin<&mut Self>` and that OFFSET + size lies inside what
+    // it points to; `fntrace record --async` makes it only for a resume
+    // function whose DWARF says so (its first parameter `Pin<&mut ENV>`,
+    // in the register the ABI gives it; the state a member of ENV), and
+    // the CLI refuses it written by hand.
+    // A `&mut` is valid and the pointee alive and unmoved (pinned) for the
+    // whole call, and still when it returns: its caller, which owns the
+    // future, has not run yet. `base` is that argument: at the entry the
+    // register as the call made it; at the exit the value the entry kept
+    // for this very call and argument (depth, entry time and argument
+    // matched, else the read never comes here: `with_values`), and only
+    // for a real return (a frame left by unwinding or longjmp records no
+    // exit values). No other thread writes the future during its poll
+    // (the `&mut` is exclusive), so the bytes are not raced. A byte copy:
+    // no alignment is assumed.
+    unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, buf.as_mut_ptr(), buf.len()) };
+    Some(buf.len())
 }
 
 /// Copies what is readable of the bytes at `addr` into `buf`: how many,

@@ -7,10 +7,18 @@
 //! `…::{closure#N}`) takes `Pin<&mut {async_fn_env#N}>` first; the env's
 //! DWARF variant part names its discriminant member `__state`: 0
 //! Unresumed, 1 Returned, 2 Panicked, 3… the suspend points. The runtime
-//! reads no DWARF: it is handed `NAME@arg1/x,arg1[OFF]/u8` (the future's
-//! address and its state at the poll's entry) and `NAME@arg1[OFF]/u8`
-//! (its state when the poll returns); `arg2` where the `Poll` is returned
-//! through memory (larger than 16 bytes: rdi is then the return slot).
+//! reads no DWARF: it is handed `NAME@arg1/x,pin1[OFF]/u8` (the future's
+//! address and its state at the poll's entry) and `NAME@pin1[OFF]/u8`
+//! (its state when the poll returns); `arg2`, `pin2` where the `Poll` is
+//! returned through memory (larger than 16 bytes: rdi is then the return
+//! slot).
+//!
+//! `pinN[OFF]` claims that argument N is the poll's own `Pin<&mut ENV>`
+//! and the state lies inside ENV, which the runtime then reads with a
+//! plain load, no system call (`fntrace_format::argspec::ArgSlot`). The
+//! claim is made only where the DWARF shows it for every function the
+//! name selects: a name that some other text symbol also has (a function
+//! whose layout was not found) gets the safe `argN[OFF]` instead.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -34,6 +42,10 @@ pub struct AsyncFn {
     /// (rsi) when the `Poll` returned is larger than two registers and
     /// rdi holds the return slot (rustc's ABI returns it in memory).
     pub self_arg: u8,
+    /// No other text symbol has its name: the name selects resume
+    /// functions of known layout only, so the state may be loaded
+    /// (`pinN[OFF]`).
+    pub sole: bool,
 }
 
 type Reader<'a> = gimli::EndianSlice<'a, gimli::LittleEndian>;
@@ -70,12 +82,29 @@ pub fn find(path: &Path) -> Result<Vec<AsyncFn>, String> {
             }
         }
     }
+    // Names some function of unknown layout shares (a monomorphisation
+    // whose DWARF was not understood, a closure of the same path).
+    let known: std::collections::HashSet<&str> = names.values().map(String::as_str).collect();
+    let mut shared: std::collections::HashSet<String> = std::collections::HashSet::new();
+    for symbol in file.symbols() {
+        if symbol.kind() != object::SymbolKind::Text || found.contains_key(&symbol.address()) {
+            continue;
+        }
+        if let Ok(name) = symbol.name() {
+            let name = fntrace_tools::demangle(name);
+            if known.contains(name.as_str()) {
+                shared.insert(name);
+            }
+        }
+    }
     Ok(found
         .into_iter()
         .filter_map(|(address, (state_offset, state_size, self_arg))| {
+            let name = names.remove(&address)?;
             Some(AsyncFn {
                 address,
-                name: names.remove(&address)?,
+                sole: !shared.contains(&name),
+                name,
                 state_offset,
                 state_size,
                 self_arg,
@@ -215,7 +244,9 @@ fn first_child(
 }
 
 /// The `-A` and `-R` specs for `functions`: per function, the future's
-/// address and its state at the entry, and its state at the exit. Names
+/// address and its state at the entry, and its state at the exit (read
+/// through `pinN`, with a load, for a [`AsyncFn::sole`] name; else
+/// through `argN`, with the system call that never faults). Names
 /// a glob cannot spell exactly (`*`, `?`), and names two functions of
 /// different layouts share (a glob would select both), are left out.
 pub fn specs(functions: &[AsyncFn]) -> (Vec<String>, Vec<String>) {
@@ -225,7 +256,8 @@ pub fn specs(functions: &[AsyncFn]) -> (Vec<String>, Vec<String>) {
             continue;
         }
         let same = |g: &&AsyncFn| {
-            (g.state_offset, g.state_size, g.self_arg) == (f.state_offset, f.state_size, f.self_arg)
+            (g.state_offset, g.state_size, g.self_arg, g.sole)
+                == (f.state_offset, f.state_size, f.self_arg, f.sole)
         };
         by_name
             .entry(&f.name)
@@ -239,8 +271,9 @@ pub fn specs(functions: &[AsyncFn]) -> (Vec<String>, Vec<String>) {
             continue;
         };
         let arg = f.self_arg;
+        let through = if f.sole { "pin" } else { "arg" };
         let state = format!(
-            "arg{arg}[{:#x}]/u{}",
+            "{through}{arg}[{:#x}]/u{}",
             f.state_offset,
             u32::from(f.state_size) * 8
         );
@@ -248,4 +281,43 @@ pub fn specs(functions: &[AsyncFn]) -> (Vec<String>, Vec<String>) {
         retvals.push(format!("{name}@{state}"));
     }
     (arguments, retvals)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resume(name: &str, address: u64, sole: bool) -> AsyncFn {
+        AsyncFn {
+            address,
+            name: name.to_string(),
+            state_offset: 0x18,
+            state_size: 1,
+            self_arg: 1,
+            sole,
+        }
+    }
+
+    #[test]
+    fn states_are_loaded_only_through_names_of_known_layout() {
+        let functions = [
+            resume("a::serve::{closure#0}", 0x1000, true),
+            resume("a::other::{closure#0}", 0x2000, false),
+        ];
+        let (arguments, retvals) = specs(&functions);
+        assert_eq!(
+            arguments,
+            [
+                "a::other::{closure#0}@arg1/x,arg1[0x18]/u8",
+                "a::serve::{closure#0}@arg1/x,pin1[0x18]/u8",
+            ]
+        );
+        assert_eq!(
+            retvals,
+            [
+                "a::other::{closure#0}@arg1[0x18]/u8",
+                "a::serve::{closure#0}@pin1[0x18]/u8",
+            ]
+        );
+    }
 }

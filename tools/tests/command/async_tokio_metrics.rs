@@ -23,17 +23,18 @@
 //!   scheduled time, in total.
 //!
 //! Busy is not equal: tokio-metrics' span also holds what fntrace does
-//! outside its own timestamps, mostly the exit hook, which reads the
-//! state machine's state with `process_vm_readv` (about 2 µs on a VM) and
-//! writes the events: about 3 µs a poll here. On the anchor's own polls
-//! (about 10 µs of work) that is 15-18 % of busy, so the 5 % is checked
-//! on polls of about 3 ms (`ANCHOR_WORK`): within 5 % in total and for at
-//! least 3 tasks in 4. Not for every task: `process_vm_readv` takes the
-//! process's mmap lock and is a system call where the thread can be
-//! switched out, and under load the exit hook now and then waits there
-//! for hundreds of µs to ms, which lands in one poll as tokio-metrics
-//! times it and not as fntrace does (beside a CPU hog with other builds
-//! running, such waits once made up 5.0 % of the total on 1.6 ms polls,
+//! outside its own timestamps, the generic entry before its timestamp and
+//! the slow exit after its own, which loads the state machine's state
+//! (`pinN[OFFSET]`, no system call) and writes the events: about 2 µs a
+//! poll here, with cold caches after each sleep. On the anchor's own
+//! polls (about 10 µs of work) that is 12-18 % of busy (15-22 % when the
+//! states were read with `process_vm_readv`), so the 5 % is checked on
+//! polls of about 3 ms (`ANCHOR_WORK`): within 5 % in total and for at
+//! least 3 tasks in 4. Not for every task: under load the thread is now
+//! and then switched out inside the exit hook for hundreds of µs to ms,
+//! which lands in one poll as tokio-metrics times it and not as fntrace
+//! does (beside a CPU hog with other builds running, such waits, then in
+//! `process_vm_readv`, once made up 5.0 % of the total on 1.6 ms polls,
 //! and once put 4 tasks of 32 beyond 5 % on 3 ms polls).
 //!
 //! A task and its future are paired by the future's address, which the

@@ -1,7 +1,7 @@
 //! The `fntrace` command's tests: it records, reads, reports and exports
 //! traces of real programs (C built with `gcc -pg`, Rust built by
 //! `fntrace cargo`) and of traces written by uftrace. Gathered in one test
-//! binary: one link instead of 24, and libtest runs two tests at a
+//! binary: one link instead of 25, and libtest runs two tests at a
 //! time, one's waits beside the other's work.
 //!
 //! `cargo test -p fntrace-tools --test command MODULE::` runs one file's
@@ -20,6 +20,7 @@ mod profile_program;
 mod async_flight;
 mod async_futures;
 mod async_metrics;
+mod async_state_loads;
 mod async_tokio_metrics;
 mod cargo_build;
 mod chrome_select;

@@ -245,6 +245,7 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
         enums = auto.enums;
     }
     let auto_count = (arguments.len(), retval.len());
+    refuse_pinned(&args.argument, &args.retval)?;
     arguments.extend(args.argument.iter().cloned());
     retval.extend(args.retval.iter().cloned());
     if args.futures {
@@ -400,6 +401,36 @@ const DEFAULT_BUFFER: u64 = 16 << 20;
 /// Refuses a `--memory` smaller than one buffer (`--buffer`, rounded up
 /// to a power of two of 16-byte events as the runtime does) in lossless
 /// mode, before anything runs: the recording would refuse it.
+/// Refuses `pinN[OFFSET]` in `-A` and `-R`: it claims a pointer valid
+/// for the whole call and is read with a plain load, which would fault the
+/// program if wrong; `--async` writes it where the DWARF shows the claim
+/// holds, a hand-written read through memory is `argN[OFFSET]` (a system
+/// call that never faults).
+fn refuse_pinned(arguments: &[String], retval: &[String]) -> Result<(), String> {
+    for (option, specs, kind) in [
+        ("-A", arguments, SpecKind::Arguments),
+        ("-R", retval, SpecKind::Retval),
+    ] {
+        for spec in specs {
+            let Ok(parsed) = argspec::parse(spec, kind) else {
+                continue; // said below, with the parser's reason
+            };
+            let pinned = parsed
+                .iter()
+                .flat_map(|s| &s.values)
+                .any(|v| v.pinned_arg().is_some());
+            if pinned {
+                return Err(format!(
+                    "{option} `{spec}`: `pinN[OFFSET]` is what --async writes for a poll's own \
+                     future (read with a plain load, which faults on a bad pointer); \
+                     read memory with `argN[OFFSET]`"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn check_memory(args: &RecordArgs) -> Result<(), String> {
     if args.mode != "lossless" || args.flight.is_some() {
         return Ok(());
