@@ -534,6 +534,47 @@ impl CallTree {
         writeln!(printer.out)
     }
 
+    /// Writes a tree rooted at an async function's polls (recorded with
+    /// `fntrace record --async`) once more, under one node for its
+    /// futures: `(N) future NAME`, N the futures that reached Ready and
+    /// the time their summed latency (first poll to Ready); below it the
+    /// polls and what they called, as [`write_text`](Self::write_text)
+    /// prints them:
+    ///
+    /// ```text
+    /// ========== AS FUTURES (fntrace record --async) ==========
+    /// # TOTAL TIME   FUNCTION
+    ///    74.125 ms : (3) future serve::{closure#0}
+    ///   104.000 us : (9) serve::{closure#0}
+    ///    98.000 us : (6) work
+    /// ```
+    pub fn write_futures_text(
+        &self,
+        futures: u64,
+        latency_ns: u64,
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
+        writeln!(
+            out,
+            "========== AS FUTURES (fntrace record --async) =========="
+        )?;
+        writeln!(out, "# TOTAL TIME   FUNCTION")?;
+        let future = CallNode {
+            name: format!("future {}", self.root.name),
+            calls: futures,
+            total_ns: latency_ns,
+            children: vec![self.root.clone()],
+            first_entry_ns: self.root.first_entry_ns,
+        };
+        let mut mask = Vec::new();
+        let mut printer = TreePrinter {
+            out,
+            mask: &mut mask,
+        };
+        printer.node(&future, None, 0, false)?;
+        writeln!(printer.out)
+    }
+
     /// [`write_text`](Self::write_text) as a string.
     pub fn text(&self) -> String {
         let mut text = Vec::new();

@@ -163,6 +163,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let mut out = Output::new(cli.no_pager);
             report::write_lost_and_unfinished(&tree.shortfall, &mut out).map_err(output_failure)?;
             tree.write_text(&mut out).map_err(output_failure)?;
+            if let Some(function) = &args.function {
+                write_as_futures(&selected, &trace, function, &tree, &mut out)?;
+            }
             out.finish()
         }
         Command::Replay(args) => {
@@ -309,6 +312,54 @@ fn spool_calls(
     }
     check_matched(&[(&args.dir, selected.unmatched())])?;
     Ok(spooled)
+}
+
+/// `fntrace graph FUNCTION` of an async function recorded with `--async`:
+/// its polls' graph again, nested under its futures (docs/async.md).
+/// Nothing for a function that is not async or a trace without `--async`.
+fn write_as_futures<S: EventSource>(
+    selected: &S,
+    trace: &UftraceReader,
+    function: &str,
+    tree: &analysis::CallTree,
+    out: &mut Output,
+) -> Result<(), Failure>
+where
+    S::Error: std::fmt::Display,
+{
+    let Some(linked) =
+        analysis::futures_of(selected, trace.arg_specs()).map_err(|e| e.to_string())?
+    else {
+        return Ok(());
+    };
+    let mut ready = 0;
+    let mut latency_ns = 0;
+    let mut not_ready = 0;
+    for future in &linked.futures {
+        if !glob::matches(function, &selected.name_of(future.function)) {
+            continue;
+        }
+        if future.end == analysis::FutureEnd::Ready {
+            ready += 1;
+            latency_ns += future.end_ns - future.start_ns;
+        } else {
+            not_ready += 1;
+        }
+    }
+    if ready + not_ready == 0 {
+        return Ok(());
+    }
+    tree.write_futures_text(ready, latency_ns, out)
+        .map_err(output_failure)?;
+    if not_ready > 0 {
+        writeln!(
+            out,
+            "# and {not_ready} futures not Ready in the trace (pending at its end, dropped, \
+             panicked or started before it): their polls are counted above, not their latency"
+        )
+        .map_err(output_failure)?;
+    }
+    Ok(())
 }
 
 /// Fails, naming each glob and the closest names, when a glob of `-F` or

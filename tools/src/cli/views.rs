@@ -13,10 +13,16 @@ Each line: total time, (calls) function, its callees below it; a function
 called from several places appears under each. With FUNCTION, its callers
 are shown first (BACKTRACE), then what it called, all its calls merged.
 Calls without an exit count until the thread's last event, as uftrace does.
+A FUNCTION that is an async fn's resume function, recorded with `fntrace
+record --async`, gets its graph once more under its futures (AS FUTURES):
+the futures that reached Ready and their summed latency, first poll to
+Ready, their polls on any thread below them, and below those what the
+polls called.
 
 Examples:
   fntrace graph trace-dir
   fntrace graph trace-dir main
+  fntrace graph trace-dir 'myservice::serve::{closure#0}'  a future's callees
   fntrace graph trace-dir 'demo::parse*' --tid 4242";
 
 pub(super) const REPLAY_HELP: &str = "\

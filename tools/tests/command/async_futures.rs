@@ -40,6 +40,8 @@ struct Run {
     /// `fntrace perfetto`'s slices on the futures' tracks: (name, begin,
     /// end).
     perfetto: Vec<(String, u64, u64)>,
+    /// `fntrace graph DIR SERVE`'s text.
+    graph: String,
 }
 
 /// An async slice of the Chrome JSON (a `b` and an `e` of one id).
@@ -79,10 +81,11 @@ fn record(tag: &str, args: &[&str]) -> Run {
         .filter_map(|l| l.strip_prefix("latency_ns "))
         .map(|v| v.parse().unwrap())
         .collect();
-    let show = |command: &str| {
+    let show = |command: &str, more: &[&str]| {
         let out = Command::new(CLI)
             .args([command, "--no-pager"])
             .arg(&data)
+            .args(more)
             .output()
             .expect("running fntrace");
         assert!(out.status.success(), "fntrace {command}: {:?}", out);
@@ -103,7 +106,8 @@ fn record(tag: &str, args: &[&str]) -> Run {
     let (polls, serve_futures) = serve_polls(&data);
     Run {
         client,
-        report: show("report"),
+        report: show("report", &[]),
+        graph: show("graph", &[SERVE]),
         polls,
         serve_futures,
         slices: async_slices(&json),
@@ -303,6 +307,37 @@ fn within_10_percent(what: &str, fntrace: f64, client: f64) {
     );
 }
 
+/// serve's resume function.
+const SERVE: &str = "async_anchor::serve::{closure#0}";
+
+/// `fntrace graph`'s futures section of `graph`: the lines below its
+/// header, each as (time in ns, calls, name), `(N)` lines only.
+fn as_futures(graph: &str) -> Vec<(f64, u64, String)> {
+    let section = graph
+        .split_once("========== AS FUTURES (fntrace record --async) ==========\n")
+        .unwrap_or_else(|| panic!("no futures section:\n{graph}"))
+        .1;
+    section
+        .lines()
+        .filter_map(|line| {
+            let (time, node) = line.split_once(" : ")?;
+            let (calls, name) = node
+                .trim_start_matches([' ', '|', '+', '-'])
+                .split_once(") ")?;
+            let calls = calls.strip_prefix('(')?.parse().ok()?;
+            let time = time.trim();
+            let (value, unit) = time.split_once(' ')?;
+            let scale = match unit.trim() {
+                "us" => 1e3,
+                "ms" => 1e6,
+                "s" => 1e9,
+                other => panic!("unit {other} in {line}"),
+            };
+            Some((value.parse::<f64>().ok()? * scale, calls, name.to_string()))
+        })
+        .collect()
+}
+
 /// Checks one run's `serve` and `client` rows: `requests` futures of
 /// `steps + 1` polls each, `slots` clients of `requests / slots + 1`.
 fn check(run: &Run, requests: u64, slots: u64, steps: u64) {
@@ -365,6 +400,32 @@ fn check(run: &Run, requests: u64, slots: u64, steps: u64) {
     assert_eq!(perfetto, chrome, "serve's Perfetto slices");
     assert_eq!(run.perfetto.len(), run.slices.len(), "Perfetto's slices");
     assert!(serve.iter().all(|s| s.polls == steps + 1));
+    // `fntrace graph SERVE`: the futures, their polls nested below, and
+    // below those what the polls called.
+    let nodes = as_futures(&run.graph);
+    let latency: u64 = spans.iter().map(|s| s.1 - s.0).sum();
+    let (time, calls, name) = &nodes[0];
+    assert_eq!(
+        (*calls, name.as_str()),
+        (futures, &*format!("future {SERVE}"))
+    );
+    // Shown truncated to three decimals.
+    assert!(
+        (latency as f64 - time).abs() <= latency as f64 * 0.001,
+        "{latency} ns:\n{}",
+        run.graph
+    );
+    assert_eq!(
+        (nodes[1].1, nodes[1].2.as_str()),
+        (requests * (steps + 1), SERVE)
+    );
+    assert!(
+        nodes[2..]
+            .iter()
+            .any(|n| n.1 == requests * steps && n.2 == "async_anchor::work"),
+        "serve's calls of work under its futures:\n{}",
+        run.graph
+    );
 }
 
 #[test]
