@@ -25,7 +25,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::TempDir;
+use common::{median, TempDir};
 
 const SPECS: [&str; 4] = ["-A", "spec@arg1,arg2", "-R", "spec@retval"];
 
@@ -52,11 +52,6 @@ fn run(command: &mut Command, fntrace: bool) -> (f64, f64) {
         (Some(Ok(plain)), Some(Ok(spec))) => (plain, spec),
         _ => panic!("{command:?}: the program printed {stdout:?}"),
     }
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
 }
 
 fn main() {
@@ -107,23 +102,8 @@ fn main() {
         cpu[3].push(run(&mut uftrace, false));
         let _ = std::fs::remove_dir_all(dir.path().join(format!("out-{round}-args")));
     }
-    let cost = |case: usize, spec: bool| -> Vec<f64> {
-        cpu[case]
-            .iter()
-            .zip(&cpu[0])
-            .map(|(c, base)| match spec {
-                true => c.1 - base.1,
-                false => c.0 - base.0,
-            })
-            .collect()
-    };
-    let show = |mut values: Vec<f64>| {
-        let (min, max) = (
-            values.iter().cloned().fold(f64::INFINITY, f64::min),
-            values.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
-        );
-        format!("{:.1} ns ({min:.1}–{max:.1})", median(&mut values))
-    };
+    let cost = |case: usize, spec: bool| common::less_base(&cpu, case, spec);
+    let show = common::median_and_range;
     let mut base: Vec<f64> = cpu[0].iter().map(|c| c.1).collect();
     println!(
         "  base (sites NOPed): spec {:.1} ns a call",

@@ -28,7 +28,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::TempDir;
+use common::{median, TempDir};
 
 const RESUME: &str = "poll_loop::stepper::{closure#0}";
 
@@ -53,11 +53,6 @@ fn run(command: &mut Command) -> (f64, f64) {
         (Some(Ok(call)), Some(Ok(poll))) => (call, poll),
         _ => panic!("{command:?}: the program printed {stdout:?}"),
     }
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
 }
 
 /// The state's offset `--async` found, from the `info` of its recording.
@@ -129,23 +124,8 @@ fn main() {
             let _ = std::fs::remove_dir_all(out(case));
         }
     }
-    let cost = |case: usize, poll: bool| -> Vec<f64> {
-        cpu[case]
-            .iter()
-            .zip(&cpu[0])
-            .map(|(c, base)| match poll {
-                true => c.1 - base.1,
-                false => c.0 - base.0,
-            })
-            .collect()
-    };
-    let show = |mut values: Vec<f64>| {
-        let (min, max) = (
-            values.iter().cloned().fold(f64::INFINITY, f64::min),
-            values.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
-        );
-        format!("{:.1} ns ({min:.1}–{max:.1})", median(&mut values))
-    };
+    let cost = |case: usize, poll: bool| common::less_base(&cpu, case, poll);
+    let show = common::median_and_range;
     let mut base: Vec<f64> = cpu[0].iter().map(|c| c.1).collect();
     println!("  base (sites NOPed): {:.1} ns a poll", median(&mut base));
     println!(

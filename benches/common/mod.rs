@@ -177,3 +177,31 @@ pub fn build_realprog() -> (PathBuf, PathBuf) {
         ),
     )
 }
+
+/// The middle of `values` (the upper one of an even count).
+pub fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// `values` as `MEDIAN ns (MIN–MAX)`: one case's cost over the rounds.
+pub fn median_and_range(mut values: Vec<f64>) -> String {
+    let (min, max) = (
+        values.iter().cloned().fold(f64::INFINITY, f64::min),
+        values.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
+    );
+    format!("{:.1} ns ({min:.1}–{max:.1})", median(&mut values))
+}
+
+/// Per round, case `case`'s cost less the base case's (case 0): of the
+/// second figure of each pair with `second`, else of the first.
+pub fn less_base(rounds: &[Vec<(f64, f64)>], case: usize, second: bool) -> Vec<f64> {
+    rounds[case]
+        .iter()
+        .zip(&rounds[0])
+        .map(|(c, base)| match second {
+            true => c.1 - base.1,
+            false => c.0 - base.0,
+        })
+        .collect()
+}
