@@ -12,7 +12,9 @@ use crate::builtin::graph::args;
 use crate::control;
 
 /// The linker's rows by name (demangled here, off the traced path);
-/// `None` if no async function's polls are recorded.
+/// `None` if no async function's polls are recorded. The `profile` reply
+/// carries them too, one `future` line each (`FutureRow::to_line`), for
+/// `fntrace top` and `ctl profile`.
 pub(crate) fn rows() -> Option<Vec<FutureRow>> {
     let table = args::table()?;
     table.futures.addresses().next()?;

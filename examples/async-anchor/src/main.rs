@@ -16,7 +16,9 @@
 //! `ASYNC_ANCHOR_SLOW=ID:MS` makes request ID (the requests are numbered
 //! from 0) sleep MS milliseconds at each step instead of SLEEP_MS: the
 //! same polls, a longer wait between them. `ASYNC_ANCHOR_LINGER_MS=N`
-//! keeps the process N ms after its last line.
+//! keeps the process N ms after its last line; `ASYNC_ANCHOR_START_MS=N`
+//! waits N ms before the runtime starts (for a live view to sample it
+//! before any future).
 
 mod task_metrics;
 
@@ -93,6 +95,10 @@ fn main() {
             iterations.parse().expect("ANCHOR_WORK: a number"),
             Ordering::Relaxed,
         );
+    }
+    if let Ok(ms) = std::env::var("ASYNC_ANCHOR_START_MS") {
+        let ms = ms.parse().expect("ASYNC_ANCHOR_START_MS=N");
+        std::thread::sleep(Duration::from_millis(ms));
     }
     let runtime = match threads {
         0 => tokio::runtime::Builder::new_current_thread(),

@@ -77,6 +77,79 @@ impl FutureRow {
     }
 }
 
+impl FutureRow {
+    /// The row as one line of the control socket's `profile` reply, which
+    /// `fntrace top` and `ctl profile` read: `future COMPLETED POLLS
+    /// LATENCY_NS BUSY_NS BUCKETS NAME`, BUCKETS the non-empty buckets as
+    /// `INDEX:COUNT` joined by `,` (`-`: none). The name last: it may hold
+    /// spaces.
+    pub fn to_line(&self) -> String {
+        let mut buckets = String::new();
+        for (index, &count) in self.buckets.iter().enumerate() {
+            if count != 0 {
+                if !buckets.is_empty() {
+                    buckets.push(',');
+                }
+                // Writing into a String cannot fail.
+                let _ = write!(buckets, "{index}:{count}");
+            }
+        }
+        if buckets.is_empty() {
+            buckets.push('-');
+        }
+        format!(
+            "future {} {} {} {} {buckets} {}",
+            self.completed, self.polls, self.latency_ns, self.busy_ns, self.function
+        )
+    }
+
+    /// The row [`FutureRow::to_line`] wrote; `None` if `line` is not one.
+    pub fn from_line(line: &str) -> Option<FutureRow> {
+        let mut fields = line.strip_prefix("future ")?.splitn(6, ' ');
+        let mut number = || fields.next()?.parse::<u64>().ok();
+        let (completed, polls, latency_ns, busy_ns) = (number()?, number()?, number()?, number()?);
+        let mut buckets = [0; FUTURE_BUCKETS];
+        let listed = fields.next()?;
+        if listed != "-" {
+            for pair in listed.split(',') {
+                let (index, count) = pair.split_once(':')?;
+                *buckets.get_mut(index.parse::<usize>().ok()?)? = count.parse().ok()?;
+            }
+        }
+        let function = fields.next().filter(|name| !name.is_empty())?.to_string();
+        Some(FutureRow {
+            function,
+            completed,
+            polls,
+            latency_ns,
+            busy_ns,
+            buckets,
+        })
+    }
+
+    /// What this row counted since `before` (the same function's row
+    /// taken earlier): every count less `before`'s; `None` when one went
+    /// down (not the same counts: the process restarted them).
+    pub fn since(&self, before: &FutureRow) -> Option<FutureRow> {
+        let minus = |now: u64, then: u64| now.checked_sub(then);
+        let mut buckets = [0; FUTURE_BUCKETS];
+        for (to, (now, then)) in buckets
+            .iter_mut()
+            .zip(self.buckets.iter().zip(&before.buckets))
+        {
+            *to = minus(*now, *then)?;
+        }
+        Some(FutureRow {
+            function: self.function.clone(),
+            completed: minus(self.completed, before.completed)?,
+            polls: minus(self.polls, before.polls)?,
+            latency_ns: minus(self.latency_ns, before.latency_ns)?,
+            busy_ns: minus(self.busy_ns, before.busy_ns)?,
+            buckets,
+        })
+    }
+}
+
 /// `text` (an exposition ending with `# EOF`) with the futures' families
 /// before its end.
 pub fn with_future_metrics(
@@ -165,6 +238,35 @@ pub fn write_future_metrics(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A row goes through its line whole (a name with spaces too), and
+    /// the difference of two is each count's.
+    #[test]
+    fn rows_go_through_their_lines() {
+        let mut row = FutureRow {
+            function: "<a::S as b::T>::serve::{closure#0}".into(),
+            completed: 3,
+            polls: 12,
+            latency_ns: 90_000_000,
+            busy_ns: 3_000,
+            buckets: [0; FUTURE_BUCKETS],
+        };
+        assert_eq!(FutureRow::from_line(&row.to_line()), Some(row.clone()));
+        for ns in [30_000_000, 30_000_001, 1 << 40] {
+            row.buckets[future_bucket(ns)] += 1;
+        }
+        let line = row.to_line();
+        assert!(line.starts_with("future 3 12 90000000 3000 "), "{line}");
+        assert_eq!(FutureRow::from_line(&line), Some(row.clone()));
+        assert_eq!(FutureRow::from_line("future 1 2 3 x - f"), None);
+        let mut later = row.clone();
+        later.completed += 2;
+        later.buckets[future_bucket(5)] += 2;
+        let interval = later.since(&row).unwrap();
+        assert_eq!((interval.completed, interval.polls), (2, 0));
+        assert_eq!(interval.buckets.iter().sum::<u64>(), 2);
+        assert_eq!(row.since(&later), None);
+    }
 
     /// Latencies counted below each bound exactly, in the families'
     /// order, before `# EOF`.
