@@ -10,7 +10,10 @@
 //! threshold ([`Functions::set_threshold`]) that took at least that long
 //! is handed to the flight recorder's writer through a small fixed queue
 //! ([`take_slow`]); per function, the futures completed and their latency
-//! and busy time are counted ([`Functions::stats`]).
+//! and busy time are counted ([`Functions::rows`]). A future's drop
+//! function recording its values (`fntrace record --async` asks for those
+//! that are functions of their own) frees a pending future's slot,
+//! counted as dropped before Ready.
 //!
 //! On the traced path: no lock, no allocation, no system call beyond the
 //! reads the values take anyway. What has no room is counted: futures
@@ -23,12 +26,13 @@ use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use fntrace_format::analysis::{future_bucket, FutureRow, FUTURE_BUCKETS};
-use fntrace_format::argspec::ArgSpec;
+use fntrace_format::argspec::{ArgSlot, ArgSpec};
 use fntrace_format::coroutine::{self, PollEnd};
 
 use crate::rt::thread::current_tid;
+use crate::symbols;
 use crate::sys::clock::ticks_to_ns;
-use table::{FutureTable, Linked, Poll, MAX_FUNCTIONS, TIDS};
+use table::{Entered, FutureTable, Linked, Poll, MAX_FUNCTIONS, TIDS};
 
 /// Slots of the process's table: futures pending at once that are linked
 /// (those first polled while all are taken go untracked, counted).
@@ -56,6 +60,12 @@ pub(crate) fn untracked() -> u64 {
     table().map_or(0, FutureTable::untracked)
 }
 
+/// Futures the table follows now (pending): a walk of its slots, for the
+/// control path.
+pub(crate) fn pending() -> u64 {
+    table().map_or(0, |table| table.live() as u64)
+}
+
 /// The table's slots (0 if there is none).
 pub(crate) fn capacity() -> usize {
     table().map_or(0, FutureTable::capacity)
@@ -71,6 +81,9 @@ pub(crate) struct FunctionFutures {
     latency_ns: AtomicU64,
     busy_ns: AtomicU64,
     panicked: AtomicU64,
+    /// Futures dropped before Ready: by their drop function, or found
+    /// pending at a new first poll's address.
+    dropped: AtomicU64,
     /// Latencies by `future_bucket` (a power of two of ns each).
     buckets: [AtomicU64; FUTURE_BUCKETS],
 }
@@ -80,6 +93,10 @@ pub(crate) struct FunctionFutures {
 pub(crate) struct Functions {
     /// By entry address, sorted.
     per: Box<[(usize, FunctionFutures)]>,
+    /// The futures' drop functions recording their values (see
+    /// [`coroutine::dropped_by`]), by entry address, sorted, each with its
+    /// async function's index in `per`.
+    drops: Box<[(usize, u16)]>,
 }
 
 impl Functions {
@@ -87,9 +104,10 @@ impl Functions {
     /// any order; at most [`MAX_FUNCTIONS`] are kept); makes the
     /// process's table if there are some. The control path's.
     pub(crate) fn new<'a>(functions: impl Iterator<Item = (usize, &'a [ArgSpec])>) -> Functions {
-        let mut addresses: Vec<usize> = functions
+        let functions: Vec<(usize, &[ArgSpec])> = functions.collect();
+        let mut addresses: Vec<usize> = (functions.iter())
             .filter(|(_, values)| coroutine::records_states(values))
-            .map(|(function, _)| function)
+            .map(|(function, _)| *function)
             .collect();
         addresses.sort_unstable();
         addresses.dedup();
@@ -108,12 +126,51 @@ impl Functions {
                     latency_ns: zero(),
                     busy_ns: zero(),
                     panicked: zero(),
+                    dropped: zero(),
                     buckets: std::array::from_fn(|_| zero()),
                 };
                 (function, futures)
             })
             .collect();
-        Functions { per }
+        // A drop function records what a poll's entry does, no state at
+        // its exit.
+        let candidates: Vec<usize> = (functions.iter())
+            .filter(|(_, values)| {
+                !coroutine::records_states(values)
+                    && (values.iter())
+                        .any(|v| matches!(v.slot, ArgSlot::Deref { at_exit: false, .. }))
+            })
+            .map(|(function, _)| *function)
+            .collect();
+        let mut linked = Functions {
+            per,
+            drops: Box::new([]),
+        };
+        linked.drops = linked.drop_functions(&candidates);
+        linked
+    }
+
+    /// The drop functions among `candidates` (entry addresses): those
+    /// named after one of the async functions' futures, by symbol.
+    fn drop_functions(&self, candidates: &[usize]) -> Box<[(usize, u16)]> {
+        if self.per.is_empty() || candidates.is_empty() {
+            return Box::new([]);
+        }
+        let index = symbols::current();
+        let name = |address: usize| Some(symbols::demangle(&index.function_at(address)?.name));
+        let resumes: Vec<(String, u16)> = (self.per.iter().enumerate())
+            .filter_map(|(i, (function, _))| Some((name(*function)?, i as u16)))
+            .collect();
+        let mut drops: Vec<(usize, u16)> = (candidates.iter())
+            .filter_map(|&drop| {
+                let named = name(drop)?;
+                let resume = coroutine::dropped_by(&named)?;
+                let (_, i) = resumes.iter().find(|(n, _)| n == resume)?;
+                Some((drop, *i))
+            })
+            .collect();
+        drops.sort_unstable();
+        drops.into_boxed_slice()
     }
 
     /// The async functions' entry addresses, in order.
@@ -148,7 +205,7 @@ impl Functions {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         self.per
             .iter()
-            .filter(|(_, per)| get(&per.completed) > 0)
+            .filter(|(_, per)| get(&per.completed) > 0 || get(&per.dropped) > 0)
             .filter_map(|(function, per)| {
                 Some(FutureRow {
                     function: name(*function)?,
@@ -157,6 +214,7 @@ impl Functions {
                     latency_ns: get(&per.latency_ns),
                     busy_ns: get(&per.busy_ns),
                     buckets: std::array::from_fn(|i| get(&per.buckets[i])),
+                    dropped: get(&per.dropped),
                 })
             })
             .collect()
@@ -172,11 +230,31 @@ impl Functions {
         values: &[ArgSpec],
         data: &[u8],
     ) {
-        let (Some(index), Some(table)) = (self.index_of(function), table()) else {
+        let Some(table) = table() else {
             return;
         };
-        if let Some((address, state)) = coroutine::entry_values(values, data) {
-            table.entered(index as u16, address, state, entry_ticks);
+        let Some((address, state)) = coroutine::entry_values(values, data) else {
+            return;
+        };
+        let Some(index) = self.index_of(function) else {
+            return self.dropping(function, address, table);
+        };
+        if table.entered(index as u16, address, state, entry_ticks) == Entered::Replaced {
+            self.per[index].1.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// `function`'s entry, if it is a future's drop function: the future
+    /// at `address` is dropped (counted if it was pending).
+    #[inline]
+    fn dropping(&self, function: usize, address: u64, table: &FutureTable) {
+        let Ok(at) = self.drops.binary_search_by_key(&function, |(f, _)| *f) else {
+            return;
+        };
+        let index = self.drops[at].1;
+        if table.dropped_at(index, address) {
+            let per = &self.per[usize::from(index)].1;
+            per.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
 

@@ -748,6 +748,9 @@ fn with_futures(body: String, format: TextFormat) -> String {
     let Some(rows) = super::futures::rows() else {
         return body;
     };
-    let untracked = crate::builtin::futures::untracked();
-    fntrace_format::analysis::with_future_metrics(body, &rows, untracked, format)
+    let table = fntrace_format::analysis::LinkerTable {
+        untracked: crate::builtin::futures::untracked(),
+        pending: crate::builtin::futures::pending(),
+    };
+    fntrace_format::analysis::with_future_metrics(body, &rows, table, format)
 }

@@ -165,7 +165,7 @@ pub fn write_live(rows: &[FutureRow], out: &mut dyn Write) -> io::Result<()> {
         "{:>9} {:>7} {:>11} {:>11} {:>11} {:>11} {:>11}  async function",
         "futures", "polls", "total", "p50", "p99", "busy", "waiting"
     )?;
-    for row in rows {
+    for row in rows.iter().filter(|row| row.completed != 0) {
         writeln!(
             out,
             "{:>9} {:>7} {:>11} {:>11} {:>11} {:>11} {:>11}  {}",
@@ -177,6 +177,13 @@ pub fn write_live(rows: &[FutureRow], out: &mut dyn Write) -> io::Result<()> {
             human_duration(row.busy_ns),
             human_duration(row.latency_ns.saturating_sub(row.busy_ns)),
             row.function
+        )?;
+    }
+    for row in rows.iter().filter(|row| row.dropped != 0) {
+        let (name, dropped) = (&row.function, row.dropped);
+        writeln!(
+            out,
+            "# {name}: {dropped} dropped before Ready (not in the row)"
         )?;
     }
     Ok(())

@@ -4,7 +4,8 @@
 //! `top --async`), their latency from first poll to Ready (total, and the
 //! p50 and p99 of the interval's futures, from the difference of the
 //! linker's log-linear histograms: within 6.25 %), the time in their polls
-//! (busy) and the rest (waiting). Sorted and selected as the functions.
+//! (busy) and the rest (waiting); and the futures dropped before Ready in
+//! it. Sorted and selected as the functions.
 
 use fntrace_tools::analysis::{human_duration, FutureRow};
 use fntrace_tools::glob;
@@ -12,7 +13,7 @@ use fntrace_tools::glob;
 use super::{Interval, TopSort, View};
 
 /// Column headers of the future rows.
-pub const FUTURE_COLUMNS: [&str; 9] = [
+pub const FUTURE_COLUMNS: [&str; 10] = [
     "futures/s",
     "futures",
     "polls",
@@ -21,6 +22,7 @@ pub const FUTURE_COLUMNS: [&str; 9] = [
     "p99",
     "busy",
     "waiting",
+    "dropped",
     "async function",
 ];
 
@@ -62,6 +64,7 @@ pub fn future_cells(interval: &Interval, view: &View) -> Vec<Vec<String>> {
                 human_duration(row.quantile(0.99)),
                 human_duration(row.busy_ns),
                 human_duration(row.latency_ns.saturating_sub(row.busy_ns)),
+                row.dropped.to_string(),
                 row.function.clone(),
             ]
         })
@@ -86,6 +89,7 @@ mod tests {
             latency_ns: latencies.iter().sum(),
             busy_ns,
             buckets,
+            dropped: 0,
         }
     }
 
@@ -114,7 +118,7 @@ mod tests {
         };
         let cells = future_cells(&interval, &view);
         assert_eq!(cells.len(), 2, "{cells:?}");
-        assert_eq!(cells[0][8], "a::client::{closure#0}");
+        assert_eq!(cells[0][9], "a::client::{closure#0}");
         // Four serve futures of 40 ms in the interval, 16 polls, 4 µs busy.
         assert_eq!(&cells[1][1..3], ["4", "16"]);
         assert_eq!(cells[1][3], human_duration(160_000_000));
@@ -126,7 +130,7 @@ mod tests {
             ..view
         };
         assert_eq!(
-            future_cells(&interval, &calls)[0][8],
+            future_cells(&interval, &calls)[0][9],
             "a::serve::{closure#0}"
         );
         let only = View {

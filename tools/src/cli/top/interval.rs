@@ -84,7 +84,7 @@ pub struct Interval {
     /// Off-CPU time per thread (set by the caller, which reads the
     /// threads' scheduler counters).
     pub off_cpu: OffCpu,
-    /// Per async function with futures completed in it, what the runtime
+    /// Per async function with futures completed (or dropped) in it, what the runtime
     /// future linker counted (futures completed, polls, latency, busy,
     /// latencies' buckets): the difference of the two samples' rows.
     pub futures: Vec<FutureRow>,
@@ -251,7 +251,8 @@ fn futures_between(before: &Sample, after: &Sample) -> Vec<FutureRow> {
         .filter_map(|row| {
             let prior = before.futures.iter().find(|b| b.function == row.function);
             let within = prior.and_then(|prior| row.since(prior));
-            Some(within.unwrap_or_else(|| row.clone())).filter(|r| r.completed != 0)
+            Some(within.unwrap_or_else(|| row.clone()))
+                .filter(|r| r.completed != 0 || r.dropped != 0)
         })
         .collect()
 }
