@@ -178,6 +178,16 @@ impl Functions {
         self.per.iter().map(|(function, _)| *function)
     }
 
+    /// Whether the linker takes `function`'s values: one of them, or a
+    /// drop function of their futures.
+    #[inline]
+    pub(crate) fn links(&self, function: usize) -> bool {
+        self.contains(function)
+            || (self.drops)
+                .binary_search_by_key(&function, |(f, _)| *f)
+                .is_ok()
+    }
+
     /// Whether `function` is one of them.
     pub(crate) fn contains(&self, function: usize) -> bool {
         self.index_of(function).is_some()
