@@ -88,21 +88,45 @@ pub(crate) struct FunctionFutures {
     buckets: [AtomicU64; FUTURE_BUCKETS],
 }
 
+impl FunctionFutures {
+    /// None counted, no threshold.
+    fn new() -> FunctionFutures {
+        let zero = || AtomicU64::new(0);
+        FunctionFutures {
+            threshold_ns: AtomicU64::new(u64::MAX),
+            completed: zero(),
+            polls: zero(),
+            latency_ns: zero(),
+            busy_ns: zero(),
+            panicked: zero(),
+            dropped: zero(),
+            buckets: std::array::from_fn(|_| zero()),
+        }
+    }
+}
+
 /// The async functions of an argument table: those whose values record
-/// states ([`coroutine::records_states`]), by entry address.
+/// states ([`coroutine::records_states`]), by entry address. Instances of
+/// one function (rustc may emit a resume function and its drop glue in
+/// several codegen units: one name, several addresses) share a row, so
+/// that a future is one whichever copy polls or drops it.
 pub(crate) struct Functions {
-    /// By entry address, sorted.
+    /// Per entry address (sorted), its row in `per`.
+    instances: Box<[(usize, u16)]>,
+    /// Per async function (by name): its first instance's address, and
+    /// what is known of its futures.
     per: Box<[(usize, FunctionFutures)]>,
     /// The futures' drop functions recording their values (see
     /// [`coroutine::dropped_by`]), by entry address, sorted, each with its
-    /// async function's index in `per`.
+    /// async function's row in `per`.
     drops: Box<[(usize, u16)]>,
 }
 
 impl Functions {
     /// The async functions among `functions` (entry address and values,
-    /// any order; at most [`MAX_FUNCTIONS`] are kept); makes the
-    /// process's table if there are some. The control path's.
+    /// any order; at most [`MAX_FUNCTIONS`] are kept) and their futures'
+    /// drop functions, named from the symbols; makes the process's table
+    /// if there are some. The control path's.
     pub(crate) fn new<'a>(functions: impl Iterator<Item = (usize, &'a [ArgSpec])>) -> Functions {
         let functions: Vec<(usize, &[ArgSpec])> = functions.collect();
         let mut addresses: Vec<usize> = (functions.iter())
@@ -115,67 +139,49 @@ impl Functions {
         if !addresses.is_empty() {
             TABLE.get_or_init(|| FutureTable::new(SLOTS.load(Ordering::Relaxed)));
         }
-        let per = addresses
-            .into_iter()
-            .map(|function| {
-                let zero = || AtomicU64::new(0);
-                let futures = FunctionFutures {
-                    threshold_ns: AtomicU64::new(u64::MAX),
-                    completed: zero(),
-                    polls: zero(),
-                    latency_ns: zero(),
-                    busy_ns: zero(),
-                    panicked: zero(),
-                    dropped: zero(),
-                    buckets: std::array::from_fn(|_| zero()),
-                };
-                (function, futures)
-            })
-            .collect();
+        let index = symbols::current();
+        let name = |address: usize| Some(symbols::demangle(&index.function_at(address)?.name));
+        // One row per name (an address without a name: its own).
+        let mut names: Vec<Option<String>> = Vec::new();
+        let mut per = Vec::new();
+        let mut instances = Vec::with_capacity(addresses.len());
+        for function in addresses {
+            let named = name(function);
+            let row = match names.iter().position(|n| named.is_some() && *n == named) {
+                Some(row) => row,
+                None => {
+                    names.push(named);
+                    per.push((function, FunctionFutures::new()));
+                    per.len() - 1
+                }
+            };
+            instances.push((function, row as u16));
+        }
         // A drop function records what a poll's entry does, no state at
         // its exit.
-        let candidates: Vec<usize> = (functions.iter())
+        let mut drops: Vec<(usize, u16)> = (functions.iter())
             .filter(|(_, values)| {
                 !coroutine::records_states(values)
                     && (values.iter())
                         .any(|v| matches!(v.slot, ArgSlot::Deref { at_exit: false, .. }))
             })
-            .map(|(function, _)| *function)
-            .collect();
-        let mut linked = Functions {
-            per,
-            drops: Box::new([]),
-        };
-        linked.drops = linked.drop_functions(&candidates);
-        linked
-    }
-
-    /// The drop functions among `candidates` (entry addresses): those
-    /// named after one of the async functions' futures, by symbol.
-    fn drop_functions(&self, candidates: &[usize]) -> Box<[(usize, u16)]> {
-        if self.per.is_empty() || candidates.is_empty() {
-            return Box::new([]);
-        }
-        let index = symbols::current();
-        let name = |address: usize| Some(symbols::demangle(&index.function_at(address)?.name));
-        let resumes: Vec<(String, u16)> = (self.per.iter().enumerate())
-            .filter_map(|(i, (function, _))| Some((name(*function)?, i as u16)))
-            .collect();
-        let mut drops: Vec<(usize, u16)> = (candidates.iter())
-            .filter_map(|&drop| {
-                let named = name(drop)?;
-                let resume = coroutine::dropped_by(&named)?;
-                let (_, i) = resumes.iter().find(|(n, _)| n == resume)?;
-                Some((drop, *i))
+            .filter_map(|&(drop, _)| {
+                let dropped = Some(coroutine::dropped_by(&name(drop)?)?.to_string());
+                let row = names.iter().position(|n| *n == dropped)?;
+                Some((drop, row as u16))
             })
             .collect();
         drops.sort_unstable();
-        drops.into_boxed_slice()
+        Functions {
+            instances: instances.into_boxed_slice(),
+            per: per.into_boxed_slice(),
+            drops: drops.into_boxed_slice(),
+        }
     }
 
-    /// The async functions' entry addresses, in order.
+    /// The async functions' entry addresses (every instance), in order.
     pub(crate) fn addresses(&self) -> impl Iterator<Item = usize> + '_ {
-        self.per.iter().map(|(function, _)| *function)
+        self.instances.iter().map(|(function, _)| *function)
     }
 
     /// Whether the linker takes `function`'s values: one of them, or a
@@ -193,8 +199,12 @@ impl Functions {
         self.index_of(function).is_some()
     }
 
+    /// The row of `function` (an instance's address) in `per`.
     fn index_of(&self, function: usize) -> Option<usize> {
-        self.per.binary_search_by_key(&function, |(f, _)| *f).ok()
+        let at = (self.instances)
+            .binary_search_by_key(&function, |(f, _)| *f)
+            .ok()?;
+        Some(usize::from(self.instances[at].1))
     }
 
     /// From now on, futures of `function` lasting at least `threshold_ns`

@@ -232,11 +232,18 @@ pub fn futures_of<S: EventSource>(
         };
         source.read_thread(index, |events| read(events))?;
     }
+    // rustc may emit a resume function in several codegen units (one
+    // name, several addresses): its futures are one function's, named by
+    // the first address seen, whichever copy polls or drops them.
     let mut resumes: HashMap<String, usize> = HashMap::new();
-    for poll in &polls {
-        if !resumes.values().any(|&f| f == poll.function) {
-            resumes.insert(source.name_of(poll.function), poll.function);
-        }
+    let mut canonical: HashMap<usize, usize> = HashMap::new();
+    for poll in &mut polls {
+        let function = *canonical.entry(poll.function).or_insert_with(|| {
+            *resumes
+                .entry(source.name_of(poll.function))
+                .or_insert(poll.function)
+        });
+        poll.function = function;
     }
     let drops = (drops.into_iter())
         .filter_map(|(resume, address, at)| Some(((*resumes.get(&resume)?, address), at)))
