@@ -33,7 +33,7 @@ pub fn future_bucket(ns: u64) -> usize {
 }
 
 /// The lowest latency of bucket `index`, and its width.
-fn bucket_bounds(index: usize) -> (u64, u64) {
+pub(super) fn bucket_bounds(index: usize) -> (u64, u64) {
     if index < SUB {
         return (index as u64, 1);
     }
@@ -135,6 +135,21 @@ impl FutureRow {
         })
     }
 
+    /// The futures of latency below each of [`DURATION_BUCKETS_NS`] (a
+    /// classic histogram's cumulative counts): exact, since a power of two
+    /// starts a bucket, and those before it hold the latencies below it.
+    pub fn below_each_bound(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let mut below = 0;
+        let mut next = 0;
+        DURATION_BUCKETS_NS.iter().map(move |&bound| {
+            while next < future_bucket(bound) {
+                below += self.buckets[next];
+                next += 1;
+            }
+            (bound, below)
+        })
+    }
+
     /// What this row counted since `before` (the same function's row
     /// taken earlier): every count less `before`'s; `None` when one went
     /// down (not the same counts: the process restarted them).
@@ -185,12 +200,13 @@ pub struct LinkerTable {
 }
 
 /// `help` of each family.
-const LATENCY_HELP: &str = "Latency of the completed futures of each async function, from the entry of their first poll to the exit of the poll that returned Ready (fntrace record --async).";
-const BUSY_HELP: &str = "Time the completed futures of each async function spent in their polls.";
-const UNTRACKED_HELP: &str =
+pub(super) const LATENCY_HELP: &str = "Latency of the completed futures of each async function, from the entry of their first poll to the exit of the poll that returned Ready (fntrace record --async).";
+pub(super) const BUSY_HELP: &str =
+    "Time the completed futures of each async function spent in their polls.";
+pub(super) const UNTRACKED_HELP: &str =
     "Futures first polled while the runtime future linker's table was full: in no row.";
-const DROPPED_HELP: &str = "Futures of each async function dropped before Ready (by their drop function, or seen when a new future was first polled at their address).";
-const PENDING_HELP: &str =
+pub(super) const DROPPED_HELP: &str = "Futures of each async function dropped before Ready (by their drop function, or seen when a new future was first polled at their address).";
+pub(super) const PENDING_HELP: &str =
     "Futures the runtime future linker follows now: first polled, neither Ready nor dropped.";
 
 /// The futures' families, in `format`.
@@ -205,15 +221,7 @@ pub fn write_future_metrics(
     header(out, family, "histogram", true, LATENCY_HELP)?;
     for row in rows {
         let label = escape(&row.function);
-        let mut below = 0;
-        let mut next = 0;
-        for &bound in &DURATION_BUCKETS_NS {
-            // A power of two starts a bucket: those before it hold exactly
-            // the latencies below it.
-            while next < future_bucket(bound) {
-                below += row.buckets[next];
-                next += 1;
-            }
+        for (bound, below) in row.below_each_bound() {
             let le = canonical_seconds(bound);
             writeln!(
                 out,

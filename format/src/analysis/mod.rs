@@ -111,7 +111,8 @@ pub use openmetrics::{
 };
 pub use profile::{FunctionProfile, NotKept, PathProfile, ProfileSnapshot, ProfileTextError};
 pub use prometheus_proto::{
-    accepts_protobuf, prometheus_protobuf, NATIVE_SCHEMA, PROTOBUF_CONTENT_TYPE,
+    accepts_protobuf, prometheus_protobuf, write_future_protobuf, NATIVE_SCHEMA,
+    PROTOBUF_CONTENT_TYPE,
 };
 pub use since::NotLater;
 
