@@ -14,7 +14,7 @@
 //! `report`, `status`, `profile` (parsed), `filter`, and `GET /metrics`.
 //! Then, quiescent, exact call counts (profile tracer, fntrace's reader and
 //! `uftrace report` of a lossless recording). The machinery is
-//! `tests/common/chaos.rs`; `tests/chaos.rs` runs it for 8 s.
+//! `tests/common/chaos.rs`; `tests/programs/chaos.rs` runs it for 8 s.
 //!
 //! Prints a table (operations per kind, the service's own counts,
 //! failures, crashes, RSS, the quiescent counts) and every failure; exits

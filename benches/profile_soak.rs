@@ -12,7 +12,7 @@
 //! switches it off for a second every 20 s. In the last 10 s, from a reset
 //! taken with the service's threads stopped, the calls made are counted
 //! exactly by `fntrace ctl metrics` (threads stopped, profile off). The
-//! machinery is `tests/common/soak.rs`; `tests/profile_soak.rs` runs it for
+//! machinery is `tests/common/soak.rs`; `tests/programs/profile_soak.rs` runs it for
 //! 20 s.
 //!
 //! Prints the figures (resident size after the 30 s warm-up, its largest

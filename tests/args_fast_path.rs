@@ -5,7 +5,7 @@
 //! results are unchanged, and the events are exactly those of the generic
 //! path. A string spec sends the same sites to the generic path; no specs
 //! put them back on the plain fast entry. (The values themselves are
-//! compared with uftrace's in tests/args_vs_uftrace.rs and the others.)
+//! compared with uftrace's in tests/programs/args_vs_uftrace.rs and the others.)
 
 #[macro_use]
 mod common;

@@ -4,7 +4,7 @@
 //! (`libfntrace.so` preloaded, `FNTRACE=profile FNTRACE_METRICS=…`);
 //! `promtool check metrics` accepts the text; slow, oversized, idle and
 //! wrong requests get error statuses and change nothing, and idle ones
-//! do not keep a scrape out. (tests/metrics_chaos.rs: who may scrape, the
+//! do not keep a scrape out. (tests/programs/metrics_chaos.rs: who may scrape, the
 //! token, idle clients at scale, the ceiling on functions.)
 
 mod common;

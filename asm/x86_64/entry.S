@@ -42,7 +42,7 @@
  *      %rsp +  0              rdi          <- %rsp, 16-byte aligned
  *
  * The save area is `SavedRegs` in src/arch/x86_64/mod.rs; its offsets are
- * layout.h's SAVED_*, which tests/layers.rs checks against the Rust struct.
+ * layout.h's SAVED_*, which tests/programs/layers.rs checks against the Rust struct.
  *
  * Rust side:  extern "C" fn fntrace_{mcount,fentry}_entry(
  *                 site_return: usize,        // %rdi: 16(%rbp)

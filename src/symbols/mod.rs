@@ -435,7 +435,7 @@ pub(crate) fn process_has_call_sites() -> bool {
 /// by the size of the largest object, debug information included, at each
 /// rebuild of the index: after every `dlopen` or `dlclose` followed by an
 /// operation (a 52 MB `-g` executable: peaks of +52 MiB, in
-/// `tests/chaos.rs`).
+/// `tests/programs/chaos.rs`).
 pub(crate) struct MappedFile {
     start: *mut libc::c_void,
     len: usize,

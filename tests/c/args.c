@@ -1,4 +1,4 @@
-/* Arguments and return values for -A/-R (tests/args_vs_uftrace.rs): ints,
+/* Arguments and return values for -A/-R (tests/programs/args_vs_uftrace.rs): ints,
  * a negative int, a pointer, strings (one NULL, one unreadable, one longer
  * than uftrace's 98 bytes), a char, doubles; returning ints, a pointer, a
  * char and a double; one call with values around another; a library call.

@@ -1,5 +1,5 @@
 /* Many calls of one function with an argument recorded (-A), faster than a
- * small buffer is written: tests/args_values_lost.rs counts the calls that
+ * small buffer is written: tests/programs/args_values_lost.rs counts the calls that
  * kept their values and those that did not. */
 #include <stdlib.h>
 

@@ -1,5 +1,5 @@
 /*
- * A server-like C program for tests/attach.rs: built with `gcc -pg` (PIE,
+ * A server-like C program for tests/programs/attach.rs: built with `gcc -pg` (PIE,
  * -O2), NOT linked with fntrace, started with no fntrace variable; the test
  * attaches to it with `fntrace attach PID` while its threads are blocked
  * in system calls or busy in libc.

@@ -1,5 +1,5 @@
 /*
- * A small TCP request/response server for tests/attach_cycles.rs and
+ * A small TCP request/response server for tests/programs/attach_cycles.rs and
  * benches/attach.rs: built with `gcc -pg` (PIE, -O2), NOT linked with
  * fntrace, started with no fntrace variable; the test attaches to it,
  * records and detaches, again and again, while clients hammer it.

@@ -1,4 +1,4 @@
-/* Arguments and return values typed from DWARF (-a; tests/args_vs_uftrace.rs):
+/* Arguments and return values typed from DWARF (-a; tests/programs/args_vs_uftrace.rs):
  * int, unsigned long and short, char *, char, unsigned char, bool, double,
  * float, pointers, an enum, structures by value (in one or two integer
  * registers, in two vector registers, returned), short, signed char and

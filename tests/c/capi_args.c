@@ -1,5 +1,5 @@
 /*
- * Arguments and return values through the C ABI (tests/capi_args.rs):
+ * Arguments and return values through the C ABI (tests/programs/capi_args.rs):
  * fntrace_set_arg_specs, then a recording (fntrace_record_start DIR ...
  * fntrace_record_stop). Built with gcc -pg, linked with libfntrace.a.
  * Prints one "what code" line per call of the C API, and the last error

@@ -1,6 +1,6 @@
 /*
  * The service of the chaos benchmark (driven by
- * tests/common/chaos.rs for benches/chaos.rs and tests/chaos.rs). Built
+ * tests/common/chaos.rs for benches/chaos.rs and tests/programs/chaos.rs). Built
  * with `gcc -pg` and linked with libfntrace.a; run with FNTRACE_CONTROL,
  * FNTRACE_METRICS and FNTRACE_PATCH; the driver sends control requests to
  * its socket while the program does everything at once:

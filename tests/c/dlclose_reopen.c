@@ -1,6 +1,6 @@
 /* Loads a library with dlopen, calls it and unloads it with dlclose, then
  * does the same with a second library, which the loader maps where the
- * first was (tests/unloaded_library_names.rs): the first library's
+ * first was (tests/programs/unloaded_library_names.rs): the first library's
  * functions must keep their names although other code is mapped at their
  * addresses when the trace is written.
  *

@@ -1,6 +1,6 @@
 /* Loads a library (tests/c/dlclosed_plugin.c) with dlopen, calls its
  * plug_run(N), unloads it with dlclose, then returns: the library is gone
- * before the recording ends (tests/unloaded_library_names.rs).
+ * before the recording ends (tests/programs/unloaded_library_names.rs).
  *
  *   dlclosed_main LIB N               (built without fntrace: for
  *                                      `fntrace record` and `uftrace record`)

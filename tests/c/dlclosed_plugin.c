@@ -1,4 +1,4 @@
-/* A -pg library that tests/unloaded_library_names.rs loads with dlopen,
+/* A -pg library that tests/programs/unloaded_library_names.rs loads with dlopen,
  * calls and unloads with dlclose while a recording runs:
  * plug_run(n) calls plug_mid n times, each calling plug_leaf twice. */
 static volatile long sink;

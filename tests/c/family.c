@@ -1,4 +1,4 @@
-/* A process family for `fntrace record` tests (tests/record_command.rs).
+/* A process family for `fntrace record` tests (tests/programs/record_command.rs).
  *
  *   family N          the parent: 4 threads call leaf() N times each, then
  *                     it forks a child that calls child_leaf() N times and

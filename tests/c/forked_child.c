@@ -1,4 +1,4 @@
-/* A program that forks inside main (tests/forked_child_frames.rs): the
+/* A program that forks inside main (tests/programs/forked_child_frames.rs): the
  * child calls child_work(3) (three leaf calls) and then returns from main
  * ("return") or leaves with _exit ("_exit"); the parent waits for it and
  * calls parent_work(2).

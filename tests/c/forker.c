@@ -1,4 +1,4 @@
-/* A pre-fork program (tests/forked_children.rs): the parent forks N
+/* A pre-fork program (tests/programs/forked_children.rs): the parent forks N
  * children at once; each child calls leaf() 1,000 times and then ends as
  * MODE says; the parent waits for them all and calls leaf() 1,000 times
  * itself.

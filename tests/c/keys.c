@@ -1,5 +1,5 @@
 /* A key-value service's handler for argument recording in the flight
- * recorder and `fntrace report --by-arg` (tests/flight_args.rs): key
+ * recorder and `fntrace report --by-arg` (tests/programs/flight_args.rs): key
  * "user:K" (K = 0..7) is asked for K+1 times, fast, returning K; then, if
  * the first argument is "slow", "user:42" once, sleeping 50 ms, returning
  * 0; then main waits 200 ms, so that the recorder drains the slow call

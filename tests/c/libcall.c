@@ -1,4 +1,4 @@
-/* Library calls through the executable's PLT (tests/libcalls.rs): l_main
+/* Library calls through the executable's PLT (tests/programs/libcalls.rs): l_main
  * -> l_ppid -> getppid() 300 times, l_text -> snprintf + strtol + strtoul
  * 50 times, l_mem -> malloc/free 20 times, all from functions built with
  * -pg (or, built plainly, patched with -P 'l_*'). `fntrace record

@@ -1,4 +1,4 @@
-/* A shared library built plainly (no -pg) for tests/libcalls.rs's
+/* A shared library built plainly (no -pg) for tests/programs/libcalls.rs's
  * --nest-libcall case: its functions call into the C library through the
  * library's own PLT, calls only `--nest-libcall` records. */
 #include <stdlib.h>

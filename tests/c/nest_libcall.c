@@ -1,4 +1,4 @@
-/* tests/libcalls.rs, --nest-libcall: n_main (built with -pg) calls
+/* tests/programs/libcalls.rs, --nest-libcall: n_main (built with -pg) calls
  * getppid 7 times itself, and libnest.so's n_lib_ppid (30 getppid each)
  * 10 times and n_lib_parse (strtol + strtoul) 5 times. By default the
  * executable's library calls are recorded: getppid 7, n_lib_ppid 10,

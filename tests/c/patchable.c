@@ -1,5 +1,5 @@
 /* w_top -> w_mid -> 2 x w_leaf, 1000 times: built without -pg, with
- * -fpatchable-function-entry (tests/patchable_vs_uftrace.rs), and traced
+ * -fpatchable-function-entry (tests/programs/patchable_vs_uftrace.rs), and traced
  * by `fntrace record` and `uftrace record -P .`. The volatile sink keeps
  * gcc -O2 from deleting or merging the calls. */
 #include <stdio.h>

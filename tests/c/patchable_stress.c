@@ -1,7 +1,7 @@
 /* Call sites toggled under load, linked with libfntrace.a, no -pg: built
  * with -fpatchable-function-entry=5 (patchable entries,
- * tests/patchable_stress.rs), or with no instrumentation at all and
- * -DPATCH_AT_RUN_TIME (run-time entry patches, tests/runtime_patch.rs:
+ * tests/programs/patchable_stress.rs), or with no instrumentation at all and
+ * -DPATCH_AT_RUN_TIME (run-time entry patches, tests/programs/runtime_patch.rs:
  * main patches the w_* entries with fntrace_patch_functions while the
  * threads run, prints "refused N", its result, and w_tiny, a bare `ret`,
  * must be among the refused).

@@ -1,7 +1,7 @@
 /*
  * A program that loads its plugin (tests/c/dlclosed_plugin.c) with dlopen
  * when told, so that a selection made before the load can be checked
- * against functions that appear later: tests/live_selection.rs builds it
+ * against functions that appear later: tests/programs/live_selection.rs builds it
  * with `gcc -pg`, links it with libfntrace.a and runs it with
  * FNTRACE_CONTROL. Paced by its standard input:
  *

@@ -1,7 +1,7 @@
 /*
  * The service of the profile soak (memory must stay flat over a
  * 10-minute run; driven by tests/common/soak.rs for benches/profile_soak.rs
- * and tests/profile_soak.rs). Built with `gcc -pg` and NOT linked with
+ * and tests/programs/profile_soak.rs). Built with `gcc -pg` and NOT linked with
  * fntrace: the driver preloads libfntrace.so and switches the profile
  * tracer with `fntrace ctl`. While started it runs, paced (a service, not
  * a spin loop):

@@ -3,7 +3,7 @@
  * as gcc -O2 lays out a `while` loop that starts with its test (SQLite's
  * sqlite3ExprCanBeNull, sqlite3ExprCompareSkip,
  * sqlite3_database_file_object): `jmp TEST; nopw ...; BODY: ...; TEST:
- * ...; jne BODY`. Built with no instrumentation; tests/runtime_patch.rs
+ * ...; jne BODY`. Built with no instrumentation; tests/programs/runtime_patch.rs
  * patches them with -P and compares with uftrace's -P.
  *
  * Usage: rotated_loops N: N calls of each; prints what they returned.

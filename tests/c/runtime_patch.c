@@ -1,12 +1,12 @@
 /* w_top -> w_mid -> 2 x w_leaf, 1000 times, built with no instrumentation
- * at all (tests/runtime_patch.rs): traced by `fntrace record -P 'w_*'` and
+ * at all (tests/programs/runtime_patch.rs): traced by `fntrace record -P 'w_*'` and
  * `uftrace record -P 'w_.*'`. The volatile sink keeps gcc -O2 from
  * deleting or merging the calls. r_short and r_spin are functions fntrace
  * must refuse to patch (written in assembly so that every -O level gives
  * the same bytes): r_short is 3 bytes long; r_spin's loop jumps back to
  * its first instruction. With an argument, main runs the calls from
  * THREADS threads until the file named by the argument exists
- * (tests/runtime_patch.rs's stress test), each thread counting its calls. */
+ * (tests/programs/runtime_patch.rs's stress test), each thread counting its calls. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

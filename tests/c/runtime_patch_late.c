@@ -1,5 +1,5 @@
 /* Run-time entry patching while a tracer is already enabled
- * (tests/runtime_patch.rs), linked with libfntrace.a, no instrumentation:
+ * (tests/programs/runtime_patch.rs), linked with libfntrace.a, no instrumentation:
  * the graph tracer, enabled first, selects the new site at once; calls
  * before the patch and after the disable are not recorded.
  *

@@ -1,6 +1,6 @@
 /*
  * Functions made of a tail call, as SQLite has them at -O2 (built with no
- * instrumentation; tests/runtime_patch.rs patches them with -P and
+ * instrumentation; tests/programs/runtime_patch.rs patches them with -P and
  * compares with uftrace's -P):
  *
  *   tc_bind_int   movslq %edx,%rdx; jmp tc_bind_int64   (sqlite3_bind_int)

@@ -1,4 +1,4 @@
-/* A program that waits to be ended (tests/record_signals.rs): it calls
+/* A program that waits to be ended (tests/programs/record_signals.rs): it calls
  * leaf() 1,000 times, prints "ready PID" on stdout, and then waits for
  * signals for ever; only a signal's default action ends it.
  *

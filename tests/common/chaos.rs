@@ -1,5 +1,5 @@
 //! The chaos benchmark's machinery, shared by
-//! `benches/chaos.rs` (60 s) and `tests/chaos.rs` (a few seconds): a real
+//! `benches/chaos.rs` (60 s) and `tests/programs/chaos.rs` (a few seconds): a real
 //! C service (`tests/c/chaos_service.c`, `gcc -pg`, linked with
 //! `libfntrace.a`) runs everything at once (plugins, `-pg -mfentry` and
 //! `-pg`, loaded and unloaded; short-lived threads; forks; SIGUSR1 with a

@@ -358,11 +358,29 @@ pub fn without_main(replay: &str) -> String {
         .collect()
 }
 
-/// A fresh directory name under the temporary directory.
+/// A fresh directory name under the temporary directory, the same for the
+/// same `name` in the same source file: tests of several files share one
+/// process (tests/programs), so the calling file is part of the name.
+#[track_caller]
 pub fn temp_dir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("fntrace-test-{}-{name}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "fntrace-test-{}-{}-{name}",
+        std::process::id(),
+        caller_file_stem()
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     dir
+}
+
+/// The file name, without `.rs`, of the source line that called the
+/// `#[track_caller]` function this is called from.
+#[track_caller]
+pub fn caller_file_stem() -> String {
+    let file = std::panic::Location::caller().file();
+    std::path::Path::new(file)
+        .file_stem()
+        .map(|stem| stem.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// The events in the compact form `E0 name X0 name …` (kind, depth, name

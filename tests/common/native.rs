@@ -1,8 +1,9 @@
 //! Native builds for the tests: the library's `staticlib` and `cdylib`
 //! outputs, C programs linked with `libfntrace.a` as the README says, and
-//! the `fntrace` command. `cargo test` builds only the rlib of the root
-//! crate (and, for a single `--test`, not the tools' binary), so these are
-//! built here with the test's own profile and target directory, once each.
+//! the `fntrace` command. A single `cargo test --test X` builds neither the
+//! tools' binary nor (for tests of other packages) the library's native
+//! outputs, so these are built here with the test's own profile and target
+//! directory, once per test binary.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -24,38 +25,50 @@ pub fn profile_dir() -> PathBuf {
     exe.parent().unwrap().parent().unwrap().to_path_buf()
 }
 
-/// Runs `cargo build ARGS` with this test's profile and target directory.
-fn cargo_build(args: &[&str]) {
-    let dir = profile_dir();
-    let mut cargo = Command::new(env!("CARGO"));
-    cargo
-        .arg("build")
-        .args(args)
-        .arg("--manifest-path")
-        .arg(repo().join("Cargo.toml"));
-    match dir.file_name().and_then(|n| n.to_str()) {
-        Some("debug") => {}
-        Some("release") => {
-            cargo.arg("--release");
+/// Builds the library (rlib, `libfntrace.a`, `libfntrace.so`) and the
+/// `fntrace` command, once, with this test's profile and target directory.
+///
+/// `--test command` is there for its dependencies, not to be run: a target that
+/// needs the dev-dependencies makes cargo resolve features as `cargo test`
+/// does (the tools' dev-dependencies turn on features of `syn` and
+/// `thiserror`). Without it this build differs from the one `cargo test`
+/// has just made and compiles the proc macros and everything above them a
+/// second time (about half a minute of a fresh CI run); with it, after
+/// `cargo test`'s own build, it compiles nothing.
+fn build_native() {
+    static BUILT: Once = Once::new();
+    BUILT.call_once(|| {
+        let dir = profile_dir();
+        let mut cargo = Command::new(env!("CARGO"));
+        cargo
+            .arg("build")
+            .args(["-p", "fntrace", "-p", "fntrace-tools"])
+            .args(["--lib", "--bin", "fntrace", "--test", "command"])
+            .arg("--manifest-path")
+            .arg(repo().join("Cargo.toml"));
+        match dir.file_name().and_then(|n| n.to_str()) {
+            Some("debug") => {}
+            Some("release") => {
+                cargo.arg("--release");
+            }
+            Some(profile) => {
+                cargo.args(["--profile", profile]);
+            }
+            None => panic!("no profile directory above {}", dir.display()),
         }
-        Some(profile) => {
-            cargo.args(["--profile", profile]);
-        }
-        None => panic!("no profile directory above {}", dir.display()),
-    }
-    cargo.env("CARGO_TARGET_DIR", dir.parent().unwrap());
-    let output = cargo.output().expect("cannot run cargo");
-    assert!(
-        output.status.success(),
-        "cargo build {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+        cargo.env("CARGO_TARGET_DIR", dir.parent().unwrap());
+        let output = cargo.output().expect("cannot run cargo");
+        assert!(
+            output.status.success(),
+            "cargo build of the library and the fntrace command: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    });
 }
 
 /// Builds the library's `staticlib` and `cdylib` outputs, once.
 pub fn build_libraries() {
-    static BUILT: Once = Once::new();
-    BUILT.call_once(|| cargo_build(&["--lib"]));
+    build_native();
 }
 
 /// `libfntrace.a`, built.
@@ -72,8 +85,7 @@ pub fn static_lib() -> PathBuf {
 
 /// The `fntrace` command (the tools crate's binary), built.
 pub fn cli() -> PathBuf {
-    static BUILT: Once = Once::new();
-    BUILT.call_once(|| cargo_build(&["-p", "fntrace-tools", "--bin", "fntrace"]));
+    build_native();
     profile_dir().join("fntrace")
 }
 
@@ -166,9 +178,18 @@ pub fn build_c(dir: &Path, name: &str, label: &str, flags: &[&str], link: &[&str
 pub struct Scratch(PathBuf);
 
 impl Scratch {
-    /// A fresh directory under the temporary directory.
+    /// A fresh directory under the temporary directory, named after
+    /// `name` and the calling file (tests of several files share one
+    /// process in tests/programs).
+    #[track_caller]
     pub fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("fntrace-{name}-{}", std::process::id()));
+        let file = std::panic::Location::caller().file();
+        let stem = Path::new(file).file_stem().unwrap_or_default();
+        let dir = std::env::temp_dir().join(format!(
+            "fntrace-{name}-{}-{}",
+            stem.to_string_lossy(),
+            std::process::id()
+        ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         Scratch(dir)

@@ -1,6 +1,6 @@
 //! The profile soak's machinery (memory must stay flat over a 10-minute
 //! run), shared by `benches/profile_soak.rs` (10 minutes) and
-//! `tests/profile_soak.rs` (20 s): a real `gcc -pg` service
+//! `tests/programs/profile_soak.rs` (20 s): a real `gcc -pg` service
 //! (`tests/c/profile_soak.c`, not linked with fntrace: `libfntrace.so`
 //! preloaded, no code change) serves paced requests on worker threads and
 //! churns short-lived threads, while this driver, once a second, samples

@@ -1,5 +1,5 @@
 // Arguments and return values of Rust functions for -A/-R
-// (tests/args_rust_vs_uftrace.rs): integers (signed, unsigned, negative,
+// (tests/programs/args_rust_vs_uftrace.rs): integers (signed, unsigned, negative,
 // 64-bit), a bool, a char, a `&str` (a pointer and a length in two
 // registers), an f64; returning integers. Built with -Zinstrument-mcount at
 // opt-level 0 and 2, not position-independent, so that the addresses

@@ -1,4 +1,4 @@
-//! A small Rust TCP request/response service for tests/attach_cycles.rs:
+//! A small Rust TCP request/response service for tests/programs/attach_cycles.rs:
 //! built by plain `rustc -O` (no instrumentation: fntrace gives its
 //! functions sites with run-time entry patching, `patch 'svc::*'`), the
 //! crate named `svc`, std only. The same protocol as

@@ -1,4 +1,4 @@
-// Rust functions for `fntrace record -a` (tests/auto_args_rust.rs): every
+// Rust functions for `fntrace record -a` (tests/programs/auto_args_rust.rs): every
 // parameter and return type the DWARF reader types for Rust — integers of
 // each width, bool, char, `&str`, `String` and `&String`, fieldless enums,
 // `Option<&T>` and `Option<NonZeroU32>` (niches), references and raw

@@ -1,5 +1,5 @@
 // A Rust program that dies of a signal, for fntrace record
-// (tests/record_command.rs): `crash segv` writes through a null pointer
+// (tests/programs/record_command.rs): `crash segv` writes through a null pointer
 // inside crash(); `crash overflow` overflows the main thread's stack, which
 // std reports ("has overflowed its stack") before it aborts.
 #[inline(never)]

@@ -1,5 +1,5 @@
 //! w_top -> w_mid -> 2 x w_leaf, 1000 times, for
-//! `tests/patchable_vs_uftrace.rs`: built with
+//! `tests/programs/patchable_vs_uftrace.rs`: built with
 //! `rustc -Zpatchable-function-entry=5,0` (LLVM's one five-byte NOP at each
 //! entry, `0f 1f 44 00 08`), no other instrumentation.
 

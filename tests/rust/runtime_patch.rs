@@ -1,6 +1,6 @@
 //! A normally built Rust program (no `-Zinstrument-mcount`, no patchable
 //! entries: plain `rustc -O` / `cargo build --release`) for
-//! `tests/runtime_patch_rust.rs`, traced with `fntrace record -P` and
+//! `tests/programs/runtime_patch_rust.rs`, traced with `fntrace record -P` and
 //! `uftrace record -P` on its own crate's functions. Every function below
 //! is kept out of line; the calls per run are fixed (see the test):
 //!

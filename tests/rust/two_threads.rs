@@ -1,5 +1,5 @@
 // fntrace record on a Rust program built with -Zinstrument-mcount
-// (tests/record_command.rs).
+// (tests/programs/record_command.rs).
 #[inline(never)]
 fn leaf(i: u64) -> u64 {
     std::hint::black_box(i * 3)

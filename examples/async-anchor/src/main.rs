@@ -1,6 +1,6 @@
 //! A service whose every request is its own tokio task of a known shape,
 //! and a client measuring each request's latency: the anchor fntrace's
-//! async rows are checked against (`tools/tests/async_futures.rs`).
+//! async rows are checked against (`tools/tests/command/async_futures.rs`).
 //!
 //! `async-anchor THREADS REQUESTS IN_FLIGHT STEPS SLEEP_MS`: a runtime of
 //! THREADS workers (0: the current-thread runtime) serves REQUESTS

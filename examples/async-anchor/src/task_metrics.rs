@@ -3,7 +3,7 @@
 //! monitor's cumulative figures and its future's address, one `task` line
 //! each, and the figures' sum (a `total` line: what one monitor shared by
 //! all the tasks would count). The figures fntrace's async rows are
-//! compared with (`tools/tests/async_tokio_metrics.rs`). Unset, requests
+//! compared with (`tools/tests/command/async_tokio_metrics.rs`). Unset, requests
 //! are spawned exactly as without this module.
 //!
 //! The monitor's wrapper (`Instrumented`) is the task's future, around the

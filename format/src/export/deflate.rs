@@ -1,7 +1,7 @@
 //! A small gzip compressor for text the runtime serves (`/metrics` when
 //! the scraper sends `Accept-Encoding: gzip`): deflate (RFC 1951) with
 //! the fixed Huffman codes and greedy LZ77 matching, in one gzip member
-//! (RFC 1952). The runtime links no compression crate (`tests/layers.rs`
+//! (RFC 1952). The runtime links no compression crate (`tests/programs/layers.rs`
 //! counts its crates); metrics text repeats its family and label names on
 //! every line, which matching alone takes most of. Not a general
 //! compressor: no dynamic codes, no lazy matching.

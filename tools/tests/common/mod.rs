@@ -13,6 +13,7 @@ pub struct TempDir(pub PathBuf);
 
 impl TempDir {
     /// Makes the directory.
+    #[track_caller]
     pub fn new(tag: &str) -> Self {
         let dir = Self::unmade(tag);
         std::fs::create_dir_all(&dir.0).unwrap();
@@ -21,10 +22,17 @@ impl TempDir {
 
     /// Only the name: for the program under test to create (an existing
     /// directory is not always an acceptable output).
+    ///
+    /// The calling file is part of the name: the tests of several files
+    /// share one process (tools/tests/command).
+    #[track_caller]
     pub fn unmade(tag: &str) -> Self {
+        let file = std::panic::Location::caller().file();
+        let stem = std::path::Path::new(file).file_stem().unwrap_or_default();
         let dir = std::env::temp_dir().join(format!(
-            "fntrace-{}-{tag}-{}",
+            "fntrace-{}-{}-{tag}-{}",
             env!("CARGO_CRATE_NAME"),
+            stem.to_string_lossy(),
             std::process::id()
         ));
         let _ = std::fs::remove_dir_all(&dir);
@@ -98,41 +106,46 @@ pub fn fntrace_ok(args: &[&str], dir: &std::path::Path) -> String {
     String::from_utf8(output.stdout).unwrap()
 }
 
-/// `fntrace cargo build --release -p PACKAGE` of a workspace example into
-/// `target/PACKAGE` (its own target directory: the instrumented flags must
-/// not rebuild the tests' crates), the outer cargo's flags left out;
-/// `envs` added (e.g. a debug level). Returns the release directory.
-pub fn instrumented_release(package: &str, envs: &[(&str, &str)]) -> PathBuf {
-    let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap();
-    let target = workspace.join("target").join(package);
-    let status = std::process::Command::new(env!("CARGO_BIN_EXE_fntrace"))
-        .args(["cargo", "build", "--release", "-p", package])
-        .arg("--target-dir")
-        .arg(&target)
-        .current_dir(workspace)
-        .envs(envs.iter().copied())
-        .env_remove("RUSTC_BOOTSTRAP")
-        .env_remove("RUSTFLAGS")
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
-        .env_remove("RUSTC_WRAPPER")
-        .env_remove("RUSTC_WORKSPACE_WRAPPER")
-        .status()
-        .expect("running fntrace cargo build");
-    assert!(status.success(), "fntrace cargo build -p {package} failed");
-    target.join("release")
-}
-
-/// `examples/async-anchor`, built instrumented in release with full debug
-/// info (`--async` reads the state machines' layout from DWARF): its
-/// executable, built once per test binary.
-pub fn async_anchor() -> &'static std::path::Path {
+/// The workspace's example programs, `kv-service` and `async-anchor`,
+/// built instrumented in release by one `fntrace cargo build --release -p
+/// kv-service -p async-anchor` into `target/examples` (a target directory of
+/// their own: the instrumented flags must not rebuild the tests' crates, and
+/// that build must not wait for the outer build's lock), the outer cargo's
+/// flags left out. One build for both compiles tokio and fntrace once.
+/// The release directory; built once per test binary.
+pub fn instrumented_examples() -> &'static std::path::Path {
     static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BUILT.get_or_init(|| {
-        let envs = [("CARGO_PROFILE_RELEASE_DEBUG", "2")];
-        instrumented_release("async-anchor", &envs).join("async-anchor")
+        let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .unwrap();
+        let target = workspace.join("target").join("examples");
+        let status = std::process::Command::new(env!("CARGO_BIN_EXE_fntrace"))
+            .args(["cargo", "build", "--release"])
+            .args(["-p", "kv-service", "-p", "async-anchor"])
+            .arg("--target-dir")
+            .arg(&target)
+            .current_dir(workspace)
+            .env_remove("RUSTC_BOOTSTRAP")
+            .env_remove("RUSTFLAGS")
+            .env_remove("CARGO_ENCODED_RUSTFLAGS")
+            .env_remove("RUSTC_WRAPPER")
+            .env_remove("RUSTC_WORKSPACE_WRAPPER")
+            .status()
+            .expect("running fntrace cargo build");
+        assert!(
+            status.success(),
+            "fntrace cargo build of the examples failed"
+        );
+        target.join("release")
     })
+}
+
+/// `examples/async-anchor`'s executable, built instrumented in release
+/// with full debug info for its own crate (`--async` reads the state
+/// machines' layout from DWARF; the workspace's Cargo.toml asks for it).
+pub fn async_anchor() -> PathBuf {
+    instrumented_examples().join("async-anchor")
 }
 
 /// A duration as fntrace prints it (`45.5 ms`, `253 µs`, `1.84 s`), in ns.

@@ -3,7 +3,7 @@
 //! and a forked child's depths at the end of its session: what the
 //! directory holds and what fntrace's reader gives back. (The runtime's
 //! side, with real programs read by uftrace 0.13, is in
-//! `tests/unloaded_library_names.rs` and `tests/forked_child_frames.rs`.)
+//! `tests/programs/unloaded_library_names.rs` and `tests/programs/forked_child_frames.rs`.)
 
 use std::collections::HashMap;
 use std::fs;

@@ -288,7 +288,7 @@ const CHUNK_SHIFT: u32 = 10;
 
 // The profile tracer's fast paths in asm/x86_64/profile.S use these
 // (layout.h: PB_*, BLOCK_*, OPEN_*, TABLE_*, ROW_*, NODE_*, CHUNK_*;
-// tests/layers.rs compares the two).
+// tests/programs/layers.rs compares the two).
 const _: () = {
     use std::mem::{offset_of, size_of};
     assert!(offset_of!(Header, era) == 24);
