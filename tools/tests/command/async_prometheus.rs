@@ -14,11 +14,11 @@ use crate::profile_program;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
+use crate::prometheus_server::{free_port, Prometheus};
 use common::TempDir;
 use fntrace_tools::analysis::{self, FutureEnd};
 use fntrace_tools::export::UftraceReader;
 use fntrace_tools::EventSource;
-use crate::prometheus_server::{free_port, Prometheus};
 
 const CLI: &str = env!("CARGO_BIN_EXE_fntrace");
 const SERVE: &str = "async_anchor::serve::{closure#0}";
@@ -102,7 +102,10 @@ fn prometheus_reads_the_futures_in_protobuf() {
         let rank = ((q * latencies.len() as f64).ceil() as usize).clamp(1, latencies.len());
         let offline = latencies[rank - 1] as f64 * 1e-9;
         let error = (seen - offline).abs() / offline;
-        eprintln!("p{}: {seen:.4e} s native, {offline:.4e} s offline", q * 100.0);
+        eprintln!(
+            "p{}: {seen:.4e} s native, {offline:.4e} s offline",
+            q * 100.0
+        );
         assert!(
             error <= 0.10,
             "p{}: {seen} s from the native histogram, {offline} s offline",

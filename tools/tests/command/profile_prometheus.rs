@@ -16,9 +16,9 @@ use std::net::TcpListener;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::prometheus_server::{encode, free_port, get, Prometheus};
 use common::TempDir;
 use fntrace_tools::analysis::ProfileSnapshot;
-use crate::prometheus_server::{encode, free_port, get, Prometheus};
 use profile_program::Program;
 
 /// The traced program in a new temporary directory (`name`), serving its
@@ -48,7 +48,6 @@ impl Prometheus {
         assert_eq!(self.metadata("fntrace_function_running_calls").0, "gauge");
     }
 }
-
 
 #[test]
 fn prometheus_scrapes_exact_counts() {
