@@ -10,7 +10,10 @@
 //! state again (`F@pin1[OFF]/u8`); `info` spells `pin1[OFF]` as
 //! `arg1[OFF]`, and either reads the same. A poll that begins [`UNRESUMED`] is a
 //! new future's first; one after which the state is [`RETURNED`] returned
-//! `Ready`, [`PANICKED`] panicked.
+//! `Ready`, [`PANICKED`] panicked. A future's drop function
+//! ([`drop_function_name`]), where it is a function of its own, records
+//! the same values as a poll's entry (`D@arg1/x,arg1[OFF]/u8`): a future
+//! it finds pending was dropped before `Ready`.
 
 use crate::argspec::{ArgFormat, ArgSlot, ArgSpec};
 
@@ -108,6 +111,21 @@ pub fn async_fn_name(resume: &str) -> &str {
     }
 }
 
+/// The drop function of the future of resume function `resume` (its
+/// demangled name): `core::ptr::drop_in_place::<RESUME>`, rustc's drop
+/// glue for the state machine, whose type it names as the resume
+/// function's symbol does.
+pub fn drop_function_name(resume: &str) -> String {
+    format!("core::ptr::drop_in_place::<{resume}>")
+}
+
+/// The resume function whose future `name` (a demangled function name)
+/// drops, if it is a [`drop_function_name`].
+pub fn dropped_by(name: &str) -> Option<&str> {
+    let inner = name.strip_prefix("core::ptr::drop_in_place::<")?;
+    inner.strip_suffix('>').filter(|n| !n.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,5 +176,14 @@ mod tests {
             "a::b::{closure#0}"
         );
         assert_eq!(async_fn_name("kv::serve"), "kv::serve");
+    }
+
+    #[test]
+    fn drop_functions_name_their_futures() {
+        let name = drop_function_name("kv::serve::{closure#0}");
+        assert_eq!(name, "core::ptr::drop_in_place::<kv::serve::{closure#0}>");
+        assert_eq!(dropped_by(&name), Some("kv::serve::{closure#0}"));
+        assert_eq!(dropped_by("core::ptr::drop_in_place::<>"), None);
+        assert_eq!(dropped_by("kv::serve::{closure#0}"), None);
     }
 }

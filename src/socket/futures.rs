@@ -2,7 +2,8 @@
 //! async function of a process recording with `fntrace record --async`'s
 //! values, the futures completed so far, their polls, latency (total, p50,
 //! p99: first poll to Ready), busy and waiting time, in the columns of
-//! `fntrace report`'s async rows; and the futures it could not follow.
+//! `fntrace report`'s async rows, those dropped before Ready; and the
+//! futures it follows now and those it could not follow.
 
 use fntrace_format::analysis::{human_duration, FutureRow};
 
@@ -12,7 +13,9 @@ use crate::builtin::graph::args;
 use crate::control;
 
 /// The linker's rows by name (demangled here, off the traced path);
-/// `None` if no async function's polls are recorded.
+/// `None` if no async function's polls are recorded. The `profile` reply
+/// carries them too, one `future` line each (`FutureRow::to_line`), for
+/// `fntrace top` and `ctl profile`.
 pub(crate) fn rows() -> Option<Vec<FutureRow>> {
     let table = args::table()?;
     table.futures.addresses().next()?;
@@ -35,7 +38,7 @@ pub(super) fn futures() -> Reply {
         "{:>9} {:>7} {:>11} {:>11} {:>11} {:>11} {:>11}  async function\n",
         "futures", "polls", "total", "p50", "p99", "busy", "waiting"
     );
-    for row in &rows {
+    for row in rows.iter().filter(|row| row.completed != 0) {
         table.push_str(&format!(
             "{:>9} {:>7} {:>11} {:>11} {:>11} {:>11} {:>11}  {}\n",
             row.completed,
@@ -48,9 +51,16 @@ pub(super) fn futures() -> Reply {
             row.function
         ));
     }
+    for row in rows.iter().filter(|row| row.dropped != 0) {
+        table.push_str(&format!(
+            "# {}: {} dropped before Ready (not in the row)\n",
+            row.function, row.dropped
+        ));
+    }
     Reply::ok(format!(
         "futures completed per async function, first poll to Ready (p50/p99 within 6.25 %); \
-         {} untracked (first polled while the linker's table of {} was full)",
+         {} pending now; {} untracked (first polled while the linker's table of {} was full)",
+        futures::pending(),
         futures::untracked(),
         futures::capacity()
     ))

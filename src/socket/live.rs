@@ -702,6 +702,9 @@ fn profile() -> Reply {
             call.tid, call.depth, call.function, call.entry_ns, call.children_ns
         ));
     }
+    for row in super::futures::rows().unwrap_or_default() {
+        reply = reply.with_lines(&row.to_line());
+    }
     reply.with_lines(&snapshot.to_text())
 }
 

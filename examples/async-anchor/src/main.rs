@@ -16,7 +16,12 @@
 //! `ASYNC_ANCHOR_SLOW=ID:MS` makes request ID (the requests are numbered
 //! from 0) sleep MS milliseconds at each step instead of SLEEP_MS: the
 //! same polls, a longer wait between them. `ASYNC_ANCHOR_LINGER_MS=N`
-//! keeps the process N ms after its last line.
+//! keeps the process N ms after its last line; `ASYNC_ANCHOR_CANCEL=N`
+//! spawns each request's future boxed and has the client abort every
+//! N-th request once its handler is pending (a `cancelled K` line, the
+//! requests line then counts those answered); `ASYNC_ANCHOR_START_MS=N`
+//! waits N ms before the runtime starts (for a live view to sample it
+//! before any future).
 
 mod task_metrics;
 
@@ -25,6 +30,9 @@ use std::time::{Duration, Instant};
 
 /// Iterations of `work`'s loop: `ANCHOR_WORK`, else 50,000 (set at start).
 static WORK: AtomicU64 = AtomicU64::new(50_000);
+
+/// Requests cancelled (`ASYNC_ANCHOR_CANCEL`).
+static CANCELLED: AtomicU64 = AtomicU64::new(0);
 
 /// CPU work after each sleep (about 10 µs here at 50,000 iterations), kept
 /// from the optimiser.
@@ -51,8 +59,25 @@ fn slow_request() -> Option<(u64, Duration)> {
     })
 }
 
+/// `ASYNC_ANCHOR_CANCEL=N`: every N-th request (ids N-1, 2N-1, ...) is
+/// cancelled while pending.
+fn cancel_every() -> Option<u64> {
+    static EVERY: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *EVERY.get_or_init(|| {
+        let value = std::env::var("ASYNC_ANCHOR_CANCEL").ok()?;
+        Some(value.parse().expect("ASYNC_ANCHOR_CANCEL=N")).filter(|&n| n > 0)
+    })
+}
+
+/// The requests whose handler has begun (kept with `ASYNC_ANCHOR_CANCEL`
+/// only: the client cancels a request once it is pending).
+static STARTED: std::sync::Mutex<Vec<u64>> = std::sync::Mutex::new(Vec::new());
+
 /// One request's handler: STEPS sleeps of SLEEP each, work after each.
 async fn serve(id: u64, steps: u32, sleep: Duration) -> u64 {
+    if cancel_every().is_some() {
+        STARTED.lock().unwrap().push(id);
+    }
     let sleep = match slow_request() {
         Some((slow, longer)) if slow == id => longer,
         _ => sleep,
@@ -70,6 +95,28 @@ async fn client(first: u64, count: u64, steps: u32, sleep: Duration) -> Vec<u64>
     let mut latencies = Vec::new();
     for id in first..first + count {
         let start = Instant::now();
+        if let Some(every) = cancel_every() {
+            // Boxed (dropped through its vtable, as a `BoxFuture` is); every
+            // N-th aborted once its first poll has begun: its future is
+            // dropped pending, at its first sleep.
+            let boxed: std::pin::Pin<Box<dyn std::future::Future<Output = u64> + Send>> =
+                Box::pin(serve(id, steps, sleep));
+            let handle = tokio::spawn(boxed);
+            if id % every == every - 1 {
+                tokio::time::sleep(sleep / 2).await;
+                while !STARTED.lock().unwrap().contains(&id) {
+                    tokio::task::yield_now().await;
+                }
+                handle.abort();
+                assert!(handle.await.is_err_and(|e| e.is_cancelled()));
+                CANCELLED.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            let answer = handle.await;
+            latencies.push(start.elapsed().as_nanos() as u64);
+            std::hint::black_box(answer.ok());
+            continue;
+        }
         let answer = task_metrics::spawn(serve(id, steps, sleep)).await;
         latencies.push(start.elapsed().as_nanos() as u64);
         std::hint::black_box(answer.ok());
@@ -93,6 +140,10 @@ fn main() {
             iterations.parse().expect("ANCHOR_WORK: a number"),
             Ordering::Relaxed,
         );
+    }
+    if let Ok(ms) = std::env::var("ASYNC_ANCHOR_START_MS") {
+        let ms = ms.parse().expect("ASYNC_ANCHOR_START_MS=N");
+        std::thread::sleep(Duration::from_millis(ms));
     }
     let runtime = match threads {
         0 => tokio::runtime::Builder::new_current_thread(),
@@ -119,6 +170,9 @@ fn main() {
     });
     for l in &latencies {
         println!("latency_ns {l}");
+    }
+    if cancel_every().is_some() {
+        println!("cancelled {}", CANCELLED.load(Ordering::Relaxed));
     }
     println!("requests {}", latencies.len());
     task_metrics::write();

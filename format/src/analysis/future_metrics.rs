@@ -3,8 +3,11 @@
 //! futures completed and the histogram of their latency, first poll to
 //! Ready (`fntrace_future_latency_seconds`, the power-of-two buckets of
 //! [`DURATION_BUCKETS_NS`], exact), their time in polls
-//! (`fntrace_future_busy_seconds`), and the futures the linker's table
-//! had no room for (`fntrace_futures_untracked`).
+//! (`fntrace_future_busy_seconds`), those dropped before Ready
+//! (`fntrace_futures_dropped`), the futures the linker's table had no
+//! room for (`fntrace_futures_untracked`) and those it follows now
+//! (`fntrace_futures_pending`). The same rows, one line each, ride on the
+//! control socket's `profile` reply ([`FutureRow::to_line`]).
 
 use std::fmt::{self, Write};
 
@@ -30,7 +33,7 @@ pub fn future_bucket(ns: u64) -> usize {
 }
 
 /// The lowest latency of bucket `index`, and its width.
-fn bucket_bounds(index: usize) -> (u64, u64) {
+pub(super) fn bucket_bounds(index: usize) -> (u64, u64) {
     if index < SUB {
         return (index as u64, 1);
     }
@@ -54,6 +57,9 @@ pub struct FutureRow {
     pub busy_ns: u64,
     /// Their latencies by [`future_bucket`].
     pub buckets: [u64; FUTURE_BUCKETS],
+    /// Futures dropped before Ready (seen by their drop function, or by a
+    /// new future's first poll at their address): in no other count.
+    pub dropped: u64,
 }
 
 impl FutureRow {
@@ -77,48 +83,145 @@ impl FutureRow {
     }
 }
 
+impl FutureRow {
+    /// The row as one line of the control socket's `profile` reply, which
+    /// `fntrace top` and `ctl profile` read: `future COMPLETED POLLS
+    /// LATENCY_NS BUSY_NS BUCKETS NAME`, BUCKETS the non-empty buckets as
+    /// `INDEX:COUNT` joined by `,` (`-`: none). The name last: it may hold
+    /// spaces.
+    pub fn to_line(&self) -> String {
+        let mut buckets = String::new();
+        for (index, &count) in self.buckets.iter().enumerate() {
+            if count != 0 {
+                if !buckets.is_empty() {
+                    buckets.push(',');
+                }
+                // Writing into a String cannot fail.
+                let _ = write!(buckets, "{index}:{count}");
+            }
+        }
+        if buckets.is_empty() {
+            buckets.push('-');
+        }
+        format!(
+            "future {} {} {} {} {} {buckets} {}",
+            self.completed, self.polls, self.latency_ns, self.busy_ns, self.dropped, self.function
+        )
+    }
+
+    /// The row [`FutureRow::to_line`] wrote; `None` if `line` is not one.
+    pub fn from_line(line: &str) -> Option<FutureRow> {
+        let mut fields = line.strip_prefix("future ")?.splitn(7, ' ');
+        let mut number = || fields.next()?.parse::<u64>().ok();
+        let (completed, polls, latency_ns, busy_ns) = (number()?, number()?, number()?, number()?);
+        let dropped = number()?;
+        let mut buckets = [0; FUTURE_BUCKETS];
+        let listed = fields.next()?;
+        if listed != "-" {
+            for pair in listed.split(',') {
+                let (index, count) = pair.split_once(':')?;
+                *buckets.get_mut(index.parse::<usize>().ok()?)? = count.parse().ok()?;
+            }
+        }
+        let function = fields.next().filter(|name| !name.is_empty())?.to_string();
+        Some(FutureRow {
+            function,
+            completed,
+            polls,
+            latency_ns,
+            busy_ns,
+            buckets,
+            dropped,
+        })
+    }
+
+    /// The futures of latency below each of [`DURATION_BUCKETS_NS`] (a
+    /// classic histogram's cumulative counts): exact, since a power of two
+    /// starts a bucket, and those before it hold the latencies below it.
+    pub fn below_each_bound(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let mut below = 0;
+        let mut next = 0;
+        DURATION_BUCKETS_NS.iter().map(move |&bound| {
+            while next < future_bucket(bound) {
+                below += self.buckets[next];
+                next += 1;
+            }
+            (bound, below)
+        })
+    }
+
+    /// What this row counted since `before` (the same function's row
+    /// taken earlier): every count less `before`'s; `None` when one went
+    /// down (not the same counts: the process restarted them).
+    pub fn since(&self, before: &FutureRow) -> Option<FutureRow> {
+        let minus = |now: u64, then: u64| now.checked_sub(then);
+        let mut buckets = [0; FUTURE_BUCKETS];
+        for (to, (now, then)) in buckets
+            .iter_mut()
+            .zip(self.buckets.iter().zip(&before.buckets))
+        {
+            *to = minus(*now, *then)?;
+        }
+        Some(FutureRow {
+            function: self.function.clone(),
+            completed: minus(self.completed, before.completed)?,
+            polls: minus(self.polls, before.polls)?,
+            latency_ns: minus(self.latency_ns, before.latency_ns)?,
+            busy_ns: minus(self.busy_ns, before.busy_ns)?,
+            buckets,
+            dropped: minus(self.dropped, before.dropped)?,
+        })
+    }
+}
+
 /// `text` (an exposition ending with `# EOF`) with the futures' families
 /// before its end.
 pub fn with_future_metrics(
     mut text: String,
     rows: &[FutureRow],
-    untracked: u64,
+    table: LinkerTable,
     format: TextFormat,
 ) -> String {
     let end = text.rfind("# EOF").unwrap_or(text.len());
     let eof = text.split_off(end);
     // Writing into a String cannot fail.
-    let _ = write_future_metrics(rows, untracked, format, &mut text);
+    let _ = write_future_metrics(rows, table, format, &mut text);
     text.push_str(&eof);
     text
 }
 
+/// The runtime linker's table as `/metrics` shows it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkerTable {
+    /// Futures first polled while it was full, so far.
+    pub untracked: u64,
+    /// Futures it follows now: pending (first polled, not ended).
+    pub pending: u64,
+}
+
 /// `help` of each family.
-const LATENCY_HELP: &str = "Latency of the completed futures of each async function, from the entry of their first poll to the exit of the poll that returned Ready (fntrace record --async).";
-const BUSY_HELP: &str = "Time the completed futures of each async function spent in their polls.";
-const UNTRACKED_HELP: &str =
+pub(super) const LATENCY_HELP: &str = "Latency of the completed futures of each async function, from the entry of their first poll to the exit of the poll that returned Ready (fntrace record --async).";
+pub(super) const BUSY_HELP: &str =
+    "Time the completed futures of each async function spent in their polls.";
+pub(super) const UNTRACKED_HELP: &str =
     "Futures first polled while the runtime future linker's table was full: in no row.";
+pub(super) const DROPPED_HELP: &str = "Futures of each async function dropped before Ready (by their drop function, or seen when a new future was first polled at their address).";
+pub(super) const PENDING_HELP: &str =
+    "Futures the runtime future linker follows now: first polled, neither Ready nor dropped.";
 
 /// The futures' families, in `format`.
 pub fn write_future_metrics(
     rows: &[FutureRow],
-    untracked: u64,
+    table: LinkerTable,
     format: TextFormat,
     out: &mut impl Write,
 ) -> fmt::Result {
+    let counter = |family: &'static str| (family, format!("{family}_total"));
     let family = "fntrace_future_latency_seconds";
     header(out, family, "histogram", true, LATENCY_HELP)?;
     for row in rows {
         let label = escape(&row.function);
-        let mut below = 0;
-        let mut next = 0;
-        for &bound in &DURATION_BUCKETS_NS {
-            // A power of two starts a bucket: those before it hold exactly
-            // the latencies below it.
-            while next < future_bucket(bound) {
-                below += row.buckets[next];
-                next += 1;
-            }
+        for (bound, below) in row.below_each_bound() {
             let le = canonical_seconds(bound);
             writeln!(
                 out,
@@ -152,19 +255,74 @@ pub fn write_future_metrics(
             row.completed
         )?;
     }
-    let family = "fntrace_futures_untracked";
-    let sample = format!("{family}_total");
-    let named = match format {
+    let (family, sample) = counter("fntrace_futures_dropped");
+    header(
+        out,
+        counter_name(family, &sample, format),
+        "counter",
+        false,
+        DROPPED_HELP,
+    )?;
+    for row in rows {
+        let label = escape(&row.function);
+        writeln!(out, "{sample}{{function=\"{label}\"}} {}", row.dropped)?;
+    }
+    let (family, sample) = counter("fntrace_futures_untracked");
+    header(
+        out,
+        counter_name(family, &sample, format),
+        "counter",
+        false,
+        UNTRACKED_HELP,
+    )?;
+    writeln!(out, "{sample} {}", table.untracked)?;
+    let family = "fntrace_futures_pending";
+    header(out, family, "gauge", false, PENDING_HELP)?;
+    writeln!(out, "{family} {}", table.pending)
+}
+
+/// A counter family's name in `format`: OpenMetrics names it without the
+/// `_total` its sample has.
+fn counter_name<'a>(family: &'a str, sample: &'a str, format: TextFormat) -> &'a str {
+    match format {
         TextFormat::OpenMetrics => family,
-        TextFormat::Prometheus => &sample,
-    };
-    header(out, named, "counter", false, UNTRACKED_HELP)?;
-    writeln!(out, "{sample} {untracked}")
+        TextFormat::Prometheus => sample,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A row goes through its line whole (a name with spaces too), and
+    /// the difference of two is each count's.
+    #[test]
+    fn rows_go_through_their_lines() {
+        let mut row = FutureRow {
+            function: "<a::S as b::T>::serve::{closure#0}".into(),
+            completed: 3,
+            polls: 12,
+            latency_ns: 90_000_000,
+            busy_ns: 3_000,
+            buckets: [0; FUTURE_BUCKETS],
+            dropped: 7,
+        };
+        assert_eq!(FutureRow::from_line(&row.to_line()), Some(row.clone()));
+        for ns in [30_000_000, 30_000_001, 1 << 40] {
+            row.buckets[future_bucket(ns)] += 1;
+        }
+        let line = row.to_line();
+        assert!(line.starts_with("future 3 12 90000000 3000 7 "), "{line}");
+        assert_eq!(FutureRow::from_line(&line), Some(row.clone()));
+        assert_eq!(FutureRow::from_line("future 1 2 3 x 0 - f"), None);
+        let mut later = row.clone();
+        later.completed += 2;
+        later.buckets[future_bucket(5)] += 2;
+        let interval = later.since(&row).unwrap();
+        assert_eq!((interval.completed, interval.polls), (2, 0));
+        assert_eq!(interval.buckets.iter().sum::<u64>(), 2);
+        assert_eq!(row.since(&later), None);
+    }
 
     /// Latencies counted below each bound exactly, in the families'
     /// order, before `# EOF`.
@@ -182,8 +340,14 @@ mod tests {
             latency_ns: 60_000_228,
             busy_ns: 1_500,
             buckets,
+            dropped: 5,
         };
-        let text = with_future_metrics("x 1\n# EOF\n".into(), &[row], 2, TextFormat::Prometheus);
+        let table = LinkerTable {
+            untracked: 2,
+            pending: 3,
+        };
+        let text =
+            with_future_metrics("x 1\n# EOF\n".into(), &[row], table, TextFormat::Prometheus);
         let line = |prefix: &str| {
             text.lines()
                 .find(|l| l.starts_with(prefix))
@@ -206,6 +370,11 @@ mod tests {
         assert_eq!(line("fntrace_future_latency_seconds_sum"), "0.060000228");
         assert_eq!(line("fntrace_future_busy_seconds_sum"), "0.0000015");
         assert_eq!(line("fntrace_futures_untracked_total"), "2");
+        assert_eq!(
+            line("fntrace_futures_dropped_total{function=\"a::serve::{closure#0}\"}"),
+            "5"
+        );
+        assert_eq!(line("fntrace_futures_pending"), "3");
         assert!(
             text.starts_with("x 1\n") && text.ends_with("\n# EOF\n"),
             "{text}"
@@ -230,6 +399,7 @@ mod tests {
             latency_ns: 0,
             busy_ns: 0,
             buckets: [0; FUTURE_BUCKETS],
+            dropped: 0,
         };
         for ms in 1..=100u64 {
             row.buckets[future_bucket(ms * 1_000_000)] += 1;

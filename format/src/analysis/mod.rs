@@ -97,7 +97,8 @@ pub use exposition::{
     Exposition, ProcessInfo, TextFormat, DEFAULT_HISTOGRAMS, DEFAULT_MAX_FUNCTIONS,
 };
 pub use future_metrics::{
-    future_bucket, with_future_metrics, write_future_metrics, FutureRow, FUTURE_BUCKETS,
+    future_bucket, with_future_metrics, write_future_metrics, FutureRow, LinkerTable,
+    FUTURE_BUCKETS,
 };
 pub use histogram::{Histogram, MAX_RELATIVE_ERROR, SUB_BUCKETS};
 pub use latency::{
@@ -110,7 +111,8 @@ pub use openmetrics::{
 };
 pub use profile::{FunctionProfile, NotKept, PathProfile, ProfileSnapshot, ProfileTextError};
 pub use prometheus_proto::{
-    accepts_protobuf, prometheus_protobuf, NATIVE_SCHEMA, PROTOBUF_CONTENT_TYPE,
+    accepts_protobuf, prometheus_protobuf, write_future_protobuf, NATIVE_SCHEMA,
+    PROTOBUF_CONTENT_TYPE,
 };
 pub use since::NotLater;
 

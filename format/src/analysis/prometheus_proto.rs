@@ -21,6 +21,10 @@
 //! the zero bucket's (threshold 0).
 
 use super::exposition::{select, Exposition};
+use super::future_metrics::{
+    bucket_bounds, FutureRow, LinkerTable, BUSY_HELP, DROPPED_HELP, LATENCY_HELP, PENDING_HELP,
+    UNTRACKED_HELP,
+};
 use super::histogram::Histogram;
 use super::openmetrics::{
     counters, cumulative_counts, duration_bounds_ns, gauges, BUILD_INFO_HELP, DURATION_HELP,
@@ -141,6 +145,65 @@ pub fn prometheus_protobuf(snapshot: &ProfileSnapshot, options: &Exposition) -> 
     out
 }
 
+/// The runtime future linker's families (as the text's,
+/// [`write_future_metrics`](super::write_future_metrics)), appended to
+/// `out`: the latency of each async function's completed futures as a
+/// histogram with the text's exact classic buckets and a native one at
+/// [`NATIVE_SCHEMA`] (each of the linker's buckets, 1/8 of a power of two
+/// wide, counted whole in the native bucket that holds its middle: a
+/// quantile within the linker's 6.25 % and one native bucket), their
+/// busy time, dropped, untracked and pending futures.
+pub fn write_future_protobuf(rows: &[FutureRow], table: LinkerTable, out: &mut Vec<u8>) {
+    let metrics = rows.iter().map(|row| {
+        let mut histogram = Vec::new();
+        field_varint(&mut histogram, 1, row.completed);
+        field_double(&mut histogram, 2, row.latency_ns as f64 * 1e-9);
+        for (bound, below) in row.below_each_bound() {
+            let mut bucket = Vec::new();
+            field_varint(&mut bucket, 1, below);
+            field_double(&mut bucket, 2, bound as f64 * 1e-9);
+            field_bytes(&mut histogram, 3, &bucket);
+        }
+        let buckets = (row.buckets.iter().enumerate())
+            .filter(|(_, &count)| count != 0)
+            .map(|(index, &count)| (bucket_bounds(index), count));
+        write_native(native_of(buckets), &mut histogram);
+        metric(&[("function", &row.function)], HISTOGRAM_FIELD, &histogram)
+    });
+    let name = "fntrace_future_latency_seconds";
+    family(out, name, LATENCY_HELP, HISTOGRAM, metrics);
+    let metrics = rows.iter().map(|row| {
+        let mut summary = Vec::new();
+        field_varint(&mut summary, 1, row.completed);
+        field_double(&mut summary, 2, row.busy_ns as f64 * 1e-9);
+        metric(&[("function", &row.function)], SUMMARY_FIELD, &summary)
+    });
+    family(
+        out,
+        "fntrace_future_busy_seconds",
+        BUSY_HELP,
+        SUMMARY,
+        metrics,
+    );
+    let metrics = rows.iter().map(|row| {
+        let labels = [("function", row.function.as_str())];
+        metric(&labels, COUNTER_FIELD, &value(row.dropped))
+    });
+    let name = "fntrace_futures_dropped_total";
+    family(out, name, DROPPED_HELP, COUNTER, metrics);
+    let untracked = metric(&[], COUNTER_FIELD, &value(table.untracked));
+    let name = "fntrace_futures_untracked_total";
+    family(out, name, UNTRACKED_HELP, COUNTER, [untracked]);
+    let pending = metric(&[], GAUGE_FIELD, &value(table.pending));
+    family(
+        out,
+        "fntrace_futures_pending",
+        PENDING_HELP,
+        GAUGE,
+        [pending],
+    );
+}
+
 /// A `Gauge` or `Counter` message (both hold a double in field 1).
 fn value(value: u64) -> Vec<u8> {
     let mut message = Vec::new();
@@ -187,7 +250,11 @@ fn family(
 /// deltas (13). A histogram without calls still gets the no-op span that
 /// marks it native.
 fn native_fields(durations: &Histogram, histogram: &mut Vec<u8>) {
-    let buckets = native_buckets(durations);
+    write_native(native_buckets(durations), histogram);
+}
+
+/// [`native_fields`] of `buckets`.
+fn write_native(buckets: NativeBuckets, histogram: &mut Vec<u8>) {
     field_varint(histogram, 5, zigzag(NATIVE_SCHEMA.into()));
     field_varint(histogram, 7, buckets.zero);
     let mut spans: Vec<(i64, u32)> = Vec::new();
@@ -241,9 +308,16 @@ fn native_index(seconds: f64) -> i64 {
 /// Each sub-bucket of `durations` counted in the native bucket that holds
 /// its middle.
 fn native_buckets(durations: &Histogram) -> NativeBuckets {
+    let buckets =
+        (durations.buckets()).map(|(index, count)| (Histogram::bucket_range(index), count));
+    native_of(buckets)
+}
+
+/// Buckets (lowest value, width, in ns; by value) with their counts, each
+/// counted in the native bucket that holds its middle.
+fn native_of(buckets: impl Iterator<Item = ((u64, u64), u64)>) -> NativeBuckets {
     let mut native = NativeBuckets::default();
-    for (index, count) in durations.buckets() {
-        let (lowest, width) = Histogram::bucket_range(index);
+    for ((lowest, width), count) in buckets {
         if lowest == 0 && width == 1 {
             native.zero += count;
             continue;

@@ -10,7 +10,10 @@
 //! threshold ([`Functions::set_threshold`]) that took at least that long
 //! is handed to the flight recorder's writer through a small fixed queue
 //! ([`take_slow`]); per function, the futures completed and their latency
-//! and busy time are counted ([`Functions::stats`]).
+//! and busy time are counted ([`Functions::rows`]). A future's drop
+//! function recording its values (`fntrace record --async` asks for those
+//! that are functions of their own) frees a pending future's slot,
+//! counted as dropped before Ready.
 //!
 //! On the traced path: no lock, no allocation, no system call beyond the
 //! reads the values take anyway. What has no room is counted: futures
@@ -23,12 +26,13 @@ use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use fntrace_format::analysis::{future_bucket, FutureRow, FUTURE_BUCKETS};
-use fntrace_format::argspec::ArgSpec;
+use fntrace_format::argspec::{ArgSlot, ArgSpec};
 use fntrace_format::coroutine::{self, PollEnd};
 
 use crate::rt::thread::current_tid;
+use crate::symbols;
 use crate::sys::clock::ticks_to_ns;
-use table::{FutureTable, Linked, Poll, MAX_FUNCTIONS, TIDS};
+use table::{Entered, FutureTable, Linked, Poll, MAX_FUNCTIONS, TIDS};
 
 /// Slots of the process's table: futures pending at once that are linked
 /// (those first polled while all are taken go untracked, counted).
@@ -56,6 +60,12 @@ pub(crate) fn untracked() -> u64 {
     table().map_or(0, FutureTable::untracked)
 }
 
+/// Futures the table follows now (pending): a walk of its slots, for the
+/// control path.
+pub(crate) fn pending() -> u64 {
+    table().map_or(0, |table| table.live() as u64)
+}
+
 /// The table's slots (0 if there is none).
 pub(crate) fn capacity() -> usize {
     table().map_or(0, FutureTable::capacity)
@@ -71,25 +81,57 @@ pub(crate) struct FunctionFutures {
     latency_ns: AtomicU64,
     busy_ns: AtomicU64,
     panicked: AtomicU64,
+    /// Futures dropped before Ready: by their drop function, or found
+    /// pending at a new first poll's address.
+    dropped: AtomicU64,
     /// Latencies by `future_bucket` (a power of two of ns each).
     buckets: [AtomicU64; FUTURE_BUCKETS],
 }
 
+impl FunctionFutures {
+    /// None counted, no threshold.
+    fn new() -> FunctionFutures {
+        let zero = || AtomicU64::new(0);
+        FunctionFutures {
+            threshold_ns: AtomicU64::new(u64::MAX),
+            completed: zero(),
+            polls: zero(),
+            latency_ns: zero(),
+            busy_ns: zero(),
+            panicked: zero(),
+            dropped: zero(),
+            buckets: std::array::from_fn(|_| zero()),
+        }
+    }
+}
+
 /// The async functions of an argument table: those whose values record
-/// states ([`coroutine::records_states`]), by entry address.
+/// states ([`coroutine::records_states`]), by entry address. Instances of
+/// one function (rustc may emit a resume function and its drop glue in
+/// several codegen units: one name, several addresses) share a row, so
+/// that a future is one whichever copy polls or drops it.
 pub(crate) struct Functions {
-    /// By entry address, sorted.
+    /// Per entry address (sorted), its row in `per`.
+    instances: Box<[(usize, u16)]>,
+    /// Per async function (by name): its first instance's address, and
+    /// what is known of its futures.
     per: Box<[(usize, FunctionFutures)]>,
+    /// The futures' drop functions recording their values (see
+    /// [`coroutine::dropped_by`]), by entry address, sorted, each with its
+    /// async function's row in `per`.
+    drops: Box<[(usize, u16)]>,
 }
 
 impl Functions {
     /// The async functions among `functions` (entry address and values,
-    /// any order; at most [`MAX_FUNCTIONS`] are kept); makes the
-    /// process's table if there are some. The control path's.
+    /// any order; at most [`MAX_FUNCTIONS`] are kept) and their futures'
+    /// drop functions, named from the symbols; makes the process's table
+    /// if there are some. The control path's.
     pub(crate) fn new<'a>(functions: impl Iterator<Item = (usize, &'a [ArgSpec])>) -> Functions {
-        let mut addresses: Vec<usize> = functions
+        let functions: Vec<(usize, &[ArgSpec])> = functions.collect();
+        let mut addresses: Vec<usize> = (functions.iter())
             .filter(|(_, values)| coroutine::records_states(values))
-            .map(|(function, _)| function)
+            .map(|(function, _)| *function)
             .collect();
         addresses.sort_unstable();
         addresses.dedup();
@@ -97,28 +139,59 @@ impl Functions {
         if !addresses.is_empty() {
             TABLE.get_or_init(|| FutureTable::new(SLOTS.load(Ordering::Relaxed)));
         }
-        let per = addresses
-            .into_iter()
-            .map(|function| {
-                let zero = || AtomicU64::new(0);
-                let futures = FunctionFutures {
-                    threshold_ns: AtomicU64::new(u64::MAX),
-                    completed: zero(),
-                    polls: zero(),
-                    latency_ns: zero(),
-                    busy_ns: zero(),
-                    panicked: zero(),
-                    buckets: std::array::from_fn(|_| zero()),
-                };
-                (function, futures)
+        let index = symbols::current();
+        let name = |address: usize| Some(symbols::demangle(&index.function_at(address)?.name));
+        // One row per name (an address without a name: its own).
+        let mut names: Vec<Option<String>> = Vec::new();
+        let mut per = Vec::new();
+        let mut instances = Vec::with_capacity(addresses.len());
+        for function in addresses {
+            let named = name(function);
+            let row = match names.iter().position(|n| named.is_some() && *n == named) {
+                Some(row) => row,
+                None => {
+                    names.push(named);
+                    per.push((function, FunctionFutures::new()));
+                    per.len() - 1
+                }
+            };
+            instances.push((function, row as u16));
+        }
+        // A drop function records what a poll's entry does, no state at
+        // its exit.
+        let mut drops: Vec<(usize, u16)> = (functions.iter())
+            .filter(|(_, values)| {
+                !coroutine::records_states(values)
+                    && (values.iter())
+                        .any(|v| matches!(v.slot, ArgSlot::Deref { at_exit: false, .. }))
+            })
+            .filter_map(|&(drop, _)| {
+                let dropped = Some(coroutine::dropped_by(&name(drop)?)?.to_string());
+                let row = names.iter().position(|n| *n == dropped)?;
+                Some((drop, row as u16))
             })
             .collect();
-        Functions { per }
+        drops.sort_unstable();
+        Functions {
+            instances: instances.into_boxed_slice(),
+            per: per.into_boxed_slice(),
+            drops: drops.into_boxed_slice(),
+        }
     }
 
-    /// The async functions' entry addresses, in order.
+    /// The async functions' entry addresses (every instance), in order.
     pub(crate) fn addresses(&self) -> impl Iterator<Item = usize> + '_ {
-        self.per.iter().map(|(function, _)| *function)
+        self.instances.iter().map(|(function, _)| *function)
+    }
+
+    /// Whether the linker takes `function`'s values: one of them, or a
+    /// drop function of their futures.
+    #[inline]
+    pub(crate) fn links(&self, function: usize) -> bool {
+        self.contains(function)
+            || (self.drops)
+                .binary_search_by_key(&function, |(f, _)| *f)
+                .is_ok()
     }
 
     /// Whether `function` is one of them.
@@ -126,8 +199,12 @@ impl Functions {
         self.index_of(function).is_some()
     }
 
+    /// The row of `function` (an instance's address) in `per`.
     fn index_of(&self, function: usize) -> Option<usize> {
-        self.per.binary_search_by_key(&function, |(f, _)| *f).ok()
+        let at = (self.instances)
+            .binary_search_by_key(&function, |(f, _)| *f)
+            .ok()?;
+        Some(usize::from(self.instances[at].1))
     }
 
     /// From now on, futures of `function` lasting at least `threshold_ns`
@@ -148,7 +225,7 @@ impl Functions {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         self.per
             .iter()
-            .filter(|(_, per)| get(&per.completed) > 0)
+            .filter(|(_, per)| get(&per.completed) > 0 || get(&per.dropped) > 0)
             .filter_map(|(function, per)| {
                 Some(FutureRow {
                     function: name(*function)?,
@@ -157,6 +234,7 @@ impl Functions {
                     latency_ns: get(&per.latency_ns),
                     busy_ns: get(&per.busy_ns),
                     buckets: std::array::from_fn(|i| get(&per.buckets[i])),
+                    dropped: get(&per.dropped),
                 })
             })
             .collect()
@@ -172,11 +250,31 @@ impl Functions {
         values: &[ArgSpec],
         data: &[u8],
     ) {
-        let (Some(index), Some(table)) = (self.index_of(function), table()) else {
+        let Some(table) = table() else {
             return;
         };
-        if let Some((address, state)) = coroutine::entry_values(values, data) {
-            table.entered(index as u16, address, state, entry_ticks);
+        let Some((address, state)) = coroutine::entry_values(values, data) else {
+            return;
+        };
+        let Some(index) = self.index_of(function) else {
+            return self.dropping(function, address, table);
+        };
+        if table.entered(index as u16, address, state, entry_ticks) == Entered::Replaced {
+            self.per[index].1.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// `function`'s entry, if it is a future's drop function: the future
+    /// at `address` is dropped (counted if it was pending).
+    #[inline]
+    fn dropping(&self, function: usize, address: u64, table: &FutureTable) {
+        let Ok(at) = self.drops.binary_search_by_key(&function, |(f, _)| *f) else {
+            return;
+        };
+        let index = self.drops[at].1;
+        if table.dropped_at(index, address) {
+            let per = &self.per[usize::from(index)].1;
+            per.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
 

@@ -7,7 +7,9 @@
 //! not recorded; with `min_duration`, a call is recorded only if it lasted at
 //! least that long — its entry is written at its exit, preceded by the
 //! entries of its not-yet-written ancestors (marked in their shadow frames),
-//! so events stay in time order and every written exit has its entry.
+//! so events stay in time order and every written exit has its entry
+//! (the values of async functions' polls are then linked into futures
+//! unwritten: `unrecorded`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -30,6 +32,7 @@ pub(crate) mod arg_recipes;
 pub(crate) mod args;
 pub(crate) mod fast;
 mod recorded;
+mod unrecorded;
 
 /// An event as the traced thread writes it (also from asm: layout.h): raw
 /// TSC ticks, and one word packing the site's return address (bits 0-47:
@@ -725,11 +728,11 @@ impl Tracer for GraphTracer {
 
     #[inline]
     fn entry(&self, call: &Call<'_>) {
-        if !call.exit_hooked()
-            || call.depth() > self.max_depth.load(Ordering::Relaxed)
-            || self.min_duration_ns.load(Ordering::Relaxed) != 0
-        {
+        if !call.exit_hooked() || call.depth() > self.max_depth.load(Ordering::Relaxed) {
             return;
+        }
+        if self.min_duration_ns.load(Ordering::Relaxed) != 0 {
+            return unrecorded::entry(call);
         }
         let event = RawEvent::new(
             call.time_ticks,
@@ -759,6 +762,7 @@ impl Tracer for GraphTracer {
         }
         let min = self.min_duration_ns.load(Ordering::Relaxed);
         if min != 0 {
+            unrecorded::exit(ret);
             let mark = self.mark.load(Ordering::Relaxed);
             let entry_written = ret.marks & mark != 0;
             if ret.exit_ns() - ret.entry_ns() < min && !entry_written {

@@ -6,7 +6,9 @@
 //! and `metrics-filter` select, see `exported`), for Prometheus and
 //! other scrapers; in Prometheus's protobuf format, with native
 //! histograms, when the scraper asks for it
-//! (`fntrace_format::analysis::prometheus_protobuf`). Started by `FNTRACE_METRICS` or
+//! (`fntrace_format::analysis::prometheus_protobuf`); in each format,
+//! the runtime future linker's families after the profile's when the
+//! process links futures. Started by `FNTRACE_METRICS` or
 //! [`crate::serve_metrics`] / [`crate::serve_metrics_with`].
 //!
 //! # Who may scrape
@@ -610,7 +612,10 @@ pub(crate) fn answer(head: &[u8], options: &MetricsOptions) -> Answer {
     // Asked for by Prometheus with native histograms on: it reads them
     // from this format only.
     let (body, content_type) = if accept(accepts_protobuf) {
-        let body = prometheus_protobuf(&PROFILE_TRACER.snapshot(), &what);
+        let mut body = prometheus_protobuf(&PROFILE_TRACER.snapshot(), &what);
+        if let Some(rows) = super::futures::rows() {
+            fntrace_format::analysis::write_future_protobuf(&rows, linker_table(), &mut body);
+        }
         (body, PROTOBUF_CONTENT_TYPE)
     } else {
         let body = exposition(&PROFILE_TRACER.snapshot(), &what);
@@ -748,6 +753,13 @@ fn with_futures(body: String, format: TextFormat) -> String {
     let Some(rows) = super::futures::rows() else {
         return body;
     };
-    let untracked = crate::builtin::futures::untracked();
-    fntrace_format::analysis::with_future_metrics(body, &rows, untracked, format)
+    fntrace_format::analysis::with_future_metrics(body, &rows, linker_table(), format)
+}
+
+/// The runtime future linker's table now, as `/metrics` shows it.
+fn linker_table() -> fntrace_format::analysis::LinkerTable {
+    fntrace_format::analysis::LinkerTable {
+        untracked: crate::builtin::futures::untracked(),
+        pending: crate::builtin::futures::pending(),
+    }
 }

@@ -2,7 +2,8 @@
 //! an async function's state machine carries the future's address and
 //! rustc's coroutine state at the entry and the exit, and [`futures_of`]
 //! links the polls of every thread into futures, from the first poll to the
-//! poll after which the state is Returned (docs/async.md). `fntrace
+//! poll after which the state is Returned, or its drop before that
+//! (docs/async.md). `fntrace
 //! report`'s async rows and the Chrome and Perfetto exports' async slices
 //! are both made from its list.
 
@@ -19,8 +20,9 @@ pub enum FutureEnd {
     Ready,
     /// Its last poll panicked.
     Panicked,
-    /// A new future was first polled at its address while it was pending:
-    /// it was dropped before `Ready`.
+    /// Dropped before `Ready`: its drop function ran while it was
+    /// pending (recorded where it is a function of its own), or a new
+    /// future was first polled at its address.
     Dropped,
     /// Still pending when the recording ended.
     Pending,
@@ -76,6 +78,21 @@ struct Poll {
     tid: u32,
     state_in: u64,
     state_out: u64,
+}
+
+/// A future's drop function's entry: the future's key (resume function,
+/// address) and when.
+type DropAt = ((usize, u64), u64);
+
+/// What an event's function is to the linker.
+#[derive(Clone)]
+enum Role {
+    /// An async function whose polls are linked.
+    Poll,
+    /// The drop function of the futures of the resume function named.
+    Drop(String),
+    /// Neither.
+    Other,
 }
 
 /// A poll entered and not yet returned: its depth, entry time, function,
@@ -145,7 +162,10 @@ pub fn futures_of<S: EventSource>(
     if !records_states(specs, None) {
         return Ok(None);
     }
-    let mut selected: HashMap<usize, bool> = HashMap::new();
+    let mut selected: HashMap<usize, Role> = HashMap::new();
+    // Drops by resume function name: the resume function's address is
+    // known from its polls.
+    let mut drops: Vec<(String, u64, u64)> = Vec::new();
     let mut polls = Vec::new();
     let mut without = 0;
     let mut last_ns = 0;
@@ -155,11 +175,26 @@ pub fn futures_of<S: EventSource>(
         let mut read = |events: &mut dyn Iterator<Item = GraphEvent>| {
             for event in events {
                 last_ns = last_ns.max(event.time_ns);
-                let wanted = *selected.entry(event.function).or_insert_with(|| {
-                    records_states(specs, Some(&source.name_of(event.function)))
+                let role = selected.entry(event.function).or_insert_with(|| {
+                    let name = source.name_of(event.function);
+                    match coroutine::dropped_by(&name) {
+                        _ if records_states(specs, Some(&name)) => Role::Poll,
+                        Some(resume) => Role::Drop(resume.to_string()),
+                        None => Role::Other,
+                    }
                 });
-                if !wanted {
-                    continue;
+                match role {
+                    Role::Poll => {}
+                    Role::Drop(resume) if event.kind != EventKind::Exit => {
+                        let dropped = values
+                            .get(&(event.time_ns, false))
+                            .and_then(|text| number(split_values(text).first()?));
+                        if let Some(address) = dropped {
+                            drops.push((resume.clone(), address, event.time_ns));
+                        }
+                        continue;
+                    }
+                    Role::Drop(_) | Role::Other => continue,
                 }
                 if event.kind != EventKind::Exit {
                     open.retain(|&(depth, ..)| depth < event.depth);
@@ -197,20 +232,46 @@ pub fn futures_of<S: EventSource>(
         };
         source.read_thread(index, |events| read(events))?;
     }
-    let mut futures = link(polls);
+    // rustc may emit a resume function in several codegen units (one
+    // name, several addresses): its futures are one function's, named by
+    // the first address seen, whichever copy polls or drops them.
+    let mut resumes: HashMap<String, usize> = HashMap::new();
+    let mut canonical: HashMap<usize, usize> = HashMap::new();
+    for poll in &mut polls {
+        let function = *canonical.entry(poll.function).or_insert_with(|| {
+            *resumes
+                .entry(source.name_of(poll.function))
+                .or_insert(poll.function)
+        });
+        poll.function = function;
+    }
+    let drops = (drops.into_iter())
+        .filter_map(|(resume, address, at)| Some(((*resumes.get(&resume)?, address), at)))
+        .collect();
+    let mut futures = link(polls, drops);
     futures.without_values = without;
     futures.last_ns = last_ns;
     Ok(Some(futures))
 }
 
-/// Links `polls` (of every thread) into futures, in time order.
-fn link(mut polls: Vec<Poll>) -> Futures {
+/// Links `polls` (of every thread) into futures, in time order; a drop
+/// (`drops`) ends its future if it is pending.
+fn link(mut polls: Vec<Poll>, mut drops: Vec<DropAt>) -> Futures {
     polls.sort_by_key(|p| (p.entry_ns, p.exit_ns));
+    drops.sort_by_key(|&(key, at)| (at, key));
+    let mut drops = drops.into_iter().peekable();
     // A future while it lives, and whether its first poll did not begin
     // Unresumed.
     let mut live: HashMap<(usize, u64), (Future, bool)> = HashMap::new();
     let mut done = Vec::new();
     for poll in &polls {
+        // The drops before this poll: a future is never dropped in a poll.
+        while let Some((key, _)) = drops.next_if(|&(_, at)| at < poll.entry_ns) {
+            if let Some((mut dropped, _)) = live.remove(&key) {
+                dropped.end = FutureEnd::Dropped;
+                done.push(dropped);
+            }
+        }
         let key = (poll.function, poll.future);
         if coroutine::first_poll(poll.state_in) {
             // A new future at an address where one was left pending: that
@@ -249,6 +310,12 @@ fn link(mut polls: Vec<Poll>) -> Futures {
                 };
                 done.push(future);
             }
+        }
+    }
+    for (key, _) in drops {
+        if let Some((mut dropped, _)) = live.remove(&key) {
+            dropped.end = FutureEnd::Dropped;
+            done.push(dropped);
         }
     }
     done.extend(live.into_values().map(|(future, _)| future));
@@ -293,7 +360,18 @@ mod tests {
             poll(0xd, 130, 1, UNRESUMED, PANICKED),
             poll(0xe, 140, 1, UNRESUMED, 3),
         ];
-        let summary: Vec<_> = link(polls)
+        // F: dropped while pending, after its first poll; G: dropped
+        // after Ready (nothing to end).
+        let polls = [
+            polls,
+            vec![
+                poll(0xf, 150, 2, UNRESUMED, 3),
+                poll(0x9, 160, 2, UNRESUMED, RETURNED),
+            ],
+        ]
+        .concat();
+        let drops = vec![((0x10, 0xf), 170), ((0x10, 0x9), 180)];
+        let summary: Vec<_> = link(polls, drops)
             .futures
             .iter()
             .map(|f| {
@@ -317,6 +395,8 @@ mod tests {
                 (0xc, 120, 125, 1, 5, vec![1], StartedBefore),
                 (0xd, 130, 135, 1, 5, vec![1], Panicked),
                 (0xe, 140, 145, 1, 5, vec![1], Pending),
+                (0xf, 150, 155, 1, 5, vec![2], Dropped),
+                (0x9, 160, 165, 1, 5, vec![2], Ready),
                 (0xb, 400, 405, 1, 5, vec![1], Ready),
             ]
         );

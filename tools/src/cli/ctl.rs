@@ -153,6 +153,8 @@ pub enum CtlCommand {
     Futures,
     /// The live profile of the `profile` tracer (enable it first): its
     /// latency table, as `fntrace report` prints a trace's; or `reset`.
+    /// Below it, in a program recording with `fntrace record --async`,
+    /// the futures each async function completed so far (as `futures`).
     Profile(super::profile::ProfileArgs),
     /// The live profile as metrics text: every function, with its
     /// histogram and full name, in the Prometheus text format 0.0.4 (what

@@ -2,12 +2,14 @@
 //! (recorded with `fntrace record --async`, see `async_fns`), linked into
 //! futures by the future's address, from its first poll to the poll after
 //! which its state is Returned, on whichever threads they ran
-//! (docs/async.md), by `fntrace_tools::analysis::futures_of`.
+//! (docs/async.md), by `fntrace_tools::analysis::futures_of`; and the
+//! same columns for the runtime future linker's rows that `ctl profile`
+//! shows live.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use fntrace_tools::analysis::{self, human_duration, FutureEnd};
+use fntrace_tools::analysis::{self, human_duration, FutureEnd, FutureRow};
 use fntrace_tools::argspec::FunctionSpec;
 use fntrace_tools::EventSource;
 
@@ -130,6 +132,61 @@ impl Futures {
         }
         Ok(())
     }
+}
+
+/// The runtime future linker's rows in a `profile` reply (`future`
+/// lines: a process recording async functions' polls), those whose name
+/// `keep` keeps.
+pub fn live_rows(reply: &str, keep: impl Fn(&str) -> bool) -> Vec<FutureRow> {
+    let mut rows: Vec<FutureRow> = (reply.lines())
+        .take_while(|line| !line.starts_with("fntrace-profile "))
+        .filter_map(FutureRow::from_line)
+        .filter(|row| keep(&row.function))
+        .collect();
+    rows.sort_by(|a, b| {
+        (b.latency_ns.cmp(&a.latency_ns)).then_with(|| a.function.cmp(&b.function))
+    });
+    rows
+}
+
+/// Writes `rows` (the futures completed so far, from the runtime linker)
+/// in the report's async columns, after `ctl profile`'s table.
+pub fn write_live(rows: &[FutureRow], out: &mut dyn Write) -> io::Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "\n# async: futures completed so far, first poll to Ready (the runtime future linker; \
+         p50/p99 within 6.25 %)"
+    )?;
+    writeln!(
+        out,
+        "{:>9} {:>7} {:>11} {:>11} {:>11} {:>11} {:>11}  async function",
+        "futures", "polls", "total", "p50", "p99", "busy", "waiting"
+    )?;
+    for row in rows.iter().filter(|row| row.completed != 0) {
+        writeln!(
+            out,
+            "{:>9} {:>7} {:>11} {:>11} {:>11} {:>11} {:>11}  {}",
+            row.completed,
+            row.polls,
+            human_duration(row.latency_ns),
+            human_duration(row.quantile(0.5)),
+            human_duration(row.quantile(0.99)),
+            human_duration(row.busy_ns),
+            human_duration(row.latency_ns.saturating_sub(row.busy_ns)),
+            row.function
+        )?;
+    }
+    for row in rows.iter().filter(|row| row.dropped != 0) {
+        let (name, dropped) = (&row.function, row.dropped);
+        writeln!(
+            out,
+            "# {name}: {dropped} dropped before Ready (not in the row)"
+        )?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

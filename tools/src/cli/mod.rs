@@ -6,6 +6,7 @@
 //! (pager, colour, closed pipes); files are written where `-o` says.
 
 mod args;
+mod async_drops;
 mod async_fns;
 mod attach;
 mod auto_args;

@@ -151,6 +151,13 @@ pub fn show(
     }
     let what = format!("live profile of {target}");
     write_profile(&snapshot, &args.table(), &what, &mut out)?;
+    let keep = |name: &str| {
+        (args.filter.is_empty() || glob::matches_any(&args.filter, name))
+            && !glob::matches_any(&args.notrace, name)
+    };
+    let futures = super::futures::live_rows(reply, keep);
+    super::futures::write_live(&futures, &mut out)
+        .map_err(|e| format!("writing to stdout: {e}"))?;
     out.finish().or_else(|failure| match failure {
         Failure::StdoutClosed => Ok(()),
         Failure::Message(why) => Err(why),

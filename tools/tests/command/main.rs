@@ -1,7 +1,7 @@
 //! The `fntrace` command's tests: it records, reads, reports and exports
 //! traces of real programs (C built with `gcc -pg`, Rust built by
 //! `fntrace cargo`) and of traces written by uftrace. Gathered in one test
-//! binary: one link instead of 25, and libtest runs two tests at a
+//! binary: one link instead of 27, and libtest runs two tests at a
 //! time, one's waits beside the other's work.
 //!
 //! `cargo test -p fntrace-tools --test command MODULE::` runs one file's
@@ -16,10 +16,14 @@ mod instrumented;
 mod perfetto_trace;
 #[path = "../profile_program/mod.rs"]
 mod profile_program;
+#[path = "../prometheus_server/mod.rs"]
+mod prometheus_server;
 
 mod async_flight;
 mod async_futures;
+mod async_live;
 mod async_metrics;
+mod async_prometheus;
 mod async_state_loads;
 mod async_tokio_metrics;
 mod cargo_build;

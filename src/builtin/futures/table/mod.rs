@@ -4,6 +4,10 @@
 //! claims its future's slot, each poll's exit finds it, without a lock or
 //! an allocation, whichever thread polls it.
 //!
+//! A future dropped before Ready leaves the table when its drop function
+//! says so ([`FutureTable::dropped_at`]), or when a new future is first
+//! polled at its address.
+//!
 //! Open addressing with linear probing, at most [`MAX_PROBE`] slots from
 //! a key's hash. A slot's key goes from empty to a future's, from a
 //! future's to freed when it ends, from freed to another future's; never
@@ -67,6 +71,21 @@ pub(crate) struct Ended {
     pub tids: [u32; TIDS],
     /// Whether they ran on more threads than those.
     pub more_tids: bool,
+}
+
+/// What a poll's entry did to the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Entered {
+    /// A later poll: nothing.
+    Later,
+    /// A first poll: its future is tracked from now on.
+    Started,
+    /// A first poll at the address of a future of the same function still
+    /// pending, which was dropped before Ready: the new one is tracked in
+    /// its slot.
+    Replaced,
+    /// A first poll with no slot to be had: its future goes untracked.
+    Untracked,
 }
 
 /// What a poll did to the table.
@@ -134,8 +153,8 @@ impl FutureTable {
         self.dropped.load(Ordering::Relaxed)
     }
 
-    /// Futures tracked now (pending, or in a poll).
-    #[cfg(test)]
+    /// Futures tracked now (pending, or in a poll): a walk of every slot,
+    /// for the control path.
     pub(crate) fn live(&self) -> usize {
         self.slots
             .iter()
@@ -149,7 +168,9 @@ impl FutureTable {
     /// for a poll that began in `state_in`.
     #[cfg(test)]
     pub(crate) fn poll(&self, poll: &Poll, state_in: u64) -> Linked {
-        if self.entered(poll.function, poll.address, state_in, poll.entry_ticks) == Some(false) {
+        if self.entered(poll.function, poll.address, state_in, poll.entry_ticks)
+            == Entered::Untracked
+        {
             return Linked::Untracked;
         }
         self.exited(poll)
@@ -157,31 +178,30 @@ impl FutureTable {
 
     /// A poll of `function` on the future at `address` began in
     /// `state_in`: if that is Unresumed, it starts a future (a future left
-    /// pending at its address was dropped), in a slot claimed now:
-    /// `Some(whether it found one)`; `None` for a later poll. No lock, no
-    /// allocation.
+    /// pending at its address was dropped), in a slot claimed now. No
+    /// lock, no allocation.
     pub(crate) fn entered(
         &self,
         function: u16,
         address: u64,
         state_in: u64,
         entry_ticks: u64,
-    ) -> Option<bool> {
+    ) -> Entered {
         if !coroutine::first_poll(state_in) {
-            return None;
+            return Entered::Later;
         }
         let key = key_of(function, address);
-        let slot = match self.find(key) {
+        let (slot, entered) = match self.find(key) {
             Some(slot) => {
                 // Only this thread polls this future: no race on it.
                 self.dropped.fetch_add(1, Ordering::Relaxed);
-                slot
+                (slot, Entered::Replaced)
             }
             None => match self.claim(key) {
-                Some(slot) => slot,
+                Some(slot) => (slot, Entered::Started),
                 None => {
                     self.untracked.fetch_add(1, Ordering::Relaxed);
-                    return Some(false);
+                    return Entered::Untracked;
                 }
             },
         };
@@ -192,7 +212,20 @@ impl FutureTable {
             tid.store(0, Ordering::Relaxed);
         }
         slot.more_tids.store(0, Ordering::Relaxed);
-        Some(true)
+        entered
+    }
+
+    /// The future of `function` at `address` is being dropped (its drop
+    /// function's entry): whether it was tracked, pending (its slot is
+    /// freed). Its owner drops it, so no poll of it runs now. No lock, no
+    /// allocation.
+    pub(crate) fn dropped_at(&self, function: u16, address: u64) -> bool {
+        let Some(slot) = self.find(key_of(function, address)) else {
+            return false;
+        };
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+        slot.key.store(FREED, Ordering::Release);
+        true
     }
 
     /// A poll returned (its entry did what its state there said): adds

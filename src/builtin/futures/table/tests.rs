@@ -85,6 +85,28 @@ fn polls_link_as_offline() {
     assert_eq!(table.untracked(), 0);
 }
 
+/// A future's drop frees its slot if it was pending, and only its own
+/// function's future at that address; a drop after Ready finds nothing.
+#[test]
+fn drops_free_pending_futures() {
+    let table = FutureTable::new(64);
+    table.poll_of(poll(0, 0xa0, UNRESUMED, 3, 100, 1));
+    table.poll_of(poll(1, 0xa0, UNRESUMED, 3, 110, 1));
+    assert_eq!(table.live(), 2);
+    assert!(table.dropped_at(0, 0xa0));
+    assert_eq!((table.live(), table.dropped()), (1, 1));
+    // Its later poll (none should come) finds no future.
+    assert_eq!(table.poll_of(poll(0, 0xa0, 3, 4, 200, 1)), Linked::Unknown);
+    let Linked::Ended(_) = table.poll_of(poll(1, 0xa0, 3, RETURNED, 300, 1)) else {
+        panic!("the other function's future is still followed");
+    };
+    assert!(!table.dropped_at(1, 0xa0), "dropped after Ready");
+    assert_eq!((table.live(), table.dropped()), (0, 1));
+    // A new first poll at the address takes a freed slot again.
+    table.poll_of(poll(0, 0xa0, UNRESUMED, 3, 400, 1));
+    assert_eq!(table.live(), 1);
+}
+
 /// A full table: first polls beyond its slots go untracked, counted, and
 /// their later polls are unknown; once a slot is freed it is claimed again.
 #[test]

@@ -260,6 +260,9 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
             ));
         }
         let (a, r) = super::async_fns::specs(&found);
+        // Their futures' drop functions, where they have one: a future
+        // dropped before Ready then leaves the runtime linker's table.
+        arguments.extend(super::async_drops::specs(&path, &found, &a));
         arguments.extend(a);
         retval.extend(r);
     }

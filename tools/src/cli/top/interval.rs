@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use fntrace_tools::analysis::{Histogram, ProfileSnapshot};
+use fntrace_tools::analysis::{FutureRow, Histogram, ProfileSnapshot};
 
 /// One function over an interval.
 #[derive(Clone, Debug, PartialEq)]
@@ -84,6 +84,10 @@ pub struct Interval {
     /// Off-CPU time per thread (set by the caller, which reads the
     /// threads' scheduler counters).
     pub off_cpu: OffCpu,
+    /// Per async function with futures completed (or dropped) in it, what the runtime
+    /// future linker counted (futures completed, polls, latency, busy,
+    /// latencies' buckets): the difference of the two samples' rows.
+    pub futures: Vec<FutureRow>,
 }
 
 /// Per name: durations, total, self, running.
@@ -113,6 +117,9 @@ pub struct Sample {
     pub snapshot: ProfileSnapshot,
     /// The calls open on each thread, each thread's outermost first.
     pub open: Vec<OpenCall>,
+    /// The runtime future linker's rows so far (`future` lines: a process
+    /// recording async functions' polls), by async function.
+    pub futures: Vec<FutureRow>,
 }
 
 impl Sample {
@@ -122,10 +129,16 @@ impl Sample {
     pub fn of_reply(reply: &str) -> Result<Sample, String> {
         let snapshot = crate::cli::profile::snapshot_of_reply(reply)?;
         let mut open = Vec::new();
+        let mut futures = Vec::new();
         for line in reply
             .lines()
             .take_while(|l| !l.starts_with("fntrace-profile "))
         {
+            if line.starts_with("future ") {
+                let row = FutureRow::from_line(line);
+                futures.push(row.ok_or_else(|| format!("a bad future row: {line:?}"))?);
+                continue;
+            }
             let Some(fields) = line.strip_prefix("open ") else {
                 continue;
             };
@@ -142,7 +155,11 @@ impl Sample {
                 children_ns: children_ns.parse().map_err(|_| bad())?,
             });
         }
-        Ok(Sample { snapshot, open })
+        Ok(Sample {
+            snapshot,
+            open,
+            futures,
+        })
     }
 
     /// Per name, the time the open calls have run so far when the
@@ -225,8 +242,24 @@ fn difference(after: &Histogram, before: &Histogram) -> Histogram {
     )
 }
 
+/// The futures each async function completed from `before` to `after`
+/// (a function's row whole where its counts went down), those with some.
+fn futures_between(before: &Sample, after: &Sample) -> Vec<FutureRow> {
+    after
+        .futures
+        .iter()
+        .filter_map(|row| {
+            let prior = before.futures.iter().find(|b| b.function == row.function);
+            let within = prior.and_then(|prior| row.since(prior));
+            Some(within.unwrap_or_else(|| row.clone()))
+                .filter(|r| r.completed != 0 || r.dropped != 0)
+        })
+        .collect()
+}
+
 /// The interval from `before` to `after`, two samples of one profile.
 pub fn interval(before: &Sample, after: &Sample) -> Interval {
+    let futures = futures_between(before, after);
     let (open_before, open_after) = (before.open_time(), after.open_time());
     let (before, after) = (&before.snapshot, &after.snapshot);
     let (old, new) = (by_name(before), by_name(after));
@@ -293,5 +326,6 @@ pub fn interval(before: &Sample, after: &Sample) -> Interval {
         tracer_off: false,
         cpu_percent: None,
         off_cpu: OffCpu::NotAvailable("not measured".to_string()),
+        futures,
     }
 }

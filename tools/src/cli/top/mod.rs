@@ -75,6 +75,14 @@ select, as the functions). The header says why when the kernel gives no
 such statistics. It also shows the process's CPU time over the interval
 (/proc/PID/stat, 100% is one CPU, 10 ms resolution).
 
+Futures, below the functions, for a program recording its async functions'
+polls (`fntrace record --async`, with FNTRACE_CONTROL): a row per async
+function with futures completed in the interval, from the program's runtime
+future linker (no profile tracer needed): futures/s, futures, polls (theirs),
+latency (summed, first poll to Ready), p50 and p99 (within 6.25 %), busy
+(time in their polls) and waiting (the rest). -F, -N and the sort keys select
+them as the functions (total: latency, self: busy, p99, calls: futures).
+
 A glob of -F or -N that matches no function with a call site is refused,
 naming the closest functions; so is a program with no call site at all.
 
@@ -165,7 +173,9 @@ pub(super) fn parse_interval(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_nanos(ns))
 }
 
+mod futures;
 mod interval;
+pub use futures::*;
 pub use interval::*;
 pub mod sched;
 
@@ -334,7 +344,8 @@ pub fn thread_cells(interval: &Interval, view: &View) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// A frame as plain text (`--once`): the functions, then the threads.
+/// A frame as plain text (`--once`): the functions, the futures, then
+/// the threads.
 pub fn frame_text(target: &str, interval: &Interval, view: &View) -> String {
     let headers: Vec<String> = COLUMNS.iter().map(|c| c.to_string()).collect();
     let mut text = header(target, interval, view);
@@ -342,6 +353,14 @@ pub fn frame_text(target: &str, interval: &Interval, view: &View) -> String {
     for line in aligned_lines(&headers, &cells(interval, view)) {
         text.push_str(&line);
         text.push('\n');
+    }
+    let futures = future_cells(interval, view);
+    if !futures.is_empty() {
+        let headers: Vec<String> = FUTURE_COLUMNS.iter().map(|c| c.to_string()).collect();
+        for line in aligned_lines(&headers, &futures) {
+            text.push_str(&line);
+            text.push('\n');
+        }
     }
     let threads = thread_cells(interval, view);
     if !threads.is_empty() {
@@ -613,16 +632,22 @@ fn screen(
                     .as_ref()
                     .map(|interval| thread_cells(interval, &view))
                     .unwrap_or_default();
-                // The threads below the functions, at most 8 of them.
-                let below = match threads.len() {
+                let futures = shown
+                    .as_ref()
+                    .map(|interval| future_cells(interval, &view))
+                    .unwrap_or_default();
+                // The futures and the threads below the functions, at
+                // most 8 of each.
+                let below = |rows: usize| match rows {
                     0 => 0,
                     n => n.min(8) as u16 + 2,
                 };
-                let [top, status, table, thread_table] = Layout::vertical([
+                let [top, status, table, future_table, thread_table] = Layout::vertical([
                     Constraint::Length(1),
                     Constraint::Length(1),
                     Constraint::Min(0),
-                    Constraint::Length(below),
+                    Constraint::Length(below(futures.len())),
+                    Constraint::Length(below(threads.len())),
                 ])
                 .areas(frame.area());
                 let title = match &shown {
@@ -662,6 +687,23 @@ fn screen(
                 let table_widget = Table::new(rows.into_iter().map(Row::new), widths)
                     .header(Row::new(COLUMNS).style(Style::default().add_modifier(Modifier::BOLD)));
                 frame.render_widget(table_widget, table);
+                let widths = [
+                    Constraint::Length(9),
+                    Constraint::Length(8),
+                    Constraint::Length(8),
+                    Constraint::Length(9),
+                    Constraint::Length(9),
+                    Constraint::Length(9),
+                    Constraint::Length(9),
+                    Constraint::Length(9),
+                    Constraint::Min(10),
+                ];
+                let future_widget = Table::new(futures.into_iter().map(Row::new), widths).header(
+                    Row::new(FUTURE_COLUMNS)
+                        .style(Style::default().add_modifier(Modifier::BOLD))
+                        .top_margin(1),
+                );
+                frame.render_widget(future_widget, future_table);
                 let widths = [
                     Constraint::Length(8),
                     Constraint::Length(8),

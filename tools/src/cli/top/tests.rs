@@ -61,6 +61,7 @@ fn sample(snapshot: ProfileSnapshot) -> Sample {
     Sample {
         snapshot,
         open: Vec::new(),
+        futures: Vec::new(),
     }
 }
 
@@ -174,18 +175,22 @@ fn a_long_call_counts_in_each_interval_for_its_part() {
         Sample {
             snapshot: profile(0.5, &[], &[], (0, 0)),
             open: vec![],
+            futures: vec![],
         },
         Sample {
             snapshot: profile(1.5, &[], &[at(0.2)], (1, 0)),
             open: vec![open(1, 0, 0.5, 0.2)],
+            futures: vec![],
         },
         Sample {
             snapshot: profile(2.5, &[], &[at(0.2)], (1, 1)),
             open: vec![open(1, 0, 0.5, 0.2), open(2, 1, 2.0, 0.0)],
+            futures: vec![],
         },
         Sample {
             snapshot: profile(3.5, &[at(3.0)], &[at(0.2), at(0.6)], (0, 0)),
             open: vec![],
+            futures: vec![],
         },
     ];
     let rows: Vec<Vec<(String, u64, u64)>> = samples
@@ -266,6 +271,7 @@ fn off_cpu_time_goes_to_the_calls_open_through_the_interval() {
     let before = Sample {
         snapshot: functions(1_000),
         open: spanning.clone(),
+        futures: Vec::new(),
     };
     let mut open = spanning;
     // outer's completed children grew: still the same call.
@@ -274,6 +280,7 @@ fn off_cpu_time_goes_to_the_calls_open_through_the_interval() {
     let after = Sample {
         snapshot: functions(2_000),
         open,
+        futures: Vec::new(),
     };
     let mut interval = interval(&before, &after);
     let time = |on_cpu_ns, runq_ns| sched::ThreadTime {

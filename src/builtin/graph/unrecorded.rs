@@ -1,0 +1,56 @@
+//! The polls of async functions (and their futures' drops) that the graph
+//! tracer does not record, linked all the same: with a minimum duration a
+//! call's entry is written only at its exit, and without its values, so
+//! the runtime future linker (`builtin::futures`) would see none of them
+//! (no future counted, and one pending when the limit was set would keep
+//! its slot). Here such a call's values are read as `args` reads them and
+//! handed to the linker, with nothing written to the ring.
+
+use super::args::{self, CallKey};
+use super::RawEvent;
+use crate::tracer::{Call, Return};
+use fntrace_format::EventKind;
+
+/// A call's entry that is not written: its values linked, if its
+/// function's are linked.
+#[inline]
+pub(super) fn entry(call: &Call<'_>) {
+    if !call.records_args() || !is_linked(call.function) {
+        return;
+    }
+    let event = RawEvent::new(
+        call.time_ticks,
+        call.site_return,
+        call.depth(),
+        EventKind::Entry,
+    );
+    let key = CallKey {
+        depth: call.depth(),
+        entry_ticks: call.time_ticks,
+    };
+    let regs = Some(call.regs);
+    args::with_values(event, call.function, key, false, regs, None, &mut |_| {});
+}
+
+/// A call's exit whose values are not written: linked, if its function's
+/// are.
+#[inline]
+pub(super) fn exit(ret: &Return) {
+    let function = ret.function();
+    if ret.returned.is_none() || !is_linked(function) {
+        return;
+    }
+    let event = RawEvent::new(ret.exit_ticks, ret.site, ret.depth(), EventKind::Exit);
+    let key = CallKey {
+        depth: ret.depth(),
+        entry_ticks: ret.entry_ticks,
+    };
+    let returned = ret.returned;
+    args::with_values(event, function, key, true, None, returned, &mut |_| {});
+}
+
+/// Whether the linker takes `function`'s values: an async function's
+/// poll, or a drop function of their futures.
+fn is_linked(function: usize) -> bool {
+    args::table().is_some_and(|table| table.futures.links(function))
+}
