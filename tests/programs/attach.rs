@@ -850,3 +850,31 @@ fn a_static_executable_is_refused_with_the_reason() {
     assert_eq!(refused.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("statically linked"), "{stderr}");
 }
+
+/// `fntrace attach` loads libfntrace.so with dlopen, which finds room for
+/// its thread-locals only in glibc's small surplus of static TLS: at 1,984
+/// bytes the dlopen failed ("cannot allocate memory in static TLS block")
+/// and every attach with it. A bound well under that, checked without a
+/// process: a thread-local that grows the segment past it fails here first.
+#[test]
+fn the_library_keeps_its_static_tls_small_enough_for_dlopen() {
+    use object::read::elf::{ElfFile64, ProgramHeader};
+    use object::Endianness;
+    common::native::build_libraries();
+    let library = common::native::profile_dir().join("libfntrace.so");
+    let bytes = std::fs::read(&library).unwrap();
+    let elf = ElfFile64::<Endianness>::parse(&*bytes).unwrap();
+    let endian = elf.endian();
+    let tls: u64 = elf
+        .elf_program_headers()
+        .iter()
+        .filter(|header| header.p_type(endian) == object::elf::PT_TLS)
+        .map(|header| header.p_memsz(endian))
+        .sum();
+    assert!(tls > 0, "{}: no TLS segment", library.display());
+    assert!(
+        tls <= 1_536,
+        "{}: {tls} bytes of static TLS (bound 1,536)",
+        library.display()
+    );
+}

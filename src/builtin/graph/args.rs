@@ -303,8 +303,12 @@ fn exit_deref_arg(values: &[ArgSpec]) -> Option<u8> {
 
 /// Calls deep that [`KEPT`] tells apart: a call this many levels above
 /// another of the same thread takes its place, and the lower one's exit
-/// then reads an address of 0 (all ones bytes, an unreadable value).
-const KEPT_DEPTHS: usize = 64;
+/// then reads an address of 0 (all ones bytes, an unreadable value). 40
+/// places of 24 bytes: 960 bytes of static TLS. `fntrace attach` loads
+/// libfntrace.so with dlopen, where glibc has only a small surplus of
+/// static TLS for it; 64 places (1,536 bytes) made that dlopen fail
+/// ("cannot allocate memory in static TLS block", tests/programs/attach.rs).
+const KEPT_DEPTHS: usize = 40;
 
 thread_local! {
     // A const-initialised array of Cells without Drop: a plain TLS block,
