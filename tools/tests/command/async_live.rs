@@ -52,30 +52,25 @@ fn top_and_ctl_profile_count_the_anchors_futures() {
     const STEPS: u64 = 3;
     let dir = TempDir::new("async-live");
     let socket = dir.0.join("control.sock");
-    let anchor = common::async_anchor();
-    let mut child = Command::new(CLI)
-        .arg("record")
-        .arg("--lib")
-        .arg(profile_program::library())
-        .args(["--async", "-o"])
-        .arg(dir.0.join("data"))
-        .arg("--")
-        .arg(anchor)
-        .args([
+    let mut child = common::record_anchor_async(
+        &profile_program::library(),
+        &dir.0.join("data"),
+        &[
             "2",
             &REQUESTS.to_string(),
             &SLOTS.to_string(),
             &STEPS.to_string(),
             "10",
-        ])
-        .env("FNTRACE_CONTROL", &socket)
-        // top's first sample comes before the first future, its last
-        // after the last answer.
-        .env("ASYNC_ANCHOR_START_MS", "4000")
-        .env("ASYNC_ANCHOR_LINGER_MS", "16000")
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("running fntrace record");
+        ],
+    )
+    .env("FNTRACE_CONTROL", &socket)
+    // top's first sample comes before the first future, its last
+    // after the last answer.
+    .env("ASYNC_ANCHOR_START_MS", "4000")
+    .env("ASYNC_ANCHOR_LINGER_MS", "16000")
+    .stdout(Stdio::piped())
+    .spawn()
+    .expect("running fntrace record");
     let start = Instant::now();
     while !socket.exists() {
         assert!(start.elapsed() < Duration::from_secs(60), "no socket");
@@ -179,28 +174,24 @@ fn futures_dropped_while_pending_leave_the_table() {
         .local_addr()
         .unwrap()
         .port();
-    let mut child = Command::new(CLI)
-        .arg("record")
-        .arg("--lib")
-        .arg(profile_program::library())
-        .args(["--async", "-o"])
-        .arg(&data)
-        .arg("--")
-        .arg(common::async_anchor())
-        .args([
+    let mut child = common::record_anchor_async(
+        &profile_program::library(),
+        &data,
+        &[
             "2",
             &REQUESTS.to_string(),
             &SLOTS.to_string(),
             &STEPS.to_string(),
             "10",
-        ])
-        .env("FNTRACE_CONTROL", &socket)
-        .env("FNTRACE_METRICS", format!("127.0.0.1:{port}"))
-        .env("ASYNC_ANCHOR_CANCEL", "3")
-        .env("ASYNC_ANCHOR_LINGER_MS", "5000")
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("running fntrace record");
+        ],
+    )
+    .env("FNTRACE_CONTROL", &socket)
+    .env("FNTRACE_METRICS", format!("127.0.0.1:{port}"))
+    .env("ASYNC_ANCHOR_CANCEL", "3")
+    .env("ASYNC_ANCHOR_LINGER_MS", "5000")
+    .stdout(Stdio::piped())
+    .spawn()
+    .expect("running fntrace record");
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let answered = REQUESTS - CANCELLED;
     let mut cancelled = None;

@@ -70,28 +70,24 @@ fn metrics_count_the_futures_the_anchor_completed() {
         .local_addr()
         .unwrap()
         .port();
-    let mut child = Command::new(CLI)
-        .arg("record")
-        .arg("--lib")
-        .arg(profile_program::library())
-        .args(["--async", "-o"])
-        .arg(&data)
-        .arg("--")
-        .arg(common::async_anchor())
-        .args([
+    let mut child = common::record_anchor_async(
+        &profile_program::library(),
+        &data,
+        &[
             "2",
             &REQUESTS.to_string(),
             &SLOTS.to_string(),
             &STEPS.to_string(),
             "10",
-        ])
-        .env("FNTRACE_METRICS", format!("127.0.0.1:{port}"))
-        .env("FNTRACE_CONTROL", &socket)
-        .env("ASYNC_ANCHOR_SLOW", "5:150")
-        .env("ASYNC_ANCHOR_LINGER_MS", "5000")
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("running fntrace record");
+        ],
+    )
+    .env("FNTRACE_METRICS", format!("127.0.0.1:{port}"))
+    .env("FNTRACE_CONTROL", &socket)
+    .env("ASYNC_ANCHOR_SLOW", "5:150")
+    .env("ASYNC_ANCHOR_LINGER_MS", "5000")
+    .stdout(Stdio::piped())
+    .spawn()
+    .expect("running fntrace record");
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let start = Instant::now();
     loop {
@@ -211,22 +207,18 @@ fn futures_beyond_the_table_are_counted_untracked() {
         .local_addr()
         .unwrap()
         .port();
-    let mut child = Command::new(CLI)
-        .arg("record")
-        .arg("--lib")
-        .arg(profile_program::library())
-        .args(["--async", "-o"])
-        .arg(&data)
-        .arg("--")
-        .arg(common::async_anchor())
-        .args(["2", &REQUESTS.to_string(), &SLOTS.to_string(), "2", "10"])
-        .env("FNTRACE_METRICS", format!("127.0.0.1:{port}"))
-        .env("FNTRACE_FUTURES_SLOTS", "64")
-        .env("ASYNC_ANCHOR_LINGER_MS", "5000")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("running fntrace record");
+    let mut child = common::record_anchor_async(
+        &profile_program::library(),
+        &data,
+        &["2", &REQUESTS.to_string(), &SLOTS.to_string(), "2", "10"],
+    )
+    .env("FNTRACE_METRICS", format!("127.0.0.1:{port}"))
+    .env("FNTRACE_FUTURES_SLOTS", "64")
+    .env("ASYNC_ANCHOR_LINGER_MS", "5000")
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("running fntrace record");
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     loop {
         let line = lines.next().expect("the anchor's answers").unwrap();

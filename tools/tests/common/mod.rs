@@ -148,6 +148,28 @@ pub fn async_anchor() -> PathBuf {
     instrumented_examples().join("async-anchor")
 }
 
+/// `fntrace record --lib LIBRARY --async -o DATA -- ASYNC-ANCHOR ARGS`:
+/// the anchor run with its polls linked into futures (the runtime
+/// `library` next to the CLI), for the caller to add its environment and
+/// run.
+pub fn record_anchor_async(
+    library: &std::path::Path,
+    data: &std::path::Path,
+    args: &[&str],
+) -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_fntrace"));
+    command
+        .arg("record")
+        .arg("--lib")
+        .arg(library)
+        .args(["--async", "-o"])
+        .arg(data)
+        .arg("--")
+        .arg(async_anchor())
+        .args(args);
+    command
+}
+
 /// A duration as fntrace prints it (`45.5 ms`, `253 µs`, `1.84 s`), in ns.
 pub fn shown_ns(text: &str) -> f64 {
     let (value, unit) = text.split_once(' ').expect("a value and a unit");
