@@ -494,17 +494,24 @@ pub fn uftrace_replays_by_thread(dir: &std::path::Path, prefix: &str) -> Vec<Str
         .collect()
 }
 
+/// One in-process trace at a time: the graph tracer's buffers and
+/// `fntrace::dump` are process-wide, and the gathered `programs` binary runs
+/// tests of several files on threads of one process.
+static IN_PROCESS_TRACE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Traces `run` on this thread (and the threads it starts) with the graph
 /// tracer on the functions named `prefix*` (and, with `generic`, the
 /// function tracer too, which sends every call through the generic entry
 /// and exit paths), dumps the trace into a fresh directory named after
 /// `name` and returns it with `run`'s result. The caller removes it.
+/// Callers in this process wait for one another.
 pub fn trace_and_dump<R>(
     name: &str,
     prefix: &str,
     generic: bool,
     run: impl FnOnce() -> R,
 ) -> (std::path::PathBuf, R) {
+    let _one_at_a_time = IN_PROCESS_TRACE.lock().unwrap_or_else(|e| e.into_inner());
     fntrace::init().unwrap();
     fntrace::GRAPH_TRACER.take_trace();
     let filter = fntrace::Filter::new().include(&format!("{prefix}*"));

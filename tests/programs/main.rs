@@ -1,9 +1,12 @@
 //! The tests that run fntrace on other programs (C and Rust programs it
 //! builds, traced through `LD_PRELOAD`, `fntrace record`, `attach` or the C
 //! ABI) and read what they wrote, with uftrace beside it where both can
-//! trace a program. None of them traces its own process, so they share one
-//! test binary: one link instead of 41, and libtest runs two of
-//! them at a time, one's waits beside the other's work.
+//! trace a program. They share one test binary: one link instead of 41, and
+//! libtest runs two of them at a time, one's waits beside the other's work.
+//! Three (cancel_and_backtrace, signals_vs_uftrace, threads_vs_uftrace) trace
+//! C code loaded into this very process; they do it only through
+//! `common::trace_and_dump`, which runs one such trace at a time, and a test
+//! below keeps every other file off the process-wide tracing calls.
 //!
 //! `cargo test --test programs MODULE::` runs one file's tests.
 
@@ -68,6 +71,42 @@ fn every_file_of_a_gathered_test_binary_is_one_of_its_modules() {
                 assert!(
                     main.contains(&format!("\nmod {module};\n")),
                     "{dir}/{name} is not a module of {dir}/main.rs"
+                );
+            }
+        }
+    }
+}
+
+/// Tracing this process is process-wide state (patched sites, the graph
+/// tracer's buffers, dumps): two files of one binary doing it at once read
+/// each other's calls. So the gathered files reach it only through
+/// `common::trace_and_dump`, which serialises them.
+#[test]
+fn no_gathered_file_traces_this_process_but_through_trace_and_dump() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let process_wide = [
+        "fntrace::init(",
+        "fntrace::enable",
+        "fntrace::disable",
+        "fntrace::dump",
+        "fntrace::record",
+        "fntrace::flight_record",
+        "fntrace::patch_functions",
+        "fntrace::GRAPH_TRACER",
+        "fntrace::PROFILE_TRACER",
+    ];
+    for dir in ["tests/programs", "tools/tests/command"] {
+        for entry in std::fs::read_dir(root.join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.ends_with("main.rs") {
+                continue; // this list
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            for call in process_wide {
+                assert!(
+                    !text.contains(call),
+                    "{} calls {call} itself",
+                    path.display()
                 );
             }
         }
