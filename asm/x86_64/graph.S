@@ -90,6 +90,8 @@
  *     -48(%rsp)..-1(%rsp)  (the red zone, which a signal leaves alone) the
  *                argument data as uftrace writes it, before its copy
  *                into the ring
+ *     -64(%rsp)  (KEPT_AT) the word the frame keeps for the exit
+ *     -72(%rsp)  (PINNED_STATE_AT) a poll's future's state, zero-extended
  *
  * Registers as above, plus r9: the site's recipe (a hash-table probe by
  * the site's end, RECIPES_* in layout.h; no recipe: bail). The recipe
@@ -237,6 +239,35 @@ fntrace_graph_arg_recipes:
         jmp     6b
 7:
         movq    %rdx, %r9
+        /* A poll's future (RECIPE_PIN, an async function's resume function
+         * under fntrace record --async): its state byte, loaded through
+         * the argument (its Pin<&mut Self>, as the recipe's spec pinN[OFF]
+         * claims), for the data (PINNED_STATE_AT) and, with the pointer,
+         * for the frame (KEPT_AT; args::Kept). A pointer that is no user
+         * address goes to the generic path. Free: rcx, rdx, rsi, rdi, r8. */
+        movq    $0, KEPT_AT(%rsp)
+        movl    RECIPE_PIN(%r9), %ecx
+        testl   %ecx, %ecx
+        jz      13f
+        movzbl  %cl, %edx               /* N, 1-6 */
+        movq    -8(%rsp,%rdx,8), %rsi   /* argument N, as saved */
+        leaq    -4096(%rsi), %rdi
+        movabsq $(KEPT_USER_END - 4096), %r8
+        cmpq    %r8, %rdi
+        jae     .Lbail_\@
+        shrl    $8, %ecx                /* the state's offset */
+        movzbl  (%rsi,%rcx), %ecx       /* the state */
+        movq    %rcx, PINNED_STATE_AT(%rsp)
+        decl    %edx
+        shlq    $KEPT_ARG_SHIFT, %rdx
+        orq     %rdx, %rsi
+        btsq    $KEPT_SET_BIT, %rsi
+        testl   %ecx, %ecx
+        jnz     14f
+        btsq    $KEPT_FUTURE_BIT, %rsi  /* Unresumed: a first poll */
+14:
+        movq    %rsi, KEPT_AT(%rsp)
+13:
 .endif
         movq    %fs:THREAD_SHADOW(%r11), %rcx
         testq   %rcx, %rcx
@@ -323,12 +354,15 @@ fntrace_graph_arg_recipes:
          * (0 when none is recorded). */
         movq    RECIPE_MARKS(%r9), %r8
         movq    %r8, FRAME_MARKS(%rdx)
+        movq    KEPT_AT(%rsp), %r8
+        movq    %r8, FRAME_KEPT(%rdx)
 .endif
         SITE_END \stubbed, %r8, SITE_RETURN
         movq    %r8, FRAME_SITE(%rdx)
         movq    %rax, FRAME_ENTRY_TICKS(%rdx)
 .if \args == 0
         movq    $0, FRAME_MARKS(%rdx)
+        movq    $0, FRAME_KEPT(%rdx)
 .endif
         leaq    1(%r10), %rdx
         movq    %rdx, SHADOW_LEN(%rcx)
@@ -365,13 +399,13 @@ fntrace_graph_arg_recipes:
          * data slot per word. Free: rax, rcx, r8, r10. */
         movq    RECIPE_EVENTS(%r9), %rcx
         movq    $0, -64(%rsp,%rcx,8)    /* the last word: -48 + 8*(n-2) */
-        movq    RECIPE_OPS(%r9), %rcx
+        movl    RECIPE_OPS(%r9), %ecx
         leaq    RECIPE_OP(%r9), %r8
         testq   %rcx, %rcx
         jz      10f
 9:
-        movl    OP_FROM(%r8), %eax
-        movq    (%rsp,%rax,8), %rax     /* argument FROM, as saved */
+        movslq  OP_FROM(%r8), %rax
+        movq    (%rsp,%rax,8), %rax     /* argument FROM as saved, or the state */
         andq    OP_MASK(%r8), %rax
         movl    OP_TO(%r8), %r10d
         movq    %rax, -48(%rsp,%r10)

@@ -39,8 +39,8 @@
 #define SHADOW_FRAMES           8
 #define SHADOW_MAX_DEPTH     1024
 
-/* struct Frame (56 bytes) */
-#define FRAME_SIZE             56
+/* struct Frame (64 bytes) */
+#define FRAME_SIZE             64
 #define FRAME_SLOT              0   /* where the return address lives      */
 #define FRAME_REAL_RETURN       8   /* the address the trampoline replaced */
 #define FRAME_SITE             16   /* the site's return address           */
@@ -49,6 +49,8 @@
 #define FRAME_MARKS            40
 #define FRAME_HOOK             48   /* what was written into the slot: the */
                                     /* trampoline, or a return stub's hook */
+#define FRAME_KEPT             56   /* an argument kept for the exit (0:   */
+                                    /* none): args::Kept, packed as below  */
 
 /* A return stub (src/patch/return_stubs.rs: the layout is drawn there), as
  * the fast entry it calls sees it from its return address R = stub + 6:
@@ -134,12 +136,16 @@
 #define RECIPE_KEY              0   /* the site's end; 0: empty           */
 #define RECIPE_MARKS            8   /* the frame's marks (0: no retval)   */
 #define RECIPE_EVENTS          16   /* 1 + data slots at the entry        */
-#define RECIPE_OPS             24   /* values at the entry (0-6)          */
+#define RECIPE_OPS             24   /* u32: values at the entry (0-6)     */
+#define RECIPE_PIN             28   /* u32: a poll's future: its argument */
+                                    /* (1-6) | the state's offset << 8;   */
+                                    /* 0: none                            */
 #define RECIPE_OP              32   /* [RecipeOp; 6]                      */
 /* struct RecipeOp (16 bytes): one argument's value */
 #define OP_SIZE_SHIFT           4
 #define OP_MASK                 0   /* its size's bytes                   */
-#define OP_FROM                 8   /* u32: the argument, 0-based         */
+#define OP_FROM                 8   /* i32: the argument, 0-based; or    */
+                                    /* PINNED_STATE_FROM                  */
 #define OP_TO                  12   /* u32: its byte offset in the data   */
 /* A frame's marks when the fast exit records its return value: the top
  * bit (ARGS_MARK) and MARK_FAST_RETVAL_BIT, the value's shift (64 - its
@@ -148,6 +154,23 @@
 #define MARK_ARGS_BIT          63
 #define MARK_FAST_RETVAL_BIT   62
 #define MARK_RETVAL_SHIFT_AT   56
+
+/* A poll's future (RECIPE_PIN): the argument entry reads its state byte
+ * and keeps it in the red zone below the saved registers, where the op
+ * whose FROM is PINNED_STATE_FROM reads it as the data's value
+ * (PINNED_STATE_AT = 8 * PINNED_STATE_FROM), and writes the word it keeps
+ * in the frame (FRAME_KEPT) at KEPT_AT. The data itself lies at -48..-1. */
+#define PINNED_STATE_FROM      -9
+#define PINNED_STATE_AT       -72
+#define KEPT_AT               -64
+/* A kept word (args::Kept): the argument's value in bits 0-46, the bit of
+ * a poll that began its future (state Unresumed), N - 1 from
+ * KEPT_ARG_SHIFT, KEPT_SET_BIT set. Values from KEPT_USER_END on (and
+ * below one page) are not user addresses: the entry bails. */
+#define KEPT_FUTURE_BIT        47
+#define KEPT_ARG_SHIFT         48
+#define KEPT_SET_BIT           63
+#define KEPT_USER_END   0x7ffffffff000
 
 /* EVENT_SLOT ring, head, out: the address of the ring slot for event number
  * `head` (capacity is a power of two). Both fast paths write through it. */

@@ -312,6 +312,7 @@ fntrace_profile_ns_per_tick:
         movq    %r8, FRAME_SITE(%rcx)
         movq    %rax, FRAME_ENTRY_TICKS(%rcx)
         movq    $0, FRAME_MARKS(%rcx)
+        movq    $0, FRAME_KEPT(%rcx)
         incq    %r10
         movq    %r10, SHADOW_LEN(%rdx)
 

@@ -137,6 +137,7 @@ unsafe fn dispatch(site: &sites::Site, wanted: u64, parent_slot: *mut usize, reg
         // Its exit takes the slow path, which reads the return value.
         marks: if with_args { shadow::ARGS_MARK } else { 0 },
         hook: return_trampoline(),
+        kept: 0,
     };
     let mut depth = 0usize;
     let mut hooked = false;
@@ -184,6 +185,7 @@ unsafe fn dispatch(site: &sites::Site, wanted: u64, parent_slot: *mut usize, reg
     }
     // The caller's caller, for a tail call (the slot holds the trampoline).
     let real_return = tail_called_by.unwrap_or(real_return);
+    let kept = std::cell::Cell::new(0);
     let call = Call {
         function,
         parent: real_return,
@@ -192,11 +194,20 @@ unsafe fn dispatch(site: &sites::Site, wanted: u64, parent_slot: *mut usize, reg
         time_ticks: now,
         // A call that returns twice has its exit reported below.
         exit_hooked: hooked || (returns_twice && exit_tracers != 0),
+        kept: &kept,
         with_args,
         // SAFETY: the save area lives on the trampoline's frame for this call.
         regs: unsafe { &*regs },
     };
     for_each_tracer(wanted, |tracer| tracer.entry(&call));
+    if hooked && kept.get() != 0 {
+        // Still the top frame: tracers' own calls are not traced.
+        shadow::with_stack(|stack| {
+            if let Some(top) = stack.frames().last_mut().filter(|top| top.slot == slot) {
+                top.kept = kept.get();
+            }
+        });
+    }
     if returns_twice {
         // Its exit when the entry's recording is done: a duration of
         // fntrace's own work (tens of nanoseconds, as long as `setjmp`
@@ -243,6 +254,7 @@ fn report_exit(frame: &Frame, depth: usize, now: u64, vanished: bool, returned: 
         exit_ticks: now,
         vanished,
         marks: frame.marks,
+        kept: frame.kept,
         returned,
     };
     for_each_tracer(wanted, |tracer| tracer.exit(&ret));

@@ -121,6 +121,9 @@ pub struct Call<'a> {
     pub(crate) depth: usize,
     pub(crate) time_ticks: u64,
     pub(crate) exit_hooked: bool,
+    /// What a tracer keeps for the exit ([`Call::keep_for_exit`]), which
+    /// the entry puts in the call's frame once the tracers have seen it.
+    pub(crate) kept: &'a std::cell::Cell<u64>,
     pub(crate) with_args: bool,
     pub(crate) regs: &'a SavedRegs,
 }
@@ -172,6 +175,14 @@ impl Call<'_> {
         self.with_args
     }
 
+    /// Keeps `kept` in this call's frame for its exit ([`Return::kept`]);
+    /// nothing without a frame. The graph tracer's, for an argument a
+    /// value at the exit is read through.
+    #[inline]
+    pub(crate) fn keep_for_exit(&self, kept: u64) {
+        self.kept.set(kept);
+    }
+
     /// The traced function's argument registers as they were at the site.
     /// For `gcc -pg -mfentry` sites they hold the arguments; for mcount
     /// sites the prologue may already have moved them elsewhere.
@@ -190,6 +201,8 @@ pub struct Return {
     pub(crate) exit_ticks: u64,
     pub(crate) vanished: bool,
     pub(crate) marks: u64,
+    /// What the entry kept in the frame for the exit (0: nothing).
+    pub(crate) kept: u64,
     /// rax, the low half of xmm0 and rdx as the function returned them,
     /// for a function whose return value is recorded (else `None`, and
     /// for a frame left without returning).

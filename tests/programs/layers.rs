@@ -979,6 +979,9 @@ const ASM_STRUCTURES: &[(&str, &str, &str, &str)] = &[
 /// Where the graph tracer's argument entries' recipes are defined.
 const ARG_RECIPES: &str = "src/builtin/graph/arg_recipes.rs";
 
+/// Where the graph tracer's argument capture (its kept words) is defined.
+const GRAPH_ARGS: &str = "src/builtin/graph/args.rs";
+
 /// Where the profile tracer's per-thread block is defined.
 const PROFILE_BLOCK: &str = "src/builtin/profile/block/mod.rs";
 
@@ -998,6 +1001,9 @@ const ASM_CONSTANTS: &[(&str, &str, &str)] = &[
     ("CHUNK_BUCKETS", PROFILE_BLOCK, "CHUNK_BUCKETS"),
     ("PENDING_ROW_SHIFT", PROFILE_BLOCK, "PENDING_ROW_SHIFT"),
     ("EVENT_MORE_BIT", ARG_RECIPES, "EVENT_MORE_BIT"),
+    ("KEPT_FUTURE_BIT", GRAPH_ARGS, "KEPT_FUTURE_BIT"),
+    ("KEPT_ARG_SHIFT", GRAPH_ARGS, "KEPT_ARG_SHIFT"),
+    ("KEPT_SET_BIT", GRAPH_ARGS, "KEPT_SET_BIT"),
     ("EVENT_DATA_DEPTH", ARG_RECIPES, "EVENT_DATA_DEPTH"),
     ("RECIPE_HASH_SHIFT", ARG_RECIPES, "HASH_SHIFT"),
     ("MARK_ARGS_BIT", ARG_RECIPES, "MARK_ARGS_BIT"),

@@ -240,27 +240,29 @@ impl Functions {
             .collect()
     }
 
-    /// A poll of `function` began (its values recorded as `data` after the
-    /// entry): a first poll starts its future.
+    /// Whether a poll of `function` whose entry recorded `data` begins a
+    /// future (its state Unresumed): its exit then starts it
+    /// ([`Functions::exited`]).
     #[inline]
-    pub(crate) fn entered(
-        &self,
-        function: usize,
-        entry_ticks: u64,
-        values: &[ArgSpec],
-        data: &[u8],
-    ) {
+    pub(crate) fn begins(&self, function: usize, values: &[ArgSpec], data: &[u8]) -> bool {
+        self.contains(function)
+            && coroutine::entry_values(values, data)
+                .is_some_and(|(_, state)| coroutine::first_poll(state))
+    }
+
+    /// An entry of `function` recorded `data`: if it is a future's drop
+    /// function, the future at its address is dropped. (A poll's entry
+    /// links nothing: its exit does it all, [`Functions::exited`].)
+    #[inline]
+    pub(crate) fn entered(&self, function: usize, values: &[ArgSpec], data: &[u8]) {
         let Some(table) = table() else {
             return;
         };
-        let Some((address, state)) = coroutine::entry_values(values, data) else {
+        if self.drops.is_empty() || self.contains(function) {
             return;
-        };
-        let Some(index) = self.index_of(function) else {
-            return self.dropping(function, address, table);
-        };
-        if table.entered(index as u16, address, state, entry_ticks) == Entered::Replaced {
-            self.per[index].1.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some((address, _)) = coroutine::entry_values(values, data) {
+            self.dropping(function, address, table);
         }
     }
 
@@ -279,24 +281,44 @@ impl Functions {
     }
 
     /// A poll of `function` on the future at `address` (the argument its
-    /// entry kept) returned, its values recorded as `data` after the exit:
-    /// links it into its future.
+    /// entry kept; `began`: its entry found the future Unresumed) returned,
+    /// its values recorded as `data` after the exit: a first poll starts
+    /// its future (a future left pending at its address was dropped), and
+    /// every poll is linked into its future. Both here, at the exit: the
+    /// argument entries (assembly) that record most polls call no Rust.
     #[inline]
     pub(crate) fn exited(
         &self,
         function: usize,
-        address: u64,
+        poll: (u64, bool),
         ticks: (u64, u64),
         values: &[ArgSpec],
         data: &[u8],
+    ) {
+        if let Some(state_out) = coroutine::exit_state(values, data) {
+            self.returned(function, poll, ticks, state_out);
+        }
+    }
+
+    /// [`Functions::exited`] with the state the poll left its future in.
+    #[inline]
+    pub(crate) fn returned(
+        &self,
+        function: usize,
+        (address, began): (u64, bool),
+        ticks: (u64, u64),
+        state_out: u64,
     ) {
         let (Some(index), Some(table)) = (self.index_of(function), table()) else {
             return;
         };
         let (entry_ticks, exit_ticks) = ticks;
-        let Some(state_out) = coroutine::exit_state(values, data) else {
-            return;
-        };
+        if began
+            && table.entered(index as u16, address, coroutine::UNRESUMED, entry_ticks)
+                == Entered::Replaced
+        {
+            self.per[index].1.dropped.fetch_add(1, Ordering::Relaxed);
+        }
         let poll = Poll {
             function: index as u16,
             address,

@@ -85,8 +85,9 @@ const _: () = {
 pub(crate) struct RecipeOp {
     /// All ones over the value's size.
     mask: u64,
-    /// The argument, 0-based (its saved register in the entry's frame).
-    from: u32,
+    /// The argument, 0-based (its saved register in the entry's frame), or
+    /// [`PINNED_STATE_FROM`]: the state read through `Recipe::pin`.
+    from: i32,
     /// Its byte offset in the data.
     to: u32,
 }
@@ -102,8 +103,11 @@ pub(crate) struct Recipe {
     marks: u64,
     /// The entry event and its data slots.
     events: u64,
-    /// Arguments recorded (`op[..ops]`).
-    ops: u64,
+    /// Values recorded at the entry (`op[..ops]`).
+    ops: u32,
+    /// A poll's future (`pinN[OFFSET]/u8` at the entry): N (1-6) | OFFSET
+    /// << 8, the state the entry reads through argument N; 0: none.
+    pin: u32,
     op: [RecipeOp; MAX_OPS],
 }
 
@@ -124,6 +128,7 @@ const _: () = {
     assert!(std::mem::offset_of!(Recipe, marks) == 8);
     assert!(std::mem::offset_of!(Recipe, events) == 16);
     assert!(std::mem::offset_of!(Recipe, ops) == 24);
+    assert!(std::mem::offset_of!(Recipe, pin) == 28);
     assert!(std::mem::offset_of!(Recipe, op) == 32);
     assert!(std::mem::size_of::<RecipeOp>() == 16);
     assert!(std::mem::offset_of!(RecipeOp, mask) == 0);
@@ -146,6 +151,14 @@ unsafe impl Send for RecipeTable {}
 // SAFETY: as above.
 unsafe impl Sync for RecipeTable {}
 
+/// A [`RecipeOp::from`] that is no argument: the state of a poll's
+/// future, which the entry reads through `Recipe::pin` and keeps at
+/// `8 * PINNED_STATE_FROM` below its saved registers (layout.h).
+const PINNED_STATE_FROM: i32 = -9;
+
+/// A `Recipe::pin` offset at most (it has 24 bits).
+const MAX_PIN_OFFSET: u32 = (1 << 24) - 1;
+
 /// All ones over `size` bytes.
 fn size_mask(size: u8) -> u64 {
     match size {
@@ -155,7 +168,7 @@ fn size_mask(size: u8) -> u64 {
 }
 
 /// An integer value the fast path writes as `argspec::encode` does.
-fn integer(value: &ArgSpec) -> bool {
+pub(super) fn integer(value: &ArgSpec) -> bool {
     matches!(
         value.format,
         ArgFormat::Auto
@@ -168,6 +181,9 @@ fn integer(value: &ArgSpec) -> bool {
 
 /// Whether the fast path can record `values` (see the module's docs).
 pub(crate) fn eligible(values: &[ArgSpec]) -> bool {
+    if let Some(pin) = poll_pin(values) {
+        return eligible_poll(values, pin);
+    }
     let retvals = values.iter().filter(|v| v.slot == ArgSlot::Retval).count();
     retvals <= 1
         && values.iter().all(|v| {
@@ -180,6 +196,47 @@ pub(crate) fn eligible(values: &[ArgSpec]) -> bool {
         })
 }
 
+/// A poll's future: the `pinN[OFFSET]` of one byte that `values` read at
+/// the entry, (N, OFFSET), if there is one.
+fn poll_pin(values: &[ArgSpec]) -> Option<(u8, u32)> {
+    values.iter().find_map(|v| match v.slot {
+        ArgSlot::Deref {
+            arg,
+            offset,
+            at_exit: false,
+            pinned: true,
+        } if v.size == 1 && integer(v) => Some((arg, offset)),
+        _ => None,
+    })
+}
+
+/// Whether the argument entries record a poll's `values` (what `fntrace
+/// record --async` gives a resume function): at the entry integer
+/// arguments and one `pinN[OFFSET]/u8`, its state (the frame keeps
+/// argument N, and whether the state was Unresumed); at the exit values
+/// read through argument N, which the slow exit (Rust) reads and links.
+fn eligible_poll(values: &[ArgSpec], (pin_arg, offset): (u8, u32)) -> bool {
+    let mut pins = 0;
+    let fits = (1..=MAX_OPS as u8).contains(&pin_arg) && offset <= MAX_PIN_OFFSET;
+    fits && values.len() - values.iter().filter(|v| v.slot.at_exit()).count() <= MAX_OPS
+        && values.iter().all(|v| match v.slot {
+            ArgSlot::Int(n) => integer(v) && (1..=MAX_OPS as u8).contains(&n),
+            ArgSlot::Deref {
+                at_exit: false,
+                pinned: true,
+                ..
+            } => {
+                pins += 1;
+                pins == 1
+            }
+            ArgSlot::Deref {
+                arg, at_exit: true, ..
+            } => arg == pin_arg,
+            ArgSlot::Retval => true,
+            _ => false,
+        })
+}
+
 /// The recipe of an [`eligible`] function's site ending at `key`.
 fn recipe(key: usize, values: &[ArgSpec]) -> Recipe {
     let mut recipe = Recipe {
@@ -187,22 +244,31 @@ fn recipe(key: usize, values: &[ArgSpec]) -> Recipe {
         ..Recipe::default()
     };
     let mut at = 0u32;
+    let mut op = |recipe: &mut Recipe, from: i32, size: u8| {
+        recipe.op[recipe.ops as usize] = RecipeOp {
+            mask: size_mask(size),
+            from,
+            to: at,
+        };
+        recipe.ops += 1;
+        at += u32::from(size).next_multiple_of(4);
+    };
+    let pin = poll_pin(values);
     for value in values {
         match value.slot {
-            ArgSlot::Int(n) => {
-                recipe.op[recipe.ops as usize] = RecipeOp {
-                    mask: size_mask(value.size),
-                    from: u32::from(n - 1),
-                    to: at,
-                };
-                recipe.ops += 1;
-                at += u32::from(value.size).next_multiple_of(4);
-            }
-            _ => {
+            ArgSlot::Int(n) => op(&mut recipe, i32::from(n - 1), value.size),
+            ArgSlot::Deref { at_exit: false, .. } => op(&mut recipe, PINNED_STATE_FROM, 1),
+            ArgSlot::Retval if pin.is_none() => {
                 let shift = 64 - 8 * u64::from(value.size);
                 recipe.marks = MARK_ARGS_BIT | MARK_FAST_RETVAL_BIT | shift << MARK_RETVAL_SHIFT_AT;
             }
+            _ => {}
         }
+    }
+    if let Some((arg, offset)) = pin {
+        recipe.pin = u32::from(arg) | offset << 8;
+        // The exit is the slow one, which reads and links what it records.
+        recipe.marks = MARK_ARGS_BIT;
     }
     recipe.events = 1 + u64::from(at.div_ceil(8));
     recipe
@@ -278,6 +344,22 @@ mod tests {
         buf[..8 * slots].to_vec()
     }
 
+    /// The same for a poll's recipe, whose future (argument N of `regs`)
+    /// holds `state` at the recipe's offset.
+    fn assembled_poll(recipe: &Recipe, regs: &[u64; 6], state: u8) -> Vec<u8> {
+        let mut buf = [0xaau8; 56];
+        let slots = recipe.events as usize - 1;
+        buf[8 * (slots - 1)..8 * slots].fill(0);
+        for op in &recipe.op[..recipe.ops as usize] {
+            let value = match op.from {
+                PINNED_STATE_FROM => u64::from(state),
+                from => regs[from as usize],
+            } & op.mask;
+            buf[op.to as usize..op.to as usize + 8].copy_from_slice(&value.to_le_bytes());
+        }
+        buf[..8 * slots].to_vec()
+    }
+
     #[test]
     fn recipes_write_what_encode_writes() {
         let regs = [
@@ -340,6 +422,74 @@ mod tests {
                 "size {size}"
             );
         }
+    }
+
+    fn pinned(arg: u8, offset: u32, at_exit: bool) -> ArgSlot {
+        ArgSlot::Deref {
+            arg,
+            offset,
+            at_exit,
+            pinned: true,
+        }
+    }
+
+    #[test]
+    fn a_poll_s_recipe_reads_its_state_and_keeps_its_future() {
+        let regs = [0x5555_0000_1000, 7, 8, 9, 10, 11];
+        let state = 3u8;
+        for offset in [0u32, 24, 4095, MAX_PIN_OFFSET] {
+            // What `fntrace record --async` gives a resume function.
+            let values = [
+                spec(ArgSlot::Int(1), ArgFormat::Hex, 8),
+                spec(pinned(1, offset, false), ArgFormat::Unsigned, 1),
+                spec(pinned(1, offset, true), ArgFormat::Unsigned, 1),
+            ];
+            assert!(eligible(&values));
+            let recipe = recipe(0x1000, &values);
+            assert_eq!(recipe.pin, 1 | offset << 8);
+            assert_eq!(recipe.marks, MARK_ARGS_BIT, "the exit is the slow one");
+            assert_eq!((recipe.ops, recipe.events), (2, 3));
+            let registers = Registers {
+                int: regs,
+                ..Registers::default()
+            };
+            let mut read = |_: Option<u8>, addr: u64, buf: &mut [u8]| {
+                assert_eq!(addr, regs[0] + u64::from(offset));
+                buf[0] = state;
+                Some(1)
+            };
+            let mut out = [0u8; 128];
+            let len = argspec::encode_with(&values, false, &registers, &mut read, &mut out);
+            assert_eq!(assembled_poll(&recipe, &regs, state), out[..len].to_vec());
+        }
+        // Read through argument 2, with an argument after it.
+        let values = [
+            spec(pinned(2, 16, false), ArgFormat::Unsigned, 1),
+            spec(ArgSlot::Int(3), ArgFormat::Auto, 4),
+            spec(pinned(2, 16, true), ArgFormat::Unsigned, 1),
+        ];
+        assert!(eligible(&values));
+        assert_eq!(recipe(0x1000, &values).pin, 2 | 16 << 8);
+    }
+
+    #[test]
+    fn polls_the_entries_cannot_record_take_the_generic_path() {
+        let address = spec(ArgSlot::Int(1), ArgFormat::Hex, 8);
+        let state = spec(pinned(1, 8, false), ArgFormat::Unsigned, 1);
+        let at_exit = spec(pinned(1, 8, true), ArgFormat::Unsigned, 1);
+        assert!(eligible(&[address, state, at_exit]));
+        // The exit reads through another argument than the one kept.
+        let other = spec(pinned(2, 8, true), ArgFormat::Unsigned, 1);
+        assert!(!eligible(&[address, state, other]));
+        // Two states, a state of two bytes, an offset past 24 bits.
+        assert!(!eligible(&[address, state, state, at_exit]));
+        let wide = spec(pinned(1, 8, false), ArgFormat::Unsigned, 2);
+        assert!(!eligible(&[address, wide, at_exit]));
+        let far = spec(pinned(1, MAX_PIN_OFFSET + 1, false), ArgFormat::Unsigned, 1);
+        assert!(!eligible(&[address, far, at_exit]));
+        // A string beside it.
+        let string = spec(ArgSlot::Int(2), ArgFormat::Str, 8);
+        assert!(!eligible(&[address, state, string, at_exit]));
     }
 
     #[test]

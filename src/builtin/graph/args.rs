@@ -18,16 +18,15 @@
 //! hands over for a poll's own future) is read with a plain load
 //! ([`read_pinned`]): no system call on a poll.
 
-use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use fntrace_format::argspec::{self, ArgSlot, ArgSpec, Registers, DATA_MAX};
 
-use super::arg_recipes::RecipeTable;
+use super::arg_recipes::{self, RecipeTable};
 use super::RawEvent;
-use crate::arch::x86_64::SavedRegs;
 use crate::builtin::futures;
+use crate::tracer::{Call, Return};
 
 /// The depth field's top bit: data slots follow this event.
 pub(super) const MORE: u64 = 1 << 62;
@@ -42,7 +41,7 @@ const DATA_SLOTS: usize = (DATA_MAX + 4) / 8;
 pub(crate) struct ArgTable {
     /// Function addresses, sorted, with their values (arguments and return
     /// value, merged as uftrace merges specs).
-    functions: Vec<(usize, Vec<ArgSpec>)>,
+    functions: Box<[FunctionValues]>,
     /// The `-A` specs, joined by `;` (uftrace's `argspec` line).
     pub(crate) arguments: String,
     /// The `-R` specs, joined by `;` (uftrace's `retspec` line).
@@ -85,7 +84,7 @@ impl ArgTable {
         arguments: String,
         retval: String,
     ) -> ArgTable {
-        functions.sort_by_key(|&(function, _)| function);
+        functions.sort_by_key(|(function, _)| *function);
         functions.dedup_by_key(|&mut (function, _)| function);
         let mut sites = Vec::with_capacity(fast_sites.len());
         for &(site_end, function) in fast_sites {
@@ -98,6 +97,16 @@ impl ArgTable {
         let futures = futures::Functions::new(functions.iter().map(|(f, v)| (*f, &v[..])));
         // Boxed: the table is moved whole (`set_table`'s error returns it).
         let futures = Box::new(futures);
+        let functions = (functions.into_iter())
+            .map(|(function, values)| FunctionValues {
+                poll_exit: futures
+                    .contains(function)
+                    .then(|| PollExit::of(&values))
+                    .flatten(),
+                function,
+                values: values.into_boxed_slice(),
+            })
+            .collect();
         ArgTable {
             info: Box::new(InfoSpecs {
                 arguments: argspec::uftrace_spelling(&arguments, argspec::SpecKind::Arguments),
@@ -113,11 +122,59 @@ impl ArgTable {
 
     /// The values recorded for `function` (at its entry address), if any.
     pub(crate) fn values_of(&self, function: usize) -> Option<&[ArgSpec]> {
+        Some(&self.function(function)?.values)
+    }
+
+    /// The values of `function`, if it records any.
+    fn function(&self, function: usize) -> Option<&FunctionValues> {
         let at = self
             .functions
-            .binary_search_by_key(&function, |&(f, _)| f)
+            .binary_search_by_key(&function, |f| f.function)
             .ok()?;
-        Some(&self.functions[at].1)
+        Some(&self.functions[at])
+    }
+}
+
+/// One function's values.
+struct FunctionValues {
+    /// Its entry address.
+    function: usize,
+    values: Box<[ArgSpec]>,
+    /// For an async function's poll whose exit records its state alone
+    /// (what `--async` asks): the exit reads and links it without encoding.
+    poll_exit: Option<PollExit>,
+}
+
+/// The exit of a poll that records its future's state alone:
+/// `pinN[OFFSET]` of one byte, in an integer format.
+#[derive(Clone, Copy)]
+struct PollExit {
+    /// N.
+    arg: u8,
+    /// OFFSET.
+    offset: u64,
+}
+
+impl PollExit {
+    /// The poll exit of an async function recording `values`, if they are
+    /// that.
+    fn of(values: &[ArgSpec]) -> Option<PollExit> {
+        let mut at_exit = values.iter().filter(|v| v.slot.at_exit());
+        let (Some(state), None) = (at_exit.next(), at_exit.next()) else {
+            return None;
+        };
+        match state.slot {
+            ArgSlot::Deref {
+                arg,
+                offset,
+                pinned: true,
+                ..
+            } if state.size == 1 && arg_recipes::integer(state) => Some(PollExit {
+                arg,
+                offset: u64::from(offset),
+            }),
+            _ => None,
+        }
     }
 }
 
@@ -147,76 +204,100 @@ pub(crate) fn table() -> Option<&'static ArgTable> {
 /// floating-point arguments of 8 bytes, with [`argspec::encode`]'s room.
 const SMALL_DATA: usize = 128;
 
+/// Which end of a call values are recorded at.
+#[derive(Clone, Copy)]
+pub(super) enum Side<'a> {
+    /// Its entry: the arguments, from its registers.
+    Entry(&'a Call<'a>),
+    /// Its exit: the return value, and what the entry kept.
+    Exit(&'a Return),
+}
+
 /// Hands `push` the events for `event` of `function` with its values
-/// (`retval`: the return value's, from `returned`; else the arguments',
-/// from `regs`): whether there were any (`false`: the function records
-/// none of them, `push` not called).
+/// (the arguments' at the entry, the return value's at the exit): whether
+/// there were any (`false`: the function records none there, `push` not
+/// called). An entry whose function reads a value at the exit through an
+/// argument keeps that argument in its frame ([`Kept`]).
 pub(super) fn with_values(
     event: RawEvent,
     function: usize,
-    call_key: CallKey,
-    retval: bool,
-    regs: Option<&SavedRegs>,
-    returned: Option<[u64; 3]>,
+    side: Side<'_>,
     push: &mut dyn FnMut(&[RawEvent]),
 ) -> bool {
     let Some(table) = table() else {
         return false;
     };
-    let Some(values) = table.values_of(function) else {
+    let Some(FunctionValues {
+        values, poll_exit, ..
+    }) = table.function(function)
+    else {
         return false;
     };
-    if !values.iter().any(|v| v.slot.at_exit() == retval) && exit_deref_arg(values).is_none() {
+    if let (Side::Exit(ret), Some(poll_exit)) = (side, poll_exit) {
+        if let Some(kept) = Kept::unpack(ret.kept, poll_exit.arg) {
+            return poll_returned(event, function, ret, (kept, poll_exit.offset), push);
+        }
+    }
+    let retval = matches!(side, Side::Exit(_));
+    let exit_arg = exit_deref_arg(values);
+    if !values.iter().any(|v| v.slot.at_exit() == retval) && exit_arg.is_none() {
         return false;
     }
     let mut registers = Registers::default();
-    if let Some(regs) = regs {
-        registers.int = [regs.rdi, regs.rsi, regs.rdx, regs.rcx, regs.r8, regs.r9];
-        for (to, from) in registers.float.iter_mut().zip(&regs.xmm) {
-            *to = *from as u64;
-        }
-    }
     // The argument a `pinN[OFFSET]` may be loaded through: at the entry
     // any (the registers are the call's own), at the exit the one the
     // entry kept for this very call, else none (0).
-    let mut loads_through = match regs {
-        Some(_) if !retval => u8::MAX,
-        _ => 0,
-    };
-    // `argN[OFFSET]` read at the exit: the argument the entry kept.
-    if let Some(arg) = exit_deref_arg(values) {
-        match (retval, regs) {
-            (false, Some(_)) => keep_argument(call_key, arg, registers.int[usize::from(arg - 1)]),
-            (true, _) => {
-                let kept = kept_argument(call_key, arg);
-                registers.int[usize::from(arg - 1)] = kept.unwrap_or(0);
-                if kept.is_some() {
-                    loads_through = arg;
+    let mut loads_through = 0;
+    // At the exit: whether the call began a future, as its entry kept it.
+    let mut began_future = false;
+    match side {
+        Side::Entry(call) => {
+            let regs = call.regs;
+            registers.int = [regs.rdi, regs.rsi, regs.rdx, regs.rcx, regs.r8, regs.r9];
+            for (to, from) in registers.float.iter_mut().zip(&regs.xmm) {
+                *to = *from as u64;
+            }
+            loads_through = u8::MAX;
+            if let Some(arg) = exit_arg {
+                let value = registers.int[usize::from(arg - 1)];
+                call.keep_for_exit(Kept::pack(arg, value, false));
+                if !values.iter().any(|v| !v.slot.at_exit()) {
+                    return false;
                 }
             }
-            _ => {}
         }
-        if !retval && !values.iter().any(|v| !v.slot.at_exit()) {
-            return false;
+        Side::Exit(ret) => {
+            if let Some([rax, xmm0, rdx]) = ret.returned {
+                registers.rax = rax;
+                registers.xmm0 = xmm0;
+                registers.rdx = rdx;
+            }
+            if let Some(arg) = exit_arg {
+                let kept = Kept::unpack(ret.kept, arg);
+                registers.int[usize::from(arg - 1)] = kept.map_or(0, |k| k.value);
+                if let Some(kept) = kept {
+                    loads_through = arg;
+                    began_future = kept.began_future;
+                }
+            }
         }
     }
-    if let Some([rax, xmm0, rdx]) = returned {
-        registers.rax = rax;
-        registers.xmm0 = xmm0;
-        registers.rdx = rdx;
-    }
-    // An async function's poll: linked into its future once its event is
-    // in the ring (a slow future's Ready exit is then drained before the
-    // writer sees it queued).
-    // The future's address at the exit: the argument the entry kept.
-    let kept = exit_deref_arg(values).map_or(0, |arg| registers.int[usize::from(arg - 1)]);
-    let mut link = |data: &[u8]| match retval {
-        false => table
-            .futures
-            .entered(function, call_key.entry_ticks, values, data),
-        true => {
-            let ticks = (call_key.entry_ticks, event.ticks);
-            table.futures.exited(function, kept, ticks, values, data)
+    // An async function's poll is linked into its future at its exit, once
+    // its event is in the ring (a slow future's Ready exit is then drained
+    // before the writer sees it queued); a drop function's entry frees its
+    // future. The future's address at the exit: the argument the entry kept.
+    let kept = exit_arg.map_or(0, |arg| registers.int[usize::from(arg - 1)]);
+    let mut link = |data: &[u8]| match side {
+        Side::Entry(call) => {
+            if let (Some(arg), true) = (exit_arg, table.futures.begins(function, values, data)) {
+                call.keep_for_exit(Kept::pack(arg, kept, true));
+            }
+            table.futures.entered(function, values, data);
+        }
+        Side::Exit(ret) => {
+            let ticks = (ret.entry_ticks, event.ticks);
+            let poll = (kept, began_future);
+            table.futures.exited(function, poll, ticks, values, data)
         }
     };
     // Buffers on the stack, cleared on every call: the small ones unless
@@ -241,6 +322,39 @@ pub(super) fn with_values(
             &mut link,
         )
     }
+}
+
+/// The exit of an async function's poll whose exit records its state
+/// alone, read through the future the entry kept (`kept`, and the state's
+/// `offset`): the exit event with its one data slot, as
+/// `argspec::encode` writes a byte (the byte, then zeros), then the poll
+/// linked into its future.
+fn poll_returned(
+    event: RawEvent,
+    function: usize,
+    ret: &Return,
+    (kept, offset): (Kept, u64),
+    push: &mut dyn FnMut(&[RawEvent]),
+) -> bool {
+    let Some(table) = table() else {
+        return false;
+    };
+    let mut state = [0u8];
+    read_pinned(kept.value, kept.value.wrapping_add(offset), &mut state);
+    let events = [
+        RawEvent {
+            ticks: event.ticks,
+            word: event.word | MORE,
+        },
+        RawEvent::data(u64::from(state[0])),
+    ];
+    push(&events);
+    let ticks = (ret.entry_ticks, event.ticks);
+    let poll = (kept.value, kept.began_future);
+    table
+        .futures
+        .returned(function, poll, ticks, u64::from(state[0]));
+    true
 }
 
 /// [`with_values`]'s work with buffers of `BYTES` and `EVENTS` (`1 +
@@ -280,16 +394,6 @@ fn encode_events<const BYTES: usize, const EVENTS: usize>(
     true
 }
 
-/// Identifies one call on its thread for [`keep_argument`]: its depth and
-/// entry time (both known at its exit).
-#[derive(Clone, Copy)]
-pub(super) struct CallKey {
-    /// The call's depth on its thread.
-    pub depth: usize,
-    /// Its entry time (ticks).
-    pub entry_ticks: u64,
-}
-
 /// The argument an `argN[OFFSET]` read at the exit uses, if `values` has
 /// one (one argument a function: the first such value's).
 fn exit_deref_arg(values: &[ArgSpec]) -> Option<u8> {
@@ -301,36 +405,54 @@ fn exit_deref_arg(values: &[ArgSpec]) -> Option<u8> {
     })
 }
 
-/// Calls deep that [`KEPT`] tells apart: a call this many levels above
-/// another of the same thread takes its place, and the lower one's exit
-/// then reads an address of 0 (all ones bytes, an unreadable value). 40
-/// places of 24 bytes: 960 bytes of static TLS. `fntrace attach` loads
-/// libfntrace.so with dlopen, where glibc has only a small surplus of
-/// static TLS for it; 64 places (1,536 bytes) made that dlopen fail
-/// ("cannot allocate memory in static TLS block", tests/programs/attach.rs).
-const KEPT_DEPTHS: usize = 40;
-
-thread_local! {
-    // A const-initialised array of Cells without Drop: a plain TLS block,
-    // no lazy registration and no allocation on the traced path.
-    static KEPT: [Cell<(u64, u64, u8)>; KEPT_DEPTHS] = const { [const { Cell::new((0, 0, 0)) }; KEPT_DEPTHS] };
+/// What a call's entry keeps in its frame (`rt::shadow::Frame::kept`) for
+/// its exit: argument N's value, through which a value is read at the exit
+/// (`argN[OFFSET]` or `pinN[OFFSET]` given with `-R`), and whether the
+/// call began a future (an async function's poll that found its state
+/// Unresumed). Packed in a word, as the argument entries write it too
+/// (`KEPT_*` in layout.h): the value in bits 0-46, the future bit 47, N - 1
+/// in bits 48-50, bit 63 set. A value that is not a user-space address
+/// (0, or 2^47 and above) is not kept: nothing is read through it, as
+/// nothing could be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Kept {
+    /// The argument's value.
+    pub value: u64,
+    /// The call began a future.
+    pub began_future: bool,
 }
 
-/// Keeps `value`, argument `arg`, for the exit of the call `key` (its
-/// entry time, the value and which argument it is, at its depth's place).
-fn keep_argument(key: CallKey, arg: u8, value: u64) {
-    KEPT.with(|kept| kept[key.depth % KEPT_DEPTHS].set((key.entry_ticks, value, arg)));
-}
+/// The bits of a kept value.
+const KEPT_VALUE_BITS: u32 = 47;
+/// The bit of a call that began a future.
+pub(super) const KEPT_FUTURE_BIT: u64 = 1 << 47;
+/// Where N - 1 is.
+pub(super) const KEPT_ARG_SHIFT: u32 = 48;
+/// Set in every kept word (0: nothing kept).
+pub(super) const KEPT_SET_BIT: u64 = 1 << 63;
 
-/// Argument `arg` as [`keep_argument`] kept it for `key`; `None` if
-/// another call took its place since, or the entry kept another argument
-/// (specs replaced meanwhile): only the call's own argument N is ever
-/// loaded through as `pinN`.
-fn kept_argument(key: CallKey, arg: u8) -> Option<u64> {
-    KEPT.with(|kept| {
-        let (ticks, value, kept_arg) = kept[key.depth % KEPT_DEPTHS].get();
-        (ticks == key.entry_ticks && kept_arg == arg).then_some(value)
-    })
+impl Kept {
+    /// The word for argument `arg` (1-6) of `value`: 0 if it is not a
+    /// user-space address.
+    pub(super) fn pack(arg: u8, value: u64, began_future: bool) -> u64 {
+        if value == 0 || value >> KEPT_VALUE_BITS != 0 || !(1..=6).contains(&arg) {
+            return 0;
+        }
+        let future = if began_future { KEPT_FUTURE_BIT } else { 0 };
+        value | future | u64::from(arg - 1) << KEPT_ARG_SHIFT | KEPT_SET_BIT
+    }
+
+    /// What `word` keeps of argument `arg`: `None` if nothing is kept, or
+    /// another argument (specs replaced between the entry and the exit:
+    /// only the call's own argument N is ever loaded through as `pinN`).
+    pub(super) fn unpack(word: u64, arg: u8) -> Option<Kept> {
+        let set = word & KEPT_SET_BIT != 0;
+        let kept_arg = (word >> KEPT_ARG_SHIFT & 7) as u8 + 1;
+        (set && kept_arg == arg).then_some(Kept {
+            value: word & ((1 << KEPT_VALUE_BITS) - 1),
+            began_future: word & KEPT_FUTURE_BIT != 0,
+        })
+    }
 }
 
 /// Copies the bytes at `addr` (`base`, the call's own pinned argument,
@@ -351,7 +473,7 @@ fn read_pinned(base: u64, addr: u64, buf: &mut [u8]) -> Option<usize> {
     // whole call, and still when it returns: its caller, which owns the
     // future, has not run yet. `base` is that argument: at the entry the
     // register as the call made it; at the exit the value the entry kept
-    // for this very call and argument (depth, entry time and argument
+    // in this very call's frame for that argument (`Kept`: the argument
     // matched, else the read never comes here: `with_values`), and only
     // for a real return (a frame left by unwinding or longjmp records no
     // exit values). No other thread writes the future during its poll
@@ -390,4 +512,38 @@ fn read_own(addr: u64, buf: &mut [u8]) -> Option<usize> {
         libc::process_vm_readv(crate::sys::getpid(), &local, 1, remote.as_ptr(), pieces, 0)
     };
     (n > 0).then_some(n as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kept_argument_comes_back_only_for_its_own_argument() {
+        for arg in 1..=6u8 {
+            for began_future in [false, true] {
+                for value in [1u64, 0x5555_5555_0000, (1 << 47) - 1] {
+                    let word = Kept::pack(arg, value, began_future);
+                    assert_ne!(word & KEPT_SET_BIT, 0);
+                    let kept = Kept::unpack(word, arg);
+                    assert_eq!(
+                        kept,
+                        Some(Kept {
+                            value,
+                            began_future
+                        })
+                    );
+                    for other in (1..=6).filter(|&o| o != arg) {
+                        assert_eq!(Kept::unpack(word, other), None);
+                    }
+                }
+            }
+        }
+        // No user address: nothing kept, nothing read.
+        for value in [0, 1 << 47, u64::MAX] {
+            assert_eq!(Kept::pack(1, value, true), 0);
+        }
+        assert_eq!(Kept::unpack(0, 1), None);
+        assert_eq!(Kept::pack(7, 0x1000, false), 0);
+    }
 }

@@ -742,12 +742,7 @@ impl Tracer for GraphTracer {
         );
         if call.records_args() {
             let mut push = |events: &[RawEvent]| self.push_with_values(events);
-            let key = args::CallKey {
-                depth: call.depth(),
-                entry_ticks: call.time_ticks,
-            };
-            let regs = Some(call.regs);
-            if args::with_values(event, call.function, key, false, regs, None, &mut push) {
+            if args::with_values(event, call.function, args::Side::Entry(call), &mut push) {
                 return;
             }
         }
@@ -781,12 +776,7 @@ impl Tracer for GraphTracer {
         let event = RawEvent::new(ret.exit_ticks, ret.site, ret.depth(), EventKind::Exit);
         if ret.returned.is_some() && min == 0 {
             let mut push = |events: &[RawEvent]| self.push_with_values(events);
-            let key = args::CallKey {
-                depth: ret.depth(),
-                entry_ticks: ret.entry_ticks,
-            };
-            let returned = ret.returned;
-            if args::with_values(event, ret.function(), key, true, None, returned, &mut push) {
+            if args::with_values(event, ret.function(), args::Side::Exit(ret), &mut push) {
                 return;
             }
         }

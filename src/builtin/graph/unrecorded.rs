@@ -6,7 +6,7 @@
 //! its slot). Here such a call's values are read as `args` reads them and
 //! handed to the linker, with nothing written to the ring.
 
-use super::args::{self, CallKey};
+use super::args::{self, Side};
 use super::RawEvent;
 use crate::tracer::{Call, Return};
 use fntrace_format::EventKind;
@@ -24,12 +24,7 @@ pub(super) fn entry(call: &Call<'_>) {
         call.depth(),
         EventKind::Entry,
     );
-    let key = CallKey {
-        depth: call.depth(),
-        entry_ticks: call.time_ticks,
-    };
-    let regs = Some(call.regs);
-    args::with_values(event, call.function, key, false, regs, None, &mut |_| {});
+    args::with_values(event, call.function, Side::Entry(call), &mut |_| {});
 }
 
 /// A call's exit whose values are not written: linked, if its function's
@@ -41,12 +36,7 @@ pub(super) fn exit(ret: &Return) {
         return;
     }
     let event = RawEvent::new(ret.exit_ticks, ret.site, ret.depth(), EventKind::Exit);
-    let key = CallKey {
-        depth: ret.depth(),
-        entry_ticks: ret.entry_ticks,
-    };
-    let returned = ret.returned;
-    args::with_values(event, function, key, true, None, returned, &mut |_| {});
+    args::with_values(event, function, Side::Exit(ret), &mut |_| {});
 }
 
 /// Whether the linker takes `function`'s values: an async function's

@@ -82,6 +82,9 @@ pub(crate) struct Frame {
     /// What the entry wrote into the slot: the return trampoline, or the
     /// hook of the site's return stub (`patch::return_stubs`).
     pub hook: usize,
+    /// An argument the entry kept for its exit, packed with what the exit
+    /// needs of it (the graph tracer's `args::Kept`); 0: none.
+    pub kept: u64,
 }
 
 impl Frame {
@@ -94,6 +97,7 @@ impl Frame {
         exit_tracers: 0,
         marks: 0,
         hook: 0,
+        kept: 0,
     };
 }
 
@@ -117,7 +121,7 @@ const _: () = {
     assert!(std::mem::offset_of!(ShadowStack, len) == 0);
     assert!(std::mem::offset_of!(ShadowStack, frames) == 8);
     assert!(MAX_HOOKED_DEPTH == 1024);
-    assert!(std::mem::size_of::<Frame>() == 56);
+    assert!(std::mem::size_of::<Frame>() == 64);
     assert!(std::mem::offset_of!(Frame, slot) == 0);
     assert!(std::mem::offset_of!(Frame, real_return) == 8);
     assert!(std::mem::offset_of!(Frame, site) == 16);
@@ -125,6 +129,7 @@ const _: () = {
     assert!(std::mem::offset_of!(Frame, exit_tracers) == 32);
     assert!(std::mem::offset_of!(Frame, marks) == 40);
     assert!(std::mem::offset_of!(Frame, hook) == 48);
+    assert!(std::mem::offset_of!(Frame, kept) == 56);
 };
 
 /// Frames not hooked because the shadow stack was full.

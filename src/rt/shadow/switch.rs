@@ -402,6 +402,7 @@ mod tests {
             exit_tracers: 1,
             marks: 0,
             hook: super::super::return_trampoline(),
+            kept: 0,
         }
     }
 
