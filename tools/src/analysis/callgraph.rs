@@ -8,6 +8,8 @@ use rustc_hash::FxHashMap as HashMap;
 use fntrace_format::analysis::pairing::{duration_ns, CallStep, Calls, Reading};
 use fntrace_format::{EventSource, GraphEvent, ThreadInfo, Trace, Values};
 
+use super::futures::{Future, FutureEnd, Futures};
+
 /// Width of the thread id column.
 const TID_WIDTH: usize = 7;
 /// Width of the duration column (fits `999999.999  s`, 11 days).
@@ -52,6 +54,12 @@ const DURATION_WIDTH: usize = 12;
 /// With `max_lines`, at most that many event lines are written (thread and
 /// column headers do not count), followed, if events were left out, by a
 /// line `... truncated after N lines`.
+///
+/// Given the futures of a recording made with `--async` ([`FutureEnds`]),
+/// the poll after which a future was Ready is followed by the future as
+/// one line, at the poll's depth: its whole latency (first poll to Ready)
+/// in the duration column, then `future NAME(ADDRESS) /* Ready: N polls,
+/// busy T */` (the threads, when its polls ran on several).
 pub fn call_graph(trace: &Trace, max_lines: Option<usize>) -> String {
     let mut text = Vec::new();
     write_call_graph(trace, max_lines, &mut text).expect("writing to a Vec<u8> does not fail");
@@ -94,15 +102,34 @@ pub fn write_call_graph_of<S: EventSource>(
     let counts =
         fntrace_format::analysis::threads::map_threads_here(source, |_, events| events.count())
             .map_err(ReadOrWrite::Read)?;
-    write_call_graph_counted(source, &counts, max_lines, out)
+    write_call_graph_counted(source, &counts, (max_lines, &FutureEnds::default()), out)
+}
+
+/// The futures a replay shows ([`write_call_graph`]'s last paragraph):
+/// those that ended at a poll's exit, by the poll's function and exit time.
+#[derive(Default)]
+pub struct FutureEnds(HashMap<(usize, u64), Future>);
+
+impl FutureEnds {
+    /// The futures of `futures` that were Ready (or panicked) at a poll's
+    /// exit.
+    pub fn of(futures: &Futures) -> FutureEnds {
+        let ended = (futures.futures.iter()).filter(|f| {
+            matches!(
+                f.end,
+                FutureEnd::Ready | FutureEnd::Panicked | FutureEnd::StartedBefore
+            )
+        });
+        FutureEnds(ended.map(|f| ((f.function, f.end_ns), f.clone())).collect())
+    }
 }
 
 /// [`write_call_graph_of`] once each thread's events and lost events were
-/// counted (`counts`, in thread order).
+/// counted (`counts`, in thread order), with the futures `ends` shows.
 pub(super) fn write_call_graph_counted<S: EventSource>(
     source: &S,
     counts: &[(usize, u64)],
-    max_lines: Option<usize>,
+    (max_lines, ends): (Option<usize>, &FutureEnds),
     out: impl Write,
 ) -> Result<(), ReadOrWrite<S::Error>> {
     let name_of = |function| source.name_of(function);
@@ -115,6 +142,7 @@ pub(super) fn write_call_graph_counted<S: EventSource>(
         max_lines: max_lines.unwrap_or(usize::MAX),
         truncated: false,
         values: Values::default(),
+        ends,
     };
     for ((index, thread), &(events, lost)) in source.threads().iter().enumerate().zip(counts) {
         graph.values = source.values_of(index).map_err(ReadOrWrite::Read)?;
@@ -149,6 +177,8 @@ struct GraphWriter<'t, W: Write> {
     truncated: bool,
     /// The values recorded with the thread's events (`-A`, `-R`).
     values: Values,
+    /// The futures shown where they end.
+    ends: &'t FutureEnds,
 }
 
 impl<W: Write> GraphWriter<'_, W> {
@@ -199,6 +229,7 @@ impl<W: Write> GraphWriter<'_, W> {
                     let duration = Some(duration_ns(&entry, &exit));
                     let (args, ret) = (self.args(&entry), self.retval(&exit));
                     self.line_text(tid, duration, &entry, ["", &args, &ret, ";"])?;
+                    self.future_line(tid, &exit)?;
                 }
                 (waiting, step) => {
                     if let Some((_, entry)) = waiting {
@@ -219,6 +250,7 @@ impl<W: Write> GraphWriter<'_, W> {
                                 }
                                 None => self.closing_line(tid, duration, &entry, "")?,
                             }
+                            self.future_line(tid, &exit)?;
                         }
                         CallStep::Unfinished { entry, .. } => {
                             self.closing_line(tid, None, &entry, " (no exit)")?;
@@ -236,6 +268,34 @@ impl<W: Write> GraphWriter<'_, W> {
         // Every entry ends in a return or an unfinished step, which wrote it.
         debug_assert!(waiting_entry.is_none());
         Ok(())
+    }
+
+    /// Writes the future that ended with the poll `exit` returned, if one
+    /// did, as one line at the poll's depth.
+    fn future_line(&mut self, tid: u32, exit: &GraphEvent) -> io::Result<()> {
+        let Some(future) = self.ends.0.get(&(exit.function, exit.time_ns)) else {
+            return Ok(());
+        };
+        let latency_ns = future.end_ns.saturating_sub(future.start_ns);
+        let (latency, how) = match future.end {
+            FutureEnd::Ready => (Some(latency_ns), "Ready"),
+            FutureEnd::Panicked => (Some(latency_ns), "panicked"),
+            _ => (None, "Ready, first polled before the recording began"),
+        };
+        let (whole, thousandths, unit) = graph_duration_parts(future.busy_ns);
+        let threads = match &future.tids[..] {
+            [_] | [] => String::new(),
+            tids => {
+                let tids: Vec<String> = tids.iter().map(u32::to_string).collect();
+                format!(" on threads {}", tids.join(", "))
+            }
+        };
+        let polls = future.polls;
+        let text = format!(
+            "({:#x}) /* {how}: {polls} polls{threads}, busy {whole}.{thousandths:03} {unit} */",
+            future.address
+        );
+        self.line_text(tid, latency, exit, ["future ", &text, "", ""])
     }
 
     /// Writes `}  /* name{note} */` for the call `event` belongs to.

@@ -20,7 +20,7 @@ mod futures;
 pub mod parallel;
 mod select;
 
-pub use callgraph::{call_graph, write_call_graph, write_call_graph_of, ReadOrWrite};
+pub use callgraph::{call_graph, write_call_graph, write_call_graph_of, FutureEnds, ReadOrWrite};
 pub use calltree::{call_tree, call_tree_of, Backtrace, CallNode, CallTree};
 pub use futures::{futures_of, split_values, Future, FutureEnd, Futures};
 pub use select::{select, Selected, Selection, Unmatched};

@@ -10,7 +10,7 @@ use std::io::Write;
 
 use fntrace_format::EventSource;
 
-use super::callgraph::{write_call_graph_counted, ReadOrWrite};
+use super::callgraph::{write_call_graph_counted, FutureEnds, ReadOrWrite};
 use super::calltree::{call_tree_from, CallTree, TreeBuilder};
 
 pub use fntrace_format::analysis::parallel::{
@@ -42,6 +42,20 @@ where
     S: EventSource + Sync,
     S::Error: Send,
 {
+    write_call_graph_with_futures(source, (max_lines, &FutureEnds::default()), out)
+}
+
+/// [`write_call_graph_of`], each future of `ends` shown where it ended
+/// (`fntrace replay` of a recording made with `--async`).
+pub fn write_call_graph_with_futures<S>(
+    source: &S,
+    (max_lines, ends): (Option<usize>, &FutureEnds),
+    out: impl Write,
+) -> Result<(), ReadOrWrite<S::Error>>
+where
+    S: EventSource + Sync,
+    S::Error: Send,
+{
     let counts = map_threads(source, |_, events| events.count()).map_err(ReadOrWrite::Read)?;
-    write_call_graph_counted(source, &counts, max_lines, out)
+    write_call_graph_counted(source, &counts, (max_lines, ends), out)
 }

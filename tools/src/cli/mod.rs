@@ -181,7 +181,14 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let selection = selection(&trace, &args.dir, &args.select, args.depth)?;
             let mut out = Output::new(cli.no_pager);
             let selected = Selected::new(&trace, &selection);
-            match analysis::parallel::write_call_graph_of(&selected, None, &mut out) {
+            // Recorded with --async: each future one line where it ended.
+            let ends = match analysis::futures_of(&selected, trace.arg_specs()) {
+                Ok(Some(linked)) => analysis::FutureEnds::of(&linked),
+                Ok(None) => analysis::FutureEnds::default(),
+                Err(e) => return Err(e.to_string().into()),
+            };
+            let graph = (None, &ends);
+            match analysis::parallel::write_call_graph_with_futures(&selected, graph, &mut out) {
                 Ok(()) => {}
                 Err(ReadOrWrite::Read(e)) => return Err(e.to_string().into()),
                 Err(ReadOrWrite::Write(e)) => return Err(output_failure(e)),

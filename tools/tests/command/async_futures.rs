@@ -42,6 +42,8 @@ struct Run {
     perfetto: Vec<(String, u64, u64)>,
     /// `fntrace graph DIR SERVE`'s text.
     graph: String,
+    /// `fntrace replay DIR`'s text.
+    replay: String,
 }
 
 /// An async slice of the Chrome JSON (a `b` and an `e` of one id).
@@ -108,6 +110,7 @@ fn record(tag: &str, args: &[&str]) -> Run {
         client,
         report: show("report", &[]),
         graph: show("graph", &[SERVE]),
+        replay: show("replay", &[]),
         polls,
         serve_futures,
         slices: async_slices(&json),
@@ -270,6 +273,32 @@ fn serve_polls(data: &Path) -> (Vec<(u64, u32, String, u64)>, Vec<(u64, u64, Has
     (polls, futures)
 }
 
+/// `fntrace replay`'s future lines of serve: (latency shown, in ns as
+/// shown, truncated; polls; the line).
+fn replayed_futures(replay: &str) -> Vec<(u64, u64, String)> {
+    let marker = format!("future {SERVE}(0x");
+    replay
+        .lines()
+        .filter(|line| line.contains(&marker))
+        .map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let unit = match fields[2] {
+                "us" => 1e3,
+                "ms" => 1e6,
+                "s" => 1e9,
+                other => panic!("a unit {other} in {line}"),
+            };
+            let latency = (fields[1].parse::<f64>().unwrap() * unit).round() as u64;
+            let polls = line
+                .split_once("/* Ready: ")
+                .and_then(|(_, rest)| rest.split_once(" polls"))
+                .map(|(polls, _)| polls.parse().unwrap())
+                .unwrap_or_else(|| panic!("no polls in {line}"));
+            (latency, polls, line.to_string())
+        })
+        .collect()
+}
+
 /// The async row of `function`: futures, polls, total, p50, p99, busy,
 /// waiting (durations in ns).
 fn row(report: &str, function: &str) -> (u64, u64, [f64; 5]) {
@@ -400,6 +429,21 @@ fn check(run: &Run, requests: u64, slots: u64, steps: u64) {
     assert_eq!(perfetto, chrome, "serve's Perfetto slices");
     assert_eq!(run.perfetto.len(), run.slices.len(), "Perfetto's slices");
     assert!(serve.iter().all(|s| s.polls == steps + 1));
+    // `fntrace replay`: each future one line after the poll that was
+    // Ready, its whole latency shown (truncated to three decimals).
+    let replayed = replayed_futures(&run.replay);
+    assert_eq!(replayed.len() as u64, futures, "serve's futures in replay");
+    let mut shown: Vec<u64> = replayed.iter().map(|f| f.0).collect();
+    let mut real: Vec<u64> = spans.iter().map(|s| s.1 - s.0).collect();
+    shown.sort_unstable();
+    real.sort_unstable();
+    for (shown, real) in shown.iter().zip(&real) {
+        assert!(
+            *shown <= *real && real - shown < 1_000,
+            "replay shows {shown} ns for a future of {real} ns"
+        );
+    }
+    assert!(replayed.iter().all(|f| f.1 == steps + 1), "{replayed:?}");
     // `fntrace graph SERVE`: the futures, their polls nested below, and
     // below those what the polls called.
     let nodes = as_futures(&run.graph);
@@ -467,4 +511,10 @@ fn a_future_polled_on_two_threads_is_one_future() {
         .iter()
         .filter(|s| s.name == "async_anchor::serve::{closure#0}" && s.tids.len() > 1);
     assert!(across.count() > 0, "no slice across two threads");
+    // And one line in replay, which names its threads.
+    let replayed = replayed_futures(&run.replay);
+    assert!(
+        replayed.iter().any(|f| f.2.contains(" on threads ")),
+        "no future across two threads in replay"
+    );
 }
