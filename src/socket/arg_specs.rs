@@ -12,9 +12,13 @@ use crate::record::RECORDER_RUNNING;
 /// specs of that kind, keeping the other's; refused while a recorder runs
 /// (what it wrote would be read with the new specs).
 pub(super) fn set(arguments: Option<&str>, retval: Option<&str>) -> Reply {
+    let shown = |specs: &str| match specs {
+        "" => "--clear".to_string(),
+        specs => specs.to_string(),
+    };
     let command = match arguments {
-        Some(specs) => format!("args {specs}"),
-        None => format!("retval {}", retval.unwrap_or_default()),
+        Some(specs) => format!("args {}", shown(specs)),
+        None => format!("retval {}", shown(retval.unwrap_or_default())),
     };
     if RECORDER_RUNNING.load(Ordering::Acquire) {
         return Reply::error(format!(

@@ -74,9 +74,11 @@ pub enum Request {
     /// again.
     MetricsFilter(Option<String>),
     /// `args SPECS`: the arguments the graph tracer records from now on
-    /// (`-A` specs, several joined by `;`; replacing those set before).
+    /// (`-A` specs, several joined by `;`; replacing those set before);
+    /// `args --clear` (empty): none.
     Args(String),
-    /// `retval SPECS`: the return values it records from now on (`-R`).
+    /// `retval SPECS`: the return values it records from now on (`-R`);
+    /// `retval --clear` (empty): none.
     Retval(String),
     /// `flight ...`: the flight recorder.
     Flight(FlightRequest),
@@ -311,7 +313,11 @@ pub fn parse(line: &[u8]) -> Result<Request, String> {
             globs => Ok(Request::MetricsFilter(Some(globs.to_string()))),
         },
         "args" | "retval" => match rest.trim() {
-            "" => Err(format!("{command} needs specs (such as f@arg1/s;g@retval)")),
+            "" => Err(format!(
+                "{command} needs specs (such as f@arg1/s;g@retval) or --clear"
+            )),
+            "--clear" if command == "args" => Ok(Request::Args(String::new())),
+            "--clear" => Ok(Request::Retval(String::new())),
             specs if command == "args" => Ok(Request::Args(specs.to_string())),
             specs => Ok(Request::Retval(specs.to_string())),
         },
@@ -350,6 +356,8 @@ impl Request {
             Request::ProfileReset => "profile reset".to_string(),
             Request::MetricsFilter(None) => "metrics-filter --clear".to_string(),
             Request::MetricsFilter(Some(globs)) => format!("metrics-filter {globs}"),
+            Request::Args(specs) if specs.is_empty() => "args --clear".to_string(),
+            Request::Retval(specs) if specs.is_empty() => "retval --clear".to_string(),
             Request::Args(specs) => format!("args {specs}"),
             Request::Retval(specs) => format!("retval {specs}"),
             Request::Flight(flight) => match flight {
@@ -509,6 +517,10 @@ mod tests {
             Request::ProfileReset,
             Request::MetricsFilter(Some("kv::*, !kv::log".into())),
             Request::MetricsFilter(None),
+            Request::Args("f@arg1/s;g@arg2".into()),
+            Request::Args(String::new()),
+            Request::Retval("f@retval".into()),
+            Request::Retval(String::new()),
             flight(FlightRequest::Start {
                 budget: None,
                 rate: None,

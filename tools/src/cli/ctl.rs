@@ -182,12 +182,20 @@ pub enum CtlCommand {
     /// while a recording or the flight recorder runs.
     Args {
         /// `handle_get@arg1/s;parse@arg2`.
-        specs: String,
+        #[arg(required_unless_present = "clear")]
+        specs: Option<String>,
+        /// None from now on.
+        #[arg(long, conflicts_with = "specs")]
+        clear: bool,
     },
     /// The return values it records from now on (-R's syntax), as `args`.
     Retval {
         /// `handle_get@retval`.
-        specs: String,
+        #[arg(required_unless_present = "clear")]
+        specs: Option<String>,
+        /// None from now on.
+        #[arg(long, conflicts_with = "specs")]
+        clear: bool,
     },
     /// The flight recorder: start, stop, and when it writes a snapshot.
     #[command(subcommand)]
@@ -470,8 +478,9 @@ fn request_line(command: &CtlCommand) -> Result<String, NoReply> {
         },
         CtlCommand::Metrics { .. } => Request::Profile,
         CtlCommand::MetricsFilter { globs, .. } => Request::MetricsFilter(globs.clone()),
-        CtlCommand::Args { specs } => Request::Args(specs.clone()),
-        CtlCommand::Retval { specs } => Request::Retval(specs.clone()),
+        // --clear: empty specs.
+        CtlCommand::Args { specs, .. } => Request::Args(specs.clone().unwrap_or_default()),
+        CtlCommand::Retval { specs, .. } => Request::Retval(specs.clone().unwrap_or_default()),
         CtlCommand::Flight(flight) => Request::Flight(match flight {
             FlightCommand::Start {
                 dir: d,

@@ -254,3 +254,111 @@ fn futures_dropped_while_pending_leave_the_table() {
     );
     assert!(!report.contains("still pending"), "{report}");
 }
+
+/// `fntrace top --async` on the anchor started with the library preloaded
+/// and a control socket, not under `fntrace record --async`: top sets the
+/// futures up while the anchor's runtime has not started
+/// (`ASYNC_ANCHOR_START_MS`), and its frames and `ctl profile` count
+/// exactly the futures the anchor completed; at the end the flight
+/// recorder is stopped, the filter back to none and no future counted any
+/// more.
+#[test]
+fn top_async_follows_the_futures_of_a_program_not_recorded_with_async() {
+    const REQUESTS: u64 = 24;
+    const SLOTS: u64 = 4;
+    const STEPS: u64 = 3;
+    let dir = TempDir::new("top-async");
+    let socket = dir.0.join("control.sock");
+    let mut child = Command::new(common::async_anchor())
+        .args(["2", &REQUESTS.to_string(), &SLOTS.to_string()])
+        .args([&STEPS.to_string(), "10"])
+        .env("LD_PRELOAD", profile_program::library())
+        .env("FNTRACE_CONTROL", &socket)
+        .env("ASYNC_ANCHOR_START_MS", "8000")
+        .env("ASYNC_ANCHOR_LINGER_MS", "20000")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("running the anchor");
+    let start = Instant::now();
+    while !socket.exists() {
+        assert!(start.elapsed() < Duration::from_secs(60), "no socket");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let ctl = |request: &str| {
+        let out = Command::new(CLI)
+            .arg("ctl")
+            .arg(&socket)
+            .args(request.split(' '))
+            .output()
+            .expect("running fntrace ctl");
+        assert!(out.status.success(), "fntrace ctl {request}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    ctl("enable profile");
+    let top = Command::new(CLI)
+        .arg("top")
+        .arg(&socket)
+        .args(["--pid", &child.id().to_string(), "--async"])
+        .args(["--frames", "8", "--interval", "2s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running fntrace top");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first_answer = loop {
+        let line = lines.next().expect("the anchor's answers").unwrap();
+        if line.starts_with("latency_ns ") {
+            break start.elapsed();
+        }
+    };
+    loop {
+        let line = lines.next().expect("the anchor's answers").unwrap();
+        if line == format!("requests {REQUESTS}") {
+            break;
+        }
+    }
+    let profile = ctl("profile");
+    let top = top.wait_with_output().unwrap();
+    let frames = String::from_utf8_lossy(&top.stdout).into_owned();
+    assert!(top.status.success(), "fntrace top: {top:?}");
+    let status = ctl("status");
+    let after = Command::new(CLI)
+        .arg("ctl")
+        .arg(&socket)
+        .arg("futures")
+        .output()
+        .expect("running fntrace ctl");
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let polls = REQUESTS * (STEPS + 1);
+    let client_polls = SLOTS * (REQUESTS / SLOTS + 1);
+    assert!(first_answer > Duration::from_secs(8), "{first_answer:?}");
+    assert_eq!(
+        summed(&profile, "futures", (0, 1), SERVE),
+        (REQUESTS, polls),
+        "{profile}"
+    );
+    assert_eq!(
+        summed(&profile, "futures", (0, 1), CLIENT),
+        (SLOTS, client_polls),
+        "{profile}"
+    );
+    assert_eq!(frames.matches("fntrace top ").count(), 8, "{frames}");
+    assert_eq!(
+        summed(&frames, "futures/s", (1, 2), SERVE),
+        (REQUESTS, polls),
+        "{frames}"
+    );
+    // Set back: no flight recorder, every function, no future followed.
+    assert!(status.contains("recording: none"), "{status}");
+    assert!(
+        status.contains("filter: none") || status.contains("filter: *"),
+        "{status}"
+    );
+    let said = String::from_utf8_lossy(&after.stderr);
+    assert!(
+        !after.status.success() && said.contains("no async function's polls are recorded"),
+        "{after:?}"
+    );
+}

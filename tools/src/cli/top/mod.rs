@@ -137,6 +137,14 @@ pub struct TopArgs {
     /// for its CPU and off-CPU time (a pid target is its own).
     #[arg(long, value_name = "PID")]
     pub pid: Option<u32>,
+    /// The futures of the program's async functions too, in a program not
+    /// started under `fntrace record --async`: while top runs, their polls'
+    /// values are set (as `ctl args`/`retval`), the filter names them and
+    /// the flight recorder runs on them (16 MiB), so that the runtime
+    /// links their futures; at the end all three are undone (the specs
+    /// cleared). Refused while the program records.
+    #[arg(long = "async")]
+    pub futures: bool,
 }
 
 /// What `fntrace top` sorts by.
@@ -173,6 +181,7 @@ pub(super) fn parse_interval(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_nanos(ns))
 }
 
+mod async_setup;
 mod futures;
 mod interval;
 pub use futures::*;
@@ -401,11 +410,23 @@ pub fn main(args: &TopArgs) -> ExitCode {
                 eprintln!("fntrace: top: enable profile: {why}");
             }
         }
-        if args.once || args.frames.is_some() {
+        let futures = match args.futures {
+            true => Some(async_setup::set_up(
+                &args.target,
+                timeout(args),
+                pid_of(args)?,
+            )?),
+            false => None,
+        };
+        let shown = if args.once || args.frames.is_some() {
             once(args)
         } else {
             live(args)
+        };
+        if let Some(futures) = futures {
+            futures.tear_down();
         }
+        shown
     });
     if let Some(pid) = attached {
         if let Err(why) = super::attach::detach_quietly(pid) {
