@@ -20,6 +20,7 @@ mod args_patched_vs_uftrace;
 mod args_rust_vs_uftrace;
 mod args_values_lost;
 mod args_vs_uftrace;
+mod async_poll_stress;
 mod attach;
 mod attach_cycles;
 mod attach_done_when;

@@ -120,6 +120,9 @@ pub(crate) struct Functions {
     /// [`coroutine::dropped_by`]), by entry address, sorted, each with its
     /// async function's row in `per`.
     drops: Box<[(usize, u16)]>,
+    /// The table's index of the first row's futures (row N's: `first +
+    /// N`; `FutureTable::begin_block`).
+    first: u16,
 }
 
 impl Functions {
@@ -172,10 +175,14 @@ impl Functions {
             })
             .collect();
         drops.sort_unstable();
+        // Indices of their own in the table: futures left pending under
+        // the specs before are stale from now on.
+        let first = table().map_or(0, |table| table.begin_block(per.len()));
         Functions {
             instances: instances.into_boxed_slice(),
             per: per.into_boxed_slice(),
             drops: drops.into_boxed_slice(),
+            first,
         }
     }
 
@@ -197,6 +204,11 @@ impl Functions {
     /// Whether `function` is one of them.
     pub(crate) fn contains(&self, function: usize) -> bool {
         self.index_of(function).is_some()
+    }
+
+    /// The table's index of row `row`'s futures.
+    fn key_index(&self, row: usize) -> u16 {
+        self.first + row as u16
     }
 
     /// The row of `function` (an instance's address) in `per`.
@@ -227,9 +239,11 @@ impl Functions {
             .iter()
             .filter(|(_, per)| get(&per.completed) > 0 || get(&per.dropped) > 0)
             .filter_map(|(function, per)| {
+                // First, acquiring: the sums below hold its futures'.
+                let completed = per.completed.load(Ordering::Acquire);
                 Some(FutureRow {
                     function: name(*function)?,
-                    completed: get(&per.completed),
+                    completed,
                     polls: get(&per.polls),
                     latency_ns: get(&per.latency_ns),
                     busy_ns: get(&per.busy_ns),
@@ -274,7 +288,7 @@ impl Functions {
             return;
         };
         let index = self.drops[at].1;
-        if table.dropped_at(index, address) {
+        if table.dropped_at(self.first + index, address) {
             let per = &self.per[usize::from(index)].1;
             per.dropped.fetch_add(1, Ordering::Relaxed);
         }
@@ -314,13 +328,17 @@ impl Functions {
         };
         let (entry_ticks, exit_ticks) = ticks;
         if began
-            && table.entered(index as u16, address, coroutine::UNRESUMED, entry_ticks)
-                == Entered::Replaced
+            && table.entered(
+                self.key_index(index),
+                address,
+                coroutine::UNRESUMED,
+                entry_ticks,
+            ) == Entered::Replaced
         {
             self.per[index].1.dropped.fetch_add(1, Ordering::Relaxed);
         }
         let poll = Poll {
-            function: index as u16,
+            function: self.key_index(index),
             address,
             state_out,
             entry_ticks,
@@ -339,11 +357,14 @@ impl Functions {
         }
         let busy_ns = ticks_to_ns(ended.busy_ticks.saturating_add(ended.first_ticks))
             .saturating_sub(ticks_to_ns(ended.first_ticks));
-        per.completed.fetch_add(1, Ordering::Relaxed);
+        // The future's sums first, its count last (released): a reader that
+        // loads the count first (acquiring) sees every counted future's
+        // sums, and at most the sums of futures ending meanwhile beyond.
         per.polls.fetch_add(ended.polls, Ordering::Relaxed);
         per.latency_ns.fetch_add(latency_ns, Ordering::Relaxed);
         per.busy_ns.fetch_add(busy_ns, Ordering::Relaxed);
         per.buckets[future_bucket(latency_ns)].fetch_add(1, Ordering::Relaxed);
+        per.completed.fetch_add(1, Ordering::Release);
         if latency_ns >= per.threshold_ns.load(Ordering::Relaxed) {
             push_slow(SlowFuture {
                 function,

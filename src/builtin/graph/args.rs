@@ -65,8 +65,10 @@ pub(crate) struct InfoSpecs {
 }
 
 /// How many tables a process may set: a table a traced thread may be
-/// reading is never freed, so each is kept in a slot of its own.
-pub(crate) const MAX_TABLES: usize = 64;
+/// reading is never freed, so each is kept in a slot of its own (unused
+/// slots are zeroed memory never touched). `fntrace top --async` sets
+/// four a run (its specs, then none).
+pub(crate) const MAX_TABLES: usize = 1024;
 
 static TABLES: [OnceLock<ArgTable>; MAX_TABLES] = [const { OnceLock::new() }; MAX_TABLES];
 

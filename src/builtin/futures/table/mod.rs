@@ -8,6 +8,13 @@
 //! says so ([`FutureTable::dropped_at`]), or when a new future is first
 //! polled at its address.
 //!
+//! Each argument table's async functions get indices of their own (a
+//! block, [`FutureTable::begin_block`]): when the specs are replaced
+//! (`fntrace top --async` sets them and clears them), the futures left
+//! pending under the old ones hold keys no new future can have, and their
+//! slots are free to claim (one compare-and-swap from the stale key: a
+//! slot holding a current key is never taken).
+//!
 //! Open addressing with linear probing, at most [`MAX_PROBE`] slots from
 //! a key's hash. A slot's key goes from empty to a future's, from a
 //! future's to freed when it ends, from freed to another future's; never
@@ -122,6 +129,11 @@ pub(crate) struct FutureTable {
     /// First polls at an address where a future of the same function was
     /// still pending: that one was dropped before Ready.
     dropped: AtomicU64,
+    /// The current block of function indices: its first | its length <<
+    /// 16 (see the module's documentation).
+    block: AtomicU32,
+    /// Where the next block begins (the control path's).
+    next_block: AtomicU32,
 }
 
 impl FutureTable {
@@ -134,7 +146,31 @@ impl FutureTable {
             mask: slots - 1,
             untracked: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
+            block: AtomicU32::new((MAX_FUNCTIONS as u32) << 16),
+            next_block: AtomicU32::new(0),
         }
+    }
+
+    /// A new block of `functions` indices (at most [`MAX_FUNCTIONS`]):
+    /// its first. Futures keyed with other indices are stale from now on.
+    /// The control path's, one caller at a time (when specs are set).
+    pub(crate) fn begin_block(&self, functions: usize) -> u16 {
+        let len = functions.min(MAX_FUNCTIONS) as u32;
+        let mut first = self.next_block.load(Ordering::Relaxed);
+        if first + len > MAX_FUNCTIONS as u32 {
+            first = 0;
+        }
+        self.next_block.store(first + len, Ordering::Relaxed);
+        self.block.store(first | len << 16, Ordering::Relaxed);
+        first as u16
+    }
+
+    /// Whether `key` (a future's) has an index of the current block.
+    fn is_current(&self, key: u64) -> bool {
+        let block = self.block.load(Ordering::Relaxed);
+        let (first, len) = (block & 0xffff, block >> 16);
+        let index = ((key >> ADDRESS_BITS) as u32).wrapping_sub(1);
+        index.wrapping_sub(first) < len
     }
 
     /// Its slots.
@@ -158,7 +194,10 @@ impl FutureTable {
     pub(crate) fn live(&self) -> usize {
         self.slots
             .iter()
-            .filter(|s| !matches!(s.key.load(Ordering::Relaxed), EMPTY | FREED))
+            .filter(|s| match s.key.load(Ordering::Relaxed) {
+                EMPTY | FREED => false,
+                key => self.is_current(key),
+            })
             .count()
     }
 
@@ -278,14 +317,14 @@ impl FutureTable {
         None
     }
 
-    /// Claims a free slot for `key` (empty or freed), if one is within
-    /// [`MAX_PROBE`] of its hash.
+    /// Claims a free slot for `key` (empty, freed, or a stale future's),
+    /// if one is within [`MAX_PROBE`] of its hash.
     fn claim(&self, key: u64) -> Option<&Slot> {
         let start = hash(key);
         for i in 0..MAX_PROBE {
             let slot = &self.slots[(start + i) & self.mask];
             let mut seen = slot.key.load(Ordering::Relaxed);
-            while seen == EMPTY || seen == FREED {
+            while seen == EMPTY || seen == FREED || !self.is_current(seen) {
                 match slot
                     .key
                     .compare_exchange(seen, key, Ordering::AcqRel, Ordering::Relaxed)

@@ -107,6 +107,46 @@ fn drops_free_pending_futures() {
     assert_eq!(table.live(), 1);
 }
 
+/// Specs replaced: futures left pending under the old ones (their
+/// block's indices) are never found again, not counted as live, and their
+/// slots are claimed by the new block's futures, even in a full table.
+#[test]
+fn futures_of_an_old_block_are_stale_and_their_slots_free() {
+    let table = FutureTable::new(MAX_PROBE);
+    let old = table.begin_block(2);
+    for i in 0..MAX_PROBE as u64 {
+        let linked = table.poll_of(poll(old, 0x1000 + i * 64, UNRESUMED, 3, i, 1));
+        assert_eq!(linked, Linked::Pending, "future {i}");
+    }
+    assert_eq!(table.live(), MAX_PROBE);
+    let new = table.begin_block(2);
+    assert_ne!(new, old);
+    assert_eq!(table.live(), 0);
+    // The later poll of an old future (or of a new one at its address that
+    // began under the old specs) finds nothing.
+    assert_eq!(
+        table.poll_of(poll(new, 0x1000, 3, RETURNED, 200, 1)),
+        Linked::Unknown
+    );
+    for i in 0..MAX_PROBE as u64 {
+        let linked = table.poll_of(poll(new, 0x1000 + i * 64, UNRESUMED, 3, 300 + i, 1));
+        assert_eq!(linked, Linked::Pending, "new future {i}");
+    }
+    assert_eq!(
+        (table.live(), table.untracked(), table.dropped()),
+        (MAX_PROBE, 0, 0)
+    );
+    let Linked::Ended(ended) = table.poll_of(poll(new, 0x1040, 3, RETURNED, 400, 2)) else {
+        panic!("not ended");
+    };
+    assert_eq!((ended.polls, ended.first_ticks), (2, 301));
+    // Blocks wrap to the start once the indices run out.
+    let blocks = (0..3)
+        .map(|_| table.begin_block(MAX_FUNCTIONS / 2))
+        .collect::<Vec<_>>();
+    assert_eq!(blocks, [4, 0, MAX_FUNCTIONS as u16 / 2]);
+}
+
 /// A full table: first polls beyond its slots go untracked, counted, and
 /// their later polls are unknown; once a slot is freed it is claimed again.
 #[test]
