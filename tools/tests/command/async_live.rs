@@ -71,11 +71,7 @@ fn top_and_ctl_profile_count_the_anchors_futures() {
     .stdout(Stdio::piped())
     .spawn()
     .expect("running fntrace record");
-    let start = Instant::now();
-    while !socket.exists() {
-        assert!(start.elapsed() < Duration::from_secs(60), "no socket");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::wait_for_socket(&socket);
     let top = Command::new(CLI)
         .arg("top")
         .arg(&socket)
@@ -280,10 +276,7 @@ fn top_async_follows_the_futures_of_a_program_not_recorded_with_async() {
         .spawn()
         .expect("running the anchor");
     let start = Instant::now();
-    while !socket.exists() {
-        assert!(start.elapsed() < Duration::from_secs(60), "no socket");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::wait_for_socket(&socket);
     let ctl = |request: &str| {
         let out = Command::new(CLI)
             .arg("ctl")

@@ -127,11 +127,7 @@ impl Program {
             stdout,
         };
         assert_eq!(program.line(), "ready");
-        let start = Instant::now();
-        while !socket.exists() {
-            assert!(start.elapsed() < Duration::from_secs(20), "no socket");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        common::wait_for_socket(socket);
         program
     }
 

@@ -183,3 +183,17 @@ pub fn shown_ns(text: &str) -> f64 {
             other => panic!("unit {other}"),
         }
 }
+
+/// Waits for `socket` (a program's control socket) to appear: at most a
+/// minute.
+pub fn wait_for_socket(socket: &std::path::Path) {
+    let start = std::time::Instant::now();
+    while !socket.exists() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "no socket {}",
+            socket.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
