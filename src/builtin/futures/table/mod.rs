@@ -166,6 +166,7 @@ impl FutureTable {
     }
 
     /// Whether `key` (a future's) has an index of the current block.
+    #[inline]
     fn is_current(&self, key: u64) -> bool {
         let block = self.block.load(Ordering::Relaxed);
         let (first, len) = (block & 0xffff, block >> 16);
@@ -270,6 +271,7 @@ impl FutureTable {
     /// A poll returned (its entry did what its state there said): adds
     /// it to its future, which ends if the state is now Returned or
     /// Panicked. No lock, no allocation.
+    #[inline]
     pub(crate) fn exited(&self, poll: &Poll) -> Linked {
         let Some(slot) = self.find(key_of(poll.function, poll.address)) else {
             return Linked::Unknown;
@@ -304,6 +306,7 @@ impl FutureTable {
     }
 
     /// The slot of `key`, if tracked.
+    #[inline]
     fn find(&self, key: u64) -> Option<&Slot> {
         let start = hash(key);
         for i in 0..MAX_PROBE {
@@ -339,6 +342,7 @@ impl FutureTable {
 }
 
 /// Adds `tid` to the threads of `slot` (its polling thread's alone).
+#[inline]
 fn note_tid(slot: &Slot, tid: u32) {
     for at in &slot.tids {
         match at.load(Ordering::Relaxed) {
@@ -356,6 +360,7 @@ fn note_tid(slot: &Slot, tid: u32) {
 /// The key of a future: its address (user-space addresses fit in 48 bits)
 /// and its function's index + 1 above it (so never [`EMPTY`] nor
 /// [`FREED`]).
+#[inline]
 fn key_of(function: u16, address: u64) -> u64 {
     debug_assert!(usize::from(function) < MAX_FUNCTIONS);
     (address & ((1 << ADDRESS_BITS) - 1)) | (u64::from(function) + 1) << ADDRESS_BITS
@@ -363,6 +368,7 @@ fn key_of(function: u16, address: u64) -> u64 {
 
 /// Where `key`'s probe starts (Fibonacci hashing: futures' addresses
 /// differ in their middle bits).
+#[inline]
 fn hash(key: u64) -> usize {
     (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize
 }
