@@ -76,7 +76,8 @@ such statistics. It also shows the process's CPU time over the interval
 (/proc/PID/stat, 100% is one CPU, 10 ms resolution).
 
 Futures, below the functions, for a program recording its async functions'
-polls (`fntrace record --async`, with FNTRACE_CONTROL): a row per async
+polls (`fntrace record --async`, with FNTRACE_CONTROL; or any Rust program
+built with debug info, with `--async`, which sets that up): a row per async
 function with futures completed in the interval, from the program's runtime
 future linker (no profile tracer needed): futures/s, futures, polls (theirs),
 latency (summed, first poll to Ready), p50 and p99 (within 6.25 %), busy
