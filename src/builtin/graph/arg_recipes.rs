@@ -9,6 +9,11 @@
 //! [`eligible`]: its sites get `sites::flag::ARGS_FAST`, and the control
 //! path sends them to the argument entries (fast path
 //! `tracer::GRAPH_ARGS_FAST_PATH`) while the graph tracer's fast path is on.
+//! So is an async function's poll as `fntrace record --async` gives it
+//! (`arg1/x,pin1[OFF]/u8` at the entry, `pin1[OFF]/u8` at the exit;
+//! [`eligible_poll`]): its entry loads the state byte through the
+//! `Pin<&mut Self>` (`Recipe::pin`) and keeps the future in the frame
+//! (`args::Kept`), its exit is the slow one, which links the poll.
 //! Anything else (strings, floats, `argN[OFFSET]`, several return
 //! values) keeps the generic path, which reads `args::ArgTable`.
 //!
