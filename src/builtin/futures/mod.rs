@@ -22,8 +22,9 @@
 
 pub(crate) mod table;
 
-use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use fntrace_format::analysis::{future_bucket, FutureRow, FUTURE_BUCKETS};
 use fntrace_format::argspec::{ArgSlot, ArgSpec};
@@ -71,20 +72,38 @@ pub(crate) fn capacity() -> usize {
     table().map_or(0, FutureTable::capacity)
 }
 
+/// Stripes of an async function's sums ([`Sums`]): threads adding at
+/// once take different ones.
+const STRIPES: usize = 8;
+
+/// One stripe of an async function's completed futures and their sums,
+/// behind a sequence number (odd while a thread adds to it): a reader
+/// sees each future whole or not at all. A thread takes a stripe with one
+/// compare-and-swap and moves to the next if it is taken: nobody waits
+/// for a thread that holds one, interrupted or not.
+#[repr(align(64))]
+#[derive(Default)]
+struct Sums {
+    sequence: AtomicU64,
+    completed: AtomicU64,
+    polls: AtomicU64,
+    latency_ns: AtomicU64,
+    busy_ns: AtomicU64,
+}
+
 /// What is known of one async function's futures.
 pub(crate) struct FunctionFutures {
     /// Futures taking at least this long (ns) go to the slow queue
     /// (`u64::MAX`: none).
     threshold_ns: AtomicU64,
-    completed: AtomicU64,
-    polls: AtomicU64,
-    latency_ns: AtomicU64,
-    busy_ns: AtomicU64,
+    /// The futures that returned Ready and their sums.
+    sums: [Sums; STRIPES],
     panicked: AtomicU64,
     /// Futures dropped before Ready: by their drop function, or found
     /// pending at a new first poll's address.
     dropped: AtomicU64,
-    /// Latencies by `future_bucket` (a power of two of ns each).
+    /// Latencies by `future_bucket` (a power of two of ns each): counted
+    /// apart from the sums, read for quantiles alone.
     buckets: [AtomicU64; FUTURE_BUCKETS],
 }
 
@@ -94,15 +113,115 @@ impl FunctionFutures {
         let zero = || AtomicU64::new(0);
         FunctionFutures {
             threshold_ns: AtomicU64::new(u64::MAX),
-            completed: zero(),
-            polls: zero(),
-            latency_ns: zero(),
-            busy_ns: zero(),
+            sums: Default::default(),
             panicked: zero(),
             dropped: zero(),
             buckets: std::array::from_fn(|_| zero()),
         }
     }
+
+    /// Adds a future that ended Ready after `polls`, its latency and busy
+    /// time (ns), on thread `tid` (which picks the first stripe tried).
+    /// No lock, no wait: see [`Sums`].
+    fn add_ended(&self, tid: u32, polls: u64, latency_ns: u64, busy_ns: u64) {
+        self.add_to_a_stripe(tid, polls, latency_ns, busy_ns);
+        // After the sums, released: a reader that loads the buckets first
+        // finds no more futures in them than in the sums ([`Self::rows`]).
+        self.buckets[future_bucket(latency_ns)].fetch_add(1, Ordering::Release);
+    }
+
+    /// [`Self::add_ended`]'s sums, in the first stripe free from `tid`'s.
+    fn add_to_a_stripe(&self, tid: u32, polls: u64, latency_ns: u64, busy_ns: u64) {
+        let first = tid as usize % STRIPES;
+        // Every stripe taken means as many threads adding at this moment,
+        // each for a few stores: one is free again within the next round.
+        for stripe in (0..).map(|i| &self.sums[(first + i) % STRIPES]) {
+            let sequence = stripe.sequence.load(Ordering::Relaxed);
+            if sequence & 1 == 1
+                || (stripe.sequence)
+                    .compare_exchange(sequence, sequence + 1, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_err()
+            {
+                continue;
+            }
+            // The odd number is seen before any sum changed below.
+            fence(Ordering::Release);
+            // This thread alone writes the stripe now: load and store.
+            let add = |to: &AtomicU64, value: u64| {
+                to.store(to.load(Ordering::Relaxed) + value, Ordering::Relaxed);
+            };
+            add(&stripe.completed, 1);
+            add(&stripe.polls, polls);
+            add(&stripe.latency_ns, latency_ns);
+            add(&stripe.busy_ns, busy_ns);
+            // Released: a reader seeing the even number sees the sums.
+            stripe.sequence.store(sequence + 2, Ordering::Release);
+            return;
+        }
+    }
+
+    /// The completed futures and their sums, each future whole: each
+    /// stripe read as of one moment (a reader of plain counters loaded
+    /// one after another counted polls of futures ending meanwhile: under
+    /// load, a `top` frame's polls per future off by a tenth). A stripe
+    /// a thread holds is read again; one held for [`CONSISTENT_WITHIN`]
+    /// (its thread descheduled mid-add) is read as it is and the counts
+    /// said not whole (`false`). The control path's.
+    fn counts(&self) -> (Counts, bool) {
+        let began = Instant::now();
+        let mut counts = Counts::default();
+        let mut whole = true;
+        for stripe in &self.sums {
+            loop {
+                // Acquiring: the sums below are those of this number.
+                let before = stripe.sequence.load(Ordering::Acquire);
+                let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+                let read = [
+                    get(&stripe.completed),
+                    get(&stripe.polls),
+                    get(&stripe.latency_ns),
+                    get(&stripe.busy_ns),
+                ];
+                // Any sum read above that a thread wrote after taking the
+                // stripe makes its odd number seen here.
+                fence(Ordering::Acquire);
+                let settled = before & 1 == 0 && stripe.sequence.load(Ordering::Relaxed) == before;
+                let waited_out = began.elapsed() > CONSISTENT_WITHIN;
+                if settled || waited_out {
+                    whole &= settled;
+                    counts.completed += read[0];
+                    counts.polls += read[1];
+                    counts.latency_ns += read[2];
+                    counts.busy_ns += read[3];
+                    break;
+                }
+                std::hint::spin_loop();
+            }
+        }
+        (counts, whole)
+    }
+
+    /// Latencies by bucket, so far: read before [`Self::counts`], they
+    /// hold no future the counts do not (acquired: see
+    /// [`Self::add_ended`]), so a histogram's buckets never pass its
+    /// count.
+    fn buckets(&self) -> [u64; FUTURE_BUCKETS] {
+        std::array::from_fn(|i| self.buckets[i].load(Ordering::Acquire))
+    }
+}
+
+/// How long [`FunctionFutures::counts`] waits for a stripe a thread
+/// holds.
+const CONSISTENT_WITHIN: Duration = Duration::from_millis(200);
+
+/// One async function's completed futures and their sums
+/// ([`FunctionFutures::counts`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Counts {
+    completed: u64,
+    polls: u64,
+    latency_ns: u64,
+    busy_ns: u64,
 }
 
 /// The async functions of an argument table: those whose values record
@@ -237,17 +356,16 @@ impl Functions {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         self.per
             .iter()
-            .filter(|(_, per)| get(&per.completed) > 0 || get(&per.dropped) > 0)
-            .filter_map(|(function, per)| {
-                // First, acquiring: the sums below hold its futures'.
-                let completed = per.completed.load(Ordering::Acquire);
+            .map(|(function, per)| (function, per, per.buckets(), per.counts().0))
+            .filter(|(_, per, _, counts)| counts.completed > 0 || get(&per.dropped) > 0)
+            .filter_map(|(function, per, buckets, counts)| {
                 Some(FutureRow {
                     function: name(*function)?,
-                    completed,
-                    polls: get(&per.polls),
-                    latency_ns: get(&per.latency_ns),
-                    busy_ns: get(&per.busy_ns),
-                    buckets: std::array::from_fn(|i| get(&per.buckets[i])),
+                    completed: counts.completed,
+                    polls: counts.polls,
+                    latency_ns: counts.latency_ns,
+                    busy_ns: counts.busy_ns,
+                    buckets,
                     dropped: get(&per.dropped),
                 })
             })
@@ -357,14 +475,7 @@ impl Functions {
         }
         let busy_ns = ticks_to_ns(ended.busy_ticks.saturating_add(ended.first_ticks))
             .saturating_sub(ticks_to_ns(ended.first_ticks));
-        // The future's sums first, its count last (released): a reader that
-        // loads the count first (acquiring) sees every counted future's
-        // sums, and at most the sums of futures ending meanwhile beyond.
-        per.polls.fetch_add(ended.polls, Ordering::Relaxed);
-        per.latency_ns.fetch_add(latency_ns, Ordering::Relaxed);
-        per.busy_ns.fetch_add(busy_ns, Ordering::Relaxed);
-        per.buckets[future_bucket(latency_ns)].fetch_add(1, Ordering::Relaxed);
-        per.completed.fetch_add(1, Ordering::Release);
+        per.add_ended(poll.tid, ended.polls, latency_ns, busy_ns);
         if latency_ns >= per.threshold_ns.load(Ordering::Relaxed) {
             push_slow(SlowFuture {
                 function,
@@ -510,5 +621,64 @@ mod tests {
             more_tids: true,
         };
         assert_eq!(unpack(&pack(&slow)), slow);
+    }
+
+    /// Futures of 10 polls each, 1 µs busy, added by 4 threads (two of
+    /// them trying the same stripe first) until a reader has taken 500
+    /// counts, each later than the one before: every reading holds whole
+    /// futures only, and the buckets read before it no more.
+    #[test]
+    fn counts_hold_whole_futures_while_four_threads_add() {
+        const TIDS: [u32; 4] = [1, 1 + STRIPES as u32, 2, 3];
+        const READINGS: u64 = 500;
+        let per = FunctionFutures::new();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        /// Stops the writers however the reader ends (a failed assertion
+        /// included: the scope joins them).
+        struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
+        impl Drop for StopOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let added: u64 = std::thread::scope(|scope| {
+            let writers: Vec<_> = TIDS
+                .map(|tid| {
+                    let (per, stop) = (&per, &stop);
+                    scope.spawn(move || {
+                        let mut added = 0u64;
+                        while !stop.load(Ordering::Relaxed) {
+                            per.add_ended(tid, 10, 1 << (added % 30), 1_000);
+                            added += 1;
+                        }
+                        added
+                    })
+                })
+                .into_iter()
+                .collect();
+            let stopping = StopOnDrop(&stop);
+            let (mut readings, mut last) = (0u64, 0u64);
+            while readings < READINGS {
+                let buckets: u64 = per.buckets().iter().sum();
+                let (counts, whole_moment) = per.counts();
+                assert!(buckets <= counts.completed, "{buckets} > {counts:?}");
+                if !whole_moment {
+                    // A writer descheduled mid-add for the whole wait.
+                    continue;
+                }
+                let whole = counts.polls == 10 * counts.completed
+                    && counts.busy_ns == 1_000 * counts.completed;
+                assert!(whole, "reading {readings}: {counts:?}");
+                if counts.completed > last {
+                    (readings, last) = (readings + 1, counts.completed);
+                }
+            }
+            drop(stopping);
+            writers.into_iter().map(|w| w.join().unwrap()).sum()
+        });
+        let (counts, whole_moment) = per.counts();
+        assert!(whole_moment);
+        assert_eq!((counts.completed, counts.polls), (added, 10 * added));
+        assert_eq!(per.buckets().iter().sum::<u64>(), added);
     }
 }
