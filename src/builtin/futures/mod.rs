@@ -172,7 +172,7 @@ impl FunctionFutures {
         let mut counts = Counts::default();
         let mut whole = true;
         for stripe in &self.sums {
-            loop {
+            for attempt in 0u32.. {
                 // Acquiring: the sums below are those of this number.
                 let before = stripe.sequence.load(Ordering::Acquire);
                 let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
@@ -195,7 +195,13 @@ impl FunctionFutures {
                     counts.busy_ns += read[3];
                     break;
                 }
-                std::hint::spin_loop();
+                // A thread adds in a few stores; one holding the stripe
+                // longer is off its CPU: give the CPU up.
+                if attempt < 64 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
             }
         }
         (counts, whole)
