@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::io::{BufWriter, Write};
 
 use super::chrome::PROGRESS_CALLS;
-use super::spool::{CallExportOptions, SpooledCalls};
+use super::spool::{AsyncSlice, CallExportOptions, SpooledCalls};
 use super::ExportError;
 use fntrace_format::Trace;
 
@@ -41,6 +41,7 @@ mod packet {
 
 /// Fields of `TrackEvent`.
 mod track_event {
+    pub const DEBUG_ANNOTATIONS: u32 = 4;
     pub const TYPE: u32 = 9;
     pub const NAME_IID: u32 = 10;
     pub const TRACK_UUID: u32 = 11;
@@ -49,6 +50,14 @@ mod track_event {
     pub const SLICE_BEGIN: u64 = 1;
     /// `Type.TYPE_SLICE_END`.
     pub const SLICE_END: u64 = 2;
+}
+
+/// Fields of `DebugAnnotation` (a slice's args).
+mod debug_annotation {
+    pub const BOOL_VALUE: u32 = 2;
+    pub const UINT_VALUE: u32 = 3;
+    pub const STRING_VALUE: u32 = 6;
+    pub const NAME: u32 = 10;
 }
 
 /// Fields of `TrackDescriptor`, `ProcessDescriptor` and `ThreadDescriptor`.
@@ -422,6 +431,9 @@ fn write_futures(
                 .uint(track_event::TRACK_UUID, uuid);
             if kind == track_event::SLICE_BEGIN {
                 event.string(track_event::NAME, &slice.name);
+                for arg in future_args(slice) {
+                    event.message(track_event::DEBUG_ANNOTATIONS, &arg);
+                }
             }
             let mut packet = Message::default();
             packet
@@ -432,6 +444,43 @@ fn write_futures(
         }
     }
     Ok(())
+}
+
+/// A future's slice's args, as the Chrome JSON's: `polls`, `busy_ns`,
+/// `tids` (comma-separated), `address` (hex), and `unfinished` for one
+/// still pending when the trace ends.
+fn future_args(slice: &AsyncSlice) -> Vec<Message> {
+    use debug_annotation::{BOOL_VALUE, NAME, STRING_VALUE, UINT_VALUE};
+    let future = &slice.future;
+    let tids: Vec<String> = future.tids.iter().map(u32::to_string).collect();
+    let named = |name: &str, value: &dyn Fn(&mut Message)| {
+        let mut arg = Message::default();
+        arg.string(NAME, name);
+        value(&mut arg);
+        arg
+    };
+    let tids = tids.join(",");
+    let address = format!("{:#x}", future.address);
+    let mut args = vec![
+        named("polls", &|arg| {
+            arg.uint(UINT_VALUE, future.polls);
+        }),
+        named("busy_ns", &|arg| {
+            arg.uint(UINT_VALUE, future.busy_ns);
+        }),
+        named("tids", &|arg| {
+            arg.string(STRING_VALUE, &tids);
+        }),
+        named("address", &|arg| {
+            arg.string(STRING_VALUE, &address);
+        }),
+    ];
+    if slice.unfinished {
+        args.push(named("unfinished", &|arg| {
+            arg.uint(BOOL_VALUE, 1);
+        }));
+    }
+    args
 }
 
 #[cfg(test)]

@@ -37,9 +37,9 @@ struct Run {
     serve_futures: Vec<(u64, u64, HashSet<u32>)>,
     /// `fntrace chrome`'s async slices.
     slices: Vec<Slice>,
-    /// `fntrace perfetto`'s slices on the futures' tracks: (name, begin,
-    /// end).
-    perfetto: Vec<(String, u64, u64)>,
+    /// `fntrace perfetto`'s slices on the futures' tracks, with their
+    /// args.
+    perfetto: Vec<Slice>,
     /// `fntrace graph DIR SERVE`'s text.
     graph: String,
     /// `fntrace replay DIR`'s text.
@@ -120,12 +120,12 @@ fn record(tag: &str, args: &[&str]) -> Run {
 
 /// The slices on the futures' tracks of a Perfetto protobuf trace (tracks
 /// that are neither a thread's nor the process's), each track's begin and
-/// end paired: (name, begin, end).
-fn perfetto_slices(bytes: &[u8]) -> Vec<(String, u64, u64)> {
+/// end paired, with the begin's args (`polls`, `tids`).
+fn perfetto_slices(bytes: &[u8]) -> Vec<Slice> {
     use perfetto_trace::{field, uint};
     use prost_reflect::Value;
     let mut names: HashMap<u64, String> = HashMap::new();
-    let mut begun: HashMap<u64, (String, u64)> = HashMap::new();
+    let mut begun: HashMap<u64, Slice> = HashMap::new();
     let mut slices = Vec::new();
     for packet in perfetto_trace::packets(bytes) {
         if let Value::Message(track) = field(&packet, "track_descriptor") {
@@ -150,11 +150,43 @@ fn perfetto_slices(bytes: &[u8]) -> Vec<(String, u64, u64)> {
         match uint(&event, "type") {
             1 => {
                 assert_eq!(field(&event, "name"), Value::String(name.clone()));
-                assert!(begun.insert(track, (name.clone(), time)).is_none());
+                let Value::List(args) = field(&event, "debug_annotations") else {
+                    unreachable!()
+                };
+                let mut slice = Slice {
+                    name: name.clone(),
+                    begin_ns: time,
+                    end_ns: 0,
+                    polls: 0,
+                    tids: HashSet::new(),
+                };
+                let mut named = Vec::new();
+                for arg in &args {
+                    let Value::Message(arg) = arg else {
+                        unreachable!()
+                    };
+                    let Value::String(arg_name) = field(arg, "name") else {
+                        panic!("an arg without a name: {arg:?}")
+                    };
+                    match arg_name.as_str() {
+                        "polls" => slice.polls = uint(arg, "uint_value"),
+                        "tids" => {
+                            let Value::String(tids) = field(arg, "string_value") else {
+                                unreachable!()
+                            };
+                            slice.tids = tids.split(',').map(|t| t.parse().unwrap()).collect();
+                        }
+                        _ => {}
+                    }
+                    named.push(arg_name);
+                }
+                assert_eq!(named, ["polls", "busy_ns", "tids", "address"], "{event:?}");
+                assert!(begun.insert(track, slice).is_none());
             }
             2 => {
-                let (name, begin) = begun.remove(&track).expect("an end after its begin");
-                slices.push((name, begin, time));
+                let mut slice = begun.remove(&track).expect("an end after its begin");
+                slice.end_ns = time;
+                slices.push(slice);
             }
             other => panic!("event type {other}"),
         }
@@ -417,17 +449,21 @@ fn check(run: &Run, requests: u64, slots: u64, steps: u64) {
         .collect();
     spans.sort_by_key(|s| (s.0, s.1));
     assert_eq!(spans, run.serve_futures, "serve's slices against its polls");
-    // The Perfetto protobuf: the same slices, each on a track of its own.
-    let mut perfetto: Vec<(u64, u64)> = run
-        .perfetto
-        .iter()
-        .filter(|s| s.0 == "async_anchor::serve::{closure#0}")
-        .map(|s| (s.1, s.2))
-        .collect();
+    // The Perfetto protobuf: the same slices, each on a track of its own,
+    // with the same polls and threads.
+    let key = |s: &Slice| {
+        let mut tids: Vec<u32> = s.tids.iter().copied().collect();
+        tids.sort_unstable();
+        (s.name.clone(), s.begin_ns, s.end_ns, s.polls, tids)
+    };
+    let mut perfetto: Vec<_> = run.perfetto.iter().map(key).collect();
+    let mut chrome: Vec<_> = run.slices.iter().map(key).collect();
     perfetto.sort_unstable();
-    let chrome: Vec<(u64, u64)> = spans.iter().map(|s| (s.0, s.1)).collect();
-    assert_eq!(perfetto, chrome, "serve's Perfetto slices");
-    assert_eq!(run.perfetto.len(), run.slices.len(), "Perfetto's slices");
+    chrome.sort_unstable();
+    assert_eq!(
+        perfetto, chrome,
+        "the Perfetto slices against the Chrome ones"
+    );
     assert!(serve.iter().all(|s| s.polls == steps + 1));
     // `fntrace replay`: each future one line after the poll that was
     // Ready, its whole latency shown (truncated to three decimals).
