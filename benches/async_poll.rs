@@ -16,7 +16,10 @@
 //!    with a plain load;
 //! 4. `fntrace record -A 'F@arg1/x,arg1[OFF]/u8' -R 'F@arg1[OFF]/u8'`:
 //!    the same values written by hand, read with `process_vm_readv` (what
-//!    `--async` did before `pinN`), OFF taken from 3's `info`.
+//!    `--async` did before `pinN`), OFF taken from 3's `info`;
+//! 5. `fntrace record -A 'call@arg1/x,arg1/u8' -R 'call@retval/u8'`:
+//!    `call` recording as many bytes as a poll, from its registers (the
+//!    argument entries' fast path, no load, no link).
 //!
 //! Costs: a case's CPU per poll (per call) less the base's, per round;
 //! every fntrace run must say `0 lost`; `FNTRACE_BENCH_RUNS` rounds
@@ -94,7 +97,7 @@ fn main() {
     let n = polls.to_string();
     let traced = ["-F", RESUME, "-F", "poll_loop::call"];
     // (call, poll) per case and round.
-    let mut cpu: Vec<Vec<(f64, f64)>> = vec![Vec::new(); 4];
+    let mut cpu: Vec<Vec<(f64, f64)>> = vec![Vec::new(); 5];
     let mut offset = None;
     for round in 0..rounds {
         let out = |case: &str| dir.path().join(format!("out-{round}-{case}"));
@@ -120,7 +123,17 @@ fn main() {
         let mut by_hand: Vec<&str> = by_hand.to_vec();
         by_hand.extend(traced);
         cpu[3].push(run(&mut fntrace("by-hand", &by_hand)));
-        for case in ["base", "graph", "async", "by-hand"] {
+        // `call` recording what a poll records, laid out alike: 12 bytes
+        // at the entry (two data slots), one at the exit (one slot).
+        let mut values = vec![
+            "-A",
+            "poll_loop::call@arg1/x,arg1/u8",
+            "-R",
+            "poll_loop::call@retval/u8",
+        ];
+        values.extend(traced);
+        cpu[4].push(run(&mut fntrace("values", &values)));
+        for case in ["base", "graph", "async", "by-hand", "values"] {
             let _ = std::fs::remove_dir_all(out(case));
         }
     }
@@ -135,6 +148,10 @@ fn main() {
     );
     println!("  --async (pin1[OFF], loads): poll {}", show(cost(2, true)));
     println!(
+        "  a call recording a poll's values (arg1/x,arg1/u8 and retval/u8): call {}",
+        show(cost(4, false))
+    );
+    println!(
         "  the same values by hand (arg1[OFF], process_vm_readv): poll {}",
         show(cost(3, true))
     );
@@ -143,8 +160,10 @@ fn main() {
         median(&mut r)
     };
     println!(
-        "  --async poll / traced call without values: {:.1} x; by hand / --async: {:.1} x",
+        "  --async poll / traced call without values: {:.1} x; / a call with a poll's values: \
+         {:.1} x; by hand / --async: {:.1} x",
         ratio(cost(2, true), cost(1, false)),
+        ratio(cost(2, true), cost(4, false)),
         ratio(cost(3, true), cost(2, true))
     );
 }

@@ -154,6 +154,15 @@
 #define MARK_ARGS_BIT          63
 #define MARK_FAST_RETVAL_BIT   62
 #define MARK_RETVAL_SHIFT_AT   56
+/* A poll's frame, whose fast exit records its future's state and links
+ * the poll (return.S, `.Lpoll`): the top bit (ARGS_MARK), the table's
+ * index of its function's futures plus one (16 bits, never 0) at
+ * MARK_POLL_KEY_AT, the state's offset in the future (24 bits) at
+ * MARK_POLL_OFFSET_AT; MARK_POLL_CLEAR (MARK_FAST_RETVAL_BIT, the
+ * retval shift's bits and the tracers' own marks, bits 0-15) clear. */
+#define MARK_POLL_KEY_AT       16
+#define MARK_POLL_OFFSET_AT    32
+#define MARK_POLL_CLEAR        0x7f0000000000ffff
 
 /* A poll's future (RECIPE_PIN): the argument entry reads its state byte
  * and keeps it in the red zone below the saved registers, where the op

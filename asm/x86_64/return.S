@@ -54,6 +54,10 @@
  * data slot holding rax (64(%rsp)) masked to the value's size, or sends
  * it to the slow path (no room for both, or any other mark), which reads
  * the return value for a frame with MARK_ARGS_BIT as the generic path's.
+ * A poll's frame (the argument entry's, marks MARK_POLL_* in layout.h)
+ * is ended at `.Lpoll` the same way, its data slot the future's state,
+ * and linked into its future by a call into Rust (fntrace_poll_exited)
+ * with xmm0-xmm15 saved around it.
  * Everything else takes the slow path below. In the fast path:
  *
  *      r11 TLS offset of fntrace_thread   rcx shadow stack   rax ticks
@@ -113,6 +117,44 @@
         .size   fntrace_return_stub_arenas, 16 * STUB_ARENAS
 fntrace_return_stub_arenas:
         .zero   16 * STUB_ARENAS
+
+/* xmm0-xmm15 at 0(%rsp)..255(%rsp) (16-byte aligned), and back. */
+.macro SAVE_VECTORS
+        movaps  %xmm0,    0(%rsp)
+        movaps  %xmm1,   16(%rsp)
+        movaps  %xmm2,   32(%rsp)
+        movaps  %xmm3,   48(%rsp)
+        movaps  %xmm4,   64(%rsp)
+        movaps  %xmm5,   80(%rsp)
+        movaps  %xmm6,   96(%rsp)
+        movaps  %xmm7,  112(%rsp)
+        movaps  %xmm8,  128(%rsp)
+        movaps  %xmm9,  144(%rsp)
+        movaps  %xmm10, 160(%rsp)
+        movaps  %xmm11, 176(%rsp)
+        movaps  %xmm12, 192(%rsp)
+        movaps  %xmm13, 208(%rsp)
+        movaps  %xmm14, 224(%rsp)
+        movaps  %xmm15, 240(%rsp)
+.endm
+.macro RESTORE_VECTORS
+        movaps    0(%rsp), %xmm0
+        movaps   16(%rsp), %xmm1
+        movaps   32(%rsp), %xmm2
+        movaps   48(%rsp), %xmm3
+        movaps   64(%rsp), %xmm4
+        movaps   80(%rsp), %xmm5
+        movaps   96(%rsp), %xmm6
+        movaps  112(%rsp), %xmm7
+        movaps  128(%rsp), %xmm8
+        movaps  144(%rsp), %xmm9
+        movaps  160(%rsp), %xmm10
+        movaps  176(%rsp), %xmm11
+        movaps  192(%rsp), %xmm12
+        movaps  208(%rsp), %xmm13
+        movaps  224(%rsp), %xmm14
+        movaps  240(%rsp), %xmm15
+.endm
 
 .macro RETURN_TRAMPOLINE name, balanced, slow, leave, profile_exit
         .text
@@ -227,7 +269,7 @@ fntrace_return_stub_arenas:
         movq    FRAME_MARKS(%r9), %rdi
         movq    %rdi, %r10
         shlq    $(64 - MARK_RETVAL_SHIFT_AT), %r10
-        jnz     .Lslow_with_tsc\@       /* other marks */
+        jnz     .Lpoll\@                /* other marks: a poll's, or slow */
         movq    %rdi, %r10
         shrq    $MARK_FAST_RETVAL_BIT, %r10
         cmpq    $((1 << (MARK_ARGS_BIT - MARK_FAST_RETVAL_BIT)) + 1), %r10
@@ -275,6 +317,98 @@ fntrace_return_stub_arenas:
         movq    %r10, RING_HEAD(%rsi)   /* publishes both */
         jmp     .Lpopped\@
 
+        /* A poll's frame (marks: layout.h's MARK_POLL_*, set from its
+         * site's recipe by the argument entry, which kept the future's
+         * address in the frame): ended here as a marked frame, its one
+         * data slot the future's state byte, loaded through the kept
+         * address (the poll's Pin<&mut Self>: the future lives until its
+         * caller drops it, after this return); then the poll is linked
+         * into its future by fntrace_poll_exited (Rust), called with
+         * the real return address already in the slot:
+         *   rdi marks   rsi the kept word   rdx entry ticks
+         *   rcx exit ticks   r8 the state
+         * Below the nine saved registers while it runs: the saved %rbp,
+         * 0-15 bytes of alignment padding, xmm0-xmm15 (SAVE_AREA, as the
+         * slow path lays them out). The guard stays set meanwhile.
+         * Anything else (no room for both events, no kept future, other
+         * marks): the slow path, which does the same in Rust. */
+.Lpoll\@:
+        movabsq $MARK_POLL_CLEAR, %r10
+        testq   %r10, %rdi
+        jnz     .Lslow_with_tsc\@
+        btq     $MARK_ARGS_BIT, %rdi
+        jnc     .Lslow_with_tsc\@
+        movq    %rdi, %r10
+        shrq    $MARK_POLL_KEY_AT, %r10
+        testw   %r10w, %r10w
+        jz      .Lslow_with_tsc\@       /* no future's key */
+        btq     $KEPT_SET_BIT, FRAME_KEPT(%r9)
+        jnc     .Lslow_with_tsc\@       /* no future kept */
+        movq    FRAME_EXIT_TRACERS(%r9), %r10
+        cmpq    fntrace_graph_fast_bit(%rip), %r10
+        jne     .Lslow_with_tsc\@
+        testq   %r10, %r10
+        jz      .Lslow_with_tsc\@
+        movq    %fs:THREAD_FAST_TRACER_SLOT(%r11), %rsi
+        testq   %rsi, %rsi
+        jz      .Lslow_with_tsc\@
+        movq    RING_HEAD(%rsi), %r10
+        subq    RING_TAIL(%rsi), %r10
+        addq    $2, %r10
+        cmpq    RING_FAST_LIMIT(%rsi), %r10
+        ja      .Lslow_with_tsc\@
+        cmpq    RING_CAPACITY(%rsi), %r10
+        ja      .Lslow_with_tsc\@
+
+        decq    %r8
+        movq    %r8, SHADOW_LEN(%rcx)   /* popped; its memory stays intact */
+        cmpq    fntrace_graph_max_depth(%rip), %r8
+        ja      .Lpopped\@              /* beyond the depth limit: as the */
+                                        /* slow path, no event, no link */
+        /* The state: the kept address (bits 0-46) plus the offset. */
+        movq    FRAME_KEPT(%r9), %rcx
+        shlq    $(64 - KEPT_FUTURE_BIT), %rcx
+        shrq    $(64 - KEPT_FUTURE_BIT), %rcx
+        movq    %rdi, %rdx
+        shrq    $MARK_POLL_OFFSET_AT, %rdx
+        andl    $0xffffff, %edx
+        movzbl  (%rcx,%rdx), %edx
+        /* The exit event and its data slot, published together. */
+        movq    RING_HEAD(%rsi), %r10
+        EVENT_SLOT %rsi, %r10, %rcx
+        movq    %rax, EVENT_TICKS(%rcx)
+        shlq    $EVENT_DEPTH_SHIFT, %r8
+        btsq    $EVENT_EXIT_BIT, %r8
+        btsq    $EVENT_MORE_BIT, %r8
+        orq     FRAME_SITE(%r9), %r8
+        movq    %r8, EVENT_WORD(%rcx)
+        incq    %r10
+        EVENT_SLOT %rsi, %r10, %rcx
+        movq    %rdx, EVENT_TICKS(%rcx)
+        movabsq $(EVENT_DATA_DEPTH << EVENT_DEPTH_SHIFT), %r8
+        movq    %r8, EVENT_WORD(%rcx)
+        incq    %r10
+        movq    %r10, RING_HEAD(%rsi)   /* publishes both */
+
+        movq    FRAME_REAL_RETURN(%r9), %r10
+        movq    %r10, SLOT(%rsp)
+        movq    %rdx, %r8               /* the state */
+        movq    %rax, %rcx              /* exit ticks */
+        movq    FRAME_ENTRY_TICKS(%r9), %rdx
+        movq    FRAME_KEPT(%r9), %rsi
+        pushq   %rbp
+        movq    %rsp, %rbp
+        andq    $-16, %rsp
+        subq    $SAVE_AREA, %rsp
+        SAVE_VECTORS
+        call    fntrace_poll_exited@PLT
+        RESTORE_VECTORS
+        movq    %rbp, %rsp
+        popq    %rbp
+        movq    fntrace_thread@GOTTPOFF(%rip), %r11
+        movb    $0, %fs:THREAD_IN_TRACER(%r11)
+        jmp     .Lleave\@
+
         /* The profile tracer's exit (profile.S), unless its bit is 0. */
 .Lprofile\@:
         testq   %rdi, %rdi
@@ -299,22 +433,7 @@ fntrace_return_stub_arenas:
         movq    %rsp, %rbp
         andq    $-16, %rsp
         subq    $SAVE_AREA, %rsp
-        movaps  %xmm0,    0(%rsp)
-        movaps  %xmm1,   16(%rsp)
-        movaps  %xmm2,   32(%rsp)
-        movaps  %xmm3,   48(%rsp)
-        movaps  %xmm4,   64(%rsp)
-        movaps  %xmm5,   80(%rsp)
-        movaps  %xmm6,   96(%rsp)
-        movaps  %xmm7,  112(%rsp)
-        movaps  %xmm8,  128(%rsp)
-        movaps  %xmm9,  144(%rsp)
-        movaps  %xmm10, 160(%rsp)
-        movaps  %xmm11, 176(%rsp)
-        movaps  %xmm12, 192(%rsp)
-        movaps  %xmm13, 208(%rsp)
-        movaps  %xmm14, 224(%rsp)
-        movaps  %xmm15, 240(%rsp)
+        SAVE_VECTORS
 
         movq    fntrace_thread@GOTTPOFF(%rip), %rcx
         movzbl  %fs:(%rcx), %eax
@@ -335,22 +454,7 @@ fntrace_return_stub_arenas:
         movq    GUARD_SAVE(%rsp), %rax
         movb    %al, %fs:(%rcx)
 
-        movaps    0(%rsp), %xmm0
-        movaps   16(%rsp), %xmm1
-        movaps   32(%rsp), %xmm2
-        movaps   48(%rsp), %xmm3
-        movaps   64(%rsp), %xmm4
-        movaps   80(%rsp), %xmm5
-        movaps   96(%rsp), %xmm6
-        movaps  112(%rsp), %xmm7
-        movaps  128(%rsp), %xmm8
-        movaps  144(%rsp), %xmm9
-        movaps  160(%rsp), %xmm10
-        movaps  176(%rsp), %xmm11
-        movaps  192(%rsp), %xmm12
-        movaps  208(%rsp), %xmm13
-        movaps  224(%rsp), %xmm14
-        movaps  240(%rsp), %xmm15
+        RESTORE_VECTORS
         movq    %rbp, %rsp
         popq    %rbp
 

@@ -438,18 +438,58 @@ impl Functions {
         }
     }
 
+    /// The table's index of `function`'s futures, if it is one of them:
+    /// what a poll's fast exit hands [`Functions::returned_by_key`].
+    pub(crate) fn key_of(&self, function: usize) -> Option<u16> {
+        Some(self.key_index(self.index_of(function)?))
+    }
+
     /// [`Functions::exited`] with the state the poll left its future in.
     #[inline]
     pub(crate) fn returned(
         &self,
         function: usize,
+        poll: (u64, bool),
+        ticks: (u64, u64),
+        state_out: u64,
+    ) {
+        if let Some(index) = self.index_of(function) {
+            self.returned_at(index, poll, ticks, state_out);
+        }
+    }
+
+    /// [`Functions::returned`] for a function named by its futures' index
+    /// in the table ([`Functions::key_of`]); an index of other specs'
+    /// (replaced since the poll's entry) is ignored.
+    #[inline]
+    pub(crate) fn returned_by_key(
+        &self,
+        key: u16,
+        poll: (u64, bool),
+        ticks: (u64, u64),
+        state_out: u64,
+    ) {
+        let index = usize::from(key.wrapping_sub(self.first));
+        if index < self.per.len() {
+            self.returned_at(index, poll, ticks, state_out);
+        }
+    }
+
+    /// [`Functions::returned`] for row `index`.
+    #[inline]
+    fn returned_at(
+        &self,
+        index: usize,
         (address, began): (u64, bool),
         ticks: (u64, u64),
         state_out: u64,
     ) {
-        let (Some(index), Some(table)) = (self.index_of(function), table()) else {
+        let Some(table) = table() else {
             return;
         };
+        // The row's first instance names the function (its copies share
+        // the name, and the row).
+        let function = self.per[index].0;
         let (entry_ticks, exit_ticks) = ticks;
         if began
             && table.entered(

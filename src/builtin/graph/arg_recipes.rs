@@ -13,7 +13,10 @@
 //! (`arg1/x,pin1[OFF]/u8` at the entry, `pin1[OFF]/u8` at the exit;
 //! [`eligible_poll`]): its entry loads the state byte through the
 //! `Pin<&mut Self>` (`Recipe::pin`) and keeps the future in the frame
-//! (`args::Kept`), its exit is the slow one, which links the poll.
+//! (`args::Kept`); its frame's marks ([`PollLink`]: the state's offset at
+//! the exit, the key of its function's futures) send its exit to the
+//! fast exit's poll case, which records the state and calls the runtime
+//! future linker (`args::fntrace_poll_exited`).
 //! Anything else (strings, floats, `argN[OFFSET]`, several return
 //! values) keeps the generic path, which reads `args::ArgTable`.
 //!
@@ -78,6 +81,23 @@ const EVENT_DATA_DEPTH: u64 = 32767;
 const MARK_ARGS_BIT: u64 = 1 << 63;
 const MARK_FAST_RETVAL_BIT: u64 = 1 << 62;
 const MARK_RETVAL_SHIFT_AT: u32 = 56;
+
+/// A poll's frame's marks, for the fast exit that records its state and
+/// links it (layout.h's `MARK_POLL_*`): `ARGS_MARK`, the table's index of
+/// its function's futures plus one at this bit, the state's offset at
+/// [`MARK_POLL_OFFSET_AT`], the bits of [`MARK_POLL_CLEAR`] clear.
+pub(super) const MARK_POLL_KEY_AT: u32 = 16;
+/// Where a poll frame's state offset is (24 bits).
+const MARK_POLL_OFFSET_AT: u32 = 32;
+/// Bits a poll frame's marks leave clear: `MARK_FAST_RETVAL_BIT`, the
+/// shift's, and the tracers' own marks (bits 0-15).
+const MARK_POLL_CLEAR: u64 = 0x7f00_0000_0000_ffff;
+const _: () = assert!(
+    MARK_POLL_CLEAR == (0x7f << MARK_RETVAL_SHIFT_AT | 0xffff)
+        && MARK_POLL_CLEAR & MARK_FAST_RETVAL_BIT != 0
+        && MARK_POLL_OFFSET_AT + 24 == MARK_RETVAL_SHIFT_AT
+        && MARK_POLL_KEY_AT + 16 == MARK_POLL_OFFSET_AT
+);
 
 const _: () = {
     assert!(EVENT_DATA_DEPTH == super::DATA_DEPTH);
@@ -242,8 +262,20 @@ fn eligible_poll(values: &[ArgSpec], (pin_arg, offset): (u8, u32)) -> bool {
         })
 }
 
-/// The recipe of an [`eligible`] function's site ending at `key`.
-fn recipe(key: usize, values: &[ArgSpec]) -> Recipe {
+/// How a poll's exit links it: the table's index of its function's
+/// futures (`futures::Functions::key_of`) and the offset of the state its
+/// exit records (`pinN[OFFSET]/u8` alone, N the entry's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PollLink {
+    /// The futures' index in the table.
+    pub(crate) key: u16,
+    /// The state's offset at the exit.
+    pub(crate) offset: u32,
+}
+
+/// The recipe of an [`eligible`] function's site ending at `key`; `link`:
+/// a poll's, which the fast exit records and links.
+fn recipe(key: usize, values: &[ArgSpec], link: Option<PollLink>) -> Recipe {
     let mut recipe = Recipe {
         key: key as u64,
         ..Recipe::default()
@@ -272,26 +304,31 @@ fn recipe(key: usize, values: &[ArgSpec]) -> Recipe {
     }
     if let Some((arg, offset)) = pin {
         recipe.pin = u32::from(arg) | offset << 8;
-        // The exit is the slow one, which reads and links what it records.
+        // The fast exit records the state and links the poll; without a
+        // link the exit is the slow one, which reads what it records.
         recipe.marks = MARK_ARGS_BIT;
+        if let Some(link) = link.filter(|l| l.key < u16::MAX && l.offset <= MAX_PIN_OFFSET) {
+            recipe.marks |= u64::from(link.key + 1) << MARK_POLL_KEY_AT
+                | u64::from(link.offset) << MARK_POLL_OFFSET_AT;
+        }
     }
     recipe.events = 1 + u64::from(at.div_ceil(8));
     recipe
 }
 
 impl RecipeTable {
-    /// The table of `sites`: (site end, its function's values), each
-    /// [`eligible`].
-    pub(crate) fn new(sites: &[(usize, &[ArgSpec])]) -> RecipeTable {
+    /// The table of `sites`: (site end, its function's values, each
+    /// [`eligible`], and a poll's link).
+    pub(crate) fn new(sites: &[(usize, &[ArgSpec], Option<PollLink>)]) -> RecipeTable {
         let buckets = (2 * sites.len()).next_power_of_two().max(8);
         let mask = buckets as u64 - 1;
         let mut entries = vec![Recipe::default(); buckets + sites.len() + 1].into_boxed_slice();
-        for &(key, values) in sites {
+        for &(key, values, link) in sites {
             let mut at = bucket(key as u64, mask);
             while entries[at].key != 0 && entries[at].key != key as u64 {
                 at += 1;
             }
-            entries[at] = recipe(key, values);
+            entries[at] = recipe(key, values, link);
         }
         RecipeTable {
             header: Recipes {
@@ -388,7 +425,7 @@ mod tests {
                     })
                     .collect();
                 assert!(eligible(&values));
-                let recipe = recipe(0x1000, &values);
+                let recipe = recipe(0x1000, &values, None);
                 let registers = Registers {
                     int: regs,
                     ..Registers::default()
@@ -409,7 +446,7 @@ mod tests {
         for size in [1u8, 2, 4, 8] {
             let values = [spec(ArgSlot::Retval, ArgFormat::Auto, size)];
             assert!(eligible(&values));
-            let recipe = recipe(0x1000, &values);
+            let recipe = recipe(0x1000, &values, None);
             assert_eq!(recipe.events, 1);
             assert_eq!(recipe.marks & !(63 << MARK_RETVAL_SHIFT_AT), 3 << 62);
             let shift = (recipe.marks >> MARK_RETVAL_SHIFT_AT) & 63;
@@ -450,10 +487,31 @@ mod tests {
                 spec(pinned(1, offset, true), ArgFormat::Unsigned, 1),
             ];
             assert!(eligible(&values));
-            let recipe = recipe(0x1000, &values);
+            let recipe = recipe(0x1000, &values, None);
             assert_eq!(recipe.pin, 1 | offset << 8);
-            assert_eq!(recipe.marks, MARK_ARGS_BIT, "the exit is the slow one");
+            assert_eq!(
+                recipe.marks, MARK_ARGS_BIT,
+                "no link: the exit is the slow one"
+            );
             assert_eq!((recipe.ops, recipe.events), (2, 3));
+            // Linked: the fast exit's marks hold the key and the offset,
+            // and nothing the other fast exits or the tracers read.
+            for key in [0u16, 7, u16::MAX - 1] {
+                let link = PollLink { key, offset };
+                let marks = super::recipe(0x1000, &values, Some(link)).marks;
+                assert_eq!(marks & MARK_POLL_CLEAR, 0);
+                assert_eq!(marks & MARK_ARGS_BIT, MARK_ARGS_BIT);
+                assert_eq!((marks >> MARK_POLL_KEY_AT) as u16, key + 1);
+                assert_eq!((marks >> MARK_POLL_OFFSET_AT) as u32 & 0xff_ffff, offset);
+            }
+            let unkeyed = PollLink {
+                key: u16::MAX,
+                offset,
+            };
+            assert_eq!(
+                super::recipe(0x1000, &values, Some(unkeyed)).marks,
+                MARK_ARGS_BIT
+            );
             let registers = Registers {
                 int: regs,
                 ..Registers::default()
@@ -474,7 +532,7 @@ mod tests {
             spec(pinned(2, 16, true), ArgFormat::Unsigned, 1),
         ];
         assert!(eligible(&values));
-        assert_eq!(recipe(0x1000, &values).pin, 2 | 16 << 8);
+        assert_eq!(recipe(0x1000, &values, None).pin, 2 | 16 << 8);
     }
 
     #[test]
@@ -520,7 +578,7 @@ mod tests {
     fn every_key_is_found_by_the_assembly_s_probe() {
         let values = [spec(ArgSlot::Int(1), ArgFormat::Auto, 8)];
         let keys: Vec<usize> = (0..300).map(|i| 0x40_1000 + i * 0x40).collect();
-        let sites: Vec<(usize, &[ArgSpec])> = keys.iter().map(|&k| (k, &values[..])).collect();
+        let sites: Vec<_> = keys.iter().map(|&k| (k, &values[..], None)).collect();
         let table = RecipeTable::new(&sites);
         let entries = &table._entries;
         for &key in &keys {

@@ -23,7 +23,7 @@ use std::sync::OnceLock;
 
 use fntrace_format::argspec::{self, ArgSlot, ArgSpec, Registers, DATA_MAX};
 
-use super::arg_recipes::{self, RecipeTable};
+use super::arg_recipes::{self, PollLink, RecipeTable, MARK_POLL_KEY_AT};
 use super::RawEvent;
 use crate::builtin::futures;
 use crate::tracer::{Call, Return};
@@ -88,23 +88,35 @@ impl ArgTable {
     ) -> ArgTable {
         functions.sort_by_key(|(function, _)| *function);
         functions.dedup_by_key(|&mut (function, _)| function);
+        let futures = futures::Functions::new(functions.iter().map(|(f, v)| (*f, &v[..])));
+        // Boxed: the table is moved whole (`set_table`'s error returns it).
+        let futures = Box::new(futures);
+        let poll_exit = |function: usize, values: &[ArgSpec]| {
+            futures
+                .contains(function)
+                .then(|| PollExit::of(values))
+                .flatten()
+        };
         let mut sites = Vec::with_capacity(fast_sites.len());
         for &(site_end, function) in fast_sites {
             let at = functions.binary_search_by_key(&function, |&(f, _)| f);
             if let Ok(at) = at {
-                sites.push((site_end, &functions[at].1[..]));
+                let values = &functions[at].1[..];
+                // A poll whose exit records its state alone: the fast
+                // exit records it and links the poll.
+                let link = poll_exit(function, values).and_then(|exit| {
+                    Some(PollLink {
+                        key: futures.key_of(function)?,
+                        offset: u32::try_from(exit.offset).ok()?,
+                    })
+                });
+                sites.push((site_end, values, link));
             }
         }
         let recipes = RecipeTable::new(&sites);
-        let futures = futures::Functions::new(functions.iter().map(|(f, v)| (*f, &v[..])));
-        // Boxed: the table is moved whole (`set_table`'s error returns it).
-        let futures = Box::new(futures);
         let functions = (functions.into_iter())
             .map(|(function, values)| FunctionValues {
-                poll_exit: futures
-                    .contains(function)
-                    .then(|| PollExit::of(&values))
-                    .flatten(),
+                poll_exit: poll_exit(function, &values),
                 function,
                 values: values.into_boxed_slice(),
             })
@@ -357,6 +369,39 @@ fn poll_returned(
         .futures
         .returned(function, poll, ticks, u64::from(state[0]));
     true
+}
+
+/// Links a poll whose fast exit (`asm/x86_64/return.S`, `.Lpoll`) wrote
+/// its exit event and state: `marks`, its frame's (the key of its
+/// function's futures, `arg_recipes::PollLink`), `kept` what its entry
+/// kept (the future's address, and whether the poll began it), its entry
+/// and exit ticks and the state it left its future in. Called with the
+/// recursion guard set; what [`poll_returned`] does after its push.
+#[no_mangle]
+pub extern "C" fn fntrace_poll_exited(
+    marks: u64,
+    kept: u64,
+    entry_ticks: u64,
+    exit_ticks: u64,
+    state: u64,
+) {
+    let Some(table) = table() else {
+        return;
+    };
+    let key = ((marks >> MARK_POLL_KEY_AT) as u16).wrapping_sub(1);
+    let arg = (kept >> KEPT_ARG_SHIFT & 7) as u8 + 1;
+    let Some(kept) = Kept::unpack(kept, arg) else {
+        return;
+    };
+    let poll = (kept.value, kept.began_future);
+    let link = || {
+        table
+            .futures
+            .returned_by_key(key, poll, (entry_ticks, exit_ticks), state)
+    };
+    // Nothing in the linker panics; were it to, unwinding out of an
+    // `extern "C"` function would abort the program.
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(link));
 }
 
 /// [`with_values`]'s work with buffers of `BYTES` and `EVENTS` (`1 +
