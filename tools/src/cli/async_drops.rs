@@ -18,6 +18,25 @@ use object::{Object, ObjectSymbol};
 
 use super::async_fns::AsyncFn;
 
+/// What `--async` sets on a running process `pid` (`fntrace record -p`,
+/// `fntrace top --async`), from its executable's DWARF (`/proc/PID/exe`):
+/// the `-A` specs (its futures' drop functions, then its polls) and the
+/// `-R` specs (its polls).
+pub fn specs_of_process(pid: u32) -> Result<(Vec<String>, Vec<String>), String> {
+    let exe = std::path::PathBuf::from(format!("/proc/{pid}/exe"));
+    let found = super::async_fns::find(&exe)?;
+    if found.is_empty() {
+        return Err(format!(
+            "--async: process {pid}'s executable has no async fn or block with a symbol in \
+             its DWARF (built without debug info, or all inlined?)"
+        ));
+    }
+    let (resumes, retval) = super::async_fns::specs(&found);
+    let mut arguments = specs(&exe, &found, &resumes);
+    arguments.extend(resumes);
+    Ok((arguments, retval))
+}
+
 /// The `-A` specs for the drop functions of `functions`' futures that the
 /// executable at `path` has, for those whose polls `entry_specs` (the
 /// polls' `-A` specs, `NAME@...`) record: the future's address and state

@@ -24,6 +24,7 @@ mod async_futures;
 mod async_live;
 mod async_metrics;
 mod async_prometheus;
+mod async_record_pid;
 mod async_state_loads;
 mod async_tokio_metrics;
 mod cargo_build;

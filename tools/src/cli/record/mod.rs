@@ -51,6 +51,7 @@ Examples:
                                                 written at exit
   fntrace record -p 4242 --duration 5s          a running process, for 5 s (attached
                                                 first if started without fntrace)
+  fntrace record -p 4242 --duration 5s --async  the same, with its Rust futures
 Then: fntrace report fntrace.data, or uftrace replay -d fntrace.data.";
 
 /// `fntrace record`'s arguments.
@@ -101,7 +102,8 @@ pub struct RecordArgs {
     pub auto_args: bool,
     /// Async Rust: record the polls of every async fn and async block the
     /// executable's DWARF describes, so that `fntrace report` links them
-    /// into futures (docs/async.md).
+    /// into futures (docs/async.md). With -p, set on the running process
+    /// for the recording and cleared at its end.
     #[arg(long = "async")]
     pub futures: bool,
     /// Leave out the program's calls into shared libraries (malloc,
@@ -164,7 +166,7 @@ pub struct RecordArgs {
     /// graph tracer, through its control socket, for --duration): a
     /// process started without fntrace is attached to first (fntrace
     /// attach) and detached at the end.
-    #[arg(short = 'p', long = "pid", value_name = "PID", conflicts_with_all = ["command", "auto_args", "futures", "libcall", "nest_libcall", "no_libcall", "depth", "flight", "buffer", "memory", "force"])]
+    #[arg(short = 'p', long = "pid", value_name = "PID", conflicts_with_all = ["command", "auto_args", "libcall", "nest_libcall", "no_libcall", "depth", "flight", "buffer", "memory", "force"])]
     pub pid: Option<u32>,
     /// With -p: how long to record (`5s`, `500ms`); sooner if the process
     /// exits.
@@ -502,14 +504,31 @@ fn record_running(args: &RecordArgs, pid: u32) -> Result<ExitCode, String> {
             ask(format!("filter {}\n", globs.join(",")))?;
         }
         // -A/-R as `fntrace ctl PID args|retval` sets them: a glob that
-        // selects nothing is said.
-        for (command, specs) in [("args", &args.argument), ("retval", &args.retval)] {
+        // selects nothing is said. With --async, the specs `record --async`
+        // gives a program it starts, from the process's executable.
+        let (mut arguments, mut retval) = (args.argument.clone(), args.retval.clone());
+        if args.futures {
+            let (a, r) = super::async_drops::specs_of_process(pid)?;
+            arguments.extend(a);
+            retval.extend(r);
+        }
+        for (command, specs) in [("args", &arguments), ("retval", &retval)] {
             if !specs.is_empty() {
                 let reply = ask(format!("{command} {}\n", specs.join(";")))?;
-                for line in reply.lines().filter(|l| !l.trim().is_empty()) {
+                // With --async the specs echoed back are the generated
+                // ones, long and said below in one line.
+                let echo = |l: &&str| !(args.futures && l.contains(": recorded from now on"));
+                for line in reply.lines().filter(|l| !l.trim().is_empty()).filter(echo) {
                     eprintln!("fntrace record: {line}");
                 }
             }
+        }
+        if args.futures {
+            let polls = retval.len().saturating_sub(args.retval.len());
+            eprintln!(
+                "fntrace record: --async: the polls of {polls} async function(s) recorded with \
+                 their futures' states (specs cleared at the end)"
+            );
         }
         ask(format!("record --mode={} {dir_text}\n", args.mode))?;
         let started = std::time::Instant::now();
@@ -521,7 +540,16 @@ fn record_running(args: &RecordArgs, pid: u32) -> Result<ExitCode, String> {
                     .min(std::time::Duration::from_millis(100)),
             );
         }
-        ask("stop\n".to_string())
+        let stopped = ask("stop\n".to_string());
+        if args.futures && stopped.is_ok() {
+            // The process as it was: no specs (set only for this recording).
+            for clear in ["args --clear\n", "retval --clear\n"] {
+                if let Err(why) = ask(clear.to_string()) {
+                    eprintln!("fntrace record: {}: {why}", clear.trim_end());
+                }
+            }
+        }
+        stopped
     })();
     if attached {
         if let Err(why) = super::attach::detach_quietly(pid) {

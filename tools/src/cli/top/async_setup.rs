@@ -12,7 +12,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::super::{async_drops, async_fns, ctl};
+use super::super::{async_drops, ctl};
 
 /// The flight recorder's memory while top runs: its events are never read
 /// (no trigger), only the linker's counts are.
@@ -46,19 +46,9 @@ fn filter_of(status: &str) -> Option<String> {
 /// Sets the program `pid` (asked through `target`) up to link its async
 /// functions' polls into futures; what to undo at the end.
 pub(super) fn set_up(target: &str, timeout: Duration, pid: u32) -> Result<SetUp, String> {
-    let exe = PathBuf::from(format!("/proc/{pid}/exe"));
-    let found = async_fns::find(&exe)?;
-    if found.is_empty() {
-        return Err(format!(
-            "--async: process {pid}'s executable has no async fn or block with a symbol in \
-             its DWARF (built without debug info, or all inlined?)"
-        ));
-    }
-    let (resumes, retvals) = async_fns::specs(&found);
-    let drops = async_drops::specs(&exe, &found, &resumes);
+    let (arguments, retvals) = async_drops::specs_of_process(pid)?;
     // The functions the specs name, for the filter: a name with a comma
     // cannot be one glob of the list (its polls are then not traced).
-    let arguments: Vec<String> = drops.into_iter().chain(resumes).collect();
     let names: Vec<&str> = (arguments.iter())
         .filter_map(|spec| spec.split_once('@').map(|(name, _)| name))
         .filter(|name| !name.contains(','))
