@@ -35,7 +35,8 @@
 //! thread's stack (from rsp up, 512 KiB at most) is searched as well, and
 //! the thread is not taken if it holds a return address into the loader's
 //! text or into `dl_iterate_phdr` (the bytes before it a call), or a
-//! signal frame (`__restore_rt`'s bytes); nor if its stack has less than
+//! signal frame (`__restore_rt`'s bytes, the word after it a `uc_flags`
+//! the kernel writes and the next a null `uc_link`); nor if its stack has less than
 //! 256 KiB below rsp (a coroutine's or a signal stack: the calls need tens
 //! of KiB). A stale value found there only makes the search refuse a
 //! thread that was safe.

@@ -142,8 +142,10 @@ impl LockFrames {
             return true;
         }
         let inside = |ranges: &[(u64, u64)], v: u64| ranges.iter().any(|&(s, e)| v >= s && v < e);
-        stack.chunks_exact(8).any(|word| {
-            let v = u64::from_le_bytes(word.try_into().unwrap_or([0; 8]));
+        let words: Vec<u64> = (stack.chunks_exact(8))
+            .map(|word| u64::from_le_bytes(word.try_into().unwrap_or([0; 8])))
+            .collect();
+        words.iter().enumerate().any(|(at, &v)| {
             let in_loader = inside(&self.loader_text, v);
             let in_iterate = self.dl_iterate_phdr.is_some_and(|(s, e)| v > s && v <= e);
             if (in_loader || in_iterate) && follows_call(mem, v) {
@@ -151,11 +153,29 @@ impl LockFrames {
             }
             if inside(&self.libc_text, v) {
                 let mut code = [0u8; 9];
-                return mem.read_exact_at(&mut code, v).is_ok() && code == RESTORE_RT;
+                return mem.read_exact_at(&mut code, v).is_ok()
+                    && code == RESTORE_RT
+                    && may_be_signal_frame(&words[at..]);
             }
             false
         })
     }
+}
+
+/// Whether `words`, whose first is `__restore_rt`'s address, may begin a
+/// signal frame as the x86-64 kernel writes it (`struct rt_sigframe`):
+/// that address (the handler's return address), then the ucontext's
+/// `uc_flags`, which holds no flag beyond `UC_FP_XSTATE`,
+/// `UC_SIGCONTEXT_SS` and `UC_STRICT_RESTORE_SS` (1, 2, 4), then
+/// `uc_link`, which the kernel always writes 0. Words past the end of
+/// what was read count as a frame. What this rules out is the address in
+/// a `struct sigaction` left on the stack by a `sigaction` call (Rust's
+/// runtime makes some at start-up): its `sa_restorer` is followed by
+/// `sa_mask` and whatever the caller's frame held next.
+fn may_be_signal_frame(words: &[u64]) -> bool {
+    let uc_flags_known = words.get(1).is_none_or(|&flags| flags <= 7);
+    let no_uc_link = words.get(2).is_none_or(|&link| link == 0);
+    uc_flags_known && no_uc_link
 }
 
 /// Whether the bytes before `addr` end with a call instruction (`e8
@@ -172,6 +192,94 @@ pub(crate) fn follows_call(mem: &File, addr: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::maps::{is_libc, read_maps};
+    use std::sync::atomic::{AtomicU8, Ordering};
+
+    /// The search as `attach` makes it, over this process's maps (no
+    /// loader text: only signal frames and the room below rsp count).
+    fn own_lock_frames() -> LockFrames {
+        let maps = read_maps(std::process::id()).unwrap();
+        LockFrames {
+            loader_text: Vec::new(),
+            libc_text: (maps.iter())
+                .filter(|m| m.executable && is_libc(&m.path))
+                .map(|m| (m.start, m.end))
+                .collect(),
+            dl_iterate_phdr: None,
+            stacks: (maps.iter())
+                .filter(|m| !m.executable)
+                .map(|m| (m.start, m.end, m.path == "[stack]"))
+                .collect(),
+        }
+    }
+
+    /// The caller's stack pointer (near enough: this function is inlined).
+    #[inline(always)]
+    fn rsp() -> u64 {
+        let rsp: u64;
+        // SAFETY: reads the stack pointer into a register; nothing else.
+        unsafe { std::arch::asm!("mov {}, rsp", out(reg) rsp, options(nomem, nostack)) };
+        rsp
+    }
+
+    /// What the handler found: 1 a lock frame, 2 none.
+    static IN_HANDLER: AtomicU8 = AtomicU8::new(0);
+    static FRAMES: std::sync::OnceLock<LockFrames> = std::sync::OnceLock::new();
+
+    extern "C" fn search_from_handler(_: libc::c_int) {
+        let (Some(frames), Ok(mem)) = (FRAMES.get(), File::open("/proc/self/mem")) else {
+            return;
+        };
+        let found = frames.on_stack(rsp(), &mem);
+        IN_HANDLER.store(if found { 1 } else { 2 }, Ordering::SeqCst);
+    }
+
+    /// The restorer libc installed for `signal` (its `__restore_rt`), read
+    /// in a frame of its own: the `struct sigaction` read back is gone
+    /// from the caller's stack (it would pass for a frame: its restorer
+    /// followed by zeros).
+    #[inline(never)]
+    fn installed_restorer(signal: libc::c_int) -> u64 {
+        // SAFETY: all-zero is a valid sigaction; the call writes it.
+        let mut installed: libc::sigaction = unsafe { std::mem::zeroed() };
+        // SAFETY: reads the action back into `installed`.
+        unsafe { libc::sigaction(signal, std::ptr::null(), &mut installed) };
+        installed.sa_restorer.map_or(0, |f| f as usize as u64)
+    }
+
+    #[test]
+    fn a_real_signal_frame_is_found_and_a_stale_sigaction_is_not() {
+        let frames = FRAMES.get_or_init(own_lock_frames);
+        let mem = File::open("/proc/self/mem").unwrap();
+        // SAFETY: all-zero is a valid sigaction.
+        let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+        action.sa_sigaction = search_from_handler as *const () as usize;
+        // SAFETY: `action` is valid for the call; SIGUSR2's handler is
+        // this test's function, which only reads memory and stores.
+        let installed = unsafe { libc::sigaction(libc::SIGUSR2, &action, std::ptr::null_mut()) };
+        assert_eq!(installed, 0);
+        let restorer = installed_restorer(libc::SIGUSR2);
+        // What a `struct sigaction` leaves on a stack: `__restore_rt` as
+        // its restorer, its mask, then the caller's next word: no frame.
+        let held = std::hint::black_box([restorer, 0, rsp() & !0xfff]);
+        assert!(
+            frames
+                .libc_text
+                .iter()
+                .any(|&(s, e)| restorer >= s && restorer < e),
+            "glibc's restorer {restorer:#x} is in its text"
+        );
+        assert!(!frames.on_stack(rsp(), &mem), "no lock frame: {held:x?}");
+        // In a handler the kernel's frame is found.
+        // SAFETY: raises SIGUSR2 on this thread, handled above.
+        assert_eq!(unsafe { libc::raise(libc::SIGUSR2) }, 0);
+        assert_eq!(
+            IN_HANDLER.load(Ordering::SeqCst),
+            1,
+            "the signal frame was not found"
+        );
+        std::hint::black_box(held);
+    }
 
     #[test]
     fn a_system_call_stopped_with_a_restart_code_is_restartable() {
