@@ -118,6 +118,55 @@
 fntrace_return_stub_arenas:
         .zero   16 * STUB_ARENAS
 
+/* A marked frame of the graph tracer's, at its fast exit (registers as
+ * in "Fast path" above): to `slow` unless the frame is the graph tracer's
+ * while its fast path is on and the ring (its address into rsi) has room
+ * for the exit event and one data slot; then the frame is popped (r8 its
+ * depth), and a depth beyond the limit goes to `popped` (no event). */
+.macro POP_FOR_EXIT_AND_DATA slow, popped
+        movq    FRAME_EXIT_TRACERS(%r9), %r10
+        cmpq    fntrace_graph_fast_bit(%rip), %r10
+        jne     \slow
+        testq   %r10, %r10
+        jz      \slow
+        movq    %fs:THREAD_FAST_TRACER_SLOT(%r11), %rsi
+        testq   %rsi, %rsi
+        jz      \slow
+        movq    RING_HEAD(%rsi), %r10
+        subq    RING_TAIL(%rsi), %r10
+        addq    $2, %r10
+        cmpq    RING_FAST_LIMIT(%rsi), %r10
+        ja      \slow
+        cmpq    RING_CAPACITY(%rsi), %r10
+        ja      \slow
+        decq    %r8
+        movq    %r8, SHADOW_LEN(%rcx)   /* popped; its memory stays intact */
+        cmpq    fntrace_graph_max_depth(%rip), %r8
+        ja      \popped
+.endm
+
+/* The popped frame's exit event (ticks in rax, depth in r8, the frame at
+ * r9) with MORE set, and one data slot holding `value`, both published
+ * by one store of the ring's head (rsi); `slot` is scratch, r8 and r10
+ * are clobbered. */
+.macro WRITE_EXIT_AND_DATA value, slot
+        movq    RING_HEAD(%rsi), %r10
+        EVENT_SLOT %rsi, %r10, \slot
+        movq    %rax, EVENT_TICKS(\slot)
+        shlq    $EVENT_DEPTH_SHIFT, %r8
+        btsq    $EVENT_EXIT_BIT, %r8
+        btsq    $EVENT_MORE_BIT, %r8
+        orq     FRAME_SITE(%r9), %r8
+        movq    %r8, EVENT_WORD(\slot)
+        incq    %r10
+        EVENT_SLOT %rsi, %r10, \slot
+        movq    \value, EVENT_TICKS(\slot)
+        movabsq $(EVENT_DATA_DEPTH << EVENT_DEPTH_SHIFT), %r8
+        movq    %r8, EVENT_WORD(\slot)
+        incq    %r10
+        movq    %r10, RING_HEAD(%rsi)   /* publishes both */
+.endm
+
 /* xmm0-xmm15 at 0(%rsp)..255(%rsp) (16-byte aligned), and back. */
 .macro SAVE_VECTORS
         movaps  %xmm0,    0(%rsp)
@@ -274,47 +323,14 @@ fntrace_return_stub_arenas:
         shrq    $MARK_FAST_RETVAL_BIT, %r10
         cmpq    $((1 << (MARK_ARGS_BIT - MARK_FAST_RETVAL_BIT)) + 1), %r10
         jne     .Lslow_with_tsc\@
-        movq    FRAME_EXIT_TRACERS(%r9), %r10
-        cmpq    fntrace_graph_fast_bit(%rip), %r10
-        jne     .Lslow_with_tsc\@
-        testq   %r10, %r10
-        jz      .Lslow_with_tsc\@
-        movq    %fs:THREAD_FAST_TRACER_SLOT(%r11), %rsi
-        testq   %rsi, %rsi
-        jz      .Lslow_with_tsc\@
-        movq    RING_HEAD(%rsi), %r10
-        subq    RING_TAIL(%rsi), %r10
-        addq    $2, %r10
-        cmpq    RING_FAST_LIMIT(%rsi), %r10
-        ja      .Lslow_with_tsc\@
-        cmpq    RING_CAPACITY(%rsi), %r10
-        ja      .Lslow_with_tsc\@
-
-        decq    %r8
-        movq    %r8, SHADOW_LEN(%rcx)   /* popped */
-        cmpq    fntrace_graph_max_depth(%rip), %r8
-        ja      .Lpopped\@              /* beyond the depth limit: no event */
+        POP_FOR_EXIT_AND_DATA .Lslow_with_tsc\@, .Lpopped\@
         movq    %rdi, %rcx              /* the shift, in cl */
         shrq    $MARK_RETVAL_SHIFT_AT, %rcx
         andl    $63, %ecx
         movq    64(%rsp), %rdi          /* the function's rax */
         shlq    %cl, %rdi
         shrq    %cl, %rdi
-        movq    RING_HEAD(%rsi), %r10
-        EVENT_SLOT %rsi, %r10, %rdx
-        movq    %rax, EVENT_TICKS(%rdx)
-        shlq    $EVENT_DEPTH_SHIFT, %r8
-        btsq    $EVENT_EXIT_BIT, %r8
-        btsq    $EVENT_MORE_BIT, %r8
-        orq     FRAME_SITE(%r9), %r8
-        movq    %r8, EVENT_WORD(%rdx)
-        incq    %r10
-        EVENT_SLOT %rsi, %r10, %rdx
-        movq    %rdi, EVENT_TICKS(%rdx)
-        movabsq $(EVENT_DATA_DEPTH << EVENT_DEPTH_SHIFT), %r8
-        movq    %r8, EVENT_WORD(%rdx)
-        incq    %r10
-        movq    %r10, RING_HEAD(%rsi)   /* publishes both */
+        WRITE_EXIT_AND_DATA %rdi, %rdx
         jmp     .Lpopped\@
 
         /* A poll's frame (marks: layout.h's MARK_POLL_*, set from its
@@ -344,27 +360,8 @@ fntrace_return_stub_arenas:
         jz      .Lslow_with_tsc\@       /* no future's key */
         btq     $KEPT_SET_BIT, FRAME_KEPT(%r9)
         jnc     .Lslow_with_tsc\@       /* no future kept */
-        movq    FRAME_EXIT_TRACERS(%r9), %r10
-        cmpq    fntrace_graph_fast_bit(%rip), %r10
-        jne     .Lslow_with_tsc\@
-        testq   %r10, %r10
-        jz      .Lslow_with_tsc\@
-        movq    %fs:THREAD_FAST_TRACER_SLOT(%r11), %rsi
-        testq   %rsi, %rsi
-        jz      .Lslow_with_tsc\@
-        movq    RING_HEAD(%rsi), %r10
-        subq    RING_TAIL(%rsi), %r10
-        addq    $2, %r10
-        cmpq    RING_FAST_LIMIT(%rsi), %r10
-        ja      .Lslow_with_tsc\@
-        cmpq    RING_CAPACITY(%rsi), %r10
-        ja      .Lslow_with_tsc\@
-
-        decq    %r8
-        movq    %r8, SHADOW_LEN(%rcx)   /* popped; its memory stays intact */
-        cmpq    fntrace_graph_max_depth(%rip), %r8
-        ja      .Lpopped\@              /* beyond the depth limit: as the */
-                                        /* slow path, no event, no link */
+        /* (Beyond the depth limit, as the slow path: no event, no link.) */
+        POP_FOR_EXIT_AND_DATA .Lslow_with_tsc\@, .Lpopped\@
         /* The state: the kept address (bits 0-46) plus the offset. */
         movq    FRAME_KEPT(%r9), %rcx
         shlq    $(64 - KEPT_FUTURE_BIT), %rcx
@@ -374,21 +371,7 @@ fntrace_return_stub_arenas:
         andl    $0xffffff, %edx
         movzbl  (%rcx,%rdx), %edx
         /* The exit event and its data slot, published together. */
-        movq    RING_HEAD(%rsi), %r10
-        EVENT_SLOT %rsi, %r10, %rcx
-        movq    %rax, EVENT_TICKS(%rcx)
-        shlq    $EVENT_DEPTH_SHIFT, %r8
-        btsq    $EVENT_EXIT_BIT, %r8
-        btsq    $EVENT_MORE_BIT, %r8
-        orq     FRAME_SITE(%r9), %r8
-        movq    %r8, EVENT_WORD(%rcx)
-        incq    %r10
-        EVENT_SLOT %rsi, %r10, %rcx
-        movq    %rdx, EVENT_TICKS(%rcx)
-        movabsq $(EVENT_DATA_DEPTH << EVENT_DEPTH_SHIFT), %r8
-        movq    %r8, EVENT_WORD(%rcx)
-        incq    %r10
-        movq    %r10, RING_HEAD(%rsi)   /* publishes both */
+        WRITE_EXIT_AND_DATA %rdx, %rcx
 
         movq    FRAME_REAL_RETURN(%r9), %r10
         movq    %r10, SLOT(%rsp)
