@@ -24,7 +24,7 @@ const REQUESTS: u64 = 24;
 const SLOTS: u64 = 4;
 const STEPS: u64 = 3;
 /// The anchor's runtime starts this late: the recording is on by then.
-const START_MS: u64 = 6000;
+const START_MS: u64 = 10000;
 
 /// The futures and polls of `function`'s row in a report's async table.
 fn future_row(report: &str, function: &str) -> Option<(u64, u64)> {
@@ -87,7 +87,7 @@ fn record_anchor(name: &str, preloaded: bool) -> Recorded {
     // Long enough for the anchor's answers (a few hundred ms after its
     // start), short of its linger.
     let record = Command::new(CLI)
-        .args(["record", "-p", &pid, "--async", "--duration", "14s", "-o"])
+        .args(["record", "-p", &pid, "--async", "--duration", "18s", "-o"])
         .arg(&data)
         .env("FNTRACE_LIB", profile_program::library())
         .stderr(Stdio::piped())
