@@ -190,3 +190,28 @@ fn record_p_async_attaches_to_a_sleeping_program() {
     );
     assert_every_future(&recorded.report);
 }
+
+/// A program with no async function is refused before it is touched:
+/// nothing attached, nothing recorded.
+#[test]
+fn record_p_async_refuses_a_program_without_futures_untouched() {
+    let dir = TempDir::new("record-p-async-none");
+    let mut sleeper = Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .expect("running sleep");
+    let out = Command::new(CLI)
+        .args(["record", "-p", &sleeper.id().to_string(), "--async"])
+        .args(["--duration", "1s", "-o"])
+        .arg(dir.0.join("data"))
+        .output()
+        .expect("running fntrace record");
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", sleeper.id())).unwrap();
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(said.contains("has no async fn or block"), "{said}");
+    assert!(!maps.contains("libfntrace"), "{maps}");
+    assert!(!dir.0.join("data").exists());
+}

@@ -476,6 +476,12 @@ fn record_running(args: &RecordArgs, pid: u32) -> Result<ExitCode, String> {
     let from_env = std::env::var_os("FNTRACE_LIB")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from);
+    // Before the process is touched: a program with no async function is
+    // refused as it is.
+    let async_specs = match args.futures {
+        true => super::async_drops::specs_of_process(pid)?,
+        false => (Vec::new(), Vec::new()),
+    };
     let attached =
         super::attach::attach_for(pid, "record", args.lib.as_deref().or(from_env.as_deref()))?;
     let target = pid.to_string();
@@ -507,11 +513,8 @@ fn record_running(args: &RecordArgs, pid: u32) -> Result<ExitCode, String> {
         // selects nothing is said. With --async, the specs `record --async`
         // gives a program it starts, from the process's executable.
         let (mut arguments, mut retval) = (args.argument.clone(), args.retval.clone());
-        if args.futures {
-            let (a, r) = super::async_drops::specs_of_process(pid)?;
-            arguments.extend(a);
-            retval.extend(r);
-        }
+        arguments.extend(async_specs.0.iter().cloned());
+        retval.extend(async_specs.1.iter().cloned());
         for (command, specs) in [("args", &arguments), ("retval", &retval)] {
             if !specs.is_empty() {
                 let reply = ask(format!("{command} {}\n", specs.join(";")))?;
