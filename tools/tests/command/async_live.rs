@@ -297,19 +297,7 @@ fn top_async_follows_the_futures_of_a_program_not_recorded_with_async() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("running fntrace top");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first_answer = loop {
-        let line = lines.next().expect("the anchor's answers").unwrap();
-        if line.starts_with("latency_ns ") {
-            break start.elapsed();
-        }
-    };
-    loop {
-        let line = lines.next().expect("the anchor's answers").unwrap();
-        if line == format!("requests {REQUESTS}") {
-            break;
-        }
-    }
+    let first_answer = common::anchor_answered(child.stdout.take().unwrap(), REQUESTS, start);
     let profile = ctl("profile");
     let top = top.wait_with_output().unwrap();
     let frames = String::from_utf8_lossy(&top.stdout).into_owned();

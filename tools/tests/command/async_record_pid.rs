@@ -11,7 +11,6 @@
 use crate::common;
 use crate::profile_program;
 
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -104,19 +103,7 @@ fn record_anchor(name: &str, preloaded: bool) -> Recorded {
         assert!(start.elapsed() < Duration::from_secs(30), "no recording");
         std::thread::sleep(Duration::from_millis(50));
     };
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first_answer = loop {
-        let line = lines.next().expect("the anchor's answers").unwrap();
-        if line.starts_with("latency_ns ") {
-            break start.elapsed();
-        }
-    };
-    loop {
-        let line = lines.next().expect("the anchor's answers").unwrap();
-        if line == format!("requests {REQUESTS}") {
-            break;
-        }
-    }
+    let first_answer = common::anchor_answered(child.stdout.take().unwrap(), REQUESTS, start);
     let recorded = record.wait_with_output().unwrap();
     let said = String::from_utf8_lossy(&recorded.stderr).into_owned();
     let after = preloaded.then(|| {

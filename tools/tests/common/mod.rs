@@ -148,6 +148,27 @@ pub fn async_anchor() -> PathBuf {
     instrumented_examples().join("async-anchor")
 }
 
+/// Reads the anchor's `stdout` until its last answer (`requests
+/// REQUESTS`): when its first answer came, after `start`.
+pub fn anchor_answered(
+    stdout: std::process::ChildStdout,
+    requests: u64,
+    start: std::time::Instant,
+) -> std::time::Duration {
+    use std::io::BufRead;
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    let mut first_answer = None;
+    loop {
+        let line = lines.next().expect("the anchor's answers").unwrap();
+        if line.starts_with("latency_ns ") {
+            first_answer.get_or_insert_with(|| start.elapsed());
+        }
+        if line == format!("requests {requests}") {
+            return first_answer.expect("an answer before the last line");
+        }
+    }
+}
+
 /// `fntrace record --lib LIBRARY --async -o DATA -- ASYNC-ANCHOR ARGS`:
 /// the anchor run with its polls linked into futures (the runtime
 /// `library` next to the CLI), for the caller to add its environment and
