@@ -22,7 +22,8 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
 
 use addr2line::gimli;
 use object::{Object, ObjectSection, ObjectSymbol};
@@ -49,6 +50,51 @@ pub struct AsyncFn {
 }
 
 type Reader<'a> = gimli::EndianSlice<'a, gimli::LittleEndian>;
+
+/// Names of a wrapped command tried at most by [`find_for_command`].
+const WRAPPED_CANDIDATES: usize = 32;
+
+/// The executable whose async functions `--async` records for `program`
+/// run with `args`, and those functions: the program itself if its DWARF
+/// has some; else the first of the programs its arguments name that
+/// does, each argument and each of its words tried in order (at most
+/// [`WRAPPED_CANDIDATES`] names), so that `timeout 60 ./server` and `sh
+/// -c './server --port 8080'` record `./server`'s futures (the runtime
+/// follows the wrapper's `exec`).
+pub fn find_for_command(
+    program: &OsStr,
+    args: &[OsString],
+) -> Result<(PathBuf, Vec<AsyncFn>), String> {
+    let path = super::instrumented::resolve(program)
+        .ok_or_else(|| format!("--async: {} not found", program.to_string_lossy()))?;
+    let found = find(&path)?;
+    if !found.is_empty() {
+        return Ok((path, found));
+    }
+    let words = (args.iter())
+        .flat_map(|arg| {
+            let text = arg.to_string_lossy().into_owned();
+            let words: Vec<String> = text.split_whitespace().map(String::from).collect();
+            let several = words.len() > 1;
+            std::iter::once(text).chain(words.into_iter().filter(move |_| several))
+        })
+        .take(WRAPPED_CANDIDATES);
+    for word in words {
+        let Some(candidate) = super::instrumented::resolve(OsStr::new(word.trim())) else {
+            continue;
+        };
+        if let Ok(found) = find(&candidate) {
+            if !found.is_empty() {
+                return Ok((candidate, found));
+            }
+        }
+    }
+    Err(format!(
+        "--async: {} has no async fn or block with a symbol in its DWARF (built without \
+         debug info, or all inlined?), nor has a program its arguments name",
+        path.display()
+    ))
+}
 
 /// The async resume functions of the executable at `path` that have a
 /// symbol (those inlined into their callers have none, and no call site).

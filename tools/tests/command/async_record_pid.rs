@@ -25,20 +25,6 @@ const STEPS: u64 = 3;
 /// The anchor's runtime starts this late: the recording is on by then.
 const START_MS: u64 = 10000;
 
-/// The futures and polls of `function`'s row in a report's async table.
-fn future_row(report: &str, function: &str) -> Option<(u64, u64)> {
-    let mut in_table = false;
-    for line in report.lines() {
-        let words: Vec<&str> = line.split_whitespace().collect();
-        if words.first() == Some(&"futures") {
-            in_table = true;
-        } else if in_table && words.last() == Some(&function) {
-            return Some((words[0].parse().ok()?, words[1].parse().ok()?));
-        }
-    }
-    None
-}
-
 /// What one `record -p PID --async` of the anchor gave: the recording's
 /// report, what record said, and (preloaded only) the reply of `ctl PID
 /// retval --clear` afterwards, which says the arguments kept.
@@ -139,12 +125,12 @@ fn record_anchor(name: &str, preloaded: bool) -> Recorded {
 /// Every future the anchor completed, exactly.
 fn assert_every_future(report: &str) {
     assert_eq!(
-        future_row(report, SERVE),
+        common::future_row(report, SERVE),
         Some((REQUESTS, REQUESTS * (STEPS + 1))),
         "{report}"
     );
     assert_eq!(
-        future_row(report, CLIENT),
+        common::future_row(report, CLIENT),
         Some((SLOTS, SLOTS * (REQUESTS / SLOTS + 1))),
         "{report}"
     );

@@ -27,6 +27,7 @@ mod async_prometheus;
 mod async_record_pid;
 mod async_state_loads;
 mod async_tokio_metrics;
+mod async_wrapped;
 mod cargo_build;
 mod chrome_select;
 mod cli;

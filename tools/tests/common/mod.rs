@@ -148,6 +148,21 @@ pub fn async_anchor() -> PathBuf {
     instrumented_examples().join("async-anchor")
 }
 
+/// The futures and polls of `function`'s row in a report's async table
+/// (`fntrace report` of an `--async` recording).
+pub fn future_row(report: &str, function: &str) -> Option<(u64, u64)> {
+    let mut in_table = false;
+    for line in report.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if words.first() == Some(&"futures") {
+            in_table = true;
+        } else if in_table && words.last() == Some(&function) {
+            return Some((words[0].parse().ok()?, words[1].parse().ok()?));
+        }
+    }
+    None
+}
+
 /// Reads the anchor's `stdout` until its last answer (`requests
 /// REQUESTS`): when its first answer came, after `start`.
 pub fn anchor_answered(

@@ -251,15 +251,13 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
     arguments.extend(args.argument.iter().cloned());
     retval.extend(args.retval.iter().cloned());
     if args.futures {
-        let path = super::instrumented::resolve(program)
-            .ok_or_else(|| format!("--async: {} not found", program.to_string_lossy()))?;
-        let found = super::async_fns::find(&path)?;
-        if found.is_empty() {
-            return Err(format!(
-                "--async: {} has no async fn or block with a symbol in its DWARF \
-                 (built without debug info, or all inlined?)",
-                path.display()
-            ));
+        let (path, found) = super::async_fns::find_for_command(program, program_args)?;
+        if super::instrumented::resolve(program).as_ref() != Some(&path) {
+            eprintln!(
+                "fntrace record: --async: the async functions of {} (which {} runs)",
+                path.display(),
+                program.to_string_lossy()
+            );
         }
         let (a, r) = super::async_fns::specs(&found);
         // Their futures' drop functions, where they have one: a future

@@ -1,0 +1,69 @@
+//! `fntrace record --async` of a program started through a wrapper
+//! (`timeout 60 ANCHOR ...`, `sh -c 'ANCHOR ...'`): the wrapper's own
+//! DWARF has no async function, so `--async` takes those of the program
+//! its arguments name, says which, and the recording (the runtime follows
+//! the wrapper's `exec`) links exactly the futures the anchor completed.
+
+use crate::common;
+use crate::profile_program;
+
+use std::process::Command;
+
+use common::TempDir;
+
+const CLI: &str = env!("CARGO_BIN_EXE_fntrace");
+const SERVE: &str = "async_anchor::serve::{closure#0}";
+const REQUESTS: u64 = 24;
+const STEPS: u64 = 3;
+
+/// `fntrace record --force --async -- WRAPPER...`: what record said, and
+/// the report of its recording.
+fn record_wrapped(name: &str, wrapper: &[&str]) -> (String, String) {
+    let dir = TempDir::new(name);
+    let data = dir.0.join("data");
+    let out = Command::new(CLI)
+        .arg("record")
+        .arg("--lib")
+        .arg(profile_program::library())
+        .args(["--force", "--async", "-o"])
+        .arg(&data)
+        .arg("--")
+        .args(wrapper)
+        .output()
+        .expect("running fntrace record");
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{said}");
+    let report = Command::new(CLI)
+        .args(["report", "--no-pager"])
+        .arg(&data)
+        .output()
+        .expect("running fntrace report");
+    (said, String::from_utf8_lossy(&report.stdout).into_owned())
+}
+
+#[test]
+fn async_through_timeout_and_sh_links_the_programs_futures() {
+    let anchor = common::async_anchor();
+    let anchor = anchor.to_str().unwrap();
+    let args = format!("2 {REQUESTS} 4 {STEPS} 10");
+    let through_sh = format!("{anchor} {args}");
+    let mut timeout = vec!["timeout", "120", anchor];
+    timeout.extend(args.split(' '));
+    for (name, wrapper, runs) in [
+        ("async-timeout", timeout, "timeout"),
+        ("async-sh", vec!["sh", "-c", &through_sh], "sh"),
+    ] {
+        let (said, report) = record_wrapped(name, &wrapper);
+        assert!(
+            said.contains(&format!(
+                "--async: the async functions of {anchor} (which {runs} runs)"
+            )),
+            "{said}"
+        );
+        assert_eq!(
+            common::future_row(&report, SERVE),
+            Some((REQUESTS, REQUESTS * (STEPS + 1))),
+            "{name}: {said}\n{report}"
+        );
+    }
+}
