@@ -51,49 +51,37 @@ pub struct AsyncFn {
 
 type Reader<'a> = gimli::EndianSlice<'a, gimli::LittleEndian>;
 
-/// Names of a wrapped command tried at most by [`find_for_command`].
-const WRAPPED_CANDIDATES: usize = 32;
-
 /// The executable whose async functions `--async` records for `program`
 /// run with `args`, and those functions: the program itself if its DWARF
-/// has some; else the first of the programs its arguments name that
-/// does, each argument and each of its words tried in order (at most
-/// [`WRAPPED_CANDIDATES`] names), so that `timeout 60 ./server` and `sh
-/// -c './server --port 8080'` record `./server`'s futures (the runtime
-/// follows the wrapper's `exec`).
+/// has some, else the program a wrapper runs
+/// (`instrumented::program_or_wrapped`: `timeout 60 ./server`, `sh -c
+/// './server --port 8080'`).
 pub fn find_for_command(
     program: &OsStr,
     args: &[OsString],
 ) -> Result<(PathBuf, Vec<AsyncFn>), String> {
     let path = super::instrumented::resolve(program)
         .ok_or_else(|| format!("--async: {} not found", program.to_string_lossy()))?;
-    let found = find(&path)?;
-    if !found.is_empty() {
-        return Ok((path, found));
+    // The program's own DWARF errs loudly; a wrapped candidate's is skipped.
+    let own = find(&path)?;
+    if !own.is_empty() {
+        return Ok((path, own));
     }
-    let words = (args.iter())
-        .flat_map(|arg| {
-            let text = arg.to_string_lossy().into_owned();
-            let words: Vec<String> = text.split_whitespace().map(String::from).collect();
-            let several = words.len() > 1;
-            std::iter::once(text).chain(words.into_iter().filter(move |_| several))
-        })
-        .take(WRAPPED_CANDIDATES);
-    for word in words {
-        let Some(candidate) = super::instrumented::resolve(OsStr::new(word.trim())) else {
-            continue;
-        };
-        if let Ok(found) = find(&candidate) {
-            if !found.is_empty() {
-                return Ok((candidate, found));
-            }
+    let mut found = Vec::new();
+    let wrapped = super::instrumented::program_or_wrapped(program, args, |candidate| {
+        if candidate == path {
+            return false; // read above
         }
-    }
-    Err(format!(
-        "--async: {} has no async fn or block with a symbol in its DWARF (built without \
-         debug info, or all inlined?), nor has a program its arguments name",
-        path.display()
-    ))
+        found = find(candidate).unwrap_or_default();
+        !found.is_empty()
+    });
+    wrapped.map(|candidate| (candidate, found)).ok_or_else(|| {
+        format!(
+            "--async: {} has no async fn or block with a symbol in its DWARF (built without \
+             debug info, or all inlined?), nor has a program its arguments name",
+            path.display()
+        )
+    })
 }
 
 /// The async resume functions of the executable at `path` that have a

@@ -72,6 +72,42 @@ pub fn refusal(path: &Path) -> String {
     )
 }
 
+/// Names of a wrapped command tried at most by [`program_or_wrapped`].
+const WRAPPED_CANDIDATES: usize = 32;
+
+/// The executable to read for `program` run with `args`: the program
+/// itself if `accepts` it; else the first of the programs its arguments
+/// name that `accepts` takes, each argument and each of its words tried
+/// in order (at most [`WRAPPED_CANDIDATES`] names), so that `timeout 60
+/// ./server` and `sh -c './server --port 8080'` give `./server` (whose
+/// process the runtime reaches through the wrapper's `exec`). `None`
+/// when `program` is not found or nothing is accepted.
+pub(super) fn program_or_wrapped(
+    program: &OsStr,
+    args: &[std::ffi::OsString],
+    mut accepts: impl FnMut(&Path) -> bool,
+) -> Option<PathBuf> {
+    let path = resolve(program)?;
+    if accepts(&path) {
+        return Some(path);
+    }
+    let names = (args.iter())
+        .flat_map(|arg| {
+            let text = arg.to_string_lossy().into_owned();
+            let words: Vec<String> = text.split_whitespace().map(String::from).collect();
+            let several = words.len() > 1;
+            std::iter::once(text).chain(words.into_iter().filter(move |_| several))
+        })
+        .take(WRAPPED_CANDIDATES);
+    for name in names {
+        match resolve(OsStr::new(name.trim())) {
+            Some(candidate) if accepts(&candidate) => return Some(candidate),
+            _ => {}
+        }
+    }
+    None
+}
+
 /// The file `program` names: itself when it holds a `/`, else the first
 /// executable regular file of that name on `PATH`.
 pub(super) fn resolve(program: &OsStr) -> Option<PathBuf> {

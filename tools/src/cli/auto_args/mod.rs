@@ -66,6 +66,9 @@ pub struct ForRecord {
     pub retval: Option<String>,
     /// The enums' definitions (see [`AutoSpecs::enums`]).
     pub enums: Vec<String>,
+    /// The executable the specs describe (the program, or the one it
+    /// runs), for [`complete`].
+    pub described: std::path::PathBuf,
 }
 
 /// How one parameter or return type is recorded.
@@ -88,12 +91,41 @@ enum Value {
 }
 
 /// `fntrace record -a`'s specs for `program` (found on `PATH` as it is
-/// run), and its enums; functions without DWARF are said once on stderr.
-pub fn for_record(program: &std::ffi::OsStr) -> Result<ForRecord, String> {
-    let name = program.to_string_lossy();
-    let path =
-        super::instrumented::resolve(program).ok_or_else(|| format!("-a: cannot find {name}"))?;
+/// run) with `args`, and its enums; functions without DWARF are said once
+/// on stderr. A program with no DWARF description that wraps another
+/// (`timeout 60 ./server`, `sh -c './server'`:
+/// `instrumented::program_or_wrapped`) gives the specs of the one it runs.
+pub fn for_record(
+    program: &std::ffi::OsStr,
+    args: &[std::ffi::OsString],
+) -> Result<ForRecord, String> {
+    let path = super::instrumented::resolve(program)
+        .ok_or_else(|| format!("-a: cannot find {}", program.to_string_lossy()))?;
     let mut auto = specs_of(&path)?;
+    let mut described = path.clone();
+    if auto.described == 0 {
+        let mut wrapped_specs = None;
+        let wrapped = super::instrumented::program_or_wrapped(program, args, |candidate| {
+            let specs = (candidate != path)
+                .then(|| specs_of(candidate).ok())
+                .flatten();
+            wrapped_specs = specs.filter(|s| s.described > 0);
+            wrapped_specs.is_some()
+        });
+        if let (Some(wrapped), Some(specs)) = (wrapped, wrapped_specs) {
+            eprintln!(
+                "fntrace record: -a: the functions of {} (which {} runs)",
+                wrapped.display(),
+                program.to_string_lossy()
+            );
+            auto = specs;
+            described = wrapped;
+        }
+    }
+    let name = match described == path {
+        true => program.to_string_lossy().into_owned(),
+        false => described.display().to_string(),
+    };
     if auto.described == 0 {
         // Nothing says how many arguments a function takes or of what
         // type: the six integer argument registers and rax, as they are.
@@ -139,17 +171,16 @@ pub fn for_record(program: &std::ffi::OsStr) -> Result<ForRecord, String> {
         arguments: some(auto.arguments),
         retval: some(auto.retval),
         enums: auto.enums,
+        described,
     })
 }
 
-/// Completes the recording `dir` of `program` for uftrace's `replay`:
-/// the program's data objects in its `.sym` file (to name what a `/p`
-/// value points to) and its `.dbg` file with `enums`.
-pub fn complete(dir: &Path, program: &std::ffi::OsStr, enums: &[String]) -> Result<(), String> {
-    let name = program.to_string_lossy();
-    let path = super::instrumented::resolve(program)
-        .and_then(|p| std::fs::canonicalize(p).ok())
-        .ok_or_else(|| format!("cannot find {name}"))?;
+/// Completes the recording `dir` of the executable `program` for
+/// uftrace's `replay`: its data objects in its `.sym` file (to name what
+/// a `/p` value points to) and its `.dbg` file with `enums`.
+pub fn complete(dir: &Path, program: &Path, enums: &[String]) -> Result<(), String> {
+    let path = std::fs::canonicalize(program)
+        .map_err(|e| format!("cannot find {}: {e}", program.display()))?;
     let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     let elf = object::File::parse(&*bytes).map_err(|e| format!("{}: {e}", path.display()))?;
     // The `.sym` file's addresses are relative to the module's first

@@ -240,11 +240,14 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
     // value, as uftrace merges specs.
     let (mut arguments, mut retval) = (Vec::new(), Vec::new());
     let mut enums = Vec::new();
+    // The executable -a's specs describe (a wrapper's: the one it runs).
+    let mut described = None;
     if args.auto_args {
-        let auto = super::auto_args::for_record(program)?;
+        let auto = super::auto_args::for_record(program, program_args)?;
         arguments.extend(auto.arguments);
         retval.extend(auto.retval);
         enums = auto.enums;
+        described = Some(auto.described);
     }
     let auto_count = (arguments.len(), retval.len());
     refuse_pinned(&args.argument, &args.retval)?;
@@ -375,7 +378,11 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
         |specs: &[String]| specs.iter().any(|s| s.contains("/p") || s.contains("/e:"));
     let recorded = dir.join("info").is_file();
     if recorded && (args.auto_args || names_values(&arguments) || names_values(&retval)) {
-        if let Err(err) = super::auto_args::complete(&dir, program, &enums) {
+        let program = described.or_else(|| super::instrumented::resolve(program));
+        let completed = program
+            .ok_or_else(|| "the program is gone".to_string())
+            .and_then(|program| super::auto_args::complete(&dir, &program, &enums));
+        if let Err(err) = completed {
             eprintln!("fntrace record: naming values in {}: {err}", dir.display());
         }
     }
