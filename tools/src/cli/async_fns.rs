@@ -62,8 +62,12 @@ pub fn find_for_command(
 ) -> Result<(PathBuf, Vec<AsyncFn>), String> {
     let path = super::instrumented::resolve(program)
         .ok_or_else(|| format!("--async: {} not found", program.to_string_lossy()))?;
-    // The program's own DWARF errs loudly; a wrapped candidate's is skipped.
-    let own = find(&path)?;
+    // The program's own DWARF errs loudly (a script has none); a wrapped
+    // candidate's is skipped.
+    let own = match super::instrumented::is_script(&path) {
+        true => Vec::new(),
+        false => find(&path)?,
+    };
     if !own.is_empty() {
         return Ok((path, own));
     }
@@ -78,7 +82,7 @@ pub fn find_for_command(
     wrapped.map(|candidate| (candidate, found)).ok_or_else(|| {
         format!(
             "--async: {} has no async fn or block with a symbol in its DWARF (built without \
-             debug info, or all inlined?), nor has a program its arguments name",
+             debug info, or all inlined?), nor has a program its arguments (or its script) name",
             path.display()
         )
     })

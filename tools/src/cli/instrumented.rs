@@ -73,15 +73,27 @@ pub fn refusal(path: &Path) -> String {
 }
 
 /// Names of a wrapped command tried at most by [`program_or_wrapped`].
-const WRAPPED_CANDIDATES: usize = 32;
+const WRAPPED_CANDIDATES: usize = 64;
+
+/// Bytes of a script read for the programs it names.
+const SCRIPT_READ: u64 = 64 << 10;
+
+/// Whether `path` is a script (it starts with `#!`): no ELF to read.
+pub(super) fn is_script(path: &Path) -> bool {
+    use std::io::Read;
+    let mut start = [0u8; 2];
+    std::fs::File::open(path).is_ok_and(|mut file| file.read_exact(&mut start).is_ok())
+        && start == *b"#!"
+}
 
 /// The executable to read for `program` run with `args`: the program
 /// itself if `accepts` it; else the first of the programs its arguments
 /// name that `accepts` takes, each argument and each of its words tried
-/// in order (at most [`WRAPPED_CANDIDATES`] names), so that `timeout 60
-/// ./server` and `sh -c './server --port 8080'` give `./server` (whose
-/// process the runtime reaches through the wrapper's `exec`). `None`
-/// when `program` is not found or nothing is accepted.
+/// in order, then (a script) the words of its text (at most
+/// [`WRAPPED_CANDIDATES`] names), so that `timeout 60 ./server`, `sh -c
+/// './server --port 8080'` and a script that runs `./server` give
+/// `./server` (whose process the runtime reaches through the wrapper's
+/// `exec`). `None` when `program` is not found or nothing is accepted.
 pub(super) fn program_or_wrapped(
     program: &OsStr,
     args: &[std::ffi::OsString],
@@ -91,6 +103,21 @@ pub(super) fn program_or_wrapped(
     if accepts(&path) {
         return Some(path);
     }
+    let script = match is_script(&path) {
+        true => {
+            use std::io::Read;
+            let mut text = String::new();
+            let file = std::fs::File::open(&path).ok()?;
+            let _ = file.take(SCRIPT_READ).read_to_string(&mut text);
+            text
+        }
+        false => String::new(),
+    };
+    let quotes: &[char] = &['"', '\'', ';', '(', ')', '`'];
+    let script_words = (script.lines())
+        .filter(|line| !line.starts_with('#'))
+        .flat_map(|line| line.split_whitespace())
+        .map(|word| word.trim_matches(quotes).to_string());
     let names = (args.iter())
         .flat_map(|arg| {
             let text = arg.to_string_lossy().into_owned();
@@ -98,6 +125,7 @@ pub(super) fn program_or_wrapped(
             let several = words.len() > 1;
             std::iter::once(text).chain(words.into_iter().filter(move |_| several))
         })
+        .chain(script_words)
         .take(WRAPPED_CANDIDATES);
     for name in names {
         match resolve(OsStr::new(name.trim())) {

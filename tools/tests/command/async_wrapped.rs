@@ -1,5 +1,6 @@
 //! `fntrace record --async` (and `-a`) of a program started through a wrapper
-//! (`timeout 60 ANCHOR ...`, `sh -c 'ANCHOR ...'`): the wrapper's own
+//! (`timeout 60 ANCHOR ...`, `sh -c 'ANCHOR ...'`, a script that `exec`s
+//! it): the wrapper's own
 //! DWARF has no async function, so `--async` takes those of the program
 //! its arguments name, says which, and the recording (the runtime follows
 //! the wrapper's `exec`) links exactly the futures the anchor completed.
@@ -49,9 +50,22 @@ fn async_through_timeout_and_sh_links_the_programs_futures() {
     let through_sh = format!("{anchor} {args}");
     let mut timeout = vec!["timeout", "120", anchor];
     timeout.extend(args.split(' '));
+    // A script that runs it (its words name the program).
+    let scripts = TempDir::new("wrapping-script");
+    let script = scripts.0.join("serve.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\n# starts the anchor\nexec \"{anchor}\" \"$@\"\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let script = script.to_str().unwrap();
+    let mut through_script = vec![script];
+    through_script.extend(args.split(' '));
     for (name, wrapper, runs) in [
         ("async-timeout", timeout, "timeout"),
         ("async-sh", vec!["sh", "-c", &through_sh], "sh"),
+        ("async-script", through_script, script),
     ] {
         let (said, report) = record_wrapped(name, &wrapper);
         assert!(

@@ -101,7 +101,10 @@ pub fn for_record(
 ) -> Result<ForRecord, String> {
     let path = super::instrumented::resolve(program)
         .ok_or_else(|| format!("-a: cannot find {}", program.to_string_lossy()))?;
-    let mut auto = specs_of(&path)?;
+    let mut auto = match super::instrumented::is_script(&path) {
+        true => AutoSpecs::default(),
+        false => specs_of(&path)?,
+    };
     let mut described = path.clone();
     if auto.described == 0 {
         let mut wrapped_specs = None;
