@@ -28,9 +28,16 @@ pub(super) struct SetUp {
     snapshots: PathBuf,
 }
 
+/// How long a set-up or tear-down step is waited for at least: a step
+/// given up leaves the program half set (a request read after its client
+/// has gone is not run), and under load a step that patches sites (the
+/// flight recorder's start and stop) took over 5 s beside four busy
+/// threads and a CPU hog (`tests/programs/async_poll_stress.rs`).
+const STEP_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Asks `target` for `line`; its reply, or its error.
 fn ask(target: &str, timeout: Duration, line: &str) -> Result<String, String> {
-    match ctl::exchange_line(target, timeout, line) {
+    match ctl::exchange_line(target, timeout.max(STEP_TIMEOUT), line) {
         Ok((true, reply)) => Ok(reply),
         Ok((false, why)) | Err(why) => Err(format!("{}: {why}", line.trim_end())),
     }
