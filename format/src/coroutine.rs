@@ -14,6 +14,14 @@
 //! ([`drop_function_name`]), where it is a function of its own, records
 //! the same values as a poll's entry (`D@arg1/x,arg1[OFF]/u8`): a future
 //! it finds pending was dropped before `Ready`.
+//!
+//! A hand-written `Future::poll` has no such state: it records the
+//! future's address at its entry (`F@arg1/x`) and, at its exit, the
+//! discriminant of the `Poll<T>` it returns (`F@poll1(V)/uN`, V being
+//! `Pending`'s; [`Linking::Returns`]). A poll that returns anything but V
+//! returned `Ready`; a poll of an address with no pending future of its
+//! function begins one (nothing tells a first poll apart: a future first
+//! polled before the recording is taken to begin at its first poll seen).
 
 use crate::argspec::{ArgFormat, ArgSlot, ArgSpec};
 
@@ -23,6 +31,47 @@ pub const UNRESUMED: u64 = 0;
 pub const RETURNED: u64 = 1;
 /// Its state after a panic in its body.
 pub const PANICKED: u64 = 2;
+/// Its state at its first suspend point: what a hand-written poll that
+/// returned `Pending` is taken to leave its future in.
+pub const SUSPENDED: u64 = 3;
+
+/// How the polls of a function are linked into futures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Linking {
+    /// rustc's state machine: its state read at each poll's entry and
+    /// exit (`argN[OFFSET]` given with `-R`).
+    States,
+    /// A hand-written `Future::poll`: the `Poll` it returns, `Pending`
+    /// when its discriminant is `pending` (`pollN(V)`).
+    Returns {
+        /// `Pending`'s discriminant.
+        pending: u64,
+    },
+}
+
+/// How the polls of a function recording `values` are linked, if it is
+/// one whose polls are: it reads a state at the exit (`argN[OFFSET]`
+/// given with `-R`) or its `Poll`'s discriminant (`pollN(V)`), which only
+/// `--async` asks for.
+pub fn linking(values: &[ArgSpec]) -> Option<Linking> {
+    values.iter().find_map(|v| match v.slot {
+        ArgSlot::Deref { at_exit: true, .. } => Some(Linking::States),
+        ArgSlot::Poll { pending, .. } => Some(Linking::Returns { pending }),
+        _ => None,
+    })
+}
+
+impl Linking {
+    /// The state a poll's exit value (`value`: the state, or the `Poll`'s
+    /// discriminant) leaves its future in, as rustc's states say it.
+    pub fn state_out(self, value: u64) -> u64 {
+        match self {
+            Linking::States => value,
+            Linking::Returns { pending } if value == pending => SUSPENDED,
+            Linking::Returns { .. } => RETURNED,
+        }
+    }
+}
 
 /// How one poll left its future.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,29 +99,34 @@ pub fn first_poll(state_in: u64) -> bool {
     state_in == UNRESUMED
 }
 
-/// Whether a function recording `values` is an async state machine whose
-/// polls are linked: it reads a state at the exit (`argN[OFFSET]` given
-/// with `-R`), which only `--async` asks for.
-pub fn records_states(values: &[ArgSpec]) -> bool {
-    values
-        .iter()
-        .any(|v| matches!(v.slot, ArgSlot::Deref { at_exit: true, .. }))
+/// Whether a function recording `values` is one whose polls are linked
+/// ([`linking`]).
+pub fn links_polls(values: &[ArgSpec]) -> bool {
+    linking(values).is_some()
 }
 
-/// The future's address and its state at a poll's entry, from the data
+/// The future's address at a poll's entry (or a drop's), from the data
 /// recorded after the entry (`data`, as `argspec::encode` wrote it for
-/// `values`): its first two values. `None` if they are not integers or
-/// `data` is too short.
+/// `values`): its first value. `None` if it is not an integer or `data`
+/// is too short.
+pub fn entry_address(values: &[ArgSpec], data: &[u8]) -> Option<u64> {
+    let [address] = integers(values, false, data)?;
+    Some(address)
+}
+
+/// The future's address and its state at a poll's entry: its first two
+/// values (a hand-written poll's entry records no state: `None`).
 pub fn entry_values(values: &[ArgSpec], data: &[u8]) -> Option<(u64, u64)> {
     let [address, state] = integers(values, false, data)?;
     Some((address, state))
 }
 
-/// The state at a poll's exit, from the data recorded after the exit: its
+/// The state a poll's exit leaves its future in (see
+/// [`Linking::state_out`]), from the data recorded after the exit: its
 /// first value.
 pub fn exit_state(values: &[ArgSpec], data: &[u8]) -> Option<u64> {
-    let [state] = integers(values, true, data)?;
-    Some(state)
+    let [value] = integers(values, true, data)?;
+    Some(linking(values)?.state_out(value))
 }
 
 /// The first `N` values (the entry's, or the exit's if `retval`) of
@@ -138,7 +192,7 @@ mod tests {
         let exit = &parse("f@arg1[0x10]/u8", SpecKind::Retval).unwrap()[0].values;
         let mut values = entry.clone();
         values.extend(exit.iter().copied());
-        assert!(records_states(&values) && !records_states(entry));
+        assert!(links_polls(&values) && !links_polls(entry));
         let regs = Registers {
             int: [0x7f00_1234_5678, 0, 0, 0, 0, 0],
             ..Registers::default()
@@ -166,6 +220,38 @@ mod tests {
         assert_eq!(poll_end(PANICKED), PollEnd::Panicked);
         assert_eq!(poll_end(4), PollEnd::Pending);
         assert!(first_poll(0) && !first_poll(3));
+    }
+
+    /// What `--async` records for a hand-written `Future::poll` returning
+    /// `Poll<()>` in `al` (Pending 1): the discriminant's byte alone is
+    /// read, whatever rax's other bytes hold.
+    #[test]
+    fn a_hand_written_poll_ends_by_its_discriminant() {
+        let entry = &parse("f@arg1/x", SpecKind::Arguments).unwrap()[0].values;
+        let exit = &parse("f@poll1(1)/u8", SpecKind::Retval).unwrap()[0].values;
+        let mut values = entry.clone();
+        values.extend(exit.iter().copied());
+        assert_eq!(linking(&values), Some(Linking::Returns { pending: 1 }));
+        assert_eq!(linking(entry), None);
+        let mut regs = Registers {
+            int: [0x7f00_1234_5678, 0, 0, 0, 0, 0],
+            ..Registers::default()
+        };
+        let mut no_reads = |_: u64, _: &mut [u8]| -> Option<usize> { panic!("nothing is read") };
+        let mut out = [0u8; 64];
+        let len = encode(&values, false, &regs, &mut no_reads, &mut out);
+        assert_eq!(entry_address(&values, &out[..len]), Some(0x7f00_1234_5678));
+        assert_eq!(entry_values(&values, &out[..len]), None);
+        for (rax, state) in [(0x5e00_0001, SUSPENDED), (0x5e00_0000, RETURNED)] {
+            regs.rax = rax;
+            let len = encode(&values, true, &regs, &mut no_reads, &mut out);
+            assert_eq!(exit_state(&values, &out[..len]), Some(state));
+        }
+        assert_eq!(poll_end(SUSPENDED), PollEnd::Pending);
+        // Given with -A, or in a format that is not an integer: refused.
+        assert!(parse("f@poll1(1)/u8", SpecKind::Arguments).is_err());
+        assert!(parse("f@poll1(1)/s", SpecKind::Retval).is_err());
+        assert!(parse("f@poll7(1)/u8", SpecKind::Retval).is_err());
     }
 
     #[test]

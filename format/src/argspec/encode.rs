@@ -60,7 +60,7 @@ pub fn encode_with(
             ArgSlot::Int(n) => regs.int[usize::from(n - 1)],
             ArgSlot::Fp(n) => regs.float[usize::from(n - 1)],
             ArgSlot::Retval if value.format == ArgFormat::Float => regs.xmm0,
-            ArgSlot::Retval => regs.rax,
+            ArgSlot::Retval | ArgSlot::Poll { .. } => regs.rax,
         };
         let used = if let ArgFormat::Struct(_) = value.format {
             // Its bytes, from the registers that follow its first; a

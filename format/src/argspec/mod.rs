@@ -149,13 +149,30 @@ pub enum ArgSlot {
         /// Spelled `pinN[OFFSET]`: read with a load (see above).
         pinned: bool,
     },
+    /// `pollN(V)` (fntrace, given with `-R`; what `fntrace record --async`
+    /// writes for a hand-written `Future::poll`): the return value, read
+    /// as `retval` is (rax, its first SIZE bytes), with a claim the
+    /// linkers of futures use: it is the discriminant of the `Poll<T>`
+    /// the function returns in registers, `V` meaning `Pending` (any other
+    /// value `Ready`), and argument N held the polled future's address,
+    /// which the entry keeps for the exit as it does for `argN[OFFSET]`.
+    /// Spelled so in `info` too (fntrace's readers read it; uftrace cannot).
+    Poll {
+        /// N: the future's argument (1-6).
+        arg: u8,
+        /// V: the discriminant of `Pending`.
+        pending: u64,
+    },
 }
 
 impl ArgSlot {
     /// Whether the value is read when the function returns (`-R`), not at
     /// its entry.
     pub fn at_exit(self) -> bool {
-        matches!(self, ArgSlot::Retval | ArgSlot::Deref { at_exit: true, .. })
+        matches!(
+            self,
+            ArgSlot::Retval | ArgSlot::Poll { .. } | ArgSlot::Deref { at_exit: true, .. }
+        )
     }
 }
 
@@ -362,6 +379,24 @@ fn parse_value_at(text: &str, kind: SpecKind) -> Result<ArgSpec, String> {
         ArgSlot::Int(index(n, "integer arguments", INT_REGISTERS)?)
     } else if name == "retval" {
         ArgSlot::Retval
+    } else if let Some((n, pending)) = name
+        .strip_prefix("poll")
+        .and_then(|n| n.strip_suffix(')')?.split_once('('))
+    {
+        let pending = match pending.strip_prefix("0x") {
+            Some(hex) => u64::from_str_radix(hex, 16),
+            None => pending.parse::<u64>(),
+        }
+        .map_err(|_| format!("`{text}`: `{pending}` is not a discriminant"))?;
+        if kind != SpecKind::Retval {
+            return Err(format!(
+                "`{text}`: `pollN(V)` is a return value: given with -R, not -A"
+            ));
+        }
+        ArgSlot::Poll {
+            arg: index(n, "integer arguments", INT_REGISTERS)?,
+            pending,
+        }
     } else {
         return Err(format!(
             "`{text}`: `{name}` is not a value (argN, fpargN or retval)"
@@ -381,14 +416,16 @@ fn parse_value_at(text: &str, kind: SpecKind) -> Result<ArgSpec, String> {
     // A load reads a plain integer: nothing that follows a pointer or
     // reads more than the value.
     let pinned = matches!(slot, ArgSlot::Deref { pinned: true, .. });
+    let polled = matches!(slot, ArgSlot::Poll { .. });
     let plain = |c: char| matches!(c, 'd' | 'i' | 'u' | 'x');
-    if pinned
+    if (pinned || polled)
         && written
             .and_then(|w| w.chars().next())
             .is_some_and(|c| !plain(c))
     {
+        let what = if pinned { "pinN[OFFSET]" } else { "pollN(V)" };
         return Err(format!(
-            "`{text}`: `pinN[OFFSET]` is read as an integer (d, i, u, x)"
+            "`{text}`: `{what}` is read as an integer (d, i, u, x)"
         ));
     }
     if let (Some(c), Some(written)) = (named, written) {

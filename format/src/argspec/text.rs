@@ -39,6 +39,7 @@ pub(super) fn parse_text(text: &str, slot: ArgSlot, len: &str) -> Result<ArgSpec
             return bad("a string read through memory has its length there (`:[OFFSET]`)")
         }
         (ArgSlot::Fp(_), _) => return bad("a floating-point argument is not a string"),
+        (ArgSlot::Poll { .. }, _) => return bad("`pollN(V)` is read as an integer"),
     }
     Ok(ArgSpec {
         slot,

@@ -93,6 +93,10 @@ struct Sums {
 
 /// What is known of one async function's futures.
 pub(crate) struct FunctionFutures {
+    /// Its polls are a hand-written `Future::poll`'s (no state to say a
+    /// first poll): a poll of an address with no pending future of it
+    /// begins one ([`coroutine::Linking::Returns`]).
+    begins_unseen: bool,
     /// Futures taking at least this long (ns) go to the slow queue
     /// (`u64::MAX`: none).
     threshold_ns: AtomicU64,
@@ -108,10 +112,11 @@ pub(crate) struct FunctionFutures {
 }
 
 impl FunctionFutures {
-    /// None counted, no threshold.
-    fn new() -> FunctionFutures {
+    /// None counted, no threshold; `begins_unseen`: see the field.
+    fn new(begins_unseen: bool) -> FunctionFutures {
         let zero = || AtomicU64::new(0);
         FunctionFutures {
+            begins_unseen,
             threshold_ns: AtomicU64::new(u64::MAX),
             sums: Default::default(),
             panicked: zero(),
@@ -230,8 +235,8 @@ struct Counts {
     busy_ns: u64,
 }
 
-/// The async functions of an argument table: those whose values record
-/// states ([`coroutine::records_states`]), by entry address. Instances of
+/// The async functions of an argument table: those whose polls are linked
+/// ([`coroutine::linking`]), by entry address. Instances of
 /// one function (rustc may emit a resume function and its drop glue in
 /// several codegen units: one name, several addresses) share a row, so
 /// that a future is one whichever copy polls or drops it.
@@ -257,12 +262,11 @@ impl Functions {
     /// if there are some. The control path's.
     pub(crate) fn new<'a>(functions: impl Iterator<Item = (usize, &'a [ArgSpec])>) -> Functions {
         let functions: Vec<(usize, &[ArgSpec])> = functions.collect();
-        let mut addresses: Vec<usize> = (functions.iter())
-            .filter(|(_, values)| coroutine::records_states(values))
-            .map(|(function, _)| *function)
+        let mut addresses: Vec<(usize, coroutine::Linking)> = (functions.iter())
+            .filter_map(|(function, values)| Some((*function, coroutine::linking(values)?)))
             .collect();
-        addresses.sort_unstable();
-        addresses.dedup();
+        addresses.sort_unstable_by_key(|(function, _)| *function);
+        addresses.dedup_by_key(|(function, _)| *function);
         addresses.truncate(MAX_FUNCTIONS);
         if !addresses.is_empty() {
             TABLE.get_or_init(|| FutureTable::new(SLOTS.load(Ordering::Relaxed)));
@@ -273,13 +277,14 @@ impl Functions {
         let mut names: Vec<Option<String>> = Vec::new();
         let mut per = Vec::new();
         let mut instances = Vec::with_capacity(addresses.len());
-        for function in addresses {
+        for (function, linking) in addresses {
             let named = name(function);
             let row = match names.iter().position(|n| named.is_some() && *n == named) {
                 Some(row) => row,
                 None => {
                     names.push(named);
-                    per.push((function, FunctionFutures::new()));
+                    let begins_unseen = matches!(linking, coroutine::Linking::Returns { .. });
+                    per.push((function, FunctionFutures::new(begins_unseen)));
                     per.len() - 1
                 }
             };
@@ -289,7 +294,7 @@ impl Functions {
         // its exit.
         let mut drops: Vec<(usize, u16)> = (functions.iter())
             .filter(|(_, values)| {
-                !coroutine::records_states(values)
+                !coroutine::links_polls(values)
                     && (values.iter())
                         .any(|v| matches!(v.slot, ArgSlot::Deref { at_exit: false, .. }))
             })
@@ -399,7 +404,7 @@ impl Functions {
         if self.drops.is_empty() || self.contains(function) {
             return;
         }
-        if let Some((address, _)) = coroutine::entry_values(values, data) {
+        if let Some(address) = coroutine::entry_address(values, data) {
             self.dropping(function, address, table);
         }
     }
@@ -491,6 +496,9 @@ impl Functions {
         // the name, and the row).
         let function = self.per[index].0;
         let (entry_ticks, exit_ticks) = ticks;
+        // A hand-written poll begins the future it finds none of.
+        let began = began
+            || (self.per[index].1.begins_unseen && !table.tracks(self.key_index(index), address));
         if began
             && table.entered(
                 self.key_index(index),
@@ -677,7 +685,7 @@ mod tests {
     fn counts_hold_whole_futures_while_four_threads_add() {
         const TIDS: [u32; 4] = [1, 1 + STRIPES as u32, 2, 3];
         const READINGS: u64 = 500;
-        let per = FunctionFutures::new();
+        let per = FunctionFutures::new(false);
         let stop = std::sync::atomic::AtomicBool::new(false);
         /// Stops the writers however the reader ends (a failed assertion
         /// included: the scope joins them).

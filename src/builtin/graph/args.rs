@@ -447,7 +447,8 @@ fn exit_deref_arg(values: &[ArgSpec]) -> Option<u8> {
     values.iter().find_map(|v| match v.slot {
         ArgSlot::Deref {
             arg, at_exit: true, ..
-        } => Some(arg),
+        }
+        | ArgSlot::Poll { arg, .. } => Some(arg),
         _ => None,
     })
 }

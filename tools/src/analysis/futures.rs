@@ -1,9 +1,10 @@
 //! Futures out of the polls `fntrace record --async` records: each poll of
 //! an async function's state machine carries the future's address and
-//! rustc's coroutine state at the entry and the exit, and [`futures_of`]
-//! links the polls of every thread into futures, from the first poll to the
-//! poll after which the state is Returned, or its drop before that
-//! (docs/async.md). `fntrace
+//! rustc's coroutine state at the entry and the exit (a hand-written
+//! `Future::poll`'s, the address and the `Poll` it returned), and
+//! [`futures_of`] links the polls of every thread into futures, from the
+//! first poll to the poll after which the state is Returned, or its drop
+//! before that (docs/async.md). `fntrace
 //! report`'s async rows and the Chrome and Perfetto exports' async slices
 //! are both made from its list.
 
@@ -76,7 +77,10 @@ struct Poll {
     entry_ns: u64,
     exit_ns: u64,
     tid: u32,
-    state_in: u64,
+    /// The state at its entry; none for a hand-written poll (a poll of an
+    /// address with no pending future of its function begins one).
+    state_in: Option<u64>,
+    /// The state it left its future in (`Linking::state_out`).
     state_out: u64,
 }
 
@@ -87,8 +91,8 @@ type DropAt = ((usize, u64), u64);
 /// What an event's function is to the linker.
 #[derive(Clone)]
 enum Role {
-    /// An async function whose polls are linked.
-    Poll,
+    /// An async function whose polls are linked, as they are.
+    Poll(coroutine::Linking),
     /// The drop function of the futures of the resume function named.
     Drop(String),
     /// Neither.
@@ -96,18 +100,16 @@ enum Role {
 }
 
 /// A poll entered and not yet returned: its depth, entry time, function,
-/// and the future's address and state at the entry (if recorded).
-type OpenPoll = (u16, u64, usize, Option<(u64, u64)>);
+/// and the future's address and state at the entry (if recorded; a
+/// hand-written poll records no state).
+type OpenPoll = (u16, u64, usize, Option<(u64, Option<u64>)>);
 
-/// Whether `specs` hold `--async`'s values (a state read at the exit)
-/// for any function, or for `name` when given.
-fn records_states(specs: &[FunctionSpec], name: Option<&str>) -> bool {
-    match name {
-        Some(name) => coroutine::records_states(&argspec::values_for(specs, |pattern| {
-            glob::matches(pattern, name)
-        })),
-        None => specs.iter().any(|s| coroutine::records_states(&s.values)),
-    }
+/// How the polls of the function `name` are linked, if `specs` hold
+/// `--async`'s values for it (a state or a `Poll` read at the exit).
+fn linking(specs: &[FunctionSpec], name: &str) -> Option<coroutine::Linking> {
+    coroutine::linking(&argspec::values_for(specs, |pattern| {
+        glob::matches(pattern, name)
+    }))
 }
 
 /// A value as replay shows it (`0x7f12`, `0`, `3`).
@@ -159,7 +161,7 @@ pub fn futures_of<S: EventSource>(
     source: &S,
     specs: &[FunctionSpec],
 ) -> Result<Option<Futures>, S::Error> {
-    if !records_states(specs, None) {
+    if !specs.iter().any(|s| coroutine::links_polls(&s.values)) {
         return Ok(None);
     }
     let mut selected: HashMap<usize, Role> = HashMap::new();
@@ -177,14 +179,14 @@ pub fn futures_of<S: EventSource>(
                 last_ns = last_ns.max(event.time_ns);
                 let role = selected.entry(event.function).or_insert_with(|| {
                     let name = source.name_of(event.function);
-                    match coroutine::dropped_by(&name) {
-                        _ if records_states(specs, Some(&name)) => Role::Poll,
-                        Some(resume) => Role::Drop(resume.to_string()),
-                        None => Role::Other,
+                    match (linking(specs, &name), coroutine::dropped_by(&name)) {
+                        (Some(linking), _) => Role::Poll(linking),
+                        (None, Some(resume)) => Role::Drop(resume.to_string()),
+                        (None, None) => Role::Other,
                     }
                 });
-                match role {
-                    Role::Poll => {}
+                let linking = match role {
+                    Role::Poll(linking) => *linking,
                     Role::Drop(resume) if event.kind != EventKind::Exit => {
                         let dropped = values
                             .get(&(event.time_ns, false))
@@ -195,12 +197,16 @@ pub fn futures_of<S: EventSource>(
                         continue;
                     }
                     Role::Drop(_) | Role::Other => continue,
-                }
+                };
                 if event.kind != EventKind::Exit {
                     open.retain(|&(depth, ..)| depth < event.depth);
                     let entered = values.get(&(event.time_ns, false)).and_then(|text| {
                         let v = split_values(text);
-                        Some((number(v.first()?)?, number(v.get(1)?)?))
+                        let address = number(v.first()?)?;
+                        match linking {
+                            coroutine::Linking::States => Some((address, Some(number(v.get(1)?)?))),
+                            coroutine::Linking::Returns { .. } => Some((address, None)),
+                        }
                     });
                     open.push((event.depth, event.time_ns, event.function, entered));
                     continue;
@@ -214,7 +220,8 @@ pub fn futures_of<S: EventSource>(
                 };
                 let state_out = values
                     .get(&(event.time_ns, true))
-                    .and_then(|text| number(split_values(text).first()?));
+                    .and_then(|text| number(split_values(text).first()?))
+                    .map(|value| linking.state_out(value));
                 let (Some((future, state_in)), Some(state_out)) = (entered, state_out) else {
                     without += 1;
                     continue;
@@ -273,7 +280,10 @@ fn link(mut polls: Vec<Poll>, mut drops: Vec<DropAt>) -> Futures {
             }
         }
         let key = (poll.function, poll.future);
-        if coroutine::first_poll(poll.state_in) {
+        // A hand-written poll's future begins at the first poll of its
+        // address seen (no state says more).
+        let first = poll.state_in.is_none_or(coroutine::first_poll);
+        if poll.state_in.is_some_and(coroutine::first_poll) {
             // A new future at an address where one was left pending: that
             // one was dropped before it was Ready.
             if let Some((mut dropped, _)) = live.remove(&key) {
@@ -292,7 +302,7 @@ fn link(mut polls: Vec<Poll>, mut drops: Vec<DropAt>) -> Futures {
                 tids: Vec::new(),
                 end: FutureEnd::Pending,
             };
-            (future, !coroutine::first_poll(poll.state_in))
+            (future, !first)
         });
         future.end_ns = poll.exit_ns;
         future.busy_ns += poll.exit_ns.saturating_sub(poll.entry_ns);
@@ -338,9 +348,50 @@ mod tests {
             entry_ns: at,
             exit_ns: at + 5,
             tid,
-            state_in,
+            state_in: Some(state_in),
             state_out,
         }
+    }
+
+    /// A hand-written poll's future: from the first poll of its address
+    /// seen to the poll that returned `Ready`, then a new one at the same
+    /// address; a future first polled before the recording cannot be told
+    /// apart (it begins at its first poll seen).
+    #[test]
+    fn hand_written_polls_link_by_address_alone() {
+        use fntrace_format::coroutine::SUSPENDED;
+        let hand = |future, at, tid, state_out| Poll {
+            state_in: None,
+            ..poll(future, at, tid, 0, state_out)
+        };
+        let polls = vec![
+            hand(0xa, 100, 1, SUSPENDED),
+            hand(0xa, 200, 2, SUSPENDED),
+            hand(0xa, 300, 1, RETURNED),
+            hand(0xa, 400, 2, RETURNED),
+            hand(0xb, 110, 1, SUSPENDED),
+        ];
+        let summary: Vec<_> = (link(polls, Vec::new()).futures.iter())
+            .map(|f| {
+                (
+                    f.address,
+                    f.start_ns,
+                    f.end_ns,
+                    f.polls,
+                    f.tids.clone(),
+                    f.end,
+                )
+            })
+            .collect();
+        use FutureEnd::*;
+        assert_eq!(
+            summary,
+            [
+                (0xa, 100, 305, 3, vec![1, 2], Ready),
+                (0xb, 110, 115, 1, vec![1], Pending),
+                (0xa, 400, 405, 1, vec![2], Ready),
+            ]
+        );
     }
 
     /// Each way a future ends, or does not, in one function's polls.

@@ -255,6 +255,12 @@ impl FutureTable {
         entered
     }
 
+    /// Whether a future of `function` at `address` is pending (tracked).
+    #[inline]
+    pub(crate) fn tracks(&self, function: u16, address: u64) -> bool {
+        self.find(key_of(function, address)).is_some()
+    }
+
     /// The future of `function` at `address` is being dropped (its drop
     /// function's entry): whether it was tracked, pending (its slot is
     /// freed). Its owner drops it, so no poll of it runs now. No lock, no
