@@ -21,6 +21,11 @@
 //!    `call` recording as many bytes as a poll, from its registers (the
 //!    argument entries' fast path, no load, no link).
 //!
+//! Each run then polls a hand-written future (`Ticks`, 100 polls a
+//! future) as many times, traced with the others (`-F` on its `poll`):
+//! plain in 2, by the `Poll` it returns in 3 (`--async`'s
+//! `F@arg1/x` and `F@poll1(1)/u64`).
+//!
 //! Costs: a case's CPU per poll (per call) less the base's, per round;
 //! every fntrace run must say `0 lost`; `FNTRACE_BENCH_RUNS` rounds
 //! (default 5), the cases in turn in each; medians printed, with the
@@ -35,8 +40,11 @@ use common::{median, TempDir};
 
 const RESUME: &str = "poll_loop::stepper::{closure#0}";
 
-/// One run's CPU per (call, poll), in ns.
-fn run(command: &mut Command) -> (f64, f64) {
+/// The hand-written future's poll.
+const HAND: &str = "<poll_loop::Ticks as core::future::future::Future>::poll";
+
+/// One run's CPU per (call, poll, hand-written poll), in ns.
+fn run(command: &mut Command) -> (f64, f64, f64) {
     for (name, _) in std::env::vars() {
         if name.starts_with("FNTRACE") || name == "LD_PRELOAD" {
             command.env_remove(name);
@@ -52,8 +60,8 @@ fn run(command: &mut Command) -> (f64, f64) {
     );
     let line = stdout.lines().last().unwrap_or_default();
     let mut fields = line.split_whitespace().map(|f| f.parse::<f64>());
-    match (fields.next(), fields.next()) {
-        (Some(Ok(call)), Some(Ok(poll))) => (call, poll),
+    match (fields.next(), fields.next(), fields.next()) {
+        (Some(Ok(call)), Some(Ok(poll)), Some(Ok(hand))) => (call, poll, hand),
         _ => panic!("{command:?}: the program printed {stdout:?}"),
     }
 }
@@ -95,9 +103,14 @@ fn main() {
         common::load_average(),
     );
     let n = polls.to_string();
-    let traced = ["-F", RESUME, "-F", "poll_loop::call"];
-    // (call, poll) per case and round.
+    let traced = ["-F", RESUME, "-F", "poll_loop::call", "-F", HAND];
+    // (call, poll) per case and round, and the hand-written polls apart.
     let mut cpu: Vec<Vec<(f64, f64)>> = vec![Vec::new(); 5];
+    let mut hand: Vec<Vec<f64>> = vec![Vec::new(); 5];
+    let mut push = |case: usize, (call, poll, hand_poll): (f64, f64, f64)| {
+        cpu[case].push((call, poll));
+        hand[case].push(hand_poll);
+    };
     let mut offset = None;
     for round in 0..rounds {
         let out = |case: &str| dir.path().join(format!("out-{round}-{case}"));
@@ -107,11 +120,11 @@ fn main() {
             command.args(extra).arg("--").arg(&program).arg(&n);
             command
         };
-        cpu[0].push(run(&mut fntrace("base", &["-F", "poll_loop::main"])));
-        cpu[1].push(run(&mut fntrace("graph", &traced)));
+        push(0, run(&mut fntrace("base", &["-F", "poll_loop::main"])));
+        push(1, run(&mut fntrace("graph", &traced)));
         let mut with_async = vec!["--async"];
         with_async.extend(traced);
-        cpu[2].push(run(&mut fntrace("async", &with_async)));
+        push(2, run(&mut fntrace("async", &with_async)));
         let offset = offset.get_or_insert_with(|| state_offset(&out("async")));
         let state = format!("arg1[{offset}]/u8");
         let by_hand = [
@@ -122,7 +135,7 @@ fn main() {
         ];
         let mut by_hand: Vec<&str> = by_hand.to_vec();
         by_hand.extend(traced);
-        cpu[3].push(run(&mut fntrace("by-hand", &by_hand)));
+        push(3, run(&mut fntrace("by-hand", &by_hand)));
         // `call` recording what a poll records, laid out alike: 12 bytes
         // at the entry (two data slots), one at the exit (one slot).
         let mut values = vec![
@@ -132,12 +145,19 @@ fn main() {
             "poll_loop::call@retval/u8",
         ];
         values.extend(traced);
-        cpu[4].push(run(&mut fntrace("values", &values)));
+        push(4, run(&mut fntrace("values", &values)));
         for case in ["base", "graph", "async", "by-hand", "values"] {
             let _ = std::fs::remove_dir_all(out(case));
         }
     }
     let cost = |case: usize, poll: bool| common::less_base(&cpu, case, poll);
+    let hand_cost = |case: usize| -> Vec<f64> {
+        hand[case]
+            .iter()
+            .zip(&hand[0])
+            .map(|(c, base)| c - base)
+            .collect()
+    };
     let show = common::median_and_range;
     let mut base: Vec<f64> = cpu[0].iter().map(|c| c.1).collect();
     println!("  base (sites NOPed): {:.1} ns a poll", median(&mut base));
@@ -165,5 +185,12 @@ fn main() {
         ratio(cost(2, true), cost(1, false)),
         ratio(cost(2, true), cost(4, false)),
         ratio(cost(3, true), cost(2, true))
+    );
+    println!(
+        "  hand-written poll ({HAND}): graph, no values {}; --async (poll1(1)/u64, generic \
+         entry and slow exit) {}; / traced call without values: {:.1} x",
+        show(hand_cost(1)),
+        show(hand_cost(2)),
+        ratio(hand_cost(2), cost(1, false))
     );
 }

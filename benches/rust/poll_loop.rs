@@ -1,8 +1,10 @@
 //! The cost of a poll under `fntrace record --async` (benches/async_poll.rs):
 //! N calls of `call(i)`, then N polls of `stepper`'s state machine (futures
 //! of 100 polls each, boxed and polled through their vtable with a no-op
-//! waker, so that the resume function stays a call), each loop timed with
-//! the thread's CPU clock; prints both per call / poll. Built by the
+//! waker, so that the resume function stays a call), then N polls of a
+//! hand-written future (`Ticks`, the same 100 polls a future, boxed
+//! likewise), each loop timed with the thread's CPU clock; prints the
+//! three per call / poll. Built by the
 //! benchmark with `rustc -O -g -Zinstrument-mcount`; std only.
 
 use std::future::Future;
@@ -42,6 +44,22 @@ impl Future for Yield {
         }
         self.0 = true;
         cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+/// A hand-written future: pending `.0` times, then ready with its count
+/// (`--async` follows its `poll` by the `Poll<u64>` it returns).
+struct Ticks(u64, u64);
+
+impl Future for Ticks {
+    type Output = u64;
+    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<u64> {
+        if self.0 == 0 {
+            return Poll::Ready(self.1);
+        }
+        self.0 -= 1;
+        self.1 += 1;
         Poll::Pending
     }
 }
@@ -86,10 +104,23 @@ fn main() {
         }
     }
     let t2 = cpu_ns();
+    let mut hand_polls = 0u64;
+    while hand_polls < n {
+        let mut future: Pin<Box<dyn Future<Output = u64>>> = black_box(Box::pin(Ticks(STEPS, 0)));
+        loop {
+            hand_polls += 1;
+            if let Poll::Ready(v) = future.as_mut().poll(&mut cx) {
+                sum = sum.wrapping_add(v);
+                break;
+            }
+        }
+    }
+    let t3 = cpu_ns();
     println!(
-        "{:.3} {:.3} {}",
+        "{:.3} {:.3} {:.3} {}",
         (t1 - t0) as f64 / n as f64,
         (t2 - t1) as f64 / polls as f64,
+        (t3 - t2) as f64 / hand_polls as f64,
         sum
     );
 }

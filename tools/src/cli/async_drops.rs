@@ -59,7 +59,11 @@ pub fn specs(path: &Path, functions: &[AsyncFn], entry_specs: &[String]) -> Vec<
         let Some((name, _)) = spec.rsplit_once('@') else {
             continue;
         };
-        let Some(f) = functions.iter().find(|f| f.name == name) else {
+        // (A hand-written future's drop is not followed yet: docs/async.md.)
+        let Some(f) = functions
+            .iter()
+            .find(|f| f.name == name && f.pending.is_none())
+        else {
             continue;
         };
         let drop = coroutine::drop_function_name(name);

@@ -47,6 +47,31 @@ pub struct AsyncFn {
     /// functions of known layout only, so the state may be loaded
     /// (`pinN[OFF]`).
     pub sole: bool,
+    /// A hand-written `Future::poll` (no state machine): `Pending`'s
+    /// discriminant in the `Poll<T>` it returns in registers, whose
+    /// discriminant is then `state_size` bytes at offset 0 (rax); or, with
+    /// a `self_arg` of 0, returned through memory and not followed
+    /// ([`AsyncFn::left_out`]).
+    pub pending: Option<u64>,
+}
+
+impl AsyncFn {
+    /// A hand-written poll whose `Poll` rustc returns through memory:
+    /// found, not followed (its discriminant is not in a register at the
+    /// return), said by `fntrace record --async`.
+    pub fn left_out(&self) -> bool {
+        self.self_arg == 0
+    }
+}
+
+/// Where a poll's future says how it stands: a resume function's state
+/// or a hand-written poll's returned discriminant (see [`AsyncFn`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Layout {
+    state_offset: u64,
+    state_size: u8,
+    self_arg: u8,
+    pending: Option<u64>,
 }
 
 type Reader<'a> = gimli::EndianSlice<'a, gimli::LittleEndian>;
@@ -101,7 +126,7 @@ pub fn find(path: &Path) -> Result<Vec<AsyncFn>, String> {
     })
     .map_err(|e| format!("{}: DWARF: {e}", path.display()))?;
     let dwarf = sections.borrow(|s| gimli::EndianSlice::new(s, gimli::LittleEndian));
-    let mut found: BTreeMap<u64, (u64, u8, u8)> = BTreeMap::new();
+    let mut found: BTreeMap<u64, Layout> = BTreeMap::new();
     let mut units = dwarf.units();
     while let Ok(Some(header)) = units.next() {
         let Ok(unit) = dwarf.unit(header) else {
@@ -120,6 +145,14 @@ pub fn find(path: &Path) -> Result<Vec<AsyncFn>, String> {
             }
         }
     }
+    // A `poll` returning `Poll<T>` counts as a future's only as
+    // `Future::poll` (not an inherent `poll`, nor another trait's).
+    found.retain(|address, layout| {
+        layout.pending.is_none()
+            || names
+                .get(address)
+                .is_some_and(|name| name.ends_with(FUTURE_POLL))
+    });
     // Names some function of unknown layout shares (a monomorphisation
     // whose DWARF was not understood, a closure of the same path).
     let known: std::collections::HashSet<&str> = names.values().map(String::as_str).collect();
@@ -137,26 +170,32 @@ pub fn find(path: &Path) -> Result<Vec<AsyncFn>, String> {
     }
     Ok(found
         .into_iter()
-        .filter_map(|(address, (state_offset, state_size, self_arg))| {
+        .filter_map(|(address, layout)| {
             let name = names.remove(&address)?;
             Some(AsyncFn {
                 address,
                 sole: !shared.contains(&name),
                 name,
-                state_offset,
-                state_size,
-                self_arg,
+                state_offset: layout.state_offset,
+                state_size: layout.state_size,
+                self_arg: layout.self_arg,
+                pending: layout.pending,
             })
         })
         .collect())
 }
 
-/// Adds the resume functions of `unit` to `found`: entry address → the
-/// state's offset and size, the argument holding the future.
+/// How the symbol of a hand-written future's poll ends (demangled).
+const FUTURE_POLL: &str = " as core::future::future::Future>::poll";
+
+/// Adds the resume functions of `unit` to `found`, and the `poll`s
+/// returning `Poll<T>` in registers that the program's own code declares
+/// (`find` keeps those that are `Future::poll`): entry address → where
+/// the future says how it stands.
 fn resume_functions(
     dwarf: &gimli::Dwarf<Reader<'_>>,
     unit: &gimli::Unit<Reader<'_>>,
-    found: &mut BTreeMap<u64, (u64, u8, u8)>,
+    found: &mut BTreeMap<u64, Layout>,
 ) -> gimli::Result<()> {
     let mut entries = unit.entries();
     while let Some((_, entry)) = entries.next_dfs()? {
@@ -172,6 +211,12 @@ fn resume_functions(
         };
         let name = dwarf.attr_string(unit, name)?;
         let name = name.to_string_lossy();
+        if name == "poll" {
+            if let Some(layout) = hand_written_poll(dwarf, unit, entry)? {
+                found.insert(low_pc, layout);
+            }
+            continue;
+        }
         if !(name.starts_with("{async_fn#") || name.starts_with("{async_block#")) {
             continue;
         }
@@ -189,7 +234,13 @@ fn resume_functions(
         };
         let self_arg = if returned > 16 { 2 } else { 1 };
         if let Some((offset, size)) = state_of_resume(unit, entry.offset())? {
-            found.insert(low_pc, (offset, size, self_arg));
+            let layout = Layout {
+                state_offset: offset,
+                state_size: size,
+                self_arg,
+                pending: None,
+            };
+            found.insert(low_pc, layout);
         }
     }
     Ok(())
@@ -253,6 +304,232 @@ fn state_of_resume(
     })
 }
 
+/// The layout of a hand-written poll at `entry` (a subprogram named
+/// `poll`), if it is one `--async` follows: declared in the program's own
+/// code (not in a crate from a registry or git checkout, nor in Rust's
+/// library: their futures are the executor's and the libraries' own
+/// business, and many), returning a `Poll<T>` whose DWARF variant part
+/// puts the discriminant at offset 0 and gives `Pending` a value, in
+/// registers: at most 8 bytes, or 16 made of two scalars (rustc's scalar
+/// pair, the discriminant first, in rax). Anything else rustc returns
+/// through memory (`Poll<Result<u32, io::Error>>`: three scalars): such
+/// a poll's layout has a `self_arg` of 0, left out.
+fn hand_written_poll(
+    dwarf: &gimli::Dwarf<Reader<'_>>,
+    unit: &gimli::Unit<Reader<'_>>,
+    entry: &gimli::DebuggingInformationEntry<Reader<'_>>,
+) -> gimli::Result<Option<Layout>> {
+    if !declared_in_own_code(dwarf, unit, entry)? {
+        return Ok(None);
+    }
+    let Some(poll) = type_of(unit, entry.offset())? else {
+        return Ok(None);
+    };
+    let poll_entry = unit.entry(poll)?;
+    let type_name = match poll_entry.attr_value(gimli::DW_AT_name)? {
+        Some(name) => dwarf
+            .attr_string(unit, name)?
+            .to_string_lossy()
+            .into_owned(),
+        None => return Ok(None),
+    };
+    let size = poll_entry
+        .attr_value(gimli::DW_AT_byte_size)?
+        .and_then(|v| v.udata_value());
+    let (Some(size), true) = (size, type_name.starts_with("Poll<")) else {
+        return Ok(None);
+    };
+    let Some(part) = first_child(unit, poll, gimli::DW_TAG_variant_part)? else {
+        return Ok(None);
+    };
+    let Some(gimli::AttributeValue::UnitRef(discr)) =
+        unit.entry(part)?.attr_value(gimli::DW_AT_discr)?
+    else {
+        return Ok(None);
+    };
+    let discr_offset = unit
+        .entry(discr)?
+        .attr_value(gimli::DW_AT_data_member_location)?
+        .and_then(|v| v.udata_value());
+    let discr_size = match type_of(unit, discr)? {
+        Some(t) => byte_size(unit, t)?,
+        None => None,
+    };
+    let (Some(0), Some(discr_size @ (1 | 2 | 4 | 8))) = (discr_offset, discr_size) else {
+        return Ok(None);
+    };
+    let Some(pending) = pending_value(dwarf, unit, part)? else {
+        return Ok(None);
+    };
+    let in_registers = match size {
+        0..=8 => true,
+        9..=16 => {
+            let mut scalars = Vec::new();
+            scalar_pair(unit, poll, 0, &mut scalars, 0)? && scalars.len() == 2
+        }
+        _ => false,
+    };
+    Ok(Some(Layout {
+        state_offset: 0,
+        state_size: discr_size as u8,
+        // Through memory: no argument followed (`AsyncFn::left_out`).
+        self_arg: u8::from(in_registers),
+        pending: Some(pending),
+    }))
+}
+
+/// Whether the subprogram at `entry` is declared outside Cargo's registry
+/// and git checkouts and Rust's own library (its `DW_AT_decl_file`).
+fn declared_in_own_code(
+    dwarf: &gimli::Dwarf<Reader<'_>>,
+    unit: &gimli::Unit<Reader<'_>>,
+    entry: &gimli::DebuggingInformationEntry<Reader<'_>>,
+) -> gimli::Result<bool> {
+    let Some(gimli::AttributeValue::FileIndex(index)) = entry.attr_value(gimli::DW_AT_decl_file)?
+    else {
+        return Ok(false);
+    };
+    let Some(program) = &unit.line_program else {
+        return Ok(false);
+    };
+    let header = program.header();
+    let Some(file) = header.file(index) else {
+        return Ok(false);
+    };
+    let mut path = String::new();
+    if let Some(directory) = file.directory(header) {
+        path.push_str(&dwarf.attr_string(unit, directory)?.to_string_lossy());
+        path.push('/');
+    }
+    path.push_str(&dwarf.attr_string(unit, file.path_name())?.to_string_lossy());
+    let foreign = [
+        "/.cargo/registry/",
+        "/.cargo/git/",
+        "/rustc/",
+        "/lib/rustlib/",
+    ];
+    Ok(!path.starts_with("/rustc/") && !foreign.iter().any(|f| path.contains(f)))
+}
+
+/// `Pending`'s `DW_AT_discr_value` in the variant part at `part`.
+fn pending_value(
+    dwarf: &gimli::Dwarf<Reader<'_>>,
+    unit: &gimli::Unit<Reader<'_>>,
+    part: gimli::UnitOffset,
+) -> gimli::Result<Option<u64>> {
+    let mut tree = unit.entries_tree(Some(part))?;
+    let root = tree.root()?;
+    let mut variants = root.children();
+    while let Some(variant) = variants.next()? {
+        if variant.entry().tag() != gimli::DW_TAG_variant {
+            continue;
+        }
+        let value = match variant.entry().attr_value(gimli::DW_AT_discr_value)? {
+            Some(gimli::AttributeValue::Sdata(v)) => Some(v as u64),
+            Some(v) => v.udata_value(),
+            None => None,
+        };
+        let mut members = variant.children();
+        while let Some(member) = members.next()? {
+            let named = match member.entry().attr_value(gimli::DW_AT_name)? {
+                Some(name) => dwarf.attr_string(unit, name)?.to_string_lossy() == "Pending",
+                None => false,
+            };
+            if named {
+                return Ok(value);
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Collects into `scalars` the (offset, size, is a float) of every scalar
+/// the type at `at` (placed at `base`) is made of, every variant's, each
+/// place once; `false` if it holds something that is not a scalar, a
+/// structure or an enum's variant part (an array, a union) or two
+/// scalars of different kinds at one place. rustc returns a 9-16 byte
+/// value in two registers when it is two scalars (its scalar pair).
+fn scalar_pair(
+    unit: &gimli::Unit<Reader<'_>>,
+    at: gimli::UnitOffset,
+    base: u64,
+    scalars: &mut Vec<(u64, u64, bool)>,
+    depth: u32,
+) -> gimli::Result<bool> {
+    if depth > 16 {
+        return Ok(false);
+    }
+    let entry = unit.entry(at)?;
+    let mut size = byte_size(unit, at)?;
+    // rustc gives pointers no size of their own: an address's.
+    if entry.tag() == gimli::DW_TAG_pointer_type {
+        size = size.or(Some(u64::from(unit.encoding().address_size)));
+    }
+    match entry.tag() {
+        gimli::DW_TAG_base_type | gimli::DW_TAG_pointer_type | gimli::DW_TAG_enumeration_type => {
+            let Some(size) = size.filter(|&s| s > 0) else {
+                return Ok(size == Some(0));
+            };
+            let float = entry.tag() == gimli::DW_TAG_base_type
+                && entry.attr_value(gimli::DW_AT_encoding)?
+                    == Some(gimli::AttributeValue::Encoding(gimli::DW_ATE_float));
+            match scalars.iter().find(|s| s.0 == base) {
+                Some(&seen) => Ok(seen == (base, size, float)),
+                None => {
+                    scalars.push((base, size, float));
+                    Ok(true)
+                }
+            }
+        }
+        gimli::DW_TAG_typedef => match type_of(unit, at)? {
+            Some(inner) => scalar_pair(unit, inner, base, scalars, depth + 1),
+            None => Ok(false),
+        },
+        gimli::DW_TAG_structure_type | gimli::DW_TAG_variant_part | gimli::DW_TAG_variant => {
+            if size == Some(0) {
+                return Ok(true);
+            }
+            let mut tree = unit.entries_tree(Some(at))?;
+            let root = tree.root()?;
+            let mut children = root.children();
+            while let Some(child) = children.next()? {
+                let child = child.entry();
+                let fits = match child.tag() {
+                    gimli::DW_TAG_member => {
+                        let offset = child
+                            .attr_value(gimli::DW_AT_data_member_location)?
+                            .and_then(|v| v.udata_value());
+                        match (offset, type_of(unit, child.offset())?) {
+                            (Some(offset), Some(ty)) => {
+                                scalar_pair(unit, ty, base + offset, scalars, depth + 1)?
+                            }
+                            _ => false,
+                        }
+                    }
+                    gimli::DW_TAG_variant_part | gimli::DW_TAG_variant => {
+                        scalar_pair(unit, child.offset(), base, scalars, depth + 1)?
+                    }
+                    // Type parameters, methods, nested types: no bytes.
+                    _ => true,
+                };
+                if !fits {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        }
+        _ => Ok(size == Some(0)),
+    }
+}
+
+/// The `DW_AT_byte_size` of the type at `at`.
+fn byte_size(unit: &gimli::Unit<Reader<'_>>, at: gimli::UnitOffset) -> gimli::Result<Option<u64>> {
+    Ok(unit
+        .entry(at)?
+        .attr_value(gimli::DW_AT_byte_size)?
+        .and_then(|v| v.udata_value()))
+}
+
 /// The DIE `DW_AT_type` of `at` names, if in the same unit.
 fn type_of(
     unit: &gimli::Unit<Reader<'_>>,
@@ -284,7 +561,9 @@ fn first_child(
 /// The `-A` and `-R` specs for `functions`: per function, the future's
 /// address and its state at the entry, and its state at the exit (read
 /// through `pinN`, with a load, for a [`AsyncFn::sole`] name; else
-/// through `argN`, with the system call that never faults). Names
+/// through `argN`, with the system call that never faults); for a
+/// hand-written poll, the future's address at the entry and the `Poll`'s
+/// discriminant at the exit (`pollN(V)`). Names
 /// a glob cannot spell exactly (`*`, `?`), and names two functions of
 /// different layouts share (a glob would select both), are left out.
 pub fn specs(functions: &[AsyncFn]) -> (Vec<String>, Vec<String>) {
@@ -294,8 +573,8 @@ pub fn specs(functions: &[AsyncFn]) -> (Vec<String>, Vec<String>) {
             continue;
         }
         let same = |g: &&AsyncFn| {
-            (g.state_offset, g.state_size, g.self_arg, g.sole)
-                == (f.state_offset, f.state_size, f.self_arg, f.sole)
+            (g.state_offset, g.state_size, g.self_arg, g.sole, g.pending)
+                == (f.state_offset, f.state_size, f.self_arg, f.sole, f.pending)
         };
         by_name
             .entry(&f.name)
@@ -305,10 +584,17 @@ pub fn specs(functions: &[AsyncFn]) -> (Vec<String>, Vec<String>) {
     let mut arguments = Vec::new();
     let mut retvals = Vec::new();
     for (name, f) in by_name {
-        let Some(f) = f else {
+        let Some(f) = f.filter(|f| !f.left_out()) else {
             continue;
         };
         let arg = f.self_arg;
+        if let Some(pending) = f.pending {
+            // The future's address; the `Poll` returned (rax).
+            arguments.push(format!("{name}@arg{arg}/x"));
+            let bits = u32::from(f.state_size) * 8;
+            retvals.push(format!("{name}@poll{arg}({pending})/u{bits}"));
+            continue;
+        }
         let through = if f.sole { "pin" } else { "arg" };
         let state = format!(
             "{through}{arg}[{:#x}]/u{}",
@@ -333,6 +619,7 @@ mod tests {
             state_size: 1,
             self_arg: 1,
             sole,
+            pending: None,
         }
     }
 

@@ -21,6 +21,7 @@ mod prometheus_server;
 
 mod async_flight;
 mod async_futures;
+mod async_hand_written;
 mod async_live;
 mod async_metrics;
 mod async_prometheus;

@@ -262,6 +262,18 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
                 program.to_string_lossy()
             );
         }
+        let left_out: Vec<&str> = (found.iter())
+            .filter(|f| f.left_out())
+            .map(|f| f.name.as_str())
+            .collect();
+        if !left_out.is_empty() {
+            eprintln!(
+                "fntrace record: --async: {} hand-written Future::poll left out (rustc returns \
+                 its Poll through memory, where fntrace does not read it yet): {}",
+                left_out.len(),
+                left_out.join(", ")
+            );
+        }
         let (a, r) = super::async_fns::specs(&found);
         // Their futures' drop functions, where they have one: a future
         // dropped before Ready then leaves the runtime linker's table.

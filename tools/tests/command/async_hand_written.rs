@@ -1,0 +1,139 @@
+//! `fntrace record --async` on hand-written futures (`impl Future`, no
+//! async fn): `tests/rust/hand_futures.rs`, two worker threads polling
+//! futures of six `Poll<T>` layouts from shared queues, in rounds whose
+//! boxes reuse the last round's addresses. `--async` finds each
+//! `<T as Future>::poll` in the program's DWARF and links its polls by
+//! the `Poll` it returns (`pollN(V)`): the report's rows (the offline
+//! linker) and `fntrace ctl PID futures` (the runtime linker, read while
+//! the program lingers) count exactly the futures and polls the program
+//! counted itself, for the five layouts returned in registers; the one
+//! returned through memory (`Poll<Result<u32, io::Error>>`) has no row,
+//! and `fntrace record` says it left it out.
+
+use crate::common::{self, TempDir};
+use crate::profile_program;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const CLI: &str = env!("CARGO_BIN_EXE_fntrace");
+
+/// Futures of each type the program makes.
+const FUTURES: u64 = 60;
+
+/// The types whose `Poll` comes back in registers.
+const FOLLOWED: [&str; 5] = ["Countdown", "Sum", "Flag", "Maybe", "Io"];
+
+/// `tests/rust/hand_futures.rs` built as `--async` needs it (instrumented,
+/// optimised, full debug info) in `dir`.
+fn build(dir: &Path) -> PathBuf {
+    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/rust/hand_futures.rs");
+    let exe = dir.join("hand_futures");
+    let status = Command::new("rustc")
+        .env("RUSTC_BOOTSTRAP", "1")
+        .args(["-O", "-g", "-Zinstrument-mcount", "--edition", "2021", "-o"])
+        .arg(&exe)
+        .arg(source)
+        .status()
+        .expect("running rustc");
+    assert!(status.success(), "rustc {source}");
+    exe
+}
+
+/// The poll function of hand-written future `name`.
+fn poll_of(name: &str) -> String {
+    format!("<hand_futures::{name} as core::future::future::Future>::poll")
+}
+
+/// The futures and polls of the row of `function` (a name with spaces)
+/// in the table of `fntrace report`'s async columns in `table` (after
+/// its header: the call table above it names the function too).
+fn row(table: &str, function: &str) -> Option<(u64, u64)> {
+    let line = (table.lines())
+        .skip_while(|l| !l.trim_start().starts_with("futures "))
+        .find(|l| l.ends_with(&format!("  {function}")))?;
+    let mut words = line.split_whitespace();
+    Some((words.next()?.parse().ok()?, words.next()?.parse().ok()?))
+}
+
+/// The program's own count of `name`'s futures and polls.
+fn counted(stdout: &str, name: &str) -> (u64, u64) {
+    let line = (stdout.lines())
+        .find(|l| l.starts_with(&format!("{name} futures ")))
+        .unwrap_or_else(|| panic!("no {name} line in:\n{stdout}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    (words[2].parse().unwrap(), words[4].parse().unwrap())
+}
+
+#[test]
+fn hand_written_futures_are_linked_by_the_poll_they_return() {
+    let dir = TempDir::new("async-hand-written");
+    let exe = build(&dir.0);
+    let data = dir.0.join("data");
+    let socket = dir.0.join("control.sock");
+    let mut child = Command::new(CLI)
+        .arg("record")
+        .arg("--lib")
+        .arg(profile_program::library())
+        .args(["--async", "-o"])
+        .arg(&data)
+        .arg("--")
+        .arg(&exe)
+        .arg(FUTURES.to_string())
+        .env("FNTRACE_CONTROL", &socket)
+        .env("HAND_FUTURES_LINGER", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running fntrace record");
+    // The program's counts come once every future is done; then it
+    // lingers, and the runtime linker's rows are read.
+    let mut stdout = String::new();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    while !stdout.contains("Wide futures") {
+        let line = lines.next().expect("the program's counts").unwrap();
+        stdout.push_str(&line);
+        stdout.push('\n');
+    }
+    let ctl = Command::new(CLI)
+        .arg("ctl")
+        .arg(&socket)
+        .arg("futures")
+        .output()
+        .expect("running fntrace ctl");
+    let live = String::from_utf8_lossy(&ctl.stdout).into_owned();
+    assert!(ctl.status.success(), "fntrace ctl futures: {ctl:?}");
+    // Done with it: the recording ends with the program.
+    drop(child.stdin.take());
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains(" 0 lost"), "{stderr}");
+
+    let report = common::fntrace_ok(&["report"], &data);
+    for name in FOLLOWED {
+        let expected = counted(&stdout, name);
+        assert_eq!(expected.0, FUTURES, "{stdout}");
+        assert!(expected.1 > FUTURES, "{stdout}");
+        let function = poll_of(name);
+        assert_eq!(
+            row(&report, &function),
+            Some(expected),
+            "{function}:\n{report}"
+        );
+        assert_eq!(row(&live, &function), Some(expected), "{function}:\n{live}");
+    }
+    // Returned through memory: not followed, no row, no values, said.
+    let said = format!("1 hand-written Future::poll left out (rustc returns its Poll through memory, where fntrace does not read it yet): {}", poll_of("Wide"));
+    assert!(stderr.contains(&said), "{stderr}");
+    let wide = poll_of("Wide");
+    assert_eq!(row(&report, &wide), None, "{report}");
+    assert_eq!(row(&live, &wide), None, "{live}");
+    // Every future ended Ready: none said pending or dropped.
+    assert!(live.contains("; 0 pending now;"), "{live}");
+    assert!(!report.contains("still pending at the end"), "{report}");
+    assert!(!report.contains("dropped before Ready"), "{report}");
+    assert!(!live.contains("dropped before Ready"), "{live}");
+}
