@@ -187,8 +187,8 @@ fn main() {
         ratio(cost(3, true), cost(2, true))
     );
     println!(
-        "  hand-written poll ({HAND}): graph, no values {}; --async (poll1(1)/u64, generic \
-         entry and slow exit) {}; / traced call without values: {:.1} x",
+        "  hand-written poll ({HAND}): graph, no values {}; --async (poll1(1)/u64: the argument \
+         entry and the fast exit) {}; / traced call without values: {:.1} x",
         show(hand_cost(1)),
         show(hand_cost(2)),
         ratio(hand_cost(2), cost(1, false))

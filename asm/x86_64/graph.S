@@ -243,8 +243,10 @@ fntrace_graph_arg_recipes:
          * under fntrace record --async): its state byte, loaded through
          * the argument (its Pin<&mut Self>, as the recipe's spec pinN[OFF]
          * claims), for the data (PINNED_STATE_AT) and, with the pointer,
-         * for the frame (KEPT_AT; args::Kept). A pointer that is no user
-         * address goes to the generic path. Free: rcx, rdx, rsi, rdi, r8. */
+         * for the frame (KEPT_AT; args::Kept); a hand-written poll's
+         * (offset PIN_KEEP_ONLY): the pointer alone, for the frame. A
+         * pointer that is no user address goes to the generic path. Free:
+         * rcx, rdx, rsi, rdi, r8. */
         movq    $0, KEPT_AT(%rsp)
         movl    RECIPE_PIN(%r9), %ecx
         testl   %ecx, %ecx
@@ -255,17 +257,24 @@ fntrace_graph_arg_recipes:
         movabsq $(KEPT_USER_END - 4096), %r8
         cmpq    %r8, %rdi
         jae     .Lbail_\@
-        shrl    $8, %ecx                /* the state's offset */
-        movzbl  (%rsi,%rcx), %ecx       /* the state */
-        movq    %rcx, PINNED_STATE_AT(%rsp)
         decl    %edx
         shlq    $KEPT_ARG_SHIFT, %rdx
+        shrl    $8, %ecx                /* the state's offset */
+        cmpl    $PIN_KEEP_ONLY, %ecx
+        je      15f                     /* a hand-written poll: no state */
+        movzbl  (%rsi,%rcx), %ecx       /* the state */
+        movq    %rcx, PINNED_STATE_AT(%rsp)
         orq     %rdx, %rsi
         btsq    $KEPT_SET_BIT, %rsi
         testl   %ecx, %ecx
         jnz     14f
         btsq    $KEPT_FUTURE_BIT, %rsi  /* Unresumed: a first poll */
 14:
+        movq    %rsi, KEPT_AT(%rsp)
+        jmp     13f
+15:
+        orq     %rdx, %rsi
+        btsq    $KEPT_SET_BIT, %rsi
         movq    %rsi, KEPT_AT(%rsp)
 13:
 .endif

@@ -158,17 +158,23 @@
  * the poll (return.S, `.Lpoll`): the top bit (ARGS_MARK), the table's
  * index of its function's futures plus one (16 bits, never 0) at
  * MARK_POLL_KEY_AT, the state's offset in the future (24 bits) at
- * MARK_POLL_OFFSET_AT; MARK_POLL_CLEAR (MARK_FAST_RETVAL_BIT, the
- * retval shift's bits and the tracers' own marks, bits 0-15) clear. */
+ * MARK_POLL_OFFSET_AT; MARK_POLL_CLEAR (MARK_FAST_RETVAL_BIT and the
+ * tracers' own marks, bits 0-15) clear. An offset of POLL_FROM_RAX is a
+ * hand-written poll's: no state, the value recorded is rax masked by the
+ * shift at MARK_RETVAL_SHIFT_AT (its Poll's discriminant). */
 #define MARK_POLL_KEY_AT       16
 #define MARK_POLL_OFFSET_AT    32
-#define MARK_POLL_CLEAR        0x7f0000000000ffff
+#define MARK_POLL_CLEAR        0x400000000000ffff
+#define POLL_FROM_RAX          0xffffff
 
 /* A poll's future (RECIPE_PIN): the argument entry reads its state byte
  * and keeps it in the red zone below the saved registers, where the op
  * whose FROM is PINNED_STATE_FROM reads it as the data's value
  * (PINNED_STATE_AT = 8 * PINNED_STATE_FROM), and writes the word it keeps
  * in the frame (FRAME_KEPT) at KEPT_AT. The data itself lies at -48..-1. */
+/* A RECIPE_PIN offset of PIN_KEEP_ONLY: the argument is kept, nothing
+ * loaded through it (a hand-written poll's future). */
+#define PIN_KEEP_ONLY          0xffffff
 #define PINNED_STATE_FROM      -9
 #define PINNED_STATE_AT       -72
 #define KEPT_AT               -64

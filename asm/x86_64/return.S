@@ -338,11 +338,12 @@ fntrace_return_stub_arenas:
          * address in the frame): ended here as a marked frame, its one
          * data slot the future's state byte, loaded through the kept
          * address (the poll's Pin<&mut Self>: the future lives until its
-         * caller drops it, after this return); then the poll is linked
+         * caller drops it, after this return), or for a hand-written poll
+         * (POLL_FROM_RAX) its Poll's discriminant in rax; then the poll is linked
          * into its future by fntrace_poll_exited (Rust), called with
          * the real return address already in the slot:
          *   rdi marks   rsi the kept word   rdx entry ticks
-         *   rcx exit ticks   r8 the state
+         *   rcx exit ticks   r8 the state (or discriminant)
          * Below the nine saved registers while it runs: the saved %rbp,
          * 0-15 bytes of alignment padding, xmm0-xmm15 (SAVE_AREA, as the
          * slow path lays them out). The guard stays set meanwhile.
@@ -362,14 +363,27 @@ fntrace_return_stub_arenas:
         jnc     .Lslow_with_tsc\@       /* no future kept */
         /* (Beyond the depth limit, as the slow path: no event, no link.) */
         POP_FOR_EXIT_AND_DATA .Lslow_with_tsc\@, .Lpopped\@
+        movq    %rdi, %rdx
+        shrq    $MARK_POLL_OFFSET_AT, %rdx
+        andl    $0xffffff, %edx
+        cmpl    $POLL_FROM_RAX, %edx
+        je      .Lpoll_rax\@
         /* The state: the kept address (bits 0-46) plus the offset. */
         movq    FRAME_KEPT(%r9), %rcx
         shlq    $(64 - KEPT_FUTURE_BIT), %rcx
         shrq    $(64 - KEPT_FUTURE_BIT), %rcx
-        movq    %rdi, %rdx
-        shrq    $MARK_POLL_OFFSET_AT, %rdx
-        andl    $0xffffff, %edx
         movzbl  (%rcx,%rdx), %edx
+        jmp     .Lpoll_write\@
+        /* A hand-written poll: its Poll's discriminant, rax masked as the
+         * marked exit masks a return value. */
+.Lpoll_rax\@:
+        movq    %rdi, %rcx              /* the shift, in cl */
+        shrq    $MARK_RETVAL_SHIFT_AT, %rcx
+        andl    $63, %ecx
+        movq    64(%rsp), %rdx          /* the function's rax */
+        shlq    %cl, %rdx
+        shrq    %cl, %rdx
+.Lpoll_write\@:
         /* The exit event and its data slot, published together. */
         WRITE_EXIT_AND_DATA %rdx, %rcx
 

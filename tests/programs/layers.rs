@@ -1011,6 +1011,9 @@ const ASM_CONSTANTS: &[(&str, &str, &str)] = &[
     ("MARK_RETVAL_SHIFT_AT", ARG_RECIPES, "MARK_RETVAL_SHIFT_AT"),
     ("MARK_POLL_KEY_AT", ARG_RECIPES, "MARK_POLL_KEY_AT"),
     ("MARK_POLL_OFFSET_AT", ARG_RECIPES, "MARK_POLL_OFFSET_AT"),
+    ("MARK_POLL_CLEAR", ARG_RECIPES, "MARK_POLL_CLEAR"),
+    ("POLL_FROM_RAX", ARG_RECIPES, "POLL_FROM_RAX"),
+    ("PIN_KEEP_ONLY", ARG_RECIPES, "PIN_KEEP_ONLY"),
     ("STUB_ARENAS", RETURN_STUBS, "ARENAS"),
     ("STUB_HOOK_IN_LINE", RETURN_STUBS, "HOOK_AT"),
     ("STUB_HOOK_FROM_RETURN", RETURN_STUBS, "HOOK_FROM_RETURN"),
@@ -1022,9 +1025,16 @@ const ASM_CONSTANTS: &[(&str, &str, &str)] = &[
 ];
 const RETURN_STUBS: &str = "src/patch/return_stubs.rs";
 
-/// A number as written in Rust or C: decimal, or `1 << N`.
+/// A number as written in Rust or C: decimal, hexadecimal (`0x4000_ffff`),
+/// `1 << N` or `(1 << N) - 1`.
 fn number(text: &str) -> Option<u64> {
     let text = text.trim();
+    if let Some(shifted) = text.strip_prefix('(').and_then(|t| t.strip_suffix(") - 1")) {
+        return number(shifted)?.checked_sub(1);
+    }
+    if let Some(hex) = text.strip_prefix("0x") {
+        return u64::from_str_radix(&hex.replace('_', ""), 16).ok();
+    }
     match text.split_once("<<") {
         Some((one, shift)) if one.trim() == "1" => Some(1 << shift.trim().parse::<u32>().ok()?),
         _ => text.parse().ok(),
@@ -1118,14 +1128,21 @@ fn rust_layout(read: impl Fn(&str) -> String) -> BTreeMap<String, u64> {
 }
 
 /// `layout.h`'s `#define NAME NUMBER` lines (`EVENT_SIZE_SHIFT` read as
-/// `EVENT_SIZE`, the size it encodes).
+/// `EVENT_SIZE`, the size it encodes); hexadecimal ones only where
+/// [`ASM_CONSTANTS`] names them (the others are masks and multipliers no
+/// Rust constant spells alike).
 fn asm_layout(header: &str) -> BTreeMap<String, u64> {
     header
         .lines()
         .filter_map(|line| line.trim().strip_prefix("#define"))
         .filter_map(|rest| {
             let mut words = rest.split_whitespace();
-            let (name, value) = (words.next()?, number(words.next()?)?);
+            let (name, written) = (words.next()?, words.next()?);
+            let listed = ASM_CONSTANTS.iter().any(|(define, ..)| *define == name);
+            if written.starts_with("0x") && !listed {
+                return None;
+            }
+            let value = number(written)?;
             Some(match name.strip_suffix("_SHIFT") {
                 Some(size) if size.ends_with("_SIZE") => (size.to_string(), 1 << value),
                 _ => (name.to_string(), value),

@@ -93,10 +93,10 @@ struct Sums {
 
 /// What is known of one async function's futures.
 pub(crate) struct FunctionFutures {
-    /// Its polls are a hand-written `Future::poll`'s (no state to say a
-    /// first poll): a poll of an address with no pending future of it
-    /// begins one ([`coroutine::Linking::Returns`]).
-    begins_unseen: bool,
+    /// How its polls are linked: a hand-written `Future::poll`'s
+    /// ([`coroutine::Linking::Returns`]) has no state to say a first poll,
+    /// so a poll of an address with no pending future of it begins one.
+    linking: coroutine::Linking,
     /// Futures taking at least this long (ns) go to the slow queue
     /// (`u64::MAX`: none).
     threshold_ns: AtomicU64,
@@ -112,11 +112,11 @@ pub(crate) struct FunctionFutures {
 }
 
 impl FunctionFutures {
-    /// None counted, no threshold; `begins_unseen`: see the field.
-    fn new(begins_unseen: bool) -> FunctionFutures {
+    /// None counted, no threshold; `linking`: see the field.
+    fn new(linking: coroutine::Linking) -> FunctionFutures {
         let zero = || AtomicU64::new(0);
         FunctionFutures {
-            begins_unseen,
+            linking,
             threshold_ns: AtomicU64::new(u64::MAX),
             sums: Default::default(),
             panicked: zero(),
@@ -283,8 +283,7 @@ impl Functions {
                 Some(row) => row,
                 None => {
                     names.push(named);
-                    let begins_unseen = matches!(linking, coroutine::Linking::Returns { .. });
-                    per.push((function, FunctionFutures::new(begins_unseen)));
+                    per.push((function, FunctionFutures::new(linking)));
                     per.len() - 1
                 }
             };
@@ -464,19 +463,21 @@ impl Functions {
     }
 
     /// [`Functions::returned`] for a function named by its futures' index
-    /// in the table ([`Functions::key_of`]); an index of other specs'
-    /// (replaced since the poll's entry) is ignored.
+    /// in the table ([`Functions::key_of`]), with the value its exit
+    /// recorded (`value`: the state, or a hand-written poll's `Poll`
+    /// discriminant, as the fast exit reads them); an index of other
+    /// specs' (replaced since the poll's entry) is ignored.
     #[inline]
     pub(crate) fn returned_by_key(
         &self,
         key: u16,
         poll: (u64, bool),
         ticks: (u64, u64),
-        state_out: u64,
+        value: u64,
     ) {
         let index = usize::from(key.wrapping_sub(self.first));
-        if index < self.per.len() {
-            self.returned_at(index, poll, ticks, state_out);
+        if let Some((_, per)) = self.per.get(index) {
+            self.returned_at(index, poll, ticks, per.linking.state_out(value));
         }
     }
 
@@ -497,8 +498,11 @@ impl Functions {
         let function = self.per[index].0;
         let (entry_ticks, exit_ticks) = ticks;
         // A hand-written poll begins the future it finds none of.
-        let began = began
-            || (self.per[index].1.begins_unseen && !table.tracks(self.key_index(index), address));
+        let hand_written = matches!(
+            self.per[index].1.linking,
+            coroutine::Linking::Returns { .. }
+        );
+        let began = began || (hand_written && !table.tracks(self.key_index(index), address));
         if began
             && table.entered(
                 self.key_index(index),
@@ -685,7 +689,7 @@ mod tests {
     fn counts_hold_whole_futures_while_four_threads_add() {
         const TIDS: [u32; 4] = [1, 1 + STRIPES as u32, 2, 3];
         const READINGS: u64 = 500;
-        let per = FunctionFutures::new(false);
+        let per = FunctionFutures::new(coroutine::Linking::States);
         let stop = std::sync::atomic::AtomicBool::new(false);
         /// Stops the writers however the reader ends (a failed assertion
         /// included: the scope joins them).

@@ -89,15 +89,26 @@ const MARK_RETVAL_SHIFT_AT: u32 = 56;
 pub(super) const MARK_POLL_KEY_AT: u32 = 16;
 /// Where a poll frame's state offset is (24 bits).
 const MARK_POLL_OFFSET_AT: u32 = 32;
-/// Bits a poll frame's marks leave clear: `MARK_FAST_RETVAL_BIT`, the
-/// shift's, and the tracers' own marks (bits 0-15).
-const MARK_POLL_CLEAR: u64 = 0x7f00_0000_0000_ffff;
+/// Bits a poll frame's marks leave clear: `MARK_FAST_RETVAL_BIT` and the
+/// tracers' own marks (bits 0-15). (The shift's bits are a hand-written
+/// poll's: [`POLL_FROM_RAX`].)
+const MARK_POLL_CLEAR: u64 = 0x4000_0000_0000_ffff;
 const _: () = assert!(
-    MARK_POLL_CLEAR == (0x7f << MARK_RETVAL_SHIFT_AT | 0xffff)
-        && MARK_POLL_CLEAR & MARK_FAST_RETVAL_BIT != 0
+    MARK_POLL_CLEAR == (MARK_FAST_RETVAL_BIT | 0xffff)
         && MARK_POLL_OFFSET_AT + 24 == MARK_RETVAL_SHIFT_AT
         && MARK_POLL_KEY_AT + 16 == MARK_POLL_OFFSET_AT
 );
+
+/// A poll frame's state offset that says there is no state: the exit
+/// records rax masked by the shift at `MARK_RETVAL_SHIFT_AT` (a
+/// hand-written poll's `Poll` discriminant, `pollN(V)`) and hands it to
+/// the linker as it is (layout.h).
+pub(super) const POLL_FROM_RAX: u32 = (1 << 24) - 1;
+
+/// A `Recipe::pin` offset that says: keep the argument for the exit, load
+/// nothing through it (a hand-written poll's future; layout.h).
+const PIN_KEEP_ONLY: u32 = (1 << 24) - 1;
+const _: () = assert!(PIN_KEEP_ONLY == POLL_FROM_RAX);
 
 const _: () = {
     assert!(EVENT_DATA_DEPTH == super::DATA_DEPTH);
@@ -181,8 +192,9 @@ unsafe impl Sync for RecipeTable {}
 /// `8 * PINNED_STATE_FROM` below its saved registers (layout.h).
 const PINNED_STATE_FROM: i32 = -9;
 
-/// A `Recipe::pin` offset at most (it has 24 bits).
-const MAX_PIN_OFFSET: u32 = (1 << 24) - 1;
+/// A `Recipe::pin` offset at most (it has 24 bits; the last is
+/// [`PIN_KEEP_ONLY`]).
+const MAX_PIN_OFFSET: u32 = PIN_KEEP_ONLY - 1;
 
 /// All ones over `size` bytes.
 fn size_mask(size: u8) -> u64 {
@@ -208,6 +220,9 @@ pub(super) fn integer(value: &ArgSpec) -> bool {
 pub(crate) fn eligible(values: &[ArgSpec]) -> bool {
     if let Some(pin) = poll_pin(values) {
         return eligible_poll(values, pin);
+    }
+    if let Some((arg, _)) = poll_return(values) {
+        return eligible_hand_poll(values, arg);
     }
     let retvals = values.iter().filter(|v| v.slot == ArgSlot::Retval).count();
     retvals <= 1
@@ -262,9 +277,36 @@ fn eligible_poll(values: &[ArgSpec], (pin_arg, offset): (u8, u32)) -> bool {
         })
 }
 
+/// A hand-written poll's `pollN(V)` (its `Poll` discriminant at the
+/// exit, in an integer format): (N, the value's size), if `values` have
+/// one.
+fn poll_return(values: &[ArgSpec]) -> Option<(u8, u8)> {
+    values.iter().find_map(|v| match v.slot {
+        ArgSlot::Poll { arg, .. } if integer(v) => Some((arg, v.size)),
+        _ => None,
+    })
+}
+
+/// Whether the argument entries record a hand-written poll's `values`
+/// (what `fntrace record --async` gives one): integer arguments at the
+/// entry (the frame keeps argument N, the future), its `pollN(V)` alone
+/// at the exit.
+fn eligible_hand_poll(values: &[ArgSpec], arg: u8) -> bool {
+    let at_exit = values.iter().filter(|v| v.slot.at_exit()).count();
+    (1..=MAX_OPS as u8).contains(&arg)
+        && at_exit == 1
+        && values.len() - at_exit <= MAX_OPS
+        && values.iter().all(|v| match v.slot {
+            ArgSlot::Int(n) => integer(v) && (1..=MAX_OPS as u8).contains(&n),
+            ArgSlot::Poll { .. } => true,
+            _ => false,
+        })
+}
+
 /// How a poll's exit links it: the table's index of its function's
 /// futures (`futures::Functions::key_of`) and the offset of the state its
-/// exit records (`pinN[OFFSET]/u8` alone, N the entry's).
+/// exit records (`pinN[OFFSET]/u8` alone, N the entry's), or
+/// [`POLL_FROM_RAX`] (a hand-written poll's `pollN(V)`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct PollLink {
     /// The futures' index in the table.
@@ -300,6 +342,18 @@ fn recipe(key: usize, values: &[ArgSpec], link: Option<PollLink>) -> Recipe {
                 recipe.marks = MARK_ARGS_BIT | MARK_FAST_RETVAL_BIT | shift << MARK_RETVAL_SHIFT_AT;
             }
             _ => {}
+        }
+    }
+    if let Some((arg, size)) = poll_return(values) {
+        // Kept for the exit, nothing loaded; the exit records rax and,
+        // with a link, links the poll (else the slow exit does).
+        recipe.pin = u32::from(arg) | PIN_KEEP_ONLY << 8;
+        recipe.marks = MARK_ARGS_BIT;
+        if let Some(link) = link.filter(|l| l.key < u16::MAX && l.offset == POLL_FROM_RAX) {
+            let shift = 64 - 8 * u64::from(size);
+            recipe.marks |= u64::from(link.key + 1) << MARK_POLL_KEY_AT
+                | u64::from(POLL_FROM_RAX) << MARK_POLL_OFFSET_AT
+                | shift << MARK_RETVAL_SHIFT_AT;
         }
     }
     if let Some((arg, offset)) = pin {
@@ -553,6 +607,60 @@ mod tests {
         // A string beside it.
         let string = spec(ArgSlot::Int(2), ArgFormat::Str, 8);
         assert!(!eligible(&[address, state, string, at_exit]));
+    }
+
+    /// A hand-written poll (`F@arg1/x`, `F@poll1(V)/uN`): the entry
+    /// records the address and keeps argument 1, loading nothing; linked,
+    /// the fast exit takes rax masked to N bits; without a link, or with
+    /// other values at the exit, not so.
+    #[test]
+    fn hand_written_polls_keep_their_future_and_record_rax() {
+        let address = spec(ArgSlot::Int(1), ArgFormat::Hex, 8);
+        for size in [1u8, 2, 4, 8] {
+            let poll = spec(
+                ArgSlot::Poll { arg: 1, pending: 1 },
+                ArgFormat::Unsigned,
+                size,
+            );
+            let values = [address, poll];
+            assert!(eligible(&values));
+            let unlinked = recipe(0x1000, &values, None);
+            assert_eq!(unlinked.pin, 1 | PIN_KEEP_ONLY << 8);
+            assert_eq!(
+                (unlinked.marks, unlinked.ops, unlinked.events),
+                (MARK_ARGS_BIT, 1, 2)
+            );
+            let link = PollLink {
+                key: 9,
+                offset: POLL_FROM_RAX,
+            };
+            let marks = recipe(0x1000, &values, Some(link)).marks;
+            assert_eq!(marks & MARK_POLL_CLEAR, 0);
+            assert_eq!((marks >> MARK_POLL_KEY_AT) as u16, 10);
+            assert_eq!(
+                (marks >> MARK_POLL_OFFSET_AT) as u32 & 0xff_ffff,
+                POLL_FROM_RAX
+            );
+            let shift = (marks >> MARK_RETVAL_SHIFT_AT) & 63;
+            assert_eq!(u64::MAX << shift >> shift, size_mask(size));
+            // A state machine's link (an offset) is not this exit's.
+            let state_link = PollLink { key: 9, offset: 8 };
+            assert_eq!(
+                recipe(0x1000, &values, Some(state_link)).marks,
+                MARK_ARGS_BIT
+            );
+        }
+        let poll = spec(ArgSlot::Poll { arg: 1, pending: 2 }, ArgFormat::Unsigned, 1);
+        let retval = spec(ArgSlot::Retval, ArgFormat::Auto, 8);
+        assert!(!eligible(&[address, poll, retval]));
+        assert!(!eligible(&[
+            address,
+            spec(ArgSlot::Poll { arg: 7, pending: 2 }, ArgFormat::Unsigned, 1)
+        ]));
+        assert!(!eligible(&[
+            address,
+            spec(ArgSlot::Poll { arg: 1, pending: 2 }, ArgFormat::Str, 8)
+        ]));
     }
 
     #[test]

@@ -110,6 +110,17 @@ impl ArgTable {
                         offset: u32::try_from(exit.offset).ok()?,
                     })
                 });
+                // A hand-written poll: its exit records rax, linked alike.
+                let hand_written = || {
+                    let returns = values
+                        .iter()
+                        .any(|v| matches!(v.slot, ArgSlot::Poll { .. }));
+                    Some(PollLink {
+                        key: futures.key_of(function).filter(|_| returns)?,
+                        offset: arg_recipes::POLL_FROM_RAX,
+                    })
+                };
+                let link = link.or_else(hand_written);
                 sites.push((site_end, values, link));
             }
         }
@@ -375,8 +386,9 @@ fn poll_returned(
 /// its exit event and state: `marks`, its frame's (the key of its
 /// function's futures, `arg_recipes::PollLink`), `kept` what its entry
 /// kept (the future's address, and whether the poll began it), its entry
-/// and exit ticks and the state it left its future in. Called with the
-/// recursion guard set; what [`poll_returned`] does after its push.
+/// and exit ticks and the value its exit recorded (the future's state, or
+/// a hand-written poll's `Poll` discriminant). Called with the recursion
+/// guard set; what [`poll_returned`] does after its push.
 #[no_mangle]
 pub extern "C" fn fntrace_poll_exited(
     marks: u64,
