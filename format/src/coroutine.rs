@@ -22,6 +22,8 @@
 //! returned `Ready`; a poll of an address with no pending future of its
 //! function begins one (nothing tells a first poll apart: a future first
 //! polled before the recording is taken to begin at its first poll seen).
+//! Its drop function, `core::ptr::drop_in_place::<T>` where it is a
+//! function of its own, records the future's address (`D@arg1/x`).
 
 use crate::argspec::{ArgFormat, ArgSlot, ArgSpec};
 
@@ -165,6 +167,23 @@ pub fn async_fn_name(resume: &str) -> &str {
     }
 }
 
+/// How the symbol of a hand-written future's poll ends (demangled).
+const FUTURE_POLL: &str = " as core::future::future::Future>::poll";
+
+/// The future type whose polls `poll` (a demangled name) makes, as its
+/// drop function names it: a hand-written `<T as
+/// core::future::future::Future>::poll`'s T; a resume function's own
+/// name (rustc names the state machine's type so).
+pub fn future_type(poll: &str) -> &str {
+    match poll
+        .strip_prefix('<')
+        .and_then(|p| p.strip_suffix(FUTURE_POLL))
+    {
+        Some(ty) if !ty.is_empty() => ty,
+        _ => poll,
+    }
+}
+
 /// The drop function of the future of resume function `resume` (its
 /// demangled name): `core::ptr::drop_in_place::<RESUME>`, rustc's drop
 /// glue for the state machine, whose type it names as the resume
@@ -262,6 +281,24 @@ mod tests {
             "a::b::{closure#0}"
         );
         assert_eq!(async_fn_name("kv::serve"), "kv::serve");
+    }
+
+    #[test]
+    fn hand_written_polls_name_their_future_type() {
+        let poll = "<kv::Timer<u8> as core::future::future::Future>::poll";
+        assert_eq!(future_type(poll), "kv::Timer<u8>");
+        assert_eq!(
+            dropped_by(&drop_function_name(future_type(poll))),
+            Some("kv::Timer<u8>")
+        );
+        assert_eq!(
+            future_type("kv::serve::{closure#0}"),
+            "kv::serve::{closure#0}"
+        );
+        assert_eq!(
+            future_type("<kv::Timer as kv::Other>::poll"),
+            "<kv::Timer as kv::Other>::poll"
+        );
     }
 
     #[test]

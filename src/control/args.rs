@@ -9,7 +9,7 @@
 use std::sync::atomic::Ordering;
 
 use fntrace_format::argspec::{self, SpecKind};
-use fntrace_format::glob;
+use fntrace_format::{coroutine, glob};
 
 use super::names::{unmatched, WITH_SITES};
 use super::{control, init_locked, rescan_and_select, sync_text, traceable};
@@ -82,7 +82,10 @@ fn set_specs(arguments: &str, retval: &str, refuse_unmatched: bool) -> Result<Ve
             continue;
         };
         let values = argspec::values_for(&specs, |pattern| glob::matches(pattern, &name));
-        let fast = !values.is_empty() && arg_recipes::eligible(&values);
+        // A future's drop function (`--async`) is linked by the Rust entry.
+        let fast = !values.is_empty()
+            && arg_recipes::eligible(&values)
+            && coroutine::dropped_by(&name).is_none();
         marks.push((listed.site, !values.is_empty(), fast));
         if fast {
             fast_sites.push((listed.site.return_address(), function));

@@ -4,7 +4,9 @@
 //! per type, poll each once through its vtable and put it back while it is
 //! pending, so many are pending at once and one future's polls run on
 //! both threads; boxes freed after `Ready` are reused at the same
-//! addresses. Prints, per type, the futures it completed and their polls.
+//! addresses. A seventh type, with drop glue, has every third future
+//! dropped while pending. Prints, per type, the futures it completed, their
+//! polls, and those it dropped.
 //! Built with `rustc -O -g -Zinstrument-mcount`; std only.
 //!
 //! `Poll<()>` comes back in `al`, `Poll<bool>` in `al` (Pending 2, a niche
@@ -116,53 +118,84 @@ impl Future for Wide {
 /// Rounds of futures (see `main`).
 const ROUNDS: u32 = 4;
 
+/// Holds a box (so it has drop glue, `drop_in_place::<Held>`): pending
+/// `.0` times, then ready with the boxed value. Every third is dropped
+/// while pending (see `Queue::cancel_every`).
+struct Held(u32, Box<u64>);
+
+impl Future for Held {
+    type Output = u64;
+    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<u64> {
+        if self.0 == 0 {
+            return Poll::Ready(*self.1);
+        }
+        self.0 -= 1;
+        *self.1 += 1;
+        Poll::Pending
+    }
+}
+
 type Boxed<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
-/// One type's futures waiting for a poll, and what was counted of them.
+/// One type's futures waiting for a poll (each with its number and its
+/// polls so far), and what was counted of them.
 struct Queue<T> {
     name: &'static str,
-    waiting: Mutex<VecDeque<Boxed<T>>>,
+    waiting: Mutex<VecDeque<(Boxed<T>, u32, u64)>>,
+    /// Every this-many-th future (by number) is dropped after its first
+    /// poll, pending (0: none).
+    cancel_every: u32,
     completed: AtomicU64,
+    /// The polls of the futures that completed.
     polls: AtomicU64,
+    dropped: AtomicU64,
 }
 
 impl<T> Queue<T> {
-    fn new(name: &'static str) -> Queue<T> {
+    fn new(name: &'static str, cancel_every: u32) -> Queue<T> {
         Queue {
             name,
             waiting: Mutex::new(VecDeque::new()),
+            cancel_every,
             completed: AtomicU64::new(0),
             polls: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
         }
     }
 
-    fn fill(&self, futures: impl Iterator<Item = Boxed<T>>) {
-        self.waiting.lock().unwrap().extend(futures);
+    fn fill(&self, futures: impl Iterator<Item = (u32, Boxed<T>)>) {
+        let mut waiting = self.waiting.lock().unwrap();
+        waiting.extend(futures.map(|(number, future)| (future, number, 0)));
     }
 
     /// Polls the next future once (put back if pending): whether there
     /// was one.
     fn step(&self, cx: &mut Context<'_>) -> bool {
-        let Some(mut future) = self.waiting.lock().unwrap().pop_front() else {
+        let Some((mut future, number, polls)) = self.waiting.lock().unwrap().pop_front() else {
             return false;
         };
-        self.polls.fetch_add(1, Ordering::Relaxed);
         match future.as_mut().poll(cx) {
             Poll::Ready(value) => {
                 black_box(value);
                 self.completed.fetch_add(1, Ordering::Relaxed);
+                self.polls.fetch_add(polls + 1, Ordering::Relaxed);
             }
-            Poll::Pending => self.waiting.lock().unwrap().push_back(future),
+            Poll::Pending if self.cancel_every > 0 && number % self.cancel_every == 0 => {
+                drop(future);
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+            Poll::Pending => (self.waiting.lock().unwrap()).push_back((future, number, polls + 1)),
         }
         true
     }
 
     fn report(&self) {
         println!(
-            "{} futures {} polls {}",
+            "{} futures {} polls {} dropped {}",
             self.name,
             self.completed.load(Ordering::Relaxed),
-            self.polls.load(Ordering::Relaxed)
+            self.polls.load(Ordering::Relaxed),
+            self.dropped.load(Ordering::Relaxed)
         );
     }
 }
@@ -172,20 +205,22 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(40);
-    let (countdown, sum, flag) = (Queue::new("Countdown"), Queue::new("Sum"), Queue::new("Flag"));
-    let (maybe, io, wide) = (Queue::new("Maybe"), Queue::new("Io"), Queue::new("Wide"));
+    let (countdown, sum, flag) = (Queue::new("Countdown", 0), Queue::new("Sum", 0), Queue::new("Flag", 0));
+    let (maybe, io, wide) = (Queue::new("Maybe", 0), Queue::new("Io", 0), Queue::new("Wide", 0));
+    let held = Queue::new("Held", 3);
     // In rounds, each after the last one's futures are freed: new futures
     // at the addresses of old ones.
     for round in 0..ROUNDS {
         // Future i is pending i % 5 times: 1-5 polls a future.
-        let batch = || (round * n / ROUNDS)..((round + 1) * n / ROUNDS);
-        let pending = |i: u32| i % 5;
-        countdown.fill(batch().map(|i| Box::pin(Countdown(pending(i))) as _));
-        sum.fill(batch().map(|i| Box::pin(Sum(pending(i), 0)) as _));
-        flag.fill(batch().map(|i| Box::pin(Flag(pending(i))) as _));
-        maybe.fill(batch().map(|i| Box::pin(Maybe(pending(i), 0)) as _));
-        io.fill(batch().map(|i| Box::pin(Io(pending(i), i)) as _));
-        wide.fill(batch().map(|i| Box::pin(Wide(pending(i))) as _));
+        let batch = || ((round * n / ROUNDS)..((round + 1) * n / ROUNDS)).map(|i| (i, i % 5));
+        countdown.fill(batch().map(|(i, p)| (i, Box::pin(Countdown(p)) as _)));
+        sum.fill(batch().map(|(i, p)| (i, Box::pin(Sum(p, 0)) as _)));
+        flag.fill(batch().map(|(i, p)| (i, Box::pin(Flag(p)) as _)));
+        maybe.fill(batch().map(|(i, p)| (i, Box::pin(Maybe(p, 0)) as _)));
+        io.fill(batch().map(|(i, p)| (i, Box::pin(Io(p, i)) as _)));
+        wide.fill(batch().map(|(i, p)| (i, Box::pin(Wide(p)) as _)));
+        // Pending at least once, so that the dropped ones were pending.
+        held.fill(batch().map(|(i, p)| (i, Box::pin(Held(p + 1, Box::new(0))) as _)));
         std::thread::scope(|scope| {
             for _ in 0..2 {
                 scope.spawn(|| {
@@ -198,6 +233,7 @@ fn main() {
                         any |= maybe.step(&mut cx);
                         any |= io.step(&mut cx);
                         any |= wide.step(&mut cx);
+                        any |= held.step(&mut cx);
                         if !any {
                             break;
                         }
@@ -212,6 +248,7 @@ fn main() {
     maybe.report();
     io.report();
     wide.report();
+    held.report();
     if std::env::var_os("HAND_FUTURES_LINGER").is_some() {
         // Until stdin closes.
         std::io::Read::read_to_end(&mut std::io::stdin(), &mut Vec::new()).unwrap();

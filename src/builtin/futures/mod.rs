@@ -289,17 +289,19 @@ impl Functions {
             };
             instances.push((function, row as u16));
         }
-        // A drop function records what a poll's entry does, no state at
-        // its exit.
+        // A drop function records the future's address first (a state
+        // machine's, its state too), nothing at its exit; it names the
+        // type of its function's futures (`coroutine::future_type`).
         let mut drops: Vec<(usize, u16)> = (functions.iter())
             .filter(|(_, values)| {
                 !coroutine::links_polls(values)
-                    && (values.iter())
-                        .any(|v| matches!(v.slot, ArgSlot::Deref { at_exit: false, .. }))
+                    && values.first().is_some_and(|v| v.slot == ArgSlot::Int(1))
             })
             .filter_map(|&(drop, _)| {
-                let dropped = Some(coroutine::dropped_by(&name(drop)?)?.to_string());
-                let row = names.iter().position(|n| *n == dropped)?;
+                let name = name(drop)?;
+                let dropped = coroutine::dropped_by(&name)?;
+                let row = (names.iter())
+                    .position(|n| n.as_deref().map(coroutine::future_type) == Some(dropped))?;
                 Some((drop, row as u16))
             })
             .collect();

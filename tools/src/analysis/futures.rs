@@ -242,12 +242,15 @@ pub fn futures_of<S: EventSource>(
     // rustc may emit a resume function in several codegen units (one
     // name, several addresses): its futures are one function's, named by
     // the first address seen, whichever copy polls or drops them.
+    // Keyed by the futures' type as their drop function names it (a
+    // hand-written poll's `T`, a resume function's own name).
     let mut resumes: HashMap<String, usize> = HashMap::new();
     let mut canonical: HashMap<usize, usize> = HashMap::new();
     for poll in &mut polls {
         let function = *canonical.entry(poll.function).or_insert_with(|| {
+            let name = source.name_of(poll.function);
             *resumes
-                .entry(source.name_of(poll.function))
+                .entry(coroutine::future_type(&name).to_string())
                 .or_insert(poll.function)
         });
         poll.function = function;

@@ -40,7 +40,8 @@ pub fn specs_of_process(pid: u32) -> Result<(Vec<String>, Vec<String>), String> 
 /// The `-A` specs for the drop functions of `functions`' futures that the
 /// executable at `path` has, for those whose polls `entry_specs` (the
 /// polls' `-A` specs, `NAME@...`) record: the future's address and state
-/// at the drop's entry, `DROP@arg1/x,arg1[OFF]/uN`.
+/// at the drop's entry, `DROP@arg1/x,arg1[OFF]/uN` (a hand-written
+/// future's address alone, `DROP@arg1/x`).
 pub fn specs(path: &Path, functions: &[AsyncFn], entry_specs: &[String]) -> Vec<String> {
     let Ok(bytes) = std::fs::read(path) else {
         return Vec::new();
@@ -59,15 +60,17 @@ pub fn specs(path: &Path, functions: &[AsyncFn], entry_specs: &[String]) -> Vec<
         let Some((name, _)) = spec.rsplit_once('@') else {
             continue;
         };
-        // (A hand-written future's drop is not followed yet: docs/async.md.)
-        let Some(f) = functions
-            .iter()
-            .find(|f| f.name == name && f.pending.is_none())
-        else {
+        let Some(f) = functions.iter().find(|f| f.name == name) else {
             continue;
         };
-        let drop = coroutine::drop_function_name(name);
-        if drops.contains(&drop) {
+        let drop = coroutine::drop_function_name(coroutine::future_type(name));
+        if !drops.contains(&drop) {
+            continue;
+        }
+        // A hand-written future has no state: its address alone.
+        if f.pending.is_some() {
+            specs.push(format!("{drop}@arg1/x"));
+        } else {
             let bits = u32::from(f.state_size) * 8;
             specs.push(format!("{drop}@arg1/x,arg1[{:#x}]/u{bits}", f.state_offset));
         }
