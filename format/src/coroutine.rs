@@ -267,6 +267,22 @@ mod tests {
             assert_eq!(exit_state(&values, &out[..len]), Some(state));
         }
         assert_eq!(poll_end(SUSPENDED), PollEnd::Pending);
+        // Returned through memory: read where rax points, at the offset.
+        let exit = &parse("f@poll2(2)[0x8]/u32", SpecKind::Retval).unwrap()[0].values;
+        let expected = ArgSlot::Poll {
+            arg: 2,
+            pending: 2,
+            at: Some(8),
+        };
+        assert_eq!((exit[0].slot, exit[0].size), (expected, 4));
+        regs.rax = 0x7ffd_0000_1000;
+        let mut tag = |addr: u64, buf: &mut [u8]| {
+            assert_eq!(addr, 0x7ffd_0000_1008);
+            buf.copy_from_slice(&2u32.to_le_bytes());
+            Some(4)
+        };
+        let len = encode(exit, true, &regs, &mut tag, &mut out);
+        assert_eq!(exit_state(exit, &out[..len]), Some(SUSPENDED));
         // Given with -A, or in a format that is not an integer: refused.
         assert!(parse("f@poll1(1)/u8", SpecKind::Arguments).is_err());
         assert!(parse("f@poll1(1)/s", SpecKind::Retval).is_err());

@@ -1,4 +1,4 @@
-//! Hand-written futures (`impl Future`, no async fn) of six `Poll<T>`
+//! Hand-written futures (`impl Future`, no async fn) of seven `Poll<T>`
 //! layouts, for `fntrace record --async` (tools/tests/command/
 //! async_hand_written.rs): two worker threads take futures from one queue
 //! per type, poll each once through its vtable and put it back while it is
@@ -12,8 +12,8 @@
 //! `Poll<()>` comes back in `al`, `Poll<bool>` in `al` (Pending 2, a niche
 //! of `bool`), `Poll<Option<u32>>` in `eax`/`edx`, `Poll<u64>` and
 //! `Poll<io::Result<usize>>` in `rax`/`rdx`; `Poll<Result<u32,
-//! io::Error>>` through memory (three scalars), which `--async` leaves
-//! out.
+//! io::Error>>` (three scalars) and `Poll<Option<String>>` (24 bytes)
+//! through memory.
 //!
 //! Arguments: futures per type (default 40). `HAND_FUTURES_LINGER` set:
 //! wait until stdin closes before exiting (for a live reading).
@@ -118,6 +118,21 @@ impl Future for Wide {
 /// Rounds of futures (see `main`).
 const ROUNDS: u32 = 4;
 
+/// Ready with an `Option<String>`: 24 bytes, returned through memory,
+/// `Pending` a niche of the string's capacity.
+struct Text(u32);
+
+impl Future for Text {
+    type Output = Option<String>;
+    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Option<String>> {
+        if self.0 == 0 {
+            return Poll::Ready(black_box(Some(String::from("done"))));
+        }
+        self.0 -= 1;
+        Poll::Pending
+    }
+}
+
 /// Holds a box (so it has drop glue, `drop_in_place::<Held>`): pending
 /// `.0` times, then ready with the boxed value. Every third is dropped
 /// while pending (see `Queue::cancel_every`).
@@ -207,7 +222,7 @@ fn main() {
         .unwrap_or(40);
     let (countdown, sum, flag) = (Queue::new("Countdown", 0), Queue::new("Sum", 0), Queue::new("Flag", 0));
     let (maybe, io, wide) = (Queue::new("Maybe", 0), Queue::new("Io", 0), Queue::new("Wide", 0));
-    let held = Queue::new("Held", 3);
+    let (text, held) = (Queue::new("Text", 0), Queue::new("Held", 3));
     // In rounds, each after the last one's futures are freed: new futures
     // at the addresses of old ones.
     for round in 0..ROUNDS {
@@ -219,6 +234,7 @@ fn main() {
         maybe.fill(batch().map(|(i, p)| (i, Box::pin(Maybe(p, 0)) as _)));
         io.fill(batch().map(|(i, p)| (i, Box::pin(Io(p, i)) as _)));
         wide.fill(batch().map(|(i, p)| (i, Box::pin(Wide(p)) as _)));
+        text.fill(batch().map(|(i, p)| (i, Box::pin(Text(p)) as _)));
         // Pending at least once, so that the dropped ones were pending.
         held.fill(batch().map(|(i, p)| (i, Box::pin(Held(p + 1, Box::new(0))) as _)));
         std::thread::scope(|scope| {
@@ -233,6 +249,7 @@ fn main() {
                         any |= maybe.step(&mut cx);
                         any |= io.step(&mut cx);
                         any |= wide.step(&mut cx);
+                        any |= text.step(&mut cx);
                         any |= held.step(&mut cx);
                         if !any {
                             break;
@@ -248,6 +265,7 @@ fn main() {
     maybe.report();
     io.report();
     wide.report();
+    text.report();
     held.report();
     if std::env::var_os("HAND_FUTURES_LINGER").is_some() {
         // Until stdin closes.

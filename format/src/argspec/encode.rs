@@ -60,7 +60,17 @@ pub fn encode_with(
             ArgSlot::Int(n) => regs.int[usize::from(n - 1)],
             ArgSlot::Fp(n) => regs.float[usize::from(n - 1)],
             ArgSlot::Retval if value.format == ArgFormat::Float => regs.xmm0,
-            ArgSlot::Retval | ArgSlot::Poll { .. } => regs.rax,
+            ArgSlot::Poll { at: Some(at), .. } => {
+                // The `Poll` returned through memory: rax points at it.
+                let address = regs.rax.wrapping_add(u64::from(at));
+                let mut bytes = [0xffu8; 8];
+                let size = usize::from(value.size);
+                if read(None, address, &mut bytes[..size]) != Some(size) {
+                    bytes = [0xff; 8];
+                }
+                u64::from_le_bytes(bytes)
+            }
+            ArgSlot::Retval | ArgSlot::Poll { at: None, .. } => regs.rax,
         };
         let used = if let ArgFormat::Struct(_) = value.format {
             // Its bytes, from the registers that follow its first; a

@@ -156,12 +156,18 @@ pub enum ArgSlot {
     /// the function returns in registers, `V` meaning `Pending` (any other
     /// value `Ready`), and argument N held the polled future's address,
     /// which the entry keeps for the exit as it does for `argN[OFFSET]`.
+    /// `pollN(V)[OFFSET]`: the `Poll<T>` is returned through memory, whose
+    /// address rax holds at the return (x86-64's rule for a value
+    /// returned through a hidden pointer), the discriminant at OFFSET in
+    /// it, read as `argN[OFFSET]` is (a system call: never a fault).
     /// Spelled so in `info` too (fntrace's readers read it; uftrace cannot).
     Poll {
         /// N: the future's argument (1-6).
         arg: u8,
         /// V: the discriminant of `Pending`.
         pending: u64,
+        /// OFFSET, for a `Poll` returned through memory.
+        at: Option<u32>,
     },
 }
 
@@ -329,6 +335,16 @@ fn parse_value(text: &str, kind: SpecKind) -> Result<ArgSpec, String> {
     }
 }
 
+/// A number of `text` written in decimal or `0x` hexadecimal: `what` it
+/// is, in the error.
+fn number_in(text: &str, written: &str, what: &str) -> Result<u64, String> {
+    match written.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => written.parse::<u64>(),
+    }
+    .map_err(|_| format!("`{text}`: `{written}` is not {what}"))
+}
+
 fn parse_value_at(text: &str, kind: SpecKind) -> Result<ArgSpec, String> {
     let (name, written) = match text.split_once('/') {
         Some((name, written)) => (name, Some(written)),
@@ -355,7 +371,32 @@ fn parse_value_at(text: &str, kind: SpecKind) -> Result<ArgSpec, String> {
             )),
         }
     };
-    let slot = if let Some((arg, offset)) = name.strip_suffix(']').and_then(|n| n.split_once('[')) {
+    let slot = if let Some(poll) = name.strip_prefix("poll") {
+        if kind != SpecKind::Retval {
+            return Err(format!(
+                "`{text}`: `pollN(V)` is a return value: given with -R, not -A"
+            ));
+        }
+        let (poll, at) = match poll.strip_suffix(']').and_then(|p| p.split_once(")[")) {
+            Some((poll, at)) => (format!("{poll})"), Some(number_in(text, at, "an offset")?)),
+            None => (poll.to_string(), None),
+        };
+        let Some((n, pending)) = poll.strip_suffix(')').and_then(|p| p.split_once('(')) else {
+            return Err(format!(
+                "`{text}`: a `Poll` is `pollN(V)` or `pollN(V)[OFFSET]`"
+            ));
+        };
+        ArgSlot::Poll {
+            arg: index(n, "integer arguments", INT_REGISTERS)?,
+            pending: number_in(text, pending, "a discriminant")?,
+            at: match at {
+                Some(at) => {
+                    Some(u32::try_from(at).map_err(|_| format!("`{text}`: offset too large"))?)
+                }
+                None => None,
+            },
+        }
+    } else if let Some((arg, offset)) = name.strip_suffix(']').and_then(|n| n.split_once('[')) {
         let pinned = arg.starts_with("pin");
         let Some(n) = arg.strip_prefix("arg").or_else(|| arg.strip_prefix("pin")) else {
             return Err(format!("`{text}`: only `argN[OFFSET]` reads memory"));
@@ -379,24 +420,6 @@ fn parse_value_at(text: &str, kind: SpecKind) -> Result<ArgSpec, String> {
         ArgSlot::Int(index(n, "integer arguments", INT_REGISTERS)?)
     } else if name == "retval" {
         ArgSlot::Retval
-    } else if let Some((n, pending)) = name
-        .strip_prefix("poll")
-        .and_then(|n| n.strip_suffix(')')?.split_once('('))
-    {
-        let pending = match pending.strip_prefix("0x") {
-            Some(hex) => u64::from_str_radix(hex, 16),
-            None => pending.parse::<u64>(),
-        }
-        .map_err(|_| format!("`{text}`: `{pending}` is not a discriminant"))?;
-        if kind != SpecKind::Retval {
-            return Err(format!(
-                "`{text}`: `pollN(V)` is a return value: given with -R, not -A"
-            ));
-        }
-        ArgSlot::Poll {
-            arg: index(n, "integer arguments", INT_REGISTERS)?,
-            pending,
-        }
     } else {
         return Err(format!(
             "`{text}`: `{name}` is not a value (argN, fpargN or retval)"

@@ -278,11 +278,12 @@ fn eligible_poll(values: &[ArgSpec], (pin_arg, offset): (u8, u32)) -> bool {
 }
 
 /// A hand-written poll's `pollN(V)` (its `Poll` discriminant at the
-/// exit, in an integer format): (N, the value's size), if `values` have
-/// one.
+/// exit, in rax, in an integer format): (N, the value's size), if
+/// `values` have one. (`pollN(V)[OFFSET]`, read through memory, is the
+/// generic path's.)
 fn poll_return(values: &[ArgSpec]) -> Option<(u8, u8)> {
     values.iter().find_map(|v| match v.slot {
-        ArgSlot::Poll { arg, .. } if integer(v) => Some((arg, v.size)),
+        ArgSlot::Poll { arg, at: None, .. } if integer(v) => Some((arg, v.size)),
         _ => None,
     })
 }
@@ -298,7 +299,7 @@ fn eligible_hand_poll(values: &[ArgSpec], arg: u8) -> bool {
         && values.len() - at_exit <= MAX_OPS
         && values.iter().all(|v| match v.slot {
             ArgSlot::Int(n) => integer(v) && (1..=MAX_OPS as u8).contains(&n),
-            ArgSlot::Poll { .. } => true,
+            ArgSlot::Poll { at: None, .. } => true,
             _ => false,
         })
 }
@@ -618,7 +619,11 @@ mod tests {
         let address = spec(ArgSlot::Int(1), ArgFormat::Hex, 8);
         for size in [1u8, 2, 4, 8] {
             let poll = spec(
-                ArgSlot::Poll { arg: 1, pending: 1 },
+                ArgSlot::Poll {
+                    arg: 1,
+                    pending: 1,
+                    at: None,
+                },
                 ArgFormat::Unsigned,
                 size,
             );
@@ -650,16 +655,40 @@ mod tests {
                 MARK_ARGS_BIT
             );
         }
-        let poll = spec(ArgSlot::Poll { arg: 1, pending: 2 }, ArgFormat::Unsigned, 1);
+        let poll = spec(
+            ArgSlot::Poll {
+                arg: 1,
+                pending: 2,
+                at: None,
+            },
+            ArgFormat::Unsigned,
+            1,
+        );
         let retval = spec(ArgSlot::Retval, ArgFormat::Auto, 8);
         assert!(!eligible(&[address, poll, retval]));
         assert!(!eligible(&[
             address,
-            spec(ArgSlot::Poll { arg: 7, pending: 2 }, ArgFormat::Unsigned, 1)
+            spec(
+                ArgSlot::Poll {
+                    arg: 7,
+                    pending: 2,
+                    at: None
+                },
+                ArgFormat::Unsigned,
+                1
+            )
         ]));
         assert!(!eligible(&[
             address,
-            spec(ArgSlot::Poll { arg: 1, pending: 2 }, ArgFormat::Str, 8)
+            spec(
+                ArgSlot::Poll {
+                    arg: 1,
+                    pending: 2,
+                    at: None
+                },
+                ArgFormat::Str,
+                8
+            )
         ]));
     }
 

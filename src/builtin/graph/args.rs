@@ -114,7 +114,7 @@ impl ArgTable {
                 let hand_written = || {
                     let returns = values
                         .iter()
-                        .any(|v| matches!(v.slot, ArgSlot::Poll { .. }));
+                        .any(|v| matches!(v.slot, ArgSlot::Poll { at: None, .. }));
                     Some(PollLink {
                         key: futures.key_of(function).filter(|_| returns)?,
                         offset: arg_recipes::POLL_FROM_RAX,

@@ -48,17 +48,20 @@ pub struct AsyncFn {
     /// (`pinN[OFF]`).
     pub sole: bool,
     /// A hand-written `Future::poll` (no state machine): `Pending`'s
-    /// discriminant in the `Poll<T>` it returns in registers, whose
-    /// discriminant is then `state_size` bytes at offset 0 (rax); or, with
-    /// a `self_arg` of 0, returned through memory and not followed
-    /// ([`AsyncFn::left_out`]).
+    /// discriminant in the `Poll<T>` it returns, `state_size` bytes at
+    /// `state_offset` of it: in rax (offset 0), or through memory
+    /// ([`AsyncFn::returned_in_memory`], `self` then the second argument);
+    /// a `self_arg` of 0: not followed ([`AsyncFn::left_out`]).
     pub pending: Option<u64>,
+    /// A hand-written poll's `Poll` is returned through memory (the
+    /// hidden pointer first, in rdi; rax holds it at the return).
+    pub returned_in_memory: bool,
 }
 
 impl AsyncFn {
-    /// A hand-written poll whose `Poll` rustc returns through memory:
-    /// found, not followed (its discriminant is not in a register at the
-    /// return), said by `fntrace record --async`.
+    /// A hand-written poll found but not followed: its `Poll` comes back
+    /// in registers with the discriminant elsewhere than at offset 0
+    /// (not in rax). Said by `fntrace record --async`.
     pub fn left_out(&self) -> bool {
         self.self_arg == 0
     }
@@ -72,6 +75,7 @@ struct Layout {
     state_size: u8,
     self_arg: u8,
     pending: Option<u64>,
+    returned_in_memory: bool,
 }
 
 type Reader<'a> = gimli::EndianSlice<'a, gimli::LittleEndian>;
@@ -180,6 +184,7 @@ pub fn find(path: &Path) -> Result<Vec<AsyncFn>, String> {
                 state_size: layout.state_size,
                 self_arg: layout.self_arg,
                 pending: layout.pending,
+                returned_in_memory: layout.returned_in_memory,
             })
         })
         .collect())
@@ -239,6 +244,7 @@ fn resume_functions(
                 state_size: size,
                 self_arg,
                 pending: None,
+                returned_in_memory: false,
             };
             found.insert(low_pc, layout);
         }
@@ -309,11 +315,12 @@ fn state_of_resume(
 /// code (not in a crate from a registry or git checkout, nor in Rust's
 /// library: their futures are the executor's and the libraries' own
 /// business, and many), returning a `Poll<T>` whose DWARF variant part
-/// puts the discriminant at offset 0 and gives `Pending` a value, in
-/// registers: at most 8 bytes, or 16 made of two scalars (rustc's scalar
-/// pair, the discriminant first, in rax). Anything else rustc returns
-/// through memory (`Poll<Result<u32, io::Error>>`: three scalars): such
-/// a poll's layout has a `self_arg` of 0, left out.
+/// places the discriminant and gives `Pending` a value. rustc returns it
+/// in registers when it is at most 8 bytes, or 16 made of two scalars
+/// (its scalar pair, the discriminant first, in rax): the discriminant
+/// must then be at offset 0 (else the layout's `self_arg` is 0, left
+/// out); anything else through memory (`Poll<Result<u32, io::Error>>`:
+/// three scalars), the hidden pointer first, `self` second.
 fn hand_written_poll(
     dwarf: &gimli::Dwarf<Reader<'_>>,
     unit: &gimli::Unit<Reader<'_>>,
@@ -355,7 +362,8 @@ fn hand_written_poll(
         Some(t) => byte_size(unit, t)?,
         None => None,
     };
-    let (Some(0), Some(discr_size @ (1 | 2 | 4 | 8))) = (discr_offset, discr_size) else {
+    let (Some(discr_offset), Some(discr_size @ (1 | 2 | 4 | 8))) = (discr_offset, discr_size)
+    else {
         return Ok(None);
     };
     let Some(pending) = pending_value(dwarf, unit, part)? else {
@@ -369,12 +377,18 @@ fn hand_written_poll(
         }
         _ => false,
     };
+    // In registers, the discriminant must be rax's low bytes.
+    let self_arg = match (in_registers, discr_offset) {
+        (true, 0) => 1,
+        (true, _) => 0,
+        (false, _) => 2,
+    };
     Ok(Some(Layout {
-        state_offset: 0,
+        state_offset: discr_offset,
         state_size: discr_size as u8,
-        // Through memory: no argument followed (`AsyncFn::left_out`).
-        self_arg: u8::from(in_registers),
+        self_arg,
         pending: Some(pending),
+        returned_in_memory: !in_registers,
     }))
 }
 
@@ -589,10 +603,15 @@ pub fn specs(functions: &[AsyncFn]) -> (Vec<String>, Vec<String>) {
         };
         let arg = f.self_arg;
         if let Some(pending) = f.pending {
-            // The future's address; the `Poll` returned (rax).
+            // The future's address; the `Poll` returned (rax, or where rax
+            // points).
             arguments.push(format!("{name}@arg{arg}/x"));
             let bits = u32::from(f.state_size) * 8;
-            retvals.push(format!("{name}@poll{arg}({pending})/u{bits}"));
+            let at = match f.returned_in_memory {
+                true => format!("[{:#x}]", f.state_offset),
+                false => String::new(),
+            };
+            retvals.push(format!("{name}@poll{arg}({pending}){at}/u{bits}"));
             continue;
         }
         let through = if f.sole { "pin" } else { "arg" };
@@ -620,6 +639,7 @@ mod tests {
             self_arg: 1,
             sole,
             pending: None,
+            returned_in_memory: false,
         }
     }
 

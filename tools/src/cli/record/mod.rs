@@ -268,8 +268,8 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
             .collect();
         if !left_out.is_empty() {
             eprintln!(
-                "fntrace record: --async: {} hand-written Future::poll left out (rustc returns \
-                 its Poll through memory, where fntrace does not read it yet): {}",
+                "fntrace record: --async: {} hand-written Future::poll left out (its Poll's \
+                 discriminant is not in rax where rustc returns it in registers): {}",
                 left_out.len(),
                 left_out.join(", ")
             );
