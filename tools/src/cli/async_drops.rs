@@ -21,10 +21,10 @@ use super::async_fns::AsyncFn;
 /// What `--async` sets on a running process `pid` (`fntrace record -p`,
 /// `fntrace top --async`), from its executable's DWARF (`/proc/PID/exe`):
 /// the `-A` specs (its futures' drop functions, then its polls) and the
-/// `-R` specs (its polls).
-pub fn specs_of_process(pid: u32) -> Result<(Vec<String>, Vec<String>), String> {
+/// `-R` specs (its polls); `deps`: dependencies' hand-written futures too.
+pub fn specs_of_process(pid: u32, deps: bool) -> Result<(Vec<String>, Vec<String>), String> {
     let exe = std::path::PathBuf::from(format!("/proc/{pid}/exe"));
-    let found = super::async_fns::find(&exe)?;
+    let found = super::async_fns::find(&exe, deps)?;
     if found.is_empty() {
         return Err(format!(
             "--async: process {pid}'s executable has no async fn or block with a symbol in \

@@ -88,6 +88,7 @@ type Reader<'a> = gimli::EndianSlice<'a, gimli::LittleEndian>;
 pub fn find_for_command(
     program: &OsStr,
     args: &[OsString],
+    deps: bool,
 ) -> Result<(PathBuf, Vec<AsyncFn>), String> {
     let path = super::instrumented::resolve(program)
         .ok_or_else(|| format!("--async: {} not found", program.to_string_lossy()))?;
@@ -95,7 +96,7 @@ pub fn find_for_command(
     // candidate's is skipped.
     let own = match super::instrumented::is_script(&path) {
         true => Vec::new(),
-        false => find(&path)?,
+        false => find(&path, deps)?,
     };
     if !own.is_empty() {
         return Ok((path, own));
@@ -105,7 +106,7 @@ pub fn find_for_command(
         if candidate == path {
             return false; // read above
         }
-        found = find(candidate).unwrap_or_default();
+        found = find(candidate, deps).unwrap_or_default();
         !found.is_empty()
     });
     wrapped.map(|candidate| (candidate, found)).ok_or_else(|| {
@@ -118,8 +119,10 @@ pub fn find_for_command(
 }
 
 /// The async resume functions of the executable at `path` that have a
-/// symbol (those inlined into their callers have none, and no call site).
-pub fn find(path: &Path) -> Result<Vec<AsyncFn>, String> {
+/// symbol (those inlined into their callers have none, and no call site),
+/// and its hand-written `Future::poll`s: those of its own code, or with
+/// `deps` those of every crate (`fntrace record --async-deps`).
+pub fn find(path: &Path, deps: bool) -> Result<Vec<AsyncFn>, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let file = object::File::parse(&*bytes).map_err(|e| format!("{}: {e}", path.display()))?;
     let sections = gimli::DwarfSections::load(|id| -> Result<Cow<[u8]>, gimli::Error> {
@@ -136,7 +139,7 @@ pub fn find(path: &Path) -> Result<Vec<AsyncFn>, String> {
         let Ok(unit) = dwarf.unit(header) else {
             continue;
         };
-        let _ = resume_functions(&dwarf, &unit, &mut found);
+        let _ = resume_functions(&dwarf, &unit, deps, &mut found);
     }
     if found.is_empty() {
         return Ok(Vec::new());
@@ -200,6 +203,7 @@ const FUTURE_POLL: &str = " as core::future::future::Future>::poll";
 fn resume_functions(
     dwarf: &gimli::Dwarf<Reader<'_>>,
     unit: &gimli::Unit<Reader<'_>>,
+    deps: bool,
     found: &mut BTreeMap<u64, Layout>,
 ) -> gimli::Result<()> {
     let mut entries = unit.entries();
@@ -217,7 +221,7 @@ fn resume_functions(
         let name = dwarf.attr_string(unit, name)?;
         let name = name.to_string_lossy();
         if name == "poll" {
-            if let Some(layout) = hand_written_poll(dwarf, unit, entry)? {
+            if let Some(layout) = hand_written_poll(dwarf, unit, entry, deps)? {
                 found.insert(low_pc, layout);
             }
             continue;
@@ -314,7 +318,7 @@ fn state_of_resume(
 /// `poll`), if it is one `--async` follows: declared in the program's own
 /// code (not in a crate from a registry or git checkout, nor in Rust's
 /// library: their futures are the executor's and the libraries' own
-/// business, and many), returning a `Poll<T>` whose DWARF variant part
+/// business, and many), unless `deps`, returning a `Poll<T>` whose DWARF variant part
 /// places the discriminant and gives `Pending` a value. rustc returns it
 /// in registers when it is at most 8 bytes, or 16 made of two scalars
 /// (its scalar pair, the discriminant first, in rax): the discriminant
@@ -325,8 +329,9 @@ fn hand_written_poll(
     dwarf: &gimli::Dwarf<Reader<'_>>,
     unit: &gimli::Unit<Reader<'_>>,
     entry: &gimli::DebuggingInformationEntry<Reader<'_>>,
+    deps: bool,
 ) -> gimli::Result<Option<Layout>> {
-    if !declared_in_own_code(dwarf, unit, entry)? {
+    if !deps && !declared_in_own_code(dwarf, unit, entry)? {
         return Ok(None);
     }
     let Some(poll) = type_of(unit, entry.offset())? else {

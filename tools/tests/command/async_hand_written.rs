@@ -42,11 +42,18 @@ const FOLLOWED: [&str; 8] = [
 /// `tests/rust/hand_futures.rs` built as `--async` needs it (instrumented,
 /// optimised, full debug info) in `dir`.
 fn build(dir: &Path) -> PathBuf {
+    build_as(dir, &[])
+}
+
+/// [`build`] with more rustc arguments.
+fn build_as(dir: &Path, more: &[&str]) -> PathBuf {
     let source = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/rust/hand_futures.rs");
     let exe = dir.join("hand_futures");
     let status = Command::new("rustc")
         .env("RUSTC_BOOTSTRAP", "1")
-        .args(["-O", "-g", "-Zinstrument-mcount", "--edition", "2021", "-o"])
+        .args(["-O", "-g", "-Zinstrument-mcount", "--edition", "2021"])
+        .args(more)
+        .arg("-o")
         .arg(&exe)
         .arg(source)
         .status()
@@ -166,4 +173,55 @@ fn hand_written_futures_are_linked_by_the_poll_they_return() {
         "{report}"
     );
     assert_eq!(live.matches("dropped before Ready").count(), 1, "{live}");
+}
+
+/// The same program as if it were a dependency (its source path remapped
+/// into Cargo's registry, as its DWARF then says): `--async` leaves its
+/// hand-written futures out (none left: refused, said), `--async-deps`
+/// follows them.
+#[test]
+fn dependencies_futures_are_followed_with_async_deps() {
+    let dir = TempDir::new("async-hand-written-deps");
+    let tests = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests");
+    let registry = "/root/.cargo/registry/src/index.crates.io-0000/hand-futures-0.1.0";
+    let remap = format!("--remap-path-prefix={tests}={registry}");
+    let exe = build_as(&dir.0, &[&remap]);
+    let record = |extra: &[&str]| {
+        let data = dir.0.join(format!("data{}", extra.len()));
+        let output = Command::new(CLI)
+            .arg("record")
+            .arg("--lib")
+            .arg(profile_program::library())
+            .arg("--async")
+            .args(extra)
+            .arg("-o")
+            .arg(&data)
+            .arg("--")
+            .arg(&exe)
+            .arg("30")
+            .output()
+            .expect("running fntrace record");
+        (output, data)
+    };
+    let (own, _) = record(&[]);
+    let said = String::from_utf8_lossy(&own.stderr);
+    assert_eq!(own.status.code(), Some(2), "{said}");
+    assert!(said.contains("has no async fn"), "{said}");
+    let (deps, data) = record(&["--async-deps"]);
+    let stdout = String::from_utf8_lossy(&deps.stdout);
+    assert!(
+        deps.status.success(),
+        "{}",
+        String::from_utf8_lossy(&deps.stderr)
+    );
+    let report = common::fntrace_ok(&["report"], &data);
+    for name in ["Countdown", "Text"] {
+        let ((completed, polls), _) = counted(&stdout, name);
+        assert_eq!(completed, 30, "{stdout}");
+        assert_eq!(
+            row(&report, &poll_of(name)),
+            Some((completed, polls)),
+            "{report}"
+        );
+    }
 }

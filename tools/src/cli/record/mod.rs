@@ -101,11 +101,17 @@ pub struct RecordArgs {
     #[arg(short = 'a', long = "auto-args")]
     pub auto_args: bool,
     /// Async Rust: record the polls of every async fn and async block the
-    /// executable's DWARF describes, so that `fntrace report` links them
-    /// into futures (docs/async.md). With -p, set on the running process
-    /// for the recording and cleared at its end.
+    /// executable's DWARF describes, and of the hand-written
+    /// `Future::poll`s of its own code, so that `fntrace report` links
+    /// them into futures (docs/async.md). With -p, set on the running
+    /// process for the recording and cleared at its end.
     #[arg(long = "async")]
     pub futures: bool,
+    /// With --async: the hand-written `Future::poll`s of its dependencies
+    /// too (crates from a registry or git, Rust's library: tokio's
+    /// `Sleep`, `JoinHandle`...), left out by default.
+    #[arg(long = "async-deps", requires = "futures")]
+    pub async_deps: bool,
     /// Leave out the program's calls into shared libraries (malloc,
     /// write, getppid...), which are recorded by default, as uftrace does:
     /// the executable's calls through its PLT, named after the library
@@ -254,7 +260,8 @@ fn record(args: &RecordArgs) -> Result<ExitCode, String> {
     arguments.extend(args.argument.iter().cloned());
     retval.extend(args.retval.iter().cloned());
     if args.futures {
-        let (path, found) = super::async_fns::find_for_command(program, program_args)?;
+        let (path, found) =
+            super::async_fns::find_for_command(program, program_args, args.async_deps)?;
         if super::instrumented::resolve(program).as_ref() != Some(&path) {
             eprintln!(
                 "fntrace record: --async: the async functions of {} (which {} runs)",
@@ -496,7 +503,7 @@ fn record_running(args: &RecordArgs, pid: u32) -> Result<ExitCode, String> {
     // Before the process is touched: a program with no async function is
     // refused as it is.
     let async_specs = match args.futures {
-        true => super::async_drops::specs_of_process(pid)?,
+        true => super::async_drops::specs_of_process(pid, args.async_deps)?,
         false => (Vec::new(), Vec::new()),
     };
     let attached =

@@ -53,7 +53,7 @@ fn filter_of(status: &str) -> Option<String> {
 /// Sets the program `pid` (asked through `target`) up to link its async
 /// functions' polls into futures; what to undo at the end.
 pub(super) fn set_up(target: &str, timeout: Duration, pid: u32) -> Result<SetUp, String> {
-    let (arguments, retvals) = async_drops::specs_of_process(pid)?;
+    let (arguments, retvals) = async_drops::specs_of_process(pid, false)?;
     // The functions the specs name, for the filter: a name with a comma
     // cannot be one glob of the list (its polls are then not traced).
     let names: Vec<&str> = (arguments.iter())
