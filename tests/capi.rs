@@ -163,7 +163,7 @@ fn bad_values_return_negative_codes_named_by_last_error() {
         ("enable_null", -libc::EINVAL, "tracer is NULL"),
         ("filter_empty_item", -libc::EINVAL, "empty glob"),
         ("filter_bare_bang", -libc::EINVAL, "empty glob"),
-        ("filter_space", -libc::EINVAL, "' '"),
+        ("filter_control", -libc::EINVAL, "'\\t'"),
         ("dump_not_empty", -libc::ENOTEMPTY, "not an empty directory"),
         ("record_stop_none", -libc::ESRCH, "no recording"),
         (
