@@ -118,6 +118,18 @@
 fntrace_return_stub_arenas:
         .zero   16 * STUB_ARENAS
 
+/* `out` = the function's rax (64(%rsp) once POP_FOR_EXIT_AND_DATA has
+ * run) masked to the value's size by the shift at MARK_RETVAL_SHIFT_AT
+ * of the marks in %rdi (read first: `out` may be %rdi); clobbers %rcx. */
+.macro MASKED_RAX out
+        movq    %rdi, %rcx              /* the shift, in cl */
+        shrq    $MARK_RETVAL_SHIFT_AT, %rcx
+        andl    $63, %ecx
+        movq    64(%rsp), \out
+        shlq    %cl, \out
+        shrq    %cl, \out
+.endm
+
 /* A marked frame of the graph tracer's, at its fast exit (registers as
  * in "Fast path" above): to `slow` unless the frame is the graph tracer's
  * while its fast path is on and the ring (its address into rsi) has room
@@ -324,12 +336,7 @@ fntrace_return_stub_arenas:
         cmpq    $((1 << (MARK_ARGS_BIT - MARK_FAST_RETVAL_BIT)) + 1), %r10
         jne     .Lslow_with_tsc\@
         POP_FOR_EXIT_AND_DATA .Lslow_with_tsc\@, .Lpopped\@
-        movq    %rdi, %rcx              /* the shift, in cl */
-        shrq    $MARK_RETVAL_SHIFT_AT, %rcx
-        andl    $63, %ecx
-        movq    64(%rsp), %rdi          /* the function's rax */
-        shlq    %cl, %rdi
-        shrq    %cl, %rdi
+        MASKED_RAX %rdi
         WRITE_EXIT_AND_DATA %rdi, %rdx
         jmp     .Lpopped\@
 
@@ -377,12 +384,7 @@ fntrace_return_stub_arenas:
         /* A hand-written poll: its Poll's discriminant, rax masked as the
          * marked exit masks a return value. */
 .Lpoll_rax\@:
-        movq    %rdi, %rcx              /* the shift, in cl */
-        shrq    $MARK_RETVAL_SHIFT_AT, %rcx
-        andl    $63, %ecx
-        movq    64(%rsp), %rdx          /* the function's rax */
-        shlq    %cl, %rdx
-        shrq    %cl, %rdx
+        MASKED_RAX %rdx
 .Lpoll_write\@:
         /* The exit event and its data slot, published together. */
         WRITE_EXIT_AND_DATA %rdx, %rcx

@@ -120,14 +120,7 @@ fn hand_written_futures_are_linked_by_the_poll_they_return() {
         stdout.push_str(&line);
         stdout.push('\n');
     }
-    let ctl = Command::new(CLI)
-        .arg("ctl")
-        .arg(&socket)
-        .arg("futures")
-        .output()
-        .expect("running fntrace ctl");
-    let live = String::from_utf8_lossy(&ctl.stdout).into_owned();
-    assert!(ctl.status.success(), "fntrace ctl futures: {ctl:?}");
+    let live = common::ctl_futures(&socket);
     // Done with it: the recording ends with the program.
     drop(child.stdin.take());
     let output = child.wait_with_output().unwrap();

@@ -201,14 +201,7 @@ fn futures_dropped_while_pending_leave_the_table() {
         }
     }
     assert_eq!(cancelled, Some(CANCELLED));
-    let ctl = Command::new(CLI)
-        .arg("ctl")
-        .arg(&socket)
-        .arg("futures")
-        .output()
-        .expect("running fntrace ctl");
-    let rows = String::from_utf8_lossy(&ctl.stdout).into_owned();
-    assert!(ctl.status.success(), "fntrace ctl futures: {ctl:?}");
+    let rows = common::ctl_futures(&socket);
     let text = scrape(port);
     let status = child.wait().unwrap();
     assert!(status.success(), "fntrace record: {status:?}");

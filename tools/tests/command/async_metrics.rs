@@ -17,15 +17,13 @@ use crate::profile_program;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::TempDir;
 use fntrace_tools::analysis::{self, FutureEnd};
 use fntrace_tools::export::UftraceReader;
 use fntrace_tools::EventSource;
-
-const CLI: &str = env!("CARGO_BIN_EXE_fntrace");
 
 /// `GET /metrics` on `127.0.0.1:port`: the body.
 fn scrape(port: u16) -> String {
@@ -99,14 +97,7 @@ fn metrics_count_the_futures_the_anchor_completed() {
     }
     // Every future completed before the line was printed.
     let text = scrape(port);
-    let ctl = Command::new(CLI)
-        .arg("ctl")
-        .arg(&socket)
-        .arg("futures")
-        .output()
-        .expect("running fntrace ctl");
-    let rows = String::from_utf8_lossy(&ctl.stdout).into_owned();
-    assert!(ctl.status.success(), "fntrace ctl futures: {ctl:?}");
+    let rows = common::ctl_futures(&socket);
     let status = child.wait().unwrap();
     assert!(status.success(), "fntrace record: {status:?}");
 

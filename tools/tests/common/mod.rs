@@ -220,6 +220,19 @@ pub fn shown_ns(text: &str) -> f64 {
         }
 }
 
+/// `fntrace ctl SOCKET futures`: its reply (the runtime future linker's
+/// rows), asserted a success.
+pub fn ctl_futures(socket: &std::path::Path) -> String {
+    let ctl = std::process::Command::new(env!("CARGO_BIN_EXE_fntrace"))
+        .arg("ctl")
+        .arg(socket)
+        .arg("futures")
+        .output()
+        .expect("running fntrace ctl");
+    assert!(ctl.status.success(), "fntrace ctl futures: {ctl:?}");
+    String::from_utf8_lossy(&ctl.stdout).into_owned()
+}
+
 /// Waits for `socket` (a program's control socket) to appear: at most a
 /// minute.
 pub fn wait_for_socket(socket: &std::path::Path) {
